@@ -1,0 +1,233 @@
+/*
+ * optim/optimizer.h - using an optimizer: create, step, inspect, save.
+ *
+ * This is tf.keras.optimizers' Optimizer in C. An optimizer is an instance of
+ * a class (SGD, Adam, or one you write, see optim/optimizer_class.h). Create
+ * it from a class, a Keras class name, or a Keras JSON config; hand it
+ * (gradient, variable) pairs with optim_apply_gradients(); it keeps its slots
+ * (momentum, m, v, ...) and its `iterations` counter.
+ *
+ *     optim_optimizer *opt;
+ *     optim_error err;
+ *     if (optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": "
+ *                         "{\"learning_rate\": 0.1, \"momentum\": 0.9}}", &err))
+ *         die(err.msg);
+ *     optim_grad_var pairs[2] = {
+ *         {optim_grad_dense(grad_w), w},
+ *         {optim_grad_sparse(ids, n, rows), embedding},
+ *     };
+ *     if (optim_apply_gradients(opt, pairs, 2, 0))
+ *         die(optim_errmsg(opt));
+ *     optim_destroy(opt);
+ *
+ * Generations. Keras has two optimizer generations with different update rules
+ * in places: Keras 3 (the default here) and tf.keras's legacy OptimizerV2
+ * (`"is_legacy_optimizer": true` in a config, or OPTIM_LEGACY in the options).
+ * Each built-in follows the formulas of the generation it was created with.
+ *
+ * Errors. Every call that can fail returns 0 or a negative OPTIM_E* code and
+ * leaves a message in optim_errmsg(opt). A failed call changes nothing: no
+ * variable, slot, hyperparameter or counter is touched.
+ *
+ * Threads. An optimizer is thread-compatible, not thread-safe (as in Keras):
+ * calls on one optimizer must not overlap; distinct optimizers may be used
+ * from distinct threads. Internally a step runs on all OpenMP threads, and
+ * its results are bitwise identical whatever the number of threads.
+ *
+ * Lifetimes. Variables are borrowed: they must outlive the optimizer that
+ * updates them. Slots are owned by the optimizer.
+ */
+#ifndef OPTIM_OPTIMIZER_H
+#define OPTIM_OPTIMIZER_H
+
+#include "optim/status.h"
+#include "optim/tensor.h"
+#include "optim/variable.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct optim_optimizer optim_optimizer;
+typedef struct optim_class optim_class;
+
+/* ---- gradients -------------------------------------------------------- */
+
+typedef enum optim_grad_kind {
+    OPTIM_GRAD_NONE = 0,   /* no gradient (Python's None): the pair is skipped */
+    OPTIM_GRAD_DENSE = 1,  /* `dense` has the variable's dtype and shape */
+    OPTIM_GRAD_SPARSE = 2  /* `sparse` rows index the variable's first dim */
+} optim_grad_kind;
+
+typedef struct optim_grad {
+    optim_grad_kind kind;
+    optim_tensor dense;
+    optim_slices sparse;
+} optim_grad;
+
+typedef struct optim_grad_var {
+    optim_grad grad;
+    optim_var *var;
+} optim_grad_var;
+
+optim_grad optim_grad_none(void);
+optim_grad optim_grad_dense(optim_tensor t);
+optim_grad optim_grad_sparse(const int64_t *indices, int64_t n, optim_tensor values);
+
+/* ---- creation ----------------------------------------------------------- */
+
+typedef enum optim_generation {
+    OPTIM_KERAS3 = 0, /* Keras 3 (keras.optimizers) */
+    OPTIM_LEGACY = 1  /* tf.keras.optimizers.legacy (OptimizerV2) */
+} optim_generation;
+
+typedef struct optim_options {
+    uint32_t size;               /* sizeof(optim_options) */
+    optim_generation generation;
+    const char *name;            /* the optimizer's name; NULL: the class name */
+} optim_options;
+
+optim_options optim_options_defaults(void);
+
+/* Creates an optimizer of class `cls` with the class's defaults. The class
+ * table is copied; its strings and param array must stay valid (static).
+ * opts may be NULL (defaults). */
+int optim_create(optim_optimizer **out, const optim_class *cls, const optim_options *opts,
+                 optim_error *err);
+
+/* Same, looking the class up by Keras name, case-insensitively ("sgd"). */
+int optim_create_by_name(optim_optimizer **out, const char *class_name,
+                         const optim_options *opts, optim_error *err);
+
+/* Creates an optimizer from Keras JSON: {"class_name": "SGD", "config": {...}}
+ * (tf.keras.optimizers.serialize's format), or a bare string "sgd" (the
+ * defaults, as keras.optimizers.get). Keys are checked against the class and
+ * generation: an unknown key, a value of the wrong type or out of range is an
+ * error naming the key, the value and what was allowed. */
+int optim_from_json(optim_optimizer **out, const char *json, optim_error *err);
+
+/* Creates from a class name and a config object alone (Optimizer.from_config). */
+int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
+                      optim_error *err);
+
+/* Frees the optimizer and its slots (never the variables). NULL is a no-op. */
+void optim_destroy(optim_optimizer *opt);
+
+/* Message of the last failed call ("" after a success). */
+const char *optim_errmsg(const optim_optimizer *opt);
+
+const char *optim_name(const optim_optimizer *opt);
+const optim_class *optim_class_of(const optim_optimizer *opt);
+optim_generation optim_generation_of(const optim_optimizer *opt);
+
+/* ---- configuration (get_config / serialize) ------------------------------ */
+
+/* The config object as JSON text, with exactly Keras's keys for the class and
+ * generation. Returns a malloc'd string the caller frees with optim_free, or
+ * NULL (out of memory; see optim_errmsg). */
+char *optim_get_config(optim_optimizer *opt);
+
+/* {"class_name": ..., "config": ...} (tf.keras.optimizers.serialize). */
+char *optim_serialize(optim_optimizer *opt);
+
+/* Frees strings returned by the library. */
+void optim_free(void *p);
+
+/* ---- hyperparameters ---------------------------------------------------- */
+
+/* Sets a hyperparameter or option by its Keras name ("learning_rate",
+ * "momentum", "nesterov", "clipnorm", "decay", ...) to a number. Booleans are
+ * 0/1. For options that may be None (clipnorm, clipvalue, global_clipnorm),
+ * NAN means None. Takes effect at the next step (opt.learning_rate = 0.05). */
+int optim_set_hyper(optim_optimizer *opt, const char *name, double value);
+
+/* Makes a hyperparameter follow a scalar variable (borrowed; read at each
+ * step, like a tf.Variable hyperparameter). */
+int optim_set_hyper_var(optim_optimizer *opt, const char *name, optim_var *scalar);
+
+/* Makes a hyperparameter a zero-argument callable, evaluated once per step. */
+typedef double (*optim_hyper_fn)(void *user);
+int optim_set_hyper_fn(optim_optimizer *opt, const char *name, optim_hyper_fn fn, void *user);
+
+/* Makes a hyperparameter a function of the step counter (a learning-rate
+ * schedule), evaluated once per step at `iterations` before its increment. */
+typedef double (*optim_schedule_fn)(void *user, int64_t step);
+int optim_set_hyper_schedule(optim_optimizer *opt, const char *name, optim_schedule_fn fn,
+                             void *user);
+
+/* The value the hyperparameter has at the current step (NAN for None). */
+int optim_get_hyper(optim_optimizer *opt, const char *name, double *value);
+
+/* 1 if the hyperparameter is a plain number or None, 0 if it is a variable,
+ * callable or schedule (or unknown). */
+int optim_hyper_is_constant(const optim_optimizer *opt, const char *name);
+
+/* Number of OpenMP threads a step uses; 0 (the default) means OpenMP's. */
+int optim_set_num_threads(optim_optimizer *opt, int n);
+
+/* ---- gradient processing ------------------------------------------------ */
+
+/* A function over the step's gradients. It gets copies the optimizer owns and
+ * may change them in place, or point a pair's gradient at memory of its own
+ * that stays valid until optim_apply_gradients returns. Returning non-zero
+ * aborts the step (nothing is updated); it may fill err. */
+typedef int (*optim_grad_fn)(void *user, optim_grad_var *pairs, size_t n, optim_error *err);
+
+/* Appends a gradient transformer (Keras's gradient_transformers), run after
+ * clipvalue, clipnorm and global_clipnorm, in the order added. */
+int optim_add_gradient_transformer(optim_optimizer *opt, optim_grad_fn fn, void *user);
+
+/* Sets the gradient aggregator (Keras's gradient_aggregator; by default the
+ * identity, for a single replica). It runs first, unless apply_gradients is
+ * called with OPTIM_APPLY_NO_AGGREGATE. */
+int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn fn, void *user);
+
+/* ---- stepping ----------------------------------------------------------- */
+
+#define OPTIM_APPLY_NO_AGGREGATE 1u /* experimental_aggregate_gradients=False */
+
+/* One optimizer step over n (gradient, variable) pairs, in the order of
+ * docs/custom-optimizer.md: validate all, skip absent gradients, aggregate,
+ * clip and transform, create missing slots, prepare, update, constrain,
+ * iterations += 1. A variable may appear once per call. If no pair has a
+ * gradient, nothing happens (not even the increment). */
+int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                          uint32_t flags);
+
+/* Creates slots for these variables now and fixes the optimizer's variable
+ * set, like Keras 3's optimizer.build(var_list): afterwards, a gradient for
+ * any other variable is an error. */
+int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n);
+
+int64_t optim_iterations(const optim_optimizer *opt);
+
+/* ---- slots and weights ---------------------------------------------------- */
+
+/* The slot `slot_name` of `var`, or NULL if none was created. */
+optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var,
+                          const char *slot_name);
+
+/* Names of the slots the optimizer created, in creation order, each once.
+ * Writes up to cap names and returns the total count. */
+size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size_t cap);
+
+/* Number of weights: 1 (iterations) + the number of slot variables. */
+size_t optim_weights_count(const optim_optimizer *opt);
+
+/* Views of the weights in Keras's order: iterations (int64 scalar), then the
+ * slots in creation order. Writes up to cap views and returns the count. The
+ * views point into the optimizer and stay valid until its next change. */
+size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap);
+
+/* Sets all weights, in optim_get_weights's order. The count, each dtype
+ * (int32/int64 or float for iterations) and each shape must match; else
+ * nothing changes. */
+int optim_set_weights(optim_optimizer *opt, const optim_tensor *weights, size_t n);
+
+/* Name of weight i ("iterations" or "VAR/SLOT"), NULL past the end. */
+const char *optim_weight_name(const optim_optimizer *opt, size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,222 @@
+/*
+ * optim/optimizer_class.h - writing an optimizer (the extension contract).
+ *
+ * An optimizer class is a table of function pointers, the C form of
+ * subclassing tf.keras's Optimizer and overriding _create_slots,
+ * _prepare_local, _resource_apply_dense, _resource_apply_sparse,
+ * _resource_apply_sparse_duplicate_indices, apply_gradients and get_config.
+ * The built-in optimizers are written against exactly this header.
+ *
+ * Stability: the table starts with its own size and OPTIM_CLASS_VERSION.
+ * Hooks are only ever appended, so a class compiled against version N keeps
+ * working with later libraries (missing trailing hooks read as NULL). Every
+ * hook marked optional may be NULL.
+ *
+ * A minimal element-wise class (see examples/custom_optimizer.c for one with a
+ * slot and a sparse rule, and docs/custom-optimizer.md for the full guide):
+ *
+ *     static const optim_param params[] = {
+ *         {"momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.0, 0.0, 1.0},
+ *     };
+ *     typedef struct { double lr; } coef;
+ *     static void prepare(optim_optimizer *o, optim_dtype dt, void *c) {
+ *         ((coef *)c)->lr = optim_learning_rate(o, dt);
+ *     }
+ *     static void apply_dense(const optim_dense_update *u) {
+ *         const coef *c = u->coef;
+ *         if (u->dtype == OPTIM_F32) { float *w = u->param; const float *g = u->grad;
+ *             float lr = (float)c->lr;
+ *             for (int64_t i = 0; i < u->count; i++) w[i] -= lr * g[i]; }
+ *         else { ... }
+ *     }
+ *     static const optim_class my_sgd = {
+ *         .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
+ *         .name = "MySGD", .flags = OPTIM_CLASS_ELEMENTWISE,
+ *         .default_learning_rate = 0.01,
+ *         .params = params, .n_params = 1, .coef_size = sizeof(coef),
+ *         .prepare = prepare, .apply_dense = apply_dense,
+ *     };
+ *     optim_register_class(&my_sgd, &err);   // now "MySGD" works in JSON
+ */
+#ifndef OPTIM_OPTIMIZER_CLASS_H
+#define OPTIM_OPTIMIZER_CLASS_H
+
+#include "optim/optimizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OPTIM_CLASS_VERSION 1
+
+/* Most slots one variable may have. */
+#define OPTIM_MAX_SLOTS 8
+
+/* The config being written by a get_config hook (opaque). */
+typedef struct optim_config optim_config;
+
+/* ---- declared hyperparameters -------------------------------------------- */
+
+typedef enum optim_param_type {
+    OPTIM_PARAM_FLOAT = 0, /* JSON number */
+    OPTIM_PARAM_BOOL = 1,  /* JSON true/false; 0 or 1 in C */
+    OPTIM_PARAM_INT = 2    /* JSON integer */
+} optim_param_type;
+
+#define OPTIM_PARAM_DYNAMIC 1u       /* may be a variable, callable or schedule (a Keras hyper) */
+#define OPTIM_PARAM_NULLABLE 2u      /* may be None (null in JSON, NAN in C) */
+#define OPTIM_PARAM_LEGACY_ONLY 4u   /* exists only in the legacy generation */
+#define OPTIM_PARAM_KERAS3_ONLY 8u   /* exists only in the Keras 3 generation */
+#define OPTIM_PARAM_MIN_EXCLUSIVE 16u
+#define OPTIM_PARAM_MAX_EXCLUSIVE 32u
+
+/* One config key of the class, in the order get_config writes them. The base
+ * class checks type and range [min, max] on every set and every step. */
+typedef struct optim_param {
+    const char *name;
+    optim_param_type type;
+    uint32_t flags;
+    double default_value; /* NAN for None (with OPTIM_PARAM_NULLABLE) */
+    double min, max;      /* use -INFINITY / INFINITY for no bound */
+} optim_param;
+
+/* ---- what the update hooks receive ----------------------------------------- */
+
+/* A contiguous run of one variable (the whole variable unless the class is
+ * OPTIM_CLASS_ELEMENTWISE, in which case chunks run on all threads). */
+typedef struct optim_dense_update {
+    optim_optimizer *opt;
+    optim_var *var;
+    optim_dtype dtype;    /* F32 or F64: param, grad and slots all have it */
+    int64_t offset;       /* first element of the run within the variable */
+    int64_t count;        /* elements in the run */
+    void *param;          /* the variable's data + offset */
+    const void *grad;     /* the gradient for these elements (after clipping) */
+    void *const *slots;   /* each slot's data + offset, in create_slots order */
+    int nslots;           /* how many slots this variable has */
+    const void *coef;     /* what prepare wrote for this dtype */
+    int64_t iterations;   /* the step counter before this step's increment */
+} optim_dense_update;
+
+/* A sparse update of one variable, viewed as [rows, row_size]. */
+typedef struct optim_sparse_update {
+    optim_optimizer *opt;
+    optim_var *var;
+    optim_dtype dtype;
+    int64_t rows;          /* the variable's first dim */
+    int64_t row_size;      /* elements per row */
+    void *param;           /* the whole variable */
+    void *const *slots;    /* whole slots, in create_slots order */
+    int nslots;
+    const int64_t *indices; /* n indices in [0, rows); for apply_sparse unique
+                               and ascending, duplicates summed in order */
+    int64_t n;
+    const void *values;    /* n * row_size gradient values */
+    const void *coef;
+    int64_t iterations;
+} optim_sparse_update;
+
+/* ---- the class table -------------------------------------------------------- */
+
+#define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
+
+/* apply_sparse_duplicate_indices returns this to ask for the default:
+ * de-duplicate, then apply_sparse. */
+#define OPTIM_SPARSE_DEFAULT 1
+
+struct optim_class {
+    uint32_t size;        /* sizeof(optim_class) as compiled */
+    uint32_t version;     /* OPTIM_CLASS_VERSION as compiled */
+    const char *name;     /* Keras class name ("SGD"); JSON "class_name" */
+    uint32_t flags;       /* OPTIM_CLASS_* */
+    double default_learning_rate;
+    const optim_param *params; /* the class's own config keys (not the base's) */
+    size_t n_params;
+    size_t coef_size;     /* bytes prepare may write, per dtype */
+    size_t state_size;    /* bytes of zeroed per-optimizer state (optim_state) */
+
+    /* Optional. After creation and every config change: check cross-key
+     * rules the per-key ranges cannot express. Non-zero rejects the change. */
+    int (*validate)(optim_optimizer *opt, optim_error *err);
+
+    /* Optional. Called once per variable, the first time it gets a gradient
+     * (or at optim_build): add its slots with optim_add_slot. */
+    int (*create_slots)(optim_optimizer *opt, optim_var *var, optim_error *err);
+
+    /* Optional. Once per step and dtype, before any update: write per-step
+     * coefficients (learning rate, bias corrections...) to coef. */
+    void (*prepare)(optim_optimizer *opt, optim_dtype dtype, void *coef);
+
+    /* Required unless apply_gradients is set. Dense update of u->count elements. */
+    void (*apply_dense)(const optim_dense_update *u);
+
+    /* Optional. Sparse update with unique ascending indices. If NULL, sparse
+     * gradients are refused with OPTIM_ENOTSUP. */
+    void (*apply_sparse)(const optim_sparse_update *u);
+
+    /* Optional. Sparse update with the indices as given (may repeat). Return
+     * OPTIM_SPARSE_DEFAULT to have the base de-duplicate and call
+     * apply_sparse instead (the Keras default); 0 when done. */
+    int (*apply_sparse_duplicate_indices)(const optim_sparse_update *u);
+
+    /* Optional, for wrappers: replaces the whole pipeline. The wrapper
+     * usually delegates to an inner optimizer's optim_apply_gradients. */
+    int (*apply_gradients)(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                           uint32_t flags);
+
+    /* Optional. Extra config entries beyond params (nested objects, strings):
+     * call optim_config_put(cfg, key, json_text) for each. */
+    int (*get_config)(optim_optimizer *opt, optim_config *cfg);
+
+    /* Optional. A config key that is not a param: return OPTIM_EKEY if it is
+     * not yours, 0 if taken, another error (with err filled) if invalid. */
+    int (*set_config)(optim_optimizer *opt, const char *key, const char *json_value,
+                      optim_error *err);
+
+    /* Optional. Frees what the class allocated in its state. */
+    void (*destroy)(optim_optimizer *opt);
+};
+
+/* ---- services of the base class, for use inside hooks ------------------- */
+
+/* Registers a class for lookup by name (case-insensitive) in JSON and
+ * optim_create_by_name. The table is copied. Not thread-safe: register at
+ * start-up. Refuses a bad table or a name already taken. */
+int optim_register_class(const optim_class *cls, optim_error *err);
+
+/* Looks a class up by name, case-insensitively; NULL if unknown. */
+const optim_class *optim_find_class(const char *name);
+
+typedef enum optim_slot_init {
+    OPTIM_SLOT_ZEROS = 0,
+    OPTIM_SLOT_CONSTANT = 1, /* every element = value */
+    OPTIM_SLOT_COPY = 2      /* a copy of the variable */
+} optim_slot_init;
+
+/* In create_slots: adds slot `slot_name` to `var` (same dtype and shape).
+ * Adding an existing slot again is a no-op. */
+int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
+                   optim_slot_init init, double value);
+
+/* The class's own parameter i (its order in params), resolved for the
+ * current step (callables called once per step). NAN for None. */
+double optim_param_value(const optim_optimizer *opt, size_t i);
+
+/* The learning rate for the current step in the arithmetic of dtype: the
+ * hyperparameter (or schedule) with the legacy `decay` applied as
+ * lr / (1 + decay * iterations), rounded through float for F32. */
+double optim_learning_rate(const optim_optimizer *opt, optim_dtype dtype);
+
+/* Per-optimizer class state (state_size bytes, zeroed at creation). */
+void *optim_state(const optim_optimizer *opt);
+
+/* Sets the message of the running call (for hooks that fail). Returns code. */
+int optim_set_error(optim_optimizer *opt, int code, const char *fmt, ...);
+
+/* For get_config hooks: adds key with a JSON value (copied, checked). */
+int optim_config_put(optim_config *cfg, const char *key, const char *json_value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+/*
+ * optim/optimizers.h - the built-in optimizer classes.
+ *
+ * Each is an optim_class written against optim/optimizer_class.h, the same
+ * contract user classes use. Create one by class (optim_create(&opt,
+ * &optim_sgd_class, NULL, &err)), by Keras name ("SGD", case-insensitive) or
+ * from Keras JSON. Their update rules and options are in docs/optimizers.md.
+ */
+#ifndef OPTIM_OPTIMIZERS_H
+#define OPTIM_OPTIMIZERS_H
+
+#include "optim/optimizer_class.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The registry line of each built-in: adding an optimizer is one line here
+ * and one file under src/optimizers/. */
+#define OPTIM_BUILTIN_CLASSES(X) \
+    X(optim_sgd_class)
+
+#define OPTIM__BUILTIN_DECL(sym) extern const optim_class sym;
+OPTIM_BUILTIN_CLASSES(OPTIM__BUILTIN_DECL)
+#undef OPTIM__BUILTIN_DECL
+
+#ifdef __cplusplus
+}
+#endif
+#endif

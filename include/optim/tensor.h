@@ -1,0 +1,68 @@
+/*
+ * optim/tensor.h - dense tensor views and sparse gradients.
+ *
+ * optim_tensor is a plain view: dtype, shape and a pointer the caller owns.
+ * optim_slices is the C form of tf.IndexedSlices: `n` row indices into the
+ * first dimension of a variable, and an [n, row shape...] tensor of rows.
+ * Indices may repeat; the optimizer sums repeated rows before a sparse update
+ * (unless its class says it handles duplicates itself).
+ *
+ *     float g[6] = {...};
+ *     optim_tensor t = optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3});
+ */
+#ifndef OPTIM_TENSOR_H
+#define OPTIM_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OPTIM_MAX_RANK 8
+
+typedef enum optim_dtype {
+    OPTIM_DTYPE_INVALID = 0,
+    OPTIM_F32 = 1,
+    OPTIM_F64 = 2,
+    OPTIM_I32 = 3,
+    OPTIM_I64 = 4
+} optim_dtype;
+
+typedef struct optim_tensor {
+    optim_dtype dtype;
+    int32_t rank;                    /* 0 (scalar) .. OPTIM_MAX_RANK */
+    int64_t shape[OPTIM_MAX_RANK];
+    void *data;                      /* borrowed; row-major, contiguous */
+} optim_tensor;
+
+/* Sparse gradient (tf.IndexedSlices). `values` has shape [n, row shape...]. */
+typedef struct optim_slices {
+    const int64_t *indices;          /* borrowed, n entries, may repeat */
+    int64_t n;
+    optim_tensor values;
+} optim_slices;
+
+/* Size of one element of `dtype` in bytes, 0 for an invalid dtype. */
+size_t optim_dtype_size(optim_dtype dtype);
+
+/* "float32", "float64", "int32", "int64", or "invalid". */
+const char *optim_dtype_name(optim_dtype dtype);
+
+/* Builds a view; copies `rank` dims from `shape` (rank is clamped to
+ * OPTIM_MAX_RANK; check with optim_tensor_check when it comes from users). */
+optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank,
+                               const int64_t *shape);
+
+/* Number of elements (1 for a scalar). Returns -1 if a dim is negative or the
+ * product overflows int64. */
+int64_t optim_tensor_numel(const optim_tensor *t);
+
+/* Writes "[2, 3]" into buf (always NUL-terminated). Returns buf. */
+char *optim_shape_str(int32_t rank, const int64_t *shape, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

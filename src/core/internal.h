@@ -1,0 +1,40 @@
+/* Internal helpers shared across src/ (prefix optim__). Not installed. */
+#ifndef OPTIM_CORE_INTERNAL_H
+#define OPTIM_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim/status.h"
+#include "optim/tensor.h"
+
+#if defined(__GNUC__)
+#define OPTIM__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define OPTIM__PRINTF(a, b)
+#endif
+
+/* Fills err (if not NULL) with code and a formatted message; returns code. */
+int optim__err(optim_error *err, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
+int optim__verr(optim_error *err, int code, const char *fmt, va_list ap);
+void optim__err_clear(optim_error *err);
+
+/* Checks a user-supplied tensor header: dtype in `allowed` (bit mask of
+ * 1u << dtype), rank 0..8, dims >= 0, numel fits, data non-NULL when numel>0.
+ * `what` names it in the message. */
+int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *what,
+                        optim_error *err);
+
+/* Overflow-checked helpers. */
+int optim__mul_overflow_i64(int64_t a, int64_t b, int64_t *out);
+
+/* malloc wrappers that return NULL for size 0 requests safely. */
+void *optim__malloc(size_t n);
+void *optim__calloc(size_t count, size_t size);
+char *optim__strdup(const char *s);
+
+#define OPTIM__MASK(dt) (1u << (unsigned)(dt))
+#define OPTIM__FLOAT_MASK (OPTIM__MASK(OPTIM_F32) | OPTIM__MASK(OPTIM_F64))
+
+#endif

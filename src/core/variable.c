@@ -1,0 +1,306 @@
+/* Variables: named, shaped f32/f64 storage, owned or borrowed. */
+#include "core/internal.h"
+#include "optim/variable.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct optim_var {
+    char *name;
+    optim_dtype dtype;
+    int32_t rank;
+    int64_t shape[OPTIM_MAX_RANK];
+    int64_t numel;
+    void *data;
+    int owned;
+    int trainable;
+    optim_constraint constraint;
+    char errmsg[OPTIM_ERRMSG_MAX];
+};
+
+static int var_err(optim_var *v, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
+static int var_err(optim_var *v, int code, const char *fmt, ...)
+{
+    optim_error e;
+    va_list ap;
+    va_start(ap, fmt);
+    optim__verr(&e, code, fmt, ap);
+    va_end(ap);
+    snprintf(v->errmsg, sizeof v->errmsg, "%s", e.msg);
+    return code;
+}
+
+static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
+                   const int64_t *shape, void *data, int owned_copy, optim_error *err)
+{
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_var_create: out is NULL");
+    *out = NULL;
+    if (!name || !name[0])
+        return optim__err(err, OPTIM_EINVAL, "variable name is %s, expected a non-empty string",
+                          name ? "empty" : "NULL");
+    if (dtype != OPTIM_F32 && dtype != OPTIM_F64)
+        return optim__err(err, OPTIM_EDTYPE, "variable '%s': dtype %s, expected float32 or float64",
+                          name, optim_dtype_name(dtype));
+    if (rank < 0 || rank > OPTIM_MAX_RANK)
+        return optim__err(err, OPTIM_ESHAPE, "variable '%s': rank %d, expected 0..%d", name,
+                          (int)rank, OPTIM_MAX_RANK);
+    if (rank > 0 && !shape)
+        return optim__err(err, OPTIM_EINVAL, "variable '%s': shape is NULL for rank %d", name,
+                          (int)rank);
+    optim_tensor t = optim_tensor_make(dtype, data, rank, shape);
+    int64_t numel = optim_tensor_numel(&t);
+    if (numel < 0) {
+        char s[160];
+        return optim__err(err, OPTIM_ESHAPE,
+                          "variable '%s': shape %s has a negative dim or overflows", name,
+                          optim_shape_str(rank, shape, s, sizeof s));
+    }
+    size_t esz = optim_dtype_size(dtype);
+    if ((uint64_t)numel > SIZE_MAX / esz)
+        return optim__err(err, OPTIM_ENOMEM, "variable '%s': %lld elements do not fit in memory",
+                          name, (long long)numel);
+    if (!owned_copy && numel > 0 && !data)
+        return optim__err(err, OPTIM_EINVAL, "variable '%s': borrowed data is NULL", name);
+    optim_var *v = calloc(1, sizeof *v);
+    if (!v) return optim__err(err, OPTIM_ENOMEM, "variable '%s': out of memory", name);
+    v->name = optim__strdup(name);
+    v->dtype = dtype;
+    v->rank = rank;
+    for (int32_t i = 0; i < rank; i++) v->shape[i] = shape[i];
+    v->numel = numel;
+    v->trainable = 1;
+    v->owned = owned_copy;
+    if (owned_copy) {
+        /* 64-byte alignment keeps vector kernels on full cache lines. */
+        size_t bytes = (size_t)numel * esz;
+        size_t padded = (bytes + 63) / 64 * 64;
+        v->data = aligned_alloc(64, padded ? padded : 64);
+        if (v->data) {
+            if (data) memcpy(v->data, data, bytes);
+            else memset(v->data, 0, bytes);
+        }
+    } else {
+        v->data = data;
+    }
+    if (!v->name || !v->data) {
+        optim_var_destroy(v);
+        return optim__err(err, OPTIM_ENOMEM, "variable '%s': out of memory", name);
+    }
+    optim__err_clear(err);
+    *out = v;
+    return OPTIM_OK;
+}
+
+int optim_var_create(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
+                     const int64_t *shape, const void *init, optim_error *err)
+{
+    return var_new(out, name, dtype, rank, shape, (void *)init, 1, err);
+}
+
+int optim_var_wrap(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
+                   const int64_t *shape, void *data, optim_error *err)
+{
+    return var_new(out, name, dtype, rank, shape, data, 0, err);
+}
+
+void optim_var_destroy(optim_var *var)
+{
+    if (!var) return;
+    if (var->owned) free(var->data);
+    free(var->name);
+    free(var);
+}
+
+const char *optim_var_name(const optim_var *v) { return v->name; }
+optim_dtype optim_var_dtype(const optim_var *v) { return v->dtype; }
+int32_t optim_var_rank(const optim_var *v) { return v->rank; }
+const int64_t *optim_var_shape(const optim_var *v) { return v->shape; }
+int64_t optim_var_numel(const optim_var *v) { return v->numel; }
+void *optim_var_data(optim_var *v) { return v->data; }
+const void *optim_var_cdata(const optim_var *v) { return v->data; }
+int optim_var_trainable(const optim_var *v) { return v->trainable; }
+void optim_var_set_trainable(optim_var *v, int trainable) { v->trainable = trainable != 0; }
+const char *optim_var_errmsg(const optim_var *v) { return v ? v->errmsg : "variable is NULL"; }
+
+optim_tensor optim_var_tensor(optim_var *v)
+{
+    return optim_tensor_make(v->dtype, v->data, v->rank, v->shape);
+}
+
+double optim_var_get(const optim_var *v, int64_t i)
+{
+    if (i < 0 || i >= v->numel) return NAN;
+    return v->dtype == OPTIM_F32 ? (double)((const float *)v->data)[i]
+                                 : ((const double *)v->data)[i];
+}
+
+int optim_var_assign(optim_var *v, const void *src, optim_dtype dtype, int64_t numel)
+{
+    if (dtype != v->dtype)
+        return var_err(v, OPTIM_EDTYPE, "variable '%s': assign of %s data, expected %s", v->name,
+                       optim_dtype_name(dtype), optim_dtype_name(v->dtype));
+    if (numel != v->numel)
+        return var_err(v, OPTIM_ESHAPE, "variable '%s': assign of %lld elements, expected %lld",
+                       v->name, (long long)numel, (long long)v->numel);
+    if (numel > 0 && !src)
+        return var_err(v, OPTIM_EINVAL, "variable '%s': assign source is NULL", v->name);
+    if (numel > 0) memmove(v->data, src, (size_t)numel * optim_dtype_size(v->dtype));
+    v->errmsg[0] = '\0';
+    return OPTIM_OK;
+}
+
+/* ---- constraints ------------------------------------------------------ */
+
+optim_constraint optim_constraint_non_neg(void)
+{
+    optim_constraint c = {0};
+    c.kind = OPTIM_CONSTRAINT_NON_NEG;
+    return c;
+}
+
+optim_constraint optim_constraint_max_norm(double max_value, int32_t axis)
+{
+    optim_constraint c = {0};
+    c.kind = OPTIM_CONSTRAINT_MAX_NORM;
+    c.max_value = max_value;
+    c.axis = axis;
+    return c;
+}
+
+optim_constraint optim_constraint_unit_norm(int32_t axis)
+{
+    optim_constraint c = {0};
+    c.kind = OPTIM_CONSTRAINT_UNIT_NORM;
+    c.axis = axis;
+    return c;
+}
+
+optim_constraint optim_constraint_min_max_norm(double min_value, double max_value, double rate,
+                                               int32_t axis)
+{
+    optim_constraint c = {0};
+    c.kind = OPTIM_CONSTRAINT_MIN_MAX_NORM;
+    c.min_value = min_value;
+    c.max_value = max_value;
+    c.rate = rate;
+    c.axis = axis;
+    return c;
+}
+
+int optim_var_set_constraint(optim_var *v, const optim_constraint *c)
+{
+    if (!c || c->kind == OPTIM_CONSTRAINT_NONE) {
+        memset(&v->constraint, 0, sizeof v->constraint);
+        return OPTIM_OK;
+    }
+    switch (c->kind) {
+    case OPTIM_CONSTRAINT_NON_NEG:
+        break;
+    case OPTIM_CONSTRAINT_MAX_NORM:
+    case OPTIM_CONSTRAINT_UNIT_NORM:
+    case OPTIM_CONSTRAINT_MIN_MAX_NORM: {
+        int32_t axis = c->axis < 0 ? c->axis + v->rank : c->axis;
+        if (v->rank == 0 || axis < 0 || axis >= v->rank)
+            return var_err(v, OPTIM_ERANGE,
+                           "variable '%s': constraint axis %d, expected -%d..%d for rank %d",
+                           v->name, (int)c->axis, (int)v->rank, (int)v->rank - 1, (int)v->rank);
+        if (c->kind == OPTIM_CONSTRAINT_MAX_NORM && !(c->max_value >= 0))
+            return var_err(v, OPTIM_ERANGE, "variable '%s': MaxNorm max_value %g, expected >= 0",
+                           v->name, c->max_value);
+        if (c->kind == OPTIM_CONSTRAINT_MIN_MAX_NORM) {
+            if (!(c->min_value >= 0 && c->min_value <= c->max_value))
+                return var_err(v, OPTIM_ERANGE,
+                               "variable '%s': MinMaxNorm min_value %g max_value %g, expected "
+                               "0 <= min_value <= max_value",
+                               v->name, c->min_value, c->max_value);
+            if (!(c->rate >= 0 && c->rate <= 1))
+                return var_err(v, OPTIM_ERANGE,
+                               "variable '%s': MinMaxNorm rate %g, expected in [0, 1]", v->name,
+                               c->rate);
+        }
+        break;
+    }
+    case OPTIM_CONSTRAINT_CUSTOM:
+        if (!c->fn)
+            return var_err(v, OPTIM_EINVAL, "variable '%s': custom constraint has no fn",
+                           v->name);
+        break;
+    default:
+        return var_err(v, OPTIM_EINVAL, "variable '%s': constraint kind %d is unknown", v->name,
+                       (int)c->kind);
+    }
+    v->constraint = *c;
+    v->errmsg[0] = '\0';
+    return OPTIM_OK;
+}
+
+const optim_constraint *optim_var_constraint(const optim_var *v)
+{
+    return v->constraint.kind == OPTIM_CONSTRAINT_NONE ? NULL : &v->constraint;
+}
+
+/* Scales each fibre along `axis` by factor(norm) exactly as Keras:
+ * w * (desired / (epsilon + norm)), computed in the variable's precision. */
+#define NORM_CONSTRAINT(T, SQRT)                                                          \
+    static void norm_constraint_##T(T *w, const optim_var *v, int32_t axis,               \
+                                    const optim_constraint *c)                            \
+    {                                                                                      \
+        int64_t outer = 1, inner = 1, len = v->shape[axis];                               \
+        for (int32_t i = 0; i < axis; i++) outer *= v->shape[i];                           \
+        for (int32_t i = axis + 1; i < v->rank; i++) inner *= v->shape[i];                 \
+        const T eps = (T)OPTIM_KERAS_EPSILON;                                              \
+        for (int64_t o = 0; o < outer; o++)                                                \
+            for (int64_t in = 0; in < inner; in++) {                                       \
+                T *base = w + o * len * inner + in;                                        \
+                T ss = 0;                                                                   \
+                for (int64_t k = 0; k < len; k++) ss += base[k * inner] * base[k * inner]; \
+                T norm = SQRT(ss), desired;                                                \
+                if (c->kind == OPTIM_CONSTRAINT_UNIT_NORM) {                               \
+                    for (int64_t k = 0; k < len; k++)                                      \
+                        base[k * inner] = base[k * inner] / (eps + norm);                  \
+                    continue;                                                              \
+                }                                                                          \
+                if (c->kind == OPTIM_CONSTRAINT_MAX_NORM) {                                \
+                    T mx = (T)c->max_value;                                                \
+                    desired = norm < 0 ? 0 : (norm > mx ? mx : norm);                      \
+                } else {                                                                   \
+                    T mn = (T)c->min_value, mx = (T)c->max_value, r = (T)c->rate;          \
+                    T cl = norm < mn ? mn : (norm > mx ? mx : norm);                       \
+                    desired = r * cl + (1 - r) * norm;                                     \
+                }                                                                          \
+                T f = desired / (eps + norm);                                              \
+                for (int64_t k = 0; k < len; k++) base[k * inner] = base[k * inner] * f;   \
+            }                                                                              \
+    }
+NORM_CONSTRAINT(float, sqrtf)
+NORM_CONSTRAINT(double, sqrt)
+
+void optim_var_apply_constraint(optim_var *v)
+{
+    const optim_constraint *c = &v->constraint;
+    switch (c->kind) {
+    case OPTIM_CONSTRAINT_NONE:
+        return;
+    case OPTIM_CONSTRAINT_CUSTOM:
+        c->fn(v, c->user);
+        return;
+    case OPTIM_CONSTRAINT_NON_NEG:
+        /* w * cast(w >= 0): negative entries become -0.0, as in Keras. */
+        if (v->dtype == OPTIM_F32) {
+            float *w = v->data;
+            for (int64_t i = 0; i < v->numel; i++) w[i] = w[i] * (float)(w[i] >= 0.0f);
+        } else {
+            double *w = v->data;
+            for (int64_t i = 0; i < v->numel; i++) w[i] = w[i] * (double)(w[i] >= 0.0);
+        }
+        return;
+    default: {
+        int32_t axis = c->axis < 0 ? c->axis + v->rank : c->axis;
+        if (v->dtype == OPTIM_F32) norm_constraint_float(v->data, v, axis, c);
+        else norm_constraint_double(v->data, v, axis, c);
+    }
+    }
+}

@@ -1,0 +1,306 @@
+/* Keras JSON: get_config / from_config / serialize / deserialize, with
+ * Keras's key names, defaults and per-generation key sets. */
+#include "optimizer/impl.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct optim_config {
+    cJSON *obj;
+};
+
+int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
+{
+    if (!cfg || !key || !json_value) return OPTIM_EINVAL;
+    cJSON *v = cJSON_Parse(json_value);
+    if (!v) return OPTIM_EPARSE;
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg->obj, key);
+    if (!cJSON_AddItemToObject(cfg->obj, key, v)) {
+        cJSON_Delete(v);
+        return OPTIM_ENOMEM;
+    }
+    return OPTIM_OK;
+}
+
+static const char *json_type_name(const cJSON *v)
+{
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    return "an object";
+}
+
+/* The allowed keys of this optimizer, for error messages. */
+static void list_keys(const optim_optimizer *opt, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "name");
+    for (size_t i = 0; i < opt->nparams && used < n; i++)
+        if (optim__param_in_gen(opt, i))
+            used += (size_t)snprintf(buf + used, n - used, ", %s", opt->params[i]->name);
+    if (used < n) snprintf(buf + used, n - used, ", is_legacy_optimizer");
+}
+
+/* Converts a JSON value to a hyper for param i. */
+static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__hyper *h,
+                         optim_error *err)
+{
+    const optim_param *p = opt->params[i];
+    memset(h, 0, sizeof *h);
+    const char *want = p->type == OPTIM_PARAM_BOOL ? "true or false"
+                       : p->type == OPTIM_PARAM_INT ? "an integer" : "a number";
+    if (cJSON_IsNull(v)) {
+        h->kind = HYPER_NONE;
+        if (!(p->flags & OPTIM_PARAM_NULLABLE))
+            return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is null, expected %s",
+                              opt->cls.name, p->name, want);
+        return OPTIM_OK;
+    }
+    if (cJSON_IsObject(v) && (p->flags & OPTIM_PARAM_DYNAMIC)) {
+        const cJSON *cn = cJSON_GetObjectItemCaseSensitive(v, "class_name");
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s: config key '%s' is a %s object; this version of optim takes a "
+                          "number here (schedules are set with optim_set_hyper_schedule)",
+                          opt->cls.name, p->name,
+                          cJSON_IsString(cn) ? cn->valuestring : "nested");
+    }
+    int ok = p->type == OPTIM_PARAM_BOOL ? cJSON_IsBool(v) : cJSON_IsNumber(v);
+    if (!ok)
+        return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is %s, expected %s%s",
+                          opt->cls.name, p->name, json_type_name(v), want,
+                          (p->flags & OPTIM_PARAM_NULLABLE) ? " or null" : "");
+    h->kind = HYPER_NUMBER;
+    h->number = cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? 1.0 : 0.0) : v->valuedouble;
+    return optim__param_check(opt, i, h, err);
+}
+
+static int from_config_obj(optim_optimizer **out, const optim_class *cls, const cJSON *config,
+                           optim_error *err)
+{
+    if (config && !cJSON_IsObject(config))
+        return optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object", cls->name,
+                          json_type_name(config));
+    optim_generation gen = OPTIM_KERAS3;
+    const cJSON *legacy = config ? cJSON_GetObjectItemCaseSensitive(config, "is_legacy_optimizer") : NULL;
+    if (legacy) {
+        if (!cJSON_IsBool(legacy))
+            return optim__err(err, OPTIM_ETYPE,
+                              "%s: config key 'is_legacy_optimizer' is %s, expected true or false",
+                              cls->name, json_type_name(legacy));
+        gen = cJSON_IsTrue(legacy) ? OPTIM_LEGACY : OPTIM_KERAS3;
+    }
+    const cJSON *name = config ? cJSON_GetObjectItemCaseSensitive(config, "name") : NULL;
+    if (name && !cJSON_IsString(name) && !cJSON_IsNull(name))
+        return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string",
+                          cls->name, json_type_name(name));
+    optim_optimizer *opt;
+    int rc = optim__alloc(&opt, cls, gen, cJSON_IsString(name) ? name->valuestring : NULL, err);
+    if (rc) return rc;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, config)
+    {
+        const char *key = item->string;
+        if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) continue;
+        /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
+        if (strcmp(key, "jit_compile") == 0 && gen == OPTIM_KERAS3 && cJSON_IsBool(item)) continue;
+        for (const cJSON *prev = config->child; prev != item; prev = prev->next)
+            if (strcmp(prev->string, key) == 0) {
+                rc = optim__err(err, OPTIM_EPARSE, "%s: config key '%s' appears twice", cls->name, key);
+                goto fail;
+            }
+        if (gen == OPTIM_LEGACY && strcmp(key, "lr") == 0) key = "learning_rate"; /* legacy alias */
+        int other = 0;
+        long i = optim__param_find(opt, key, &other);
+        if (i >= 0) {
+            optim__hyper h;
+            rc = json_to_hyper(opt, (size_t)i, item, &h, err);
+            if (rc) goto fail;
+            opt->hypers[i] = h;
+            continue;
+        }
+        rc = OPTIM_EKEY;
+        if (opt->cls.set_config) {
+            char *text = cJSON_PrintUnformatted(item);
+            if (!text) {
+                rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
+                goto fail;
+            }
+            optim_error local;
+            optim__err_clear(&local);
+            rc = opt->cls.set_config(opt, key, text, &local);
+            cJSON_free(text);
+            if (rc && rc != OPTIM_EKEY) {
+                optim__err(err, rc, "%s", local.msg[0] ? local.msg : optim_strerror(rc));
+                goto fail;
+            }
+        }
+        if (rc == OPTIM_EKEY) {
+            char keys[1024];
+            list_keys(opt, keys, sizeof keys);
+            if (other)
+                rc = optim__err(err, OPTIM_EKEY,
+                                "%s: config key '%s' belongs to the other Keras generation (this "
+                                "config is %s); expected one of: %s",
+                                cls->name, key, gen == OPTIM_LEGACY ? "legacy" : "Keras 3", keys);
+            else
+                rc = optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s",
+                                cls->name, key, keys);
+            goto fail;
+        }
+    }
+    rc = optim__validate(opt, err);
+    if (rc) goto fail;
+    optim__err_clear(err);
+    *out = opt;
+    return OPTIM_OK;
+fail:
+    optim_destroy(opt);
+    return rc;
+}
+
+int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
+                      optim_error *err)
+{
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_config: out is NULL");
+    *out = NULL;
+    const optim_class *cls = class_name ? optim_find_class(class_name) : NULL;
+    if (!cls)
+        return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'",
+                          class_name ? class_name : "(null)");
+    if (!config_json) return from_config_obj(out, cls, NULL, err);
+    cJSON *cfg = cJSON_Parse(config_json);
+    if (!cfg) return optim__err(err, OPTIM_EPARSE, "%s: config is not valid JSON", cls->name);
+    int rc = from_config_obj(out, cls, cfg, err);
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
+{
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_json: out is NULL");
+    *out = NULL;
+    if (!json) return optim__err(err, OPTIM_EINVAL, "optim_from_json: json is NULL");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+    if (!root) {
+        long at = end ? (long)(end - json) : -1;
+        return optim__err(err, OPTIM_EPARSE, "optimizer JSON is malformed near byte %ld", at);
+    }
+    int rc;
+    if (cJSON_IsString(root)) {
+        /* A bare name gives the defaults, as keras.optimizers.get("sgd"). */
+        const optim_class *cls = optim_find_class(root->valuestring);
+        rc = cls ? from_config_obj(out, cls, NULL, err)
+                 : optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", root->valuestring);
+        cJSON_Delete(root);
+        return rc;
+    }
+    if (!cJSON_IsObject(root)) {
+        rc = optim__err(err, OPTIM_ETYPE,
+                        "optimizer JSON is %s, expected an object {\"class_name\": ..., "
+                        "\"config\": {...}} or a class name string",
+                        json_type_name(root));
+        cJSON_Delete(root);
+        return rc;
+    }
+    const cJSON *cn = NULL, *config = NULL, *item;
+    rc = OPTIM_OK;
+    cJSON_ArrayForEach(item, root)
+    {
+        if (strcmp(item->string, "class_name") == 0) cn = item;
+        else if (strcmp(item->string, "config") == 0) config = item;
+        else if (strcmp(item->string, "module") == 0 || strcmp(item->string, "registered_name") == 0) {
+            /* Keras 3's serialize_keras_object adds these; they carry no options. */
+        } else {
+            rc = optim__err(err, OPTIM_EKEY,
+                            "optimizer JSON has unknown key '%s'; expected class_name and config",
+                            item->string);
+            break;
+        }
+    }
+    if (!rc && !cJSON_IsString(cn))
+        rc = optim__err(err, cn ? OPTIM_ETYPE : OPTIM_EKEY,
+                        "optimizer JSON: class_name is %s, expected a string",
+                        cn ? json_type_name(cn) : "missing");
+    if (!rc) {
+        const optim_class *cls = optim_find_class(cn->valuestring);
+        rc = cls ? from_config_obj(out, cls, config, err)
+                 : optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", cn->valuestring);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- writing -------------------------------------------------------------------- */
+
+static cJSON *config_obj(optim_optimizer *opt)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "name", opt->name)) goto oom;
+    for (size_t i = 0; i < opt->nparams; i++) {
+        if (!optim__param_in_gen(opt, i)) continue;
+        const optim_param *p = opt->params[i];
+        const optim__hyper *h = &opt->hypers[i];
+        /* OptimizerV2.get_config writes the clip options only when set. */
+        if (opt->gen == OPTIM_LEGACY && i < OPTIM__N_BASE && h->kind == HYPER_NONE) continue;
+        cJSON *v;
+        if (h->kind == HYPER_NONE) {
+            v = cJSON_CreateNull();
+        } else {
+            /* Variables, callables and schedules are written as their
+             * current value, as Keras's _serialize_hyperparameter does. */
+            double x = h->number;
+            if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
+            v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0) : cJSON_CreateNumber(x);
+        }
+        if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
+            cJSON_Delete(v);
+            goto oom;
+        }
+    }
+    if (opt->cls.get_config) {
+        optim_config cfg = {o};
+        int rc = opt->cls.get_config(opt, &cfg);
+        if (rc) {
+            cJSON_Delete(o);
+            optim__opt_err(opt, rc, "%s: get_config failed (%s)", opt->cls.name, optim_strerror(rc));
+            return NULL;
+        }
+    }
+    if (opt->gen == OPTIM_LEGACY && !cJSON_AddTrueToObject(o, "is_legacy_optimizer")) goto oom;
+    return o;
+oom:
+    cJSON_Delete(o);
+    optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    return NULL;
+}
+
+char *optim_get_config(optim_optimizer *opt)
+{
+    cJSON *o = config_obj(opt);
+    if (!o) return NULL;
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    return s;
+}
+
+char *optim_serialize(optim_optimizer *opt)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *cfg = config_obj(opt);
+    char *s = NULL;
+    if (o && cfg && cJSON_AddStringToObject(o, "class_name", opt->cls.name) &&
+        cJSON_AddItemToObject(o, "config", cfg)) {
+        cfg = NULL;
+        s = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(cfg);
+    cJSON_Delete(o);
+    if (!s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    return s;
+}

@@ -1,0 +1,131 @@
+/* The optimizer object, shared by the files of src/optimizer (internal). */
+#ifndef OPTIM_OPTIMIZER_IMPL_H
+#define OPTIM_OPTIMIZER_IMPL_H
+
+#include "core/internal.h"
+#include "core/ptrmap.h"
+#include "optim/optimizer_class.h"
+
+/* The kinds a hyperparameter value can take (Keras: number, variable,
+ * callable, LearningRateSchedule), plus None. */
+typedef enum hyper_kind {
+    HYPER_NONE = 0,
+    HYPER_NUMBER,
+    HYPER_VAR,
+    HYPER_FN,
+    HYPER_SCHEDULE
+} hyper_kind;
+
+typedef struct optim__hyper {
+    hyper_kind kind;
+    double number;
+    optim_var *var;
+    optim_hyper_fn fn;
+    optim_schedule_fn schedule;
+    void *user;
+} optim__hyper;
+
+/* Base options every optimizer has, in Keras 3's get_config order; the
+ * class's own params follow them in the optimizer's param array. */
+enum {
+    OPTIM__P_LEARNING_RATE = 0,
+    OPTIM__P_DECAY,
+    OPTIM__P_WEIGHT_DECAY,
+    OPTIM__P_CLIPNORM,
+    OPTIM__P_GLOBAL_CLIPNORM,
+    OPTIM__P_CLIPVALUE,
+    OPTIM__P_USE_EMA,
+    OPTIM__P_EMA_MOMENTUM,
+    OPTIM__P_EMA_OVERWRITE_FREQUENCY,
+    OPTIM__P_LOSS_SCALE_FACTOR,
+    OPTIM__P_GRADIENT_ACCUMULATION_STEPS,
+    OPTIM__N_BASE
+};
+
+typedef struct optim__slot {
+    optim_var *var;      /* the slot variable, owned */
+    size_t name_id;      /* index into slot_names */
+    size_t owner;        /* index into vars */
+} optim__slot;
+
+typedef struct optim__var_entry {
+    optim_var *var;      /* borrowed */
+    int nslots;
+    size_t slot_ids[OPTIM_MAX_SLOTS];
+} optim__var_entry;
+
+typedef struct optim__fn_entry {
+    optim_grad_fn fn;
+    void *user;
+} optim__fn_entry;
+
+struct optim_optimizer {
+    optim_class cls;           /* copied, zero-extended */
+    optim_generation gen;
+    char *name;
+    size_t nparams;            /* OPTIM__N_BASE + cls.n_params */
+    const optim_param **params;
+    optim__hyper *hypers;
+    double *values;            /* resolved for the current step */
+    int64_t iterations;
+    int built;                 /* variable set fixed by optim_build */
+    int num_threads;
+
+    optim__var_entry *vars;
+    size_t nvars, cap_vars;
+    optim__ptrmap var_index;
+
+    optim__slot *slots;        /* creation order */
+    size_t nslots, cap_slots;
+    char **slot_names;         /* distinct names, creation order */
+    size_t nslot_names;
+
+    optim__fn_entry *transformers;
+    size_t ntransformers;
+    optim__fn_entry aggregator;
+
+    void *state;
+    void *coef[2];             /* per dtype: [0] f32, [1] f64 */
+    char errmsg[OPTIM_ERRMSG_MAX];
+};
+
+/* Formats the optimizer's message; returns code. */
+int optim__opt_err(optim_optimizer *opt, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
+/* Copies an optim_error into the optimizer's message; returns its code. */
+int optim__opt_take(optim_optimizer *opt, const optim_error *err);
+
+/* Param lookup by name among those of the optimizer's generation; returns
+ * index or -1. `*other_gen` is set when it exists in the other generation. */
+long optim__param_find(const optim_optimizer *opt, const char *name, int *other_gen);
+/* Whether param i exists in the optimizer's generation. */
+int optim__param_in_gen(const optim_optimizer *opt, size_t i);
+
+/* Checks h against param i's kind, type and range (not cross-key rules). */
+int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, optim_error *err);
+/* Checks and sets param i to h, then cross-key rules; on error nothing changes. */
+int optim__param_set(optim_optimizer *opt, size_t i, const optim__hyper *h, optim_error *err);
+
+/* Resolves every param for step `iterations` into values[] (callables
+ * called once). Checks finiteness and ranges. On error values[] may be
+ * partially written but nothing else changes. */
+int optim__resolve(optim_optimizer *opt, optim_error *err);
+
+/* Allocates the optimizer for a class (defaults set); no validation of
+ * cross-key rules yet. */
+int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation gen,
+                 const char *name, optim_error *err);
+/* Runs the base's and the class's cross-key validation. */
+int optim__validate(optim_optimizer *opt, optim_error *err);
+
+/* Slots: look up the entry of var (NULL if unseen); create entries and slots
+ * for a var; roll back to earlier counts after a failure. */
+optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_var *var);
+int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
+void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
+
+/* Registry. */
+const optim_class *optim__builtin_class(const char *name);
+int optim__class_check(const optim_class *cls, optim_error *err);
+void optim__class_copy(optim_class *dst, const optim_class *src);
+
+#endif

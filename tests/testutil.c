@@ -1,0 +1,39 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void optim_test_assert_close(double a, double b, double rtol, double atol, const char *expr,
+                             const char *file, int line)
+{
+    if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+        print_error("%s = %.17g, expected %.17g (rtol %g, atol %g)\n", expr, a, b, rtol, atol);
+        _fail(file, line);
+    }
+}
+
+const char *optim_test_tmpfile(const char *name)
+{
+    static char dir[256];
+    static char bufs[8][512];
+    static int slot;
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/optim-test-%ld", (long)getpid());
+        mkdir(dir, 0700);
+    }
+    char *b = bufs[slot++ % 8];
+    snprintf(b, 512, "%s/%s", dir, name);
+    return b;
+}
+
+int optim_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, len, f);
+    return (fclose(f) == 0 && w == len) ? 0 : -1;
+}

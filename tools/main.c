@@ -1,0 +1,38 @@
+/* `optim`: the command-line tool. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "optim/optim.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: optim COMMAND [ARGS]\n"
+            "\n"
+            "commands:\n"
+            "  replay CONFIG INIT GRADS OUT   apply recorded gradients with an optimizer\n"
+            "                                 (JSON config, safetensors in and out)\n"
+            "  version                        print the version\n"
+            "  help                           print this help\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "optim: unknown command '%s' (try 'optim help')\n", cmd);
+    return 2;
+}

@@ -1,0 +1,251 @@
+/* optim replay CONFIG INIT GRADS OUT (DESIGN.md section 5).
+ *
+ * Creates the optimizer from CONFIG, one variable per tensor of INIT (sorted
+ * by name), applies the steps recorded in GRADS (K/NAME dense, or
+ * K/NAME/indices + K/NAME/values sparse) for K = 0..max, and writes every
+ * variable, every slot (NAME/SLOT) and `iterations` to OUT. Any bad input:
+ * one line on stderr, exit status 1, OUT untouched. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "optim/optim.h"
+
+#define MAX_STEPS 100000000LL
+
+typedef struct grad_ref {
+    const char *dense, *indices, *values; /* tensor names in GRADS, or NULL */
+} grad_ref;
+
+typedef struct replay {
+    optim_optimizer *opt;
+    optim_st_file *init, *grads;
+    optim_var **vars;
+    size_t nvars;
+    grad_ref *refs;      /* [steps][nvars] */
+    int64_t steps;
+    optim_grad_var *pairs;
+    int64_t **idx_buf;   /* per variable, converted indices */
+} replay;
+
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("optim replay: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+static long find_var(const replay *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->nvars; i++) {
+        const char *vn = optim_var_name(r->vars[i]);
+        if (strlen(vn) == len && strncmp(vn, name, len) == 0) return (long)i;
+    }
+    return -1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Parses "K/rest"; K is decimal without sign. Returns -1 if malformed. */
+static int64_t parse_step(const char *name, const char **rest)
+{
+    int64_t k = 0;
+    const char *p = name;
+    if (*p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        k = k * 10 + (*p - '0');
+        if (k >= MAX_STEPS) return -1;
+    }
+    if (*p != '/' || !p[1]) return -1;
+    *rest = p + 1;
+    return k;
+}
+
+static int index_grads(replay *r)
+{
+    size_t n = optim_st_count(r->grads);
+    int64_t max_k = -1;
+    for (size_t t = 0; t < n; t++) {
+        const char *rest, *name = optim_st_name(r->grads, t);
+        int64_t k = parse_step(name, &rest);
+        if (k < 0)
+            return fail("GRADS tensor '%s': name must be STEP/VARIABLE[/indices|/values] with STEP "
+                        "a decimal number below %lld",
+                        name, (long long)MAX_STEPS);
+        if (k > max_k) max_k = k;
+    }
+    if (max_k < 0) return fail("GRADS has no tensors, expected at least one step");
+    r->steps = max_k + 1;
+    r->refs = calloc((size_t)r->steps * (r->nvars ? r->nvars : 1), sizeof *r->refs);
+    if (!r->refs) return fail("out of memory for %lld steps", (long long)r->steps);
+    for (size_t t = 0; t < n; t++) {
+        const char *rest, *name = optim_st_name(r->grads, t);
+        int64_t k = parse_step(name, &rest);
+        long v = find_var(r, rest, strlen(rest));
+        const char **slot = NULL;
+        if (v >= 0) {
+            slot = &r->refs[k * (int64_t)r->nvars + v].dense;
+        } else if (ends_with(rest, "/indices") || ends_with(rest, "/values")) {
+            int is_idx = ends_with(rest, "/indices");
+            size_t stem = strlen(rest) - (is_idx ? 8 : 7);
+            v = find_var(r, rest, stem);
+            if (v >= 0) {
+                grad_ref *g = &r->refs[k * (int64_t)r->nvars + v];
+                slot = is_idx ? &g->indices : &g->values;
+            }
+        }
+        if (v < 0) return fail("GRADS tensor '%s': gradient for unknown variable (INIT has no '%s')", name, rest);
+        *slot = name;
+    }
+    for (int64_t k = 0; k < r->steps; k++) {
+        int any = 0;
+        for (size_t v = 0; v < r->nvars; v++) {
+            grad_ref *g = &r->refs[k * (int64_t)r->nvars + v];
+            const char *vn = optim_var_name(r->vars[v]);
+            if (g->dense && (g->indices || g->values))
+                return fail("GRADS step %lld: variable '%s' has both a dense and a sparse gradient",
+                            (long long)k, vn);
+            if (!g->dense && (!g->indices != !g->values))
+                return fail("GRADS step %lld: sparse gradient of '%s' needs both '%lld/%s/indices' and "
+                            "'%lld/%s/values'",
+                            (long long)k, vn, (long long)k, vn, (long long)k, vn);
+            any |= g->dense || g->indices;
+        }
+        if (!any) return fail("GRADS step %lld has no gradient for any variable", (long long)k);
+    }
+    return 0;
+}
+
+static int load_vars(replay *r)
+{
+    r->nvars = optim_st_count(r->init);
+    if (r->nvars == 0) return fail("INIT has no tensors, expected one per variable");
+    r->vars = calloc(r->nvars, sizeof *r->vars);
+    r->pairs = calloc(r->nvars, sizeof *r->pairs);
+    r->idx_buf = calloc(r->nvars, sizeof *r->idx_buf);
+    if (!r->vars || !r->pairs || !r->idx_buf) return fail("out of memory");
+    for (size_t i = 0; i < r->nvars; i++) {
+        const char *name = optim_st_name(r->init, i);
+        optim_tensor t;
+        optim_error err;
+        optim_st_get(r->init, name, &t);
+        if (t.dtype != OPTIM_F32 && t.dtype != OPTIM_F64)
+            return fail("INIT tensor '%s' has dtype %s, expected float32 or float64", name,
+                        optim_dtype_name(t.dtype));
+        if (optim_var_create(&r->vars[i], name, t.dtype, t.rank, t.shape, t.data, &err))
+            return fail("INIT tensor '%s': %s", name, err.msg);
+    }
+    return 0;
+}
+
+static int make_pair(replay *r, int64_t k, size_t v)
+{
+    grad_ref *g = &r->refs[k * (int64_t)r->nvars + v];
+    optim_grad_var *p = &r->pairs[v];
+    p->var = r->vars[v];
+    p->grad = optim_grad_none();
+    if (g->dense) {
+        optim_st_get(r->grads, g->dense, &p->grad.dense);
+        p->grad.kind = OPTIM_GRAD_DENSE;
+        return 0;
+    }
+    if (!g->indices) return 0;
+    optim_tensor it, vt;
+    optim_st_get(r->grads, g->indices, &it);
+    optim_st_get(r->grads, g->values, &vt);
+    if (it.dtype != OPTIM_I32 && it.dtype != OPTIM_I64)
+        return fail("GRADS tensor '%s' has dtype %s, expected int32 or int64", g->indices,
+                    optim_dtype_name(it.dtype));
+    if (it.rank != 1)
+        return fail("GRADS tensor '%s' has rank %d, expected 1 (a list of row indices)", g->indices,
+                    (int)it.rank);
+    int64_t n = it.shape[0];
+    free(r->idx_buf[v]);
+    r->idx_buf[v] = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!r->idx_buf[v]) return fail("out of memory");
+    for (int64_t j = 0; j < n; j++)
+        r->idx_buf[v][j] = it.dtype == OPTIM_I64 ? ((const int64_t *)it.data)[j]
+                                                 : ((const int32_t *)it.data)[j];
+    p->grad = optim_grad_sparse(r->idx_buf[v], n, vt);
+    return 0;
+}
+
+static int write_out(replay *r, const char *path)
+{
+    optim_st_writer *w;
+    optim_error err;
+    if (optim_st_writer_create(&w, &err)) return fail("%s", err.msg);
+    int rc = 0;
+    for (size_t i = 0; i < r->nvars && !rc; i++) {
+        optim_tensor t = optim_var_tensor(r->vars[i]);
+        if (optim_st_writer_add(w, optim_var_name(r->vars[i]), &t, &err)) rc = fail("%s", err.msg);
+    }
+    size_t nw = optim_weights_count(r->opt);
+    optim_tensor *weights = calloc(nw, sizeof *weights);
+    if (!weights && !rc) rc = fail("out of memory");
+    if (!rc) optim_get_weights(r->opt, weights, nw);
+    /* weights[0] is iterations; the slots are named VAR/SLOT already. */
+    for (size_t i = 0; i < nw && !rc; i++) {
+        const char *name = optim_weight_name(r->opt, i);
+        if (optim_st_writer_add(w, name, &weights[i], &err))
+            rc = fail("cannot write '%s': %s", name, err.msg);
+    }
+    free(weights);
+    if (!rc && optim_st_writer_save(w, path, &err)) rc = fail("%s", err.msg);
+    optim_st_writer_destroy(w);
+    return rc;
+}
+
+static int run(replay *r, char **argv)
+{
+    optim_error err;
+    char *config = optim_tool_read_text(argv[0], &err);
+    if (!config) return fail("CONFIG %s", err.msg);
+    int rc = optim_from_json(&r->opt, config, &err);
+    free(config);
+    if (rc) return fail("CONFIG %s: %s", argv[0], err.msg);
+    if (optim_st_read(argv[1], &r->init, &err)) return fail("INIT %s", err.msg);
+    if (optim_st_read(argv[2], &r->grads, &err)) return fail("GRADS %s", err.msg);
+    if (load_vars(r) || index_grads(r)) return 1;
+    for (int64_t k = 0; k < r->steps; k++) {
+        for (size_t v = 0; v < r->nvars; v++)
+            if (make_pair(r, k, v)) return 1;
+        if (optim_apply_gradients(r->opt, r->pairs, r->nvars, 0))
+            return fail("step %lld: %s", (long long)k, optim_errmsg(r->opt));
+    }
+    return write_out(r, argv[3]);
+}
+
+int optim_cmd_replay(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: optim replay CONFIG INIT GRADS OUT\n");
+        return 2;
+    }
+    replay r;
+    memset(&r, 0, sizeof r);
+    int rc = run(&r, argv);
+    for (size_t i = 0; i < r.nvars; i++) {
+        if (r.vars) optim_var_destroy(r.vars[i]);
+        if (r.idx_buf) free(r.idx_buf[i]);
+    }
+    optim_destroy(r.opt);
+    optim_st_free(r.init);
+    optim_st_free(r.grads);
+    free(r.vars);
+    free(r.pairs);
+    free(r.idx_buf);
+    free(r.refs);
+    return rc;
+}

@@ -1,0 +1,62 @@
+/* Small helpers shared by the tool's commands. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+static void set_err(optim_error *err, int code, const char *msg)
+{
+    err->code = code;
+    snprintf(err->msg, sizeof err->msg, "%s", msg);
+}
+
+char *optim_tool_read_text(const char *path, optim_error *err)
+{
+    char msg[OPTIM_ERRMSG_MAX];
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: %s", path, strerror(errno));
+        set_err(err, OPTIM_EIO, msg);
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (len + 1 < cap) break;
+        if (cap > ((size_t)64 << 20)) {
+            snprintf(msg, sizeof msg, "%s: larger than 64 MiB, too large for a config", path);
+            set_err(err, OPTIM_EFORMAT, msg);
+            free(buf);
+            fclose(f);
+            return NULL;
+        }
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    if (!buf || ferror(f)) {
+        snprintf(msg, sizeof msg, "%s: %s", path, buf ? "read error" : "out of memory");
+        set_err(err, buf ? OPTIM_EIO : OPTIM_ENOMEM, msg);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        snprintf(msg, sizeof msg, "%s: contains a NUL byte, expected JSON text", path);
+        set_err(err, OPTIM_EFORMAT, msg);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
