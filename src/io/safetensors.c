@@ -1,0 +1,1085 @@
+/*
+ * safetensors reader and writer (see include/optim/safetensors.h).
+ *
+ * Reading: the 8-byte size and the header are read first and validated
+ * completely (a pre-scan for UTF-8 and control characters, cJSON for the
+ * structure, then every entry, then the offsets sorted as the reference
+ * implementation does) before any tensor memory is allocated, so a hostile
+ * header cannot make us allocate more than the file holds. The data buffer is
+ * then read once, in offset order, into one arena where every tensor starts on
+ * an 8-byte boundary.
+ *
+ * Writing: tensors are copied at add time (already in little-endian order);
+ * save sorts them by name, writes the header by hand (cJSON prints large
+ * integers in exponent form) and goes through a temporary file, fsync and
+ * rename.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "optim/safetensors.h"
+
+#include "core/internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* ---- Byte order ---------------------------------------------------------- */
+
+/* The format is little-endian. The swap code below is compiled everywhere and
+ * runs only on big-endian hosts; a host whose order we cannot tell is a
+ * compile error rather than silently wrong files. */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define ST_HOST_BIG_ENDIAN 0
+#elif defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define ST_HOST_BIG_ENDIAN 1
+#else
+#error "optim safetensors: cannot tell this host's byte order (need __BYTE_ORDER__)"
+#endif
+
+_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE float32/float64 expected");
+
+/* Reverses each `size`-byte element of p[0 .. nbytes). */
+static void st_swap(unsigned char *p, size_t nbytes, size_t size)
+{
+    for (size_t i = 0; i + size <= nbytes; i += size)
+        for (size_t a = i, b = i + size - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+static uint64_t st_le64(const unsigned char b[8])
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
+    return v;
+}
+
+/* ---- Small helpers -------------------------------------------------------- */
+
+#define ST_ALL_DTYPES                                                           \
+    (OPTIM__MASK(OPTIM_F32) | OPTIM__MASK(OPTIM_F64) | OPTIM__MASK(OPTIM_I32) | \
+     OPTIM__MASK(OPTIM_I64))
+/* Integers in the header must be below 2^53: from there on a double (cJSON's
+ * number) no longer tells n from n + 1, so 2^53 + 1 would read as 2^53. */
+#define ST_MAX_EXACT ((uint64_t)1 << 53)
+#define ST_METADATA "__metadata__"
+#define ST_MEM_LABEL "safetensors buffer"
+
+typedef unsigned long long ull; /* for printf */
+
+static const char *st_dtype_str(optim_dtype dt)
+{
+    switch (dt) {
+    case OPTIM_F32: return "F32";
+    case OPTIM_F64: return "F64";
+    case OPTIM_I32: return "I32";
+    case OPTIM_I64: return "I64";
+    default: return "?";
+    }
+}
+
+static optim_dtype st_dtype_parse(const char *s)
+{
+    if (strcmp(s, "F32") == 0) return OPTIM_F32;
+    if (strcmp(s, "F64") == 0) return OPTIM_F64;
+    if (strcmp(s, "I32") == 0) return OPTIM_I32;
+    if (strcmp(s, "I64") == 0) return OPTIM_I64;
+    return OPTIM_DTYPE_INVALID;
+}
+
+/* Length of the valid UTF-8 sequence starting at s[0] (n > 0 bytes left), or
+ * 0 if it is not one (overlong forms, surrogates and > U+10FFFF refused). */
+static size_t st_utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    unsigned char lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    if (n < len) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return len;
+}
+
+static int st_utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = st_utf8_seq(p + i, n - i);
+        if (!k) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* A name quoted for an error message: escapes quotes, backslashes, control
+ * bytes and bytes that are not valid UTF-8, and cuts long names with "...". */
+#define ST_QUOTE_MAX 64
+typedef struct st_quote {
+    char s[ST_QUOTE_MAX * 4 + 16];
+} st_quote;
+
+static const char *st_q(st_quote *q, const char *name)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    size_t n = strlen(name), o = 0, i = 0;
+    q->s[o++] = '"';
+    while (i < n && i < ST_QUOTE_MAX) {
+        unsigned char c = p[i];
+        size_t k = c >= 0x80 ? st_utf8_seq(p + i, n - i) : 1;
+        if (c == '"' || c == '\\') {
+            q->s[o++] = '\\';
+            q->s[o++] = (char)c;
+        } else if (c < 0x20 || c == 0x7F || k == 0) {
+            snprintf(q->s + o, 5, "\\x%02x", c);
+            o += 4;
+            k = 1;
+        } else {
+            memcpy(q->s + o, p + i, k);
+            o += k;
+        }
+        i += k ? k : 1;
+    }
+    if (i < n) {
+        memcpy(q->s + o, "...", 3);
+        o += 3;
+    }
+    q->s[o++] = '"';
+    q->s[o] = '\0';
+    return q->s;
+}
+
+/* Describes a JSON value for a message: "-1", "1.5", "the string \"3\"", ... */
+static const char *st_describe(const cJSON *v, char *buf, size_t n)
+{
+    if (!v) snprintf(buf, n, "missing");
+    else if (cJSON_IsNumber(v)) snprintf(buf, n, "%.17g", v->valuedouble);
+    else if (cJSON_IsString(v)) {
+        st_quote q;
+        snprintf(buf, n, "the string %s", st_q(&q, v->valuestring));
+    } else if (cJSON_IsTrue(v)) snprintf(buf, n, "true");
+    else if (cJSON_IsFalse(v)) snprintf(buf, n, "false");
+    else if (cJSON_IsNull(v)) snprintf(buf, n, "null");
+    else if (cJSON_IsArray(v)) snprintf(buf, n, "an array");
+    else if (cJSON_IsObject(v)) snprintf(buf, n, "an object");
+    else snprintf(buf, n, "an invalid value");
+    return buf;
+}
+
+/* 0 and *out set if v is an integer in [0, 2^53); -1 otherwise. */
+static int st_json_uint(const cJSON *v, uint64_t *out)
+{
+    if (!cJSON_IsNumber(v)) return -1;
+    double d = v->valuedouble;
+    if (!(d >= 0.0) || d >= (double)ST_MAX_EXACT) return -1;
+    uint64_t u = (uint64_t)d;
+    if ((double)u != d) return -1; /* fractional */
+    *out = u;
+    return 0;
+}
+
+static const char *st_sys(int e, char *buf, size_t n)
+{
+    if (strerror_r(e, buf, n) != 0) snprintf(buf, n, "system error %d", e);
+    return buf;
+}
+
+/* ---- Reading ----------------------------------------------------------- */
+
+typedef struct st_entry {
+    char *name;
+    optim_dtype dtype;
+    int32_t rank;
+    int64_t shape[OPTIM_MAX_RANK];
+    uint64_t begin, end; /* byte offsets in the data buffer */
+    unsigned char *data; /* into the arena */
+} st_entry;
+
+struct optim_st_file {
+    size_t n;
+    st_entry *e; /* sorted by name */
+    unsigned char *arena;
+};
+
+/* Where the bytes come from: a file descriptor or a memory buffer. */
+typedef struct st_src {
+    const char *label; /* path, or ST_MEM_LABEL */
+    int fd;            /* -1 for memory */
+    const unsigned char *mem;
+    uint64_t size; /* total bytes */
+    uint64_t pos;
+} st_src;
+
+static int st_src_read(st_src *s, void *dst, uint64_t n, optim_error *err)
+{
+    unsigned char *p = dst;
+    if (n > s->size - s->pos) /* cannot happen after validation; be safe */
+        return optim__err(err, OPTIM_EFORMAT, "%s: needs %llu bytes at byte %llu, only %llu left",
+                          s->label, (ull)n, (ull)s->pos, (ull)(s->size - s->pos));
+    if (s->fd < 0) {
+        if (n) memcpy(p, s->mem + s->pos, (size_t)n);
+        s->pos += n;
+        return OPTIM_OK;
+    }
+    while (n > 0) {
+        size_t chunk = n > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
+        ssize_t r = read(s->fd, p, chunk);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            char sb[128];
+            return optim__err(err, OPTIM_EIO, "%s: read failed at byte %llu: %s", s->label,
+                              (ull)s->pos, st_sys(errno, sb, sizeof sb));
+        }
+        if (r == 0)
+            return optim__err(err, OPTIM_EIO,
+                              "%s: file ended at byte %llu, but it was %llu bytes when opened "
+                              "(changed while being read?)",
+                              s->label, (ull)s->pos, (ull)s->size);
+        p += r;
+        n -= (uint64_t)r;
+        s->pos += (uint64_t)r;
+    }
+    return OPTIM_OK;
+}
+
+/* Checks the raw header bytes before cJSON sees them: valid UTF-8, no control
+ * characters except JSON whitespace between tokens, none inside strings, and
+ * no \u0000 escape (a NUL would silently cut a name short in C). */
+static int st_scan_header(const st_src *src, const unsigned char *s, size_t n, optim_error *err)
+{
+    int in_str = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        if (c >= 0x80) {
+            size_t k = st_utf8_seq(s + i, n - i);
+            if (!k)
+                return optim__err(err, OPTIM_EFORMAT,
+                                  "%s: header is not valid UTF-8 (byte 0x%02x at header offset %zu)",
+                                  src->label, c, i);
+            i += k;
+            continue;
+        }
+        if (c < 0x20 && (in_str || (c != '\t' && c != '\n' && c != '\r')))
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: header has control character 0x%02x at header offset %zu%s",
+                              src->label, c, i, in_str ? " inside a string" : "");
+        if (in_str && c == '\\') {
+            if (i + 5 < n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0)
+                return optim__err(err, OPTIM_EFORMAT,
+                                  "%s: header has an escaped NUL (\\u0000) at header offset %zu; "
+                                  "names cannot hold NUL",
+                                  src->label, i);
+            i += 2;
+            continue;
+        }
+        if (c == '"') in_str = !in_str;
+        i++;
+    }
+    return OPTIM_OK;
+}
+
+/* Finds the single field `key` of entry object `obj` (NULL if absent); error
+ * if it appears more than once (cJSON keeps duplicate keys). */
+static int st_field(const st_src *src, const char *tname, const cJSON *obj, const char *key,
+                    const cJSON **out, optim_error *err)
+{
+    const cJSON *found = NULL, *c;
+    cJSON_ArrayForEach(c, obj)
+    {
+        if (c->string && strcmp(c->string, key) == 0) {
+            if (found) {
+                st_quote q;
+                return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: field \"%s\" appears twice",
+                                  src->label, st_q(&q, tname), key);
+            }
+            found = c;
+        }
+    }
+    *out = found;
+    return OPTIM_OK;
+}
+
+static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len, st_entry *e,
+                          optim_error *err)
+{
+    const char *L = src->label;
+    st_quote q;
+    const char *tn = st_q(&q, e->name);
+    char d[128];
+    const cJSON *dt, *shape, *offs;
+    int rc;
+
+    if (!cJSON_IsObject(obj))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: entry is %s, expected an object with dtype, shape and "
+                          "data_offsets",
+                          L, tn, st_describe(obj, d, sizeof d));
+    if ((rc = st_field(src, e->name, obj, "dtype", &dt, err)) ||
+        (rc = st_field(src, e->name, obj, "shape", &shape, err)) ||
+        (rc = st_field(src, e->name, obj, "data_offsets", &offs, err)))
+        return rc;
+
+    /* dtype */
+    if (!dt) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"dtype\"", L, tn);
+    if (!cJSON_IsString(dt))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: dtype is %s, expected a string such as \"F32\"", L, tn,
+                          st_describe(dt, d, sizeof d));
+    e->dtype = st_dtype_parse(dt->valuestring);
+    if (e->dtype == OPTIM_DTYPE_INVALID) {
+        st_quote qd;
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s: tensor %s: dtype %s is not supported (optim reads F32, F64, I32 "
+                          "and I64)",
+                          L, tn, st_q(&qd, dt->valuestring));
+    }
+
+    /* shape */
+    if (!shape) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"shape\"", L, tn);
+    if (!cJSON_IsArray(shape))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: shape is %s, expected an array of non-negative integers",
+                          L, tn, st_describe(shape, d, sizeof d));
+    int rank = cJSON_GetArraySize(shape);
+    if (rank > OPTIM_MAX_RANK)
+        return optim__err(err, OPTIM_ENOTSUP, "%s: tensor %s: rank %d is above optim's maximum of %d",
+                          L, tn, rank, OPTIM_MAX_RANK);
+    e->rank = rank;
+    int k = 0;
+    const cJSON *dim;
+    cJSON_ArrayForEach(dim, shape)
+    {
+        uint64_t v;
+        if (st_json_uint(dim, &v) != 0)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: tensor %s: shape[%d] is %s, expected an integer in [0, 2^53)", L,
+                              tn, k, st_describe(dim, d, sizeof d));
+        e->shape[k++] = (int64_t)v;
+    }
+    int64_t numel = 1, nbytes;
+    char ss[200];
+    for (int i = 0; i < rank; i++)
+        if (optim__mul_overflow_i64(numel, e->shape[i], &numel))
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: tensor %s: shape %s has more than 2^63-1 elements", L, tn,
+                              optim_shape_str(e->rank, e->shape, ss, sizeof ss));
+    if (optim__mul_overflow_i64(numel, (int64_t)optim_dtype_size(e->dtype), &nbytes))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: shape %s of %s needs more than 2^63-1 bytes", L, tn,
+                          optim_shape_str(e->rank, e->shape, ss, sizeof ss),
+                          st_dtype_str(e->dtype));
+
+    /* data_offsets */
+    if (!offs)
+        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"data_offsets\"", L, tn);
+    if (!cJSON_IsArray(offs))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets is %s, expected [begin, end]", L, tn,
+                          st_describe(offs, d, sizeof d));
+    int noffs = cJSON_GetArraySize(offs);
+    if (noffs != 2)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets has %d entries, expected 2 ([begin, end])",
+                          L, tn, noffs);
+    uint64_t be[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetArrayItem(offs, i);
+        if (st_json_uint(v, &be[i]) != 0)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: tensor %s: data_offsets[%d] is %s, expected an integer in "
+                              "[0, 2^53)",
+                              L, tn, i, st_describe(v, d, sizeof d));
+    }
+    e->begin = be[0];
+    e->end = be[1];
+    if (e->begin > e->end)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets [%llu, %llu] has begin after end", L, tn,
+                          (ull)e->begin, (ull)e->end);
+    if (e->end > data_len)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets [%llu, %llu] end past the %llu-byte data "
+                          "buffer",
+                          L, tn, (ull)e->begin, (ull)e->end, (ull)data_len);
+    if (e->end - e->begin != (uint64_t)nbytes)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets [%llu, %llu] span %llu bytes, but shape %s "
+                          "of %s needs %lld bytes",
+                          L, tn, (ull)e->begin, (ull)e->end, (ull)(e->end - e->begin),
+                          optim_shape_str(e->rank, e->shape, ss, sizeof ss),
+                          st_dtype_str(e->dtype), (long long)nbytes);
+    return OPTIM_OK;
+}
+
+static int st_parse_metadata(const st_src *src, const cJSON *md, optim_error *err)
+{
+    char d[128];
+    const cJSON *c;
+    if (!cJSON_IsObject(md))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: \"__metadata__\" is %s, expected an object of strings", src->label,
+                          st_describe(md, d, sizeof d));
+    cJSON_ArrayForEach(c, md)
+    {
+        if (!cJSON_IsString(c)) {
+            st_quote q;
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: \"__metadata__\" value for key %s is %s, expected a string",
+                              src->label, st_q(&q, c->string ? c->string : ""),
+                              st_describe(c, d, sizeof d));
+        }
+    }
+    return OPTIM_OK;
+}
+
+static int st_cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
+}
+
+/* Offset order, as the reference: (begin, end); names break ties so the
+ * reported error never depends on qsort's whims. */
+static int st_cmp_offset(const void *a, const void *b)
+{
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+void optim_st_free(optim_st_file *f)
+{
+    if (!f) return;
+    for (size_t i = 0; i < f->n; i++) free(f->e[i].name);
+    free(f->e);
+    free(f->arena);
+    free(f);
+}
+
+/* Parses and validates header bytes hdr[0..n) (NUL-terminated at n) against a
+ * data buffer of data_len bytes. Fills f->e (sorted by name) and *order
+ * (entries sorted by offset; the caller frees it). */
+static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_t data_len,
+                           optim_st_file *f, st_entry ***order, optim_error *err)
+{
+    const char *L = src->label;
+    int rc;
+    if ((rc = st_scan_header(src, (const unsigned char *)hdr, n, err))) return rc;
+    if (hdr[0] != '{')
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: header must be a JSON object starting with '{', found byte 0x%02x "
+                          "('%c')",
+                          L, (unsigned char)hdr[0],
+                          (unsigned char)hdr[0] >= 0x20 && (unsigned char)hdr[0] < 0x7F ? hdr[0]
+                                                                                         : '?');
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
+    if (!root) {
+        size_t at = (end && end >= hdr && end <= hdr + n) ? (size_t)(end - hdr) : 0;
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: header is not valid JSON (error near header offset %zu of %zu)", L,
+                          at, n);
+    }
+    for (const char *p = end; p < hdr + n; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            cJSON_Delete(root);
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: header has data after the JSON object at header offset %zu "
+                              "(only whitespace may pad it)",
+                              L, (size_t)(p - hdr));
+        }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return optim__err(err, OPTIM_EFORMAT, "%s: header is not a JSON object", L);
+    }
+
+    size_t count = 0;
+    int seen_md = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, root)
+    {
+        if (strcmp(c->string, ST_METADATA) == 0) {
+            if (seen_md++) {
+                cJSON_Delete(root);
+                return optim__err(err, OPTIM_EFORMAT, "%s: \"__metadata__\" appears twice", L);
+            }
+            if ((rc = st_parse_metadata(src, c, err))) {
+                cJSON_Delete(root);
+                return rc;
+            }
+        } else
+            count++;
+    }
+    f->e = optim__calloc(count, sizeof *f->e);
+    *order = optim__malloc(count * sizeof **order);
+    if (!f->e || !*order) {
+        cJSON_Delete(root);
+        return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %zu tensor entries", L, count);
+    }
+    cJSON_ArrayForEach(c, root)
+    {
+        if (strcmp(c->string, ST_METADATA) == 0) continue;
+        st_entry *e = &f->e[f->n];
+        if (!(e->name = optim__strdup(c->string))) {
+            cJSON_Delete(root);
+            return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", L);
+        }
+        f->n++;
+        if ((rc = st_parse_entry(src, c, data_len, e, err))) {
+            cJSON_Delete(root);
+            return rc;
+        }
+    }
+    cJSON_Delete(root);
+
+    qsort(f->e, f->n, sizeof *f->e, st_cmp_name);
+    for (size_t i = 1; i < f->n; i++)
+        if (strcmp(f->e[i - 1].name, f->e[i].name) == 0) {
+            st_quote q;
+            return optim__err(err, OPTIM_EFORMAT, "%s: tensor name %s appears more than once", L,
+                              st_q(&q, f->e[i].name));
+        }
+
+    /* The tensors, in offset order, must tile [0, data_len) exactly. */
+    st_entry **o = *order;
+    for (size_t i = 0; i < f->n; i++) o[i] = &f->e[i];
+    qsort(o, f->n, sizeof *o, st_cmp_offset);
+    uint64_t cursor = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        st_quote q1, q2;
+        if (o[i]->begin < cursor)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: tensor %s data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]",
+                              L, st_q(&q1, o[i]->name), (ull)o[i]->begin, (ull)o[i]->end,
+                              st_q(&q2, o[i - 1]->name), (ull)o[i - 1]->begin, (ull)o[i - 1]->end);
+        if (o[i]->begin > cursor)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: data buffer bytes [%llu, %llu) belong to no tensor (a hole "
+                              "before tensor %s)",
+                              L, (ull)cursor, (ull)o[i]->begin, st_q(&q1, o[i]->name));
+        cursor = o[i]->end;
+    }
+    if (cursor != data_len)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: data buffer is %llu bytes but the tensors cover only [0, %llu): "
+                          "%llu trailing bytes",
+                          L, (ull)data_len, (ull)cursor, (ull)(data_len - cursor));
+    return OPTIM_OK;
+}
+
+static int st_load(st_src *src, optim_st_file **out, optim_error *err)
+{
+    const char *L = src->label;
+    unsigned char nb[8];
+    char *hdr = NULL;
+    st_entry **order = NULL;
+    optim_st_file *f = NULL;
+    int rc;
+
+    if (src->size < 8)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: %llu bytes long, too short for the 8-byte header size", L,
+                          (ull)src->size);
+    if ((rc = st_src_read(src, nb, 8, err))) return rc;
+    uint64_t n = st_le64(nb);
+    if (n == 0)
+        return optim__err(err, OPTIM_EFORMAT, "%s: header size is 0, expected a JSON object", L);
+    if (n > OPTIM_ST_MAX_HEADER)
+        return optim__err(err, OPTIM_EFORMAT, "%s: header size %llu is above the limit of %u bytes",
+                          L, (ull)n, OPTIM_ST_MAX_HEADER);
+    if (n > src->size - 8)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: header size %llu is larger than the %llu bytes that follow it", L,
+                          (ull)n, (ull)(src->size - 8));
+    uint64_t data_len = src->size - 8 - n;
+
+    if (!(hdr = optim__malloc((size_t)n + 1)) || !(f = optim__calloc(1, sizeof *f))) {
+        rc = optim__err(err, OPTIM_ENOMEM, "%s: out of memory for a %llu-byte header", L, (ull)n);
+        goto fail;
+    }
+    if ((rc = st_src_read(src, hdr, n, err))) goto fail;
+    hdr[n] = '\0';
+    if ((rc = st_parse_header(src, hdr, (size_t)n, data_len, f, &order, err))) goto fail;
+    free(hdr);
+    hdr = NULL;
+
+    /* One arena; each tensor starts on an 8-byte boundary. */
+    uint64_t total = 0;
+    for (size_t i = 0; i < f->n; i++)
+        total = ((total + 7) & ~(uint64_t)7) + (f->e[i].end - f->e[i].begin);
+    if (total > SIZE_MAX) {
+        rc = optim__err(err, OPTIM_ENOMEM, "%s: %llu bytes of tensor data do not fit in memory", L,
+                        (ull)total);
+        goto fail;
+    }
+    if (!(f->arena = optim__malloc((size_t)total))) {
+        rc = optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %llu bytes of tensor data", L,
+                        (ull)total);
+        goto fail;
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        off = (off + 7) & ~(uint64_t)7;
+        f->e[i].data = f->arena + off;
+        off += f->e[i].end - f->e[i].begin;
+    }
+    /* The data buffer is exactly the tensors in offset order: read it once. */
+    for (size_t i = 0; i < f->n; i++) {
+        st_entry *e = order[i];
+        if ((rc = st_src_read(src, e->data, e->end - e->begin, err))) goto fail;
+        if (ST_HOST_BIG_ENDIAN)
+            st_swap(e->data, (size_t)(e->end - e->begin), optim_dtype_size(e->dtype));
+    }
+    free(order);
+    *out = f;
+    return OPTIM_OK;
+
+fail:
+    free(hdr);
+    free(order);
+    optim_st_free(f);
+    return rc;
+}
+
+int optim_st_read(const char *path, optim_st_file **out, optim_error *err)
+{
+    if (out) *out = NULL;
+    if (!path || !out)
+        return optim__err(err, OPTIM_EINVAL, "optim_st_read: %s is NULL", path ? "out" : "path");
+    char sb[128];
+    /* O_NONBLOCK: a FIFO must fail the regular-file check below, not hang in
+     * open; it changes nothing for regular files. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return optim__err(err, OPTIM_EIO, "%s: cannot open: %s", path, st_sys(errno, sb, sizeof sb));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return optim__err(err, OPTIM_EIO, "%s: cannot stat: %s", path, st_sys(e, sb, sizeof sb));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return optim__err(err, OPTIM_EIO, "%s: not a regular file", path);
+    }
+    st_src src = {path, fd, NULL, (uint64_t)st.st_size, 0};
+    int rc = st_load(&src, out, err);
+    close(fd);
+    return rc;
+}
+
+int optim_st_parse(const void *buf, size_t len, optim_st_file **out, optim_error *err)
+{
+    if (out) *out = NULL;
+    if ((!buf && len) || !out)
+        return optim__err(err, OPTIM_EINVAL, "optim_st_parse: %s is NULL", out ? "buf" : "out");
+    st_src src = {ST_MEM_LABEL, -1, buf, (uint64_t)len, 0};
+    return st_load(&src, out, err);
+}
+
+size_t optim_st_count(const optim_st_file *f) { return f ? f->n : 0; }
+
+const char *optim_st_name(const optim_st_file *f, size_t i)
+{
+    return (f && i < f->n) ? f->e[i].name : NULL;
+}
+
+int optim_st_get(const optim_st_file *f, const char *name, optim_tensor *out)
+{
+    if (!f || !name || !out) return OPTIM_EINVAL;
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, f->e[mid].name);
+        if (c == 0) {
+            const st_entry *e = &f->e[mid];
+            *out = optim_tensor_make(e->dtype, e->data, e->rank, e->shape);
+            return OPTIM_OK;
+        }
+        if (c < 0) hi = mid;
+        else lo = mid + 1;
+    }
+    return OPTIM_ENOTFOUND;
+}
+
+/* ---- Writing ------------------------------------------------------------ */
+
+typedef struct st_wentry {
+    char *name;
+    optim_dtype dtype;
+    int32_t rank;
+    int64_t shape[OPTIM_MAX_RANK];
+    size_t nbytes;
+    unsigned char *data; /* little-endian copy */
+} st_wentry;
+
+struct optim_st_writer {
+    st_wentry *e;
+    size_t n, cap;
+    size_t *slot; /* open-addressing name index: entry index + 1, 0 = empty */
+    size_t nslot; /* power of two, at least 2 * n */
+};
+
+static uint64_t st_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Slot holding `name`, or the empty slot where it would go. */
+static size_t st_find(const optim_st_writer *w, const char *name)
+{
+    size_t mask = w->nslot - 1, i = (size_t)st_hash(name) & mask;
+    while (w->slot[i] && strcmp(w->e[w->slot[i] - 1].name, name) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+int optim_st_writer_create(optim_st_writer **out, optim_error *err)
+{
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_st_writer_create: out is NULL");
+    *out = NULL;
+    optim_st_writer *w = optim__calloc(1, sizeof *w);
+    if (w) {
+        w->nslot = 16;
+        w->slot = optim__calloc(w->nslot, sizeof *w->slot);
+    }
+    if (!w || !w->slot) {
+        free(w);
+        return optim__err(err, OPTIM_ENOMEM, "optim_st_writer_create: out of memory");
+    }
+    *out = w;
+    return OPTIM_OK;
+}
+
+void optim_st_writer_destroy(optim_st_writer *w)
+{
+    if (!w) return;
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->e[i].name);
+        free(w->e[i].data);
+    }
+    free(w->e);
+    free(w->slot);
+    free(w);
+}
+
+/* Makes room for one more entry (array and index) without changing contents
+ * visible to callers; on failure the writer is as before. */
+static int st_reserve(optim_st_writer *w)
+{
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 16;
+        st_wentry *e = realloc(w->e, cap * sizeof *e);
+        if (!e) return -1;
+        w->e = e;
+        w->cap = cap;
+    }
+    if (2 * (w->n + 1) > w->nslot) {
+        size_t nslot = 2 * w->nslot;
+        size_t *slot = optim__calloc(nslot, sizeof *slot);
+        if (!slot) return -1;
+        free(w->slot);
+        w->slot = slot;
+        w->nslot = nslot;
+        for (size_t i = 0; i < w->n; i++) w->slot[st_find(w, w->e[i].name)] = i + 1;
+    }
+    return 0;
+}
+
+int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor *t,
+                        optim_error *err)
+{
+    if (!w || !name)
+        return optim__err(err, OPTIM_EINVAL, "optim_st_writer_add: %s is NULL", w ? "name" : "writer");
+    st_quote q;
+    const char *qn = st_q(&q, name);
+    if (!name[0]) return optim__err(err, OPTIM_EINVAL, "safetensors: tensor name is empty");
+    if (strcmp(name, ST_METADATA) == 0)
+        return optim__err(err, OPTIM_EINVAL,
+                          "safetensors: tensor name \"__metadata__\" is reserved for file metadata");
+    if (!st_utf8_valid(name))
+        return optim__err(err, OPTIM_EINVAL, "safetensors: tensor name %s is not valid UTF-8", qn);
+    char what[sizeof q.s + 32];
+    snprintf(what, sizeof what, "safetensors: tensor %s", qn);
+    int rc = optim__tensor_check(t, ST_ALL_DTYPES, what, err);
+    if (rc) return rc;
+    char ss[200];
+    for (int32_t i = 0; i < t->rank; i++)
+        if ((uint64_t)t->shape[i] >= ST_MAX_EXACT)
+            return optim__err(err, OPTIM_ESHAPE,
+                              "%s: shape %s has a dim of 2^53 or more, which JSON readers cannot "
+                              "hold exactly",
+                              what, optim_shape_str(t->rank, t->shape, ss, sizeof ss));
+    int64_t nbytes;
+    if (optim__mul_overflow_i64(optim_tensor_numel(t), (int64_t)optim_dtype_size(t->dtype),
+                                &nbytes) ||
+        (uint64_t)nbytes > SIZE_MAX)
+        return optim__err(err, OPTIM_ESHAPE, "%s: shape %s of %s is too many bytes", what,
+                          optim_shape_str(t->rank, t->shape, ss, sizeof ss),
+                          st_dtype_str(t->dtype));
+    if (w->slot[st_find(w, name)])
+        return optim__err(err, OPTIM_EINVAL, "%s was already added", what);
+
+    if (st_reserve(w) != 0) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", what);
+    st_wentry e;
+    memset(&e, 0, sizeof e);
+    e.name = optim__strdup(name);
+    e.data = optim__malloc((size_t)nbytes);
+    if (!e.name || !e.data) {
+        free(e.name);
+        free(e.data);
+        return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %lld bytes", what,
+                          (long long)nbytes);
+    }
+    e.dtype = t->dtype;
+    e.rank = t->rank;
+    for (int32_t i = 0; i < t->rank; i++) e.shape[i] = t->shape[i];
+    e.nbytes = (size_t)nbytes;
+    if (nbytes) memcpy(e.data, t->data, (size_t)nbytes);
+    if (ST_HOST_BIG_ENDIAN) st_swap(e.data, e.nbytes, optim_dtype_size(e.dtype));
+    w->e[w->n] = e;
+    w->slot[st_find(w, name)] = w->n + 1;
+    w->n++;
+    return OPTIM_OK;
+}
+
+/* Growable byte string for the header. */
+typedef struct st_buf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} st_buf;
+
+static void st_put(st_buf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void st_puts(st_buf *b, const char *s) { st_put(b, s, strlen(s)); }
+
+static void st_put_u64(st_buf *b, uint64_t v)
+{
+    char s[24];
+    st_put(b, s, (size_t)snprintf(s, sizeof s, "%" PRIu64, v));
+}
+
+/* A JSON string literal for a (valid UTF-8) name. */
+static void st_put_json_str(st_buf *b, const char *s)
+{
+    st_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            st_put(b, esc, 2);
+        } else if (c < 0x20) {
+            st_put(b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
+        } else
+            st_put(b, (const char *)&c, 1);
+    }
+    st_put(b, "\"", 1);
+}
+
+static int st_cmp_wname(const void *a, const void *b)
+{
+    return strcmp((*(const st_wentry *const *)a)->name, (*(const st_wentry *const *)b)->name);
+}
+
+static int st_write_all(int fd, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    while (n > 0) {
+        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t r = write(fd, c, chunk);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Best effort: makes the rename itself durable. */
+static void st_sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    if (!slash) dir = optim__strdup(".");
+    else {
+        size_t n = slash == path ? 1 : (size_t)(slash - path);
+        dir = optim__malloc(n + 1);
+        if (dir) {
+            memcpy(dir, path, n);
+            dir[n] = '\0';
+        }
+    }
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err)
+{
+    static atomic_uint counter;
+    if (!w || !path)
+        return optim__err(err, OPTIM_EINVAL, "optim_st_writer_save: %s is NULL", w ? "path" : "writer");
+    if (!path[0]) return optim__err(err, OPTIM_EINVAL, "optim_st_writer_save: path is empty");
+
+    int rc = OPTIM_OK, fd = -1;
+    char *tmp = NULL;
+    char sb[128];
+    st_buf h = {0};
+    const st_wentry **sorted = optim__malloc(w->n * sizeof *sorted);
+    if (!sorted) {
+        rc = optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (size_t i = 0; i < w->n; i++) sorted[i] = &w->e[i];
+    qsort(sorted, w->n, sizeof *sorted, st_cmp_wname);
+
+    /* Header, deterministic: {"name":{"dtype":..,"shape":[..],"data_offsets":[b,e]},...} */
+    uint64_t off = 0;
+    st_puts(&h, "{");
+    for (size_t i = 0; i < w->n; i++) {
+        const st_wentry *e = sorted[i];
+        if (i) st_puts(&h, ",");
+        st_put_json_str(&h, e->name);
+        st_puts(&h, ":{\"dtype\":\"");
+        st_puts(&h, st_dtype_str(e->dtype));
+        st_puts(&h, "\",\"shape\":[");
+        for (int32_t k = 0; k < e->rank; k++) {
+            if (k) st_puts(&h, ",");
+            st_put_u64(&h, (uint64_t)e->shape[k]);
+        }
+        st_puts(&h, "],\"data_offsets\":[");
+        st_put_u64(&h, off);
+        st_puts(&h, ",");
+        off += e->nbytes;
+        st_put_u64(&h, off);
+        st_puts(&h, "]}");
+    }
+    st_puts(&h, "}");
+    while (!h.oom && h.len % 8) st_puts(&h, " ");
+    if (h.oom) {
+        rc = optim__err(err, OPTIM_ENOMEM, "%s: out of memory for the header", path);
+        goto done;
+    }
+    if (h.len > OPTIM_ST_MAX_HEADER) {
+        rc = optim__err(err, OPTIM_EINVAL, "%s: header would be %zu bytes, above the limit of %u",
+                        path, h.len, OPTIM_ST_MAX_HEADER);
+        goto done;
+    }
+    if (off >= ST_MAX_EXACT) {
+        rc = optim__err(err, OPTIM_EINVAL,
+                        "%s: %llu bytes of tensor data, 2^53 or more, which JSON offsets cannot "
+                        "hold exactly",
+                        path, (ull)off);
+        goto done;
+    }
+    unsigned char nb[8];
+    for (int i = 0; i < 8; i++) nb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+
+    /* Temporary file next to path, created exclusively (mode 0666 & ~umask). */
+    size_t tlen = strlen(path) + 64;
+    if (!(tmp = optim__malloc(tlen))) {
+        rc = optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (int tries = 0; fd < 0; tries++) {
+        snprintf(tmp, tlen, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && (errno != EEXIST || tries >= 100)) {
+            rc = optim__err(err, OPTIM_EIO, "%s: cannot create temporary file %s: %s", path, tmp,
+                            st_sys(errno, sb, sizeof sb));
+            free(tmp);
+            tmp = NULL; /* nothing to remove */
+            goto done;
+        }
+    }
+    int ok = st_write_all(fd, nb, 8) == 0 && st_write_all(fd, h.p, h.len) == 0;
+    for (size_t i = 0; ok && i < w->n; i++) ok = st_write_all(fd, sorted[i]->data, sorted[i]->nbytes) == 0;
+    if (!ok) {
+        rc = optim__err(err, OPTIM_EIO, "%s: cannot write temporary file %s: %s", path, tmp,
+                        st_sys(errno, sb, sizeof sb));
+        goto done;
+    }
+    if (fsync(fd) != 0) {
+        rc = optim__err(err, OPTIM_EIO, "%s: cannot fsync temporary file %s: %s", path, tmp,
+                        st_sys(errno, sb, sizeof sb));
+        goto done;
+    }
+    int cfd = fd;
+    fd = -1;
+    if (close(cfd) != 0) {
+        rc = optim__err(err, OPTIM_EIO, "%s: cannot close temporary file %s: %s", path, tmp,
+                        st_sys(errno, sb, sizeof sb));
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = optim__err(err, OPTIM_EIO, "%s: cannot rename temporary file %s over it: %s", path,
+                        tmp, st_sys(errno, sb, sizeof sb));
+        goto done;
+    }
+    free(tmp);
+    tmp = NULL; /* it is path now */
+    st_sync_dir(path);
+
+done:
+    if (fd >= 0) close(fd);
+    if (tmp) {
+        if (rc != OPTIM_OK) (void)unlink(tmp);
+        free(tmp);
+    }
+    free(h.p);
+    free(sorted);
+    return rc;
+}
