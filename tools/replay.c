@@ -77,7 +77,7 @@ static int index_grads(replay *r)
     size_t n = optim_st_count(r->grads);
     int64_t max_k = -1;
     for (size_t t = 0; t < n; t++) {
-        const char *rest, *name = optim_st_name(r->grads, t);
+        const char *rest = NULL, *name = optim_st_name(r->grads, t);
         int64_t k = parse_step(name, &rest);
         if (k < 0)
             return fail("GRADS tensor '%s': name must be STEP/VARIABLE[/indices|/values] with STEP "
@@ -90,7 +90,7 @@ static int index_grads(replay *r)
     r->refs = calloc((size_t)r->steps * (r->nvars ? r->nvars : 1), sizeof *r->refs);
     if (!r->refs) return fail("out of memory for %lld steps", (long long)r->steps);
     for (size_t t = 0; t < n; t++) {
-        const char *rest, *name = optim_st_name(r->grads, t);
+        const char *rest = NULL, *name = optim_st_name(r->grads, t);
         int64_t k = parse_step(name, &rest);
         long v = find_var(r, rest, strlen(rest));
         const char **slot = NULL;

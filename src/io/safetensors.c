@@ -332,7 +332,7 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
     st_quote q;
     const char *tn = st_q(&q, e->name);
     char d[128];
-    const cJSON *dt, *shape, *offs;
+    const cJSON *dt = NULL, *shape = NULL, *offs = NULL;
     int rc;
 
     if (!cJSON_IsObject(obj))

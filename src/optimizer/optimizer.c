@@ -272,7 +272,7 @@ int optim_get_hyper(optim_optimizer *opt, const char *name, double *value)
     int i = find_or_err(opt, name, &e);
     if (i < 0) return optim__opt_take(opt, &e);
     if (!value) return optim__opt_err(opt, OPTIM_EINVAL, "optim_get_hyper: value is NULL");
-    double v;
+    double v = NAN;
     if (eval_hyper(opt, opt->params[i], &opt->hypers[i], opt->iterations, &v, &e))
         return optim__opt_take(opt, &e);
     *value = v;

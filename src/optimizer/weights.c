@@ -59,7 +59,7 @@ int optim_set_weights(optim_optimizer *opt, const optim_tensor *w, size_t n)
                               "slots)",
                               n, want, want - 1);
     if (!w) return optim__opt_err(opt, OPTIM_EINVAL, "set_weights: weights is NULL");
-    int64_t it;
+    int64_t it = 0;
     int rc = read_iterations(opt, &w[0], &it);
     if (rc) return rc;
     for (size_t i = 1; i < n; i++) {
