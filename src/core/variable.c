@@ -85,7 +85,7 @@ static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t
     } else {
         v->data = data;
     }
-    if (!v->name || !v->data) {
+    if (!v->name || (!v->data && (owned_copy || numel > 0))) {
         optim_var_destroy(v);
         return optim__err(err, OPTIM_ENOMEM, "variable '%s': out of memory", name);
     }

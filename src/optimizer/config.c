@@ -104,15 +104,20 @@ static int from_config_obj(optim_optimizer **out, const optim_class *cls, const 
     cJSON_ArrayForEach(item, config)
     {
         const char *key = item->string;
-        if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) continue;
-        /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
-        if (strcmp(key, "jit_compile") == 0 && gen == OPTIM_KERAS3 && cJSON_IsBool(item)) continue;
         for (const cJSON *prev = config->child; prev != item; prev = prev->next)
             if (strcmp(prev->string, key) == 0) {
                 rc = optim__err(err, OPTIM_EPARSE, "%s: config key '%s' appears twice", cls->name, key);
                 goto fail;
             }
-        if (gen == OPTIM_LEGACY && strcmp(key, "lr") == 0) key = "learning_rate"; /* legacy alias */
+        if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) continue;
+        /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
+        if (strcmp(key, "jit_compile") == 0 && gen == OPTIM_KERAS3 && cJSON_IsBool(item)) continue;
+        if (gen == OPTIM_LEGACY) {
+            /* OptimizerV2.from_config: the alias "lr" wins over learning_rate. */
+            if (strcmp(key, "learning_rate") == 0 && cJSON_GetObjectItemCaseSensitive(config, "lr"))
+                continue;
+            if (strcmp(key, "lr") == 0) key = "learning_rate";
+        }
         int other = 0;
         long i = optim__param_find(opt, key, &other);
         if (i >= 0) {
@@ -237,6 +242,21 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
 
 /* ---- writing -------------------------------------------------------------------- */
 
+/* A JSON number that parses back to exactly x (cJSON's own printer keeps 15
+ * digits when they come within an ulp, which would change float32 values
+ * such as 0.009999999776482582). The shortest of %.15g..%.17g that round
+ * trips, like Python's repr in all but rare cases. */
+static cJSON *exact_number(double x)
+{
+    if (!isfinite(x)) return cJSON_CreateNull();
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
 static cJSON *config_obj(optim_optimizer *opt)
 {
     cJSON *o = cJSON_CreateObject();
@@ -255,7 +275,7 @@ static cJSON *config_obj(optim_optimizer *opt)
              * current value, as Keras's _serialize_hyperparameter does. */
             double x = h->number;
             if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
-            v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0) : cJSON_CreateNumber(x);
+            v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0) : exact_number(x);
         }
         if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
             cJSON_Delete(v);

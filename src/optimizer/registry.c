@@ -65,6 +65,18 @@ int optim__class_check(const optim_class *cls, optim_error *err)
         if (strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0)
             return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param name '%s' is reserved",
                               cls->name, p->name);
+        int nullable = (p->flags & OPTIM_PARAM_NULLABLE) != 0;
+        double d = p->default_value;
+        int lo_ok = (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) ? d > p->min : d >= p->min;
+        int hi_ok = (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) ? d < p->max : d <= p->max;
+        if (isnan(d) ? !nullable : !(lo_ok && hi_ok && isfinite(d)) ||
+                                      (p->type == OPTIM_PARAM_BOOL && d != 0 && d != 1) ||
+                                      (p->type == OPTIM_PARAM_INT && d != floor(d)))
+            return optim__err(err, OPTIM_ERANGE,
+                              "optimizer class '%s': param '%s' default %g is outside its own "
+                              "type and range [%g, %g]%s",
+                              cls->name, p->name, d, p->min, p->max,
+                              isnan(d) ? " (NAN needs OPTIM_PARAM_NULLABLE)" : "");
         for (size_t j = 0; j < i; j++)
             if (strcmp(cls->params[j].name, p->name) == 0)
                 return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param '%s' twice",
