@@ -7,6 +7,7 @@
  * one line on stderr, exit status 1, OUT untouched. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,7 @@ static int64_t parse_step(const char *name, const char **rest)
 {
     int64_t k = 0;
     const char *p = name;
-    if (*p < '0' || *p > '9') return -1;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return -1; /* no leading zeros */
     for (; *p >= '0' && *p <= '9'; p++) {
         k = k * 10 + (*p - '0');
         if (k >= MAX_STEPS) return -1;
@@ -70,6 +71,12 @@ static int64_t parse_step(const char *name, const char **rest)
     if (*p != '/' || !p[1]) return -1;
     *rest = p + 1;
     return k;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int index_grads(replay *r)
@@ -81,11 +88,25 @@ static int index_grads(replay *r)
         int64_t k = parse_step(name, &rest);
         if (k < 0)
             return fail("GRADS tensor '%s': name must be STEP/VARIABLE[/indices|/values] with STEP "
-                        "a decimal number below %lld",
+                        "a decimal number below %lld without leading zeros",
                         name, (long long)MAX_STEPS);
         if (k > max_k) max_k = k;
     }
     if (max_k < 0) return fail("GRADS has no tensors, expected at least one step");
+    /* Find a step without any tensor before sizing tables by the largest
+     * step (a file naming only steps 0 and 99999999 must not allocate). */
+    int64_t *ks = malloc(n * sizeof *ks);
+    if (!ks) return fail("out of memory");
+    for (size_t t = 0; t < n; t++) {
+        const char *rest;
+        ks[t] = parse_step(optim_st_name(r->grads, t), &rest);
+    }
+    qsort(ks, n, sizeof *ks, cmp_i64);
+    int64_t expect = 0;
+    for (size_t t = 0; t < n && ks[t] <= expect; t++)
+        if (ks[t] == expect) expect++;
+    free(ks);
+    if (expect <= max_k) return fail("GRADS step %lld has no gradient for any variable", (long long)expect);
     r->steps = max_k + 1;
     r->refs = calloc((size_t)r->steps * (r->nvars ? r->nvars : 1), sizeof *r->refs);
     if (!r->refs) return fail("out of memory for %lld steps", (long long)r->steps);
@@ -105,7 +126,14 @@ static int index_grads(replay *r)
                 slot = is_idx ? &g->indices : &g->values;
             }
         }
-        if (v < 0) return fail("GRADS tensor '%s': gradient for unknown variable (INIT has no '%s')", name, rest);
+        if (v < 0) {
+            size_t len = strlen(rest);
+            if (ends_with(rest, "/indices")) len -= 8;
+            else if (ends_with(rest, "/values")) len -= 7;
+            return fail("GRADS tensor '%s': gradient for unknown variable '%.*s' (not in INIT)", name,
+                        (int)len, rest);
+        }
+        if (*slot) return fail("GRADS tensors '%s' and '%s' are the same gradient", *slot, name);
         *slot = name;
     }
     for (int64_t k = 0; k < r->steps; k++) {

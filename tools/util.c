@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 
@@ -16,8 +17,16 @@ char *optim_tool_read_text(const char *path, optim_error *err)
 {
     char msg[OPTIM_ERRMSG_MAX];
     FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (f && (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))) {
+        fclose(f);
+        f = NULL;
+        errno = EISDIR;
+        if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) errno = EINVAL;
+    }
     if (!f) {
-        snprintf(msg, sizeof msg, "%s: %s", path, strerror(errno));
+        snprintf(msg, sizeof msg, "%s: %s", path,
+                 errno == EINVAL ? "not a regular file" : strerror(errno));
         set_err(err, OPTIM_EIO, msg);
         return NULL;
     }

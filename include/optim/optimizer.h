@@ -190,7 +190,8 @@ int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn fn, void *
  * docs/custom-optimizer.md: validate all, skip absent gradients, aggregate,
  * clip and transform, create missing slots, prepare, update, constrain,
  * iterations += 1. A variable may appear once per call. If no pair has a
- * gradient, nothing happens (not even the increment). */
+ * gradient, the call fails with OPTIM_EINVAL (Keras: "No gradients provided
+ * for any variable") and nothing changes. */
 int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                           uint32_t flags);
 

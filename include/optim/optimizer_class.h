@@ -154,9 +154,10 @@ struct optim_class {
      * gradients are refused with OPTIM_ENOTSUP. */
     void (*apply_sparse)(const optim_sparse_update *u);
 
-    /* Optional. Sparse update with the indices as given (may repeat). Return
-     * OPTIM_SPARSE_DEFAULT to have the base de-duplicate and call
-     * apply_sparse instead (the Keras default); 0 when done. */
+    /* Optional (requires apply_sparse). Sparse update with the indices as
+     * given (may repeat). Return OPTIM_SPARSE_DEFAULT to have the base
+     * de-duplicate and call apply_sparse instead (the Keras default); 0 when
+     * done. */
     int (*apply_sparse_duplicate_indices)(const optim_sparse_update *u);
 
     /* Optional, for wrappers: replaces the whole pipeline. The wrapper
@@ -199,7 +200,8 @@ int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                    optim_slot_init init, double value);
 
 /* The class's own parameter i (its order in params), resolved for the
- * current step (callables called once per step). NAN for None. */
+ * current step (callables called once per step). Meaningful inside hooks
+ * called by optim_apply_gradients or optim_build. NAN for None. */
 double optim_param_value(const optim_optimizer *opt, size_t i);
 
 /* The learning rate for the current step in the arithmetic of dtype: the

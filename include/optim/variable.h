@@ -6,9 +6,11 @@
  * initial value) or borrowed from the caller (optim_var_wrap: the caller
  * keeps the memory alive and frees it; the library never does).
  *
- * A variable may carry a constraint, applied after each dense update, as
- * Keras applies `variable.constraint` (never after sparse updates):
- * NonNeg, MaxNorm, UnitNorm, MinMaxNorm, or a function of your own.
+ * A variable may carry a constraint, applied after each update as Keras
+ * applies `variable.constraint`: NonNeg, MaxNorm, UnitNorm, MinMaxNorm, or a
+ * function of your own. Keras 3 applies it after sparse updates too; the
+ * legacy generation (like tf.keras's OptimizerV2) refuses a sparse gradient
+ * for a constrained variable.
  *
  *     int64_t shape[2] = {784, 10};
  *     optim_var *kernel;

@@ -40,7 +40,7 @@ typedef struct work {
     const int64_t *raw_idx;        /* sparse, as given */
     const void *raw_vals;
     int64_t raw_n;
-    int64_t *idx;                  /* sparse, unique ascending, owned */
+    int64_t *idx;                  /* sparse, unique ascending, owned (after dedup) */
     void *vals;
     int64_t n;
     int64_t rows, row_size;
@@ -351,7 +351,8 @@ static int clip_all(step *s)
         for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
         for (size_t i = 0; i < s->nworks; i++)
             if (s->works[i].kind == OPTIM_GRAD_SPARSE)
-                norm2[i] = sumsq(s->works[i].dtype, s->works[i].vals, s->works[i].n * s->works[i].row_size, &base);
+                norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals,
+                                 s->works[i].raw_n * s->works[i].row_size, &base);
     }
     double global = 0;
     for (size_t i = 0; i < s->nworks; i++) global += norm2[i];
@@ -368,16 +369,18 @@ static int clip_all(step *s)
             w->clip.scale = global_scale(w->dtype, global, v[OPTIM__P_GLOBAL_CLIPNORM]);
         }
         if (w->kind == OPTIM_GRAD_SPARSE) {
-            /* De-duplicated rows are ours: clip in place. Raw rows (for a
-             * class that takes duplicates) get a clipped copy. */
-            clip_run(w->dtype, w->vals, w->vals, w->n * w->row_size, &w->clip);
-            if (w->raw_vals && opt->cls.apply_sparse_duplicate_indices) {
-                size_t bytes = (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype);
-                void *copy = step_alloc(s, bytes);
-                if (!copy) { free(norm2); free(chunks); free(part); return OPTIM_ENOMEM; }
-                clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
-                w->raw_vals = copy;
+            /* Rows as given, duplicates included (tf.clip_by_* on
+             * IndexedSlices.values): a clipped copy, proportional to the rows. */
+            size_t bytes = (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype);
+            void *copy = step_alloc(s, bytes);
+            if (!copy) {
+                free(norm2);
+                free(chunks);
+                free(part);
+                return OPTIM_ENOMEM;
             }
+            clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
+            w->raw_vals = copy;
         } else {
             w->fused = 1;
         }
@@ -418,15 +421,15 @@ static int to_pairs(step *s)
         } else {
             int64_t shape[OPTIM_MAX_RANK];
             memcpy(shape, vs, sizeof(int64_t) * (size_t)vr);
-            int64_t n = w->idx ? w->n : w->raw_n;
-            const void *vals = w->idx ? w->vals : w->raw_vals;
+            int64_t n = w->raw_n;
+            const void *vals = w->raw_vals;
             shape[0] = n;
             /* Give the functions a copy they may change. */
             size_t vb = (size_t)(n * w->row_size) * optim_dtype_size(w->dtype);
             int64_t *ic = step_alloc(s, (size_t)n * sizeof *ic);
             void *vc = step_alloc(s, vb);
             if (!ic || !vc) return OPTIM_ENOMEM;
-            memcpy(ic, w->idx ? w->idx : w->raw_idx, (size_t)n * sizeof *ic);
+            memcpy(ic, w->raw_idx, (size_t)n * sizeof *ic);
             if (vb) memcpy(vc, vals, vb);
             p->grad = optim_grad_sparse(ic, n, optim_tensor_make(w->dtype, vc, vr, shape));
         }
@@ -461,7 +464,6 @@ static int run_user_fn(step *s, const optim__fn_entry *f, const char *what, opti
             w->raw_idx = p->grad.sparse.indices;
             w->raw_n = p->grad.sparse.n;
             w->raw_vals = p->grad.sparse.values.data;
-            w->idx = NULL;
         }
     }
     return OPTIM_OK;
@@ -576,18 +578,16 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
         rc = run_user_fn(s, &opt->aggregator, "gradient aggregator", err);
         if (rc) return rc;
     }
-    for (size_t i = 0; i < s->nworks; i++)
-        if (s->works[i].kind == OPTIM_GRAD_SPARSE && dedup(s, &s->works[i]))
-            return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    /* 4. clipvalue, clipnorm, global_clipnorm, then user transformers. */
+    /* 4. clipvalue, clipnorm, global_clipnorm, then user transformers, all
+     * on sparse rows as given; then duplicates are summed (step 7's input). */
     if (clip_all(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t t = 0; t < opt->ntransformers; t++) {
         rc = run_user_fn(s, &opt->transformers[t], "gradient transformer", err);
         if (rc) return rc;
-        for (size_t i = 0; i < s->nworks; i++)
-            if (s->works[i].kind == OPTIM_GRAD_SPARSE && dedup(s, &s->works[i]))
-                return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_SPARSE && dedup(s, &s->works[i]))
+            return optim__err(err, OPTIM_ENOMEM, "out of memory");
     s->nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
     if (make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     s->scratch = optim__malloc((size_t)s->nthreads * CHUNK * sizeof(double));

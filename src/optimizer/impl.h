@@ -123,6 +123,9 @@ optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_va
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
 
+/* Index of a base option by name, -1 if none. */
+long optim__base_param_index(const char *name);
+
 /* Registry. */
 const optim_class *optim__builtin_class(const char *name);
 int optim__class_check(const optim_class *cls, optim_error *err);

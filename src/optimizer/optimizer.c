@@ -30,6 +30,13 @@ static const optim_param base_params[OPTIM__N_BASE] = {
      OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 2, INF},
 };
 
+long optim__base_param_index(const char *name)
+{
+    for (size_t i = 0; i < OPTIM__N_BASE; i++)
+        if (strcmp(base_params[i].name, name) == 0) return (long)i;
+    return -1;
+}
+
 int optim__opt_err(optim_optimizer *opt, int code, const char *fmt, ...)
 {
     optim_error e;
@@ -220,6 +227,7 @@ int optim__param_set(optim_optimizer *opt, size_t i, const optim__hyper *h, opti
 static int set_hyper(optim_optimizer *opt, const char *name, const optim__hyper *h)
 {
     optim_error e;
+    optim__err_clear(&e);
     int i = find_or_err(opt, name, &e);
     if (i < 0) return optim__opt_take(opt, &e);
     if (optim__param_set(opt, (size_t)i, h, &e)) return optim__opt_take(opt, &e);
@@ -356,8 +364,15 @@ int optim__validate(optim_optimizer *opt, optim_error *err)
                                   "%s: %s is %g; this version of optim supports only None", cn,
                                   opt->params[unsupported[k]]->name, h[unsupported[k]].number);
     }
-    if (opt->cls.validate) return opt->cls.validate(opt, err);
-    return OPTIM_OK;
+    if (!opt->cls.validate) return OPTIM_OK;
+    optim_error local;
+    optim__err_clear(&local);
+    int rc = opt->cls.validate(opt, &local);
+    if (!rc) return OPTIM_OK;
+    if (rc > 0) rc = OPTIM_EINVAL;
+    if (local.msg[0]) return optim__err(err, rc, "%s", local.msg);
+    return optim__err(err, rc, "%s: the class rejected this configuration: %.300s", cn,
+                      opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
 }
 
 /* ---- lifetime ------------------------------------------------------------------ */

@@ -51,6 +51,11 @@ int optim__class_check(const optim_class *cls, optim_error *err)
     if (!cls->apply_dense && !cls->apply_gradients)
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': needs apply_dense or apply_gradients", cls->name);
+    if (cls->apply_sparse_duplicate_indices && !cls->apply_sparse)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': apply_sparse_duplicate_indices needs apply_sparse "
+                          "(for the OPTIM_SPARSE_DEFAULT path)",
+                          cls->name);
     if (cls->n_params && !cls->params)
         return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': params is NULL", cls->name);
     if (!(cls->default_learning_rate >= 0) || !isfinite(cls->default_learning_rate))
@@ -62,7 +67,9 @@ int optim__class_check(const optim_class *cls, optim_error *err)
         if (!p->name || !p->name[0] || p->type > OPTIM_PARAM_INT)
             return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param %zu is malformed",
                               cls->name, i);
-        if (strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0)
+        if (strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0 ||
+            strcmp(p->name, "lr") == 0 || strcmp(p->name, "jit_compile") == 0 ||
+            optim__base_param_index(p->name) >= 0)
             return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param name '%s' is reserved",
                               cls->name, p->name);
         int nullable = (p->flags & OPTIM_PARAM_NULLABLE) != 0;

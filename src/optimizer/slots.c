@@ -148,9 +148,11 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
                 return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice",
                                       optim_var_name(vars[i]));
     }
+    optim_error err;
+    /* Hooks read this step's hyperparameter values (optim_param_value). */
+    if (optim__resolve(opt, &err)) return optim__opt_take(opt, &err);
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
     for (size_t i = 0; i < n; i++) {
-        optim_error err;
         if (optim__track_var(opt, vars[i], &err)) {
             optim__rollback_vars(opt, nv, ns, nn);
             return optim__opt_take(opt, &err);
