@@ -82,6 +82,13 @@ static void *step_alloc(step *s, size_t bytes)
     return p;
 }
 
+static void *step_calloc(step *s, size_t bytes)
+{
+    void *p = step_alloc(s, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
 static void step_free(step *s)
 {
     for (size_t i = 0; i < s->nowned; i++) free(s->owned[i]);
@@ -329,13 +336,10 @@ static int clip_all(step *s)
     size_t nchunks = 0;
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_DENSE) nchunks += (size_t)((s->works[i].numel + CHUNK - 1) / CHUNK);
-    double *norm2 = calloc(s->nworks ? s->nworks : 1, sizeof *norm2);
-    task *chunks = optim__malloc(nchunks * sizeof *chunks);
-    double *part = optim__calloc(nchunks, sizeof *part);
-    if (!norm2 || !chunks || !part) {
-        free(norm2); free(chunks); free(part);
-        return OPTIM_ENOMEM;
-    }
+    double *norm2 = step_calloc(s, s->nworks * sizeof *norm2);
+    task *chunks = step_calloc(s, nchunks * sizeof *chunks);
+    double *part = step_calloc(s, nchunks * sizeof *part);
+    if (!norm2 || !chunks || !part) return OPTIM_ENOMEM;
     if (do_norm || do_global) {
         size_t c = 0;
         for (size_t i = 0; i < s->nworks; i++)
@@ -373,21 +377,13 @@ static int clip_all(step *s)
              * IndexedSlices.values): a clipped copy, proportional to the rows. */
             size_t bytes = (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype);
             void *copy = step_alloc(s, bytes);
-            if (!copy) {
-                free(norm2);
-                free(chunks);
-                free(part);
-                return OPTIM_ENOMEM;
-            }
+            if (!copy) return OPTIM_ENOMEM;
             clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
             w->raw_vals = copy;
         } else {
             w->fused = 1;
         }
     }
-    free(norm2);
-    free(chunks);
-    free(part);
     return OPTIM_OK;
 }
 
