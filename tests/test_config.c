@@ -959,6 +959,30 @@ static void test_config_numbers_exact(void **state)
     }
 }
 
+/* Whole floats keep their decimal point (Keras 3 requires float momentum);
+ * integers and booleans stay as they are. Legacy key order follows
+ * OptimizerV2.get_config: name, clip options, then the class's keys. */
+static void test_config_text_form(void **state)
+{
+    (void)state;
+    optim_optimizer *opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1}}");
+    char *text = optim_get_config(opt);
+    assert_non_null(strstr(text, "\"learning_rate\":1.0,"));
+    assert_non_null(strstr(text, "\"momentum\":0.0,"));
+    assert_non_null(strstr(text, "\"nesterov\":false"));
+    assert_non_null(strstr(text, "\"ema_momentum\":0.99,"));
+    optim_free(text);
+    optim_destroy(opt);
+    opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1e-5, "
+                       "\"clipvalue\": 2, \"clipnorm\": 3, \"is_legacy_optimizer\": true}}");
+    text = optim_get_config(opt);
+    assert_string_equal(text, "{\"name\":\"SGD\",\"clipnorm\":3.0,\"clipvalue\":2.0,"
+                              "\"learning_rate\":1e-05,\"decay\":0.0,\"momentum\":0.0,"
+                              "\"nesterov\":false,\"is_legacy_optimizer\":true}");
+    optim_free(text);
+    optim_destroy(opt);
+}
+
 static void test_not_yet_supported_options(void **state)
 {
     (void)state;
@@ -1257,6 +1281,7 @@ int main(void)
         cmocka_unit_test(test_legacy_clip_keys_only_when_set),
         cmocka_unit_test(test_keras3_config_values),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_config_text_form),
         cmocka_unit_test(test_set_hyper_reflected_in_config),
         cmocka_unit_test(test_legacy_lr_alias),
         cmocka_unit_test(test_name_kept),

@@ -227,6 +227,19 @@ static void test_clipnorm(void **s)
     clip_case("\"clipnorm\": 2.0, \"clipvalue\": 5.0", 1, gv, gw, va, vb);
 }
 
+/* A clip option of 0: Keras 3 ignores it (clips only above 0); legacy
+ * tf.keras applies it. */
+static void test_clip_zero(void **s)
+{
+    (void)s;
+    double ga[3] = {3, -0.5, -7}, gb[2] = {0.25, 2}, za[3] = {0, 0, 0}, zb[2] = {0, 0};
+    clip_case("\"clipvalue\": 0", 0, ga, gb, ga, gb);
+    clip_case("\"clipnorm\": 0", 0, ga, gb, ga, gb);
+    clip_case("\"global_clipnorm\": 0", 0, ga, gb, ga, gb);
+    clip_case("\"clipvalue\": 0", 1, ga, gb, za, zb);
+    clip_case("\"clipnorm\": 0", 1, ga, gb, za, zb);
+}
+
 static void test_global_clipnorm(void **s)
 {
     (void)s;
@@ -489,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_clipvalue),
         cmocka_unit_test(test_clipnorm),
         cmocka_unit_test(test_global_clipnorm),
+        cmocka_unit_test(test_clip_zero),
         cmocka_unit_test(test_dynamic_lr),
         cmocka_unit_test(test_sparse_keras3_equals_dense),
         cmocka_unit_test(test_sparse_legacy_rows_only),

@@ -173,6 +173,17 @@ static int load_vars(replay *r)
                         optim_dtype_name(t.dtype));
         if (optim_var_create(&r->vars[i], name, t.dtype, t.rank, t.shape, t.data, &err))
             return fail("INIT tensor '%s': %s", name, err.msg);
+        if (strcmp(name, "iterations") == 0)
+            return fail("INIT tensor 'iterations': the name is reserved for the step counter in OUT");
+    }
+    /* "K/a/values" must name one thing: not both a sparse part of 'a' and
+     * a dense gradient of a variable 'a/values'. */
+    for (size_t i = 0; i < r->nvars; i++) {
+        const char *name = optim_var_name(r->vars[i]);
+        int idx = ends_with(name, "/indices"), val = ends_with(name, "/values");
+        if ((idx || val) && find_var(r, name, strlen(name) - (idx ? 8 : 7)) >= 0)
+            return fail("INIT tensors '%s' and '%.*s' make GRADS names ambiguous", name,
+                        (int)(strlen(name) - (idx ? 8 : 7)), name);
     }
     return 0;
 }

@@ -59,8 +59,10 @@ typedef struct optim_constraint {
     double max_value;
     double rate;
     int32_t axis;
-    /* OPTIM_CONSTRAINT_CUSTOM: called with the variable after each dense
-     * update; must not fail. `user` is borrowed. */
+    /* OPTIM_CONSTRAINT_CUSTOM: called with the variable after each update;
+     * must not fail. `user` is borrowed. The optimizer constrains several
+     * variables at once on its threads: a fn shared between variables must
+     * be safe to run concurrently. */
     void (*fn)(optim_var *var, void *user);
     void *user;
 } optim_constraint;

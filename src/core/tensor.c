@@ -72,8 +72,16 @@ int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *wha
 {
     if (!t) return optim__err(err, OPTIM_EINVAL, "%s: tensor is NULL", what);
     if (optim_dtype_size(t->dtype) == 0 || !(allowed & OPTIM__MASK(t->dtype)))
-        return optim__err(err, OPTIM_EDTYPE, "%s: dtype %s (%d) is not allowed here",
-                          what, optim_dtype_name(t->dtype), (int)t->dtype);
+    {
+        char allowed_names[64] = "";
+        for (int d = OPTIM_F32; d <= OPTIM_I64; d++)
+            if (allowed & OPTIM__MASK(d)) {
+                if (allowed_names[0]) strcat(allowed_names, " or ");
+                strcat(allowed_names, optim_dtype_name((optim_dtype)d));
+            }
+        return optim__err(err, OPTIM_EDTYPE, "%s: dtype %s (%d), expected %s", what,
+                          optim_dtype_name(t->dtype), (int)t->dtype, allowed_names);
+    }
     if (t->rank < 0 || t->rank > OPTIM_MAX_RANK)
         return optim__err(err, OPTIM_ESHAPE, "%s: rank %d, expected 0..%d", what,
                           (int)t->rank, OPTIM_MAX_RANK);

@@ -36,7 +36,9 @@ static int var_err(optim_var *v, int code, const char *fmt, ...)
 static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
                    const int64_t *shape, void *data, int owned_copy, optim_error *err)
 {
-    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_var_create: out is NULL");
+    if (!out)
+        return optim__err(err, OPTIM_EINVAL, "%s: out is NULL",
+                          owned_copy ? "optim_var_create" : "optim_var_wrap");
     *out = NULL;
     if (!name || !name[0])
         return optim__err(err, OPTIM_EINVAL, "variable name is %s, expected a non-empty string",

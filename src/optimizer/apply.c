@@ -123,6 +123,14 @@ static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t i, o
                           cn, vn, opt->nvars);
     if (!optim_var_trainable(v))
         return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' is not trainable", cn, vn);
+    const optim__var_entry *known = optim__var_entry_of(opt, v);
+    if (known && (known->numel != optim_var_numel(v) || known->dtype != optim_var_dtype(v)))
+        return optim__err(err, OPTIM_ESTATE,
+                          "%s: variable '%s' (%lld %s elements) is not the one this optimizer "
+                          "made slots for (%lld %s); was a variable destroyed while the "
+                          "optimizer still used it?",
+                          cn, vn, (long long)optim_var_numel(v), optim_dtype_name(optim_var_dtype(v)),
+                          (long long)known->numel, optim_dtype_name(known->dtype));
     char what[300], a[160], b[160];
     int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
@@ -261,8 +269,8 @@ static int dedup(step *s, work *w)
 
 /* ---- 4. clipping ---------------------------------------------------------------------- */
 
-/* clip_by_value, then clip_by_norm or the global-norm scale, in the
- * gradient's own precision (as TF and Keras compute them). */
+/* clip_by_value, then clip_by_norm or the global-norm scale, applied in the
+ * gradient's own precision (as TF and Keras apply them). */
 #define CLIP_CHUNK(T, NAME)                                                                 \
     static void NAME(const T *src, T *dst, int64_t n, const clip_desc *c)                  \
     {                                                                                       \
@@ -286,7 +294,9 @@ static void clip_run(optim_dtype dt, const void *src, void *dst, int64_t n, cons
     else clip_f64(src, dst, n, c);
 }
 
-/* Sum of squares after clipvalue, in double. */
+/* Sum of squares after clipvalue, accumulated in double (TF accumulates in
+ * the gradient's dtype, which overflows to inf for float32 norms above about
+ * 1.8e19; here the norm is exact to double precision). */
 static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c)
 {
     double s = 0;
@@ -326,10 +336,15 @@ static int clip_all(step *s)
 {
     optim_optimizer *opt = s->opt;
     const double *v = opt->values;
+    /* Keras 3 clips only with a value above 0 (`if self.clipnorm and
+     * self.clipnorm > 0`); legacy tf.keras applies whatever is set. */
+    const int k3 = opt->gen == OPTIM_KERAS3;
+#define CLIP_ON(i) (!isnan(v[i]) && (!k3 || v[i] > 0))
     clip_desc base = {0};
-    base.has_cv = !isnan(v[OPTIM__P_CLIPVALUE]);
+    base.has_cv = CLIP_ON(OPTIM__P_CLIPVALUE);
     base.cv = v[OPTIM__P_CLIPVALUE];
-    int do_norm = !isnan(v[OPTIM__P_CLIPNORM]), do_global = !isnan(v[OPTIM__P_GLOBAL_CLIPNORM]);
+    int do_norm = CLIP_ON(OPTIM__P_CLIPNORM), do_global = CLIP_ON(OPTIM__P_GLOBAL_CLIPNORM);
+#undef CLIP_ON
     if (!base.has_cv && !do_norm && !do_global) return OPTIM_OK;
 
     /* Norms: dense gradients by fixed chunks (in parallel), sparse ones whole. */
@@ -586,8 +601,12 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
     s->nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
     if (make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    s->scratch = optim__malloc((size_t)s->nthreads * CHUNK * sizeof(double));
-    if (!s->scratch) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    int fused = 0;
+    for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused;
+    if (fused) {
+        s->scratch = optim__malloc((size_t)s->nthreads * CHUNK * sizeof(double));
+        if (!s->scratch) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    }
     /* 5. Slots for variables seen for the first time, in pair order. */
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
     for (size_t i = 0; i < s->nworks; i++) {

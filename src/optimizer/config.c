@@ -138,8 +138,10 @@ static int from_config_obj(optim_optimizer **out, const optim_class *cls, const 
             optim__err_clear(&local);
             rc = opt->cls.set_config(opt, key, text, &local);
             cJSON_free(text);
+            if (rc > 0) rc = OPTIM_EINVAL;
             if (rc && rc != OPTIM_EKEY) {
-                optim__err(err, rc, "%s", local.msg[0] ? local.msg : optim_strerror(rc));
+                if (local.msg[0]) optim__err(err, rc, "%s", local.msg);
+                else optim__err(err, rc, "%s: config key '%s': %s", cls->name, key, optim_strerror(rc));
                 goto fail;
             }
         }
@@ -246,7 +248,7 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
  * digits when they come within an ulp, which would change float32 values
  * such as 0.009999999776482582). The shortest of %.15g..%.17g that round
  * trips, like Python's repr in all but rare cases. */
-static cJSON *exact_number(double x)
+static cJSON *exact_number(double x, int is_float)
 {
     if (!isfinite(x)) return cJSON_CreateNull();
     char buf[40];
@@ -254,37 +256,57 @@ static cJSON *exact_number(double x)
         snprintf(buf, sizeof buf, "%.*g", prec, x);
         if (strtod(buf, NULL) == x) break;
     }
+    /* Floats keep a decimal point, as Python writes them: Keras 3 checks
+     * isinstance(momentum, float) when it reads the config back. */
+    if (is_float && !strpbrk(buf, ".e")) strcat(buf, ".0");
     return cJSON_CreateRaw(buf);
+}
+
+/* Adds param i to o as get_config writes it; returns 0 or OPTIM_ENOMEM. */
+static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
+{
+    const optim_param *p = opt->params[i];
+    const optim__hyper *h = &opt->hypers[i];
+    cJSON *v;
+    if (h->kind == HYPER_NONE) {
+        v = cJSON_CreateNull();
+    } else {
+        /* Variables, callables and schedules are written as their current
+         * value, as Keras's _serialize_hyperparameter does. */
+        double x = h->number;
+        if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
+        v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0)
+                                        : exact_number(x, p->type == OPTIM_PARAM_FLOAT);
+    }
+    if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
+        cJSON_Delete(v);
+        return OPTIM_ENOMEM;
+    }
+    return OPTIM_OK;
 }
 
 static cJSON *config_obj(optim_optimizer *opt)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddStringToObject(o, "name", opt->name)) goto oom;
+    /* OptimizerV2.get_config: name, then the clip options that are set, then
+     * the class's keys (learning_rate, decay, ...). Keras 3: the base keys in
+     * their declared order, None included, then the class's. */
+    static const int legacy_clips[] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};
+    if (opt->gen == OPTIM_LEGACY)
+        for (size_t k = 0; k < 3; k++)
+            if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE && put_param(opt, o, (size_t)legacy_clips[k]))
+                goto oom;
     for (size_t i = 0; i < opt->nparams; i++) {
         if (!optim__param_in_gen(opt, i)) continue;
-        const optim_param *p = opt->params[i];
-        const optim__hyper *h = &opt->hypers[i];
-        /* OptimizerV2.get_config writes the clip options only when set. */
-        if (opt->gen == OPTIM_LEGACY && i < OPTIM__N_BASE && h->kind == HYPER_NONE) continue;
-        cJSON *v;
-        if (h->kind == HYPER_NONE) {
-            v = cJSON_CreateNull();
-        } else {
-            /* Variables, callables and schedules are written as their
-             * current value, as Keras's _serialize_hyperparameter does. */
-            double x = h->number;
-            if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
-            v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0) : exact_number(x);
-        }
-        if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
-            cJSON_Delete(v);
-            goto oom;
-        }
+        int clip = i == OPTIM__P_CLIPNORM || i == OPTIM__P_CLIPVALUE || i == OPTIM__P_GLOBAL_CLIPNORM;
+        if (opt->gen == OPTIM_LEGACY && clip) continue;
+        if (put_param(opt, o, i)) goto oom;
     }
     if (opt->cls.get_config) {
         optim_config cfg = {o};
         int rc = opt->cls.get_config(opt, &cfg);
+        if (rc > 0) rc = OPTIM_EINVAL;
         if (rc) {
             cJSON_Delete(o);
             optim__opt_err(opt, rc, "%s: get_config failed (%s)", opt->cls.name, optim_strerror(rc));
@@ -306,6 +328,7 @@ char *optim_get_config(optim_optimizer *opt)
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    else opt->errmsg[0] = '\0';
     return s;
 }
 
@@ -322,5 +345,6 @@ char *optim_serialize(optim_optimizer *opt)
     cJSON_Delete(cfg);
     cJSON_Delete(o);
     if (!s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    else opt->errmsg[0] = '\0';
     return s;
 }

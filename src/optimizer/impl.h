@@ -50,6 +50,8 @@ typedef struct optim__slot {
 
 typedef struct optim__var_entry {
     optim_var *var;      /* borrowed */
+    int64_t numel;       /* as first seen, to catch a reused address */
+    optim_dtype dtype;
     int nslots;
     size_t slot_ids[OPTIM_MAX_SLOTS];
 } optim__var_entry;

@@ -2,6 +2,7 @@
 #include "optimizer/impl.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,8 +326,11 @@ double optim_learning_rate(const optim_optimizer *opt, optim_dtype dtype)
 
 int optim_set_num_threads(optim_optimizer *opt, int n)
 {
-    if (n < 0) return optim__opt_err(opt, OPTIM_ERANGE, "num_threads is %d, expected >= 0", n);
+    int limit = omp_get_thread_limit();
+    if (n < 0 || n > limit)
+        return optim__opt_err(opt, OPTIM_ERANGE, "num_threads is %d, expected 0..%d", n, limit);
     opt->num_threads = n;
+    opt->errmsg[0] = '\0';
     return OPTIM_OK;
 }
 
@@ -480,6 +484,7 @@ int optim_add_gradient_transformer(optim_optimizer *opt, optim_grad_fn fn, void 
     t[opt->ntransformers].user = user;
     opt->transformers = t;
     opt->ntransformers++;
+    opt->errmsg[0] = '\0';
     return OPTIM_OK;
 }
 
@@ -487,5 +492,6 @@ int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn fn, void *
 {
     opt->aggregator.fn = fn;
     opt->aggregator.user = user;
+    opt->errmsg[0] = '\0';
     return OPTIM_OK;
 }

@@ -27,10 +27,13 @@ int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
     optim__var_entry *e = &opt->vars[opt->nvars++];
     memset(e, 0, sizeof *e);
     e->var = var;
+    e->numel = optim_var_numel(var);
+    e->dtype = optim_var_dtype(var);
     if (opt->cls.create_slots) {
         optim_error local;
         optim__err_clear(&local);
         int rc = opt->cls.create_slots(opt, var, &local);
+        if (rc > 0) rc = OPTIM_EINVAL;
         if (rc) {
             if (local.msg[0]) return optim__err(err, rc, "%s", local.msg);
             return optim__err(err, rc, "%s: create_slots failed for '%.200s': %.250s",
