@@ -1,4 +1,5 @@
 /* Small helpers shared by the tool's commands. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

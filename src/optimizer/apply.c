@@ -418,6 +418,18 @@ static int materialize_dense(step *s, work *w)
 
 /* ---- 3/4. user functions over the gradients ------------------------------------------ */
 
+/* Points the work at a (checked) gradient's data, as given. */
+static void work_set_grad(work *w, const optim_grad *g)
+{
+    if (w->kind == OPTIM_GRAD_DENSE) {
+        w->grad = g->dense.data;
+    } else {
+        w->raw_idx = g->sparse.indices;
+        w->raw_n = g->sparse.n;
+        w->raw_vals = g->sparse.values.data;
+    }
+}
+
 static int to_pairs(step *s)
 {
     for (size_t i = 0; i < s->nworks; i++) {
@@ -468,14 +480,7 @@ static int run_user_fn(step *s, const optim__fn_entry *f, const char *what, opti
                               opt->cls.name, what, i);
         rc = check_pair(opt, p, i, err);
         if (rc) return rc;
-        work *w = &s->works[i];
-        if (w->kind == OPTIM_GRAD_DENSE) {
-            w->grad = p->grad.dense.data;
-        } else {
-            w->raw_idx = p->grad.sparse.indices;
-            w->raw_n = p->grad.sparse.n;
-            w->raw_vals = p->grad.sparse.values.data;
-        }
+        work_set_grad(&s->works[i], &p->grad);
     }
     return OPTIM_OK;
 }
@@ -566,19 +571,11 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
         w->kind = p->grad.kind;
         w->dtype = optim_var_dtype(p->var);
         w->numel = optim_var_numel(p->var);
-        if (w->kind == OPTIM_GRAD_DENSE) {
-            w->grad = p->grad.dense.data;
-        } else {
-            w->raw_idx = p->grad.sparse.indices;
-            w->raw_n = p->grad.sparse.n;
-            w->raw_vals = p->grad.sparse.values.data;
+        work_set_grad(w, &p->grad);
+        if (w->kind == OPTIM_GRAD_SPARSE) {
             w->rows = optim_var_shape(p->var)[0];
-            w->row_size = w->rows ? w->numel / w->rows : 0;
-            if (w->rows == 0) {
-                int64_t rs = 1;
-                for (int32_t d = 1; d < optim_var_rank(p->var); d++) rs *= optim_var_shape(p->var)[d];
-                w->row_size = rs;
-            }
+            w->row_size = 1;
+            for (int32_t d = 1; d < optim_var_rank(p->var); d++) w->row_size *= optim_var_shape(p->var)[d];
         }
     }
     if (s->nworks == 0)

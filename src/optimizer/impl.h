@@ -91,8 +91,8 @@ struct optim_optimizer {
     char errmsg[OPTIM_ERRMSG_MAX];
 };
 
-/* Formats the optimizer's message; returns code. */
-int optim__opt_err(optim_optimizer *opt, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
+/* Formats the optimizer's message; returns code (optim_set_error). */
+#define optim__opt_err optim_set_error
 /* Copies an optim_error into the optimizer's message; returns its code. */
 int optim__opt_take(optim_optimizer *opt, const optim_error *err);
 

@@ -38,17 +38,6 @@ long optim__base_param_index(const char *name)
     return -1;
 }
 
-int optim__opt_err(optim_optimizer *opt, int code, const char *fmt, ...)
-{
-    optim_error e;
-    va_list ap;
-    va_start(ap, fmt);
-    optim__verr(&e, code, fmt, ap);
-    va_end(ap);
-    snprintf(opt->errmsg, sizeof opt->errmsg, "%s", e.msg);
-    return code;
-}
-
 int optim__opt_take(optim_optimizer *opt, const optim_error *err)
 {
     snprintf(opt->errmsg, sizeof opt->errmsg, "%s", err->msg);
