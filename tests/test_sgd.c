@@ -463,6 +463,70 @@ static void test_sparse_untouched_rows(void **s)
     }
 }
 
+/* ---- Keras 3 weight decay ----------------------------------------------------------- */
+
+/* w = w - w * wd * lr before the SGD step, except for excluded variables
+ * (by pointer or by name pattern); dense and sparse (which decays all rows). */
+static void test_weight_decay(void **s)
+{
+    (void)s;
+    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+                                "\"momentum\": 0.5, \"weight_decay\": 0.2}}");
+    double init[4] = {1, -2, 3, 4};
+    int64_t n4 = 4, shape[2] = {4, 1}, vs[2] = {1, 1};
+    optim_var *a = make_var("dense/kernel", OPTIM_F64, 1, &n4, init);
+    optim_var *b = make_var("dense/bias", OPTIM_F64, 1, &n4, init);
+    optim_var *c = make_var("other", OPTIM_F64, 1, &n4, init);
+    optim_var *e = make_var("emb", OPTIM_F64, 2, shape, init);
+    const char *pat[1] = {"bias$"};
+    assert_int_equal(optim_exclude_from_weight_decay(opt, &c, 1, pat, 1), 0);
+    const char *bad[1] = {"("};
+    assert_int_equal(optim_exclude_from_weight_decay(opt, NULL, 0, bad, 1), OPTIM_EINVAL);
+    assert_non_null(strstr(optim_errmsg(opt), "regular expression"));
+    double g[4] = {0.5, 0.5, -1, 2}, row = 1.0;
+    int64_t idx = 2;
+    double wa[4], wb[4], ma[4] = {0}, mb[4] = {0}, we[4], me[4] = {0};
+    for (int i = 0; i < 4; i++) wa[i] = wb[i] = we[i] = init[i];
+    for (int k = 0; k < 3; k++) {
+        optim_grad_var p[4] = {
+            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n4)), a},
+            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n4)), b},
+            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n4)), c},
+            {optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, &row, 2, vs)), e},
+        };
+        assert_int_equal(optim_apply_gradients(opt, p, 4, 0), 0);
+        for (int i = 0; i < 4; i++) {
+            double ge = i == 2 ? 1.0 : 0.0;
+            wa[i] = wa[i] - wa[i] * 0.2 * 0.1;
+            we[i] = we[i] - we[i] * 0.2 * 0.1;
+            ma[i] = 0.5 * ma[i] - 0.1 * g[i];
+            mb[i] = 0.5 * mb[i] - 0.1 * g[i];
+            me[i] = 0.5 * me[i] - 0.1 * ge;
+            wa[i] += ma[i];
+            wb[i] += mb[i];
+            we[i] += me[i];
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_close(optim_var_get(a, i), wa[i], 1e-14, 1e-15);
+        assert_close(optim_var_get(b, i), wb[i], 1e-14, 1e-15); /* excluded by pattern */
+        assert_close(optim_var_get(c, i), wb[i], 1e-14, 1e-15); /* excluded by pointer */
+        assert_close(optim_var_get(e, i), we[i], 1e-14, 1e-15);
+    }
+    optim_destroy(opt);
+    optim_var_destroy(a);
+    optim_var_destroy(b);
+    optim_var_destroy(c);
+    optim_var_destroy(e);
+    /* The legacy generation has no weight_decay key. */
+    optim_optimizer *legacy = NULL;
+    optim_error err;
+    assert_int_equal(optim_from_json(&legacy, "{\"class_name\": \"SGD\", \"config\": "
+                                              "{\"weight_decay\": 0.1, \"is_legacy_optimizer\": true}}", &err),
+                     OPTIM_EKEY);
+    assert_null(legacy);
+}
+
 /* ---- threads ---------------------------------------------------------------------- */
 
 static void test_threads_bitwise(void **s)
@@ -507,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_sparse_keras3_equals_dense),
         cmocka_unit_test(test_sparse_legacy_rows_only),
         cmocka_unit_test(test_sparse_untouched_rows),
+        cmocka_unit_test(test_weight_decay),
         cmocka_unit_test(test_threads_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

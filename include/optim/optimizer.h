@@ -165,6 +165,15 @@ int optim_hyper_is_constant(const optim_optimizer *opt, const char *name);
 /* Number of OpenMP threads a step uses; 0 (the default) means OpenMP's. */
 int optim_set_num_threads(optim_optimizer *opt, int n);
 
+/* Keras 3's exclude_from_weight_decay: the `weight_decay` option (decoupled,
+ * w = w - w * weight_decay * lr before each update) skips these variables
+ * and every variable whose name matches one of the patterns (POSIX extended
+ * regular expressions, searched anywhere in the name like Python's
+ * re.search). May be called again to add more; a bad pattern changes
+ * nothing. */
+int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars, size_t nvars,
+                                    const char *const *name_patterns, size_t npatterns);
+
 /* ---- gradient processing ------------------------------------------------ */
 
 /* A function over the step's gradients. It gets copies the optimizer owns and

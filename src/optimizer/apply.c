@@ -45,6 +45,7 @@ typedef struct work {
     int64_t n;
     int64_t rows, row_size;
     int fused;                     /* dense: transform per chunk while updating */
+    double wd;                     /* Keras 3 weight decay factor, 0 for none */
     clip_desc clip;
 } work;
 
@@ -494,6 +495,13 @@ static void run_task(step *s, const task *t, int tid)
     size_t esz = optim_dtype_size(w->dtype);
     void *slots[OPTIM_MAX_SLOTS];
     const void *coef = opt->coef[w->dtype == OPTIM_F64];
+    if (w->wd != 0) {
+        /* Decoupled weight decay, fused per chunk (a sparse update decays
+         * the whole variable, as Keras 3 does). */
+        int64_t off = t->count >= 0 ? t->off : 0, n = t->count >= 0 ? t->count : w->numel;
+        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * esz, n, w->wd,
+                     optim_learning_rate(opt, w->dtype));
+    }
     if (t->count >= 0) {
         for (int k = 0; k < w->entry->nslots; k++)
             slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + (size_t)t->off * esz;
@@ -613,7 +621,12 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
             return rc;
         }
     }
-    for (size_t i = 0; i < s->nworks; i++) s->works[i].entry = optim__var_entry_of(opt, s->works[i].var);
+    double wd = opt->gen == OPTIM_KERAS3 ? opt->values[OPTIM__P_WEIGHT_DECAY] : 0;
+    for (size_t i = 0; i < s->nworks; i++) {
+        work *w = &s->works[i];
+        w->entry = optim__var_entry_of(opt, w->var);
+        w->wd = wd > 0 && optim__use_weight_decay(opt, w->var) ? wd : 0;
+    }
     /* Nothing below can fail. 6. Per-step coefficients, once per dtype. */
     if (opt->cls.prepare) {
         int seen[2] = {0, 0};

@@ -2,6 +2,8 @@
 #ifndef OPTIM_OPTIMIZER_IMPL_H
 #define OPTIM_OPTIMIZER_IMPL_H
 
+#include <regex.h>
+
 #include "core/internal.h"
 #include "core/ptrmap.h"
 #include "optim/optimizer_class.h"
@@ -86,6 +88,10 @@ struct optim_optimizer {
     size_t ntransformers;
     optim__fn_entry aggregator;
 
+    optim__ptrmap wd_excluded;   /* variables excluded from weight decay */
+    regex_t *wd_patterns;        /* name patterns excluded from weight decay */
+    size_t nwd_patterns;
+
     void *state;
     void *coef[2];             /* per dtype: [0] f32, [1] f64 */
     char errmsg[OPTIM_ERRMSG_MAX];
@@ -127,6 +133,12 @@ void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, siz
 
 /* Index of a base option by name, -1 if none. */
 long optim__base_param_index(const char *name);
+
+/* Weight decay (Keras 3): whether var is decayed; the decay itself
+ * (w = w - w * wd * lr in dtype); freeing the exclusions. */
+int optim__use_weight_decay(const optim_optimizer *opt, const optim_var *var);
+void optim__decay(optim_dtype dtype, void *w, int64_t n, double wd, double lr);
+void optim__weight_decay_free(optim_optimizer *opt);
 
 /* Registry. */
 const optim_class *optim__builtin_class(const char *name);

@@ -341,10 +341,6 @@ int optim__validate(optim_optimizer *opt, optim_error *err)
                           "(Keras 3)", cn);
     if (opt->gen == OPTIM_KERAS3) {
         const optim__hyper *h = opt->hypers;
-        if (h[OPTIM__P_WEIGHT_DECAY].kind == HYPER_NUMBER && h[OPTIM__P_WEIGHT_DECAY].number != 0)
-            return optim__err(err, OPTIM_ENOTSUP,
-                              "%s: weight_decay is %g; this version of optim supports only "
-                              "None or 0", cn, h[OPTIM__P_WEIGHT_DECAY].number);
         if (h[OPTIM__P_USE_EMA].number != 0)
             return optim__err(err, OPTIM_ENOTSUP,
                               "%s: use_ema is true; this version of optim supports only false", cn);
@@ -453,6 +449,7 @@ void optim_destroy(optim_optimizer *opt)
     free(opt->slots);
     free(opt->vars);
     optim__ptrmap_free(&opt->var_index);
+    optim__weight_decay_free(opt);
     free(opt->transformers);
     free(opt->params);
     free(opt->hypers);
