@@ -118,7 +118,9 @@ typedef struct optim_sparse_update {
 
 /* ---- the class table -------------------------------------------------------- */
 
-#define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
+#define OPTIM_CLASS_ELEMENTWISE 1u  /* apply_dense may be called on any chunk */
+#define OPTIM_CLASS_KERAS3_ONLY 2u  /* no legacy form (Lion, Adafactor...) */
+#define OPTIM_CLASS_LEGACY_ONLY 4u  /* no Keras 3 form */
 
 /* apply_sparse_duplicate_indices returns this to ask for the default:
  * de-duplicate, then apply_sparse. */
@@ -130,7 +132,13 @@ struct optim_class {
     const char *name;     /* Keras class name ("SGD"); JSON "class_name" */
     uint32_t flags;       /* OPTIM_CLASS_* */
     double default_learning_rate;
-    const optim_param *params; /* the class's own config keys (not the base's) */
+    /* Keras 3's base option weight_decay defaults to None; a class such as
+     * AdamW sets its own default here (0 keeps None). */
+    double default_weight_decay;
+    /* The class's own config keys. A name may repeat, or match a base key,
+     * only where the generations differ (LEGACY_ONLY vs KERAS3_ONLY): that
+     * is how a key gets a per-generation default or meaning. */
+    const optim_param *params;
     size_t n_params;
     size_t coef_size;     /* bytes prepare may write, per dtype */
     size_t state_size;    /* bytes of zeroed per-optimizer state (optim_state) */

@@ -18,7 +18,8 @@ extern "C" {
 /* The registry line of each built-in: adding an optimizer is one line here
  * and one file under src/optimizers/. */
 #define OPTIM_BUILTIN_CLASSES(X) \
-    X(optim_sgd_class)
+    X(optim_sgd_class) \
+    /* end of the list */
 
 #define OPTIM__BUILTIN_DECL(sym) extern const optim_class sym;
 OPTIM_BUILTIN_CLASSES(OPTIM__BUILTIN_DECL)

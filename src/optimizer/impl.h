@@ -131,8 +131,8 @@ optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_va
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
 
-/* Index of a base option by name, -1 if none. */
-long optim__base_param_index(const char *name);
+/* The base option of that name, NULL if none. */
+const optim_param *optim__base_param(const char *name);
 
 /* Weight decay (Keras 3): whether var is decayed; the decay itself
  * (w = w - w * wd * lr in dtype); freeing the exclusions. */

@@ -31,11 +31,11 @@ static const optim_param base_params[OPTIM__N_BASE] = {
      OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 2, INF},
 };
 
-long optim__base_param_index(const char *name)
+const optim_param *optim__base_param(const char *name)
 {
     for (size_t i = 0; i < OPTIM__N_BASE; i++)
-        if (strcmp(base_params[i].name, name) == 0) return (long)i;
-    return -1;
+        if (strcmp(base_params[i].name, name) == 0) return &base_params[i];
+    return NULL;
 }
 
 int optim__opt_take(optim_optimizer *opt, const optim_error *err)
@@ -375,6 +375,11 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
     if (gen != OPTIM_KERAS3 && gen != OPTIM_LEGACY)
         return optim__err(err, OPTIM_EINVAL, "generation is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY",
                           (int)gen);
+    if ((gen == OPTIM_LEGACY && (cls->flags & OPTIM_CLASS_KERAS3_ONLY)) ||
+        (gen == OPTIM_KERAS3 && (cls->flags & OPTIM_CLASS_LEGACY_ONLY)))
+        return optim__err(err, OPTIM_ENOTSUP, "%s exists only in the %s generation; this config is %s",
+                          cls->name, gen == OPTIM_LEGACY ? "Keras 3" : "legacy",
+                          gen == OPTIM_LEGACY ? "legacy (is_legacy_optimizer: true)" : "Keras 3");
     optim_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     optim__class_copy(&opt->cls, cls);
@@ -395,7 +400,10 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
         const optim_param *p =
             i < OPTIM__N_BASE ? &base_params[i] : &opt->cls.params[i - OPTIM__N_BASE];
         opt->params[i] = p;
-        double def = i == OPTIM__P_LEARNING_RATE ? opt->cls.default_learning_rate : p->default_value;
+        double def = p->default_value;
+        if (i == OPTIM__P_LEARNING_RATE) def = opt->cls.default_learning_rate;
+        if (i == OPTIM__P_WEIGHT_DECAY && opt->cls.default_weight_decay > 0)
+            def = opt->cls.default_weight_decay;
         opt->hypers[i].kind = isnan(def) ? HYPER_NONE : HYPER_NUMBER;
         opt->hypers[i].number = def;
     }

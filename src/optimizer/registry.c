@@ -35,6 +35,13 @@ void optim__class_copy(optim_class *dst, const optim_class *src)
     dst->size = sizeof *dst;
 }
 
+/* Whether two params can never exist in the same generation. */
+static int gens_disjoint(uint32_t a, uint32_t b)
+{
+    const uint32_t L = OPTIM_PARAM_LEGACY_ONLY, K = OPTIM_PARAM_KERAS3_ONLY;
+    return ((a & L) && (b & K)) || ((a & K) && (b & L));
+}
+
 int optim__class_check(const optim_class *cls, optim_error *err)
 {
     if (!cls) return optim__err(err, OPTIM_EINVAL, "optimizer class is NULL");
@@ -58,6 +65,13 @@ int optim__class_check(const optim_class *cls, optim_error *err)
                           cls->name);
     if (cls->n_params && !cls->params)
         return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': params is NULL", cls->name);
+    if ((cls->flags & OPTIM_CLASS_KERAS3_ONLY) && (cls->flags & OPTIM_CLASS_LEGACY_ONLY))
+        return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': both KERAS3_ONLY and LEGACY_ONLY",
+                          cls->name);
+    if (!(cls->default_weight_decay >= 0) || !isfinite(cls->default_weight_decay))
+        return optim__err(err, OPTIM_ERANGE,
+                          "optimizer class '%s': default_weight_decay %g, expected >= 0", cls->name,
+                          cls->default_weight_decay);
     if (!(cls->default_learning_rate >= 0) || !isfinite(cls->default_learning_rate))
         return optim__err(err, OPTIM_ERANGE,
                           "optimizer class '%s': default_learning_rate %g, expected >= 0",
@@ -68,9 +82,14 @@ int optim__class_check(const optim_class *cls, optim_error *err)
             return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param %zu is malformed",
                               cls->name, i);
         if (strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0 ||
-            strcmp(p->name, "lr") == 0 || strcmp(p->name, "jit_compile") == 0 ||
-            optim__base_param_index(p->name) >= 0)
+            strcmp(p->name, "lr") == 0 || strcmp(p->name, "jit_compile") == 0)
             return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param name '%s' is reserved",
+                              cls->name, p->name);
+        const optim_param *base = optim__base_param(p->name);
+        if (base && !gens_disjoint(base->flags, p->flags))
+            return optim__err(err, OPTIM_EINVAL,
+                              "optimizer class '%s': param '%s' is a base option in the same "
+                              "generation",
                               cls->name, p->name);
         int nullable = (p->flags & OPTIM_PARAM_NULLABLE) != 0;
         double d = p->default_value;
@@ -85,7 +104,7 @@ int optim__class_check(const optim_class *cls, optim_error *err)
                               cls->name, p->name, d, p->min, p->max,
                               isnan(d) ? " (NAN needs OPTIM_PARAM_NULLABLE)" : "");
         for (size_t j = 0; j < i; j++)
-            if (strcmp(cls->params[j].name, p->name) == 0)
+            if (strcmp(cls->params[j].name, p->name) == 0 && !gens_disjoint(cls->params[j].flags, p->flags))
                 return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param '%s' twice",
                                   cls->name, p->name);
     }
