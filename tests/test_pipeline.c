@@ -404,6 +404,79 @@ static void test_borrowed_variable(void **s)
     assert_true(mem[0] == 0.5); /* still ours */
 }
 
+/* ---- shaped slots and optimizer-level weights ----------------------------------------- */
+
+/* A non-element-wise class: a per-row slot "rowsum" ([rows]) accumulating
+ * row sums of the gradient, and one optimizer-level weight "count". */
+typedef struct cstate {
+    optim_var *count;
+} cstate;
+
+static int rs_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    (void)err;
+    cstate *st = optim_state(opt);
+    if (!st->count) {
+        int rc = optim_add_weight(opt, "count", OPTIM_F64, 0, NULL, OPTIM_SLOT_CONSTANT, 1.0, &st->count);
+        if (rc) return rc;
+    }
+    if (strcmp(optim_var_name(var), "fail") == 0) return OPTIM_EINVAL;
+    return optim_add_slot_shaped(opt, var, "rowsum", 1, optim_var_shape(var), OPTIM_SLOT_ZEROS, 0);
+}
+
+static void rs_apply_dense(const optim_dense_update *u)
+{
+    const float *g = u->grad;
+    float *r = u->slots[0];
+    const int64_t rows = optim_var_shape(u->var)[0], cols = u->count / rows;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) r[i] += g[i * cols + j];
+    cstate *st = optim_state(u->opt);
+    *(double *)optim_var_data(st->count) += 1;
+}
+
+static const optim_class rowsum_class = {
+    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "RowSumTest",
+    .state_size = sizeof(cstate), .create_slots = rs_create_slots, .apply_dense = rs_apply_dense,
+};
+
+static void test_shaped_slots_and_weights(void **s)
+{
+    (void)s;
+    optim_optimizer *opt;
+    optim_error err;
+    assert_int_equal(optim_create(&opt, &rowsum_class, NULL, &err), 0);
+    optim_var *a = mat("a", 2, 3), *bad = mat("fail", 2, 3);
+    float g[6] = {1, 2, 3, 4, 5, 6};
+    optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), a},
+                           {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), bad}};
+    /* The second variable's create_slots fails: a's slot is rolled back,
+     * the optimizer-level weight stays (the class state points at it). */
+    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_weights_count(opt), 2);
+    assert_string_equal(optim_weight_name(opt, 1), "count");
+    assert_int_equal(optim_apply_gradients(opt, p, 1, 0), 0);
+    assert_int_equal(optim_weights_count(opt), 3);
+    assert_string_equal(optim_weight_name(opt, 2), "a/rowsum");
+    optim_var *r = optim_get_slot(opt, a, "rowsum");
+    assert_int_equal(optim_var_rank(r), 1);
+    assert_int_equal(optim_var_shape(r)[0], 2);
+    assert_true(optim_var_get(r, 0) == 6 && optim_var_get(r, 1) == 15);
+    const char *names[4];
+    assert_int_equal(optim_get_slot_names(opt, names, 4), 1); /* "count" is not a slot name */
+    optim_tensor w[3];
+    assert_int_equal(optim_get_weights(opt, w, 3), 3);
+    assert_true(*(double *)w[1].data == 2.0);
+    /* An element-wise class cannot have shaped slots. */
+    optim_optimizer *sgd;
+    assert_int_equal(optim_create_by_name(&sgd, "sgd", NULL, &err), 0);
+    assert_int_equal(optim_add_slot_shaped(sgd, a, "x", 1, (int64_t[]){2}, OPTIM_SLOT_ZEROS, 0), OPTIM_EINVAL);
+    optim_destroy(sgd);
+    optim_destroy(opt);
+    optim_var_destroy(a);
+    optim_var_destroy(bad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_build_fixes_variables),
         cmocka_unit_test(test_transformers_and_aggregator),
         cmocka_unit_test(test_borrowed_variable),
+        cmocka_unit_test(test_shaped_slots_and_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

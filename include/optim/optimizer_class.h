@@ -207,6 +207,20 @@ typedef enum optim_slot_init {
 int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                    optim_slot_init init, double value);
 
+/* In create_slots, for a class that is not OPTIM_CLASS_ELEMENTWISE: a slot
+ * with a shape of its own (e.g. Adafactor's factored row and column
+ * moments). Its data comes to the update hooks whole, like the others. */
+int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
+                          int32_t rank, const int64_t *shape, optim_slot_init init, double value);
+
+/* An optimizer-level weight (Keras's add_weight outside slots, e.g. legacy
+ * Nadam's momentum_cache): owned by the optimizer, part of get_weights /
+ * set_weights in creation order, under `name`. Typically created in
+ * create_slots when still missing (kept in the class state). *out is the
+ * weight (optional). */
+int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, int32_t rank,
+                     const int64_t *shape, optim_slot_init init, double value, optim_var **out);
+
 /* The class's own parameter i (its order in params), resolved for the
  * current step (callables called once per step). Meaningful inside hooks
  * called by optim_apply_gradients or optim_build. NAN for None. */

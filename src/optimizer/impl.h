@@ -44,8 +44,12 @@ enum {
     OPTIM__N_BASE
 };
 
+#define OPTIM__NO_OWNER ((size_t)-1)
+
+/* A weight besides iterations: a slot of a variable, or an optimizer-level
+ * weight (owner and name_id OPTIM__NO_OWNER), in creation order. */
 typedef struct optim__slot {
-    optim_var *var;      /* the slot variable, owned */
+    optim_var *var;      /* owned */
     size_t name_id;      /* index into slot_names */
     size_t owner;        /* index into vars */
 } optim__slot;

@@ -46,7 +46,14 @@ int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
 
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames)
 {
-    while (opt->nslots > nslots) optim_var_destroy(opt->slots[--opt->nslots].var);
+    /* Slots created since are destroyed; optimizer-level weights stay (the
+     * class may hold them in its state), moved down to keep creation order. */
+    size_t keep = nslots;
+    for (size_t i = nslots; i < opt->nslots; i++) {
+        if (opt->slots[i].owner == OPTIM__NO_OWNER) opt->slots[keep++] = opt->slots[i];
+        else optim_var_destroy(opt->slots[i].var);
+    }
+    opt->nslots = keep;
     while (opt->nslot_names > nnames) free(opt->slot_names[--opt->nslot_names]);
     while (opt->nvars > nvars) optim__ptrmap_del(&opt->var_index, opt->vars[--opt->nvars].var);
 }
@@ -58,8 +65,60 @@ static long slot_name_id(const optim_optimizer *opt, const char *name)
     return -1;
 }
 
-int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
-                   optim_slot_init init, double value)
+/* Creates one state variable and appends it to the weights: a slot of entry
+ * `e` named `slot_name` (e != NULL), or an optimizer-level weight. */
+static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot_name,
+                     const char *full, optim_dtype dt, int32_t rank, const int64_t *shape,
+                     optim_slot_init init, double value, const void *copy_of, optim_var **out)
+{
+    if (init != OPTIM_SLOT_ZEROS && init != OPTIM_SLOT_CONSTANT && init != OPTIM_SLOT_COPY)
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: '%s' init %d is unknown", opt->cls.name, full,
+                              (int)init);
+    if (opt->nslots == opt->cap_slots) {
+        size_t cap = opt->cap_slots ? opt->cap_slots * 2 : 16;
+        optim__slot *sl = realloc(opt->slots, cap * sizeof *sl);
+        if (!sl) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+        opt->slots = sl;
+        opt->cap_slots = cap;
+    }
+    long id = -1;
+    if (e) {
+        id = slot_name_id(opt, slot_name);
+        if (id < 0) {
+            char **names = realloc(opt->slot_names, (opt->nslot_names + 1) * sizeof *names);
+            if (!names) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+            opt->slot_names = names;
+            names[opt->nslot_names] = optim__strdup(slot_name);
+            if (!names[opt->nslot_names]) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+            id = (long)opt->nslot_names++;
+        }
+    }
+    optim_var *v;
+    optim_error err;
+    int rc = optim_var_create(&v, full, dt, rank, shape, init == OPTIM_SLOT_COPY ? copy_of : NULL, &err);
+    if (rc) return optim__opt_take(opt, &err);
+    if (init == OPTIM_SLOT_CONSTANT && value != 0) {
+        int64_t n = optim_var_numel(v);
+        if (dt == OPTIM_F32) {
+            float *p = optim_var_data(v);
+            for (int64_t i = 0; i < n; i++) p[i] = (float)value;
+        } else {
+            double *p = optim_var_data(v);
+            for (int64_t i = 0; i < n; i++) p[i] = value;
+        }
+    }
+    optim__slot *sl = &opt->slots[opt->nslots];
+    sl->var = v;
+    sl->name_id = e ? (size_t)id : OPTIM__NO_OWNER;
+    sl->owner = e ? (size_t)(e - opt->vars) : OPTIM__NO_OWNER;
+    if (e) e->slot_ids[e->nslots++] = opt->nslots;
+    opt->nslots++;
+    if (out) *out = v;
+    return OPTIM_OK;
+}
+
+static int add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name, int32_t rank,
+                    const int64_t *shape, optim_slot_init init, double value)
 {
     optim__var_entry *e = var ? optim__var_entry_of(opt, var) : NULL;
     if (!e)
@@ -71,57 +130,62 @@ int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
         return optim__opt_err(opt, OPTIM_EINVAL,
                               "%s: slot name '%s' for '%s', expected a non-empty name without '/'",
                               opt->cls.name, slot_name ? slot_name : "(null)", optim_var_name(var));
-    if (init != OPTIM_SLOT_ZEROS && init != OPTIM_SLOT_CONSTANT && init != OPTIM_SLOT_COPY)
-        return optim__opt_err(opt, OPTIM_EINVAL, "%s: slot '%s' init %d is unknown", opt->cls.name,
-                              slot_name, (int)init);
     long id = slot_name_id(opt, slot_name);
     for (int k = 0; id >= 0 && k < e->nslots; k++)
         if (opt->slots[e->slot_ids[k]].name_id == (size_t)id) return OPTIM_OK;
     if (e->nslots == OPTIM_MAX_SLOTS)
         return optim__opt_err(opt, OPTIM_ERANGE, "%s: variable '%s' has %d slots, the most allowed",
                               opt->cls.name, optim_var_name(var), OPTIM_MAX_SLOTS);
-    if (opt->nslots == opt->cap_slots) {
-        size_t cap = opt->cap_slots ? opt->cap_slots * 2 : 16;
-        optim__slot *s = realloc(opt->slots, cap * sizeof *s);
-        if (!s) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-        opt->slots = s;
-        opt->cap_slots = cap;
-    }
-    if (id < 0) {
-        char **names = realloc(opt->slot_names, (opt->nslot_names + 1) * sizeof *names);
-        if (!names) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-        opt->slot_names = names;
-        names[opt->nslot_names] = optim__strdup(slot_name);
-        if (!names[opt->nslot_names]) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-        id = (long)opt->nslot_names++;
-    }
     size_t len = strlen(optim_var_name(var)) + strlen(slot_name) + 2;
     char *full = malloc(len);
     if (!full) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
     snprintf(full, len, "%s/%s", optim_var_name(var), slot_name);
-    optim_dtype dt = optim_var_dtype(var);
-    optim_var *slot;
-    optim_error err;
-    int rc = optim_var_create(&slot, full, dt, optim_var_rank(var), optim_var_shape(var),
-                              init == OPTIM_SLOT_COPY ? optim_var_cdata(var) : NULL, &err);
+    int rc = add_state(opt, e, slot_name, full, optim_var_dtype(var), rank, shape, init, value,
+                       optim_var_cdata(var), NULL);
     free(full);
-    if (rc) return optim__opt_take(opt, &err);
-    if (init == OPTIM_SLOT_CONSTANT && value != 0) {
-        int64_t n = optim_var_numel(slot);
-        if (dt == OPTIM_F32) {
-            float *p = optim_var_data(slot);
-            for (int64_t i = 0; i < n; i++) p[i] = (float)value;
-        } else {
-            double *p = optim_var_data(slot);
-            for (int64_t i = 0; i < n; i++) p[i] = value;
-        }
-    }
-    optim__slot *s = &opt->slots[opt->nslots];
-    s->var = slot;
-    s->name_id = (size_t)id;
-    s->owner = (size_t)(e - opt->vars);
-    e->slot_ids[e->nslots++] = opt->nslots++;
-    return OPTIM_OK;
+    return rc;
+}
+
+int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
+                   optim_slot_init init, double value)
+{
+    if (!var) return add_slot(opt, NULL, slot_name, 0, NULL, init, value);
+    return add_slot(opt, var, slot_name, optim_var_rank(var), optim_var_shape(var), init, value);
+}
+
+int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
+                          int32_t rank, const int64_t *shape, optim_slot_init init, double value)
+{
+    if (opt->cls.flags & OPTIM_CLASS_ELEMENTWISE)
+        return optim__opt_err(opt, OPTIM_EINVAL,
+                              "%s: slot '%s' has its own shape, which an element-wise class "
+                              "cannot have (its chunks index slots like the variable)",
+                              opt->cls.name, slot_name ? slot_name : "(null)");
+    if (init == OPTIM_SLOT_COPY)
+        return optim__opt_err(opt, OPTIM_EINVAL,
+                              "%s: slot '%s' with its own shape cannot be a copy of the variable",
+                              opt->cls.name, slot_name ? slot_name : "(null)");
+    if (rank > 0 && !shape)
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: slot '%s' shape is NULL", opt->cls.name,
+                              slot_name ? slot_name : "(null)");
+    return add_slot(opt, var, slot_name, rank, shape, init, value);
+}
+
+int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, int32_t rank,
+                     const int64_t *shape, optim_slot_init init, double value, optim_var **out)
+{
+    if (out) *out = NULL;
+    if (!name || !name[0])
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight name is empty", opt->cls.name);
+    if (init == OPTIM_SLOT_COPY)
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight '%s' cannot be a copy", opt->cls.name, name);
+    for (size_t i = 0; i < opt->nslots; i++)
+        if (strcmp(optim_var_name(opt->slots[i].var), name) == 0)
+            return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight '%s' exists already", opt->cls.name,
+                                  name);
+    if (strcmp(name, "iterations") == 0)
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight name 'iterations' is reserved", opt->cls.name);
+    return add_state(opt, NULL, NULL, name, dtype, rank, shape, init, value, NULL, out);
 }
 
 optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var, const char *slot_name)
