@@ -51,7 +51,8 @@ static optim_optimizer *make(const char *json)
     return opt;
 }
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+/* noinline: inlined, gcc -O3 misreads the scalar callers as reading past `init`. */
+__attribute__((noinline)) static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
                            const double *init)
 {
     optim_tensor t = {dt, rank, {0}, NULL};

@@ -193,7 +193,8 @@ struct optim_class {
  * start-up. Refuses a bad table or a name already taken. */
 int optim_register_class(const optim_class *cls, optim_error *err);
 
-/* Looks a class up by name, case-insensitively; NULL if unknown. */
+/* Looks a class up by name, case-insensitively, ignoring TF Addons'
+ * "Addons>" prefix; NULL if unknown. */
 const optim_class *optim_find_class(const char *name);
 
 typedef enum optim_slot_init {
@@ -206,6 +207,16 @@ typedef enum optim_slot_init {
  * Adding an existing slot again is a no-op. */
 int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                    optim_slot_init init, double value);
+
+/* The order of the weights a step creates, to match the class's Keras
+ * _create_slots / build: by kind (the default: every variable's "m", then
+ * every variable's "v"), or by variable (each variable's slots together, as
+ * legacy Ftrl and Adafactor loop). Call it from create_slots or validate. */
+typedef enum optim_slot_order {
+    OPTIM_SLOTS_BY_KIND = 0,
+    OPTIM_SLOTS_BY_VARIABLE = 1
+} optim_slot_order;
+void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order);
 
 /* In create_slots, for a class that is not OPTIM_CLASS_ELEMENTWISE: a slot
  * with a shape of its own (e.g. Adafactor's factored row and column

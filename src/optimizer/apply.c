@@ -621,6 +621,7 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
             return rc;
         }
     }
+    optim__order_new_slots(opt, ns);
     double wd = opt->gen == OPTIM_KERAS3 ? opt->values[OPTIM__P_WEIGHT_DECAY] : 0;
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];

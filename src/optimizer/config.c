@@ -15,9 +15,15 @@ struct optim_config {
 int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
 {
     if (!cfg || !key || !json_value) return OPTIM_EINVAL;
-    cJSON *v = cJSON_Parse(json_value);
-    if (!v) return OPTIM_EPARSE;
-    cJSON_DeleteItemFromObjectCaseSensitive(cfg->obj, key);
+    cJSON *check = cJSON_Parse(json_value);
+    if (!check) return OPTIM_EPARSE;
+    cJSON_Delete(check);
+    /* Kept as the class wrote it (cJSON would reprint numbers with 15
+     * digits), and in place when the key exists already. */
+    cJSON *v = cJSON_CreateRaw(json_value);
+    if (!v) return OPTIM_ENOMEM;
+    if (cJSON_GetObjectItemCaseSensitive(cfg->obj, key))
+        return cJSON_ReplaceItemInObjectCaseSensitive(cfg->obj, key, v) ? OPTIM_OK : OPTIM_ENOMEM;
     if (!cJSON_AddItemToObject(cfg->obj, key, v)) {
         cJSON_Delete(v);
         return OPTIM_ENOMEM;

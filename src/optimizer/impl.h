@@ -52,6 +52,7 @@ typedef struct optim__slot {
     optim_var *var;      /* owned */
     size_t name_id;      /* index into slot_names */
     size_t owner;        /* index into vars */
+    int k;               /* its position among its variable's slots */
 } optim__slot;
 
 typedef struct optim__var_entry {
@@ -87,6 +88,7 @@ struct optim_optimizer {
     size_t nslots, cap_slots;
     char **slot_names;         /* distinct names, creation order */
     size_t nslot_names;
+    optim_slot_order slot_order;
 
     optim__fn_entry *transformers;
     size_t ntransformers;
@@ -134,6 +136,10 @@ int optim__validate(optim_optimizer *opt, optim_error *err);
 optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_var *var);
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
+/* Puts the weights created since index `from` in Keras's order: optimizer-
+ * level weights first, then slot kind by slot kind (all "m", then all "v"),
+ * each in variable order, as Keras's _create_slots(var_list) builds them. */
+void optim__order_new_slots(optim_optimizer *opt, size_t from);
 
 /* The base option of that name, NULL if none. */
 const optim_param *optim__base_param(const char *name);

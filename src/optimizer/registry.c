@@ -114,6 +114,8 @@ int optim__class_check(const optim_class *cls, optim_error *err)
 const optim_class *optim_find_class(const char *name)
 {
     if (!name) return NULL;
+    /* TF Addons registers its optimizers as "Addons>LAMB", "Addons>LazyAdam". */
+    if (strncmp(name, "Addons>", 7) == 0) name += 7;
     size_t n;
     const optim_class *const *b = builtins(&n);
     for (size_t i = 0; i < n; i++)

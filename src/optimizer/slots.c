@@ -58,6 +58,40 @@ void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, siz
     while (opt->nvars > nvars) optim__ptrmap_del(&opt->var_index, opt->vars[--opt->nvars].var);
 }
 
+static int slot_order(const optim__slot *a, const optim__slot *b)
+{
+    /* Weights first; then by slot name in first-seen order; then by
+     * variable (creation) order. */
+    long ka = a->owner == OPTIM__NO_OWNER ? -1 : (long)a->name_id;
+    long kb = b->owner == OPTIM__NO_OWNER ? -1 : (long)b->name_id;
+    if (ka != kb) return ka < kb ? -1 : 1;
+    if (a->owner != b->owner) return a->owner < b->owner ? -1 : 1;
+    return 0;
+}
+
+void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order)
+{
+    opt->slot_order = order == OPTIM_SLOTS_BY_VARIABLE ? OPTIM_SLOTS_BY_VARIABLE : OPTIM_SLOTS_BY_KIND;
+}
+
+void optim__order_new_slots(optim_optimizer *opt, size_t from)
+{
+    if (opt->slot_order == OPTIM_SLOTS_BY_VARIABLE) return;
+    /* Stable insertion sort: the segment is one step's new slots. */
+    for (size_t i = from + 1; i < opt->nslots; i++) {
+        optim__slot x = opt->slots[i];
+        size_t j = i;
+        while (j > from && slot_order(&opt->slots[j - 1], &x) > 0) {
+            opt->slots[j] = opt->slots[j - 1];
+            j--;
+        }
+        opt->slots[j] = x;
+    }
+    for (size_t i = from; i < opt->nslots; i++)
+        if (opt->slots[i].owner != OPTIM__NO_OWNER)
+            opt->vars[opt->slots[i].owner].slot_ids[opt->slots[i].k] = i;
+}
+
 static long slot_name_id(const optim_optimizer *opt, const char *name)
 {
     for (size_t i = 0; i < opt->nslot_names; i++)
@@ -111,6 +145,7 @@ static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot
     sl->var = v;
     sl->name_id = e ? (size_t)id : OPTIM__NO_OWNER;
     sl->owner = e ? (size_t)(e - opt->vars) : OPTIM__NO_OWNER;
+    sl->k = e ? e->nslots : 0;
     if (e) e->slot_ids[e->nslots++] = opt->nslots;
     opt->nslots++;
     if (out) *out = v;
@@ -225,6 +260,7 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
             return optim__opt_take(opt, &err);
         }
     }
+    optim__order_new_slots(opt, ns);
     opt->built = 1;
     opt->errmsg[0] = '\0';
     return OPTIM_OK;
