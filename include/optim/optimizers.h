@@ -19,6 +19,18 @@ extern "C" {
  * and one file under src/optimizers/. */
 #define OPTIM_BUILTIN_CLASSES(X) \
     X(optim_sgd_class) \
+    X(optim_adam_class) \
+    X(optim_adamw_class) \
+    X(optim_adamax_class) \
+    X(optim_nadam_class) \
+    X(optim_rmsprop_class) \
+    X(optim_adagrad_class) \
+    X(optim_adadelta_class) \
+    X(optim_ftrl_class) \
+    X(optim_lion_class) \
+    X(optim_adafactor_class) \
+    X(optim_lamb_class) \
+    X(optim_lazyadam_class) \
     /* end of the list */
 
 #define OPTIM__BUILTIN_DECL(sym) extern const optim_class sym;

@@ -1,0 +1,450 @@
+/* AdamW: Adam with decoupled weight decay.
+ *
+ * Loshchilov & Hutter, "Decoupled Weight Decay Regularization" (ICLR 2019),
+ * on top of Kingma & Ba's Adam (ICLR 2015) and Reddi et al.'s AMSGrad
+ * (ICLR 2018). t = iterations + 1; per-step constants in the variable's dtype.
+ *
+ * Keras 3 (keras/src/optimizers/adamw.py): Adam with the base option
+ * weight_decay defaulting to 0.004 and refused when None. The base class
+ * decays first (base_optimizer._apply_weight_decay), then Adam.update_step:
+ *
+ *     w     = w - w * weight_decay * lr                       (base class)
+ *     alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
+ *     m     = m + (g - m) * (1 - beta_1)
+ *     v     = v + (g^2 - v) * (1 - beta_2)
+ *     vhat  = max(vhat, v), and vhat replaces v below         (amsgrad)
+ *     w     = w - (m * alpha) / (sqrt(v) + epsilon)
+ *
+ * Legacy: TF Addons' tfa.optimizers.AdamW
+ * (tensorflow_addons/optimizers/weight_decay_optimizers.py,
+ * DecoupledWeightDecayExtension over tf.keras.optimizers.legacy.Adam).
+ * `weight_decay` is a required hyperparameter, NOT multiplied by the
+ * learning rate, applied before the Adam update:
+ *
+ *     dense:  w = w - weight_decay * w;  then TF's ApplyAdam /
+ *             ApplyAdamWithAmsgrad kernel (the rule above, with 1 - beta
+ *             in the variable's dtype and epsilon = epsilon or 1e-7)
+ *     sparse: w[i] = w[i] - weight_decay * w[i] on the indexed rows only
+ *             (duplicates summed), then legacy Adam._resource_apply_sparse,
+ *             which moves every row:
+ *               lr_t = lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t))
+ *               m = m * beta_1;  m[i] = m[i] + g * (1 - beta_1)
+ *               v = v * beta_2;  v[i] = v[i] + (g * g) * (1 - beta_2)
+ *               vhat = max(vhat, v)                            (amsgrad)
+ *               w = w - lr_t * m / (sqrt(v or vhat) + epsilon)
+ *
+ *   Variables whose name matches one of the `exclude_from_weight_decay`
+ *   patterns (POSIX extended regular expressions searched in the name, as
+ *   re.search) are not decayed.
+ *
+ * Keras 3 sparse gradients give the dense result (zero gradient on rows
+ * without an index; the base class decays every row).
+ *
+ * Slots: "m", "v", and "vhat" when amsgrad (fixed once slots exist). */
+#define _POSIX_C_SOURCE 200809L
+#include "optim/optimizer_class.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_BETA_1, P_BETA_2, P_EPSILON, P_EPSILON_LEGACY, P_AMSGRAD, P_WEIGHT_DECAY };
+
+static const optim_param adamw_params[] = {
+    {"beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0, 1.0},
+    {"beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.999, 0.0, 1.0},
+    {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 1e-7, 0.0, INFINITY},
+    /* Legacy: `epsilon or backend_config.epsilon()`, so None (and 0) mean 1e-7. */
+    {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, 1e-7, 0.0,
+     INFINITY},
+    {"amsgrad", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
+    /* TF Addons' required first argument; Keras 3's is the base option. */
+    {"weight_decay", OPTIM_PARAM_FLOAT,
+     OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0.0, INFINITY},
+};
+
+#define EXCLUDE_KEY "exclude_from_weight_decay"
+#define LEGACY_EPSILON 1e-7
+
+typedef struct coef {
+    double alpha;      /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
+    double lr_sparse;  /* legacy sparse: lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t)) */
+    double beta_1, beta_2;
+    double one_minus_beta_1, one_minus_beta_2;
+    double epsilon;
+    double weight_decay; /* legacy only */
+} coef;
+
+typedef struct state {
+    int built_amsgrad;  /* 0 no slots yet, 1 false, 2 true */
+    int have_exclude;   /* exclude_from_weight_decay is a list (not None) */
+    size_t npatterns;
+    char **patterns;
+    regex_t *re;
+} state;
+
+/* ---- configuration ------------------------------------------------------------ */
+
+static int amsgrad_on(optim_optimizer *opt)
+{
+    double a = 0;
+    return optim_get_hyper(opt, "amsgrad", &a) == 0 && a != 0;
+}
+
+static int fail(optim_error *err, int code, const char *fmt, const char *arg)
+{
+    err->code = code;
+    snprintf(err->msg, sizeof err->msg, fmt, arg);
+    return code;
+}
+
+static int validate(optim_optimizer *opt, optim_error *err)
+{
+    const state *s = optim_state(opt);
+    double wd = 0;
+    if (optim_get_hyper(opt, "weight_decay", &wd) == 0 && isnan(wd))
+        return fail(err, OPTIM_EINVAL, "AdamW: weight_decay is None; %s",
+                    optim_generation_of(opt) == OPTIM_LEGACY
+                        ? "TF Addons' AdamW requires a weight_decay (a number >= 0)"
+                        : "Keras 3's AdamW requires a float (default 0.004)");
+    if (s->built_amsgrad && optim_get_slot_names(opt, NULL, 0) > 0 &&
+        amsgrad_on(opt) != (s->built_amsgrad == 2))
+        return fail(err, OPTIM_ESTATE,
+                    "AdamW: amsgrad cannot change once slots exist (they were created with "
+                    "amsgrad=%s)",
+                    s->built_amsgrad == 2 ? "true" : "false");
+    return 0;
+}
+
+static void free_patterns(state *s)
+{
+    for (size_t i = 0; i < s->npatterns; i++) {
+        regfree(&s->re[i]);
+        free(s->patterns[i]);
+    }
+    free(s->re);
+    free(s->patterns);
+    s->re = NULL;
+    s->patterns = NULL;
+    s->npatterns = 0;
+    s->have_exclude = 0;
+}
+
+static void destroy(optim_optimizer *opt) { free_patterns(optim_state(opt)); }
+
+/* exclude_from_weight_decay (legacy only): null or a list of patterns. */
+static int set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
+{
+    if (strcmp(key, EXCLUDE_KEY) != 0 || optim_generation_of(opt) != OPTIM_LEGACY)
+        return OPTIM_EKEY;
+    state *s = optim_state(opt);
+    cJSON *v = cJSON_Parse(json);
+    if (!v) return fail(err, OPTIM_EPARSE, "AdamW: %s is not valid JSON", EXCLUDE_KEY);
+    const cJSON *it, *list = cJSON_IsArray(v) ? v : NULL;
+    int n = list ? cJSON_GetArraySize(list) : 0;
+    int ok = cJSON_IsNull(v) || list;
+    cJSON_ArrayForEach(it, list) ok = ok && cJSON_IsString(it);
+    if (!ok) {
+        cJSON_Delete(v);
+        return fail(err, OPTIM_ETYPE,
+                    "AdamW: %s must be null or a list of strings (regular expressions "
+                    "searched in variable names)",
+                    EXCLUDE_KEY);
+    }
+    char **pat = calloc((size_t)n + 1, sizeof *pat);
+    regex_t *re = calloc((size_t)n + 1, sizeof *re);
+    int i = 0, rc = 0;
+    if (!pat || !re) {
+        rc = fail(err, OPTIM_ENOMEM, "%s", "out of memory");
+        list = NULL;
+    }
+    cJSON_ArrayForEach(it, list)
+    {
+        if (!(pat[i] = strdup(it->valuestring))) {
+            rc = fail(err, OPTIM_ENOMEM, "%s", "out of memory");
+            break;
+        }
+        int e = regcomp(&re[i], pat[i], REG_EXTENDED | REG_NOSUB);
+        if (e) {
+            char why[128];
+            regerror(e, &re[i], why, sizeof why);
+            err->code = rc = OPTIM_EINVAL;
+            snprintf(err->msg, sizeof err->msg,
+                     "AdamW: %s[%d] ('%.100s') is not a valid regular expression: %s",
+                     EXCLUDE_KEY, i, pat[i], why);
+            free(pat[i]);
+            break;
+        }
+        i++;
+    }
+    int is_list = cJSON_IsArray(v) != 0;
+    cJSON_Delete(v);
+    if (rc) {
+        for (int j = 0; j < i; j++) {
+            regfree(&re[j]);
+            free(pat[j]);
+        }
+        free(pat);
+        free(re);
+        return rc;
+    }
+    free_patterns(s);
+    s->patterns = pat;
+    s->re = re;
+    s->npatterns = (size_t)n;
+    s->have_exclude = is_list;
+    return 0;
+}
+
+/* A number as the base class writes it: the shortest form that reads back
+ * exactly, with ".0" for whole values (Python's repr of a float). */
+static int put_number(optim_config *cfg, const char *key, double x)
+{
+    char buf[48];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    return optim_config_put(cfg, key, buf);
+}
+
+/* Legacy (TF Addons) get_config: ..., epsilon, amsgrad, weight_decay,
+ * exclude_from_weight_decay. epsilon is written as self.epsilon, 1e-7 for 0
+ * or None; optim_config_put moves a replaced key to the end, so the keys
+ * after it are written again to keep that order. */
+static int get_config(optim_optimizer *opt, optim_config *cfg)
+{
+    if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
+    const state *s = optim_state(opt);
+    double e, wd;
+    if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0) &&
+        !optim_get_hyper(opt, "weight_decay", &wd)) {
+        int rc = put_number(cfg, "epsilon", LEGACY_EPSILON);
+        if (!rc) rc = optim_config_put(cfg, "amsgrad", amsgrad_on(opt) ? "true" : "false");
+        if (!rc) rc = put_number(cfg, "weight_decay", wd);
+        if (rc) return rc;
+    }
+    cJSON *v = s->have_exclude ? cJSON_CreateArray() : cJSON_CreateNull();
+    for (size_t i = 0; v && s->have_exclude && i < s->npatterns; i++) {
+        cJSON *str = cJSON_CreateString(s->patterns[i]);
+        if (!str || !cJSON_AddItemToArray(v, str)) {
+            cJSON_Delete(str);
+            cJSON_Delete(v);
+            return OPTIM_ENOMEM;
+        }
+    }
+    char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    if (!text) return OPTIM_ENOMEM;
+    int rc = optim_config_put(cfg, EXCLUDE_KEY, text);
+    cJSON_free(text);
+    return rc;
+}
+
+/* TF Addons: is_variable_matched_by_regexes (re.search on the name). */
+static int decays(const optim_optimizer *opt, const optim_var *var)
+{
+    const state *s = optim_state(opt);
+    for (size_t i = 0; i < s->npatterns; i++)
+        if (regexec(&s->re[i], optim_var_name(var), 0, NULL, 0) == 0) return 0;
+    return 1;
+}
+
+/* ---- the update ------------------------------------------------------------------ */
+
+static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    (void)err;
+    state *s = optim_state(opt);
+    int ams = amsgrad_on(opt);
+    s->built_amsgrad = ams ? 2 : 1;
+    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+    if (!rc) rc = optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
+    if (!rc && ams) rc = optim_add_slot(opt, var, "vhat", OPTIM_SLOT_ZEROS, 0);
+    return rc;
+}
+
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
+{
+    coef *k = c;
+    const int legacy = optim_generation_of(opt) == OPTIM_LEGACY;
+    const double lr = optim_learning_rate(opt, dtype);
+    const double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
+    double eps = optim_param_value(opt, legacy ? P_EPSILON_LEGACY : P_EPSILON);
+    /* `epsilon or backend_config.epsilon()` */
+    if (legacy && (isnan(eps) || eps == 0)) eps = LEGACY_EPSILON;
+    const double wd = legacy ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
+    const int64_t t = optim_iterations(opt) + 1;
+    if (dtype == OPTIM_F32) {
+        const float l = (float)lr, fb1 = (float)b1, fb2 = (float)b2, ft = (float)t;
+        const float p1 = powf(fb1, ft), p2 = powf(fb2, ft);
+        const float s = sqrtf(1.0f - p2), d = 1.0f - p1;
+        k->alpha = l * s / d;
+        k->lr_sparse = l * (s / d);
+        k->beta_1 = fb1;
+        k->beta_2 = fb2;
+        k->one_minus_beta_1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1);
+        k->one_minus_beta_2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
+        k->epsilon = (float)eps;
+        k->weight_decay = (float)wd;
+    } else {
+        const double p1 = pow(b1, (double)t), p2 = pow(b2, (double)t);
+        const double s = sqrt(1.0 - p2), d = 1.0 - p1;
+        k->alpha = lr * s / d;
+        k->lr_sparse = lr * (s / d);
+        k->beta_1 = b1;
+        k->beta_2 = b2;
+        k->one_minus_beta_1 = 1.0 - b1;
+        k->one_minus_beta_2 = 1.0 - b2;
+        k->epsilon = eps;
+        k->weight_decay = wd;
+    }
+}
+
+/* One element i of the dense rule, gradient G, after w = w - wd * w when
+ * DECAY (legacy). AMS and DECAY are constants 0 or 1, so that each
+ * combination compiles to its own vectorised loop. */
+#define ADAMW_ELEMENT(T, SQRT, G, AMS, DECAY)                                               \
+    {                                                                                       \
+        const T gi = (G);                                                                   \
+        const T wi = DECAY ? w[i] - wd * w[i] : w[i];                                       \
+        const T mi = m[i] + (gi - m[i]) * c1;                                               \
+        T vi = v[i] + (gi * gi - v[i]) * c2;                                                \
+        m[i] = mi;                                                                          \
+        v[i] = vi;                                                                          \
+        if (AMS) {                                                                          \
+            vi = vh[i] < vi ? vi : vh[i];                                                   \
+            vh[i] = vi;                                                                     \
+        }                                                                                   \
+        w[i] = wi - (mi * alpha) / (SQRT(vi) + eps);                                        \
+    }
+
+/* The dense rule over n elements (vh NULL without amsgrad); g NULL means a
+ * zero gradient (Keras 3's dense equivalent of a sparse update, the zero
+ * subtracted as a dense one would be). */
+#define ADAMW_DENSE(T, SQRT)                                                                   \
+    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,    \
+                          T *restrict vh, int64_t n, const coef *k, int decay)                 \
+    {                                                                                          \
+        const T alpha = (T)k->alpha, c1 = (T)k->one_minus_beta_1;                              \
+        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon, wd = (T)k->weight_decay;     \
+        const T zero = 0;                                                                      \
+        switch ((vh ? 4 : 0) | (g ? 2 : 0) | (decay ? 1 : 0)) {                                \
+        case 7: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 1) break;      \
+        case 6: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 0) break;      \
+        case 5: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 1, 1) break;      \
+        case 4: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 1, 0) break;      \
+        case 3: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 1) break;      \
+        case 2: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 0) break;      \
+        case 1: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 0, 1) break;      \
+        default: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 0, 0) break;     \
+        }                                                                                      \
+    }
+ADAMW_DENSE(float, sqrtf)
+ADAMW_DENSE(double, sqrt)
+
+/* Legacy sparse, element i of a row: the decay (indexed rows, when DECAY),
+ * m and v decay, the gradient (if HAS_G) is added, then w moves by
+ * lr_t * m / (sqrt(v) + epsilon). */
+#define ADAMW_LEGACY_ELEMENT(T, SQRT, HAS_G, AMS, DECAY)                                    \
+    {                                                                                       \
+        const T wi = DECAY ? w[i] - wd * w[i] : w[i];                                       \
+        T mi = m[i] * b1, vi = v[i] * b2;                                                   \
+        if (HAS_G) {                                                                        \
+            mi = mi + g[i] * c1;                                                            \
+            vi = vi + (g[i] * g[i]) * c2;                                                   \
+        }                                                                                   \
+        m[i] = mi;                                                                          \
+        v[i] = vi;                                                                          \
+        if (AMS) {                                                                          \
+            vi = vh[i] < vi ? vi : vh[i];                                                   \
+            vh[i] = vi;                                                                     \
+        }                                                                                   \
+        w[i] = wi - lr * mi / (SQRT(vi) + eps);                                             \
+    }
+
+#define ADAMW_LEGACY_ROW(T, SQRT)                                                              \
+    static void legacy_row_##T(T *restrict w, const T *restrict g, T *restrict m,              \
+                               T *restrict v, T *restrict vh, int64_t n, const coef *k,        \
+                               int decay)                                                      \
+    {                                                                                          \
+        const T lr = (T)k->lr_sparse, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                    \
+        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon; \
+        const T wd = (T)k->weight_decay;                                                       \
+        switch ((vh ? 4 : 0) | (g ? 2 : 0) | (g && decay ? 1 : 0)) {                           \
+        case 7: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 1) break;  \
+        case 6: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 0) break;  \
+        case 4: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 0, 1, 0) break;  \
+        case 3: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 0, 1) break;  \
+        case 2: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 0, 0) break;  \
+        default: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 0, 0, 0) break; \
+        }                                                                                      \
+    }
+ADAMW_LEGACY_ROW(float, sqrtf)
+ADAMW_LEGACY_ROW(double, sqrt)
+
+static void apply_dense(const optim_dense_update *u)
+{
+    void *vh = u->nslots > 2 ? u->slots[2] : 0;
+    const int decay = optim_generation_of(u->opt) == OPTIM_LEGACY && decays(u->opt, u->var);
+    if (u->dtype == OPTIM_F32)
+        dense_float(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
+    else
+        dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
+}
+
+/* Every row, in order: indexed rows with their gradient row (and, legacy,
+ * the weight decay), the others with none. */
+#define ADAMW_SPARSE(T)                                                                        \
+    static void sparse_##T(const optim_sparse_update *u, int legacy, int decay)                \
+    {                                                                                          \
+        const coef *k = u->coef;                                                               \
+        const int64_t rs = u->row_size;                                                        \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                   \
+        T *vh = u->nslots > 2 ? u->slots[2] : 0;                                               \
+        const T *g = u->values;                                                                \
+        int64_t j = 0;                                                                         \
+        for (int64_t r = 0; r < u->rows; r++) {                                                \
+            const T *gr = 0;                                                                   \
+            if (j < u->n && u->indices[j] == r) gr = g + rs * j++;                             \
+            const int64_t o = r * rs;                                                          \
+            T *h = vh ? vh + o : 0;                                                            \
+            if (legacy) legacy_row_##T(w + o, gr, m + o, v + o, h, rs, k, decay);        \
+            else dense_##T(w + o, gr, m + o, v + o, h, rs, k, 0);                              \
+        }                                                                                      \
+    }
+ADAMW_SPARSE(float)
+ADAMW_SPARSE(double)
+
+static void apply_sparse(const optim_sparse_update *u)
+{
+    const int legacy = optim_generation_of(u->opt) == OPTIM_LEGACY;
+    const int decay = legacy && decays(u->opt, u->var);
+    if (u->dtype == OPTIM_F32) sparse_float(u, legacy, decay);
+    else sparse_double(u, legacy, decay);
+}
+
+const optim_class optim_adamw_class = {
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "AdamW",
+    .flags = OPTIM_CLASS_ELEMENTWISE,
+    .default_learning_rate = 0.001,
+    .default_weight_decay = 0.004,
+    .params = adamw_params,
+    .n_params = sizeof adamw_params / sizeof *adamw_params,
+    .coef_size = sizeof(coef),
+    .state_size = sizeof(state),
+    .validate = validate,
+    .create_slots = create_slots,
+    .prepare = prepare,
+    .apply_dense = apply_dense,
+    .apply_sparse = apply_sparse,
+    .get_config = get_config,
+    .set_config = set_config,
+    .destroy = destroy,
+};

@@ -1,0 +1,514 @@
+/* LAMB: layer-wise adaptive moments for large batches.
+ *
+ * You et al., "Large Batch Optimization for Deep Learning: Training BERT in
+ * 76 minutes" (ICLR 2020, arXiv:1904.00962). Not element-wise: the trust
+ * ratio needs the norms of the whole variable, so apply_dense gets each
+ * variable whole.
+ *
+ * Keras 3 (keras/src/optimizers/lamb.py, Lamb.update_step), t = iterations + 1,
+ * beta^t = pow(cast(beta, dtype), cast(t, dtype)), 1 - beta computed from the
+ * Python number and then cast:
+ *
+ *     m = m + (g - m) * (1 - beta_1)
+ *     v = v + (g * g - v) * (1 - beta_2)
+ *     u = (m / (1 - beta_1^t)) / (sqrt(v / (1 - beta_2^t)) + epsilon)
+ *     r = ||w|| / ||u||   if ||w|| > 0 and ||u|| > 0, else 1
+ *     w = w - (r * lr) * u
+ *
+ * with Keras 3's decoupled weight_decay (w = w - w * wd * lr) applied by the
+ * base class before the update, so ||w|| is taken after it.
+ *
+ * Legacy (TF Addons tensorflow_addons/optimizers/lamb.py, LAMB, an
+ * OptimizerV2), all constants in the variable's dtype, 1 - beta included:
+ *
+ *     m = m * beta_1 + g * (1 - beta_1)
+ *     v = v * beta_2 + (g * g) * (1 - beta_2)
+ *     u = (m / (1 - beta_1^t)) / (sqrt(v / (1 - beta_2^t)) + epsilon)
+ *     u = u + weight_decay * w             unless the name matches exclude_from_weight_decay
+ *     r = ||w|| / ||u|| (1 as above)       unless the name matches exclude_from_layer_adaptation (r = 1)
+ *     w = w - (r * lr_t) * u               (lr_t with the legacy `decay`)
+ *
+ * TFA's `epsilon or backend.epsilon()` makes epsilon = 0 act as 1e-7.
+ * Name patterns are Python regular expressions searched (re.search) in the
+ * TF variable name, which carries the ":0" output suffix; here they are
+ * POSIX extended regular expressions searched in NAME + ":0" (or in NAME
+ * when it already ends in ":<digits>"; glibc's regcomp: \w \s \b work,
+ * \d does not). exclude_from_layer_adaptation that is None or empty falls
+ * back to exclude_from_weight_decay, as in TFA.
+ *
+ * Norms: sums of squares accumulated in double precision, element i into
+ * partial sum i % 4 in index order, the partials added in a fixed order (so
+ * the result depends on nothing but the values: not on threads, nor on
+ * dense versus sparse), square root in double, then rounded once to the
+ * variable's dtype. TF sums float32 squares in float32 with a tree
+ * reduction; the two differ by rounding only. The update u is computed
+ * twice from the same m, v and w (once for ||u||, once to apply it) rather
+ * than stored, so a step makes two passes over memory and allocates
+ * nothing proportional to the variable (a fixed 256-element stack block).
+ *
+ * Sparse gradients (duplicates summed first), both generations: the dense
+ * equivalent. Keras 3 densifies the gradient; TFA's _resource_apply_sparse
+ * decays m and v on every row (m.assign(m * beta_1), then a scatter-add of
+ * g * (1 - beta_1) on the indexed rows) and updates every row of w with the
+ * whole-variable trust ratio. Rows without an index: Keras 3 runs the dense
+ * rule with g = 0; legacy sets m = m * beta_1, v = v * beta_2 exactly.
+ *
+ * Slots: "m", "v" (zeros), TFA's names; Keras 3 calls them "momentum" and
+ * "velocity". */
+#define _POSIX_C_SOURCE 200809L
+#include "optim/optimizer_class.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_WEIGHT_DECAY, P_BETA_1, P_BETA_2, P_EPSILON_K3, P_EPSILON_LEGACY };
+
+/* Keras 3 Lamb: beta_1, beta_2, epsilon (1e-7); TFA LAMB: weight_decay (a
+ * hyper, in-update), beta_1, beta_2, epsilon (1e-6). Neither validates its
+ * values; the ranges are optim's guards. */
+static const optim_param lamb_params[] = {
+    {"weight_decay", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_LEGACY_ONLY, 0.0, 0.0, INFINITY},
+    {"beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.9, 0.0, 1.0},
+    {"beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.999, 0.0, 1.0},
+    {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 1e-7, 0.0, INFINITY},
+    {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_LEGACY_ONLY, 1e-6, 0.0, INFINITY},
+};
+
+static const char *const KEY_WD = "exclude_from_weight_decay";
+static const char *const KEY_LA = "exclude_from_layer_adaptation";
+
+/* ---- name patterns (legacy) ------------------------------------------------- */
+
+typedef struct patterns {
+    size_t n;
+    char **src;  /* as given, for get_config */
+    regex_t *re;
+} patterns;
+
+typedef struct lamb_state {
+    patterns *wd; /* exclude_from_weight_decay; NULL is None */
+    patterns *la; /* exclude_from_layer_adaptation as given; NULL is None */
+} lamb_state;
+
+static void patterns_free(patterns *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->n; i++) {
+        regfree(&p->re[i]);
+        free(p->src[i]);
+    }
+    free(p->src);
+    free(p->re);
+    free(p);
+}
+
+static int set_err(optim_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err->code = code;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Parses null or a list of strings into *out (NULL for null). */
+static int patterns_parse(const char *key, const char *json, patterns **out, optim_error *err)
+{
+    *out = NULL;
+    cJSON *v = cJSON_Parse(json);
+    if (!v) return set_err(err, OPTIM_EPARSE, "Lamb: config key '%s' is not valid JSON", key);
+    if (cJSON_IsNull(v)) {
+        cJSON_Delete(v);
+        return 0;
+    }
+    if (!cJSON_IsArray(v)) {
+        cJSON_Delete(v);
+        return set_err(err, OPTIM_ETYPE,
+                       "Lamb: config key '%s' is not a list, expected a list of regular "
+                       "expressions (strings) or null",
+                       key);
+    }
+    int n = cJSON_GetArraySize(v), rc = 0;
+    patterns *p = calloc(1, sizeof *p);
+    if (p) {
+        p->src = calloc((size_t)n + 1, sizeof *p->src);
+        p->re = calloc((size_t)n + 1, sizeof *p->re);
+    }
+    if (!p || !p->src || !p->re) {
+        if (p) free(p->src), free(p->re), free(p);
+        cJSON_Delete(v);
+        return set_err(err, OPTIM_ENOMEM, "Lamb: config key '%s': out of memory", key);
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, v)
+    {
+        if (!cJSON_IsString(item)) {
+            rc = set_err(err, OPTIM_ETYPE,
+                         "Lamb: config key '%s': element %d is not a string, expected a "
+                         "regular expression",
+                         key, (int)p->n);
+            break;
+        }
+        size_t len = strlen(item->valuestring);
+        char *s = malloc(len + 1);
+        if (!s) {
+            rc = set_err(err, OPTIM_ENOMEM, "Lamb: config key '%s': out of memory", key);
+            break;
+        }
+        memcpy(s, item->valuestring, len + 1);
+        int e = regcomp(&p->re[p->n], s, REG_EXTENDED | REG_NOSUB);
+        if (e) {
+            char why[160];
+            regerror(e, &p->re[p->n], why, sizeof why);
+            rc = set_err(err, OPTIM_EINVAL,
+                         "Lamb: config key '%s': element %d ('%.200s') is not a valid regular "
+                         "expression: %s",
+                         key, (int)p->n, s, why);
+            free(s);
+            break;
+        }
+        p->src[p->n++] = s;
+    }
+    cJSON_Delete(v);
+    if (rc) {
+        patterns_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+static char *patterns_json(const patterns *p)
+{
+    cJSON *a = p ? cJSON_CreateArray() : cJSON_CreateNull();
+    if (!a) return NULL;
+    for (size_t i = 0; p && i < p->n; i++) {
+        cJSON *s = cJSON_CreateString(p->src[i]);
+        if (!s || !cJSON_AddItemToArray(a, s)) {
+            cJSON_Delete(s);
+            cJSON_Delete(a);
+            return NULL;
+        }
+    }
+    char *text = cJSON_PrintUnformatted(a);
+    cJSON_Delete(a);
+    return text;
+}
+
+/* TFA's exclude_from_layer_adaptation: the given list if non-empty, else
+ * exclude_from_weight_decay. */
+static const patterns *layer_adaptation_patterns(const lamb_state *st)
+{
+    return st->la && st->la->n ? st->la : st->wd;
+}
+
+/* re.search(pattern, var.name) for any pattern, with TF's ":0" suffix. */
+static int name_matches(const patterns *p, const char *name)
+{
+    if (!p || !p->n) return 0;
+    size_t len = strlen(name), k = len;
+    while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
+    int has_suffix = k < len && k > 0 && name[k - 1] == ':';
+    char buf[512], *full = buf;
+    if (!has_suffix) {
+        if (len + 3 > sizeof buf) full = malloc(len + 3);
+        if (full) {
+            memcpy(full, name, len);
+            memcpy(full + len, ":0", 3);
+        }
+    }
+    const char *subject = has_suffix || !full ? name : full;
+    int hit = 0;
+    for (size_t i = 0; i < p->n && !hit; i++) hit = regexec(&p->re[i], subject, 0, NULL, 0) == 0;
+    if (full && full != buf) free(full);
+    return hit;
+}
+
+static int lamb_set_config(optim_optimizer *opt, const char *key, const char *json_value,
+                           optim_error *err)
+{
+    if (optim_generation_of(opt) != OPTIM_LEGACY) return OPTIM_EKEY;
+    lamb_state *st = optim_state(opt);
+    if (strcmp(key, "weight_decay_rate") == 0) {
+        /* TFA's deprecated alias of weight_decay (constructor kwarg). */
+        cJSON *v = cJSON_Parse(json_value);
+        int ok = v && cJSON_IsNumber(v);
+        double x = ok ? v->valuedouble : 0;
+        cJSON_Delete(v);
+        if (!ok)
+            return set_err(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
+        int rc = optim_set_hyper(opt, "weight_decay", x);
+        if (rc)
+            return set_err(err, rc, "%.400s (given as weight_decay_rate)", optim_errmsg(opt));
+        return 0;
+    }
+    patterns **slot = strcmp(key, KEY_WD) == 0 ? &st->wd : strcmp(key, KEY_LA) == 0 ? &st->la : NULL;
+    if (!slot) return OPTIM_EKEY;
+    patterns *p;
+    int rc = patterns_parse(key, json_value, &p, err);
+    if (rc) return rc;
+    patterns_free(*slot);
+    *slot = p;
+    return 0;
+}
+
+static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
+{
+    if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
+    const lamb_state *st = optim_state(opt);
+    const patterns *lists[2] = {st->wd, layer_adaptation_patterns(st)};
+    const char *keys[2] = {KEY_WD, KEY_LA};
+    for (int i = 0; i < 2; i++) {
+        char *text = patterns_json(lists[i]);
+        if (!text) return OPTIM_ENOMEM;
+        int rc = optim_config_put(cfg, keys[i], text);
+        cJSON_free(text);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void lamb_destroy(optim_optimizer *opt)
+{
+    lamb_state *st = optim_state(opt);
+    patterns_free(st->wd);
+    patterns_free(st->la);
+    st->wd = st->la = NULL;
+}
+
+/* ---- the update ---------------------------------------------------------------- */
+
+typedef struct coef {
+    int legacy;
+    double lr, beta_1, beta_2;
+    double c1, c2;         /* 1 - beta_1, 1 - beta_2 (per generation, see prepare) */
+    double bc1, bc2;       /* 1 - beta_1^t, 1 - beta_2^t */
+    double epsilon, weight_decay;
+} coef;
+
+static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    (void)err;
+    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+    return rc ? rc : optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
+}
+
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
+{
+    coef *k = c;
+    const int legacy = optim_generation_of(opt) == OPTIM_LEGACY;
+    double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
+    double eps = optim_param_value(opt, legacy ? P_EPSILON_LEGACY : P_EPSILON_K3);
+    if (legacy && eps == 0) eps = 1e-7; /* `epsilon or backend_config.epsilon()` */
+    double wd = legacy ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
+    k->legacy = legacy;
+    k->lr = optim_learning_rate(opt, dtype);
+    if (dtype == OPTIM_F32) {
+        const float f1 = (float)b1, f2 = (float)b2, t = (float)(optim_iterations(opt) + 1);
+        k->beta_1 = f1;
+        k->beta_2 = f2;
+        /* Keras 3: `1 - self.beta_1` on the Python number, cast on use;
+         * TFA: 1 - beta_1_t on the cast tensor. */
+        k->c1 = legacy ? 1.0f - f1 : (float)(1.0 - b1);
+        k->c2 = legacy ? 1.0f - f2 : (float)(1.0 - b2);
+        k->bc1 = 1.0f - powf(f1, t);
+        k->bc2 = 1.0f - powf(f2, t);
+        k->epsilon = (float)eps;
+        k->weight_decay = (float)wd;
+    } else {
+        const double t = (double)(optim_iterations(opt) + 1);
+        k->beta_1 = b1;
+        k->beta_2 = b2;
+        k->c1 = 1.0 - b1;
+        k->c2 = 1.0 - b2;
+        k->bc1 = 1.0 - pow(b1, t);
+        k->bc2 = 1.0 - pow(b2, t);
+        k->epsilon = eps;
+        k->weight_decay = wd;
+    }
+}
+
+/* What an update needs besides the arrays. */
+typedef struct rule {
+    const coef *k;
+    int use_wd;        /* legacy: add weight_decay * w to u */
+    int adapt;         /* trust ratio on (else r = 1) */
+} rule;
+
+/* The two sums of squares: element i of the variable goes into partial sum
+ * i % LANES, each partial sum adds in index order, and the partials are added
+ * in lane order at the end. The order depends only on the variable's size, so
+ * the dense rule, the sparse rule and any number of threads give the same
+ * bits; the lanes let the additions overlap. */
+#define LANES 4
+#define BLOCK 256 /* elements of u held on the stack at a time */
+typedef struct sums {
+    double w[LANES], u[LANES];
+} sums;
+
+static double sums_total(const double *a)
+{
+    double t = a[0];
+    for (int l = 1; l < LANES; l++) t += a[l];
+    return t;
+}
+
+/* Pass 1 over n elements starting at element `base` of the variable:
+ * update m and v (g NULL: no gradient on these rows) and, with the trust
+ * ratio on, add w^2 and u^2 to the sums. u is computed block by block into
+ * a stack buffer (a vectorisable loop), then summed. Pass 2: recompute u
+ * from the new m, v and the old w (the same operations, so the same u) and
+ * apply w = w - rl * u. */
+#define LAMB_MOMENTS_LOOP(MNEW, VNEW)                                                          \
+    for (int64_t i = 0; i < nb; i++) {                                                          \
+        const int64_t j = off + i;                                                              \
+        m[j] = (MNEW);                                                                          \
+        v[j] = (VNEW);                                                                          \
+    }
+#define LAMB_KERNELS(T, SQRT)                                                                  \
+    static inline T u_##T(T m, T v, T w, const coef *k, int use_wd)                            \
+    {                                                                                           \
+        T u = (m / (T)k->bc1) / (SQRT(v / (T)k->bc2) + (T)k->epsilon);                          \
+        if (use_wd) u = u + (T)k->weight_decay * w;                                              \
+        return u;                                                                               \
+    }                                                                                           \
+    static void accumulate_##T(sums *s, const T *w, const T *u, int64_t n, int64_t base)       \
+    {                                                                                           \
+        int64_t i = 0;                                                                          \
+        for (; i < n && (base + i) % LANES; i++) {                                              \
+            const int l = (int)((base + i) % LANES);                                            \
+            s->w[l] += (double)w[i] * (double)w[i];                                             \
+            s->u[l] += (double)u[i] * (double)u[i];                                             \
+        }                                                                                       \
+        for (; i + LANES <= n; i += LANES)                                                      \
+            for (int l = 0; l < LANES; l++) {                                                   \
+                s->w[l] += (double)w[i + l] * (double)w[i + l];                                 \
+                s->u[l] += (double)u[i + l] * (double)u[i + l];                                 \
+            }                                                                                   \
+        for (; i < n; i++) {                                                                    \
+            const int l = (int)((base + i) % LANES);                                            \
+            s->w[l] += (double)w[i] * (double)w[i];                                             \
+            s->u[l] += (double)u[i] * (double)u[i];                                             \
+        }                                                                                       \
+    }                                                                                           \
+    static void pass1_##T(const T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                          int64_t n, int64_t base, const rule *r, sums *s)                      \
+    {                                                                                           \
+        const coef *k = r->k;                                                                   \
+        const int use_wd = r->use_wd;                                                           \
+        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, c1 = (T)k->c1, c2 = (T)k->c2;              \
+        T ub[BLOCK];                                                                            \
+        for (int64_t off = 0; off < n; off += BLOCK) {                                          \
+            const int64_t nb = n - off < BLOCK ? n - off : BLOCK;                               \
+            if (k->legacy && g) {                                                               \
+                LAMB_MOMENTS_LOOP(m[j] * b1 + g[j] * c1, v[j] * b2 + (g[j] * g[j]) * c2)         \
+            } else if (k->legacy) {                                                             \
+                LAMB_MOMENTS_LOOP(m[j] * b1, v[j] * b2)                                         \
+            } else if (g) {                                                                     \
+                LAMB_MOMENTS_LOOP(m[j] + (g[j] - m[j]) * c1, v[j] + (g[j] * g[j] - v[j]) * c2)   \
+            } else {                                                                            \
+                LAMB_MOMENTS_LOOP(m[j] + ((T)0 - m[j]) * c1, v[j] + ((T)0 - v[j]) * c2)         \
+            }                                                                                   \
+            if (!r->adapt) continue;                                                            \
+            for (int64_t i = 0; i < nb; i++)                                                    \
+                ub[i] = u_##T(m[off + i], v[off + i], w[off + i], k, use_wd);                   \
+            accumulate_##T(s, w + off, ub, nb, base + off);                                     \
+        }                                                                                       \
+    }                                                                                           \
+    static void pass2_##T(T *restrict w, const T *restrict m, const T *restrict v, int64_t n,  \
+                          const rule *r, T rl)                                                  \
+    {                                                                                           \
+        const coef *k = r->k;                                                                   \
+        if (r->use_wd)                                                                          \
+            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 1);   \
+        else                                                                                    \
+            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 0);   \
+    }                                                                                           \
+    /* The step's scale r * lr from the two sums of squares. */                                \
+    static T scale_##T(const rule *r, const sums *s)                                            \
+    {                                                                                           \
+        const T lr = (T)r->k->lr;                                                               \
+        if (!r->adapt) return lr;                                                               \
+        const T wn = (T)sqrt(sums_total(s->w)), un = (T)sqrt(sums_total(s->u));                 \
+        const T ratio = wn > 0 ? (un > 0 ? wn / un : (T)1) : (T)1;                              \
+        return ratio * lr;                                                                      \
+    }
+LAMB_KERNELS(float, sqrtf)
+LAMB_KERNELS(double, sqrt)
+
+static rule rule_for(optim_optimizer *opt, const optim_var *var, const void *coef_)
+{
+    rule r = {coef_, 0, 1};
+    if (optim_generation_of(opt) == OPTIM_LEGACY) {
+        const lamb_state *st = optim_state(opt);
+        const char *name = optim_var_name(var);
+        r.use_wd = !name_matches(st->wd, name);
+        r.adapt = !name_matches(layer_adaptation_patterns(st), name);
+    }
+    return r;
+}
+
+static void apply_dense(const optim_dense_update *u)
+{
+    const rule r = rule_for(u->opt, u->var, u->coef);
+    sums s = {{0}, {0}};
+    if (u->dtype == OPTIM_F32) {
+        pass1_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, 0, &r, &s);
+        pass2_float(u->param, u->slots[0], u->slots[1], u->count, &r, scale_float(&r, &s));
+    } else {
+        pass1_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, 0, &r, &s);
+        pass2_double(u->param, u->slots[0], u->slots[1], u->count, &r, scale_double(&r, &s));
+    }
+}
+
+/* Sparse, indices unique and ascending: every row, in order (each element
+ * lands in the same partial sum, in the same order, as in the dense rule). */
+#define LAMB_SPARSE(T)                                                                         \
+    static void sparse_##T(const optim_sparse_update *u, const rule *r)                       \
+    {                                                                                          \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                   \
+        const T *g = u->values;                                                                \
+        const int64_t rs = u->row_size;                                                        \
+        sums s = {{0}, {0}};                                                                   \
+        int64_t j = 0;                                                                         \
+        for (int64_t row = 0; row < u->rows; row++) {                                          \
+            const T *gr = NULL;                                                                \
+            if (j < u->n && u->indices[j] == row) gr = g + (j++) * rs;                         \
+            pass1_##T(w + row * rs, gr, m + row * rs, v + row * rs, rs, row * rs, r, &s);      \
+        }                                                                                      \
+        pass2_##T(w, m, v, u->rows * rs, r, scale_##T(r, &s));                                 \
+    }
+LAMB_SPARSE(float)
+LAMB_SPARSE(double)
+
+static void apply_sparse(const optim_sparse_update *u)
+{
+    const rule r = rule_for(u->opt, u->var, u->coef);
+    if (u->dtype == OPTIM_F32) sparse_float(u, &r);
+    else sparse_double(u, &r);
+}
+
+const optim_class optim_lamb_class = {
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "Lamb",
+    .flags = 0, /* not element-wise: the trust ratio needs whole-variable norms */
+    .default_learning_rate = 0.001,
+    .params = lamb_params,
+    .n_params = sizeof lamb_params / sizeof *lamb_params,
+    .coef_size = sizeof(coef),
+    .state_size = sizeof(lamb_state),
+    .create_slots = create_slots,
+    .prepare = prepare,
+    .apply_dense = apply_dense,
+    .apply_sparse = apply_sparse,
+    .get_config = lamb_get_config,
+    .set_config = lamb_set_config,
+    .destroy = lamb_destroy,
+};

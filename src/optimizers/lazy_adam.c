@@ -1,0 +1,219 @@
+/* LazyAdam: Adam whose sparse updates touch only the indexed rows.
+ *
+ * Kingma & Ba, "Adam: A Method for Stochastic Optimization" (ICLR 2015);
+ * the lazy sparse rule of TF Addons' tfa.optimizers.LazyAdam
+ * (tensorflow_addons/optimizers/lazy_adam.py), a subclass of
+ * tf.keras.optimizers.legacy.Adam that overrides only _resource_apply_sparse.
+ * t = iterations + 1; per-step constants in the variable's dtype.
+ *
+ * Dense gradients: Adam of the generation (see adam.c):
+ *
+ *     alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
+ *     m     = m + (g - m) * (1 - beta_1)
+ *     v     = v + (g^2 - v) * (1 - beta_2)
+ *     w     = w - (m * alpha) / (sqrt(v) + epsilon)
+ *
+ *   Keras 3 computes 1 - beta in double and casts it; legacy (TF's ApplyAdam
+ *   kernel) in the variable's dtype, and uses `epsilon or 1e-7`.
+ *
+ * Sparse gradients (duplicates summed), only the indexed rows i of m, v and
+ * w change; rows without an index keep their bits:
+ *
+ *   Legacy (LazyAdam._resource_apply_sparse):
+ *     lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
+ *     m[i] = beta_1 * m[i] + (1 - beta_1) * g
+ *     v[i] = beta_2 * v[i] + (1 - beta_2) * g^2
+ *     w[i] = w[i] - lr_t * m[i] / (sqrt(v[i]) + epsilon)
+ *
+ *   Keras 3: LazyAdam has no Keras 3 form upstream. Here the Keras 3
+ *   generation applies Keras 3 Adam's dense rule (above, with its rounding)
+ *   to the indexed rows only. The base option weight_decay, when set,
+ *   decays every row as it does for every Keras 3 optimizer.
+ *
+ * amsgrad: TF Addons documents it as unsupported ("can only be False"); it
+ * is refused here. Slots: "m", "v". */
+#include "optim/optimizer_class.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LEGACY_EPSILON 1e-7
+
+enum { P_BETA_1, P_BETA_2, P_EPSILON, P_EPSILON_LEGACY, P_AMSGRAD };
+
+static const optim_param lazy_adam_params[] = {
+    {"beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0, 1.0},
+    {"beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.999, 0.0, 1.0},
+    {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 1e-7, 0.0, INFINITY},
+    /* Legacy: `epsilon or backend_config.epsilon()`, so None (and 0) mean 1e-7. */
+    {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, 1e-7, 0.0,
+     INFINITY},
+    {"amsgrad", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
+};
+
+typedef struct coef {
+    double alpha; /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
+    double beta_1, beta_2;
+    double one_minus_beta_1, one_minus_beta_2;
+    double epsilon;
+} coef;
+
+static int validate(optim_optimizer *opt, optim_error *err)
+{
+    double a = 0;
+    if (optim_get_hyper(opt, "amsgrad", &a) == 0 && a != 0) {
+        err->code = OPTIM_ENOTSUP;
+        snprintf(err->msg, sizeof err->msg,
+                 "LazyAdam: amsgrad is true; LazyAdam does not support AMSGrad (TF Addons: "
+                 "\"the argument can only be False\")");
+        return OPTIM_ENOTSUP;
+    }
+    return 0;
+}
+
+/* A number as the base class writes it: the shortest form that reads back
+ * exactly, with ".0" for whole values (Python's repr of a float). */
+static int put_number(optim_config *cfg, const char *key, double x)
+{
+    char buf[48];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    return optim_config_put(cfg, key, buf);
+}
+
+/* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None.
+ * optim_config_put moves a replaced key to the end, so amsgrad (always
+ * false) is written again after it to keep Keras's key order. */
+static int get_config(optim_optimizer *opt, optim_config *cfg)
+{
+    double e;
+    if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e) ||
+        !(isnan(e) || e == 0))
+        return 0;
+    int rc = put_number(cfg, "epsilon", LEGACY_EPSILON);
+    return rc ? rc : optim_config_put(cfg, "amsgrad", "false");
+}
+
+static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    (void)err;
+    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+    return rc ? rc : optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
+}
+
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
+{
+    coef *k = c;
+    const int legacy = optim_generation_of(opt) == OPTIM_LEGACY;
+    const double lr = optim_learning_rate(opt, dtype);
+    const double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
+    double eps = optim_param_value(opt, legacy ? P_EPSILON_LEGACY : P_EPSILON);
+    /* `epsilon or backend_config.epsilon()` */
+    if (legacy && (isnan(eps) || eps == 0)) eps = LEGACY_EPSILON;
+    const int64_t t = optim_iterations(opt) + 1;
+    if (dtype == OPTIM_F32) {
+        const float l = (float)lr, fb1 = (float)b1, fb2 = (float)b2, ft = (float)t;
+        k->alpha = l * sqrtf(1.0f - powf(fb2, ft)) / (1.0f - powf(fb1, ft));
+        k->beta_1 = fb1;
+        k->beta_2 = fb2;
+        k->one_minus_beta_1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1);
+        k->one_minus_beta_2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
+        k->epsilon = (float)eps;
+    } else {
+        k->alpha = lr * sqrt(1.0 - pow(b2, (double)t)) / (1.0 - pow(b1, (double)t));
+        k->beta_1 = b1;
+        k->beta_2 = b2;
+        k->one_minus_beta_1 = 1.0 - b1;
+        k->one_minus_beta_2 = 1.0 - b2;
+        k->epsilon = eps;
+    }
+}
+
+/* Adam's dense rule (both generations; they differ only in coef). */
+#define LAZY_DENSE(T, SQRT)                                                                      \
+    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,      \
+                          int64_t n, const coef *k)                                              \
+    {                                                                                            \
+        const T alpha = (T)k->alpha, c1 = (T)k->one_minus_beta_1;                                \
+        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;                                \
+        for (int64_t i = 0; i < n; i++) {                                                        \
+            const T mi = m[i] + (g[i] - m[i]) * c1;                                              \
+            const T vi = v[i] + (g[i] * g[i] - v[i]) * c2;                                       \
+            m[i] = mi;                                                                           \
+            v[i] = vi;                                                                           \
+            w[i] = w[i] - (mi * alpha) / (SQRT(vi) + eps);                                       \
+        }                                                                                        \
+    }
+LAZY_DENSE(float, sqrtf)
+LAZY_DENSE(double, sqrt)
+
+/* TF Addons' lazy row update (legacy generation). */
+#define LAZY_ROW(T, SQRT)                                                                        \
+    static void tfa_row_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,    \
+                            int64_t n, const coef *k)                                            \
+    {                                                                                            \
+        const T lr = (T)k->alpha, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                          \
+        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;   \
+        for (int64_t i = 0; i < n; i++) {                                                        \
+            const T mi = b1 * m[i] + c1 * g[i];                                                  \
+            const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                         \
+            m[i] = mi;                                                                           \
+            v[i] = vi;                                                                           \
+            w[i] = w[i] - lr * mi / (SQRT(vi) + eps);                                            \
+        }                                                                                        \
+    }
+LAZY_ROW(float, sqrtf)
+LAZY_ROW(double, sqrt)
+
+static void apply_dense(const optim_dense_update *u)
+{
+    if (u->dtype == OPTIM_F32)
+        dense_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+    else
+        dense_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+}
+
+/* The indexed rows only. */
+#define LAZY_SPARSE(T)                                                                           \
+    static void sparse_##T(const optim_sparse_update *u, int legacy)                             \
+    {                                                                                            \
+        const int64_t rs = u->row_size;                                                          \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                     \
+        const T *g = u->values;                                                                  \
+        for (int64_t j = 0; j < u->n; j++) {                                                     \
+            const int64_t o = u->indices[j] * rs;                                                \
+            if (legacy) tfa_row_##T(w + o, g + j * rs, m + o, v + o, rs, u->coef);               \
+            else dense_##T(w + o, g + j * rs, m + o, v + o, rs, u->coef);                        \
+        }                                                                                        \
+    }
+LAZY_SPARSE(float)
+LAZY_SPARSE(double)
+
+static void apply_sparse(const optim_sparse_update *u)
+{
+    const int legacy = optim_generation_of(u->opt) == OPTIM_LEGACY;
+    if (u->dtype == OPTIM_F32) sparse_float(u, legacy);
+    else sparse_double(u, legacy);
+}
+
+const optim_class optim_lazyadam_class = {
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "LazyAdam",
+    .flags = OPTIM_CLASS_ELEMENTWISE,
+    .default_learning_rate = 0.001,
+    .params = lazy_adam_params,
+    .n_params = sizeof lazy_adam_params / sizeof *lazy_adam_params,
+    .coef_size = sizeof(coef),
+    .validate = validate,
+    .create_slots = create_slots,
+    .prepare = prepare,
+    .apply_dense = apply_dense,
+    .apply_sparse = apply_sparse,
+    .get_config = get_config,
+};

@@ -1,0 +1,857 @@
+/* Adafactor (Keras 3) against an independent double-precision reference:
+ * trajectories of 25 steps for variables of rank 0, 1, 2, 3 and 4 in f32
+ * and f64 (variable and every slot), relative_step on and off, active
+ * update clipping, learning-rate schedules, weight decay, sparse gradients
+ * (the dense equivalent, with duplicate indices), Keras's golden values,
+ * config (key set, defaults, round trip, bad values), and thread-count
+ * independence.
+ *
+ * The reference follows Shazeer & Stern 2018 as Keras 3 writes it
+ * (keras/src/optimizers/adafactor.py), with t = iterations + 1:
+ *   rho = min(lr, 1/sqrt(t)); alpha = max(eps2, RMS(w)) * rho;
+ *   G = g^2 + eps1; beta = 1 - t^beta_2_decay;
+ *   rank >= 2: r = beta r + (1-beta) mean(G, -1); c = beta c + (1-beta) mean(G, -2);
+ *              v = r / mean(r, -1) (outer) c;
+ *   else:      v = beta v + (1-beta) G;
+ *   u = g / sqrt(v); w -= alpha * u / max(1, RMS(u) / clip_threshold). */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim.h"
+
+#define STEPS 25
+
+/* ---- the reference ------------------------------------------------------------------- */
+
+typedef struct hp {
+    double lr, beta_2_decay, eps1, eps2, clip, wd;
+} hp;
+
+static const hp DEFAULTS = {0.001, -0.8, 1e-30, 1e-3, 1.0, 0};
+
+typedef struct ref {
+    int32_t rank;
+    int64_t shape[OPTIM_MAX_RANK];
+    int64_t n, B, R, C; /* rank >= 2: w is [B, R, C] */
+    double *w, *r, *c, *v;
+    int64_t nr, nc;     /* elements of r and c (1 each for rank < 2: the placeholders) */
+    int clipped;        /* steps where max(1, RMS(u)/clip) > 1 */
+} ref;
+
+static void ref_init(ref *s, int32_t rank, const int64_t *shape, const double *w0)
+{
+    memset(s, 0, sizeof *s);
+    s->rank = rank;
+    s->n = 1;
+    for (int d = 0; d < rank; d++) s->shape[d] = shape[d], s->n *= shape[d];
+    if (rank >= 2) {
+        s->C = shape[rank - 1];
+        s->R = shape[rank - 2];
+        s->B = s->n / (s->R * s->C);
+        s->nr = s->B * s->R;
+        s->nc = s->B * s->C;
+    } else {
+        s->nr = s->nc = 1;
+    }
+    s->w = malloc((size_t)s->n * sizeof(double));
+    s->v = calloc((size_t)s->n, sizeof(double));
+    s->r = calloc((size_t)s->nr, sizeof(double));
+    s->c = calloc((size_t)s->nc, sizeof(double));
+    memcpy(s->w, w0, (size_t)s->n * sizeof(double));
+}
+
+static void ref_free(ref *s)
+{
+    free(s->w);
+    free(s->v);
+    free(s->r);
+    free(s->c);
+}
+
+static double rms(const double *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i] * x[i];
+    return sqrt(s / (double)n);
+}
+
+/* One step with dense gradient g at t = step + 1; lr is this step's rate. */
+static void ref_step(ref *s, const hp *h, double lr, const double *g, int64_t step)
+{
+    const double t = (double)(step + 1);
+    const int64_t n = s->n;
+    if (h->wd > 0)
+        for (int64_t i = 0; i < n; i++) s->w[i] -= s->w[i] * h->wd * lr;
+    double rho = fmin(lr, 1.0 / sqrt(t));
+    double alpha = fmax(h->eps2, rms(s->w, n)) * rho;
+    double beta = 1.0 - pow(t, h->beta_2_decay);
+    double *G = malloc((size_t)n * sizeof *G), *u = malloc((size_t)n * sizeof *u);
+    for (int64_t i = 0; i < n; i++) G[i] = g[i] * g[i] + h->eps1;
+    if (s->rank >= 2) {
+        const int64_t B = s->B, R = s->R, C = s->C;
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t i = 0; i < R; i++) {
+                double m = 0;
+                for (int64_t j = 0; j < C; j++) m += G[(b * R + i) * C + j];
+                s->r[b * R + i] = beta * s->r[b * R + i] + (1 - beta) * (m / C);
+            }
+            for (int64_t j = 0; j < C; j++) {
+                double m = 0;
+                for (int64_t i = 0; i < R; i++) m += G[(b * R + i) * C + j];
+                s->c[b * C + j] = beta * s->c[b * C + j] + (1 - beta) * (m / R);
+            }
+            double mr = 0;
+            for (int64_t i = 0; i < R; i++) mr += s->r[b * R + i];
+            mr /= R;
+            for (int64_t i = 0; i < R; i++)
+                for (int64_t j = 0; j < C; j++)
+                    s->v[(b * R + i) * C + j] = s->r[b * R + i] / mr * s->c[b * C + j];
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) s->v[i] = beta * s->v[i] + (1 - beta) * G[i];
+    }
+    for (int64_t i = 0; i < n; i++) u[i] = g[i] / sqrt(s->v[i]);
+    double d = fmax(1.0, rms(u, n) / h->clip);
+    if (d > 1) s->clipped++;
+    for (int64_t i = 0; i < n; i++) s->w[i] -= alpha * (u[i] / d);
+    free(G);
+    free(u);
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static optim_optimizer *make(const char *json)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc) print_error("%s: %s\n", json, err.msg);
+    assert_int_equal(rc, 0);
+    return opt;
+}
+
+static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+                           const double *init)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
+        else ((double *)buf)[i] = init[i];
+    }
+    optim_var *v;
+    optim_error err;
+    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
+    free(buf);
+    return v;
+}
+
+/* A dense gradient whose scale changes from step to step (so that the
+ * clipping threshold is crossed at some steps), some elements tiny. */
+static double grad_at(int k, int64_t i)
+{
+    double scale = 1.0 + 0.9 * sin(0.6 * k);
+    return scale * sin(0.7 * k + 1.3 * (double)i + 0.2) * (1.0 + 0.05 * (double)(i % 7)) - 0.02 * k;
+}
+static double init_at(int64_t i) { return 0.5 - 0.13 * (double)(i % 11) + 0.2 * sin(0.05 * (double)i); }
+
+/* Copies a variable into doubles. */
+static void var_values(const optim_var *v, double *out)
+{
+    for (int64_t i = 0; i < optim_var_numel(v); i++) out[i] = optim_var_get(v, i);
+}
+
+static void assert_var_close(const optim_var *v, const double *want, int64_t n, double rtol,
+                             double atol)
+{
+    assert_non_null(v);
+    assert_int_equal(optim_var_numel(v), n);
+    for (int64_t i = 0; i < n; i++) assert_close(optim_var_get(v, i), want[i], rtol, atol);
+}
+
+static void assert_shape(const optim_var *v, int32_t rank, const int64_t *shape)
+{
+    assert_non_null(v);
+    assert_int_equal(optim_var_rank(v), rank);
+    for (int d = 0; d < rank; d++) assert_int_equal(optim_var_shape(v)[d], shape[d]);
+}
+
+static void assert_vars_bitwise(optim_var *a, optim_var *b)
+{
+    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
+    assert_memory_equal(optim_var_data(a), optim_var_data(b),
+                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
+}
+
+/* Runs `steps` dense steps of grad_at on a variable of this shape with the
+ * optimizer from `json` and compares the variable and its slots with the
+ * reference at every step. Returns how many steps clipped. */
+static int check_trajectory(const char *json, const hp *h, int32_t rank, const int64_t *shape,
+                            optim_dtype dt, int steps)
+{
+    optim_optimizer *opt = make(json);
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) n *= shape[d];
+    double *w0 = malloc((size_t)n * sizeof *w0), *gd = malloc((size_t)n * sizeof *gd);
+    float *gf = malloc((size_t)n * sizeof *gf);
+    for (int64_t i = 0; i < n; i++) w0[i] = init_at(i);
+    if (dt == OPTIM_F32)
+        for (int64_t i = 0; i < n; i++) w0[i] = (float)w0[i];
+    optim_var *w = make_var("layer/w", dt, rank, shape, w0);
+    ref s;
+    ref_init(&s, rank, shape, w0);
+    const double rtol = dt == OPTIM_F32 ? 2e-5 : 1e-12, atol = dt == OPTIM_F32 ? 2e-6 : 1e-14;
+    for (int k = 0; k < steps; k++) {
+        for (int64_t i = 0; i < n; i++) {
+            gd[i] = grad_at(k, i);
+            gf[i] = (float)gd[i];
+            if (dt == OPTIM_F32) gd[i] = gf[i];
+        }
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)gd,
+                                                               rank, shape)),
+                            w};
+        int rc = optim_apply_gradients(opt, &p, 1, 0);
+        if (rc) print_error("%s\n", optim_errmsg(opt));
+        assert_int_equal(rc, 0);
+        ref_step(&s, h, h->lr, gd, k);
+        assert_var_close(w, s.w, n, rtol, atol);
+        /* The moments are compared relative to their size (they may be tiny). */
+        assert_var_close(optim_get_slot(opt, w, "v"), s.v, n, rtol, 0);
+        assert_var_close(optim_get_slot(opt, w, "r"), s.r, s.nr, rtol, 0);
+        assert_var_close(optim_get_slot(opt, w, "c"), s.c, s.nc, rtol, 0);
+    }
+    assert_int_equal(optim_iterations(opt), steps);
+    /* Slot shapes: r = shape[:-1], c = shape[:-2] + [C], v = shape; scalars
+     * as placeholders below rank 2. */
+    assert_shape(optim_get_slot(opt, w, "v"), rank, shape);
+    if (rank >= 2) {
+        int64_t cs[OPTIM_MAX_RANK];
+        memcpy(cs, shape, sizeof(int64_t) * (size_t)(rank - 2));
+        cs[rank - 2] = shape[rank - 1];
+        assert_shape(optim_get_slot(opt, w, "r"), rank - 1, shape);
+        assert_shape(optim_get_slot(opt, w, "c"), rank - 1, cs);
+    } else {
+        assert_shape(optim_get_slot(opt, w, "r"), 0, NULL);
+        assert_shape(optim_get_slot(opt, w, "c"), 0, NULL);
+        assert_true(optim_var_get(optim_get_slot(opt, w, "r"), 0) == 0);
+        assert_true(optim_var_get(optim_get_slot(opt, w, "c"), 0) == 0);
+    }
+    int clipped = s.clipped;
+    ref_free(&s);
+    optim_destroy(opt);
+    optim_var_destroy(w);
+    free(w0);
+    free(gd);
+    free(gf);
+    return clipped;
+}
+
+/* Ranks 0 to 4; rows longer than the kernels' blocks (512) with a ragged
+ * end; a single row (R = 1, the mean over an axis of 1), also batched. */
+static const int32_t RANKS[] = {0, 1, 2, 3, 4, 1, 2, 2, 3};
+static const int64_t SHAPES[][4] = {{0}, {7}, {5, 4}, {3, 4, 5}, {2, 2, 3, 4},
+                                    {1300}, {3, 1100}, {1, 9}, {4, 1, 6}};
+#define NSHAPES 9
+
+/* Every shape, both dtypes. */
+static int check_all_shapes(const char *json, const hp *h)
+{
+    int clipped = 0;
+    for (int s = 0; s < NSHAPES; s++)
+        for (int d = 0; d < 2; d++)
+            clipped += check_trajectory(json, h, RANKS[s], SHAPES[s], d ? OPTIM_F64 : OPTIM_F32, STEPS);
+    return clipped;
+}
+
+/* ---- trajectories ------------------------------------------------------------------- */
+
+static void test_defaults(void **st)
+{
+    (void)st;
+    check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {}}", &DEFAULTS);
+    check_all_shapes("\"adafactor\"", &DEFAULTS);
+}
+
+/* lr 0.5 > 1/sqrt(t) from t = 5 on: rho follows 1/sqrt(t). relative_step
+ * on or off gives the same numbers (Keras 3 takes the min either way). */
+static void test_relative_step(void **st)
+{
+    (void)st;
+    hp h = DEFAULTS;
+    h.lr = 0.5;
+    check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}", &h);
+    check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
+                     "\"relative_step\": false}}", &h);
+    /* Bit for bit the same. */
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_var *w[2];
+        for (int rs = 0; rs < 2; rs++) {
+            optim_optimizer *opt = make(rs ? "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}"
+                                           : "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, \"relative_step\": false}}");
+            double init[20], g[20];
+            float gf[20];
+            for (int i = 0; i < 20; i++) init[i] = init_at(i);
+            int64_t shape[2] = {4, 5};
+            w[rs] = make_var("w", dt, 2, shape, init);
+            for (int k = 0; k < 10; k++) {
+                for (int i = 0; i < 20; i++) g[i] = grad_at(k, i), gf[i] = (float)g[i];
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w[rs]};
+                assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+            }
+            optim_destroy(opt);
+        }
+        assert_vars_bitwise(w[0], w[1]);
+        optim_var_destroy(w[0]);
+        optim_var_destroy(w[1]);
+    }
+}
+
+/* Small clip_threshold: RMS(u)/clip > 1 at most steps; other epsilons. */
+static void test_clip_threshold(void **st)
+{
+    (void)st;
+    hp h = {0.01, -0.65, 1e-15, 1e-4, 0.5, 0};
+    int clipped = check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01, "
+                                   "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                                   "\"clip_threshold\": 0.5}}",
+                                   &h);
+    assert_true(clipped > NSHAPES * 2 * STEPS / 2); /* more than half the steps */
+    /* clip_threshold 1.2: some steps clip, some not. */
+    hp h2 = {0.05, -0.8, 1e-30, 1e-3, 1.2, 0};
+    int64_t shape[2] = {6, 5};
+    int c2 = check_trajectory("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05, "
+                              "\"clip_threshold\": 1.2}}", &h2, 2, shape, OPTIM_F64, STEPS);
+    assert_true(c2 > 0 && c2 < STEPS);
+    /* epsilon_2 dominating RMS(w) (variable near zero). */
+    hp h3 = {0.3, -0.8, 1e-30, 2.0, 1.0, 0};
+    check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.3, "
+                     "\"epsilon_2\": 2.0}}", &h3);
+    /* A large epsilon_1, so that where it is added (to g^2, before the
+     * means and the moving averages) shows. */
+    hp h4 = {0.05, -0.8, 0.05, 1e-3, 1.0, 0};
+    check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05, "
+                     "\"epsilon_1\": 0.05}}", &h4);
+}
+
+/* Keras 3 weight decay (base option) before the update: RMS(w) sees it. */
+static void test_weight_decay_trajectory(void **st)
+{
+    (void)st;
+    hp h = {0.05, -0.8, 1e-30, 1e-3, 1.0, 0.1};
+    check_all_shapes("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05, "
+                     "\"weight_decay\": 0.1}}", &h);
+}
+
+/* A learning-rate schedule and a callable: rho = min(lr(step), 1/sqrt(t)). */
+static double sched(void *user, int64_t step) { (void)user; return 0.9 / (1.0 + 0.5 * (double)step); }
+static double lr_fn(void *user) { return *(const double *)user; }
+
+static void test_dynamic_lr(void **st)
+{
+    (void)st;
+    for (int kind = 0; kind < 2; kind++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {}}");
+            double cur = 0;
+            if (kind == 0) assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
+            else assert_int_equal(optim_set_hyper_fn(opt, "learning_rate", lr_fn, &cur), 0);
+            int64_t shape[2] = {3, 4};
+            double w0[12], g[12];
+            float gf[12];
+            for (int i = 0; i < 12; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
+            optim_var *w = make_var("w", dt, 2, shape, w0);
+            ref s;
+            ref_init(&s, 2, shape, w0);
+            for (int k = 0; k < STEPS; k++) {
+                double lr = kind == 0 ? sched(NULL, k) : (k % 3 == 0 ? 0.7 : 0.02);
+                cur = lr;
+                if (dt == OPTIM_F32) lr = (float)lr;
+                for (int i = 0; i < 12; i++) {
+                    g[i] = grad_at(k, i);
+                    gf[i] = (float)g[i];
+                    if (!d) g[i] = gf[i];
+                }
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w};
+                assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+                ref_step(&s, &DEFAULTS, lr, g, k);
+                assert_var_close(w, s.w, 12, d ? 1e-12 : 2e-5, d ? 1e-14 : 2e-6);
+            }
+            ref_free(&s);
+            optim_destroy(opt);
+            optim_var_destroy(w);
+        }
+}
+
+/* ---- Keras's own tests (keras/src/optimizers/adafactor_test.py) ------------------ */
+
+static void test_keras_single_steps(void **st)
+{
+    (void)st;
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        /* test_single_step_1d */
+        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}");
+        double v1[4] = {1, 2, 3, 4}, g1[4] = {1, 6, 7, 2}, want1[4] = {-0.3693, 0.6307, 1.6307, 2.6307};
+        float g1f[4] = {1, 6, 7, 2};
+        int64_t n4 = 4;
+        optim_var *w = make_var("w", dt, 1, &n4, v1);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g1 : (void *)g1f, 1, &n4)), w};
+        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_var_close(w, want1, 4, 1e-4, 1e-4);
+        optim_destroy(opt);
+        optim_var_destroy(w);
+        /* test_single_step_2d */
+        opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}");
+        double v2[4] = {1, 2, 3, 4}, g2[4] = {1, 6, 7, 2}, want2[4] = {0.7007, -0.0081, 1.2492, 3.4407};
+        int64_t s22[2] = {2, 2};
+        w = make_var("w", dt, 2, s22, v2);
+        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, d ? (void *)g2 : (void *)g1f, 2, s22)), w};
+        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_var_close(w, want2, 4, 1e-4, 1e-4);
+        optim_destroy(opt);
+        optim_var_destroy(w);
+    }
+}
+
+/* test_correctness_with_golden: x = ones(10); one step with 0.01, then
+ * steps with arange(0.1, 1.1, 0.1); golden values before each. */
+static void test_keras_golden(void **st)
+{
+    (void)st;
+    static const double golden[5][10] = {
+        {0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55},
+        {0.3031, 0.3026, 0.3025, 0.3024, 0.3024, 0.3024, 0.3024, 0.3024, 0.3024, 0.3024},
+        {0.1671, 0.1665, 0.1663, 0.1663, 0.1663, 0.1663, 0.1663, 0.1663, 0.1663, 0.1663},
+        {0.0923, 0.0916, 0.0915, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914},
+        {0.0554, 0.0548, 0.0546, 0.0546, 0.0546, 0.0546, 0.0546, 0.0545, 0.0545, 0.0545},
+    };
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
+                                    "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                                    "\"clip_threshold\": 0.9, \"relative_step\": false}}");
+        double ones[10], first[10], grads[10];
+        float firstf[10], gradsf[10];
+        for (int i = 0; i < 10; i++) {
+            ones[i] = 1;
+            first[i] = 0.01, firstf[i] = 0.01f;
+            grads[i] = 0.1 * (i + 1), gradsf[i] = (float)grads[i];
+        }
+        int64_t n = 10;
+        optim_var *x = make_var("x", dt, 1, &n, ones);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)first : (void *)firstf, 1, &n)), x};
+        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        for (int i = 0; i < 5; i++) {
+            assert_var_close(x, golden[i], 10, 5e-4, 5e-4);
+            p.grad = optim_grad_dense(optim_tensor_make(dt, d ? (void *)grads : (void *)gradsf, 1, &n));
+            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        }
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+/* test_weight_decay: three optimizers (lr 1, weight_decay 0.004) each step
+ * var1 once with a zero gradient: 2 * 0.996^3 = 1.9760959; excluded
+ * variables (by name, by pointer) stay at 2. */
+static void test_keras_weight_decay(void **st)
+{
+    (void)st;
+    const char *json = "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
+    double two = 2.0, zero = 0.0;
+    float zf = 0;
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_var *v1 = make_var("var1", dt, 0, NULL, &two), *v2 = make_var("exclude", dt, 0, NULL, &two),
+                  *v3 = make_var("var3", dt, 0, NULL, &two);
+        optim_tensor g = optim_tensor_make(dt, d ? (void *)&zero : (void *)&zf, 0, NULL);
+        optim_optimizer *o1 = make(json), *o2 = make(json), *o3 = make(json);
+        optim_grad_var p1 = {optim_grad_dense(g), v1};
+        assert_int_equal(optim_apply_gradients(o1, &p1, 1, 0), 0);
+        const char *pat[1] = {"exclude"};
+        assert_int_equal(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
+        optim_grad_var p2[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
+        assert_int_equal(optim_apply_gradients(o2, p2, 2, 0), 0);
+        assert_int_equal(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
+        optim_grad_var p3[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v3}};
+        assert_int_equal(optim_apply_gradients(o3, p3, 2, 0), 0);
+        assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
+        assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
+        assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
+        optim_destroy(o1);
+        optim_destroy(o2);
+        optim_destroy(o3);
+        optim_var_destroy(v1);
+        optim_var_destroy(v2);
+        optim_var_destroy(v3);
+    }
+}
+
+/* ---- sparse: the dense equivalent ----------------------------------------------------- */
+
+/* Sparse steps (duplicates, unsorted) on a variable of the given shape, or
+ * the same gradients summed into a dense tensor in order of appearance. */
+static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int32_t rank, const int64_t *shape,
+                             int as_dense, int steps)
+{
+    static const int64_t idx[4][5] = {{1, 3, 1, 1, 0}, {0, 3, 3, 2, 0}, {2, 2, 1, 3, 2}, {3, 0, 0, 0, 3}};
+    int64_t n = 1, rs = 1;
+    for (int d = 0; d < rank; d++) n *= shape[d];
+    rs = n / shape[0];
+    double *init = malloc((size_t)n * sizeof *init);
+    for (int64_t i = 0; i < n; i++) init[i] = init_at(i);
+    optim_var *v = make_var("emb", dt, rank, shape, init);
+    free(init);
+    int64_t vshape[OPTIM_MAX_RANK];
+    memcpy(vshape, shape, sizeof vshape[0] * (size_t)rank);
+    vshape[0] = 5;
+    double *vals = malloc((size_t)(5 * rs) * sizeof *vals), *dense = malloc((size_t)n * sizeof *dense);
+    float *valsf = malloc((size_t)(5 * rs) * sizeof *valsf), *densef = malloc((size_t)n * sizeof *densef);
+    for (int k = 0; k < steps; k++) {
+        const int64_t *ix = idx[k % 4];
+        for (int64_t i = 0; i < n; i++) dense[i] = 0, densef[i] = 0;
+        for (int j = 0; j < 5; j++)
+            for (int64_t e = 0; e < rs; e++) {
+                double x = cos(1.1 * k + 0.7 * j + 0.3 * (double)e);
+                vals[j * rs + e] = x;
+                valsf[j * rs + e] = (float)x;
+                dense[ix[j] * rs + e] += x;
+                densef[ix[j] * rs + e] += (float)x;
+            }
+        int f = dt == OPTIM_F32;
+        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)densef : (void *)dense, rank, shape))
+                                     : optim_grad_sparse(ix, 5, optim_tensor_make(dt, f ? (void *)valsf : (void *)vals, rank, vshape)),
+                            v};
+        int rc = optim_apply_gradients(opt, &p, 1, 0);
+        if (rc) print_error("%s\n", optim_errmsg(opt));
+        assert_int_equal(rc, 0);
+    }
+    free(vals);
+    free(dense);
+    free(valsf);
+    free(densef);
+    return v;
+}
+
+static void test_sparse_equals_dense(void **st)
+{
+    (void)st;
+    static const int32_t ranks[] = {1, 2, 3};
+    static const int64_t shapes[][3] = {{6}, {6, 3}, {5, 2, 3}};
+    const char *cfgs[] = {"{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.1}}",
+                          "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.1, "
+                          "\"clip_threshold\": 0.5, \"weight_decay\": 0.05}}"};
+    for (int c = 0; c < 2; c++)
+        for (int s = 0; s < 3; s++)
+            for (int d = 0; d < 2; d++) {
+                optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+                optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+                optim_var *sv = run_sparse(o1, dt, ranks[s], shapes[s], 0, 8);
+                optim_var *dv = run_sparse(o2, dt, ranks[s], shapes[s], 1, 8);
+                assert_vars_bitwise(sv, dv);
+                static const char *slots[] = {"r", "c", "v"};
+                for (int k = 0; k < 3; k++)
+                    assert_vars_bitwise(optim_get_slot(o1, sv, slots[k]), optim_get_slot(o2, dv, slots[k]));
+                optim_destroy(o1);
+                optim_destroy(o2);
+                optim_var_destroy(sv);
+                optim_var_destroy(dv);
+            }
+}
+
+/* Rows never indexed: their w stays bit-identical (u = 0 there) while
+ * their moments move (G = epsilon_1 enters r, c and v every step); and the
+ * indexed rows follow the double-precision reference of the dense
+ * equivalent. */
+static void test_sparse_rows(void **st)
+{
+    (void)st;
+    int64_t shape[2] = {5, 3}, vs[2] = {3, 3};
+    int64_t idx[3] = {3, 1, 3};
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.2}}");
+        double w0[15], g[15];
+        for (int i = 0; i < 15; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
+        optim_var *w = make_var("emb", dt, 2, shape, w0);
+        ref s;
+        ref_init(&s, 2, shape, w0);
+        double prev_v[15];
+        for (int k = 0; k < 6; k++) {
+            double vals[9];
+            float valsf[9];
+            for (int i = 0; i < 9; i++) {
+                vals[i] = sin(0.4 * k + 0.9 * i);
+                valsf[i] = (float)vals[i];
+                if (!d) vals[i] = valsf[i];
+            }
+            memset(g, 0, sizeof g);
+            for (int j = 0; j < 3; j++)
+                for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = d ? g[idx[j] * 3 + e] + vals[j * 3 + e]
+                                                                  : (float)(g[idx[j] * 3 + e] + vals[j * 3 + e]);
+            if (k > 0) var_values(optim_get_slot(opt, w, "v"), prev_v);
+            optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, d ? (void *)vals : (void *)valsf, 2, vs)), w};
+            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+            ref_step(&s, &(hp){0.2, -0.8, 1e-30, 1e-3, 1.0, 0}, 0.2, g, k);
+            assert_var_close(w, s.w, 15, d ? 1e-12 : 2e-5, d ? 1e-14 : 2e-6);
+            assert_var_close(optim_get_slot(opt, w, "v"), s.v, 15, d ? 1e-12 : 2e-5, 0);
+            assert_var_close(optim_get_slot(opt, w, "r"), s.r, 5, d ? 1e-12 : 2e-5, 0);
+            for (int r = 0; r < 5; r++) {
+                if (r == 1 || r == 3) continue;
+                for (int e = 0; e < 3; e++) {
+                    assert_true(optim_var_get(w, r * 3 + e) == w0[r * 3 + e]);
+                    if (k > 0) assert_true(optim_var_get(optim_get_slot(opt, w, "v"), r * 3 + e) != prev_v[r * 3 + e]);
+                }
+            }
+        }
+        ref_free(&s);
+        optim_destroy(opt);
+        optim_var_destroy(w);
+    }
+}
+
+/* ---- slots and weights ------------------------------------------------------------------ */
+
+static void test_slots_and_weights(void **st)
+{
+    (void)st;
+    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {}}");
+    int64_t s1 = 4, s3[3] = {2, 3, 4};
+    double z[24] = {0};
+    optim_var *a = make_var("a", OPTIM_F32, 1, &s1, z), *b = make_var("b", OPTIM_F64, 3, s3, z);
+    optim_var *vars[2] = {a, b};
+    assert_int_equal(optim_build(opt, vars, 2), 0);
+    const char *names[8];
+    assert_int_equal(optim_get_slot_names(opt, names, 8), 3);
+    assert_string_equal(names[0], "r");
+    assert_string_equal(names[1], "c");
+    assert_string_equal(names[2], "v");
+    /* iterations, then per variable r, c, v (Keras's interleaved order). */
+    assert_int_equal(optim_weights_count(opt), 7);
+    static const char *want[] = {"iterations", "a/r", "a/c", "a/v", "b/r", "b/c", "b/v"};
+    for (size_t i = 0; i < 7; i++) assert_string_equal(optim_weight_name(opt, i), want[i]);
+    assert_shape(optim_get_slot(opt, b, "r"), 2, (int64_t[]){2, 3});
+    assert_shape(optim_get_slot(opt, b, "c"), 2, (int64_t[]){2, 4});
+    assert_shape(optim_get_slot(opt, b, "v"), 3, s3);
+    assert_int_equal(optim_var_dtype(optim_get_slot(opt, b, "r")), OPTIM_F64);
+    assert_int_equal(optim_var_dtype(optim_get_slot(opt, a, "v")), OPTIM_F32);
+    assert_shape(optim_get_slot(opt, a, "r"), 0, NULL);
+    assert_null(optim_get_slot(opt, a, "velocity"));
+    optim_destroy(opt);
+    optim_var_destroy(a);
+    optim_var_destroy(b);
+}
+
+/* ---- config ---------------------------------------------------------------------------- */
+
+static const char *const KEYS[] = {
+    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
+    "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
+    "gradient_accumulation_steps", "beta_2_decay", "epsilon_1", "epsilon_2", "clip_threshold",
+    "relative_step",
+};
+#define NKEYS (sizeof KEYS / sizeof *KEYS)
+
+static void test_config(void **st)
+{
+    (void)st;
+    optim_optimizer *opt;
+    optim_error err;
+    assert_int_equal(optim_create(&opt, &optim_adafactor_class, NULL, &err), 0);
+    char *text = optim_get_config(opt);
+    cJSON *c = cJSON_Parse(text);
+    assert_non_null(c);
+    /* Exactly Keras 3's keys, in get_config's order. */
+    int i = 0;
+    for (cJSON *it = c->child; it; it = it->next, i++) {
+        assert_true(i < (int)NKEYS);
+        assert_string_equal(it->string, KEYS[i]);
+    }
+    assert_int_equal(i, NKEYS);
+    assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "Adafactor");
+    assert_true(cJSON_GetObjectItem(c, "learning_rate")->valuedouble == 0.001);
+    assert_true(cJSON_GetObjectItem(c, "beta_2_decay")->valuedouble == -0.8);
+    assert_true(cJSON_GetObjectItem(c, "epsilon_1")->valuedouble == 1e-30);
+    assert_true(cJSON_GetObjectItem(c, "epsilon_2")->valuedouble == 1e-3);
+    assert_true(cJSON_GetObjectItem(c, "clip_threshold")->valuedouble == 1.0);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(c, "relative_step")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(c, "weight_decay")));
+    cJSON_Delete(c);
+    optim_free(text);
+    optim_destroy(opt);
+    /* By name, case-insensitively. */
+    assert_int_equal(optim_create_by_name(&opt, "ADAFACTOR", NULL, &err), 0);
+    assert_ptr_equal(optim_class_of(opt)->apply_dense, optim_adafactor_class.apply_dense);
+    optim_destroy(opt);
+}
+
+/* Keras's test_config values, through serialize and back. */
+static void test_round_trip(void **st)
+{
+    (void)st;
+    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
+                                "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                                "\"clip_threshold\": 0.9, \"relative_step\": false, \"clipnorm\": 2.0}}");
+    char *s1 = optim_serialize(opt);
+    optim_optimizer *back = make(s1);
+    char *s2 = optim_serialize(back);
+    assert_string_equal(s1, s2);
+    double v;
+    assert_int_equal(optim_get_hyper(back, "epsilon_1", &v), 0);
+    assert_true(v == 1e-15);
+    assert_int_equal(optim_get_hyper(back, "relative_step", &v), 0);
+    assert_true(v == 0);
+    assert_int_equal(optim_get_hyper(back, "beta_2_decay", &v), 0);
+    assert_true(v == -0.65);
+    assert_non_null(strstr(s1, "\"clip_threshold\":0.9"));
+    optim_free(s1);
+    optim_free(s2);
+    optim_destroy(opt);
+    optim_destroy(back);
+}
+
+static void expect_bad(const char *json, int code, const char *needle)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
+    assert_int_equal(rc, code);
+    assert_null(opt);
+    if (!strstr(err.msg, needle)) print_error("message '%s' lacks '%s'\n", err.msg, needle);
+    assert_non_null(strstr(err.msg, needle));
+}
+
+static void test_bad_config(void **st)
+{
+    (void)st;
+    /* No legacy Adafactor in tf.keras. */
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"is_legacy_optimizer\": true}}", OPTIM_ENOTSUP,
+               "Adafactor");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"beta_2\": 0.9}}", OPTIM_EKEY, "beta_2");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"decay\": 0.1}}", OPTIM_EKEY, "decay");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"relative_step\": 1}}", OPTIM_ETYPE,
+               "relative_step");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"epsilon_1\": \"1e-30\"}}", OPTIM_ETYPE,
+               "epsilon_1");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": -0.1}}", OPTIM_ERANGE,
+               "learning_rate");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"clip_threshold\": 1e999}}", OPTIM_ERANGE,
+               "clip_threshold");
+    /* Keras validates none of its own keys: any finite number goes. */
+    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"beta_2_decay\": 0.3, "
+                                "\"epsilon_1\": 0, \"epsilon_2\": -1, \"clip_threshold\": 100}}");
+    assert_int_equal(optim_set_hyper(opt, "clip_threshold", INFINITY), OPTIM_ERANGE);
+    assert_non_null(strstr(optim_errmsg(opt), "clip_threshold"));
+    assert_int_equal(optim_set_hyper(opt, "relative_step", 0.5), OPTIM_ETYPE);
+    assert_non_null(strstr(optim_errmsg(opt), "relative_step"));
+    assert_int_equal(optim_set_hyper(opt, "no_such_key", 1), OPTIM_EKEY);
+    optim_destroy(opt);
+    optim_options o = optim_options_defaults();
+    o.generation = OPTIM_LEGACY;
+    optim_error err;
+    assert_int_equal(optim_create(&opt, &optim_adafactor_class, &o, &err), OPTIM_ENOTSUP);
+}
+
+/* Hyperparameters set between steps take effect at the next step. */
+static void test_set_hyper_between_steps(void **st)
+{
+    (void)st;
+    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {}}");
+    int64_t shape[2] = {3, 3};
+    double w0[9], g[9];
+    for (int i = 0; i < 9; i++) w0[i] = init_at(i);
+    optim_var *w = make_var("w", OPTIM_F64, 2, shape, w0);
+    ref s;
+    ref_init(&s, 2, shape, w0);
+    hp h = DEFAULTS;
+    for (int k = 0; k < 6; k++) {
+        if (k == 3) {
+            h.clip = 0.3;
+            h.beta_2_decay = -0.5;
+            assert_int_equal(optim_set_hyper(opt, "clip_threshold", 0.3), 0);
+            assert_int_equal(optim_set_hyper(opt, "beta_2_decay", -0.5), 0);
+        }
+        for (int i = 0; i < 9; i++) g[i] = grad_at(k, i);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)), w};
+        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        ref_step(&s, &h, h.lr, g, k);
+        assert_var_close(w, s.w, 9, 1e-12, 1e-14);
+    }
+    ref_free(&s);
+    optim_destroy(opt);
+    optim_var_destroy(w);
+}
+
+/* ---- threads --------------------------------------------------------------------------- */
+
+static void test_threads_bitwise(void **st)
+{
+    (void)st;
+    int64_t sa[2] = {301, 257}, sb[1] = {10007}, sc[3] = {3, 50, 41};
+    optim_var *vars[2][3];
+    for (int t = 0; t < 2; t++) {
+        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05, "
+                                    "\"global_clipnorm\": 10}}");
+        assert_int_equal(optim_set_num_threads(opt, t ? 4 : 1), 0);
+        double *init = malloc(301 * 257 * sizeof *init);
+        for (int64_t i = 0; i < 301 * 257; i++) init[i] = sin(0.001 * (double)i);
+        vars[t][0] = make_var("a", OPTIM_F32, 2, sa, init);
+        vars[t][1] = make_var("b", OPTIM_F64, 1, sb, init);
+        vars[t][2] = make_var("c", OPTIM_F32, 3, sc, init);
+        float *ga = malloc(301 * 257 * sizeof *ga), *gc = malloc(6150 * sizeof *gc);
+        double *gb = malloc(10007 * sizeof *gb);
+        for (int k = 0; k < 4; k++) {
+            for (int64_t i = 0; i < 301 * 257; i++) ga[i] = (float)cos(0.37 * (double)i + k);
+            for (int64_t i = 0; i < 10007; i++) gb[i] = sin(0.11 * (double)i - k);
+            for (int64_t i = 0; i < 6150; i++) gc[i] = (float)cos(0.5 * (double)i * k);
+            optim_grad_var p[3] = {
+                {optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 2, sa)), vars[t][0]},
+                {optim_grad_dense(optim_tensor_make(OPTIM_F64, gb, 1, sb)), vars[t][1]},
+                {optim_grad_dense(optim_tensor_make(OPTIM_F32, gc, 3, sc)), vars[t][2]},
+            };
+            assert_int_equal(optim_apply_gradients(opt, p, 3, 0), 0);
+        }
+        free(init);
+        free(ga);
+        free(gb);
+        free(gc);
+        optim_destroy(opt);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_vars_bitwise(vars[0][i], vars[1][i]);
+        optim_var_destroy(vars[0][i]);
+        optim_var_destroy(vars[1][i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_relative_step),
+        cmocka_unit_test(test_clip_threshold),
+        cmocka_unit_test(test_weight_decay_trajectory),
+        cmocka_unit_test(test_dynamic_lr),
+        cmocka_unit_test(test_keras_single_steps),
+        cmocka_unit_test(test_keras_golden),
+        cmocka_unit_test(test_keras_weight_decay),
+        cmocka_unit_test(test_sparse_equals_dense),
+        cmocka_unit_test(test_sparse_rows),
+        cmocka_unit_test(test_slots_and_weights),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_set_hyper_between_steps),
+        cmocka_unit_test(test_threads_bitwise),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

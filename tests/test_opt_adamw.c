@@ -1,0 +1,872 @@
+/* AdamW against independent references written here from the published
+ * formulas, t = k + 1:
+ *
+ *   Keras 3 (keras/src/optimizers/adamw.py + base_optimizer weight decay):
+ *     w = w - w * wd * lr                         before the Adam step
+ *   Legacy (TF Addons tfa.optimizers.AdamW, DecoupledWeightDecayExtension):
+ *     w = w - wd * w                              (not times lr), before the
+ *                                                 Adam step; sparse: on the
+ *                                                 indexed rows only
+ *   Adam: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; vhat = max(vhat, v)
+ *         w = w - lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v or vhat) + eps)
+ *
+ * in double precision (f32 and f64, amsgrad on and off, dense and sparse with
+ * duplicate indices), plus the float32 order of operations of each
+ * generation emulated in float and compared bit for bit, the
+ * exclude_from_weight_decay patterns, config key sets, defaults, round trips
+ * and refusals, and the test values of Keras (adamw_test.py) and TF Addons
+ * (weight_decay_optimizers_test.py). */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim.h"
+
+#define STEPS 25
+#define N 9
+
+static double grad_at(int k, int i)
+{
+    return (sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.03 * (k % 4)) * exp(-0.15 * k);
+}
+static double init_at(int i) { return 0.5 - 0.3 * i; }
+
+typedef struct ref {
+    double lr, b1, b2, eps, wd, decay;
+    int ams, legacy;
+} ref;
+
+/* One AdamW step in double on n elements; decay_row[i] says whether element
+ * i is decayed (NULL: all). */
+static void ref_step(const ref *r, int k, double wd, double *w, double *m, double *v, double *vh,
+                     const double *g, const int *decay_row, int n)
+{
+    double t = k + 1, lr = r->lr / (1.0 + r->decay * k);
+    double a = lr * sqrt(1 - pow(r->b2, t)) / (1 - pow(r->b1, t));
+    for (int i = 0; i < n; i++) {
+        if (!decay_row || decay_row[i]) w[i] -= r->legacy ? wd * w[i] : w[i] * wd * lr;
+        m[i] = r->b1 * m[i] + (1 - r->b1) * g[i];
+        v[i] = r->b2 * v[i] + (1 - r->b2) * g[i] * g[i];
+        vh[i] = fmax(vh[i], v[i]);
+        w[i] -= a * m[i] / (sqrt(r->ams ? vh[i] : v[i]) + r->eps);
+    }
+}
+
+static optim_optimizer *make(const char *json)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc) print_error("%s: %s\n", json, err.msg);
+    assert_int_equal(rc, 0);
+    return opt;
+}
+
+static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+                           const double *init)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
+        else ((double *)buf)[i] = init[i];
+    }
+    optim_var *v;
+    optim_error err;
+    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
+    free(buf);
+    return v;
+}
+
+static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
+{
+    int rc = optim_apply_gradients(opt, p, n, 0);
+    if (rc) print_error("%s\n", optim_errmsg(opt));
+    assert_int_equal(rc, 0);
+}
+
+static optim_var *run_dense(optim_optimizer *opt, const char *name, optim_dtype dt, int steps)
+{
+    double init[N];
+    for (int i = 0; i < N; i++) init[i] = init_at(i);
+    int64_t shape[1] = {N};
+    optim_var *w = make_var(name, dt, 1, shape, init);
+    for (int k = 0; k < steps; k++) {
+        float gf[N];
+        double gd[N];
+        for (int i = 0; i < N; i++) gf[i] = (float)grad_at(k, i), gd[i] = grad_at(k, i);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)gd, 1, shape)), w};
+        step_ok(opt, &p, 1);
+    }
+    return w;
+}
+
+static void check_trajectory(const char *json, const ref *r)
+{
+    double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
+    for (int i = 0; i < N; i++) w[i] = init_at(i);
+    for (int k = 0; k < STEPS; k++) {
+        double g[N];
+        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
+        ref_step(r, k, r->wd, w, m, v, vh, g, NULL, N);
+    }
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make(json);
+        optim_var *x = run_dense(opt, "w", dt, STEPS);
+        double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
+        for (int i = 0; i < N; i++) {
+            assert_close(optim_var_get(x, i), w[i], rtol, atol);
+            assert_close(optim_var_get(optim_get_slot(opt, x, "m"), i), m[i], rtol, atol);
+            assert_close(optim_var_get(optim_get_slot(opt, x, "v"), i), v[i], rtol, atol);
+            if (r->ams) assert_close(optim_var_get(optim_get_slot(opt, x, "vhat"), i), vh[i], rtol, atol);
+        }
+        if (!r->ams) assert_null(optim_get_slot(opt, x, "vhat"));
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+#define ADAMW(cfg) "{\"class_name\": \"AdamW\", \"config\": {" cfg "}}"
+#define LEGACY "\"is_legacy_optimizer\": true"
+
+static void test_dense_keras3(void **st)
+{
+    (void)st;
+    ref r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
+    check_trajectory(ADAMW(""), &r);
+    check_trajectory("\"AdamW\"", &r);
+    ref r2 = {0.05, 0.8, 0.99, 1e-5, 0.3, 0, 1, 0};
+    check_trajectory(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+                           "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2);
+}
+
+static void test_dense_legacy(void **st)
+{
+    (void)st;
+    ref r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
+    check_trajectory(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
+    ref r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
+    check_trajectory(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+                           "\"epsilon\": 1e-5, \"amsgrad\": true, \"decay\": 0.1, " LEGACY), &r2);
+}
+
+/* ---- float32 order of operations ------------------------------------------------ */
+
+/* Keras 3: base decay w - (w * wd) * lr, then Adam.update_step with 1 - beta
+ * in double cast to float. Legacy: w - wd * w, then TF's ApplyAdam (1 - beta
+ * in float). */
+static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, float *vh, int k,
+                           const float *g, int n, double lr, double b1, double b2, double eps, double wd)
+{
+    float t = (float)(k + 1), fb1 = (float)b1, fb2 = (float)b2, l = (float)lr, fwd = (float)wd;
+    float alpha = l * sqrtf(1.0f - powf(fb2, t)) / (1.0f - powf(fb1, t));
+    float c1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1), c2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
+    for (int i = 0; i < n; i++) {
+        w[i] = legacy ? w[i] - fwd * w[i] : w[i] - w[i] * fwd * l;
+        m[i] += (g[i] - m[i]) * c1;
+        v[i] += (g[i] * g[i] - v[i]) * c2;
+        float d = v[i];
+        if (ams) d = vh[i] = fmaxf(vh[i], v[i]);
+        w[i] -= (m[i] * alpha) / (sqrtf(d) + (float)eps);
+    }
+}
+
+static void assert_floats_bitwise(optim_var *x, const float *want, int n)
+{
+    assert_non_null(x);
+    assert_int_equal(optim_var_numel(x), n);
+    assert_memory_equal(optim_var_data(x), want, (size_t)n * sizeof(float));
+}
+
+static void test_f32_operation_order(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int ams = 0; ams < 2; ams++) {
+            char json[256];
+            snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s%s"),
+                     ams ? "true" : "false", legacy ? ", " LEGACY : "");
+            optim_optimizer *opt = make(json);
+            optim_var *x = run_dense(opt, "w", OPTIM_F32, STEPS);
+            float w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
+            for (int i = 0; i < N; i++) w[i] = (float)init_at(i);
+            for (int k = 0; k < STEPS; k++) {
+                float g[N];
+                for (int i = 0; i < N; i++) g[i] = (float)grad_at(k, i);
+                emul_dense_f32(legacy, ams, w, m, v, vh, k, g, N, 0.01, 0.9, 0.999, 1e-7, 0.03);
+            }
+            assert_floats_bitwise(x, w, N);
+            assert_floats_bitwise(optim_get_slot(opt, x, "m"), m, N);
+            assert_floats_bitwise(optim_get_slot(opt, x, "v"), v, N);
+            if (ams) assert_floats_bitwise(optim_get_slot(opt, x, "vhat"), vh, N);
+            optim_destroy(opt);
+            optim_var_destroy(x);
+        }
+}
+
+/* ---- sparse ---------------------------------------------------------------------- */
+
+#define ROWS 7
+#define COLS 3
+#define NIDX 5
+#define SSTEPS 21
+
+static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
+/* Row 6 is never indexed; duplicates in every step. */
+static int sp_index(int k, int j)
+{
+    static const int idx[3][NIDX] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
+    return idx[k % 3][j];
+}
+static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
+
+static optim_var *run_sparse(optim_optimizer *opt, const char *name, optim_dtype dt, int as_dense, int steps)
+{
+    double init[ROWS * COLS];
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
+    int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
+    optim_var *v = make_var(name, dt, 2, shape, init);
+    for (int k = 0; k < steps; k++) {
+        int64_t idx[NIDX];
+        double vals[NIDX * COLS], dense[ROWS * COLS] = {0};
+        float fv[NIDX * COLS], fd[ROWS * COLS] = {0};
+        for (int j = 0; j < NIDX; j++) {
+            idx[j] = sp_index(k, j);
+            for (int c = 0; c < COLS; c++) {
+                vals[j * COLS + c] = sp_val(k, j, c);
+                fv[j * COLS + c] = (float)sp_val(k, j, c);
+                dense[idx[j] * COLS + c] += vals[j * COLS + c];
+                fd[idx[j] * COLS + c] += fv[j * COLS + c];
+            }
+        }
+        int f = dt == OPTIM_F32;
+        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
+                                     : optim_grad_sparse(idx, NIDX, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
+                            v};
+        step_ok(opt, &p, 1);
+    }
+    return v;
+}
+
+static void assert_vars_bitwise(optim_var *a, optim_var *b)
+{
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
+    assert_memory_equal(optim_var_data(a), optim_var_data(b),
+                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
+}
+
+static void test_sparse_keras3_equals_dense(void **st)
+{
+    (void)st;
+    const char *cfgs[] = {ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"),
+                          ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"amsgrad\": true")};
+    for (int c = 0; c < 2; c++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            optim_var *sv = run_sparse(o1, "t", dt, 0, SSTEPS), *dv = run_sparse(o2, "t", dt, 1, SSTEPS);
+            assert_vars_bitwise(sv, dv);
+            assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
+            assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
+            if (c) assert_vars_bitwise(optim_get_slot(o1, sv, "vhat"), optim_get_slot(o2, dv, "vhat"));
+            optim_destroy(o1);
+            optim_destroy(o2);
+            optim_var_destroy(sv);
+            optim_var_destroy(dv);
+        }
+}
+
+/* Double reference of a sparse run: legacy decays the indexed rows only,
+ * Keras 3 every row; Adam moves every row in both. */
+static void ref_sparse(const ref *r, int steps, double *w, double *m, double *v, double *vh)
+{
+    for (int rr = 0; rr < ROWS; rr++)
+        for (int c = 0; c < COLS; c++) w[rr * COLS + c] = table_init(rr, c);
+    memset(m, 0, sizeof(double) * ROWS * COLS);
+    memset(v, 0, sizeof(double) * ROWS * COLS);
+    memset(vh, 0, sizeof(double) * ROWS * COLS);
+    for (int k = 0; k < steps; k++) {
+        double g[ROWS * COLS] = {0};
+        int dec[ROWS * COLS] = {0};
+        for (int j = 0; j < NIDX; j++)
+            for (int c = 0; c < COLS; c++) {
+                g[sp_index(k, j) * COLS + c] += sp_val(k, j, c);
+                dec[sp_index(k, j) * COLS + c] = 1;
+            }
+        ref_step(r, k, r->wd, w, m, v, vh, g, r->legacy ? dec : NULL, ROWS * COLS);
+    }
+}
+
+static void test_sparse_reference(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int ams = 0; ams < 2; ams++)
+            for (int d = 0; d < 2; d++) {
+                char json[256];
+                snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s%s"),
+                         ams ? "true" : "false", legacy ? ", " LEGACY : "");
+                ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
+                double w[ROWS * COLS], m[ROWS * COLS], v[ROWS * COLS], vh[ROWS * COLS];
+                ref_sparse(&r, SSTEPS, w, m, v, vh);
+                optim_optimizer *opt = make(json);
+                optim_var *x = run_sparse(opt, "t", d ? OPTIM_F64 : OPTIM_F32, 0, SSTEPS);
+                double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
+                for (int i = 0; i < ROWS * COLS; i++) {
+                    assert_close(optim_var_get(x, i), w[i], rtol, atol);
+                    assert_close(optim_var_get(optim_get_slot(opt, x, "m"), i), m[i], rtol, atol);
+                    assert_close(optim_var_get(optim_get_slot(opt, x, "v"), i), v[i], rtol, atol);
+                    if (ams) assert_close(optim_var_get(optim_get_slot(opt, x, "vhat"), i), vh[i], rtol, atol);
+                }
+                optim_destroy(opt);
+                optim_var_destroy(x);
+            }
+}
+
+/* Legacy sparse in float32: the indexed rows are decayed (scatter_add of
+ * -wd * w), then Adam._resource_apply_sparse moves every row. Bit for bit. */
+static void test_sparse_legacy_f32_operation_order(void **st)
+{
+    (void)st;
+    /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
+    for (int cfg = 0; cfg < 4; cfg++) {
+        int ams = cfg & 1;
+        const float l = cfg < 2 ? 0.01f : 0.7f;
+        char json[256];
+        snprintf(json, sizeof json, ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
+                 cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
+        optim_optimizer *opt = make(json);
+        optim_var *x = run_sparse(opt, "t", OPTIM_F32, 0, SSTEPS);
+        float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0}, vh[ROWS * COLS] = {0};
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < COLS; c++) w[r * COLS + c] = (float)table_init(r, c);
+        const float b1 = 0.9f, b2 = 0.999f, wd = 0.05f;
+        for (int k = 0; k < SSTEPS; k++) {
+            float g[ROWS * COLS] = {0}, t = (float)(k + 1);
+            int touched[ROWS] = {0};
+            for (int j = 0; j < NIDX; j++) {
+                touched[sp_index(k, j)] = 1;
+                for (int c = 0; c < COLS; c++) g[sp_index(k, j) * COLS + c] += (float)sp_val(k, j, c);
+            }
+            float lr_t = l * (sqrtf(1.0f - powf(b2, t)) / (1.0f - powf(b1, t)));
+            for (int i = 0; i < ROWS * COLS; i++) {
+                if (touched[i / COLS]) w[i] = w[i] + (-wd * w[i]);
+                m[i] = m[i] * b1;
+                v[i] = v[i] * b2;
+                if (touched[i / COLS]) {
+                    m[i] = m[i] + g[i] * (1.0f - b1);
+                    v[i] = v[i] + (g[i] * g[i]) * (1.0f - b2);
+                }
+                float d = v[i];
+                if (ams) d = vh[i] = fmaxf(vh[i], v[i]);
+                w[i] = w[i] - lr_t * m[i] / (sqrtf(d) + 1e-7f);
+            }
+        }
+        assert_floats_bitwise(x, w, ROWS * COLS);
+        assert_floats_bitwise(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
+        assert_floats_bitwise(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
+        if (ams) assert_floats_bitwise(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+/* Row by row after one sparse step on rows {1, 4}: legacy decays only the
+ * indexed rows (an unindexed row, whose m is 0, stays bit-identical);
+ * Keras 3 decays every row. */
+static void test_sparse_decay_rows(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_optimizer *opt = make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
+                                           : ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"));
+        double init[5] = {1, 2, 3, 4, 5};
+        int64_t shape[2] = {5, 1}, vs[2] = {2, 1}, idx[2] = {1, 4};
+        double g[2] = {0.25, -0.5};
+        optim_var *x = make_var("e", OPTIM_F64, 2, shape, init);
+        optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, g, 2, vs)), x};
+        step_ok(opt, &p, 1);
+        for (int r = 0; r < 5; r++) {
+            int touched = r == 1 || r == 4;
+            double decayed = legacy ? init[r] - 0.1 * init[r] : init[r] - init[r] * 0.1 * 0.5;
+            double gr = r == 1 ? 0.25 : r == 4 ? -0.5 : 0;
+            double m = 0.1 * gr, v = 0.001 * gr * gr;
+            double a = 0.5 * sqrt(1 - 0.999) / (1 - 0.9);
+            double want = (touched || !legacy ? decayed : init[r]) - (touched ? a * m / (sqrt(v) + 1e-7) : 0);
+            assert_close(optim_var_get(x, r), want, 1e-14, 0);
+            if (legacy && !touched) assert_true(optim_var_get(x, r) == init[r]);
+        }
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+/* ---- exclude_from_weight_decay (legacy) and weight decay values ---------------------- */
+
+static void test_exclude_from_weight_decay(void **st)
+{
+    (void)st;
+    optim_optimizer *opt = make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
+                                      "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
+    double init[N];
+    for (int i = 0; i < N; i++) init[i] = init_at(i);
+    int64_t n = N;
+    optim_var *kern = make_var("dense/kernel", OPTIM_F64, 1, &n, init);
+    optim_var *bias = make_var("dense/bias", OPTIM_F64, 1, &n, init);
+    double tinit[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++) tinit[i] = table_init(i / COLS, i % COLS);
+    int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
+    optim_var *emb = make_var("emb_decay", OPTIM_F64, 2, shape, tinit);
+    optim_var *skip = make_var("emb_skip", OPTIM_F64, 2, shape, tinit);
+    ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, 0, 1};
+    double wk[N], mk[N] = {0}, vk[N] = {0}, hk[N] = {0}, wb[N], mb[N] = {0}, vb[N] = {0}, hb[N] = {0};
+    double we[ROWS * COLS], me[ROWS * COLS] = {0}, ve[ROWS * COLS] = {0}, he[ROWS * COLS] = {0};
+    double ws[ROWS * COLS], ms[ROWS * COLS] = {0}, vsl[ROWS * COLS] = {0}, hs[ROWS * COLS] = {0};
+    memcpy(wk, init, sizeof wk);
+    memcpy(wb, init, sizeof wb);
+    memcpy(we, tinit, sizeof we);
+    memcpy(ws, tinit, sizeof ws);
+    for (int k = 0; k < 6; k++) {
+        double g[N], vals[NIDX * COLS], gt[ROWS * COLS] = {0};
+        int dec[ROWS * COLS] = {0};
+        int64_t idx[NIDX];
+        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
+        for (int j = 0; j < NIDX; j++) {
+            idx[j] = sp_index(k, j);
+            for (int c = 0; c < COLS; c++) {
+                vals[j * COLS + c] = sp_val(k, j, c);
+                gt[idx[j] * COLS + c] += vals[j * COLS + c];
+                dec[idx[j] * COLS + c] = 1;
+            }
+        }
+        ref_step(&r, k, 0.05, wk, mk, vk, hk, g, NULL, N);
+        ref_step(&r, k, 0.0, wb, mb, vb, hb, g, NULL, N);
+        ref_step(&r, k, 0.05, we, me, ve, he, gt, dec, ROWS * COLS);
+        ref_step(&r, k, 0.0, ws, ms, vsl, hs, gt, dec, ROWS * COLS);
+        optim_tensor gs = optim_tensor_make(OPTIM_F64, vals, 2, vs);
+        optim_grad_var p[4] = {
+            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), kern},
+            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), bias},
+            {optim_grad_sparse(idx, NIDX, gs), emb},
+            {optim_grad_sparse(idx, NIDX, gs), skip},
+        };
+        step_ok(opt, p, 4);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_close(optim_var_get(kern, i), wk[i], 1e-12, 1e-14);
+        assert_close(optim_var_get(bias, i), wb[i], 1e-12, 1e-14);
+    }
+    for (int i = 0; i < ROWS * COLS; i++) {
+        assert_close(optim_var_get(emb, i), we[i], 1e-12, 1e-14);
+        assert_close(optim_var_get(skip, i), ws[i], 1e-12, 1e-14);
+    }
+    /* The patterns are part of the legacy config, and round-trip. */
+    char *cfg = optim_get_config(opt);
+    assert_non_null(strstr(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]"));
+    char *s1 = optim_serialize(opt);
+    optim_optimizer *b = make(s1);
+    char *s2 = optim_serialize(b);
+    assert_string_equal(s1, s2);
+    optim_free(cfg);
+    optim_free(s1);
+    optim_free(s2);
+    optim_destroy(b);
+    optim_destroy(opt);
+    optim_var_destroy(kern);
+    optim_var_destroy(bias);
+    optim_var_destroy(emb);
+    optim_var_destroy(skip);
+}
+
+static double wd_fn(void *user) { return *(double *)user; }
+static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
+
+/* TF Addons' weight_decay is a hyperparameter: a callable or a schedule
+ * (evaluated at iterations) is read at each step. */
+static void test_legacy_dynamic_weight_decay(void **st)
+{
+    (void)st;
+    for (int kind = 0; kind < 2; kind++) {
+        optim_optimizer *opt = make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
+        double cur = 0;
+        if (kind == 0) assert_int_equal(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
+        else assert_int_equal(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
+        double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
+        for (int i = 0; i < N; i++) w[i] = init_at(i);
+        int64_t n = N;
+        optim_var *x = make_var("w", OPTIM_F64, 1, &n, w);
+        ref r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
+        for (int k = 0; k < 6; k++) {
+            cur = 0.02 * (k % 3);
+            double wd = kind == 0 ? cur : 0.1 / (1.0 + k), g[N];
+            for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
+            ref_step(&r, k, wd, w, m, v, vh, g, NULL, N);
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
+            step_ok(opt, &p, 1);
+            for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
+        }
+        /* A callable weight_decay out of range fails the step. */
+        if (kind == 0) {
+            cur = -1;
+            double g[N] = {0};
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
+            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
+            assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
+        }
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+/* ---- Keras and TF Addons test values ----------------------------------------------- */
+
+/* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
+static void test_keras_single_step(void **st)
+{
+    (void)st;
+    optim_optimizer *opt = make(ADAMW("\"learning_rate\": 0.5"));
+    double init[4] = {1, 2, 3, 4}, want[4] = {0.4980, 1.4960, 2.494, 3.492};
+    float g[4] = {1, 6, 7, 2};
+    int64_t n = 4;
+    optim_var *x = make_var("vars", OPTIM_F32, 1, &n, init);
+    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), x};
+    step_ok(opt, &p, 1);
+    for (int i = 0; i < 4; i++) assert_close(optim_var_get(x, i), want[i], 1e-4, 1e-4);
+    optim_destroy(opt);
+    optim_var_destroy(x);
+}
+
+/* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
+static void test_keras_golden(void **st)
+{
+    (void)st;
+    static const double golden[5][10] = {
+        {0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998},
+        {0.2486, 0.2475, 0.2463, 0.2451, 0.244, 0.2428, 0.2417, 0.2405, 0.2394, 0.2382},
+        {0.1223, 0.1198, 0.1174, 0.1149, 0.1124, 0.11, 0.1075, 0.1051, 0.1027, 0.1003},
+        {0.0586, 0.0549, 0.0512, 0.0475, 0.0439, 0.0402, 0.0366, 0.033, 0.0294, 0.0258},
+        {0.0263, 0.0215, 0.0167, 0.012, 0.0073, 0.0026, -0.0021, -0.0067, -0.0113, -0.0159}};
+    optim_optimizer *opt = make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"));
+    double ones[10];
+    for (int i = 0; i < 10; i++) ones[i] = 1;
+    int64_t n = 10;
+    optim_var *x = make_var("x", OPTIM_F32, 1, &n, ones);
+    float first[10], grads[10];
+    for (int i = 0; i < 10; i++) first[i] = 0.01f, grads[i] = (float)(0.1 + 0.1 * i);
+    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, first, 1, &n)), x};
+    step_ok(opt, &p, 1);
+    p.grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, grads, 1, &n));
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
+        step_ok(opt, &p, 1);
+    }
+    optim_destroy(opt);
+    optim_var_destroy(x);
+}
+
+/* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
+static void test_keras_weight_decay(void **st)
+{
+    (void)st;
+    double two = 2.0;
+    float zero = 0;
+    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_tensor g = optim_tensor_make(OPTIM_F32, &zero, 0, NULL);
+    for (int k = 0; k < 3; k++) {
+        optim_optimizer *o = make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
+        const char *pat[1] = {"exclude"};
+        assert_int_equal(optim_exclude_from_weight_decay(o, NULL, 0, pat, 1), 0);
+        optim_grad_var p[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
+        step_ok(o, p, 2);
+        optim_destroy(o);
+    }
+    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
+    assert_true(optim_var_get(v2, 0) == 2.0);
+    optim_var_destroy(v1);
+    optim_var_destroy(v2);
+}
+
+/* tensorflow_addons/optimizers/tests/weight_decay_optimizers_test.py:
+ * do_test with adamw_update_numpy (param * (1 - wd) - lr_t * m / (sqrt(v) +
+ * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
+static void test_tfa_values(void **st)
+{
+    (void)st;
+    for (int sparse = 0; sparse < 2; sparse++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            optim_optimizer *opt = make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
+                                              "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY));
+            double i0[2] = {1, 2}, i1[2] = {3, 4};
+            int64_t n = 2, idx[2] = {0, 1};
+            optim_var *var0 = make_var("var0", dt, 1, &n, i0), *var1 = make_var("var1", dt, 1, &n, i1);
+            double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
+            float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
+            void *g0 = d ? (void *)g0d : (void *)g0f, *g1 = d ? (void *)g1d : (void *)g1f;
+            double p0[2] = {1, 2}, p1[2] = {3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
+            for (int t = 1; t <= 3; t++) {
+                optim_tensor t0 = optim_tensor_make(dt, g0, 1, &n), t1 = optim_tensor_make(dt, g1, 1, &n);
+                optim_grad_var p[2] = {{sparse ? optim_grad_sparse(idx, 2, t0) : optim_grad_dense(t0), var0},
+                                       {sparse ? optim_grad_sparse(idx, 2, t1) : optim_grad_dense(t1), var1}};
+                step_ok(opt, p, 2);
+                double lr_t = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
+                m0 = 0.9 * m0 + 0.1 * 0.1;
+                v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
+                m1 = 0.9 * m1 + 0.1 * 0.01;
+                v1 = 0.999 * v1 + 0.001 * 0.01 * 0.01;
+                for (int i = 0; i < 2; i++) {
+                    p0[i] = p0[i] * (1 - 0.01) - lr_t * m0 / (sqrt(v0) + 1e-8);
+                    p1[i] = p1[i] * (1 - 0.01) - lr_t * m1 / (sqrt(v1) + 1e-8);
+                    /* assert_allclose_according_to_type: 1e-6 for float32 */
+                    assert_close(optim_var_get(var0, i), p0[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+                    assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+                }
+            }
+            optim_destroy(opt);
+            optim_var_destroy(var0);
+            optim_var_destroy(var1);
+        }
+}
+
+/* ---- config -------------------------------------------------------------------------- */
+
+static cJSON *config_of(optim_optimizer *opt)
+{
+    char *s = optim_get_config(opt);
+    assert_non_null(s);
+    cJSON *c = cJSON_Parse(s);
+    optim_free(s);
+    assert_non_null(c);
+    return c;
+}
+
+static void assert_keys(cJSON *c, const char *const *keys, size_t n)
+{
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c)
+    {
+        if (i >= n || strcmp(it->string, keys[i]) != 0) {
+            print_error("config key %zu is '%s', expected '%s'\n", i, it->string, i < n ? keys[i] : "(end)");
+            fail();
+        }
+        i++;
+    }
+    assert_int_equal(i, n);
+}
+
+static double num(cJSON *c, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    assert_non_null(v);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static void expect_refused(const char *json, int code, const char *key, const char *range);
+
+static void test_config_keys_and_defaults(void **st)
+{
+    (void)st;
+    static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
+                                     "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
+                                     "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
+                                     "epsilon", "amsgrad"};
+    static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "amsgrad",
+                                     "weight_decay", "exclude_from_weight_decay", "is_legacy_optimizer"};
+    optim_optimizer *opt = make(ADAMW(""));
+    cJSON *c = config_of(opt);
+    assert_keys(c, k3, sizeof k3 / sizeof *k3);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "AdamW");
+    assert_true(num(c, "weight_decay") == 0.004);
+    assert_true(num(c, "learning_rate") == 0.001);
+    assert_true(num(c, "beta_1") == 0.9 && num(c, "beta_2") == 0.999 && num(c, "epsilon") == 1e-7);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
+    cJSON_Delete(c);
+    optim_destroy(opt);
+    opt = make(ADAMW("\"weight_decay\": 0.01, " LEGACY));
+    c = config_of(opt);
+    assert_keys(c, kl, sizeof kl / sizeof *kl);
+    assert_true(num(c, "weight_decay") == 0.01);
+    assert_true(num(c, "decay") == 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "exclude_from_weight_decay")));
+    cJSON_Delete(c);
+    optim_destroy(opt);
+    /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
+    opt = make(ADAMW("\"weight_decay\": 1, \"epsilon\": null, " LEGACY));
+    char *e = optim_get_config(opt);
+    assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"weight_decay\":1.0,"
+                              "\"exclude_from_weight_decay\":null,\"is_legacy_optimizer\":true}"));
+    optim_free(e);
+    optim_destroy(opt);
+    expect_refused(ADAMW("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+    /* An empty list stays a list. */
+    opt = make(ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY));
+    char *s = optim_get_config(opt);
+    assert_non_null(strstr(s, "\"exclude_from_weight_decay\":[]"));
+    optim_free(s);
+    optim_destroy(opt);
+    /* Created from the class: Keras 3 defaults; legacy needs weight_decay. */
+    optim_error err;
+    optim_options o = optim_options_defaults();
+    assert_int_equal(optim_create(&opt, &optim_adamw_class, &o, &err), 0);
+    double wd;
+    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_true(wd == 0.004);
+    optim_destroy(opt);
+    o.generation = OPTIM_LEGACY;
+    assert_int_equal(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL);
+    assert_non_null(strstr(err.msg, "weight_decay"));
+}
+
+static void test_config_round_trip(void **st)
+{
+    (void)st;
+    const char *cfgs[] = {
+        ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
+              "\"amsgrad\": true"),
+        ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
+              "\"amsgrad\": true, \"decay\": 0.01, \"clipvalue\": 3.0, \"exclude_from_weight_decay\": [\"a\\\"b\"], " LEGACY),
+        ADAMW("\"weight_decay\": 0, \"name\": \"my_adamw\""),
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+        optim_optimizer *a = make(cfgs[i]);
+        char *s1 = optim_serialize(a);
+        optim_optimizer *b = make(s1);
+        char *s2 = optim_serialize(b);
+        assert_string_equal(s1, s2);
+        cJSON *c = config_of(b);
+        assert_true(num(c, "weight_decay") == (i < 2 ? 0.008 : 0.0));
+        cJSON_Delete(c);
+        optim_free(s1);
+        optim_free(s2);
+        optim_destroy(a);
+        optim_destroy(b);
+    }
+}
+
+static void expect_refused(const char *json, int code, const char *key, const char *range)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
+    assert_int_equal(rc, code);
+    assert_null(opt);
+    if (!strstr(err.msg, key) || (range && !strstr(err.msg, range))) {
+        print_error("message '%s' lacks '%s' / '%s'\n", err.msg, key, range ? range : "");
+        fail();
+    }
+}
+
+static void test_config_refused(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        char json[256];
+#define REFUSE(body, code, key, range)                                                                   \
+    snprintf(json, sizeof json, "{\"class_name\": \"AdamW\", \"config\": {" body "%s}}",                  \
+             legacy ? ", \"weight_decay\": 0.01, " LEGACY : "");                                         \
+    expect_refused(json, code, key, range)
+        REFUSE("\"beta_1\": 1.0", OPTIM_ERANGE, "beta_1", "[0, 1)");
+        REFUSE("\"beta_2\": -0.5", OPTIM_ERANGE, "beta_2", "[0, 1)");
+        REFUSE("\"epsilon\": -1", OPTIM_ERANGE, "epsilon", "[0, inf)");
+        REFUSE("\"amsgrad\": \"yes\"", OPTIM_ETYPE, "amsgrad", NULL);
+        REFUSE("\"beta_3\": 0.5", OPTIM_EKEY, "beta_3", NULL);
+#undef REFUSE
+    }
+    /* weight_decay: Keras 3 refuses None and negatives; legacy requires it. */
+    expect_refused(ADAMW("\"weight_decay\": null"), OPTIM_EINVAL, "weight_decay", NULL);
+    expect_refused(ADAMW("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    expect_refused(ADAMW(LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
+    expect_refused(ADAMW("\"weight_decay\": null, " LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
+    expect_refused(ADAMW("\"weight_decay\": -1, " LEGACY), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    /* exclude_from_weight_decay: legacy only, a list of valid patterns. */
+    expect_refused(ADAMW("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
+    expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": \"bias\", " LEGACY), OPTIM_ETYPE,
+                   "exclude_from_weight_decay", NULL);
+    expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [1], " LEGACY), OPTIM_ETYPE,
+                   "exclude_from_weight_decay", NULL);
+    expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [\"ok\", \"(\"], " LEGACY),
+                   OPTIM_EINVAL, "exclude_from_weight_decay[1]", NULL);
+    expect_refused(ADAMW("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
+    /* optim_set_hyper: Keras 3 weight_decay None refused, old value kept. */
+    optim_optimizer *opt = make(ADAMW(""));
+    assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
+    double wd;
+    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_true(wd == 0.004);
+    optim_destroy(opt);
+    opt = make(ADAMW("\"weight_decay\": 0.2, " LEGACY));
+    assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_int_equal(optim_set_hyper(opt, "weight_decay", 0.3), 0);
+    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_true(wd == 0.3);
+    optim_destroy(opt);
+}
+
+/* ---- threads ------------------------------------------------------------------------- */
+
+static void test_threads_bitwise(void **st)
+{
+    (void)st;
+    const int64_t n = 100003;
+    double *init = malloc((size_t)n * sizeof *init);
+    float *g = malloc((size_t)n * sizeof *g);
+    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_var *vars[2];
+        for (int t = 0; t < 2; t++) {
+            optim_optimizer *opt = make(legacy ? ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY)
+                                               : ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"));
+            assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
+            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            for (int k = 0; k < 4; k++) {
+                for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
+                step_ok(opt, &p, 1);
+            }
+            optim_destroy(opt);
+        }
+        assert_vars_bitwise(vars[0], vars[1]);
+        optim_var_destroy(vars[0]);
+        optim_var_destroy(vars[1]);
+    }
+    free(init);
+    free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_keras3),
+        cmocka_unit_test(test_dense_legacy),
+        cmocka_unit_test(test_f32_operation_order),
+        cmocka_unit_test(test_sparse_keras3_equals_dense),
+        cmocka_unit_test(test_sparse_reference),
+        cmocka_unit_test(test_sparse_legacy_f32_operation_order),
+        cmocka_unit_test(test_sparse_decay_rows),
+        cmocka_unit_test(test_exclude_from_weight_decay),
+        cmocka_unit_test(test_legacy_dynamic_weight_decay),
+        cmocka_unit_test(test_keras_single_step),
+        cmocka_unit_test(test_keras_golden),
+        cmocka_unit_test(test_keras_weight_decay),
+        cmocka_unit_test(test_tfa_values),
+        cmocka_unit_test(test_config_keys_and_defaults),
+        cmocka_unit_test(test_config_round_trip),
+        cmocka_unit_test(test_config_refused),
+        cmocka_unit_test(test_threads_bitwise),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1066 @@
+/* LAMB against an independent double-precision reference written from You et
+ * al. 2019 and the two Keras generations:
+ *
+ *   m = beta_1 * m + (1 - beta_1) * g;  v = beta_2 * v + (1 - beta_2) * g^2
+ *   u = (m / (1 - beta_1^t)) / (sqrt(v / (1 - beta_2^t)) + epsilon)
+ *   legacy (TF Addons LAMB): u += weight_decay * w unless excluded by name
+ *   r = ||w|| / ||u|| (1 if either is 0, or if excluded from layer adaptation)
+ *   w = w - r * lr * u
+ *   Keras 3: weight_decay is decoupled, w -= w * wd * lr before the step.
+ *
+ * Trajectories of several variables at once (each its own norms) in f32 and
+ * f64, both generations, zero norms, TFA name exclusions, dynamic
+ * hyperparameters, legacy decay, sparse gradients (the dense equivalent in
+ * both generations, duplicates summed), the Keras and TF Addons test values,
+ * config keys, defaults, round trips, bad values, thread-count independence. */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim.h"
+
+#define STEPS 25
+#define MAXN 64
+
+/* ---- the reference ---------------------------------------------------------------- */
+
+typedef struct lref {
+    int legacy;
+    double lr, beta_1, beta_2, epsilon;
+    double wd;    /* legacy: TFA weight_decay, inside the update */
+    double k3wd;  /* Keras 3: decoupled weight_decay */
+    double decay; /* legacy lr decay */
+} lref;
+
+typedef struct rvar {
+    int n;
+    int use_wd, adapt; /* legacy name exclusions (1 = not excluded) */
+    double w[MAXN], m[MAXN], v[MAXN];
+} rvar;
+
+/* One step of the published rule on one variable (t is 0-based). */
+static void ref_step(const lref *r, rvar *x, const double *g, int t)
+{
+    double lr = r->lr / (1.0 + r->decay * t);
+    double eps = r->legacy && r->epsilon == 0 ? 1e-7 : r->epsilon; /* TFA: epsilon or 1e-7 */
+    for (int i = 0; i < x->n; i++) x->w[i] -= x->w[i] * r->k3wd * r->lr;
+    double u[MAXN], sw = 0, su = 0;
+    for (int i = 0; i < x->n; i++) {
+        x->m[i] = r->beta_1 * x->m[i] + (1 - r->beta_1) * g[i];
+        x->v[i] = r->beta_2 * x->v[i] + (1 - r->beta_2) * g[i] * g[i];
+        double mh = x->m[i] / (1 - pow(r->beta_1, t + 1)), vh = x->v[i] / (1 - pow(r->beta_2, t + 1));
+        u[i] = mh / (sqrt(vh) + eps);
+        if (r->legacy && x->use_wd) u[i] += r->wd * x->w[i];
+        sw += x->w[i] * x->w[i];
+        su += u[i] * u[i];
+    }
+    double ratio = x->adapt && sw > 0 && su > 0 ? sqrt(sw) / sqrt(su) : 1.0;
+    for (int i = 0; i < x->n; i++) x->w[i] -= ratio * lr * u[i];
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static optim_optimizer *make(const char *json)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc) print_error("%s: %s\n", json, err.msg);
+    assert_int_equal(rc, 0);
+    return opt;
+}
+
+static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+                           const double *init)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
+        else ((double *)buf)[i] = init[i];
+    }
+    optim_var *v;
+    optim_error err;
+    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
+    free(buf);
+    return v;
+}
+
+/* A dense gradient tensor over g (converted to f32 into buf if needed). */
+static optim_grad dense_grad(optim_dtype dt, const double *g, float *buf, int32_t rank,
+                             const int64_t *shape, int64_t n)
+{
+    if (dt == OPTIM_F32)
+        for (int64_t i = 0; i < n; i++) buf[i] = (float)g[i];
+    return optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)buf : (void *)g, rank, shape));
+}
+
+static void apply_ok(optim_optimizer *opt, const optim_grad_var *p, size_t n)
+{
+    int rc = optim_apply_gradients(opt, p, n, 0);
+    if (rc) print_error("%s\n", optim_errmsg(opt));
+    assert_int_equal(rc, 0);
+}
+
+static void assert_vars_bitwise(optim_var *a, optim_var *b)
+{
+    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
+    assert_memory_equal(optim_var_data(a), optim_var_data(b),
+                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
+}
+
+static void assert_var_close(optim_var *var, const double *want, int n, optim_dtype dt)
+{
+    double rtol = dt == OPTIM_F32 ? 2e-5 : 1e-12, atol = dt == OPTIM_F32 ? 2e-6 : 1e-13;
+    for (int i = 0; i < n; i++) assert_close(optim_var_get(var, i), want[i], rtol, atol);
+}
+
+/* ---- dense trajectories ------------------------------------------------------------- */
+
+typedef struct vspec {
+    const char *name;
+    int32_t rank;
+    int64_t shape[2];
+    int use_wd, adapt; /* what the reference expects of the legacy exclusions */
+} vspec;
+
+static int numel_of(const vspec *s)
+{
+    int n = 1;
+    for (int d = 0; d < s->rank; d++) n *= (int)s->shape[d];
+    return n;
+}
+
+static double init_at(int var, int i) { return 0.5 - 0.3 * i + 0.7 * var; }
+static double grad_at(int k, int var, int i)
+{
+    return sin(0.7 * k + 1.3 * i + 0.4 * var) * (1.0 + 0.1 * i) - 0.05 * k;
+}
+
+/* Runs `steps` dense steps on every variable of vs at once, in f32 and
+ * f64, and compares w, m and v with the reference. */
+static void check_case(const char *json, const lref *r, const vspec *vs, int nv, int steps)
+{
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make(json);
+        assert_int_equal(optim_generation_of(opt), r->legacy ? OPTIM_LEGACY : OPTIM_KERAS3);
+        optim_var *vars[4];
+        rvar ref[4];
+        for (int j = 0; j < nv; j++) {
+            memset(&ref[j], 0, sizeof ref[j]);
+            ref[j].n = numel_of(&vs[j]);
+            ref[j].use_wd = vs[j].use_wd;
+            ref[j].adapt = vs[j].adapt;
+            for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = init_at(j, i);
+            vars[j] = make_var(vs[j].name, dt, vs[j].rank, vs[j].shape, ref[j].w);
+            /* The reference starts from the variable's own (rounded) values. */
+            for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = optim_var_get(vars[j], i);
+        }
+        for (int k = 0; k < steps; k++) {
+            double g[4][MAXN];
+            float gf[4][MAXN];
+            optim_grad_var p[4];
+            for (int j = 0; j < nv; j++) {
+                for (int i = 0; i < ref[j].n; i++) {
+                    g[j][i] = grad_at(k, j, i);
+                    if (dt == OPTIM_F32) g[j][i] = (float)g[j][i];
+                }
+                p[j].var = vars[j];
+                p[j].grad = dense_grad(dt, g[j], gf[j], vs[j].rank, vs[j].shape, ref[j].n);
+                ref_step(r, &ref[j], g[j], k);
+            }
+            apply_ok(opt, p, (size_t)nv);
+        }
+        assert_int_equal(optim_iterations(opt), steps);
+        for (int j = 0; j < nv; j++) {
+            assert_var_close(vars[j], ref[j].w, ref[j].n, dt);
+            optim_var *m = optim_get_slot(opt, vars[j], "m"), *v = optim_get_slot(opt, vars[j], "v");
+            assert_non_null(m);
+            assert_non_null(v);
+            assert_var_close(m, ref[j].m, ref[j].n, dt);
+            assert_var_close(v, ref[j].v, ref[j].n, dt);
+        }
+        optim_destroy(opt);
+        for (int j = 0; j < nv; j++) optim_var_destroy(vars[j]);
+    }
+}
+
+static const vspec TWO_VARS[2] = {
+    {"dense/kernel", 2, {3, 4}, 1, 1},
+    {"dense/bias", 1, {7, 0}, 1, 1},
+};
+
+static void test_keras3_defaults(void **s)
+{
+    (void)s;
+    lref r = {0, 0.001, 0.9, 0.999, 1e-7, 0, 0, 0};
+    check_case("\"lamb\"", &r, TWO_VARS, 2, STEPS);
+    check_case("{\"class_name\": \"Lamb\", \"config\": {}}", &r, TWO_VARS, 2, STEPS);
+}
+
+static void test_keras3_options(void **s)
+{
+    (void)s;
+    lref r = {0, 0.02, 0.8, 0.95, 1e-4, 0, 0, 0};
+    check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.02, \"beta_1\": 0.8, "
+               "\"beta_2\": 0.95, \"epsilon\": 1e-4}}", &r, TWO_VARS, 2, STEPS);
+    /* Keras 3 weight decay is decoupled (before the step, lr without decay). */
+    lref wd = {0, 0.02, 0.9, 0.999, 1e-7, 0, 0.1, 0};
+    check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.02, "
+               "\"weight_decay\": 0.1}}", &wd, TWO_VARS, 2, STEPS);
+    /* The legacy-only keys do nothing here: a Keras 3 config has no in-update
+     * weight decay and no name exclusions. */
+}
+
+static void test_legacy_defaults(void **s)
+{
+    (void)s;
+    lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
+    check_case("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}", &r, TWO_VARS, 2, STEPS);
+}
+
+static void test_legacy_weight_decay_and_lr_decay(void **s)
+{
+    (void)s;
+    lref r = {1, 0.01, 0.85, 0.99, 1e-5, 0.05, 0, 0.3};
+    check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.85, "
+               "\"beta_2\": 0.99, \"epsilon\": 1e-5, \"weight_decay\": 0.05, \"decay\": 0.3, "
+               "\"is_legacy_optimizer\": true}}", &r, TWO_VARS, 2, STEPS);
+    /* TFA's deprecated alias weight_decay_rate. */
+    check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.85, "
+               "\"beta_2\": 0.99, \"epsilon\": 1e-5, \"weight_decay_rate\": 0.05, \"decay\": 0.3, "
+               "\"is_legacy_optimizer\": true}}", &r, TWO_VARS, 2, STEPS);
+    /* epsilon 0 acts as 1e-7 (`epsilon or backend.epsilon()`). */
+    lref z = {1, 0.01, 0.9, 0.999, 0.0, 0, 0, 0};
+    check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"epsilon\": 0, "
+               "\"is_legacy_optimizer\": true}}", &z, TWO_VARS, 2, STEPS);
+}
+
+/* TFA's exclude_from_weight_decay / exclude_from_layer_adaptation: regular
+ * expressions searched in the TF variable name ("NAME:0"). */
+static void test_legacy_exclusions(void **s)
+{
+    (void)s;
+    lref r = {1, 0.01, 0.9, 0.999, 1e-6, 0.1, 0, 0};
+    /* Only a weight-decay list: layer adaptation falls back to it. */
+    const vspec a[4] = {
+        {"dense/kernel", 2, {3, 4}, 1, 1},
+        {"dense/bias", 1, {7, 0}, 0, 0},
+        {"LayerNorm/gamma", 1, {5, 0}, 0, 0},
+        {"emb", 2, {2, 3}, 1, 1},
+    };
+    check_case("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+               "\"exclude_from_weight_decay\": [\"bias\", \"^Layer[Nn]orm\"], "
+               "\"is_legacy_optimizer\": true}}", &r, a, 4, STEPS);
+    /* Separate lists; "$" anchors see the ":0" suffix. */
+    const vspec b[4] = {
+        {"dense/kernel", 2, {3, 4}, 1, 0},
+        {"dense/bias", 1, {7, 0}, 0, 1},
+        {"LayerNorm/gamma", 1, {5, 0}, 1, 1},
+        {"emb:1", 2, {2, 3}, 0, 1},
+    };
+    check_case("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+               "\"exclude_from_weight_decay\": [\"bias:0$\", \"gamma$\", \"emb:1\"], "
+               "\"exclude_from_layer_adaptation\": [\"kernel\"], \"is_legacy_optimizer\": true}}",
+               &r, b, 4, STEPS);
+    /* An empty exclude_from_layer_adaptation also falls back. */
+    check_case("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+               "\"exclude_from_layer_adaptation\": [], "
+               "\"exclude_from_weight_decay\": [\"bias\", \"^Layer[Nn]orm\"], "
+               "\"is_legacy_optimizer\": true}}", &r, a, 4, STEPS);
+}
+
+/* Zero norms: ||w|| = 0 or ||u|| = 0 gives r = 1. */
+static void test_zero_norms(void **s)
+{
+    (void)s;
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
+                                                 "\"epsilon\": 0.5, \"is_legacy_optimizer\": true}}"
+                                               : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
+                                                 "\"epsilon\": 0.5}}");
+            double zeros[3] = {0, 0, 0}, ones[3] = {1, 2, 3};
+            int64_t n = 3;
+            optim_var *a = make_var("a", dt, 1, &n, zeros); /* ||w|| = 0 */
+            optim_var *b = make_var("b", dt, 1, &n, ones);  /* ||u|| = 0 (g = 0) */
+            double ga[3] = {1, -1, 0}, gb[3] = {0, 0, 0};
+            float fa[3], fb[3];
+            optim_grad_var p[2] = {{dense_grad(dt, ga, fa, 1, &n, 3), a}, {dense_grad(dt, gb, fb, 1, &n, 3), b}};
+            apply_ok(opt, p, 2);
+            /* a: m_hat = g, v_hat = g^2, u = g / (|g| + 0.5), r = 1. */
+            const double want_a[3] = {-0.5 / 1.5, 0.5 / 1.5, 0};
+            assert_var_close(a, want_a, 3, dt);
+            for (int i = 0; i < 3; i++) assert_true(optim_var_get(b, i) == ones[i]);
+            optim_destroy(opt);
+            optim_var_destroy(a);
+            optim_var_destroy(b);
+        }
+}
+
+/* f32 moments bit for bit with the op order and constants of each
+ * generation (what TF computes in float32): Keras 3 m += (g - m) * c1 with
+ * c1 = float32(1 - beta_1) taken from the Python number; TFA m = m * b1 +
+ * g * (1 - b1) with 1 - b1 computed in float32. */
+static void test_f32_moments_bitwise(void **s)
+{
+    (void)s;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"is_legacy_optimizer\": true}}"
+                                           : "\"Lamb\"");
+        double init[5] = {0.3, -1.2, 2.5, 0.01, -0.7};
+        int64_t n = 5;
+        optim_var *w = make_var("w", OPTIM_F32, 1, &n, init);
+        float m[5] = {0}, v[5] = {0};
+        const float b1 = 0.9f, b2 = 0.999f;
+        const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
+        /* The two generations' constants really differ at these betas. */
+        assert_true((1.0f - b1) != (float)(1.0 - 0.9) && (1.0f - b2) != (float)(1.0 - 0.999));
+        for (int k = 0; k < 3; k++) {
+            double g[5];
+            float gf[5];
+            for (int i = 0; i < 5; i++) g[i] = grad_at(k, 1, i);
+            optim_grad_var p = {dense_grad(OPTIM_F32, g, gf, 1, &n, 5), w};
+            apply_ok(opt, &p, 1);
+            for (int i = 0; i < 5; i++) {
+                if (legacy) {
+                    m[i] = m[i] * b1 + gf[i] * c1;
+                    v[i] = v[i] * b2 + (gf[i] * gf[i]) * c2;
+                } else {
+                    m[i] = m[i] + (gf[i] - m[i]) * c1;
+                    v[i] = v[i] + (gf[i] * gf[i] - v[i]) * c2;
+                }
+            }
+            assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "m")), m, sizeof m);
+            assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "v")), v, sizeof v);
+        }
+        optim_destroy(opt);
+        optim_var_destroy(w);
+    }
+}
+
+/* ---- the Keras 3 tests (keras/src/optimizers/lamb_test.py) -------------------------- */
+
+static void test_keras_single_step(void **s)
+{
+    (void)s;
+    optim_optimizer *opt = make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5}}");
+    double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2}, want[4] = {-0.3693, 0.6306, 1.6306, 2.6306};
+    float gf[4];
+    int64_t n = 4;
+    optim_var *w = make_var("w", OPTIM_F32, 1, &n, init);
+    optim_grad_var p = {dense_grad(OPTIM_F32, g, gf, 1, &n, 4), w};
+    apply_ok(opt, &p, 1);
+    for (int i = 0; i < 4; i++) assert_close(optim_var_get(w, i), want[i], 1e-4, 1e-4);
+    optim_destroy(opt);
+    optim_var_destroy(w);
+}
+
+static void test_keras_golden(void **s)
+{
+    (void)s;
+    optim_optimizer *opt = make("\"Lamb\"");
+    double ones[10], first[10], grads[10];
+    float f1[10], f2[10];
+    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
+    int64_t n = 10;
+    optim_var *x = make_var("x", OPTIM_F32, 1, &n, ones);
+    const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
+    optim_grad_var p = {dense_grad(OPTIM_F32, first, f1, 1, &n, 10), x};
+    apply_ok(opt, &p, 1);
+    p.grad = dense_grad(OPTIM_F32, grads, f2, 1, &n, 10);
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
+        apply_ok(opt, &p, 1);
+    }
+    optim_destroy(opt);
+    optim_var_destroy(x);
+}
+
+static void test_keras_weight_decay(void **s)
+{
+    (void)s;
+    const char *cfg = "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
+    double two = 2.0;
+    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v3 = make_var("var3", OPTIM_F32, 0, NULL, &two);
+    float zero = 0;
+    optim_grad g = optim_grad_dense(optim_tensor_make(OPTIM_F32, &zero, 0, NULL));
+    optim_optimizer *o1 = make(cfg), *o2 = make(cfg), *o3 = make(cfg);
+    optim_grad_var p1[1] = {{g, v1}};
+    apply_ok(o1, p1, 1);
+    const char *pat[1] = {"exclude"};
+    assert_int_equal(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
+    optim_grad_var p2[2] = {{g, v1}, {g, v2}};
+    apply_ok(o2, p2, 2);
+    assert_int_equal(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
+    optim_grad_var p3[2] = {{g, v1}, {g, v3}};
+    apply_ok(o3, p3, 2);
+    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
+    assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
+    assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
+    optim_destroy(o1);
+    optim_destroy(o2);
+    optim_destroy(o3);
+    optim_var_destroy(v1);
+    optim_var_destroy(v2);
+    optim_var_destroy(v3);
+}
+
+/* ---- TF Addons tests (tensorflow_addons/optimizers/tests/lamb_test.py) --------------- */
+
+/* test_basic_with_learning_rate_decay: two variables, lr 0.001, epsilon
+ * 1e-7, decay 0.5, weight_decay 0.01, three steps. */
+static void test_tfa_basic_with_decay(void **s)
+{
+    (void)s;
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
+                                    "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-7, "
+                                    "\"weight_decay\": 0.01, \"decay\": 0.5, \"is_legacy_optimizer\": true}}");
+        lref r = {1, 0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0.5};
+        rvar x0 = {2, 1, 1, {1, 2}, {0}, {0}}, x1 = {2, 1, 1, {3, 4}, {0}, {0}};
+        int64_t n = 2;
+        optim_var *v0 = make_var("var0_0", dt, 1, &n, x0.w), *v1 = make_var("var1_0", dt, 1, &n, x1.w);
+        double g0[2] = {0.1, 0.1}, g1[2] = {0.01, 0.01};
+        float f0[2], f1[2];
+        for (int t = 0; t < 3; t++) {
+            optim_grad_var p[2] = {{dense_grad(dt, g0, f0, 1, &n, 2), v0}, {dense_grad(dt, g1, f1, 1, &n, 2), v1}};
+            apply_ok(opt, p, 2);
+            double q0[2] = {(float)g0[0], (float)g0[1]}, q1[2] = {(float)g1[0], (float)g1[1]};
+            ref_step(&r, &x0, d ? g0 : q0, t);
+            ref_step(&r, &x1, d ? g1 : q1, t);
+            assert_var_close(v0, x0.w, 2, dt);
+            assert_var_close(v1, x1.w, 2, dt);
+        }
+        optim_destroy(opt);
+        optim_var_destroy(v0);
+        optim_var_destroy(v1);
+    }
+}
+
+/* test_sparse: var0 [1, 1, 2] with IndexedSlices [0.1, 0.1] at [0, 2]; the
+ * numpy reference uses the dense gradient [0.1, 0, 0.1]. */
+static void test_tfa_sparse(void **s)
+{
+    (void)s;
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
+        lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
+        rvar x0 = {3, 1, 1, {1, 1, 2}, {0}, {0}}, x1 = {3, 1, 1, {3, 3, 4}, {0}, {0}};
+        int64_t n = 3, vs[1] = {2}, idx[2] = {0, 2};
+        optim_var *v0 = make_var("var0", dt, 1, &n, x0.w), *v1 = make_var("var1", dt, 1, &n, x1.w);
+        double s0[2] = {0.1, 0.1}, s1[2] = {0.01, 0.01};
+        float f0[2] = {0.1f, 0.1f}, f1[2] = {0.01f, 0.01f};
+        double g0[3] = {d ? 0.1 : (float)0.1, 0, d ? 0.1 : (float)0.1};
+        double g1[3] = {d ? 0.01 : (float)0.01, 0, d ? 0.01 : (float)0.01};
+        for (int t = 0; t < 3; t++) {
+            optim_grad_var p[2] = {
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)s0 : (void *)f0, 1, vs)), v0},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)s1 : (void *)f1, 1, vs)), v1},
+            };
+            apply_ok(opt, p, 2);
+            ref_step(&r, &x0, g0, t);
+            ref_step(&r, &x1, g1, t);
+            assert_var_close(v0, x0.w, 3, dt);
+            assert_var_close(v1, x1.w, 3, dt);
+            /* Element 1 never had a gradient: m = v = 0, u = 0, w unchanged. */
+            assert_true(optim_var_get(v0, 1) == 1.0);
+        }
+        optim_destroy(opt);
+        optim_var_destroy(v0);
+        optim_var_destroy(v1);
+    }
+}
+
+/* ---- dynamic hyperparameters ----------------------------------------------------------- */
+
+static double beta_fn(void *user) { return *(double *)user; }
+static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + (double)step); }
+
+static void test_dynamic_hypers(void **s)
+{
+    (void)s;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
+                                             "\"is_legacy_optimizer\": true}}"
+                                           : "\"Lamb\"");
+        double b1 = 0.9, wd = 0.1;
+        assert_int_equal(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
+        if (legacy) assert_int_equal(optim_set_hyper_fn(opt, "weight_decay", beta_fn, &wd), 0);
+        rvar x = {7, 1, 1, {0}, {0}, {0}};
+        for (int i = 0; i < 7; i++) x.w[i] = init_at(0, i);
+        int64_t n = 7;
+        optim_var *v = make_var("w", OPTIM_F64, 1, &n, x.w);
+        for (int k = 0; k < 8; k++) {
+            b1 = 0.5 + 0.05 * k;
+            wd = 0.01 * k;
+            if (k == 5) assert_int_equal(optim_set_hyper(opt, "beta_2", 0.9), 0);
+            lref r = {legacy, 0.05 / (1.0 + k), b1, k >= 5 ? 0.9 : 0.999, legacy ? 1e-6 : 1e-7, wd, 0, 0};
+            double g[7];
+            float unused[7];
+            for (int i = 0; i < 7; i++) g[i] = grad_at(k, 0, i);
+            /* The reference's lr already is this step's value (no decay). */
+            ref_step(&r, &x, g, k);
+            optim_grad_var p = {dense_grad(OPTIM_F64, g, unused, 1, &n, 7), v};
+            apply_ok(opt, &p, 1);
+            assert_var_close(v, x.w, 7, OPTIM_F64);
+        }
+        /* A callable giving beta_1 out of range fails the step, changes nothing. */
+        b1 = 1.5;
+        double g[7] = {1, 1, 1, 1, 1, 1, 1}, before = optim_var_get(v, 0);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), v};
+        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
+        assert_non_null(strstr(optim_errmsg(opt), "beta_1"));
+        assert_int_equal(optim_iterations(opt), 8);
+        assert_true(optim_var_get(v, 0) == before);
+        optim_destroy(opt);
+        optim_var_destroy(v);
+    }
+}
+
+/* ---- sparse --------------------------------------------------------------------------------- */
+
+#define ROWS 6
+#define COLS 3
+#define SP_STEPS 4
+
+static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
+
+/* Rows 0..4 are indexed at some step (with duplicates); row 5 never is. */
+static const int64_t sp_idx[SP_STEPS][4] = {{1, 4, 1, 1}, {0, 4, 2, 4}, {2, 2, 3, 1}, {0, 0, 4, 3}};
+static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) + 0.05; }
+
+/* Sparse steps, or the same as dense gradients with duplicates summed in
+ * order of appearance from zero (in the dtype, as the library sums them). */
+static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense, int steps, optim_var *extra)
+{
+    double init[ROWS * COLS];
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
+    int64_t shape[2] = {ROWS, COLS};
+    optim_var *v = make_var("table", dt, 2, shape, init);
+    for (int k = 0; k < steps; k++) {
+        double vals[4 * COLS], dense[ROWS * COLS] = {0};
+        float fv[4 * COLS], fd[ROWS * COLS] = {0};
+        for (int j = 0; j < 4; j++)
+            for (int c = 0; c < COLS; c++) {
+                vals[j * COLS + c] = sp_val(k, j, c);
+                fv[j * COLS + c] = (float)sp_val(k, j, c);
+                dense[sp_idx[k][j] * COLS + c] += vals[j * COLS + c];
+                fd[sp_idx[k][j] * COLS + c] += fv[j * COLS + c];
+            }
+        int f = dt == OPTIM_F32;
+        int64_t vs[2] = {4, COLS};
+        optim_grad_var p[2] = {
+            {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
+                      : optim_grad_sparse(sp_idx[k], 4, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
+             v},
+            {optim_grad_none(), extra},
+        };
+        if (extra) {
+            /* A second variable in the same step, dense. */
+            static double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5};
+            static float gef[5] = {0.3f, -0.2f, 0.1f, 0.0f, 0.5f};
+            int64_t n5 = 5;
+            p[1].grad = optim_grad_dense(optim_tensor_make(dt, f ? (void *)gef : (void *)ge, 1, &n5));
+        }
+        apply_ok(opt, p, extra ? 2 : 1);
+    }
+    return v;
+}
+
+/* Both generations: sparse == the dense equivalent bit for bit (norms
+ * included); and the reference with every row updated. */
+static void test_sparse_dense_equivalent(void **s)
+{
+    (void)s;
+    const char *cfgs[4] = {
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9}}",
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"weight_decay\": 0.2}}",
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"is_legacy_optimizer\": true}}",
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"weight_decay\": 0.2, \"is_legacy_optimizer\": true}}",
+    };
+    for (int c = 0; c < 4; c++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            int legacy = c >= 2;
+            double wd = (c & 1) ? 0.2 : 0.0;
+            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            double e0[5] = {1, 2, 3, 4, 5};
+            int64_t n5 = 5;
+            optim_var *x1 = make_var("x", dt, 1, &n5, e0), *x2 = make_var("x", dt, 1, &n5, e0);
+            optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS, x1), *dv = run_sparse(o2, dt, 1, SP_STEPS, x2);
+            assert_vars_bitwise(sv, dv);
+            assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
+            assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
+            assert_vars_bitwise(x1, x2);
+            /* Reference: duplicates summed, every row with g = 0 where there
+             * is no index. */
+            lref r = {legacy, 0.1, 0.8, 0.9, legacy ? 1e-6 : 1e-7, legacy ? wd : 0, legacy ? 0 : wd, 0};
+            rvar x = {ROWS * COLS, 1, 1, {0}, {0}, {0}};
+            for (int i = 0; i < ROWS * COLS; i++) x.w[i] = table_init(i / COLS, i % COLS);
+            for (int k = 0; k < SP_STEPS; k++) {
+                double g[ROWS * COLS] = {0};
+                for (int j = 0; j < 4; j++)
+                    for (int cc = 0; cc < COLS; cc++) g[sp_idx[k][j] * COLS + cc] += sp_val(k, j, cc);
+                ref_step(&r, &x, g, k);
+            }
+            assert_var_close(sv, x.w, ROWS * COLS, dt);
+            assert_var_close(optim_get_slot(o1, sv, "m"), x.m, ROWS * COLS, dt);
+            assert_var_close(optim_get_slot(o1, sv, "v"), x.v, ROWS * COLS, dt);
+            optim_destroy(o1);
+            optim_destroy(o2);
+            optim_var_destroy(sv);
+            optim_var_destroy(dv);
+            optim_var_destroy(x1);
+            optim_var_destroy(x2);
+        }
+}
+
+/* Row by row (not lazy): a row indexed earlier but not now has its m and v
+ * decayed and w moved; a row never indexed keeps m = v = 0 and (without the
+ * legacy in-update weight decay) w. Legacy sets m = m * beta_1 exactly. */
+static void test_sparse_rows(void **s)
+{
+    (void)s;
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
+                                                 "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
+                                               : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, \"beta_1\": 0.7}}");
+            double init[4] = {1, 2, 3, 4};
+            int64_t shape[2] = {4, 1}, vs[2] = {1, 1};
+            optim_var *v = make_var("e", dt, 2, shape, init);
+            int64_t i0 = 0, i3 = 3;
+            float onef = 1.0f;
+            double oned = 1.0;
+            optim_tensor one = optim_tensor_make(dt, d ? (void *)&oned : (void *)&onef, 2, vs);
+            optim_grad_var p = {optim_grad_sparse(&i0, 1, one), v};
+            apply_ok(opt, &p, 1);
+            optim_var *m = optim_get_slot(opt, v, "m"), *vv = optim_get_slot(opt, v, "v");
+            double m0 = optim_var_get(m, 0), v0 = optim_var_get(vv, 0), w0 = optim_var_get(v, 0);
+            assert_true(m0 != 0 && w0 != 1);
+            p.grad.sparse.indices = &i3;
+            apply_ok(opt, &p, 1);
+            assert_true(optim_var_get(v, 0) != w0);
+            if (legacy) {
+                double bm = d ? m0 * 0.7 : (double)((float)m0 * 0.7f);
+                double bv = d ? v0 * 0.999 : (double)((float)v0 * 0.999f);
+                assert_true(optim_var_get(m, 0) == bm);
+                assert_true(optim_var_get(vv, 0) == bv);
+            } else {
+                assert_close(optim_var_get(m, 0), m0 * 0.7, d ? 1e-14 : 1e-6, 0);
+                assert_close(optim_var_get(vv, 0), v0 * 0.999, d ? 1e-14 : 1e-6, 0);
+            }
+            for (int r = 1; r <= 2; r++) {
+                assert_true(optim_var_get(v, r) == init[r]);
+                assert_true(optim_var_get(m, r) == 0 && optim_var_get(vv, r) == 0);
+            }
+            optim_destroy(opt);
+            optim_var_destroy(v);
+        }
+}
+
+/* ---- config ------------------------------------------------------------------------------- */
+
+static const char *const K3_KEYS[] = {
+    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
+    "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
+    "gradient_accumulation_steps", "beta_1", "beta_2", "epsilon",
+};
+static const char *const LEGACY_KEYS[] = {
+    "name", "learning_rate", "decay", "weight_decay", "beta_1", "beta_2", "epsilon",
+    "exclude_from_weight_decay", "exclude_from_layer_adaptation", "is_legacy_optimizer",
+};
+#define NK(a) (sizeof a / sizeof *a)
+
+static cJSON *config_of(optim_optimizer *opt)
+{
+    char *s = optim_get_config(opt);
+    if (!s) print_error("%s\n", optim_errmsg(opt));
+    assert_non_null(s);
+    cJSON *c = cJSON_Parse(s);
+    optim_free(s);
+    assert_non_null(c);
+    return c;
+}
+
+static void assert_keys_exactly(const cJSON *obj, const char *const *keys, size_t n)
+{
+    size_t count = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, obj)
+    {
+        count++;
+        int known = 0;
+        for (size_t k = 0; k < n; k++) known |= strcmp(item->string, keys[k]) == 0;
+        if (!known) print_error("unexpected config key '%s'\n", item->string);
+        assert_true(known);
+    }
+    assert_int_equal(count, n);
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) print_error("config key '%s' is not a number\n", key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static char *json_of(const cJSON *o, const char *key)
+{
+    return cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+static void assert_json(const cJSON *o, const char *key, const char *want)
+{
+    char *t = json_of(o, key);
+    assert_non_null(t);
+    if (strcmp(t, want)) print_error("config key '%s' is %s, expected %s\n", key, t, want);
+    assert_string_equal(t, want);
+    cJSON_free(t);
+}
+
+static void round_trip(optim_optimizer *opt)
+{
+    char *ser = optim_serialize(opt);
+    assert_non_null(ser);
+    optim_optimizer *back = make(ser);
+    char *ser2 = optim_serialize(back);
+    assert_string_equal(ser, ser2);
+    optim_free(ser);
+    optim_free(ser2);
+    optim_destroy(back);
+}
+
+static void test_config_keras3(void **s)
+{
+    (void)s;
+    optim_optimizer *opt;
+    optim_error err;
+    assert_int_equal(optim_create(&opt, &optim_lamb_class, NULL, &err), 0);
+    cJSON *c = config_of(opt);
+    assert_keys_exactly(c, K3_KEYS, NK(K3_KEYS));
+    assert_true(num(c, "learning_rate") == 0.001);
+    assert_true(num(c, "beta_1") == 0.9);
+    assert_true(num(c, "beta_2") == 0.999);
+    assert_true(num(c, "epsilon") == 1e-7);
+    assert_json(c, "weight_decay", "null");
+    cJSON_Delete(c);
+    round_trip(opt);
+    optim_destroy(opt);
+    /* Keras's test_config values. */
+    opt = make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
+               "\"beta_2\": 0.67, \"epsilon\": 1e-5, \"weight_decay\": 0.01}}");
+    c = config_of(opt);
+    assert_keys_exactly(c, K3_KEYS, NK(K3_KEYS));
+    assert_true(num(c, "beta_2") == 0.67 && num(c, "epsilon") == 1e-5 && num(c, "weight_decay") == 0.01);
+    cJSON_Delete(c);
+    round_trip(opt);
+    /* Slots after a step: m then v. */
+    double z = 0;
+    int64_t one = 1;
+    optim_var *w = make_var("w", OPTIM_F64, 1, &one, &z);
+    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &z, 1, &one)), w};
+    apply_ok(opt, &p, 1);
+    const char *names[4];
+    assert_int_equal(optim_get_slot_names(opt, names, 4), 2);
+    assert_string_equal(names[0], "m");
+    assert_string_equal(names[1], "v");
+    assert_string_equal(optim_weight_name(opt, 1), "w/m");
+    assert_string_equal(optim_weight_name(opt, 2), "w/v");
+    optim_destroy(opt);
+    optim_var_destroy(w);
+}
+
+static void test_config_legacy(void **s)
+{
+    (void)s;
+    /* The config TF Addons writes for LAMB() (plus is_legacy_optimizer). */
+    optim_optimizer *opt = make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
+                                "\"learning_rate\": 0.001, \"weight_decay\": 0.0, \"decay\": 0.0, "
+                                "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-06, "
+                                "\"exclude_from_weight_decay\": null, "
+                                "\"exclude_from_layer_adaptation\": null, \"is_legacy_optimizer\": true}}");
+    cJSON *c = config_of(opt);
+    assert_keys_exactly(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "LAMB");
+    assert_true(num(c, "epsilon") == 1e-6);
+    assert_true(num(c, "weight_decay") == 0.0);
+    assert_true(num(c, "decay") == 0.0);
+    assert_json(c, "exclude_from_weight_decay", "null");
+    assert_json(c, "exclude_from_layer_adaptation", "null");
+    cJSON_Delete(c);
+    round_trip(opt);
+    optim_destroy(opt);
+
+    /* Defaults from a bare legacy config. */
+    optim_options o = optim_options_defaults();
+    o.generation = OPTIM_LEGACY;
+    optim_error err;
+    assert_int_equal(optim_create(&opt, &optim_lamb_class, &o, &err), 0);
+    c = config_of(opt);
+    assert_keys_exactly(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    assert_true(num(c, "learning_rate") == 0.001 && num(c, "epsilon") == 1e-6);
+    assert_true(num(c, "beta_1") == 0.9 && num(c, "beta_2") == 0.999);
+    cJSON_Delete(c);
+    optim_destroy(opt);
+
+    /* Lists: the layer-adaptation list falls back to the weight-decay one
+     * (as TFA stores it); explicit lists are kept. */
+    opt = make("{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
+               "\"exclude_from_weight_decay\": [\"var1\", \"b\\\\.c\"], \"is_legacy_optimizer\": true}}");
+    c = config_of(opt);
+    assert_keys_exactly(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    assert_true(num(c, "weight_decay") == 0.01);
+    assert_json(c, "exclude_from_weight_decay", "[\"var1\",\"b\\\\.c\"]");
+    assert_json(c, "exclude_from_layer_adaptation", "[\"var1\",\"b\\\\.c\"]");
+    cJSON_Delete(c);
+    round_trip(opt);
+    optim_destroy(opt);
+    opt = make("{\"class_name\": \"Lamb\", \"config\": {\"exclude_from_layer_adaptation\": [\"x\"], "
+               "\"exclude_from_weight_decay\": [], \"clipnorm\": 1.0, \"is_legacy_optimizer\": true}}");
+    c = config_of(opt);
+    assert_json(c, "exclude_from_weight_decay", "[]");
+    assert_json(c, "exclude_from_layer_adaptation", "[\"x\"]");
+    assert_true(num(c, "clipnorm") == 1.0);
+    cJSON_Delete(c);
+    round_trip(opt);
+    /* weight_decay is a legacy hyperparameter (settable). */
+    assert_int_equal(optim_set_hyper(opt, "weight_decay", 0.5), 0);
+    c = config_of(opt);
+    assert_true(num(c, "weight_decay") == 0.5);
+    cJSON_Delete(c);
+    optim_destroy(opt);
+}
+
+static void expect_error(const char *json, int code, const char *needle1, const char *needle2)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
+    assert_int_equal(rc, code);
+    assert_null(opt);
+    if (needle1 && !strstr(err.msg, needle1)) print_error("'%s' lacks '%s'\n", err.msg, needle1);
+    if (needle1) assert_non_null(strstr(err.msg, needle1));
+    if (needle2 && !strstr(err.msg, needle2)) print_error("'%s' lacks '%s'\n", err.msg, needle2);
+    if (needle2) assert_non_null(strstr(err.msg, needle2));
+}
+
+#define K3(body) "{\"class_name\": \"Lamb\", \"config\": {" body "}}"
+#define LEG(body) "{\"class_name\": \"Lamb\", \"config\": {\"is_legacy_optimizer\": true, " body "}}"
+
+static void test_bad_config(void **s)
+{
+    (void)s;
+    for (int g = 0; g < 2; g++) {
+        expect_error(g ? LEG("\"beta_1\": 1.5") : K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
+        expect_error(g ? LEG("\"beta_1\": -0.1") : K3("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1]");
+        expect_error(g ? LEG("\"beta_2\": 2") : K3("\"beta_2\": 2"), OPTIM_ERANGE, "beta_2", "[0, 1]");
+        expect_error(g ? LEG("\"epsilon\": -1e-7") : K3("\"epsilon\": -1e-7"), OPTIM_ERANGE, "epsilon", "[0, inf)");
+        expect_error(g ? LEG("\"epsilon\": null") : K3("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+        expect_error(g ? LEG("\"momentum\": 0.9") : K3("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", "beta_1");
+    }
+    expect_error(LEG("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    expect_error(LEG("\"weight_decay_rate\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    expect_error(LEG("\"weight_decay_rate\": \"x\""), OPTIM_ETYPE, "weight_decay_rate", NULL);
+    expect_error(LEG("\"exclude_from_weight_decay\": \"bias\""), OPTIM_ETYPE, "exclude_from_weight_decay", "list");
+    expect_error(LEG("\"exclude_from_weight_decay\": [\"a\", 1]"), OPTIM_ETYPE, "exclude_from_weight_decay", "element 1");
+    expect_error(LEG("\"exclude_from_layer_adaptation\": [\"(\"]"), OPTIM_EINVAL, "exclude_from_layer_adaptation",
+                 "regular expression");
+    expect_error(LEG("\"use_ema\": false"), OPTIM_EKEY, "use_ema", NULL);
+    /* The TFA keys do not exist in Keras 3. */
+    expect_error(K3("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
+    expect_error(K3("\"exclude_from_layer_adaptation\": null"), OPTIM_EKEY, "exclude_from_layer_adaptation", NULL);
+    expect_error(K3("\"weight_decay_rate\": 0.1"), OPTIM_EKEY, "weight_decay_rate", NULL);
+    expect_error(K3("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
+    /* set_hyper: refused values leave the old one. */
+    optim_optimizer *opt = make("\"lamb\"");
+    assert_int_equal(optim_set_hyper(opt, "beta_2", 1.5), OPTIM_ERANGE);
+    assert_non_null(strstr(optim_errmsg(opt), "beta_2"));
+    assert_int_equal(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
+    double v;
+    assert_int_equal(optim_get_hyper(opt, "beta_2", &v), 0);
+    assert_true(v == 0.999);
+    assert_int_equal(optim_get_hyper(opt, "epsilon", &v), 0);
+    assert_true(v == 1e-7);
+    /* epsilon is not a hyperparameter (a plain attribute in both). */
+    assert_int_equal(optim_set_hyper_fn(opt, "epsilon", beta_fn, &v), OPTIM_ETYPE);
+    optim_destroy(opt);
+}
+
+/* A variable of many blocks and a ragged end, in both generations, against
+ * the reference; and a sparse table whose rows straddle the partial sums,
+ * bit for bit against its dense equivalent. */
+static void test_large_variable(void **s)
+{
+    (void)s;
+    const int n = 1037;
+    double *w = malloc(n * sizeof *w), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
+    double *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u);
+    float *gf = malloc(n * sizeof *gf);
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, "
+                                                 "\"weight_decay\": 0.02, \"is_legacy_optimizer\": true}}"
+                                               : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01}}");
+            for (int i = 0; i < n; i++) w[i] = sin(0.01 * i) + 0.1, m[i] = v[i] = 0;
+            int64_t shape[1] = {n};
+            optim_var *var = make_var("big", dt, 1, shape, w);
+            for (int i = 0; i < n; i++) w[i] = optim_var_get(var, i);
+            double eps = legacy ? 1e-6 : 1e-7;
+            for (int k = 0; k < 5; k++) {
+                double sw = 0, su = 0;
+                for (int i = 0; i < n; i++) {
+                    g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
+                    if (!d) g[i] = (float)g[i];
+                    m[i] = 0.9 * m[i] + 0.1 * g[i];
+                    v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+                    u[i] = (m[i] / (1 - pow(0.9, k + 1))) / (sqrt(v[i] / (1 - pow(0.999, k + 1))) + eps);
+                    if (legacy) u[i] += 0.02 * w[i];
+                    sw += w[i] * w[i];
+                    su += u[i] * u[i];
+                }
+                double ratio = sqrt(sw) / sqrt(su);
+                for (int i = 0; i < n; i++) w[i] -= ratio * 0.01 * u[i];
+                optim_grad_var p = {dense_grad(dt, g, gf, 1, shape, n), var};
+                apply_ok(opt, &p, 1);
+            }
+            assert_var_close(var, w, n, dt);
+            assert_var_close(optim_get_slot(opt, var, "v"), v, n, dt);
+            optim_destroy(opt);
+            optim_var_destroy(var);
+        }
+    /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int d = 0; d < 2; d++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            const char *cfg = legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.01, \"is_legacy_optimizer\": true}}"
+                                     : "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.01}}";
+            optim_optimizer *o1 = make(cfg), *o2 = make(cfg);
+            int64_t shape[2] = {100, 7}, vs[2] = {5, 7};
+            for (int i = 0; i < 700; i++) w[i] = cos(0.1 * i);
+            optim_var *a = make_var("t", dt, 2, shape, w), *b = make_var("t", dt, 2, shape, w);
+            for (int k = 0; k < 3; k++) {
+                int64_t idx[5] = {3 + k, 50, 99, 3 + k, 17 * k};
+                double vals[35], dense[700] = {0};
+                float fv[35], fd[700] = {0};
+                for (int j = 0; j < 35; j++) {
+                    vals[j] = sin(0.3 * j + k);
+                    fv[j] = (float)vals[j];
+                    dense[idx[j / 7] * 7 + j % 7] += vals[j];
+                    fd[idx[j / 7] * 7 + j % 7] += fv[j];
+                }
+                optim_grad_var ps = {optim_grad_sparse(idx, 5, optim_tensor_make(dt, d ? (void *)vals : (void *)fv, 2, vs)), a};
+                optim_grad_var pd = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)dense : (void *)fd, 2, shape)), b};
+                apply_ok(o1, &ps, 1);
+                apply_ok(o2, &pd, 1);
+            }
+            assert_vars_bitwise(a, b);
+            assert_vars_bitwise(optim_get_slot(o1, a, "m"), optim_get_slot(o2, b, "m"));
+            optim_destroy(o1);
+            optim_destroy(o2);
+            optim_var_destroy(a);
+            optim_var_destroy(b);
+        }
+    free(w);
+    free(m);
+    free(v);
+    free(g);
+    free(u);
+    free(gf);
+}
+
+/* ---- threads -------------------------------------------------------------------------------- */
+
+static void test_threads_bitwise(void **s)
+{
+    (void)s;
+    const int64_t n = 100003;
+    double *init = malloc((size_t)n * sizeof *init);
+    float *g = malloc((size_t)n * sizeof *g);
+    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_var *big[2], *small[2], *emb[2];
+        optim_optimizer *opts[2];
+        for (int t = 0; t < 2; t++) {
+            opts[t] = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+                                    "\"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
+                                  : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10}}");
+            assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
+            int64_t n1 = 1000, es[2] = {500, 8}, vs[2] = {3, 8};
+            big[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            small[t] = make_var("small", OPTIM_F64, 1, &n1, init);
+            emb[t] = make_var("emb", OPTIM_F32, 2, es, init);
+            int64_t idx[3] = {7, 499, 7};
+            float rows[24];
+            for (int i = 0; i < 24; i++) rows[i] = (float)(0.1 * i - 1);
+            for (int k = 0; k < 4; k++) {
+                double gd[1000];
+                for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * (double)i + k);
+                for (int i = 0; i < 1000; i++) gd[i] = cos(0.11 * i - k);
+                optim_grad_var p[3] = {
+                    {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), big[t]},
+                    {optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, &n1)), small[t]},
+                    {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, vs)), emb[t]},
+                };
+                apply_ok(opts[t], p, 3);
+            }
+        }
+        assert_vars_bitwise(big[0], big[1]);
+        assert_vars_bitwise(small[0], small[1]);
+        assert_vars_bitwise(emb[0], emb[1]);
+        assert_vars_bitwise(optim_get_slot(opts[0], big[0], "v"), optim_get_slot(opts[1], big[1], "v"));
+        for (int t = 0; t < 2; t++) {
+            optim_destroy(opts[t]);
+            optim_var_destroy(big[t]);
+            optim_var_destroy(small[t]);
+            optim_var_destroy(emb[t]);
+        }
+    }
+    free(init);
+    free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keras3_defaults),
+        cmocka_unit_test(test_keras3_options),
+        cmocka_unit_test(test_legacy_defaults),
+        cmocka_unit_test(test_legacy_weight_decay_and_lr_decay),
+        cmocka_unit_test(test_legacy_exclusions),
+        cmocka_unit_test(test_zero_norms),
+        cmocka_unit_test(test_f32_moments_bitwise),
+        cmocka_unit_test(test_keras_single_step),
+        cmocka_unit_test(test_keras_golden),
+        cmocka_unit_test(test_keras_weight_decay),
+        cmocka_unit_test(test_tfa_basic_with_decay),
+        cmocka_unit_test(test_tfa_sparse),
+        cmocka_unit_test(test_dynamic_hypers),
+        cmocka_unit_test(test_sparse_dense_equivalent),
+        cmocka_unit_test(test_sparse_rows),
+        cmocka_unit_test(test_config_keras3),
+        cmocka_unit_test(test_config_legacy),
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_large_variable),
+        cmocka_unit_test(test_threads_bitwise),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,548 @@
+/* LazyAdam against independent references written here, t = k + 1:
+ *
+ *   dense (Adam):  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *                  w = w - lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+ *   sparse (lazy): the same on the indexed rows only (duplicates summed);
+ *                  every other row of w, m and v keeps its bits.
+ *
+ * in double precision (f32 and f64, both generations), plus the float32
+ * order of operations emulated in float and compared bit for bit: legacy
+ * sparse is TF Addons' LazyAdam._resource_apply_sparse
+ * (b1 * m + (1 - b1) * g, lr_t * m / (sqrt(v) + eps), 1 - b1 in float);
+ * Keras 3 sparse is Keras 3 Adam.update_step on the indexed rows
+ * (m + (g - m) * (1 - b1), 1 - b1 in double cast to float). Config key
+ * sets, round trips, refusals (amsgrad), and TF Addons' lazy_adam_test
+ * values. */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim.h"
+
+#define STEPS 25
+#define N 9
+
+static double grad_at(int k, int i)
+{
+    return (sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.03 * (k % 4)) * exp(-0.15 * k);
+}
+static double init_at(int i) { return 0.5 - 0.3 * i; }
+
+typedef struct ref {
+    double lr, b1, b2, eps, decay;
+} ref;
+
+/* One Adam step in double on the elements with use[i] (NULL: all). */
+static void ref_step(const ref *r, int k, double *w, double *m, double *v, const double *g,
+                     const int *use, int n)
+{
+    double t = k + 1, lr = r->lr / (1.0 + r->decay * k);
+    double a = lr * sqrt(1 - pow(r->b2, t)) / (1 - pow(r->b1, t));
+    for (int i = 0; i < n; i++) {
+        if (use && !use[i]) continue;
+        m[i] = r->b1 * m[i] + (1 - r->b1) * g[i];
+        v[i] = r->b2 * v[i] + (1 - r->b2) * g[i] * g[i];
+        w[i] -= a * m[i] / (sqrt(v[i]) + r->eps);
+    }
+}
+
+static optim_optimizer *make(const char *json)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc) print_error("%s: %s\n", json, err.msg);
+    assert_int_equal(rc, 0);
+    return opt;
+}
+
+static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+                           const double *init)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
+        else ((double *)buf)[i] = init[i];
+    }
+    optim_var *v;
+    optim_error err;
+    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
+    free(buf);
+    return v;
+}
+
+static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
+{
+    int rc = optim_apply_gradients(opt, p, n, 0);
+    if (rc) print_error("%s\n", optim_errmsg(opt));
+    assert_int_equal(rc, 0);
+}
+
+#define LAZY(cfg) "{\"class_name\": \"LazyAdam\", \"config\": {" cfg "}}"
+#define LEGACY "\"is_legacy_optimizer\": true"
+
+/* ---- dense --------------------------------------------------------------------- */
+
+static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
+{
+    double init[N];
+    for (int i = 0; i < N; i++) init[i] = init_at(i);
+    int64_t shape[1] = {N};
+    optim_var *w = make_var("w", dt, 1, shape, init);
+    for (int k = 0; k < steps; k++) {
+        float gf[N];
+        double gd[N];
+        for (int i = 0; i < N; i++) gf[i] = (float)grad_at(k, i), gd[i] = grad_at(k, i);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)gd, 1, shape)), w};
+        step_ok(opt, &p, 1);
+    }
+    return w;
+}
+
+static void check_dense(const char *json, const ref *r)
+{
+    double w[N], m[N] = {0}, v[N] = {0};
+    for (int i = 0; i < N; i++) w[i] = init_at(i);
+    for (int k = 0; k < STEPS; k++) {
+        double g[N];
+        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
+        ref_step(r, k, w, m, v, g, NULL, N);
+    }
+    for (int d = 0; d < 2; d++) {
+        optim_optimizer *opt = make(json);
+        optim_var *x = run_dense(opt, d ? OPTIM_F64 : OPTIM_F32, STEPS);
+        double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
+        for (int i = 0; i < N; i++) {
+            assert_close(optim_var_get(x, i), w[i], rtol, atol);
+            assert_close(optim_var_get(optim_get_slot(opt, x, "m"), i), m[i], rtol, atol);
+            assert_close(optim_var_get(optim_get_slot(opt, x, "v"), i), v[i], rtol, atol);
+        }
+        assert_null(optim_get_slot(opt, x, "vhat"));
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+static void test_dense(void **st)
+{
+    (void)st;
+    ref r = {0.001, 0.9, 0.999, 1e-7, 0};
+    check_dense(LAZY(""), &r);
+    check_dense(LAZY(LEGACY), &r);
+    check_dense("\"lazyadam\"", &r);
+    ref r2 = {0.05, 0.8, 0.99, 1e-4, 0.1};
+    check_dense(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4, \"decay\": 0.1, " LEGACY), &r2);
+    r2.decay = 0;
+    check_dense(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4"), &r2);
+}
+
+/* ---- sparse --------------------------------------------------------------------- */
+
+#define ROWS 8
+#define COLS 3
+#define NIDX 5
+#define SSTEPS 21
+
+static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
+/* Row 6 and 7 are never indexed; duplicates in every step. */
+static int sp_index(int k, int j)
+{
+    static const int idx[3][NIDX] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
+    return idx[k % 3][j];
+}
+static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
+
+static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int steps)
+{
+    double init[ROWS * COLS];
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
+    int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
+    optim_var *v = make_var("table", dt, 2, shape, init);
+    for (int k = 0; k < steps; k++) {
+        int64_t idx[NIDX];
+        double vals[NIDX * COLS];
+        float fv[NIDX * COLS];
+        for (int j = 0; j < NIDX; j++) {
+            idx[j] = sp_index(k, j);
+            for (int c = 0; c < COLS; c++) vals[j * COLS + c] = sp_val(k, j, c), fv[j * COLS + c] = (float)sp_val(k, j, c);
+        }
+        optim_grad_var p = {optim_grad_sparse(idx, NIDX, optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)fv : (void *)vals, 2, vs)), v};
+        step_ok(opt, &p, 1);
+    }
+    return v;
+}
+
+static void test_sparse_reference(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++)
+        for (int d = 0; d < 2; d++) {
+            optim_optimizer *opt = make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
+            optim_var *x = run_sparse(opt, d ? OPTIM_F64 : OPTIM_F32, SSTEPS);
+            ref r = {0.01, 0.9, 0.999, 1e-7, 0};
+            double w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
+            for (int i = 0; i < ROWS * COLS; i++) w[i] = table_init(i / COLS, i % COLS);
+            for (int k = 0; k < SSTEPS; k++) {
+                double g[ROWS * COLS] = {0};
+                int use[ROWS * COLS] = {0};
+                for (int j = 0; j < NIDX; j++)
+                    for (int c = 0; c < COLS; c++) {
+                        g[sp_index(k, j) * COLS + c] += sp_val(k, j, c);
+                        use[sp_index(k, j) * COLS + c] = 1;
+                    }
+                ref_step(&r, k, w, m, v, g, use, ROWS * COLS);
+            }
+            double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
+            optim_var *sm = optim_get_slot(opt, x, "m"), *sv = optim_get_slot(opt, x, "v");
+            for (int i = 0; i < ROWS * COLS; i++) {
+                assert_close(optim_var_get(x, i), w[i], rtol, atol);
+                assert_close(optim_var_get(sm, i), m[i], rtol, atol);
+                assert_close(optim_var_get(sv, i), v[i], rtol, atol);
+            }
+            /* Rows 6 and 7 were never indexed: bit-identical to their start. */
+            for (int i = 6 * COLS; i < ROWS * COLS; i++) {
+                float f = (float)table_init(i / COLS, i % COLS);
+                assert_true(d ? optim_var_get(x, i) == table_init(i / COLS, i % COLS) : optim_var_get(x, i) == f);
+                assert_true(optim_var_get(sm, i) == 0 && optim_var_get(sv, i) == 0);
+            }
+            optim_destroy(opt);
+            optim_var_destroy(x);
+        }
+}
+
+/* Row by row, lazy against Adam: after a step on row 0 and a step on row 3,
+ * LazyAdam leaves row 0 (and its m, v) exactly as the first step left it,
+ * while Adam keeps moving it. */
+static void test_sparse_lazy_rows(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_optimizer *lazy = make(legacy ? LAZY("\"learning_rate\": 0.1, " LEGACY) : LAZY("\"learning_rate\": 0.1"));
+        optim_optimizer *adam = make(legacy ? "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, " LEGACY "}}"
+                                            : "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
+        double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        int64_t shape[2] = {4, 2}, vs[2] = {1, 2};
+        optim_var *xl = make_var("e", OPTIM_F32, 2, shape, init), *xa = make_var("e", OPTIM_F32, 2, shape, init);
+        int64_t i0 = 0, i3 = 3;
+        float g[2] = {1.0f, -0.5f};
+        optim_tensor t = optim_tensor_make(OPTIM_F32, g, 2, vs);
+        optim_grad_var pl = {optim_grad_sparse(&i0, 1, t), xl}, pa = {optim_grad_sparse(&i0, 1, t), xa};
+        step_ok(lazy, &pl, 1);
+        step_ok(adam, &pa, 1);
+        float row0[2], m0[2], v0[2];
+        memcpy(row0, optim_var_data(xl), sizeof row0);
+        memcpy(m0, optim_var_data(optim_get_slot(lazy, xl, "m")), sizeof m0);
+        memcpy(v0, optim_var_data(optim_get_slot(lazy, xl, "v")), sizeof v0);
+        assert_close(row0[0], 0.9, 1e-5, 0); /* first step: about -lr * sign(g) */
+        assert_close(row0[1], 2.1, 1e-5, 0);
+        pl.grad.sparse.indices = &i3;
+        pa.grad.sparse.indices = &i3;
+        step_ok(lazy, &pl, 1);
+        step_ok(adam, &pa, 1);
+        assert_memory_equal(optim_var_data(xl), row0, sizeof row0);
+        assert_memory_equal(optim_var_data(optim_get_slot(lazy, xl, "m")), m0, sizeof m0);
+        assert_memory_equal(optim_var_data(optim_get_slot(lazy, xl, "v")), v0, sizeof v0);
+        assert_true(optim_var_get(xa, 0) < row0[0]); /* Adam: m of row 0 still moves it */
+        assert_true(optim_var_get(xa, 1) > row0[1]);
+        /* Rows 1 and 2: never indexed, identical in both. */
+        for (int i = 2; i < 6; i++) assert_true(optim_var_get(xl, i) == init[i] && optim_var_get(xa, i) == init[i]);
+        /* Row 3: first gradient at t = 2 in both. */
+        assert_close(optim_var_get(xl, 6), optim_var_get(xa, 6), 1e-6, 0);
+        assert_close(optim_var_get(xl, 7), optim_var_get(xa, 7), 1e-6, 0);
+        optim_destroy(lazy);
+        optim_destroy(adam);
+        optim_var_destroy(xl);
+        optim_var_destroy(xa);
+    }
+}
+
+/* The float32 order of operations of each generation, bit for bit. */
+static void test_sparse_f32_operation_order(void **st)
+{
+    (void)st;
+    /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
+    for (int cfg = 0; cfg < 4; cfg++) {
+        int legacy = cfg & 1;
+        const float l = cfg < 2 ? 0.01f : 0.7f;
+        char json[256];
+        snprintf(json, sizeof json, LAZY("\"learning_rate\": %s%s"), cfg < 2 ? "0.01" : "0.7",
+                 legacy ? ", " LEGACY : "");
+        optim_optimizer *opt = make(json);
+        optim_var *x = run_sparse(opt, OPTIM_F32, SSTEPS);
+        float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
+        for (int i = 0; i < ROWS * COLS; i++) w[i] = (float)table_init(i / COLS, i % COLS);
+        const float b1 = 0.9f, b2 = 0.999f, eps = 1e-7f;
+        const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
+        for (int k = 0; k < SSTEPS; k++) {
+            float g[ROWS * COLS] = {0}, t = (float)(k + 1);
+            int use[ROWS] = {0};
+            for (int j = 0; j < NIDX; j++) {
+                use[sp_index(k, j)] = 1;
+                for (int c = 0; c < COLS; c++) g[sp_index(k, j) * COLS + c] += (float)sp_val(k, j, c);
+            }
+            float lr = l * sqrtf(1.0f - powf(b2, t)) / (1.0f - powf(b1, t));
+            for (int i = 0; i < ROWS * COLS; i++) {
+                if (!use[i / COLS]) continue;
+                if (legacy) {
+                    m[i] = b1 * m[i] + c1 * g[i];
+                    v[i] = b2 * v[i] + c2 * (g[i] * g[i]);
+                    w[i] = w[i] - lr * m[i] / (sqrtf(v[i]) + eps);
+                } else {
+                    m[i] = m[i] + (g[i] - m[i]) * c1;
+                    v[i] = v[i] + (g[i] * g[i] - v[i]) * c2;
+                    w[i] = w[i] - (m[i] * lr) / (sqrtf(v[i]) + eps);
+                }
+            }
+        }
+        assert_memory_equal(optim_var_data(x), w, sizeof w);
+        assert_memory_equal(optim_var_data(optim_get_slot(opt, x, "m")), m, sizeof m);
+        assert_memory_equal(optim_var_data(optim_get_slot(opt, x, "v")), v, sizeof v);
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+}
+
+/* Keras 3 with the base weight_decay: every row decays (w - w * wd * lr),
+ * only the indexed rows get the Adam step. */
+static void test_sparse_keras3_weight_decay(void **st)
+{
+    (void)st;
+    optim_optimizer *opt = make(LAZY("\"learning_rate\": 0.1, \"weight_decay\": 0.2"));
+    double init[3] = {1, 2, 3}, one = 1;
+    int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i1 = 1;
+    optim_var *x = make_var("e", OPTIM_F64, 2, shape, init);
+    optim_grad_var p = {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), x};
+    step_ok(opt, &p, 1);
+    assert_true(optim_var_get(x, 0) == 1 - 1 * 0.2 * 0.1);
+    assert_true(optim_var_get(x, 2) == 3 - 3 * 0.2 * 0.1);
+    assert_close(optim_var_get(x, 1), 2 - 2 * 0.2 * 0.1 - 0.1, 1e-6, 0);
+    optim_destroy(opt);
+    optim_var_destroy(x);
+}
+
+/* tensorflow_addons/optimizers/tests/lazy_adam_test.py: _test_sparse
+ * (var0 [1, 1, 2], gradient 0.1 on rows 0 and 2, 3 steps): row 1 stays. */
+static void test_tfa_sparse_values(void **st)
+{
+    (void)st;
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *opt = make(LAZY(LEGACY));
+        double i0[3] = {1, 1, 2}, i1[3] = {3, 3, 4};
+        int64_t n = 3, two = 2, idx[2] = {0, 2};
+        optim_var *var0 = make_var("var0", dt, 1, &n, i0), *var1 = make_var("var1", dt, 1, &n, i1);
+        double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
+        float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
+        double p0[3] = {1, 1, 2}, p1[3] = {3, 3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
+        for (int t = 0; t < 3; t++) {
+            optim_grad_var p[2] = {
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)g0d : (void *)g0f, 1, &two)), var0},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)g1d : (void *)g1f, 1, &two)), var1},
+            };
+            step_ok(opt, p, 2);
+            double lr_t = 0.001 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.9, t + 1));
+            m0 = 0.9 * m0 + 0.1 * 0.1;
+            v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
+            m1 = 0.9 * m1 + 0.1 * 0.01;
+            v1 = 0.999 * v1 + 0.001 * 0.01 * 0.01;
+            for (int i = 0; i < 3; i += 2) {
+                p0[i] -= lr_t * m0 / (sqrt(v0) + 1e-7);
+                p1[i] -= lr_t * m1 / (sqrt(v1) + 1e-7);
+            }
+            for (int i = 0; i < 3; i++) {
+                assert_close(optim_var_get(var0, i), p0[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+                assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+            }
+        }
+        assert_true(optim_var_get(var0, 1) == 1 && optim_var_get(var1, 1) == 3);
+        optim_destroy(opt);
+        optim_var_destroy(var0);
+        optim_var_destroy(var1);
+    }
+}
+
+/* ---- config ------------------------------------------------------------------------- */
+
+static cJSON *config_of(optim_optimizer *opt)
+{
+    char *s = optim_get_config(opt);
+    assert_non_null(s);
+    cJSON *c = cJSON_Parse(s);
+    optim_free(s);
+    assert_non_null(c);
+    return c;
+}
+
+static void assert_keys(cJSON *c, const char *const *keys, size_t n)
+{
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c)
+    {
+        if (i >= n || strcmp(it->string, keys[i]) != 0) {
+            print_error("config key %zu is '%s', expected '%s'\n", i, it->string, i < n ? keys[i] : "(end)");
+            fail();
+        }
+        i++;
+    }
+    assert_int_equal(i, n);
+}
+
+static double num(cJSON *c, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    assert_non_null(v);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static void test_config(void **st)
+{
+    (void)st;
+    static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
+                                     "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
+                                     "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
+                                     "epsilon", "amsgrad"};
+    static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
+                                     "amsgrad", "is_legacy_optimizer"};
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_optimizer *opt = make(legacy ? LAZY(LEGACY) : LAZY(""));
+        cJSON *c = config_of(opt);
+        if (legacy) assert_keys(c, kl, sizeof kl / sizeof *kl);
+        else assert_keys(c, k3, sizeof k3 / sizeof *k3);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "LazyAdam");
+        assert_true(num(c, "learning_rate") == 0.001 && num(c, "beta_1") == 0.9);
+        assert_true(num(c, "beta_2") == 0.999 && num(c, "epsilon") == 1e-7);
+        assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
+        cJSON_Delete(c);
+        /* slots */
+        double z[2] = {0};
+        int64_t n = 2;
+        optim_var *x = make_var("w", OPTIM_F64, 1, &n, z);
+        assert_int_equal(optim_build(opt, &x, 1), 0);
+        const char *names[3];
+        assert_int_equal(optim_get_slot_names(opt, names, 3), 2);
+        assert_string_equal(names[0], "m");
+        assert_string_equal(names[1], "v");
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+    /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
+    for (int c = 0; c < 2; c++) {
+        optim_optimizer *opt = make(c ? LAZY("\"epsilon\": null, " LEGACY) : LAZY("\"epsilon\": 0, " LEGACY));
+        char *e = optim_get_config(opt);
+        assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"is_legacy_optimizer\":true}"));
+        optim_free(e);
+        optim_destroy(opt);
+    }
+    const char *cfgs[] = {
+        LAZY("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"clipnorm\": 1.0"),
+        LAZY("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"decay\": 0.5, "
+             "\"clipnorm\": 1.0, \"name\": \"lazy\", " LEGACY),
+    };
+    for (int i = 0; i < 2; i++) {
+        optim_optimizer *a = make(cfgs[i]);
+        char *s1 = optim_serialize(a);
+        optim_optimizer *b = make(s1);
+        char *s2 = optim_serialize(b);
+        assert_string_equal(s1, s2);
+        optim_free(s1);
+        optim_free(s2);
+        optim_destroy(a);
+        optim_destroy(b);
+    }
+}
+
+static void expect_refused(const char *json, int code, const char *key, const char *range)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
+    assert_int_equal(rc, code);
+    assert_null(opt);
+    if (!strstr(err.msg, key) || (range && !strstr(err.msg, range))) {
+        print_error("message '%s' lacks '%s' / '%s'\n", err.msg, key, range ? range : "");
+        fail();
+    }
+}
+
+static void test_config_refused(void **st)
+{
+    (void)st;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        char json[256];
+#define REFUSE(body, code, key, range)                                                             \
+    snprintf(json, sizeof json, "{\"class_name\": \"LazyAdam\", \"config\": {" body "%s}}",         \
+             legacy ? ", " LEGACY : "");                                                           \
+    expect_refused(json, code, key, range)
+        REFUSE("\"amsgrad\": true", OPTIM_ENOTSUP, "amsgrad", NULL);
+        REFUSE("\"beta_1\": 1.5", OPTIM_ERANGE, "beta_1", "[0, 1)");
+        REFUSE("\"beta_2\": 1.0", OPTIM_ERANGE, "beta_2", "[0, 1)");
+        REFUSE("\"epsilon\": -1e-3", OPTIM_ERANGE, "epsilon", "[0, inf)");
+        REFUSE("\"lazy\": true", OPTIM_EKEY, "lazy", NULL);
+#undef REFUSE
+    }
+    expect_refused(LAZY("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
+    expect_refused(LAZY("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+    optim_optimizer *opt = make(LAZY(""));
+    assert_int_equal(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ENOTSUP);
+    assert_non_null(strstr(optim_errmsg(opt), "amsgrad"));
+    double a;
+    assert_int_equal(optim_get_hyper(opt, "amsgrad", &a), 0);
+    assert_true(a == 0);
+    optim_destroy(opt);
+}
+
+/* ---- threads -------------------------------------------------------------------------- */
+
+static void test_threads_bitwise(void **st)
+{
+    (void)st;
+    const int64_t n = 100003;
+    double *init = malloc((size_t)n * sizeof *init);
+    float *g = malloc((size_t)n * sizeof *g);
+    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
+    for (int legacy = 0; legacy < 2; legacy++) {
+        optim_var *vars[2];
+        for (int t = 0; t < 2; t++) {
+            optim_optimizer *opt = make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
+            assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
+            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            for (int k = 0; k < 3; k++) {
+                for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
+                step_ok(opt, &p, 1);
+            }
+            optim_destroy(opt);
+        }
+        assert_memory_equal(optim_var_data(vars[0]), optim_var_data(vars[1]), (size_t)n * sizeof(float));
+        optim_var_destroy(vars[0]);
+        optim_var_destroy(vars[1]);
+    }
+    free(init);
+    free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_sparse_reference),
+        cmocka_unit_test(test_sparse_lazy_rows),
+        cmocka_unit_test(test_sparse_f32_operation_order),
+        cmocka_unit_test(test_sparse_keras3_weight_decay),
+        cmocka_unit_test(test_tfa_sparse_values),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_config_refused),
+        cmocka_unit_test(test_threads_bitwise),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
