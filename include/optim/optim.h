@@ -29,6 +29,8 @@
 #include "optim/optimizer.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optim/schedule.h"
+#include "optim/schedules.h"
 #include "optim/safetensors.h"
 
 #define OPTIM_VERSION_MAJOR 0

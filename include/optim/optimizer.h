@@ -211,6 +211,9 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
 int64_t optim_iterations(const optim_optimizer *opt);
 
+/* Sets the step counter (a wrapper's inner optimizer follows). */
+int optim_set_iterations(optim_optimizer *opt, int64_t iterations);
+
 /* ---- slots and weights ---------------------------------------------------- */
 
 /* The slot `slot_name` of `var`, or NULL if none was created. */

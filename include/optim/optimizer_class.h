@@ -184,6 +184,11 @@ struct optim_class {
 
     /* Optional. Frees what the class allocated in its state. */
     void (*destroy)(optim_optimizer *opt);
+
+    /* Optional, for wrappers: the wrapped optimizer (owned by the wrapper).
+     * Its weights and slots then appear in the wrapper's get_weights /
+     * get_slot (after iterations, before the wrapper's own). */
+    optim_optimizer *(*inner)(const optim_optimizer *opt);
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */
@@ -217,6 +222,11 @@ typedef enum optim_slot_order {
     OPTIM_SLOTS_BY_VARIABLE = 1
 } optim_slot_order;
 void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order);
+
+/* For wrappers overriding apply_gradients: creates slots (create_slots) for
+ * the variables not seen yet, like the pipeline's step 5, without fixing
+ * the variable set. */
+int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
 /* In create_slots, for a class that is not OPTIM_CLASS_ELEMENTWISE: a slot
  * with a shape of its own (e.g. Adafactor's factored row and column

@@ -1,6 +1,7 @@
 /* Keras JSON: get_config / from_config / serialize / deserialize, with
  * Keras's key names, defaults and per-generation key sets. */
 #include "optimizer/impl.h"
+#include "optim/schedule.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -8,9 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct optim_config {
-    cJSON *obj;
-};
 
 int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
 {
@@ -31,8 +29,9 @@ int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
     return OPTIM_OK;
 }
 
-static const char *json_type_name(const cJSON *v)
+const char *optim__json_type_name(const void *item)
 {
+    const cJSON *v = item;
     if (cJSON_IsNull(v)) return "null";
     if (cJSON_IsBool(v)) return "a boolean";
     if (cJSON_IsNumber(v)) return "a number";
@@ -67,17 +66,18 @@ static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__
         return OPTIM_OK;
     }
     if (cJSON_IsObject(v) && (p->flags & OPTIM_PARAM_DYNAMIC)) {
-        const cJSON *cn = cJSON_GetObjectItemCaseSensitive(v, "class_name");
-        return optim__err(err, OPTIM_ENOTSUP,
-                          "%s: config key '%s' is a %s object; this version of optim takes a "
-                          "number here (schedules are set with optim_set_hyper_schedule)",
-                          opt->cls.name, p->name,
-                          cJSON_IsString(cn) ? cn->valuestring : "nested");
+        /* A schedule standing in for the value, as Keras serializes one. */
+        optim_error local;
+        int rc = optim__schedule_from_cjson(&h->sched, v, &local);
+        if (rc)
+            return optim__err(err, rc, "%s: config key '%s': %s", opt->cls.name, p->name, local.msg);
+        h->kind = HYPER_SCHEDULE_OBJ;
+        return OPTIM_OK;
     }
     int ok = p->type == OPTIM_PARAM_BOOL ? cJSON_IsBool(v) : cJSON_IsNumber(v);
     if (!ok)
         return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is %s, expected %s%s",
-                          opt->cls.name, p->name, json_type_name(v), want,
+                          opt->cls.name, p->name, optim__json_type_name(v), want,
                           (p->flags & OPTIM_PARAM_NULLABLE) ? " or null" : "");
     h->kind = HYPER_NUMBER;
     h->number = cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? 1.0 : 0.0) : v->valuedouble;
@@ -89,20 +89,20 @@ static int from_config_obj(optim_optimizer **out, const optim_class *cls, const 
 {
     if (config && !cJSON_IsObject(config))
         return optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object", cls->name,
-                          json_type_name(config));
+                          optim__json_type_name(config));
     optim_generation gen = OPTIM_KERAS3;
     const cJSON *legacy = config ? cJSON_GetObjectItemCaseSensitive(config, "is_legacy_optimizer") : NULL;
     if (legacy) {
         if (!cJSON_IsBool(legacy))
             return optim__err(err, OPTIM_ETYPE,
                               "%s: config key 'is_legacy_optimizer' is %s, expected true or false",
-                              cls->name, json_type_name(legacy));
+                              cls->name, optim__json_type_name(legacy));
         gen = cJSON_IsTrue(legacy) ? OPTIM_LEGACY : OPTIM_KERAS3;
     }
     const cJSON *name = config ? cJSON_GetObjectItemCaseSensitive(config, "name") : NULL;
     if (name && !cJSON_IsString(name) && !cJSON_IsNull(name))
         return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string",
-                          cls->name, json_type_name(name));
+                          cls->name, optim__json_type_name(name));
     optim_optimizer *opt;
     int rc = optim__alloc(&opt, cls, gen, cJSON_IsString(name) ? name->valuestring : NULL, err);
     if (rc) return rc;
@@ -216,7 +216,7 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
         rc = optim__err(err, OPTIM_ETYPE,
                         "optimizer JSON is %s, expected an object {\"class_name\": ..., "
                         "\"config\": {...}} or a class name string",
-                        json_type_name(root));
+                        optim__json_type_name(root));
         cJSON_Delete(root);
         return rc;
     }
@@ -238,7 +238,7 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
     if (!rc && !cJSON_IsString(cn))
         rc = optim__err(err, cn ? OPTIM_ETYPE : OPTIM_EKEY,
                         "optimizer JSON: class_name is %s, expected a string",
-                        cn ? json_type_name(cn) : "missing");
+                        cn ? optim__json_type_name(cn) : "missing");
     if (!rc) {
         const optim_class *cls = optim_find_class(cn->valuestring);
         rc = cls ? from_config_obj(out, cls, config, err)
@@ -254,7 +254,7 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
  * digits when they come within an ulp, which would change float32 values
  * such as 0.009999999776482582). The shortest of %.15g..%.17g that round
  * trips, like Python's repr in all but rare cases. */
-static cJSON *exact_number(double x, int is_float)
+void *optim__json_exact_number(double x, int is_float)
 {
     if (!isfinite(x)) return cJSON_CreateNull();
     char buf[40];
@@ -276,13 +276,17 @@ static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
     cJSON *v;
     if (h->kind == HYPER_NONE) {
         v = cJSON_CreateNull();
+    } else if (h->kind == HYPER_SCHEDULE_OBJ) {
+        char *text = optim_schedule_serialize(h->sched);
+        v = text ? cJSON_CreateRaw(text) : NULL;
+        free(text);
     } else {
         /* Variables, callables and schedules are written as their current
          * value, as Keras's _serialize_hyperparameter does. */
         double x = h->number;
         if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
         v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0)
-                                        : exact_number(x, p->type == OPTIM_PARAM_FLOAT);
+                                        : optim__json_exact_number(x, p->type == OPTIM_PARAM_FLOAT);
     }
     if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
         cJSON_Delete(v);

@@ -15,7 +15,8 @@ typedef enum hyper_kind {
     HYPER_NUMBER,
     HYPER_VAR,
     HYPER_FN,
-    HYPER_SCHEDULE
+    HYPER_SCHEDULE,
+    HYPER_SCHEDULE_OBJ   /* an optim_schedule the optimizer owns */
 } hyper_kind;
 
 typedef struct optim__hyper {
@@ -25,6 +26,7 @@ typedef struct optim__hyper {
     optim_hyper_fn fn;
     optim_schedule_fn schedule;
     void *user;
+    struct optim_schedule *sched;
 } optim__hyper;
 
 /* Base options every optimizer has, in Keras 3's get_config order; the
@@ -113,6 +115,24 @@ int optim__opt_take(optim_optimizer *opt, const optim_error *err);
 long optim__param_find(const optim_optimizer *opt, const char *name, int *other_gen);
 /* Whether param i exists in the optimizer's generation. */
 int optim__param_in_gen(const optim_optimizer *opt, size_t i);
+
+/* What a get_config hook writes into (a cJSON object). */
+struct optim_config {
+    void *obj;
+};
+
+/* A schedule from a parsed {"class_name", "config"} cJSON object. */
+typedef struct optim_schedule optim_schedule;
+int optim__schedule_from_cjson(optim_schedule **out, const void *root, optim_error *err);
+
+/* Checks a number against a param's type and range (NAN passes when the
+ * param is nullable); `owner` names the class in the message. */
+int optim__check_param_value(const char *owner, const optim_param *p, double v, const char *how,
+                             optim_error *err);
+/* JSON type names for messages ("a number", "null", ...). */
+const char *optim__json_type_name(const void *cjson_item);
+/* A JSON number that parses back to exactly x (floats keep a '.0'). */
+void *optim__json_exact_number(double x, int is_float);
 
 /* Checks h against param i's kind, type and range (not cross-key rules). */
 int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, optim_error *err);

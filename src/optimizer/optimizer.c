@@ -1,5 +1,6 @@
 /* The optimizer object: creation, errors, hyperparameters and their kinds. */
 #include "optimizer/impl.h"
+#include "optim/schedule.h"
 
 #include <math.h>
 #include <omp.h>
@@ -133,19 +134,19 @@ static int find_or_err(optim_optimizer *opt, const char *name, optim_error *err)
     return optim__err(err, OPTIM_EKEY, "%s: unknown hyperparameter '%s'", opt->cls.name, name);
 }
 
-/* Checks a number against param p's type and range. */
-static int check_number(const optim_optimizer *opt, const optim_param *p, double v,
-                        const char *how, optim_error *err)
+/* Checks a number against param p's type and range; `owner` names the class. */
+int optim__check_param_value(const char *owner, const optim_param *p, double v, const char *how,
+                             optim_error *err)
 {
     if (isnan(v) && (p->flags & OPTIM_PARAM_NULLABLE)) return OPTIM_OK;
     if (!isfinite(v))
         return optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a finite number",
-                          opt->cls.name, p->name, how, v);
+                          owner, p->name, how, v);
     if (p->type == OPTIM_PARAM_BOOL && v != 0 && v != 1)
         return optim__err(err, OPTIM_ETYPE, "%s: %s%s is %g, expected a boolean (0 or 1)",
-                          opt->cls.name, p->name, how, v);
+                          owner, p->name, how, v);
     if (p->type == OPTIM_PARAM_INT && v != floor(v))
-        return optim__err(err, OPTIM_ETYPE, "%s: %s%s is %g, expected an integer", opt->cls.name,
+        return optim__err(err, OPTIM_ETYPE, "%s: %s%s is %g, expected an integer", owner,
                           p->name, how, v);
     int lo_ex = (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) != 0;
     int hi_ex = (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) != 0;
@@ -154,7 +155,7 @@ static int check_number(const optim_optimizer *opt, const optim_param *p, double
         snprintf(lo, sizeof lo, "%g", p->min);
         snprintf(hi, sizeof hi, "%g", p->max);
         return optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a value in %c%s, %s%c",
-                          opt->cls.name, p->name, how, v, lo_ex ? '(' : '[',
+                          owner, p->name, how, v, lo_ex ? '(' : '[',
                           isinf(p->min) ? "-inf" : lo, isinf(p->max) ? "inf" : hi,
                           hi_ex || isinf(p->max) ? ')' : ']');
     }
@@ -170,13 +171,16 @@ static int eval_hyper(const optim_optimizer *opt, const optim_param *p, const op
     case HYPER_NUMBER: *out = h->number; return OPTIM_OK;
     case HYPER_VAR:
         *out = optim_var_get(h->var, 0);
-        return check_number(opt, p, *out, " (from its variable)", err);
+        return optim__check_param_value(opt->cls.name, p, *out, " (from its variable)", err);
     case HYPER_FN:
         *out = h->fn(h->user);
-        return check_number(opt, p, *out, " (returned by its callable)", err);
+        return optim__check_param_value(opt->cls.name, p, *out, " (returned by its callable)", err);
     case HYPER_SCHEDULE:
         *out = h->schedule(h->user, step);
-        return check_number(opt, p, *out, " (from its schedule)", err);
+        return optim__check_param_value(opt->cls.name, p, *out, " (from its schedule)", err);
+    case HYPER_SCHEDULE_OBJ:
+        *out = optim_schedule_value(h->sched, step);
+        return optim__check_param_value(opt->cls.name, p, *out, " (from its schedule)", err);
     }
     return optim__err(err, OPTIM_ESTATE, "%s: %s has an unknown kind", opt->cls.name, p->name);
 }
@@ -192,13 +196,14 @@ int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, op
                           "may be variables, callables or schedules",
                           opt->cls.name, p->name);
     if (h->kind == HYPER_NUMBER) {
-        int rc = check_number(opt, p, h->number, "", err);
+        int rc = optim__check_param_value(opt->cls.name, p, h->number, "", err);
         if (rc) return rc;
     }
     if (h->kind == HYPER_VAR && (!h->var || optim_var_numel(h->var) != 1))
         return optim__err(err, OPTIM_ESHAPE, "%s: %s variable must hold exactly one element",
                           opt->cls.name, p->name);
-    if ((h->kind == HYPER_FN && !h->fn) || (h->kind == HYPER_SCHEDULE && !h->schedule))
+    if ((h->kind == HYPER_FN && !h->fn) || (h->kind == HYPER_SCHEDULE && !h->schedule) ||
+        (h->kind == HYPER_SCHEDULE_OBJ && !h->sched))
         return optim__err(err, OPTIM_EINVAL, "%s: %s function is NULL", opt->cls.name, p->name);
     return OPTIM_OK;
 }
@@ -211,6 +216,7 @@ int optim__param_set(optim_optimizer *opt, size_t i, const optim__hyper *h, opti
     opt->hypers[i] = *h;
     rc = optim__validate(opt, err);
     if (rc) opt->hypers[i] = old;
+    else if (old.kind == HYPER_SCHEDULE_OBJ && old.sched != h->sched) optim_schedule_destroy(old.sched);
     return rc;
 }
 
@@ -261,6 +267,14 @@ int optim_set_hyper_schedule(optim_optimizer *opt, const char *name, optim_sched
     h.kind = HYPER_SCHEDULE;
     h.schedule = fn;
     h.user = user;
+    return set_hyper(opt, name, &h);
+}
+
+int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name, optim_schedule *s)
+{
+    optim__hyper h = {0};
+    h.kind = HYPER_SCHEDULE_OBJ;
+    h.sched = s;
     return set_hyper(opt, name, &h);
 }
 
@@ -460,6 +474,8 @@ void optim_destroy(optim_optimizer *opt)
     optim__weight_decay_free(opt);
     free(opt->transformers);
     free(opt->params);
+    for (size_t i = 0; opt->hypers && i < opt->nparams; i++)
+        if (opt->hypers[i].kind == HYPER_SCHEDULE_OBJ) optim_schedule_destroy(opt->hypers[i].sched);
     free(opt->hypers);
     free(opt->values);
     free(opt->name);

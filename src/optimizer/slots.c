@@ -226,12 +226,13 @@ int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, 
 optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var, const char *slot_name)
 {
     const optim__var_entry *e = var && slot_name ? optim__var_entry_of(opt, var) : NULL;
-    if (!e) return NULL;
-    for (int k = 0; k < e->nslots; k++) {
+    for (int k = 0; e && k < e->nslots; k++) {
         const optim__slot *s = &opt->slots[e->slot_ids[k]];
         if (strcmp(opt->slot_names[s->name_id], slot_name) == 0) return s->var;
     }
-    return NULL;
+    /* A wrapper's inner optimizer holds the update rule's slots. */
+    const optim_optimizer *in = opt->cls.inner ? opt->cls.inner(opt) : NULL;
+    return in ? optim_get_slot(in, var, slot_name) : NULL;
 }
 
 size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size_t cap)
@@ -240,7 +241,22 @@ size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size
     return opt->nslot_names;
 }
 
+static int track(optim_optimizer *opt, optim_var *const *vars, size_t n);
+
 int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
+{
+    int rc = track(opt, vars, n);
+    if (rc) return rc;
+    opt->built = 1;
+    return OPTIM_OK;
+}
+
+int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n)
+{
+    return track(opt, vars, n);
+}
+
+static int track(optim_optimizer *opt, optim_var *const *vars, size_t n)
 {
     if (n && !vars) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: vars is NULL");
     for (size_t i = 0; i < n; i++) {
@@ -261,7 +277,6 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
         }
     }
     optim__order_new_slots(opt, ns);
-    opt->built = 1;
     opt->errmsg[0] = '\0';
     return OPTIM_OK;
 }

@@ -5,20 +5,54 @@
 #include <stdio.h>
 #include <string.h>
 
-size_t optim_weights_count(const optim_optimizer *opt) { return 1 + opt->nslots; }
+/* A wrapper's weights are its iterations, then the inner optimizer's
+ * weights after the inner iterations, then its own. */
+static optim_optimizer *inner_of(const optim_optimizer *opt)
+{
+    return opt->cls.inner ? opt->cls.inner(opt) : NULL;
+}
+
+size_t optim_weights_count(const optim_optimizer *opt)
+{
+    const optim_optimizer *in = inner_of(opt);
+    return 1 + (in ? optim_weights_count(in) - 1 : 0) + opt->nslots;
+}
+
+/* Weight i >= 1 as a variable, NULL past the end. */
+static optim_var *weight_var(const optim_optimizer *opt, size_t i)
+{
+    const optim_optimizer *in = inner_of(opt);
+    size_t nin = in ? optim_weights_count(in) - 1 : 0;
+    if (i >= 1 && i <= nin) return weight_var(in, i);
+    i -= nin;
+    return i >= 1 && i <= opt->nslots ? opt->slots[i - 1].var : NULL;
+}
 
 size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap)
 {
     size_t n = optim_weights_count(opt);
     if (cap > 0) out[0] = optim_tensor_make(OPTIM_I64, &opt->iterations, 0, NULL);
-    for (size_t i = 1; i < n && i < cap; i++) out[i] = optim_var_tensor(opt->slots[i - 1].var);
+    for (size_t i = 1; i < n && i < cap; i++) out[i] = optim_var_tensor(weight_var(opt, i));
     return n;
 }
 
 const char *optim_weight_name(const optim_optimizer *opt, size_t i)
 {
     if (i == 0) return "iterations";
-    return i <= opt->nslots ? optim_var_name(opt->slots[i - 1].var) : NULL;
+    optim_var *v = weight_var(opt, i);
+    return v ? optim_var_name(v) : NULL;
+}
+
+int optim_set_iterations(optim_optimizer *opt, int64_t iterations)
+{
+    if (iterations < 0)
+        return optim_set_error(opt, OPTIM_ERANGE, "iterations is %lld, expected >= 0",
+                               (long long)iterations);
+    opt->iterations = iterations;
+    optim_optimizer *in = inner_of(opt);
+    if (in) optim_set_iterations(in, iterations);
+    opt->errmsg[0] = '\0';
+    return OPTIM_OK;
 }
 
 /* Reads the iterations weight; any integer or float scalar holding an
@@ -63,7 +97,7 @@ int optim_set_weights(optim_optimizer *opt, const optim_tensor *w, size_t n)
     int rc = read_iterations(opt, &w[0], &it);
     if (rc) return rc;
     for (size_t i = 1; i < n; i++) {
-        optim_var *s = opt->slots[i - 1].var;
+        optim_var *s = weight_var(opt, i);
         char what[300];
         optim_error e;
         snprintf(what, sizeof what, "set_weights: weight %zu ('%s')", i, optim_var_name(s));
@@ -80,9 +114,9 @@ int optim_set_weights(optim_optimizer *opt, const optim_tensor *w, size_t n)
                                                   sizeof b));
         }
     }
-    opt->iterations = it;
+    optim_set_iterations(opt, it);
     for (size_t i = 1; i < n; i++) {
-        optim_var *s = opt->slots[i - 1].var;
+        optim_var *s = weight_var(opt, i);
         optim_var_assign(s, w[i].data, w[i].dtype, optim_var_numel(s));
     }
     opt->errmsg[0] = '\0';
