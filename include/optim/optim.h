@@ -31,6 +31,7 @@
 #include "optim/optimizers.h"
 #include "optim/schedule.h"
 #include "optim/schedules.h"
+#include "optim/wrappers.h"
 #include "optim/safetensors.h"
 
 #define OPTIM_VERSION_MAJOR 0

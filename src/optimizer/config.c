@@ -84,8 +84,34 @@ static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__
     return optim__param_check(opt, i, h, err);
 }
 
+static int from_config_ex(optim_optimizer **out, const optim_class *cls, const cJSON *config,
+                          int (*pre)(optim_optimizer *, void *), void *ctx, optim_error *err);
+
 static int from_config_obj(optim_optimizer **out, const optim_class *cls, const cJSON *config,
                            optim_error *err)
+{
+    return from_config_ex(out, cls, config, NULL, NULL, err);
+}
+
+int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
+                          void *ctx, optim_error *err)
+{
+    *out = NULL;
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return optim__err(err, OPTIM_EPARSE, "optimizer JSON is malformed");
+    const cJSON *cn = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "class_name") : NULL;
+    const optim_class *cls = cJSON_IsString(cn) ? optim_find_class(cn->valuestring) : NULL;
+    int rc = cls ? from_config_ex(out, cls, cJSON_GetObjectItemCaseSensitive(root, "config"), pre, ctx, err)
+                 : optim__err(err, cJSON_IsString(cn) ? OPTIM_ENOTFOUND : OPTIM_EKEY,
+                              "optimizer JSON: class_name %s%s%s", cJSON_IsString(cn) ? "'" : "",
+                              cJSON_IsString(cn) ? cn->valuestring : "is missing or not a string",
+                              cJSON_IsString(cn) ? "' is unknown" : "");
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int from_config_ex(optim_optimizer **out, const optim_class *cls, const cJSON *config,
+                          int (*pre)(optim_optimizer *, void *), void *ctx, optim_error *err)
 {
     if (config && !cJSON_IsObject(config))
         return optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object", cls->name,
@@ -106,6 +132,10 @@ static int from_config_obj(optim_optimizer **out, const optim_class *cls, const 
     optim_optimizer *opt;
     int rc = optim__alloc(&opt, cls, gen, cJSON_IsString(name) ? name->valuestring : NULL, err);
     if (rc) return rc;
+    if (pre && (rc = pre(opt, ctx))) {
+        optim__err(err, rc, "%s", opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
+        goto fail;
+    }
     const cJSON *item;
     cJSON_ArrayForEach(item, config)
     {
