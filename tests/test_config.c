@@ -983,19 +983,19 @@ static void test_config_text_form(void **state)
     optim_destroy(opt);
 }
 
+/* Keras 3's base options load (their behaviour: tests/test_keras3_options.c)
+ * and are range-checked. */
 static void test_not_yet_supported_options(void **state)
 {
     (void)state;
     expect_json_fails(J("{\"weight_decay\": -0.1}"), OPTIM_ERANGE, "weight_decay", "-0.1", NULL);
-    expect_json_fails(J("{\"use_ema\": true}"), OPTIM_ENOTSUP, "use_ema", NULL);
-    expect_json_fails(J("{\"loss_scale_factor\": 128}"), OPTIM_ENOTSUP, "loss_scale_factor",
-                      NULL);
-    expect_json_fails(J("{\"gradient_accumulation_steps\": 4}"), OPTIM_ENOTSUP,
+    expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
                       "gradient_accumulation_steps", NULL);
-    expect_json_fails(J("{\"ema_overwrite_frequency\": 10}"), OPTIM_ENOTSUP,
-                      "ema_overwrite_frequency", NULL);
-    /* Their "off" values are fine. */
-    optim_optimizer *opt = from_json_ok(J("{\"weight_decay\": 0, \"use_ema\": false}"));
+    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": 1.5}"), OPTIM_ERANGE,
+                      "ema_momentum", NULL);
+    optim_optimizer *opt = from_json_ok(J("{\"weight_decay\": 0, \"use_ema\": true, "
+                                          "\"ema_overwrite_frequency\": 10, \"loss_scale_factor\": 128, "
+                                          "\"gradient_accumulation_steps\": 4}"));
     optim_destroy(opt);
 }
 

@@ -13,6 +13,9 @@ static void usage(FILE *f)
             "commands:\n"
             "  replay CONFIG INIT GRADS OUT   apply recorded gradients with an optimizer\n"
             "                                 (JSON config, safetensors in and out)\n"
+            "  schedule-plot SCHEDULE_JSON OUT.png [STEPS]\n"
+            "                                 draw a learning-rate schedule over steps\n"
+            "                                 0..STEPS (default 1000) as a PNG\n"
             "  version                        print the version\n"
             "  help                           print this help\n");
 }
@@ -25,6 +28,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
+    if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);
         return 0;

@@ -240,6 +240,38 @@ int optim_set_weights(optim_optimizer *opt, const optim_tensor *weights, size_t 
 /* Name of weight i ("iterations" or "VAR/SLOT"), NULL past the end. */
 const char *optim_weight_name(const optim_optimizer *opt, size_t i);
 
+/* ---- Keras 3's moving average, loss scaling and gradient accumulation ----- */
+
+/* These are config keys of every Keras 3 optimizer that runs the base
+ * pipeline (keras.optimizers.Optimizer's arguments; absent from the legacy
+ * generation), set in JSON or with optim_set_hyper:
+ *
+ *   use_ema (false), ema_momentum (0.99), ema_overwrite_frequency (None):
+ *     after each call, for every variable the optimizer tracks,
+ *     average = m * average + (1 - m) * w, with m = 0 on the first step;
+ *     every ema_overwrite_frequency steps the variables take their averages.
+ *   loss_scale_factor (None): gradients are divided by it first (compute
+ *     them from the loss multiplied by it: Keras's scale_loss).
+ *   gradient_accumulation_steps (None, or >= 2): calls only add their
+ *     gradients to an accumulator, and every gradient_accumulation_steps-th
+ *     call updates with the mean (clipping and weight decay then too).
+ *     `iterations` (the weight) counts calls; the update rule sees
+ *     iterations // gradient_accumulation_steps as optim_iterations(), as
+ *     Keras's `iterations` property, and schedules see the calls.
+ *
+ * Each variable gets the slots "average" (use_ema) and then
+ * "gradient_accumulator", after the class's own: optim_get_slot, weights
+ * "VAR/average" and "VAR/gradient_accumulator". Since they exist once a
+ * variable is tracked, use_ema and gradient_accumulation_steps (None vs a
+ * number) cannot change after that (OPTIM_ESTATE). docs/optimizers.md has
+ * the exact order of operations. */
+
+/* Keras 3's finalize_variable_values: with use_ema, sets every variable the
+ * optimizer tracks to its moving average (what fit() does after the last
+ * epoch); otherwise does nothing. A wrapper passes the call to its inner
+ * optimizer. Returns 0, or OPTIM_EINVAL when opt is NULL. */
+int optim_finalize_variable_values(optim_optimizer *opt);
+
 #ifdef __cplusplus
 }
 #endif

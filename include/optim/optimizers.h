@@ -31,6 +31,11 @@ extern "C" {
     X(optim_adafactor_class) \
     X(optim_lamb_class) \
     X(optim_lazyadam_class) \
+    X(optim_loss_scale_class) \
+    X(optim_apply_if_finite_class) \
+    X(optim_moving_average_class) \
+    X(optim_swa_class) \
+    X(optim_lookahead_class) \
     /* end of the list */
 
 #define OPTIM__BUILTIN_DECL(sym) extern const optim_class sym;

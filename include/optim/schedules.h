@@ -14,6 +14,12 @@ extern "C" {
 
 /* The registry line of each built-in schedule. */
 #define OPTIM_BUILTIN_SCHEDULES(X) \
+    X(optim_exponential_decay_class) \
+    X(optim_piecewise_constant_decay_class) \
+    X(optim_polynomial_decay_class) \
+    X(optim_inverse_time_decay_class) \
+    X(optim_cosine_decay_class) \
+    X(optim_cosine_decay_restarts_class) \
     /* end of the list */
 
 #define OPTIM__SCHEDULE_DECL(sym) extern const optim_schedule_class sym;

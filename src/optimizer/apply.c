@@ -5,6 +5,12 @@
  *  3 aggregate across replicas                        7 update, threaded
  *  4 clip and transform                               8 constrain; iterations += 1
  *
+ * Keras 3's base options (keras3_options.c) join in: gradients are divided by
+ * loss_scale_factor after 3 (fused into 4's pass); with
+ * gradient_accumulation_steps a call either only accumulates (no 4, 6, 7) or
+ * replaces the gradients by their mean before 4; after 7 the accumulators
+ * are reset and the moving averages (use_ema) updated.
+ *
  * Dense gradients are read in place: clipping is fused into the update by
  * transforming each chunk into a small per-thread buffer. Only an aggregator
  * or user transformer (which may change gradients) makes the step copy them.
@@ -12,6 +18,7 @@
  * reduction adds fixed partial sums in a fixed order, so results are bitwise
  * identical for any number of threads. */
 #include "optimizer/impl.h"
+#include "optimizer/keras3_options.h"
 
 #include <math.h>
 #include <omp.h>
@@ -22,6 +29,7 @@
 #define CHUNK 8192 /* elements per dense task; fixed, so results never depend on threads */
 
 typedef struct clip_desc {
+    double unscale; /* loss_scale_factor to divide by first; 0 for none */
     int has_cv;
     double cv;
     int mode;      /* 0 none, 1 clipnorm (x*c/max(n,c)), 2 global (x*scale) */
@@ -67,6 +75,8 @@ typedef struct step {
     double *partials;              /* per dense chunk sum of squares */
     void *scratch;
     int nthreads;
+    int nbase;                     /* base slots after each variable's own (keras3_options.h) */
+    optim__k3_grad *k3;            /* the gradients for the accumulation passes */
 } step;
 
 static void *step_alloc(step *s, size_t bytes)
@@ -270,16 +280,19 @@ static int dedup(step *s, work *w)
 
 /* ---- 4. clipping ---------------------------------------------------------------------- */
 
-/* clip_by_value, then clip_by_norm or the global-norm scale, applied in the
- * gradient's own precision (as TF and Keras apply them). */
+/* The loss_scale_factor division, clip_by_value, then clip_by_norm or the
+ * global-norm scale, applied in the gradient's own precision (as TF and
+ * Keras apply them). */
 #define CLIP_CHUNK(T, NAME)                                                                 \
     static void NAME(const T *src, T *dst, int64_t n, const clip_desc *c)                  \
     {                                                                                       \
         const T cv = (T)c->cv, cn = (T)c->c, nrm = (T)c->norm;                             \
         const T denom = nrm > cn ? nrm : cn;                                                \
-        const T scale = (T)c->scale;                                                        \
+        const T scale = (T)c->scale, us = (T)c->unscale;                                    \
+        const int unscale = c->unscale != 0;                                                \
         for (int64_t i = 0; i < n; i++) {                                                   \
             T x = src[i];                                                                   \
+            if (unscale) x = x / us;                                                        \
             if (c->has_cv) x = x < -cv ? -cv : (x > cv ? cv : x);                           \
             if (c->mode == 1) x = x * cn / denom;                                           \
             else if (c->mode == 2) x = x * scale;                                           \
@@ -295,17 +308,18 @@ static void clip_run(optim_dtype dt, const void *src, void *dst, int64_t n, cons
     else clip_f64(src, dst, n, c);
 }
 
-/* Sum of squares after clipvalue, accumulated in double (TF accumulates in
- * the gradient's dtype, which overflows to inf for float32 norms above about
- * 1.8e19; here the norm is exact to double precision). */
+/* Sum of squares after unscaling and clipvalue, accumulated in double (TF
+ * accumulates in the gradient's dtype, which overflows to inf for float32
+ * norms above about 1.8e19; here the norm is exact to double precision). */
 static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c)
 {
     double s = 0;
     if (dt == OPTIM_F32) {
         const float *x = g;
-        const float cv = (float)c->cv;
+        const float cv = (float)c->cv, us = (float)c->unscale;
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
+            if (c->unscale != 0) v = v / us;
             if (c->has_cv) v = v < -cv ? -cv : (v > cv ? cv : v);
             s += (double)v * v;
         }
@@ -313,6 +327,7 @@ static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c
         const double *x = g;
         for (int64_t i = 0; i < n; i++) {
             double v = x[i];
+            if (c->unscale != 0) v = v / c->unscale;
             if (c->has_cv) v = v < -c->cv ? -c->cv : (v > c->cv ? c->cv : v);
             s += v * v;
         }
@@ -333,7 +348,8 @@ static double global_scale(optim_dtype dt, double norm, double clip)
     return clip * (a < b ? a : b);
 }
 
-static int clip_all(step *s)
+/* unscale: Keras 3's loss_scale_factor (0 for none), divided first. */
+static int clip_all(step *s, double unscale)
 {
     optim_optimizer *opt = s->opt;
     const double *v = opt->values;
@@ -342,11 +358,12 @@ static int clip_all(step *s)
     const int k3 = opt->gen == OPTIM_KERAS3;
 #define CLIP_ON(i) (!isnan(v[i]) && (!k3 || v[i] > 0))
     clip_desc base = {0};
+    base.unscale = unscale;
     base.has_cv = CLIP_ON(OPTIM__P_CLIPVALUE);
     base.cv = v[OPTIM__P_CLIPVALUE];
     int do_norm = CLIP_ON(OPTIM__P_CLIPNORM), do_global = CLIP_ON(OPTIM__P_GLOBAL_CLIPNORM);
 #undef CLIP_ON
-    if (!base.has_cv && !do_norm && !do_global) return OPTIM_OK;
+    if (!base.has_cv && !do_norm && !do_global && !base.unscale) return OPTIM_OK;
 
     /* Norms: dense gradients by fixed chunks (in parallel), sparse ones whole. */
     size_t nchunks = 0;
@@ -502,8 +519,9 @@ static void run_task(step *s, const task *t, int tid)
         optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * esz, n, w->wd,
                      optim_learning_rate(opt, w->dtype));
     }
+    const int nslots = w->entry->nslots - s->nbase; /* the class's own */
     if (t->count >= 0) {
-        for (int k = 0; k < w->entry->nslots; k++)
+        for (int k = 0; k < nslots; k++)
             slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + (size_t)t->off * esz;
         const void *g = (const char *)w->grad + (size_t)t->off * esz;
         if (w->fused) {
@@ -513,15 +531,15 @@ static void run_task(step *s, const task *t, int tid)
         }
         optim_dense_update u = {opt, w->var, w->dtype, t->off, t->count,
                                 (char *)optim_var_data(w->var) + (size_t)t->off * esz, g, slots,
-                                w->entry->nslots, coef,
+                                nslots, coef,
                                 opt->iterations};
         opt->cls.apply_dense(&u);
         return;
     }
-    for (int k = 0; k < w->entry->nslots; k++)
+    for (int k = 0; k < nslots; k++)
         slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
     optim_sparse_update u = {opt, w->var, w->dtype, w->rows, w->row_size, optim_var_data(w->var), slots,
-                             w->entry->nslots, w->raw_idx, w->raw_n, w->raw_vals, coef, opt->iterations};
+                             nslots, w->raw_idx, w->raw_n, w->raw_vals, coef, opt->iterations};
     if (opt->cls.apply_sparse_duplicate_indices &&
         opt->cls.apply_sparse_duplicate_indices(&u) != OPTIM_SPARSE_DEFAULT)
         return;
@@ -553,6 +571,45 @@ static int make_tasks(step *s)
         } else
             for (int64_t off = 0; off < w->numel; off += CHUNK)
                 s->tasks[s->ntasks++] = (task){i, off, w->numel - off < CHUNK ? w->numel - off : CHUNK};
+    }
+    return OPTIM_OK;
+}
+
+/* ---- Keras 3's gradient accumulation (keras3_options.c) -------------------------------------- */
+
+/* Unscales sparse rows (as given) and sums their duplicates; then, on an
+ * updating call, replaces every gradient by the dense mean over the
+ * accumulation steps (in buffers of the step: nothing of the optimizer
+ * changes before step 5). On an accumulating call the gradients stay as
+ * they are until optim__k3_accumulate, after step 5. */
+static int accumulation(step *s, const optim__k3 *k, optim_error *err)
+{
+    s->k3 = step_calloc(s, s->nworks * sizeof *s->k3);
+    if (!s->k3) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->nworks; i++) {
+        work *w = &s->works[i];
+        optim__k3_grad *g = &s->k3[i];
+        size_t esz = optim_dtype_size(w->dtype);
+        if (w->kind == OPTIM_GRAD_SPARSE) {
+            if (k->lsf) {
+                void *copy = step_alloc(s, (size_t)(w->raw_n * w->row_size) * esz);
+                if (!copy) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+                optim__k3_unscale(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, k->lsf);
+                w->raw_vals = copy;
+            }
+            if (dedup(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+        }
+        *g = (optim__k3_grad){w->var, optim__var_entry_of(s->opt, w->var), w->dtype, w->numel,
+                              w->kind == OPTIM_GRAD_DENSE ? w->grad : NULL, w->idx, w->vals, w->n,
+                              w->row_size, NULL};
+        if (k->update && !(g->out = step_alloc(s, (size_t)w->numel * esz)))
+            return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    }
+    if (!k->update) return OPTIM_OK;
+    optim__k3_mean(s->opt, k, s->k3, s->nworks, s->nthreads);
+    for (size_t i = 0; i < s->nworks; i++) {
+        s->works[i].kind = OPTIM_GRAD_DENSE;
+        s->works[i].grad = s->k3[i].out;
     }
     return OPTIM_OK;
 }
@@ -594,18 +651,24 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
         rc = run_user_fn(s, &opt->aggregator, "gradient aggregator", err);
         if (rc) return rc;
     }
+    s->nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
+    /* Keras 3: loss_scale_factor and gradient_accumulation_steps. */
+    optim__k3 k3;
+    optim__k3_begin(opt, &k3);
+    if (k3.acc_steps && (rc = accumulation(s, &k3, err))) return rc;
     /* 4. clipvalue, clipnorm, global_clipnorm, then user transformers, all
-     * on sparse rows as given; then duplicates are summed (step 7's input). */
-    if (clip_all(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    for (size_t t = 0; t < opt->ntransformers; t++) {
+     * on sparse rows as given; then duplicates are summed (step 7's input).
+     * An accumulating call does none of it. */
+    if (k3.update && clip_all(s, k3.acc_steps ? 0 : k3.lsf))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    for (size_t t = 0; k3.update && t < opt->ntransformers; t++) {
         rc = run_user_fn(s, &opt->transformers[t], "gradient transformer", err);
         if (rc) return rc;
     }
     for (size_t i = 0; i < s->nworks; i++)
-        if (s->works[i].kind == OPTIM_GRAD_SPARSE && dedup(s, &s->works[i]))
+        if (s->works[i].kind == OPTIM_GRAD_SPARSE && !s->works[i].idx && dedup(s, &s->works[i]))
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    s->nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
-    if (make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (k3.update && make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     int fused = 0;
     for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused;
     if (fused) {
@@ -627,9 +690,17 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
         work *w = &s->works[i];
         w->entry = optim__var_entry_of(opt, w->var);
         w->wd = wd > 0 && optim__use_weight_decay(opt, w->var) ? wd : 0;
+        if (s->k3) s->k3[i].entry = w->entry;
     }
-    /* Nothing below can fail. 6. Per-step coefficients, once per dtype. */
-    if (opt->cls.prepare) {
+    s->nbase = optim__k3_nslots(opt);
+    /* Nothing below can fail. An accumulating call only accumulates. */
+    if (!k3.update) optim__k3_accumulate(opt, &k3, s->k3, s->nworks, s->nthreads);
+    /* The update rule sees Keras's `iterations` (the counter divided by
+     * gradient_accumulation_steps) as optim_iterations. */
+    const int64_t counter = opt->iterations;
+    opt->iterations = k3.iterations;
+    /* 6. Per-step coefficients, once per dtype. */
+    if (k3.update && opt->cls.prepare) {
         int seen[2] = {0, 0};
         for (size_t i = 0; i < s->nworks; i++) seen[s->works[i].dtype == OPTIM_F64] = 1;
         if (seen[0]) opt->cls.prepare(opt, OPTIM_F32, opt->coef[0]);
@@ -638,6 +709,10 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
     /* 7. Update, all variables at once. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
     for (size_t t = 0; t < s->ntasks; t++) run_task(s, &s->tasks[t], omp_get_thread_num());
+    opt->iterations = counter;
+    /* Keras 3: reset the accumulators, update the moving averages of every
+     * tracked variable and overwrite the variables with them when due. */
+    optim__k3_after_update(opt, &k3, s->nthreads);
     /* 8. Constraints, then the counter. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
     for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);

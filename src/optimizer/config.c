@@ -165,7 +165,7 @@ static int from_config_ex(optim_optimizer **out, const optim_class *cls, const c
         }
         rc = OPTIM_EKEY;
         if (opt->cls.set_config) {
-            char *text = cJSON_PrintUnformatted(item);
+            char *text = optim__json_print_exact(item);
             if (!text) {
                 rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
                 goto fail;
@@ -299,6 +299,29 @@ void *optim__json_exact_number(double x, int is_float)
 }
 
 /* Adds param i to o as get_config writes it; returns 0 or OPTIM_ENOMEM. */
+/* Makes every number in v print as text that reads back exactly. */
+static int exact_numbers(cJSON *v)
+{
+    for (cJSON *c = v->child; c; c = c->next)
+        if (exact_numbers(c)) return -1;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return 0;
+    cJSON *raw = optim__json_exact_number(v->valuedouble, 0);
+    if (!raw) return -1;
+    v->type = cJSON_Raw;
+    v->valuestring = raw->valuestring;
+    raw->valuestring = NULL;
+    cJSON_Delete(raw);
+    return 0;
+}
+
+char *optim__json_print_exact(const void *item)
+{
+    cJSON *copy = cJSON_Duplicate(item, 1);
+    char *text = copy && !exact_numbers(copy) ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    return text;
+}
+
 static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
 {
     const optim_param *p = opt->params[i];

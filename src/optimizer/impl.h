@@ -138,6 +138,8 @@ int optim__check_param_value(const char *owner, const optim_param *p, double v, 
                              optim_error *err);
 /* JSON type names for messages ("a number", "null", ...). */
 const char *optim__json_type_name(const void *cjson_item);
+/* item (cJSON) as text whose numbers read back exactly; free with free(). */
+char *optim__json_print_exact(const void *item);
 /* A JSON number that parses back to exactly x (floats keep a '.0'). */
 void *optim__json_exact_number(double x, int is_float);
 

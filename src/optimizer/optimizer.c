@@ -1,5 +1,6 @@
 /* The optimizer object: creation, errors, hyperparameters and their kinds. */
 #include "optimizer/impl.h"
+#include "optimizer/keras3_options.h"
 #include "optim/schedule.h"
 
 #include <math.h>
@@ -353,24 +354,14 @@ int optim__validate(optim_optimizer *opt, optim_error *err)
         return optim__err(err, OPTIM_EINVAL,
                           "%s: only one of clipnorm, clipvalue and global_clipnorm can be set "
                           "(Keras 3)", cn);
-    if (opt->gen == OPTIM_KERAS3) {
-        const optim__hyper *h = opt->hypers;
-        if (h[OPTIM__P_USE_EMA].number != 0)
-            return optim__err(err, OPTIM_ENOTSUP,
-                              "%s: use_ema is true; this version of optim supports only false", cn);
-        static const int unsupported[] = {OPTIM__P_EMA_OVERWRITE_FREQUENCY,
-                                          OPTIM__P_LOSS_SCALE_FACTOR,
-                                          OPTIM__P_GRADIENT_ACCUMULATION_STEPS};
-        for (size_t k = 0; k < sizeof unsupported / sizeof *unsupported; k++)
-            if (is_set(opt, (size_t)unsupported[k]))
-                return optim__err(err, OPTIM_ENOTSUP,
-                                  "%s: %s is %g; this version of optim supports only None", cn,
-                                  opt->params[unsupported[k]]->name, h[unsupported[k]].number);
-    }
+    /* use_ema, ema_momentum, ema_overwrite_frequency, loss_scale_factor,
+     * gradient_accumulation_steps (Keras 3 only; keras3_options.c). */
+    int rc = optim__k3_validate(opt, err);
+    if (rc) return rc;
     if (!opt->cls.validate) return OPTIM_OK;
     optim_error local;
     optim__err_clear(&local);
-    int rc = opt->cls.validate(opt, &local);
+    rc = opt->cls.validate(opt, &local);
     if (!rc) return OPTIM_OK;
     if (rc > 0) rc = OPTIM_EINVAL;
     if (local.msg[0]) return optim__err(err, rc, "%s", local.msg);

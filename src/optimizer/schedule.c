@@ -170,7 +170,7 @@ static int from_config(optim_schedule **out, const optim_schedule_class *cls, co
         }
         rc = OPTIM_EKEY;
         if (cls->set_config) {
-            char *text = cJSON_PrintUnformatted(item);
+            char *text = optim__json_print_exact(item);
             if (!text) {
                 rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
                 goto done;

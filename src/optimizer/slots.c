@@ -1,6 +1,9 @@
 /* Slots: per-variable state (momentum, m, v, ...) keyed by (variable, name),
- * created lazily in a deterministic order. */
+ * created lazily in a deterministic order: the class's own (create_slots),
+ * then the base's ("average" for Keras 3's use_ema, "gradient_accumulator"
+ * for its gradient_accumulation_steps; keras3_options.h). */
 #include "optimizer/impl.h"
+#include "optimizer/keras3_options.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,26 @@ optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_va
 {
     size_t i;
     return optim__ptrmap_get(&opt->var_index, var, &i) ? &opt->vars[i] : NULL;
+}
+
+static int add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name, int32_t rank,
+                    const int64_t *shape, optim_slot_init init, double value);
+
+/* The base slots of a variable just tracked, after the class's own, in the
+ * order of Keras 3's BaseOptimizer.build: "average" (zeros; see
+ * optim__k3_average_copies), then "gradient_accumulator" (zeros). */
+static int add_base_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    const char *names[2] = {OPTIM__SLOT_AVERAGE, OPTIM__SLOT_ACCUMULATOR};
+    const int want[2] = {optim__k3_wants_average(opt), optim__k3_wants_accumulator(opt)};
+    const optim_slot_init init[2] = {
+        optim__k3_average_copies(opt) ? OPTIM_SLOT_COPY : OPTIM_SLOT_ZEROS, OPTIM_SLOT_ZEROS};
+    for (int j = 0; j < 2; j++) {
+        if (!want[j]) continue;
+        int rc = add_slot(opt, var, names[j], optim_var_rank(var), optim_var_shape(var), init[j], 0);
+        if (rc) return optim__err(err, rc, "%s", opt->errmsg);
+    }
+    return OPTIM_OK;
 }
 
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
@@ -41,7 +64,7 @@ int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
                               opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
         }
     }
-    return OPTIM_OK;
+    return add_base_slots(opt, var, err);
 }
 
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames)
@@ -181,9 +204,22 @@ static int add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
     return rc;
 }
 
+/* The base's slot names are not the class's to take. */
+static int reserved(optim_optimizer *opt, const char *slot_name)
+{
+    if (!optim__k3_slot_name_reserved(opt, slot_name)) return OPTIM_OK;
+    return optim__opt_err(opt, OPTIM_EINVAL,
+                          "%s: slot name '%s' is reserved for the base class in the Keras 3 "
+                          "generation (%s's slot); choose another name",
+                          opt->cls.name, slot_name,
+                          strcmp(slot_name, OPTIM__SLOT_AVERAGE) == 0 ? "use_ema"
+                                                                      : "gradient_accumulation_steps");
+}
+
 int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                    optim_slot_init init, double value)
 {
+    if (reserved(opt, slot_name)) return OPTIM_EINVAL;
     if (!var) return add_slot(opt, NULL, slot_name, 0, NULL, init, value);
     return add_slot(opt, var, slot_name, optim_var_rank(var), optim_var_shape(var), init, value);
 }
@@ -191,6 +227,7 @@ int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
 int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
                           int32_t rank, const int64_t *shape, optim_slot_init init, double value)
 {
+    if (reserved(opt, slot_name)) return OPTIM_EINVAL;
     if (opt->cls.flags & OPTIM_CLASS_ELEMENTWISE)
         return optim__opt_err(opt, OPTIM_EINVAL,
                               "%s: slot '%s' has its own shape, which an element-wise class "

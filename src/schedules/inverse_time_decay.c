@@ -1,0 +1,64 @@
+/* InverseTimeDecay: keras.optimizers.schedules.InverseTimeDecay.
+ *
+ * Keras 3 (keras/src/optimizers/schedules/learning_rate_schedule.py,
+ * InverseTimeDecay.__call__) and tf.keras alike:
+ *
+ *     p  = step / decay_steps            (floor(p) when staircase)
+ *     lr = initial_learning_rate / (1 + decay_rate * p)
+ *
+ * Config keys, in get_config order: initial_learning_rate, decay_steps,
+ * decay_rate (all three required), staircase (false), name.
+ * decay_steps must be > 0, as Keras 3's constructor checks; a fraction
+ * works (Keras casts it to the float dtype) and an integral value is written
+ * back as an integer.
+ *
+ * Precision: double throughout (Keras computes in the dtype of
+ * initial_learning_rate, float32 for a Python float). */
+#include "optim/schedules.h"
+
+#include <math.h>
+#include <stdio.h>
+
+enum { P_INITIAL_LEARNING_RATE, P_DECAY_STEPS, P_DECAY_RATE, P_STAIRCASE, N_PARAMS };
+
+static const optim_param params[N_PARAMS] = {
+    {"initial_learning_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED, NAN, -INFINITY, INFINITY},
+    {"decay_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED | OPTIM_PARAM_MIN_EXCLUSIVE, NAN, 0.0, INFINITY},
+    {"decay_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED, NAN, -INFINITY, INFINITY},
+    {"staircase", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
+};
+
+static double value(const optim_schedule *s, int64_t step)
+{
+    const double lr0 = optim_schedule_param(s, P_INITIAL_LEARNING_RATE);
+    const double decay_steps = optim_schedule_param(s, P_DECAY_STEPS);
+    const double rate = optim_schedule_param(s, P_DECAY_RATE);
+    double p = (double)step / decay_steps;
+    if (optim_schedule_param(s, P_STAIRCASE) != 0) p = floor(p);
+    return lr0 / (1.0 + rate * p);
+}
+
+/* A step count Keras takes as a Python int: written without ".0" when
+ * integral (the base writes floats with one). */
+static int put_count(optim_config *cfg, const char *key, double v)
+{
+    if (!isfinite(v) || v != floor(v)) return 0;
+    char buf[400];
+    snprintf(buf, sizeof buf, "%.0f", v);
+    return optim_config_put(cfg, key, buf);
+}
+
+static int get_config(const optim_schedule *s, optim_config *cfg)
+{
+    return put_count(cfg, "decay_steps", optim_schedule_param(s, P_DECAY_STEPS));
+}
+
+const optim_schedule_class optim_inverse_time_decay_class = {
+    .size = sizeof(optim_schedule_class),
+    .version = OPTIM_SCHEDULE_CLASS_VERSION,
+    .name = "InverseTimeDecay",
+    .params = params,
+    .n_params = N_PARAMS,
+    .value = value,
+    .get_config = get_config,
+};
