@@ -16,6 +16,7 @@ static void usage(FILE *f)
             "  schedule-plot SCHEDULE_JSON OUT.png [STEPS]\n"
             "                                 draw a learning-rate schedule over steps\n"
             "                                 0..STEPS (default 1000) as a PNG\n"
+            "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
             "  version                        print the version\n"
             "  help                           print this help\n");
 }
@@ -28,6 +29,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
+    if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);

@@ -32,6 +32,9 @@
 #include "optim/schedule.h"
 #include "optim/schedules.h"
 #include "optim/wrappers.h"
+#include "optim/tape.h"
+#include "optim/nn.h"
+#include "optim/idx.h"
 #include "optim/safetensors.h"
 
 #define OPTIM_VERSION_MAJOR 0

@@ -1,0 +1,95 @@
+/* Activations: tanh, sigmoid, relu (element-wise) and softmax, log_softmax
+ * over the last axis.
+ *
+ * Gradients as TF's: tanh g*(1-y^2), sigmoid g*y*(1-y), relu g*(x > 0);
+ * softmax g_x = y*(g - sum(g*y)), log_softmax g_x = g - exp(y)*sum(g), per
+ * row. */
+#include <tgmath.h>
+
+#include "tape/impl.h"
+
+#define DEF_UNARY(NAME, FWD, BWD)                                            \
+    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)                             \
+    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)                            \
+    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)                             \
+    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD)                            \
+    static const optim__unary NAME##_k = {#NAME, NULL, {NAME##_fwd_f32, NAME##_fwd_f64}, \
+                                          {NAME##_bwd_f32, NAME##_bwd_f64}};
+
+DEF_UNARY(tanh, tanh(x), g * (1 - o * o))
+/* Stable both ways: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below. */
+DEF_UNARY(sigmoid, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)), g * (o * (1 - o)))
+DEF_UNARY(relu, x > 0 ? x : 0, x > 0 ? g : 0)
+
+optim_node *optim_tanh(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &tanh_k, a); }
+optim_node *optim_sigmoid(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &sigmoid_k, a); }
+optim_node *optim_relu(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &relu_k, a); }
+
+/* ---- softmax and log_softmax ------------------------------------------------------ */
+
+static int softmax_backward(optim_tape *t, optim_node *n)
+{
+    optim_node *x = n->in[0];
+    int64_t cols = n->value.shape[n->value.rank - 1];
+    int64_t rows = cols ? optim__node_numel(n) / cols : 0;
+    int logsm = n->flags;
+    void *d = optim__tape_grad(t, x);
+    if (!d) return OPTIM_ENOMEM;
+    OPTIM__TAPE_TYPED(n->value.dtype, T, {
+        const T *Y = n->value.data, *G = n->grad;
+        T *D = d;
+        for (int64_t r = 0; r < rows; r++) {
+            const T *y = Y + r * cols, *g = G + r * cols;
+            T *dx = D + r * cols;
+            double s = 0;
+            if (logsm) {
+                for (int64_t c = 0; c < cols; c++) s += (double)g[c];
+                for (int64_t c = 0; c < cols; c++) dx[c] += g[c] - exp(y[c]) * (T)s;
+            } else {
+                for (int64_t c = 0; c < cols; c++) s += (double)g[c] * (double)y[c];
+                for (int64_t c = 0; c < cols; c++) dx[c] += y[c] * (g[c] - (T)s);
+            }
+        }
+    });
+    return OPTIM_OK;
+}
+
+static optim_node *softmax_op(optim_tape *t, const char *op, optim_node *a, int logsm)
+{
+    if (optim__tape_check_inputs(t, op, &a, 1)) return NULL;
+    if (a->value.rank < 1) {
+        optim__tape_err(t, OPTIM_ESHAPE, "%s: shape [] is a scalar, expected rank >= 1 (over the last axis)",
+                        op);
+        return NULL;
+    }
+    optim_node *n = optim__tape_node(t, op, a->value.dtype, a->value.rank, a->value.shape, a, NULL);
+    if (!n) return NULL;
+    n->flags = logsm;
+    n->backward = softmax_backward;
+    int64_t cols = a->value.shape[a->value.rank - 1];
+    int64_t rows = cols ? optim__node_numel(a) / cols : 0;
+    OPTIM__TAPE_TYPED(a->value.dtype, T, {
+        const T *X = a->value.data;
+        T *Y = n->value.data;
+        for (int64_t r = 0; r < rows; r++) {
+            const T *x = X + r * cols;
+            T *y = Y + r * cols;
+            T mx = x[0];
+            for (int64_t c = 1; c < cols; c++)
+                if (x[c] > mx) mx = x[c];
+            double s = 0;
+            for (int64_t c = 0; c < cols; c++) s += (double)exp(x[c] - mx);
+            if (logsm) {
+                T ls = (T)log(s);
+                for (int64_t c = 0; c < cols; c++) y[c] = x[c] - mx - ls;
+            } else {
+                T inv = (T)(1.0 / s);
+                for (int64_t c = 0; c < cols; c++) y[c] = exp(x[c] - mx) * inv;
+            }
+        }
+    });
+    return n;
+}
+
+optim_node *optim_softmax(optim_tape *t, optim_node *a) { return softmax_op(t, "softmax", a, 0); }
+optim_node *optim_log_softmax(optim_tape *t, optim_node *a) { return softmax_op(t, "log_softmax", a, 1); }

@@ -1,0 +1,101 @@
+/* The tape's arena: a bump allocator over a list of blocks.
+ *
+ * Allocation takes the next 64-byte aligned run of the current block, or
+ * starts a new block (at least twice the previous one). Reset forgets every
+ * allocation; when a batch needed several blocks, they are replaced by one
+ * block that holds the whole batch, so a steady training loop allocates
+ * nothing after its first batch. */
+#include "tape/impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+#define MIN_BLOCK ((size_t)1 << 16)
+
+struct optim__arena_block {
+    optim__arena_block *next;
+    size_t cap, used;
+    unsigned char *data; /* ALIGN-aligned, cap bytes */
+};
+
+static optim__arena_block *block_new(size_t cap)
+{
+    optim__arena_block *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    b->data = aligned_alloc(ALIGN, cap);
+    if (!b->data) {
+        free(b);
+        return NULL;
+    }
+    b->cap = cap;
+    b->used = 0;
+    b->next = NULL;
+    return b;
+}
+
+static void block_free(optim__arena_block *b)
+{
+    free(b->data);
+    free(b);
+}
+
+void *optim__arena_alloc(optim__arena *a, size_t bytes)
+{
+    if (bytes > SIZE_MAX / 2) return NULL;
+    size_t need = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    if (need == 0) need = ALIGN;
+    optim__arena_block *b = a->head;
+    if (!b || b->cap - b->used < need) {
+        size_t cap = b ? b->cap * 2 : MIN_BLOCK;
+        while (cap < need) cap *= 2;
+        optim__arena_block *nb = block_new(cap);
+        if (!nb) return NULL;
+        nb->next = b;
+        a->head = b = nb;
+        a->reserved += cap;
+    }
+    void *p = b->data + b->used;
+    b->used += need;
+    a->used_total += need;
+    return p;
+}
+
+void *optim__arena_calloc(optim__arena *a, size_t bytes)
+{
+    void *p = optim__arena_alloc(a, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+void optim__arena_reset(optim__arena *a)
+{
+    optim__arena_block *b = a->head;
+    if (b && b->next) {
+        /* Several blocks: keep one that fits everything this batch used. */
+        size_t cap = MIN_BLOCK;
+        while (cap < a->used_total) cap *= 2;
+        optim__arena_free(a);
+        optim__arena_block *nb = block_new(cap);
+        if (nb) {
+            a->head = nb;
+            a->reserved = cap;
+        }
+    } else if (b) {
+        b->used = 0;
+    }
+    a->used_total = 0;
+}
+
+void optim__arena_free(optim__arena *a)
+{
+    optim__arena_block *b = a->head;
+    while (b) {
+        optim__arena_block *next = b->next;
+        block_free(b);
+        b = next;
+    }
+    a->head = NULL;
+    a->reserved = 0;
+    a->used_total = 0;
+}

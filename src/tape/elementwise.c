@@ -1,0 +1,312 @@
+/* Element-wise ops: add, sub, mul, div, squared_error with NumPy
+ * broadcasting, and neg, square, sqrt, exp, log.
+ *
+ * Broadcasting is planned once per op: dims of size 1 in the result are
+ * dropped, and neighbouring dims where each input is either kept or
+ * broadcast alike are merged. What remains is a short odometer over outer
+ * dims around a contiguous inner run in which each input advances by 1 or
+ * stays (stride 0). Equal shapes and scalars become a single run, a row
+ * ([n] against [m, n]) m runs of n, a column ([m, 1] against [m, n]) m runs
+ * with the column's element fixed. The backward pass walks the same plan
+ * and adds into the input's gradient, which sums over broadcast axes. */
+#include <tgmath.h>
+
+#include "tape/impl.h"
+
+/* ---- broadcasting plan ------------------------------------------------------------ */
+
+typedef struct bcast {
+    int nd;
+    int64_t dim[OPTIM_MAX_RANK];
+    int64_t sa[OPTIM_MAX_RANK], sb[OPTIM_MAX_RANK];
+    int64_t n;
+} bcast;
+
+static int64_t aligned_dim(const optim_tensor *v, int32_t r, int32_t d)
+{
+    int32_t k = d - (r - v->rank);
+    return k < 0 ? 1 : v->shape[k];
+}
+
+/* The broadcast result shape; -1 if the shapes do not broadcast. */
+static int bcast_shape(const optim_tensor *a, const optim_tensor *b, int32_t *rank, int64_t *shape)
+{
+    int32_t r = a->rank > b->rank ? a->rank : b->rank;
+    for (int32_t d = 0; d < r; d++) {
+        int64_t da = aligned_dim(a, r, d), db = aligned_dim(b, r, d);
+        if (da == db || db == 1) shape[d] = da;
+        else if (da == 1) shape[d] = db;
+        else return -1;
+    }
+    *rank = r;
+    return 0;
+}
+
+static void bcast_plan(const optim_tensor *a, const optim_tensor *b, int32_t r, const int64_t *out,
+                       bcast *p)
+{
+    int ka[OPTIM_MAX_RANK], kb[OPTIM_MAX_RANK];
+    p->nd = 0;
+    p->n = 1;
+    for (int32_t d = 0; d < r; d++) {
+        int64_t od = out[d];
+        p->n *= od;
+        if (od == 1) continue;
+        int xa = aligned_dim(a, r, d) == od, xb = aligned_dim(b, r, d) == od;
+        if (p->nd > 0 && ka[p->nd - 1] == xa && kb[p->nd - 1] == xb) {
+            p->dim[p->nd - 1] *= od;
+        } else {
+            ka[p->nd] = xa;
+            kb[p->nd] = xb;
+            p->dim[p->nd++] = od;
+        }
+    }
+    if (p->nd == 0) {
+        p->nd = 1;
+        p->dim[0] = 1;
+        ka[0] = kb[0] = 0;
+    }
+    int64_t stride_a = 1, stride_b = 1;
+    for (int d = p->nd - 1; d >= 0; d--) {
+        p->sa[d] = ka[d] ? stride_a : 0;
+        p->sb[d] = kb[d] ? stride_b : 0;
+        if (ka[d]) stride_a *= p->dim[d];
+        if (kb[d]) stride_b *= p->dim[d];
+    }
+}
+
+typedef struct bin_ctx {
+    const void *a, *b, *out, *g;
+    void *dst;
+    int64_t bad; /* first result element without a gradient, -1 if none */
+} bin_ctx;
+
+/* A contiguous run of len result elements from po; inputs from pa and pb,
+ * advancing when sa / sb is 1. */
+typedef void (*seg_fn)(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, int sa, int sb);
+
+static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
+{
+    if (p->n == 0) return;
+    int nd = p->nd;
+    int64_t inner = p->dim[nd - 1];
+    int isa = p->sa[nd - 1] != 0, isb = p->sb[nd - 1] != 0;
+    int64_t idx[OPTIM_MAX_RANK] = {0}, pa = 0, pb = 0;
+    for (int64_t po = 0; po < p->n; po += inner) {
+        f(c, po, pa, pb, inner, isa, isb);
+        for (int d = nd - 2; d >= 0; d--) {
+            pa += p->sa[d];
+            pb += p->sb[d];
+            if (++idx[d] < p->dim[d]) break;
+            pa -= p->sa[d] * p->dim[d];
+            pb -= p->sb[d] * p->dim[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+#define SEG_BRANCH(T, SA, SB, ...)                                         \
+    for (int64_t j = 0; j < len; j++) {                                     \
+        const int64_t io = po + j, ia = pa + j * (SA), ib = pb + j * (SB);  \
+        const T x = A[ia], y = B[ib];                                       \
+        (void)x;                                                            \
+        (void)y;                                                            \
+        __VA_ARGS__                                                         \
+    }
+#define SEG_LOOP(T, ...)                                                   \
+    if (sa && sb) {                                                         \
+        SEG_BRANCH(T, 1, 1, __VA_ARGS__)                                           \
+    } else if (sa) {                                                        \
+        SEG_BRANCH(T, 1, 0, __VA_ARGS__)                                           \
+    } else if (sb) {                                                        \
+        SEG_BRANCH(T, 0, 1, __VA_ARGS__)                                           \
+    } else {                                                                \
+        SEG_BRANCH(T, 0, 0, __VA_ARGS__)                                           \
+    }
+
+/* FWD uses x, y. GA / GB use g, x, y, o and add into the input at ia / ib.
+ * BAD: where the op has no gradient (only checked when g != 0). */
+#define DEF_BINARY_T(NAME, T, SFX, FWD, GA, GB, BAD)                        \
+    static void NAME##_fwd_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
+                                 int sa, int sb)                           \
+    {                                                                       \
+        const T *A = c->a, *B = c->b;                                       \
+        T *O = (T *)c->out;                                                 \
+        SEG_LOOP(T, O[io] = (FWD);)                                         \
+    }                                                                       \
+    static void NAME##_ga_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
+                                int sa, int sb)                            \
+    {                                                                       \
+        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;               \
+        T *D = c->dst;                                                      \
+        SEG_LOOP(T, {                                                       \
+            const T g = G[io], o = O[io];                                   \
+            (void)o;                                                        \
+            if (BAD) {                                                      \
+                if (g == 0) continue;                                       \
+                if (c->bad < 0) c->bad = io;                                \
+                return;                                                     \
+            }                                                               \
+            D[ia] += (GA);                                                  \
+        })                                                                  \
+    }                                                                       \
+    static void NAME##_gb_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
+                                int sa, int sb)                            \
+    {                                                                       \
+        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;               \
+        T *D = c->dst;                                                      \
+        SEG_LOOP(T, {                                                       \
+            const T g = G[io], o = O[io];                                   \
+            (void)o;                                                        \
+            if (BAD) {                                                      \
+                if (g == 0) continue;                                       \
+                if (c->bad < 0) c->bad = io;                                \
+                return;                                                     \
+            }                                                               \
+            D[ib] += (GB);                                                  \
+        })                                                                  \
+    }
+
+typedef struct binary {
+    const char *name;
+    const char *why;
+    seg_fn fwd[2], ga[2], gb[2];
+} binary;
+
+#define DEF_BINARY(NAME, WHY, FWD, GA, GB, BAD)                             \
+    DEF_BINARY_T(NAME, float, f32, FWD, GA, GB, BAD)                        \
+    DEF_BINARY_T(NAME, double, f64, FWD, GA, GB, BAD)                       \
+    static const binary NAME##_k = {#NAME, WHY,                             \
+                                    {NAME##_fwd_f32, NAME##_fwd_f64},       \
+                                    {NAME##_ga_f32, NAME##_ga_f64},         \
+                                    {NAME##_gb_f32, NAME##_gb_f64}};
+
+DEF_BINARY(add, NULL, x + y, g, g, 0)
+DEF_BINARY(sub, NULL, x - y, g, -g, 0)
+DEF_BINARY(mul, NULL, x * y, g * y, g * x, 0)
+/* TF's RealDiv gradient: g / y and g * ((-x / y) / y). */
+DEF_BINARY(div, "division by zero", x / y, g / y, g * ((-x / y) / y), y == 0)
+DEF_BINARY(squared_error, NULL, (x - y) * (x - y), g * (2 * (x - y)), g * (-2 * (x - y)), 0)
+
+/* ---- binary nodes ------------------------------------------------------------------- */
+
+static int binary_backward(optim_tape *t, optim_node *n)
+{
+    const binary *k = n->aux;
+    int di = n->value.dtype == OPTIM_F64;
+    bcast p;
+    bcast_plan(&n->in[0]->value, &n->in[1]->value, n->value.rank, n->value.shape, &p);
+    for (int side = 0; side < 2; side++) {
+        optim_node *x = n->in[side];
+        if (!x->need) continue;
+        bin_ctx c = {n->in[0]->value.data, n->in[1]->value.data, n->value.data, n->grad, NULL, -1};
+        if (!(c.dst = optim__tape_grad(t, x))) return OPTIM_ENOMEM;
+        bcast_run(&p, side ? k->gb[di] : k->ga[di], &c);
+        if (c.bad >= 0) {
+            char sa[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
+            return optim__tape_err(t, OPTIM_ERANGE,
+                                   "optim_tape_gradient: %s (node %u, shapes %s and %s) has no "
+                                   "gradient at element %lld of its result: %s",
+                                   k->name, (unsigned)n->id, optim__tape_shape(&n->in[0]->value, sa),
+                                   optim__tape_shape(&n->in[1]->value, sb), (long long)c.bad, k->why);
+        }
+    }
+    return OPTIM_OK;
+}
+
+static optim_node *binary_op(optim_tape *t, const binary *k, optim_node *a, optim_node *b)
+{
+    optim_node *in[2] = {a, b};
+    if (optim__tape_check_inputs(t, k->name, in, 2)) return NULL;
+    int32_t r;
+    int64_t shape[OPTIM_MAX_RANK];
+    if (bcast_shape(&a->value, &b->value, &r, shape)) {
+        char sa[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
+        optim__tape_err(t, OPTIM_ESHAPE, "%s: shapes %s and %s do not broadcast", k->name,
+                        optim__tape_shape(&a->value, sa), optim__tape_shape(&b->value, sb));
+        return NULL;
+    }
+    optim_node *n = optim__tape_node(t, k->name, a->value.dtype, r, shape, a, b);
+    if (!n) return NULL;
+    bcast p;
+    bcast_plan(&a->value, &b->value, r, shape, &p);
+    bin_ctx c = {a->value.data, b->value.data, n->value.data, NULL, NULL, -1};
+    bcast_run(&p, k->fwd[a->value.dtype == OPTIM_F64], &c);
+    n->aux = (void *)k;
+    n->backward = binary_backward;
+    return n;
+}
+
+optim_node *optim_add(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &add_k, a, b); }
+optim_node *optim_sub(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &sub_k, a, b); }
+optim_node *optim_mul(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &mul_k, a, b); }
+optim_node *optim_div(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &div_k, a, b); }
+optim_node *optim_squared_error(optim_tape *t, optim_node *a, optim_node *b)
+{
+    return binary_op(t, &squared_error_k, a, b);
+}
+
+/* ---- unary nodes -------------------------------------------------------------------- */
+
+static int unary_backward(optim_tape *t, optim_node *n)
+{
+    const optim__unary *k = n->aux;
+    optim_node *x = n->in[0];
+    int di = n->value.dtype == OPTIM_F64;
+    void *d = optim__tape_grad(t, x);
+    if (!d) return OPTIM_ENOMEM;
+    int64_t bad = k->bwd[di](x->value.data, n->value.data, n->grad, d, optim__node_numel(n));
+    if (bad >= 0) {
+        char s[OPTIM__SHAPE_STR];
+        double v = di ? ((const double *)x->value.data)[bad] : ((const float *)x->value.data)[bad];
+        return optim__tape_err(t, OPTIM_ERANGE,
+                               "optim_tape_gradient: %s (node %u, shape %s) has no gradient at "
+                               "element %lld, where its input is %g: %s",
+                               k->name, (unsigned)n->id, optim__tape_shape(&n->value, s),
+                               (long long)bad, v, k->why);
+    }
+    return OPTIM_OK;
+}
+
+optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *a)
+{
+    if (optim__tape_check_inputs(t, k->name, &a, 1)) return NULL;
+    optim_node *n = optim__tape_node(t, k->name, a->value.dtype, a->value.rank, a->value.shape, a, NULL);
+    if (!n) return NULL;
+    k->fwd[a->value.dtype == OPTIM_F64](a->value.data, n->value.data, optim__node_numel(n));
+    n->aux = (void *)k;
+    n->backward = unary_backward;
+    return n;
+}
+
+#define DEF_UNARY(NAME, WHY, FWD, BWD)                                       \
+    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)                             \
+    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)                            \
+    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)                             \
+    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD)                            \
+    static const optim__unary NAME##_k = {#NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, \
+                                          {NAME##_bwd_f32, NAME##_bwd_f64}};
+#define DEF_UNARY_CHECKED(NAME, WHY, FWD, BAD, BWD)                          \
+    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)                             \
+    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)                            \
+    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f32, float, BAD, BWD)                \
+    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f64, double, BAD, BWD)               \
+    static const optim__unary NAME##_k = {#NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, \
+                                          {NAME##_bwd_f32, NAME##_bwd_f64}};
+
+DEF_UNARY(neg, NULL, -x, -g)
+DEF_UNARY(square, NULL, x * x, g * (2 * x))
+/* TF's SqrtGrad: g * 0.5 / y; undefined at x <= 0 (infinite or NaN). */
+DEF_UNARY_CHECKED(sqrt, "sqrt's gradient 0.5/sqrt(x) is not finite for x <= 0", sqrt(x), !(x > 0),
+                  g * 0.5f / o)
+DEF_UNARY(exp, NULL, exp(x), g * o)
+/* TF's log gradient: g * (1 / x); undefined at x <= 0. */
+DEF_UNARY_CHECKED(log, "log's gradient 1/x is not defined for x <= 0", log(x), !(x > 0), g * (1 / x))
+
+optim_node *optim_neg(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &neg_k, a); }
+optim_node *optim_square(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &square_k, a); }
+optim_node *optim_sqrt(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &sqrt_k, a); }
+optim_node *optim_exp(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &exp_k, a); }
+optim_node *optim_log(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &log_k, a); }

@@ -1,0 +1,192 @@
+/* The tape and its nodes, shared by the files of src/tape (internal).
+ *
+ * A node is recorded in the tape's arena with its value, up to two inputs
+ * (concat keeps an array), saved data for its backward rule, and `need`:
+ * whether a gradient can flow from it to a watched variable. Nodes form a
+ * singly linked list through `prev` in creation order, which is a
+ * topological order; the backward pass walks it from the loss. */
+#ifndef OPTIM_TAPE_IMPL_H
+#define OPTIM_TAPE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "optim/tape.h"
+
+/* ---- arena (arena.c) ------------------------------------------------------------- */
+
+typedef struct optim__arena_block optim__arena_block;
+
+typedef struct optim__arena {
+    optim__arena_block *head;  /* current block first */
+    size_t reserved;           /* bytes of all blocks */
+    size_t used_total;         /* bytes handed out since the last reset */
+} optim__arena;
+
+/* 64-byte aligned memory from the arena, NULL if out of memory. */
+void *optim__arena_alloc(optim__arena *a, size_t bytes);
+/* Same, zeroed. */
+void *optim__arena_calloc(optim__arena *a, size_t bytes);
+/* Forgets every allocation. If more than one block was needed, they are
+ * merged into one block big enough for the whole batch, so the next batch
+ * of the same size allocates nothing. */
+void optim__arena_reset(optim__arena *a);
+void optim__arena_free(optim__arena *a);
+
+/* ---- nodes and the tape ----------------------------------------------------------- */
+
+struct optim_node;
+/* Adds the node's gradient into its inputs' gradients; 0 or an error code
+ * (with the tape's message set). */
+typedef int (*optim__backward_fn)(optim_tape *t, struct optim_node *n);
+
+struct optim_node {
+    struct optim_node *prev;   /* the node created before this one */
+    optim_tape *tape;
+    uint32_t id;               /* creation index */
+    int need;                  /* a gradient may flow to a watched variable */
+    const char *op;            /* "add", "matmul", ... ("var", "const" for leaves) */
+    optim_tensor value;
+    void *grad;                /* same shape and dtype as value; NULL: none yet */
+    struct optim_node *in[2];
+    struct optim_node **ins;   /* concat's inputs */
+    size_t nin;
+    optim_var *var;            /* leaf of a variable */
+    const int64_t *idx;        /* gather indices, labels */
+    int64_t nidx;
+    void *aux;                 /* saved for backward (mask, probabilities) */
+    int32_t axis;
+    int flags;
+    optim__backward_fn backward;
+};
+
+/* flags bit of a gather whose params is a variable's node: its gradient
+ * (the gather node's own) becomes the variable's sparse gradient. */
+#define OPTIM__FLAG_SPARSE 0x100
+
+typedef struct optim__watch {
+    struct optim__watch *next;
+    const optim_var *var;
+} optim__watch;
+
+struct optim_tape {
+    optim__arena arena;
+    struct optim_node *last;   /* the newest node */
+    uint32_t count;
+    optim__watch *watched;
+    int failed;                /* errmsg holds a message */
+    char errmsg[OPTIM_ERRMSG_MAX];
+};
+
+/* Sets the tape's message (only the first since reset is kept) and returns
+ * code. */
+int optim__tape_err(optim_tape *t, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
+
+/* Checks an op's inputs: tape non-NULL, each input non-NULL (silently),
+ * recorded on t, and all of one dtype. Returns 0, or -1 after setting the
+ * message when needed. */
+int optim__tape_check_inputs(optim_tape *t, const char *op, optim_node *const *in, size_t n);
+
+/* A new node with a value of the given dtype and shape (data in the arena,
+ * uninitialised), linked on the tape; its inputs are set from in[0..nin-1]
+ * (up to 2) and `need` from theirs. NULL (message set) if out of memory. */
+struct optim_node *optim__tape_node(optim_tape *t, const char *op, optim_dtype dtype, int32_t rank,
+                                    const int64_t *shape, struct optim_node *a, struct optim_node *b);
+/* Same, with the value viewing `data` (no allocation for it). */
+struct optim_node *optim__tape_node_view(optim_tape *t, const char *op, optim_dtype dtype,
+                                         int32_t rank, const int64_t *shape, void *data,
+                                         struct optim_node *a, struct optim_node *b);
+
+/* The node's gradient buffer, zeroed on first use; NULL (message set) if
+ * out of memory. Call only for nodes with `need`. */
+void *optim__tape_grad(optim_tape *t, struct optim_node *n);
+
+/* Shape as "[2, 3]" into a buffer of OPTIM__SHAPE_STR bytes. */
+#define OPTIM__SHAPE_STR 160
+const char *optim__tape_shape(const optim_tensor *v, char *buf);
+
+/* Element count of a node's value. */
+static inline int64_t optim__node_numel(const struct optim_node *n)
+{
+    int64_t k = 1;
+    for (int32_t i = 0; i < n->value.rank; i++) k *= n->value.shape[i];
+    return k;
+}
+
+/* Normalises an axis (negative from the end) for a rank; -1 if out of range. */
+static inline int32_t optim__tape_axis(int32_t axis, int32_t rank)
+{
+    if (axis < 0) axis += rank;
+    return (axis < 0 || axis >= rank) ? -1 : axis;
+}
+
+/* Runs a block with T typedef'd to the C type of a float dtype. */
+#define OPTIM__TAPE_TYPED(dtype, T, ...)        \
+    do {                                        \
+        if ((dtype) == OPTIM_F32) {             \
+            typedef float T;                    \
+            __VA_ARGS__                         \
+        } else {                                \
+            typedef double T;                   \
+            __VA_ARGS__                         \
+        }                                       \
+    } while (0)
+
+/* ---- element-wise kernels (elementwise.c) ----------------------------------------- */
+
+/* A unary op as two kernels per dtype ([0] f32, [1] f64): forward o = f(x)
+ * over n elements, and backward d += g * f'(x) (given x, o and g), which
+ * returns the first element where the gradient is undefined, or -1. */
+typedef struct optim__unary {
+    const char *name;
+    const char *why;           /* what is undefined, for the message */
+    void (*fwd[2])(const void *x, void *o, int64_t n);
+    int64_t (*bwd[2])(const void *x, const void *o, const void *g, void *d, int64_t n);
+} optim__unary;
+
+/* Records a unary op of `a` (values computed now). */
+optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *a);
+
+#define OPTIM__UNARY_FWD(NAME, T, EXPR)                                   \
+    static void NAME(const void *x_, void *o_, int64_t n)                 \
+    {                                                                     \
+        const T *X = x_;                                                  \
+        T *O = o_;                                                        \
+        for (int64_t i = 0; i < n; i++) {                                 \
+            const T x = X[i];                                             \
+            O[i] = (EXPR);                                                \
+        }                                                                 \
+    }
+/* EXPR may use x, o (the op's value) and g (the upstream gradient). */
+#define OPTIM__UNARY_BWD(NAME, T, EXPR)                                   \
+    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n) \
+    {                                                                     \
+        const T *X = x_, *O = o_, *G = g_;                                \
+        T *D = d_;                                                        \
+        for (int64_t i = 0; i < n; i++) {                                 \
+            const T x = X[i], o = O[i], g = G[i];                         \
+            (void)x;                                                      \
+            (void)o;                                                      \
+            D[i] += (EXPR);                                               \
+        }                                                                 \
+        return -1;                                                        \
+    }
+/* Same, for ops with a domain: where BAD holds and g != 0 there is no
+ * gradient; where g == 0 the contribution is exactly 0. */
+#define OPTIM__UNARY_BWD_CHECKED(NAME, T, BAD, EXPR)                      \
+    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n) \
+    {                                                                     \
+        const T *X = x_, *O = o_, *G = g_;                                \
+        T *D = d_;                                                        \
+        for (int64_t i = 0; i < n; i++) {                                 \
+            const T x = X[i], o = O[i], g = G[i];                         \
+            (void)o;                                                      \
+            if (g == 0) continue;                                         \
+            if (BAD) return i;                                            \
+            D[i] += (EXPR);                                               \
+        }                                                                 \
+        return -1;                                                        \
+    }
+
+#endif
