@@ -5,7 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-echo "== examples/quickstart: SGD with momentum fits a line"
-./build/example_quickstart
-echo "== examples/custom_optimizer: a user-written optimizer through the same pipeline"
-./build/example_custom_optimizer
+echo "== optim train: a 784-256-128-10 MLP on Fashion-MNIST with Adam"
+./build/optim train "$@"
