@@ -120,9 +120,9 @@ static int same_dims(int32_t rank, const int64_t *a, const int64_t *b)
     return 1;
 }
 
-static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t i, optim_error *err)
+int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_grad_var *p, size_t i,
+                      optim_error *err)
 {
-    const char *cn = opt->cls.name;
     if (!p->var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
     optim_var *v = p->var;
     const char *vn = optim_var_name(v);
@@ -206,12 +206,21 @@ static int cmp_ptr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int check_all(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err)
+int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
+                       size_t n, int require_any, optim_error *err)
 {
+    if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "%s: pairs is NULL", cn);
+    size_t with_grad = 0;
     for (size_t i = 0; i < n; i++) {
-        int rc = check_pair(opt, &pairs[i], i, err);
+        int rc = optim__check_pair(opt, cn, &pairs[i], i, err);
         if (rc) return rc;
+        with_grad += pairs[i].grad.kind != OPTIM_GRAD_NONE;
     }
+    if (require_any && with_grad == 0)
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: no gradients provided for any variable (%zu pairs, all without "
+                          "gradient)",
+                          cn, n);
     /* Each variable at most once. */
     const void **ptrs = optim__malloc(n * sizeof *ptrs);
     if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
@@ -223,7 +232,7 @@ static int check_all(optim_optimizer *opt, const optim_grad_var *pairs, size_t n
             free(ptrs);
             return optim__err(err, OPTIM_EINVAL,
                               "%s: variable '%s' appears more than once in one apply_gradients call",
-                              opt->cls.name, vn);
+                              cn, vn);
         }
     free(ptrs);
     return OPTIM_OK;
@@ -496,7 +505,7 @@ static int run_user_fn(step *s, const optim__fn_entry *f, const char *what, opti
             return optim__err(err, OPTIM_EINVAL,
                               "%s: %s changed the variable or gradient kind of pair %zu",
                               opt->cls.name, what, i);
-        rc = check_pair(opt, p, i, err);
+        rc = optim__check_pair(opt, opt->cls.name, p, i, err);
         if (rc) return rc;
         work_set_grad(&s->works[i], &p->grad);
     }
@@ -621,7 +630,7 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
     optim_optimizer *opt = s->opt;
     const char *cn = opt->cls.name;
     /* 1. Validate everything, including this step's hyperparameter values. */
-    int rc = check_all(opt, pairs, n, err);
+    int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err);
     if (!rc) rc = optim__resolve(opt, err);
     if (rc) return rc;
     /* 2. Skip absent gradients. */

@@ -173,6 +173,15 @@ void optim__order_new_slots(optim_optimizer *opt, size_t from);
 /* The base option of that name, NULL if none. */
 const optim_param *optim__base_param(const char *name);
 
+/* Step 1 of the pipeline: a pair / all pairs as `opt` (the update rule)
+ * would accept them; `cn` names the caller in messages. check_pairs also
+ * refuses a variable given twice and, with require_any, a call without any
+ * gradient. */
+int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_grad_var *p, size_t i,
+                      optim_error *err);
+int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
+                       size_t n, int require_any, optim_error *err);
+
 /* Weight decay (Keras 3): whether var is decayed; the decay itself
  * (w = w - w * wd * lr in dtype); freeing the exclusions. */
 int optim__use_weight_decay(const optim_optimizer *opt, const optim_var *var);

@@ -45,17 +45,6 @@
 #define CHUNK 8192 /* elements per parallel task; results never depend on threads */
 #define INNER_KEY "inner_optimizer"
 
-/* ---- shared with loss_scale.c (prototypes repeated there) -------------------- */
-
-int optim__finite_check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                              int require_any, optim_error *err);
-int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
-                       int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
-                       int *finite);
-int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err);
-int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *const *order,
-                         size_t norder);
-int optim__finite_nthreads(const optim_optimizer *opt);
 
 int optim__finite_nthreads(const optim_optimizer *opt)
 {
@@ -71,140 +60,16 @@ static const optim_optimizer *update_rule(const optim_optimizer *opt)
     return o;
 }
 
-static int same_dims(int32_t rank, const int64_t *a, const int64_t *b)
-{
-    for (int32_t i = 0; i < rank; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
-/* What the base pipeline checks (src/optimizer/apply.c), against the
- * update rule, so that a skipped step refuses what a taken one would. */
-static int check_pair(const optim_optimizer *opt, const optim_optimizer *rule,
-                      const optim_grad_var *p, size_t i, optim_error *err)
-{
-    const char *cn = opt->cls.name;
-    if (!p->var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
-    optim_var *v = p->var;
-    const char *vn = optim_var_name(v);
-    if (p->grad.kind == OPTIM_GRAD_NONE) return OPTIM_OK;
-    if (p->grad.kind != OPTIM_GRAD_DENSE && p->grad.kind != OPTIM_GRAD_SPARSE)
-        return optim__err(err, OPTIM_EINVAL, "%s: gradient of '%s' has unknown kind %d", cn, vn,
-                          (int)p->grad.kind);
-    if (rule->built && !optim__var_entry_of(rule, v))
-        return optim__err(err, OPTIM_ENOTFOUND,
-                          "%s: variable '%s' is unknown to the inner optimizer, which was built "
-                          "for %zu variables",
-                          cn, vn, rule->nvars);
-    if (!optim_var_trainable(v))
-        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' is not trainable", cn, vn);
-    const optim__var_entry *known = optim__var_entry_of(rule, v);
-    if (known && (known->numel != optim_var_numel(v) || known->dtype != optim_var_dtype(v)))
-        return optim__err(err, OPTIM_ESTATE,
-                          "%s: variable '%s' (%lld %s elements) is not the one the inner "
-                          "optimizer made slots for (%lld %s); was a variable destroyed while "
-                          "the optimizer still used it?",
-                          cn, vn, (long long)optim_var_numel(v), optim_dtype_name(optim_var_dtype(v)),
-                          (long long)known->numel, optim_dtype_name(known->dtype));
-    char what[300], a[160], b[160];
-    int32_t vr = optim_var_rank(v);
-    const int64_t *vs = optim_var_shape(v);
-    optim_dtype vd = optim_var_dtype(v);
-    if (p->grad.kind == OPTIM_GRAD_DENSE) {
-        const optim_tensor *g = &p->grad.dense;
-        snprintf(what, sizeof what, "%s: gradient of '%s'", cn, vn);
-        int rc = optim__tensor_check(g, OPTIM__FLOAT_MASK, what, err);
-        if (rc) return rc;
-        if (g->dtype != vd)
-            return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)",
-                              what, optim_dtype_name(g->dtype), optim_dtype_name(vd));
-        if (g->rank != vr || !same_dims(vr, g->shape, vs))
-            return optim__err(err, OPTIM_ESHAPE, "%s has shape %s, expected %s", what,
-                              optim_shape_str(g->rank, g->shape, a, sizeof a),
-                              optim_shape_str(vr, vs, b, sizeof b));
-        return OPTIM_OK;
-    }
-    const optim_slices *s = &p->grad.sparse;
-    snprintf(what, sizeof what, "%s: sparse gradient of '%s'", cn, vn);
-    if (!rule->cls.apply_sparse && !rule->cls.apply_sparse_duplicate_indices)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: the inner optimizer (%s) has no sparse update",
-                          what, rule->cls.name);
-    if (rule->gen == OPTIM_LEGACY && optim_var_constraint(v))
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s: the variable has a constraint, which the legacy generation cannot "
-                          "apply to a sparse update",
-                          what);
-    if (vr < 1)
-        return optim__err(err, OPTIM_ESHAPE,
-                          "%s: the variable is a scalar; sparse rows need rank >= 1", what);
-    int rc = optim__tensor_check(&s->values, OPTIM__FLOAT_MASK, what, err);
-    if (rc) return rc;
-    if (s->values.dtype != vd)
-        return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)", what,
-                          optim_dtype_name(s->values.dtype), optim_dtype_name(vd));
-    if (s->n < 0)
-        return optim__err(err, OPTIM_ESHAPE, "%s: %lld indices, expected >= 0", what, (long long)s->n);
-    if (s->n > 0 && !s->indices) return optim__err(err, OPTIM_EINVAL, "%s: indices is NULL", what);
-    if (s->values.rank != vr || s->values.shape[0] != s->n ||
-        !same_dims(vr - 1, s->values.shape + 1, vs + 1)) {
-        int64_t want[OPTIM_MAX_RANK];
-        want[0] = s->n;
-        for (int32_t d = 1; d < vr; d++) want[d] = vs[d];
-        return optim__err(err, OPTIM_ESHAPE,
-                          "%s: values have shape %s, expected %s (%lld indices and the "
-                          "variable's row shape)",
-                          what, optim_shape_str(s->values.rank, s->values.shape, a, sizeof a),
-                          optim_shape_str(vr, want, b, sizeof b), (long long)s->n);
-    }
-    for (int64_t k = 0; k < s->n; k++)
-        if (s->indices[k] < 0 || s->indices[k] >= vs[0])
-            return optim__err(err, OPTIM_ERANGE,
-                              "%s: index %lld at position %lld is out of range, expected 0..%lld",
-                              what, (long long)s->indices[k], (long long)k, (long long)vs[0] - 1);
-    return OPTIM_OK;
-}
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Every pair readable and acceptable to the inner update rule, each variable
  * once, and (require_any) at least one gradient. */
 int optim__finite_check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                               int require_any, optim_error *err)
 {
-    const char *cn = opt->cls.name;
     const optim_optimizer *rule = update_rule(opt);
-    if (!rule) return optim__err(err, OPTIM_ESTATE, "%s: no inner optimizer", cn);
-    if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "%s: pairs is NULL", cn);
-    size_t with_grad = 0;
-    for (size_t i = 0; i < n; i++) {
-        int rc = check_pair(opt, rule, &pairs[i], i, err);
-        if (rc) return rc;
-        with_grad += pairs[i].grad.kind != OPTIM_GRAD_NONE;
-    }
-    if (require_any && with_grad == 0)
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s: no gradients provided for any variable (%zu pairs, all without "
-                          "gradient)",
-                          cn, n);
-    if (n < 2) return OPTIM_OK;
-    const void **ptrs = optim__malloc(n * sizeof *ptrs);
-    if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
-    qsort(ptrs, n, sizeof *ptrs, cmp_ptr);
-    for (size_t i = 1; i < n; i++)
-        if (ptrs[i] == ptrs[i - 1]) {
-            const char *vn = optim_var_name(ptrs[i]);
-            free(ptrs);
-            return optim__err(err, OPTIM_EINVAL,
-                              "%s: variable '%s' appears more than once in one apply_gradients call",
-                              cn, vn);
-        }
-    free(ptrs);
-    return OPTIM_OK;
+    if (!rule) return optim__err(err, OPTIM_ESTATE, "%s: no inner optimizer", opt->cls.name);
+    /* What the base pipeline checks, against the update rule, so that a
+     * skipped step refuses what a taken one would. */
+    return optim__check_pairs(rule, opt->cls.name, pairs, n, require_any, err);
 }
 
 /* ---- element loops: fixed chunks, so any thread count gives the same bits ---- */

@@ -72,15 +72,6 @@
 #define DEFAULT_SCALE 32768.0 /* 2**15 */
 #define DEFAULT_GROWTH 2000.0
 
-/* The step driver shared with ApplyIfFinite (src/wrappers/apply_if_finite.c). */
-int optim__finite_check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                              int require_any, optim_error *err);
-int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
-                       int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
-                       int *finite);
-int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err);
-int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *const *order,
-                         size_t norder);
 
 enum { P_INITIAL_SCALE, P_GROWTH, P_DYNAMIC, P_INITIAL_SCALE_LEGACY, P_GROWTH_LEGACY };
 

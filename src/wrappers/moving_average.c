@@ -65,15 +65,6 @@
 
 /* ---- shared by moving_average.c, swa.c and lookahead.c ------------------------------------------ */
 
-/* Declared again in swa.c and lookahead.c. */
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
-                    int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
-                    void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
-                                 const double *coef));
-int optim__tfa_validate(optim_optimizer *opt, optim_error *err);
-int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,
-                          optim_error *err);
-int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg);
 
 /* The clip options of OptimizerV2, in its get_config order. */
 static const int clip_ids[3] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};

@@ -27,16 +27,6 @@
 #include <math.h>
 #include <stdint.h>
 
-/* Shared with the TF Addons wrappers (defined in moving_average.c). */
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
-                    int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
-                    void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
-                                 const double *coef));
-int optim__tfa_validate(optim_optimizer *opt, optim_error *err);
-int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,
-                          optim_error *err);
-int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg);
-
 #define MAX_INT 9007199254740992.0 /* 2**53: every integer up to it is exact in a double */
 
 enum { P_AVERAGE_PERIOD, P_START_AVERAGING };

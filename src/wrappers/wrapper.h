@@ -22,4 +22,27 @@ int optim__wrapper_require_inner(optim_optimizer *opt, const char *key, optim_er
 optim_optimizer *optim__wrapper_inner(const optim_optimizer *opt);
 void optim__wrapper_destroy(optim_optimizer *opt);
 
+/* The TF Addons averaging wrappers' shared step, validation and config
+ * (src/wrappers/moving_average.c; used by swa.c and lookahead.c). */
+int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
+                    int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
+                    void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
+                                 const double *coef));
+int optim__tfa_validate(optim_optimizer *opt, optim_error *err);
+int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,
+                          optim_error *err);
+int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg);
+
+/* The skip-if-non-finite step driver of LossScaleOptimizer and
+ * ApplyIfFinite (src/wrappers/apply_if_finite.c). */
+int optim__finite_check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                              int require_any, optim_error *err);
+int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
+                       int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
+                       int *finite);
+int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err);
+int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *const *order,
+                         size_t norder);
+int optim__finite_nthreads(const optim_optimizer *opt);
+
 #endif
