@@ -971,8 +971,8 @@ static void test_config_round_trip(void **s)
     const char *cfgs[] = {
         J("{\"learning_rate\": 0.1, \"use_ema\": true, \"ema_momentum\": 0.95, \"ema_overwrite_frequency\": 5, "
           "\"loss_scale_factor\": 256, \"gradient_accumulation_steps\": 4}"),
-        "{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true, \"ema_momentum\": 0.5, "
-        "\"loss_scale_factor\": 0.125, \"gradient_accumulation_steps\": 2, \"clipnorm\": 1.0}}",
+        ("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true, \"ema_momentum\": 0.5, "
+         "\"loss_scale_factor\": 0.125, \"gradient_accumulation_steps\": 2, \"clipnorm\": 1.0}}"),
         "{\"class_name\": \"Adam\", \"config\": {\"use_ema\": false, \"ema_overwrite_frequency\": 3}}",
     };
     for (int i = 0; i < 3; i++) {
