@@ -1,5 +1,10 @@
 /* `optim`: the command-line tool. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cblas.h>
 #include <string.h>
 
 #include "commands.h"
@@ -17,6 +22,8 @@ static void usage(FILE *f)
             "                                 draw a learning-rate schedule over steps\n"
             "                                 0..STEPS (default 1000) as a PNG\n"
             "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
+            "  bench [--json] [CONFIG...]     optimizer steps against this machine's memory\n"
+            "                                 bandwidth (see optim bench --help)\n"
             "  version                        print the version\n"
             "  help                           print this help\n");
 }
@@ -27,8 +34,20 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* One BLAS thread for every command: OpenBLAS's pthread pool and the
+     * optimizer's OpenMP threads spin against each other on few cores
+     * (optim train 2.5x slower, bench's triad 10x), and a fixed BLAS thread
+     * count keeps results independent of the machine (docs/performance.md).
+     * OpenBLAS starts its pool when loaded, so the setting must be in the
+     * environment before the program starts: set it and run again (a user's
+     * own OPENBLAS_NUM_THREADS is respected). */
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
+        openblas_set_num_threads(1); /* could not run again: the next best thing */
+    }
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return optim_cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

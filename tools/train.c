@@ -13,8 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <cblas.h>
-
 #include "commands.h"
 #include "optim/idx.h"
 #include "optim/nn.h"
@@ -171,11 +169,6 @@ static int add_dense(optim_model *m, int64_t units, optim_activation act)
 
 int optim_cmd_train(int argc, char **argv)
 {
-    /* One BLAS thread: OpenBLAS's pthread pool and the optimizer's OpenMP
-     * threads spin against each other on few cores (2.5x slower here), and
-     * a fixed BLAS thread count keeps results independent of the machine
-     * (docs/performance.md). */
-    openblas_set_num_threads(1);
     long long epochs = 2, batch = 128, seed = 0;
     const char *opt_text = "{\"class_name\": \"Adam\", \"config\": {}}", *dir = DEFAULT_DATA;
     for (int i = 0; i < argc; i++) {

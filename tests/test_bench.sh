@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# optim bench: one JSON object per measurement with the documented keys,
+# every built-in by default, and bad input refused with one stderr line.
+set -u
+optim=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$optim" bench --json --size 20000 --runs 3 '"sgd"' '{"class_name": "Adam", "config": {"amsgrad": true}}' \
+    >"$tmp/out" 2>"$tmp/err" || fail "bench exited $?: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/out")" -eq 2 ] || fail "expected 2 JSON lines, got: $(cat "$tmp/out")"
+for key in config class_name elements dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio; do
+    [ "$(grep -c "\"$key\": " "$tmp/out")" -eq 2 ] || fail "key $key missing: $(cat "$tmp/out")"
+done
+grep -q '"class_name": "SGD".*"bytes_per_param": 12,' "$tmp/out" || fail "SGD moves 12 B/param: $(cat "$tmp/out")"
+grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam amsgrad moves 36 B/param: $(cat "$tmp/out")"
+
+"$optim" bench --size 5000 --runs 1 >"$tmp/all" 2>"$tmp/err" || fail "default list failed: $(cat "$tmp/err")"
+[ "$(grep -c 'x triad' "$tmp/all")" -ge 13 ] || fail "default list incomplete: $(cat "$tmp/all")"
+
+for bad in "--size x" "--size 0" "--runs" "--bogus" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}'; do
+    # shellcheck disable=SC2086
+    if eval "\"$optim\" bench $bad" >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi
+    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"
+done
+echo "1 passed, 0 failed"

@@ -1,0 +1,184 @@
+/* optim bench: optimizer steps against this machine's memory bandwidth.
+ *
+ *     optim bench [--json] [--size N] [--runs R] [--threads T] [CONFIG...]
+ *
+ * For each optimizer config (default: every built-in), one dense float32
+ * step on an N-element variable is timed R times; its effective bandwidth
+ * (the bytes the rule must move: read the variable and gradient and each
+ * full-size slot, write the variable and the slots) is compared with an
+ * OpenMP triad measured in the same run (16 bytes per element with the
+ * write-allocate). Prints the median of the R runs, one line per config, or
+ * with --json one JSON object per line. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "optim/optim.h"
+
+static const char *const DEFAULTS[] = {
+    "\"sgd\"", "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9}}", "\"adam\"",
+    "{\"class_name\": \"Adam\", \"config\": {\"is_legacy_optimizer\": true}}", "\"adamw\"",
+    "\"adamax\"", "\"nadam\"", "\"rmsprop\"", "\"adagrad\"", "\"adadelta\"", "\"ftrl\"", "\"lion\"",
+    "\"lamb\"", "\"adafactor\"", "\"lazyadam\"",
+};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int fail(const char *fmt, const char *what)
+{
+    fputs("optim bench: ", stderr);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    return 1;
+}
+
+static int parse_count(const char *s, long long min, long long max, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Median time of `runs` triads over n floats, as GB/s at 16 B/element. */
+static double triad(float *a, const float *b, const float *c, int64_t n, int runs, double *t)
+{
+    for (int r = 0; r < runs; r++) {
+        double t0 = now();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
+        t[r] = now() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp);
+    return 16.0 * (double)n / t[runs / 2] / 1e9;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int optim_cmd_bench(int argc, char **argv)
+{
+    int json = 0;
+    long long n = 1 << 24, runs = 7, threads = 0;
+    const char **configs = NULL;
+    int nconfigs = 0;
+    configs = calloc((size_t)argc + 1, sizeof *configs);
+    if (!configs) return fail("%s", "out of memory");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        long long *target = !strcmp(a, "--size") ? &n : !strcmp(a, "--runs") ? &runs
+                            : !strcmp(a, "--threads") ? &threads : NULL;
+        if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [CONFIG...]\n");
+            free(configs);
+            return 0;
+        } else if (target) {
+            long long max = target == &n ? (1LL << 31) : target == &runs ? 1000 : 1024;
+            if (i + 1 >= argc || parse_count(argv[i + 1], target == &threads ? 0 : 1, max, target)) {
+                free(configs);
+                return fail("%s needs a whole number in range (see optim bench --help)", a);
+            }
+            i++;
+        } else if (a[0] == '-' && a[1] == '-') {
+            free(configs);
+            return fail("unknown option '%s' (see optim bench --help)", a);
+        } else {
+            configs[nconfigs++] = a;
+        }
+    }
+    const char *const *list = nconfigs ? configs : DEFAULTS;
+    if (!nconfigs) nconfigs = (int)(sizeof DEFAULTS / sizeof *DEFAULTS);
+    if (threads > 0) omp_set_num_threads((int)threads);
+    int rc = 0;
+    float *g = malloc((size_t)n * sizeof *g), *a = malloc((size_t)n * sizeof *a);
+    float *b = malloc((size_t)n * sizeof *b), *c = malloc((size_t)n * sizeof *c);
+    double *t = malloc((size_t)runs * sizeof *t);
+    if (!g || !a || !b || !c || !t) {
+        rc = fail("%s", "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < n; i++) g[i] = 1e-3f * (float)(i % 7), a[i] = 0, b[i] = 1, c[i] = 2;
+    const double limit = triad(a, b, c, n, (int)runs, t);
+    if (!json) printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n, omp_get_max_threads());
+    for (int k = 0; k < nconfigs && !rc; k++) {
+        const char *config = list[k];
+        optim_error err;
+        optim_var *w = NULL;
+        optim_optimizer *opt = NULL;
+        int64_t len = n;
+        if (optim_from_json(&opt, config, &err) ||
+            optim_var_create(&w, "w", OPTIM_F32, 1, &len, NULL, &err)) {
+            rc = fail("%s", err.msg);
+        } else {
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &len)), w};
+            if (optim_apply_gradients(opt, &p, 1, 0)) { /* warm-up: slots, page faults */
+                rc = fail("%s", optim_errmsg(opt));
+            } else {
+                for (int r = 0; r < runs; r++) {
+                    double t0 = now();
+                    optim_apply_gradients(opt, &p, 1, 0);
+                    t[r] = now() - t0;
+                }
+                qsort(t, (size_t)runs, sizeof *t, cmp);
+                /* Full-size weights are read and written once each. */
+                size_t full = 0, nw = optim_weights_count(opt);
+                optim_tensor *ws = calloc(nw, sizeof *ws);
+                if (ws) optim_get_weights(opt, ws, nw);
+                for (size_t i = 1; ws && i < nw; i++) full += optim_tensor_numel(&ws[i]) == n;
+                free(ws);
+                double bytes = 4.0 * (3.0 + 2.0 * (double)full), secs = t[runs / 2];
+                double bw = bytes * (double)n / secs / 1e9;
+                if (json) {
+                    printf("{\"config\": ");
+                    json_string(stdout, config);
+                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"float32\", "
+                           "\"threads\": %d, \"bytes_per_param\": %.0f, \"median_seconds\": %.9g, "
+                           "\"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, \"ratio\": %.4g}\n",
+                           optim_class_of(opt)->name, n, omp_get_max_threads(), bytes, secs, bw, limit,
+                           bw / limit);
+                } else {
+                    printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes,
+                           bw / limit);
+                }
+            }
+        }
+        optim_destroy(opt);
+        optim_var_destroy(w);
+    }
+out:
+    free(g);
+    free(a);
+    free(b);
+    free(c);
+    free(t);
+    free(configs);
+    return rc;
+}
