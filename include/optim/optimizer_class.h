@@ -258,8 +258,13 @@ void *optim_state(const optim_optimizer *opt);
 /* Sets the message of the running call (for hooks that fail). Returns code. */
 int optim_set_error(optim_optimizer *opt, int code, const char *fmt, ...);
 
-/* For get_config hooks: adds key with a JSON value (copied, checked). */
+/* For get_config hooks: adds key with a JSON value (copied, checked; kept in
+ * its place when the key exists already). */
 int optim_config_put(optim_config *cfg, const char *key, const char *json_value);
+
+/* Adds a float key as the base writes them: the shortest text that reads
+ * back exactly, with ".0" for whole values (Python's repr). */
+int optim_config_put_number(optim_config *cfg, const char *key, double value);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,16 @@
 #include <string.h>
 
 
+int optim_config_put_number(optim_config *cfg, const char *key, double value)
+{
+    if (!cfg || !key) return OPTIM_EINVAL;
+    cJSON *v = optim__json_exact_number(value, 1);
+    if (!v) return OPTIM_ENOMEM;
+    int rc = optim_config_put(cfg, key, cJSON_IsNull(v) ? "null" : v->valuestring);
+    cJSON_Delete(v);
+    return rc;
+}
+
 int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
 {
     if (!cfg || !key || !json_value) return OPTIM_EINVAL;

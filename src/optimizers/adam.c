@@ -92,30 +92,15 @@ static int validate(optim_optimizer *opt, optim_error *err)
     return 0;
 }
 
-/* A number as the base class writes it: the shortest form that reads back
- * exactly, with ".0" for whole values (Python's repr of a float). */
-static int put_number(optim_config *cfg, const char *key, double x)
-{
-    char buf[48];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    if (!strpbrk(buf, ".e")) strcat(buf, ".0");
-    return optim_config_put(cfg, key, buf);
-}
 
-/* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None.
- * optim_config_put moves a replaced key to the end, so amsgrad is written
- * again after it to keep Keras's key order. */
+/* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
     double e;
     if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e) ||
         !(isnan(e) || e == 0))
         return 0;
-    int rc = put_number(cfg, "epsilon", LEGACY_EPSILON);
-    return rc ? rc : optim_config_put(cfg, "amsgrad", amsgrad_on(opt) ? "true" : "false");
+    return optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
 }
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)

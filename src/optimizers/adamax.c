@@ -202,23 +202,13 @@ static void apply_sparse(const optim_sparse_update *u)
     else sparse_double(u);
 }
 
-/* Writes a number as the base does (shortest round-trip form). */
-static int put_number(optim_config *cfg, const char *key, double x)
-{
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    return optim_config_put(cfg, key, buf);
-}
 
 /* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
     double e;
     if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e)) return 0;
-    return isnan(e) || e == 0 ? put_number(cfg, "epsilon", LEGACY_EPSILON) : 0;
+    return isnan(e) || e == 0 ? optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON) : 0;
 }
 
 const optim_class optim_adamax_class = {

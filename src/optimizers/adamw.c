@@ -199,33 +199,17 @@ static int set_config(optim_optimizer *opt, const char *key, const char *json, o
     return 0;
 }
 
-/* A number as the base class writes it: the shortest form that reads back
- * exactly, with ".0" for whole values (Python's repr of a float). */
-static int put_number(optim_config *cfg, const char *key, double x)
-{
-    char buf[48];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    if (!strpbrk(buf, ".e")) strcat(buf, ".0");
-    return optim_config_put(cfg, key, buf);
-}
 
 /* Legacy (TF Addons) get_config: ..., epsilon, amsgrad, weight_decay,
  * exclude_from_weight_decay. epsilon is written as self.epsilon, 1e-7 for 0
- * or None; optim_config_put moves a replaced key to the end, so the keys
- * after it are written again to keep that order. */
+ * or None. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
     if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
     const state *s = optim_state(opt);
-    double e, wd;
-    if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0) &&
-        !optim_get_hyper(opt, "weight_decay", &wd)) {
-        int rc = put_number(cfg, "epsilon", LEGACY_EPSILON);
-        if (!rc) rc = optim_config_put(cfg, "amsgrad", amsgrad_on(opt) ? "true" : "false");
-        if (!rc) rc = put_number(cfg, "weight_decay", wd);
+    double e;
+    if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0)) {
+        int rc = optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
         if (rc) return rc;
     }
     cJSON *v = s->have_exclude ? cJSON_CreateArray() : cJSON_CreateNull();

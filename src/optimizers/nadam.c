@@ -341,20 +341,9 @@ static int set_config(optim_optimizer *opt, const char *key, const char *json_va
     return 0;
 }
 
-static int put_number(optim_config *cfg, const char *key, double x)
-{
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    return optim_config_put(cfg, key, buf);
-}
 
 /* Legacy get_config writes decay = the schedule decay (self._initial_decay)
- * and epsilon = epsilon or 1e-7. optim_config_put appends a replaced key,
- * so decay is always written again (after epsilon): the key order is then
- * the same whatever the config held. */
+ * and epsilon = epsilon or 1e-7, each in its place. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
     if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
@@ -362,8 +351,8 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     double e;
     int rc = 0;
     if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0))
-        rc = put_number(cfg, "epsilon", LEGACY_EPSILON);
-    return rc ? rc : put_number(cfg, "decay", schedule_decay(st));
+        rc = optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
+    return rc ? rc : optim_config_put_number(cfg, "decay", schedule_decay(st));
 }
 
 const optim_class optim_nadam_class = {
