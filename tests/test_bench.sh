@@ -19,7 +19,10 @@ grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam 
 "$optim" bench --size 5000 --runs 1 >"$tmp/all" 2>"$tmp/err" || fail "default list failed: $(cat "$tmp/err")"
 [ "$(grep -c 'x triad' "$tmp/all")" -ge 13 ] || fail "default list incomplete: $(cat "$tmp/all")"
 
-for bad in "--size x" "--size 0" "--runs" "--bogus" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}'; do
+"$optim" bench --size 2000 --runs 1 adam >"$tmp/bare" 2>"$tmp/err" || fail "a bare class name: $(cat "$tmp/err")"
+grep -q '"adam"' "$tmp/bare" || fail "bare name not measured: $(cat "$tmp/bare")"
+
+for bad in "--size x" "--size 0" "--runs" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}'; do
     # shellcheck disable=SC2086
     if eval "\"$optim\" bench $bad" >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi
     [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"

@@ -826,7 +826,7 @@ static void test_bad_value_ranges(void **state)
     expect_json_fails(J("{\"clipvalue\": -0.5}"), OPTIM_ERANGE, "clipvalue", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"decay\": -0.1}"), OPTIM_ERANGE,
                       "decay", NULL);
-    expect_json_fails(J("{\"ema_momentum\": 1.5}"), OPTIM_ERANGE, "ema_momentum", NULL);
+    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": -0.5}"), OPTIM_ERANGE, "ema_momentum", NULL);
 }
 
 static void test_bad_clip_combinations(void **state)

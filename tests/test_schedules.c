@@ -1024,9 +1024,28 @@ static void test_schedule_plot(void **st)
     unlink(errf);
 }
 
+/* One schedule object belongs to one hyperparameter. */
+static void test_schedule_object_single_owner(void **state)
+{
+    (void)state;
+    optim_schedule *s;
+    optim_error err;
+    assert_int_equal(optim_schedule_from_json(&s, "{\"class_name\": \"ExponentialDecay\", \"config\": "
+                                                  "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
+                                                  "\"decay_rate\": 0.5}}", &err), 0);
+    optim_optimizer *opt;
+    assert_int_equal(optim_from_json(&opt, "\"sgd\"", &err), 0);
+    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
+    assert_int_equal(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL);
+    assert_non_null(strstr(optim_errmsg(opt), "already belongs to 'learning_rate'"));
+    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0); /* same owner: fine */
+    optim_destroy(opt); /* frees s once */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_object_single_owner),
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_edges),

@@ -1207,6 +1207,52 @@ static void test_wrap_from_c(void **st)
     optim_var_destroy(e2);
 }
 
+/* Review fixes: a failed inner step leaves the wrapper's weights as they
+ * were (none created), and optim_build on a wrapper builds its inner
+ * optimizer first (its slots listed, unknown variables refused). */
+static int refuse(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
+{
+    (void)user;
+    (void)pairs;
+    (void)n;
+    snprintf(err->msg, sizeof err->msg, "no");
+    return OPTIM_EINVAL;
+}
+
+static void test_failed_inner_step_and_build(void **s)
+{
+    (void)s;
+    const char *cfgs[2] = {
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"adam\"}}",
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"adam\"}}",
+    };
+    for (int c = 0; c < 2; c++) {
+        optim_optimizer *w;
+        optim_error err;
+        assert_int_equal(optim_from_json(&w, cfgs[c], &err), 0);
+        assert_int_equal(optim_add_gradient_transformer(optim_wrapper_inner(w), refuse, NULL), 0);
+        float x[2] = {1, 2}, g[2] = {0.5f, 0.5f};
+        optim_var *v, *u;
+        assert_int_equal(optim_var_create(&v, "v", OPTIM_F32, 1, (int64_t[]){2}, x, &err), 0);
+        assert_int_equal(optim_var_create(&u, "u", OPTIM_F32, 1, (int64_t[]){2}, x, &err), 0);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){2})), v};
+        assert_int_not_equal(optim_apply_gradients(w, &p, 1, 0), 0);
+        assert_int_equal(optim_weights_count(w), 1);
+        assert_int_equal(optim_iterations(w), 0);
+        optim_destroy(w);
+        /* Build: the inner optimizer's slots exist right away. */
+        assert_int_equal(optim_from_json(&w, cfgs[c], &err), 0);
+        assert_int_equal(optim_build(w, &v, 1), 0);
+        assert_non_null(optim_get_slot(w, v, "m"));
+        assert_non_null(optim_get_slot(w, v, "v"));
+        p.var = u;
+        assert_int_equal(optim_apply_gradients(w, &p, 1, 0), OPTIM_ENOTFOUND);
+        optim_destroy(w);
+        optim_var_destroy(v);
+        optim_var_destroy(u);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1230,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_apply_if_finite_inside_lso),
         cmocka_unit_test(test_inner_loss_scale_factor_cleared),
         cmocka_unit_test(test_wrap_from_c),
+        cmocka_unit_test(test_failed_inner_step_and_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,7 +107,7 @@ int optim_cmd_bench(int argc, char **argv)
                 return fail("%s needs a whole number in range (see optim bench --help)", a);
             }
             i++;
-        } else if (a[0] == '-' && a[1] == '-') {
+        } else if (a[0] == '-') {
             free(configs);
             return fail("unknown option '%s' (see optim bench --help)", a);
         } else {
@@ -116,6 +116,35 @@ int optim_cmd_bench(int argc, char **argv)
     }
     const char *const *list = nconfigs ? configs : DEFAULTS;
     if (!nconfigs) nconfigs = (int)(sizeof DEFAULTS / sizeof *DEFAULTS);
+    /* Every config must load before anything is measured. A bare class name
+     * (adam) stands for its JSON string ("adam"). */
+    char **texts = calloc((size_t)nconfigs, sizeof *texts);
+    if (!texts) {
+        free(configs);
+        return fail("%s", "out of memory");
+    }
+    for (int k = 0; k < nconfigs; k++) {
+        const char *c = list[k];
+        size_t len = strlen(c) + 3;
+        texts[k] = malloc(len);
+        if (!texts[k]) {
+            for (int j = 0; j < k; j++) free(texts[j]);
+            free(texts);
+            free(configs);
+            return fail("%s", "out of memory");
+        }
+        snprintf(texts[k], len, (c[0] == '{' || c[0] == '"') ? "%s" : "\"%s\"", c);
+        optim_optimizer *check;
+        optim_error err;
+        if (optim_from_json(&check, texts[k], &err)) {
+            fprintf(stderr, "optim bench: config %s: %s\n", c, err.msg);
+            for (int j = 0; j <= k; j++) free(texts[j]);
+            free(texts);
+            free(configs);
+            return 1;
+        }
+        optim_destroy(check);
+    }
     if (threads > 0) omp_set_num_threads((int)threads);
     int rc = 0;
     float *g = malloc((size_t)n * sizeof *g), *a = malloc((size_t)n * sizeof *a);
@@ -129,7 +158,7 @@ int optim_cmd_bench(int argc, char **argv)
     const double limit = triad(a, b, c, n, (int)runs, t);
     if (!json) printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n, omp_get_max_threads());
     for (int k = 0; k < nconfigs && !rc; k++) {
-        const char *config = list[k];
+        const char *config = texts[k];
         optim_error err;
         optim_var *w = NULL;
         optim_optimizer *opt = NULL;
@@ -142,11 +171,13 @@ int optim_cmd_bench(int argc, char **argv)
             if (optim_apply_gradients(opt, &p, 1, 0)) { /* warm-up: slots, page faults */
                 rc = fail("%s", optim_errmsg(opt));
             } else {
-                for (int r = 0; r < runs; r++) {
+                for (int r = 0; r < runs && !rc; r++) {
                     double t0 = now();
-                    optim_apply_gradients(opt, &p, 1, 0);
+                    if (optim_apply_gradients(opt, &p, 1, 0)) rc = fail("%s", optim_errmsg(opt));
                     t[r] = now() - t0;
                 }
+            }
+            if (!rc) {
                 qsort(t, (size_t)runs, sizeof *t, cmp);
                 /* Full-size weights are read and written once each. */
                 size_t full = 0, nw = optim_weights_count(opt);
@@ -179,6 +210,8 @@ out:
     free(b);
     free(c);
     free(t);
+    for (int k = 0; k < nconfigs; k++) free(texts[k]);
+    free(texts);
     free(configs);
     return rc;
 }

@@ -238,7 +238,9 @@ static int write_out(replay *r, const char *path)
     for (size_t i = 0; i < nw && !rc; i++) {
         const char *name = optim_weight_name(r->opt, i);
         if (optim_st_writer_add(w, name, &weights[i], &err))
-            rc = fail("cannot write '%s': %s", name, err.msg);
+            rc = fail("cannot write '%s' to OUT: %s (OUT names every variable and every optimizer "
+                      "weight; two of them share this name)",
+                      name, err.msg);
     }
     free(weights);
     if (!rc && optim_st_writer_save(w, path, &err)) rc = fail("%s", err.msg);

@@ -81,7 +81,8 @@ void *optim_schedule_state(const optim_schedule *s);
 
 /* Makes an optimizer hyperparameter follow a schedule object. On success
  * the optimizer owns s (freed with it or when replaced); on error the caller
- * keeps it. */
+ * keeps it. A schedule object belongs to one hyperparameter: giving it to a
+ * second is refused. */
 int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name, optim_schedule *s);
 
 #ifdef __cplusplus

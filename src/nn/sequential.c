@@ -173,7 +173,10 @@ static int model_build_full(optim_model *m, int32_t rank, const int64_t *shape, 
     }
     if (rc) {
         for (size_t i = 0; i < built_here; i++)
-            if (!was[i]) optim__layer_unbuild(m->layers[i]);
+            if (!was[i]) {
+                optim__layer_unbuild(m->layers[i]);
+                m->layers[i]->built_by_model = 0;
+            }
         free(was);
         return rc;
     }

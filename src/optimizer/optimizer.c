@@ -12,9 +12,9 @@
 
 #define INF INFINITY
 
-/* Keras's base options. learning_rate's default is the class's. Options
- * that later work (EMA, weight decay, loss scaling, accumulation) implements
- * are accepted at their "off" values and refused otherwise (optim__validate). */
+/* Keras's base options, in Keras 3's get_config order. learning_rate's default
+ * is the class's (weight_decay's too, with default_weight_decay); the Keras 3
+ * options' cross-key rules are in keras3_options.c. */
 static const optim_param base_params[OPTIM__N_BASE] = {
     {"learning_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.01, 0, INF},
     {"decay", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_LEGACY_ONLY, 0, 0, INF},
@@ -24,13 +24,15 @@ static const optim_param base_params[OPTIM__N_BASE] = {
     {"global_clipnorm", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, 0, INF},
     {"clipvalue", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, 0, INF},
     {"use_ema", OPTIM_PARAM_BOOL, OPTIM_PARAM_KERAS3_ONLY, 0, 0, 1},
-    {"ema_momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 0.99, 0, 1},
+    /* Keras checks ema_momentum and ema_overwrite_frequency only with use_ema,
+     * and takes gradient_accumulation_steps 0 as off: optim__k3_validate. */
+    {"ema_momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 0.99, -INF, INF},
     {"ema_overwrite_frequency", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY,
-     NAN, 1, INF},
+     NAN, 0, INF},
     {"loss_scale_factor", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN,
      0, INF, },
     {"gradient_accumulation_steps", OPTIM_PARAM_INT,
-     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 2, INF},
+     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 0, INF},
 };
 
 const optim_param *optim__base_param(const char *name)
@@ -273,6 +275,14 @@ int optim_set_hyper_schedule(optim_optimizer *opt, const char *name, optim_sched
 
 int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name, optim_schedule *s)
 {
+    /* One owner per schedule object: a second would free it twice. */
+    for (size_t i = 0; s && i < opt->nparams; i++)
+        if (opt->hypers[i].kind == HYPER_SCHEDULE_OBJ && opt->hypers[i].sched == s &&
+            (!name || strcmp(opt->params[i]->name, name) != 0))
+            return optim_set_error(opt, OPTIM_EINVAL,
+                                   "%s: this schedule object already belongs to '%s'; give each "
+                                   "hyperparameter its own",
+                                   opt->cls.name, opt->params[i]->name);
     optim__hyper h = {0};
     h.kind = HYPER_SCHEDULE_OBJ;
     h.sched = s;

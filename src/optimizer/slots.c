@@ -282,6 +282,10 @@ static int track(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
 int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
 {
+    /* A wrapper builds its inner optimizer first, as Keras's wrappers do. */
+    optim_optimizer *in = opt->cls.inner ? opt->cls.inner(opt) : NULL;
+    if (in && optim_build(in, vars, n)) return optim_set_error(opt, OPTIM_EINVAL, "%s: inner optimizer: %s",
+                                                               opt->cls.name, optim_errmsg(in));
     int rc = track(opt, vars, n);
     if (rc) return rc;
     opt->built = 1;

@@ -151,7 +151,11 @@ optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int3
                             optim__tape_shape(v0, s0), optim__tape_shape(v, si), i, (int)ax);
             return NULL;
         }
-        shape[ax] += v->shape[ax];
+        if (__builtin_add_overflow(shape[ax], v->shape[ax], &shape[ax])) {
+            optim__tape_err(t, OPTIM_ESHAPE, "concat: the result's axis %d overflows at input %zu (shape %s)",
+                            (int)ax, i, optim__tape_shape(v, si));
+            return NULL;
+        }
         need |= nodes[i]->need;
     }
     optim_node **ins = optim__arena_alloc(&t->arena, n * sizeof *ins);

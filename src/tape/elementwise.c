@@ -298,12 +298,13 @@ optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *
 
 DEF_UNARY(neg, NULL, -x, -g)
 DEF_UNARY(square, NULL, x * x, g * (2 * x))
-/* TF's SqrtGrad: g * 0.5 / y; undefined at x <= 0 (infinite or NaN). */
-DEF_UNARY_CHECKED(sqrt, "sqrt's gradient 0.5/sqrt(x) is not finite for x <= 0", sqrt(x), !(x > 0),
+/* TF's SqrtGrad: g * 0.5 / y; undefined at x <= 0 (infinite or NaN). A NaN
+ * input propagates, as in TF. */
+DEF_UNARY_CHECKED(sqrt, "sqrt's gradient 0.5/sqrt(x) is not finite for x <= 0", sqrt(x), x <= 0,
                   g * 0.5f / o)
 DEF_UNARY(exp, NULL, exp(x), g * o)
-/* TF's log gradient: g * (1 / x); undefined at x <= 0. */
-DEF_UNARY_CHECKED(log, "log's gradient 1/x is not defined for x <= 0", log(x), !(x > 0), g * (1 / x))
+/* TF's log gradient: g * (1 / x); undefined at x <= 0 (NaN propagates). */
+DEF_UNARY_CHECKED(log, "log's gradient 1/x is not defined for x <= 0", log(x), x <= 0, g * (1 / x))
 
 optim_node *optim_neg(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &neg_k, a); }
 optim_node *optim_square(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &square_k, a); }

@@ -218,7 +218,7 @@ static int copy_pairs(arena *a, const optim_grad_var *pairs, size_t n, optim_gra
  * the wrapper's iterations equal the inner's. */
 int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
                        int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
-                       int *finite)
+                       void (*forget)(optim_optimizer *), int *finite)
 {
     const char *cn = opt->cls.name;
     optim_optimizer *inner = optim__wrapper_inner(opt);
@@ -282,6 +282,7 @@ int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t
         }
     }
     ok = all_finite(cur, m, nthreads);
+    const size_t nweights = opt->nslots;
     if (before && (rc = before(opt))) goto done;
     if (!ok && skip_nonfinite) {
         opt->iterations = inner->iterations;
@@ -307,6 +308,10 @@ int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t
     rc = optim_apply_gradients(inner, cur, m, agg ? flags | OPTIM_APPLY_NO_AGGREGATE : flags);
     if (rc) {
         rc = optim__opt_err(opt, rc, "%s: inner optimizer: %s", cn, optim_errmsg(inner));
+        if (opt->nslots > nweights) { /* undo what `before` created in this call */
+            while (opt->nslots > nweights) optim_var_destroy(opt->slots[--opt->nslots].var);
+            if (forget) forget(opt);
+        }
         goto done;
     }
     opt->iterations = inner->iterations;
@@ -395,6 +400,11 @@ static int aif_weights(optim_optimizer *opt)
     return optim_add_weight(opt, "skipped_steps", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->skipped);
 }
 
+static void aif_forget(optim_optimizer *opt)
+{
+    ((aif_state *)optim_state(opt))->skipped = NULL;
+}
+
 static int aif_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)var;
@@ -405,7 +415,7 @@ static int aif_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
 static int aif_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
 {
     int finite;
-    int rc = optim__finite_step(opt, pairs, n, flags, 1, 0, aif_weights, &finite);
+    int rc = optim__finite_step(opt, pairs, n, flags, 1, 0, aif_weights, aif_forget, &finite);
     if (rc) return rc;
     aif_state *st = optim_state(opt);
     if (!finite) *(double *)optim_var_data(st->skipped) += 1;

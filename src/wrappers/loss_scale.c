@@ -159,6 +159,13 @@ static int lso_weights(optim_optimizer *opt)
     return rc;
 }
 
+static void lso_forget(optim_optimizer *opt)
+{
+    lso_state *st = optim_state(opt);
+    st->counter = NULL;
+    st->scale = NULL;
+}
+
 static int lso_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)var;
@@ -175,7 +182,7 @@ static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n
     const double divisor = leg ? 0.0 : (double)(float)current_scale(opt);
     const double growth = growth_steps(opt);
     int finite;
-    int rc = optim__finite_step(opt, pairs, n, flags, dyn, divisor, lso_weights, &finite);
+    int rc = optim__finite_step(opt, pairs, n, flags, dyn, divisor, lso_weights, lso_forget, &finite);
     if (rc || !dyn) return rc;
     float *s = optim_var_data(st->scale);
     double *c = optim_var_data(st->counter);
@@ -372,6 +379,7 @@ int optim_loss_scale_counter(optim_optimizer *opt, int64_t *counter)
 
 int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled)
 {
+    if (!opt) return OPTIM_EINVAL;
     if (!scaled) return optim_set_error(opt, OPTIM_EINVAL, "optim_scale_loss: scaled is NULL");
     /* Any other optimizer: Keras 3's scale_loss (loss * loss_scale_factor). */
     *scaled = is_lso(opt) ? loss * current_scale(opt) : optim__k3_scale_loss(opt, loss);
