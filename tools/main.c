@@ -24,6 +24,8 @@ static void usage(FILE *f)
             "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
             "  bench [--json] [CONFIG...]     optimizer steps against this machine's memory\n"
             "                                 bandwidth (see optim bench --help)\n"
+            "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
+            "                                 with every default filled in\n"
             "  version                        print the version\n"
             "  help                           print this help\n");
 }
@@ -48,6 +50,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return optim_cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "check") == 0) return optim_cmd_check(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
