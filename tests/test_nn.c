@@ -1,6 +1,7 @@
 /* The nn layer: layer shapes and lazy variable creation, Dense values
  * against a double-precision reference, losses and reductions against
- * closed forms (values and gradients, clipping included), accuracy, an
+ * closed forms (values and gradients, clipping included, logits taken
+ * from softmax / sigmoid outputs), accuracy, an
  * Embedding model whose optimizer step receives sparse gradients, fit
  * (convergence, determinism, validation, history, progress output),
  * callbacks (order, EarlyStopping, LearningRateScheduler), evaluate,
@@ -522,6 +523,132 @@ static void test_loss_gradients_through_clip(void **s)
         }
         optim_tape_destroy(t);
         optim_var_destroy(v);
+    }
+}
+
+/* Loss and gradient of a cross-entropy against a variable x fed through
+ * `act` (0: none, 1: optim_softmax, 2: optim_sigmoid, 3: softmax then * 1,
+ * 4: sigmoid then * 1). */
+static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, const int64_t *xs, const double *x,
+                           const optim_tensor *yt, double *grad)
+{
+    optim_tensor h = optim_tensor_make(dt, NULL, xr, xs);
+    int64_t n = optim_tensor_numel(&h);
+    void *xb = fill_buf(dt, x, n);
+    optim_var *v;
+    optim_error err;
+    assert_int_equal(optim_var_create(&v, "x", dt, xr, xs, xb, &err), 0);
+    free(xb);
+    optim_tape *t = tape();
+    optim_node *p = optim_tape_var(t, v);
+    if (act == 1 || act == 3) p = optim_softmax(t, p);
+    if (act == 2 || act == 4) p = optim_sigmoid(t, p);
+    if (act >= 3) p = optim_mul(t, p, optim_tape_scalar(t, dt, 1.0));
+    optim_node *loss;
+    int rc = optim_loss_call(&l, t, yt, p, NULL, &loss, &err);
+    if (rc) print_error("%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    double r = optim_node_scalar(loss);
+    optim_grad_var g;
+    rc = optim_tape_gradient(t, loss, &v, 1, &g);
+    if (rc) print_error("%s\n", optim_tape_errmsg(t));
+    assert_int_equal(rc, 0);
+    assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
+    for (int64_t i = 0; i < n; i++) grad[i] = val(&g.grad.dense, i);
+    optim_tape_destroy(t);
+    optim_var_destroy(v);
+    return r;
+}
+
+/* Probabilities straight from optim_softmax / optim_sigmoid: the
+ * cross-entropies compute from the logits, as Keras's TF backend
+ * (_get_logits), so a saturated output keeps its gradient: logits [0, 20],
+ * label 0 give loss 20 and gradient [-1, 1], not the clip's 16.118 and
+ * [0, 0]. Any op in between, or a y_pred that must be reshaped to meet
+ * y_true, keeps the clip. */
+static void test_loss_from_activation_logits(void **s)
+{
+    (void)s;
+    const double clip_loss = -log(1e-7); /* 16.118 */
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        double rtol = d ? 1e-12 : 1e-6, g[4];
+        /* SparseCategoricalCrossentropy over softmax */
+        optim_loss sc = optim_loss_sparse_categorical_crossentropy(0);
+        int64_t lab[1] = {0};
+        optim_tensor yl = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){1});
+        const double x2[2] = {0, 20};
+        double ref = 20 + log1p(exp(-20.0)), p0 = 1 / (1 + exp(20.0));
+        assert_close(xent_through(sc, dt, 1, 2, (int64_t[]){1, 2}, x2, &yl, g), ref, rtol, 0);
+        assert_close(g[0], p0 - 1, rtol, 1e-7);
+        assert_close(g[1], 1 - p0, rtol, 1e-7);
+        /* the same logits given directly, from_logits = 1 */
+        optim_loss scl = optim_loss_sparse_categorical_crossentropy(1);
+        double gl[2];
+        assert_close(xent_through(scl, dt, 0, 2, (int64_t[]){1, 2}, x2, &yl, gl), ref, rtol, 0);
+        assert_close(g[0], gl[0], rtol, 1e-7);
+        assert_close(g[1], gl[1], rtol, 1e-7);
+        /* rank 3: [1, 1, 2] with labels [1, 1] */
+        optim_tensor yl3 = optim_tensor_make(OPTIM_I64, lab, 2, (int64_t[]){1, 1});
+        assert_close(xent_through(sc, dt, 1, 3, (int64_t[]){1, 1, 2}, x2, &yl3, g), ref, rtol, 0);
+        assert_close(g[1], 1 - p0, rtol, 1e-7);
+        /* softmax, then another op: the clip */
+        assert_close(xent_through(sc, dt, 3, 2, (int64_t[]){1, 2}, x2, &yl, g), clip_loss, 1e-5, 0);
+        assert_true(g[0] == 0 && g[1] == 0);
+        /* BinaryCrossentropy over sigmoid: logits [20, -20] against [0, 1] */
+        optim_loss bce = optim_loss_binary_crossentropy(0);
+        const double xb[2] = {20, -20}, zb[2] = {0, 1};
+        optim_tensor yz = optim_tensor_make(OPTIM_F64, (void *)zb, 2, (int64_t[]){1, 2});
+        double q = 1 / (1 + exp(-20.0)); /* sigmoid(20) */
+        assert_close(xent_through(bce, dt, 2, 2, (int64_t[]){1, 2}, xb, &yz, g), ref, rtol, 0);
+        assert_close(g[0], q / 2, rtol, 1e-7);
+        assert_close(g[1], -q / 2, rtol, 1e-7);
+        /* with label smoothing 0.2: targets 0.1, 0.9 */
+        optim_loss bls = bce;
+        bls.label_smoothing = 0.2;
+        double lsref = (xb[0] * (1 - 0.1) + log1p(exp(-20.0)) + (-xb[1] * 0.9 + log1p(exp(-20.0)))) / 2;
+        assert_close(xent_through(bls, dt, 2, 2, (int64_t[]){1, 2}, xb, &yz, g), lsref, rtol, 0);
+        assert_close(g[0], (q - 0.1) / 2, rtol, 1e-7);
+        assert_close(g[1], ((1 - q) - 0.9) / 2, rtol, 1e-7);
+        /* y_pred [1, 1] of y_true [1]: y_true is expanded, y_pred kept, logits used */
+        optim_tensor yz1 = optim_tensor_make(OPTIM_F64, (void *)zb, 1, (int64_t[]){1});
+        assert_close(xent_through(bce, dt, 2, 2, (int64_t[]){1, 1}, xb, &yz1, g), ref, rtol, 0);
+        assert_close(g[0], q, rtol, 1e-7);
+        /* y_pred [1] of y_true [1, 1]: y_pred is reshaped (Keras: expand_dims), the clip */
+        optim_tensor yz11 = optim_tensor_make(OPTIM_F64, (void *)zb, 2, (int64_t[]){1, 1});
+        double lo = d ? 1e-7 : (double)(float)1e-7, hi = d ? 1 - 1e-7 : (double)(float)(1 - 1e-7);
+        assert_close(xent_through(bce, dt, 2, 1, (int64_t[]){1}, xb, &yz11, g), -log(1 - hi), 1e-5, 0);
+        assert_true(g[0] == 0);
+        /* sigmoid, then another op: the clip */
+        assert_close(xent_through(bce, dt, 4, 2, (int64_t[]){1, 2}, xb, &yz, g), (-log(1 - hi) - log(lo)) / 2,
+                     1e-5, 0);
+        assert_true(g[0] == 0 && g[1] == 0);
+    }
+}
+
+/* The clip gives the bound for +-inf (tf.clip_by_value), not NaN, and no
+ * gradient there. */
+static void test_loss_clip_infinities(void **s)
+{
+    (void)s;
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        double eps = d ? 1e-7 : (double)(float)1e-7, g[3];
+        const double p[3] = {INFINITY, -INFINITY, 0.5}, z[3] = {1, 0, 1};
+        optim_tensor yz = optim_tensor_make(OPTIM_F64, (void *)z, 2, (int64_t[]){1, 3});
+        /* -log(1 - eps) twice, -log(0.5) */
+        double ref = (2 * -log1p(-eps) + log(2.0)) / 3;
+        double r = xent_through(optim_loss_binary_crossentropy(0), dt, 0, 2, (int64_t[]){1, 3}, p, &yz, g);
+        assert_close(r, ref, d ? 1e-12 : 1e-6, 0);
+        assert_true(g[0] == 0 && g[1] == 0);
+        assert_close(g[2], -1 / 0.5 / 3, 1e-6, 0);
+        int64_t lab[1] = {0};
+        optim_tensor yl = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){1});
+        /* clipped [1 - eps, eps, 0.5]: -log(1 - eps) + log(1.5) */
+        r = xent_through(optim_loss_sparse_categorical_crossentropy(0), dt, 0, 2, (int64_t[]){1, 3}, p, &yl, g);
+        assert_close(r, -log1p(-eps) + log(1.5), d ? 1e-12 : 1e-6, 0);
+        assert_true(g[0] == 0 && g[1] == 0);
+        assert_close(g[2], 1 / 1.5, 1e-6, 0);
     }
 }
 
@@ -1436,6 +1563,8 @@ int main(void)
         cmocka_unit_test(test_dropout_flatten),
         cmocka_unit_test(test_losses_closed_forms),
         cmocka_unit_test(test_loss_gradients_through_clip),
+        cmocka_unit_test(test_loss_from_activation_logits),
+        cmocka_unit_test(test_loss_clip_infinities),
         cmocka_unit_test(test_loss_shapes),
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_embedding_sparse_gradients),

@@ -1,7 +1,8 @@
 /* The tape: forward values against closed forms (f32 and f64), gradients
  * in f32, none and watched gradients, the structure of sparse gradients,
  * reset and arena reuse, every refusal with its message, and minimize /
- * loss_and_gradients against hand-computed Keras steps. */
+ * loss_and_gradients against hand-computed Keras steps; the internal clip
+ * op and the logits that softmax / sigmoid nodes keep. */
 #include "testutil.h"
 
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "optim/optim.h"
+#include "tape/impl.h" /* optim__tape_clip, optim__tape_logits */
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -1062,6 +1064,67 @@ static void test_loss_and_gradients(void **s)
     optim_var_destroy(k.var2);
 }
 
+/* ---- internal: clip and the activations' logits ---------------------------------------- */
+
+/* tf.clip_by_value: the bound for +-inf, NaN kept; gradient where lo <= x
+ * <= hi (bounds included), 0 elsewhere (NaN included). */
+static void test_clip_op(void **s)
+{
+    (void)s;
+    const double x[8] = {-INFINITY, -1, 0.25, 0.5, 0.75, 2, INFINITY, NAN};
+    const double want[8] = {0.25, 0.25, 0.25, 0.5, 0.75, 0.75, 0.75, NAN};
+    const double w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const double dwant[8] = {0, 0, 3, 4, 5, 0, 0, 0};
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        optim_var *v = mkvar("x", dt, 1, (int64_t[]){8}, x);
+        optim_tape *t = tape();
+        optim_node *c = optim__tape_clip(t, optim_tape_var(t, v), 0.25, 0.75);
+        assert_non_null(c);
+        assert_string_equal(c->op, "clip");
+        assert_shape(c, 1, (int64_t[]){8});
+        for (int i = 0; i < 8; i++) {
+            if (isnan(want[i])) assert_true(isnan(at(c, i)));
+            else assert_true(at(c, i) == want[i]);
+        }
+        optim_node *loss = optim_sum(t, optim_mul(t, c, cnode(t, dt, 1, (int64_t[]){8}, w)), OPTIM_ALL_AXES);
+        optim_grad_var g;
+        int rc = optim_tape_gradient(t, loss, &v, 1, &g);
+        if (rc) print_error("%s\n", optim_tape_errmsg(t));
+        assert_int_equal(rc, 0);
+        assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
+        for (int i = 0; i < 8; i++) assert_true(tget(&g.grad.dense, i) == dwant[i]);
+        /* f32 bounds are the doubles rounded: 1 - 1e-7 -> 0.99999988f */
+        optim_node *one = cnode(t, dt, 1, (int64_t[]){1}, (double[]){1.0});
+        optim_node *c1 = optim__tape_clip(t, one, 1e-7, 1.0 - 1e-7);
+        assert_true(at(c1, 0) == (d ? 1.0 - 1e-7 : (double)(1.0f - (float)1e-7)));
+        /* a failed input propagates */
+        assert_null(optim__tape_clip(t, NULL, 0, 1));
+        optim_tape_destroy(t);
+        optim_var_destroy(v);
+    }
+}
+
+/* softmax and sigmoid keep their input for the cross-entropy losses; no
+ * other op does. */
+static void test_activation_logits(void **s)
+{
+    (void)s;
+    optim_tape *t = tape();
+    optim_node *x = cnode(t, OPTIM_F32, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
+    optim_node *sm = optim_softmax(t, x), *sg = optim_sigmoid(t, x);
+    assert_ptr_equal(optim__tape_logits(sm, "softmax"), x);
+    assert_ptr_equal(optim__tape_logits(sg, "sigmoid"), x);
+    assert_null(optim__tape_logits(sm, "sigmoid"));
+    assert_null(optim__tape_logits(sg, "softmax"));
+    assert_null(optim__tape_logits(optim_log_softmax(t, x), "softmax"));
+    assert_null(optim__tape_logits(optim_tanh(t, x), "sigmoid"));
+    assert_null(optim__tape_logits(optim_mul(t, sm, x), "softmax"));
+    assert_null(optim__tape_logits(x, "softmax"));
+    assert_null(optim__tape_logits(NULL, "softmax"));
+    optim_tape_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1080,6 +1143,8 @@ int main(void)
         cmocka_unit_test(test_minimize_var_list_fn),
         cmocka_unit_test(test_minimize_errors),
         cmocka_unit_test(test_loss_and_gradients),
+        cmocka_unit_test(test_clip_op),
+        cmocka_unit_test(test_activation_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,11 +50,18 @@
  *    layer names default to "dense", "dense_1", ... unique within a model.
  *  - Losses (losses/losses.py, backend/tensorflow/nn.py): per-sample values
  *    are the mean over the last axis; reductions as losses/loss.py
- *    reduce_values. Without logits, probabilities are clipped to
+ *    reduce_values. Without logits (from_logits 0), a y_pred that is the
+ *    output of optim_softmax (SparseCategoricalCrossentropy) or
+ *    optim_sigmoid (BinaryCrossentropy; y_pred not reshaped to meet y_true)
+ *    is replaced by that op's input and the loss computed from logits, as
+ *    the TF backend's _get_logits does with `_keras_logits`: a saturated
+ *    output keeps its gradient (softmax of [0, 20], label 0: loss 20,
+ *    gradient [-1, 1]). Otherwise probabilities are clipped to
  *    [1e-7, 1 - 1e-7] before the log (BinaryCrossentropy:
  *    -(z log p + (1-z) log(1-p)); SparseCategoricalCrossentropy: the softmax
- *    cross-entropy of log p, i.e. -log p_y + log sum p); the clip passes
- *    gradients only inside the range, as tf.clip_by_value.
+ *    cross-entropy of log p, i.e. -log p_y + log sum p); as tf.clip_by_value,
+ *    +-inf become the bounds, NaN stays NaN, and gradients pass only inside
+ *    the range (bounds included).
  *  - "accuracy" picks binary, sparse categorical or categorical accuracy
  *    from the shapes (trainers/compile_utils.py get_metric).
  *  - fit (trainers/trainer.py, backend/tensorflow/trainer.py): the reported

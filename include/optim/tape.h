@@ -127,6 +127,9 @@ optim_node *optim_sqrt(optim_tape *t, optim_node *a);
 optim_node *optim_exp(optim_tape *t, optim_node *a);
 optim_node *optim_log(optim_tape *t, optim_node *a);
 optim_node *optim_tanh(optim_tape *t, optim_node *a);
+/* The nn cross-entropy losses given probabilities (from_logits 0) that are
+ * the direct output of optim_sigmoid (binary) or optim_softmax (sparse
+ * categorical) compute from that op's input, as Keras does. */
 optim_node *optim_sigmoid(optim_tape *t, optim_node *a);
 optim_node *optim_relu(optim_tape *t, optim_node *a);
 /* Over the last axis (rank >= 1), stable (the row maximum is subtracted). */

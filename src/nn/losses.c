@@ -2,8 +2,11 @@
  * backend/tensorflow/nn.py): MeanSquaredError, BinaryCrossentropy and
  * SparseCategoricalCrossentropy, each a per-sample mean over the last axis
  * reduced by SUM_OVER_BATCH_SIZE (sum / number of per-sample values), SUM
- * or NONE. */
+ * or NONE. Given probabilities (from_logits 0) that are the output of
+ * optim_softmax / optim_sigmoid, the cross-entropies compute from that
+ * op's input instead, as the TF backend's _get_logits. */
 #include "nn/internal.h"
+#include "tape/impl.h" /* optim__tape_clip, optim__tape_logits */
 
 #include <math.h>
 #include <stdio.h>
@@ -148,40 +151,11 @@ int optim__loss_check(const optim_loss *loss, const optim_tensor *y_true, int32_
     return resolve_pair(label, y_true->rank, y_true->shape, pred_rank, pred_shape, &common, err);
 }
 
-/* tf.clip_by_value(p, eps, 1 - eps) as p * inside + outside: the same value,
- * bit for bit, and gradient 1 inside [eps, 1 - eps], 0 outside. */
+/* tf.clip_by_value(p, eps, 1 - eps): the bound outside the range (+-inf
+ * included), NaN kept, gradient 1 inside [eps, 1 - eps] and 0 outside. */
 static optim_node *clip_probs(optim_tape *t, optim_node *p, optim_error *err)
 {
-    const optim_tensor *pv = optim_node_value(p);
-    int64_t n = optim_tensor_numel(pv);
-    size_t es = optim_dtype_size(pv->dtype);
-    void *mask = malloc(n ? (size_t)n * es : 1), *off = malloc(n ? (size_t)n * es : 1);
-    if (!mask || !off) {
-        free(mask);
-        free(off);
-        optim__err(err, OPTIM_ENOMEM, "out of memory clipping probabilities");
-        return NULL;
-    }
-    if (pv->dtype == OPTIM_F32) {
-        const float *x = pv->data;
-        float lo = (float)LOSS_EPSILON, hi = 1.0f - lo, *m = mask, *c = off;
-        for (int64_t i = 0; i < n; i++) {
-            m[i] = !(x[i] < lo) && !(x[i] > hi);
-            c[i] = x[i] < lo ? lo : x[i] > hi ? hi : 0.0f;
-        }
-    } else {
-        const double *x = pv->data;
-        double lo = LOSS_EPSILON, hi = 1.0 - lo, *m = mask, *c = off;
-        for (int64_t i = 0; i < n; i++) {
-            m[i] = !(x[i] < lo) && !(x[i] > hi);
-            c[i] = x[i] < lo ? lo : x[i] > hi ? hi : 0.0;
-        }
-    }
-    optim_tensor mt = optim_tensor_make(pv->dtype, mask, pv->rank, pv->shape);
-    optim_tensor ct = optim_tensor_make(pv->dtype, off, pv->rank, pv->shape);
-    optim_node *r = optim_add(t, optim_mul(t, p, optim_tape_const(t, &mt)), optim_tape_const(t, &ct));
-    free(mask);
-    free(off);
+    optim_node *r = optim__tape_clip(t, p, LOSS_EPSILON, 1.0 - LOSS_EPSILON);
     if (!r) optim__nn_tape_err(err, t, "clip");
     return r;
 }
@@ -239,7 +213,9 @@ static int loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *
         int64_t classes = pv->shape[pv->rank - 1], n = optim_tensor_numel(y_true);
         int64_t *labels;
         if ((rc = optim__nn_ids(y_true, classes, "y_true", &labels, err))) return rc;
-        optim_node *logits = loss->from_logits ? y_pred : optim_log(t, clip_probs(t, y_pred, err));
+        /* probabilities straight from optim_softmax: its logits (Keras's _get_logits) */
+        optim_node *logits = loss->from_logits ? y_pred : optim__tape_logits(y_pred, "softmax");
+        if (!logits) logits = optim_log(t, clip_probs(t, y_pred, err));
         if (!logits) {
             free(labels);
             return err->code ? err->code : optim__nn_tape_err(err, t, name);
@@ -256,10 +232,15 @@ static int loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *
         optim_node *z = target_const(t, y_true, dt, &s, loss->label_smoothing, 0, err);
         if (!z) return err->code;
         optim_node *e;
+        /* probabilities straight from optim_sigmoid, not reshaped (Keras's
+         * squeeze_or_expand_to_same_rank makes a new tensor): its logits */
+        optim_node *x = loss->kind == OPTIM_LOSS_BINARY_CROSSENTROPY && !loss->from_logits && p == y_pred
+                            ? optim__tape_logits(y_pred, "sigmoid")
+                            : NULL;
         if (loss->kind == OPTIM_LOSS_MEAN_SQUARED_ERROR) {
             e = optim_squared_error(t, p, z);
-        } else if (loss->from_logits) {
-            e = optim_sigmoid_cross_entropy(t, p, z);
+        } else if (loss->from_logits || x) {
+            e = optim_sigmoid_cross_entropy(t, x ? x : p, z);
         } else {
             optim_node *zc = target_const(t, y_true, dt, &s, loss->label_smoothing, 1, err);
             if (!zc) return err->code;

@@ -3,7 +3,11 @@
  *
  * Gradients as TF's: tanh g*(1-y^2), sigmoid g*y*(1-y), relu g*(x > 0);
  * softmax g_x = y*(g - sum(g*y)), log_softmax g_x = g - exp(y)*sum(g), per
- * row. */
+ * row.
+ *
+ * softmax and sigmoid nodes keep their input in `logits`, for the
+ * cross-entropy losses (optim__tape_logits). */
+#include <string.h>
 #include <tgmath.h>
 
 #include "tape/impl.h"
@@ -22,7 +26,12 @@ DEF_UNARY(sigmoid, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)), g * (o * 
 DEF_UNARY(relu, x > 0 ? x : 0, x > 0 ? g : 0)
 
 optim_node *optim_tanh(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &tanh_k, a); }
-optim_node *optim_sigmoid(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &sigmoid_k, a); }
+optim_node *optim_sigmoid(optim_tape *t, optim_node *a)
+{
+    optim_node *n = optim__tape_unary(t, &sigmoid_k, a);
+    if (n) n->logits = a;
+    return n;
+}
 optim_node *optim_relu(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &relu_k, a); }
 
 /* ---- softmax and log_softmax ------------------------------------------------------ */
@@ -66,6 +75,7 @@ static optim_node *softmax_op(optim_tape *t, const char *op, optim_node *a, int 
     if (!n) return NULL;
     n->flags = logsm;
     n->backward = softmax_backward;
+    if (!logsm) n->logits = a;
     int64_t cols = a->value.shape[a->value.rank - 1];
     int64_t rows = cols ? optim__node_numel(a) / cols : 0;
     OPTIM__TAPE_TYPED(a->value.dtype, T, {
@@ -93,3 +103,9 @@ static optim_node *softmax_op(optim_tape *t, const char *op, optim_node *a, int 
 
 optim_node *optim_softmax(optim_tape *t, optim_node *a) { return softmax_op(t, "softmax", a, 0); }
 optim_node *optim_log_softmax(optim_tape *t, optim_node *a) { return softmax_op(t, "log_softmax", a, 1); }
+
+optim_node *optim__tape_logits(const optim_node *n, const char *op)
+{
+    if (!n || !n->logits || !op || strcmp(n->op, op) != 0) return NULL;
+    return n->logits;
+}

@@ -1,5 +1,5 @@
 /* Element-wise ops: add, sub, mul, div, squared_error with NumPy
- * broadcasting, and neg, square, sqrt, exp, log.
+ * broadcasting, neg, square, sqrt, exp, log, and the internal clip.
  *
  * Broadcasting is planned once per op: dims of size 1 in the result are
  * dropped, and neighbouring dims where each input is either kept or
@@ -311,3 +311,46 @@ optim_node *optim_square(optim_tape *t, optim_node *a) { return optim__tape_unar
 optim_node *optim_sqrt(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &sqrt_k, a); }
 optim_node *optim_exp(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &exp_k, a); }
 optim_node *optim_log(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &log_k, a); }
+
+/* ---- clip (internal) ---------------------------------------------------------------- */
+
+static int clip_backward(optim_tape *t, optim_node *n)
+{
+    const double *b = n->aux;
+    optim_node *x = n->in[0];
+    void *d = optim__tape_grad(t, x);
+    if (!d) return OPTIM_ENOMEM;
+    int64_t k = optim__node_numel(n);
+    OPTIM__TAPE_TYPED(n->value.dtype, T, {
+        const T *X = x->value.data, *G = n->grad;
+        T *D = d;
+        const T lo = (T)b[0], hi = (T)b[1];
+        for (int64_t i = 0; i < k; i++)
+            if (X[i] >= lo && X[i] <= hi) D[i] += G[i];
+    });
+    return OPTIM_OK;
+}
+
+optim_node *optim__tape_clip(optim_tape *t, optim_node *a, double lo, double hi)
+{
+    if (optim__tape_check_inputs(t, "clip", &a, 1)) return NULL;
+    double *b = optim__arena_alloc(&t->arena, 2 * sizeof *b);
+    if (!b) {
+        optim__tape_err(t, OPTIM_ENOMEM, "clip: out of memory");
+        return NULL;
+    }
+    b[0] = lo;
+    b[1] = hi;
+    optim_node *n = optim__tape_node(t, "clip", a->value.dtype, a->value.rank, a->value.shape, a, NULL);
+    if (!n) return NULL;
+    n->aux = b;
+    n->backward = clip_backward;
+    int64_t k = optim__node_numel(n);
+    OPTIM__TAPE_TYPED(a->value.dtype, T, {
+        const T *X = a->value.data;
+        T *Y = n->value.data;
+        const T l = (T)lo, h = (T)hi;
+        for (int64_t i = 0; i < k; i++) Y[i] = X[i] < l ? l : X[i] > h ? h : X[i];
+    });
+    return n;
+}

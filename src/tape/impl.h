@@ -56,6 +56,8 @@ struct optim_node {
     const int64_t *idx;        /* gather indices, labels */
     int64_t nidx;
     void *aux;                 /* saved for backward (mask, probabilities) */
+    struct optim_node *logits; /* softmax, sigmoid: their input, for the
+                                * cross-entropy losses (optim__tape_logits) */
     int32_t axis;
     int flags;
     optim__backward_fn backward;
@@ -147,6 +149,21 @@ typedef struct optim__unary {
 
 /* Records a unary op of `a` (values computed now). */
 optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *a);
+
+/* clip(x) = x < lo ? lo : x > hi ? hi : x (+-inf give the bound, NaN passes
+ * through), gradient g where lo <= x <= hi and 0 elsewhere (NaN included),
+ * as tf.clip_by_value (minimum then maximum, ties to x). The bounds are
+ * converted to the node's dtype. Internal: the losses' probability clip. */
+optim_node *optim__tape_clip(optim_tape *t, optim_node *a, double lo, double hi);
+
+/* ---- activations (activations.c) -------------------------------------------------- */
+
+/* The input of `n` when `n` is the output of optim_softmax (op "softmax",
+ * over the last axis) or optim_sigmoid (op "sigmoid"), as named by `op`;
+ * NULL otherwise (n NULL included). The cross-entropy losses given
+ * probabilities use it as Keras's TF backend uses `output._keras_logits`
+ * (backend/tensorflow/nn.py _get_logits): they compute from the logits. */
+optim_node *optim__tape_logits(const optim_node *n, const char *op);
 
 #define OPTIM__UNARY_FWD(NAME, T, EXPR)                                   \
     static void NAME(const void *x_, void *o_, int64_t n)                 \
