@@ -69,6 +69,8 @@ typedef enum optim_param_type {
 #define OPTIM_PARAM_KERAS3_ONLY 8u   /* exists only in the Keras 3 generation */
 #define OPTIM_PARAM_MIN_EXCLUSIVE 16u
 #define OPTIM_PARAM_MAX_EXCLUSIVE 32u
+#define OPTIM_PARAM_COUNT 128u       /* a float Keras documents as an int (decay_steps):
+                                        whole values are written without ".0" */
 
 /* One config key of the class, in the order get_config writes them. The base
  * class checks type and range [min, max] on every set and every step. */

@@ -349,7 +349,8 @@ static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
         double x = h->number;
         if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
         v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0)
-                                        : optim__json_exact_number(x, p->type == OPTIM_PARAM_FLOAT);
+                                        : optim__json_exact_number(x, p->type == OPTIM_PARAM_FLOAT &&
+                                                                          !(p->flags & OPTIM_PARAM_COUNT));
     }
     if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
         cJSON_Delete(v);

@@ -266,7 +266,8 @@ char *optim_schedule_serialize(const optim_schedule *s)
         const optim_param *p = &s->cls.params[i];
         cJSON *v = isnan(s->values[i]) ? cJSON_CreateNull()
                    : p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(s->values[i] != 0)
-                   : optim__json_exact_number(s->values[i], p->type == OPTIM_PARAM_FLOAT);
+                   : optim__json_exact_number(s->values[i], p->type == OPTIM_PARAM_FLOAT &&
+                                                                !(p->flags & OPTIM_PARAM_COUNT));
         if (!v || !cJSON_AddItemToObject(cfg, p->name, v)) {
             cJSON_Delete(v);
             goto out;

@@ -41,10 +41,10 @@ enum { P_INITIAL_LEARNING_RATE, P_DECAY_STEPS, P_ALPHA, P_WARMUP_TARGET, P_WARMU
 
 static const optim_param params[N_PARAMS] = {
     {"initial_learning_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED, NAN, -INFINITY, INFINITY},
-    {"decay_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED | OPTIM_PARAM_MIN_EXCLUSIVE, NAN, 0.0, INFINITY},
+    {"decay_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED | OPTIM_PARAM_COUNT | OPTIM_PARAM_MIN_EXCLUSIVE, NAN, 0.0, INFINITY},
     {"alpha", OPTIM_PARAM_FLOAT, 0, 0.0, -INFINITY, INFINITY},
     {"warmup_target", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, -INFINITY, INFINITY},
-    {"warmup_steps", OPTIM_PARAM_FLOAT, 0, 0.0, 0.0, INFINITY},
+    {"warmup_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_COUNT, 0.0, 0.0, INFINITY},
 };
 
 static double decay(double t, double decay_steps, double from, double alpha)
@@ -67,21 +67,6 @@ static double value(const optim_schedule *s, int64_t step)
     return decay(t - warmup_steps, decay_steps, target, alpha);
 }
 
-/* A step count Keras takes as a Python int: written without ".0" when
- * integral (the base writes floats with one). */
-static int put_count(optim_config *cfg, const char *key, double v)
-{
-    if (!isfinite(v) || v != floor(v)) return 0;
-    char buf[400];
-    snprintf(buf, sizeof buf, "%.0f", v);
-    return optim_config_put(cfg, key, buf);
-}
-
-static int get_config(const optim_schedule *s, optim_config *cfg)
-{
-    int rc = put_count(cfg, "decay_steps", optim_schedule_param(s, P_DECAY_STEPS));
-    return rc ? rc : put_count(cfg, "warmup_steps", optim_schedule_param(s, P_WARMUP_STEPS));
-}
 
 const optim_schedule_class optim_cosine_decay_class = {
     .size = sizeof(optim_schedule_class),
@@ -90,5 +75,4 @@ const optim_schedule_class optim_cosine_decay_class = {
     .params = params,
     .n_params = N_PARAMS,
     .value = value,
-    .get_config = get_config,
 };

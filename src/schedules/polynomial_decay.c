@@ -29,7 +29,7 @@ enum { P_INITIAL_LEARNING_RATE, P_DECAY_STEPS, P_END_LEARNING_RATE, P_POWER, P_C
 
 static const optim_param params[N_PARAMS] = {
     {"initial_learning_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED, NAN, -INFINITY, INFINITY},
-    {"decay_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED | OPTIM_PARAM_MIN_EXCLUSIVE, NAN, 0.0, INFINITY},
+    {"decay_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED | OPTIM_PARAM_COUNT | OPTIM_PARAM_MIN_EXCLUSIVE, NAN, 0.0, INFINITY},
     {"end_learning_rate", OPTIM_PARAM_FLOAT, 0, 0.0001, -INFINITY, INFINITY},
     {"power", OPTIM_PARAM_FLOAT, 0, 1.0, -INFINITY, INFINITY},
     {"cycle", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
@@ -52,20 +52,6 @@ static double value(const optim_schedule *s, int64_t step)
     return (lr0 - end) * pow(1.0 - p, power) + end;
 }
 
-/* A step count Keras takes as a Python int: written without ".0" when
- * integral (the base writes floats with one). */
-static int put_count(optim_config *cfg, const char *key, double v)
-{
-    if (!isfinite(v) || v != floor(v)) return 0;
-    char buf[400];
-    snprintf(buf, sizeof buf, "%.0f", v);
-    return optim_config_put(cfg, key, buf);
-}
-
-static int get_config(const optim_schedule *s, optim_config *cfg)
-{
-    return put_count(cfg, "decay_steps", optim_schedule_param(s, P_DECAY_STEPS));
-}
 
 const optim_schedule_class optim_polynomial_decay_class = {
     .size = sizeof(optim_schedule_class),
@@ -74,5 +60,4 @@ const optim_schedule_class optim_polynomial_decay_class = {
     .params = params,
     .n_params = N_PARAMS,
     .value = value,
-    .get_config = get_config,
 };
