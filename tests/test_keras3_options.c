@@ -164,15 +164,6 @@ ema:
 
 /* ---- the library run ------------------------------------------------------------- */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n%s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 static void cfg_json(const cfg *c, char *buf, size_t cap)
 {
@@ -199,34 +190,18 @@ typedef struct run {
     optim_dtype dt;
 } run;
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int d = 0; d < rank; d++) n *= shape[d];
-    void *buf = calloc((size_t)(n ? n : 1), 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void run_start(run *R, const cfg *c, optim_dtype dt)
 {
     char json[1024];
     cfg_json(c, json, sizeof json);
-    R->opt = make(json);
+    R->opt = optim_test_make(json);
     R->dt = dt;
     for (int v = 0; v < c->nvars; v++) {
         double init[MAXN];
         for (int i = 0; i < numel_of(c, v); i++) init[i] = init_at(v, i);
         int64_t shape[2] = {c->sparse[v] ? 6 : numel_of(c, v), 3};
-        R->vars[v] = make_var(v ? "b" : "a", dt, c->sparse[v] ? 2 : 1, shape, init);
+        R->vars[v] = optim_test_var(v ? "b" : "a", dt, c->sparse[v] ? 2 : 1, shape, init);
     }
     if (c->nonneg) {
         optim_constraint nn = optim_constraint_non_neg();
@@ -506,17 +481,17 @@ static void test_slots_and_weights(void **s)
 
     /* Adam: m, v (and vhat) first, then the base slots; by-variable
      * classes keep each variable's slots together. */
-    optim_optimizer *opt = make("{\"class_name\": \"Adam\", \"config\": {\"amsgrad\": true, \"use_ema\": true}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"amsgrad\": true, \"use_ema\": true}}");
     double z[3] = {0, 0, 0};
     int64_t sh[1] = {3};
-    optim_var *x = make_var("x", OPTIM_F64, 1, sh, z);
+    optim_var *x = optim_test_var("x", OPTIM_F64, 1, sh, z);
     assert_int_equal(optim_build(opt, &x, 1), 0);
     const char *aw[] = {"iterations", "x/m", "x/v", "x/vhat", "x/average"};
     assert_int_equal(optim_weights_count(opt), 5);
     for (size_t i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, i), aw[i]);
     optim_destroy(opt);
-    opt = make("{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 2, \"use_ema\": true}}");
-    optim_var *y = make_var("y", OPTIM_F64, 1, sh, z);
+    opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 2, \"use_ema\": true}}");
+    optim_var *y = optim_test_var("y", OPTIM_F64, 1, sh, z);
     optim_var *xy[2] = {x, y};
     assert_int_equal(optim_build(opt, xy, 2), 0);
     const char *fw[] = {"iterations", "x/accumulator", "x/linear", "x/average", "x/gradient_accumulator",
@@ -553,10 +528,10 @@ static void test_finalize_variable_values(void **s)
     const char *cfgs[] = {"{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}",
                           "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}"};
     for (int i = 0; i < 2; i++) {
-        optim_optimizer *opt = make(cfgs[i]);
+        optim_optimizer *opt = optim_test_make(cfgs[i]);
         double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
         int64_t sh[1] = {2};
-        optim_var *w = make_var("w", OPTIM_F64, 1, sh, w0);
+        optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
@@ -572,11 +547,11 @@ static void test_finalize_variable_values(void **s)
 static void test_late_variable_average(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                                 "\"use_ema\": true, \"ema_momentum\": 0.9}}");
     double w0[2] = {1, 2}, u0[2] = {3, -4}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
-    optim_var *w = make_var("w", OPTIM_F64, 1, sh, w0), *u = make_var("u", OPTIM_F64, 1, sh, u0);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0), *u = optim_test_var("u", OPTIM_F64, 1, sh, u0);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     p.var = u;
@@ -637,7 +612,7 @@ static void test_hooks_see_keras_iterations(void **s)
     assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", rec_sched, NULL), 0);
     double w0[1] = {0}, g[1] = {1};
     int64_t sh[1] = {1};
-    optim_var *w = make_var("w", OPTIM_F64, 1, sh, w0);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
     nprepare = ndense = nsched = 0;
     double want = 0;
     for (int k = 0; k < 9; k++) {
@@ -683,11 +658,11 @@ static void test_threads_bitwise(void **s)
             for (int i = 0; i < BIG; i++) init[i] = sin(0.01 * i);
             int threads[3] = {1, 2, 3};
             for (int t = 0; t < 3; t++) {
-                opt[t] = make(cfgs[c]);
+                opt[t] = optim_test_make(cfgs[c]);
                 assert_int_equal(optim_set_num_threads(opt[t], threads[t]), 0);
                 int64_t sb[1] = {BIG}, se[2] = {ROWS, COLS};
-                big[t] = make_var("big", dt, 1, sb, init);
-                emb[t] = make_var("emb", dt, 2, se, init);
+                big[t] = optim_test_var("big", dt, 1, sb, init);
+                emb[t] = optim_test_var("emb", dt, 2, se, init);
             }
             void *g = malloc(esz * BIG), *rows = malloc(esz * NR * COLS);
             int64_t idx[NR];
@@ -783,7 +758,7 @@ static void test_bad_configs(void **s)
                       "loss_scale_factor", NULL);
 
     /* optim_set_hyper: refused, nothing changes. */
-    optim_optimizer *opt = make(J("{\"gradient_accumulation_steps\": 4, \"use_ema\": true, \"ema_momentum\": 0.5}"));
+    optim_optimizer *opt = optim_test_make(J("{\"gradient_accumulation_steps\": 4, \"use_ema\": true, \"ema_momentum\": 0.5}"));
     struct { const char *key; double v; int code; } bad[] = {
         {"gradient_accumulation_steps", 1, OPTIM_ERANGE}, {"gradient_accumulation_steps", 3.5, OPTIM_ETYPE},
         {"ema_momentum", 2, OPTIM_ERANGE}, {"ema_momentum", NAN, OPTIM_ERANGE}, {"ema_overwrite_frequency", -1, OPTIM_ERANGE},
@@ -808,12 +783,12 @@ static void test_bad_configs(void **s)
 static void test_options_fixed_once_tracked(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make(J("{\"learning_rate\": 0.1}"));
+    optim_optimizer *opt = optim_test_make(J("{\"learning_rate\": 0.1}"));
     assert_int_equal(optim_set_hyper(opt, "use_ema", 1), 0); /* nothing tracked yet */
     assert_int_equal(optim_set_hyper(opt, "use_ema", 0), 0);
     double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
-    optim_var *w = make_var("w", OPTIM_F64, 1, sh, w0);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     assert_int_equal(optim_set_hyper(opt, "use_ema", 1), OPTIM_ESTATE);
@@ -829,7 +804,7 @@ static void test_options_fixed_once_tracked(void **s)
     assert_int_equal(optim_weights_count(opt), 1);
     optim_destroy(opt);
 
-    opt = make(J("{\"learning_rate\": 0.1, \"gradient_accumulation_steps\": 2, \"use_ema\": true}"));
+    opt = optim_test_make(J("{\"learning_rate\": 0.1, \"gradient_accumulation_steps\": 2, \"use_ema\": true}"));
     assert_int_equal(optim_build(opt, &w, 1), 0);
     assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 5), 0);
     assert_int_equal(optim_set_hyper(opt, "ema_momentum", 0.5), 0);
@@ -938,7 +913,7 @@ static void test_reserved_slot_names(void **s)
     (void)s;
     double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
-    optim_var *w = make_var("w", OPTIM_F64, 1, sh, w0);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_options o = optim_options_defaults();
@@ -976,9 +951,9 @@ static void test_config_round_trip(void **s)
         "{\"class_name\": \"Adam\", \"config\": {\"use_ema\": false, \"ema_overwrite_frequency\": 3}}",
     };
     for (int i = 0; i < 3; i++) {
-        optim_optimizer *opt = make(cfgs[i]);
+        optim_optimizer *opt = optim_test_make(cfgs[i]);
         char *text = optim_serialize(opt);
-        optim_optimizer *back = make(text);
+        optim_optimizer *back = optim_test_make(text);
         char *again = optim_serialize(back);
         assert_string_equal(text, again);
         const char *keys[] = {"use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
@@ -994,7 +969,7 @@ static void test_config_round_trip(void **s)
         optim_destroy(back);
         optim_destroy(opt);
     }
-    optim_optimizer *opt = make(cfgs[0]);
+    optim_optimizer *opt = optim_test_make(cfgs[0]);
     char *text = optim_get_config(opt);
     assert_non_null(strstr(text, "\"use_ema\":true,\"ema_momentum\":0.95,\"ema_overwrite_frequency\":5,"
                                  "\"loss_scale_factor\":256.0,\"gradient_accumulation_steps\":4"));
@@ -1005,12 +980,12 @@ static void test_config_round_trip(void **s)
 static void test_scale_loss(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make(J("{\"loss_scale_factor\": 128}"));
+    optim_optimizer *opt = optim_test_make(J("{\"loss_scale_factor\": 128}"));
     assert_true(optim__k3_scale_loss(opt, 0.75) == 96);
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
     assert_true(optim__k3_scale_loss(opt, 0.75) == 0.75);
     optim_destroy(opt);
-    opt = make(J("{\"is_legacy_optimizer\": true}"));
+    opt = optim_test_make(J("{\"is_legacy_optimizer\": true}"));
     assert_true(optim__k3_scale_loss(opt, 0.75) == 0.75);
     optim_destroy(opt);
     assert_true(optim__k3_scale_loss(NULL, 2.5) == 2.5);

@@ -49,39 +49,14 @@ static void cfg_json(const cfg *c, char *buf, size_t n)
         snprintf(buf + used, n - (size_t)used, "}}");
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 static optim_optimizer *make_cfg(const cfg *c)
 {
     char json[512];
     cfg_json(c, json, sizeof json);
-    return make(json);
+    return optim_test_make(json);
 }
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_dense(optim_optimizer *opt, optim_var *w, optim_dtype dt, const double *g, int n)
 {
@@ -107,7 +82,7 @@ static void check_trajectory(const cfg *c)
         double init[N], w[N], eg[N] = {0}, edx[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
         int64_t shape[1] = {N};
-        optim_var *var = make_var("w", dt, 1, shape, init);
+        optim_var *var = optim_test_var("w", dt, 1, shape, init);
         for (int k = 0; k < STEPS; k++) {
             double g[N];
             double lr = c->legacy ? c->lr / (1.0 + c->decay * k) : c->lr;
@@ -156,14 +131,14 @@ static double rho_fn(void *user) { return *(double *)user; }
 static void test_dynamic_rho(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, "
                                 "\"epsilon\": 1e-6, \"is_legacy_optimizer\": true}}");
     double rho = 0.9;
     assert_int_equal(optim_set_hyper_fn(opt, "rho", rho_fn, &rho), 0);
     double init[N], w[N], eg[N] = {0}, edx[N] = {0};
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
     int64_t n = N;
-    optim_var *var = make_var("w", OPTIM_F64, 1, &n, init);
+    optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
     for (int k = 0; k < 10; k++) {
         rho = 0.5 + 0.04 * k;
         double g[N];
@@ -176,7 +151,7 @@ static void test_dynamic_rho(void **s)
     for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-12, 1e-13);
     optim_destroy(opt);
     optim_var_destroy(var);
-    optim_optimizer *k3 = make("\"adadelta\"");
+    optim_optimizer *k3 = optim_test_make("\"adadelta\"");
     assert_int_equal(optim_set_hyper_fn(k3, "rho", rho_fn, &rho), OPTIM_ETYPE);
     optim_destroy(k3);
 }
@@ -193,7 +168,7 @@ static void test_f32_operation_order(void **s)
             double init[N];
             for (int i = 0; i < N; i++) init[i] = init_at(i);
             int64_t shape[2] = {N, 1};
-            optim_var *var = make_var("w", OPTIM_F32, 2, shape, init);
+            optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
             float w[N], eg[N] = {0}, edx[N] = {0};
             const float lr = 0.5f, rho = 0.9f, eps = 1e-3f;
             const float omr = legacy ? 1.0f - rho : (float)(1.0 - 0.9);
@@ -241,9 +216,9 @@ static void test_keras_single_step(void **s)
     const double g[4] = {1, 6, 7, 2}, init[4] = {1, 2, 3, 4};
     const double want[4] = {0.9993, 1.9993, 2.9993, 3.9993};
     for (int c = 0; c < 2; c++) {
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         int64_t n = 4;
-        optim_var *v = make_var("vars", OPTIM_F32, 1, &n, init);
+        optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
         step_dense(opt, v, OPTIM_F32, g, 4);
         for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
         optim_destroy(opt);
@@ -262,11 +237,11 @@ static void test_keras_golden(void **s)
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(cfgs[c]);
+            optim_optimizer *opt = optim_test_make(cfgs[c]);
             double ones[10], first[10], grads[10];
             for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
             int64_t n = 10;
-            optim_var *x = make_var("x", dt, 1, &n, ones);
+            optim_var *x = optim_test_var("x", dt, 1, &n, ones);
             step_dense(opt, x, dt, first, 10);
             for (int k = 0; k < 5; k++) {
                 for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
@@ -280,10 +255,10 @@ static void test_keras_golden(void **s)
 static void test_keras_weight_decay(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, "
                                 "\"weight_decay\": 0.004}}");
     double two = 2.0, zero = 0.0;
-    optim_var *v = make_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
     for (int k = 0; k < 3; k++) step_dense(opt, v, OPTIM_F32, &zero, 1);
     assert_close(optim_var_get(v, 0), 1.9760959, 0, 1e-6);
     optim_destroy(opt);
@@ -298,11 +273,11 @@ static void test_legacy_minimize_sparse(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0}}");
             double init[2] = {1, 2};
             int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
-            optim_var *v = make_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
             float gf[2] = {112, 140};
             double gd[2] = {112, 140};
             optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
@@ -329,7 +304,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < SPSTEPS; k++) {
         double vals[4 * COLS], dense[ROWS * COLS] = {0};
         float fv[4 * COLS], fd[ROWS * COLS] = {0};
@@ -420,7 +395,7 @@ static void test_sparse_untouched_rows(void **s)
         optim_optimizer *opt = make_cfg(&c);
         double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         int64_t shape[2] = {4, 2};
-        optim_var *v = make_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
         double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -454,7 +429,7 @@ static void test_sparse_untouched_rows(void **s)
 
 static void expect_config(const char *json, const char *want)
 {
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     char *got = optim_get_config(opt);
     assert_non_null(got);
     if (strcmp(got, want) != 0) print_error("got  %s\nwant %s\n", got, want);
@@ -488,10 +463,10 @@ static void test_epsilon_zero(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"epsilon\": 0, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"epsilon\": 0, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"epsilon\": 0}}");
         double one = 1.0, g = 2.0;
-        optim_var *v = make_var("v", OPTIM_F64, 0, NULL, &one);
+        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         step_dense(opt, v, OPTIM_F64, &g, 1);
         double eg = 0.05 * 4;
         if (legacy) assert_close(optim_var_get(v, 0), 1 - sqrt(1e-7) / sqrt(eg + 1e-7) * 2, 1e-13, 0);
@@ -503,10 +478,10 @@ static void test_epsilon_zero(void **s)
 
 static void round_trip(const char *json)
 {
-    optim_optimizer *a = make(json);
+    optim_optimizer *a = optim_test_make(json);
     char *sa = optim_serialize(a);
     assert_non_null(sa);
-    optim_optimizer *b = make(sa);
+    optim_optimizer *b = optim_test_make(sa);
     char *sb = optim_serialize(b);
     assert_string_equal(sa, sb);
     optim_free(sa);
@@ -523,7 +498,7 @@ static void test_config_round_trip(void **s)
     round_trip("{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 0.5, \"rho\": 0.9, \"epsilon\": 1e-5, "
                "\"decay\": 0.1, \"global_clipnorm\": 3.0, \"is_legacy_optimizer\": true}}");
     /* The legacy alias lr (Adadelta(lr=1.0, ...)). */
-    optim_optimizer *o = make("{\"class_name\": \"Adadelta\", \"config\": {\"lr\": 1.0, \"rho\": 0.9, \"epsilon\": 1.0, \"is_legacy_optimizer\": true}}");
+    optim_optimizer *o = optim_test_make("{\"class_name\": \"Adadelta\", \"config\": {\"lr\": 1.0, \"rho\": 0.9, \"epsilon\": 1.0, \"is_legacy_optimizer\": true}}");
     double lr = 0;
     assert_int_equal(optim_get_hyper(o, "learning_rate", &lr), 0);
     assert_true(lr == 1.0);
@@ -547,7 +522,7 @@ static void expect_refused(const char *json, int code, const char *s1, const cha
 static void test_config_refused(void **s)
 {
     (void)s;
-    optim_optimizer *o = make("{\"class_name\": \"Adadelta\", \"config\": {\"rho\": 1.5, \"epsilon\": -1.0}}");
+    optim_optimizer *o = optim_test_make("{\"class_name\": \"Adadelta\", \"config\": {\"rho\": 1.5, \"epsilon\": -1.0}}");
     optim_destroy(o);
     expect_refused("{\"class_name\": \"Adadelta\", \"config\": {\"rho\": null}}", OPTIM_ETYPE, "rho", NULL);
     expect_refused("{\"class_name\": \"Adadelta\", \"config\": {\"rho\": null, \"is_legacy_optimizer\": true}}",
@@ -576,7 +551,7 @@ static void test_threads_bitwise(void **s)
             cfg c = {1.0, 0.95, 1e-6, 0, legacy};
             opts[t] = make_cfg(&c);
             assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

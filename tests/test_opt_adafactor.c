@@ -125,32 +125,7 @@ static void ref_step(ref *s, const hp *h, double lr, const double *g, int64_t st
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 /* A dense gradient whose scale changes from step to step (so that the
  * clipping threshold is crossed at some steps), some elements tiny. */
@@ -195,7 +170,7 @@ static void assert_vars_bitwise(optim_var *a, optim_var *b)
 static int check_trajectory(const char *json, const hp *h, int32_t rank, const int64_t *shape,
                             optim_dtype dt, int steps)
 {
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     int64_t n = 1;
     for (int d = 0; d < rank; d++) n *= shape[d];
     double *w0 = malloc((size_t)n * sizeof *w0), *gd = malloc((size_t)n * sizeof *gd);
@@ -203,7 +178,7 @@ static int check_trajectory(const char *json, const hp *h, int32_t rank, const i
     for (int64_t i = 0; i < n; i++) w0[i] = init_at(i);
     if (dt == OPTIM_F32)
         for (int64_t i = 0; i < n; i++) w0[i] = (float)w0[i];
-    optim_var *w = make_var("layer/w", dt, rank, shape, w0);
+    optim_var *w = optim_test_var("layer/w", dt, rank, shape, w0);
     ref s;
     ref_init(&s, rank, shape, w0);
     const double rtol = dt == OPTIM_F32 ? 2e-5 : 1e-12, atol = dt == OPTIM_F32 ? 2e-6 : 1e-14;
@@ -293,13 +268,13 @@ static void test_relative_step(void **st)
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         optim_var *w[2];
         for (int rs = 0; rs < 2; rs++) {
-            optim_optimizer *opt = make(rs ? "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}"
+            optim_optimizer *opt = optim_test_make(rs ? "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}"
                                            : "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, \"relative_step\": false}}");
             double init[20], g[20];
             float gf[20];
             for (int i = 0; i < 20; i++) init[i] = init_at(i);
             int64_t shape[2] = {4, 5};
-            w[rs] = make_var("w", dt, 2, shape, init);
+            w[rs] = optim_test_var("w", dt, 2, shape, init);
             for (int k = 0; k < 10; k++) {
                 for (int i = 0; i < 20; i++) g[i] = grad_at(k, i), gf[i] = (float)g[i];
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w[rs]};
@@ -359,7 +334,7 @@ static void test_dynamic_lr(void **st)
     for (int kind = 0; kind < 2; kind++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {}}");
+            optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {}}");
             double cur = 0;
             if (kind == 0) assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
             else assert_int_equal(optim_set_hyper_fn(opt, "learning_rate", lr_fn, &cur), 0);
@@ -367,7 +342,7 @@ static void test_dynamic_lr(void **st)
             double w0[12], g[12];
             float gf[12];
             for (int i = 0; i < 12; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
-            optim_var *w = make_var("w", dt, 2, shape, w0);
+            optim_var *w = optim_test_var("w", dt, 2, shape, w0);
             ref s;
             ref_init(&s, 2, shape, w0);
             for (int k = 0; k < STEPS; k++) {
@@ -398,21 +373,21 @@ static void test_keras_single_steps(void **st)
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         /* test_single_step_1d */
-        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}");
         double v1[4] = {1, 2, 3, 4}, g1[4] = {1, 6, 7, 2}, want1[4] = {-0.3693, 0.6307, 1.6307, 2.6307};
         float g1f[4] = {1, 6, 7, 2};
         int64_t n4 = 4;
-        optim_var *w = make_var("w", dt, 1, &n4, v1);
+        optim_var *w = optim_test_var("w", dt, 1, &n4, v1);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g1 : (void *)g1f, 1, &n4)), w};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_var_close(w, want1, 4, 1e-4, 1e-4);
         optim_destroy(opt);
         optim_var_destroy(w);
         /* test_single_step_2d */
-        opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}");
+        opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5}}");
         double v2[4] = {1, 2, 3, 4}, g2[4] = {1, 6, 7, 2}, want2[4] = {0.7007, -0.0081, 1.2492, 3.4407};
         int64_t s22[2] = {2, 2};
-        w = make_var("w", dt, 2, s22, v2);
+        w = optim_test_var("w", dt, 2, s22, v2);
         p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, d ? (void *)g2 : (void *)g1f, 2, s22)), w};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_var_close(w, want2, 4, 1e-4, 1e-4);
@@ -435,7 +410,7 @@ static void test_keras_golden(void **st)
     };
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
                                     "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
                                     "\"clip_threshold\": 0.9, \"relative_step\": false}}");
         double ones[10], first[10], grads[10];
@@ -446,7 +421,7 @@ static void test_keras_golden(void **st)
             grads[i] = 0.1 * (i + 1), gradsf[i] = (float)grads[i];
         }
         int64_t n = 10;
-        optim_var *x = make_var("x", dt, 1, &n, ones);
+        optim_var *x = optim_test_var("x", dt, 1, &n, ones);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)first : (void *)firstf, 1, &n)), x};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         for (int i = 0; i < 5; i++) {
@@ -470,10 +445,10 @@ static void test_keras_weight_decay(void **st)
     float zf = 0;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_var *v1 = make_var("var1", dt, 0, NULL, &two), *v2 = make_var("exclude", dt, 0, NULL, &two),
-                  *v3 = make_var("var3", dt, 0, NULL, &two);
+        optim_var *v1 = optim_test_var("var1", dt, 0, NULL, &two), *v2 = optim_test_var("exclude", dt, 0, NULL, &two),
+                  *v3 = optim_test_var("var3", dt, 0, NULL, &two);
         optim_tensor g = optim_tensor_make(dt, d ? (void *)&zero : (void *)&zf, 0, NULL);
-        optim_optimizer *o1 = make(json), *o2 = make(json), *o3 = make(json);
+        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json), *o3 = optim_test_make(json);
         optim_grad_var p1 = {optim_grad_dense(g), v1};
         assert_int_equal(optim_apply_gradients(o1, &p1, 1, 0), 0);
         const char *pat[1] = {"exclude"};
@@ -508,7 +483,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int32_t rank,
     rs = n / shape[0];
     double *init = malloc((size_t)n * sizeof *init);
     for (int64_t i = 0; i < n; i++) init[i] = init_at(i);
-    optim_var *v = make_var("emb", dt, rank, shape, init);
+    optim_var *v = optim_test_var("emb", dt, rank, shape, init);
     free(init);
     int64_t vshape[OPTIM_MAX_RANK];
     memcpy(vshape, shape, sizeof vshape[0] * (size_t)rank);
@@ -553,7 +528,7 @@ static void test_sparse_equals_dense(void **st)
         for (int s = 0; s < 3; s++)
             for (int d = 0; d < 2; d++) {
                 optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-                optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+                optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
                 optim_var *sv = run_sparse(o1, dt, ranks[s], shapes[s], 0, 8);
                 optim_var *dv = run_sparse(o2, dt, ranks[s], shapes[s], 1, 8);
                 assert_vars_bitwise(sv, dv);
@@ -578,10 +553,10 @@ static void test_sparse_rows(void **st)
     int64_t idx[3] = {3, 1, 3};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.2}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.2}}");
         double w0[15], g[15];
         for (int i = 0; i < 15; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
-        optim_var *w = make_var("emb", dt, 2, shape, w0);
+        optim_var *w = optim_test_var("emb", dt, 2, shape, w0);
         ref s;
         ref_init(&s, 2, shape, w0);
         double prev_v[15];
@@ -623,10 +598,10 @@ static void test_sparse_rows(void **st)
 static void test_slots_and_weights(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {}}");
     int64_t s1 = 4, s3[3] = {2, 3, 4};
     double z[24] = {0};
-    optim_var *a = make_var("a", OPTIM_F32, 1, &s1, z), *b = make_var("b", OPTIM_F64, 3, s3, z);
+    optim_var *a = optim_test_var("a", OPTIM_F32, 1, &s1, z), *b = optim_test_var("b", OPTIM_F64, 3, s3, z);
     optim_var *vars[2] = {a, b};
     assert_int_equal(optim_build(opt, vars, 2), 0);
     const char *names[8];
@@ -697,11 +672,11 @@ static void test_config(void **st)
 static void test_round_trip(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
                                 "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
                                 "\"clip_threshold\": 0.9, \"relative_step\": false, \"clipnorm\": 2.0}}");
     char *s1 = optim_serialize(opt);
-    optim_optimizer *back = make(s1);
+    optim_optimizer *back = optim_test_make(s1);
     char *s2 = optim_serialize(back);
     assert_string_equal(s1, s2);
     double v;
@@ -747,7 +722,7 @@ static void test_bad_config(void **st)
     expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"clip_threshold\": 1e999}}", OPTIM_ERANGE,
                "clip_threshold");
     /* Keras validates none of its own keys: any finite number goes. */
-    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"beta_2_decay\": 0.3, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"beta_2_decay\": 0.3, "
                                 "\"epsilon_1\": 0, \"epsilon_2\": -1, \"clip_threshold\": 100}}");
     assert_int_equal(optim_set_hyper(opt, "clip_threshold", INFINITY), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "clip_threshold"));
@@ -765,11 +740,11 @@ static void test_bad_config(void **st)
 static void test_set_hyper_between_steps(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {}}");
     int64_t shape[2] = {3, 3};
     double w0[9], g[9];
     for (int i = 0; i < 9; i++) w0[i] = init_at(i);
-    optim_var *w = make_var("w", OPTIM_F64, 2, shape, w0);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 2, shape, w0);
     ref s;
     ref_init(&s, 2, shape, w0);
     hp h = DEFAULTS;
@@ -799,14 +774,14 @@ static void test_threads_bitwise(void **st)
     int64_t sa[2] = {301, 257}, sb[1] = {10007}, sc[3] = {3, 50, 41};
     optim_var *vars[2][3];
     for (int t = 0; t < 2; t++) {
-        optim_optimizer *opt = make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05, "
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05, "
                                     "\"global_clipnorm\": 10}}");
         assert_int_equal(optim_set_num_threads(opt, t ? 4 : 1), 0);
         double *init = malloc(301 * 257 * sizeof *init);
         for (int64_t i = 0; i < 301 * 257; i++) init[i] = sin(0.001 * (double)i);
-        vars[t][0] = make_var("a", OPTIM_F32, 2, sa, init);
-        vars[t][1] = make_var("b", OPTIM_F64, 1, sb, init);
-        vars[t][2] = make_var("c", OPTIM_F32, 3, sc, init);
+        vars[t][0] = optim_test_var("a", OPTIM_F32, 2, sa, init);
+        vars[t][1] = optim_test_var("b", OPTIM_F64, 1, sb, init);
+        vars[t][2] = optim_test_var("c", OPTIM_F32, 3, sc, init);
         float *ga = malloc(301 * 257 * sizeof *ga), *gc = malloc(6150 * sizeof *gc);
         double *gb = malloc(10007 * sizeof *gb);
         for (int k = 0; k < 4; k++) {

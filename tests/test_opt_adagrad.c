@@ -47,39 +47,14 @@ static void cfg_json(const cfg *c, char *buf, size_t n)
         snprintf(buf + used, n - (size_t)used, "}}");
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 static optim_optimizer *make_cfg(const cfg *c)
 {
     char json[512];
     cfg_json(c, json, sizeof json);
-    return make(json);
+    return optim_test_make(json);
 }
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_dense(optim_optimizer *opt, optim_var *w, optim_dtype dt, const double *g, int n)
 {
@@ -105,7 +80,7 @@ static void check_trajectory(const cfg *c)
         double init[N], w[N], acc[N];
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), acc[i] = c->init;
         int64_t shape[1] = {N};
-        optim_var *var = make_var("w", dt, 1, shape, init);
+        optim_var *var = optim_test_var("w", dt, 1, shape, init);
         for (int k = 0; k < STEPS; k++) {
             double g[N];
             double lr = c->legacy ? c->lr / (1.0 + c->decay * k) : c->lr;
@@ -157,7 +132,7 @@ static void test_slot_initial_value(void **s)
             optim_optimizer *opt = make_cfg(&c);
             double init[3] = {1, 2, 3};
             int64_t n = 3;
-            optim_var *v = make_var("v", dt, 1, &n, init);
+            optim_var *v = optim_test_var("v", dt, 1, &n, init);
             assert_int_equal(optim_build(opt, &v, 1), 0);
             optim_var *a = optim_get_slot(opt, v, "accumulator");
             for (int i = 0; i < 3; i++) {
@@ -178,7 +153,7 @@ static void test_generations_differ(void **s)
         cfg c = {0.1, 0.0, 0.5, 0, legacy};
         optim_optimizer *opt = make_cfg(&c);
         double one = 1.0, g = 2.0;
-        optim_var *v = make_var("v", OPTIM_F64, 0, NULL, &one);
+        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         step_dense(opt, v, OPTIM_F64, &g, 1);
         w[legacy] = optim_var_get(v, 0);
         optim_destroy(opt);
@@ -200,7 +175,7 @@ static void test_f32_operation_order(void **s)
             double init[N];
             for (int i = 0; i < N; i++) init[i] = init_at(i);
             int64_t shape[2] = {N, 1};
-            optim_var *var = make_var("w", OPTIM_F32, 2, shape, init);
+            optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
             float w[N], acc[N];
             const float lr = 0.1f, eps = 1e-3f;
             for (int i = 0; i < N; i++) w[i] = (float)init[i], acc[i] = 0.1f;
@@ -238,9 +213,9 @@ static void test_keras_single_step(void **s)
     const double g[4] = {1, 6, 7, 2}, init[4] = {1, 2, 3, 4};
     const double want[4] = {0.5233, 1.5007, 2.5005, 3.5061};
     for (int c = 0; c < 2; c++) {
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         int64_t n = 4;
-        optim_var *v = make_var("vars", OPTIM_F32, 1, &n, init);
+        optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
         step_dense(opt, v, OPTIM_F32, g, 4);
         for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
         optim_destroy(opt);
@@ -265,11 +240,11 @@ static void test_keras_golden(void **s)
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(cfgs[c]);
+            optim_optimizer *opt = optim_test_make(cfgs[c]);
             double ones[10], first[10], grads[10];
             for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
             int64_t n = 10;
-            optim_var *x = make_var("x", dt, 1, &n, ones);
+            optim_var *x = optim_test_var("x", dt, 1, &n, ones);
             step_dense(opt, x, dt, first, 10);
             for (int k = 0; k < 5; k++) {
                 for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
@@ -283,10 +258,10 @@ static void test_keras_golden(void **s)
 static void test_keras_weight_decay(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0, "
                                 "\"weight_decay\": 0.004}}");
     double two = 2.0, zero = 0.0;
-    optim_var *v = make_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
     for (int k = 0; k < 3; k++) step_dense(opt, v, OPTIM_F32, &zero, 1);
     assert_close(optim_var_get(v, 0), 1.9760959, 0, 1e-6);
     optim_destroy(opt);
@@ -301,11 +276,11 @@ static void test_legacy_minimize_sparse(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0}}");
             double init[4] = {1, 2, 3, 4};
             int64_t shape[2] = {2, 2}, vs[2] = {1, 2}, idx = 0;
-            optim_var *v = make_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
             float gf[2] = {112, 140};
             double gd[2] = {112, 140};
             optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
@@ -325,10 +300,10 @@ static void test_sparse_repeated_indices(void **s)
     for (int legacy = 0; legacy < 2; legacy++) {
         const char *json = legacy ? "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 3.0, \"is_legacy_optimizer\": true}}"
                                   : "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 3.0}}";
-        optim_optimizer *o1 = make(json), *o2 = make(json);
+        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         double init[2] = {1, 2};
         int64_t shape[2] = {2, 1};
-        optim_var *rep = make_var("rep", OPTIM_F64, 2, shape, init), *agg = make_var("agg", OPTIM_F64, 2, shape, init);
+        optim_var *rep = optim_test_var("rep", OPTIM_F64, 2, shape, init), *agg = optim_test_var("agg", OPTIM_F64, 2, shape, init);
         int64_t ri[2] = {1, 1}, ai[1] = {1}, rs[2] = {2, 1}, as[2] = {1, 1};
         double rv[2] = {0.1, 0.1}, av[1] = {0.2};
         for (int k = 0; k < 3; k++) {
@@ -361,7 +336,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < SPSTEPS; k++) {
         double vals[4 * COLS], dense[ROWS * COLS] = {0};
         float fv[4 * COLS], fd[ROWS * COLS] = {0};
@@ -465,7 +440,7 @@ static void test_sparse_rows_only(void **s)
 
 static void expect_config(const char *json, const char *want)
 {
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     char *got = optim_get_config(opt);
     assert_non_null(got);
     if (strcmp(got, want) != 0) print_error("got  %s\nwant %s\n", got, want);
@@ -502,9 +477,9 @@ static void test_legacy_epsilon_zero(void **s)
         "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": null, \"is_legacy_optimizer\": true}}",
         "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0}}"};
     for (int c = 0; c < 3; c++) {
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         double one = 1.0, g = 2.0;
-        optim_var *v = make_var("v", OPTIM_F64, 0, NULL, &one);
+        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         step_dense(opt, v, OPTIM_F64, &g, 1);
         /* legacy: 1 - 2 / (2 + 1e-7); Keras 3 keeps 0: 1 - 2 / 2 = 0 exactly. */
         if (c < 2) assert_close(optim_var_get(v, 0), 1 - 2 / (2 + 1e-7), 1e-6, 0);
@@ -516,10 +491,10 @@ static void test_legacy_epsilon_zero(void **s)
 
 static void round_trip(const char *json)
 {
-    optim_optimizer *a = make(json);
+    optim_optimizer *a = optim_test_make(json);
     char *sa = optim_serialize(a);
     assert_non_null(sa);
-    optim_optimizer *b = make(sa);
+    optim_optimizer *b = optim_test_make(sa);
     char *sb = optim_serialize(b);
     assert_string_equal(sa, sb);
     optim_free(sa);
@@ -562,10 +537,10 @@ static void test_config_refused(void **s)
                    "\"is_legacy_optimizer\": true}}",
                    OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
     /* Keras 3 does not check it. */
-    optim_optimizer *k3 = make("{\"class_name\": \"Adagrad\", \"config\": {\"initial_accumulator_value\": -0.1}}");
+    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"Adagrad\", \"config\": {\"initial_accumulator_value\": -0.1}}");
     assert_int_equal(optim_set_hyper(k3, "initial_accumulator_value", 0.5), 0);
     optim_destroy(k3);
-    optim_optimizer *lg = make("{\"class_name\": \"Adagrad\", \"config\": {\"is_legacy_optimizer\": true}}");
+    optim_optimizer *lg = optim_test_make("{\"class_name\": \"Adagrad\", \"config\": {\"is_legacy_optimizer\": true}}");
     assert_int_equal(optim_set_hyper(lg, "initial_accumulator_value", -1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(lg), "initial_accumulator_value"));
     /* Not hypers: no callables. */
@@ -593,7 +568,7 @@ static void test_threads_bitwise(void **s)
             cfg c = {0.01, 0.1, 1e-7, 0, legacy};
             opts[t] = make_cfg(&c);
             assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

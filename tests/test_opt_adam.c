@@ -70,32 +70,7 @@ static void ref_run(const ref *r, traj *s, int steps)
     }
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
@@ -110,7 +85,7 @@ static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *w = make_var("w", dt, 1, shape, init);
+    optim_var *w = optim_test_var("w", dt, 1, shape, init);
     for (int k = 0; k < steps; k++) {
         float gf[N];
         double gd[N];
@@ -137,7 +112,7 @@ static void check_trajectory(const char *json, const ref *r)
     ref_run(r, &s, STEPS);
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *w = run_dense(opt, dt, STEPS);
         double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
         for (int i = 0; i < N; i++) assert_close(optim_var_get(w, i), s.w[i], rtol, atol);
@@ -202,7 +177,7 @@ static void test_epsilon_zero(void **st)
     (void)st;
     for (int c = 0; c < 3; c++) {
         int legacy = c > 0;
-        optim_optimizer *opt = make(c == 2 ? ADAM("\"epsilon\": null, \"learning_rate\": 0.1, \"amsgrad\": true, " LEGACY)
+        optim_optimizer *opt = optim_test_make(c == 2 ? ADAM("\"epsilon\": null, \"learning_rate\": 0.1, \"amsgrad\": true, " LEGACY)
                                     : c == 1 ? ADAM("\"epsilon\": 0, \"learning_rate\": 0.1, " LEGACY)
                                              : ADAM("\"epsilon\": 0, \"learning_rate\": 0.1"));
         char *cfg = optim_get_config(opt);
@@ -213,7 +188,7 @@ static void test_epsilon_zero(void **st)
             assert_non_null(strstr(cfg, "\"epsilon\":0.0,\"amsgrad\":false}"));
         optim_free(cfg);
         double zero = 0, g = 1e-6;
-        optim_var *w = make_var("w", OPTIM_F64, 0, NULL, &zero);
+        optim_var *w = optim_test_var("w", OPTIM_F64, 0, NULL, &zero);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), w};
         step_ok(opt, &p, 1);
         double m = 0.1 * g, v = 0.001 * g * g, a = 0.1 * sqrt(1 - 0.999) / (1 - 0.9);
@@ -292,7 +267,7 @@ static void test_f32_operation_order(void **st)
     float last_w[2][N];
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            optim_optimizer *opt = make(cfg[legacy][ams]);
+            optim_optimizer *opt = optim_test_make(cfg[legacy][ams]);
             optim_var *w = run_dense(opt, OPTIM_F32, STEPS);
             float ew[N], em[N] = {0}, ev[N] = {0}, eh[N] = {0};
             for (int i = 0; i < N; i++) ew[i] = (float)init_at(i);
@@ -336,7 +311,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < SSTEPS; k++) {
         int64_t idx[NIDX];
         double vals[NIDX * COLS], dense[ROWS * COLS] = {0};
@@ -377,7 +352,7 @@ static void test_sparse_keras3_equals_dense(void **st)
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
             optim_var *sv = run_sparse(o1, dt, 0), *dv = run_sparse(o2, dt, 1);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
@@ -419,7 +394,7 @@ static void test_sparse_reference(void **st)
                 ref r = {0.01, 0.9, 0.999, 1e-7, 0, ams};
                 double w[ROWS * COLS], m[ROWS * COLS], v[ROWS * COLS], vh[ROWS * COLS];
                 ref_sparse(&r, w, m, v, vh);
-                optim_optimizer *opt = make(json);
+                optim_optimizer *opt = optim_test_make(json);
                 optim_var *x = run_sparse(opt, d ? OPTIM_F64 : OPTIM_F32, 0);
                 optim_var *sm = optim_get_slot(opt, x, "m"), *sv = optim_get_slot(opt, x, "v");
                 optim_var *sh = optim_get_slot(opt, x, "vhat");
@@ -448,7 +423,7 @@ static void test_sparse_legacy_f32_operation_order(void **st)
         char json[256];
         snprintf(json, sizeof json, ADAM("\"learning_rate\": %g, \"amsgrad\": %s, " LEGACY), lr,
                  ams ? "true" : "false");
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *x = run_sparse(opt, OPTIM_F32, 0);
         float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0}, vh[ROWS * COLS] = {0};
         for (int r = 0; r < ROWS; r++)
@@ -477,10 +452,10 @@ static void test_sparse_rows_not_lazy(void **st)
 {
     (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? ADAM("\"learning_rate\": 0.1, " LEGACY) : ADAM("\"learning_rate\": 0.1"));
+        optim_optimizer *opt = optim_test_make(legacy ? ADAM("\"learning_rate\": 0.1, " LEGACY) : ADAM("\"learning_rate\": 0.1"));
         double init[4] = {1, 2, 3, 4};
         int64_t shape[2] = {4, 1}, vs[2] = {1, 1};
-        optim_var *x = make_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
         int64_t i0 = 0, i3 = 3;
         double one = 1.0;
         optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), x};
@@ -511,7 +486,7 @@ static void test_dynamic(void **st)
 {
     (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? ADAM(LEGACY) : ADAM(""));
+        optim_optimizer *opt = optim_test_make(legacy ? ADAM(LEGACY) : ADAM(""));
         double b1 = 0.9;
         assert_int_equal(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
         assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
@@ -519,7 +494,7 @@ static void test_dynamic(void **st)
         double init[N], w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
         int64_t shape[1] = {N};
-        optim_var *x = make_var("w", OPTIM_F64, 1, shape, init);
+        optim_var *x = optim_test_var("w", OPTIM_F64, 1, shape, init);
         for (int k = 0; k < 8; k++) {
             b1 = 0.5 + 0.05 * k;
             ref r = {0.05 / (1.0 + 0.5 * k), 0, 0.99, 1e-7, 0, 0};
@@ -550,11 +525,11 @@ static void test_dynamic(void **st)
 static void test_keras_single_step(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make(ADAM("\"learning_rate\": 0.5"));
+    optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.5"));
     double init[4] = {1, 2, 3, 4}, want[4] = {0.5, 1.5, 2.5, 3.5};
     float g[4] = {1, 6, 7, 2};
     int64_t n = 4;
-    optim_var *x = make_var("vars", OPTIM_F32, 1, &n, init);
+    optim_var *x = optim_test_var("vars", OPTIM_F32, 1, &n, init);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), x};
     step_ok(opt, &p, 1);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(x, i), want[i], 1e-4, 1e-4);
@@ -566,11 +541,11 @@ static void test_keras_single_step(void **st)
 static void test_keras_golden_amsgrad(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make(ADAM("\"amsgrad\": true"));
+    optim_optimizer *opt = optim_test_make(ADAM("\"amsgrad\": true"));
     double ones[10];
     for (int i = 0; i < 10; i++) ones[i] = 1;
     int64_t n = 10;
-    optim_var *x = make_var("x", OPTIM_F32, 1, &n, ones);
+    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
     float first[10], grads[10];
     for (int i = 0; i < 10; i++) first[i] = 0.01f, grads[i] = (float)(0.1 + 0.1 * i);
     const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
@@ -592,13 +567,13 @@ static void test_keras_weight_decay(void **st)
     (void)st;
     double two = 2.0;
     float zero = 0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = make_var("var3", OPTIM_F32, 0, NULL, &two);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
     optim_tensor g = optim_tensor_make(OPTIM_F32, &zero, 0, NULL);
-    optim_optimizer *o1 = make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-    optim_optimizer *o2 = make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-    optim_optimizer *o3 = make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
+    optim_optimizer *o1 = optim_test_make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
+    optim_optimizer *o2 = optim_test_make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
+    optim_optimizer *o3 = optim_test_make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
     optim_grad_var p1[1] = {{optim_grad_dense(g), v1}};
     step_ok(o1, p1, 1);
     const char *pat[1] = {"exclude"};
@@ -624,9 +599,9 @@ static void test_keras_weight_decay(void **st)
 static void test_legacy_docstring(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make(ADAM("\"learning_rate\": 0.1, " LEGACY));
+    optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.1, " LEGACY));
     double ten = 10;
-    optim_var *x = make_var("var1", OPTIM_F32, 0, NULL, &ten);
+    optim_var *x = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten);
     float g = 10.0f;
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), x};
     step_ok(opt, &p, 1);
@@ -680,7 +655,7 @@ static void test_config_keys_and_defaults(void **st)
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad", "is_legacy_optimizer"};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? ADAM(LEGACY) : ADAM(""));
+        optim_optimizer *opt = optim_test_make(legacy ? ADAM(LEGACY) : ADAM(""));
         cJSON *c = config_of(opt);
         if (legacy) assert_keys(c, kl, sizeof kl / sizeof *kl);
         else assert_keys(c, k3, sizeof k3 / sizeof *k3);
@@ -696,10 +671,10 @@ static void test_config_keys_and_defaults(void **st)
         const char *names[4] = {0};
         optim_destroy(opt);
         /* Slots: m, v (and vhat with amsgrad), in that order. */
-        opt = make(legacy ? ADAM("\"amsgrad\": true, " LEGACY) : ADAM("\"amsgrad\": true"));
+        opt = optim_test_make(legacy ? ADAM("\"amsgrad\": true, " LEGACY) : ADAM("\"amsgrad\": true"));
         double z[N] = {0};
         int64_t n = N;
-        optim_var *x = make_var("w", OPTIM_F64, 1, &n, z);
+        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
         assert_int_equal(optim_build(opt, &x, 1), 0);
         assert_int_equal(optim_get_slot_names(opt, names, 4), 3);
         assert_string_equal(names[0], "m");
@@ -721,10 +696,10 @@ static void test_config_round_trip(void **st)
         ADAM("\"weight_decay\": 0.01, \"global_clipnorm\": 2.0, \"name\": \"my_adam\""),
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
-        optim_optimizer *a = make(cfgs[i]);
+        optim_optimizer *a = optim_test_make(cfgs[i]);
         char *s1 = optim_serialize(a);
         assert_non_null(s1);
-        optim_optimizer *b = make(s1);
+        optim_optimizer *b = optim_test_make(s1);
         char *s2 = optim_serialize(b);
         assert_string_equal(s1, s2);
         cJSON *c = config_of(b);
@@ -775,7 +750,7 @@ static void test_config_refused(void **st)
     expect_refused(ADAM("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
     expect_refused(ADAM("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
     /* Ranges also hold for optim_set_hyper; a refused value changes nothing. */
-    optim_optimizer *opt = make(ADAM(""));
+    optim_optimizer *opt = optim_test_make(ADAM(""));
     assert_int_equal(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "beta_1 is 1, expected a value in [0, 1)"));
     assert_int_equal(optim_set_hyper(opt, "amsgrad", 0.5), OPTIM_ETYPE);
@@ -787,7 +762,7 @@ static void test_config_refused(void **st)
     assert_int_equal(optim_set_hyper(opt, "amsgrad", 0), 0);
     double z[3] = {0};
     int64_t n = 3;
-    optim_var *x = make_var("w", OPTIM_F64, 1, &n, z);
+    optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
     assert_int_equal(optim_build(opt, &x, 1), 0);
     assert_int_equal(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ESTATE);
     assert_non_null(strstr(optim_errmsg(opt), "amsgrad"));
@@ -808,9 +783,9 @@ static void test_threads_bitwise(void **st)
     optim_var *vars[2];
     optim_optimizer *opts[2];
     for (int t = 0; t < 2; t++) {
-        opts[t] = make(ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, \"global_clipnorm\": 50"));
+        opts[t] = optim_test_make(ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, \"global_clipnorm\": 50"));
         assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-        vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+        vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         for (int k = 0; k < 4; k++) {
             for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

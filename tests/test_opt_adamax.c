@@ -65,35 +65,9 @@ static void ref_dense(const ref *r, double *w, double *m, double *v, int steps)
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 /* Not inlined: GCC's -Wmaybe-uninitialized cannot see that the copy reads
  * only numel(shape) elements of init (a scalar for rank 0). */
-__attribute__((noinline)) static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank,
-                                                     const int64_t *shape, const double *init)
-{
-    optim_tensor t = {dt, rank, {0}, NULL};
-    for (int i = 0; i < rank; i++) t.shape[i] = shape[i];
-    int64_t n = optim_tensor_numel(&t);
-    void *buf = malloc((size_t)n * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_dense(optim_optimizer *opt, optim_var *w, const double *g)
 {
@@ -116,7 +90,7 @@ static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *w = make_var("w", dt, 1, shape, init);
+    optim_var *w = optim_test_var("w", dt, 1, shape, init);
     for (int k = 0; k < steps; k++) {
         double g[N];
         for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
@@ -130,7 +104,7 @@ static void check_trajectory(const char *json, const ref *r)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *w = run_dense(opt, dt, STEPS);
         double wr[N], mr[N], vr[N];
         ref_dense(r, wr, mr, vr, STEPS);
@@ -204,7 +178,7 @@ static void test_legacy_epsilon_fallback(void **s)
     };
     for (int c = 0; c < 2; c++) {
         check_trajectory(cfgs[c], &r);
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         char *js = optim_get_config(opt);
         cJSON *o = cJSON_Parse(js);
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epsilon");
@@ -216,7 +190,7 @@ static void test_legacy_epsilon_fallback(void **s)
     }
     /* Keras 3 epsilon 0: the zero gradient of step 0, element 0, gives
      * 0 / 0 in the update. */
-    optim_optimizer *opt = make("{\"class_name\": \"Adamax\", \"config\": {\"epsilon\": 0}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adamax\", \"config\": {\"epsilon\": 0}}");
     optim_var *w = run_dense(opt, OPTIM_F64, 1);
     assert_true(isnan(optim_var_get(w, 0)));
     optim_destroy(opt);
@@ -235,14 +209,14 @@ static void test_dynamic_beta(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01}}");
         double b1 = 0.9;
         assert_int_equal(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
         double init[N], w[N], m[N] = {0}, v[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
         int64_t shape[1] = {N};
-        optim_var *var = make_var("w", OPTIM_F64, 1, shape, init);
+        optim_var *var = optim_test_var("w", OPTIM_F64, 1, shape, init);
         for (int k = 0; k < 8; k++) {
             b1 = 0.5 + 0.05 * k;
             ref r = {legacy, 0.01, b1, 0.999, 1e-7, 0};
@@ -272,10 +246,10 @@ static void test_dynamic_beta(void **s)
 static void test_keras_golden(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.5}}");
     double init[4] = {1, 2, 3, 4}, g4[4] = {1, 6, 7, 2};
     int64_t four = 4;
-    optim_var *v4 = make_var("v", OPTIM_F32, 1, &four, init);
+    optim_var *v4 = optim_test_var("v", OPTIM_F32, 1, &four, init);
     step_dense(opt, v4, g4);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v4, i), 0.5 + i, 1e-4, 1e-4);
     optim_destroy(opt);
@@ -287,12 +261,12 @@ static void test_keras_golden(void **s)
         {0.5333, 0.5407, 0.5431, 0.5444, 0.5451, 0.5456, 0.546, 0.5462, 0.5464, 0.5466},
         {0.368, 0.3773, 0.3804, 0.382, 0.3829, 0.3835, 0.384, 0.3843, 0.3846, 0.3848},
         {0.1933, 0.204, 0.2076, 0.2094, 0.2105, 0.2112, 0.2117, 0.2121, 0.2124, 0.2126}};
-    opt = make("{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.2, \"beta_1\": 0.85, "
+    opt = optim_test_make("{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.2, \"beta_1\": 0.85, "
                "\"beta_2\": 0.95, \"epsilon\": 1e-6}}");
     double ones[10], first[10], grads[10];
     for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = (float)(0.1 * (i + 1));
     int64_t ten = 10;
-    optim_var *x = make_var("x", OPTIM_F32, 1, &ten, ones);
+    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &ten, ones);
     step_dense(opt, x, first);
     for (int k = 0; k < 5; k++) {
         for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
@@ -308,11 +282,11 @@ static void test_keras_weight_decay(void **s)
 {
     (void)s;
     double two = 2.0, zero = 0.0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = make_var("var3", OPTIM_F32, 0, NULL, &two);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
     const char *cfg = "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
-    optim_optimizer *o1 = make(cfg), *o2 = make(cfg), *o3 = make(cfg);
+    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
     const char *pat[1] = {"exclude"};
     assert_int_equal(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
     assert_int_equal(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
@@ -347,10 +321,10 @@ static void test_f32_operation_order(void **s)
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-7;
     const float gs[3] = {0.3f, -1.7f, 0.05f};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01}}");
         double init = 0.7;
-        optim_var *var = make_var("w", OPTIM_F32, 0, NULL, &init);
+        optim_var *var = optim_test_var("w", OPTIM_F32, 0, NULL, &init);
         float w = 0.7f, m = 0, v = 0;
         for (int k = 0; k < 3; k++) {
             float g = gs[k], t = (float)(k + 1);
@@ -381,10 +355,10 @@ static void test_f32_operation_order(void **s)
     /* Legacy sparse (_resource_apply_sparse): m * beta_1 + g * (1 - beta_1)
      * on the indexed row, w + (-lr / (1 - beta_1^t)) * (m / (v + eps)). */
     {
-        optim_optimizer *opt = make("{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}");
         double init[2] = {0.7, -0.2};
         int64_t shape[2] = {2, 1}, vs[2] = {1, 1}, idx = 1;
-        optim_var *var = make_var("e", OPTIM_F32, 2, shape, init);
+        optim_var *var = optim_test_var("e", OPTIM_F32, 2, shape, init);
         float w = -0.2f, m = 0, v = 0;
         for (int k = 0; k < 10; k++) {
             float g = (float)(sin(0.9 * k + 0.3) * 1.3), t = (float)(k + 1);
@@ -431,7 +405,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense,
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < steps; k++) {
         int64_t idx[NIDX];
         double vals[NIDX * COLS], dense[ROWS * COLS] = {0};
@@ -494,7 +468,7 @@ static void check_sparse(const char *json, const ref *r, int rows_only)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *var = run_sparse(opt, dt, 0, SP_STEPS);
         double w[ROWS][COLS], m[ROWS][COLS], v[ROWS][COLS];
         ref_sparse(r, rows_only, SP_STEPS, w, m, v);
@@ -521,7 +495,7 @@ static void test_sparse_keras3(void **s)
     check_sparse(json, &r, 0);
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *o1 = make(json), *o2 = make(json);
+        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS), *dv = run_sparse(o2, dt, 1, SP_STEPS);
         assert_vars_bitwise(sv, dv);
         assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
@@ -553,11 +527,11 @@ static void test_sparse_untouched_rows(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.5, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.5, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.5}}");
             double init[6] = {1, 2, 3, 4, 5, 6};
             int64_t shape[2] = {6, 1}, vs[2] = {1, 1};
-            optim_var *v = make_var("e", dt, 2, shape, init);
+            optim_var *v = optim_test_var("e", dt, 2, shape, init);
             int64_t i0 = 0, i3 = 3;
             double one = 1.0;
             float onef = 1.0f;
@@ -631,7 +605,7 @@ static double num(const cJSON *o, const char *key)
 static void test_config_keys_and_defaults(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("\"Adamax\"");
+    optim_optimizer *opt = optim_test_make("\"Adamax\"");
     cJSON *o = config_of(opt);
     assert_keys_in_order(o, KERAS3_KEYS, sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, "Adamax");
@@ -643,7 +617,7 @@ static void test_config_keys_and_defaults(void **s)
     cJSON_Delete(o);
     optim_destroy(opt);
 
-    opt = make("{\"class_name\": \"Adamax\", \"config\": {\"is_legacy_optimizer\": true}}");
+    opt = optim_test_make("{\"class_name\": \"Adamax\", \"config\": {\"is_legacy_optimizer\": true}}");
     o = config_of(opt);
     assert_keys_in_order(o, LEGACY_KEYS, sizeof LEGACY_KEYS / sizeof *LEGACY_KEYS);
     assert_true(num(o, "learning_rate") == 0.001);
@@ -675,10 +649,10 @@ static void test_config_round_trip(void **s)
         "{\"class_name\": \"Adamax\", \"config\": {\"lr\": 0.25, \"is_legacy_optimizer\": true}}",
     };
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
-        optim_optimizer *a = make(cfgs[c]);
+        optim_optimizer *a = optim_test_make(cfgs[c]);
         char *sa = optim_serialize(a);
         assert_non_null(sa);
-        optim_optimizer *b = make(sa);
+        optim_optimizer *b = optim_test_make(sa);
         char *sb = optim_serialize(b);
         assert_string_equal(sa, sb);
         optim_free(sa);
@@ -686,7 +660,7 @@ static void test_config_round_trip(void **s)
         optim_destroy(a);
         optim_destroy(b);
     }
-    optim_optimizer *a = make(cfgs[0]);
+    optim_optimizer *a = optim_test_make(cfgs[0]);
     cJSON *o = config_of(a);
     assert_true(num(o, "beta_1") == 0.75);
     assert_true(num(o, "beta_2") == 0.9375);
@@ -694,7 +668,7 @@ static void test_config_round_trip(void **s)
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, "mine");
     cJSON_Delete(o);
     optim_destroy(a);
-    a = make(cfgs[2]);
+    a = optim_test_make(cfgs[2]);
     o = config_of(a);
     assert_true(num(o, "learning_rate") == 0.25);
     cJSON_Delete(o);
@@ -737,7 +711,7 @@ static void test_config_refused(void **s)
         REFUSE("\"learning_rate\": -0.1", OPTIM_ERANGE, "learning_rate");
 #undef REFUSE
     }
-    optim_optimizer *opt = make("\"adamax\"");
+    optim_optimizer *opt = optim_test_make("\"adamax\"");
     assert_int_equal(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
     assert_int_equal(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
@@ -764,10 +738,10 @@ static void test_threads_bitwise(void **s)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_var *vars[2];
         for (int t = 0; t < 2; t++) {
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10}}");
             assert_int_equal(optim_set_num_threads(opt, t ? 3 : 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

@@ -56,32 +56,7 @@ static void ref_step(const ref *r, int k, double wd, double *w, double *m, doubl
     }
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
@@ -95,7 +70,7 @@ static optim_var *run_dense(optim_optimizer *opt, const char *name, optim_dtype 
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *w = make_var(name, dt, 1, shape, init);
+    optim_var *w = optim_test_var(name, dt, 1, shape, init);
     for (int k = 0; k < steps; k++) {
         float gf[N];
         double gd[N];
@@ -117,7 +92,7 @@ static void check_trajectory(const char *json, const ref *r)
     }
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *x = run_dense(opt, "w", dt, STEPS);
         double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
         for (int i = 0; i < N; i++) {
@@ -192,7 +167,7 @@ static void test_f32_operation_order(void **st)
             char json[256];
             snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s%s"),
                      ams ? "true" : "false", legacy ? ", " LEGACY : "");
-            optim_optimizer *opt = make(json);
+            optim_optimizer *opt = optim_test_make(json);
             optim_var *x = run_dense(opt, "w", OPTIM_F32, STEPS);
             float w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
             for (int i = 0; i < N; i++) w[i] = (float)init_at(i);
@@ -232,7 +207,7 @@ static optim_var *run_sparse(optim_optimizer *opt, const char *name, optim_dtype
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
-    optim_var *v = make_var(name, dt, 2, shape, init);
+    optim_var *v = optim_test_var(name, dt, 2, shape, init);
     for (int k = 0; k < steps; k++) {
         int64_t idx[NIDX];
         double vals[NIDX * COLS], dense[ROWS * COLS] = {0};
@@ -272,7 +247,7 @@ static void test_sparse_keras3_equals_dense(void **st)
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
             optim_var *sv = run_sparse(o1, "t", dt, 0, SSTEPS), *dv = run_sparse(o2, "t", dt, 1, SSTEPS);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
@@ -318,7 +293,7 @@ static void test_sparse_reference(void **st)
                 ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
                 double w[ROWS * COLS], m[ROWS * COLS], v[ROWS * COLS], vh[ROWS * COLS];
                 ref_sparse(&r, SSTEPS, w, m, v, vh);
-                optim_optimizer *opt = make(json);
+                optim_optimizer *opt = optim_test_make(json);
                 optim_var *x = run_sparse(opt, "t", d ? OPTIM_F64 : OPTIM_F32, 0, SSTEPS);
                 double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
                 for (int i = 0; i < ROWS * COLS; i++) {
@@ -344,7 +319,7 @@ static void test_sparse_legacy_f32_operation_order(void **st)
         char json[256];
         snprintf(json, sizeof json, ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
                  cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *x = run_sparse(opt, "t", OPTIM_F32, 0, SSTEPS);
         float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0}, vh[ROWS * COLS] = {0};
         for (int r = 0; r < ROWS; r++)
@@ -387,12 +362,12 @@ static void test_sparse_decay_rows(void **st)
 {
     (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
+        optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
                                            : ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"));
         double init[5] = {1, 2, 3, 4, 5};
         int64_t shape[2] = {5, 1}, vs[2] = {2, 1}, idx[2] = {1, 4};
         double g[2] = {0.25, -0.5};
-        optim_var *x = make_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
         optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, g, 2, vs)), x};
         step_ok(opt, &p, 1);
         for (int r = 0; r < 5; r++) {
@@ -415,18 +390,18 @@ static void test_sparse_decay_rows(void **st)
 static void test_exclude_from_weight_decay(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
+    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
                                       "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t n = N;
-    optim_var *kern = make_var("dense/kernel", OPTIM_F64, 1, &n, init);
-    optim_var *bias = make_var("dense/bias", OPTIM_F64, 1, &n, init);
+    optim_var *kern = optim_test_var("dense/kernel", OPTIM_F64, 1, &n, init);
+    optim_var *bias = optim_test_var("dense/bias", OPTIM_F64, 1, &n, init);
     double tinit[ROWS * COLS];
     for (int i = 0; i < ROWS * COLS; i++) tinit[i] = table_init(i / COLS, i % COLS);
     int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
-    optim_var *emb = make_var("emb_decay", OPTIM_F64, 2, shape, tinit);
-    optim_var *skip = make_var("emb_skip", OPTIM_F64, 2, shape, tinit);
+    optim_var *emb = optim_test_var("emb_decay", OPTIM_F64, 2, shape, tinit);
+    optim_var *skip = optim_test_var("emb_skip", OPTIM_F64, 2, shape, tinit);
     ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, 0, 1};
     double wk[N], mk[N] = {0}, vk[N] = {0}, hk[N] = {0}, wb[N], mb[N] = {0}, vb[N] = {0}, hb[N] = {0};
     double we[ROWS * COLS], me[ROWS * COLS] = {0}, ve[ROWS * COLS] = {0}, he[ROWS * COLS] = {0};
@@ -473,7 +448,7 @@ static void test_exclude_from_weight_decay(void **st)
     char *cfg = optim_get_config(opt);
     assert_non_null(strstr(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]"));
     char *s1 = optim_serialize(opt);
-    optim_optimizer *b = make(s1);
+    optim_optimizer *b = optim_test_make(s1);
     char *s2 = optim_serialize(b);
     assert_string_equal(s1, s2);
     optim_free(cfg);
@@ -496,14 +471,14 @@ static void test_legacy_dynamic_weight_decay(void **st)
 {
     (void)st;
     for (int kind = 0; kind < 2; kind++) {
-        optim_optimizer *opt = make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
+        optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         double cur = 0;
         if (kind == 0) assert_int_equal(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
         else assert_int_equal(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
         double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
         for (int i = 0; i < N; i++) w[i] = init_at(i);
         int64_t n = N;
-        optim_var *x = make_var("w", OPTIM_F64, 1, &n, w);
+        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, w);
         ref r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
         for (int k = 0; k < 6; k++) {
             cur = 0.02 * (k % 3);
@@ -533,11 +508,11 @@ static void test_legacy_dynamic_weight_decay(void **st)
 static void test_keras_single_step(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make(ADAMW("\"learning_rate\": 0.5"));
+    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.5"));
     double init[4] = {1, 2, 3, 4}, want[4] = {0.4980, 1.4960, 2.494, 3.492};
     float g[4] = {1, 6, 7, 2};
     int64_t n = 4;
-    optim_var *x = make_var("vars", OPTIM_F32, 1, &n, init);
+    optim_var *x = optim_test_var("vars", OPTIM_F32, 1, &n, init);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), x};
     step_ok(opt, &p, 1);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(x, i), want[i], 1e-4, 1e-4);
@@ -555,11 +530,11 @@ static void test_keras_golden(void **st)
         {0.1223, 0.1198, 0.1174, 0.1149, 0.1124, 0.11, 0.1075, 0.1051, 0.1027, 0.1003},
         {0.0586, 0.0549, 0.0512, 0.0475, 0.0439, 0.0402, 0.0366, 0.033, 0.0294, 0.0258},
         {0.0263, 0.0215, 0.0167, 0.012, 0.0073, 0.0026, -0.0021, -0.0067, -0.0113, -0.0159}};
-    optim_optimizer *opt = make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"));
+    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"));
     double ones[10];
     for (int i = 0; i < 10; i++) ones[i] = 1;
     int64_t n = 10;
-    optim_var *x = make_var("x", OPTIM_F32, 1, &n, ones);
+    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
     float first[10], grads[10];
     for (int i = 0; i < 10; i++) first[i] = 0.01f, grads[i] = (float)(0.1 + 0.1 * i);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, first, 1, &n)), x};
@@ -579,11 +554,11 @@ static void test_keras_weight_decay(void **st)
     (void)st;
     double two = 2.0;
     float zero = 0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
     optim_tensor g = optim_tensor_make(OPTIM_F32, &zero, 0, NULL);
     for (int k = 0; k < 3; k++) {
-        optim_optimizer *o = make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
+        optim_optimizer *o = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
         const char *pat[1] = {"exclude"};
         assert_int_equal(optim_exclude_from_weight_decay(o, NULL, 0, pat, 1), 0);
         optim_grad_var p[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
@@ -605,11 +580,11 @@ static void test_tfa_values(void **st)
     for (int sparse = 0; sparse < 2; sparse++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
+            optim_optimizer *opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
                                               "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY));
             double i0[2] = {1, 2}, i1[2] = {3, 4};
             int64_t n = 2, idx[2] = {0, 1};
-            optim_var *var0 = make_var("var0", dt, 1, &n, i0), *var1 = make_var("var1", dt, 1, &n, i1);
+            optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
             double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
             float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
             void *g0 = d ? (void *)g0d : (void *)g0f, *g1 = d ? (void *)g1d : (void *)g1f;
@@ -684,7 +659,7 @@ static void test_config_keys_and_defaults(void **st)
                                      "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "amsgrad",
                                      "weight_decay", "exclude_from_weight_decay", "is_legacy_optimizer"};
-    optim_optimizer *opt = make(ADAMW(""));
+    optim_optimizer *opt = optim_test_make(ADAMW(""));
     cJSON *c = config_of(opt);
     assert_keys(c, k3, sizeof k3 / sizeof *k3);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "AdamW");
@@ -694,7 +669,7 @@ static void test_config_keys_and_defaults(void **st)
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
     cJSON_Delete(c);
     optim_destroy(opt);
-    opt = make(ADAMW("\"weight_decay\": 0.01, " LEGACY));
+    opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, " LEGACY));
     c = config_of(opt);
     assert_keys(c, kl, sizeof kl / sizeof *kl);
     assert_true(num(c, "weight_decay") == 0.01);
@@ -703,7 +678,7 @@ static void test_config_keys_and_defaults(void **st)
     cJSON_Delete(c);
     optim_destroy(opt);
     /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
-    opt = make(ADAMW("\"weight_decay\": 1, \"epsilon\": null, " LEGACY));
+    opt = optim_test_make(ADAMW("\"weight_decay\": 1, \"epsilon\": null, " LEGACY));
     char *e = optim_get_config(opt);
     assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"weight_decay\":1.0,"
                               "\"exclude_from_weight_decay\":null,\"is_legacy_optimizer\":true}"));
@@ -711,7 +686,7 @@ static void test_config_keys_and_defaults(void **st)
     optim_destroy(opt);
     expect_refused(ADAMW("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     /* An empty list stays a list. */
-    opt = make(ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY));
+    opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY));
     char *s = optim_get_config(opt);
     assert_non_null(strstr(s, "\"exclude_from_weight_decay\":[]"));
     optim_free(s);
@@ -740,9 +715,9 @@ static void test_config_round_trip(void **st)
         ADAMW("\"weight_decay\": 0, \"name\": \"my_adamw\""),
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
-        optim_optimizer *a = make(cfgs[i]);
+        optim_optimizer *a = optim_test_make(cfgs[i]);
         char *s1 = optim_serialize(a);
-        optim_optimizer *b = make(s1);
+        optim_optimizer *b = optim_test_make(s1);
         char *s2 = optim_serialize(b);
         assert_string_equal(s1, s2);
         cJSON *c = config_of(b);
@@ -801,14 +776,14 @@ static void test_config_refused(void **st)
                    OPTIM_EINVAL, "exclude_from_weight_decay[1]", NULL);
     expect_refused(ADAMW("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
     /* optim_set_hyper: Keras 3 weight_decay None refused, old value kept. */
-    optim_optimizer *opt = make(ADAMW(""));
+    optim_optimizer *opt = optim_test_make(ADAMW(""));
     assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
     assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
     double wd;
     assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
     assert_true(wd == 0.004);
     optim_destroy(opt);
-    opt = make(ADAMW("\"weight_decay\": 0.2, " LEGACY));
+    opt = optim_test_make(ADAMW("\"weight_decay\": 0.2, " LEGACY));
     assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
     assert_int_equal(optim_set_hyper(opt, "weight_decay", 0.3), 0);
     assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
@@ -828,10 +803,10 @@ static void test_threads_bitwise(void **st)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_var *vars[2];
         for (int t = 0; t < 2; t++) {
-            optim_optimizer *opt = make(legacy ? ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY)
+            optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY)
                                                : ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"));
             assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

@@ -34,32 +34,7 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n%s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
@@ -147,11 +122,11 @@ static void check_dense(const cfg *c, int legacy)
     for (int d = 0; d < 2; d++) {
         int f32 = d == 0;
         optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         double init[N];
         for (int i = 0; i < N; i++) init[i] = init_at(i);
         int64_t shape[1] = {N};
-        optim_var *v = make_var("w", dt, 1, shape, init);
+        optim_var *v = optim_test_var("w", dt, 1, shape, init);
         double w[N], n[N], z[N];
         for (int i = 0; i < N; i++) w[i] = rd(f32, init[i]), n[i] = rd(f32, c->init_acc), z[i] = 0;
         int lr_scaled = legacy && c->shr > 0;
@@ -295,11 +270,11 @@ static void test_legacy_shrinkage_linear_scale(void **s)
     char j3[1024], jl[1024];
     cfg_json(&c, 0, j3, sizeof j3);
     cfg_json(&c, 1, jl, sizeof jl);
-    optim_optimizer *o3 = make(j3), *ol = make(jl);
+    optim_optimizer *o3 = optim_test_make(j3), *ol = optim_test_make(jl);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *v3 = make_var("w", OPTIM_F64, 1, shape, init), *vl = make_var("w", OPTIM_F64, 1, shape, init);
+    optim_var *v3 = optim_test_var("w", OPTIM_F64, 1, shape, init), *vl = optim_test_var("w", OPTIM_F64, 1, shape, init);
     for (int k = 0; k < STEPS; k++) {
         double g[N];
         for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
@@ -327,13 +302,13 @@ static double l1_fn(void *user) { (void)user; return l1_now; }
 static void test_legacy_dynamic(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.3, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.3, "
                                 "\"is_legacy_optimizer\": true}}");
     assert_int_equal(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
     double init[N], w[N], n[N], z[N];
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), n[i] = 0.1, z[i] = 0;
     int64_t shape[1] = {N};
-    optim_var *v = make_var("w", OPTIM_F64, 1, shape, init);
+    optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
     cfg c = {0.3, -0.5, 0.1, 0, 0, 0, 0, 0};
     for (int k = 0; k < 10; k++) {
         l1_now = 0.05 * (k % 4);
@@ -369,11 +344,11 @@ static void test_legacy_dynamic(void **s)
 static void test_keras3_golden_single_step(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5}}");
     double init[4] = {1, 2, 3, 4}, want[4] = {0.2218, 1.3954, 2.3651, 2.8814};
     float g[4] = {1, 6, 7, 2};
     int64_t shape[1] = {4};
-    optim_var *v = make_var("v", OPTIM_F32, 1, shape, init);
+    optim_var *v = optim_test_var("v", OPTIM_F32, 1, shape, init);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, shape)), v};
     step_ok(opt, &p, 1);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
@@ -394,7 +369,7 @@ static void test_keras3_golden_correctness(void **s)
     };
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(
+        optim_optimizer *opt = optim_test_make(
             "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
             "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
             "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
@@ -404,7 +379,7 @@ static void test_keras3_golden_correctness(void **s)
         float ff[10], gf[10];
         for (int i = 0; i < 10; i++) ff[i] = (float)first[i], gf[i] = (float)grads[i];
         int64_t shape[1] = {10};
-        optim_var *x = make_var("x", dt, 1, shape, ones);
+        optim_var *x = optim_test_var("x", dt, 1, shape, ones);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)first : (void *)ff, 1, shape)), x};
         step_ok(opt, &p, 1);
         for (int k = 0; k < 5; k++) {
@@ -426,10 +401,10 @@ static void legacy_golden(const char *extra, const double *init0, const double *
     snprintf(json, sizeof json,
              "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
              "\"initial_accumulator_value\": 0.1%s, \"is_legacy_optimizer\": true}}", extra);
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     int64_t shape[1] = {2};
-    optim_var *v0 = make_var("var0", OPTIM_F32, 1, shape, init0);
-    optim_var *v1 = make_var("var1", OPTIM_F32, 1, shape, init1);
+    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 1, shape, init0);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 1, shape, init1);
     float g0[2] = {0.1f, 0.2f}, g1[2] = {0.01f, 0.02f};
     for (int k = 0; k < steps; k++) {
         optim_grad_var p[2] = {
@@ -472,13 +447,13 @@ static void test_legacy_golden(void **s)
 static void test_legacy_golden_sparse(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
                                 "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
                                 "\"l2_regularization_strength\": 2.0, "
                                 "\"l2_shrinkage_regularization_strength\": 0.1, \"is_legacy_optimizer\": true}}");
     static const int64_t shape[2] = {2, 1}, vs[2] = {1, 1};
-    optim_var *v0 = make_var("var0", OPTIM_F32, 2, shape, (double[]){1, 2});
-    optim_var *v1 = make_var("var1", OPTIM_F32, 2, shape, (double[]){4, 3});
+    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 2, shape, (double[]){1, 2});
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 2, shape, (double[]){4, 3});
     float g0 = 0.1f, g1 = 0.02f;
     int64_t i0 = 0, i1 = 1;
     for (int k = 0; k < 10; k++) {
@@ -504,10 +479,10 @@ static void test_legacy_golden_minimize_sparse(void **s)
     (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 1.0, "
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 1.0, "
                                     "\"is_legacy_optimizer\": true}}");
         int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
-        optim_var *v = make_var("var0", dt, 2, shape, (double[]){1, 2});
+        optim_var *v = optim_test_var("var0", dt, 2, shape, (double[]){1, 2});
         float gf[2] = {112, 140};
         double gd[2] = {112, 140};
         optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
@@ -526,14 +501,14 @@ static void test_legacy_equivalences(void **s)
     (void)s;
     for (int gd_case = 0; gd_case < 2; gd_case++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = make(gd_case ? "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
+            optim_optimizer *opt = optim_test_make(gd_case ? "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
                                                   "\"learning_rate_power\": -0.0, \"is_legacy_optimizer\": true}}"
                                                 : "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
                                                   "\"is_legacy_optimizer\": true}}");
             int64_t shape1[1] = {2}, shape2[2] = {2, 1}, vs[2] = {1, 1};
             double zeros[2] = {0, 0};
-            optim_var *v0 = make_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
-            optim_var *v1 = make_var("v1", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
+            optim_var *v0 = optim_test_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
+            optim_var *v1 = optim_test_var("v1", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
             float g0[2] = {0.1f, 0.2f}, g1[2] = {0.01f, 0.02f}, s0 = 0.1f, s1 = 0.02f;
             int64_t i0 = 0, i1 = 1;
             for (int k = 0; k < 5; k++) {
@@ -597,7 +572,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int cols, int
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < cw; c++) init[r * cw + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, cw};
-    optim_var *v = make_var("table", dt, rank, shape, init);
+    optim_var *v = optim_test_var("table", dt, rank, shape, init);
     free(init);
     float *fv = malloc(sizeof(float) * 5 * cw), *fd = malloc(sizeof(float) * ROWS * cw);
     double *dv = malloc(sizeof(double) * 5 * cw), *dd = malloc(sizeof(double) * ROWS * cw);
@@ -645,7 +620,7 @@ static void test_sparse_keras3_equals_dense(void **s)
                 optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
                 char json[1024];
                 cfg_json(&cfgs[ci], 0, json, sizeof json);
-                optim_optimizer *o1 = make(json), *o2 = make(json);
+                optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
                 optim_var *sv = run_sparse(o1, dt, widths[wi], 0), *dv = run_sparse(o2, dt, widths[wi], 1);
                 assert_vars_bitwise(sv, dv);
                 assert_vars_bitwise(optim_get_slot(o1, sv, "accumulator"), optim_get_slot(o2, dv, "accumulator"));
@@ -663,11 +638,11 @@ static void test_sparse_keras3_untouched_rows(void **s)
 {
     (void)s;
     for (int shrink = 0; shrink < 2; shrink++) {
-        optim_optimizer *opt = make(shrink ? "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5, "
+        optim_optimizer *opt = optim_test_make(shrink ? "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5, "
                                              "\"l2_shrinkage_regularization_strength\": 0.25}}"
                                            : "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5}}");
         int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i0 = 0;
-        optim_var *v = make_var("e", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
         double one = 1.0;
         optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), v};
         step_ok(opt, &p, 1);
@@ -701,7 +676,7 @@ static void check_sparse_legacy(const cfg *c, int cols)
     for (int d = 0; d < 2; d++) {
         int f32 = d == 0;
         optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *v = run_sparse(opt, dt, cols, 0);
         double w[ROWS][3], n[ROWS][3], z[ROWS][3];
         for (int r = 0; r < ROWS; r++)
@@ -765,10 +740,10 @@ static void test_legacy_sparse_vs_dense_linear(void **s)
     (void)s;
     const char *json = "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5, "
                        "\"l2_shrinkage_regularization_strength\": 0.1, \"is_legacy_optimizer\": true}}";
-    optim_optimizer *od = make(json), *os = make(json);
+    optim_optimizer *od = optim_test_make(json), *os = optim_test_make(json);
     int64_t shape[2] = {3, 2}, idx[3] = {0, 1, 2};
     double init[6] = {1, -1, 0.5, 2, -0.3, 0};
-    optim_var *vd = make_var("d", OPTIM_F64, 2, shape, init), *vs = make_var("s", OPTIM_F64, 2, shape, init);
+    optim_var *vd = optim_test_var("d", OPTIM_F64, 2, shape, init), *vs = optim_test_var("s", OPTIM_F64, 2, shape, init);
     for (int k = 0; k < 8; k++) {
         double g[6];
         for (int i = 0; i < 6; i++) g[i] = grad_at(k, i);
@@ -797,11 +772,11 @@ static void test_zero_accumulator(void **s)
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.0, "
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.0, "
                                                  "\"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.0}}");
             int64_t shape[2] = {2, 2}, idx = 0, vs[2] = {1, 2};
-            optim_var *v = make_var("v", OPTIM_F64, 2, shape, (double[]){0, 0, 0, 0});
+            optim_var *v = optim_test_var("v", OPTIM_F64, 2, shape, (double[]){0, 0, 0, 0});
             double g[4] = {0, 0, 0, 0};
             optim_grad_var p = {sparse ? optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, g, 2, vs))
                                        : optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)),
@@ -823,12 +798,12 @@ static void test_slots(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.3, "
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.3, "
                                                  "\"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.3}}");
             int64_t n3 = 3;
-            optim_var *a = make_var("a", dt, 1, &n3, (double[]){1, 2, 3});
-            optim_var *b = make_var("b", dt, 1, &n3, (double[]){1, 2, 3});
+            optim_var *a = optim_test_var("a", dt, 1, &n3, (double[]){1, 2, 3});
+            optim_var *b = optim_test_var("b", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *vars[2] = {a, b};
             assert_int_equal(optim_build(opt, vars, 2), 0);
             const char *names[4];
@@ -851,14 +826,14 @@ static void test_slots(void **s)
 
 static void expect_config(const char *json, const char *want)
 {
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     char *got = optim_get_config(opt);
     assert_non_null(got);
     if (strcmp(got, want) != 0) print_error("got  %s\nwant %s\n", got, want);
     assert_string_equal(got, want);
     /* Round trip: from_json(serialize(x)) serialises the same. */
     char *ser = optim_serialize(opt);
-    optim_optimizer *back = make(ser);
+    optim_optimizer *back = optim_test_make(ser);
     char *ser2 = optim_serialize(back);
     assert_string_equal(ser, ser2);
     optim_free(got);
@@ -948,7 +923,7 @@ static void test_config_ranges(void **s)
         expect_refused("\"l1\": 0.1", legacy, OPTIM_EKEY, "l1", NULL);
         expect_refused("\"epsilon\": 0.1", legacy, OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
         /* beta has no range in either generation; 0 is allowed where >= 0. */
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"beta\": -2.5, "
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"beta\": -2.5, "
                                              "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0, "
                                              "\"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Ftrl\", \"config\": {\"beta\": -2.5, "
@@ -978,8 +953,8 @@ static void test_config_dynamic_kinds(void **s)
     static const char *const hypers[] = {"learning_rate_power", "l1_regularization_strength",
                                          "l2_regularization_strength", "beta"};
     static const char *const plain[] = {"initial_accumulator_value", "l2_shrinkage_regularization_strength"};
-    optim_optimizer *k3 = make("\"Ftrl\"");
-    optim_optimizer *lg = make("{\"class_name\": \"Ftrl\", \"config\": {\"is_legacy_optimizer\": true}}");
+    optim_optimizer *k3 = optim_test_make("\"Ftrl\"");
+    optim_optimizer *lg = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"is_legacy_optimizer\": true}}");
     for (int i = 0; i < 4; i++) {
         assert_int_equal(optim_set_hyper_fn(lg, hypers[i], l1_fn, NULL), 0);
         assert_int_equal(optim_set_hyper_fn(k3, hypers[i], l1_fn, NULL), OPTIM_ETYPE);
@@ -1011,9 +986,9 @@ static void test_threads_bitwise(void **s)
         optim_var *vars[2];
         optim_optimizer *opts[2];
         for (int t = 0; t < 2; t++) {
-            opts[t] = make(cfgs[c]);
+            opts[t] = optim_test_make(cfgs[c]);
             assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 3; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

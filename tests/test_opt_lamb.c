@@ -64,32 +64,7 @@ static void ref_step(const lref *r, rvar *x, const double *g, int t)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 /* A dense gradient tensor over g (converted to f32 into buf if needed). */
 static optim_grad dense_grad(optim_dtype dt, const double *g, float *buf, int32_t rank,
@@ -148,7 +123,7 @@ static void check_case(const char *json, const lref *r, const vspec *vs, int nv,
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         assert_int_equal(optim_generation_of(opt), r->legacy ? OPTIM_LEGACY : OPTIM_KERAS3);
         optim_var *vars[4];
         rvar ref[4];
@@ -158,7 +133,7 @@ static void check_case(const char *json, const lref *r, const vspec *vs, int nv,
             ref[j].use_wd = vs[j].use_wd;
             ref[j].adapt = vs[j].adapt;
             for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = init_at(j, i);
-            vars[j] = make_var(vs[j].name, dt, vs[j].rank, vs[j].shape, ref[j].w);
+            vars[j] = optim_test_var(vs[j].name, dt, vs[j].rank, vs[j].shape, ref[j].w);
             /* The reference starts from the variable's own (rounded) values. */
             for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = optim_var_get(vars[j], i);
         }
@@ -283,14 +258,14 @@ static void test_zero_norms(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
                                                  "\"epsilon\": 0.5, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
                                                  "\"epsilon\": 0.5}}");
             double zeros[3] = {0, 0, 0}, ones[3] = {1, 2, 3};
             int64_t n = 3;
-            optim_var *a = make_var("a", dt, 1, &n, zeros); /* ||w|| = 0 */
-            optim_var *b = make_var("b", dt, 1, &n, ones);  /* ||u|| = 0 (g = 0) */
+            optim_var *a = optim_test_var("a", dt, 1, &n, zeros); /* ||w|| = 0 */
+            optim_var *b = optim_test_var("b", dt, 1, &n, ones);  /* ||u|| = 0 (g = 0) */
             double ga[3] = {1, -1, 0}, gb[3] = {0, 0, 0};
             float fa[3], fb[3];
             optim_grad_var p[2] = {{dense_grad(dt, ga, fa, 1, &n, 3), a}, {dense_grad(dt, gb, fb, 1, &n, 3), b}};
@@ -313,11 +288,11 @@ static void test_f32_moments_bitwise(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"is_legacy_optimizer\": true}}"
                                            : "\"Lamb\"");
         double init[5] = {0.3, -1.2, 2.5, 0.01, -0.7};
         int64_t n = 5;
-        optim_var *w = make_var("w", OPTIM_F32, 1, &n, init);
+        optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
         float m[5] = {0}, v[5] = {0};
         const float b1 = 0.9f, b2 = 0.999f;
         const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
@@ -351,11 +326,11 @@ static void test_f32_moments_bitwise(void **s)
 static void test_keras_single_step(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5}}");
     double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2}, want[4] = {-0.3693, 0.6306, 1.6306, 2.6306};
     float gf[4];
     int64_t n = 4;
-    optim_var *w = make_var("w", OPTIM_F32, 1, &n, init);
+    optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
     optim_grad_var p = {dense_grad(OPTIM_F32, g, gf, 1, &n, 4), w};
     apply_ok(opt, &p, 1);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(w, i), want[i], 1e-4, 1e-4);
@@ -366,12 +341,12 @@ static void test_keras_single_step(void **s)
 static void test_keras_golden(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("\"Lamb\"");
+    optim_optimizer *opt = optim_test_make("\"Lamb\"");
     double ones[10], first[10], grads[10];
     float f1[10], f2[10];
     for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
     int64_t n = 10;
-    optim_var *x = make_var("x", OPTIM_F32, 1, &n, ones);
+    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
     const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
     optim_grad_var p = {dense_grad(OPTIM_F32, first, f1, 1, &n, 10), x};
     apply_ok(opt, &p, 1);
@@ -389,12 +364,12 @@ static void test_keras_weight_decay(void **s)
     (void)s;
     const char *cfg = "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
     double two = 2.0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = make_var("var3", OPTIM_F32, 0, NULL, &two);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
     float zero = 0;
     optim_grad g = optim_grad_dense(optim_tensor_make(OPTIM_F32, &zero, 0, NULL));
-    optim_optimizer *o1 = make(cfg), *o2 = make(cfg), *o3 = make(cfg);
+    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
     optim_grad_var p1[1] = {{g, v1}};
     apply_ok(o1, p1, 1);
     const char *pat[1] = {"exclude"};
@@ -424,13 +399,13 @@ static void test_tfa_basic_with_decay(void **s)
     (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
                                     "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-7, "
                                     "\"weight_decay\": 0.01, \"decay\": 0.5, \"is_legacy_optimizer\": true}}");
         lref r = {1, 0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0.5};
         rvar x0 = {2, 1, 1, {1, 2}, {0}, {0}}, x1 = {2, 1, 1, {3, 4}, {0}, {0}};
         int64_t n = 2;
-        optim_var *v0 = make_var("var0_0", dt, 1, &n, x0.w), *v1 = make_var("var1_0", dt, 1, &n, x1.w);
+        optim_var *v0 = optim_test_var("var0_0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1_0", dt, 1, &n, x1.w);
         double g0[2] = {0.1, 0.1}, g1[2] = {0.01, 0.01};
         float f0[2], f1[2];
         for (int t = 0; t < 3; t++) {
@@ -455,11 +430,11 @@ static void test_tfa_sparse(void **s)
     (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
         lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
         rvar x0 = {3, 1, 1, {1, 1, 2}, {0}, {0}}, x1 = {3, 1, 1, {3, 3, 4}, {0}, {0}};
         int64_t n = 3, vs[1] = {2}, idx[2] = {0, 2};
-        optim_var *v0 = make_var("var0", dt, 1, &n, x0.w), *v1 = make_var("var1", dt, 1, &n, x1.w);
+        optim_var *v0 = optim_test_var("var0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1", dt, 1, &n, x1.w);
         double s0[2] = {0.1, 0.1}, s1[2] = {0.01, 0.01};
         float f0[2] = {0.1f, 0.1f}, f1[2] = {0.01f, 0.01f};
         double g0[3] = {d ? 0.1 : (float)0.1, 0, d ? 0.1 : (float)0.1};
@@ -492,7 +467,7 @@ static void test_dynamic_hypers(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
                                              "\"is_legacy_optimizer\": true}}"
                                            : "\"Lamb\"");
         double b1 = 0.9, wd = 0.1;
@@ -502,7 +477,7 @@ static void test_dynamic_hypers(void **s)
         rvar x = {7, 1, 1, {0}, {0}, {0}};
         for (int i = 0; i < 7; i++) x.w[i] = init_at(0, i);
         int64_t n = 7;
-        optim_var *v = make_var("w", OPTIM_F64, 1, &n, x.w);
+        optim_var *v = optim_test_var("w", OPTIM_F64, 1, &n, x.w);
         for (int k = 0; k < 8; k++) {
             b1 = 0.5 + 0.05 * k;
             wd = 0.01 * k;
@@ -550,7 +525,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense,
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < steps; k++) {
         double vals[4 * COLS], dense[ROWS * COLS] = {0};
         float fv[4 * COLS], fd[ROWS * COLS] = {0};
@@ -597,10 +572,10 @@ static void test_sparse_dense_equivalent(void **s)
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             int legacy = c >= 2;
             double wd = (c & 1) ? 0.2 : 0.0;
-            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
             double e0[5] = {1, 2, 3, 4, 5};
             int64_t n5 = 5;
-            optim_var *x1 = make_var("x", dt, 1, &n5, e0), *x2 = make_var("x", dt, 1, &n5, e0);
+            optim_var *x1 = optim_test_var("x", dt, 1, &n5, e0), *x2 = optim_test_var("x", dt, 1, &n5, e0);
             optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS, x1), *dv = run_sparse(o2, dt, 1, SP_STEPS, x2);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
@@ -638,12 +613,12 @@ static void test_sparse_rows(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
                                                  "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, \"beta_1\": 0.7}}");
             double init[4] = {1, 2, 3, 4};
             int64_t shape[2] = {4, 1}, vs[2] = {1, 1};
-            optim_var *v = make_var("e", dt, 2, shape, init);
+            optim_var *v = optim_test_var("e", dt, 2, shape, init);
             int64_t i0 = 0, i3 = 3;
             float onef = 1.0f;
             double oned = 1.0;
@@ -739,7 +714,7 @@ static void round_trip(optim_optimizer *opt)
 {
     char *ser = optim_serialize(opt);
     assert_non_null(ser);
-    optim_optimizer *back = make(ser);
+    optim_optimizer *back = optim_test_make(ser);
     char *ser2 = optim_serialize(back);
     assert_string_equal(ser, ser2);
     optim_free(ser);
@@ -764,7 +739,7 @@ static void test_config_keras3(void **s)
     round_trip(opt);
     optim_destroy(opt);
     /* Keras's test_config values. */
-    opt = make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
+    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
                "\"beta_2\": 0.67, \"epsilon\": 1e-5, \"weight_decay\": 0.01}}");
     c = config_of(opt);
     assert_keys_exactly(c, K3_KEYS, NK(K3_KEYS));
@@ -774,7 +749,7 @@ static void test_config_keras3(void **s)
     /* Slots after a step: m then v. */
     double z = 0;
     int64_t one = 1;
-    optim_var *w = make_var("w", OPTIM_F64, 1, &one, &z);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, &one, &z);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &z, 1, &one)), w};
     apply_ok(opt, &p, 1);
     const char *names[4];
@@ -791,7 +766,7 @@ static void test_config_legacy(void **s)
 {
     (void)s;
     /* The config TF Addons writes for LAMB() (plus is_legacy_optimizer). */
-    optim_optimizer *opt = make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
                                 "\"learning_rate\": 0.001, \"weight_decay\": 0.0, \"decay\": 0.0, "
                                 "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-06, "
                                 "\"exclude_from_weight_decay\": null, "
@@ -822,7 +797,7 @@ static void test_config_legacy(void **s)
 
     /* Lists: the layer-adaptation list falls back to the weight-decay one
      * (as TFA stores it); explicit lists are kept. */
-    opt = make("{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
+    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
                "\"exclude_from_weight_decay\": [\"var1\", \"b\\\\.c\"], \"is_legacy_optimizer\": true}}");
     c = config_of(opt);
     assert_keys_exactly(c, LEGACY_KEYS, NK(LEGACY_KEYS));
@@ -832,7 +807,7 @@ static void test_config_legacy(void **s)
     cJSON_Delete(c);
     round_trip(opt);
     optim_destroy(opt);
-    opt = make("{\"class_name\": \"Lamb\", \"config\": {\"exclude_from_layer_adaptation\": [\"x\"], "
+    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"exclude_from_layer_adaptation\": [\"x\"], "
                "\"exclude_from_weight_decay\": [], \"clipnorm\": 1.0, \"is_legacy_optimizer\": true}}");
     c = config_of(opt);
     assert_json(c, "exclude_from_weight_decay", "[]");
@@ -890,7 +865,7 @@ static void test_bad_config(void **s)
     expect_error(K3("\"weight_decay_rate\": 0.1"), OPTIM_EKEY, "weight_decay_rate", NULL);
     expect_error(K3("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
     /* set_hyper: refused values leave the old one. */
-    optim_optimizer *opt = make("\"lamb\"");
+    optim_optimizer *opt = optim_test_make("\"lamb\"");
     assert_int_equal(optim_set_hyper(opt, "beta_2", 1.5), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "beta_2"));
     assert_int_equal(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
@@ -917,12 +892,12 @@ static void test_large_variable(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, "
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, "
                                                  "\"weight_decay\": 0.02, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01}}");
             for (int i = 0; i < n; i++) w[i] = sin(0.01 * i) + 0.1, m[i] = v[i] = 0;
             int64_t shape[1] = {n};
-            optim_var *var = make_var("big", dt, 1, shape, w);
+            optim_var *var = optim_test_var("big", dt, 1, shape, w);
             for (int i = 0; i < n; i++) w[i] = optim_var_get(var, i);
             double eps = legacy ? 1e-6 : 1e-7;
             for (int k = 0; k < 5; k++) {
@@ -953,10 +928,10 @@ static void test_large_variable(void **s)
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             const char *cfg = legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.01, \"is_legacy_optimizer\": true}}"
                                      : "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.01}}";
-            optim_optimizer *o1 = make(cfg), *o2 = make(cfg);
+            optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg);
             int64_t shape[2] = {100, 7}, vs[2] = {5, 7};
             for (int i = 0; i < 700; i++) w[i] = cos(0.1 * i);
-            optim_var *a = make_var("t", dt, 2, shape, w), *b = make_var("t", dt, 2, shape, w);
+            optim_var *a = optim_test_var("t", dt, 2, shape, w), *b = optim_test_var("t", dt, 2, shape, w);
             for (int k = 0; k < 3; k++) {
                 int64_t idx[5] = {3 + k, 50, 99, 3 + k, 17 * k};
                 double vals[35], dense[700] = {0};
@@ -1000,14 +975,14 @@ static void test_threads_bitwise(void **s)
         optim_var *big[2], *small[2], *emb[2];
         optim_optimizer *opts[2];
         for (int t = 0; t < 2; t++) {
-            opts[t] = make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+            opts[t] = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
                                     "\"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
                                   : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10}}");
             assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
             int64_t n1 = 1000, es[2] = {500, 8}, vs[2] = {3, 8};
-            big[t] = make_var("big", OPTIM_F32, 1, &n, init);
-            small[t] = make_var("small", OPTIM_F64, 1, &n1, init);
-            emb[t] = make_var("emb", OPTIM_F32, 2, es, init);
+            big[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
+            small[t] = optim_test_var("small", OPTIM_F64, 1, &n1, init);
+            emb[t] = optim_test_var("emb", OPTIM_F32, 2, es, init);
             int64_t idx[3] = {7, 499, 7};
             float rows[24];
             for (int i = 0; i < 24; i++) rows[i] = (float)(0.1 * i - 1);

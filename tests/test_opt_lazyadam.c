@@ -50,32 +50,7 @@ static void ref_step(const ref *r, int k, double *w, double *m, double *v, const
     }
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
@@ -94,7 +69,7 @@ static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *w = make_var("w", dt, 1, shape, init);
+    optim_var *w = optim_test_var("w", dt, 1, shape, init);
     for (int k = 0; k < steps; k++) {
         float gf[N];
         double gd[N];
@@ -115,7 +90,7 @@ static void check_dense(const char *json, const ref *r)
         ref_step(r, k, w, m, v, g, NULL, N);
     }
     for (int d = 0; d < 2; d++) {
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *x = run_dense(opt, d ? OPTIM_F64 : OPTIM_F32, STEPS);
         double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
         for (int i = 0; i < N; i++) {
@@ -164,7 +139,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int steps)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < steps; k++) {
         int64_t idx[NIDX];
         double vals[NIDX * COLS];
@@ -184,7 +159,7 @@ static void test_sparse_reference(void **st)
     (void)st;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
-            optim_optimizer *opt = make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
+            optim_optimizer *opt = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
             optim_var *x = run_sparse(opt, d ? OPTIM_F64 : OPTIM_F32, SSTEPS);
             ref r = {0.01, 0.9, 0.999, 1e-7, 0};
             double w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
@@ -224,12 +199,12 @@ static void test_sparse_lazy_rows(void **st)
 {
     (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *lazy = make(legacy ? LAZY("\"learning_rate\": 0.1, " LEGACY) : LAZY("\"learning_rate\": 0.1"));
-        optim_optimizer *adam = make(legacy ? "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, " LEGACY "}}"
+        optim_optimizer *lazy = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.1, " LEGACY) : LAZY("\"learning_rate\": 0.1"));
+        optim_optimizer *adam = optim_test_make(legacy ? "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, " LEGACY "}}"
                                             : "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
         double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         int64_t shape[2] = {4, 2}, vs[2] = {1, 2};
-        optim_var *xl = make_var("e", OPTIM_F32, 2, shape, init), *xa = make_var("e", OPTIM_F32, 2, shape, init);
+        optim_var *xl = optim_test_var("e", OPTIM_F32, 2, shape, init), *xa = optim_test_var("e", OPTIM_F32, 2, shape, init);
         int64_t i0 = 0, i3 = 3;
         float g[2] = {1.0f, -0.5f};
         optim_tensor t = optim_tensor_make(OPTIM_F32, g, 2, vs);
@@ -274,7 +249,7 @@ static void test_sparse_f32_operation_order(void **st)
         char json[256];
         snprintf(json, sizeof json, LAZY("\"learning_rate\": %s%s"), cfg < 2 ? "0.01" : "0.7",
                  legacy ? ", " LEGACY : "");
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *x = run_sparse(opt, OPTIM_F32, SSTEPS);
         float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
         for (int i = 0; i < ROWS * COLS; i++) w[i] = (float)table_init(i / COLS, i % COLS);
@@ -314,10 +289,10 @@ static void test_sparse_f32_operation_order(void **st)
 static void test_sparse_keras3_weight_decay(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make(LAZY("\"learning_rate\": 0.1, \"weight_decay\": 0.2"));
+    optim_optimizer *opt = optim_test_make(LAZY("\"learning_rate\": 0.1, \"weight_decay\": 0.2"));
     double init[3] = {1, 2, 3}, one = 1;
     int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i1 = 1;
-    optim_var *x = make_var("e", OPTIM_F64, 2, shape, init);
+    optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
     optim_grad_var p = {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), x};
     step_ok(opt, &p, 1);
     assert_true(optim_var_get(x, 0) == 1 - 1 * 0.2 * 0.1);
@@ -334,10 +309,10 @@ static void test_tfa_sparse_values(void **st)
     (void)st;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(LAZY(LEGACY));
+        optim_optimizer *opt = optim_test_make(LAZY(LEGACY));
         double i0[3] = {1, 1, 2}, i1[3] = {3, 3, 4};
         int64_t n = 3, two = 2, idx[2] = {0, 2};
-        optim_var *var0 = make_var("var0", dt, 1, &n, i0), *var1 = make_var("var1", dt, 1, &n, i1);
+        optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
         double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
         float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
         double p0[3] = {1, 1, 2}, p1[3] = {3, 3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
@@ -413,7 +388,7 @@ static void test_config(void **st)
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad", "is_legacy_optimizer"};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? LAZY(LEGACY) : LAZY(""));
+        optim_optimizer *opt = optim_test_make(legacy ? LAZY(LEGACY) : LAZY(""));
         cJSON *c = config_of(opt);
         if (legacy) assert_keys(c, kl, sizeof kl / sizeof *kl);
         else assert_keys(c, k3, sizeof k3 / sizeof *k3);
@@ -425,7 +400,7 @@ static void test_config(void **st)
         /* slots */
         double z[2] = {0};
         int64_t n = 2;
-        optim_var *x = make_var("w", OPTIM_F64, 1, &n, z);
+        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
         assert_int_equal(optim_build(opt, &x, 1), 0);
         const char *names[3];
         assert_int_equal(optim_get_slot_names(opt, names, 3), 2);
@@ -436,7 +411,7 @@ static void test_config(void **st)
     }
     /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
     for (int c = 0; c < 2; c++) {
-        optim_optimizer *opt = make(c ? LAZY("\"epsilon\": null, " LEGACY) : LAZY("\"epsilon\": 0, " LEGACY));
+        optim_optimizer *opt = optim_test_make(c ? LAZY("\"epsilon\": null, " LEGACY) : LAZY("\"epsilon\": 0, " LEGACY));
         char *e = optim_get_config(opt);
         assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"is_legacy_optimizer\":true}"));
         optim_free(e);
@@ -448,9 +423,9 @@ static void test_config(void **st)
              "\"clipnorm\": 1.0, \"name\": \"lazy\", " LEGACY),
     };
     for (int i = 0; i < 2; i++) {
-        optim_optimizer *a = make(cfgs[i]);
+        optim_optimizer *a = optim_test_make(cfgs[i]);
         char *s1 = optim_serialize(a);
-        optim_optimizer *b = make(s1);
+        optim_optimizer *b = optim_test_make(s1);
         char *s2 = optim_serialize(b);
         assert_string_equal(s1, s2);
         optim_free(s1);
@@ -492,7 +467,7 @@ static void test_config_refused(void **st)
     }
     expect_refused(LAZY("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
     expect_refused(LAZY("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
-    optim_optimizer *opt = make(LAZY(""));
+    optim_optimizer *opt = optim_test_make(LAZY(""));
     assert_int_equal(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ENOTSUP);
     assert_non_null(strstr(optim_errmsg(opt), "amsgrad"));
     double a;
@@ -513,9 +488,9 @@ static void test_threads_bitwise(void **st)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_var *vars[2];
         for (int t = 0; t < 2; t++) {
-            optim_optimizer *opt = make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
+            optim_optimizer *opt = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
             assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 3; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

@@ -56,32 +56,7 @@ static double ref_run(const ref *r, double *w, double *m, int steps)
     return margin;
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_dense(optim_optimizer *opt, optim_var *w, optim_dtype dt, const double *g,
                        int32_t rank, const int64_t *shape, int64_t n)
@@ -103,7 +78,7 @@ static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *w = make_var("w", dt, 1, shape, init);
+    optim_var *w = optim_test_var("w", dt, 1, shape, init);
     for (int k = 0; k < steps; k++) {
         double g[N];
         for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
@@ -122,7 +97,7 @@ static void check_trajectory(const char *json, const ref *r)
     assert_true(margin > 1e-4);
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *w = run_dense(opt, dt, STEPS);
         double rtol = d ? 1e-12 : 1e-5, atol = d ? 1e-13 : 1e-6;
         for (int i = 0; i < N; i++) assert_close(optim_var_get(w, i), wr[i], rtol, atol);
@@ -172,10 +147,10 @@ static void test_sign_zero(void **s)
     (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.25, "
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.25, "
                                     "\"beta_1\": 0.5, \"beta_2\": 0.5}}");
         double init = 1.0;
-        optim_var *w = make_var("w", dt, 0, NULL, &init);
+        optim_var *w = optim_test_var("w", dt, 0, NULL, &init);
         const double gs[4] = {1.0, -0.5, 0.0, -0.0};
         const double want_w[4] = {0.75, 0.75, 0.75, 0.75}, want_m[4] = {0.5, 0.0, 0.0, 0.0};
         for (int k = 0; k < 4; k++) {
@@ -194,12 +169,12 @@ static void test_sign_zero(void **s)
 static void test_f32_bitwise(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.003}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.003}}");
     double init[N];
     float w[N], m[N] = {0};
     for (int i = 0; i < N; i++) init[i] = init_at(i), w[i] = (float)init[i];
     int64_t n = N;
-    optim_var *v = make_var("w", OPTIM_F32, 1, &n, init);
+    optim_var *v = optim_test_var("w", OPTIM_F32, 1, &n, init);
     const float lr = 0.003f, b1 = 0.9f, b2 = 0.99f, c1 = 1.0f - b1, c2 = 1.0f - b2;
     assert_true(c1 != (float)(1.0 - 0.9)); /* cast first, then 1 - beta */
     for (int k = 0; k < STEPS; k++) {
@@ -223,10 +198,10 @@ static void test_f32_bitwise(void **s)
 static void test_keras_single_step(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.5}}");
     double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2}, want[4] = {0.5, 1.5, 2.5, 3.5};
     int64_t n = 4;
-    optim_var *w = make_var("w", OPTIM_F32, 1, &n, init);
+    optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
     step_dense(opt, w, OPTIM_F32, g, 1, &n, 4);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(w, i), want[i], 1e-4, 1e-4);
     optim_destroy(opt);
@@ -236,11 +211,11 @@ static void test_keras_single_step(void **s)
 static void test_keras_golden(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("\"Lion\"");
+    optim_optimizer *opt = optim_test_make("\"Lion\"");
     double ones[10], first[10], grads[10];
     for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
     int64_t n = 10;
-    optim_var *x = make_var("x", OPTIM_F32, 1, &n, ones);
+    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
     const double golden[5] = {0.999, 0.998, 0.997, 0.996, 0.995};
     step_dense(opt, x, OPTIM_F32, first, 1, &n, 10);
     for (int k = 0; k < 5; k++) {
@@ -258,11 +233,11 @@ static void test_keras_weight_decay(void **s)
     (void)s;
     const char *cfg = "{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
     double two = 2.0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = make_var("var3", OPTIM_F32, 0, NULL, &two);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
     optim_tensor g = optim_tensor_make(OPTIM_F32, &(float){0}, 0, NULL);
-    optim_optimizer *o1 = make(cfg), *o2 = make(cfg), *o3 = make(cfg);
+    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
     optim_grad_var p1[1] = {{optim_grad_dense(g), v1}};
     assert_int_equal(optim_apply_gradients(o1, p1, 1, 0), 0);
     const char *pat[1] = {"exclude"};
@@ -291,14 +266,14 @@ static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0
 static void test_dynamic_hypers(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("\"Lion\"");
+    optim_optimizer *opt = optim_test_make("\"Lion\"");
     double b1 = 0.9;
     assert_int_equal(optim_set_hyper_fn(opt, "beta_1", beta_1_fn, &b1), 0);
     assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
     double init[N], w[N], m[N];
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), m[i] = 0;
     int64_t shape[1] = {N};
-    optim_var *v = make_var("w", OPTIM_F64, 1, shape, init);
+    optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
     for (int k = 0; k < 8; k++) {
         b1 = 0.5 + 0.05 * k;
         if (k == 5) assert_int_equal(optim_set_hyper(opt, "beta_2", 0.5), 0);
@@ -343,7 +318,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense,
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < steps; k++) {
         double vals[4 * COLS], dense[ROWS * COLS] = {0};
         float fv[4 * COLS], fd[ROWS * COLS] = {0};
@@ -385,7 +360,7 @@ static void test_sparse_equals_dense(void **s)
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
             optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS), *dv = run_sparse(o2, dt, 1, SP_STEPS);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
@@ -427,11 +402,11 @@ static void test_sparse_rows(void **s)
     (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.25, "
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.25, "
                                     "\"beta_1\": 0.5, \"beta_2\": 0.5}}");
         double init[4] = {1, 2, 3, 4};
         int64_t shape[2] = {4, 1}, vs[2] = {1, 1};
-        optim_var *v = make_var("e", dt, 2, shape, init);
+        optim_var *v = optim_test_var("e", dt, 2, shape, init);
         int64_t i0 = 0, i3 = 3;
         float onef = 1.0f;
         double oned = 1.0;
@@ -512,10 +487,10 @@ static void test_config(void **s)
     optim_destroy(opt);
 
     /* Keras's test_config values, round trip through serialize. */
-    opt = make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
+    opt = optim_test_make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
                "\"beta_2\": 0.67, \"weight_decay\": 0.01, \"clipnorm\": 1.0}}");
     char *ser = optim_serialize(opt);
-    optim_optimizer *back = make(ser);
+    optim_optimizer *back = optim_test_make(ser);
     char *ser2 = optim_serialize(back);
     assert_string_equal(ser, ser2);
     c = cJSON_Parse(ser);
@@ -530,7 +505,7 @@ static void test_config(void **s)
     /* Slot names after a step. */
     double z[1] = {0};
     int64_t one = 1;
-    optim_var *w = make_var("w", OPTIM_F64, 1, &one, z);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, &one, z);
     step_dense(back, w, OPTIM_F64, z, 1, &one, 1);
     assert_int_equal(optim_get_slot_names(back, names, 4), 1);
     assert_string_equal(names[0], "m");
@@ -577,7 +552,7 @@ static void test_bad_config(void **s)
     assert_int_equal(optim_create(&opt, &optim_lion_class, &o, &err), OPTIM_ENOTSUP);
     assert_null(opt);
     /* set_hyper: refused values leave the old one. */
-    opt = make("\"LION\"");
+    opt = optim_test_make("\"LION\"");
     assert_int_equal(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "beta_1"));
     assert_int_equal(optim_set_hyper(opt, "beta_2", 2.0), OPTIM_ERANGE);
@@ -603,9 +578,9 @@ static void test_threads_bitwise(void **s)
     optim_var *vars[2];
     optim_optimizer *opts[2];
     for (int t = 0; t < 2; t++) {
-        opts[t] = make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10}}");
+        opts[t] = optim_test_make("{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10}}");
         assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-        vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+        vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         for (int k = 0; k < 4; k++) {
             for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * (double)i + k);
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

@@ -94,35 +94,9 @@ static double ref_dense(const ref *r, double *w, double *m, double *v, int steps
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 /* Not inlined: GCC's -Wmaybe-uninitialized cannot see that the copy reads
  * only numel(shape) elements of init (a scalar for rank 0). */
-__attribute__((noinline)) static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank,
-                                                     const int64_t *shape, const double *init)
-{
-    optim_tensor t = {dt, rank, {0}, NULL};
-    for (int i = 0; i < rank; i++) t.shape[i] = shape[i];
-    int64_t n = optim_tensor_numel(&t);
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 /* A dense gradient pair for w from doubles (kept in static buffers per slot). */
 static optim_grad_var dense_pair(optim_var *w, const double *g, int slot)
@@ -152,7 +126,7 @@ static optim_var *new_w(optim_dtype dt, const char *name)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    return make_var(name, dt, 1, shape, init);
+    return optim_test_var(name, dt, 1, shape, init);
 }
 
 static void run_steps(optim_optimizer *opt, optim_var *w, int from, int to)
@@ -190,7 +164,7 @@ static void check_trajectory(const char *json, const ref *r)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *w = new_w(dt, "w");
         run_steps(opt, w, 0, STEPS);
         double wr[N], mr[N], vr[N];
@@ -263,7 +237,7 @@ static void test_legacy_decay(void **s)
     check_trajectory("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, "
                      "\"schedule_decay\": 0.05, \"decay\": 0.9, \"is_legacy_optimizer\": true}}", &sd);
     /* get_config writes the schedule decay as decay, no schedule_decay. */
-    optim_optimizer *opt = make("{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": 0.05, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": 0.05, "
                                 "\"is_legacy_optimizer\": true}}");
     char *js = optim_get_config(opt);
     cJSON *o = cJSON_Parse(js);
@@ -298,7 +272,7 @@ static void test_legacy_epsilon_fallback(void **s)
     };
     for (int c = 0; c < 2; c++) {
         check_trajectory(cfgs[c], &l);
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         char *js = optim_get_config(opt);
         cJSON *o = cJSON_Parse(js);
         assert_true(cJSON_GetObjectItemCaseSensitive(o, "epsilon")->valuedouble == 1e-7);
@@ -308,7 +282,7 @@ static void test_legacy_epsilon_fallback(void **s)
     }
     /* Keras 3 uses 0 as given: element 0 has a zero gradient at step 0,
      * so its update is 0 / 0. */
-    optim_optimizer *opt = make("{\"class_name\": \"Nadam\", \"config\": {\"epsilon\": 0.0}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Nadam\", \"config\": {\"epsilon\": 0.0}}");
     optim_var *w = new_w(OPTIM_F64, "w");
     run_steps(opt, w, 0, 1);
     assert_true(isnan(optim_var_get(w, 0)));
@@ -325,7 +299,7 @@ static void test_dynamic_beta(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01}}");
         double b1 = 0.9;
         assert_int_equal(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
@@ -355,10 +329,10 @@ static void test_keras_golden(void **s)
 {
     (void)s;
     /* keras/src/optimizers/nadam_test.py test_single_step. */
-    optim_optimizer *opt = make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5}}");
     double init[4] = {1, 2, 3, 4}, g4[4] = {1, 6, 7, 2};
     int64_t four = 4;
-    optim_var *v4 = make_var("v", OPTIM_F32, 1, &four, init);
+    optim_var *v4 = optim_test_var("v", OPTIM_F32, 1, &four, init);
     step_dense(opt, v4, g4);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v4, i), 0.4686 + i, 1e-4, 1e-4);
     optim_destroy(opt);
@@ -371,12 +345,12 @@ static void test_keras_golden(void **s)
         {-0.7115, -0.7103, -0.7096, -0.7092, -0.709, -0.7088, -0.7086, -0.7085, -0.7085, -0.7084},
         {-1.2335, -1.2322, -1.2313, -1.2309, -1.2306, -1.2304, -1.2302, -1.2301, -1.23, -1.2299},
         {-1.7492, -1.7478, -1.7469, -1.7464, -1.7461, -1.7459, -1.7457, -1.7456, -1.7455, -1.7454}};
-    opt = make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
+    opt = optim_test_make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
                "\"beta_2\": 0.67, \"epsilon\": 1e-5}}");
     double ones[10], first[10], grads[10];
     for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = (float)(0.1 * (i + 1));
     int64_t ten = 10;
-    optim_var *x = make_var("x", OPTIM_F32, 1, &ten, ones);
+    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &ten, ones);
     step_dense(opt, x, first);
     for (int k = 0; k < 5; k++) {
         for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
@@ -386,9 +360,9 @@ static void test_keras_golden(void **s)
     optim_var_destroy(x);
 
     /* The legacy docstring: lr 0.2, var 10, loss var^2 / 2: one step -> 9.8. */
-    opt = make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.2, \"is_legacy_optimizer\": true}}");
+    opt = optim_test_make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.2, \"is_legacy_optimizer\": true}}");
     double ten_d = 10.0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &ten_d);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten_d);
     step_dense(opt, v1, &ten_d);
     assert_close(optim_var_get(v1, 0), 9.8, 0, 0.05);
     optim_destroy(opt);
@@ -400,11 +374,11 @@ static void test_keras_weight_decay(void **s)
 {
     (void)s;
     double two = 2.0;
-    optim_var *v1 = make_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = make_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = make_var("var3", OPTIM_F32, 0, NULL, &two);
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
+    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
     const char *cfg = "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
-    optim_optimizer *o1 = make(cfg), *o2 = make(cfg), *o3 = make(cfg);
+    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
     const char *pat[1] = {"exclude"};
     assert_int_equal(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
     assert_int_equal(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
@@ -440,10 +414,10 @@ static void test_f32_operation_order(void **s)
     const float b1 = 0.9f, b2 = 0.999f, lr = 0.01f, eps = 1e-7f, sd = 0.004f;
     const float gs[3] = {0.3f, -1.7f, 0.05f};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01}}");
         double init = 0.7;
-        optim_var *var = make_var("w", OPTIM_F32, 0, NULL, &init);
+        optim_var *var = optim_test_var("w", OPTIM_F32, 0, NULL, &init);
         float w = 0.7f, m = 0, v = 0, prod = 1.0f;
         for (int k = 0; k < 3; k++) {
             float g = gs[k], t = (float)(k + 1), t1 = (float)(k + 2);
@@ -497,7 +471,7 @@ static void test_product_once_per_step(void **s)
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int f64_first = 0; f64_first < 2; f64_first++) {
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01}}");
             optim_var *a = new_w(OPTIM_F32, "a"), *b = new_w(OPTIM_F64, "b");
             ref r = {legacy, 0.01, 0.9, 0.999, 1e-7, 0.004};
@@ -532,7 +506,7 @@ static void test_product_step_without_cache_dtype(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}"
                                            : "\"Nadam\"");
         optim_var *a = new_w(OPTIM_F32, "a"), *b = new_w(OPTIM_F64, "b");
         double g[N];
@@ -578,7 +552,7 @@ static void test_resume_bitwise(void **s)
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             const char *json = legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                       : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01}}";
-            optim_optimizer *a = make(json);
+            optim_optimizer *a = optim_test_make(json);
             optim_var *wa = new_w(dt, "w");
             run_steps(a, wa, 0, 10);
             /* Snapshot: weights and the variable. */
@@ -600,7 +574,7 @@ static void test_resume_bitwise(void **s)
             run_steps(a, wa, 10, 20);
 
             /* A fresh optimizer. */
-            optim_optimizer *b = make(json);
+            optim_optimizer *b = optim_test_make(json);
             optim_var *wb = new_w(dt, "w");
             memcpy(optim_var_data(wb), wsave, (size_t)N * optim_dtype_size(dt));
             assert_int_equal(optim_build(b, &wb, 1), 0);
@@ -620,7 +594,7 @@ static void test_resume_bitwise(void **s)
             assert_int_equal(optim_set_weights(a, snap, nw), 0);
             run_steps(a, wa, 10, 20);
             assert_memory_equal(optim_var_data(wa), after, (size_t)N * optim_dtype_size(dt));
-            optim_optimizer *c = make(json);
+            optim_optimizer *c = optim_test_make(json);
             optim_var *wc = new_w(dt, "w");
             run_steps(c, wc, 0, 11);
             memcpy(optim_var_data(wc), wsave, (size_t)N * optim_dtype_size(dt));
@@ -658,7 +632,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense,
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < steps; k++) {
         int64_t idx[NIDX];
         double vals[NIDX * COLS], dense[ROWS * COLS] = {0};
@@ -720,7 +694,7 @@ static void check_sparse(const char *json, const ref *r, int rows_only)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *var = run_sparse(opt, dt, 0, SP_STEPS);
         double w[ROWS][COLS], m[ROWS][COLS], v[ROWS][COLS];
         ref_sparse(r, rows_only, SP_STEPS, w, m, v);
@@ -745,7 +719,7 @@ static void test_sparse_keras3(void **s)
     check_sparse(json, &r, 0);
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *o1 = make(json), *o2 = make(json);
+        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS), *dv = run_sparse(o2, dt, 1, SP_STEPS);
         assert_vars_bitwise(sv, dv);
         assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
@@ -776,11 +750,11 @@ static void test_sparse_untouched_rows(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5}}");
             double init[6] = {1, 2, 3, 4, 5, 6};
             int64_t shape[2] = {6, 1}, vs[2] = {1, 1};
-            optim_var *v = make_var("e", dt, 2, shape, init);
+            optim_var *v = optim_test_var("e", dt, 2, shape, init);
             int64_t i0 = 0, i3 = 3;
             double one = 1.0;
             float onef = 1.0f;
@@ -861,7 +835,7 @@ static double num(const cJSON *o, const char *key)
 static void test_config_keys_and_defaults(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("\"Nadam\"");
+    optim_optimizer *opt = optim_test_make("\"Nadam\"");
     cJSON *o = config_of(opt);
     assert_keys(o, KERAS3_KEYS, sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS);
     /* Keras 3 order: the base keys, then beta_1, beta_2, epsilon. */
@@ -889,7 +863,7 @@ static void test_config_keys_and_defaults(void **s)
         "\"is_legacy_optimizer\": true}}",
     };
     for (int c = 0; c < 2; c++) {
-        opt = make(legacy_cfgs[c]);
+        opt = optim_test_make(legacy_cfgs[c]);
         o = config_of(opt);
         assert_keys(o, LEGACY_KEYS, sizeof LEGACY_KEYS / sizeof *LEGACY_KEYS);
         it = o->child;
@@ -918,10 +892,10 @@ static void test_config_round_trip(void **s)
         "{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}",
     };
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
-        optim_optimizer *a = make(cfgs[c]);
+        optim_optimizer *a = optim_test_make(cfgs[c]);
         char *sa = optim_serialize(a);
         assert_non_null(sa);
-        optim_optimizer *b = make(sa);
+        optim_optimizer *b = optim_test_make(sa);
         char *sb = optim_serialize(b);
         assert_string_equal(sa, sb);
         /* And the same numbers. */
@@ -973,7 +947,7 @@ static void test_config_refused(void **s)
         REFUSE("\"momentum\": 0.9", OPTIM_EKEY, "momentum");
 #undef REFUSE
     }
-    optim_optimizer *opt = make("\"nadam\"");
+    optim_optimizer *opt = optim_test_make("\"nadam\"");
     assert_int_equal(optim_set_hyper(opt, "beta_2", 1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
     assert_int_equal(optim_set_hyper_fn(opt, "epsilon", beta_fn, NULL), OPTIM_ETYPE);
@@ -993,10 +967,10 @@ static void test_threads_bitwise(void **s)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_var *vars[2];
         for (int t = 0; t < 2; t++) {
-            optim_optimizer *opt = make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10}}");
             assert_int_equal(optim_set_num_threads(opt, t ? 3 : 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

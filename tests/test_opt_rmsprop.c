@@ -65,39 +65,14 @@ static void cfg_json(const cfg *c, char *buf, size_t n)
         snprintf(buf + used, n - (size_t)used, "}}");
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 static optim_optimizer *make_cfg(const cfg *c)
 {
     char json[512];
     cfg_json(c, json, sizeof json);
-    return make(json);
+    return optim_test_make(json);
 }
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void step_dense(optim_optimizer *opt, optim_var *w, optim_dtype dt, const double *g, int n)
 {
@@ -125,7 +100,7 @@ static void check_trajectory(const cfg *c)
         double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
         int64_t shape[1] = {N};
-        optim_var *var = make_var("w", dt, 1, shape, init);
+        optim_var *var = optim_test_var("w", dt, 1, shape, init);
         for (int k = 0; k < STEPS; k++) {
             double g[N];
             double lr = c->legacy ? c->lr / (1.0 + c->decay * k) : c->lr;
@@ -191,7 +166,7 @@ static void test_generations_differ(void **s)
     for (int legacy = 0; legacy < 2; legacy++) {
         c.legacy = legacy;
         optim_optimizer *opt = make_cfg(&c);
-        optim_var *v = make_var("v", OPTIM_F64, 0, NULL, &one);
+        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), v};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         w[legacy] = optim_var_get(v, 0);
@@ -216,7 +191,7 @@ static void test_f32_one_minus_rho(void **s)
             cfg c = {0.01, 0.9, mom ? 0.9 : 0.0, 1e-7, 0, 0, legacy};
             optim_optimizer *opt = make_cfg(&c);
             double zero = 0.0, one = 1.0;
-            optim_var *v = make_var("v", OPTIM_F32, 0, NULL, &zero);
+            optim_var *v = optim_test_var("v", OPTIM_F32, 0, NULL, &zero);
             step_dense(opt, v, OPTIM_F32, &one, 1);
             float got = *(float *)optim_var_data(optim_get_slot(opt, v, "rms"));
             float want = legacy ? 1.0f - 0.9f : (float)(1.0 - 0.9);
@@ -238,7 +213,7 @@ static void f32_form(int legacy, int mom, int centered, int sparse)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[2] = {N, 1};
-    optim_var *var = make_var("w", OPTIM_F32, 2, shape, init);
+    optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
     float w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
     const float lr = 0.01f, rho = 0.9f, mu = mom ? 0.9f : 0.0f, eps = 1e-3f;
     const float omr = legacy ? 1.0f - rho : (float)(1.0 - 0.9);
@@ -307,9 +282,9 @@ static void test_docstring(void **s)
         "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.1}}",
         "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}"};
     for (int g = 0; g < 2; g++) {
-        optim_optimizer *opt = make(cfgs[g]);
+        optim_optimizer *opt = optim_test_make(cfgs[g]);
         double ten = 10.0;
-        optim_var *v = make_var("var1", OPTIM_F32, 0, NULL, &ten);
+        optim_var *v = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten);
         float grad = (float)optim_var_get(v, 0);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &grad, 0, NULL)), v};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -330,9 +305,9 @@ static void test_keras_single_step(void **s)
     const double g[4] = {1, 6, 7, 2}, init[4] = {1, 2, 3, 4};
     const double want[4] = {-0.5811, 0.4189, 1.4189, 2.4189};
     for (int c = 0; c < 2; c++) {
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         int64_t n = 4;
-        optim_var *v = make_var("vars", OPTIM_F32, 1, &n, init);
+        optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
         step_dense(opt, v, OPTIM_F32, g, 4);
         for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
         optim_destroy(opt);
@@ -347,11 +322,11 @@ static void test_keras_golden(void **s)
     const double golden[5] = {0.9967, 0.9933, 0.9908, 0.9885, 0.9864};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make("{\"class_name\": \"RMSprop\", \"config\": {\"centered\": true}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"RMSprop\", \"config\": {\"centered\": true}}");
         double ones[10], first[10], grads[10];
         for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
         int64_t n = 10;
-        optim_var *x = make_var("x", dt, 1, &n, ones);
+        optim_var *x = optim_test_var("x", dt, 1, &n, ones);
         step_dense(opt, x, dt, first, 10);
         for (int k = 0; k < 5; k++) {
             for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
@@ -367,10 +342,10 @@ static void test_keras_golden(void **s)
 static void test_keras_weight_decay(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 1.0, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 1.0, "
                                 "\"weight_decay\": 0.004}}");
     double two = 2.0, zero = 0.0;
-    optim_var *v = make_var("var1", OPTIM_F32, 0, NULL, &two);
+    optim_var *v = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
     for (int k = 0; k < 3; k++) step_dense(opt, v, OPTIM_F32, &zero, 1);
     assert_close(optim_var_get(v, 0), 1.9760959, 0, 1e-6);
     optim_destroy(opt);
@@ -387,7 +362,7 @@ static void test_dynamic_rho(void **s)
 {
     (void)s;
     for (int centered = 0; centered < 2; centered++) {
-        optim_optimizer *opt = make(centered ? "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, "
+        optim_optimizer *opt = optim_test_make(centered ? "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, "
                                                "\"centered\": true, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
                                              : "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, "
                                                "\"is_legacy_optimizer\": true}}");
@@ -396,7 +371,7 @@ static void test_dynamic_rho(void **s)
         double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
         int64_t n = N;
-        optim_var *var = make_var("w", OPTIM_F64, 1, &n, init);
+        optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
         for (int k = 0; k < 10; k++) {
             rho = 0.5 + 0.04 * k;
             cfg c = {0.01, rho, centered ? 0.5 : 0.0, 1e-7, 0, centered, 1};
@@ -411,7 +386,7 @@ static void test_dynamic_rho(void **s)
         optim_destroy(opt);
         optim_var_destroy(var);
     }
-    optim_optimizer *k3 = make("\"rmsprop\"");
+    optim_optimizer *k3 = optim_test_make("\"rmsprop\"");
     double rho = 0.9;
     assert_int_equal(optim_set_hyper_fn(k3, "rho", rho_fn, &rho), OPTIM_ETYPE);
     assert_int_equal(optim_set_hyper(k3, "rho", 0.8), 0);
@@ -435,10 +410,10 @@ static void test_legacy_minimize_sparse(void **s)
     for (int c = 0; c < 3; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(cfgs[c]);
+            optim_optimizer *opt = optim_test_make(cfgs[c]);
             double init[2] = {1, 2};
             int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
-            optim_var *v = make_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
             float gf[2] = {112, 140};
             double gd[2] = {112, 140};
             optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
@@ -468,7 +443,7 @@ static void test_slot_structure_fixed(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01}}");
         /* Before any slot exists, anything goes. */
         assert_int_equal(optim_set_hyper(opt, "centered", 1), 0);
@@ -478,7 +453,7 @@ static void test_slot_structure_fixed(void **s)
         double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
         int64_t n = N;
-        optim_var *var = make_var("w", OPTIM_F64, 1, &n, init);
+        optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
         cfg c = {0.01, 0.9, 0.0, 1e-7, 0, 0, legacy};
         double g[N];
         for (int i = 0; i < N; i++) {
@@ -512,11 +487,11 @@ static void test_slot_structure_fixed(void **s)
     }
     /* Keras 3: momentum switched off after the slots exist stops using it
      * (the slot stays as it was). */
-    optim_optimizer *opt = make("{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, \"momentum\": 0.9}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.01, \"momentum\": 0.9}}");
     double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i);
     int64_t n = N;
-    optim_var *var = make_var("w", OPTIM_F64, 1, &n, init);
+    optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
     for (int k = 0; k < 2; k++) {
         cfg c = {0.01, 0.9, k ? 0.0 : 0.9, 1e-7, 0, 0, 0};
         if (k) assert_int_equal(optim_set_hyper(opt, "momentum", 0.0), 0);
@@ -554,7 +529,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < SPSTEPS; k++) {
         double vals[4 * COLS], dense[ROWS * COLS] = {0};
         float fv[4 * COLS], fd[ROWS * COLS] = {0};
@@ -692,7 +667,7 @@ static void test_sparse_untouched_rows(void **s)
                 optim_optimizer *opt = make_cfg(&c);
                 double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
                 int64_t shape[2] = {4, 2};
-                optim_var *v = make_var("e", OPTIM_F64, 2, shape, init);
+                optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
                 double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
                 assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -736,7 +711,7 @@ static void test_sparse_untouched_rows(void **s)
 
 static char *config_of(const char *json)
 {
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     char *c = optim_get_config(opt);
     assert_non_null(c);
     optim_destroy(opt);
@@ -778,10 +753,10 @@ static void test_config_keys(void **s)
 
 static void round_trip(const char *json)
 {
-    optim_optimizer *a = make(json);
+    optim_optimizer *a = optim_test_make(json);
     char *sa = optim_serialize(a);
     assert_non_null(sa);
-    optim_optimizer *b = make(sa);
+    optim_optimizer *b = optim_test_make(sa);
     char *sb = optim_serialize(b);
     assert_string_equal(sa, sb);
     optim_free(sa);
@@ -801,7 +776,7 @@ static void test_config_round_trip(void **s)
                "\"clipnorm\": 1.0, \"is_legacy_optimizer\": true}}");
     round_trip("{\"class_name\": \"RMSprop\", \"config\": {\"epsilon\": null, \"is_legacy_optimizer\": true}}");
     /* The legacy alias lr. */
-    optim_optimizer *o = make("{\"class_name\": \"RMSprop\", \"config\": {\"lr\": 0.25, \"is_legacy_optimizer\": true}}");
+    optim_optimizer *o = optim_test_make("{\"class_name\": \"RMSprop\", \"config\": {\"lr\": 0.25, \"is_legacy_optimizer\": true}}");
     double lr = 0;
     assert_int_equal(optim_get_hyper(o, "learning_rate", &lr), 0);
     assert_true(lr == 0.25);
@@ -830,7 +805,7 @@ static void test_config_refused(void **s)
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": -0.1, \"is_legacy_optimizer\": true}}",
                    OPTIM_ERANGE, "momentum", "[0, 1]");
     /* Keras 3 checks none of its keys. */
-    optim_optimizer *k3 = make("{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": 1.5, \"rho\": 2.0}}");
+    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": 1.5, \"rho\": 2.0}}");
     optim_destroy(k3);
     /* Types, None, unknown keys, keys of the other generation. */
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"centered\": 1}}", OPTIM_ETYPE, "centered", NULL);
@@ -841,11 +816,11 @@ static void test_config_refused(void **s)
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"weight_decay\": 0.1, \"is_legacy_optimizer\": true}}",
                    OPTIM_EKEY, "weight_decay", NULL);
     /* A legacy momentum callable out of range fails the step, nothing changes. */
-    optim_optimizer *opt = make("{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": 0.5, \"is_legacy_optimizer\": true}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": 0.5, \"is_legacy_optimizer\": true}}");
     double mu = 2.0;
     assert_int_equal(optim_set_hyper_fn(opt, "momentum", rho_fn, &mu), 0);
     double one = 1.0, g = 1.0;
-    optim_var *v = make_var("v", OPTIM_F64, 0, NULL, &one);
+    optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), v};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "momentum"));
@@ -872,7 +847,7 @@ static void test_threads_bitwise(void **s)
             cfg c = {0.01, 0.9, 0.9, 1e-7, 0, 1, legacy};
             opts[t] = make_cfg(&c);
             assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-            vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

@@ -10,15 +10,6 @@
 
 #include "optim/optim.h"
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 static optim_var *vec(const char *name, optim_dtype dt, int64_t n, double start)
 {
@@ -90,7 +81,7 @@ static const char *MOMENTUM = "{\"class_name\": \"SGD\", \"config\": {\"learning
 static void test_absent_gradients_skipped(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make(MOMENTUM);
+    optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 1), *b = vec("b", OPTIM_F32, 3, 1);
     float g[3] = {1, 1, 1};
     optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
@@ -115,7 +106,7 @@ static void test_absent_gradients_skipped(void **s)
 static void test_lazy_slots_and_names(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make(MOMENTUM);
+    optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 2, 0), *b = vec("b", OPTIM_F64, 2, 0);
     assert_int_equal(optim_weights_count(opt), 1);
     const char *names[4];
@@ -146,7 +137,7 @@ static void test_lazy_slots_and_names(void **s)
 static void test_weights_round_trip(void **s)
 {
     (void)s;
-    optim_optimizer *o1 = make(MOMENTUM), *o2 = make(MOMENTUM);
+    optim_optimizer *o1 = optim_test_make(MOMENTUM), *o2 = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 0), *b = vec("b", OPTIM_F32, 3, 0);
     float g[3] = {1, -2, 3};
     optim_grad_var pa = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a};
@@ -191,7 +182,7 @@ static void test_constraints_after_update(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}");
         optim_var *a = vec("a", OPTIM_F64, 3, 0); /* 0 1 2 */
         optim_constraint nn = optim_constraint_non_neg();
@@ -237,7 +228,7 @@ static void test_constraints_after_update(void **s)
 static void test_bad_inputs_change_nothing(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make(MOMENTUM);
+    optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 4, 1), *e = mat("emb", 5, 2);
     optim_var *vars[2] = {a, e};
     float ga[4] = {1, 2, 3, 4}, rows[6] = {1, 1, 1, 1, 1, 1};
@@ -312,7 +303,7 @@ static void test_bad_inputs_change_nothing(void **s)
 static void test_build_fixes_variables(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make(MOMENTUM);
+    optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 2, 0), *b = vec("b", OPTIM_F32, 2, 0);
     assert_int_equal(optim_build(opt, (optim_var *[]){a}, 1), 0);
     assert_non_null(optim_get_slot(opt, a, "momentum"));
@@ -355,7 +346,7 @@ static int scale_fn(void *user, optim_grad_var *pairs, size_t n, optim_error *er
 static void test_transformers_and_aggregator(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"clipvalue\": 1.0}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"clipvalue\": 1.0}}");
     calls agg = {0, 0, 2.0f}, tr = {0, 0, 0.5f};
     assert_int_equal(optim_set_gradient_aggregator(opt, scale_fn, &agg), 0);
     assert_int_equal(optim_add_gradient_transformer(opt, scale_fn, &tr), 0);
@@ -394,7 +385,7 @@ static void test_borrowed_variable(void **s)
     optim_var *v;
     optim_error err;
     assert_int_equal(optim_var_wrap(&v, "w", OPTIM_F64, 1, (int64_t[]){2}, mem, &err), 0);
-    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     double g[2] = {1, 1};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})), v};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);

@@ -41,34 +41,7 @@ static void ref_run(const ref *r, double *w, double *m, int steps)
     }
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
-/* noinline: inlined, gcc -O3 misreads the scalar callers as reading past `init`. */
-__attribute__((noinline)) static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    optim_tensor t = {dt, rank, {0}, NULL};
-    for (int i = 0; i < rank; i++) t.shape[i] = shape[i];
-    int64_t n = optim_tensor_numel(&t);
-    void *buf = malloc((size_t)n * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 /* Runs `steps` dense steps of grad_at on a fresh N-vector. */
 static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
@@ -76,7 +49,7 @@ static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    optim_var *w = make_var("w", dt, 1, shape, init);
+    optim_var *w = optim_test_var("w", dt, 1, shape, init);
     for (int k = 0; k < steps; k++) {
         float gf[N];
         double gd[N];
@@ -94,7 +67,7 @@ static void check_trajectory(const char *json, const ref *r)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *w = run_dense(opt, dt, STEPS);
         double wr[N], mr[N];
         ref_run(r, wr, mr, STEPS);
@@ -154,10 +127,10 @@ static void test_legacy_decay(void **s)
 static void test_keras_docstring(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                                 "\"momentum\": 0.9}}");
     double one = 1.0;
-    optim_var *v = make_var("var", OPTIM_F32, 0, NULL, &one);
+    optim_var *v = optim_test_var("var", OPTIM_F32, 0, NULL, &one);
     for (int k = 0; k < 2; k++) {
         float g = (float)optim_var_get(v, 0);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), v};
@@ -180,10 +153,10 @@ static void clip_case(const char *extra, int legacy, const double *ga, const dou
         snprintf(json, sizeof json,
                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, %s%s}}", extra,
                  legacy ? ", \"is_legacy_optimizer\": true" : "");
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         double zeros[3] = {0, 0, 0};
         int64_t sa[1] = {3}, sb[1] = {2};
-        optim_var *a = make_var("a", dt, 1, sa, zeros), *b = make_var("b", dt, 1, sb, zeros);
+        optim_var *a = optim_test_var("a", dt, 1, sa, zeros), *b = optim_test_var("b", dt, 1, sb, zeros);
         float fa[3], fb[2];
         double da[3], db[2];
         for (int i = 0; i < 3; i++) fa[i] = (float)ga[i], da[i] = ga[i];
@@ -265,7 +238,7 @@ static void test_dynamic_lr(void **s)
     (void)s;
     const double lrs[STEPS] = {0.1, 0.05, 0.2, 0.01, 0.3};
     for (int kind = 0; kind < 4; kind++) {
-        optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
         double cur = 0;
         optim_var *lrv;
         optim_error err;
@@ -276,7 +249,7 @@ static void test_dynamic_lr(void **s)
         double init[N], w[N], m[N];
         for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), m[i] = 0;
         int64_t shape[1] = {N};
-        optim_var *v = make_var("w", OPTIM_F64, 1, shape, init);
+        optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
         for (int k = 0; k < 5; k++) {
             double lr = kind == 3 ? 0.1 / (1.0 + k) : lrs[k];
             cur = lr;
@@ -329,7 +302,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
     int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = make_var("table", dt, 2, shape, init);
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
     for (int k = 0; k < 3; k++) {
         double vals[4 * COLS], dense[ROWS * COLS] = {0};
         for (int j = 0; j < 4; j++)
@@ -371,7 +344,7 @@ static void test_sparse_keras3_equals_dense(void **s)
     for (int c = 0; c < 3; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *o1 = make(cfgs[c]), *o2 = make(cfgs[c]);
+            optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
             optim_var *sv = run_sparse(o1, dt, 0), *dv = run_sparse(o2, dt, 1);
             assert_vars_bitwise(sv, dv);
             if (c > 0) assert_vars_bitwise(optim_get_slot(o1, sv, "momentum"), optim_get_slot(o2, dv, "momentum"));
@@ -391,7 +364,7 @@ static void test_sparse_legacy_rows_only(void **s)
     for (int nesterov = 0; nesterov < 2; nesterov++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = make(nesterov ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, \"is_legacy_optimizer\": true}}"
+            optim_optimizer *opt = optim_test_make(nesterov ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, \"is_legacy_optimizer\": true}}"
                                                  : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, \"is_legacy_optimizer\": true}}");
             optim_var *v = run_sparse(opt, dt, 0);
             double w[ROWS][COLS], m[ROWS][COLS] = {{0}};
@@ -422,7 +395,7 @@ static void test_sparse_legacy_rows_only(void **s)
             optim_var_destroy(v);
         }
     /* Without momentum: sequential scatter-add, same as the reference. */
-    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}");
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}");
     optim_var *v = run_sparse(opt, OPTIM_F64, 0);
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < COLS; c++) {
@@ -442,11 +415,11 @@ static void test_sparse_untouched_rows(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
+        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5}}");
         double init[4] = {1, 2, 3, 4};
         int64_t shape[2] = {4, 1}, vs[2] = {1, 1};
-        optim_var *v = make_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
         int64_t i0 = 0, i3 = 3;
         double one = 1.0;
         optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), v};
@@ -471,14 +444,14 @@ static void test_sparse_untouched_rows(void **s)
 static void test_weight_decay(void **s)
 {
     (void)s;
-    optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                                 "\"momentum\": 0.5, \"weight_decay\": 0.2}}");
     double init[4] = {1, -2, 3, 4};
     int64_t n4 = 4, shape[2] = {4, 1}, vs[2] = {1, 1};
-    optim_var *a = make_var("dense/kernel", OPTIM_F64, 1, &n4, init);
-    optim_var *b = make_var("dense/bias", OPTIM_F64, 1, &n4, init);
-    optim_var *c = make_var("other", OPTIM_F64, 1, &n4, init);
-    optim_var *e = make_var("emb", OPTIM_F64, 2, shape, init);
+    optim_var *a = optim_test_var("dense/kernel", OPTIM_F64, 1, &n4, init);
+    optim_var *b = optim_test_var("dense/bias", OPTIM_F64, 1, &n4, init);
+    optim_var *c = optim_test_var("other", OPTIM_F64, 1, &n4, init);
+    optim_var *e = optim_test_var("emb", OPTIM_F64, 2, shape, init);
     const char *pat[1] = {"bias$"};
     assert_int_equal(optim_exclude_from_weight_decay(opt, &c, 1, pat, 1), 0);
     const char *bad[1] = {"("};
@@ -539,9 +512,9 @@ static void test_threads_bitwise(void **s)
     for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * i);
     optim_var *vars[2];
     for (int t = 0; t < 2; t++) {
-        optim_optimizer *opt = make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10}}");
+        optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10}}");
         assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
-        vars[t] = make_var("big", OPTIM_F32, 1, &n, init);
+        vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         for (int k = 0; k < 4; k++) {
             for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};

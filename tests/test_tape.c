@@ -24,22 +24,6 @@ static optim_tape *tape(void)
     return t;
 }
 
-__attribute__((noinline)) static optim_var *mkvar(const char *name, optim_dtype dt, int32_t rank,
-                                                  const int64_t *shape, const double *init)
-{
-    optim_tensor h = optim_tensor_make(dt, NULL, rank, shape);
-    int64_t n = optim_tensor_numel(&h);
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 __attribute__((noinline)) static optim_node *cnode(optim_tape *t, optim_dtype dt, int32_t rank,
                                                    const int64_t *shape, const double *vals)
@@ -319,8 +303,8 @@ static void mlp_grads(optim_dtype dt, double *gw, double *gb)
 {
     double W0[12], B0[3] = {0.1, -0.2, 0.05}, X[8] = {1, -0.5, 0.25, 2, -1, 0.75, 0.3, -0.2};
     for (int i = 0; i < 12; i++) W0[i] = sin(1.7 * i);
-    optim_var *w = mkvar("w", dt, 2, (int64_t[]){4, 3}, W0);
-    optim_var *b = mkvar("b", dt, 1, (int64_t[]){3}, B0);
+    optim_var *w = optim_test_var("w", dt, 2, (int64_t[]){4, 3}, W0);
+    optim_var *b = optim_test_var("b", dt, 1, (int64_t[]){3}, B0);
     optim_tape *t = tape();
     optim_node *h = optim_add(t, optim_matmul(t, cnode(t, dt, 2, (int64_t[]){2, 4}, X), optim_tape_var(t, w), 0, 0),
                               optim_tape_var(t, b));
@@ -351,10 +335,10 @@ static void test_f32_gradients(void **s)
 
 static void test_none_and_watched(void **s)
 {
-    optim_var *used = mkvar("used", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
-    optim_var *unused = mkvar("unused", OPTIM_F64, 1, (int64_t[]){2}, (double[]){3, 4});
-    optim_var *frozen = mkvar("frozen", OPTIM_F64, 1, (int64_t[]){2}, (double[]){5, 6});
-    optim_var *branch = mkvar("branch", OPTIM_F64, 1, (int64_t[]){2}, (double[]){7, 8});
+    optim_var *used = optim_test_var("used", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
+    optim_var *unused = optim_test_var("unused", OPTIM_F64, 1, (int64_t[]){2}, (double[]){3, 4});
+    optim_var *frozen = optim_test_var("frozen", OPTIM_F64, 1, (int64_t[]){2}, (double[]){5, 6});
+    optim_var *branch = optim_test_var("branch", OPTIM_F64, 1, (int64_t[]){2}, (double[]){7, 8});
     optim_var_set_trainable(frozen, 0);
     optim_tape *t = tape();
     optim_node *u1 = optim_tape_var(t, used), *u2 = optim_tape_var(t, used);
@@ -402,7 +386,7 @@ static void test_none_and_watched(void **s)
     assert_int_equal(g[0].grad.kind, OPTIM_GRAD_NONE);
     /* the loss is the variable itself (a one-element [1] loss is accepted) */
     optim_tape_reset(t);
-    optim_var *one = mkvar("one", OPTIM_F32, 1, (int64_t[]){1}, (double[]){3});
+    optim_var *one = optim_test_var("one", OPTIM_F32, 1, (int64_t[]){1}, (double[]){3});
     loss = optim_tape_var(t, one);
     assert_int_equal(optim_tape_gradient(t, loss, (optim_var *[]){one}, 1, g), 0);
     assert_int_equal(g[0].grad.kind, OPTIM_GRAD_DENSE);
@@ -424,7 +408,7 @@ static void test_sparse_structure(void **s)
         optim_dtype dt = dtypes[d];
         double E[10];
         for (int i = 0; i < 10; i++) E[i] = 0.1 * i;
-        optim_var *emb = mkvar("emb", dt, 2, (int64_t[]){5, 2}, E);
+        optim_var *emb = optim_test_var("emb", dt, 2, (int64_t[]){5, 2}, E);
         optim_tape *t = tape();
         /* loss = sum(W * gather(emb, [4, 1, 4, 4])): the values are W */
         const int64_t idx[4] = {4, 1, 4, 4};
@@ -511,7 +495,7 @@ static void test_reset_reuse(void **s)
 {
     double W[32];
     for (int i = 0; i < 32; i++) W[i] = cos(i);
-    optim_var *w = mkvar("w", OPTIM_F32, 2, (int64_t[]){8, 4}, W);
+    optim_var *w = optim_test_var("w", OPTIM_F32, 2, (int64_t[]){8, 4}, W);
     optim_tape *t = tape();
     assert_int_equal(optim_tape_memory(t), 0);
     /* big batches: more than one arena block the first time */
@@ -722,8 +706,8 @@ static void test_bad_shapes_and_args(void **s)
 
 static void test_gradient_refusals(void **s)
 {
-    optim_var *x = mkvar("x", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 0});
-    optim_var *neg = mkvar("neg", OPTIM_F64, 1, (int64_t[]){2}, (double[]){4, -1});
+    optim_var *x = optim_test_var("x", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 0});
+    optim_var *neg = optim_test_var("neg", OPTIM_F64, 1, (int64_t[]){2}, (double[]){4, -1});
     optim_tape *t = tape();
     const char *m = optim_tape_errmsg(t);
     optim_grad_var g[1];
@@ -840,7 +824,7 @@ static void test_minimize_array(void **s)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
-        keras_doc k = {mkvar("var1", dt, 0, NULL, (double[]){1}), mkvar("var2", dt, 0, NULL, (double[]){2}), 0};
+        keras_doc k = {optim_test_var("var1", dt, 0, NULL, (double[]){1}), optim_test_var("var2", dt, 0, NULL, (double[]){2}), 0};
         optim_optimizer *opt = sgd(0.1);
         double loss;
         assert_int_equal(optim_minimize(opt, doc_loss, &k, (optim_var *[]){k.var1, k.var2}, 2, NULL, &loss), 0);
@@ -964,8 +948,8 @@ static size_t null_list(void *user, optim_var **vars, size_t cap)
 
 static void test_minimize_errors(void **s)
 {
-    optim_var *v = mkvar("v", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
-    optim_var *frozen = mkvar("frozen", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
+    optim_var *v = optim_test_var("v", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
+    optim_var *frozen = optim_test_var("frozen", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
     optim_var_set_trainable(frozen, 0);
     optim_optimizer *opt = sgd(0.1);
     double loss = 0;
@@ -1016,7 +1000,7 @@ static void test_minimize_errors(void **s)
 
 static void test_loss_and_gradients(void **s)
 {
-    keras_doc k = {mkvar("var1", OPTIM_F32, 0, NULL, (double[]){1}), mkvar("var2", OPTIM_F32, 0, NULL, (double[]){2}), 0};
+    keras_doc k = {optim_test_var("var1", OPTIM_F32, 0, NULL, (double[]){1}), optim_test_var("var2", OPTIM_F32, 0, NULL, (double[]){2}), 0};
     optim_tape *t = tape();
     optim_var *vars[2] = {k.var1, k.var2};
     optim_grad_var g[2];
@@ -1047,7 +1031,7 @@ static void test_loss_and_gradients(void **s)
     assert_has(err.msg, "loss_fn failed");
     assert_has(err.msg, "add");
     assert_int_equal(optim_loss_and_gradients(t, vector_loss, k.var1, vars, 1, g, &loss, &err), 0); /* [] is scalar */
-    optim_var *vec = mkvar("vec", OPTIM_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    optim_var *vec = optim_test_var("vec", OPTIM_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
     assert_int_equal(optim_loss_and_gradients(t, vector_loss, vec, &vec, 1, g, &loss, &err), OPTIM_ESHAPE);
     assert_has(err.msg, "optim_loss_and_gradients");
     assert_has(err.msg, "[3]");
@@ -1077,7 +1061,7 @@ static void test_clip_op(void **s)
     const double dwant[8] = {0, 0, 3, 4, 5, 0, 0, 0};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_var *v = mkvar("x", dt, 1, (int64_t[]){8}, x);
+        optim_var *v = optim_test_var("x", dt, 1, (int64_t[]){8}, x);
         optim_tape *t = tape();
         optim_node *c = optim__tape_clip(t, optim_tape_var(t, v), 0.25, 0.75);
         assert_non_null(c);

@@ -24,15 +24,6 @@ static double init_at(int i) { return 0.3 - 0.25 * i; }
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n  for %s\n", err.msg, json);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 /* Refuses json with `code` and a message containing `needle`. */
 static void refuse(const char *json, int code, const char *needle)
@@ -47,29 +38,13 @@ static void refuse(const char *json, int code, const char *needle)
     assert_null(opt);
 }
 
-static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
-                           const double *init)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= shape[i];
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static optim_var *make_vec(const char *name, optim_dtype dt)
 {
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
     int64_t shape[1] = {N};
-    return make_var(name, dt, 1, shape, init);
+    return optim_test_var(name, dt, 1, shape, init);
 }
 
 /* A dense gradient tensor for step k over n elements, kept in buf. */
@@ -238,7 +213,7 @@ static void check_dense(const spec *s, int legacy, optim_dtype dt, int steps)
 {
     char json[1200];
     spec_json(s, legacy, json, sizeof json);
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     optim_var *w = make_vec("w", dt);
     double w0[N], g[N];
     for (int i = 0; i < N; i++) w0[i] = init_at(i);
@@ -363,7 +338,7 @@ static void test_schedule_edges_exact(void **state)
     (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
-        optim_optimizer *swa = make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": "
+        optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": "
                                     "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
                                     "\"average_period\": 4, \"start_averaging\": 3}}");
         optim_var *w = make_vec("w", dt);
@@ -384,7 +359,7 @@ static void test_schedule_edges_exact(void **state)
         optim_destroy(swa);
         optim_var_destroy(w);
 
-        optim_optimizer *la = make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": "
+        optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": "
                                    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
                                    "\"sync_period\": 5, \"slow_step_size\": 0.0}}");
         w = make_vec("w", dt);
@@ -408,13 +383,13 @@ static void test_tfa_examples(void **state)
 {
     (void)state;
     /* moving_average_test.py: test_run */
-    optim_optimizer *ma = make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
+    optim_optimizer *ma = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
                                "{\"class_name\": \"SGD\", \"config\": {\"lr\": 2.0, "
                                "\"is_legacy_optimizer\": true}}, \"average_decay\": 0.5, "
                                "\"is_legacy_optimizer\": true}}");
     int64_t two[1] = {2};
-    optim_var *v0 = make_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
-    optim_var *v1 = make_var("var1", OPTIM_F32, 1, two, (double[]){3.0, 4.0});
+    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
+    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 1, two, (double[]){3.0, 4.0});
     float g0[2] = {0.1f, 0.1f}, g1[2] = {0.01f, 0.01f};
     optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, two)), v0},
                            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, two)), v1}};
@@ -445,8 +420,8 @@ static void test_tfa_examples(void **state)
         "\"dynamic_decay\": true, \"is_legacy_optimizer\": true}}"};
     static const double want_var[2][2] = {{0.8, 1.8}, {0.6, 1.6}}, want_avg[2][2] = {{0.85, 1.85}, {0.64, 1.64}};
     for (int c = 0; c < 2; c++) {
-        ma = make(cfgs[c]);
-        v0 = make_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
+        ma = optim_test_make(cfgs[c]);
+        v0 = optim_test_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
         optim_grad_var q = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, two)), v0};
         assert_int_equal(optim_apply_gradients(ma, &q, 1, 0), 0);
         assert_int_equal(optim_apply_gradients(ma, &q, 1, 0), 0);
@@ -459,12 +434,12 @@ static void test_tfa_examples(void **state)
     }
 
     /* stochastic_weight_averaging_test.py: test_averaging */
-    optim_optimizer *swa = make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": {\"class_name\": "
+    optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": {\"class_name\": "
                                 "\"SGD\", \"config\": {\"lr\": 1.0, \"is_legacy_optimizer\": true}}, "
                                 "\"start_averaging\": 0, \"average_period\": 1, "
                                 "\"is_legacy_optimizer\": true}}");
-    v0 = make_var("var_0", OPTIM_F32, 1, two, (double[]){1.0, 1.0});
-    v1 = make_var("var_1", OPTIM_F32, 1, two, (double[]){2.0, 2.0});
+    v0 = optim_test_var("var_0", OPTIM_F32, 1, two, (double[]){1.0, 1.0});
+    v1 = optim_test_var("var_1", OPTIM_F32, 1, two, (double[]){2.0, 2.0});
     p[0].var = v0;
     p[1].var = v1;
     p[1].grad = p[0].grad;
@@ -491,13 +466,13 @@ static void test_lookahead_exact_ratio(void **state)
     for (int a = 0; a < 2; a++)
         for (int c = 0; c < 3; c++) {
             int k = ks[c];
-            optim_optimizer *adam = make("\"adam\"");
+            optim_optimizer *adam = optim_test_make("\"adam\"");
             char json[300];
             snprintf(json, sizeof json,
                      "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"adam\", "
                      "\"sync_period\": %d, \"slow_step_size\": %g}}",
                      k, alphas[a]);
-            optim_optimizer *la = make(json);
+            optim_optimizer *la = optim_test_make(json);
             optim_var *quick = make_vec("q", OPTIM_F64), *slow = make_vec("s", OPTIM_F64);
             for (int t = 0; t < k; t++) {
                 step_dense(adam, quick, t % 7);
@@ -534,11 +509,11 @@ static void test_sparse(void **state)
                 s.start_step = 2;
                 char json[1200];
                 spec_json(&s, 0, json, sizeof json);
-                optim_optimizer *opt = make(json);
+                optim_optimizer *opt = optim_test_make(json);
                 double w0[ROWS * COLS];
                 for (int i = 0; i < ROWS * COLS; i++) w0[i] = init_at(i);
                 int64_t shape[2] = {ROWS, COLS};
-                optim_var *emb = make_var("emb", dt, 2, shape, w0);
+                optim_var *emb = optim_test_var("emb", dt, 2, shape, w0);
                 ref_state r;
                 ref_init(&s, &r, w0, ROWS * COLS);
                 for (int k = 0; k < STEPS; k++) {
@@ -576,7 +551,7 @@ static void test_sparse(void **state)
 static void test_weights_and_iterations(void **state)
 {
     (void)state;
-    optim_optimizer *opt = make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
                                 "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}}}");
     optim_var *w = make_vec("w", OPTIM_F64), *b = make_vec("b", OPTIM_F32);
     double gw[N];
@@ -650,7 +625,7 @@ static void test_weights_and_iterations(void **state)
 static void test_inner_follows_wrapper_counter(void **state)
 {
     (void)state;
-    optim_optimizer *adam = make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
+    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
                                  "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05}}");
     optim_var *scratch = make_vec("scratch", OPTIM_F64);
     for (int k = 0; k < 3; k++) step_dense(adam, scratch, k);
@@ -704,7 +679,7 @@ static void test_gradient_processing_is_the_wrappers(void **state)
                  "\"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 0.001%s}}, \"clipnorm\": "
                  "0.5, \"average_decay\": 0.5%s}}",
                  lg, lg);
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         int inner_calls = 0, outer_calls = 0;
         assert_int_equal(optim_add_gradient_transformer(optim_wrapper_inner(opt), double_grads, &inner_calls), 0);
         assert_int_equal(optim_add_gradient_transformer(opt, double_grads, &outer_calls), 0);
@@ -749,7 +724,7 @@ static void test_constraint_after_rule(void **state)
     (void)state;
     optim_constraint nn = optim_constraint_non_neg();
     /* MovingAverage */
-    optim_optimizer *ma = make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
+    optim_optimizer *ma = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
                                "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"average_decay\": 0.5}}");
     optim_var *w = make_vec("w", OPTIM_F64);
     assert_int_equal(optim_var_set_constraint(w, &nn), 0);
@@ -768,7 +743,7 @@ static void test_constraint_after_rule(void **state)
     assert_non_null(optim_var_constraint(w)); /* still there */
     optim_destroy(ma);
     /* Lookahead: the slow weights keep the unconstrained step back. */
-    optim_optimizer *la = make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": "
+    optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": "
                                "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"sync_period\": 2, "
                                "\"slow_step_size\": 0.5}}");
     optim_var *v = make_vec("v", OPTIM_F64);
@@ -810,9 +785,9 @@ static void test_threads(void **state)
         optim_var *vs[2];
         optim_optimizer *os[2];
         for (int r = 0; r < 2; r++) {
-            os[r] = make(cfgs[c]);
+            os[r] = optim_test_make(cfgs[c]);
             assert_int_equal(optim_set_num_threads(os[r], r + 1), 0);
-            vs[r] = make_var("big", OPTIM_F32, 1, shape, init);
+            vs[r] = optim_test_var("big", OPTIM_F32, 1, shape, init);
             float *gf = malloc(BIG * sizeof *gf);
             for (int k = 0; k < 5; k++) {
                 for (int i = 0; i < BIG; i++) gf[i] = (float)cos(0.003 * i + k);
@@ -841,7 +816,7 @@ static void test_swap_and_assign(void **state)
     (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
-        optim_optimizer *ma = make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
+        optim_optimizer *ma = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
                                    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
                                    "\"average_decay\": 0.7}}");
         optim_var *w = make_vec("w", dt), *b = make_vec("b", dt), *frozen = make_vec("frozen", dt);
@@ -901,13 +876,13 @@ static void test_swap_and_assign(void **state)
         assert_int_equal(optim_swap_average_weights(NULL), OPTIM_EINVAL);
         optim_destroy(ma);
 
-        optim_optimizer *la = make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
+        optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
         step_dense(la, w, 0);
         assert_int_equal(optim_assign_average_vars(la, all, 1, NULL), OPTIM_EINVAL);
         assert_non_null(strstr(optim_errmsg(la), "not MovingAverage or SWA"));
         assert_int_equal(optim_swap_average_weights(la), OPTIM_EINVAL);
         optim_destroy(la);
-        optim_optimizer *swa = make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", "
+        optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", "
                                     "\"average_period\": 1}}");
         step_dense(swa, w, 0);
         step_dense(swa, w, 1);
@@ -916,7 +891,7 @@ static void test_swap_and_assign(void **state)
         assert_int_equal(optim_assign_average_vars(swa, all, 1, &assigned), 0);
         assert_int_equal(assigned, 1);
         assert_memory_equal(optim_var_cdata(w), optim_var_cdata(optim_get_slot(swa, w, "average")), N * esz);
-        optim_optimizer *sgd = make("\"sgd\"");
+        optim_optimizer *sgd = optim_test_make("\"sgd\"");
         assert_int_equal(optim_assign_average_vars(sgd, all, 1, NULL), OPTIM_EINVAL);
         assert_int_equal(optim_swap_average_weights(sgd), OPTIM_EINVAL);
         optim_destroy(sgd);
@@ -937,7 +912,7 @@ static void test_failed_steps(void **state)
         "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"adam\", \"average_period\": 1}}",
         "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"adam\", \"sync_period\": 1}}"};
     for (int c = 0; c < 3; c++) {
-        optim_optimizer *opt = make(cfgs[c]);
+        optim_optimizer *opt = optim_test_make(cfgs[c]);
         optim_optimizer *in = optim_wrapper_inner(opt);
         optim_var *w = make_vec("w", OPTIM_F32), *u = make_vec("u", OPTIM_F32);
         step_dense(opt, w, 0);
@@ -978,7 +953,7 @@ static void test_failed_steps(void **state)
         assert_int_equal(optim_apply_gradients(opt, &sp, 1, 0), OPTIM_EINVAL);
         assert_non_null(strstr(optim_errmsg(opt), "constraint"));
         /* A bad hyperparameter value from a variable at step time. */
-        optim_var *hv = make_var("hv", OPTIM_F64, 0, NULL, (double[]){2.0});
+        optim_var *hv = optim_test_var("hv", OPTIM_F64, 0, NULL, (double[]){2.0});
         const char *hyper = c == 0 ? "average_decay" : c == 2 ? "slow_step_size" : NULL;
         if (hyper) {
             assert_int_equal(optim_set_hyper_var(opt, hyper, hv), 0);
@@ -1008,10 +983,10 @@ static void test_failed_steps(void **state)
 
 static void round_trip(const char *json)
 {
-    optim_optimizer *a = make(json);
+    optim_optimizer *a = optim_test_make(json);
     char *s1 = optim_serialize(a);
     assert_non_null(s1);
-    optim_optimizer *b = make(s1);
+    optim_optimizer *b = optim_test_make(s1);
     char *s2 = optim_serialize(b);
     if (strcmp(s1, s2)) print_error("%s\n!=\n%s\n", s1, s2);
     assert_string_equal(s1, s2);
@@ -1054,7 +1029,7 @@ static void test_config_round_trips(void **state)
     refuse(cfgs[0], OPTIM_EINVAL, "no inner optimizer");
 
     /* TF Addons' keys and order: {**OptimizerV2.get_config(), **own}. */
-    optim_optimizer *opt = make(cfgs[1]);
+    optim_optimizer *opt = optim_test_make(cfgs[1]);
     char *s = optim_serialize(opt);
     assert_string_equal(s, "{\"class_name\":\"MovingAverage\",\"config\":{\"name\":\"MovingAverage\","
                            "\"optimizer\":{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
@@ -1063,7 +1038,7 @@ static void test_config_round_trips(void **state)
                            "\"start_step\":2,\"dynamic_decay\":true,\"is_legacy_optimizer\":true}}");
     optim_free(s);
     optim_destroy(opt);
-    opt = make(cfgs[4]);
+    opt = optim_test_make(cfgs[4]);
     s = optim_get_config(opt);
     assert_string_equal(s, "{\"name\":\"SWA\",\"clipnorm\":1.0,\"clipvalue\":2.0,\"optimizer\":{\"class_name\":"
                            "\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,\"decay\":0.0,"
@@ -1071,7 +1046,7 @@ static void test_config_round_trips(void **state)
                            "\"average_period\":10,\"start_averaging\":0,\"is_legacy_optimizer\":true}");
     optim_free(s);
     optim_destroy(opt);
-    opt = make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
+    opt = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
     s = optim_get_config(opt);
     assert_string_equal(s, "{\"name\":\"Lookahead\",\"optimizer\":{\"class_name\":\"SGD\",\"config\":{"
                            "\"name\":\"SGD\",\"learning_rate\":0.01,\"weight_decay\":null,\"clipnorm\":null,"
@@ -1084,7 +1059,7 @@ static void test_config_round_trips(void **state)
 
     /* num_updates: TF Addons writes average_decay as the float32
      * min(average_decay, (1 + n) / (10 + n)). */
-    opt = make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", \"num_updates\": 4}}");
+    opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", \"num_updates\": 4}}");
     s = optim_get_config(opt);
     cJSON *root = cJSON_Parse(s);
     assert_non_null(root);
@@ -1099,7 +1074,7 @@ static void test_config_round_trips(void **state)
     optim_destroy(opt);
 
     /* Defaults, and the hyperparameters from C. */
-    opt = make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\"}}");
+    opt = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "average_period", &hv), 0);
     assert_true(hv == 10);
     assert_int_equal(optim_get_hyper(opt, "start_averaging", &hv), 0);
@@ -1113,7 +1088,7 @@ static void test_config_round_trips(void **state)
     assert_int_equal(optim_get_hyper(opt, "learning_rate", &hv), 0);
     assert_true(hv == 0);
     optim_destroy(opt);
-    opt = make("{\"class_name\": \"lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
+    opt = optim_test_make("{\"class_name\": \"lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "sync_period", &hv), 0);
     assert_true(hv == 6);
     assert_int_equal(optim_get_hyper(opt, "slow_step_size", &hv), 0);
@@ -1121,7 +1096,7 @@ static void test_config_round_trips(void **state)
     assert_int_equal(optim_set_hyper(opt, "slow_step_size", 1.5), OPTIM_ERANGE);
     assert_int_equal(optim_set_hyper(opt, "sync_period", 2.5), OPTIM_ETYPE);
     optim_destroy(opt);
-    opt = make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}");
+    opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "average_decay", &hv), 0);
     assert_true(hv == 0.99);
     assert_int_equal(optim_get_hyper(opt, "num_updates", &hv), 0);
@@ -1195,7 +1170,7 @@ static void test_bad_configs(void **state)
 static void test_wrap_from_c(void **state)
 {
     (void)state;
-    optim_optimizer *adam = make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
+    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
                                  "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05, "
                                  "\"is_legacy_optimizer\": true}}");
     optim_optimizer *w = NULL;

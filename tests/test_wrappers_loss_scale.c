@@ -45,15 +45,6 @@ static int bad_kind(int k)
     }
 }
 
-static optim_optimizer *make(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
 
 static void expect_json_fails(const char *json, int code, const char *needle)
 {
@@ -67,31 +58,14 @@ static void expect_json_fails(const char *json, int code, const char *needle)
     assert_non_null(strstr(err.msg, needle));
 }
 
-__attribute__((noinline)) static optim_var *make_var(const char *name, optim_dtype dt, int32_t rank,
-                                                     const int64_t *shape, const double *init)
-{
-    optim_tensor t = {dt, rank, {0}, NULL};
-    for (int i = 0; i < rank; i++) t.shape[i] = shape[i];
-    int64_t n = optim_tensor_numel(&t);
-    void *buf = malloc((size_t)(n ? n : 1) * 8);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
-    optim_var *v;
-    optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, rank, shape, buf, &err), 0);
-    free(buf);
-    return v;
-}
 
 static void make_vars(optim_dtype dt, optim_var **w, optim_var **e)
 {
     double wi[N], ei[R * C];
     for (int i = 0; i < N; i++) wi[i] = w_init(i);
     for (int i = 0; i < R * C; i++) ei[i] = e_init(i);
-    *w = make_var("w", dt, 1, (int64_t[]){N}, wi);
-    *e = make_var("emb", dt, 2, (int64_t[]){R, C}, ei);
+    *w = optim_test_var("w", dt, 1, (int64_t[]){N}, wi);
+    *e = optim_test_var("emb", dt, 2, (int64_t[]){R, C}, ei);
 }
 
 /* ---- the reference -------------------------------------------------------------- */
@@ -245,7 +219,7 @@ static void check_trajectory(const char *json, int mode, const inner_ref *r, dou
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make(json);
+        optim_optimizer *opt = optim_test_make(json);
         optim_var *w, *e;
         make_vars(dt, &w, &e);
         ref_state s;
@@ -343,10 +317,10 @@ static void test_apply_if_finite(void **st)
 static void test_iterations_on_skip(void **st)
 {
     (void)st;
-    optim_optimizer *k3 = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
-    optim_optimizer *lg = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *lg = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                                ", \"is_legacy_optimizer\": true}}");
-    optim_optimizer *af = make("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *af = optim_test_make("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     optim_var *w, *e;
     make_vars(OPTIM_F32, &w, &e);
     float g[N] = {1, 2, INFINITY, 4, 5};
@@ -377,9 +351,9 @@ static void test_iterations_on_skip(void **st)
 static void test_scale_limits(void **st)
 {
     (void)st;
-    optim_optimizer *k3 = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
                                ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1}}");
-    optim_optimizer *lg = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+    optim_optimizer *lg = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                                ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1, "
                                "\"is_legacy_optimizer\": true}}");
     optim_var *w, *e;
@@ -394,7 +368,7 @@ static void test_scale_limits(void **st)
     optim_destroy(k3);
     optim_destroy(lg);
     /* Keras 3 halves below 1: 2 -> 1 -> 0.5 -> 0.25. */
-    k3 = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+    k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
               ", \"initial_scale\": 2.0}}");
     g[1] = NAN;
     for (int i = 0; i < 3; i++) assert_int_equal(optim_apply_gradients(k3, &p, 1, 0), 0);
@@ -411,7 +385,7 @@ static void test_legacy_fixed(void **st)
     const char *json = "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                        ", \"dynamic\": false, \"initial_scale\": 0.1, \"dynamic_growth_steps\": null, "
                        "\"is_legacy_optimizer\": true}}";
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     assert_true(lso_scale(opt) == (double)0.1f);
     int64_t c;
     assert_int_equal(optim_loss_scale_counter(opt, &c), OPTIM_ENOTSUP);
@@ -450,12 +424,12 @@ static void test_bit_exact_vs_inner(void **st)
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         size_t es = d ? 8 : 4;
-        optim_optimizer *lso = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+        optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
                                     "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}, "
                                     "\"initial_scale\": 1000.0, \"dynamic_growth_steps\": 100}}");
-        optim_optimizer *bare = make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}");
+        optim_optimizer *bare = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}");
         double *zero = calloc(BIG, sizeof *zero);
-        optim_var *a1 = make_var("big", dt, 1, (int64_t[]){BIG}, zero), *a2 = make_var("big", dt, 1, (int64_t[]){BIG}, zero);
+        optim_var *a1 = optim_test_var("big", dt, 1, (int64_t[]){BIG}, zero), *a2 = optim_test_var("big", dt, 1, (int64_t[]){BIG}, zero);
         optim_var *w1, *e1, *w2, *e2;
         make_vars(dt, &w1, &e1);
         make_vars(dt, &w2, &e2);
@@ -561,7 +535,7 @@ static void test_aggregation(void **st)
     (void)st;
     const char *json = "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
                        ", \"initial_scale\": 8.0}}";
-    optim_optimizer *opt = make(json);
+    optim_optimizer *opt = optim_test_make(json);
     agg_ctx c = {0, 0};
     assert_int_equal(optim_set_gradient_aggregator(optim_wrapper_inner(opt), agg_double, &c), 0);
     optim_var *w, *e;
@@ -621,7 +595,7 @@ static void test_bad_input(void **st)
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}",
     };
     for (int j = 0; j < 2; j++) {
-        optim_optimizer *opt = make(jsons[j]);
+        optim_optimizer *opt = optim_test_make(jsons[j]);
         optim_var *w, *e;
         make_vars(OPTIM_F32, &w, &e);
         float g[N] = {1, 2, INFINITY, 4, 5}, g6[6] = {0};
@@ -694,7 +668,7 @@ static void test_bad_input(void **st)
         optim_var_destroy(e);
     }
     /* The loss-scale functions on another class, NULL arguments. */
-    optim_optimizer *sgd = make(SGD_K3);
+    optim_optimizer *sgd = optim_test_make(SGD_K3);
     double s;
     int64_t c;
     assert_int_equal(optim_loss_scale_get(sgd, &s), OPTIM_EINVAL);
@@ -710,7 +684,7 @@ static void test_bad_input(void **st)
     assert_int_equal(optim_skipped_steps(sgd), -1);
     assert_int_equal(optim_skipped_steps(NULL), -1);
     optim_destroy(sgd);
-    optim_optimizer *lso = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     assert_int_equal(optim_loss_scale_get(lso, NULL), OPTIM_EINVAL);
     assert_int_equal(optim_loss_scale_counter(lso, NULL), OPTIM_EINVAL);
     assert_int_equal(optim_scale_loss(lso, 1.0, NULL), OPTIM_EINVAL);
@@ -736,9 +710,9 @@ static void test_bad_input(void **st)
 static void test_scale_loss(void **st)
 {
     (void)st;
-    optim_optimizer *k3 = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
                                ", \"initial_scale\": 0.1}}");
-    optim_optimizer *lg = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+    optim_optimizer *lg = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                                ", \"initial_scale\": 0.1, \"is_legacy_optimizer\": true}}");
     double s;
     assert_int_equal(optim_scale_loss(k3, 2.0, &s), 0);
@@ -778,7 +752,7 @@ static void test_weights(void **st)
     };
     for (int j = 0; j < 3; j++) {
         int mode = j == 0 ? MODE_K3 : j == 1 ? MODE_LEGACY : MODE_AIF;
-        optim_optimizer *a = make(jsons[j]), *b = make(jsons[j]);
+        optim_optimizer *a = optim_test_make(jsons[j]), *b = optim_test_make(jsons[j]);
         optim_var *w, *e, *w2, *e2;
         make_vars(OPTIM_F64, &w, &e);
         make_vars(OPTIM_F64, &w2, &e2);
@@ -879,9 +853,9 @@ static char *serialize(optim_optimizer *opt)
 /* Writes, reads back, writes again: the same text. Returns the first text. */
 static char *round_trip(const char *json)
 {
-    optim_optimizer *a = make(json);
+    optim_optimizer *a = optim_test_make(json);
     char *s1 = serialize(a);
-    optim_optimizer *b = make(s1);
+    optim_optimizer *b = optim_test_make(s1);
     char *s2 = serialize(b);
     if (strcmp(s1, s2)) print_error("%s\n!=\n%s\n", s1, s2);
     assert_string_equal(s1, s2);
@@ -937,7 +911,7 @@ static void test_config_keras3(void **st)
     assert_keys(s, keys, 4);
     optim_free(s);
     /* Keras 3's serialize_keras_object adds module and registered_name. */
-    optim_optimizer *o = make("{\"module\": \"keras.optimizers\", \"class_name\": \"LossScaleOptimizer\", \"config\": "
+    optim_optimizer *o = optim_test_make("{\"module\": \"keras.optimizers\", \"class_name\": \"LossScaleOptimizer\", \"config\": "
                               "{\"name\": \"loss_scale_optimizer\", \"inner_optimizer\": {\"module\": \"keras.optimizers\", "
                               "\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": 0.5}, "
                               "\"registered_name\": null}, \"initial_scale\": 4.0, \"dynamic_growth_steps\": 10}, "
@@ -1067,7 +1041,7 @@ static void test_config_refusals(void **st)
                       ", \"inner_optimizer\": " SGD_K3 "}}", OPTIM_EPARSE, "twice");
 
     /* optim_set_hyper on a live wrapper: refused, unchanged. */
-    optim_optimizer *lso = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     assert_int_equal(optim_set_hyper(lso, "initial_scale", 0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(lso), "initial_scale"));
     assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", 0), OPTIM_ERANGE);
@@ -1082,7 +1056,7 @@ static void test_config_refusals(void **st)
     assert_true(v == 3);
     optim_destroy(lso);
     /* Legacy: dynamic cannot turn false once the dynamic state exists. */
-    lso = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+    lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                ", \"initial_scale\": 4, \"is_legacy_optimizer\": true}}");
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
@@ -1102,7 +1076,7 @@ static void test_config_refusals(void **st)
 static void test_apply_if_finite_inside_lso(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
                                 "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}, "
                                 "\"initial_scale\": 1e-10, \"dynamic_growth_steps\": 5}}");
     optim_optimizer *aif = optim_wrapper_inner(opt);
@@ -1142,7 +1116,7 @@ static void test_inner_loss_scale_factor_cleared(void **st)
         return;
     }
     optim_destroy(probe);
-    optim_optimizer *lso = make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
                                 "{\"class_name\": \"SGD\", \"config\": {\"loss_scale_factor\": 128.0}}}}");
     double v = 0;
     assert_int_equal(optim_get_hyper(optim_wrapper_inner(lso), "loss_scale_factor", &v), 0);
@@ -1156,7 +1130,7 @@ static void test_wrap_from_c(void **st)
 {
     (void)st;
     optim_error err;
-    optim_optimizer *adam = make(ADAM_K3), *lso;
+    optim_optimizer *adam = optim_test_make(ADAM_K3), *lso;
     assert_int_equal(optim_wrap(&lso, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 16.0, "
                                       "\"dynamic_growth_steps\": 3}}", adam, &err), 0);
     assert_ptr_equal(optim_wrapper_inner(lso), adam);
@@ -1164,7 +1138,7 @@ static void test_wrap_from_c(void **st)
     assert_non_null(strstr(s, "\"inner_optimizer\":{\"class_name\":\"Adam\""));
     assert_non_null(strstr(s, "\"initial_scale\":16.0,\"dynamic_growth_steps\":3}"));
     /* Same trajectory as the JSON-built one. */
-    optim_optimizer *twin = make(s);
+    optim_optimizer *twin = optim_test_make(s);
     optim_free(s);
     optim_var *w, *e, *w2, *e2;
     make_vars(OPTIM_F32, &w, &e);
@@ -1183,14 +1157,14 @@ static void test_wrap_from_c(void **st)
     optim_destroy(lso); /* frees adam too */
     optim_destroy(twin);
     /* A refused wrapper config leaves the inner optimizer with the caller. */
-    optim_optimizer *sgd = make(SGD_K3), *out = (optim_optimizer *)1;
+    optim_optimizer *sgd = optim_test_make(SGD_K3), *out = (optim_optimizer *)1;
     assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 0}}", sgd, &err),
                      OPTIM_ERANGE);
     assert_null(out);
     assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}",
                                 sgd, &err), OPTIM_EINVAL);
     assert_non_null(strstr(err.msg, "twice"));
-    optim_optimizer *legacy_sgd = make(SGD_LEG);
+    optim_optimizer *legacy_sgd = optim_test_make(SGD_LEG);
     assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}", legacy_sgd, &err),
                      OPTIM_EINVAL);
     assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"is_legacy_optimizer\": true}}",

@@ -37,3 +37,33 @@ int optim_test_write_file(const char *path, const void *data, size_t len)
     size_t w = fwrite(data, 1, len, f);
     return (fclose(f) == 0 && w == len) ? 0 : -1;
 }
+
+optim_optimizer *optim_test_make(const char *json)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc) print_error("%s: %s\n", json, err.msg);
+    assert_int_equal(rc, 0);
+    return opt;
+}
+
+optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+                          const double *init)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    assert_non_null(buf);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
+        else ((double *)buf)[i] = init[i];
+    }
+    optim_var *v;
+    optim_error err;
+    int rc = optim_var_create(&v, name, dt, rank, shape, buf, &err);
+    free(buf);
+    if (rc) print_error("%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    return v;
+}

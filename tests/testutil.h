@@ -8,6 +8,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "optim/optim.h"
+
+/* An optimizer from JSON; fails the test (printing the JSON and the error)
+ * if the config is refused. */
+optim_optimizer *optim_test_make(const char *json);
+
+/* A variable of dtype dt and the given shape holding init (doubles, rounded
+ * to float for F32); fails the test on error. */
+optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
+                          const double *init);
+
 /* Fails the test unless |a - b| <= atol + rtol * |b| (NaN never passes). */
 #define assert_close(a, b, rtol, atol) \
     optim_test_assert_close((double)(a), (double)(b), (rtol), (atol), #a, __FILE__, __LINE__)
