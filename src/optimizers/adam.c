@@ -37,14 +37,13 @@
  * rows without an index (m and v decay on every row).
  *
  * Slots: "m", "v", and "vhat" when amsgrad (fixed once slots exist). */
-#include "optim/optimizer_class.h"
+#include "optimizers/adam_coef.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LEGACY_EPSILON 1e-7
 
 enum { P_BETA_1, P_BETA_2, P_EPSILON, P_EPSILON_LEGACY, P_AMSGRAD };
 
@@ -58,13 +57,7 @@ static const optim_param adam_params[] = {
     {"amsgrad", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
 };
 
-typedef struct coef {
-    double alpha;      /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
-    double lr_sparse;  /* legacy sparse: lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t)) */
-    double beta_1, beta_2;
-    double one_minus_beta_1, one_minus_beta_2;
-    double epsilon;
-} coef;
+typedef optim__adam_coef coef;
 
 /* amsgrad as the slots were built: 0 none yet, 1 false, 2 true. */
 typedef struct state {
@@ -100,7 +93,7 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e) ||
         !(isnan(e) || e == 0))
         return 0;
-    return optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
+    return optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
 }
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
@@ -115,15 +108,14 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     return rc;
 }
 
-static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
+void optim__adam_prepare(optim_optimizer *opt, optim_dtype dtype, optim__adam_coef *k)
 {
-    coef *k = c;
     const int legacy = optim_generation_of(opt) == OPTIM_LEGACY;
     const double lr = optim_learning_rate(opt, dtype);
+    /* The family's params 0..3 (adam_coef.h), as Adam's own enum. */
     const double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
     double eps = optim_param_value(opt, legacy ? P_EPSILON_LEGACY : P_EPSILON);
-    /* `epsilon or backend_config.epsilon()` */
-    if (legacy && (isnan(eps) || eps == 0)) eps = LEGACY_EPSILON;
+    if (legacy && (isnan(eps) || eps == 0)) eps = OPTIM__ADAM_LEGACY_EPSILON;
     const int64_t t = optim_iterations(opt) + 1;
     if (dtype == OPTIM_F32) {
         const float l = (float)lr, fb1 = (float)b1, fb2 = (float)b2, ft = (float)t;
@@ -148,6 +140,8 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
         k->epsilon = eps;
     }
 }
+
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c) { optim__adam_prepare(opt, dtype, c); }
 
 /* One element i of the dense rule, gradient G; AMS is a constant 0 or 1, so
  * that each combination compiles to its own vectorised loop. */

@@ -42,7 +42,7 @@
  *
  * Slots: "m", "v", and "vhat" when amsgrad (fixed once slots exist). */
 #define _POSIX_C_SOURCE 200809L
-#include "optim/optimizer_class.h"
+#include "optimizers/adam_coef.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -67,14 +67,9 @@ static const optim_param adamw_params[] = {
 };
 
 #define EXCLUDE_KEY "exclude_from_weight_decay"
-#define LEGACY_EPSILON 1e-7
 
 typedef struct coef {
-    double alpha;      /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
-    double lr_sparse;  /* legacy sparse: lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t)) */
-    double beta_1, beta_2;
-    double one_minus_beta_1, one_minus_beta_2;
-    double epsilon;
+    optim__adam_coef adam;
     double weight_decay; /* legacy only */
 } coef;
 
@@ -209,7 +204,7 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     const state *s = optim_state(opt);
     double e;
     if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0)) {
-        int rc = optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
+        int rc = optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
         if (rc) return rc;
     }
     cJSON *v = s->have_exclude ? cJSON_CreateArray() : cJSON_CreateNull();
@@ -255,38 +250,9 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 {
     coef *k = c;
-    const int legacy = optim_generation_of(opt) == OPTIM_LEGACY;
-    const double lr = optim_learning_rate(opt, dtype);
-    const double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
-    double eps = optim_param_value(opt, legacy ? P_EPSILON_LEGACY : P_EPSILON);
-    /* `epsilon or backend_config.epsilon()` */
-    if (legacy && (isnan(eps) || eps == 0)) eps = LEGACY_EPSILON;
-    const double wd = legacy ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
-    const int64_t t = optim_iterations(opt) + 1;
-    if (dtype == OPTIM_F32) {
-        const float l = (float)lr, fb1 = (float)b1, fb2 = (float)b2, ft = (float)t;
-        const float p1 = powf(fb1, ft), p2 = powf(fb2, ft);
-        const float s = sqrtf(1.0f - p2), d = 1.0f - p1;
-        k->alpha = l * s / d;
-        k->lr_sparse = l * (s / d);
-        k->beta_1 = fb1;
-        k->beta_2 = fb2;
-        k->one_minus_beta_1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1);
-        k->one_minus_beta_2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
-        k->epsilon = (float)eps;
-        k->weight_decay = (float)wd;
-    } else {
-        const double p1 = pow(b1, (double)t), p2 = pow(b2, (double)t);
-        const double s = sqrt(1.0 - p2), d = 1.0 - p1;
-        k->alpha = lr * s / d;
-        k->lr_sparse = lr * (s / d);
-        k->beta_1 = b1;
-        k->beta_2 = b2;
-        k->one_minus_beta_1 = 1.0 - b1;
-        k->one_minus_beta_2 = 1.0 - b2;
-        k->epsilon = eps;
-        k->weight_decay = wd;
-    }
+    optim__adam_prepare(opt, dtype, &k->adam);
+    const double wd = optim_generation_of(opt) == OPTIM_LEGACY ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
+    k->weight_decay = dtype == OPTIM_F32 ? (float)wd : wd;
 }
 
 /* One element i of the dense rule, gradient G, after w = w - wd * w when
@@ -314,8 +280,8 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,    \
                           T *restrict vh, int64_t n, const coef *k, int decay)                 \
     {                                                                                          \
-        const T alpha = (T)k->alpha, c1 = (T)k->one_minus_beta_1;                              \
-        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon, wd = (T)k->weight_decay;     \
+        const T alpha = (T)k->adam.alpha, c1 = (T)k->adam.one_minus_beta_1;                              \
+        const T c2 = (T)k->adam.one_minus_beta_2, eps = (T)k->adam.epsilon, wd = (T)k->weight_decay;     \
         const T zero = 0;                                                                      \
         switch ((vh ? 4 : 0) | (g ? 2 : 0) | (decay ? 1 : 0)) {                                \
         case 7: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 1) break;      \
@@ -356,8 +322,8 @@ ADAMW_DENSE(double, sqrt)
                                T *restrict v, T *restrict vh, int64_t n, const coef *k,        \
                                int decay)                                                      \
     {                                                                                          \
-        const T lr = (T)k->lr_sparse, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                    \
-        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon; \
+        const T lr = (T)k->adam.lr_sparse, b1 = (T)k->adam.beta_1, b2 = (T)k->adam.beta_2;                    \
+        const T c1 = (T)k->adam.one_minus_beta_1, c2 = (T)k->adam.one_minus_beta_2, eps = (T)k->adam.epsilon; \
         const T wd = (T)k->weight_decay;                                                       \
         switch ((vh ? 4 : 0) | (g ? 2 : 0) | (g && decay ? 1 : 0)) {                           \
         case 7: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 1) break;  \

@@ -32,14 +32,13 @@
  *
  * amsgrad: TF Addons documents it as unsupported ("can only be False"); it
  * is refused here. Slots: "m", "v". */
-#include "optim/optimizer_class.h"
+#include "optimizers/adam_coef.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LEGACY_EPSILON 1e-7
 
 enum { P_BETA_1, P_BETA_2, P_EPSILON, P_EPSILON_LEGACY, P_AMSGRAD };
 
@@ -53,12 +52,7 @@ static const optim_param lazy_adam_params[] = {
     {"amsgrad", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
 };
 
-typedef struct coef {
-    double alpha; /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
-    double beta_1, beta_2;
-    double one_minus_beta_1, one_minus_beta_2;
-    double epsilon;
-} coef;
+typedef optim__adam_coef coef;
 
 static int validate(optim_optimizer *opt, optim_error *err)
 {
@@ -81,7 +75,7 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e) ||
         !(isnan(e) || e == 0))
         return 0;
-    return optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
+    return optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
 }
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
@@ -91,33 +85,7 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     return rc ? rc : optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
 }
 
-static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
-{
-    coef *k = c;
-    const int legacy = optim_generation_of(opt) == OPTIM_LEGACY;
-    const double lr = optim_learning_rate(opt, dtype);
-    const double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
-    double eps = optim_param_value(opt, legacy ? P_EPSILON_LEGACY : P_EPSILON);
-    /* `epsilon or backend_config.epsilon()` */
-    if (legacy && (isnan(eps) || eps == 0)) eps = LEGACY_EPSILON;
-    const int64_t t = optim_iterations(opt) + 1;
-    if (dtype == OPTIM_F32) {
-        const float l = (float)lr, fb1 = (float)b1, fb2 = (float)b2, ft = (float)t;
-        k->alpha = l * sqrtf(1.0f - powf(fb2, ft)) / (1.0f - powf(fb1, ft));
-        k->beta_1 = fb1;
-        k->beta_2 = fb2;
-        k->one_minus_beta_1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1);
-        k->one_minus_beta_2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
-        k->epsilon = (float)eps;
-    } else {
-        k->alpha = lr * sqrt(1.0 - pow(b2, (double)t)) / (1.0 - pow(b1, (double)t));
-        k->beta_1 = b1;
-        k->beta_2 = b2;
-        k->one_minus_beta_1 = 1.0 - b1;
-        k->one_minus_beta_2 = 1.0 - b2;
-        k->epsilon = eps;
-    }
-}
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c) { optim__adam_prepare(opt, dtype, c); }
 
 /* Adam's dense rule (both generations; they differ only in coef). */
 #define LAZY_DENSE(T, SQRT)                                                                      \

@@ -1,0 +1,26 @@
+/* The per-step constants of the Adam family (Adam, AdamW, LazyAdam), in one
+ * place so that their rounding is written once (internal).
+ *
+ * A class using them declares its first four params as beta_1, beta_2,
+ * epsilon (Keras 3) and epsilon (legacy, nullable). t = iterations + 1; for
+ * F32 every constant is computed in float, with 1 - beta in double then cast
+ * for Keras 3 (Python arithmetic) and in float for legacy (TF ops). */
+#ifndef OPTIM_OPTIMIZERS_ADAM_COEF_H
+#define OPTIM_OPTIMIZERS_ADAM_COEF_H
+
+#include "optim/optimizer_class.h"
+
+/* Legacy `epsilon or backend_config.epsilon()`: 0 and None mean this. */
+#define OPTIM__ADAM_LEGACY_EPSILON 1e-7
+
+typedef struct optim__adam_coef {
+    double alpha;     /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
+    double lr_sparse; /* legacy sparse: lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t)) */
+    double beta_1, beta_2;
+    double one_minus_beta_1, one_minus_beta_2;
+    double epsilon;
+} optim__adam_coef;
+
+void optim__adam_prepare(optim_optimizer *opt, optim_dtype dtype, optim__adam_coef *k);
+
+#endif
