@@ -1,5 +1,7 @@
+#define _XOPEN_SOURCE 700
 #include "testutil.h"
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +18,41 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
     }
 }
 
+static char tmp_dir[256];
+static pid_t tmp_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Removes the test's temporary directory at exit (in the process that made
+ * it, not in forked children). */
+static void remove_tmp_dir(void)
+{
+    if (tmp_dir[0] && getpid() == tmp_owner) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *optim_test_tmpfile(const char *name)
 {
-    static char dir[256];
     static char bufs[8][512];
     static int slot;
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/optim-test-%ld", (long)getpid());
-        mkdir(dir, 0700);
+    if (!tmp_dir[0]) {
+        /* A new directory every run (mkdtemp), so that nothing a previous
+         * process left behind, even under a reused pid, is in the way. */
+        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/optim-test-XXXXXX");
+        if (!mkdtemp(tmp_dir)) {
+            print_error("cannot create a temporary directory under /tmp\n");
+            fail();
+        }
+        tmp_owner = getpid();
+        atexit(remove_tmp_dir);
     }
     char *b = bufs[slot++ % 8];
-    snprintf(b, 512, "%s/%s", dir, name);
+    snprintf(b, 512, "%s/%s", tmp_dir, name);
     return b;
 }
 
