@@ -56,25 +56,25 @@ typedef enum optim_idx_type {
 typedef struct optim_idx optim_idx;
 
 /* Reads the whole file. On error *out is NULL and err (if not NULL) says why. */
-int optim_idx_read(const char *path, optim_idx **out, optim_error *err);
-void optim_idx_free(optim_idx *f); /* NULL is a no-op */
+OPTIM_API int optim_idx_read(const char *path, optim_idx **out, optim_error *err);
+OPTIM_API void optim_idx_free(optim_idx *f); /* NULL is a no-op */
 
-optim_idx_type optim_idx_type_of(const optim_idx *f);
+OPTIM_API optim_idx_type optim_idx_type_of(const optim_idx *f);
 /* "uint8", "int8", "int16", "int32", "float32", "float64"; NULL if unknown. */
-const char *optim_idx_type_name(optim_idx_type type);
-int32_t optim_idx_rank(const optim_idx *f);
-const int64_t *optim_idx_shape(const optim_idx *f);
-int64_t optim_idx_numel(const optim_idx *f);
+OPTIM_API const char *optim_idx_type_name(optim_idx_type type);
+OPTIM_API int32_t optim_idx_rank(const optim_idx *f);
+OPTIM_API const int64_t *optim_idx_shape(const optim_idx *f);
+OPTIM_API int64_t optim_idx_numel(const optim_idx *f);
 /* The elements in host byte order, as the type says (uint8_t, int8_t,
  * int16_t, int32_t, float, double). Valid until optim_idx_free. */
-const void *optim_idx_data(const optim_idx *f);
+OPTIM_API const void *optim_idx_data(const optim_idx *f);
 /* Element i as double; NAN if i is out of range. */
-double optim_idx_get(const optim_idx *f, int64_t i);
+OPTIM_API double optim_idx_get(const optim_idx *f, int64_t i);
 
 /* Writes every element to out (numel elements of dtype): for OPTIM_F32 and
  * OPTIM_F64, value * scale; for OPTIM_I32 and OPTIM_I64 (integer types only,
  * scale must be 1), the value. */
-int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void *out, optim_error *err);
+OPTIM_API int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void *out, optim_error *err);
 
 #ifdef __cplusplus
 }

@@ -105,11 +105,11 @@ typedef enum optim_activation {
 } optim_activation;
 
 /* Keras's name ("relu"); NULL for an unknown value. */
-const char *optim_activation_name(optim_activation a);
+OPTIM_API const char *optim_activation_name(optim_activation a);
 /* From Keras's name (also None/"None" -> linear). OPTIM_EINVAL if unknown. */
-int optim_activation_from_name(const char *name, optim_activation *out, optim_error *err);
+OPTIM_API int optim_activation_from_name(const char *name, optim_activation *out, optim_error *err);
 /* Applies the activation on a tape; NULL on error (message on the tape). */
-optim_node *optim_activation_apply(optim_tape *t, optim_activation a, optim_node *x);
+OPTIM_API optim_node *optim_activation_apply(optim_tape *t, optim_activation a, optim_node *x);
 
 /* ---- layers ------------------------------------------------------------------------ */
 
@@ -128,8 +128,8 @@ typedef struct optim_dense_options {
     const char *name;                    /* NULL: "dense", made unique in a model */
 } optim_dense_options;
 
-optim_dense_options optim_dense_defaults(int64_t units);
-int optim_dense_create(optim_layer **out, const optim_dense_options *opts, optim_error *err);
+OPTIM_API optim_dense_options optim_dense_defaults(int64_t units);
+OPTIM_API int optim_dense_create(optim_layer **out, const optim_dense_options *opts, optim_error *err);
 
 typedef struct optim_embedding_options {
     uint32_t size;              /* sizeof(optim_embedding_options) */
@@ -140,36 +140,36 @@ typedef struct optim_embedding_options {
     const char *name;           /* NULL: "embedding" */
 } optim_embedding_options;
 
-optim_embedding_options optim_embedding_defaults(int64_t input_dim, int64_t output_dim);
+OPTIM_API optim_embedding_options optim_embedding_defaults(int64_t input_dim, int64_t output_dim);
 /* An Embedding takes integer ids (a tensor of any shape; I32, I64, or F32/F64
  * holding whole numbers: Keras truncates fractions, optim refuses them) and
  * gives [ids shape..., output_dim]. In a Sequential it must be the first
  * layer and takes the model's dtype; called on its own it is float32. */
-int optim_embedding_create(optim_layer **out, const optim_embedding_options *opts, optim_error *err);
+OPTIM_API int optim_embedding_create(optim_layer **out, const optim_embedding_options *opts, optim_error *err);
 
 /* Flatten: [batch, d1, d2, ...] -> [batch, d1*d2*...]. name NULL: "flatten". */
-int optim_flatten_create(optim_layer **out, const char *name, optim_error *err);
+OPTIM_API int optim_flatten_create(optim_layer **out, const char *name, optim_error *err);
 
 /* Dropout: rate in [0, 1); active only when called with training != 0.
  * Each training call draws a fresh mask from (seed, call count). */
-int optim_dropout_create(optim_layer **out, double rate, int64_t seed, const char *name,
+OPTIM_API int optim_dropout_create(optim_layer **out, double rate, int64_t seed, const char *name,
                          optim_error *err);
 
 /* Frees a layer that no model owns (a model frees its own). NULL: no-op. */
-void optim_layer_destroy(optim_layer *l);
-const char *optim_layer_name(const optim_layer *l);
+OPTIM_API void optim_layer_destroy(optim_layer *l);
+OPTIM_API const char *optim_layer_name(const optim_layer *l);
 /* "Dense", "Embedding", "Flatten", "Dropout". */
-const char *optim_layer_class_name(const optim_layer *l);
-int optim_layer_built(const optim_layer *l);
+OPTIM_API const char *optim_layer_class_name(const optim_layer *l);
+OPTIM_API int optim_layer_built(const optim_layer *l);
 /* The layer's variables in Keras's order (kernel, bias); up to cap, returns
  * the count (0 before the layer is built). */
-size_t optim_layer_variables(const optim_layer *l, optim_var **vars, size_t cap);
+OPTIM_API size_t optim_layer_variables(const optim_layer *l, optim_var **vars, size_t cap);
 /* Calls the layer on a tape, building it first if needed (input node of the
  * layer's dtype; an Embedding takes `ids` instead, x must be NULL).
  * *out lives on the tape. Message in optim_layer_errmsg. */
-int optim_layer_call(optim_layer *l, optim_tape *t, optim_node *x, const optim_tensor *ids,
+OPTIM_API int optim_layer_call(optim_layer *l, optim_tape *t, optim_node *x, const optim_tensor *ids,
                      int training, optim_node **out);
-const char *optim_layer_errmsg(const optim_layer *l);
+OPTIM_API const char *optim_layer_errmsg(const optim_layer *l);
 
 /* ---- losses ------------------------------------------------------------------------ */
 
@@ -193,11 +193,11 @@ typedef struct optim_loss {
     double label_smoothing;   /* BinaryCrossentropy: z -> z (1 - s) + s / 2, s in [0, 1] (0) */
 } optim_loss;
 
-optim_loss optim_loss_mean_squared_error(void);
-optim_loss optim_loss_binary_crossentropy(int from_logits);
-optim_loss optim_loss_sparse_categorical_crossentropy(int from_logits);
+OPTIM_API optim_loss optim_loss_mean_squared_error(void);
+OPTIM_API optim_loss optim_loss_binary_crossentropy(int from_logits);
+OPTIM_API optim_loss optim_loss_sparse_categorical_crossentropy(int from_logits);
 /* Keras's class name ("MeanSquaredError"), NULL for an unknown kind. */
-const char *optim_loss_name(const optim_loss *loss);
+OPTIM_API const char *optim_loss_name(const optim_loss *loss);
 
 /* The loss of y_pred (a node) against y_true on a tape, like calling a Keras
  * loss object: MSE and BinaryCrossentropy take y_true of y_pred's shape
@@ -206,7 +206,7 @@ const char *optim_loss_name(const optim_loss *loss);
  * integer labels of shape y_pred.shape[:-1] (or with a trailing 1), in
  * 0 .. classes-1. sample_weight (NULL: none) has the per-sample shape.
  * *out is a scalar, or per-sample values for OPTIM_REDUCTION_NONE. */
-int optim_loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
+OPTIM_API int optim_loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
                     optim_node *y_pred, const optim_tensor *sample_weight, optim_node **out,
                     optim_error *err);
 
@@ -223,13 +223,13 @@ typedef enum optim_metric_kind {
 /* Keras 3's choice for "accuracy": binary if y_pred's last dim is 1, sparse
  * categorical if y_true has a lower rank (or a last dim of 1), else
  * categorical. Other kinds are returned as they are. */
-optim_metric_kind optim_metric_resolve(optim_metric_kind kind, const optim_tensor *y_true,
+OPTIM_API optim_metric_kind optim_metric_resolve(optim_metric_kind kind, const optim_tensor *y_true,
                                        const optim_tensor *y_pred);
 
 /* Accumulates an accuracy like Keras's MeanMetricWrapper: adds the sum of
  * the per-sample values (each sample's mean over its remaining axes) to
  * *total and the number of samples to *count. accuracy = total / count. */
-int optim_accuracy_update(optim_metric_kind kind, const optim_tensor *y_true,
+OPTIM_API int optim_accuracy_update(optim_metric_kind kind, const optim_tensor *y_true,
                           const optim_tensor *y_pred, double *total, double *count,
                           optim_error *err);
 
@@ -245,9 +245,9 @@ typedef struct optim_logs {
 } optim_logs;
 
 /* OPTIM_ENOTFOUND if name is not there. */
-int optim_logs_get(const optim_logs *logs, const char *name, double *value);
+OPTIM_API int optim_logs_get(const optim_logs *logs, const char *name, double *value);
 /* Adds or replaces; OPTIM_ERANGE when full, OPTIM_EINVAL for a bad name. */
-int optim_logs_set(optim_logs *logs, const char *name, double value);
+OPTIM_API int optim_logs_set(optim_logs *logs, const char *name, double value);
 
 /* ---- Sequential ---------------------------------------------------------------------- */
 
@@ -258,54 +258,54 @@ typedef struct optim_sequential_options {
     uint64_t seed;      /* where layers without a seed get theirs (0) */
 } optim_sequential_options;
 
-optim_sequential_options optim_sequential_defaults(void);
+OPTIM_API optim_sequential_options optim_sequential_defaults(void);
 /* opts NULL: the defaults. */
-int optim_sequential_create(optim_model **out, const optim_sequential_options *opts,
+OPTIM_API int optim_sequential_create(optim_model **out, const optim_sequential_options *opts,
                             optim_error *err);
 /* Frees the model, its layers and their variables. NULL is a no-op. */
-void optim_model_destroy(optim_model *m);
-const char *optim_model_errmsg(const optim_model *m);
-const char *optim_model_name(const optim_model *m);
+OPTIM_API void optim_model_destroy(optim_model *m);
+OPTIM_API const char *optim_model_errmsg(const optim_model *m);
+OPTIM_API const char *optim_model_name(const optim_model *m);
 
 /* Appends a layer; on success the model owns it. Refused once the model is
  * built, for a layer another model owns, or for a duplicate layer name. */
-int optim_sequential_add(optim_model *m, optim_layer *l);
-size_t optim_model_layer_count(const optim_model *m);
-optim_layer *optim_model_layer(const optim_model *m, size_t i);
+OPTIM_API int optim_sequential_add(optim_model *m, optim_layer *l);
+OPTIM_API size_t optim_model_layer_count(const optim_model *m);
+OPTIM_API optim_layer *optim_model_layer(const optim_model *m, size_t i);
 
 /* Creates the variables now for inputs of shape [batch, input_shape...]
  * (Keras's model.build((None, ...))). Otherwise the first call does it. */
-int optim_model_build(optim_model *m, int32_t rank, const int64_t *input_shape);
-int optim_model_built(const optim_model *m);
+OPTIM_API int optim_model_build(optim_model *m, int32_t rank, const int64_t *input_shape);
+OPTIM_API int optim_model_built(const optim_model *m);
 /* Output shape for one input shape (batch dim included), after build. */
-int optim_model_output_shape(optim_model *m, int32_t rank, const int64_t *input_shape,
+OPTIM_API int optim_model_output_shape(optim_model *m, int32_t rank, const int64_t *input_shape,
                              int32_t *out_rank, int64_t *out_shape);
 
 /* model(x, training=...): x is a tensor of any float or integer dtype
  * (converted to the model's dtype; ids for an Embedding first layer).
  * Builds the model on the first call; if that call fails, the model is
  * left unbuilt. *out lives on the tape. */
-int optim_model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
+OPTIM_API int optim_model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
                      optim_node **out);
 
 /* Variables of all layers in order (model.weights / trainable_weights).
  * Write up to cap; return the total. */
-size_t optim_model_variables(const optim_model *m, optim_var **vars, size_t cap);
-size_t optim_model_trainable_variables(const optim_model *m, optim_var **vars, size_t cap);
-int64_t optim_model_count_params(const optim_model *m);
+OPTIM_API size_t optim_model_variables(const optim_model *m, optim_var **vars, size_t cap);
+OPTIM_API size_t optim_model_trainable_variables(const optim_model *m, optim_var **vars, size_t cap);
+OPTIM_API int64_t optim_model_count_params(const optim_model *m);
 /* model.summary(): a table of layers, output shapes and parameter counts. */
-int optim_model_summary(optim_model *m, FILE *out);
+OPTIM_API int optim_model_summary(optim_model *m, FILE *out);
 
 /* model.compile(optimizer, loss, metrics=[metric]). The optimizer is
  * borrowed (it must outlive the model's use); the loss is copied. Its
  * reduction must not be NONE (fit needs a scalar). metric may be NONE. */
-int optim_model_compile(optim_model *m, optim_optimizer *opt, const optim_loss *loss,
+OPTIM_API int optim_model_compile(optim_model *m, optim_optimizer *opt, const optim_loss *loss,
                         optim_metric_kind metric);
-optim_optimizer *optim_model_optimizer(const optim_model *m);
+OPTIM_API optim_optimizer *optim_model_optimizer(const optim_model *m);
 
 /* model.stop_training = True (from a callback): fit stops after the current
  * batch. */
-void optim_model_stop_training(optim_model *m);
+OPTIM_API void optim_model_stop_training(optim_model *m);
 
 /* ---- callbacks ------------------------------------------------------------------------ */
 
@@ -330,9 +330,9 @@ typedef struct optim_callback_hooks {
     void (*destroy)(void *user);
 } optim_callback_hooks;
 
-int optim_callback_create(optim_callback **out, const optim_callback_hooks *hooks, void *user,
+OPTIM_API int optim_callback_create(optim_callback **out, const optim_callback_hooks *hooks, void *user,
                           optim_error *err);
-void optim_callback_destroy(optim_callback *cb); /* NULL is a no-op */
+OPTIM_API void optim_callback_destroy(optim_callback *cb); /* NULL is a no-op */
 
 typedef enum optim_monitor_mode { OPTIM_MODE_AUTO = 0, OPTIM_MODE_MIN, OPTIM_MODE_MAX } optim_monitor_mode;
 
@@ -349,14 +349,14 @@ typedef struct optim_early_stopping_options {
     FILE *out;                  /* verbose messages ("Epoch 5: early stopping"); NULL: none */
 } optim_early_stopping_options;
 
-optim_early_stopping_options optim_early_stopping_defaults(void);
-int optim_early_stopping_create(optim_callback **out, const optim_early_stopping_options *opts,
+OPTIM_API optim_early_stopping_options optim_early_stopping_defaults(void);
+OPTIM_API int optim_early_stopping_create(optim_callback **out, const optim_early_stopping_options *opts,
                                 optim_error *err);
 /* 0-based epoch at which it stopped training (0: it did not). -1 if cb is
  * not an EarlyStopping. */
-int64_t optim_early_stopping_stopped_epoch(const optim_callback *cb);
+OPTIM_API int64_t optim_early_stopping_stopped_epoch(const optim_callback *cb);
 /* The best monitored value (NAN before any) and its 0-based epoch. */
-double optim_early_stopping_best(const optim_callback *cb, int64_t *best_epoch);
+OPTIM_API double optim_early_stopping_best(const optim_callback *cb, int64_t *best_epoch);
 
 /* keras.callbacks.LearningRateScheduler: at each epoch's start the
  * optimizer's learning_rate becomes fn(user, epoch, current_lr). The value
@@ -364,7 +364,7 @@ double optim_early_stopping_best(const optim_callback *cb, int64_t *best_epoch);
  * variable or callable: Keras 3 refuses to set those). Adds "learning_rate"
  * to the epoch logs. */
 typedef double (*optim_epoch_schedule_fn)(void *user, int64_t epoch, double lr);
-int optim_lr_scheduler_create(optim_callback **out, optim_epoch_schedule_fn fn, void *user,
+OPTIM_API int optim_lr_scheduler_create(optim_callback **out, optim_epoch_schedule_fn fn, void *user,
                               FILE *verbose_out, optim_error *err);
 
 /* ---- fit / evaluate / predict ------------------------------------------------------ */
@@ -386,7 +386,7 @@ typedef struct optim_fit_options {
     int verbose;                       /* OPTIM_VERBOSE_AUTO, 0 (silent), 1 (bar), 2 (line) */
 } optim_fit_options;
 
-optim_fit_options optim_fit_defaults(void);
+OPTIM_API optim_fit_options optim_fit_defaults(void);
 
 /* Keras's History: one logs entry per epoch run. */
 typedef struct optim_history {
@@ -394,7 +394,7 @@ typedef struct optim_history {
     int64_t *epoch;     /* 0-based epoch numbers */
     optim_logs *logs;
 } optim_history;
-void optim_history_free(optim_history *h); /* frees the arrays, zeroes *h */
+OPTIM_API void optim_history_free(optim_history *h); /* frees the arrays, zeroes *h */
 
 /* model.fit(x, y, ...). x: [n, ...] inputs, y: [n, ...] targets (labels for
  * SparseCategoricalCrossentropy). Needs optim_model_compile. Everything is
@@ -402,19 +402,19 @@ void optim_history_free(optim_history *h); /* frees the arrays, zeroes *h */
  * training where it is (the model keeps the steps already applied).
  * history (NULL: not kept) gets malloc'd arrays, also when fit fails after
  * some epochs: free them with optim_history_free. */
-int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y,
+OPTIM_API int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y,
                     const optim_fit_options *opts, optim_history *history);
 
 /* model.evaluate: loss (and the metric) over all of x, weighted by batch
  * size, into *logs ("loss", "accuracy"). out: a progress bar or line
  * (OPTIM_VERBOSE_AUTO behaviour), NULL: silent. */
-int optim_model_evaluate(optim_model *m, const optim_tensor *x, const optim_tensor *y,
+OPTIM_API int optim_model_evaluate(optim_model *m, const optim_tensor *x, const optim_tensor *y,
                          int64_t batch_size, FILE *out, optim_logs *logs);
 
 /* model.predict: y gets the outputs for all of x ([n, output shape...], the
  * model's dtype) in memory the library allocates; free y->data with
  * optim_free. */
-int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_size,
+OPTIM_API int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_size,
                         optim_tensor *y);
 
 #ifdef __cplusplus

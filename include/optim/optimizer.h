@@ -70,9 +70,9 @@ typedef struct optim_grad_var {
     optim_var *var;
 } optim_grad_var;
 
-optim_grad optim_grad_none(void);
-optim_grad optim_grad_dense(optim_tensor t);
-optim_grad optim_grad_sparse(const int64_t *indices, int64_t n, optim_tensor values);
+OPTIM_API optim_grad optim_grad_none(void);
+OPTIM_API optim_grad optim_grad_dense(optim_tensor t);
+OPTIM_API optim_grad optim_grad_sparse(const int64_t *indices, int64_t n, optim_tensor values);
 
 /* ---- creation ----------------------------------------------------------- */
 
@@ -87,16 +87,16 @@ typedef struct optim_options {
     const char *name;            /* the optimizer's name; NULL: the class name */
 } optim_options;
 
-optim_options optim_options_defaults(void);
+OPTIM_API optim_options optim_options_defaults(void);
 
 /* Creates an optimizer of class `cls` with the class's defaults. The class
  * table is copied; its strings and param array must stay valid (static).
  * opts may be NULL (defaults). */
-int optim_create(optim_optimizer **out, const optim_class *cls, const optim_options *opts,
+OPTIM_API int optim_create(optim_optimizer **out, const optim_class *cls, const optim_options *opts,
                  optim_error *err);
 
 /* Same, looking the class up by Keras name, case-insensitively ("sgd"). */
-int optim_create_by_name(optim_optimizer **out, const char *class_name,
+OPTIM_API int optim_create_by_name(optim_optimizer **out, const char *class_name,
                          const optim_options *opts, optim_error *err);
 
 /* Creates an optimizer from Keras JSON: {"class_name": "SGD", "config": {...}}
@@ -104,34 +104,34 @@ int optim_create_by_name(optim_optimizer **out, const char *class_name,
  * defaults, as keras.optimizers.get). Keys are checked against the class and
  * generation: an unknown key, a value of the wrong type or out of range is an
  * error naming the key, the value and what was allowed. */
-int optim_from_json(optim_optimizer **out, const char *json, optim_error *err);
+OPTIM_API int optim_from_json(optim_optimizer **out, const char *json, optim_error *err);
 
 /* Creates from a class name and a config object alone (Optimizer.from_config). */
-int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
+OPTIM_API int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
                       optim_error *err);
 
 /* Frees the optimizer and its slots (never the variables). NULL is a no-op. */
-void optim_destroy(optim_optimizer *opt);
+OPTIM_API void optim_destroy(optim_optimizer *opt);
 
 /* Message of the last failed call ("" after a success). */
-const char *optim_errmsg(const optim_optimizer *opt);
+OPTIM_API const char *optim_errmsg(const optim_optimizer *opt);
 
-const char *optim_name(const optim_optimizer *opt);
-const optim_class *optim_class_of(const optim_optimizer *opt);
-optim_generation optim_generation_of(const optim_optimizer *opt);
+OPTIM_API const char *optim_name(const optim_optimizer *opt);
+OPTIM_API const optim_class *optim_class_of(const optim_optimizer *opt);
+OPTIM_API optim_generation optim_generation_of(const optim_optimizer *opt);
 
 /* ---- configuration (get_config / serialize) ------------------------------ */
 
 /* The config object as JSON text, with exactly Keras's keys for the class and
  * generation. Returns a malloc'd string the caller frees with optim_free, or
  * NULL (out of memory; see optim_errmsg). */
-char *optim_get_config(optim_optimizer *opt);
+OPTIM_API char *optim_get_config(optim_optimizer *opt);
 
 /* {"class_name": ..., "config": ...} (tf.keras.optimizers.serialize). */
-char *optim_serialize(optim_optimizer *opt);
+OPTIM_API char *optim_serialize(optim_optimizer *opt);
 
 /* Frees strings returned by the library. */
-void optim_free(void *p);
+OPTIM_API void optim_free(void *p);
 
 /* ---- hyperparameters ---------------------------------------------------- */
 
@@ -139,31 +139,31 @@ void optim_free(void *p);
  * "momentum", "nesterov", "clipnorm", "decay", ...) to a number. Booleans are
  * 0/1. For options that may be None (clipnorm, clipvalue, global_clipnorm),
  * NAN means None. Takes effect at the next step (opt.learning_rate = 0.05). */
-int optim_set_hyper(optim_optimizer *opt, const char *name, double value);
+OPTIM_API int optim_set_hyper(optim_optimizer *opt, const char *name, double value);
 
 /* Makes a hyperparameter follow a scalar variable (borrowed; read at each
  * step, like a tf.Variable hyperparameter). */
-int optim_set_hyper_var(optim_optimizer *opt, const char *name, optim_var *scalar);
+OPTIM_API int optim_set_hyper_var(optim_optimizer *opt, const char *name, optim_var *scalar);
 
 /* Makes a hyperparameter a zero-argument callable, evaluated once per step. */
 typedef double (*optim_hyper_fn)(void *user);
-int optim_set_hyper_fn(optim_optimizer *opt, const char *name, optim_hyper_fn fn, void *user);
+OPTIM_API int optim_set_hyper_fn(optim_optimizer *opt, const char *name, optim_hyper_fn fn, void *user);
 
 /* Makes a hyperparameter a function of the step counter (a learning-rate
  * schedule), evaluated once per step at `iterations` before its increment. */
 typedef double (*optim_schedule_fn)(void *user, int64_t step);
-int optim_set_hyper_schedule(optim_optimizer *opt, const char *name, optim_schedule_fn fn,
+OPTIM_API int optim_set_hyper_schedule(optim_optimizer *opt, const char *name, optim_schedule_fn fn,
                              void *user);
 
 /* The value the hyperparameter has at the current step (NAN for None). */
-int optim_get_hyper(optim_optimizer *opt, const char *name, double *value);
+OPTIM_API int optim_get_hyper(optim_optimizer *opt, const char *name, double *value);
 
 /* 1 if the hyperparameter is a plain number or None, 0 if it is a variable,
  * callable or schedule (or unknown). */
-int optim_hyper_is_constant(const optim_optimizer *opt, const char *name);
+OPTIM_API int optim_hyper_is_constant(const optim_optimizer *opt, const char *name);
 
 /* Number of OpenMP threads a step uses; 0 (the default) means OpenMP's. */
-int optim_set_num_threads(optim_optimizer *opt, int n);
+OPTIM_API int optim_set_num_threads(optim_optimizer *opt, int n);
 
 /* Keras 3's exclude_from_weight_decay: the `weight_decay` option (decoupled,
  * w = w - w * weight_decay * lr before each update) skips these variables
@@ -171,7 +171,7 @@ int optim_set_num_threads(optim_optimizer *opt, int n);
  * regular expressions, searched anywhere in the name like Python's
  * re.search). May be called again to add more; a bad pattern changes
  * nothing. */
-int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars, size_t nvars,
+OPTIM_API int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars, size_t nvars,
                                     const char *const *name_patterns, size_t npatterns);
 
 /* ---- gradient processing ------------------------------------------------ */
@@ -184,12 +184,12 @@ typedef int (*optim_grad_fn)(void *user, optim_grad_var *pairs, size_t n, optim_
 
 /* Appends a gradient transformer (Keras's gradient_transformers), run after
  * clipvalue, clipnorm and global_clipnorm, in the order added. */
-int optim_add_gradient_transformer(optim_optimizer *opt, optim_grad_fn fn, void *user);
+OPTIM_API int optim_add_gradient_transformer(optim_optimizer *opt, optim_grad_fn fn, void *user);
 
 /* Sets the gradient aggregator (Keras's gradient_aggregator; by default the
  * identity, for a single replica). It runs first, unless apply_gradients is
  * called with OPTIM_APPLY_NO_AGGREGATE. */
-int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn fn, void *user);
+OPTIM_API int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn fn, void *user);
 
 /* ---- stepping ----------------------------------------------------------- */
 
@@ -201,44 +201,44 @@ int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn fn, void *
  * iterations += 1. A variable may appear once per call. If no pair has a
  * gradient, the call fails with OPTIM_EINVAL (Keras: "No gradients provided
  * for any variable") and nothing changes. */
-int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+OPTIM_API int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                           uint32_t flags);
 
 /* Creates slots for these variables now and fixes the optimizer's variable
  * set, like Keras 3's optimizer.build(var_list): afterwards, a gradient for
  * any other variable is an error. */
-int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n);
+OPTIM_API int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
-int64_t optim_iterations(const optim_optimizer *opt);
+OPTIM_API int64_t optim_iterations(const optim_optimizer *opt);
 
 /* Sets the step counter (a wrapper's inner optimizer follows). */
-int optim_set_iterations(optim_optimizer *opt, int64_t iterations);
+OPTIM_API int optim_set_iterations(optim_optimizer *opt, int64_t iterations);
 
 /* ---- slots and weights ---------------------------------------------------- */
 
 /* The slot `slot_name` of `var`, or NULL if none was created. */
-optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var,
+OPTIM_API optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var,
                           const char *slot_name);
 
 /* Names of the slots the optimizer created, in creation order, each once.
  * Writes up to cap names and returns the total count. */
-size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size_t cap);
+OPTIM_API size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size_t cap);
 
 /* Number of weights: 1 (iterations) + the number of slot variables. */
-size_t optim_weights_count(const optim_optimizer *opt);
+OPTIM_API size_t optim_weights_count(const optim_optimizer *opt);
 
 /* Views of the weights in Keras's order: iterations (int64 scalar), then the
  * slots in creation order. Writes up to cap views and returns the count. The
  * views point into the optimizer and stay valid until its next change. */
-size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap);
+OPTIM_API size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap);
 
 /* Sets all weights, in optim_get_weights's order. The count, each dtype
  * (int32/int64 or float for iterations) and each shape must match; else
  * nothing changes. */
-int optim_set_weights(optim_optimizer *opt, const optim_tensor *weights, size_t n);
+OPTIM_API int optim_set_weights(optim_optimizer *opt, const optim_tensor *weights, size_t n);
 
 /* Name of weight i ("iterations" or "VAR/SLOT"), NULL past the end. */
-const char *optim_weight_name(const optim_optimizer *opt, size_t i);
+OPTIM_API const char *optim_weight_name(const optim_optimizer *opt, size_t i);
 
 /* ---- Keras 3's moving average, loss scaling and gradient accumulation ----- */
 
@@ -270,7 +270,7 @@ const char *optim_weight_name(const optim_optimizer *opt, size_t i);
  * optimizer tracks to its moving average (what fit() does after the last
  * epoch); otherwise does nothing. A wrapper passes the call to its inner
  * optimizer. Returns 0, or OPTIM_EINVAL when opt is NULL. */
-int optim_finalize_variable_values(optim_optimizer *opt);
+OPTIM_API int optim_finalize_variable_values(optim_optimizer *opt);
 
 #ifdef __cplusplus
 }

@@ -198,11 +198,11 @@ struct optim_class {
 /* Registers a class for lookup by name (case-insensitive) in JSON and
  * optim_create_by_name. The table is copied. Not thread-safe: register at
  * start-up. Refuses a bad table or a name already taken. */
-int optim_register_class(const optim_class *cls, optim_error *err);
+OPTIM_API int optim_register_class(const optim_class *cls, optim_error *err);
 
 /* Looks a class up by name, case-insensitively, ignoring TF Addons'
  * "Addons>" prefix; NULL if unknown. */
-const optim_class *optim_find_class(const char *name);
+OPTIM_API const optim_class *optim_find_class(const char *name);
 
 typedef enum optim_slot_init {
     OPTIM_SLOT_ZEROS = 0,
@@ -212,7 +212,7 @@ typedef enum optim_slot_init {
 
 /* In create_slots: adds slot `slot_name` to `var` (same dtype and shape).
  * Adding an existing slot again is a no-op. */
-int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
+OPTIM_API int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                    optim_slot_init init, double value);
 
 /* The order of the weights a step creates, to match the class's Keras
@@ -223,17 +223,17 @@ typedef enum optim_slot_order {
     OPTIM_SLOTS_BY_KIND = 0,
     OPTIM_SLOTS_BY_VARIABLE = 1
 } optim_slot_order;
-void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order);
+OPTIM_API void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order);
 
 /* For wrappers overriding apply_gradients: creates slots (create_slots) for
  * the variables not seen yet, like the pipeline's step 5, without fixing
  * the variable set. */
-int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n);
+OPTIM_API int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
 /* In create_slots, for a class that is not OPTIM_CLASS_ELEMENTWISE: a slot
  * with a shape of its own (e.g. Adafactor's factored row and column
  * moments). Its data comes to the update hooks whole, like the others. */
-int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
+OPTIM_API int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
                           int32_t rank, const int64_t *shape, optim_slot_init init, double value);
 
 /* An optimizer-level weight (Keras's add_weight outside slots, e.g. legacy
@@ -241,32 +241,32 @@ int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot
  * set_weights in creation order, under `name`. Typically created in
  * create_slots when still missing (kept in the class state). *out is the
  * weight (optional). */
-int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, int32_t rank,
+OPTIM_API int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, int32_t rank,
                      const int64_t *shape, optim_slot_init init, double value, optim_var **out);
 
 /* The class's own parameter i (its order in params), resolved for the
  * current step (callables called once per step). Meaningful inside hooks
  * called by optim_apply_gradients or optim_build. NAN for None. */
-double optim_param_value(const optim_optimizer *opt, size_t i);
+OPTIM_API double optim_param_value(const optim_optimizer *opt, size_t i);
 
 /* The learning rate for the current step in the arithmetic of dtype: the
  * hyperparameter (or schedule) with the legacy `decay` applied as
  * lr / (1 + decay * iterations), rounded through float for F32. */
-double optim_learning_rate(const optim_optimizer *opt, optim_dtype dtype);
+OPTIM_API double optim_learning_rate(const optim_optimizer *opt, optim_dtype dtype);
 
 /* Per-optimizer class state (state_size bytes, zeroed at creation). */
-void *optim_state(const optim_optimizer *opt);
+OPTIM_API void *optim_state(const optim_optimizer *opt);
 
 /* Sets the message of the running call (for hooks that fail). Returns code. */
-int optim_set_error(optim_optimizer *opt, int code, const char *fmt, ...);
+OPTIM_API int optim_set_error(optim_optimizer *opt, int code, const char *fmt, ...);
 
 /* For get_config hooks: adds key with a JSON value (copied, checked; kept in
  * its place when the key exists already). */
-int optim_config_put(optim_config *cfg, const char *key, const char *json_value);
+OPTIM_API int optim_config_put(optim_config *cfg, const char *key, const char *json_value);
 
 /* Adds a float key as the base writes them: the shortest text that reads
  * back exactly, with ".0" for whole values (Python's repr). */
-int optim_config_put_number(optim_config *cfg, const char *key, double value);
+OPTIM_API int optim_config_put_number(optim_config *cfg, const char *key, double value);
 
 #ifdef __cplusplus
 }

@@ -38,7 +38,7 @@ extern "C" {
     X(optim_lookahead_class) \
     /* end of the list */
 
-#define OPTIM__BUILTIN_DECL(sym) extern const optim_class sym;
+#define OPTIM__BUILTIN_DECL(sym) OPTIM_API extern const optim_class sym;
 OPTIM_BUILTIN_CLASSES(OPTIM__BUILTIN_DECL)
 #undef OPTIM__BUILTIN_DECL
 

@@ -87,29 +87,29 @@ typedef struct optim_st_file optim_st_file;
  * (malformed content), OPTIM_ENOTSUP (a well-formed tensor optim cannot hold:
  * a dtype other than F32/F64/I32/I64, or rank above OPTIM_MAX_RANK) or
  * OPTIM_ENOMEM; `err` (may be NULL) says exactly what is wrong. */
-int optim_st_read(const char *path, optim_st_file **out, optim_error *err);
+OPTIM_API int optim_st_read(const char *path, optim_st_file **out, optim_error *err);
 
 /* Same as optim_st_read on the `len` bytes at `buf`, which stay the caller's:
  * everything needed is copied, so buf may be freed right after the call.
  * Messages name the source "safetensors buffer". */
-int optim_st_parse(const void *buf, size_t len, optim_st_file **out, optim_error *err);
+OPTIM_API int optim_st_parse(const void *buf, size_t len, optim_st_file **out, optim_error *err);
 
 /* Frees f and all its tensor data. NULL is a no-op. */
-void optim_st_free(optim_st_file *f);
+OPTIM_API void optim_st_free(optim_st_file *f);
 
 /* Number of tensors in f (the "__metadata__" entry is not one); 0 for NULL. */
-size_t optim_st_count(const optim_st_file *f);
+OPTIM_API size_t optim_st_count(const optim_st_file *f);
 
 /* Name of the i-th tensor, tensors sorted by name (strcmp order). The string
  * is owned by f. Returns NULL if f is NULL or i >= optim_st_count(f). */
-const char *optim_st_name(const optim_st_file *f, size_t i);
+OPTIM_API const char *optim_st_name(const optim_st_file *f, size_t i);
 
 /* Looks up the tensor called `name` and fills *out with a view of it: dtype,
  * rank, shape, and data pointing at an 8-byte aligned copy owned by f, valid
  * until optim_st_free(f) (the caller may write to it; no one else does).
  * Returns OPTIM_OK, OPTIM_ENOTFOUND if f has no such tensor, or OPTIM_EINVAL
  * if an argument is NULL. *out is left unchanged on error. */
-int optim_st_get(const optim_st_file *f, const char *name, optim_tensor *out);
+OPTIM_API int optim_st_get(const optim_st_file *f, const char *name, optim_tensor *out);
 
 /* ---- Writing ------------------------------------------------------------ */
 
@@ -119,7 +119,7 @@ typedef struct optim_st_writer optim_st_writer;
 /* Creates an empty writer; *out is owned by the caller (destroy it with
  * optim_st_writer_destroy). Returns OPTIM_OK, OPTIM_EINVAL (out is NULL) or
  * OPTIM_ENOMEM; on error *out = NULL. */
-int optim_st_writer_create(optim_st_writer **out, optim_error *err);
+OPTIM_API int optim_st_writer_create(optim_st_writer **out, optim_error *err);
 
 /* Adds a copy of tensor `t` under `name` (both copied; t stays the caller's).
  * t must be F32, F64, I32 or I64, rank 0..OPTIM_MAX_RANK, dims >= 0 and
@@ -128,7 +128,7 @@ int optim_st_writer_create(optim_st_writer **out, optim_error *err);
  * "__metadata__", and not already added. Returns OPTIM_OK, OPTIM_EINVAL (NULL
  * argument, bad or duplicate name, NULL data), OPTIM_EDTYPE, OPTIM_ESHAPE or
  * OPTIM_ENOMEM; on error the writer is unchanged. */
-int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor *t,
+OPTIM_API int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor *t,
                         optim_error *err);
 
 /* Writes all added tensors to `path` atomically: to a temporary file in the
@@ -138,10 +138,10 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
  * again. Returns OPTIM_OK, OPTIM_EINVAL (NULL argument, header too large),
  * OPTIM_EIO (the message has the path and the system's reason) or
  * OPTIM_ENOMEM. */
-int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err);
+OPTIM_API int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err);
 
 /* Frees the writer and its copies. NULL is a no-op. */
-void optim_st_writer_destroy(optim_st_writer *w);
+OPTIM_API void optim_st_writer_destroy(optim_st_writer *w);
 
 #ifdef __cplusplus
 }

@@ -58,32 +58,32 @@ typedef struct optim_schedule_class {
 
 /* Registers a schedule class for lookup by name (case-sensitive, like
  * Keras's schedule deserialization). The table is copied. */
-int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err);
-const optim_schedule_class *optim_find_schedule_class(const char *name);
+OPTIM_API int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err);
+OPTIM_API const optim_schedule_class *optim_find_schedule_class(const char *name);
 
 /* From {"class_name": NAME, "config": {...}}. Every REQUIRED key must be
  * given; unknown keys, wrong types and out-of-range values are refused with
  * a message naming the key. */
-int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error *err);
+OPTIM_API int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error *err);
 
 /* {"class_name": ..., "config": ...}; free with optim_free. NULL on OOM. */
-char *optim_schedule_serialize(const optim_schedule *s);
+OPTIM_API char *optim_schedule_serialize(const optim_schedule *s);
 
 /* The value at `step`. */
-double optim_schedule_value(const optim_schedule *s, int64_t step);
+OPTIM_API double optim_schedule_value(const optim_schedule *s, int64_t step);
 
-const optim_schedule_class *optim_schedule_class_of(const optim_schedule *s);
-void optim_schedule_destroy(optim_schedule *s); /* NULL is a no-op */
+OPTIM_API const optim_schedule_class *optim_schedule_class_of(const optim_schedule *s);
+OPTIM_API void optim_schedule_destroy(optim_schedule *s); /* NULL is a no-op */
 
 /* For class hooks: param i (its order in params), and the class state. */
-double optim_schedule_param(const optim_schedule *s, size_t i);
-void *optim_schedule_state(const optim_schedule *s);
+OPTIM_API double optim_schedule_param(const optim_schedule *s, size_t i);
+OPTIM_API void *optim_schedule_state(const optim_schedule *s);
 
 /* Makes an optimizer hyperparameter follow a schedule object. On success
  * the optimizer owns s (freed with it or when replaced); on error the caller
  * keeps it. A schedule object belongs to one hyperparameter: giving it to a
  * second is refused. */
-int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name, optim_schedule *s);
+OPTIM_API int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name, optim_schedule *s);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,7 @@ extern "C" {
     X(optim_cosine_decay_restarts_class) \
     /* end of the list */
 
-#define OPTIM__SCHEDULE_DECL(sym) extern const optim_schedule_class sym;
+#define OPTIM__SCHEDULE_DECL(sym) OPTIM_API extern const optim_schedule_class sym;
 OPTIM_BUILTIN_SCHEDULES(OPTIM__SCHEDULE_DECL)
 #undef OPTIM__SCHEDULE_DECL
 

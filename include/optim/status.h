@@ -20,6 +20,8 @@
 #ifndef OPTIM_STATUS_H
 #define OPTIM_STATUS_H
 
+#include "optim/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,7 +51,7 @@ typedef enum optim_status {
 } optim_status;
 
 /* Static description of a status code ("unknown status" for others). */
-const char *optim_strerror(int status);
+OPTIM_API const char *optim_strerror(int status);
 
 /* Where functions without an object report details. `msg` is always
  * NUL-terminated; `code` repeats the returned status. */

@@ -70,17 +70,17 @@ typedef struct optim_node optim_node; /* a tensor recorded on a tape */
 #define OPTIM_ALL_AXES INT32_MIN /* reduce over every axis */
 
 /* Creates an empty tape. On error *out is NULL and err (if not NULL) says why. */
-int optim_tape_create(optim_tape **out, optim_error *err);
+OPTIM_API int optim_tape_create(optim_tape **out, optim_error *err);
 /* Frees the tape, its nodes and gradients. NULL is a no-op. */
-void optim_tape_destroy(optim_tape *t);
+OPTIM_API void optim_tape_destroy(optim_tape *t);
 /* Forgets every node, gradient, watch and message (keeps the arena's memory
  * for reuse: a tape reset after each batch stops allocating). */
-void optim_tape_reset(optim_tape *t);
+OPTIM_API void optim_tape_reset(optim_tape *t);
 /* The message of the first failed op since create/reset, or of the last
  * failed optim_tape_gradient ("" if none). */
-const char *optim_tape_errmsg(const optim_tape *t);
+OPTIM_API const char *optim_tape_errmsg(const optim_tape *t);
 /* Bytes of memory the tape's arena holds (for checking reuse). */
-size_t optim_tape_memory(const optim_tape *t);
+OPTIM_API size_t optim_tape_memory(const optim_tape *t);
 
 /* ---- leaves ---------------------------------------------------------------- */
 
@@ -89,77 +89,77 @@ size_t optim_tape_memory(const optim_tape *t);
  * large embedding costs nothing to record): the variable must not change
  * until the gradient has been computed. The same variable may be used
  * several times; its gradient sums them. NULL (with a message) for NULL. */
-optim_node *optim_tape_var(optim_tape *t, optim_var *v);
+OPTIM_API optim_node *optim_tape_var(optim_tape *t, optim_var *v);
 /* tf.GradientTape.watch: nodes made afterwards for `v` lead to a gradient
  * even if `v` is not trainable. Returns 0, or an error (t or v NULL, out of
  * memory). Watches last until reset. */
-int optim_tape_watch(optim_tape *t, optim_var *v);
+OPTIM_API int optim_tape_watch(optim_tape *t, optim_var *v);
 /* A constant (f32 or f64), copied into the tape. */
-optim_node *optim_tape_const(optim_tape *t, const optim_tensor *x);
+OPTIM_API optim_node *optim_tape_const(optim_tape *t, const optim_tensor *x);
 /* A scalar constant of the given dtype (OPTIM_F32 or OPTIM_F64). */
-optim_node *optim_tape_scalar(optim_tape *t, optim_dtype dtype, double value);
+OPTIM_API optim_node *optim_tape_scalar(optim_tape *t, optim_dtype dtype, double value);
 
 /* The value of a node (valid until reset/destroy); NULL for NULL. */
-const optim_tensor *optim_node_value(const optim_node *n);
+OPTIM_API const optim_tensor *optim_node_value(const optim_node *n);
 /* The value of a one-element node as double (NaN for NULL or others). */
-double optim_node_scalar(const optim_node *n);
+OPTIM_API double optim_node_scalar(const optim_node *n);
 
 /* ---- operations (NULL on error) ------------------------------------------------ */
 
 /* Element-wise with NumPy broadcasting (see the top of this header). */
-optim_node *optim_add(optim_tape *t, optim_node *a, optim_node *b);
-optim_node *optim_sub(optim_tape *t, optim_node *a, optim_node *b);
-optim_node *optim_mul(optim_tape *t, optim_node *a, optim_node *b);
-optim_node *optim_div(optim_tape *t, optim_node *a, optim_node *b);
-optim_node *optim_neg(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_add(optim_tape *t, optim_node *a, optim_node *b);
+OPTIM_API optim_node *optim_sub(optim_tape *t, optim_node *a, optim_node *b);
+OPTIM_API optim_node *optim_mul(optim_tape *t, optim_node *a, optim_node *b);
+OPTIM_API optim_node *optim_div(optim_tape *t, optim_node *a, optim_node *b);
+OPTIM_API optim_node *optim_neg(optim_tape *t, optim_node *a);
 /* [m, k] x [k, n] through CBLAS (sgemm/dgemm); transpose flags as BLAS
  * (a transposed `a` is stored [k, m], a transposed `b` [n, k]). Rank 2 only. */
-optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transpose_a, int transpose_b);
+OPTIM_API optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transpose_a, int transpose_b);
 /* Same elements, new shape (rank 0..OPTIM_MAX_RANK); one dim may be -1 (inferred). */
-optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank, const int64_t *shape);
+OPTIM_API optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank, const int64_t *shape);
 /* Reductions over one axis (negative from the end; the axis is removed, as
  * tf.reduce_sum without keepdims) or OPTIM_ALL_AXES (a scalar). Sums
  * accumulate in double. The mean of zero elements is NaN. */
-optim_node *optim_sum(optim_tape *t, optim_node *a, int32_t axis);
-optim_node *optim_mean(optim_tape *t, optim_node *a, int32_t axis);
-optim_node *optim_square(optim_tape *t, optim_node *a);
-optim_node *optim_sqrt(optim_tape *t, optim_node *a);
-optim_node *optim_exp(optim_tape *t, optim_node *a);
-optim_node *optim_log(optim_tape *t, optim_node *a);
-optim_node *optim_tanh(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_sum(optim_tape *t, optim_node *a, int32_t axis);
+OPTIM_API optim_node *optim_mean(optim_tape *t, optim_node *a, int32_t axis);
+OPTIM_API optim_node *optim_square(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_sqrt(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_exp(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_log(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_tanh(optim_tape *t, optim_node *a);
 /* The nn cross-entropy losses given probabilities (from_logits 0) that are
  * the direct output of optim_sigmoid (binary) or optim_softmax (sparse
  * categorical) compute from that op's input, as Keras does. */
-optim_node *optim_sigmoid(optim_tape *t, optim_node *a);
-optim_node *optim_relu(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_sigmoid(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_relu(optim_tape *t, optim_node *a);
 /* Over the last axis (rank >= 1), stable (the row maximum is subtracted). */
-optim_node *optim_softmax(optim_tape *t, optim_node *a);
-optim_node *optim_log_softmax(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_softmax(optim_tape *t, optim_node *a);
+OPTIM_API optim_node *optim_log_softmax(optim_tape *t, optim_node *a);
 /* Per-example losses [batch] of logits [batch, classes] against integer
  * labels (0..classes-1, n == batch; copied), fused and numerically stable:
  * logsumexp(logits) - logits[label], as
  * tf.nn.sparse_softmax_cross_entropy_with_logits. */
-optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const int64_t *labels,
+OPTIM_API optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const int64_t *labels,
                                         int64_t n);
 /* Element-wise sigmoid cross-entropy of logits against targets in [0, 1]
  * (same shape), the stable form max(x,0) - x*z + log(1 + exp(-|x|)), as
  * tf.nn.sigmoid_cross_entropy_with_logits; differentiable in both. */
-optim_node *optim_sigmoid_cross_entropy(optim_tape *t, optim_node *logits, optim_node *targets);
+OPTIM_API optim_node *optim_sigmoid_cross_entropy(optim_tape *t, optim_node *logits, optim_node *targets);
 /* Element-wise squared error (a - b)^2, broadcasting like optim_sub. */
-optim_node *optim_squared_error(optim_tape *t, optim_node *a, optim_node *b);
+OPTIM_API optim_node *optim_squared_error(optim_tape *t, optim_node *a, optim_node *b);
 /* Rows of a [rows, ...] node: [n, ...] (indices copied, each in 0..rows-1).
  * When `params` is a variable's node, the variable's gradient is sparse
  * (indices as given, duplicates kept, values [n, ...]), like tf.gather's
  * IndexedSlices; otherwise the rows are scattered back (summed). */
-optim_node *optim_gather(optim_tape *t, optim_node *params, const int64_t *indices, int64_t n);
+OPTIM_API optim_node *optim_gather(optim_tape *t, optim_node *params, const int64_t *indices, int64_t n);
 /* Joins n >= 1 nodes of one rank (>= 1) along an axis (negative from the
  * end); every other dim must agree. */
-optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int32_t axis);
+OPTIM_API optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int32_t axis);
 /* Inverted dropout: zero with probability rate (0 <= rate < 1), scale the
  * rest by 1/(1-rate); returns `a` itself when !training or rate == 0.
  * Seeded: the same seed gives the same mask (element i's draw depends only
  * on seed and i), so the op is differentiable with a fixed mask. */
-optim_node *optim_dropout(optim_tape *t, optim_node *a, double rate, uint64_t seed, int training);
+OPTIM_API optim_node *optim_dropout(optim_tape *t, optim_node *a, double rate, uint64_t seed, int training);
 
 /* ---- gradients ------------------------------------------------------------------ */
 
@@ -178,7 +178,7 @@ optim_node *optim_dropout(optim_tape *t, optim_node *a, double rate, uint64_t se
  * repeats the op's), not of this tape or not one element (any rank), or if
  * a gradient is not defined (see the top of this header). On failure out[]
  * is not written. */
-int optim_tape_gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n,
+OPTIM_API int optim_tape_gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n,
                         optim_grad_var *out);
 
 /* ---- minimize ------------------------------------------------------------------- */
@@ -197,14 +197,14 @@ typedef size_t (*optim_var_list_fn)(void *user, optim_var **vars, size_t cap);
  * optim_apply_gradients. *loss_value (may be NULL) gets the loss, or NaN if
  * it could not be computed. Errors from any stage are reported on the
  * optimizer (optim_errmsg); nothing is applied then. */
-int optim_minimize(optim_optimizer *opt, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
+OPTIM_API int optim_minimize(optim_optimizer *opt, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
                    size_t n, optim_var_list_fn var_list_fn, double *loss_value);
 
 /* The "loss and gradient" entry for callers that apply gradients themselves:
  * like optim_minimize without the apply (and with an array only). Resets `t`
  * first, watches vars, runs loss_fn, fills out[0..n-1]. The gradients live on
  * `t` until its next reset. *loss_value (may be NULL) as in optim_minimize. */
-int optim_loss_and_gradients(optim_tape *t, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
+OPTIM_API int optim_loss_and_gradients(optim_tape *t, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
                              size_t n, optim_grad_var *out, double *loss_value, optim_error *err);
 
 #ifdef __cplusplus

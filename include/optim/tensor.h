@@ -13,6 +13,8 @@
 #ifndef OPTIM_TENSOR_H
 #define OPTIM_TENSOR_H
 
+#include "optim/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,22 +47,22 @@ typedef struct optim_slices {
 } optim_slices;
 
 /* Size of one element of `dtype` in bytes, 0 for an invalid dtype. */
-size_t optim_dtype_size(optim_dtype dtype);
+OPTIM_API size_t optim_dtype_size(optim_dtype dtype);
 
 /* "float32", "float64", "int32", "int64", or "invalid". */
-const char *optim_dtype_name(optim_dtype dtype);
+OPTIM_API const char *optim_dtype_name(optim_dtype dtype);
 
 /* Builds a view; copies `rank` dims from `shape` (rank is clamped to
  * OPTIM_MAX_RANK; check with optim_tensor_check when it comes from users). */
-optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank,
+OPTIM_API optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank,
                                const int64_t *shape);
 
 /* Number of elements (1 for a scalar). Returns -1 if a dim is negative or the
  * product overflows int64. */
-int64_t optim_tensor_numel(const optim_tensor *t);
+OPTIM_API int64_t optim_tensor_numel(const optim_tensor *t);
 
 /* Writes "[2, 3]" into buf (always NUL-terminated). Returns buf. */
-char *optim_shape_str(int32_t rank, const int64_t *shape, char *buf, size_t n);
+OPTIM_API char *optim_shape_str(int32_t rank, const int64_t *shape, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

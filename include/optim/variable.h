@@ -67,60 +67,60 @@ typedef struct optim_constraint {
     void *user;
 } optim_constraint;
 
-optim_constraint optim_constraint_non_neg(void);
-optim_constraint optim_constraint_max_norm(double max_value, int32_t axis);
-optim_constraint optim_constraint_unit_norm(int32_t axis);
-optim_constraint optim_constraint_min_max_norm(double min_value, double max_value,
+OPTIM_API optim_constraint optim_constraint_non_neg(void);
+OPTIM_API optim_constraint optim_constraint_max_norm(double max_value, int32_t axis);
+OPTIM_API optim_constraint optim_constraint_unit_norm(int32_t axis);
+OPTIM_API optim_constraint optim_constraint_min_max_norm(double min_value, double max_value,
                                                double rate, int32_t axis);
 
 /* Creates a variable owning a copy of `init` (zeros when init is NULL).
  * dtype must be OPTIM_F32 or OPTIM_F64, rank 0..OPTIM_MAX_RANK, dims >= 0,
  * name non-empty. On error *out is NULL and err (if not NULL) says why. */
-int optim_var_create(optim_var **out, const char *name, optim_dtype dtype,
+OPTIM_API int optim_var_create(optim_var **out, const char *name, optim_dtype dtype,
                      int32_t rank, const int64_t *shape, const void *init,
                      optim_error *err);
 
 /* Creates a variable over caller-owned memory `data` (borrowed: it must
  * outlive the variable and is never freed by the library). */
-int optim_var_wrap(optim_var **out, const char *name, optim_dtype dtype,
+OPTIM_API int optim_var_wrap(optim_var **out, const char *name, optim_dtype dtype,
                    int32_t rank, const int64_t *shape, void *data,
                    optim_error *err);
 
 /* Frees the variable (and its storage if owned). NULL is a no-op. */
-void optim_var_destroy(optim_var *var);
+OPTIM_API void optim_var_destroy(optim_var *var);
 
-const char *optim_var_name(const optim_var *var);
-optim_dtype optim_var_dtype(const optim_var *var);
-int32_t optim_var_rank(const optim_var *var);
-const int64_t *optim_var_shape(const optim_var *var);
-int64_t optim_var_numel(const optim_var *var);
-void *optim_var_data(optim_var *var);
-const void *optim_var_cdata(const optim_var *var);
+OPTIM_API const char *optim_var_name(const optim_var *var);
+OPTIM_API optim_dtype optim_var_dtype(const optim_var *var);
+OPTIM_API int32_t optim_var_rank(const optim_var *var);
+OPTIM_API const int64_t *optim_var_shape(const optim_var *var);
+OPTIM_API int64_t optim_var_numel(const optim_var *var);
+OPTIM_API void *optim_var_data(optim_var *var);
+OPTIM_API const void *optim_var_cdata(const optim_var *var);
 /* A view of the whole variable. */
-optim_tensor optim_var_tensor(optim_var *var);
+OPTIM_API optim_tensor optim_var_tensor(optim_var *var);
 
 /* Reads element i as double (no bounds check beyond an assert-free clamp:
  * out-of-range i returns NaN). Convenience for tests and tools. */
-double optim_var_get(const optim_var *var, int64_t i);
+OPTIM_API double optim_var_get(const optim_var *var, int64_t i);
 
 /* Trainable flag (default 1). apply_gradients refuses non-trainable ones. */
-int optim_var_trainable(const optim_var *var);
-void optim_var_set_trainable(optim_var *var, int trainable);
+OPTIM_API int optim_var_trainable(const optim_var *var);
+OPTIM_API void optim_var_set_trainable(optim_var *var, int trainable);
 
 /* Copies `src` (same dtype and numel as the variable) into the variable. */
-int optim_var_assign(optim_var *var, const void *src, optim_dtype dtype,
+OPTIM_API int optim_var_assign(optim_var *var, const void *src, optim_dtype dtype,
                      int64_t numel);
 
 /* Sets (a copy of) the constraint; NULL or kind NONE removes it. Checks the
  * parameters (axis in range, min <= max, rate in [0, 1], fn for CUSTOM). */
-int optim_var_set_constraint(optim_var *var, const optim_constraint *c);
-const optim_constraint *optim_var_constraint(const optim_var *var);
+OPTIM_API int optim_var_set_constraint(optim_var *var, const optim_constraint *c);
+OPTIM_API const optim_constraint *optim_var_constraint(const optim_var *var);
 
 /* Applies the variable's constraint now (no-op without one). */
-void optim_var_apply_constraint(optim_var *var);
+OPTIM_API void optim_var_apply_constraint(optim_var *var);
 
 /* Message of the last failed call on this variable ("" if none). */
-const char *optim_var_errmsg(const optim_var *var);
+OPTIM_API const char *optim_var_errmsg(const optim_var *var);
 
 #ifdef __cplusplus
 }

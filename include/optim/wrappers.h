@@ -31,11 +31,11 @@ extern "C" {
 /* Creates the wrapper described by wrapper_json ({"class_name": ...,
  * "config": {...}} without the inner key) around `inner`. On success the
  * wrapper owns inner; on error the caller still does. */
-int optim_wrap(optim_optimizer **out, const char *wrapper_json, optim_optimizer *inner,
+OPTIM_API int optim_wrap(optim_optimizer **out, const char *wrapper_json, optim_optimizer *inner,
                optim_error *err);
 
 /* The wrapped optimizer, or NULL if opt is not a wrapper. */
-optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt);
+OPTIM_API optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt);
 
 /* ---- LossScaleOptimizer (Keras's mixed-precision loss scaling) -----------
  *
@@ -59,18 +59,18 @@ optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt);
 
 /* The current loss scale (a float32 value). Before the first step: Keras 3
  * gives initial_scale as configured, legacy its float32 rounding. */
-int optim_loss_scale_get(optim_optimizer *opt, double *scale);
+OPTIM_API int optim_loss_scale_get(optim_optimizer *opt, double *scale);
 
 /* Finite steps since the scale last changed (Keras 3's step_counter,
  * tf.keras's dynamic_counter / good_steps). OPTIM_ENOTSUP for a fixed
  * (legacy, dynamic false) scale. */
-int optim_loss_scale_counter(optim_optimizer *opt, int64_t *counter);
+OPTIM_API int optim_loss_scale_counter(optim_optimizer *opt, int64_t *counter);
 
 /* *scaled = loss * the current loss scale (Keras's scale_loss /
  * get_scaled_loss), in double precision. For an optimizer that is not a
  * LossScaleOptimizer: Keras 3's Optimizer.scale_loss, loss times its
  * loss_scale_factor (the loss itself when that is None). */
-int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled);
+OPTIM_API int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled);
 
 /* Unscales the gradients IN PLACE, in each gradient's dtype (the memory the
  * pairs point at must be writable and is the caller's): legacy multiplies
@@ -79,7 +79,7 @@ int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled);
  * the legacy workflow: a Keras 3 LossScaleOptimizer unscales in
  * optim_apply_gradients and must get the scaled gradients. The pairs are
  * checked as optim_apply_gradients checks them; on error nothing changes. */
-int optim_unscale_gradients(optim_optimizer *opt, optim_grad_var *pairs, size_t n);
+OPTIM_API int optim_unscale_gradients(optim_optimizer *opt, optim_grad_var *pairs, size_t n);
 
 /* ---- ApplyIfFinite (optim's own) ------------------------------------------
  *
@@ -90,7 +90,7 @@ int optim_unscale_gradients(optim_optimizer *opt, optim_grad_var *pairs, size_t 
 
 /* Steps skipped so far (its "skipped_steps" weight), or -1 if opt is not an
  * ApplyIfFinite. */
-int64_t optim_skipped_steps(const optim_optimizer *opt);
+OPTIM_API int64_t optim_skipped_steps(const optim_optimizer *opt);
 
 /* ---- TF Addons' MovingAverage, SWA and Lookahead -----------------------------
  *
@@ -122,7 +122,7 @@ int64_t optim_skipped_steps(const optim_optimizer *opt);
  * (may be NULL) gets how many were copied. Returns 0, or OPTIM_EINVAL (opt
  * is another class, vars or an entry is NULL) or OPTIM_ESTATE (a variable is
  * not the one the average was made for), and then nothing changes. */
-int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n,
+OPTIM_API int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n,
                               size_t *assigned);
 
 /* MovingAverage (swap_weights): exchanges the values of the variables of the
@@ -130,7 +130,7 @@ int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size
  * _model_weights) with their "average" slots, exactly: calling it twice
  * restores both. OPTIM_ESTATE before any step; OPTIM_EINVAL for another
  * class. */
-int optim_swap_average_weights(optim_optimizer *opt);
+OPTIM_API int optim_swap_average_weights(optim_optimizer *opt);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,7 @@
  * generations (Keras 3 names them accumulated_grad and accumulated_delta_var;
  * `optim replay` writes the legacy names). */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 

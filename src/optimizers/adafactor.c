@@ -56,6 +56,7 @@
  * without an index have g = 0, their G = epsilon_1 still enters r, c and v,
  * and their u = 0 leaves their w unchanged. */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 #include <string.h>

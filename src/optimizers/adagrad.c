@@ -29,6 +29,7 @@
  * Slot: "accumulator" (both generations), every element initialised to
  * initial_accumulator_value. */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 

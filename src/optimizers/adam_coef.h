@@ -9,6 +9,7 @@
 #define OPTIM_OPTIMIZERS_ADAM_COEF_H
 
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 /* Legacy `epsilon or backend_config.epsilon()`: 0 and None mean this. */
 #define OPTIM__ADAM_LEGACY_EPSILON 1e-7

@@ -33,6 +33,7 @@
  * both zeros. Keras 3 names its variables "momentum" and "norm"; the slot
  * names here are the legacy ones (the public contract of optim replay). */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 #include <stdio.h>

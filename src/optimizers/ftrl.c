@@ -54,6 +54,7 @@
  * Slots: "accumulator" (constant initial_accumulator_value), "linear" (zeros),
  * created in that order for each variable. */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 

@@ -57,6 +57,7 @@
  * "velocity". */
 #define _POSIX_C_SOURCE 200809L
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

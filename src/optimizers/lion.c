@@ -21,6 +21,7 @@
  * reference(var, "m")) and of the authors' TF implementation, and the name
  * `optim replay` writes (NAME/m). */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 

@@ -49,6 +49,7 @@
  * set_weights after iterations: "u_product" (Keras 3) or "momentum_cache"
  * (legacy), a scalar initialised to 1 in the first variable's dtype. */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 #include <stdio.h>

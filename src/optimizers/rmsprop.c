@@ -55,6 +55,7 @@
  * average_gradient) when centered. Keras 3's names differ; optim uses the
  * legacy names in both generations (the `optim replay` contract). */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 #include <stdio.h>

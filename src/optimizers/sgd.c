@@ -17,6 +17,7 @@
  *
  * Slot: "momentum" (when momentum > 0 or is a variable/callable/schedule). */
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 
 #include <math.h>
 

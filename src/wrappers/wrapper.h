@@ -6,6 +6,7 @@
 #define OPTIM_WRAPPERS_WRAPPER_H
 
 #include "optim/optimizer_class.h"
+#include "optim/optimizers.h"
 #include "optim/wrappers.h"
 
 typedef struct optim__wrapper_state {
