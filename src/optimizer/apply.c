@@ -633,6 +633,9 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
     int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err);
     if (!rc) rc = optim__resolve(opt, err);
     if (rc) return rc;
+    if (opt->iterations >= OPTIM_ITERATIONS_MAX)
+        return optim__err(err, OPTIM_ERANGE, "%s: iterations is %lld, the largest count "
+                          "(OPTIM_ITERATIONS_MAX): no step can follow", cn, (long long)opt->iterations);
     /* 2. Skip absent gradients. */
     s->works = optim__calloc(n, sizeof *s->works);
     s->pairs = optim__calloc(n, sizeof *s->pairs);
@@ -649,7 +652,9 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
         if (w->kind == OPTIM_GRAD_SPARSE) {
             w->rows = optim_var_shape(p->var)[0];
             w->row_size = 1;
-            for (int32_t d = 1; d < optim_var_rank(p->var); d++) w->row_size *= optim_var_shape(p->var)[d];
+            /* The row product overflows only with 0 rows ([0, 2^52, 2^52]): no row to touch. */
+            for (int32_t d = 1; d < optim_var_rank(p->var); d++)
+                if (optim__mul_overflow_i64(w->row_size, optim_var_shape(p->var)[d], &w->row_size)) w->row_size = 0;
         }
     }
     if (s->nworks == 0)
