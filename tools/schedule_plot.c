@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "io/atomic_file.h"
 #include "optim/optim.h"
 
 #define WIDTH 640
@@ -184,12 +185,29 @@ static void draw(cairo_t *cr, const plot *p)
 #undef PY
 }
 
+/* Streams the PNG into the temporary file's descriptor. */
 static cairo_status_t write_fn(void *closure, const unsigned char *data, unsigned int len)
 {
-    return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+    int fd = *(const int *)closure;
+    while (len > 0) {
+        ssize_t r = write(fd, data, len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return CAIRO_STATUS_WRITE_ERROR;
+        data += r;
+        len -= (unsigned int)r;
+    }
+    return CAIRO_STATUS_SUCCESS;
 }
 
-/* Renders to a temporary file beside OUT, then renames it into place. */
+/* OUT could not be written: what failed, and the system's reason if any. */
+static int out_fail(const char *out, const char *what)
+{
+    return errno ? fail("OUT %s: %s: %s", out, what, strerror(errno)) : fail("OUT %s: %s", out, what);
+}
+
+/* Renders, then writes OUT atomically, as the library writes safetensors
+ * (io/atomic_file.h: an unnamed temporary file, never a FIFO, link or device
+ * replaced). */
 static int render(const plot *p, const char *out)
 {
     cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, WIDTH, HEIGHT);
@@ -201,42 +219,24 @@ static int render(const plot *p, const char *out)
         cairo_surface_destroy(surface);
         return fail("drawing failed: %s", cairo_status_to_string(st));
     }
-    size_t len = strlen(out);
-    char *tmp = malloc(len + 16);
-    if (!tmp) {
-        cairo_surface_destroy(surface);
-        return fail("out of memory");
-    }
-    snprintf(tmp, len + 16, "%s.tmp-XXXXXX", out);
-    int fd = mkstemp(tmp);
-    if (fd >= 0) {
-        /* mkstemp's 0600 would stay on OUT: give it the usual 0666 & ~umask. */
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, 0666 & ~mask);
-    }
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
+    optim__atomic_file f;
+    const char *what;
+    if (optim__atomic_open(&f, out, &what) != 0) {
         int e = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
         cairo_surface_destroy(surface);
-        return fail("OUT %s: %s", out, strerror(e));
+        errno = e;
+        return out_fail(out, what);
     }
-    st = cairo_surface_write_to_png_stream(surface, write_fn, f);
+    errno = 0;
+    st = cairo_surface_write_to_png_stream(surface, write_fn, &f.fd);
+    int e = errno;
     cairo_surface_destroy(surface);
-    int closed = fclose(f);
-    int rc = 0;
-    if (st != CAIRO_STATUS_SUCCESS || closed != 0)
-        rc = fail("OUT %s: %s", out, st != CAIRO_STATUS_SUCCESS ? cairo_status_to_string(st) : strerror(errno));
-    else if (rename(tmp, out) != 0)
-        rc = fail("OUT %s: %s", out, strerror(errno));
-    if (rc) unlink(tmp);
-    free(tmp);
-    return rc;
+    if (st != CAIRO_STATUS_SUCCESS) {
+        optim__atomic_abort(&f);
+        errno = e;
+        return out_fail(out, cairo_status_to_string(st));
+    }
+    return optim__atomic_commit(&f, &what) != 0 ? out_fail(out, what) : 0;
 }
 
 int optim_cmd_schedule_plot(int argc, char **argv)
