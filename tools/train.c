@@ -175,7 +175,7 @@ int optim_cmd_train(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return optim_tool_finish_stdout("train", 0);
         }
         const char *names[] = {"--epochs", "--batch-size", "--optimizer", "--data", "--seed"};
         const char *val = NULL;
