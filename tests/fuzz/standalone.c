@@ -65,7 +65,7 @@ static int run_dir(const char *path, int *count)
         sprintf(names[n++], "%s/%s", path, e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         rc |= run_file(names[i]);
