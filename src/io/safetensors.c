@@ -487,6 +487,17 @@ static int st_parse_metadata(const st_src *src, const cJSON *md, optim_error *er
     return OPTIM_OK;
 }
 
+/* qsort, after a linear check: files optim writes are in name order with
+ * offsets in the same order, and 100k names sorted again cost ~10% of a
+ * replay. */
+static void st_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    const char *p = base;
+    size_t i = 1;
+    while (i < n && cmp(p + (i - 1) * size, p + i * size) <= 0) i++;
+    if (i < n) qsort(base, n, size, cmp);
+}
+
 static int st_cmp_name(const void *a, const void *b)
 {
     return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
@@ -587,7 +598,7 @@ static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_
     }
     cJSON_Delete(root);
 
-    qsort(f->e, f->n, sizeof *f->e, st_cmp_name);
+    st_sort(f->e, f->n, sizeof *f->e, st_cmp_name);
     for (size_t i = 1; i < f->n; i++)
         if (strcmp(f->e[i - 1].name, f->e[i].name) == 0) {
             st_quote q;
@@ -598,7 +609,7 @@ static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_
     /* The tensors, in offset order, must tile [0, data_len) exactly. */
     st_entry **o = *order;
     for (size_t i = 0; i < f->n; i++) o[i] = &f->e[i];
-    qsort(o, f->n, sizeof *o, st_cmp_offset);
+    st_sort(o, f->n, sizeof *o, st_cmp_offset);
     uint64_t cursor = 0;
     for (size_t i = 0; i < f->n; i++) {
         st_quote q1, q2;
@@ -935,10 +946,14 @@ static void st_put(st_buf *b, const char *s, size_t n)
 
 static void st_puts(st_buf *b, const char *s) { st_put(b, s, strlen(s)); }
 
+/* Decimal digits by hand: snprintf was 12% of saving 300k small tensors. */
 static void st_put_u64(st_buf *b, uint64_t v)
 {
     char s[24];
-    st_put(b, s, (size_t)snprintf(s, sizeof s, "%" PRIu64, v));
+    size_t i = sizeof s;
+    do s[--i] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    st_put(b, s + i, sizeof s - i);
 }
 
 /* A JSON string literal for a (valid UTF-8) name. */
@@ -1064,7 +1079,7 @@ int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err)
     const st_wentry **sorted = optim__malloc(w->n * sizeof *sorted);
     if (!sorted) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     for (size_t i = 0; i < w->n; i++) sorted[i] = &w->e[i];
-    qsort(sorted, w->n, sizeof *sorted, st_cmp_wname);
+    st_sort(sorted, w->n, sizeof *sorted, st_cmp_wname);
     int rc = st_build_header(sorted, w->n, path, &h, &data_len, err);
     unsigned char nb[8];
     for (int i = 0; i < 8; i++) nb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
