@@ -30,6 +30,8 @@ extern "C" {
     X(optim_lion_class) \
     X(optim_adafactor_class) \
     X(optim_lamb_class) \
+    X(optim_muon_class) \
+    X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class) \
     X(optim_loss_scale_class) \
     X(optim_apply_if_finite_class) \
