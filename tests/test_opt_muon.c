@@ -223,8 +223,10 @@ static optim_var *step_once(const char *json, const char *name, int32_t rank, co
                             const double *w0, const double *g, optim_optimizer **out)
 {
     optim_var *v = optim_test_var(name, OPTIM_F32, rank, shape, w0);
-    float gf[8];
-    for (int i = 0; i < 8; i++) gf[i] = (float)g[i];
+    float gf[4];
+    int64_t n = 1;
+    for (int32_t d = 0; d < rank; d++) n *= shape[d];
+    for (int64_t i = 0; i < n; i++) gf[i] = (float)g[i];
     *out = optim_test_make(json);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, gf, rank, shape)), v};
     apply_ok(*out, &p, 1);
@@ -238,7 +240,7 @@ static void test_keras_values(void **s)
     const int64_t sq[2] = {2, 2}, four = 4;
     /* test_Newton_Schulz: with m = 0, no Nesterov, lr 1, no scaling or
      * decay, w = -NS(g). */
-    const double z[4] = {0}, ns_in[8] = {0.2499, 0.9105, 0.2655, 0.8824};
+    const double z[4] = {0}, ns_in[4] = {0.2499, 0.9105, 0.2655, 0.8824};
     const double ns_out[4] = {-0.4422, 0.6457, 0.7285, 0.2968};
     optim_var *v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"nesterov\": false, "
                              "\"rms_rate\": null, \"weight_decay\": 0}}", "w", 2, sq, z, ns_in, &opt);
@@ -246,7 +248,7 @@ static void test_keras_values(void **s)
     optim_destroy(opt);
     optim_var_destroy(v);
     /* test_muon_single_step: lr 0.5, weight_decay 0 (rtol/atol 1e-2 there). */
-    const double w0[4] = {1, 2, 3, 4}, g[8] = {1, 6, 7, 2};
+    const double w0[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2};
     const double want[4] = {0.988775, 1.887053, 2.873428, 3.97035};
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"weight_decay\": 0}}", "w", 2,
                   sq, w0, g, &opt);

@@ -200,6 +200,14 @@ struct optim_class {
      * the base option itself. Muon decays its AdamW variables by
      * adam_weight_decay. Called on the calling thread at step 5. */
     double (*weight_decay)(const optim_optimizer *opt, const optim_var *var, double weight_decay);
+
+    /* Optional, for wrappers of several optimizers (MultiOptimizer), in
+     * place of `inner`: the i-th wrapped optimizer, NULL past the last.
+     * Their weights follow iterations in this order, each without its own
+     * iterations (keep those as the wrapper's weights: they step
+     * separately, so optim_set_iterations does not pass down); get_slot,
+     * optim_build and finalize look in each. */
+    optim_optimizer *(*inner_at)(const optim_optimizer *opt, size_t i);
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */

@@ -38,6 +38,7 @@ extern "C" {
     X(optim_moving_average_class) \
     X(optim_swa_class) \
     X(optim_lookahead_class) \
+    X(optim_multi_optimizer_class) \
     /* end of the list */
 
 #define OPTIM__BUILTIN_DECL(sym) OPTIM_API extern const optim_class sym;
