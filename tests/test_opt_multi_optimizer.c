@@ -401,6 +401,44 @@ static void test_refused_step_changes_nothing(void **s)
     optim_var_destroy(b);
 }
 
+/* 1, 2 and 3 threads in the sub-optimizers: the same bits (a large
+ * element-wise Adam variable, a Muon matrix, a sparse SGD table). */
+static void test_threads_bitwise(void **s)
+{
+    (void)s;
+    const int64_t n = 100003, ms[2] = {64, 48}, ts[2] = {30, 4}, vs[2] = {2, 4}, idx[2] = {29, 3};
+    float *g = malloc((size_t)n * sizeof *g), rows[8];
+    double *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++) d[i] = sin(0.01 * (double)i), g[i] = (float)cos(0.3 * (double)i);
+    for (int i = 0; i < 8; i++) rows[i] = (float)i - 3.5f;
+    optim_var *v[3][3];
+    optim_optimizer *o[3];
+    for (int t = 0; t < 3; t++) {
+        o[t] = optim_test_make(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9}}, "
+                                     "\"optimizer_map\": {\"big\": {\"class_name\": \"Adam\", \"config\": {}}, \"mat\": "
+                                     "{\"class_name\": \"Muon\", \"config\": {}}}}", ""));
+        for (size_t k = 0; k < 3; k++) assert_int_equal(optim_set_num_threads(optim_wrapper_inner_at(o[t], k), t + 1), 0);
+        v[t][0] = optim_test_var("big", OPTIM_F32, 1, &n, d);
+        v[t][1] = optim_test_var("mat", OPTIM_F32, 2, ms, d);
+        v[t][2] = optim_test_var("table", OPTIM_F32, 2, ts, d);
+        for (int k = 0; k < 3; k++) {
+            optim_grad_var p[3] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), v[t][0]},
+                                   {optim_grad_dense(optim_tensor_make(OPTIM_F32, g + k, 2, ms)), v[t][1]},
+                                   {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F32, rows, 2, vs)), v[t][2]}};
+            apply_ok(o[t], p, 3);
+        }
+    }
+    for (int t = 1; t < 3; t++)
+        for (int j = 0; j < 3; j++)
+            assert_memory_equal(optim_var_data(v[0][j]), optim_var_data(v[t][j]), (size_t)optim_var_numel(v[0][j]) * 4);
+    for (int t = 0; t < 3; t++) {
+        for (int j = 0; j < 3; j++) optim_var_destroy(v[t][j]);
+        optim_destroy(o[t]);
+    }
+    free(g);
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_refused_step_changes_nothing),
+        cmocka_unit_test(test_threads_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
