@@ -436,6 +436,44 @@ static void test_bad_input(void **s)
     optim_destroy(opt);
 }
 
+/* optim_config_put_after, the service Muon's get_config uses: a key put
+ * after another, at the end when that one is absent, refused JSON. */
+static int put_after_rc[4];
+static int put_after_config(optim_optimizer *opt, optim_config *cfg)
+{
+    (void)opt;
+    put_after_rc[0] = optim_config_put_after(cfg, "x", "[1]", "learning_rate");
+    put_after_rc[1] = optim_config_put_after(cfg, "y", "\"s\"", "no_such_key");
+    put_after_rc[2] = optim_config_put_after(cfg, "z", "{bad", "learning_rate");
+    put_after_rc[3] = optim_config_put_after(NULL, "z", "1", "learning_rate");
+    /* After the last key, then appended after it (the list's tail kept). */
+    int rc = optim_config_put_after(cfg, "w", "2", "y");
+    return rc ? rc : optim_config_put_after(cfg, "v", "3", NULL);
+}
+static void put_after_dense(const optim_dense_update *u) { (void)u; }
+
+static void test_config_put_after(void **s)
+{
+    (void)s;
+    static const optim_class cls = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
+                                    .name = "PutAfterProbe", .flags = OPTIM_CLASS_KERAS3_ONLY,
+                                    .apply_dense = put_after_dense, .get_config = put_after_config};
+    optim_optimizer *opt;
+    optim_error err;
+    assert_int_equal(optim_create(&opt, &cls, NULL, &err), 0);
+    char *text = optim_get_config(opt);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"learning_rate\":0.0,\"x\":[1],\"weight_decay\""));
+    assert_non_null(strstr(text, ",\"y\":\"s\",\"w\":2,\"v\":3}"));
+    assert_null(strstr(text, "\"z\""));
+    assert_int_equal(put_after_rc[0], 0);
+    assert_int_equal(put_after_rc[1], 0);
+    assert_int_equal(put_after_rc[2], OPTIM_EPARSE);
+    assert_int_equal(put_after_rc[3], OPTIM_EINVAL);
+    optim_free(text);
+    optim_destroy(opt);
+}
+
 /* ---- threads -------------------------------------------------------------------------- */
 
 /* 1, 2 and 3 threads give the same bits: a large matrix (the gemms), a
@@ -496,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_sparse_dense_equivalent),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_config_put_after),
         cmocka_unit_test(test_threads_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
