@@ -13,7 +13,11 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: optim COMMAND [ARGS]\n"
+            "usage: optim [--plugin PATH]... COMMAND [ARGS]\n"
+            "\n"
+            "  --plugin PATH                  load a plugin (a shared library defining\n"
+            "                                 optim_plugin_init) before the command; also\n"
+            "                                 every path in OPTIM_PLUGINS (colon-separated)\n"
             "\n"
             "commands:\n"
             "  replay CONFIG INIT GRADS OUT   apply recorded gradients with an optimizer\n"
@@ -46,6 +50,12 @@ int main(int argc, char **argv)
     if (!getenv("OPENBLAS_NUM_THREADS")) {
         if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
         openblas_set_num_threads(1); /* could not run again: the next best thing */
+    }
+    int rc = optim_tool_load_plugins(&argc, &argv);
+    if (rc) return rc;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
