@@ -30,6 +30,9 @@ static void usage(FILE *f)
             "                                 bandwidth (see optim bench --help)\n"
             "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
             "                                 with every default filled in\n"
+            "  conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n"
+            "                                 check an optimizer class (a plugin's) against\n"
+            "                                 the contract; exit 0 only if every check passes\n"
             "  version                        print the version\n"
             "  help                           print this help\n");
 }
@@ -62,6 +65,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return optim_cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0) return optim_cmd_check(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "conformance") == 0) return optim_cmd_conformance(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);

@@ -39,5 +39,8 @@ printf '{"class_name": "AdaBelief", "config": {"beta_1": 0.8}}' >"$tmp/ab.json"
 for plugin in "$tmp/libadabelief.so" "$tmp/cmake-build/libadabelief.so"; do
     "$optim" --plugin "$plugin" check "$tmp/ab.json" >"$tmp/out" 2>"$tmp/err" || fail "check with $plugin: $(cat "$tmp/err")"
     grep -q '"class_name":"AdaBelief"' "$tmp/out" || fail "check printed $(cat "$tmp/out")"
+    "$optim" --plugin "$plugin" conformance AdaBelief >"$tmp/out" 2>&1 ||
+        fail "conformance with $plugin: $(grep -v '^PASS' "$tmp/out")"
+    tail -n 1 "$tmp/out" | grep -qE '^[0-9]+ passed, 0 failed$' || fail "conformance: $(tail -n 1 "$tmp/out")"
 done
 echo "1 passed, 0 failed"
