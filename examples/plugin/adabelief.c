@@ -18,6 +18,11 @@
  * Slots "m" and "v" (s), zeros. Element-wise; sparse gradients are lazy:
  * duplicates are summed by the library and only the indexed rows of w, m and
  * v change.
+ *
+ * The plugin also brings a schedule, "StepDecay" (PyTorch's StepLR):
+ * initial_learning_rate * gamma^floor(step / step_size), for example
+ *     {"class_name": "AdaBelief", "config": {"learning_rate": {"class_name":
+ *      "StepDecay", "config": {"initial_learning_rate": 0.01, "step_size": 100}}}}
  */
 #include <optim/plugin.h>
 
@@ -111,7 +116,33 @@ static const optim_class adabelief_class = {
     .apply_sparse = ab_apply_sparse,
 };
 
+/* ---- the schedule ---- */
+
+enum { S_INITIAL, S_STEP_SIZE, S_GAMMA };
+
+static const optim_param step_decay_params[] = {
+    {"initial_learning_rate", OPTIM_PARAM_FLOAT, 0, 0.001, 0.0, INFINITY},
+    {"step_size", OPTIM_PARAM_FLOAT, OPTIM_PARAM_COUNT | OPTIM_PARAM_MIN_EXCLUSIVE, 10, 0.0, INFINITY},
+    {"gamma", OPTIM_PARAM_FLOAT, OPTIM_PARAM_MIN_EXCLUSIVE, 0.1, 0.0, 1.0},
+};
+
+static double step_decay_value(const optim_schedule *s, int64_t step)
+{
+    double k = floor((double)step / optim_schedule_param(s, S_STEP_SIZE));
+    return optim_schedule_param(s, S_INITIAL) * pow(optim_schedule_param(s, S_GAMMA), k);
+}
+
+static const optim_schedule_class step_decay_class = {
+    .size = sizeof(optim_schedule_class),
+    .version = OPTIM_SCHEDULE_CLASS_VERSION,
+    .name = "StepDecay",
+    .params = step_decay_params,
+    .n_params = sizeof step_decay_params / sizeof *step_decay_params,
+    .value = step_decay_value,
+};
+
 OPTIM_PLUGIN_INIT(optim_error *err)
 {
-    return optim_register_class(&adabelief_class, err);
+    int rc = optim_register_class(&adabelief_class, err);
+    return rc ? rc : optim_register_schedule_class(&step_decay_class, err);
 }

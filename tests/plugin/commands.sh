@@ -42,6 +42,15 @@ done
     fail "bench: $(cat "$tmp/err")"
 grep -q '"class_name": "AdaBelief"' "$tmp/out" || fail "bench printed $(cat "$tmp/out")"
 
+# The plugin's schedule, alone and inside the plugin's optimizer.
+printf '{"class_name": "StepDecay", "config": {"initial_learning_rate": 0.5, "step_size": 3, "gamma": 0.5}}' >"$tmp/sched.json"
+"$optim" --plugin "$plugin" schedule-plot "$tmp/sched.json" "$tmp/sched.png" 20 2>"$tmp/err" || fail "schedule-plot: $(cat "$tmp/err")"
+[ -s "$tmp/sched.png" ] || fail "schedule-plot wrote no PNG"
+printf '{"class_name": "AdaBelief", "config": {"learning_rate": %s}}' "$(cat "$tmp/sched.json")" >"$tmp/ab_sched.json"
+"$optim" --plugin "$plugin" check "$tmp/ab_sched.json" >"$tmp/out" 2>"$tmp/err" || fail "check with the schedule: $(cat "$tmp/err")"
+grep -q '"learning_rate":{"class_name":"StepDecay","config":{"initial_learning_rate":0.5,"step_size":3,"gamma":0.5' "$tmp/out" ||
+    fail "check printed $(cat "$tmp/out")"
+
 # train on a tiny IDX data set (64 training and 32 test images).
 be32() { local i; for i in 24 16 8 0; do printf "\\x$(printf %02x $(($1 >> i & 255)))"; done; }
 mkdir "$tmp/data"
