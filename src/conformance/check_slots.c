@@ -36,8 +36,9 @@ static int shapes_ok(cf_ctx *c, optim_optimizer *opt, const cf_problem *p, char 
 /* Lazy, once, same objects; fills names (weight names after step 1). */
 static int lazy_once(cf_ctx *c, optim_optimizer *opt, cf_problem *p, char *why, size_t n)
 {
-    size_t w0 = optim_weights_count(opt);
-    if (w0 != 1) return snprintf(why, n, "%zu weights before the first step; expected only iterations", w0), 0;
+    const char *early[MAXW];
+    size_t s0 = optim_get_slot_names(opt, early, MAXW);
+    if (s0) return snprintf(why, n, "%zu slots (first '%s') before the first step", s0, early[0]), 0;
     if (optim__cf_step_dense(opt, p, 0)) return snprintf(why, n, "step 0: %s", optim_errmsg(opt)), 0;
     const char *names[MAXW];
     optim_var *first[CF_NSHAPES + 1][MAXW] = {{0}};
@@ -128,7 +129,7 @@ void optim__cf_check_slots(cf_ctx *c)
         }
         optim_destroy(opt);
     }
-    optim__cf_report(c, "slots.lazy_once", once, "no weight but iterations before the first step; the same slots after the second",
+    optim__cf_report(c, "slots.lazy_once", once, "no slot before the first step; the same slots after the second",
                      "%s", once ? "created on the first step, once" : why);
     optim__cf_report(c, "slots.shapes", once ? shapes : -1, "each slot has its variable's dtype (and shape, for an element-wise class)",
                      "%s", !once ? "slots.lazy_once failed: skipped" : shapes ? "as declared" : w2);
