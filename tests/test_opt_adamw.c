@@ -62,7 +62,7 @@ static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
     int rc = optim_apply_gradients(opt, p, n, 0);
     if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
+    assert_eq(rc, 0);
 }
 
 static optim_var *run_dense(optim_optimizer *opt, const char *name, optim_dtype dt, int steps)
@@ -112,7 +112,6 @@ static void check_trajectory(const char *json, const ref *r)
 
 static void test_dense_keras3(void **st)
 {
-    (void)st;
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
     check_trajectory(ADAMW(""), &r);
     check_trajectory("\"AdamW\"", &r);
@@ -123,7 +122,6 @@ static void test_dense_keras3(void **st)
 
 static void test_dense_legacy(void **st)
 {
-    (void)st;
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
     check_trajectory(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
     ref r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
@@ -155,13 +153,12 @@ static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, fl
 static void assert_floats_bitwise(optim_var *x, const float *want, int n)
 {
     assert_non_null(x);
-    assert_int_equal(optim_var_numel(x), n);
+    assert_eq(optim_var_numel(x), n);
     assert_memory_equal(optim_var_data(x), want, (size_t)n * sizeof(float));
 }
 
 static void test_f32_operation_order(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
             char json[256];
@@ -230,18 +227,8 @@ static optim_var *run_sparse(optim_optimizer *opt, const char *name, optim_dtype
     return v;
 }
 
-static void assert_vars_bitwise(optim_var *a, optim_var *b)
-{
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
-    assert_memory_equal(optim_var_data(a), optim_var_data(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
-}
-
 static void test_sparse_keras3_equals_dense(void **st)
 {
-    (void)st;
     const char *cfgs[] = {ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"),
                           ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"amsgrad\": true")};
     for (int c = 0; c < 2; c++)
@@ -283,7 +270,6 @@ static void ref_sparse(const ref *r, int steps, double *w, double *m, double *v,
 
 static void test_sparse_reference(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++)
             for (int d = 0; d < 2; d++) {
@@ -311,7 +297,6 @@ static void test_sparse_reference(void **st)
  * -wd * w), then Adam._resource_apply_sparse moves every row. Bit for bit. */
 static void test_sparse_legacy_f32_operation_order(void **st)
 {
-    (void)st;
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
         int ams = cfg & 1;
@@ -360,7 +345,6 @@ static void test_sparse_legacy_f32_operation_order(void **st)
  * Keras 3 decays every row. */
 static void test_sparse_decay_rows(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
                                            : ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"));
@@ -378,7 +362,7 @@ static void test_sparse_decay_rows(void **st)
             double a = 0.5 * sqrt(1 - 0.999) / (1 - 0.9);
             double want = (touched || !legacy ? decayed : init[r]) - (touched ? a * m / (sqrt(v) + 1e-7) : 0);
             assert_close(optim_var_get(x, r), want, 1e-14, 0);
-            if (legacy && !touched) assert_true(optim_var_get(x, r) == init[r]);
+            if (legacy && !touched) assert_eq(optim_var_get(x, r), init[r]);
         }
         optim_destroy(opt);
         optim_var_destroy(x);
@@ -389,7 +373,6 @@ static void test_sparse_decay_rows(void **st)
 
 static void test_exclude_from_weight_decay(void **st)
 {
-    (void)st;
     optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
                                       "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
     double init[N];
@@ -446,7 +429,7 @@ static void test_exclude_from_weight_decay(void **st)
     }
     /* The patterns are part of the legacy config, and round-trip. */
     char *cfg = optim_get_config(opt);
-    assert_non_null(strstr(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]"));
+    assert_contains(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]");
     char *s1 = optim_serialize(opt);
     optim_optimizer *b = optim_test_make(s1);
     char *s2 = optim_serialize(b);
@@ -469,12 +452,11 @@ static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0
  * (evaluated at iterations) is read at each step. */
 static void test_legacy_dynamic_weight_decay(void **st)
 {
-    (void)st;
     for (int kind = 0; kind < 2; kind++) {
         optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         double cur = 0;
-        if (kind == 0) assert_int_equal(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
-        else assert_int_equal(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
+        else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
         double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
         for (int i = 0; i < N; i++) w[i] = init_at(i);
         int64_t n = N;
@@ -494,8 +476,8 @@ static void test_legacy_dynamic_weight_decay(void **st)
             cur = -1;
             double g[N] = {0};
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
-            assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
+            assert_eq(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
+            assert_contains(optim_errmsg(opt), "weight_decay");
         }
         optim_destroy(opt);
         optim_var_destroy(x);
@@ -507,7 +489,6 @@ static void test_legacy_dynamic_weight_decay(void **st)
 /* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
 static void test_keras_single_step(void **st)
 {
-    (void)st;
     optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.5"));
     double init[4] = {1, 2, 3, 4}, want[4] = {0.4980, 1.4960, 2.494, 3.492};
     float g[4] = {1, 6, 7, 2};
@@ -523,7 +504,6 @@ static void test_keras_single_step(void **st)
 /* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
 static void test_keras_golden(void **st)
 {
-    (void)st;
     static const double golden[5][10] = {
         {0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998},
         {0.2486, 0.2475, 0.2463, 0.2451, 0.244, 0.2428, 0.2417, 0.2405, 0.2394, 0.2382},
@@ -551,7 +531,6 @@ static void test_keras_golden(void **st)
 /* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
 static void test_keras_weight_decay(void **st)
 {
-    (void)st;
     double two = 2.0;
     float zero = 0;
     optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
@@ -560,13 +539,13 @@ static void test_keras_weight_decay(void **st)
     for (int k = 0; k < 3; k++) {
         optim_optimizer *o = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
         const char *pat[1] = {"exclude"};
-        assert_int_equal(optim_exclude_from_weight_decay(o, NULL, 0, pat, 1), 0);
+        assert_eq(optim_exclude_from_weight_decay(o, NULL, 0, pat, 1), 0);
         optim_grad_var p[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
         step_ok(o, p, 2);
         optim_destroy(o);
     }
     assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_true(optim_var_get(v2, 0) == 2.0);
+    assert_eq(optim_var_get(v2, 0), 2.0);
     optim_var_destroy(v1);
     optim_var_destroy(v2);
 }
@@ -576,7 +555,6 @@ static void test_keras_weight_decay(void **st)
  * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
 static void test_tfa_values(void **st)
 {
-    (void)st;
     for (int sparse = 0; sparse < 2; sparse++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -637,7 +615,7 @@ static void assert_keys(cJSON *c, const char *const *keys, size_t n)
         }
         i++;
     }
-    assert_int_equal(i, n);
+    assert_eq(i, n);
 }
 
 static double num(cJSON *c, const char *key)
@@ -652,7 +630,6 @@ static void expect_refused(const char *json, int code, const char *key, const ch
 
 static void test_config_keys_and_defaults(void **st)
 {
-    (void)st;
     static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
                                      "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
                                      "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
@@ -663,8 +640,8 @@ static void test_config_keys_and_defaults(void **st)
     cJSON *c = config_of(opt);
     assert_keys(c, k3, sizeof k3 / sizeof *k3);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "AdamW");
-    assert_true(num(c, "weight_decay") == 0.004);
-    assert_true(num(c, "learning_rate") == 0.001);
+    assert_eq(num(c, "weight_decay"), 0.004);
+    assert_eq(num(c, "learning_rate"), 0.001);
     assert_true(num(c, "beta_1") == 0.9 && num(c, "beta_2") == 0.999 && num(c, "epsilon") == 1e-7);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
     cJSON_Delete(c);
@@ -672,41 +649,40 @@ static void test_config_keys_and_defaults(void **st)
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, " LEGACY));
     c = config_of(opt);
     assert_keys(c, kl, sizeof kl / sizeof *kl);
-    assert_true(num(c, "weight_decay") == 0.01);
-    assert_true(num(c, "decay") == 0);
+    assert_eq(num(c, "weight_decay"), 0.01);
+    assert_eq(num(c, "decay"), 0);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "exclude_from_weight_decay")));
     cJSON_Delete(c);
     optim_destroy(opt);
     /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
     opt = optim_test_make(ADAMW("\"weight_decay\": 1, \"epsilon\": null, " LEGACY));
     char *e = optim_get_config(opt);
-    assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"weight_decay\":1.0,"
-                              "\"exclude_from_weight_decay\":null,\"is_legacy_optimizer\":true}"));
+    assert_contains(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"weight_decay\":1.0,"
+                              "\"exclude_from_weight_decay\":null,\"is_legacy_optimizer\":true}");
     optim_free(e);
     optim_destroy(opt);
     expect_refused(ADAMW("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     /* An empty list stays a list. */
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY));
     char *s = optim_get_config(opt);
-    assert_non_null(strstr(s, "\"exclude_from_weight_decay\":[]"));
+    assert_contains(s, "\"exclude_from_weight_decay\":[]");
     optim_free(s);
     optim_destroy(opt);
     /* Created from the class: Keras 3 defaults; legacy needs weight_decay. */
     optim_error err;
     optim_options o = optim_options_defaults();
-    assert_int_equal(optim_create(&opt, &optim_adamw_class, &o, &err), 0);
+    assert_eq(optim_create(&opt, &optim_adamw_class, &o, &err), 0);
     double wd;
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
-    assert_true(wd == 0.004);
+    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_eq(wd, 0.004);
     optim_destroy(opt);
     o.generation = OPTIM_LEGACY;
-    assert_int_equal(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL);
-    assert_non_null(strstr(err.msg, "weight_decay"));
+    assert_eq(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL);
+    assert_contains(err.msg, "weight_decay");
 }
 
 static void test_config_round_trip(void **st)
 {
-    (void)st;
     const char *cfgs[] = {
         ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
               "\"amsgrad\": true"),
@@ -721,7 +697,7 @@ static void test_config_round_trip(void **st)
         char *s2 = optim_serialize(b);
         assert_string_equal(s1, s2);
         cJSON *c = config_of(b);
-        assert_true(num(c, "weight_decay") == (i < 2 ? 0.008 : 0.0));
+        assert_eq(num(c, "weight_decay"), (i < 2 ? 0.008 : 0.0));
         cJSON_Delete(c);
         optim_free(s1);
         optim_free(s2);
@@ -736,7 +712,7 @@ static void expect_refused(const char *json, int code, const char *key, const ch
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
     if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
-    assert_int_equal(rc, code);
+    assert_eq(rc, code);
     assert_null(opt);
     if (!strstr(err.msg, key) || (range && !strstr(err.msg, range))) {
         print_error("message '%s' lacks '%s' / '%s'\n", err.msg, key, range ? range : "");
@@ -746,7 +722,6 @@ static void expect_refused(const char *json, int code, const char *key, const ch
 
 static void test_config_refused(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
         char json[256];
 #define REFUSE(body, code, key, range)                                                                   \
@@ -777,17 +752,17 @@ static void test_config_refused(void **st)
     expect_refused(ADAMW("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
     /* optim_set_hyper: Keras 3 weight_decay None refused, old value kept. */
     optim_optimizer *opt = optim_test_make(ADAMW(""));
-    assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
+    assert_eq(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_contains(optim_errmsg(opt), "weight_decay");
     double wd;
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
-    assert_true(wd == 0.004);
+    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_eq(wd, 0.004);
     optim_destroy(opt);
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.2, " LEGACY));
-    assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
-    assert_int_equal(optim_set_hyper(opt, "weight_decay", 0.3), 0);
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
-    assert_true(wd == 0.3);
+    assert_eq(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_eq(optim_set_hyper(opt, "weight_decay", 0.3), 0);
+    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_eq(wd, 0.3);
     optim_destroy(opt);
 }
 
@@ -795,7 +770,6 @@ static void test_config_refused(void **st)
 
 static void test_threads_bitwise(void **st)
 {
-    (void)st;
     const int64_t n = 100003;
     double *init = malloc((size_t)n * sizeof *init);
     float *g = malloc((size_t)n * sizeof *g);
@@ -805,7 +779,7 @@ static void test_threads_bitwise(void **st)
         for (int t = 0; t < 2; t++) {
             optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY)
                                                : ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"));
-            assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
+            assert_eq(optim_set_num_threads(opt, t + 1), 0);
             vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));

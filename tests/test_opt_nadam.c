@@ -118,7 +118,7 @@ static void step_dense(optim_optimizer *opt, optim_var *w, const double *g)
     optim_grad_var p = dense_pair(w, g, 0);
     int rc = optim_apply_gradients(opt, &p, 1, 0);
     if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
+    assert_eq(rc, 0);
 }
 
 static optim_var *new_w(optim_dtype dt, const char *name)
@@ -150,8 +150,8 @@ static double cache_value(optim_optimizer *opt, int legacy, optim_dtype *dt)
     optim_get_weights(opt, w, n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(optim_weight_name(opt, i), cache_name(legacy)) == 0) {
-            assert_int_equal(i, 1);
-            assert_int_equal(w[i].rank, 0);
+            assert_eq(i, 1);
+            assert_eq(w[i].rank, 0);
             if (dt) *dt = w[i].dtype;
             return w[i].dtype == OPTIM_F32 ? *(const float *)w[i].data : *(const double *)w[i].data;
         }
@@ -180,12 +180,12 @@ static void check_trajectory(const char *json, const ref *r)
         }
         optim_dtype cdt;
         assert_close(cache_value(opt, r->legacy, &cdt), prod, d ? 1e-13 : 1e-5, 1e-300);
-        assert_int_equal(cdt, dt);
+        assert_eq(cdt, dt);
         const char *names[4];
-        assert_int_equal(optim_get_slot_names(opt, names, 4), 2);
+        assert_eq(optim_get_slot_names(opt, names, 4), 2);
         assert_string_equal(names[0], "m");
         assert_string_equal(names[1], "v");
-        assert_int_equal(optim_weights_count(opt), 4); /* iterations, cache, m, v */
+        assert_eq(optim_weights_count(opt), 4); /* iterations, cache, m, v */
         optim_destroy(opt);
         optim_var_destroy(w);
     }
@@ -195,7 +195,6 @@ static void check_trajectory(const char *json, const ref *r)
 
 static void test_defaults(void **s)
 {
-    (void)s;
     ref r = {0, 0.001, 0.9, 0.999, 1e-7, 0};
     check_trajectory("\"nadam\"", &r);
     check_trajectory("{\"class_name\": \"Nadam\", \"config\": {}}", &r);
@@ -205,7 +204,6 @@ static void test_defaults(void **s)
 
 static void test_options(void **s)
 {
-    (void)s;
     ref r = {0, 0.02, 0.8, 0.95, 1e-5, 0};
     check_trajectory("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.02, "
                      "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5}}", &r);
@@ -224,7 +222,6 @@ static void test_options(void **s)
  * learning rate. A config's decay is ignored, as Keras ignores it. */
 static void test_legacy_decay(void **s)
 {
-    (void)s;
     ref l = {1, 0.01, 0.9, 0.999, 1e-7, 0.004};
     check_trajectory("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, "
                      "\"decay\": 0.3, \"is_legacy_optimizer\": true}}", &l);
@@ -241,7 +238,7 @@ static void test_legacy_decay(void **s)
                                 "\"is_legacy_optimizer\": true}}");
     char *js = optim_get_config(opt);
     cJSON *o = cJSON_Parse(js);
-    assert_true(cJSON_GetObjectItemCaseSensitive(o, "decay")->valuedouble == 0.05);
+    assert_eq(cJSON_GetObjectItemCaseSensitive(o, "decay")->valuedouble, 0.05);
     assert_null(cJSON_GetObjectItemCaseSensitive(o, "schedule_decay"));
     cJSON_Delete(o);
     optim_free(js);
@@ -249,22 +246,21 @@ static void test_legacy_decay(void **s)
     /* Refused: negative (OptimizerV2: "decay cannot be less than 0"), not a
      * number, and in Keras 3 at all. */
     optim_error err;
-    assert_int_equal(optim_from_json(&opt, "{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": -0.1, "
+    assert_eq(optim_from_json(&opt, "{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": -0.1, "
                                            "\"is_legacy_optimizer\": true}}", &err),
                      OPTIM_ERANGE);
-    assert_non_null(strstr(err.msg, "schedule_decay"));
+    assert_contains(err.msg, "schedule_decay");
     assert_non_null(strstr(err.msg, "[0, inf)"));
-    assert_int_equal(optim_from_json(&opt, "{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": null, "
+    assert_eq(optim_from_json(&opt, "{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": null, "
                                            "\"is_legacy_optimizer\": true}}", &err),
                      OPTIM_ERANGE);
-    assert_int_equal(optim_from_json(&opt, "{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": 0.004}}", &err),
+    assert_eq(optim_from_json(&opt, "{\"class_name\": \"Nadam\", \"config\": {\"schedule_decay\": 0.004}}", &err),
                      OPTIM_EKEY);
-    assert_non_null(strstr(err.msg, "schedule_decay"));
+    assert_contains(err.msg, "schedule_decay");
 }
 
 static void test_legacy_epsilon_fallback(void **s)
 {
-    (void)s;
     ref l = {1, 0.01, 0.9, 0.999, 1e-7, 0.004};
     const char *cfgs[2] = {
         "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"epsilon\": 0, \"is_legacy_optimizer\": true}}",
@@ -275,7 +271,7 @@ static void test_legacy_epsilon_fallback(void **s)
         optim_optimizer *opt = optim_test_make(cfgs[c]);
         char *js = optim_get_config(opt);
         cJSON *o = cJSON_Parse(js);
-        assert_true(cJSON_GetObjectItemCaseSensitive(o, "epsilon")->valuedouble == 1e-7);
+        assert_eq(cJSON_GetObjectItemCaseSensitive(o, "epsilon")->valuedouble, 1e-7);
         cJSON_Delete(o);
         optim_free(js);
         optim_destroy(opt);
@@ -297,12 +293,11 @@ static double beta_fn(void *user) { return *(double *)user; }
  * product with its value at each step. */
 static void test_dynamic_beta(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01}}");
         double b1 = 0.9;
-        assert_int_equal(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
         double w[N], m[N] = {0}, v[N] = {0};
         for (int i = 0; i < N; i++) w[i] = init_at(i);
         optim_var *var = new_w(OPTIM_F64, "w");
@@ -327,7 +322,6 @@ static void test_dynamic_beta(void **s)
 
 static void test_keras_golden(void **s)
 {
-    (void)s;
     /* keras/src/optimizers/nadam_test.py test_single_step. */
     optim_optimizer *opt = optim_test_make("{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.5}}");
     double init[4] = {1, 2, 3, 4}, g4[4] = {1, 6, 7, 2};
@@ -372,7 +366,6 @@ static void test_keras_golden(void **s)
 /* keras test_weight_decay (Keras 3). */
 static void test_keras_weight_decay(void **s)
 {
-    (void)s;
     double two = 2.0;
     optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
     optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
@@ -380,16 +373,16 @@ static void test_keras_weight_decay(void **s)
     const char *cfg = "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
     optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
     const char *pat[1] = {"exclude"};
-    assert_int_equal(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-    assert_int_equal(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
+    assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
+    assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
     float zf = 0;
     optim_tensor gz = optim_tensor_make(OPTIM_F32, &zf, 0, NULL);
     optim_grad_var p1[1] = {{optim_grad_dense(gz), v1}};
     optim_grad_var p2[2] = {{optim_grad_dense(gz), v1}, {optim_grad_dense(gz), v2}};
     optim_grad_var p3[2] = {{optim_grad_dense(gz), v1}, {optim_grad_dense(gz), v3}};
-    assert_int_equal(optim_apply_gradients(o1, p1, 1, 0), 0);
-    assert_int_equal(optim_apply_gradients(o2, p2, 2, 0), 0);
-    assert_int_equal(optim_apply_gradients(o3, p3, 2, 0), 0);
+    assert_eq(optim_apply_gradients(o1, p1, 1, 0), 0);
+    assert_eq(optim_apply_gradients(o2, p2, 2, 0), 0);
+    assert_eq(optim_apply_gradients(o3, p3, 2, 0), 0);
     assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
     assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
     assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
@@ -410,7 +403,6 @@ static void test_keras_weight_decay(void **s)
  * product included. */
 static void test_f32_operation_order(void **s)
 {
-    (void)s;
     const float b1 = 0.9f, b2 = 0.999f, lr = 0.01f, eps = 1e-7f, sd = 0.004f;
     const float gs[3] = {0.3f, -1.7f, 0.05f};
     for (int legacy = 0; legacy < 2; legacy++) {
@@ -446,7 +438,7 @@ static void test_f32_operation_order(void **s)
                 w = w - mh * lr / (sqrtf(vh) + eps);
             }
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), var};
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             float got = *(float *)optim_var_data(var);
             float gm = *(float *)optim_var_data(optim_get_slot(opt, var, "m"));
             float gv = *(float *)optim_var_data(optim_get_slot(opt, var, "v"));
@@ -468,7 +460,6 @@ static void test_f32_operation_order(void **s)
  * variable's dtype, and both variables follow the reference. */
 static void test_product_once_per_step(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int f64_first = 0; f64_first < 2; f64_first++) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
@@ -481,11 +472,11 @@ static void test_product_once_per_step(void **s)
                 double g[N];
                 for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
                 optim_grad_var p[2] = {dense_pair(f64_first ? b : a, g, 0), dense_pair(f64_first ? a : b, g, 1)};
-                assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
+                assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
             }
             optim_dtype cdt;
             double c = cache_value(opt, legacy, &cdt);
-            assert_int_equal(cdt, f64_first ? OPTIM_F64 : OPTIM_F32);
+            assert_eq(cdt, f64_first ? OPTIM_F64 : OPTIM_F32);
             assert_close(c, prod, f64_first ? 1e-13 : 1e-5, 0);
             /* The variable of the other dtype sees the product rounded to the
              * cache's dtype (f32: about 1e-7 relative). */
@@ -504,7 +495,6 @@ static void test_product_once_per_step(void **s)
  * assigned only by the _prepare_local of its own dtype). */
 static void test_product_step_without_cache_dtype(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}"
                                            : "\"Nadam\"");
@@ -512,7 +502,7 @@ static void test_product_step_without_cache_dtype(void **s)
         double g[N];
         for (int i = 0; i < N; i++) g[i] = grad_at(0, i);
         optim_grad_var p[2] = {dense_pair(a, g, 0), dense_pair(b, g, 1)};
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
+        assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
         double c1 = cache_value(opt, legacy, NULL);
         ref r = {legacy, 0.001, 0.9, 0.999, 1e-7, 0.004};
         assert_close(c1, mu(&r, 1), 1e-6, 0);
@@ -521,7 +511,7 @@ static void test_product_step_without_cache_dtype(void **s)
         for (int i = 0; i < N; i++) bw[i] = optim_var_get(b, i);
         step_dense(opt, b, g);
         double c2 = cache_value(opt, legacy, NULL);
-        if (legacy) assert_true(c2 == c1);
+        if (legacy) assert_eq(c2, c1);
         else assert_close(c2, mu(&r, 1) * mu(&r, 2), 1e-6, 0);
         /* In both, b moved using S_2 = (double)cache_1 * mu_2 (legacy) or
          * (double)u_product_2 (Keras 3): check it against the reference. */
@@ -534,7 +524,7 @@ static void test_product_step_without_cache_dtype(void **s)
         ref_state st = {mu(&r, 1) * mu(&r, 2)};
         ref_step(&r, &st, 2, w, m, v, g, N, NULL);
         for (int i = 0; i < N; i++) assert_close(optim_var_get(b, i), w[i], 1e-6, 1e-9);
-        assert_int_equal(optim_iterations(opt), 2);
+        assert_eq(optim_iterations(opt), 2);
         optim_destroy(opt);
         optim_var_destroy(a);
         optim_var_destroy(b);
@@ -546,7 +536,6 @@ static void test_product_step_without_cache_dtype(void **s)
  * next 10 steps are bit-identical to an uninterrupted run. */
 static void test_resume_bitwise(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -557,7 +546,7 @@ static void test_resume_bitwise(void **s)
             run_steps(a, wa, 0, 10);
             /* Snapshot: weights and the variable. */
             size_t nw = optim_weights_count(a);
-            assert_int_equal(nw, 4);
+            assert_eq(nw, 4);
             assert_string_equal(optim_weight_name(a, 1), cache_name(legacy));
             optim_tensor views[4];
             optim_get_weights(a, views, nw);
@@ -577,13 +566,13 @@ static void test_resume_bitwise(void **s)
             optim_optimizer *b = optim_test_make(json);
             optim_var *wb = new_w(dt, "w");
             memcpy(optim_var_data(wb), wsave, (size_t)N * optim_dtype_size(dt));
-            assert_int_equal(optim_build(b, &wb, 1), 0);
-            assert_int_equal(optim_set_weights(b, snap, nw), 0);
+            assert_eq(optim_build(b, &wb, 1), 0);
+            assert_eq(optim_set_weights(b, snap, nw), 0);
             run_steps(b, wb, 10, 20);
             assert_memory_equal(optim_var_data(wa), optim_var_data(wb), (size_t)N * optim_dtype_size(dt));
             assert_memory_equal(optim_var_data(optim_get_slot(a, wa, "m")),
                                 optim_var_data(optim_get_slot(b, wb, "m")), (size_t)N * optim_dtype_size(dt));
-            assert_true(cache_value(a, legacy, NULL) == cache_value(b, legacy, NULL));
+            assert_eq(cache_value(a, legacy, NULL), cache_value(b, legacy, NULL));
 
             /* The same optimizer, rewound to step 10 after 20 steps, and
              * one rewound after 11 steps: then the cache was last advanced
@@ -591,14 +580,14 @@ static void test_resume_bitwise(void **s)
             unsigned char after[N * 8];
             memcpy(after, optim_var_data(wa), (size_t)N * optim_dtype_size(dt));
             memcpy(optim_var_data(wa), wsave, (size_t)N * optim_dtype_size(dt));
-            assert_int_equal(optim_set_weights(a, snap, nw), 0);
+            assert_eq(optim_set_weights(a, snap, nw), 0);
             run_steps(a, wa, 10, 20);
             assert_memory_equal(optim_var_data(wa), after, (size_t)N * optim_dtype_size(dt));
             optim_optimizer *c = optim_test_make(json);
             optim_var *wc = new_w(dt, "w");
             run_steps(c, wc, 0, 11);
             memcpy(optim_var_data(wc), wsave, (size_t)N * optim_dtype_size(dt));
-            assert_int_equal(optim_set_weights(c, snap, nw), 0);
+            assert_eq(optim_set_weights(c, snap, nw), 0);
             run_steps(c, wc, 10, 20);
             assert_memory_equal(optim_var_data(wc), after, (size_t)N * optim_dtype_size(dt));
             optim_destroy(c);
@@ -656,16 +645,9 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense,
                             v};
         int rc = optim_apply_gradients(opt, &p, 1, 0);
         if (rc) print_error("%s\n", optim_errmsg(opt));
-        assert_int_equal(rc, 0);
+        assert_eq(rc, 0);
     }
     return v;
-}
-
-static void assert_vars_bitwise(optim_var *a, optim_var *b)
-{
-    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
-    assert_memory_equal(optim_var_data(a), optim_var_data(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
 }
 
 static void ref_sparse(const ref *r, int rows_only, int steps, double w[ROWS][COLS],
@@ -713,7 +695,6 @@ static void check_sparse(const char *json, const ref *r, int rows_only)
 
 static void test_sparse_keras3(void **s)
 {
-    (void)s;
     const char *json = "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.05, \"beta_1\": 0.8}}";
     ref r = {0, 0.05, 0.8, 0.999, 1e-7, 0};
     check_sparse(json, &r, 0);
@@ -733,7 +714,6 @@ static void test_sparse_keras3(void **s)
 
 static void test_sparse_legacy(void **s)
 {
-    (void)s;
     const char *json = "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.05, \"beta_1\": 0.8, "
                        "\"is_legacy_optimizer\": true}}";
     ref r = {1, 0.05, 0.8, 0.999, 1e-7, 0.004};
@@ -746,7 +726,6 @@ static void test_sparse_legacy(void **s)
  * (their moments are zero). */
 static void test_sparse_untouched_rows(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -760,29 +739,29 @@ static void test_sparse_untouched_rows(void **s)
             float onef = 1.0f;
             void *val = d ? (void *)&one : (void *)&onef;
             optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(dt, val, 2, vs)), v};
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             double row0 = optim_var_get(v, 0);
             optim_var *ms = optim_get_slot(opt, v, "m"), *vsl = optim_get_slot(opt, v, "v");
             double m0 = optim_var_get(ms, 0), v0 = optim_var_get(vsl, 0);
-            assert_true(row0 < 1.0);
+            assert_lt(row0, 1.0);
             p.grad.sparse.indices = &i3;
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             if (legacy) {
-                assert_true(optim_var_get(v, 0) == row0);
+                assert_eq(optim_var_get(v, 0), row0);
                 if (d) {
-                    assert_true(optim_var_get(ms, 0) == m0 * 0.9);
-                    assert_true(optim_var_get(vsl, 0) == v0 * 0.999);
+                    assert_eq(optim_var_get(ms, 0), m0 * 0.9);
+                    assert_eq(optim_var_get(vsl, 0), v0 * 0.999);
                 } else {
-                    assert_true((float)optim_var_get(ms, 0) == (float)m0 * 0.9f);
-                    assert_true((float)optim_var_get(vsl, 0) == (float)v0 * 0.999f);
+                    assert_eq((float)optim_var_get(ms, 0), (float)m0 * 0.9f);
+                    assert_eq((float)optim_var_get(vsl, 0), (float)v0 * 0.999f);
                 }
             } else {
-                assert_true(optim_var_get(v, 0) < row0);
-                assert_true(optim_var_get(ms, 0) < m0);
+                assert_lt(optim_var_get(v, 0), row0);
+                assert_lt(optim_var_get(ms, 0), m0);
             }
             for (int r = 1; r < 6; r++)
-                if (r != 3) assert_true(optim_var_get(v, r) == init[r]);
-            assert_true(optim_var_get(v, 3) < 4.0);
+                if (r != 3) assert_eq(optim_var_get(v, r), init[r]);
+            assert_lt(optim_var_get(v, 3), 4.0);
             optim_destroy(opt);
             optim_var_destroy(v);
         }
@@ -822,7 +801,7 @@ static void assert_keys(const cJSON *o, const char *const *keys, size_t n)
         assert_true(known);
         count++;
     }
-    assert_int_equal(count, n);
+    assert_eq(count, n);
 }
 
 static double num(const cJSON *o, const char *key)
@@ -834,7 +813,6 @@ static double num(const cJSON *o, const char *key)
 
 static void test_config_keys_and_defaults(void **s)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make("\"Nadam\"");
     cJSON *o = config_of(opt);
     assert_keys(o, KERAS3_KEYS, sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS);
@@ -843,10 +821,10 @@ static void test_config_keys_and_defaults(void **s)
     for (size_t k = 0; k < sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS; k++, it = it->next)
         assert_string_equal(it->string, KERAS3_KEYS[k]);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, "Nadam");
-    assert_true(num(o, "learning_rate") == 0.001);
-    assert_true(num(o, "beta_1") == 0.9);
-    assert_true(num(o, "beta_2") == 0.999);
-    assert_true(num(o, "epsilon") == 1e-7);
+    assert_eq(num(o, "learning_rate"), 0.001);
+    assert_eq(num(o, "beta_1"), 0.9);
+    assert_eq(num(o, "beta_2"), 0.999);
+    assert_eq(num(o, "epsilon"), 1e-7);
     cJSON_Delete(o);
     optim_destroy(opt);
 
@@ -869,11 +847,11 @@ static void test_config_keys_and_defaults(void **s)
         it = o->child;
         for (size_t k = 0; k < sizeof LEGACY_ORDER / sizeof *LEGACY_ORDER; k++, it = it->next)
             assert_string_equal(it->string, LEGACY_ORDER[k]);
-        assert_true(num(o, "learning_rate") == 0.001);
-        assert_true(num(o, "decay") == 0.004);
-        assert_true(num(o, "beta_1") == 0.9);
-        assert_true(num(o, "beta_2") == 0.999);
-        assert_true(num(o, "epsilon") == 1e-7);
+        assert_eq(num(o, "learning_rate"), 0.001);
+        assert_eq(num(o, "decay"), 0.004);
+        assert_eq(num(o, "beta_1"), 0.9);
+        assert_eq(num(o, "beta_2"), 0.999);
+        assert_eq(num(o, "epsilon"), 1e-7);
         assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "is_legacy_optimizer")));
         cJSON_Delete(o);
         optim_destroy(opt);
@@ -882,7 +860,6 @@ static void test_config_keys_and_defaults(void **s)
 
 static void test_config_round_trip(void **s)
 {
-    (void)s;
     const char *cfgs[] = {
         "{\"class_name\": \"Nadam\", \"config\": {\"name\": \"mine\", \"learning_rate\": 0.0125, "
         "\"beta_1\": 0.75, \"beta_2\": 0.9375, \"epsilon\": 1e-05, \"clipnorm\": 2.5, \"weight_decay\": 0.01}}",
@@ -918,17 +895,16 @@ static void refused(const char *json, int code, const char *const *needles)
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
     if (rc != code) print_error("%s: rc %d (%s)\n", json, rc, err.msg);
-    assert_int_equal(rc, code);
+    assert_eq(rc, code);
     assert_null(opt);
     for (; *needles; needles++) {
         if (!strstr(err.msg, *needles)) print_error("'%s' not in '%s'\n", *needles, err.msg);
-        assert_non_null(strstr(err.msg, *needles));
+        assert_contains(err.msg, *needles);
     }
 }
 
 static void test_config_refused(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
         const char *tail = legacy ? ", \"is_legacy_optimizer\": true}}" : "}}";
         char json[256];
@@ -948,10 +924,10 @@ static void test_config_refused(void **s)
 #undef REFUSE
     }
     optim_optimizer *opt = optim_test_make("\"nadam\"");
-    assert_int_equal(optim_set_hyper(opt, "beta_2", 1.0), OPTIM_ERANGE);
+    assert_eq(optim_set_hyper(opt, "beta_2", 1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
-    assert_int_equal(optim_set_hyper_fn(opt, "epsilon", beta_fn, NULL), OPTIM_ETYPE);
-    assert_int_equal(optim_set_hyper(opt, "decay", 0.1), OPTIM_EKEY); /* legacy only */
+    assert_eq(optim_set_hyper_fn(opt, "epsilon", beta_fn, NULL), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper(opt, "decay", 0.1), OPTIM_EKEY); /* legacy only */
     optim_destroy(opt);
 }
 
@@ -959,7 +935,6 @@ static void test_config_refused(void **s)
 
 static void test_threads_bitwise(void **s)
 {
-    (void)s;
     const int64_t n = 100003;
     double *init = malloc((size_t)n * sizeof *init);
     float *g = malloc((size_t)n * sizeof *g);
@@ -969,12 +944,12 @@ static void test_threads_bitwise(void **s)
         for (int t = 0; t < 2; t++) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.01, \"global_clipnorm\": 10}}");
-            assert_int_equal(optim_set_num_threads(opt, t ? 3 : 1), 0);
+            assert_eq(optim_set_num_threads(opt, t ? 3 : 1), 0);
             vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
             for (int k = 0; k < 4; k++) {
                 for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
-                assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             }
             optim_destroy(opt);
         }

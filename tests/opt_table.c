@@ -1,0 +1,312 @@
+/* Drivers of the optimizer conformance tables (opt_table.h). */
+#include "opt_table.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double dense_init(int i) { return 0.5 - 0.3 * i; }
+static double dense_grad(int k, int i) { return sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.05 * k; }
+static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
+static int64_t table_index(int k, int j)
+{
+    static const int64_t idx[4][4] = {{1, 4, 1, 1}, {0, 4, 5, 4}, {2, 2, 3, 1}, {4, 0, 4, 1}};
+    return idx[k][j];
+}
+static double table_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c); }
+
+const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
+const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
+
+void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
+{
+    int rc = optim_apply_gradients(opt, p, n, 0);
+    if (rc) print_error("%s\n", optim_errmsg(opt));
+    assert_int_equal(rc, 0);
+}
+
+/* A tensor of w's dtype and shape holding g (buf: scratch of numel slots). */
+static optim_tensor tensor_like(optim_dtype dt, int32_t rank, const int64_t *shape, const double *g,
+                                int64_t n, void *buf)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)g[i];
+        else ((double *)buf)[i] = g[i];
+    }
+    return optim_tensor_make(dt, buf, rank, shape);
+}
+
+void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
+{
+    int64_t n = optim_var_numel(w);
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    assert_non_null(buf);
+    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), 1, &n, g, n, buf)), w};
+    ot_step(opt, &p, 1);
+    free(buf);
+}
+
+double ot_tol(const ot_case *c, optim_dtype dt, int which)
+{
+    static const double dflt[4] = {2e-5, 2e-6, 1e-12, 1e-13};
+    int i = (dt == OPTIM_F32 ? 0 : 2) + which;
+    int set = c->tol[0] || c->tol[1] || c->tol[2] || c->tol[3];
+    return set ? c->tol[i] : dflt[i];
+}
+
+optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
+{
+    double *x = malloc(sizeof(double) * (size_t)d->n);
+    assert_non_null(x);
+    for (int i = 0; i < d->n; i++) x[i] = d->init(i);
+    int64_t shape[1] = {d->n};
+    optim_var *w = optim_test_var("w", dt, 1, shape, x);
+    for (int k = 0; k < d->steps; k++) {
+        for (int i = 0; i < d->n; i++) x[i] = d->grad(k, i);
+        ot_step_dense(opt, w, x);
+    }
+    free(x);
+    assert_eq(optim_iterations(opt), d->steps);
+    return w;
+}
+
+static void state_ptrs(const ot_case *c, double *st, int stride, double **p)
+{
+    for (int i = 0; i < c->nstate; i++) p[i] = st + (size_t)i * (size_t)stride;
+}
+
+void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st)
+{
+    double *g = malloc(sizeof(double) * (size_t)d->n), *p[OT_MAX_STATE];
+    assert_non_null(g);
+    state_ptrs(c, st, d->n, p);
+    memset(st, 0, sizeof(double) * (size_t)(d->n * c->nstate));
+    for (int i = 0; i < d->n; i++) w[i] = d->init(i);
+    for (int k = 0; k < d->steps; k++) {
+        for (int i = 0; i < d->n; i++) g[i] = d->grad(k, i);
+        c->ref(c->hp, k, w, p, g, d->n);
+    }
+    free(g);
+}
+
+void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
+                    const double *ref_st, int n)
+{
+    optim_dtype dt = optim_var_dtype(w);
+    double rtol = ot_tol(c, dt, 0), atol = ot_tol(c, dt, 1);
+    assert_var_close(w, ref_w, n, rtol, atol);
+    for (int i = 0; i < c->nstate; i++) {
+        if (!c->slots[i]) continue;
+        optim_var *s = optim_get_slot(opt, w, c->slots[i]);
+        if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
+        assert_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, atol);
+    }
+    if (c->absent && optim_get_slot(opt, w, c->absent))
+        fail_msg("%s: unexpected slot '%s'", c->json, c->absent);
+}
+
+void ot_check_dense(const ot_dense *d, const ot_case *c)
+{
+    double *w = malloc(sizeof(double) * (size_t)(d->n * (1 + c->nstate)));
+    assert_non_null(w);
+    ot_ref_dense(d, c, w, w + d->n);
+    for (int f64 = 0; f64 < 2; f64++) {
+        optim_optimizer *opt = optim_test_make(c->json);
+        optim_var *x = ot_run_dense(opt, d, f64 ? OPTIM_F64 : OPTIM_F32);
+        ot_check_state(opt, x, c, w, w + d->n, d->n);
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+    free(w);
+}
+
+optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
+{
+    int n = s->rows * s->cols, nv = s->nidx * s->cols, f = dt == OPTIM_F32;
+    double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
+    float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)s->nidx);
+    assert_true(init && fd && idx);
+    for (int i = 0; i < n; i++) init[i] = s->init(i / s->cols, i % s->cols);
+    int64_t shape[2] = {s->rows, s->cols}, vs[2] = {s->nidx, s->cols};
+    optim_var *v = optim_test_var("table", dt, 2, shape, init);
+    for (int k = 0; k < s->steps; k++) {
+        memset(dense, 0, sizeof(double) * (size_t)n);
+        memset(fd, 0, sizeof(float) * (size_t)n);
+        for (int j = 0; j < s->nidx; j++) {
+            idx[j] = s->index(k, j);
+            for (int c = 0; c < s->cols; c++) {
+                vals[j * s->cols + c] = s->val(k, j, c);
+                fv[j * s->cols + c] = (float)vals[j * s->cols + c];
+                /* The dense equivalent sums duplicates in order, in the dtype. */
+                dense[idx[j] * s->cols + c] += vals[j * s->cols + c];
+                fd[idx[j] * s->cols + c] += fv[j * s->cols + c];
+            }
+        }
+        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
+                                     : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
+                            v};
+        ot_step(opt, &p, 1);
+    }
+    free(init);
+    free(fd);
+    free(idx);
+    return v;
+}
+
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st)
+{
+    int n = s->rows * s->cols, cols = s->cols;
+    double *g = malloc(sizeof(double) * (size_t)n), *p[OT_MAX_STATE], *q[OT_MAX_STATE];
+    char *touched = malloc((size_t)s->rows);
+    assert_true(g && touched);
+    state_ptrs(c, st, n, p);
+    memset(st, 0, sizeof(double) * (size_t)(n * c->nstate));
+    for (int i = 0; i < n; i++) w[i] = s->init(i / cols, i % cols);
+    for (int k = 0; k < s->steps; k++) {
+        memset(g, 0, sizeof(double) * (size_t)n);
+        memset(touched, 0, (size_t)s->rows);
+        for (int j = 0; j < s->nidx; j++) {
+            int64_t r = s->index(k, j);
+            touched[r] = 1;
+            for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += s->val(k, j, cc);
+        }
+        if (!rows_only) {
+            c->ref(c->hp, k, w, p, g, n);
+            continue;
+        }
+        for (int r = 0; r < s->rows; r++) {
+            if (!touched[r]) continue;
+            for (int i = 0; i < c->nstate; i++) q[i] = p[i] + r * cols;
+            c->ref(c->hp, k, w + r * cols, q, g + r * cols, cols);
+        }
+    }
+    free(g);
+    free(touched);
+}
+
+void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
+{
+    int n = s->rows * s->cols;
+    double *w = malloc(sizeof(double) * (size_t)(n * (1 + c->nstate)));
+    assert_non_null(w);
+    ot_ref_sparse(s, c, rows_only, w, w + n);
+    for (int f64 = 0; f64 < 2; f64++) {
+        optim_optimizer *opt = optim_test_make(c->json);
+        optim_var *x = ot_run_sparse(opt, s, f64 ? OPTIM_F64 : OPTIM_F32, 0);
+        ot_check_state(opt, x, c, w, w + n, n);
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+    free(w);
+}
+
+void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots)
+{
+    for (int f64 = 0; f64 < 2; f64++) {
+        optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
+        optim_var *sv = ot_run_sparse(o1, s, dt, 0), *dv = ot_run_sparse(o2, s, dt, 1);
+        assert_vars_bitwise(sv, dv);
+        for (int i = 0; slots && slots[i]; i++)
+            assert_vars_bitwise(optim_get_slot(o1, sv, slots[i]), optim_get_slot(o2, dv, slots[i]));
+        optim_destroy(o1);
+        optim_destroy(o2);
+        optim_var_destroy(sv);
+        optim_var_destroy(dv);
+    }
+}
+
+void ot_check_threads(const char *json, int steps, double shrink, const char *const *slots)
+{
+    const int64_t n = 100003; /* many chunks, ragged end */
+    double *init = malloc((size_t)n * sizeof *init);
+    float *g = malloc((size_t)n * sizeof *g);
+    assert_true(init && g);
+    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
+    optim_var *vars[2];
+    optim_optimizer *opts[2];
+    for (int t = 0; t < 2; t++) {
+        opts[t] = optim_test_make(json);
+        assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
+        vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
+        for (int k = 0; k < steps; k++) {
+            for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + shrink * k));
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
+            ot_step(opts[t], &p, 1);
+        }
+    }
+    assert_vars_bitwise(vars[0], vars[1]);
+    for (int i = 0; slots && slots[i]; i++)
+        assert_vars_bitwise(optim_get_slot(opts[0], vars[0], slots[i]), optim_get_slot(opts[1], vars[1], slots[i]));
+    for (int t = 0; t < 2; t++) {
+        optim_destroy(opts[t]);
+        optim_var_destroy(vars[t]);
+    }
+    free(init);
+    free(g);
+}
+
+cJSON *ot_config(optim_optimizer *opt)
+{
+    char *s = optim_get_config(opt);
+    assert_non_null(s);
+    cJSON *c = cJSON_Parse(s);
+    optim_free(s);
+    assert_non_null(c);
+    return c;
+}
+
+void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n)
+{
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c)
+    {
+        if (i >= n || strcmp(it->string, keys[i]) != 0)
+            fail_msg("config key %zu is '%s', expected '%s'", i, it->string, i < n ? keys[i] : "(end)");
+        i++;
+    }
+    assert_eq(i, n);
+}
+
+double ot_num(const cJSON *c, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (!cJSON_IsNumber(v)) fail_msg("config key '%s' is not a number", key);
+    return v->valuedouble;
+}
+
+void ot_check_round_trip(const char *json)
+{
+    optim_optimizer *a = optim_test_make(json);
+    char *s1 = optim_serialize(a);
+    assert_non_null(s1);
+    optim_optimizer *b = optim_test_make(s1);
+    char *s2 = optim_serialize(b);
+    assert_string_equal(s1, s2);
+    optim_free(s1);
+    optim_free(s2);
+    optim_destroy(a);
+    optim_destroy(b);
+}
+
+void ot_expect_config(const char *json, const char *want)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    char *cfg = optim_get_config(opt);
+    assert_contains(cfg, want);
+    optim_free(cfg);
+    optim_destroy(opt);
+}
+
+void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc != code) fail_msg("%s: rc %d (%s), expected %d", json, rc, rc ? err.msg : "", code);
+    assert_null(opt);
+    if (needle1) assert_contains(err.msg, needle1);
+    if (needle2) assert_contains(err.msg, needle2);
+}

@@ -1,0 +1,108 @@
+/* Conformance-style drivers shared by the optimizer tests (test_opt_*.c,
+ * test_sgd.c). A test describes an optimizer once, as a case: its config,
+ * a reference step written in double precision from the published formula,
+ * and its slot names. The drivers then run the same checks for every
+ * optimizer: the dense trajectory (f32 and f64, slots included), sparse
+ * gradients against the reference (dense-equivalent or rows only, as the
+ * generation does it), sparse against dense bit for bit, one thread against
+ * two bit for bit, and config round trips and refusals. */
+#ifndef OPTIM_TEST_OPT_TABLE_H
+#define OPTIM_TEST_OPT_TABLE_H
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+
+#define OT_LEGACY "\"is_legacy_optimizer\": true"
+#define OT_MAX_STATE 4
+
+/* Reference step k (0-based) in double on n elements: updates w and the
+ * state arrays st[0..nstate) in place with the gradient g. */
+typedef void (*ot_ref_fn)(const void *hp, int k, double *w, double *const *st, const double *g, int n);
+
+/* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k. */
+typedef struct ot_dense {
+    int n, steps;
+    double (*init)(int i);
+    double (*grad)(int k, int i);
+} ot_dense;
+
+/* A sparse problem: a rows x cols table from init(r, c); at step k, nidx
+ * gradient rows index(k, j) (duplicates allowed) with values val(k, j, c). */
+typedef struct ot_sparse {
+    int rows, cols, steps, nidx;
+    int64_t (*index)(int k, int j);
+    double (*val)(int k, int j, int c);
+    double (*init)(int r, int c);
+} ot_sparse;
+
+/* The problems most tests share: a 7-vector over 25 steps, init 0.5 - 0.3 i,
+ * gradient sin(0.7 k + 1.3 i) (1 + 0.1 i) - 0.05 k (both signs, drifting);
+ * a 6 x 3 table, init 0.1 r - 0.2 c + 0.05, four steps of four rows with
+ * duplicates ({1,4,1,1}, {0,4,5,4}, {2,2,3,1}, {4,0,4,1}; row 5 idle in
+ * steps 3 and 4), values cos(1.1 k + 0.7 j + 0.3 c). */
+extern const ot_dense OT_DENSE;
+extern const ot_sparse OT_SPARSE;
+
+/* One optimizer case. slots[i] names the optimizer slot that holds the
+ * reference's state i (NULL: internal to the reference, not compared);
+ * absent, if set, is a slot that must not exist. tol: f32 rtol, atol, f64
+ * rtol, atol; all zero means 2e-5, 2e-6, 1e-12, 1e-13. */
+typedef struct ot_case {
+    const char *json;
+    ot_ref_fn ref;
+    const void *hp;
+    int nstate;
+    const char *slots[OT_MAX_STATE];
+    const char *absent;
+    double tol[4];
+} ot_case;
+
+/* One apply_gradients call that must succeed (prints the message if not). */
+void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
+/* One dense step on w with the gradient g (doubles, rounded for F32). */
+void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g);
+/* rtol (which 0) or atol (which 1) of a case for dt. */
+double ot_tol(const ot_case *c, optim_dtype dt, int which);
+
+/* Runs the dense problem on a fresh variable "w" of dtype dt. */
+optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt);
+/* The reference of the dense problem: w[n], st[i * n + e]. */
+void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st);
+/* The dense trajectory in f32 and f64: weights and slots against the reference. */
+void ot_check_dense(const ot_dense *d, const ot_case *c);
+/* Compares w and the case's slots of opt against the reference arrays. */
+void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
+                    const double *ref_st, int n);
+
+/* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
+ * the dense equivalent, duplicates summed in order in the dtype). */
+optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
+/* The reference of the sparse problem: duplicates summed; rows_only: only
+ * the rows indexed at a step are updated (the lazy, row-wise rules), else
+ * every row, untouched ones with a zero gradient. */
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st);
+/* The sparse problem in f32 and f64 against ot_ref_sparse. */
+void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
+/* The sparse problem equals its dense equivalent bit for bit (f32 and f64),
+ * weights and the named slots (NULL-terminated list). */
+void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots);
+
+/* One thread against two on 100003 F32 elements for `steps` steps of
+ * cos(0.37 i + k) / (1 + shrink * k): weights and slots bit for bit. */
+void ot_check_threads(const char *json, int steps, double shrink, const char *const *slots);
+
+/* get_config of opt, parsed. */
+cJSON *ot_config(optim_optimizer *opt);
+/* The config's keys are exactly keys[0..n), in that order. */
+void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n);
+/* The number under key (fails if absent or not a number). */
+double ot_num(const cJSON *c, const char *key);
+/* serialize, from_json, serialize again: the same string. */
+void ot_check_round_trip(const char *json);
+/* get_config of the optimizer made from json contains want. */
+void ot_expect_config(const char *json, const char *want);
+/* optim_from_json refuses json with code; the message holds each non-NULL needle. */
+void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
+
+#endif
