@@ -56,6 +56,9 @@ typedef struct ot_case {
     const char *slots[OT_MAX_STATE];
     const char *absent;
     double tol[4];
+    double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes) */
+    double state_init[OT_MAX_STATE]; /* the reference state's initial value */
+    int exact_slots; /* the optimizer has exactly the named slots, in this order */
 } ot_case;
 
 /* One apply_gradients call that must succeed (prints the message if not). */
@@ -85,7 +88,8 @@ void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *
 /* The sparse problem in f32 and f64 against ot_ref_sparse. */
 void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
 /* The sparse problem equals its dense equivalent bit for bit (f32 and f64),
- * weights and the named slots (NULL-terminated list). */
+ * weights and the named slots (NULL-terminated list; a slot absent from
+ * both runs is skipped, as in ot_check_threads). */
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots);
 
 /* One thread against two on 100003 F32 elements for `steps` steps of
@@ -100,7 +104,7 @@ void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n);
 double ot_num(const cJSON *c, const char *key);
 /* serialize, from_json, serialize again: the same string. */
 void ot_check_round_trip(const char *json);
-/* get_config of the optimizer made from json contains want. */
+/* get_config of the optimizer made from json is exactly want. */
 void ot_expect_config(const char *json, const char *want);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);

@@ -36,7 +36,7 @@ static void ref_step(const void *h_, int k, double *w, double *const *st, const 
 /* The dense trajectory of json (with and without the legacy flag) against hp. */
 static void check_trajectory(const char *k3, const char *legacy, hp h)
 {
-    ot_case c = {k3, ref_step, &h, 1, {h.momentum ? "momentum" : NULL}, h.momentum ? NULL : "momentum", {0}};
+    ot_case c = {k3, ref_step, &h, 1, {h.momentum ? "momentum" : NULL}, .absent = h.momentum ? NULL : "momentum"};
     if (k3) ot_check_dense(&OT_DENSE, &c);
     c.json = legacy;
     if (legacy) ot_check_dense(&OT_DENSE, &c);
@@ -253,7 +253,7 @@ static void test_sparse_legacy_rows_only(void **s)
         hp h = {0.1, 0.9, 0, nesterov};
         ot_case c = {nesterov ? SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, " OT_LEGACY)
                               : SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, " OT_LEGACY),
-                     ref_step, &h, 1, {"momentum"}, NULL, {1e-5, 1e-7, 1e-13, 1e-7}};
+                     ref_step, &h, 1, {"momentum"}, .tol = {1e-5, 1e-7, 1e-13, 1e-7}};
         ot_check_sparse(&t, &c, 1);
     }
     /* Without momentum: sequential scatter-add, same as the reference. */
