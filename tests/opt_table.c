@@ -15,8 +15,16 @@ static int64_t table_index(int k, int j)
 }
 static double table_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c); }
 
+static int64_t long_index(int k, int j)
+{
+    static const int64_t idx[3][4] = {{1, 4, 1, 1}, {0, 4, 3, 4}, {2, 2, 3, 1}};
+    return idx[k % 3][j];
+}
+static double long_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) - 0.02 * k; }
+
 const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
+const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
 
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
@@ -241,7 +249,7 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
     }
 }
 
-void ot_check_threads(const char *json, int steps, double shrink, const char *const *slots)
+void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots)
 {
     const int64_t n = 100003; /* many chunks, ragged end */
     double *init = malloc((size_t)n * sizeof *init);
@@ -252,7 +260,7 @@ void ot_check_threads(const char *json, int steps, double shrink, const char *co
     optim_optimizer *opts[2];
     for (int t = 0; t < 2; t++) {
         opts[t] = optim_test_make(json);
-        assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
+        assert_int_equal(optim_set_num_threads(opts[t], t ? threads : 1), 0);
         vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         for (int k = 0; k < steps; k++) {
             for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + shrink * k));

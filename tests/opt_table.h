@@ -43,6 +43,9 @@ typedef struct ot_sparse {
  * steps 3 and 4), values cos(1.1 k + 0.7 j + 0.3 c). */
 extern const ot_dense OT_DENSE;
 extern const ot_sparse OT_SPARSE;
+/* 24 steps on the 6 x 3 table cycling {1,4,1,1}, {0,4,3,4}, {2,2,3,1} (row 5
+ * never indexed), values cos(1.1 k + 0.7 j + 0.3 c) - 0.02 k. */
+extern const ot_sparse OT_SPARSE_LONG;
 
 /* One optimizer case. slots[i] names the optimizer slot that holds the
  * reference's state i (NULL: internal to the reference, not compared);
@@ -92,9 +95,9 @@ void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
  * both runs is skipped, as in ot_check_threads). */
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots);
 
-/* One thread against two on 100003 F32 elements for `steps` steps of
- * cos(0.37 i + k) / (1 + shrink * k): weights and slots bit for bit. */
-void ot_check_threads(const char *json, int steps, double shrink, const char *const *slots);
+/* One thread against `threads` on 100003 F32 elements for `steps` steps of
+ * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
+void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);
 
 /* get_config of opt, parsed. */
 cJSON *ot_config(optim_optimizer *opt);

@@ -157,7 +157,7 @@ static void test_keras_single_step(void **s)
 {
     const char *cfgs[2] = {
         ADAGRAD("\"learning_rate\": 0.5"),
-        ADAGRAD("\"learning_rate\": 0.5, " OT_LEGACY "")};
+        ADAGRAD("\"learning_rate\": 0.5, " OT_LEGACY)};
     const double g[4] = {1, 6, 7, 2}, init[4] = {1, 2, 3, 4};
     const double want[4] = {0.5233, 1.5007, 2.5005, 3.5061};
     for (int c = 0; c < 2; c++) {
@@ -183,7 +183,7 @@ static void test_keras_golden(void **s)
         {0.856, 0.7422, 0.6604, 0.6037, 0.5644, 0.5367, 0.5168, 0.5021, 0.491, 0.4825}};
     const char *cfgs[2] = {
         ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6"),
-        ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6, " OT_LEGACY "")};
+        ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6, " OT_LEGACY)};
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -221,7 +221,7 @@ static void test_legacy_minimize_sparse(void **s)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? ADAGRAD("\"learning_rate\": 1.0, " OT_LEGACY "")
+            optim_optimizer *opt = optim_test_make(legacy ? ADAGRAD("\"learning_rate\": 1.0, " OT_LEGACY)
                                                : ADAGRAD("\"learning_rate\": 1.0"));
             double init[4] = {1, 2, 3, 4};
             int64_t shape[2] = {2, 2}, vs[2] = {1, 2}, idx = 0;
@@ -242,7 +242,7 @@ static void test_legacy_minimize_sparse(void **s)
 static void test_sparse_repeated_indices(void **s)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        const char *json = legacy ? ADAGRAD("\"learning_rate\": 3.0, " OT_LEGACY "")
+        const char *json = legacy ? ADAGRAD("\"learning_rate\": 3.0, " OT_LEGACY)
                                   : ADAGRAD("\"learning_rate\": 3.0");
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         double init[2] = {1, 2};
@@ -307,13 +307,13 @@ static void test_config_keys(void **s)
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
                   "\"gradient_accumulation_steps\":null,\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
-    ot_expect_config(ADAGRAD("" OT_LEGACY ""),
+    ot_expect_config(ADAGRAD(OT_LEGACY),
                   "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07,\"is_legacy_optimizer\":true}");
-    ot_expect_config(ADAGRAD("\"epsilon\": null, " OT_LEGACY ""),
+    ot_expect_config(ADAGRAD("\"epsilon\": null, " OT_LEGACY),
                   "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07,\"is_legacy_optimizer\":true}");
-    ot_expect_config(ADAGRAD("\"epsilon\": 0.0, " OT_LEGACY ""),
+    ot_expect_config(ADAGRAD("\"epsilon\": 0.0, " OT_LEGACY),
                   "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07,\"is_legacy_optimizer\":true}");
 }
@@ -322,8 +322,8 @@ static void test_config_keys(void **s)
 static void test_legacy_epsilon_zero(void **s)
 {
     const char *cfgs[3] = {
-        ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0, " OT_LEGACY ""),
-        ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": null, " OT_LEGACY ""),
+        ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0, " OT_LEGACY),
+        ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": null, " OT_LEGACY),
         ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0")};
     for (int c = 0; c < 3; c++) {
         optim_optimizer *opt = optim_test_make(cfgs[c]);
@@ -345,7 +345,7 @@ static void test_config_round_trip(void **s)
                "\"initial_accumulator_value\": 0.2, \"epsilon\": 1e-5"));
     ot_check_round_trip(ADAGRAD("\"learning_rate\": 0.5, "
                "\"initial_accumulator_value\": 0.2, \"epsilon\": 1e-5, \"decay\": 0.1, "
-               "\"clipvalue\": 2.0, " OT_LEGACY ""));
+               "\"clipvalue\": 2.0, " OT_LEGACY));
 }
 
 static double eps_fn(void *user) { (void)user; return 1e-3; }
@@ -354,13 +354,13 @@ static void test_config_refused(void **s)
 {
     /* Legacy: initial_accumulator_value must be non-negative. */
     ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, "
-                   "" OT_LEGACY ""),
+                   "" OT_LEGACY),
                    OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
     /* Keras 3 does not check it. */
     optim_optimizer *k3 = optim_test_make(ADAGRAD("\"initial_accumulator_value\": -0.1"));
     assert_eq(optim_set_hyper(k3, "initial_accumulator_value", 0.5), 0);
     optim_destroy(k3);
-    optim_optimizer *lg = optim_test_make(ADAGRAD("" OT_LEGACY ""));
+    optim_optimizer *lg = optim_test_make(ADAGRAD(OT_LEGACY));
     assert_eq(optim_set_hyper(lg, "initial_accumulator_value", -1.0), OPTIM_ERANGE);
     assert_contains(optim_errmsg(lg), "initial_accumulator_value");
     /* Not hypers: no callables. */
@@ -377,8 +377,8 @@ static void test_config_refused(void **s)
 static void test_threads_bitwise(void **s)
 {
     static const char *const slots[] = {"accumulator", NULL};
-    ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7"), 4, 0, slots);
-    ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7, " OT_LEGACY), 4, 0, slots);
+    ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7"), 2, 4, 0, slots);
+    ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7, " OT_LEGACY), 2, 4, 0, slots);
 }
 
 int main(void)

@@ -366,7 +366,7 @@ static void test_weight_decay(void **s)
 static void test_threads_bitwise(void **s)
 {
     static const char *const slots[] = {"momentum", NULL};
-    ot_check_threads(SGD("\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10"),
+    ot_check_threads(SGD("\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10"), 2,
                      4, 0, slots);
 }
 
