@@ -199,9 +199,9 @@ void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *
             continue;
         }
         for (int r = 0; r < s->rows; r++) {
-            if (!touched[r]) continue;
             for (int i = 0; i < c->nstate; i++) q[i] = p[i] + r * cols;
-            c->ref(c->hp, k, w + r * cols, q, g + r * cols, cols);
+            if (touched[r]) c->ref(c->hp, k, w + r * cols, q, g + r * cols, cols);
+            else if (c->idle) c->idle(c->hp, k, w + r * cols, q, cols);
         }
     }
     free(g);

@@ -62,6 +62,9 @@ typedef struct ot_case {
     double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes) */
     double state_init[OT_MAX_STATE]; /* the reference state's initial value */
     int exact_slots; /* the optimizer has exactly the named slots, in this order */
+    /* Optional, for rows_only sparse references: step k on a row that got
+     * no gradient (legacy Nadam decays its moments). */
+    void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
 } ot_case;
 
 /* One apply_gradients call that must succeed (prints the message if not). */
