@@ -22,6 +22,19 @@ static int64_t long_index(int k, int j)
 }
 static double long_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) - 0.02 * k; }
 
+static double shrink_grad(int k, int i)
+{
+    return (sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.03 * (k % 4)) * exp(-0.15 * k);
+}
+static int64_t adam_index(int k, int j)
+{
+    static const int64_t idx[3][5] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
+    return idx[k % 3][j];
+}
+static double adam_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
+
+const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad};
+const ot_sparse OT_SPARSE_ADAM = {7, 3, 21, 5, adam_index, adam_val, table_init};
 const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
 const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
