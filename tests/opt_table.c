@@ -207,7 +207,7 @@ void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *
             touched[r] = 1;
             for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += s->val(k, j, cc);
         }
-        if (!rows_only) {
+        if (!rows_only && !c->idle) {
             c->ref(c->hp, k, w, p, g, n);
             continue;
         }

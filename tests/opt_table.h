@@ -69,8 +69,9 @@ typedef struct ot_case {
     double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes) */
     double state_init[OT_MAX_STATE]; /* the reference state's initial value */
     int exact_slots; /* the optimizer has exactly the named slots, in this order */
-    /* Optional, for rows_only sparse references: step k on a row that got
-     * no gradient (legacy Nadam decays its moments). */
+    /* Optional, for sparse references: step k on a row that got no
+     * gradient (legacy Nadam decays its moments; legacy AdamW moves it
+     * without weight decay). */
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
 } ot_case;
 
@@ -96,7 +97,8 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
 /* The reference of the sparse problem: duplicates summed; rows_only: only
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
- * every row, untouched ones with a zero gradient. */
+ * every row, untouched ones with a zero gradient. A case with an idle hook
+ * steps the rows without a gradient through it instead, in both modes. */
 void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st);
 /* The sparse problem in f32 and f64 against ot_ref_sparse. */
 void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
