@@ -54,7 +54,7 @@ void optim_test_assert_has(const char *s, const char *needle, const char *expr, 
  * that print the first failing index and both values:
  * assert_var_close: every element within rtol/atol of want[i];
  * assert_var_eq: every element == want[i] exactly;
- * assert_var_floats: F32 storage equal bit for bit to want (n floats);
+ * assert_var_floats: the first n elements of F32 storage equal bit for bit to want;
  * assert_vars_bitwise: a and b (non-NULL) of the same size with equal bytes. */
 #define assert_var_close(v, want, n, rtol, atol) \
     optim_test_var_close((v), (want), (n), (rtol), (atol), #v, __FILE__, __LINE__)
