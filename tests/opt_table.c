@@ -33,6 +33,14 @@ static int64_t adam_index(int k, int j)
 }
 static double adam_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
 
+static int64_t idle5_index(int k, int j)
+{
+    static const int64_t idx[4][4] = {{1, 4, 1, 1}, {0, 4, 2, 4}, {2, 2, 3, 1}, {0, 0, 4, 3}};
+    return idx[k][j];
+}
+static double idle5_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) + 0.05; }
+
+const ot_sparse OT_SPARSE_IDLE5 = {6, 3, 4, 4, idle5_index, idle5_val, table_init};
 const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad};
 const ot_sparse OT_SPARSE_ADAM = {7, 3, 21, 5, adam_index, adam_val, table_init};
 const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};

@@ -46,6 +46,9 @@ extern const ot_sparse OT_SPARSE;
 /* 24 steps on the 6 x 3 table cycling {1,4,1,1}, {0,4,3,4}, {2,2,3,1} (row 5
  * never indexed), values cos(1.1 k + 0.7 j + 0.3 c) - 0.02 k. */
 extern const ot_sparse OT_SPARSE_LONG;
+/* Lion's and LAMB's: the 6 x 3 table, four steps of {1,4,1,1}, {0,4,2,4},
+ * {2,2,3,1}, {0,0,4,3} (row 5 never indexed), values cos(1.1 k + 0.7 j + 0.3 c) + 0.05. */
+extern const ot_sparse OT_SPARSE_IDLE5;
 /* The Adam family's: a 9-vector whose gradients shrink over the steps, of
  * both signs (so that AMSGrad's vhat exceeds v), (sin(0.7 k + 1.3 i)
  * (1 + 0.1 i) - 0.03 (k mod 4)) exp(-0.15 k); a 7 x 3 table over 21 steps of
