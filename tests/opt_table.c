@@ -166,29 +166,30 @@ void ot_check_dense(const ot_dense *d, const ot_case *c)
 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
 {
-    int n = s->rows * s->cols, nv = s->nidx * s->cols, f = dt == OPTIM_F32;
+    int cw = s->cols ? s->cols : 1, rank = s->cols ? 2 : 1;
+    int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
     double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
     float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)s->nidx);
     assert_true(init && fd && idx);
-    for (int i = 0; i < n; i++) init[i] = s->init(i / s->cols, i % s->cols);
-    int64_t shape[2] = {s->rows, s->cols}, vs[2] = {s->nidx, s->cols};
-    optim_var *v = optim_test_var("table", dt, 2, shape, init);
+    for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
+    int64_t shape[2] = {s->rows, cw}, vs[2] = {s->nidx, cw};
+    optim_var *v = optim_test_var("table", dt, rank, shape, init);
     for (int k = 0; k < s->steps; k++) {
         memset(dense, 0, sizeof(double) * (size_t)n);
         memset(fd, 0, sizeof(float) * (size_t)n);
         for (int j = 0; j < s->nidx; j++) {
             idx[j] = s->index(k, j);
-            for (int c = 0; c < s->cols; c++) {
-                vals[j * s->cols + c] = s->val(k, j, c);
-                fv[j * s->cols + c] = (float)vals[j * s->cols + c];
+            for (int c = 0; c < cw; c++) {
+                vals[j * cw + c] = s->val(k, j, c);
+                fv[j * cw + c] = (float)vals[j * cw + c];
                 /* The dense equivalent sums duplicates in order, in the dtype. */
-                dense[idx[j] * s->cols + c] += vals[j * s->cols + c];
-                fd[idx[j] * s->cols + c] += fv[j * s->cols + c];
+                dense[idx[j] * cw + c] += vals[j * cw + c];
+                fd[idx[j] * cw + c] += fv[j * cw + c];
             }
         }
-        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
-                                     : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
+        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
+                                     : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
                             v};
         ot_step(opt, &p, 1);
     }

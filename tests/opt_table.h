@@ -28,7 +28,9 @@ typedef struct ot_dense {
 } ot_dense;
 
 /* A sparse problem: a rows x cols table from init(r, c); at step k, nidx
- * gradient rows index(k, j) (duplicates allowed) with values val(k, j, c). */
+ * gradient rows index(k, j) (duplicates allowed) with values val(k, j, c).
+ * cols 0: a vector of rows elements (rank 1, rows of one element); only
+ * ot_run_sparse and the checks built on it take that form. */
 typedef struct ot_sparse {
     int rows, cols, steps, nidx;
     int64_t (*index)(int k, int j);

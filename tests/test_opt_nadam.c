@@ -93,7 +93,7 @@ static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
 
 static ot_case make_case(const char *json, const ref *r)
 {
-    return (ot_case){json, ref_table, r, 2, {"m", "v"}, .exact_slots = 1, .idle = ref_idle};
+    return (ot_case){json, ref_table, r, 2, {"m", "v"}, .exact_slots = 1, .idle = r->legacy ? ref_idle : NULL};
 }
 
 /* The product after `steps` steps. */
