@@ -300,6 +300,62 @@ void ot_check_threads(const char *json, int threads, int steps, double shrink, c
     free(g);
 }
 
+void ot_check_keras_single_step(const char *json, const double *want)
+{
+    const double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2};
+    int64_t n = 4;
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
+    ot_step_dense(opt, v, g);
+    assert_var_close(v, want, 4, 1e-4, 1e-4);
+    optim_destroy(opt);
+    optim_var_destroy(v);
+}
+
+void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golden, int cols)
+{
+    double ones[10], first[10], grads[10], want[10];
+    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
+    int64_t n = 10;
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *x = optim_test_var("x", dt, 1, &n, ones);
+    ot_step_dense(opt, x, first);
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < 10; i++) want[i] = golden[k * cols + (cols > 1 ? i : 0)];
+        assert_var_close(x, want, 10, 5e-4, 5e-4);
+        ot_step_dense(opt, x, grads);
+    }
+    optim_destroy(opt);
+    optim_var_destroy(x);
+}
+
+void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
+{
+    const double two = 2.0, zero = 0.0, want = 1.9760959;
+    optim_var *v[4];
+    const char *names[4] = {"var1", "exclude", "var3", "var1"};
+    for (int i = 0; i < 4; i++) v[i] = optim_test_var(names[i], dt, 0, NULL, &two);
+    optim_optimizer *o[4];
+    for (int i = 0; i < 4; i++) o[i] = optim_test_make(json);
+    optim_tensor gz = optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)&(float){0} : (void *)&zero, 0, NULL);
+    const char *pat[1] = {"exclude"};
+    assert_int_equal(optim_exclude_from_weight_decay(o[1], NULL, 0, pat, 1), 0);
+    assert_int_equal(optim_exclude_from_weight_decay(o[2], &v[2], 1, NULL, 0), 0);
+    optim_grad_var p[3][2] = {{{optim_grad_dense(gz), v[0]}},
+                              {{optim_grad_dense(gz), v[0]}, {optim_grad_dense(gz), v[1]}},
+                              {{optim_grad_dense(gz), v[0]}, {optim_grad_dense(gz), v[2]}}};
+    for (int i = 0; i < 3; i++) ot_step(o[i], p[i], i ? 2 : 1);
+    for (int k = 0; k < 3; k++) ot_step_dense(o[3], v[3], &zero);
+    assert_close(optim_var_get(v[0], 0), want, 0, 1e-6);
+    assert_close(optim_var_get(v[3], 0), want, 0, 1e-6);
+    assert_eq(optim_var_get(v[1], 0), 2.0);
+    assert_eq(optim_var_get(v[2], 0), 2.0);
+    for (int i = 0; i < 4; i++) {
+        optim_destroy(o[i]);
+        optim_var_destroy(v[i]);
+    }
+}
+
 cJSON *ot_config(optim_optimizer *opt)
 {
     char *s = optim_get_config(opt);

@@ -116,6 +116,21 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
  * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
 void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);
 
+/* The tests every Keras optimizer test file has (keras/src/optimizers/NAME_test.py):
+ * test_single_step: [1, 2, 3, 4] (F32) after one step of [1, 6, 7, 2] is
+ * want, to 1e-4. */
+void ot_check_keras_single_step(const char *json, const double *want);
+/* test_correctness_with_golden: ten ones of dtype dt, a first step of 0.01
+ * everywhere, then steps of 0.1 (i + 1); before each of those five steps
+ * the values are golden[k * cols + i] (cols 10), or golden[k] everywhere
+ * (cols 1), to 5e-4. */
+void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golden, int cols);
+/* test_weight_decay: json has learning_rate 1 and weight_decay 0.004; zero
+ * gradients on scalars of 2 (dtype dt). var1 decayed once by each of three
+ * optimizers, and three times by one, is 2 * 0.996^3 = 1.9760959;
+ * "exclude" (excluded by pattern) and var3 (excluded by variable) stay 2. */
+void ot_check_keras_weight_decay(const char *json, optim_dtype dt);
+
 /* get_config of opt, parsed. */
 cJSON *ot_config(optim_optimizer *opt);
 /* The config's keys are exactly keys[0..n), in that order. */

@@ -157,57 +157,25 @@ static void test_f32_operation_order(void **s)
 /* keras/src/optimizers/adadelta_test.py test_single_step (legacy agrees). */
 static void test_keras_single_step(void **s)
 {
-    const char *cfgs[2] = {
-        ADADELTA("\"learning_rate\": 0.5"),
-        ADADELTA("\"learning_rate\": 0.5, " OT_LEGACY)};
-    const double g[4] = {1, 6, 7, 2}, init[4] = {1, 2, 3, 4};
     const double want[4] = {0.9993, 1.9993, 2.9993, 3.9993};
-    for (int c = 0; c < 2; c++) {
-        optim_optimizer *opt = optim_test_make(cfgs[c]);
-        int64_t n = 4;
-        optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
-        ot_step_dense(opt, v, g);
-        for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
-        optim_destroy(opt);
-        optim_var_destroy(v);
-    }
+    ot_check_keras_single_step(ADADELTA("\"learning_rate\": 0.5"), want);
+    ot_check_keras_single_step(ADADELTA("\"learning_rate\": 0.5, " OT_LEGACY), want);
 }
 
 /* adadelta_test.py test_correctness_with_golden. */
 static void test_keras_golden(void **s)
 {
     const double golden[5] = {0.9978, 0.9947, 0.9915, 0.9882, 0.9849};
-    const char *cfgs[2] = {
-        ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6"),
-        ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6, " OT_LEGACY)};
-    for (int c = 0; c < 2; c++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(cfgs[c]);
-            double ones[10], first[10], grads[10];
-            for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
-            int64_t n = 10;
-            optim_var *x = optim_test_var("x", dt, 1, &n, ones);
-            ot_step_dense(opt, x, first);
-            for (int k = 0; k < 5; k++) {
-                for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
-                ot_step_dense(opt, x, grads);
-            }
-            optim_destroy(opt);
-            optim_var_destroy(x);
-        }
+    for (int d = 0; d < 2; d++) {
+        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6"), dt, golden, 1);
+        ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6, " OT_LEGACY), dt, golden, 1);
+    }
 }
 
 static void test_keras_weight_decay(void **s)
 {
-    optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
-                                "\"weight_decay\": 0.004"));
-    double two = 2.0, zero = 0.0;
-    optim_var *v = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    for (int k = 0; k < 3; k++) ot_step_dense(opt, v, &zero);
-    assert_close(optim_var_get(v, 0), 1.9760959, 0, 1e-6);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    ot_check_keras_weight_decay(ADADELTA("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tf_keras legacy adadelta_test testMinimizeSparseResourceVariable:

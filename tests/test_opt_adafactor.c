@@ -25,6 +25,7 @@
 #include "optim/optim.h"
 
 #define STEPS 25
+#define AF(cfg) "{\"class_name\": \"Adafactor\", \"config\": {" cfg "}}"
 
 /* ---- the reference ------------------------------------------------------------------- */
 
@@ -377,7 +378,7 @@ static void test_keras_single_steps(void **st)
 
 /* test_correctness_with_golden: x = ones(10); one step with 0.01, then
  * steps with arange(0.1, 1.1, 0.1); golden values before each. */
-static void test_keras_golden(void **st)
+static void test_keras_golden(void **s)
 {
     static const double golden[5][10] = {
         {0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55},
@@ -386,65 +387,19 @@ static void test_keras_golden(void **st)
         {0.0923, 0.0916, 0.0915, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914},
         {0.0554, 0.0548, 0.0546, 0.0546, 0.0546, 0.0546, 0.0546, 0.0545, 0.0545, 0.0545},
     };
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.5, "
-                                    "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
-                                    "\"clip_threshold\": 0.9, \"relative_step\": false}}");
-        double ones[10], first[10], grads[10];
-        float firstf[10], gradsf[10];
-        for (int i = 0; i < 10; i++) {
-            ones[i] = 1;
-            first[i] = 0.01, firstf[i] = 0.01f;
-            grads[i] = 0.1 * (i + 1), gradsf[i] = (float)grads[i];
-        }
-        int64_t n = 10;
-        optim_var *x = optim_test_var("x", dt, 1, &n, ones);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)first : (void *)firstf, 1, &n)), x};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        for (int i = 0; i < 5; i++) {
-            assert_var_close(x, golden[i], 10, 5e-4, 5e-4);
-            p.grad = optim_grad_dense(optim_tensor_make(dt, d ? (void *)grads : (void *)gradsf, 1, &n));
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        }
-        optim_destroy(opt);
-        optim_var_destroy(x);
-    }
+    const char *json = AF("\"learning_rate\": 0.5, \"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                          "\"clip_threshold\": 0.9, \"relative_step\": false");
+    ot_check_keras_golden(json, OPTIM_F32, golden[0], 10);
+    ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
 
 /* test_weight_decay: three optimizers (lr 1, weight_decay 0.004) each step
  * var1 once with a zero gradient: 2 * 0.996^3 = 1.9760959; excluded
  * variables (by name, by pointer) stay at 2. */
-static void test_keras_weight_decay(void **st)
+static void test_keras_weight_decay(void **s)
 {
-    const char *json = "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}";
-    double two = 2.0, zero = 0.0;
-    float zf = 0;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_var *v1 = optim_test_var("var1", dt, 0, NULL, &two), *v2 = optim_test_var("exclude", dt, 0, NULL, &two),
-                  *v3 = optim_test_var("var3", dt, 0, NULL, &two);
-        optim_tensor g = optim_tensor_make(dt, d ? (void *)&zero : (void *)&zf, 0, NULL);
-        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json), *o3 = optim_test_make(json);
-        optim_grad_var p1 = {optim_grad_dense(g), v1};
-        assert_eq(optim_apply_gradients(o1, &p1, 1, 0), 0);
-        const char *pat[1] = {"exclude"};
-        assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-        optim_grad_var p2[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
-        assert_eq(optim_apply_gradients(o2, p2, 2, 0), 0);
-        assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
-        optim_grad_var p3[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v3}};
-        assert_eq(optim_apply_gradients(o3, p3, 2, 0), 0);
-        assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-        assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
-        assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
-        optim_destroy(o1);
-        optim_destroy(o2);
-        optim_destroy(o3);
-        optim_var_destroy(v1);
-        optim_var_destroy(v2);
-        optim_var_destroy(v3);
-    }
+    ot_check_keras_weight_decay(AF("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(AF("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F64);
 }
 
 /* ---- sparse: the dense equivalent ----------------------------------------------------- */

@@ -354,73 +354,23 @@ static void test_dynamic(void **st)
 /* ---- Keras's own numbers ------------------------------------------------------ */
 
 /* keras/src/optimizers/adam_test.py: test_single_step. */
-static void test_keras_single_step(void **st)
+static void test_keras_single_step(void **s)
 {
-    optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, want[4] = {0.5, 1.5, 2.5, 3.5};
-    float g[4] = {1, 6, 7, 2};
-    int64_t n = 4;
-    optim_var *x = optim_test_var("vars", OPTIM_F32, 1, &n, init);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), x};
-    ot_step(opt, &p, 1);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(x, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_single_step(ADAM("\"learning_rate\": 0.5"), (double[]){0.5, 1.5, 2.5, 3.5});
 }
 
 /* adam_test.py: test_correctness_with_golden (amsgrad). */
-static void test_keras_golden_amsgrad(void **st)
+static void test_keras_golden_amsgrad(void **s)
 {
-    optim_optimizer *opt = optim_test_make(ADAM("\"amsgrad\": true"));
-    double ones[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1;
-    int64_t n = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
-    float first[10], grads[10];
-    for (int i = 0; i < 10; i++) first[i] = 0.01f, grads[i] = (float)(0.1 + 0.1 * i);
     const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, first, 1, &n)), x};
-    ot_step(opt, &p, 1);
-    p.grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, grads, 1, &n));
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
-        ot_step(opt, &p, 1);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_golden(ADAM("\"amsgrad\": true"), OPTIM_F32, golden, 1);
 }
 
 /* adam_test.py: test_weight_decay (Keras 3 base option): var1 is decayed by
  * three optimizers in turn, the excluded ones not at all. */
-static void test_keras_weight_decay(void **st)
+static void test_keras_weight_decay(void **s)
 {
-    double two = 2.0;
-    float zero = 0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
-    optim_tensor g = optim_tensor_make(OPTIM_F32, &zero, 0, NULL);
-    optim_optimizer *o1 = optim_test_make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-    optim_optimizer *o2 = optim_test_make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-    optim_optimizer *o3 = optim_test_make(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-    optim_grad_var p1[1] = {{optim_grad_dense(g), v1}};
-    ot_step(o1, p1, 1);
-    const char *pat[1] = {"exclude"};
-    assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-    optim_grad_var p2[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
-    ot_step(o2, p2, 2);
-    assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
-    optim_grad_var p3[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v3}};
-    ot_step(o3, p3, 2);
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_eq(optim_var_get(v2, 0), 2.0);
-    assert_eq(optim_var_get(v3, 0), 2.0);
-    optim_destroy(o1);
-    optim_destroy(o2);
-    optim_destroy(o3);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
-    optim_var_destroy(v3);
+    ot_check_keras_weight_decay(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tf.keras.optimizers.legacy.Adam docstring: lr 0.1, var 10, loss var^2/2:

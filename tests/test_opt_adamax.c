@@ -175,66 +175,22 @@ static void test_dynamic_beta(void **s)
  * test_correctness_with_golden (float32). */
 static void test_keras_golden(void **s)
 {
-    optim_optimizer *opt = optim_test_make(ADAMAX("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, g4[4] = {1, 6, 7, 2};
-    int64_t four = 4;
-    optim_var *v4 = optim_test_var("v", OPTIM_F32, 1, &four, init);
-    ot_step_dense(opt, v4, g4);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(v4, i), 0.5 + i, 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v4);
-
+    ot_check_keras_single_step(ADAMAX("\"learning_rate\": 0.5"), (double[]){0.5, 1.5, 2.5, 3.5});
     static const double golden[5][10] = {
         {0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8},
         {0.6827, 0.6873, 0.6888, 0.6896, 0.6901, 0.6904, 0.6906, 0.6908, 0.6909, 0.691},
         {0.5333, 0.5407, 0.5431, 0.5444, 0.5451, 0.5456, 0.546, 0.5462, 0.5464, 0.5466},
         {0.368, 0.3773, 0.3804, 0.382, 0.3829, 0.3835, 0.384, 0.3843, 0.3846, 0.3848},
         {0.1933, 0.204, 0.2076, 0.2094, 0.2105, 0.2112, 0.2117, 0.2121, 0.2124, 0.2126}};
-    opt = optim_test_make(ADAMAX("\"learning_rate\": 0.2, \"beta_1\": 0.85, "
-               "\"beta_2\": 0.95, \"epsilon\": 1e-6"));
-    double ones[10], first[10], grads[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = (float)(0.1 * (i + 1));
-    int64_t ten = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &ten, ones);
-    ot_step_dense(opt, x, first);
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
-        ot_step_dense(opt, x, grads);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_golden(ADAMAX("\"learning_rate\": 0.2, \"beta_1\": 0.85, \"beta_2\": 0.95, \"epsilon\": 1e-6"), OPTIM_F32,
+                          golden[0], 10);
 }
 
 /* keras test_weight_decay: three optimizers (lr 1, weight_decay 0.004) on a
  * zero gradient; var1 decays three times, the excluded ones not at all. */
 static void test_keras_weight_decay(void **s)
 {
-    double two = 2.0, zero = 0.0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
-    const char *cfg = ADAMAX("\"learning_rate\": 1.0, \"weight_decay\": 0.004");
-    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
-    const char *pat[1] = {"exclude"};
-    assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-    assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
-    float zf = (float)zero;
-    optim_tensor gz = optim_tensor_make(OPTIM_F32, &zf, 0, NULL);
-    optim_grad_var p1[1] = {{optim_grad_dense(gz), v1}};
-    optim_grad_var p2[2] = {{optim_grad_dense(gz), v1}, {optim_grad_dense(gz), v2}};
-    optim_grad_var p3[2] = {{optim_grad_dense(gz), v1}, {optim_grad_dense(gz), v3}};
-    assert_eq(optim_apply_gradients(o1, p1, 1, 0), 0);
-    assert_eq(optim_apply_gradients(o2, p2, 2, 0), 0);
-    assert_eq(optim_apply_gradients(o3, p3, 2, 0), 0);
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
-    assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
-    optim_destroy(o1);
-    optim_destroy(o2);
-    optim_destroy(o3);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
-    optim_var_destroy(v3);
+    ot_check_keras_weight_decay(ADAMAX("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* ---- float32 order of operations ------------------------------------------------------- */

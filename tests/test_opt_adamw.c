@@ -359,22 +359,13 @@ static void test_legacy_dynamic_weight_decay(void **st)
 /* ---- Keras and TF Addons test values ----------------------------------------------- */
 
 /* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
-static void test_keras_single_step(void **st)
+static void test_keras_single_step(void **s)
 {
-    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, want[4] = {0.4980, 1.4960, 2.494, 3.492};
-    float g[4] = {1, 6, 7, 2};
-    int64_t n = 4;
-    optim_var *x = optim_test_var("vars", OPTIM_F32, 1, &n, init);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), x};
-    ot_step(opt, &p, 1);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(x, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_single_step(ADAMW("\"learning_rate\": 0.5"), (double[]){0.4980, 1.4960, 2.494, 3.492});
 }
 
 /* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
-static void test_keras_golden(void **st)
+static void test_keras_golden(void **s)
 {
     static const double golden[5][10] = {
         {0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998},
@@ -382,44 +373,13 @@ static void test_keras_golden(void **st)
         {0.1223, 0.1198, 0.1174, 0.1149, 0.1124, 0.11, 0.1075, 0.1051, 0.1027, 0.1003},
         {0.0586, 0.0549, 0.0512, 0.0475, 0.0439, 0.0402, 0.0366, 0.033, 0.0294, 0.0258},
         {0.0263, 0.0215, 0.0167, 0.012, 0.0073, 0.0026, -0.0021, -0.0067, -0.0113, -0.0159}};
-    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"));
-    double ones[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1;
-    int64_t n = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
-    float first[10], grads[10];
-    for (int i = 0; i < 10; i++) first[i] = 0.01f, grads[i] = (float)(0.1 + 0.1 * i);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, first, 1, &n)), x};
-    ot_step(opt, &p, 1);
-    p.grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, grads, 1, &n));
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
-        ot_step(opt, &p, 1);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_golden(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"), OPTIM_F32, golden[0], 10);
 }
 
 /* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
-static void test_keras_weight_decay(void **st)
+static void test_keras_weight_decay(void **s)
 {
-    double two = 2.0;
-    float zero = 0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_tensor g = optim_tensor_make(OPTIM_F32, &zero, 0, NULL);
-    for (int k = 0; k < 3; k++) {
-        optim_optimizer *o = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-        const char *pat[1] = {"exclude"};
-        assert_eq(optim_exclude_from_weight_decay(o, NULL, 0, pat, 1), 0);
-        optim_grad_var p[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
-        ot_step(o, p, 2);
-        optim_destroy(o);
-    }
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_eq(optim_var_get(v2, 0), 2.0);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
+    ot_check_keras_weight_decay(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tensorflow_addons/optimizers/tests/weight_decay_optimizers_test.py:

@@ -296,16 +296,7 @@ static void test_legacy_dynamic(void **s)
 /* keras/src/optimizers/ftrl_test.py test_single_step. */
 static void test_keras3_golden_single_step(void **s)
 {
-    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, want[4] = {0.2218, 1.3954, 2.3651, 2.8814};
-    float g[4] = {1, 6, 7, 2};
-    int64_t shape[1] = {4};
-    optim_var *v = optim_test_var("v", OPTIM_F32, 1, shape, init);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, shape)), v};
-    ot_step(opt, &p, 1);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    ot_check_keras_single_step(FTRL("\"learning_rate\": 0.5"), (double[]){0.2218, 1.3954, 2.3651, 2.8814});
 }
 
 /* keras/src/optimizers/ftrl_test.py test_correctness_with_golden. */
@@ -318,29 +309,11 @@ static void test_keras3_golden_correctness(void **s)
         {-0.0121, -0.0246, -0.0363, -0.0472, -0.0573, -0.0668, -0.0757, -0.0842, -0.0922, -0.0999},
         {-0.0164, -0.0328, -0.0481, -0.0623, -0.0753, -0.0875, -0.099, -0.1098, -0.1201, -0.1299},
     };
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make(
-            FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
-            "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
-            "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
-            "\"beta\": 0.3"));
-        double ones[10], first[10], grads[10];
-        for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
-        float ff[10], gf[10];
-        for (int i = 0; i < 10; i++) ff[i] = (float)first[i], gf[i] = (float)grads[i];
-        int64_t shape[1] = {10};
-        optim_var *x = optim_test_var("x", dt, 1, shape, ones);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)first : (void *)ff, 1, shape)), x};
-        ot_step(opt, &p, 1);
-        for (int k = 0; k < 5; k++) {
-            for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
-            p.grad = optim_grad_dense(optim_tensor_make(dt, d ? (void *)grads : (void *)gf, 1, shape));
-            ot_step(opt, &p, 1);
-        }
-        optim_destroy(opt);
-        optim_var_destroy(x);
-    }
+    const char *json = FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
+                            "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
+                            "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.3");
+    ot_check_keras_golden(json, OPTIM_F32, golden[0], 10);
+    ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
 
 /* tf_keras/optimizers/legacy/ftrl_test.py: two variables, grads0 = [0.1, 0.2],

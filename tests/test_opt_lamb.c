@@ -301,66 +301,18 @@ static void test_f32_moments_bitwise(void **s)
 
 static void test_keras_single_step(void **s)
 {
-    optim_optimizer *opt = optim_test_make(K3("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2}, want[4] = {-0.3693, 0.6306, 1.6306, 2.6306};
-    float gf[4];
-    int64_t n = 4;
-    optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
-    optim_grad_var p = {dense_grad(OPTIM_F32, g, gf, 1, &n, 4), w};
-    ot_step(opt, &p, 1);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(w, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    ot_check_keras_single_step(K3("\"learning_rate\": 0.5"), (double[]){-0.3693, 0.6306, 1.6306, 2.6306});
 }
 
 static void test_keras_golden(void **s)
 {
-    optim_optimizer *opt = optim_test_make("\"Lamb\"");
-    double ones[10], first[10], grads[10];
-    float f1[10], f2[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
-    int64_t n = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
     const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
-    optim_grad_var p = {dense_grad(OPTIM_F32, first, f1, 1, &n, 10), x};
-    ot_step(opt, &p, 1);
-    p.grad = dense_grad(OPTIM_F32, grads, f2, 1, &n, 10);
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
-        ot_step(opt, &p, 1);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_golden("\"Lamb\"", OPTIM_F32, golden, 1);
 }
 
 static void test_keras_weight_decay(void **s)
 {
-    const char *cfg = K3("\"learning_rate\": 1.0, \"weight_decay\": 0.004");
-    double two = 2.0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
-    float zero = 0;
-    optim_grad g = optim_grad_dense(optim_tensor_make(OPTIM_F32, &zero, 0, NULL));
-    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
-    optim_grad_var p1[1] = {{g, v1}};
-    ot_step(o1, p1, 1);
-    const char *pat[1] = {"exclude"};
-    assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-    optim_grad_var p2[2] = {{g, v1}, {g, v2}};
-    ot_step(o2, p2, 2);
-    assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
-    optim_grad_var p3[2] = {{g, v1}, {g, v3}};
-    ot_step(o3, p3, 2);
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
-    assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
-    optim_destroy(o1);
-    optim_destroy(o2);
-    optim_destroy(o3);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
-    optim_var_destroy(v3);
+    ot_check_keras_weight_decay(K3("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* ---- TF Addons tests (tensorflow_addons/optimizers/tests/lamb_test.py) --------------- */

@@ -159,62 +159,20 @@ static void test_f32_bitwise(void **s)
 
 static void test_keras_single_step(void **s)
 {
-    optim_optimizer *opt = optim_test_make(LION("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2}, want[4] = {0.5, 1.5, 2.5, 3.5};
-    int64_t n = 4;
-    optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
-    ot_step_dense(opt, w, g);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(w, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    ot_check_keras_single_step(LION("\"learning_rate\": 0.5"), (double[]){0.5, 1.5, 2.5, 3.5});
 }
 
 static void test_keras_golden(void **s)
 {
-    optim_optimizer *opt = optim_test_make("\"Lion\"");
-    double ones[10], first[10], grads[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
-    int64_t n = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
     const double golden[5] = {0.999, 0.998, 0.997, 0.996, 0.995};
-    ot_step_dense(opt, x, first);
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
-        ot_step_dense(opt, x, grads);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_golden("\"Lion\"", OPTIM_F32, golden, 1);
 }
 
 /* Zero gradients, weight_decay 0.004, lr 1: var1 is decayed by three
  * optimizers; "exclude" (by name) and var3 (by variable) are not. */
 static void test_keras_weight_decay(void **s)
 {
-    const char *cfg = LION("\"learning_rate\": 1.0, \"weight_decay\": 0.004");
-    double two = 2.0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
-    optim_tensor g = optim_tensor_make(OPTIM_F32, &(float){0}, 0, NULL);
-    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
-    optim_grad_var p1[1] = {{optim_grad_dense(g), v1}};
-    assert_eq(optim_apply_gradients(o1, p1, 1, 0), 0);
-    const char *pat[1] = {"exclude"};
-    assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-    optim_grad_var p2[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
-    assert_eq(optim_apply_gradients(o2, p2, 2, 0), 0);
-    assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
-    optim_grad_var p3[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v3}};
-    assert_eq(optim_apply_gradients(o3, p3, 2, 0), 0);
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
-    assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
-    optim_destroy(o1);
-    optim_destroy(o2);
-    optim_destroy(o3);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
-    optim_var_destroy(v3);
+    ot_check_keras_weight_decay(LION("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* ---- dynamic hyperparameters ---------------------------------------------------- */

@@ -307,39 +307,18 @@ static void test_dynamic_beta(void **s)
 
 static void test_keras_golden(void **s)
 {
-    /* keras/src/optimizers/nadam_test.py test_single_step. */
-    optim_optimizer *opt = optim_test_make(NADAM("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, g4[4] = {1, 6, 7, 2};
-    int64_t four = 4;
-    optim_var *v4 = optim_test_var("v", OPTIM_F32, 1, &four, init);
-    ot_step_dense(opt, v4, g4);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(v4, i), 0.4686 + i, 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v4);
-
-    /* test_correctness_with_golden. */
+    /* keras/src/optimizers/nadam_test.py test_single_step, test_correctness_with_golden. */
+    ot_check_keras_single_step(NADAM("\"learning_rate\": 0.5"), (double[]){0.4686, 1.4686, 2.4686, 3.4686});
     static const double golden[5][10] = {
         {0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281},
         {-0.1738, -0.1731, -0.1726, -0.1723, -0.1721, -0.172, -0.1719, -0.1718, -0.1718, -0.1717},
         {-0.7115, -0.7103, -0.7096, -0.7092, -0.709, -0.7088, -0.7086, -0.7085, -0.7085, -0.7084},
         {-1.2335, -1.2322, -1.2313, -1.2309, -1.2306, -1.2304, -1.2302, -1.2301, -1.23, -1.2299},
         {-1.7492, -1.7478, -1.7469, -1.7464, -1.7461, -1.7459, -1.7457, -1.7456, -1.7455, -1.7454}};
-    opt = optim_test_make(NADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, "
-               "\"beta_2\": 0.67, \"epsilon\": 1e-5"));
-    double ones[10], first[10], grads[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = (float)(0.1 * (i + 1));
-    int64_t ten = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &ten, ones);
-    ot_step_dense(opt, x, first);
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
-        ot_step_dense(opt, x, grads);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
-
+    ot_check_keras_golden(NADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-5"), OPTIM_F32,
+                          golden[0], 10);
     /* The legacy docstring: lr 0.2, var 10, loss var^2 / 2: one step -> 9.8. */
-    opt = optim_test_make(NADAM("\"learning_rate\": 0.2, " OT_LEGACY));
+    optim_optimizer *opt = optim_test_make(NADAM("\"learning_rate\": 0.2, " OT_LEGACY));
     double ten_d = 10.0;
     optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten_d);
     ot_step_dense(opt, v1, &ten_d);
@@ -351,32 +330,7 @@ static void test_keras_golden(void **s)
 /* keras test_weight_decay (Keras 3). */
 static void test_keras_weight_decay(void **s)
 {
-    double two = 2.0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_var *v3 = optim_test_var("var3", OPTIM_F32, 0, NULL, &two);
-    const char *cfg = NADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004");
-    optim_optimizer *o1 = optim_test_make(cfg), *o2 = optim_test_make(cfg), *o3 = optim_test_make(cfg);
-    const char *pat[1] = {"exclude"};
-    assert_eq(optim_exclude_from_weight_decay(o2, NULL, 0, pat, 1), 0);
-    assert_eq(optim_exclude_from_weight_decay(o3, &v3, 1, NULL, 0), 0);
-    float zf = 0;
-    optim_tensor gz = optim_tensor_make(OPTIM_F32, &zf, 0, NULL);
-    optim_grad_var p1[1] = {{optim_grad_dense(gz), v1}};
-    optim_grad_var p2[2] = {{optim_grad_dense(gz), v1}, {optim_grad_dense(gz), v2}};
-    optim_grad_var p3[2] = {{optim_grad_dense(gz), v1}, {optim_grad_dense(gz), v3}};
-    assert_eq(optim_apply_gradients(o1, p1, 1, 0), 0);
-    assert_eq(optim_apply_gradients(o2, p2, 2, 0), 0);
-    assert_eq(optim_apply_gradients(o3, p3, 2, 0), 0);
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_close(optim_var_get(v2, 0), 2.0, 0, 1e-6);
-    assert_close(optim_var_get(v3, 0), 2.0, 0, 1e-6);
-    optim_destroy(o1);
-    optim_destroy(o2);
-    optim_destroy(o3);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
-    optim_var_destroy(v3);
+    ot_check_keras_weight_decay(NADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* ---- float32 order of operations ------------------------------------------------------- */

@@ -246,55 +246,24 @@ static void test_docstring(void **s)
  * gives the same numbers to 4 digits). */
 static void test_keras_single_step(void **s)
 {
-    const char *cfgs[2] = {
-        RMSPROP("\"learning_rate\": 0.5"),
-        RMSPROP("\"learning_rate\": 0.5, " OT_LEGACY)};
-    const double g[4] = {1, 6, 7, 2}, init[4] = {1, 2, 3, 4};
     const double want[4] = {-0.5811, 0.4189, 1.4189, 2.4189};
-    for (int c = 0; c < 2; c++) {
-        optim_optimizer *opt = optim_test_make(cfgs[c]);
-        int64_t n = 4;
-        optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
-        ot_step_dense(opt, v, g);
-        for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
-        optim_destroy(opt);
-        optim_var_destroy(v);
-    }
+    ot_check_keras_single_step(RMSPROP("\"learning_rate\": 0.5"), want);
+    ot_check_keras_single_step(RMSPROP("\"learning_rate\": 0.5, " OT_LEGACY), want);
 }
 
 /* rmsprop_test.py test_correctness_with_golden: centered, defaults. */
 static void test_keras_golden(void **s)
 {
     const double golden[5] = {0.9967, 0.9933, 0.9908, 0.9885, 0.9864};
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make(RMSPROP("\"centered\": true"));
-        double ones[10], first[10], grads[10];
-        for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
-        int64_t n = 10;
-        optim_var *x = optim_test_var("x", dt, 1, &n, ones);
-        ot_step_dense(opt, x, first);
-        for (int k = 0; k < 5; k++) {
-            for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k], 5e-4, 5e-4);
-            ot_step_dense(opt, x, grads);
-        }
-        optim_destroy(opt);
-        optim_var_destroy(x);
-    }
+    ot_check_keras_golden(RMSPROP("\"centered\": true"), OPTIM_F32, golden, 1);
+    ot_check_keras_golden(RMSPROP("\"centered\": true"), OPTIM_F64, golden, 1);
 }
 
 /* rmsprop_test.py test_weight_decay: zero gradients, lr 1, weight_decay
  * 0.004, three steps: 2 * 0.996^3. */
 static void test_keras_weight_decay(void **s)
 {
-    optim_optimizer *opt = optim_test_make(RMSPROP("\"learning_rate\": 1.0, "
-                                "\"weight_decay\": 0.004"));
-    double two = 2.0, zero = 0.0;
-    optim_var *v = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    for (int k = 0; k < 3; k++) ot_step_dense(opt, v, &zero);
-    assert_close(optim_var_get(v, 0), 1.9760959, 0, 1e-6);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    ot_check_keras_weight_decay(RMSPROP("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* ---- legacy details ------------------------------------------------------------ */
