@@ -2,6 +2,7 @@
 #include "opt_table.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,13 +130,16 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
 {
     optim_dtype dt = optim_var_dtype(w);
     double rtol = ot_tol(c, dt, 0), atol = ot_tol(c, dt, 1);
-    assert_var_close(w, ref_w, n, rtol, atol);
+    char what[600];
+    snprintf(what, sizeof what, "%s %s of %s", optim_dtype_name(dt), optim_var_name(w), c->json);
+    optim_test_var_close(w, ref_w, n, rtol, atol, what, __FILE__, __LINE__);
     for (int i = 0; i < c->nstate; i++) {
         if (!c->slots[i]) continue;
         optim_var *s = optim_get_slot(opt, w, c->slots[i]);
         if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
         double a = c->state_atol[i] ? c->state_atol[i] : atol;
-        assert_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, a);
+        snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i], c->json);
+        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, a, what, __FILE__, __LINE__);
     }
     const char *names[OT_MAX_STATE + 1];
     int ns = optim_get_slot_names(opt, names, OT_MAX_STATE + 1), want = 0;

@@ -69,7 +69,7 @@ void optim_test_var_close(const optim_var *v, const double *want, int64_t n, dou
     for (int64_t i = 0; i < n; i++) {
         double a = optim_var_get(v, i), b = want[i];
         if (rtol == 0 && atol == 0 ? a == b : fabs(a - b) <= atol + rtol * fabs(b)) continue;
-        print_error("%s[%lld] = %a (%.17g), expected %a (%.17g) (rtol %g, atol %g)\n", expr,
+        print_error("%s, element %lld: %a (%.17g), expected %a (%.17g) (rtol %g, atol %g)\n", expr,
                     (long long)i, a, a, b, b, rtol, atol);
         _fail(file, line);
     }
