@@ -76,6 +76,25 @@ void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
     free(buf);
 }
 
+void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle)
+{
+    int64_t n = optim_var_numel(w), it = optim_iterations(opt);
+    size_t bytes = (size_t)n * optim_dtype_size(optim_var_dtype(w));
+    double *gs = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    void *before = malloc(bytes ? bytes : 1), *buf = malloc((size_t)(n ? n : 1) * 8);
+    assert_true(gs && before && buf);
+    for (int64_t i = 0; i < n; i++) gs[i] = g;
+    memcpy(before, optim_var_data(w), bytes);
+    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), gs, n, buf)), w};
+    assert_eq(optim_apply_gradients(opt, &p, 1, 0), code);
+    assert_contains(optim_errmsg(opt), needle);
+    assert_eq(optim_iterations(opt), it);
+    assert_memory_equal(optim_var_data(w), before, bytes);
+    free(gs);
+    free(before);
+    free(buf);
+}
+
 double ot_tol(const ot_case *c, optim_dtype dt, int which)
 {
     static const double dflt[4] = {2e-5, 2e-6, 1e-12, 1e-13};

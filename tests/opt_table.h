@@ -84,6 +84,10 @@ typedef struct ot_case {
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
 /* One dense step on w with the gradient g (doubles, rounded for F32). */
 void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g);
+/* One dense step of the gradient g everywhere on w must fail with code
+ * (a hyperparameter out of range, say), the message naming needle, and
+ * change nothing: w bit for bit, the iteration count. */
+void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle);
 /* rtol (which 0) or atol (which 1) of a case for dt. */
 double ot_tol(const ot_case *c, optim_dtype dt, int which);
 
