@@ -2,6 +2,7 @@
 #include "opt_table.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,6 +408,20 @@ double ot_num(const cJSON *c, const char *key)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
     if (!cJSON_IsNumber(v)) fail_msg("config key '%s' is not a number", key);
     return v->valuedouble;
+}
+
+void ot_expect_numbers(const cJSON *c, ...)
+{
+    va_list ap;
+    va_start(ap, c);
+    for (const char *key; (key = va_arg(ap, const char *));) {
+        double want = va_arg(ap, double), got = ot_num(c, key);
+        if (got != want) {
+            va_end(ap);
+            fail_msg("config key '%s' is %a (%.17g), expected %a (%.17g)", key, got, got, want, want);
+        }
+    }
+    va_end(ap);
 }
 
 void ot_check_round_trip(const char *json)

@@ -141,6 +141,13 @@ cJSON *ot_config(optim_optimizer *opt);
 void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n);
 /* The number under key (fails if absent or not a number). */
 double ot_num(const cJSON *c, const char *key);
+/* The config's numbers: (key, value) pairs ending with NULL, each value a
+ * double, compared exactly, e.g. ot_expect_numbers(c, "beta_1", 0.9, NULL). */
+void ot_expect_numbers(const cJSON *c, ...);
+/* The eleven keys every Keras 3 optimizer config starts with, in order. */
+#define OT_KERAS3_BASE_KEYS                                                                          \
+    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema", \
+        "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"
 /* serialize, from_json, serialize again: the same string. */
 void ot_check_round_trip(const char *json);
 /* get_config of the optimizer made from json is exactly want. */

@@ -551,10 +551,7 @@ static void test_slots_and_weights(void **st)
 
 /* ---- config ---------------------------------------------------------------------------- */
 
-static const char *const KEYS[] = {
-    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
-    "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-    "gradient_accumulation_steps", "beta_2_decay", "epsilon_1", "epsilon_2", "clip_threshold",
+static const char *const KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_2_decay", "epsilon_1", "epsilon_2", "clip_threshold",
     "relative_step",
 };
 #define NKEYS (sizeof KEYS / sizeof *KEYS)

@@ -387,10 +387,7 @@ static void test_legacy_docstring(void **st)
 
 static void test_config_keys_and_defaults(void **st)
 {
-    static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
-                                     "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
-                                     "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
-                                     "epsilon", "amsgrad"};
+    static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad", "is_legacy_optimizer"};
     for (int legacy = 0; legacy < 2; legacy++) {
@@ -399,10 +396,7 @@ static void test_config_keys_and_defaults(void **st)
         if (legacy) ot_assert_keys(c, kl, sizeof kl / sizeof *kl);
         else ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "Adam");
-        assert_eq(ot_num(c, "learning_rate"), 0.001);
-        assert_eq(ot_num(c, "beta_1"), 0.9);
-        assert_eq(ot_num(c, "beta_2"), 0.999);
-        assert_eq(ot_num(c, "epsilon"), 1e-7);
+        ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
         assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
         if (!legacy) assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "weight_decay")));
         else assert_eq(ot_num(c, "decay"), 0);

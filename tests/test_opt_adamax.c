@@ -318,11 +318,7 @@ static void test_sparse_untouched_rows(void **s)
 
 /* ---- config ------------------------------------------------------------------------- */
 
-static const char *const KERAS3_KEYS[] = {
-    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
-    "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-    "gradient_accumulation_steps", "beta_1", "beta_2", "epsilon",
-};
+static const char *const KERAS3_KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon"};
 static const char *const LEGACY_KEYS[] = {
     "name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "is_legacy_optimizer",
 };
@@ -333,10 +329,7 @@ static void test_config_keys_and_defaults(void **s)
     cJSON *o = ot_config(opt);
     ot_assert_keys(o, KERAS3_KEYS, sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, "Adamax");
-    assert_eq(ot_num(o, "learning_rate"), 0.001);
-    assert_eq(ot_num(o, "beta_1"), 0.9);
-    assert_eq(ot_num(o, "beta_2"), 0.999);
-    assert_eq(ot_num(o, "epsilon"), 1e-7);
+    ot_expect_numbers(o, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "weight_decay")));
     cJSON_Delete(o);
     optim_destroy(opt);
@@ -344,11 +337,7 @@ static void test_config_keys_and_defaults(void **s)
     opt = optim_test_make(ADAMAX(OT_LEGACY));
     o = ot_config(opt);
     ot_assert_keys(o, LEGACY_KEYS, sizeof LEGACY_KEYS / sizeof *LEGACY_KEYS);
-    assert_eq(ot_num(o, "learning_rate"), 0.001);
-    assert_eq(ot_num(o, "decay"), 0.0);
-    assert_eq(ot_num(o, "beta_1"), 0.9);
-    assert_eq(ot_num(o, "beta_2"), 0.999);
-    assert_eq(ot_num(o, "epsilon"), 1e-7);
+    ot_expect_numbers(o, "learning_rate", 0.001, "decay", 0.0, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "is_legacy_optimizer")));
     cJSON_Delete(o);
     optim_destroy(opt);
@@ -374,9 +363,7 @@ static void test_config_round_trip(void **s)
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) ot_check_round_trip(cfgs[c]);
     optim_optimizer *a = optim_test_make(cfgs[0]);
     cJSON *o = ot_config(a);
-    assert_eq(ot_num(o, "beta_1"), 0.75);
-    assert_eq(ot_num(o, "beta_2"), 0.9375);
-    assert_eq(ot_num(o, "epsilon"), 1e-5);
+    ot_expect_numbers(o, "beta_1", 0.75, "beta_2", 0.9375, "epsilon", 1e-5, NULL);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, "mine");
     cJSON_Delete(o);
     optim_destroy(a);

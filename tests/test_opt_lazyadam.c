@@ -263,10 +263,7 @@ static void test_tfa_sparse_values(void **st)
 
 static void test_config(void **st)
 {
-    static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
-                                     "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
-                                     "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
-                                     "epsilon", "amsgrad"};
+    static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad", "is_legacy_optimizer"};
     for (int legacy = 0; legacy < 2; legacy++) {

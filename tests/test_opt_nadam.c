@@ -603,11 +603,7 @@ static void test_sparse_untouched_rows(void **s)
 
 /* ---- config ------------------------------------------------------------------------- */
 
-static const char *const KERAS3_KEYS[] = {
-    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
-    "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-    "gradient_accumulation_steps", "beta_1", "beta_2", "epsilon",
-};
+static const char *const KERAS3_KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon"};
 static const char *const LEGACY_KEYS[] = {
     "name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "is_legacy_optimizer",
 };
@@ -618,10 +614,7 @@ static void test_config_keys_and_defaults(void **s)
     cJSON *o = ot_config(opt);
     ot_assert_keys(o, KERAS3_KEYS, sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring, "Nadam");
-    assert_eq(ot_num(o, "learning_rate"), 0.001);
-    assert_eq(ot_num(o, "beta_1"), 0.9);
-    assert_eq(ot_num(o, "beta_2"), 0.999);
-    assert_eq(ot_num(o, "epsilon"), 1e-7);
+    ot_expect_numbers(o, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
     cJSON_Delete(o);
     optim_destroy(opt);
 
@@ -638,11 +631,8 @@ static void test_config_keys_and_defaults(void **s)
         opt = optim_test_make(legacy_cfgs[c]);
         o = ot_config(opt);
         ot_assert_keys(o, LEGACY_KEYS, sizeof LEGACY_KEYS / sizeof *LEGACY_KEYS);
-        assert_eq(ot_num(o, "learning_rate"), 0.001);
-        assert_eq(ot_num(o, "decay"), 0.004);
-        assert_eq(ot_num(o, "beta_1"), 0.9);
-        assert_eq(ot_num(o, "beta_2"), 0.999);
-        assert_eq(ot_num(o, "epsilon"), 1e-7);
+        ot_expect_numbers(o, "learning_rate", 0.001, "decay", 0.004, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7,
+                          NULL);
         assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "is_legacy_optimizer")));
         cJSON_Delete(o);
         optim_destroy(opt);
