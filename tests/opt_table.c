@@ -77,6 +77,20 @@ void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
     free(buf);
 }
 
+void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals)
+{
+    int32_t rank = optim_var_rank(w);
+    int64_t shape[OPTIM_MAX_RANK], n = 1;
+    memcpy(shape, optim_var_shape(w), sizeof(int64_t) * (size_t)rank);
+    shape[0] = 1;
+    for (int d = 1; d < rank; d++) n *= shape[d];
+    void *buf = malloc((size_t)n * 8);
+    assert_non_null(buf);
+    optim_grad_var p = {optim_grad_sparse(&row, 1, tensor_like(optim_var_dtype(w), rank, shape, vals, n, buf)), w};
+    ot_step(opt, &p, 1);
+    free(buf);
+}
+
 void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle)
 {
     int64_t n = optim_var_numel(w), it = optim_iterations(opt);

@@ -88,6 +88,9 @@ void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g);
  * (a hyperparameter out of range, say), the message naming needle, and
  * change nothing: w bit for bit, the iteration count. */
 void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle);
+/* One sparse step on w with a single gradient row: index row, values vals
+ * (one row of w's trailing shape, doubles rounded to w's dtype). */
+void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals);
 /* rtol (which 0) or atol (which 1) of a case for dt. */
 double ot_tol(const ot_case *c, optim_dtype dt, int which);
 

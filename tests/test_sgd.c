@@ -271,16 +271,12 @@ static void test_sparse_untouched_rows(void **s)
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5}}");
         double init[4] = {1, 2, 3, 4};
-        int64_t shape[2] = {4, 1}, vs[2] = {1, 1};
+        int64_t shape[2] = {4, 1};
         optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
-        int64_t i0 = 0, i3 = 3;
-        double one = 1.0;
-        optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), v};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+        ot_step_row(opt, v, 0, (double[]){1});
         /* m0 = -0.5, w0 = 0.5 */
         assert_eq(optim_var_get(v, 0), 0.5);
-        p.grad.sparse.indices = &i3;
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+        ot_step_row(opt, v, 3, (double[]){1});
         /* Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
         assert_eq(optim_var_get(v, 0), (legacy ? 0.5 : 0.25));
         assert_true(optim_var_get(v, 1) == 2 && optim_var_get(v, 2) == 3);
