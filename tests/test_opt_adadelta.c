@@ -188,12 +188,9 @@ static void test_legacy_minimize_sparse(void **s)
             optim_optimizer *opt = optim_test_make(legacy ? ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0, " OT_LEGACY)
                                                : ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0"));
             double init[2] = {1, 2};
-            int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
+            int64_t shape[2] = {1, 2};
             optim_var *v = optim_test_var("var0", dt, 2, shape, init);
-            float gf[2] = {112, 140};
-            double gd[2] = {112, 140};
-            optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+            ot_step_row(opt, v, 0, (double[]){112, 140});
             assert_true(optim_var_get(v, 0) == -111 && optim_var_get(v, 1) == -138);
             optim_destroy(opt);
             optim_var_destroy(v);
@@ -234,10 +231,7 @@ static void test_sparse_untouched_rows(void **s)
         optim_var *ag = optim_get_slot(opt, v, "accum_grad"), *av = optim_get_slot(opt, v, "accum_var");
         double wb[8], agb[8], avb[8];
         for (int i = 0; i < 8; i++) wb[i] = optim_var_get(v, i), agb[i] = optim_var_get(ag, i), avb[i] = optim_var_get(av, i);
-        int64_t idx = 3, vs[2] = {1, 2};
-        double row[2] = {0.25, -0.5};
-        p.grad = optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, row, 2, vs));
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+        ot_step_row(opt, v, 3, (double[]){0.25, -0.5});
         for (int i = 0; i < 8; i++) {
             if (i >= 6) {
                 assert_ne(optim_var_get(v, i), wb[i]);

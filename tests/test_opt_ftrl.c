@@ -397,12 +397,9 @@ static void test_legacy_golden_minimize_sparse(void **s)
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, "
                                     "" OT_LEGACY));
-        int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
+        int64_t shape[2] = {1, 2};
         optim_var *v = optim_test_var("var0", dt, 2, shape, (double[]){1, 2});
-        float gf[2] = {112, 140};
-        double gd[2] = {112, 140};
-        optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
-        ot_step(opt, &p, 1);
+        ot_step_row(opt, v, 0, (double[]){112, 140});
         assert_close(optim_var_get(v, 0), 0, 0, 0.01);
         assert_close(optim_var_get(v, 1), 1, 0, 0.01);
         optim_destroy(opt);
@@ -515,11 +512,9 @@ static void test_sparse_keras3_untouched_rows(void **s)
         optim_optimizer *opt = optim_test_make(shrink ? FTRL("\"learning_rate\": 0.5, "
                                              "\"l2_shrinkage_regularization_strength\": 0.25")
                                            : FTRL("\"learning_rate\": 0.5"));
-        int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i0 = 0;
+        int64_t shape[2] = {3, 1};
         optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
-        double one = 1.0;
-        optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), v};
-        ot_step(opt, &p, 1);
+        ot_step_row(opt, v, 0, (double[]){1});
         optim_var *lin = optim_get_slot(opt, v, "linear"), *acc = optim_get_slot(opt, v, "accumulator");
         for (int r = 1; r < 3; r++) {
             double w0 = r + 1.0, z = shrink ? 2 * 0.25 * w0 : 0.0;

@@ -324,12 +324,9 @@ static void test_legacy_minimize_sparse(void **s)
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             optim_optimizer *opt = optim_test_make(cfgs[c]);
             double init[2] = {1, 2};
-            int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
+            int64_t shape[2] = {1, 2};
             optim_var *v = optim_test_var("var0", dt, 2, shape, init);
-            float gf[2] = {112, 140};
-            double gd[2] = {112, 140};
-            optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+            ot_step_row(opt, v, 0, (double[]){112, 140});
             if (c < 2) {
                 /* 1 - 112 / (112 + 1e-7), 2 - 140 / (140 + 1e-7): not 0 and 1 exactly. */
                 assert_close(optim_var_get(v, 0), 0.0, 0, 0.01);
@@ -468,10 +465,7 @@ static void test_sparse_untouched_rows(void **s)
                     for (int i = 0; sl[k] && i < 8; i++) before[k][i] = optim_var_get(sl[k], i);
                 }
                 for (int i = 0; i < 8; i++) wb[i] = optim_var_get(v, i);
-                int64_t idx = 3, vs[2] = {1, 2};
-                double row[2] = {0.25, -0.5};
-                p.grad = optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, row, 2, vs));
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+                ot_step_row(opt, v, 3, (double[]){0.25, -0.5});
                 for (int i = 0; i < 8; i++) {
                     int touched = i >= 6;
                     double w = optim_var_get(v, i);
