@@ -595,9 +595,8 @@ static void test_round_trip(void **st)
                                 "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
                                 "\"clip_threshold\": 0.9, \"relative_step\": false, \"clipnorm\": 2.0"));
     char *s1 = optim_serialize(opt);
+    ot_check_round_trip(s1);
     optim_optimizer *back = optim_test_make(s1);
-    char *s2 = optim_serialize(back);
-    assert_string_equal(s1, s2);
     double v;
     assert_eq(optim_get_hyper(back, "epsilon_1", &v), 0);
     assert_eq(v, 1e-15);
@@ -607,7 +606,6 @@ static void test_round_trip(void **st)
     assert_eq(v, -0.65);
     assert_contains(s1, "\"clip_threshold\":0.9");
     optim_free(s1);
-    optim_free(s2);
     optim_destroy(opt);
     optim_destroy(back);
 }
