@@ -183,7 +183,8 @@ static void test_legacy_minimize_sparse(void **s)
             int64_t shape[2] = {1, 2};
             optim_var *v = optim_test_var("var0", dt, 2, shape, init);
             ot_step_row(opt, v, 0, (double[]){112, 140});
-            assert_true(optim_var_get(v, 0) == -111 && optim_var_get(v, 1) == -138);
+            assert_eq(optim_var_get(v, 0), -111);
+            assert_eq(optim_var_get(v, 1), -138);
             optim_destroy(opt);
             optim_var_destroy(v);
         }

@@ -281,7 +281,8 @@ static void test_clip_threshold(void **st)
     int64_t shape[2] = {6, 5};
     int c2 = check_trajectory(AF("\"learning_rate\": 0.05, "
                               "\"clip_threshold\": 1.2"), &h2, 2, shape, OPTIM_F64, STEPS);
-    assert_true(c2 > 0 && c2 < STEPS);
+    assert_gt(c2, 0);
+    assert_lt(c2, STEPS);
     /* epsilon_2 dominating RMS(w) (variable near zero). */
     hp h3 = {0.3, -0.8, 1e-30, 2.0, 1.0, 0};
     check_all_shapes(AF("\"learning_rate\": 0.3, "

@@ -193,7 +193,8 @@ static void test_legacy_minimize_sparse(void **s)
             ot_step_row(opt, v, 0, (double[]){112, 140});
             const double want[4] = {0, 1, 3, 4};
             for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 0.01);
-            assert_true(optim_var_get(v, 2) == 3 && optim_var_get(v, 3) == 4);
+            assert_eq(optim_var_get(v, 2), 3);
+            assert_eq(optim_var_get(v, 3), 4);
             optim_destroy(opt);
             optim_var_destroy(v);
         }

@@ -297,7 +297,8 @@ static void test_sparse_rows_not_lazy(void **st)
         assert_non_null(optim_get_slot(opt, x, "m"));
         double m1 = 1.0 * (1 - 0.9); /* m of row 0 after the first step */
         assert_eq(optim_var_get(optim_get_slot(opt, x, "m"), 0), (legacy ? m1 * 0.9 : m1 + (0 - m1) * (1 - 0.9)));
-        assert_true(optim_var_get(x, 1) == 2 && optim_var_get(x, 2) == 3);
+        assert_eq(optim_var_get(x, 1), 2);
+        assert_eq(optim_var_get(x, 2), 3);
         /* Row 3's first gradient arrives at t = 2: bias-corrected by t = 2. */
         double a2 = 0.1 * sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9);
         assert_close(optim_var_get(x, 3), 4 - a2 * 0.1 / (sqrt(0.001) + 1e-7), 1e-12, 0);

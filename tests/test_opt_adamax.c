@@ -124,7 +124,7 @@ static void test_legacy_epsilon_fallback(void **s)
     ot_dense one = OT_DENSE;
     one.steps = 1;
     optim_var *w = ot_run_dense(opt, &one, OPTIM_F64);
-    assert_true(isnan(optim_var_get(w, 0)));
+    assert_nan(optim_var_get(w, 0));
     optim_destroy(opt);
     optim_var_destroy(w);
     optim_optimizer *null_k3 = NULL;

@@ -430,7 +430,9 @@ static void test_config_keys_and_defaults(void **st)
     ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "AdamW");
     ot_expect_numbers(c, "weight_decay", 0.004, "learning_rate", 0.001, NULL);
-    assert_true(ot_num(c, "beta_1") == 0.9 && ot_num(c, "beta_2") == 0.999 && ot_num(c, "epsilon") == 1e-7);
+    assert_eq(ot_num(c, "beta_1"), 0.9);
+    assert_eq(ot_num(c, "beta_2"), 0.999);
+    assert_eq(ot_num(c, "epsilon"), 1e-7);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
     cJSON_Delete(c);
     optim_destroy(opt);

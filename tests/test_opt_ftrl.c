@@ -649,7 +649,7 @@ static void test_zero_accumulator(void **s)
                                 v};
             ot_step(opt, &p, 1);
             if (legacy && !sparse) assert_eq(optim_var_get(v, 0), 0.0);
-            else assert_true(isnan(optim_var_get(v, 0)));
+            else assert_nan(optim_var_get(v, 0));
             if (legacy && sparse) assert_eq(optim_var_get(v, 2), 0.0); /* row 1 untouched */
             optim_destroy(opt);
             optim_var_destroy(v);

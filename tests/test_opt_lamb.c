@@ -273,7 +273,8 @@ static void test_f32_moments_bitwise(void **s)
         const float b1 = 0.9f, b2 = 0.999f;
         const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
         /* The two generations' constants really differ at these betas. */
-        assert_true((1.0f - b1) != (float)(1.0 - 0.9) && (1.0f - b2) != (float)(1.0 - 0.999));
+        assert_ne((1.0f - b1), (float)(1.0 - 0.9));
+        assert_ne((1.0f - b2), (float)(1.0 - 0.999));
         for (int k = 0; k < 3; k++) {
             double g[5];
             float gf[5];
@@ -533,7 +534,8 @@ static void test_sparse_rows(void **s)
             ot_step_row(opt, v, 0, (double[]){1});
             optim_var *m = optim_get_slot(opt, v, "m"), *vv = optim_get_slot(opt, v, "v");
             double m0 = optim_var_get(m, 0), v0 = optim_var_get(vv, 0), w0 = optim_var_get(v, 0);
-            assert_true(m0 != 0 && w0 != 1);
+            assert_ne(m0, 0);
+            assert_ne(w0, 1);
             ot_step_row(opt, v, 3, (double[]){1});
             assert_ne(optim_var_get(v, 0), w0);
             if (legacy) {
@@ -547,7 +549,8 @@ static void test_sparse_rows(void **s)
             }
             for (int r = 1; r <= 2; r++) {
                 assert_eq(optim_var_get(v, r), init[r]);
-                assert_true(optim_var_get(m, r) == 0 && optim_var_get(vv, r) == 0);
+                assert_eq(optim_var_get(m, r), 0);
+                assert_eq(optim_var_get(vv, r), 0);
             }
             optim_destroy(opt);
             optim_var_destroy(v);
@@ -601,7 +604,9 @@ static void test_config_keras3(void **s)
                "\"beta_2\": 0.67, \"epsilon\": 1e-5, \"weight_decay\": 0.01}}");
     c = ot_config(opt);
     ot_assert_keys(c, K3_KEYS, NK(K3_KEYS));
-    assert_true(ot_num(c, "beta_2") == 0.67 && ot_num(c, "epsilon") == 1e-5 && ot_num(c, "weight_decay") == 0.01);
+    assert_eq(ot_num(c, "beta_2"), 0.67);
+    assert_eq(ot_num(c, "epsilon"), 1e-5);
+    assert_eq(ot_num(c, "weight_decay"), 0.01);
     cJSON_Delete(c);
     rt_opt(opt);
     /* Slots after a step: m then v. */
@@ -645,8 +650,10 @@ static void test_config_legacy(void **s)
     assert_eq(optim_create(&opt, &optim_lamb_class, &o, &err), 0);
     c = ot_config(opt);
     ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
-    assert_true(ot_num(c, "learning_rate") == 0.001 && ot_num(c, "epsilon") == 1e-6);
-    assert_true(ot_num(c, "beta_1") == 0.9 && ot_num(c, "beta_2") == 0.999);
+    assert_eq(ot_num(c, "learning_rate"), 0.001);
+    assert_eq(ot_num(c, "epsilon"), 1e-6);
+    assert_eq(ot_num(c, "beta_1"), 0.9);
+    assert_eq(ot_num(c, "beta_2"), 0.999);
     cJSON_Delete(c);
     optim_destroy(opt);
 

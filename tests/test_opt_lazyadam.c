@@ -247,7 +247,8 @@ static void test_tfa_sparse_values(void **st)
                 assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
             }
         }
-        assert_true(optim_var_get(var0, 1) == 1 && optim_var_get(var1, 1) == 3);
+        assert_eq(optim_var_get(var0, 1), 1);
+        assert_eq(optim_var_get(var1, 1), 3);
         optim_destroy(opt);
         optim_var_destroy(var0);
         optim_var_destroy(var1);
@@ -267,8 +268,10 @@ static void test_config(void **st)
         if (legacy) ot_assert_keys(c, kl, sizeof kl / sizeof *kl);
         else ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "LazyAdam");
-        assert_true(ot_num(c, "learning_rate") == 0.001 && ot_num(c, "beta_1") == 0.9);
-        assert_true(ot_num(c, "beta_2") == 0.999 && ot_num(c, "epsilon") == 1e-7);
+        assert_eq(ot_num(c, "learning_rate"), 0.001);
+        assert_eq(ot_num(c, "beta_1"), 0.9);
+        assert_eq(ot_num(c, "beta_2"), 0.999);
+        assert_eq(ot_num(c, "epsilon"), 1e-7);
         assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
         cJSON_Delete(c);
         /* slots */

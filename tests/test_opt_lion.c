@@ -244,14 +244,19 @@ static void test_sparse_rows(void **s)
         optim_var *v = optim_test_var("e", dt, 2, shape, init);
         ot_step_row(opt, v, 0, (double[]){1});
         optim_var *m = optim_get_slot(opt, v, "m");
-        assert_true(optim_var_get(v, 0) == 0.75 && optim_var_get(m, 0) == 0.5);
+        assert_eq(optim_var_get(v, 0), 0.75);
+        assert_eq(optim_var_get(m, 0), 0.5);
         ot_step_row(opt, v, 3, (double[]){1});
         /* Row 0: sign(0.5 * 0.5) = 1 -> 0.5; m = 0.25. */
-        assert_true(optim_var_get(v, 0) == 0.5 && optim_var_get(m, 0) == 0.25);
+        assert_eq(optim_var_get(v, 0), 0.5);
+        assert_eq(optim_var_get(m, 0), 0.25);
         /* Rows 1, 2: never indexed, bit-identical. */
-        assert_true(optim_var_get(v, 1) == 2 && optim_var_get(v, 2) == 3);
-        assert_true(optim_var_get(m, 1) == 0 && optim_var_get(m, 2) == 0);
-        assert_true(optim_var_get(v, 3) == 3.75 && optim_var_get(m, 3) == 0.5);
+        assert_eq(optim_var_get(v, 1), 2);
+        assert_eq(optim_var_get(v, 2), 3);
+        assert_eq(optim_var_get(m, 1), 0);
+        assert_eq(optim_var_get(m, 2), 0);
+        assert_eq(optim_var_get(v, 3), 3.75);
+        assert_eq(optim_var_get(m, 3), 0.5);
         optim_destroy(opt);
         optim_var_destroy(v);
     }

@@ -113,7 +113,8 @@ static optim_grad_var dense_pair(optim_var *w, const double *g, int slot)
     static double gd[4][64];
     int64_t n = optim_var_numel(w);
     optim_dtype dt = optim_var_dtype(w);
-    assert_true(n <= 64 && slot < 4);
+    assert_le(n, 64);
+    assert_lt(slot, 4);
     for (int64_t i = 0; i < n; i++) gf[slot][i] = (float)g[i], gd[slot][i] = g[i];
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf[slot] : (void *)gd[slot],
                                                            optim_var_rank(w), optim_var_shape(w))),
@@ -146,7 +147,8 @@ static double cache_value(optim_optimizer *opt, int legacy, optim_dtype *dt)
 {
     size_t n = optim_weights_count(opt);
     optim_tensor w[16];
-    assert_true(n >= 2 && n <= 16);
+    assert_ge(n, 2);
+    assert_le(n, 16);
     optim_get_weights(opt, w, n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(optim_weight_name(opt, i), cache_name(legacy)) == 0) {
@@ -266,7 +268,7 @@ static void test_legacy_epsilon_fallback(void **s)
     optim_optimizer *opt = optim_test_make(NADAM("\"epsilon\": 0.0"));
     optim_var *w = new_w(OPTIM_F64, "w");
     run_steps(opt, w, 0, 1);
-    assert_true(isnan(optim_var_get(w, 0)));
+    assert_nan(optim_var_get(w, 0));
     assert_false(isnan(optim_var_get(w, 1)));
     optim_destroy(opt);
     optim_var_destroy(w);

@@ -279,7 +279,8 @@ static void test_sparse_untouched_rows(void **s)
         ot_step_row(opt, v, 3, (double[]){1});
         /* Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
         assert_eq(optim_var_get(v, 0), (legacy ? 0.5 : 0.25));
-        assert_true(optim_var_get(v, 1) == 2 && optim_var_get(v, 2) == 3);
+        assert_eq(optim_var_get(v, 1), 2);
+        assert_eq(optim_var_get(v, 2), 3);
         assert_eq(optim_var_get(v, 3), 3.5);
         optim_destroy(opt);
         optim_var_destroy(v);

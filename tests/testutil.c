@@ -51,6 +51,13 @@ void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const ch
     _fail(file, line);
 }
 
+void optim_test_assert_nan(double x, const char *expr, const char *file, int line)
+{
+    if (isnan(x)) return;
+    print_error("%s = %a (%.17g), expected a NaN\n", expr, x, x);
+    _fail(file, line);
+}
+
 void optim_test_assert_has(const char *s, const char *needle, const char *expr, const char *file,
                            int line)
 {

@@ -45,6 +45,10 @@ void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb
 void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
                       const char *file, int line);
 
+/* Fails unless x is a NaN; prints x. */
+#define assert_nan(x) optim_test_assert_nan((double)(x), #x, __FILE__, __LINE__)
+void optim_test_assert_nan(double x, const char *expr, const char *file, int line);
+
 /* Fails unless needle occurs in s (NULL never passes); prints both. */
 #define assert_contains(s, needle) optim_test_assert_has((s), (needle), #s, __FILE__, __LINE__)
 void optim_test_assert_has(const char *s, const char *needle, const char *expr, const char *file,
