@@ -140,7 +140,10 @@ static void test_sparse_lazy_rows(void **st)
         assert_lt(optim_var_get(xa, 0), row0[0]); /* Adam: m of row 0 still moves it */
         assert_gt(optim_var_get(xa, 1), row0[1]);
         /* Rows 1 and 2: never indexed, identical in both. */
-        for (int i = 2; i < 6; i++) assert_true(optim_var_get(xl, i) == init[i] && optim_var_get(xa, i) == init[i]);
+        for (int i = 2; i < 6; i++) {
+            assert_eq(optim_var_get(xl, i), init[i]);
+            assert_eq(optim_var_get(xa, i), init[i]);
+        }
         /* Row 3: first gradient at t = 2 in both. */
         assert_close(optim_var_get(xl, 6), optim_var_get(xa, 6), 1e-6, 0);
         assert_close(optim_var_get(xl, 7), optim_var_get(xa, 7), 1e-6, 0);
