@@ -171,6 +171,7 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
         if (!c->slots[i]) continue;
         optim_var *s = optim_get_slot(opt, w, c->slots[i]);
         if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
+        assert_eq(optim_var_dtype(s), dt);
         double a = c->state_atol[i] ? c->state_atol[i] : atol;
         snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i], c->json);
         optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, a, what, __FILE__, __LINE__);

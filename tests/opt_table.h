@@ -5,7 +5,8 @@
  * optimizer: the dense trajectory (f32 and f64, slots included), sparse
  * gradients against the reference (dense-equivalent or rows only, as the
  * generation does it), sparse against dense bit for bit, one thread against
- * two bit for bit, and config round trips and refusals. */
+ * several bit for bit, the Keras test files' own checks (single step,
+ * golden values, weight decay), and config round trips and refusals. */
 #ifndef OPTIM_TEST_OPT_TABLE_H
 #define OPTIM_TEST_OPT_TABLE_H
 
@@ -100,7 +101,7 @@ optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
 void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st);
 /* The dense trajectory in f32 and f64: weights and slots against the reference. */
 void ot_check_dense(const ot_dense *d, const ot_case *c);
-/* Compares w and the case's slots of opt against the reference arrays. */
+/* Compares w and the case's slots of opt (of w's dtype) against the reference arrays. */
 void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
                     const double *ref_st, int n);
 
