@@ -9,7 +9,9 @@
 #include "job.h"
 
 /* The settings that must match for a run to continue: option name, JSON
- * key, and where the value lives (number, or the hidden list). */
+ * key, and where the value lives (number, or the hidden list). The
+ * LearningRateScheduler's factor is one; EarlyStopping starts afresh, as
+ * after Keras's BackupAndRestore. */
 typedef struct setting {
     const char *option, *key;
     long long *i;
@@ -17,7 +19,7 @@ typedef struct setting {
     tool_int_list *list;
 } setting;
 
-#define N_SETTINGS 6
+#define N_SETTINGS 7
 static void settings_of(job_config *c, setting *s)
 {
     setting all[N_SETTINGS] = {
@@ -27,6 +29,7 @@ static void settings_of(job_config *c, setting *s)
         {"--batch-size", "batch_size", &c->batch, NULL, NULL},
         {"--validation-split", "validation_split", NULL, &c->validation_split, NULL},
         {"--limit", "limit", &c->limit, NULL, NULL},
+        {"--lr-decay", "lr_decay", NULL, &c->lr_decay, NULL},
     };
     memcpy(s, all, sizeof all);
 }
