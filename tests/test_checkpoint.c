@@ -239,6 +239,8 @@ static void test_refusals(void **s)
     optim_model_destroy(m);
     optim_destroy(o);
 
+    assert_int_equal(optim_layer_set_training_calls(NULL, 1), OPTIM_EINVAL);
+    assert_int_equal(optim_layer_training_calls(NULL), 0);
     assert_int_equal(optim_checkpoint_read(optim_test_tmpfile("missing"), &c, &err), OPTIM_EIO);
     assert_null(c);
     assert_non_null(strstr(err.msg, "holds no checkpoint"));

@@ -58,8 +58,9 @@ static int convert(const char *cmd, const char *lpath, const optim_idx *im, cons
     }
     for (int64_t i = 0; i < n; i++)
         if (y[i] >= JOB_CLASSES) {
+            int label = (int)y[i];
             free(x), free(y);
-            return optim_tool_fail(cmd, "%s: label %d at index %lld, expected 0 to %d", lpath, (int)y[i], (long long)i,
+            return optim_tool_fail(cmd, "%s: label %d at index %lld, expected 0 to %d", lpath, label, (long long)i,
                                    JOB_CLASSES - 1);
         }
     *s = (job_split){x, y, limit && limit < n ? limit : n, features};
