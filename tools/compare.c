@@ -58,8 +58,10 @@ static void label_of(const char *arg, optim_optimizer *opt, char labels[][LABEL_
 static int load_all(char **args, size_t n, optim_optimizer **opts, char labels[][LABEL_MAX])
 {
     int bad = 0;
+    char what[32];
     for (size_t i = 0; i < n; i++) {
-        if (optim_job_optimizer(CMD, args[i], &opts[i])) bad++, opts[i] = NULL;
+        snprintf(what, sizeof what, "optimizer %zu", i + 1);
+        if (optim_job_optimizer(CMD, what, args[i], &opts[i])) bad++, opts[i] = NULL;
         else label_of(args[i], opts[i], labels, i);
     }
     if (bad) optim_tool_fail(CMD, "%d of %zu configs did not load; nothing was trained", bad, n);

@@ -26,11 +26,12 @@ static int find_file(const char *cmd, const char *dir, const char *name, char *p
     if (stat(path, &st) == 0) return 0;
     snprintf(path, n, "%s/%s", dir, name);
     if (stat(path, &st) == 0) return 0;
+    snprintf(path, n, "%s/%s.gz", dir, name);
     if (strcmp(dir, JOB_DEFAULT_DATA) == 0)
-        return optim_tool_fail(cmd, "Fashion-MNIST is not installed (no %s[.gz]); install it with: " INSTALL_HINT,
+        return optim_tool_fail(cmd, "Fashion-MNIST is not installed (no %s); install it with: " INSTALL_HINT,
                                path);
-    return optim_tool_fail(cmd, "--data %s: no %s[.gz] (Fashion-MNIST's files; the default data comes with: " INSTALL_HINT ")",
-                           dir, name);
+    return optim_tool_fail(cmd, "--data %s: %s/%s.gz: No such file or directory (nor uncompressed); Fashion-MNIST "
+                                "comes with: " INSTALL_HINT, dir, dir, name);
 }
 
 static int check_idx(const char *cmd, const char *path, const optim_idx *f, int32_t rank)

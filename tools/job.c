@@ -203,7 +203,7 @@ int optim_job_fit(const char *cmd, const job_run *r, job_result *res)
     return 0;
 }
 
-int optim_job_optimizer(const char *cmd, const char *text, optim_optimizer **opt)
+int optim_job_optimizer(const char *cmd, const char *what, const char *text, optim_optimizer **opt)
 {
     optim_error err;
     char *json = NULL;
@@ -218,10 +218,10 @@ int optim_job_optimizer(const char *cmd, const char *text, optim_optimizer **opt
         snprintf(json, len + 3, "\"%s\"", text);
     } else if (text[0] != '{' && text[0] != '"') {
         if (!(json = optim_tool_read_text(text, &err)))
-            return optim_tool_fail(cmd, "optimizer '%s': expected a JSON config {\"class_name\": ..., \"config\": {...}}, "
-                                        "a file holding one, or an optimizer name (%s)", text, err.msg);
+            return optim_tool_fail(cmd, "%s '%s': expected a JSON config {\"class_name\": ..., \"config\": {...}}, "
+                                        "a file holding one, or an optimizer name (%s)", what, text, err.msg);
     }
     int rc = optim_from_json(opt, json ? json : text, &err);
     free(json);
-    return rc ? optim_tool_fail(cmd, "optimizer %s: %s", text, err.msg) : 0;
+    return rc ? optim_tool_fail(cmd, "%s: %s", what, err.msg) : 0;
 }

@@ -105,9 +105,9 @@ int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const jo
  * rows and step counts. malloc'd JSON, NULL when out of memory. */
 char *optim_job_extra_json(const job_config *c, const job_result *res);
 
-/* An optimizer from a JSON config, a file holding one, or a bare name.
- * 1 after a message. */
-int optim_job_optimizer(const char *cmd, const char *text, optim_optimizer **opt);
+/* An optimizer from a JSON config, a file holding one, or a bare name;
+ * messages start with `what` ("--optimizer"). 1 after a message. */
+int optim_job_optimizer(const char *cmd, const char *what, const char *text, optim_optimizer **opt);
 
 /* ---- output ----------------------------------------------------------------------------- */
 

@@ -158,8 +158,8 @@ int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const jo
     optim_optimizer *given = NULL;
     optim_error err;
     *m = NULL;
-    if (opt_text && optim_job_optimizer(cmd, opt_text, &given)) return 1;
-    if (optim_job_optimizer(cmd, optim_checkpoint_optimizer_json(ck), opt)) {
+    if (opt_text && optim_job_optimizer(cmd, "--optimizer", opt_text, &given)) return 1;
+    if (optim_job_optimizer(cmd, "--resume: the checkpoint's optimizer", optim_checkpoint_optimizer_json(ck), opt)) {
         optim_destroy(given);
         return 1;
     }

@@ -98,7 +98,7 @@ int optim_tool_parse(const char *cmd, tool_option *opts, size_t n, int argc, cha
         tool_option *o = NULL;
         for (size_t k = 0; k < n && !o; k++)
             if (strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0) o = &opts[k];
-        if (!o) return optim_tool_fail(cmd, "unknown option '%.*s' (try 'optim %s --help')", (int)len, a, cmd);
+        if (!o) return optim_tool_fail(cmd, "unknown argument '%.*s' (try 'optim %s --help')", (int)len, a, cmd);
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
         else return optim_tool_fail(cmd, "%s needs a value (try 'optim %s --help')", a, cmd);

@@ -73,7 +73,7 @@ static int setup(train_args *a, optim_checkpoint *ck, const job_data *d, optim_o
                  job_result *res)
 {
     if (ck) return optim_job_resume_state(CMD, ck, &a->c, a->optimizer, d->train.features, opt, m, res);
-    if (optim_job_optimizer(CMD, a->optimizer ? a->optimizer : "adam", opt)) return 1;
+    if (optim_job_optimizer(CMD, "--optimizer", a->optimizer ? a->optimizer : "adam", opt)) return 1;
     if (optim_job_model(CMD, &a->c, d->train.features, *opt, m)) {
         optim_destroy(*opt);
         return 1;
