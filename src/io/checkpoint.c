@@ -76,14 +76,19 @@ static int write_atomic(const char *dir, const char *name, const char *text, opt
     return OPTIM_OK;
 }
 
+static char *read_text(const char *path);
+
 /* The generation after the one dir's checkpoint.json names (0 if none). */
 static int64_t next_generation(const char *dir)
 {
-    optim_checkpoint *old = NULL;
-    if (optim_checkpoint_read(dir, &old, NULL)) return 0;
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(old->root, "generation");
-    int64_t next = cJSON_IsNumber(g) ? (int64_t)g->valuedouble + 1 : 0;
-    optim_checkpoint_free(old);
+    char path[CK_MAX_PATH];
+    snprintf(path, sizeof path, "%s/%s", dir, CK_JSON);
+    char *text = read_text(path);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "generation");
+    int64_t next = cJSON_IsNumber(g) && g->valuedouble >= 0 ? (int64_t)g->valuedouble + 1 : 0;
+    cJSON_Delete(root);
+    free(text);
     return next;
 }
 
