@@ -1,7 +1,8 @@
 /* Checkpoints (optim/checkpoint.h): a run stopped after one epoch and
  * resumed from its checkpoint ends with bit for bit the model and optimizer
  * state of an uninterrupted run, for every built-in optimizer in both
- * generations, a wrapper and Keras 3's use_ema and gradient accumulation,
+ * generations, the wrappers (Lookahead, MovingAverage, SWA, ApplyIfFinite,
+ * LossScaleOptimizer) and Keras 3's use_ema and gradient accumulation,
  * with a Dropout layer whose masks depend on the restored call count; a
  * checkpoint of another model or optimizer is refused with nothing changed;
  * a process killed with SIGKILL while writing leaves the previous
@@ -137,6 +138,12 @@ static const char *const CONFIGS[] = {
     "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", \"config\": "
     "{\"momentum\": 0.9}}, \"average_decay\": 0.9}}",
     "{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true, \"ema_overwrite_frequency\": 4}}",
+    "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": {\"class_name\": \"Adam\", \"config\": "
+    "{\"is_legacy_optimizer\": true}}, \"start_averaging\": 3, \"average_period\": 2, \"is_legacy_optimizer\": true}}",
+    "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": {\"class_name\": \"SGD\", \"config\": "
+    "{\"momentum\": 0.5}}}}",
+    "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": \"Adam\", "
+    "\"config\": {}}, \"initial_scale\": 1.0, \"dynamic_growth_steps\": 3}}",
     "{\"class_name\": \"RMSprop\", \"config\": {\"gradient_accumulation_steps\": 3}}",
 };
 
