@@ -132,7 +132,7 @@ static const char *const CONFIGS[] = {
     "{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": 0.5, \"centered\": true}}",
     "\"adagrad\"", "\"adadelta\"", "\"ftrl\"",
     "{\"class_name\": \"Ftrl\", \"config\": {\"l1_regularization_strength\": 0.01, \"is_legacy_optimizer\": true}}",
-    "\"lion\"", "\"adafactor\"", "\"lamb\"", "\"lazyadam\"",
+    "\"lion\"", "\"adafactor\"", "\"lamb\"", "\"lazyadam\"", "\"muon\"", "\"schedulefreeadamw\"",
     "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"Adam\", \"config\": {}}, "
     "\"sync_period\": 3}}",
     "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", \"config\": "
