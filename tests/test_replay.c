@@ -1,4 +1,4 @@
-/* `optim replay CONFIG INIT GRADS OUT` (DESIGN.md section 5), end to end.
+/* `optim replay CONFIG INIT GRADS OUT` (docs/command.md), end to end.
  *
  * Each test builds CONFIG, INIT and GRADS in a directory of its own with the
  * library's safetensors writer, runs the built `optim` binary with

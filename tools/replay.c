@@ -1,4 +1,4 @@
-/* optim replay CONFIG INIT GRADS OUT (DESIGN.md section 5).
+/* optim replay CONFIG INIT GRADS OUT (docs/command.md).
  *
  * Creates the optimizer from CONFIG, one variable per tensor of INIT (sorted
  * by name), applies the steps recorded in GRADS (K/NAME dense, or

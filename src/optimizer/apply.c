@@ -1,4 +1,4 @@
-/* apply_gradients: the pipeline of DESIGN.md section 3.
+/* apply_gradients: the pipeline (docs/architecture.md).
  *
  *  1 validate every pair (nothing changes on error)   5 create missing slots
  *  2 skip absent gradients                            6 prepare, once per dtype
