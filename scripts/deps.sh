@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages optim needs to build and test, if missing.
 set -euo pipefail
-pkgs=(gcc libc6-dev make cmake pkg-config libcjson-dev libcmocka-dev libcairo2-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+pkgs=(gcc libc6-dev make cmake pkg-config libcjson-dev libcmocka-dev libcairo2-dev libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
