@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "replicas.h"
 #include "optim/idx.h"
 #include "optim/nn.h"
 #include "optim/optim.h"
@@ -33,7 +34,15 @@ static void usage(FILE *f)
             "                    {\"learning_rate\": 0.1}}', or a bare name such as adam (default Adam)\n"
             "  --data DIR        directory of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz\n"
             "                    (default " DEFAULT_DATA ")\n"
-            "  --seed N          seeds the initial weights and the shuffling (default 0)\n");
+            "  --seed N          seeds the initial weights and the shuffling (default 0)\n"
+            "  --steps N         stop after N optimizer steps (default: all batches of --epochs)\n"
+            "  --threads T       threads per process for the optimizer step (default: OpenMP's)\n"
+            "  --save-weights P  write the model's variables to P (safetensors; rank 0 under mpirun)\n"
+            "  --shard-optimizer-state  under mpirun: each rank keeps 1/N of the optimizer slots\n"
+            "  --replica-timeout S  under mpirun: a rank waiting S seconds for the others fails (30)\n"
+            "\n"
+            "Under mpirun -np N each process trains on 1/N of every batch (batch size stays global)\n"
+            "and the gradients are summed across processes; see docs/distributed.md.\n");
 }
 
 static int fail(const char *fmt, ...)
@@ -167,9 +176,28 @@ static int add_dense(optim_model *m, int64_t units, optim_activation act)
     return 0;
 }
 
+/* Rank 0 prints the slot bytes every rank keeps (sharding divides them). */
+static int report_slots(optim_group *g, optim_optimizer *opt)
+{
+    int64_t mine = 0;
+    if (optim_group_slot_bytes(g, opt, &mine)) return fail("%s", optim_group_errmsg(g));
+    double all = (double)mine;
+    if (optim_group_sum(g, &all, 1)) {
+        fail("%s", optim_group_errmsg(g));
+        optim_group_abort(g, 1);
+        return 1;
+    }
+    if (optim_group_rank(g) == 0)
+        printf("optimizer slot bytes per rank: %lld on rank 0, %.0f on all %d ranks together\n", (long long)mine, all,
+               optim_group_size(g));
+    return 0;
+}
+
 int optim_cmd_train(int argc, char **argv)
 {
-    long long epochs = 2, batch = 128, seed = 0;
+    long long epochs = 2, batch = 128, seed = 0, steps = 0, threads = 0, timeout = 30;
+    int epochs_given = 0, shard = 0;
+    const char *save_path = NULL;
     const char *opt_text = "{\"class_name\": \"Adam\", \"config\": {}}", *dir = DEFAULT_DATA;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -177,7 +205,12 @@ int optim_cmd_train(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        const char *names[] = {"--epochs", "--batch-size", "--optimizer", "--data", "--seed"};
+        if (strcmp(a, "--shard-optimizer-state") == 0) {
+            shard = 1;
+            continue;
+        }
+        const char *names[] = {"--epochs", "--batch-size", "--optimizer", "--data", "--seed", "--steps", "--threads",
+                               "--save-weights", "--replica-timeout"};
         const char *val = NULL;
         size_t k;
         for (k = 0; k < sizeof names / sizeof *names; k++) {
@@ -195,11 +228,15 @@ int optim_cmd_train(int argc, char **argv)
         if (!val) return fail("unknown argument '%s' (try 'optim train --help')", a);
         int rc = 0;
         switch (k) {
-        case 0: rc = parse_int("--epochs", val, 1, 1000000, &epochs); break;
+        case 0: rc = parse_int("--epochs", val, 1, 1000000, &epochs), epochs_given = 1; break;
         case 1: rc = parse_int("--batch-size", val, 1, 1LL << 31, &batch); break;
         case 2: opt_text = val; break;
         case 3: dir = val; break;
-        default: rc = parse_int("--seed", val, 0, INT64_MAX, &seed); break;
+        case 4: rc = parse_int("--seed", val, 0, INT64_MAX, &seed); break;
+        case 5: rc = parse_int("--steps", val, 1, INT64_MAX, &steps); break;
+        case 6: rc = parse_int("--threads", val, 1, 4096, &threads); break;
+        case 7: save_path = val; break;
+        default: rc = parse_int("--replica-timeout", val, 1, 86400, &timeout); break;
         }
         if (rc) return rc;
     }
@@ -209,6 +246,16 @@ int optim_cmd_train(int argc, char **argv)
 
     optim_optimizer *opt = NULL;
     if (make_optimizer(opt_text, &opt)) return 1;
+    if (threads) optim_set_num_threads(opt, (int)threads);
+    char msg[OPTIM_ERRMSG_MAX];
+    optim_group *g = NULL;
+    if (optim_tool_group_open(shard, (double)timeout, &g, msg, sizeof msg) || (g && optim_group_attach(g, opt))) {
+        if (g) snprintf(msg, sizeof msg, "%s", optim_group_errmsg(g));
+        optim_group_destroy(g);
+        optim_destroy(opt);
+        return fail("%s", msg);
+    }
+    const int rank = g ? optim_group_rank(g) : 0, replicas = g ? optim_group_size(g) : 1;
     split train, test;
     if (load_split(dir, "train", &train)) {
         optim_destroy(opt);
@@ -221,6 +268,8 @@ int optim_cmd_train(int argc, char **argv)
     }
     int rc = 1;
     optim_model *m = NULL;
+    optim_callback *stop = NULL;
+    int64_t steps_left = 0;
     optim_error err;
     optim_sequential_options so = optim_sequential_defaults();
     so.seed = (uint64_t)seed;
@@ -240,16 +289,43 @@ int optim_cmd_train(int argc, char **argv)
     optim_tensor xte = optim_tensor_make(OPTIM_F32, test.x, 2, (int64_t[]){test.n, test.features});
     optim_tensor yte = optim_tensor_make(OPTIM_I32, test.y, 1, (int64_t[]){test.n});
     char *cfg = optim_serialize(opt);
-    printf("Fashion-MNIST: %lld training and %lld test images of %lld pixels; optimizer %s\n", (long long)train.n,
-           (long long)test.n, (long long)train.features, cfg ? cfg : "?");
+    if (rank == 0)
+        printf("Fashion-MNIST: %lld training and %lld test images of %lld pixels; replicas=%d%s; optimizer %s\n",
+               (long long)train.n, (long long)test.n, (long long)train.features, replicas,
+               g && optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
     optim_free(cfg);
+    if (g && optim_model_distribute(m, g)) {
+        fail("%s", optim_model_errmsg(m));
+        goto done;
+    }
     optim_fit_options fo = optim_fit_defaults();
     fo.epochs = epochs;
     fo.batch_size = batch;
     fo.seed = (uint64_t)seed;
-    fo.out = stdout;
+    fo.out = rank == 0 ? stdout : NULL;
+    if (steps) {
+        int64_t per_epoch = (train.n + batch - 1) / batch;
+        if (!epochs_given) fo.epochs = (steps + per_epoch - 1) / per_epoch;
+        steps_left = steps;
+        if (optim_tool_steps_callback(&steps_left, &stop, msg, sizeof msg)) {
+            fail("%s", msg);
+            goto done;
+        }
+        fo.callbacks = &stop;
+        fo.n_callbacks = 1;
+    }
     if (optim_model_fit(m, &xtr, &ytr, &fo, NULL)) {
-        fail("fit: %s", optim_model_errmsg(m));
+        fail("fit (rank %d of %d): %s", rank, replicas, optim_model_errmsg(m));
+        optim_group_abort(g, 1); /* the other ranks may wait in a collective */
+        goto done;
+    }
+    if (g && report_slots(g, opt)) goto done;
+    if (rank != 0) { /* output and files come from rank 0 */
+        rc = 0;
+        goto done;
+    }
+    if (save_path && optim_tool_save_weights(m, save_path, msg, sizeof msg)) {
+        fail("%s", msg);
         goto done;
     }
     optim_logs res;
@@ -263,6 +339,8 @@ int optim_cmd_train(int argc, char **argv)
     rc = ferror(stdout) ? fail("write error on standard output") : 0;
 done:
     optim_model_destroy(m);
+    optim_callback_destroy(stop);
+    optim_group_destroy(g);
     optim_destroy(opt);
     split_free(&train);
     split_free(&test);
