@@ -355,7 +355,27 @@ static void test_sharded_adam(void **state)
     for (int k = 4; k < 6; k++) step_both(g, opt, resumed, &c, k);
     for (int i = 0; i < 4; i++)
         assert_memory_equal(optim_var_data(c.v[i]), optim_var_data(rv[i]), (size_t)c.n[i] * sizeof(float));
+    /* And back: the one-process state loads into a fresh sharded optimizer. */
+    optim_optimizer *back = optim_test_make(cfg);
+    assert_int_equal(optim_group_attach(g, back), 0);
+    size_t rn = optim_get_weights(resumed, rw, 32);
+    assert_int_equal(optim_group_set_weights(g, back, rw, rn), OPTIM_EINVAL); /* no slots yet */
+    assert_non_null(strstr(optim_group_errmsg(g), "optim_group_build"));
+    assert_int_equal(optim_group_build(g, back, c.v, 4), 0);
+    optim_tensor wrong = rw[1];
+    wrong.shape[0] -= 1;
+    optim_tensor saved = rw[1];
+    rw[1] = wrong;
+    assert_int_equal(optim_group_set_weights(g, back, rw, rn), OPTIM_ESHAPE);
+    assert_non_null(strstr(optim_group_errmsg(g), "expected float32 [7, 5]"));
+    rw[1] = saved;
+    assert_int_equal(optim_group_set_weights(g, back, rw, rn), 0);
+    assert_int_equal(optim_group_get_weights(g, back, w, 32, &nw), 0);
+    assert_int_equal(nw, rn);
+    for (size_t i = 0; i < nw; i++)
+        assert_memory_equal(w[i].data, rw[i].data, (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype));
     optim_group_destroy(g);
+    optim_destroy(back);
     optim_destroy(opt);
     optim_destroy(ropt);
     optim_destroy(resumed);

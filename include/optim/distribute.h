@@ -126,6 +126,18 @@ OPTIM_API int optim_group_sum(optim_group *g, double *values, size_t n);
 OPTIM_API int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *out, size_t cap,
                                       size_t *count);
 
+/* optim_build across the group: creates opt's slots for these variables
+ * now (sharded: for this rank's blocks) and fixes its variable set. Every
+ * rank passes the same variables. */
+OPTIM_API int optim_group_build(optim_group *g, optim_optimizer *opt, optim_var *const *vars, size_t n);
+
+/* Sets opt's weights from full ones in optim_group_get_weights's order (a
+ * one-process checkpoint, or what optim_group_get_weights gave): sharded,
+ * each rank takes its blocks. The slots must exist (optim_group_build or a
+ * step); counts, dtypes and shapes are checked as optim_set_weights does,
+ * and on error nothing changes on this rank. Not collective. */
+OPTIM_API int optim_group_set_weights(optim_group *g, optim_optimizer *opt, const optim_tensor *weights, size_t n);
+
 /* Bytes of slot storage this rank holds for opt (every weight but
  * iterations): about 1/size of the unsharded figure when sharded. */
 OPTIM_API int optim_group_slot_bytes(optim_group *g, const optim_optimizer *opt, int64_t *bytes);

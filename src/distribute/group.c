@@ -327,3 +327,39 @@ int optim_group_slot_bytes(optim_group *g, const optim_optimizer *opt, int64_t *
     *bytes = b;
     return OPTIM_OK;
 }
+
+int optim_group_build(optim_group *g, optim_optimizer *opt, optim_var *const *vars, size_t n)
+{
+    if (!g) return OPTIM_EINVAL;
+    g->errmsg[0] = '\0';
+    optim__group_scratch_free(g);
+    optim__attached *a = attached_or_fail(g, opt, "optim_group_build");
+    if (!a) return OPTIM_EINVAL;
+    if (n && !vars) return group_err(g, OPTIM_EINVAL, "optim_group_build: vars is NULL for n = %zu", n);
+    if (!g->sharded) {
+        int rc = optim_build(opt, vars, n);
+        return rc ? group_err(g, rc, "%s", optim_errmsg(opt)) : OPTIM_OK;
+    }
+    optim_error err;
+    optim__err_clear(&err);
+    int rc = optim__shard_build(a, vars, n, &err);
+    return rc ? optim__group_fail(g, &err) : OPTIM_OK;
+}
+
+int optim_group_set_weights(optim_group *g, optim_optimizer *opt, const optim_tensor *weights, size_t n)
+{
+    if (!g) return OPTIM_EINVAL;
+    g->errmsg[0] = '\0';
+    optim__group_scratch_free(g);
+    optim__attached *a = attached_or_fail(g, opt, "optim_group_set_weights");
+    if (!a) return OPTIM_EINVAL;
+    if (n && !weights) return group_err(g, OPTIM_EINVAL, "optim_group_set_weights: weights is NULL for n = %zu", n);
+    if (!g->sharded) {
+        int rc = optim_set_weights(opt, weights, n);
+        return rc ? group_err(g, rc, "%s", optim_errmsg(opt)) : OPTIM_OK;
+    }
+    optim_error err;
+    optim__err_clear(&err);
+    int rc = optim__shard_set_weights(a, weights, n, &err);
+    return rc ? optim__group_fail(g, &err) : OPTIM_OK;
+}

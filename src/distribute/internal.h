@@ -103,6 +103,8 @@ int optim__group_fail(optim_group *g, const optim_error *err);
 /* Sharded step, weights and checks (shard.c). */
 optim__attached *optim__attached_of(const optim_group *g, const optim_optimizer *opt);
 int optim__shard_step(optim__attached *a, const optim_grad_var *pairs, size_t n, uint32_t flags, optim_error *err);
+int optim__shard_build(optim__attached *a, optim_var *const *vars, size_t n, optim_error *err);
+int optim__shard_set_weights(optim__attached *a, const optim_tensor *weights, size_t n, optim_error *err);
 int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size_t *count, optim_error *err);
 void optim__shards_free(optim__attached *a);
 

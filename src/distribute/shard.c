@@ -243,7 +243,9 @@ int optim__shard_step(optim__attached *a, const optim_grad_var *pairs, size_t n,
     return gather_vars(a, fulls, m, err);
 }
 
-int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size_t *count, optim_error *err)
+/* The optimizer's weights (this rank's views) and, for each, the shard
+ * whose slot it is (SIZE_MAX: not a slot of a part, kept whole). */
+static int owners(optim__attached *a, optim_tensor **w_out, size_t **owner_out, size_t *nw_out, optim_error *err)
 {
     optim_group *g = a->g;
     size_t nw = optim_weights_count(a->opt), ns = optim_get_slot_names(a->opt, NULL, 0);
@@ -260,6 +262,61 @@ int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size
             for (size_t i = 0; slot && i < nw; i++)
                 if (w[i].data == optim_var_data(slot)) owner[i] = s;
         }
+    *w_out = w, *owner_out = owner, *nw_out = nw;
+    return OPTIM_OK;
+}
+
+int optim__shard_build(optim__attached *a, optim_var *const *vars, size_t n, optim_error *err)
+{
+    optim_var **parts = optim__group_alloc(a->g, (n ? n : 1) * sizeof *parts);
+    if (!parts) return optim__err(err, OPTIM_ENOMEM, "replica group: out of memory");
+    int rc = check_shardable(a->opt, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        optim__shard *sh;
+        if (!vars[i]) return optim__err(err, OPTIM_EINVAL, "optim_group_build: vars[%zu] is NULL", i);
+        if (!(rc = shard_of(a, vars[i], &sh, err))) parts[i] = sh->part;
+    }
+    if (!rc && (rc = optim_build(a->opt, parts, n))) optim__err(err, rc, "%s", optim_errmsg(a->opt));
+    return rc;
+}
+
+int optim__shard_set_weights(optim__attached *a, const optim_tensor *weights, size_t n, optim_error *err)
+{
+    optim_tensor *w;
+    size_t *owner, nw;
+    int rc = owners(a, &w, &owner, &nw, err);
+    if (rc) return rc;
+    if (n != nw)
+        return optim__err(err, OPTIM_EINVAL, "optim_group_set_weights: %zu weights given, the optimizer has %zu "
+                          "(create its slots first: optim_group_build)", n, nw);
+    for (size_t i = 0; i < n; i++) {
+        if (owner[i] == SIZE_MAX) {
+            w[i] = weights[i];
+            continue;
+        }
+        const optim_var *full = a->shards[owner[i]].full;
+        char a_[160], b_[160];
+        if (weights[i].dtype != optim_var_dtype(full) || weights[i].rank != optim_var_rank(full) ||
+            optim_tensor_numel(&weights[i]) != optim_var_numel(full) || !weights[i].data)
+            return optim__err(err, OPTIM_ESHAPE, "optim_group_set_weights: weight %zu ('%s') is %s %s, expected %s %s "
+                              "(its variable's)", i, optim_weight_name(a->opt, i), optim_dtype_name(weights[i].dtype),
+                              optim_shape_str(weights[i].rank, weights[i].shape, a_, sizeof a_),
+                              optim_dtype_name(optim_var_dtype(full)),
+                              optim_shape_str(optim_var_rank(full), optim_var_shape(full), b_, sizeof b_));
+        const char *mine = optim_var_cdata(a->shards[owner[i]].part), *base = optim_var_cdata(full);
+        w[i].data = (char *)weights[i].data + (mine - base); /* this rank's rows, at the part's offset */
+    }
+    if ((rc = optim_set_weights(a->opt, w, n))) optim__err(err, rc, "%s", optim_errmsg(a->opt));
+    return rc;
+}
+
+int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size_t *count, optim_error *err)
+{
+    optim_group *g = a->g;
+    optim_tensor *w;
+    size_t *owner, nw;
+    int rc = owners(a, &w, &owner, &nw, err);
+    if (rc) return rc;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         optim_var **vars = optim__group_alloc(g, (nw ? nw : 1) * sizeof *vars);
@@ -270,8 +327,7 @@ int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size
             if (owner[i] != SIZE_MAX && w[i].dtype == dt) which[k] = i, vars[k++] = a->shards[owner[i]].full;
         if (!k) continue;
         optim__layout l = {0, dt, NULL};
-        int rc = layout_of(g, &l, vars, k, err);
-        if (rc) return rc;
+        if ((rc = layout_of(g, &l, vars, k, err))) return rc;
         size_t esz = optim_dtype_size(dt);
         for (size_t j = 0; j < k; j++) {
             optim_tensor *t = &w[which[j]];
