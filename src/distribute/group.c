@@ -197,6 +197,7 @@ static int aggregate(void *user, optim_grad_var *pairs, size_t n, optim_error *e
     if (g->sharded)
         return optim__err(err, OPTIM_ESTATE, "the optimizer is attached to a sharded replica group: step it with "
                           "optim_group_apply_gradients");
+    if (g->size == 1) return OPTIM_OK; /* the sum of one */
     optim__group_scratch_free(g);
     int rc = optim__agree(g, pairs, n, OPTIM_OK, err), sparse = 0;
     for (size_t i = 0; i < n; i++) sparse |= pairs[i].grad.kind == OPTIM_GRAD_SPARSE;

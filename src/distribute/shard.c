@@ -160,7 +160,7 @@ static int own_rows(optim_group *g, const optim_slices *s, const optim__shard *s
 static int part_grads(optim__attached *a, optim_grad_var *live, size_t m, uint32_t flags, optim_error *err)
 {
     optim_group *g = a->g;
-    int sum = !(flags & OPTIM_APPLY_NO_AGGREGATE), sparse = 0, rc;
+    int sum = !(flags & OPTIM_APPLY_NO_AGGREGATE) && g->size > 1, sparse = 0, rc;
     for (size_t i = 0; i < m; i++) sparse |= live[i].grad.kind == OPTIM_GRAD_SPARSE;
     if (sum && sparse && (rc = optim__gather_sparse(g, live, m, err))) return rc;
     for (int d = 0; d < 2; d++) {
@@ -207,7 +207,7 @@ static int part_grads(optim__attached *a, optim_grad_var *live, size_t m, uint32
 static int gather_vars(optim__attached *a, optim_var *const *fulls, size_t m, optim_error *err)
 {
     optim_group *g = a->g;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 2 && g->size > 1; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         optim_var **vars = optim__group_alloc(g, (m ? m : 1) * sizeof *vars);
         void **data = optim__group_alloc(g, (m ? m : 1) * sizeof *data);
