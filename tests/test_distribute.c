@@ -391,9 +391,9 @@ static void test_sharded_refusals(void **state)
     optim_grad_var p = {optim_grad_dense(optim_var_tensor(w)), w};
     p.grad.dense.data = grad;
     optim_optimizer *lamb = optim_test_make("\"lamb\"");
-    assert_int_equal(optim_group_attach(g, lamb), 0);
-    assert_int_equal(optim_group_apply_gradients(g, lamb, &p, 1, 0), OPTIM_ENOTSUP);
+    assert_int_equal(optim_group_attach(g, lamb), OPTIM_ENOTSUP);
     assert_non_null(strstr(optim_group_errmsg(g), "Lamb cannot shard its state"));
+    assert_int_equal(optim_group_apply_gradients(g, lamb, &p, 1, 0), OPTIM_EINVAL); /* not attached */
     optim_optimizer *clip = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.0}}");
     assert_int_equal(optim_group_attach(g, clip), 0);
     assert_int_equal(optim_group_apply_gradients(g, clip, &p, 1, 0), OPTIM_ENOTSUP);
@@ -465,7 +465,13 @@ static void test_bad_arguments(void **state)
     if (!optim_mpi_available()) {
         assert_int_equal(optim_group_create_mpi(&g, NULL, NULL, &err), OPTIM_ENOTSUP);
         assert_non_null(strstr(err.msg, "built without MPI"));
+    } else {
+        o = optim_group_defaults();
+        o.timeout_seconds = -1;
+        assert_int_equal(optim_group_create_mpi(&g, NULL, &o, &err), OPTIM_EINVAL);
+        assert_null(g);
     }
+    assert_int_equal(optim_group_create_mpi(NULL, NULL, NULL, &err), OPTIM_EINVAL);
     assert_int_equal(optim_group_create_single(&g, NULL, &err), 0);
     assert_int_equal(optim_group_rank(g), 0);
     assert_int_equal(optim_group_size(g), 1);
@@ -483,6 +489,15 @@ static void test_bad_arguments(void **state)
     assert_int_equal(optim_group_get_weights(g, opt, NULL, 0, &n), 0);
     assert_int_equal(n, 1);
     assert_int_equal(optim_group_slot_bytes(g, opt, NULL), OPTIM_EINVAL);
+    assert_int_equal(optim_group_build(g, opt, NULL, 2), OPTIM_EINVAL);
+    assert_non_null(strstr(optim_group_errmsg(g), "vars is NULL"));
+    assert_int_equal(optim_group_set_weights(g, opt, NULL, 1), OPTIM_EINVAL);
+    assert_non_null(strstr(optim_group_errmsg(g), "weights is NULL"));
+    assert_int_equal(optim_group_build(NULL, opt, NULL, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_group_set_weights(NULL, opt, NULL, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_group_detach(NULL, opt), OPTIM_EINVAL);
+    assert_int_equal(optim_group_sum(NULL, NULL, 0), OPTIM_EINVAL);
+    assert_string_equal(optim_group_errmsg(NULL), "replica group is NULL");
     assert_int_equal(optim_group_apply_gradients(NULL, opt, NULL, 0, 0), OPTIM_EINVAL);
     assert_int_equal(optim_model_distribute(NULL, g), OPTIM_EINVAL);
     assert_int_equal(optim_group_rank(NULL), -1);

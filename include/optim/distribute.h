@@ -96,8 +96,9 @@ OPTIM_API const char *optim_group_errmsg(const optim_group *g);
  * under a strategy): optim_apply_gradients(opt, ...) then sums the ranks'
  * gradients first, unless called with OPTIM_APPLY_NO_AGGREGATE. For a
  * sharded group, opt must be stepped with optim_group_apply_gradients
- * (optim_apply_gradients then fails, naming it). An optimizer belongs to
- * at most one group. */
+ * (optim_apply_gradients then fails, naming it), and a class that is not
+ * element-wise is refused here (OPTIM_ENOTSUP). An optimizer belongs to at
+ * most one group. */
 OPTIM_API int optim_group_attach(optim_group *g, optim_optimizer *opt);
 
 /* Undoes optim_group_attach (a sharded optimizer keeps slots only for its

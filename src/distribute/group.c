@@ -214,6 +214,8 @@ int optim_group_attach(optim_group *g, optim_optimizer *opt)
     if (optim__attached_of(g, opt))
         return group_err(g, OPTIM_EINVAL, "optim_group_attach: optimizer '%s' is already attached to this group",
                          optim_name(opt));
+    optim_error err;
+    if (g->sharded && optim__check_shardable_class(opt, &err)) return optim__group_fail(g, &err);
     optim__attached **att = realloc(g->att, (g->natt + 1) * sizeof *att);
     if (!att) return group_err(g, OPTIM_ENOMEM, "optim_group_attach: out of memory");
     g->att = att;

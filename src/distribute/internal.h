@@ -101,6 +101,7 @@ int optim__sum_dense(optim_group *g, optim_grad_var *pairs, size_t n, optim_erro
 int optim__group_fail(optim_group *g, const optim_error *err);
 
 /* Sharded step, weights and checks (shard.c). */
+int optim__check_shardable_class(const optim_optimizer *opt, optim_error *err);
 optim__attached *optim__attached_of(const optim_group *g, const optim_optimizer *opt);
 int optim__shard_step(optim__attached *a, const optim_grad_var *pairs, size_t n, uint32_t flags, optim_error *err);
 int optim__shard_build(optim__attached *a, optim_var *const *vars, size_t n, optim_error *err);

@@ -33,13 +33,20 @@ static int layout_of(optim_group *g, optim__layout *l, optim_var *const *vars, s
     return OPTIM_OK;
 }
 
-/* Classes and options a shard can run: element-wise updates only. */
-static int check_shardable(optim_optimizer *opt, optim_error *err)
+int optim__check_shardable_class(const optim_optimizer *opt, optim_error *err)
 {
     const optim_class *c = optim_class_of(opt);
     if (!(c->flags & OPTIM_CLASS_ELEMENTWISE) || c->apply_gradients)
         return optim__err(err, OPTIM_ENOTSUP, "replica group: %s cannot shard its state: its update is not "
                           "element-wise (it needs whole variables); use an unsharded group", c->name);
+    return OPTIM_OK;
+}
+
+/* Classes and options a shard can run: element-wise updates only. */
+static int check_shardable(optim_optimizer *opt, optim_error *err)
+{
+    int rc = optim__check_shardable_class(opt, err);
+    if (rc) return rc;
     static const char *const per_var[] = {"clipnorm", "global_clipnorm"};
     for (int i = 0; i < 2; i++) {
         double v = NAN;
