@@ -437,6 +437,19 @@ static void test_mismatched_pairs_fail_everywhere(void **state)
     } else {
         assert_int_equal(rc, 0);
     }
+    /* A gradient the last rank's optimizer refuses: every rank fails at once. */
+    optim_grad_var q = {optim_grad_dense(optim_tensor_make(OPTIM_F32, grad, 1, (int64_t[]){5})), a};
+    int last = optim_group_rank(g) == optim_group_size(g) - 1;
+    if (last) q.grad.dense.shape[0] = 4;
+    double before = optim_var_get(a, 0);
+    rc = optim_group_apply_gradients(g, opt, &q, 1, 0);
+    assert_int_equal(rc, last ? OPTIM_ESHAPE : OPTIM_EINVAL);
+    print_message("rank %d: %s\n", optim_group_rank(g), optim_group_errmsg(g));
+    if (!last) assert_non_null(strstr(optim_group_errmsg(g), "refused its gradients"));
+    assert_true(optim_var_get(a, 0) == before);
+    q.grad.dense.shape[0] = 5;
+    assert_int_equal(optim_group_apply_gradients(g, opt, &q, 1, 0), 0); /* in step again */
+    assert_close(optim_var_get(a, 0), before - 0.01 * optim_group_size(g), 1e-6, 0);
     optim_group_destroy(g);
     optim_destroy(opt);
     optim_var_destroy(a);

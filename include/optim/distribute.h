@@ -109,9 +109,11 @@ OPTIM_API int optim_group_detach(optim_group *g, optim_optimizer *opt);
  * same variables in the same order on every rank. Unsharded it is
  * optim_apply_gradients(opt, ...); sharded it reduce-scatters the gradients,
  * updates this rank's blocks and all-gathers the variables. With
- * OPTIM_APPLY_NO_AGGREGATE the gradients are taken as already summed. On
- * error nothing is updated on any rank (a check fails alike everywhere)
- * unless communication itself failed. */
+ * OPTIM_APPLY_NO_AGGREGATE the gradients are taken as already summed. If
+ * any rank's gradients fail the checks, every rank fails (the others with
+ * a message naming that rank) and nothing is updated anywhere; stepping an
+ * unsharded optimizer with optim_apply_gradients directly instead leaves
+ * the other ranks waiting until the timeout. */
 OPTIM_API int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const optim_grad_var *pairs,
                                           size_t n, uint32_t flags);
 

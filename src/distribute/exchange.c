@@ -99,7 +99,7 @@ static int64_t name_hash(const char *s)
 /* What rank r sent about pair i, and a message naming the first difference. */
 static int compare(optim_group *g, const int64_t *all, size_t n, const optim_grad_var *pairs, optim_error *err)
 {
-    static const char *what[HDR] = {"gradient kind", "dtype", "element count", "sparse row count", "variable name"};
+    static const char *what[HDR] = {"gradient kind", "dtype", "element count", "sparse row count", "name"};
     const size_t stride = 2 + HDR * n;
     for (int r = 0; r < g->size; r++) {
         const int64_t *h = all + (size_t)r * stride;
@@ -115,10 +115,14 @@ static int compare(optim_group *g, const int64_t *all, size_t n, const optim_gra
             for (int f = 0; f < HDR; f++) {
                 if (f == 3) continue; /* sparse row counts may differ */
                 int64_t a = all[(size_t)r * stride + 2 + HDR * i + f], b = all[2 + HDR * i + f];
+                if (a != b && f == 4)
+                    return optim__err(err, OPTIM_EINVAL, "replica group: pair %zu ('%s' on rank %d): rank %d passes "
+                                      "a variable of another name; every rank must pass the same variables in the "
+                                      "same order", i, optim_var_name(pairs[i].var), g->rank, r);
                 if (a != b)
                     return optim__err(err, OPTIM_EINVAL, "replica group: pair %zu ('%s'): rank %d has %s %lld, "
-                                      "rank 0 has %lld; every rank must pass the same variables in the same order",
-                                      i, optim_var_name(pairs[i].var), r, what[f], (long long)a, (long long)b);
+                                      "rank %d has %lld; every rank must pass the same variables in the same order",
+                                      i, optim_var_name(pairs[i].var), r, what[f], (long long)a, g->rank, (long long)b);
             }
     return OPTIM_OK;
 }

@@ -194,6 +194,7 @@ static int aggregate(void *user, optim_grad_var *pairs, size_t n, optim_error *e
 {
     optim__attached *a = user;
     optim_group *g = a->g;
+    a->aggregated = 1;
     if (g->sharded)
         return optim__err(err, OPTIM_ESTATE, "the optimizer is attached to a sharded replica group: step it with "
                           "optim_group_apply_gradients");
@@ -264,13 +265,18 @@ int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const opti
     optim__group_scratch_free(g);
     optim__attached *a = attached_or_fail(g, opt, "optim_group_apply_gradients");
     if (!a) return OPTIM_EINVAL;
-    if (!g->sharded) {
-        int rc = optim_apply_gradients(opt, pairs, n, flags);
-        if (rc) group_err(g, rc, "%s", optim_errmsg(opt));
-        return rc;
-    }
     optim_error err;
     optim__err_clear(&err);
+    if (!g->sharded) {
+        a->aggregated = 0;
+        int rc = optim_apply_gradients(opt, pairs, n, flags);
+        if (!rc) return OPTIM_OK;
+        group_err(g, rc, "%s", optim_errmsg(opt));
+        /* Refused before the sum: tell the other ranks, which wait in it. */
+        if (!a->aggregated && !(flags & OPTIM_APPLY_NO_AGGREGATE) && optim__agree(g, NULL, 0, rc, &err) == OPTIM_EIO)
+            optim__group_fail(g, &err);
+        return rc;
+    }
     int rc = optim__shard_step(a, pairs, n, flags, &err);
     return rc ? optim__group_fail(g, &err) : OPTIM_OK;
 }

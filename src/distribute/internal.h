@@ -25,6 +25,7 @@ typedef struct optim__attached {
     optim_optimizer *opt;
     optim__shard *shards;
     size_t nshards, cap;
+    int aggregated;     /* the aggregator ran in this step */
 } optim__attached;
 
 struct optim_group {
