@@ -258,11 +258,13 @@ int optim_cmd_train(int argc, char **argv)
     const int rank = g ? optim_group_rank(g) : 0, replicas = g ? optim_group_size(g) : 1;
     split train, test;
     if (load_split(dir, "train", &train)) {
+        optim_group_destroy(g);
         optim_destroy(opt);
         return 1;
     }
     if (load_split(dir, "t10k", &test)) {
         split_free(&train);
+        optim_group_destroy(g);
         optim_destroy(opt);
         return 1;
     }
