@@ -411,6 +411,12 @@ static void test_sharded_refusals(void **state)
     for (int j = 0; j < 12; j++) assert_true(optim_var_get(w, j) == 0);
     assert_int_equal(optim_group_apply_gradients(g, sgd, &p, 1, 0), 0); /* still usable */
     assert_close(optim_var_get(w, 0), -0.01 * optim_group_size(g), 1e-6, 0);
+    /* OPTIM_APPLY_NO_AGGREGATE: the gradient is already the sum; each rank
+     * updates its rows from it and all rows are gathered. */
+    double prev[12];
+    for (int j = 0; j < 12; j++) prev[j] = optim_var_get(w, j);
+    assert_int_equal(optim_group_apply_gradients(g, sgd, &p, 1, OPTIM_APPLY_NO_AGGREGATE), 0);
+    for (int j = 0; j < 12; j++) assert_close(optim_var_get(w, j), prev[j] - 0.01 * grad[j], 1e-6, 1e-9);
     optim_group_destroy(g);
     optim_destroy(lamb);
     optim_destroy(clip);
