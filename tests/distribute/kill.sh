@@ -16,7 +16,7 @@ scenario() {
     mpirun --allow-run-as-root --oversubscribe -np 2 "$optim" train --epochs 50 --threads 1 --replica-timeout 5 \
         >"$tmp/out" 2>&1 &
     job=$!
-    for _ in $(seq 600); do
+    for _ in $(seq 1800); do # up to 3 minutes for the data to load (sanitizer builds)
         grep -q "replicas=2" "$tmp/out" && [ "$(pgrep -P "$job" | wc -l)" -ge 2 ] && break
         sleep 0.1
     done
