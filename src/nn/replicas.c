@@ -1,5 +1,8 @@
 /* Splitting a global batch across replicas (Keras's fit under a
- * distribution strategy: each replica takes a contiguous part). */
+ * distribution strategy: each replica takes a contiguous part). A replica
+ * left without rows (a last batch smaller than the group) borrows the
+ * batch's first row with share 0: its gradients are zeros, and the rows a
+ * sparse gradient names are rows rank 0 touches anyway. */
 #include "nn/internal.h"
 
 void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo, int64_t *n, double *share)
