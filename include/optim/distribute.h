@@ -33,8 +33,9 @@
  * gets the sum of its block), each rank updates its block, and the updated
  * blocks are all-gathered. Only element-wise classes (OPTIM_CLASS_ELEMENTWISE:
  * SGD, Adam, AdamW, Adamax, Nadam, RMSprop, Adagrad, Adadelta, Ftrl, Lion,
- * LazyAdam) can be sharded; LAMB, Adafactor, wrappers and per-variable
- * clipping (clipnorm, global_clipnorm) are refused with OPTIM_ENOTSUP.
+ * LazyAdam, ScheduleFreeAdamW) can be sharded; LAMB, Adafactor, Muon, the
+ * wrappers (MultiOptimizer included) and per-variable clipping (clipnorm,
+ * global_clipnorm) are refused with OPTIM_ENOTSUP.
  *
  * Faults. Every collective call waits at most `timeout_seconds` for the
  * other ranks, then fails with OPTIM_EIO and a message; after any
