@@ -22,7 +22,7 @@ check $? "one process trains 50 steps"
 for mode in plain sharded; do
     extra=()
     [ "$mode" = sharded ] && extra=(--shard-optimizer-state)
-    "${run[@]}" "$optim" train --steps 50 --threads 1 "${extra[@]}" --save-weights "$tmp/$mode.st" \
+    "${run[@]}" "$optim" train --steps 50 --threads 1 --replica-timeout 300 "${extra[@]}" --save-weights "$tmp/$mode.st" \
         >"$tmp/$mode.out" 2>&1
     check $? "$np ranks ($mode) train 50 steps"
     head -n 1 "$tmp/$mode.out" | grep -q "replicas=$np"
