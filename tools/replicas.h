@@ -6,15 +6,9 @@
 #include <stddef.h>
 
 #include "optim/distribute.h"
-#include "optim/nn.h"
 
 int optim_tool_launch_size(void);
 /* A group for this launch: MPI under mpirun, a single group for --shard-
  * optimizer-state alone, else none (*g NULL). */
 int optim_tool_group_open(int shard, double timeout, optim_group **g, char *msg, size_t cap);
-/* A callback that stops fit once *steps batches have run. */
-int optim_tool_steps_callback(int64_t *steps, optim_callback **cb, char *msg, size_t cap);
-/* The model's variables as safetensors, under their names. */
-int optim_tool_save_weights(optim_model *m, const char *path, char *msg, size_t cap);
-
 #endif
