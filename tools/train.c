@@ -14,15 +14,18 @@
 #include "commands.h"
 #include "job.h"
 #include "plot.h"
+#include "replicas.h"
 
 #define CMD "train"
 
 typedef struct train_args {
     job_config c;
     const char *optimizer, *plot, *history, *save_weights, *checkpoint, *resume;
+    long long replica_timeout;
+    int shard; /* --shard-optimizer-state (a flag, taken out of argv before parsing) */
 } train_args;
 
-#define N_TRAIN_OPTIONS 6
+#define N_TRAIN_OPTIONS 7
 static size_t options(train_args *a, tool_option *t)
 {
     size_t n = optim_job_options(&a->c, t);
@@ -38,6 +41,8 @@ static size_t options(train_args *a, tool_option *t)
          "after every epoch, save the whole run into DIR (atomically)", 0},
         {"--resume", "DIR", TOOL_TEXT, &a->resume, 0, 0,
          "continue the run saved in DIR up to --epochs in total, bit for bit", 0},
+        {"--replica-timeout", "S", TOOL_INT, &a->replica_timeout, 1, 86400,
+         "under mpirun: a rank that waits S seconds for the others fails (30)", 0},
     };
     memcpy(t + n, own, sizeof own);
     return n + N_TRAIN_OPTIONS;
@@ -49,6 +54,12 @@ static void usage(const tool_option *t, size_t n)
            "\n"
            "Trains an MLP on Fashion-MNIST and prints test_accuracy=<value> last.\n");
     optim_tool_usage(stdout, t, n);
+    printf("  --shard-optimizer-state\n"
+           "                    under mpirun: each rank keeps 1/N of the optimizer slots\n"
+           "\n"
+           "Under mpirun -np N each process trains on 1/N of every batch (--batch-size stays\n"
+           "global) and the gradients are summed across processes; output and files come from\n"
+           "rank 0 (docs/distributed.md).\n");
 }
 
 static int save_weights(optim_model *m, const char *path)
@@ -93,25 +104,71 @@ static int outputs(const train_args *a, optim_model *m, optim_optimizer *opt, co
     return 0;
 }
 
+/* Rank 0 prints the slot bytes each rank keeps (sharding divides them). */
+static int report_slots(optim_group *g, optim_optimizer *opt)
+{
+    int64_t mine = 0;
+    if (optim_group_slot_bytes(g, opt, &mine)) return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
+    double all = (double)mine;
+    if (optim_group_sum(g, &all, 1)) {
+        optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
+        optim_group_abort(g, 1);
+        return 1;
+    }
+    if (optim_group_rank(g) == 0)
+        printf("optimizer slot bytes per rank: %lld on rank 0, %.0f on all %d ranks together\n", (long long)mine, all,
+               optim_group_size(g));
+    return 0;
+}
+
+/* Training under the group g (NULL: one process); rank 0 prints and writes. */
+static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_data *d, optim_optimizer *opt,
+                 optim_model *m, job_result *res)
+{
+    const int rank = optim_group_rank(g) > 0 ? optim_group_rank(g) : 0;
+    if (g && (optim_group_attach(g, opt) || optim_model_distribute(m, g)))
+        return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
+    char *cfg = optim_serialize(opt);
+    if (rank == 0)
+        printf("Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; replicas=%d%s; "
+               "optimizer %s\n", (long long)d->train.n, (long long)d->val.n, (long long)d->test.n,
+               (long long)d->train.features, g ? optim_group_size(g) : 1,
+               optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
+    optim_free(cfg);
+    if (ck) printf("resuming %s after epoch %lld\n", a->resume, (long long)optim_checkpoint_epoch(ck));
+    job_run r = {&a->c, d, m, opt, a->checkpoint, rank == 0 ? stdout : NULL, rank == 0 ? OPTIM_VERBOSE_AUTO : 0};
+    if (optim_job_fit(CMD, &r, res)) {
+        optim_group_abort(g, 1); /* the other ranks may wait in a collective */
+        return 1;
+    }
+    if (g && report_slots(g, opt)) return 1;
+    return rank == 0 ? outputs(a, m, opt, res) : 0;
+}
+
 static int run(train_args *a, optim_checkpoint *ck)
 {
+    optim_group *g = NULL;
+    char msg[OPTIM_ERRMSG_MAX];
+    if (optim_tool_group_open(a->shard, (double)a->replica_timeout, &g, msg, sizeof msg))
+        return optim_tool_fail(CMD, "%s", msg);
+    if (g && optim_group_size(g) > 1 && (a->checkpoint || a->resume)) {
+        optim_group_destroy(g);
+        return optim_tool_fail(CMD, "--checkpoint and --resume work in one process only, not under mpirun (yet); "
+                               "--save-weights works");
+    }
     job_data d;
-    if (optim_job_load(CMD, &a->c, &d)) return 1;
+    if (optim_job_load(CMD, &a->c, &d)) {
+        optim_group_destroy(g);
+        return 1;
+    }
     optim_optimizer *opt = NULL;
     optim_model *m = NULL;
     job_result res = {0};
     int rc = setup(a, ck, &d, &opt, &m, &res);
-    if (!rc) {
-        char *cfg = optim_serialize(opt);
-        printf("Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; optimizer %s\n",
-               (long long)d.train.n, (long long)d.val.n, (long long)d.test.n, (long long)d.train.features, cfg ? cfg : "?");
-        optim_free(cfg);
-        if (ck) printf("resuming %s after epoch %lld\n", a->resume, (long long)optim_checkpoint_epoch(ck));
-        job_run r = {&a->c, &d, m, opt, a->checkpoint, stdout, OPTIM_VERBOSE_AUTO};
-        rc = optim_job_fit(CMD, &r, &res) || outputs(a, m, opt, &res);
-    }
+    if (!rc) rc = train(a, ck, g, &d, opt, m, &res);
     optim_job_result_free(&res);
     optim_model_destroy(m);
+    optim_group_destroy(g); /* before the optimizer it is attached to */
     optim_destroy(opt);
     optim_job_data_free(&d);
     return rc;
@@ -119,10 +176,14 @@ static int run(train_args *a, optim_checkpoint *ck)
 
 int optim_cmd_train(int argc, char **argv)
 {
-    train_args a = {optim_job_defaults(), NULL, NULL, NULL, NULL, NULL, NULL};
+    train_args a = {optim_job_defaults(), NULL, NULL, NULL, NULL, NULL, NULL, 30, 0};
     tool_option t[JOB_N_OPTIONS + N_TRAIN_OPTIONS];
     size_t n = options(&a, t), npos;
-    int rc = optim_tool_parse(CMD, t, n, argc, argv, NULL, 0, &npos);
+    int kept = 0;
+    for (int i = 0; i < argc; i++) /* the one flag without a value */
+        if (strcmp(argv[i], "--shard-optimizer-state") == 0) a.shard = 1;
+        else argv[kept++] = argv[i];
+    int rc = optim_tool_parse(CMD, t, n, kept, argv, NULL, 0, &npos);
     if (rc == 2) {
         usage(t, n);
         return 0;

@@ -106,7 +106,7 @@ static void accum_logs(const accum *a, const char *prefix, optim_logs *logs)
 
 /* Loss and metric of one batch (training: with a gradient step). */
 static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const optim_tensor *xb,
-                     const optim_tensor *yb, int training, accum *a, optim_error *err)
+                     const optim_tensor *yb, int training, double share, accum *a, optim_error *err)
 {
     optim_tape_reset(t);
     optim_node *pred, *loss;
@@ -115,10 +115,15 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
     if ((rc = optim_loss_call(&m->loss, t, yb, pred, NULL, &loss, err))) return rc;
     double value = optim_node_scalar(loss);
     if (training) {
-        rc = optim_tape_gradient(t, loss, m->train_vars, m->n_train_vars, grads);
+        /* A replica's loss counts by its share of the global batch. */
+        optim_node *target = share == 1 ? loss : optim_mul(t, loss, optim_tape_scalar(t, m->dtype, share));
+        if (!target) return optim__err(err, OPTIM_ENOMEM, "loss: %s", optim_tape_errmsg(t));
+        rc = optim_tape_gradient(t, target, m->train_vars, m->n_train_vars, grads);
         if (rc) return optim__err(err, rc, "gradient: %s", optim_tape_errmsg(t));
-        rc = optim_apply_gradients(m->opt, grads, m->n_train_vars, 0);
-        if (rc) return optim__err(err, rc, "optimizer step: %s", optim_errmsg(m->opt));
+        if (m->replicas.size) rc = m->replicas.apply(m->replicas.user, m->opt, grads, m->n_train_vars, err);
+        else if ((rc = optim_apply_gradients(m->opt, grads, m->n_train_vars, 0)))
+            optim__err(err, rc, "optimizer step: %s", optim_errmsg(m->opt));
+        if (rc) return rc;
     }
     double bs = (double)xb->shape[0];
     a->loss_total += value * bs;
@@ -126,6 +131,25 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
     if (a->metric != OPTIM_METRIC_NONE &&
         (rc = optim_accuracy_update(a->metric, yb, optim_node_value(pred), &a->metric_total, &a->metric_count, err)))
         return rc;
+    return OPTIM_OK;
+}
+
+/* A distributed step: this replica's rows of the global batch [start,
+ * start + bs), then the loss and metric totals summed over the replicas. */
+static int replica_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const data *d, const int64_t *perm,
+                         int64_t start, int64_t bs, void *xb, void *yb, accum *a, optim_error *err)
+{
+    int64_t lo, n;
+    double share;
+    optim__replica_rows(&m->replicas, start, bs, &lo, &n, &share);
+    optim_tensor xt = gather(d->x, perm + lo, n, d->xrow, xb), yt = gather(d->y, perm + lo, n, d->yrow, yb);
+    accum mine = {0, 0, 0, 0, a->metric};
+    int rc = run_batch(m, t, grads, &xt, &yt, 1, share, &mine, err);
+    if (rc) return rc;
+    double totals[4] = {mine.loss_total, mine.loss_count, mine.metric_total, mine.metric_count};
+    if (share == 0) memset(totals, 0, sizeof totals); /* a borrowed row counts for nothing */
+    if ((rc = m->replicas.sum(m->replicas.user, totals, 4, err))) return rc;
+    a->loss_total += totals[0], a->loss_count += totals[1], a->metric_total += totals[2], a->metric_count += totals[3];
     return OPTIM_OK;
 }
 
@@ -143,7 +167,7 @@ static int evaluate_run(optim_model *m, const data *d, int64_t batch_size, FILE 
     for (int64_t s = 0; s < steps; s++) {
         int64_t start = s * batch_size, bs = d->n - start < batch_size ? d->n - start : batch_size;
         optim_tensor xb = slice(d->x, start, bs, d->xrow), yb = slice(d->y, start, bs, d->yrow);
-        if ((rc = run_batch(m, t, NULL, &xb, &yb, 0, &a, err))) return rc;
+        if ((rc = run_batch(m, t, NULL, &xb, &yb, 0, 1, &a, err))) return rc;
         memset(logs, 0, sizeof *logs);
         accum_logs(&a, "", logs);
         optim__progbar_update(&bar, s + 1, logs, 0);
@@ -231,7 +255,7 @@ int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y
         if (fresh) optim__model_unbuild(m);
         return optim__model_fail(m, &e);
     }
-    int mode = optim__progbar_mode(o.out, o.verbose);
+    int mode = m->replicas.rank ? 0 : optim__progbar_mode(o.out, o.verbose); /* rank 0 prints */
     int64_t steps = (d.n + o.batch_size - 1) / o.batch_size;
     for (int64_t epoch = o.initial_epoch; epoch < o.epochs && !rc; epoch++) {
         memset(&logs, 0, sizeof logs);
@@ -258,8 +282,12 @@ int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y
             CALL_HOOK(on_train_batch_begin, s, &logs);
             if (rc) break;
             int64_t start = s * o.batch_size, bs = d.n - start < o.batch_size ? d.n - start : o.batch_size;
-            optim_tensor xt = gather(x, perm + start, bs, d.xrow, xb), yt = gather(y, perm + start, bs, d.yrow, yb);
-            if ((rc = run_batch(m, t, grads, &xt, &yt, 1, &a, &e))) break;
+            if (m->replicas.size) {
+                if ((rc = replica_batch(m, t, grads, &d, perm, start, bs, xb, yb, &a, &e))) break;
+            } else {
+                optim_tensor xt = gather(x, perm + start, bs, d.xrow, xb), yt = gather(y, perm + start, bs, d.yrow, yb);
+                if ((rc = run_batch(m, t, grads, &xt, &yt, 1, 1, &a, &e))) break;
+            }
             memset(&logs, 0, sizeof logs);
             accum_logs(&a, "", &logs);
             CALL_HOOK(on_train_batch_end, s, &logs);

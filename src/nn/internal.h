@@ -122,6 +122,21 @@ int optim__check_constraint(const optim_constraint *c, int32_t rank, const char 
 
 /* ---- model --------------------------------------------------------------------------- */
 
+/* Data parallelism, set by optim_model_distribute (src/distribute): fit
+ * splits each global batch across `size` replicas (size 0: not
+ * distributed), steps through `apply` and sums its totals with `sum`. */
+typedef struct optim__replicas {
+    int rank, size;
+    int (*apply)(void *user, optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err);
+    int (*sum)(void *user, double *values, size_t n, optim_error *err);
+    void *user;
+} optim__replicas;
+
+/* This replica's rows [*lo, *lo + *n) of the global batch [start, start +
+ * bs) and its share of the loss (*n / bs). A replica without rows borrows
+ * the batch's first with share 0, so that it still takes part in the step. */
+void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo, int64_t *n, double *share);
+
 struct optim_model {
     char name[OPTIM__NN_NAME_MAX];
     optim_dtype dtype;
@@ -139,6 +154,7 @@ struct optim_model {
     int compiled;
     int stop_training;
     optim_tape *tape;                      /* for fit / evaluate / predict */
+    optim__replicas replicas;              /* data parallelism (size 0: none) */
     char errmsg[OPTIM_ERRMSG_MAX];
 };
 
