@@ -26,6 +26,7 @@
 #include "optim/optimizer.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optim/wrappers.h"
 
 /* Non-NULL pointer no constructor returns: failures must reset *out. */
 static char not_an_opt;
@@ -1268,6 +1269,183 @@ static void test_register_param_default_out_of_range(void **state)
     assert_non_null(strstr(err.msg, "beta"));
 }
 
+/* ---- String (enum) params, string lists, name patterns ------------------------- */
+
+static const optim_param mode_params[] = {
+    {"scale", OPTIM_PARAM_FLOAT, 0, 1.0, 0.0, 10.0},
+    {"sparse_mode", OPTIM_PARAM_STRING, 0, 1, 0, 0},
+};
+static const char *const mode_choices[] = {"dense", "lazy", NULL};
+static const char *const *const mode_param_choices[] = {NULL, mode_choices};
+
+static int mode_get_config(optim_optimizer *opt, optim_config *cfg)
+{
+    static const char *const pats[] = {"bias", "norm", NULL};
+    int rc = optim_config_put_strings(cfg, "patterns", pats);
+    (void)opt;
+    return rc ? rc : optim_config_put_strings(cfg, "none", NULL);
+}
+
+static optim_class mode_class(const char *name)
+{
+    optim_class c = scaled_class(name);
+    c.params = mode_params;
+    c.n_params = 2;
+    c.param_choices = mode_param_choices;
+    c.get_config = mode_get_config;
+    return c;
+}
+
+static void test_string_param_kind(void **state)
+{
+    (void)state;
+    optim_class cls = mode_class("TestModeSGD");
+    optim_error err;
+    assert_int_equal(optim_register_class(&cls, &err), OPTIM_OK);
+    optim_optimizer *opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {}}");
+    double v = -1;
+    assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
+    assert_true(v == 1.0);
+    char *text = optim_get_config(opt);
+    assert_non_null(strstr(text, "\"sparse_mode\":\"lazy\",\"patterns\":[\"bias\",\"norm\"],\"none\":null"));
+    optim_free(text);
+    /* Out of the choices' range: refused, value unchanged. */
+    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 2), OPTIM_ERANGE);
+    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 0.5), OPTIM_ETYPE);
+    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 0), OPTIM_OK);
+    text = optim_get_config(opt);
+    assert_non_null(strstr(text, "\"sparse_mode\":\"dense\""));
+    optim_free(text);
+    optim_destroy(opt);
+    opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"dense\"}}");
+    assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
+    assert_true(v == 0.0);
+    optim_destroy(opt);
+    expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"Lazy\"}}",
+                      OPTIM_EINVAL, "expected one of: \"dense\", \"lazy\"", NULL);
+    expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": 1}}",
+                      OPTIM_ETYPE, "'sparse_mode' is a number, expected a string", NULL);
+    expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": null}}",
+                      OPTIM_ETYPE, "'sparse_mode' is null", NULL);
+}
+
+static void test_string_param_bad_tables(void **state)
+{
+    (void)state;
+    optim_class c = mode_class("BadModeNoChoices");
+    c.param_choices = NULL;
+    expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
+    static const optim_param bad_default[] = {
+        {"scale", OPTIM_PARAM_FLOAT, 0, 1.0, 0.0, 10.0},
+        {"sparse_mode", OPTIM_PARAM_STRING, 0, 2, 0, 0},
+    };
+    c = mode_class("BadModeDefault");
+    c.params = bad_default;
+    expect_register_fails(&c, OPTIM_ERANGE, "sparse_mode");
+    static const optim_param dynamic[] = {
+        {"scale", OPTIM_PARAM_FLOAT, 0, 1.0, 0.0, 10.0},
+        {"sparse_mode", OPTIM_PARAM_STRING, OPTIM_PARAM_DYNAMIC, 0, 0, 0},
+    };
+    c = mode_class("BadModeDynamic");
+    c.params = dynamic;
+    expect_register_fails(&c, OPTIM_EINVAL, "OPTIM_PARAM_DYNAMIC");
+    /* A version-1 table (without param_choices) cannot declare a string param. */
+    c = mode_class("BadModeV1");
+    c.size = (uint32_t)offsetof(optim_class, param_choices);
+    c.version = 1;
+    expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
+}
+
+static void test_read_strings(void **state)
+{
+    (void)state;
+    char **list = (char **)&not_an_opt;
+    optim_error err;
+    assert_int_equal(optim_config_read_strings("k", "[\"a\", \"b(c\"]", &list, &err), OPTIM_OK);
+    assert_non_null(list);
+    assert_string_equal(list[0], "a");
+    assert_string_equal(list[1], "b(c");
+    assert_null(list[2]);
+    optim_strings_free(list);
+    assert_int_equal(optim_config_read_strings("k", "null", &list, &err), OPTIM_OK);
+    assert_null(list);
+    assert_int_equal(optim_config_read_strings("k", "[]", &list, &err), OPTIM_OK);
+    assert_non_null(list);
+    assert_null(list[0]);
+    optim_strings_free(list);
+    assert_int_equal(optim_config_read_strings("pats", "\"a\"", &list, &err), OPTIM_ETYPE);
+    assert_null(list);
+    assert_non_null(strstr(err.msg, "'pats' is a string, expected a list of strings or null"));
+    assert_int_equal(optim_config_read_strings("pats", "[\"a\", 2]", &list, &err), OPTIM_ETYPE);
+    assert_non_null(strstr(err.msg, "element 1 is a number"));
+    assert_int_equal(optim_config_read_strings("pats", "[", &list, &err), OPTIM_EPARSE);
+    assert_int_equal(optim_config_read_strings(NULL, "[]", &list, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_config_read_strings("k", NULL, &list, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_config_read_strings("k", "[]", NULL, &err), OPTIM_EINVAL);
+    optim_strings_free(NULL);
+}
+
+static void test_name_patterns(void **state)
+{
+    (void)state;
+    static const char *const pats[] = {"bias$", "^emb"};
+    optim_name_patterns *p = NULL;
+    optim_error err;
+    assert_int_equal(optim_name_patterns_compile(&p, pats, 2, "test", &err), OPTIM_OK);
+    assert_int_equal(optim_name_patterns_match(p, "dense/bias"), 1);
+    assert_int_equal(optim_name_patterns_match(p, "embedding"), 1);
+    assert_int_equal(optim_name_patterns_match(p, "dense/kernel"), 0);
+    assert_int_equal(optim_name_patterns_match(NULL, "bias"), 0);
+    const char *const *src = optim_name_patterns_sources(p);
+    assert_string_equal(src[0], "bias$");
+    assert_string_equal(src[1], "^emb");
+    assert_null(src[2]);
+    optim_name_patterns_free(p);
+    static const char *const bad[] = {"ok", "(", NULL};
+    p = (optim_name_patterns *)&not_an_opt;
+    assert_int_equal(optim_name_patterns_compile(&p, bad, 2, "pats", &err), OPTIM_EINVAL);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "pats[1] ('(') is not a valid regular expression"));
+    assert_int_equal(optim_name_patterns_compile(&p, bad + 1, 2, "pats", &err), OPTIM_EINVAL);
+    assert_int_equal(optim_name_patterns_compile(&p, NULL, 1, "pats", &err), OPTIM_EINVAL);
+    assert_int_equal(optim_name_patterns_compile(NULL, pats, 1, "pats", &err), OPTIM_EINVAL);
+    assert_int_equal(optim_name_patterns_compile(&p, NULL, 0, "pats", &err), OPTIM_OK);
+    assert_null(optim_name_patterns_sources(p)[0]);
+    optim_name_patterns_free(p);
+    optim_name_patterns_free(NULL);
+}
+
+/* One reader: every nesting level refuses what the top level refuses. */
+static void test_nested_objects_equally_strict(void **state)
+{
+    (void)state;
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {}, \"extra\": 1}", OPTIM_EKEY,
+                      "optimizer JSON has unknown key 'extra'", NULL);
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": "
+                      "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": 0.1, "
+                      "\"decay_steps\": 10, \"decay_rate\": 0.5}, \"extra\": 1}}}",
+                      OPTIM_EKEY, "schedule JSON has unknown key 'extra'", NULL);
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {}, \"module\": 3}", OPTIM_ETYPE,
+                      "module is a number, expected a string or null", NULL);
+    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                      "{\"class_name\": \"SGD\", \"config\": {}, \"extra\": 1}}}",
+                      OPTIM_EKEY, "inner optimizer: optimizer JSON has unknown key 'extra'", NULL);
+    /* An unknown key inside the inner config is the inner's. */
+    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                      "{\"class_name\": \"SGD\", \"config\": {\"bogus\": 1}}}}",
+                      OPTIM_EKEY, "inner optimizer: SGD: unknown config key 'bogus'", NULL);
+    optim_optimizer *inner = optim_test_make("\"sgd\""), *w = SENTINEL;
+    optim_error err;
+    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}, "
+                                    "\"extra\": 1}", inner, &err),
+                     OPTIM_EKEY);
+    assert_null(w);
+    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}",
+                                inner, &err),
+                     OPTIM_OK);
+    optim_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1300,6 +1478,11 @@ int main(void)
         cmocka_unit_test(test_register_user_class),
         cmocka_unit_test(test_register_bad_tables),
         cmocka_unit_test(test_register_param_default_out_of_range),
+        cmocka_unit_test(test_string_param_kind),
+        cmocka_unit_test(test_string_param_bad_tables),
+        cmocka_unit_test(test_read_strings),
+        cmocka_unit_test(test_name_patterns),
+        cmocka_unit_test(test_nested_objects_equally_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
