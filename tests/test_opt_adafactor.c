@@ -651,7 +651,7 @@ static void test_config(void **st)
         assert_string_equal(it->string, KEYS[i]);
     }
     assert_int_equal(i, NKEYS);
-    assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "Adafactor");
+    assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "adafactor");
     assert_true(cJSON_GetObjectItem(c, "learning_rate")->valuedouble == 0.001);
     assert_true(cJSON_GetObjectItem(c, "beta_2_decay")->valuedouble == -0.8);
     assert_true(cJSON_GetObjectItem(c, "epsilon_1")->valuedouble == 1e-30);
@@ -712,7 +712,7 @@ static void test_bad_config(void **st)
     expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"is_legacy_optimizer\": true}}", OPTIM_ENOTSUP,
                "Adafactor");
     expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"beta_2\": 0.9}}", OPTIM_EKEY, "beta_2");
-    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"decay\": 0.1}}", OPTIM_EKEY, "decay");
+    expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"lr\": 0.1, \"is_legacy_optimizer\": false}}", OPTIM_EKEY, "lr");
     expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"relative_step\": 1}}", OPTIM_ETYPE,
                "relative_step");
     expect_bad("{\"class_name\": \"Adafactor\", \"config\": {\"epsilon_1\": \"1e-30\"}}", OPTIM_ETYPE,

@@ -453,19 +453,19 @@ static void test_config_keys(void **s)
 {
     (void)s;
     expect_config("\"adagrad\"",
-                  "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+                  "{\"name\":\"adagrad\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
                   "\"gradient_accumulation_steps\":null,\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
     expect_config("{\"class_name\": \"Adagrad\", \"config\": {\"is_legacy_optimizer\": true}}",
                   "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07,\"is_legacy_optimizer\":true}");
+                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
     expect_config("{\"class_name\": \"Adagrad\", \"config\": {\"epsilon\": null, \"is_legacy_optimizer\": true}}",
                   "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07,\"is_legacy_optimizer\":true}");
+                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
     expect_config("{\"class_name\": \"Adagrad\", \"config\": {\"epsilon\": 0.0, \"is_legacy_optimizer\": true}}",
                   "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07,\"is_legacy_optimizer\":true}");
+                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
 }
 
 /* Legacy epsilon 0 is the backend epsilon 1e-7 in the update too. */
@@ -549,7 +549,7 @@ static void test_config_refused(void **s)
     expect_refused("{\"class_name\": \"Adagrad\", \"config\": {\"epsilon\": null}}", OPTIM_ETYPE, "epsilon", NULL);
     expect_refused("{\"class_name\": \"Adagrad\", \"config\": {\"epsilon\": true}}", OPTIM_ETYPE, "epsilon", NULL);
     expect_refused("{\"class_name\": \"Adagrad\", \"config\": {\"rho\": 0.9}}", OPTIM_EKEY, "rho", NULL);
-    expect_refused("{\"class_name\": \"Adagrad\", \"config\": {\"decay\": 0.1}}", OPTIM_EKEY, "decay", "generation");
+    expect_refused("{\"class_name\": \"Adagrad\", \"config\": {\"lr\": 0.1, \"is_legacy_optimizer\": false}}", OPTIM_EKEY, "lr", "generation");
 }
 
 /* ---- threads ------------------------------------------------------------------------ */

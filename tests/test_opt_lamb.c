@@ -658,7 +658,7 @@ static const char *const K3_KEYS[] = {
 };
 static const char *const LEGACY_KEYS[] = {
     "name", "learning_rate", "decay", "weight_decay", "beta_1", "beta_2", "epsilon",
-    "exclude_from_weight_decay", "exclude_from_layer_adaptation", "is_legacy_optimizer",
+    "exclude_from_weight_decay", "exclude_from_layer_adaptation",
 };
 #define NK(a) (sizeof a / sizeof *a)
 
@@ -863,7 +863,7 @@ static void test_bad_config(void **s)
     expect_error(K3("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
     expect_error(K3("\"exclude_from_layer_adaptation\": null"), OPTIM_EKEY, "exclude_from_layer_adaptation", NULL);
     expect_error(K3("\"weight_decay_rate\": 0.1"), OPTIM_EKEY, "weight_decay_rate", NULL);
-    expect_error(K3("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
+    expect_error(K3("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     /* set_hyper: refused values leave the old one. */
     optim_optimizer *opt = optim_test_make("\"lamb\"");
     assert_int_equal(optim_set_hyper(opt, "beta_2", 1.5), OPTIM_ERANGE);

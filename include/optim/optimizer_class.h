@@ -280,6 +280,10 @@ OPTIM_API int optim_config_put(optim_config *cfg, const char *key, const char *j
  * back exactly, with ".0" for whole values (Python's repr). */
 OPTIM_API int optim_config_put_number(optim_config *cfg, const char *key, double value);
 
+/* For get_config hooks matching a Keras key order: moves key to just
+ * before key `before` (both already written; OPTIM_EKEY if one is not). */
+OPTIM_API int optim_config_move_before(optim_config *cfg, const char *key, const char *before);
+
 /* String lists in configs (name patterns and the like), for set_config and
  * get_config hooks. optim_config_read_strings reads json_value, a JSON list
  * of strings or null, into a NULL-terminated array of copies (*out NULL for

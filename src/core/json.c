@@ -246,3 +246,22 @@ int optim_config_read_strings(const char *key, const char *json_value, char ***o
     cJSON_Delete(v);
     return rc;
 }
+
+int optim_config_move_before(optim_config *cfg, const char *key, const char *before)
+{
+    if (!cfg || !key || !before) return OPTIM_EINVAL;
+    cJSON *o = cfg->obj;
+    if (!cJSON_GetObjectItemCaseSensitive(o, before) || !cJSON_GetObjectItemCaseSensitive(o, key))
+        return OPTIM_EKEY;
+    if (strcmp(key, before) == 0) return OPTIM_OK;
+    cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(o, key);
+    cJSON *after = o->child;
+    while (strcmp(after->string, before) != 0) after = after->next;
+    /* Linked in by hand: the head's prev is the tail, as cJSON keeps it. */
+    item->next = after;
+    item->prev = after->prev;
+    if (after == o->child) o->child = item;
+    else item->prev->next = item;
+    after->prev = item;
+    return OPTIM_OK;
+}

@@ -50,17 +50,25 @@ static int call_set_config(void *opt, const char *key, const char *text, optim_e
     return o->cls.set_config(o, key, text, err);
 }
 
-static int unknown_key(const optim_optimizer *opt, const char *key, int other, optim_error *err)
+static int key_only_in(const optim_class *cls, const char *key, optim_generation g);
+static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf, size_t n);
+
+static int unknown_key(const optim_optimizer *opt, const cJSON *config, const char *key, int other,
+                       optim_error *err)
 {
-    char keys[1024];
+    char keys[1024], legacy[256], keras3[256];
     list_keys(opt, keys, sizeof keys);
-    if (other)
-        return optim__err(err, OPTIM_EKEY,
-                          "%s: config key '%s' belongs to the other Keras generation (this config "
-                          "is %s); expected one of: %s",
-                          opt->cls.name, key, opt->gen == OPTIM_LEGACY ? "legacy" : "Keras 3", keys);
-    return optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s",
-                      opt->cls.name, key, keys);
+    if (!other)
+        return optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s",
+                          opt->cls.name, key, keys);
+    gen_keys(&opt->cls, config, OPTIM_LEGACY, legacy, sizeof legacy);
+    gen_keys(&opt->cls, config, OPTIM_KERAS3, keras3, sizeof keras3);
+    return optim__err(err, OPTIM_EKEY,
+                      "%s: config key '%s' belongs to the other Keras generation (this config is "
+                      "%s; legacy-only keys here: %s; Keras 3-only keys here: %s); expected one "
+                      "of: %s",
+                      opt->cls.name, key, opt->gen == OPTIM_LEGACY ? "legacy" : "Keras 3",
+                      legacy[0] ? legacy : "none", keras3[0] ? keras3 : "none", keys);
 }
 
 /* One key of config (item); keys read elsewhere or without meaning pass. */
@@ -70,6 +78,9 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
     if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) return OPTIM_OK;
     /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
     if (strcmp(key, "jit_compile") == 0 && opt->gen == OPTIM_KERAS3 && cJSON_IsBool(item)) return OPTIM_OK;
+    /* Keras 3's BaseOptimizer pops `decay` and ignores it (with a warning). */
+    if (strcmp(key, "decay") == 0 && opt->gen == OPTIM_KERAS3 && (cJSON_IsNumber(item) || cJSON_IsNull(item)))
+        return OPTIM_OK;
     if (opt->gen == OPTIM_LEGACY) {
         /* OptimizerV2.from_config: the alias "lr" wins over learning_rate. */
         if (strcmp(key, "learning_rate") == 0 && cJSON_GetObjectItemCaseSensitive(config, "lr"))
@@ -78,6 +89,7 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
     }
     int other = 0;
     long i = optim__param_find(opt, key, &other);
+    other |= strcmp(key, "lr") == 0;
     if (i >= 0) {
         optim__hyper h;
         int rc = json_to_hyper(opt, (size_t)i, item, &h, err);
@@ -86,34 +98,97 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
     }
     int rc = optim__offer_key(opt->cls.name, key, item, opt->cls.set_config ? call_set_config : NULL,
                               opt, err);
-    return rc == OPTIM__NOT_TAKEN ? unknown_key(opt, key, other, err) : rc;
+    return rc == OPTIM__NOT_TAKEN ? unknown_key(opt, config, item->string, other, err) : rc;
 }
 
-/* The generation a config asks for: is_legacy_optimizer decides. */
-static int read_generation(const optim_class *cls, const cJSON *config, optim_generation *gen,
-                           optim_error *err)
+/* ---- which generation ---------------------------------------------------------- */
+
+/* Whether key is a config key of class cls in generation g only. */
+static int key_only_in(const optim_class *cls, const char *key, optim_generation g)
 {
-    *gen = OPTIM_KERAS3;
-    const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(config, "is_legacy_optimizer");
-    if (!legacy) return OPTIM_OK;
-    if (!cJSON_IsBool(legacy))
+    if (strcmp(key, "lr") == 0) return g == OPTIM_LEGACY;
+    if (strcmp(key, "jit_compile") == 0) return g == OPTIM_KERAS3; /* tf-keras new style */
+    const uint32_t mine = g == OPTIM_LEGACY ? OPTIM_PARAM_LEGACY_ONLY : OPTIM_PARAM_KERAS3_ONLY;
+    const uint32_t other = g == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
+    int in_mine = 0, in_other = 0;
+    for (size_t i = 0; i < OPTIM__N_BASE + cls->n_params; i++) {
+        const optim_param *p = i < OPTIM__N_BASE ? &optim__base_params()[i] : &cls->params[i - OPTIM__N_BASE];
+        if (strcmp(p->name, key) != 0) continue;
+        in_mine |= !(p->flags & other);
+        in_other |= !(p->flags & mine);
+    }
+    return in_mine && !in_other;
+}
+
+/* The config's keys of one generation only, listed in buf; how many. */
+static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf, size_t n)
+{
+    int count = 0;
+    const cJSON *item;
+    buf[0] = '\0';
+    cJSON_ArrayForEach(item, config) if (key_only_in(cls, item->string, g))
+    {
+        optim__keys_append(buf, n, item->string);
+        count++;
+    }
+    return count;
+}
+
+/* Keras's own rule, when is_legacy_optimizer is absent (tf.keras's
+ * optimizers.deserialize takes a missing key as legacy; Keras 3 reads
+ * every config as its own): a TF Addons class name or a legacy module, then
+ * the keys. */
+static int detect_generation(const optim_class *cls, const optim__kobj *o, optim_generation *gen,
+                             optim_error *err)
+{
+    char legacy[512], keras3[512];
+    int nl = gen_keys(cls, o->config, OPTIM_LEGACY, legacy, sizeof legacy);
+    int nk = gen_keys(cls, o->config, OPTIM_KERAS3, keras3, sizeof keras3);
+    if (cls->flags & (OPTIM_CLASS_LEGACY_ONLY | OPTIM_CLASS_KERAS3_ONLY))
+        *gen = (cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3;
+    else if (strncmp(o->class_name, "Addons>", 7) == 0 || (o->module && strstr(o->module, ".legacy")))
+        *gen = OPTIM_LEGACY;
+    else /* a mix reads as Keras 3, whose reader then names each side's keys */
+        *gen = nl && !nk ? OPTIM_LEGACY : OPTIM_KERAS3;
+    (void)err;
+    return OPTIM_OK;
+}
+
+/* The generation: the caller's (forced), is_legacy_optimizer, or detected. */
+static int read_generation(const optim_class *cls, const optim__kobj *o, int forced,
+                           optim_generation *gen, optim_error *err)
+{
+    const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o->config, "is_legacy_optimizer");
+    if (legacy && !cJSON_IsBool(legacy))
         return optim__err(err, OPTIM_ETYPE,
                           "%s: config key 'is_legacy_optimizer' is %s, expected true or false",
                           cls->name, optim__json_type_name(legacy));
-    *gen = cJSON_IsTrue(legacy) ? OPTIM_LEGACY : OPTIM_KERAS3;
-    return OPTIM_OK;
+    optim_generation said = cJSON_IsTrue(legacy) ? OPTIM_LEGACY : OPTIM_KERAS3;
+    if (forced >= 0 && legacy && said != (optim_generation)forced)
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: the caller asked for the %s generation, but the config says "
+                          "\"is_legacy_optimizer\": %s",
+                          cls->name, forced == OPTIM_LEGACY ? "legacy" : "Keras 3",
+                          said == OPTIM_LEGACY ? "true" : "false");
+    if (forced >= 0 || legacy) {
+        *gen = forced >= 0 ? (optim_generation)forced : said;
+        return OPTIM_OK;
+    }
+    return detect_generation(cls, o, gen, err);
 }
 
 typedef struct reader {
     int (*pre)(optim_optimizer *, void *); /* run before the keys are read */
     void *ctx;
+    int forced;                            /* a generation, or -1 */
 } reader;
 
-static int from_config(optim_optimizer **out, const optim_class *cls, const cJSON *config,
+static int from_config(optim_optimizer **out, const optim_class *cls, const optim__kobj *o,
                        const reader *r, optim_error *err)
 {
+    const cJSON *config = o->config;
     optim_generation gen;
-    int rc = read_generation(cls, config, &gen, err);
+    int rc = read_generation(cls, o, r ? r->forced : -1, &gen, err);
     if (rc) return rc;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "name");
     if (name && !cJSON_IsString(name) && !cJSON_IsNull(name))
@@ -144,7 +219,7 @@ static int from_kobj(optim_optimizer **out, const cJSON *root, const reader *r, 
     if (rc) return rc;
     const optim_class *cls = optim_find_class(o.class_name);
     if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", o.class_name);
-    return from_config(out, cls, o.config, r, err);
+    return from_config(out, cls, &o, r, err);
 }
 
 static int from_text(optim_optimizer **out, const char *json, const reader *r, optim_error *err)
@@ -163,7 +238,7 @@ int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(op
                           void *ctx, optim_error *err)
 {
     *out = NULL;
-    reader r = {pre, ctx};
+    reader r = {pre, ctx, -1};
     return from_text(out, json, &r, err);
 }
 
@@ -175,6 +250,18 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
     return from_text(out, json, NULL, err);
 }
 
+int optim_from_json_as(optim_optimizer **out, const char *json, optim_generation gen, optim_error *err)
+{
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: out is NULL");
+    *out = NULL;
+    if (!json) return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: json is NULL");
+    if (gen != OPTIM_KERAS3 && gen != OPTIM_LEGACY)
+        return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: gen is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY",
+                          (int)gen);
+    reader r = {NULL, NULL, (int)gen};
+    return from_text(out, json, &r, err);
+}
+
 int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
                       optim_error *err)
 {
@@ -184,13 +271,15 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
     if (!cls)
         return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'",
                           class_name ? class_name : "(null)");
-    if (!config_json) return from_config(out, cls, NULL, NULL, err);
+    optim__kobj o = {cls->name, NULL, NULL, NULL};
+    if (!config_json) return from_config(out, cls, &o, NULL, err);
     cJSON *cfg = cJSON_Parse(config_json);
     if (!cfg) return optim__err(err, OPTIM_EPARSE, "%s: config is not valid JSON", cls->name);
     int rc = !cJSON_IsObject(cfg) ? optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object",
                                                 cls->name, optim__json_type_name(cfg))
                                    : optim__json_unique_keys(cfg, cls->name, err);
-    if (!rc) rc = from_config(out, cls, cfg, NULL, err);
+    o.config = cfg;
+    if (!rc) rc = from_config(out, cls, &o, NULL, err);
     cJSON_Delete(cfg);
     return rc;
 }
@@ -203,9 +292,7 @@ static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
     const optim__hyper *h = &opt->hypers[i];
     cJSON *v;
     if (h->kind == HYPER_SCHEDULE_OBJ) {
-        char *text = optim_schedule_serialize(h->sched);
-        v = text ? cJSON_CreateRaw(text) : NULL;
-        free(text);
+        v = optim__schedule_to_cjson(h->sched, opt->gen == OPTIM_KERAS3);
     } else {
         /* Variables, callables and schedules are written as their current
          * value, as Keras's _serialize_hyperparameter does. */
@@ -242,6 +329,18 @@ static int put_params(optim_optimizer *opt, cJSON *o)
     return OPTIM_OK;
 }
 
+/* Whether a legacy config as written reads back as legacy without
+ * "is_legacy_optimizer" (a key OptimizerV2's constructor refuses, so it is
+ * written only where nothing else tells: classes Keras has in one form). */
+static int reads_as_legacy(const optim_optimizer *opt, const cJSON *config)
+{
+    char cn[128];
+    optim__keras_class_name(&opt->cls, OPTIM_LEGACY, cn, sizeof cn);
+    optim__kobj o = {cn, config, NULL, NULL};
+    optim_generation gen;
+    return detect_generation(&opt->cls, &o, &gen, NULL) == OPTIM_OK && gen == OPTIM_LEGACY;
+}
+
 static cJSON *config_obj(optim_optimizer *opt)
 {
     cJSON *o = cJSON_CreateObject();
@@ -256,7 +355,9 @@ static cJSON *config_obj(optim_optimizer *opt)
             return NULL;
         }
     }
-    if (!rc && opt->gen == OPTIM_LEGACY && !cJSON_AddTrueToObject(o, "is_legacy_optimizer")) rc = OPTIM_ENOMEM;
+    if (!rc && opt->gen == OPTIM_LEGACY && !reads_as_legacy(opt, o) &&
+        !cJSON_AddTrueToObject(o, "is_legacy_optimizer"))
+        rc = OPTIM_ENOMEM;
     if (!rc) return o;
     cJSON_Delete(o);
     optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
@@ -274,17 +375,31 @@ static char *print(optim_optimizer *opt, cJSON *o)
 
 char *optim_get_config(optim_optimizer *opt) { return print(opt, config_obj(opt)); }
 
+/* tf.keras: {"class_name", "config"}; Keras 3 (serialize_keras_object):
+ * {"module", "class_name", "config", "registered_name"}, with module
+ * "keras.optimizers" and registered_name null for Keras's own classes, and
+ * no module but the class name as registered_name for a user class. */
+static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
+{
+    char cn[128];
+    optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
+    const char *module = optim__keras3_module(opt->cls.name);
+    int keras3 = opt->gen == OPTIM_KERAS3, builtin = module != NULL;
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && (!keras3 || (builtin ? cJSON_AddStringToObject(o, "module", module)
+                                       : cJSON_AddNullToObject(o, "module")));
+    ok = ok && cJSON_AddStringToObject(o, "class_name", cn) && cJSON_AddItemToObject(o, "config", cfg);
+    if (!ok) cJSON_Delete(cfg);
+    ok = ok && (!keras3 || (builtin ? cJSON_AddNullToObject(o, "registered_name")
+                                    : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
+    if (ok) return o;
+    cJSON_Delete(o);
+    optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    return NULL;
+}
+
 char *optim_serialize(optim_optimizer *opt)
 {
     cJSON *cfg = config_obj(opt);
-    if (!cfg) return NULL;
-    cJSON *o = cJSON_CreateObject();
-    if (!o || !cJSON_AddStringToObject(o, "class_name", opt->cls.name) ||
-        !cJSON_AddItemToObject(o, "config", cfg)) {
-        cJSON_Delete(o);
-        cJSON_Delete(cfg);
-        optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-        return NULL;
-    }
-    return print(opt, o);
+    return cfg ? print(opt, serialized(opt, cfg)) : NULL;
 }

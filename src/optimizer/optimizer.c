@@ -329,7 +329,9 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
     opt->params = calloc(opt->nparams, sizeof *opt->params);
     opt->hypers = calloc(opt->nparams, sizeof *opt->hypers);
     opt->values = calloc(opt->nparams, sizeof *opt->values);
-    opt->name = optim__strdup(name && name[0] ? name : opt->cls.name);
+    char def[128];
+    optim__default_name(cls, gen, def, sizeof def);
+    opt->name = optim__strdup(name && name[0] ? name : def);
     opt->state = optim__calloc(1, opt->cls.state_size);
     for (int d = 0; d < 2; d++) opt->coef[d] = optim__calloc(1, opt->cls.coef_size);
     if (!opt->params || !opt->hypers || !opt->values || !opt->name || !opt->state ||

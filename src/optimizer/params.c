@@ -3,6 +3,7 @@
 #include "optimizer/params.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -296,4 +297,79 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
                               c->name, p->name);
     }
     return OPTIM_OK;
+}
+
+/* ---- Keras names ------------------------------------------------------------------ */
+
+/* TF Addons' classes: registered as "Addons>NAME" (register_keras_serializable
+ * (package="Addons")), with LAMB spelled in capitals. */
+static const char *const tfa_classes[][2] = {
+    {"Lamb", "LAMB"}, {"AdamW", "AdamW"}, {"LazyAdam", "LazyAdam"},
+    {"MovingAverage", "MovingAverage"}, {"SWA", "SWA"}, {"Lookahead", "Lookahead"},
+};
+
+static const char *tfa_name(const char *cls_name)
+{
+    for (size_t i = 0; i < sizeof tfa_classes / sizeof *tfa_classes; i++)
+        if (strcmp(cls_name, tfa_classes[i][0]) == 0) return tfa_classes[i][1];
+    return NULL;
+}
+
+const char *optim__keras3_module(const char *cls_name)
+{
+    static const char *const keras3[] = {
+        "SGD", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
+        "Lion", "Adafactor", "Lamb", "LossScaleOptimizer", "Muon", "ScheduleFreeAdamW",
+        "MultiOptimizer",
+    };
+    for (size_t i = 0; i < sizeof keras3 / sizeof *keras3; i++)
+        if (strcmp(cls_name, keras3[i]) == 0 && optim__class_is_builtin(cls_name)) return "keras.optimizers";
+    return NULL;
+}
+
+void optim__keras_class_name(const optim_class *cls, optim_generation gen, char *buf, size_t n)
+{
+    const char *tfa = gen == OPTIM_LEGACY && optim__class_is_builtin(cls->name) ? tfa_name(cls->name) : NULL;
+    if (tfa) snprintf(buf, n, "Addons>%s", tfa);
+    else snprintf(buf, n, "%s", cls->name);
+}
+
+/* Keras's naming.to_snake_case: drop non-word characters, then "_" before
+ * an upper-case letter that starts a lower-case run ("(.)([A-Z][a-z]+)"),
+ * then between a lower-case and an upper-case letter ("([a-z])([A-Z])"),
+ * then lower-case. RMSprop -> rm_sprop, AdamW -> adam_w. */
+static void snake_case(const char *name, char *out, size_t n)
+{
+    char a[128], b[192];
+    size_t k = 0;
+    for (const char *c = name; *c && k + 1 < sizeof a; c++)
+        if (isalnum((unsigned char)*c) || *c == '_') a[k++] = *c;
+    a[k] = '\0';
+    size_t j = 0;
+    for (size_t i = 0; a[i] && j + 2 < sizeof b;) {
+        if (a[i + 1] && isupper((unsigned char)a[i + 1]) && islower((unsigned char)a[i + 2])) {
+            b[j++] = a[i++];
+            b[j++] = '_';
+            b[j++] = a[i++];
+            while (islower((unsigned char)a[i]) && j + 1 < sizeof b) b[j++] = a[i++];
+        } else {
+            b[j++] = a[i++];
+        }
+    }
+    b[j] = '\0';
+    size_t o = 0;
+    for (size_t i = 0; b[i] && o + 2 < n; i++) {
+        out[o++] = (char)tolower((unsigned char)b[i]);
+        if (islower((unsigned char)b[i]) && isupper((unsigned char)b[i + 1])) out[o++] = '_';
+    }
+    out[o] = '\0';
+}
+
+void optim__default_name(const optim_class *cls, optim_generation gen, char *buf, size_t n)
+{
+    /* OptimizerV2 subclasses and TF Addons name themselves after the class;
+     * Keras 3.15+ (auto_name) after the class in snake case. */
+    const char *tfa = optim__class_is_builtin(cls->name) ? tfa_name(cls->name) : NULL;
+    if (gen == OPTIM_LEGACY) snprintf(buf, n, "%s", tfa ? tfa : cls->name);
+    else snake_case(cls->name, buf, n);
 }

@@ -52,7 +52,23 @@ void optim__class_copy(optim_class *dst, const optim_class *src);
 int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err);
 void optim__schedule_class_copy(optim_schedule_class *dst, const optim_schedule_class *src);
 
-/* A schedule from a parsed Keras object (cJSON; schedule.c). */
+/* A schedule from a parsed Keras object (cJSON; schedule.c), and back: as
+ * Keras 3 writes it nested (module, registered_name, its default name) or
+ * as tf.keras does ({"class_name", "config"}). */
 int optim__schedule_from_cjson(optim_schedule **out, const void *root, optim_error *err);
+void *optim__schedule_to_cjson(const optim_schedule *s, int keras3);
+
+/* The class_name a generation's Keras writes ("Addons>LAMB" for TF
+ * Addons' classes in legacy configs), and the default "name" of an
+ * optimizer of that generation ("Adam" legacy, "adam" Keras 3.15+). */
+void optim__keras_class_name(const optim_class *cls, optim_generation gen, char *buf, size_t n);
+/* "keras.optimizers" for a class Keras 3 has, else NULL (written as a
+ * custom object: module null, registered_name the class name). */
+const char *optim__keras3_module(const char *cls_name);
+void optim__default_name(const optim_class *cls, optim_generation gen, char *buf, size_t n);
+
+/* Whether the class of that name is one of the library's (registry.c). */
+int optim__class_is_builtin(const char *name);
+int optim__schedule_class_is_builtin(const char *name);
 
 #endif

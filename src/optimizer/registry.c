@@ -28,6 +28,14 @@ typedef struct registry {
     entry *head;
 } registry;
 
+static int reg_is_builtin(const registry *r, const char *name)
+{
+    int (*cmp)(const char *, const char *) = r->case_insensitive ? strcasecmp : strcmp;
+    for (size_t i = 0; name && r->builtins[i]; i++)
+        if (cmp(r->name_of(r->builtins[i]), name) == 0) return 1;
+    return 0;
+}
+
 static const void *reg_find(const registry *r, const char *name)
 {
     int (*cmp)(const char *, const char *) = r->case_insensitive ? strcasecmp : strcmp;
@@ -75,6 +83,8 @@ const optim_class *optim_find_class(const char *name)
     return reg_find(&optimizers, name);
 }
 
+int optim__class_is_builtin(const char *name) { return reg_is_builtin(&optimizers, name); }
+
 int optim_register_class(const optim_class *cls, optim_error *err)
 {
     int rc = optim__class_check(cls, err);
@@ -99,6 +109,8 @@ const optim_schedule_class *optim_find_schedule_class(const char *name)
 {
     return name ? reg_find(&schedules, name) : NULL;
 }
+
+int optim__schedule_class_is_builtin(const char *name) { return reg_is_builtin(&schedules, name); }
 
 int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err)
 {

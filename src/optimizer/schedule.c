@@ -12,6 +12,7 @@
 struct optim_schedule {
     optim_schedule_class cls;  /* copied, zero-extended */
     char *name;                /* Keras's config "name", NULL for None */
+    int name_given;            /* a "name" key was read (else Keras 3 writes its default) */
     double *values;            /* one per param */
     void *state;
 };
@@ -59,6 +60,7 @@ static int set_name(optim_schedule *s, const cJSON *item, optim_error *err)
                           s->cls.name, optim__json_type_name(item));
     free(s->name);
     s->name = NULL;
+    s->name_given = 1;
     if (cJSON_IsString(item) && !(s->name = optim__strdup(item->valuestring)))
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
     return OPTIM_OK;
@@ -151,37 +153,79 @@ int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error
     return rc;
 }
 
-/* The config object: the params in their order, the class's own keys, name. */
-static cJSON *config_obj(const optim_schedule *s)
+/* Keras 3's default names (learning_rate_schedule.py); a user class's is
+ * its class name. tf.keras's schedules default to None. */
+static const char *keras3_default_name(const optim_schedule_class *cls)
 {
-    cJSON *cfg = cJSON_CreateObject();
-    for (size_t i = 0; cfg && i < s->cls.n_params; i++) {
-        cJSON *v = optim__param_to_json(&s->cls.params[i], NULL, s->values[i]);
-        if (!v || !cJSON_AddItemToObject(cfg, s->cls.params[i].name, v)) {
+    static const char *const names[][2] = {
+        {"PiecewiseConstantDecay", "PiecewiseConstant"},
+        {"CosineDecayRestarts", "SGDRDecay"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(cls->name, names[i][0]) == 0) return names[i][1];
+    return cls->name;
+}
+
+static int put_values(const optim_schedule *s, cJSON *cfg, int after_name)
+{
+    for (size_t i = 0; i < s->cls.n_params; i++) {
+        const optim_param *p = &s->cls.params[i];
+        if (((p->flags & OPTIM_PARAM_AFTER_NAME) != 0) != after_name) continue;
+        cJSON *v = optim__param_to_json(p, NULL, s->values[i]);
+        if (!v || !cJSON_AddItemToObject(cfg, p->name, v)) {
             cJSON_Delete(v);
-            goto fail;
+            return OPTIM_ENOMEM;
         }
     }
+    return OPTIM_OK;
+}
+
+/* The config object: the params in their order, the class's own keys, name,
+ * the params written after name. */
+static cJSON *config_obj(const optim_schedule *s, int keras3)
+{
+    cJSON *cfg = cJSON_CreateObject();
     optim_config c = {cfg};
-    if (!cfg || (s->cls.get_config && s->cls.get_config(s, &c))) goto fail;
-    if (!(s->name ? cJSON_AddStringToObject(cfg, "name", s->name) : cJSON_AddNullToObject(cfg, "name")))
+    if (!cfg || put_values(s, cfg, 0) || (s->cls.get_config && s->cls.get_config(s, &c))) goto fail;
+    const char *name = s->name ? s->name : keras3 && !s->name_given ? keras3_default_name(&s->cls) : NULL;
+    if (!(name ? cJSON_AddStringToObject(cfg, "name", name) : cJSON_AddNullToObject(cfg, "name")))
         goto fail;
+    if (put_values(s, cfg, 1)) goto fail;
     return cfg;
 fail:
     cJSON_Delete(cfg);
     return NULL;
 }
 
+/* As Keras 3's serialize_keras_object writes a built-in:
+ * {"module", "class_name", "config", "registered_name": null}; a user class
+ * has no Keras module, and its registered name is its class name. */
+static int put_module(cJSON *o, const char *module)
+{
+    return module ? cJSON_AddStringToObject(o, "module", module) != NULL
+                  : cJSON_AddNullToObject(o, "module") != NULL;
+}
+
+void *optim__schedule_to_cjson(const optim_schedule *s, int keras3)
+{
+    cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s, keras3);
+    int builtin = optim__schedule_class_is_builtin(s->cls.name);
+    int ok = o && cfg && (!keras3 || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
+             cJSON_AddStringToObject(o, "class_name", s->cls.name) && cJSON_AddItemToObject(o, "config", cfg);
+    if (ok) cfg = NULL;
+    if (ok && keras3)
+        ok = builtin ? cJSON_AddNullToObject(o, "registered_name") != NULL
+                     : cJSON_AddStringToObject(o, "registered_name", s->cls.name) != NULL;
+    cJSON_Delete(cfg);
+    if (ok) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
 char *optim_schedule_serialize(const optim_schedule *s)
 {
-    cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s);
-    char *text = NULL;
-    if (o && cfg && cJSON_AddStringToObject(o, "class_name", s->cls.name) &&
-        cJSON_AddItemToObject(o, "config", cfg)) {
-        cfg = NULL;
-        text = cJSON_PrintUnformatted(o);
-    }
-    cJSON_Delete(cfg);
+    cJSON *o = optim__schedule_to_cjson(s, 0);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return text;
 }

@@ -176,6 +176,9 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
 static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
 {
     if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
+    /* TFA's LAMB.get_config: learning_rate, weight_decay, decay, beta_1, ... */
+    int rc0 = optim_config_move_before(cfg, "weight_decay", "decay");
+    if (rc0) return rc0;
     const lamb_state *st = optim_state(opt);
     const patterns *lists[2] = {st->wd, layer_adaptation_patterns(st)};
     const char *keys[2] = {KEY_WD, KEY_LA};
