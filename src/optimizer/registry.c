@@ -28,21 +28,24 @@ typedef struct registry {
     entry *head;
 } registry;
 
-static int reg_is_builtin(const registry *r, const char *name)
+static int same_name(const registry *r, const char *a, const char *b)
 {
-    int (*cmp)(const char *, const char *) = r->case_insensitive ? strcasecmp : strcmp;
+    return (r->case_insensitive ? strcasecmp(a, b) : strcmp(a, b)) == 0;
+}
+
+static const void *reg_builtin(const registry *r, const char *name)
+{
     for (size_t i = 0; name && r->builtins[i]; i++)
-        if (cmp(r->name_of(r->builtins[i]), name) == 0) return 1;
-    return 0;
+        if (same_name(r, r->name_of(r->builtins[i]), name)) return r->builtins[i];
+    return NULL;
 }
 
 static const void *reg_find(const registry *r, const char *name)
 {
-    int (*cmp)(const char *, const char *) = r->case_insensitive ? strcasecmp : strcmp;
-    for (size_t i = 0; r->builtins[i]; i++)
-        if (cmp(r->name_of(r->builtins[i]), name) == 0) return r->builtins[i];
+    const void *b = reg_builtin(r, name);
+    if (b) return b;
     for (const entry *e = r->head; e; e = e->next)
-        if (cmp(e->name, name) == 0) return e->copy;
+        if (same_name(r, e->name, name)) return e->copy;
     return NULL;
 }
 
@@ -83,7 +86,7 @@ const optim_class *optim_find_class(const char *name)
     return reg_find(&optimizers, name);
 }
 
-int optim__class_is_builtin(const char *name) { return reg_is_builtin(&optimizers, name); }
+int optim__class_is_builtin(const char *name) { return reg_builtin(&optimizers, name) != NULL; }
 
 int optim_register_class(const optim_class *cls, optim_error *err)
 {
@@ -110,7 +113,7 @@ const optim_schedule_class *optim_find_schedule_class(const char *name)
     return name ? reg_find(&schedules, name) : NULL;
 }
 
-int optim__schedule_class_is_builtin(const char *name) { return reg_is_builtin(&schedules, name); }
+int optim__schedule_class_is_builtin(const char *name) { return reg_builtin(&schedules, name) != NULL; }
 
 int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err)
 {
