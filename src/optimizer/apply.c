@@ -698,7 +698,9 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         w->entry = optim__var_entry_of(opt, w->var);
-        w->wd = wd > 0 && optim__use_weight_decay(opt, w->var) ? wd : 0;
+        const double rate = opt->gen == OPTIM_KERAS3 && opt->cls.weight_decay
+                                ? opt->cls.weight_decay(opt, w->var, wd) : wd;
+        w->wd = rate > 0 && optim__use_weight_decay(opt, w->var) ? rate : 0;
         if (s->k3) s->k3[i].entry = w->entry;
     }
     s->nbase = optim__k3_nslots(opt);

@@ -267,9 +267,11 @@ optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var, cons
         const optim__slot *s = &opt->slots[e->slot_ids[k]];
         if (strcmp(opt->slot_names[s->name_id], slot_name) == 0) return s->var;
     }
-    /* A wrapper's inner optimizer holds the update rule's slots. */
-    const optim_optimizer *in = opt->cls.inner ? opt->cls.inner(opt) : NULL;
-    return in ? optim_get_slot(in, var, slot_name) : NULL;
+    /* A wrapper's inner optimizers hold the update rule's slots. */
+    const optim_optimizer *in;
+    optim_var *found = NULL;
+    for (size_t k = 0; !found && (in = optim__inner_at(opt, k)); k++) found = optim_get_slot(in, var, slot_name);
+    return found;
 }
 
 size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size_t cap)
@@ -282,8 +284,9 @@ static int track(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
 int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
 {
-    /* A wrapper builds its inner optimizer first, as Keras's wrappers do. */
-    optim_optimizer *in = opt->cls.inner ? opt->cls.inner(opt) : NULL;
+    /* A wrapper builds its inner optimizer first, as Keras's wrappers do (a
+     * wrapper of several builds each with its variables in create_slots). */
+    optim_optimizer *in = opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
     if (in && optim_build(in, vars, n)) return optim_set_error(opt, OPTIM_EINVAL, "%s: inner optimizer: %s",
                                                                opt->cls.name, optim_errmsg(in));
     int rc = track(opt, vars, n);

@@ -5,26 +5,31 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A wrapper's weights are its iterations, then the inner optimizer's
+/* A wrapper's weights are its iterations, then each inner optimizer's
  * weights after the inner iterations, then its own. */
-static optim_optimizer *inner_of(const optim_optimizer *opt)
+optim_optimizer *optim__inner_at(const optim_optimizer *opt, size_t i)
 {
-    return opt->cls.inner ? opt->cls.inner(opt) : NULL;
+    if (opt->cls.inner_at) return opt->cls.inner_at(opt, i);
+    return i == 0 && opt->cls.inner ? opt->cls.inner(opt) : NULL;
 }
 
 size_t optim_weights_count(const optim_optimizer *opt)
 {
-    const optim_optimizer *in = inner_of(opt);
-    return 1 + (in ? optim_weights_count(in) - 1 : 0) + opt->nslots;
+    size_t n = 1 + opt->nslots;
+    const optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) n += optim_weights_count(in) - 1;
+    return n;
 }
 
 /* Weight i >= 1 as a variable, NULL past the end. */
 static optim_var *weight_var(const optim_optimizer *opt, size_t i)
 {
-    const optim_optimizer *in = inner_of(opt);
-    size_t nin = in ? optim_weights_count(in) - 1 : 0;
-    if (i >= 1 && i <= nin) return weight_var(in, i);
-    i -= nin;
+    const optim_optimizer *in;
+    for (size_t k = 0; i >= 1 && (in = optim__inner_at(opt, k)); k++) {
+        size_t nin = optim_weights_count(in) - 1;
+        if (i <= nin) return weight_var(in, i);
+        i -= nin;
+    }
     return i >= 1 && i <= opt->nslots ? opt->slots[i - 1].var : NULL;
 }
 
@@ -49,7 +54,7 @@ int optim_set_iterations(optim_optimizer *opt, int64_t iterations)
         return optim_set_error(opt, OPTIM_ERANGE, "iterations is %lld, expected >= 0",
                                (long long)iterations);
     opt->iterations = iterations;
-    optim_optimizer *in = inner_of(opt);
+    optim_optimizer *in = opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
     if (in) optim_set_iterations(in, iterations);
     opt->errmsg[0] = '\0';
     return OPTIM_OK;

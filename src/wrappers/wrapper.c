@@ -19,6 +19,12 @@ optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt)
     return c && c->inner ? c->inner(opt) : NULL;
 }
 
+optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, size_t i)
+{
+    const optim_class *c = opt ? optim_class_of(opt) : NULL;
+    return c && (c->inner || c->inner_at) ? optim__inner_at(opt, i) : NULL;
+}
+
 void optim__wrapper_destroy(optim_optimizer *opt)
 {
     optim__wrapper_state *st = optim_state(opt);
