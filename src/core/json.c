@@ -231,8 +231,8 @@ static int strings_copy(const cJSON *v, const char *key, char ***out, optim_erro
         if (!cJSON_IsString(item)) {
             optim_strings_free(list);
             return optim__err(err, OPTIM_ETYPE,
-                              "config key '%s': element %zu is %s, expected a string", key, i,
-                              optim__json_type_name(item));
+                              "config key '%s': element %zu is %s (%s[%zu]), expected a string", key,
+                              i, optim__json_type_name(item), key, i);
         }
         if (!(list[i++] = optim__strdup(item->valuestring))) {
             optim_strings_free(list);
