@@ -8,7 +8,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 printf '{"class_name": "adam", "config": {"learning_rate": {"class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1, "decay_steps": 10, "decay_rate": 0.5}}}}' >"$tmp/ok.json"
 "$optim" check "$tmp/ok.json" >"$tmp/out" 2>"$tmp/err" || fail "check failed: $(cat "$tmp/err")"
-grep -q '^{"class_name":"Adam","config":{"name":"Adam","learning_rate":{"class_name":"ExponentialDecay"' "$tmp/out" ||
+grep -q '^{"module":"keras.optimizers","class_name":"Adam","config":{"name":"adam","learning_rate":{"module":"keras.optimizers.schedules","class_name":"ExponentialDecay"' "$tmp/out" ||
     fail "unexpected output: $(cat "$tmp/out")"
 grep -q '"beta_1":0.9,' "$tmp/out" || fail "defaults not filled in: $(cat "$tmp/out")"
 

@@ -11,7 +11,7 @@
  *     gradient_accumulation_steps None, momentum 0.0, nesterov False
  *   tf.keras.optimizers.legacy.SGD().get_config():
  *     name "SGD", learning_rate 0.01, decay 0.0, momentum 0.0,
- *     nesterov False, is_legacy_optimizer True
+ *     nesterov False (no is_legacy_optimizer: its constructor refuses one)
  *     (+ clipnorm / clipvalue / global_clipnorm only when set)
  */
 #include "testutil.h"
@@ -26,6 +26,7 @@
 #include "optim/optimizer.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optim/wrappers.h"
 
 /* Non-NULL pointer no constructor returns: failures must reset *out. */
 static char not_an_opt;
@@ -39,7 +40,7 @@ static const char *const KERAS3_KEYS[] = {
 #define N_KERAS3_KEYS (sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS)
 
 static const char *const LEGACY_KEYS[] = {
-    "name", "learning_rate", "decay", "momentum", "nesterov", "is_legacy_optimizer",
+    "name", "learning_rate", "decay", "momentum", "nesterov",
 };
 #define N_LEGACY_KEYS (sizeof LEGACY_KEYS / sizeof *LEGACY_KEYS)
 
@@ -272,25 +273,26 @@ static void test_from_json_class_and_config(void **state)
         "\"nesterov\": true}}");
     assert_non_null(optim_class_of(opt));
     assert_string_equal(optim_class_of(opt)->name, "SGD");
-    assert_string_equal(optim_name(opt), "SGD");
+    /* Keras 3.15+'s default name (auto_name("SGD")); 3.14 wrote "SGD". */
+    assert_string_equal(optim_name(opt), "sgd");
     assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
     assert_int_equal(optim_iterations(opt), 0);
     assert_hyper(opt, "learning_rate", 0.1);
     assert_hyper(opt, "momentum", 0.9);
     assert_hyper(opt, "nesterov", 1);
     assert_hyper(opt, "clipnorm", NAN);
-    assert_keras3_config(opt, "SGD", 0.1, 0.9, 1);
+    assert_keras3_config(opt, "sgd", 0.1, 0.9, 1);
     optim_destroy(opt);
     optim_destroy(NULL); /* no-op */
 
     /* Without "config": the defaults. Keras 3's serialize_keras_object keys
      * "module" and "registered_name" are accepted. */
     opt = from_json_ok("{\"class_name\": \"SGD\"}");
-    assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
     opt = from_json_ok("{\"module\": \"keras.optimizers\", \"class_name\": \"SGD\", \"config\": "
                        "{\"learning_rate\": 0.25}, \"registered_name\": null}");
-    assert_keras3_config(opt, "SGD", 0.25, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.25, 0.0, 0);
     optim_destroy(opt);
 }
 
@@ -302,7 +304,7 @@ static void test_from_json_bare_string(void **state)
         optim_optimizer *opt = from_json_ok(names[i]);
         assert_string_equal(optim_class_of(opt)->name, "SGD");
         assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
-        assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+        assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
         optim_destroy(opt);
     }
 }
@@ -346,7 +348,7 @@ static void test_create_by_name(void **state)
     optim_error err;
     assert_int_equal(optim_create_by_name(&opt, "sgd", NULL, &err), OPTIM_OK);
     assert_non_null(opt);
-    assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
 
     /* Options: legacy generation and a name. */
@@ -367,7 +369,7 @@ static void test_create_by_name(void **state)
 
     /* By class table. */
     assert_int_equal(optim_create(&opt, &optim_sgd_class, NULL, &err), OPTIM_OK);
-    assert_string_equal(optim_name(opt), "SGD");
+    assert_string_equal(optim_name(opt), "sgd");
     optim_destroy(opt);
 
     /* Unknown and NULL names; a bad options size. */
@@ -402,10 +404,10 @@ static void test_from_config(void **state)
     assert_keras3_config(opt, "a", 0.01, 0.5, 0);
     optim_destroy(opt);
     assert_int_equal(optim_from_config(&opt, "sgd", NULL, &err), OPTIM_OK);
-    assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
     assert_int_equal(optim_from_config(&opt, "Sgd", "{}", &err), OPTIM_OK);
-    assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
     assert_int_equal(optim_from_config(&opt, "SGD",
                                        "{\"learning_rate\": 0.2, \"is_legacy_optimizer\": true}",
@@ -446,13 +448,17 @@ static void test_keras3_default_config(void **state)
     (void)state;
     optim_optimizer *opt;
     assert_int_equal(optim_create(&opt, &optim_sgd_class, NULL, NULL), OPTIM_OK);
-    assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     /* The same through serialize. */
     char *s = serialize(opt);
     cJSON *root = cJSON_Parse(s);
     assert_non_null(root);
-    const char *top[] = {"class_name", "config"};
-    assert_keys_exactly(root, top, 2);
+    /* Keras 3's serialize_keras_object: module, class_name, config, registered_name. */
+    const char *top[] = {"module", "class_name", "config", "registered_name"};
+    assert_keys_exactly(root, top, 4);
+    assert_str(root, "module", "keras.optimizers");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "registered_name")));
+    assert_string_equal(root->child->string, "module");
     assert_str(root, "class_name", "SGD");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "config");
     assert_keys_exactly(c, KERAS3_KEYS, N_KERAS3_KEYS);
@@ -487,7 +493,8 @@ static void test_legacy_default_config(void **state)
     assert_num(c, "decay", 0.0);
     assert_num(c, "momentum", 0.0);
     assert_bool(c, "nesterov", 0);
-    assert_bool(c, "is_legacy_optimizer", 1);
+    /* OptimizerV2's constructor refuses is_legacy_optimizer: never written. */
+    assert_null(cJSON_GetObjectItemCaseSensitive(c, "is_legacy_optimizer"));
     cJSON_Delete(c);
     assert_hyper(opt, "decay", 0.0);
     optim_destroy(opt);
@@ -698,9 +705,13 @@ static void test_legacy_lr_alias(void **state)
         "{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true, \"lr\": 0.4}}");
     assert_hyper(opt, "learning_rate", 0.4);
     optim_destroy(opt);
-    /* Keras 3 has no "lr". */
-    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3}}", OPTIM_EKEY, "'lr'",
-                      NULL);
+    /* Keras 3 has no "lr" (and without is_legacy_optimizer, "lr" says legacy). */
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3, \"is_legacy_optimizer\": "
+                      "false}}", OPTIM_EKEY, "'lr'", NULL);
+    opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3}}");
+    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_hyper(opt, "learning_rate", 0.3);
+    optim_destroy(opt);
 }
 
 static void test_name_kept(void **state)
@@ -749,7 +760,7 @@ static void test_keras_2_11_config_accepted(void **state)
     optim_destroy(opt);
     opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"jit_compile\": true, "
                        "\"is_legacy_optimizer\": false}}");
-    assert_keras3_config(opt, "SGD", 0.01, 0.0, 0);
+    assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
 }
 
@@ -770,9 +781,11 @@ static void test_bad_class_and_keys(void **state)
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"foo\": 1}"), OPTIM_EKEY, "'foo'",
                       "learning_rate", "decay", "momentum", NULL);
     /* The other generation's keys. */
-    expect_json_fails(J("{\"decay\": 0.01}"), OPTIM_EKEY, "'decay'", "generation", NULL);
-    expect_json_fails(J("{\"decay\": 0.01, \"is_legacy_optimizer\": false}"), OPTIM_EKEY,
-                      "'decay'", NULL);
+    /* A mix reads as Keras 3, which names each side's keys. */
+    expect_json_fails(J("{\"lr\": 0.01, \"use_ema\": false}"), OPTIM_EKEY, "'lr'",
+                      "legacy-only keys here: lr", "Keras 3-only keys here: use_ema", NULL);
+    expect_json_fails(J("{\"lr\": 0.01, \"is_legacy_optimizer\": false}"), OPTIM_EKEY,
+                      "'lr'", "legacy-only keys here: lr", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"weight_decay\": null}"), OPTIM_EKEY,
                       "'weight_decay'", "generation", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"use_ema\": false}"), OPTIM_EKEY,
@@ -978,7 +991,7 @@ static void test_config_text_form(void **state)
     text = optim_get_config(opt);
     assert_string_equal(text, "{\"name\":\"SGD\",\"clipnorm\":3.0,\"clipvalue\":2.0,"
                               "\"learning_rate\":1e-05,\"decay\":0.0,\"momentum\":0.0,"
-                              "\"nesterov\":false,\"is_legacy_optimizer\":true}");
+                              "\"nesterov\":false}");
     optim_free(text);
     optim_destroy(opt);
 }
@@ -1119,7 +1132,7 @@ static void test_register_user_class(void **state)
     /* Creatable from JSON, with its own key. */
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"TestScaledSGD\", \"config\": {\"learning_rate\": 0.25, \"scale\": 2}}");
-    assert_string_equal(optim_name(opt), "TestScaledSGD");
+    assert_string_equal(optim_name(opt), "test_scaled_sgd");
     cJSON *c = config_of(opt);
     const char *keys[N_KERAS3_KEYS];
     size_t n = 0;
@@ -1268,6 +1281,347 @@ static void test_register_param_default_out_of_range(void **state)
     assert_contains(err.msg, "beta");
 }
 
+/* ---- String (enum) params, string lists, name patterns ------------------------- */
+
+static const optim_param mode_params[] = {
+    {"scale", OPTIM_PARAM_FLOAT, 0, 1.0, 0.0, 10.0},
+    {"sparse_mode", OPTIM_PARAM_STRING, 0, 1, 0, 0},
+};
+static const char *const mode_choices[] = {"dense", "lazy", NULL};
+static const char *const *const mode_param_choices[] = {NULL, mode_choices};
+
+static int mode_get_config(optim_optimizer *opt, optim_config *cfg)
+{
+    static const char *const pats[] = {"bias", "norm", NULL};
+    int rc = optim_config_put_strings(cfg, "patterns", pats);
+    (void)opt;
+    return rc ? rc : optim_config_put_strings(cfg, "none", NULL);
+}
+
+static optim_class mode_class(const char *name)
+{
+    optim_class c = scaled_class(name);
+    c.params = mode_params;
+    c.n_params = 2;
+    c.param_choices = mode_param_choices;
+    c.get_config = mode_get_config;
+    return c;
+}
+
+static void test_string_param_kind(void **state)
+{
+    (void)state;
+    optim_class cls = mode_class("TestModeSGD");
+    optim_error err;
+    assert_int_equal(optim_register_class(&cls, &err), OPTIM_OK);
+    optim_optimizer *opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {}}");
+    double v = -1;
+    assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
+    assert_true(v == 1.0);
+    char *text = optim_get_config(opt);
+    assert_non_null(strstr(text, "\"sparse_mode\":\"lazy\",\"patterns\":[\"bias\",\"norm\"],\"none\":null"));
+    optim_free(text);
+    /* Out of the choices' range: refused, value unchanged. */
+    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 2), OPTIM_ERANGE);
+    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 0.5), OPTIM_ETYPE);
+    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 0), OPTIM_OK);
+    text = optim_get_config(opt);
+    assert_non_null(strstr(text, "\"sparse_mode\":\"dense\""));
+    optim_free(text);
+    optim_destroy(opt);
+    opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"dense\"}}");
+    assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
+    assert_true(v == 0.0);
+    optim_destroy(opt);
+    expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"Lazy\"}}",
+                      OPTIM_EINVAL, "expected one of: \"dense\", \"lazy\"", NULL);
+    expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": 1}}",
+                      OPTIM_ETYPE, "'sparse_mode' is a number, expected a string", NULL);
+    expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": null}}",
+                      OPTIM_ETYPE, "'sparse_mode' is null", NULL);
+}
+
+static void test_string_param_bad_tables(void **state)
+{
+    (void)state;
+    optim_class c = mode_class("BadModeNoChoices");
+    c.param_choices = NULL;
+    expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
+    static const optim_param bad_default[] = {
+        {"scale", OPTIM_PARAM_FLOAT, 0, 1.0, 0.0, 10.0},
+        {"sparse_mode", OPTIM_PARAM_STRING, 0, 2, 0, 0},
+    };
+    c = mode_class("BadModeDefault");
+    c.params = bad_default;
+    expect_register_fails(&c, OPTIM_ERANGE, "sparse_mode");
+    static const optim_param dynamic[] = {
+        {"scale", OPTIM_PARAM_FLOAT, 0, 1.0, 0.0, 10.0},
+        {"sparse_mode", OPTIM_PARAM_STRING, OPTIM_PARAM_DYNAMIC, 0, 0, 0},
+    };
+    c = mode_class("BadModeDynamic");
+    c.params = dynamic;
+    expect_register_fails(&c, OPTIM_EINVAL, "OPTIM_PARAM_DYNAMIC");
+    /* A version-1 table (without param_choices) cannot declare a string param. */
+    c = mode_class("BadModeV1");
+    c.size = (uint32_t)offsetof(optim_class, param_choices);
+    c.version = 1;
+    expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
+}
+
+static void test_read_strings(void **state)
+{
+    (void)state;
+    char **list = (char **)&not_an_opt;
+    optim_error err;
+    assert_int_equal(optim_config_read_strings("k", "[\"a\", \"b(c\"]", &list, &err), OPTIM_OK);
+    assert_non_null(list);
+    assert_string_equal(list[0], "a");
+    assert_string_equal(list[1], "b(c");
+    assert_null(list[2]);
+    optim_strings_free(list);
+    assert_int_equal(optim_config_read_strings("k", "null", &list, &err), OPTIM_OK);
+    assert_null(list);
+    assert_int_equal(optim_config_read_strings("k", "[]", &list, &err), OPTIM_OK);
+    assert_non_null(list);
+    assert_null(list[0]);
+    optim_strings_free(list);
+    assert_int_equal(optim_config_read_strings("pats", "\"a\"", &list, &err), OPTIM_ETYPE);
+    assert_null(list);
+    assert_non_null(strstr(err.msg, "'pats' is a string, expected a list of strings or null"));
+    assert_int_equal(optim_config_read_strings("pats", "[\"a\", 2]", &list, &err), OPTIM_ETYPE);
+    assert_non_null(strstr(err.msg, "element 1 is a number"));
+    assert_int_equal(optim_config_read_strings("pats", "[", &list, &err), OPTIM_EPARSE);
+    assert_int_equal(optim_config_read_strings(NULL, "[]", &list, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_config_read_strings("k", NULL, &list, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_config_read_strings("k", "[]", NULL, &err), OPTIM_EINVAL);
+    optim_strings_free(NULL);
+}
+
+static void test_name_patterns(void **state)
+{
+    (void)state;
+    static const char *const pats[] = {"bias$", "^emb"};
+    optim_name_patterns *p = NULL;
+    optim_error err;
+    assert_int_equal(optim_name_patterns_compile(&p, pats, 2, "test", &err), OPTIM_OK);
+    assert_int_equal(optim_name_patterns_match(p, "dense/bias"), 1);
+    assert_int_equal(optim_name_patterns_match(p, "embedding"), 1);
+    assert_int_equal(optim_name_patterns_match(p, "dense/kernel"), 0);
+    assert_int_equal(optim_name_patterns_match(NULL, "bias"), 0);
+    const char *const *src = optim_name_patterns_sources(p);
+    assert_string_equal(src[0], "bias$");
+    assert_string_equal(src[1], "^emb");
+    assert_null(src[2]);
+    optim_name_patterns_free(p);
+    static const char *const bad[] = {"ok", "(", NULL};
+    p = (optim_name_patterns *)&not_an_opt;
+    assert_int_equal(optim_name_patterns_compile(&p, bad, 2, "pats", &err), OPTIM_EINVAL);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "pats[1] ('(') is not a valid regular expression"));
+    assert_int_equal(optim_name_patterns_compile(&p, bad + 1, 2, "pats", &err), OPTIM_EINVAL);
+    assert_int_equal(optim_name_patterns_compile(&p, NULL, 1, "pats", &err), OPTIM_EINVAL);
+    assert_int_equal(optim_name_patterns_compile(NULL, pats, 1, "pats", &err), OPTIM_EINVAL);
+    assert_int_equal(optim_name_patterns_compile(&p, NULL, 0, "pats", &err), OPTIM_OK);
+    assert_null(optim_name_patterns_sources(p)[0]);
+    optim_name_patterns_free(p);
+    optim_name_patterns_free(NULL);
+}
+
+/* One reader: every nesting level refuses what the top level refuses. */
+static void test_nested_objects_equally_strict(void **state)
+{
+    (void)state;
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {}, \"extra\": 1}", OPTIM_EKEY,
+                      "optimizer JSON has unknown key 'extra'", NULL);
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": "
+                      "\"ExponentialDecay\", \"config\": {\"initial_learning_rate\": 0.1, "
+                      "\"decay_steps\": 10, \"decay_rate\": 0.5}, \"extra\": 1}}}",
+                      OPTIM_EKEY, "schedule JSON has unknown key 'extra'", NULL);
+    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {}, \"module\": 3}", OPTIM_ETYPE,
+                      "module is a number, expected a string or null", NULL);
+    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                      "{\"class_name\": \"SGD\", \"config\": {}, \"extra\": 1}}}",
+                      OPTIM_EKEY, "inner optimizer: optimizer JSON has unknown key 'extra'", NULL);
+    /* An unknown key inside the inner config is the inner's. */
+    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                      "{\"class_name\": \"SGD\", \"config\": {\"bogus\": 1}}}}",
+                      OPTIM_EKEY, "inner optimizer: SGD: unknown config key 'bogus'", NULL);
+    optim_optimizer *inner = optim_test_make("\"sgd\""), *w = SENTINEL;
+    optim_error err;
+    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}, "
+                                    "\"extra\": 1}", inner, &err),
+                     OPTIM_EKEY);
+    assert_null(w);
+    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}",
+                                inner, &err),
+                     OPTIM_OK);
+    optim_destroy(w);
+}
+
+/* ---- Files as real Keras writes them (tests/data/keras, see its README) ---------- */
+
+static char *read_fixture(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/keras/%s", OPTIM_TEST_DATA_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) print_error("cannot open %s\n", path);
+    assert_non_null(f);
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Same keys in the same order, same types, equal numbers and strings. */
+static int same_json(const cJSON *a, const cJSON *b, const char *where)
+{
+    if ((a->type & 0xFF) != (b->type & 0xFF) && !(cJSON_IsBool(a) && cJSON_IsBool(b))) {
+        print_error("%s: %s vs %s\n", where, cJSON_PrintUnformatted(a), cJSON_PrintUnformatted(b));
+        return 0;
+    }
+    if (cJSON_IsBool(a) && cJSON_IsTrue(a) != cJSON_IsTrue(b)) return print_error("%s: bool\n", where), 0;
+    if (cJSON_IsNumber(a) && a->valuedouble != b->valuedouble)
+        return print_error("%s: %.17g vs %.17g\n", where, a->valuedouble, b->valuedouble), 0;
+    if (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring))
+        return print_error("%s: '%s' vs '%s'\n", where, a->valuestring, b->valuestring), 0;
+    const cJSON *x = a->child, *y = b->child;
+    for (; x && y; x = x->next, y = y->next) {
+        if (cJSON_IsObject(a) && strcmp(x->string, y->string))
+            return print_error("%s: key '%s' vs '%s'\n", where, x->string, y->string), 0;
+        if (!same_json(x, y, x->string ? x->string : where)) return 0;
+    }
+    if (x || y) return print_error("%s: extra key '%s'\n", where, x ? x->string : y->string), 0;
+    return 1;
+}
+
+/* Loads a fixture, checks its generation, and that optim writes it back
+ * key for key (serialize, and the number text a float needs: 0.0, 1e-07). */
+static void check_fixture(const char *name, optim_generation gen)
+{
+    const char *text = read_fixture(name);
+    optim_optimizer *opt = from_json_ok(text);
+    assert_int_equal(optim_generation_of(opt), gen);
+    char *out = optim_serialize(opt);
+    cJSON *want = cJSON_Parse(text), *got = cJSON_Parse(out);
+    if (!same_json(want, got, name)) {
+        print_error("%s\nwritten back as\n%s\n", text, out);
+        fail();
+    }
+    /* Never a key the other side's reader refuses. */
+    if (gen == OPTIM_LEGACY) assert_null(strstr(out, "is_legacy_optimizer"));
+    cJSON_Delete(want);
+    cJSON_Delete(got);
+    optim_free(out);
+    optim_destroy(opt);
+}
+
+static void test_fixture_tf_keras_legacy_adam(void **state)
+{
+    (void)state;
+    check_fixture("tf_keras_legacy_adam.json", OPTIM_LEGACY);
+}
+
+static void test_fixture_tf_keras_legacy_sgd_cosine(void **state)
+{
+    (void)state;
+    check_fixture("tf_keras_legacy_sgd_cosine.json", OPTIM_LEGACY);
+}
+
+static void test_fixture_tfa_lamb(void **state)
+{
+    (void)state;
+    check_fixture("tfa_lamb.json", OPTIM_LEGACY);
+}
+
+static void test_fixture_keras3_adam_schedule(void **state)
+{
+    (void)state;
+    check_fixture("keras3_adam_schedule.json", OPTIM_KERAS3);
+}
+
+static void test_fixture_keras3_loss_scale(void **state)
+{
+    (void)state;
+    check_fixture("keras3_loss_scale_sgd.json", OPTIM_KERAS3);
+}
+
+static void test_fixture_keras3_cosine_warmup(void **state)
+{
+    (void)state;
+    check_fixture("keras3_cosine_warmup.json", OPTIM_KERAS3);
+}
+
+/* tf-keras 2.11-2.15's new-style optimizers: read as Keras 3 (same rules);
+ * written back as Keras 3 writes them (no jit_compile, is_legacy_optimizer,
+ * with Keras 3's later keys), a deliberate difference. */
+static void test_fixture_tf_keras_new_adam(void **state)
+{
+    (void)state;
+    optim_optimizer *opt = from_json_ok(read_fixture("tf_keras_new_adam.json"));
+    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+    assert_string_equal(optim_name(opt), "Adam");
+    char *out = optim_get_config(opt);
+    assert_null(strstr(out, "jit_compile"));
+    assert_null(strstr(out, "is_legacy_optimizer"));
+    assert_non_null(strstr(out, "\"loss_scale_factor\":null,\"gradient_accumulation_steps\":null,\"beta_1\":0.9"));
+    optim_free(out);
+    optim_destroy(opt);
+}
+
+/* Detection without is_legacy_optimizer, forcing, and the legacy names. */
+static void test_generation_detection(void **state)
+{
+    (void)state;
+    static const struct { const char *json; optim_generation gen; } cases[] = {
+        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.0}}", OPTIM_LEGACY},
+        {"{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.1}}", OPTIM_LEGACY},
+        {"{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}", OPTIM_KERAS3},
+        {"{\"class_name\": \"Addons>LAMB\", \"config\": {}}", OPTIM_LEGACY},
+        {"{\"module\": \"keras.optimizers.legacy\", \"class_name\": \"SGD\", \"config\": {}}", OPTIM_LEGACY},
+        {"{\"module\": \"keras.optimizers\", \"class_name\": \"SGD\", \"config\": {}}", OPTIM_KERAS3},
+        /* Keras 3 pops `decay` and ignores it. */
+        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.5, \"is_legacy_optimizer\": false}}", OPTIM_KERAS3},
+        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.5, \"use_ema\": false}}", OPTIM_KERAS3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        optim_optimizer *opt = from_json_ok(cases[i].json);
+        if (optim_generation_of(opt) != cases[i].gen) print_error("%s\n", cases[i].json);
+        assert_int_equal(optim_generation_of(opt), cases[i].gen);
+        char *out = optim_get_config(opt);
+        assert_null(strstr(out, "is_legacy_optimizer"));
+        if (cases[i].gen == OPTIM_KERAS3) assert_null(strstr(out, "\"decay\""));
+        optim_free(out);
+        optim_destroy(opt);
+    }
+    optim_optimizer *opt = SENTINEL;
+    optim_error err;
+    assert_int_equal(optim_from_json_as(&opt, "{\"class_name\": \"SGD\", \"config\": {}}", OPTIM_LEGACY, &err), 0);
+    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_string_equal(optim_name(opt), "SGD");
+    char *s = optim_serialize(opt);
+    assert_string_equal(s, "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,"
+                           "\"decay\":0.0,\"momentum\":0.0,\"nesterov\":false}}");
+    optim_free(s);
+    optim_destroy(opt);
+    opt = SENTINEL;
+    assert_int_equal(optim_from_json_as(&opt, "{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": "
+                                              "false}}", OPTIM_LEGACY, &err), OPTIM_EINVAL);
+    assert_null(opt);
+    assert_non_null(strstr(err.msg, "is_legacy_optimizer"));
+    assert_int_equal(optim_from_json_as(&opt, "{}", (optim_generation)7, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_from_json_as(&opt, NULL, OPTIM_LEGACY, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_from_json_as(NULL, "\"sgd\"", OPTIM_LEGACY, &err), OPTIM_EINVAL);
+    /* Lamb, legacy: TF Addons' class name and default name. */
+    assert_int_equal(optim_from_json_as(&opt, "\"lamb\"", OPTIM_LEGACY, &err), 0);
+    s = optim_serialize(opt);
+    assert_non_null(strstr(s, "{\"class_name\":\"Addons>LAMB\",\"config\":{\"name\":\"LAMB\",\"learning_rate\":0.001,"
+                              "\"weight_decay\":0.0,\"decay\":0.0,"));
+    optim_free(s);
+    optim_destroy(opt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1300,6 +1654,19 @@ int main(void)
         cmocka_unit_test(test_register_user_class),
         cmocka_unit_test(test_register_bad_tables),
         cmocka_unit_test(test_register_param_default_out_of_range),
+        cmocka_unit_test(test_string_param_kind),
+        cmocka_unit_test(test_string_param_bad_tables),
+        cmocka_unit_test(test_read_strings),
+        cmocka_unit_test(test_name_patterns),
+        cmocka_unit_test(test_nested_objects_equally_strict),
+        cmocka_unit_test(test_fixture_tf_keras_legacy_adam),
+        cmocka_unit_test(test_fixture_tf_keras_legacy_sgd_cosine),
+        cmocka_unit_test(test_fixture_tfa_lamb),
+        cmocka_unit_test(test_fixture_keras3_adam_schedule),
+        cmocka_unit_test(test_fixture_keras3_loss_scale),
+        cmocka_unit_test(test_fixture_keras3_cosine_warmup),
+        cmocka_unit_test(test_fixture_tf_keras_new_adam),
+        cmocka_unit_test(test_generation_detection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -572,7 +572,7 @@ static void test_config(void **st)
         assert_string_equal(it->string, KEYS[i]);
     }
     assert_eq(i, NKEYS);
-    assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "Adafactor");
+    assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "adafactor");
     assert_eq(cJSON_GetObjectItem(c, "learning_rate")->valuedouble, 0.001);
     assert_eq(cJSON_GetObjectItem(c, "beta_2_decay")->valuedouble, -0.8);
     assert_eq(cJSON_GetObjectItem(c, "epsilon_1")->valuedouble, 1e-30);
@@ -617,7 +617,7 @@ static void test_bad_config(void **st)
     ot_expect_refused(AF(OT_LEGACY), OPTIM_ENOTSUP,
                "Adafactor", NULL);
     ot_expect_refused(AF("\"beta_2\": 0.9"), OPTIM_EKEY, "beta_2", NULL);
-    ot_expect_refused(AF("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
+    ot_expect_refused(AF("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     ot_expect_refused(AF("\"relative_step\": 1"), OPTIM_ETYPE,
                "relative_step", NULL);
     ot_expect_refused(AF("\"epsilon_1\": \"1e-30\""), OPTIM_ETYPE,

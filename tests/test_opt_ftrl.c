@@ -701,7 +701,7 @@ static void expect_config(const char *json, const char *want)
 static void test_config_defaults(void **s)
 {
     expect_config("\"ftrl\"",
-                  "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+                  "{\"name\":\"ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
                   "\"gradient_accumulation_steps\":null,\"learning_rate_power\":-0.5,"
@@ -712,7 +712,7 @@ static void test_config_defaults(void **s)
                   "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"learning_rate_power\":-0.5,"
                   "\"l1_regularization_strength\":0.0,\"l2_regularization_strength\":0.0,\"beta\":0.0,"
-                  "\"l2_shrinkage_regularization_strength\":0.0,\"is_legacy_optimizer\":true}");
+                  "\"l2_shrinkage_regularization_strength\":0.0}");
 }
 
 static void test_config_round_trip(void **s)
@@ -722,7 +722,7 @@ static void test_config_round_trip(void **s)
                   "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
                   "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
                   "\"beta\": 0.3, \"clipnorm\": 1.0"),
-                  "{\"name\":\"Ftrl\",\"learning_rate\":0.05,\"weight_decay\":null,\"clipnorm\":1.0,"
+                  "{\"name\":\"ftrl\",\"learning_rate\":0.05,\"weight_decay\":null,\"clipnorm\":1.0,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
                   "\"gradient_accumulation_steps\":null,\"learning_rate_power\":-0.2,"
@@ -737,7 +737,7 @@ static void test_config_round_trip(void **s)
                   "{\"name\":\"wide\",\"clipvalue\":2.0,\"learning_rate\":0.05,\"decay\":0.01,"
                   "\"initial_accumulator_value\":0.4,\"learning_rate_power\":-0.2,"
                   "\"l1_regularization_strength\":0.05,\"l2_regularization_strength\":0.15,\"beta\":-0.3,"
-                  "\"l2_shrinkage_regularization_strength\":0.01,\"is_legacy_optimizer\":true}");
+                  "\"l2_shrinkage_regularization_strength\":0.01}");
 }
 
 static void expect_refused(const char *config_body, int legacy, int code, const char *key,
@@ -782,7 +782,7 @@ static void test_config_ranges(void **s)
         optim_destroy(opt);
     }
     /* Keys of the other generation. */
-    expect_refused("\"decay\": 0.1", 0, OPTIM_EKEY, "decay", "other Keras generation");
+    expect_refused("\"lr\": 0.1, \"is_legacy_optimizer\": false", 0, OPTIM_EKEY, "lr", "other Keras generation");
     expect_refused("\"use_ema\": false", 1, OPTIM_EKEY, "use_ema", "other Keras generation");
 }
 

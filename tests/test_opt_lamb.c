@@ -561,8 +561,8 @@ static void test_sparse_rows(void **s)
 
 static const char *const K3_KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon"};
 static const char *const LEGACY_KEYS[] = {
-    "name", "learning_rate", "decay", "weight_decay", "beta_1", "beta_2", "epsilon",
-    "exclude_from_weight_decay", "exclude_from_layer_adaptation", "is_legacy_optimizer",
+    "name", "learning_rate", "weight_decay", "decay", "beta_1", "beta_2", "epsilon",
+    "exclude_from_weight_decay", "exclude_from_layer_adaptation",
 };
 #define NK(a) (sizeof a / sizeof *a)
 
@@ -707,7 +707,7 @@ static void test_bad_config(void **s)
     ot_expect_refused(K3("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
     ot_expect_refused(K3("\"exclude_from_layer_adaptation\": null"), OPTIM_EKEY, "exclude_from_layer_adaptation", NULL);
     ot_expect_refused(K3("\"weight_decay_rate\": 0.1"), OPTIM_EKEY, "weight_decay_rate", NULL);
-    ot_expect_refused(K3("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
+    ot_expect_refused(K3("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     /* set_hyper: refused values leave the old one. */
     optim_optimizer *opt = optim_test_make("\"lamb\"");
     assert_eq(optim_set_hyper(opt, "beta_2", 1.5), OPTIM_ERANGE);

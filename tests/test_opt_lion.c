@@ -274,7 +274,7 @@ static void test_config(void **s)
     assert_eq(optim_create(&opt, &optim_lion_class, NULL, &err), 0);
     cJSON *c = ot_config(opt);
     ot_assert_keys(c, KEYS, N_KEYS);
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "Lion");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "lion");
     ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.99, NULL);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "weight_decay")));
     cJSON_Delete(c);

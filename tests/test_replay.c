@@ -1325,9 +1325,9 @@ static void test_bad_unknown_key(void **state)
     valid_files(&p, NULL);
     expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"bogus_key\": 1}}",
                 "bogus_key");
-    /* "decay" exists only in the legacy generation (Keras 3 rejects it). */
-    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"decay\": 0.5}}",
-                "decay");
+    /* A config that mixes the generations' keys is refused, naming them. */
+    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"lr\": 0.5, "
+                "\"use_ema\": false}}", "lr");
 }
 
 static void test_bad_hyperparameter_values(void **state)

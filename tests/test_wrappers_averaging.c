@@ -1031,29 +1031,30 @@ static void test_config_round_trips(void **state)
     /* TF Addons' keys and order: {**OptimizerV2.get_config(), **own}. */
     optim_optimizer *opt = optim_test_make(cfgs[1]);
     char *s = optim_serialize(opt);
-    assert_string_equal(s, "{\"class_name\":\"MovingAverage\",\"config\":{\"name\":\"MovingAverage\","
+    /* Registered as "Addons>MovingAverage"; no is_legacy_optimizer (OptimizerV2 refuses it). */
+    assert_string_equal(s, "{\"class_name\":\"Addons>MovingAverage\",\"config\":{\"name\":\"MovingAverage\","
                            "\"optimizer\":{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
-                           "\"learning_rate\":0.1,\"decay\":0.0,\"momentum\":0.9,\"nesterov\":false,"
-                           "\"is_legacy_optimizer\":true}},\"average_decay\":0.9,\"num_updates\":null,"
-                           "\"start_step\":2,\"dynamic_decay\":true,\"is_legacy_optimizer\":true}}");
+                           "\"learning_rate\":0.1,\"decay\":0.0,\"momentum\":0.9,\"nesterov\":false"
+                           "}},\"average_decay\":0.9,\"num_updates\":null,"
+                           "\"start_step\":2,\"dynamic_decay\":true}}");
     optim_free(s);
     optim_destroy(opt);
     opt = optim_test_make(cfgs[4]);
     s = optim_get_config(opt);
     assert_string_equal(s, "{\"name\":\"SWA\",\"clipnorm\":1.0,\"clipvalue\":2.0,\"optimizer\":{\"class_name\":"
                            "\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,\"decay\":0.0,"
-                           "\"momentum\":0.0,\"nesterov\":false,\"is_legacy_optimizer\":true}},"
-                           "\"average_period\":10,\"start_averaging\":0,\"is_legacy_optimizer\":true}");
+                           "\"momentum\":0.0,\"nesterov\":false}},"
+                           "\"average_period\":10,\"start_averaging\":0}");
     optim_free(s);
     optim_destroy(opt);
     opt = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
     s = optim_get_config(opt);
-    assert_string_equal(s, "{\"name\":\"Lookahead\",\"optimizer\":{\"class_name\":\"SGD\",\"config\":{"
-                           "\"name\":\"SGD\",\"learning_rate\":0.01,\"weight_decay\":null,\"clipnorm\":null,"
+    assert_string_equal(s, "{\"name\":\"lookahead\",\"optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{"
+                           "\"name\":\"sgd\",\"learning_rate\":0.01,\"weight_decay\":null,\"clipnorm\":null,"
                            "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                            "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                           "\"gradient_accumulation_steps\":null,\"momentum\":0.0,\"nesterov\":false}},"
-                           "\"sync_period\":6,\"slow_step_size\":0.5}");
+                           "\"gradient_accumulation_steps\":null,\"momentum\":0.0,\"nesterov\":false},"
+                           "\"registered_name\":null},\"sync_period\":6,\"slow_step_size\":0.5}");
     optim_free(s);
     optim_destroy(opt);
 
@@ -1141,7 +1142,7 @@ static void test_bad_configs(void **state)
     assert_true(rc == OPTIM_ENOTSUP || rc == OPTIM_EINVAL);
     assert_contains(e2.msg, "use_ema");
     assert_null(ema);
-    refuse(MA("\"decay\": 0.1"), OPTIM_EKEY, "decay"); /* legacy only */
+    refuse(MA("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr"); /* legacy only */
     refuse(MA("\"sync_period\": 3"), OPTIM_EKEY, "sync_period");
     refuse(MA("\"optimizer\": \"adam\""), OPTIM_EPARSE, "twice");
     refuse(SWA("\"average_period\": 0"), OPTIM_ERANGE, "average_period");

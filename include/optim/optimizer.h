@@ -84,7 +84,8 @@ typedef enum optim_generation {
 typedef struct optim_options {
     uint32_t size;               /* sizeof(optim_options) */
     optim_generation generation;
-    const char *name;            /* the optimizer's name; NULL: the class name */
+    const char *name;            /* the optimizer's name; NULL: the default Keras gives
+                                    (legacy: "Adam"; Keras 3.15+: "adam", "adam_w") */
 } optim_options;
 
 OPTIM_API optim_options optim_options_defaults(void);
@@ -105,6 +106,19 @@ OPTIM_API int optim_create_by_name(optim_optimizer **out, const char *class_name
  * generation: an unknown key, a value of the wrong type or out of range is an
  * error naming the key, the value and what was allowed. */
 OPTIM_API int optim_from_json(optim_optimizer **out, const char *json, optim_error *err);
+
+/* Which generation a config is, as Keras itself tells: "is_legacy_optimizer"
+ * true or false decides. Without it (real tf.keras legacy files never write
+ * it): a class that exists in one generation only; a TF Addons class name
+ * ("Addons>LAMB") or a `module` naming a legacy package; else the keys:
+ * legacy-only keys (decay, lr, a class's legacy-only keys) with no Keras
+ * 3-only key (use_ema, ema_momentum, weight_decay outside AdamW, jit_compile,
+ * ...) mean legacy, none mean Keras 3, both are refused with a message
+ * listing each side's keys. optim_from_json_as forces gen instead (a config
+ * whose is_legacy_optimizer says otherwise is refused). See
+ * docs/keras-compatibility.md. */
+OPTIM_API int optim_from_json_as(optim_optimizer **out, const char *json, optim_generation gen,
+                                 optim_error *err);
 
 /* Creates from a class name and a config object alone (Optimizer.from_config). */
 OPTIM_API int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,

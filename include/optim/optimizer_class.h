@@ -47,7 +47,8 @@
 extern "C" {
 #endif
 
-#define OPTIM_CLASS_VERSION 1
+/* 2: param_choices (OPTIM_PARAM_STRING). */
+#define OPTIM_CLASS_VERSION 2
 
 /* Most slots one variable may have. */
 #define OPTIM_MAX_SLOTS 8
@@ -60,7 +61,9 @@ typedef struct optim_config optim_config;
 typedef enum optim_param_type {
     OPTIM_PARAM_FLOAT = 0, /* JSON number */
     OPTIM_PARAM_BOOL = 1,  /* JSON true/false; 0 or 1 in C */
-    OPTIM_PARAM_INT = 2    /* JSON integer */
+    OPTIM_PARAM_INT = 2,   /* JSON integer */
+    OPTIM_PARAM_STRING = 3 /* JSON string, one of the class's param_choices; in C
+                              (defaults, optim_set_hyper, optim_param_value) its index */
 } optim_param_type;
 
 #define OPTIM_PARAM_DYNAMIC 1u       /* may be a variable, callable or schedule (a Keras hyper) */
@@ -179,8 +182,10 @@ struct optim_class {
      * call optim_config_put(cfg, key, json_text) for each. */
     int (*get_config)(optim_optimizer *opt, optim_config *cfg);
 
-    /* Optional. A config key that is not a param: return OPTIM_EKEY if it is
-     * not yours, 0 if taken, another error (with err filled) if invalid. */
+    /* Optional. A config key that is not a param: return OPTIM_EKEY (err
+     * left empty) if it is not yours, 0 if taken, another error (with err
+     * filled) if invalid. OPTIM_EKEY with err filled is an error too (an
+     * unknown key in a nested config: its message is kept). */
     int (*set_config)(optim_optimizer *opt, const char *key, const char *json_value,
                       optim_error *err);
 
@@ -208,6 +213,13 @@ struct optim_class {
      * separately, so optim_set_iterations does not pass down); get_slot,
      * optim_build and finalize look in each. */
     optim_optimizer *(*inner_at)(const optim_optimizer *opt, size_t i);
+
+    /* Version 2, optional: the allowed strings of each OPTIM_PARAM_STRING
+     * param, parallel to params (NULL for the other params), each list
+     * NULL-terminated. The base reads and writes such a key as a JSON string
+     * ("sparse_mode": "lazy") and refuses any other value, so the class needs
+     * no get_config / set_config for it. */
+    const char *const *const *param_choices;
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */
@@ -289,6 +301,34 @@ OPTIM_API int optim_config_put_after(optim_config *cfg, const char *key, const c
 /* Adds a float key as the base writes them: the shortest text that reads
  * back exactly, with ".0" for whole values (Python's repr). */
 OPTIM_API int optim_config_put_number(optim_config *cfg, const char *key, double value);
+
+/* For get_config hooks matching a Keras key order: moves key to just
+ * before key `before` (both already written; OPTIM_EKEY if one is not). */
+OPTIM_API int optim_config_move_before(optim_config *cfg, const char *key, const char *before);
+
+/* String lists in configs (name patterns and the like), for set_config and
+ * get_config hooks. optim_config_read_strings reads json_value, a JSON list
+ * of strings or null, into a NULL-terminated array of copies (*out NULL for
+ * null; free with optim_strings_free); anything else is refused with a
+ * message naming key. optim_config_put_strings writes a NULL-terminated list
+ * under key, or null when list is NULL. */
+OPTIM_API int optim_config_read_strings(const char *key, const char *json_value, char ***out,
+                                        optim_error *err);
+OPTIM_API int optim_config_put_strings(optim_config *cfg, const char *key, const char *const *list);
+OPTIM_API void optim_strings_free(char **list);
+
+/* Variable-name patterns (exclude_from_weight_decay and the like): POSIX
+ * extended regular expressions, each searched in the name as Python's
+ * re.search does. compile copies list (n strings; list may be NULL when n
+ * is 0) and refuses a bad pattern with a message naming `what` and the
+ * pattern's index; match is 1 when any pattern is found in name; sources
+ * gives the patterns back (NULL-terminated, for get_config). */
+typedef struct optim_name_patterns optim_name_patterns;
+OPTIM_API int optim_name_patterns_compile(optim_name_patterns **out, const char *const *list, size_t n,
+                                          const char *what, optim_error *err);
+OPTIM_API int optim_name_patterns_match(const optim_name_patterns *p, const char *name);
+OPTIM_API const char *const *optim_name_patterns_sources(const optim_name_patterns *p);
+OPTIM_API void optim_name_patterns_free(optim_name_patterns *p);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,9 @@ typedef struct optim_schedule optim_schedule;
 
 /* A param without a default that a config must give (NAN default). */
 #define OPTIM_PARAM_REQUIRED 64u
+/* A param get_config writes after "name" (the others come before it), as
+ * Keras's CosineDecay writes warmup_target and warmup_steps. */
+#define OPTIM_PARAM_AFTER_NAME 256u
 
 typedef struct optim_schedule_class {
     uint32_t size;              /* sizeof(optim_schedule_class) as compiled */
@@ -66,7 +69,10 @@ OPTIM_API const optim_schedule_class *optim_find_schedule_class(const char *name
  * a message naming the key. */
 OPTIM_API int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error *err);
 
-/* {"class_name": ..., "config": ...}; free with optim_free. NULL on OOM. */
+/* {"class_name": ..., "config": ...}; free with optim_free. NULL on OOM.
+ * "name" is the one given, or null when none was (tf.keras's default);
+ * inside a Keras 3 optimizer's config the schedule is written as Keras 3
+ * does instead (module, registered_name, and Keras 3's default name). */
 OPTIM_API char *optim_schedule_serialize(const optim_schedule *s);
 
 /* The value at `step`. */

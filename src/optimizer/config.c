@@ -1,7 +1,8 @@
-/* Keras JSON: get_config / from_config / serialize / deserialize, with
- * Keras's key names, defaults and per-generation key sets. */
+/* Keras JSON: from_config / deserialize (reading) and get_config /
+ * serialize (writing), with Keras's key names, defaults and per-generation
+ * key sets. Objects are read by core/json.c's one reader; param values
+ * converted by params.c. */
 #include "optimizer/impl.h"
-#include "optim/schedule.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -9,70 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-int optim_config_put_number(optim_config *cfg, const char *key, double value)
-{
-    if (!cfg || !key) return OPTIM_EINVAL;
-    cJSON *v = optim__json_exact_number(value, 1);
-    if (!v) return OPTIM_ENOMEM;
-    int rc = optim_config_put(cfg, key, cJSON_IsNull(v) ? "null" : v->valuestring);
-    cJSON_Delete(v);
-    return rc;
-}
-
-int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
-{
-    if (!cfg || !key || !json_value) return OPTIM_EINVAL;
-    cJSON *check = cJSON_Parse(json_value);
-    if (!check) return OPTIM_EPARSE;
-    cJSON_Delete(check);
-    /* Kept as the class wrote it (cJSON would reprint numbers with 15
-     * digits), and in place when the key exists already. */
-    cJSON *v = cJSON_CreateRaw(json_value);
-    if (!v) return OPTIM_ENOMEM;
-    if (cJSON_GetObjectItemCaseSensitive(cfg->obj, key))
-        return cJSON_ReplaceItemInObjectCaseSensitive(cfg->obj, key, v) ? OPTIM_OK : OPTIM_ENOMEM;
-    if (!cJSON_AddItemToObject(cfg->obj, key, v)) {
-        cJSON_Delete(v);
-        return OPTIM_ENOMEM;
-    }
-    return OPTIM_OK;
-}
-
-int optim_config_put_after(optim_config *cfg, const char *key, const char *json_value, const char *after)
-{
-    int rc = optim_config_put(cfg, key, json_value);
-    cJSON *obj = cfg ? cfg->obj : NULL;
-    cJSON *at = rc || !after || strcmp(key, after) == 0 ? NULL : cJSON_GetObjectItemCaseSensitive(obj, after);
-    if (!at) return rc;
-    cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(obj, key);
-    item->prev = at;
-    item->next = at->next;
-    if (at->next) at->next->prev = item;
-    else obj->child->prev = item; /* cJSON keeps the last item in child->prev */
-    at->next = item;
-    return OPTIM_OK;
-}
-
-const char *optim__json_type_name(const void *item)
-{
-    const cJSON *v = item;
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "an array";
-    return "an object";
-}
+/* ---- reading -------------------------------------------------------------------- */
 
 /* The allowed keys of this optimizer, for error messages. */
 static void list_keys(const optim_optimizer *opt, char *buf, size_t n)
 {
-    size_t used = (size_t)snprintf(buf, n, "name");
-    for (size_t i = 0; i < opt->nparams && used < n; i++)
-        if (optim__param_in_gen(opt, i))
-            used += (size_t)snprintf(buf + used, n - used, ", %s", opt->params[i]->name);
-    if (used < n) snprintf(buf + used, n - used, ", is_legacy_optimizer");
+    snprintf(buf, n, "name");
+    for (size_t i = 0; i < opt->nparams; i++)
+        if (optim__param_in_gen(opt, i)) optim__keys_append(buf, n, opt->params[i]->name);
+    optim__keys_append(buf, n, "is_legacy_optimizer");
 }
 
 /* Converts a JSON value to a hyper for param i. */
@@ -81,15 +27,6 @@ static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__
 {
     const optim_param *p = opt->params[i];
     memset(h, 0, sizeof *h);
-    const char *want = p->type == OPTIM_PARAM_BOOL ? "true or false"
-                       : p->type == OPTIM_PARAM_INT ? "an integer" : "a number";
-    if (cJSON_IsNull(v)) {
-        h->kind = HYPER_NONE;
-        if (!(p->flags & OPTIM_PARAM_NULLABLE))
-            return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is null, expected %s",
-                              opt->cls.name, p->name, want);
-        return OPTIM_OK;
-    }
     if (cJSON_IsObject(v) && (p->flags & OPTIM_PARAM_DYNAMIC)) {
         /* A schedule standing in for the value, as Keras serializes one. */
         optim_error local;
@@ -99,135 +36,230 @@ static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__
         h->kind = HYPER_SCHEDULE_OBJ;
         return OPTIM_OK;
     }
-    int ok = p->type == OPTIM_PARAM_BOOL ? cJSON_IsBool(v) : cJSON_IsNumber(v);
-    if (!ok)
-        return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is %s, expected %s%s",
-                          opt->cls.name, p->name, optim__json_type_name(v), want,
-                          (p->flags & OPTIM_PARAM_NULLABLE) ? " or null" : "");
-    h->kind = HYPER_NUMBER;
-    h->number = cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? 1.0 : 0.0) : v->valuedouble;
-    return optim__param_check(opt, i, h, err);
+    double x;
+    int rc = optim__param_from_json(opt->cls.name, p, optim__choices(opt, i), v, &x, err);
+    if (rc) return rc;
+    h->kind = isnan(x) ? HYPER_NONE : HYPER_NUMBER;
+    h->number = x;
+    return h->kind == HYPER_NONE ? OPTIM_OK : optim__param_check(opt, i, h, err);
 }
 
-static int from_config_ex(optim_optimizer **out, const optim_class *cls, const cJSON *config,
-                          int (*pre)(optim_optimizer *, void *), void *ctx, optim_error *err);
-
-static int from_config_obj(optim_optimizer **out, const optim_class *cls, const cJSON *config,
-                           optim_error *err)
+static int call_set_config(void *opt, const char *key, const char *text, optim_error *err)
 {
-    return from_config_ex(out, cls, config, NULL, NULL, err);
+    optim_optimizer *o = opt;
+    return o->cls.set_config(o, key, text, err);
+}
+
+static int key_only_in(const optim_class *cls, const char *key, optim_generation g);
+static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf, size_t n);
+
+static int unknown_key(const optim_optimizer *opt, const cJSON *config, const char *key, int other,
+                       optim_error *err)
+{
+    char keys[1024], legacy[256], keras3[256];
+    list_keys(opt, keys, sizeof keys);
+    if (!other)
+        return optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s",
+                          opt->cls.name, key, keys);
+    gen_keys(&opt->cls, config, OPTIM_LEGACY, legacy, sizeof legacy);
+    gen_keys(&opt->cls, config, OPTIM_KERAS3, keras3, sizeof keras3);
+    return optim__err(err, OPTIM_EKEY,
+                      "%s: config key '%s' belongs to the other Keras generation (this config is "
+                      "%s; legacy-only keys here: %s; Keras 3-only keys here: %s); expected one "
+                      "of: %s",
+                      opt->cls.name, key, opt->gen == OPTIM_LEGACY ? "legacy" : "Keras 3",
+                      legacy[0] ? legacy : "none", keras3[0] ? keras3 : "none", keys);
+}
+
+/* One key of config (item); keys read elsewhere or without meaning pass. */
+static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item, optim_error *err)
+{
+    const char *key = item->string;
+    if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) return OPTIM_OK;
+    /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
+    if (strcmp(key, "jit_compile") == 0 && opt->gen == OPTIM_KERAS3 && cJSON_IsBool(item)) return OPTIM_OK;
+    /* Keras 3's BaseOptimizer pops `decay` and ignores it (with a warning). */
+    if (strcmp(key, "decay") == 0 && opt->gen == OPTIM_KERAS3 && (cJSON_IsNumber(item) || cJSON_IsNull(item)))
+        return OPTIM_OK;
+    if (opt->gen == OPTIM_LEGACY) {
+        /* OptimizerV2.from_config: the alias "lr" wins over learning_rate. */
+        if (strcmp(key, "learning_rate") == 0 && cJSON_GetObjectItemCaseSensitive(config, "lr"))
+            return OPTIM_OK;
+        if (strcmp(key, "lr") == 0) key = "learning_rate";
+    }
+    int other = 0;
+    long i = optim__param_find(opt, key, &other);
+    other |= strcmp(key, "lr") == 0;
+    if (i >= 0) {
+        optim__hyper h;
+        int rc = json_to_hyper(opt, (size_t)i, item, &h, err);
+        if (!rc) opt->hypers[i] = h;
+        return rc;
+    }
+    int rc = optim__offer_key(opt->cls.name, key, item, opt->cls.set_config ? call_set_config : NULL,
+                              opt, err);
+    return rc == OPTIM__NOT_TAKEN ? unknown_key(opt, config, item->string, other, err) : rc;
+}
+
+/* ---- which generation ---------------------------------------------------------- */
+
+/* Whether key is a config key of class cls in generation g only. */
+static int key_only_in(const optim_class *cls, const char *key, optim_generation g)
+{
+    if (strcmp(key, "lr") == 0) return g == OPTIM_LEGACY;
+    if (strcmp(key, "jit_compile") == 0) return g == OPTIM_KERAS3; /* tf-keras new style */
+    const uint32_t mine = g == OPTIM_LEGACY ? OPTIM_PARAM_LEGACY_ONLY : OPTIM_PARAM_KERAS3_ONLY;
+    const uint32_t other = g == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
+    int in_mine = 0, in_other = 0;
+    for (size_t i = 0; i < OPTIM__N_BASE + cls->n_params; i++) {
+        const optim_param *p = i < OPTIM__N_BASE ? &optim__base_params()[i] : &cls->params[i - OPTIM__N_BASE];
+        if (strcmp(p->name, key) != 0) continue;
+        in_mine |= !(p->flags & other);
+        in_other |= !(p->flags & mine);
+    }
+    return in_mine && !in_other;
+}
+
+/* The config's keys of one generation only, listed in buf; how many. */
+static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf, size_t n)
+{
+    int count = 0;
+    const cJSON *item;
+    buf[0] = '\0';
+    cJSON_ArrayForEach(item, config) if (key_only_in(cls, item->string, g))
+    {
+        optim__keys_append(buf, n, item->string);
+        count++;
+    }
+    return count;
+}
+
+/* Keras's own rule, when is_legacy_optimizer is absent (tf.keras's
+ * optimizers.deserialize takes a missing key as legacy; Keras 3 reads
+ * every config as its own): a TF Addons class name or a legacy module, then
+ * the keys. */
+static int detect_generation(const optim_class *cls, const optim__kobj *o, optim_generation *gen,
+                             optim_error *err)
+{
+    char legacy[512], keras3[512];
+    int nl = gen_keys(cls, o->config, OPTIM_LEGACY, legacy, sizeof legacy);
+    int nk = gen_keys(cls, o->config, OPTIM_KERAS3, keras3, sizeof keras3);
+    if (cls->flags & (OPTIM_CLASS_LEGACY_ONLY | OPTIM_CLASS_KERAS3_ONLY))
+        *gen = (cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3;
+    else if (strncmp(o->class_name, "Addons>", 7) == 0 || (o->module && strstr(o->module, ".legacy")))
+        *gen = OPTIM_LEGACY;
+    else /* a mix reads as Keras 3, whose reader then names each side's keys */
+        *gen = nl && !nk ? OPTIM_LEGACY : OPTIM_KERAS3;
+    (void)err;
+    return OPTIM_OK;
+}
+
+/* The generation: the caller's (forced), is_legacy_optimizer, or detected. */
+static int read_generation(const optim_class *cls, const optim__kobj *o, int forced,
+                           optim_generation *gen, optim_error *err)
+{
+    const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o->config, "is_legacy_optimizer");
+    if (legacy && !cJSON_IsBool(legacy))
+        return optim__err(err, OPTIM_ETYPE,
+                          "%s: config key 'is_legacy_optimizer' is %s, expected true or false",
+                          cls->name, optim__json_type_name(legacy));
+    optim_generation said = cJSON_IsTrue(legacy) ? OPTIM_LEGACY : OPTIM_KERAS3;
+    if (forced >= 0 && legacy && said != (optim_generation)forced)
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: the caller asked for the %s generation, but the config says "
+                          "\"is_legacy_optimizer\": %s",
+                          cls->name, forced == OPTIM_LEGACY ? "legacy" : "Keras 3",
+                          said == OPTIM_LEGACY ? "true" : "false");
+    if (forced >= 0 || legacy) {
+        *gen = forced >= 0 ? (optim_generation)forced : said;
+        return OPTIM_OK;
+    }
+    return detect_generation(cls, o, gen, err);
+}
+
+typedef struct reader {
+    int (*pre)(optim_optimizer *, void *); /* run before the keys are read */
+    void *ctx;
+    int forced;                            /* a generation, or -1 */
+} reader;
+
+static int from_config(optim_optimizer **out, const optim_class *cls, const optim__kobj *o,
+                       const reader *r, optim_error *err)
+{
+    const cJSON *config = o->config;
+    optim_generation gen;
+    int rc = read_generation(cls, o, r ? r->forced : -1, &gen, err);
+    if (rc) return rc;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "name");
+    if (name && !cJSON_IsString(name) && !cJSON_IsNull(name))
+        return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string",
+                          cls->name, optim__json_type_name(name));
+    optim_optimizer *opt;
+    if ((rc = optim__alloc(&opt, cls, gen, cJSON_IsString(name) ? name->valuestring : NULL, err)))
+        return rc;
+    if (r && r->pre && (rc = r->pre(opt, r->ctx)))
+        optim__err(err, rc, "%s", opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
+    const cJSON *item;
+    cJSON_ArrayForEach(item, config) if (!rc) rc = read_key(opt, config, item, err);
+    if (!rc) rc = optim__validate(opt, err);
+    if (rc) {
+        optim_destroy(opt);
+        return rc;
+    }
+    optim__err_clear(err);
+    *out = opt;
+    return OPTIM_OK;
+}
+
+/* A parsed Keras object (or a bare class name) to an optimizer. */
+static int from_kobj(optim_optimizer **out, const cJSON *root, const reader *r, optim_error *err)
+{
+    optim__kobj o;
+    int rc = optim__kobj_read(root, "optimizer", 1, &o, err);
+    if (rc) return rc;
+    const optim_class *cls = optim_find_class(o.class_name);
+    if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", o.class_name);
+    return from_config(out, cls, &o, r, err);
+}
+
+static int from_text(optim_optimizer **out, const char *json, const reader *r, optim_error *err)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+    if (!root)
+        return optim__err(err, OPTIM_EPARSE, "optimizer JSON is malformed near byte %ld",
+                          end ? (long)(end - json) : -1L);
+    int rc = from_kobj(out, root, r, err);
+    cJSON_Delete(root);
+    return rc;
 }
 
 int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
                           void *ctx, optim_error *err)
 {
     *out = NULL;
-    cJSON *root = cJSON_Parse(json);
-    if (!root) return optim__err(err, OPTIM_EPARSE, "optimizer JSON is malformed");
-    const cJSON *cn = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "class_name") : NULL;
-    const optim_class *cls = cJSON_IsString(cn) ? optim_find_class(cn->valuestring) : NULL;
-    int rc = cls ? from_config_ex(out, cls, cJSON_GetObjectItemCaseSensitive(root, "config"), pre, ctx, err)
-                 : optim__err(err, cJSON_IsString(cn) ? OPTIM_ENOTFOUND : OPTIM_EKEY,
-                              "optimizer JSON: class_name %s%s%s", cJSON_IsString(cn) ? "'" : "",
-                              cJSON_IsString(cn) ? cn->valuestring : "is missing or not a string",
-                              cJSON_IsString(cn) ? "' is unknown" : "");
-    cJSON_Delete(root);
-    return rc;
+    reader r = {pre, ctx, -1};
+    return from_text(out, json, &r, err);
 }
 
-static int from_config_ex(optim_optimizer **out, const optim_class *cls, const cJSON *config,
-                          int (*pre)(optim_optimizer *, void *), void *ctx, optim_error *err)
+int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
 {
-    if (config && !cJSON_IsObject(config))
-        return optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object", cls->name,
-                          optim__json_type_name(config));
-    optim_generation gen = OPTIM_KERAS3;
-    const cJSON *legacy = config ? cJSON_GetObjectItemCaseSensitive(config, "is_legacy_optimizer") : NULL;
-    if (legacy) {
-        if (!cJSON_IsBool(legacy))
-            return optim__err(err, OPTIM_ETYPE,
-                              "%s: config key 'is_legacy_optimizer' is %s, expected true or false",
-                              cls->name, optim__json_type_name(legacy));
-        gen = cJSON_IsTrue(legacy) ? OPTIM_LEGACY : OPTIM_KERAS3;
-    }
-    const cJSON *name = config ? cJSON_GetObjectItemCaseSensitive(config, "name") : NULL;
-    if (name && !cJSON_IsString(name) && !cJSON_IsNull(name))
-        return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string",
-                          cls->name, optim__json_type_name(name));
-    optim_optimizer *opt;
-    int rc = optim__alloc(&opt, cls, gen, cJSON_IsString(name) ? name->valuestring : NULL, err);
-    if (rc) return rc;
-    if (pre && (rc = pre(opt, ctx))) {
-        optim__err(err, rc, "%s", opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
-        goto fail;
-    }
-    const cJSON *item;
-    cJSON_ArrayForEach(item, config)
-    {
-        const char *key = item->string;
-        for (const cJSON *prev = config->child; prev != item; prev = prev->next)
-            if (strcmp(prev->string, key) == 0) {
-                rc = optim__err(err, OPTIM_EPARSE, "%s: config key '%s' appears twice", cls->name, key);
-                goto fail;
-            }
-        if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) continue;
-        /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
-        if (strcmp(key, "jit_compile") == 0 && gen == OPTIM_KERAS3 && cJSON_IsBool(item)) continue;
-        if (gen == OPTIM_LEGACY) {
-            /* OptimizerV2.from_config: the alias "lr" wins over learning_rate. */
-            if (strcmp(key, "learning_rate") == 0 && cJSON_GetObjectItemCaseSensitive(config, "lr"))
-                continue;
-            if (strcmp(key, "lr") == 0) key = "learning_rate";
-        }
-        int other = 0;
-        long i = optim__param_find(opt, key, &other);
-        if (i >= 0) {
-            optim__hyper h;
-            rc = json_to_hyper(opt, (size_t)i, item, &h, err);
-            if (rc) goto fail;
-            opt->hypers[i] = h;
-            continue;
-        }
-        rc = OPTIM_EKEY;
-        if (opt->cls.set_config) {
-            char *text = optim__json_print_exact(item);
-            if (!text) {
-                rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
-                goto fail;
-            }
-            optim_error local;
-            optim__err_clear(&local);
-            rc = opt->cls.set_config(opt, key, text, &local);
-            cJSON_free(text);
-            if (rc > 0) rc = OPTIM_EINVAL;
-            if (rc && rc != OPTIM_EKEY) {
-                if (local.msg[0]) optim__err(err, rc, "%s", local.msg);
-                else optim__err(err, rc, "%s: config key '%s': %s", cls->name, key, optim_strerror(rc));
-                goto fail;
-            }
-        }
-        if (rc == OPTIM_EKEY) {
-            char keys[1024];
-            list_keys(opt, keys, sizeof keys);
-            if (other)
-                rc = optim__err(err, OPTIM_EKEY,
-                                "%s: config key '%s' belongs to the other Keras generation (this "
-                                "config is %s); expected one of: %s",
-                                cls->name, key, gen == OPTIM_LEGACY ? "legacy" : "Keras 3", keys);
-            else
-                rc = optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s",
-                                cls->name, key, keys);
-            goto fail;
-        }
-    }
-    rc = optim__validate(opt, err);
-    if (rc) goto fail;
-    optim__err_clear(err);
-    *out = opt;
-    return OPTIM_OK;
-fail:
-    optim_destroy(opt);
-    return rc;
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_json: out is NULL");
+    *out = NULL;
+    if (!json) return optim__err(err, OPTIM_EINVAL, "optim_from_json: json is NULL");
+    return from_text(out, json, NULL, err);
+}
+
+int optim_from_json_as(optim_optimizer **out, const char *json, optim_generation gen, optim_error *err)
+{
+    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: out is NULL");
+    *out = NULL;
+    if (!json) return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: json is NULL");
+    if (gen != OPTIM_KERAS3 && gen != OPTIM_LEGACY)
+        return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: gen is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY",
+                          (int)gen);
+    reader r = {NULL, NULL, (int)gen};
+    return from_text(out, json, &r, err);
 }
 
 int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
@@ -239,133 +271,34 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
     if (!cls)
         return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'",
                           class_name ? class_name : "(null)");
-    if (!config_json) return from_config_obj(out, cls, NULL, err);
+    optim__kobj o = {cls->name, NULL, NULL, NULL};
+    if (!config_json) return from_config(out, cls, &o, NULL, err);
     cJSON *cfg = cJSON_Parse(config_json);
     if (!cfg) return optim__err(err, OPTIM_EPARSE, "%s: config is not valid JSON", cls->name);
-    int rc = from_config_obj(out, cls, cfg, err);
+    int rc = !cJSON_IsObject(cfg) ? optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object",
+                                                cls->name, optim__json_type_name(cfg))
+                                   : optim__json_unique_keys(cfg, cls->name, err);
+    o.config = cfg;
+    if (!rc) rc = from_config(out, cls, &o, NULL, err);
     cJSON_Delete(cfg);
     return rc;
 }
 
-int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
-{
-    if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_json: out is NULL");
-    *out = NULL;
-    if (!json) return optim__err(err, OPTIM_EINVAL, "optim_from_json: json is NULL");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
-    if (!root) {
-        long at = end ? (long)(end - json) : -1;
-        return optim__err(err, OPTIM_EPARSE, "optimizer JSON is malformed near byte %ld", at);
-    }
-    int rc;
-    if (cJSON_IsString(root)) {
-        /* A bare name gives the defaults, as keras.optimizers.get("sgd"). */
-        const optim_class *cls = optim_find_class(root->valuestring);
-        rc = cls ? from_config_obj(out, cls, NULL, err)
-                 : optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", root->valuestring);
-        cJSON_Delete(root);
-        return rc;
-    }
-    if (!cJSON_IsObject(root)) {
-        rc = optim__err(err, OPTIM_ETYPE,
-                        "optimizer JSON is %s, expected an object {\"class_name\": ..., "
-                        "\"config\": {...}} or a class name string",
-                        optim__json_type_name(root));
-        cJSON_Delete(root);
-        return rc;
-    }
-    const cJSON *cn = NULL, *config = NULL, *item;
-    rc = OPTIM_OK;
-    cJSON_ArrayForEach(item, root)
-    {
-        if (strcmp(item->string, "class_name") == 0) cn = item;
-        else if (strcmp(item->string, "config") == 0) config = item;
-        else if (strcmp(item->string, "module") == 0 || strcmp(item->string, "registered_name") == 0) {
-            /* Keras 3's serialize_keras_object adds these; they carry no options. */
-        } else {
-            rc = optim__err(err, OPTIM_EKEY,
-                            "optimizer JSON has unknown key '%s'; expected class_name and config",
-                            item->string);
-            break;
-        }
-    }
-    if (!rc && !cJSON_IsString(cn))
-        rc = optim__err(err, cn ? OPTIM_ETYPE : OPTIM_EKEY,
-                        "optimizer JSON: class_name is %s, expected a string",
-                        cn ? optim__json_type_name(cn) : "missing");
-    if (!rc) {
-        const optim_class *cls = optim_find_class(cn->valuestring);
-        rc = cls ? from_config_obj(out, cls, config, err)
-                 : optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", cn->valuestring);
-    }
-    cJSON_Delete(root);
-    return rc;
-}
-
 /* ---- writing -------------------------------------------------------------------- */
-
-/* A JSON number that parses back to exactly x (cJSON's own printer keeps 15
- * digits when they come within an ulp, which would change float32 values
- * such as 0.009999999776482582). The shortest of %.15g..%.17g that round
- * trips, like Python's repr in all but rare cases. */
-void *optim__json_exact_number(double x, int is_float)
-{
-    if (!isfinite(x)) return cJSON_CreateNull();
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    /* Floats keep a decimal point, as Python writes them: Keras 3 checks
-     * isinstance(momentum, float) when it reads the config back. */
-    if (is_float && !strpbrk(buf, ".e")) strcat(buf, ".0");
-    return cJSON_CreateRaw(buf);
-}
-
-/* Adds param i to o as get_config writes it; returns 0 or OPTIM_ENOMEM. */
-/* Makes every number in v print as text that reads back exactly. */
-static int exact_numbers(cJSON *v)
-{
-    for (cJSON *c = v->child; c; c = c->next)
-        if (exact_numbers(c)) return -1;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return 0;
-    cJSON *raw = optim__json_exact_number(v->valuedouble, 0);
-    if (!raw) return -1;
-    v->type = cJSON_Raw;
-    v->valuestring = raw->valuestring;
-    raw->valuestring = NULL;
-    cJSON_Delete(raw);
-    return 0;
-}
-
-char *optim__json_print_exact(const void *item)
-{
-    cJSON *copy = cJSON_Duplicate(item, 1);
-    char *text = copy && !exact_numbers(copy) ? cJSON_PrintUnformatted(copy) : NULL;
-    cJSON_Delete(copy);
-    return text;
-}
 
 static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
 {
     const optim_param *p = opt->params[i];
     const optim__hyper *h = &opt->hypers[i];
     cJSON *v;
-    if (h->kind == HYPER_NONE) {
-        v = cJSON_CreateNull();
-    } else if (h->kind == HYPER_SCHEDULE_OBJ) {
-        char *text = optim_schedule_serialize(h->sched);
-        v = text ? cJSON_CreateRaw(text) : NULL;
-        free(text);
+    if (h->kind == HYPER_SCHEDULE_OBJ) {
+        v = optim__schedule_to_cjson(h->sched, opt->gen == OPTIM_KERAS3);
     } else {
         /* Variables, callables and schedules are written as their current
          * value, as Keras's _serialize_hyperparameter does. */
-        double x = h->number;
-        if (h->kind != HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
-        v = p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(x != 0)
-                                        : optim__json_exact_number(x, p->type == OPTIM_PARAM_FLOAT &&
-                                                                          !(p->flags & OPTIM_PARAM_COUNT));
+        double x = h->kind == HYPER_NONE ? NAN : h->number;
+        if (h->kind > HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
+        v = optim__param_to_json(p, optim__choices(opt, i), x);
     }
     if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
         cJSON_Delete(v);
@@ -374,27 +307,47 @@ static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
     return OPTIM_OK;
 }
 
+static int is_clip(size_t i)
+{
+    return i == OPTIM__P_CLIPNORM || i == OPTIM__P_CLIPVALUE || i == OPTIM__P_GLOBAL_CLIPNORM;
+}
+
+/* The params in get_config's order. OptimizerV2.get_config: name, then the
+ * clip options that are set, then the class's keys (learning_rate, decay,
+ * ...). Keras 3: the base keys in their declared order, None included, then
+ * the class's. */
+static int put_params(optim_optimizer *opt, cJSON *o)
+{
+    static const int legacy_clips[] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};
+    int legacy = opt->gen == OPTIM_LEGACY;
+    for (size_t k = 0; legacy && k < 3; k++)
+        if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE && put_param(opt, o, (size_t)legacy_clips[k]))
+            return OPTIM_ENOMEM;
+    for (size_t i = 0; i < opt->nparams; i++)
+        if (optim__param_in_gen(opt, i) && !(legacy && is_clip(i)) && put_param(opt, o, i))
+            return OPTIM_ENOMEM;
+    return OPTIM_OK;
+}
+
+/* Whether a legacy config as written reads back as legacy without
+ * "is_legacy_optimizer" (a key OptimizerV2's constructor refuses, so it is
+ * written only where nothing else tells: classes Keras has in one form). */
+static int reads_as_legacy(const optim_optimizer *opt, const cJSON *config)
+{
+    char cn[128];
+    optim__keras_class_name(&opt->cls, OPTIM_LEGACY, cn, sizeof cn);
+    optim__kobj o = {cn, config, NULL, NULL};
+    optim_generation gen;
+    return detect_generation(&opt->cls, &o, &gen, NULL) == OPTIM_OK && gen == OPTIM_LEGACY;
+}
+
 static cJSON *config_obj(optim_optimizer *opt)
 {
     cJSON *o = cJSON_CreateObject();
-    if (!o || !cJSON_AddStringToObject(o, "name", opt->name)) goto oom;
-    /* OptimizerV2.get_config: name, then the clip options that are set, then
-     * the class's keys (learning_rate, decay, ...). Keras 3: the base keys in
-     * their declared order, None included, then the class's. */
-    static const int legacy_clips[] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};
-    if (opt->gen == OPTIM_LEGACY)
-        for (size_t k = 0; k < 3; k++)
-            if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE && put_param(opt, o, (size_t)legacy_clips[k]))
-                goto oom;
-    for (size_t i = 0; i < opt->nparams; i++) {
-        if (!optim__param_in_gen(opt, i)) continue;
-        int clip = i == OPTIM__P_CLIPNORM || i == OPTIM__P_CLIPVALUE || i == OPTIM__P_GLOBAL_CLIPNORM;
-        if (opt->gen == OPTIM_LEGACY && clip) continue;
-        if (put_param(opt, o, i)) goto oom;
-    }
-    if (opt->cls.get_config) {
+    int rc = o && cJSON_AddStringToObject(o, "name", opt->name) ? put_params(opt, o) : OPTIM_ENOMEM;
+    if (!rc && opt->cls.get_config) {
         optim_config cfg = {o};
-        int rc = opt->cls.get_config(opt, &cfg);
+        rc = opt->cls.get_config(opt, &cfg);
         if (rc > 0) rc = OPTIM_EINVAL;
         if (rc) {
             cJSON_Delete(o);
@@ -402,38 +355,51 @@ static cJSON *config_obj(optim_optimizer *opt)
             return NULL;
         }
     }
-    if (opt->gen == OPTIM_LEGACY && !cJSON_AddTrueToObject(o, "is_legacy_optimizer")) goto oom;
-    return o;
-oom:
+    if (!rc && opt->gen == OPTIM_LEGACY && !reads_as_legacy(opt, o) &&
+        !cJSON_AddTrueToObject(o, "is_legacy_optimizer"))
+        rc = OPTIM_ENOMEM;
+    if (!rc) return o;
     cJSON_Delete(o);
     optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
     return NULL;
 }
 
-char *optim_get_config(optim_optimizer *opt)
+static char *print(optim_optimizer *opt, cJSON *o)
 {
-    cJSON *o = config_obj(opt);
-    if (!o) return NULL;
-    char *s = cJSON_PrintUnformatted(o);
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    if (o && !s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    else if (s) opt->errmsg[0] = '\0';
     cJSON_Delete(o);
-    if (!s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-    else opt->errmsg[0] = '\0';
     return s;
+}
+
+char *optim_get_config(optim_optimizer *opt) { return print(opt, config_obj(opt)); }
+
+/* tf.keras: {"class_name", "config"}; Keras 3 (serialize_keras_object):
+ * {"module", "class_name", "config", "registered_name"}, with module
+ * "keras.optimizers" and registered_name null for Keras's own classes, and
+ * no module but the class name as registered_name for a user class. */
+static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
+{
+    char cn[128];
+    optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
+    const char *module = optim__keras3_module(opt->cls.name);
+    int keras3 = opt->gen == OPTIM_KERAS3, builtin = module != NULL;
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && (!keras3 || (builtin ? cJSON_AddStringToObject(o, "module", module)
+                                       : cJSON_AddNullToObject(o, "module")));
+    ok = ok && cJSON_AddStringToObject(o, "class_name", cn) && cJSON_AddItemToObject(o, "config", cfg);
+    if (!ok) cJSON_Delete(cfg);
+    ok = ok && (!keras3 || (builtin ? cJSON_AddNullToObject(o, "registered_name")
+                                    : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
+    if (ok) return o;
+    cJSON_Delete(o);
+    optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    return NULL;
 }
 
 char *optim_serialize(optim_optimizer *opt)
 {
-    cJSON *o = cJSON_CreateObject();
     cJSON *cfg = config_obj(opt);
-    char *s = NULL;
-    if (o && cfg && cJSON_AddStringToObject(o, "class_name", opt->cls.name) &&
-        cJSON_AddItemToObject(o, "config", cfg)) {
-        cfg = NULL;
-        s = cJSON_PrintUnformatted(o);
-    }
-    cJSON_Delete(cfg);
-    cJSON_Delete(o);
-    if (!s) optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-    else opt->errmsg[0] = '\0';
-    return s;
+    return cfg ? print(opt, serialized(opt, cfg)) : NULL;
 }

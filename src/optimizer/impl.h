@@ -1,12 +1,23 @@
-/* The optimizer object, shared by the files of src/optimizer (internal). */
+/* The optimizer object, shared by the files of src/optimizer (internal).
+ *
+ * Dependency order of src/optimizer: each file calls only those above it
+ * (and src/core: status, ptrmap, json.c's object reader, patterns.c):
+ *   access.c         accessors and the error message of the object
+ *   params.c         base options, param values to and from JSON, class-table checks
+ *   registry.c       the one registry: optimizer and schedule classes
+ *   schedule.c       schedule objects (params, registry)
+ *   weight_decay.c   Keras 3 decoupled weight decay (access)
+ *   keras3_options.c Keras 3 base options (access)
+ *   optimizer.c      creation, hyperparameters, validation (all of the above)
+ *   config.c         from_config / get_config (optimizer, schedule, registry, params)
+ *   slots.c, weights.c, apply.c: slots, weights and the pipeline, on top. */
 #ifndef OPTIM_OPTIMIZER_IMPL_H
 #define OPTIM_OPTIMIZER_IMPL_H
-
-#include <regex.h>
 
 #include "core/internal.h"
 #include "core/ptrmap.h"
 #include "optim/optimizer_class.h"
+#include "optimizer/params.h"
 
 /* The kinds a hyperparameter value can take (Keras: number, variable,
  * callable, LearningRateSchedule), plus None. */
@@ -28,23 +39,6 @@ typedef struct optim__hyper {
     void *user;
     struct optim_schedule *sched;
 } optim__hyper;
-
-/* Base options every optimizer has, in Keras 3's get_config order; the
- * class's own params follow them in the optimizer's param array. */
-enum {
-    OPTIM__P_LEARNING_RATE = 0,
-    OPTIM__P_DECAY,
-    OPTIM__P_WEIGHT_DECAY,
-    OPTIM__P_CLIPNORM,
-    OPTIM__P_GLOBAL_CLIPNORM,
-    OPTIM__P_CLIPVALUE,
-    OPTIM__P_USE_EMA,
-    OPTIM__P_EMA_MOMENTUM,
-    OPTIM__P_EMA_OVERWRITE_FREQUENCY,
-    OPTIM__P_LOSS_SCALE_FACTOR,
-    OPTIM__P_GRADIENT_ACCUMULATION_STEPS,
-    OPTIM__N_BASE
-};
 
 #define OPTIM__NO_OWNER ((size_t)-1)
 
@@ -97,8 +91,7 @@ struct optim_optimizer {
     optim__fn_entry aggregator;
 
     optim__ptrmap wd_excluded;   /* variables excluded from weight decay */
-    regex_t *wd_patterns;        /* name patterns excluded from weight decay */
-    size_t nwd_patterns;
+    optim_name_patterns *wd_patterns; /* name patterns excluded from weight decay */
 
     void *state;
     void *coef[2];             /* per dtype: [0] f32, [1] f64 */
@@ -113,6 +106,8 @@ int optim__opt_take(optim_optimizer *opt, const optim_error *err);
 /* Param lookup by name among those of the optimizer's generation; returns
  * index or -1. `*other_gen` is set when it exists in the other generation. */
 long optim__param_find(const optim_optimizer *opt, const char *name, int *other_gen);
+/* The allowed strings of param i (OPTIM_PARAM_STRING), NULL for others. */
+const char *const *optim__choices(const optim_optimizer *opt, size_t i);
 /* Whether param i exists in the optimizer's generation. */
 int optim__param_in_gen(const optim_optimizer *opt, size_t i);
 
@@ -122,26 +117,6 @@ int optim__param_in_gen(const optim_optimizer *opt, size_t i);
  * pre installed). */
 int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
                           void *ctx, optim_error *err);
-
-/* What a get_config hook writes into (a cJSON object). */
-struct optim_config {
-    void *obj;
-};
-
-/* A schedule from a parsed {"class_name", "config"} cJSON object. */
-typedef struct optim_schedule optim_schedule;
-int optim__schedule_from_cjson(optim_schedule **out, const void *root, optim_error *err);
-
-/* Checks a number against a param's type and range (NAN passes when the
- * param is nullable); `owner` names the class in the message. */
-int optim__check_param_value(const char *owner, const optim_param *p, double v, const char *how,
-                             optim_error *err);
-/* JSON type names for messages ("a number", "null", ...). */
-const char *optim__json_type_name(const void *cjson_item);
-/* item (cJSON) as text whose numbers read back exactly; free with free(). */
-char *optim__json_print_exact(const void *item);
-/* A JSON number that parses back to exactly x (floats keep a '.0'). */
-void *optim__json_exact_number(double x, int is_float);
 
 /* Checks h against param i's kind, type and range (not cross-key rules). */
 int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, optim_error *err);
@@ -170,9 +145,6 @@ void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, siz
  * each in variable order, as Keras's _create_slots(var_list) builds them. */
 void optim__order_new_slots(optim_optimizer *opt, size_t from);
 
-/* The base option of that name, NULL if none. */
-const optim_param *optim__base_param(const char *name);
-
 /* Step 1 of the pipeline: a pair / all pairs as `opt` (the update rule)
  * would accept them; `cn` names the caller in messages. check_pairs also
  * refuses a variable given twice and, with require_any, a call without any
@@ -189,10 +161,5 @@ optim_optimizer *optim__inner_at(const optim_optimizer *opt, size_t i);
 int optim__use_weight_decay(const optim_optimizer *opt, const optim_var *var);
 void optim__decay(optim_dtype dtype, void *w, int64_t n, double wd, double lr);
 void optim__weight_decay_free(optim_optimizer *opt);
-
-/* Registry. */
-const optim_class *optim__builtin_class(const char *name);
-int optim__class_check(const optim_class *cls, optim_error *err);
-void optim__class_copy(optim_class *dst, const optim_class *src);
 
 #endif

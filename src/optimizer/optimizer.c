@@ -1,4 +1,4 @@
-/* The optimizer object: creation, errors, hyperparameters and their kinds. */
+/* The optimizer object: creation, hyperparameters and their kinds. */
 #include "optimizer/impl.h"
 #include "optimizer/keras3_options.h"
 #include "optim/schedule.h"
@@ -9,62 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define INF INFINITY
-
-/* Keras's base options, in Keras 3's get_config order. learning_rate's default
- * is the class's (weight_decay's too, with default_weight_decay); the Keras 3
- * options' cross-key rules are in keras3_options.c. */
-static const optim_param base_params[OPTIM__N_BASE] = {
-    {"learning_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.01, 0, INF},
-    {"decay", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_LEGACY_ONLY, 0, 0, INF},
-    {"weight_decay", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 0,
-     INF},
-    {"clipnorm", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, 0, INF},
-    {"global_clipnorm", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, 0, INF},
-    {"clipvalue", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, 0, INF},
-    {"use_ema", OPTIM_PARAM_BOOL, OPTIM_PARAM_KERAS3_ONLY, 0, 0, 1},
-    /* Keras checks ema_momentum and ema_overwrite_frequency only with use_ema,
-     * and takes gradient_accumulation_steps 0 as off: optim__k3_validate. */
-    {"ema_momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 0.99, -INF, INF},
-    {"ema_overwrite_frequency", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY,
-     NAN, 0, INF},
-    {"loss_scale_factor", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN,
-     0, INF, },
-    {"gradient_accumulation_steps", OPTIM_PARAM_INT,
-     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 0, INF},
-};
-
-const optim_param *optim__base_param(const char *name)
-{
-    for (size_t i = 0; i < OPTIM__N_BASE; i++)
-        if (strcmp(base_params[i].name, name) == 0) return &base_params[i];
-    return NULL;
-}
-
-int optim__opt_take(optim_optimizer *opt, const optim_error *err)
-{
-    snprintf(opt->errmsg, sizeof opt->errmsg, "%s", err->msg);
-    return err->code;
-}
-
-int optim_set_error(optim_optimizer *opt, int code, const char *fmt, ...)
-{
-    optim_error e;
-    va_list ap;
-    va_start(ap, fmt);
-    optim__verr(&e, code, fmt, ap);
-    va_end(ap);
-    return optim__opt_take(opt, &e);
-}
-
-const char *optim_errmsg(const optim_optimizer *opt) { return opt ? opt->errmsg : "optimizer is NULL"; }
-const char *optim_name(const optim_optimizer *opt) { return opt->name; }
-const optim_class *optim_class_of(const optim_optimizer *opt) { return &opt->cls; }
-optim_generation optim_generation_of(const optim_optimizer *opt) { return opt->gen; }
-int64_t optim_iterations(const optim_optimizer *opt) { return opt->iterations; }
-void *optim_state(const optim_optimizer *opt) { return opt->state; }
-void optim_free(void *p) { free(p); }
 
 optim_options optim_options_defaults(void)
 {
@@ -102,6 +46,12 @@ optim_grad optim_grad_sparse(const int64_t *indices, int64_t n, optim_tensor val
 
 /* ---- params ---------------------------------------------------------------- */
 
+const char *const *optim__choices(const optim_optimizer *opt, size_t i)
+{
+    if (i < OPTIM__N_BASE || !opt->cls.param_choices) return NULL;
+    return opt->cls.param_choices[i - OPTIM__N_BASE];
+}
+
 int optim__param_in_gen(const optim_optimizer *opt, size_t i)
 {
     uint32_t f = opt->params[i]->flags;
@@ -135,34 +85,6 @@ static int find_or_err(optim_optimizer *opt, const char *name, optim_error *err)
         return optim__err(err, OPTIM_EKEY, "%s: '%s' is not an option of the %s generation",
                           opt->cls.name, name, gen_name(opt->gen));
     return optim__err(err, OPTIM_EKEY, "%s: unknown hyperparameter '%s'", opt->cls.name, name);
-}
-
-/* Checks a number against param p's type and range; `owner` names the class. */
-int optim__check_param_value(const char *owner, const optim_param *p, double v, const char *how,
-                             optim_error *err)
-{
-    if (isnan(v) && (p->flags & OPTIM_PARAM_NULLABLE)) return OPTIM_OK;
-    if (!isfinite(v))
-        return optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a finite number",
-                          owner, p->name, how, v);
-    if (p->type == OPTIM_PARAM_BOOL && v != 0 && v != 1)
-        return optim__err(err, OPTIM_ETYPE, "%s: %s%s is %g, expected a boolean (0 or 1)",
-                          owner, p->name, how, v);
-    if (p->type == OPTIM_PARAM_INT && v != floor(v))
-        return optim__err(err, OPTIM_ETYPE, "%s: %s%s is %g, expected an integer", owner,
-                          p->name, how, v);
-    int lo_ex = (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) != 0;
-    int hi_ex = (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) != 0;
-    if ((lo_ex ? !(v > p->min) : !(v >= p->min)) || (hi_ex ? !(v < p->max) : !(v <= p->max))) {
-        char lo[32], hi[32];
-        snprintf(lo, sizeof lo, "%g", p->min);
-        snprintf(hi, sizeof hi, "%g", p->max);
-        return optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a value in %c%s, %s%c",
-                          owner, p->name, how, v, lo_ex ? '(' : '[',
-                          isinf(p->min) ? "-inf" : lo, isinf(p->max) ? "inf" : hi,
-                          hi_ex || isinf(p->max) ? ')' : ']');
-    }
-    return OPTIM_OK;
 }
 
 /* Reads the value of h at step `step`. */
@@ -201,6 +123,10 @@ int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, op
     if (h->kind == HYPER_NUMBER) {
         int rc = optim__check_param_value(opt->cls.name, p, h->number, "", err);
         if (rc) return rc;
+        size_t nchoices = p->type == OPTIM_PARAM_STRING ? optim__choice_count(optim__choices(opt, i)) : 0;
+        if (p->type == OPTIM_PARAM_STRING && !isnan(h->number) && h->number >= (double)nchoices)
+            return optim__err(err, OPTIM_ERANGE, "%s: %s is %g, expected a choice index below %zu",
+                              opt->cls.name, p->name, h->number, nchoices);
     }
     if (h->kind == HYPER_VAR && (!h->var || optim_var_numel(h->var) != 1))
         return optim__err(err, OPTIM_ESHAPE, "%s: %s variable must hold exactly one element",
@@ -403,7 +329,9 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
     opt->params = calloc(opt->nparams, sizeof *opt->params);
     opt->hypers = calloc(opt->nparams, sizeof *opt->hypers);
     opt->values = calloc(opt->nparams, sizeof *opt->values);
-    opt->name = optim__strdup(name && name[0] ? name : opt->cls.name);
+    char def[128];
+    optim__default_name(cls, gen, def, sizeof def);
+    opt->name = optim__strdup(name && name[0] ? name : def);
     opt->state = optim__calloc(1, opt->cls.state_size);
     for (int d = 0; d < 2; d++) opt->coef[d] = optim__calloc(1, opt->cls.coef_size);
     if (!opt->params || !opt->hypers || !opt->values || !opt->name || !opt->state ||
@@ -413,7 +341,7 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
     }
     for (size_t i = 0; i < opt->nparams; i++) {
         const optim_param *p =
-            i < OPTIM__N_BASE ? &base_params[i] : &opt->cls.params[i - OPTIM__N_BASE];
+            i < OPTIM__N_BASE ? &optim__base_params()[i] : &opt->cls.params[i - OPTIM__N_BASE];
         opt->params[i] = p;
         double def = p->default_value;
         if (i == OPTIM__P_LEARNING_RATE) def = opt->cls.default_learning_rate;

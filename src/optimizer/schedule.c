@@ -1,7 +1,7 @@
-/* Learning-rate schedule objects: the class mechanism (registry, JSON,
- * lifetime) shared by the built-ins in src/schedules/ and user classes. */
-#include "optimizer/impl.h"
-#include "optim/schedules.h"
+/* Learning-rate schedule objects: lifetime, JSON and values, shared by the
+ * built-ins in src/schedules/ and user classes (their registry is
+ * registry.c's). */
+#include "optimizer/params.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -12,75 +12,10 @@
 struct optim_schedule {
     optim_schedule_class cls;  /* copied, zero-extended */
     char *name;                /* Keras's config "name", NULL for None */
+    int name_given;            /* a "name" key was read (else Keras 3 writes its default) */
     double *values;            /* one per param */
     void *state;
 };
-
-typedef struct user_schedule {
-    optim_schedule_class cls;
-    struct user_schedule *next;
-} user_schedule;
-static user_schedule *user_schedules;
-
-static void class_copy(optim_schedule_class *dst, const optim_schedule_class *src)
-{
-    memset(dst, 0, sizeof *dst);
-    memcpy(dst, src, src->size < sizeof *dst ? src->size : sizeof *dst);
-    dst->size = sizeof *dst;
-}
-
-static int class_check(const optim_schedule_class *c, optim_error *err)
-{
-    if (!c) return optim__err(err, OPTIM_EINVAL, "schedule class is NULL");
-    if (c->size < offsetof(optim_schedule_class, destroy) + sizeof c->destroy || c->version < 1 ||
-        c->version > OPTIM_SCHEDULE_CLASS_VERSION)
-        return optim__err(err, OPTIM_EVERSION, "schedule class: size %u, version %u; expected version 1..%d",
-                          (unsigned)c->size, (unsigned)c->version, OPTIM_SCHEDULE_CLASS_VERSION);
-    if (!c->name || !c->name[0] || !c->value)
-        return optim__err(err, OPTIM_EINVAL, "schedule class '%s': needs a name and a value hook",
-                          c->name ? c->name : "");
-    if (c->n_params && !c->params)
-        return optim__err(err, OPTIM_EINVAL, "schedule class '%s': params is NULL", c->name);
-    for (size_t i = 0; i < c->n_params; i++) {
-        const optim_param *p = &c->params[i];
-        if (!p->name || !p->name[0] || strcmp(p->name, "name") == 0)
-            return optim__err(err, OPTIM_EINVAL, "schedule class '%s': param %zu has a bad name", c->name, i);
-        if (!(p->flags & OPTIM_PARAM_REQUIRED) && isnan(p->default_value) && !(p->flags & OPTIM_PARAM_NULLABLE))
-            return optim__err(err, OPTIM_EINVAL, "schedule class '%s': param '%s' has no default",
-                              c->name, p->name);
-    }
-    return OPTIM_OK;
-}
-
-const optim_schedule_class *optim_find_schedule_class(const char *name)
-{
-    if (!name) return NULL;
-    static const optim_schedule_class *const builtins[] = {
-#define OPTIM__SCHEDULE_ENTRY(sym) &sym,
-        OPTIM_BUILTIN_SCHEDULES(OPTIM__SCHEDULE_ENTRY)
-#undef OPTIM__SCHEDULE_ENTRY
-        NULL};
-    for (size_t i = 0; builtins[i]; i++)
-        if (strcmp(builtins[i]->name, name) == 0) return builtins[i];
-    for (const user_schedule *u = user_schedules; u; u = u->next)
-        if (strcmp(u->cls.name, name) == 0) return &u->cls;
-    return NULL;
-}
-
-int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err)
-{
-    int rc = class_check(cls, err);
-    if (rc) return rc;
-    if (optim_find_schedule_class(cls->name))
-        return optim__err(err, OPTIM_EINVAL, "schedule class '%s' is already registered", cls->name);
-    user_schedule *u = calloc(1, sizeof *u);
-    if (!u) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    class_copy(&u->cls, cls);
-    u->next = user_schedules;
-    user_schedules = u;
-    optim__err_clear(err);
-    return OPTIM_OK;
-}
 
 void optim_schedule_destroy(optim_schedule *s)
 {
@@ -101,147 +36,108 @@ void *optim_schedule_state(const optim_schedule *s) { return s->state; }
 const optim_schedule_class *optim_schedule_class_of(const optim_schedule *s) { return &s->cls; }
 double optim_schedule_value(const optim_schedule *s, int64_t step) { return s->cls.value(s, step); }
 
-static int from_config(optim_schedule **out, const optim_schedule_class *cls, const cJSON *config,
-                       optim_error *err)
+static int schedule_alloc(optim_schedule **out, const optim_schedule_class *cls, optim_error *err)
 {
-    const char *cn = cls->name;
-    if (config && !cJSON_IsObject(config))
-        return optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object", cn,
-                          optim__json_type_name(config));
     optim_schedule *s = calloc(1, sizeof *s);
-    if (!s) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    class_copy(&s->cls, cls);
-    s->values = optim__calloc(cls->n_params, sizeof *s->values);
-    s->state = optim__calloc(1, cls->state_size);
-    int rc = OPTIM_OK;
-    if (!s->values || !s->state) {
-        rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
-        goto fail;
+    if (s) {
+        optim__schedule_class_copy(&s->cls, cls);
+        s->values = optim__calloc(cls->n_params, sizeof *s->values);
+        s->state = optim__calloc(1, cls->state_size);
+    }
+    if (!s || !s->values || !s->state) {
+        optim_schedule_destroy(s);
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < cls->n_params; i++) s->values[i] = cls->params[i].default_value;
-    char *seen = optim__calloc(cls->n_params, 1);
-    if (!seen) {
-        rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
-        goto fail;
-    }
-    const cJSON *item;
-    cJSON_ArrayForEach(item, config)
-    {
-        const char *key = item->string;
-        for (const cJSON *prev = config->child; prev != item; prev = prev->next)
-            if (strcmp(prev->string, key) == 0) {
-                rc = optim__err(err, OPTIM_EPARSE, "%s: config key '%s' appears twice", cn, key);
-                goto done;
-            }
-        if (strcmp(key, "name") == 0) {
-            if (!cJSON_IsString(item) && !cJSON_IsNull(item)) {
-                rc = optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string or null",
-                                cn, optim__json_type_name(item));
-                goto done;
-            }
-            if (cJSON_IsString(item) && !(s->name = optim__strdup(item->valuestring))) {
-                rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
-                goto done;
-            }
-            continue;
-        }
-        size_t i = 0;
-        while (i < cls->n_params && strcmp(cls->params[i].name, key) != 0) i++;
-        if (i < cls->n_params) {
-            const optim_param *p = &cls->params[i];
-            int ok = p->type == OPTIM_PARAM_BOOL ? cJSON_IsBool(item) : cJSON_IsNumber(item);
-            if (cJSON_IsNull(item) && (p->flags & OPTIM_PARAM_NULLABLE)) {
-                s->values[i] = NAN;
-                seen[i] = 1;
-                continue;
-            }
-            if (!ok) {
-                rc = optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is %s, expected %s", cn, key,
-                                optim__json_type_name(item),
-                                p->type == OPTIM_PARAM_BOOL ? "true or false"
-                                : p->type == OPTIM_PARAM_INT ? "an integer" : "a number");
-                goto done;
-            }
-            double v = cJSON_IsBool(item) ? (cJSON_IsTrue(item) ? 1.0 : 0.0) : item->valuedouble;
-            if ((rc = optim__check_param_value(cn, p, v, "", err))) goto done;
-            s->values[i] = v;
-            seen[i] = 1;
-            continue;
-        }
-        rc = OPTIM_EKEY;
-        if (cls->set_config) {
-            char *text = optim__json_print_exact(item);
-            if (!text) {
-                rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
-                goto done;
-            }
-            optim_error local;
-            optim__err_clear(&local);
-            rc = cls->set_config(s, key, text, &local);
-            cJSON_free(text);
-            if (rc > 0) rc = OPTIM_EINVAL;
-            if (rc && rc != OPTIM_EKEY) {
-                if (local.msg[0]) optim__err(err, rc, "%s", local.msg);
-                else optim__err(err, rc, "%s: config key '%s': %s", cn, key, optim_strerror(rc));
-                goto done;
-            }
-        }
-        if (rc == OPTIM_EKEY) {
-            char keys[512];
-            size_t used = (size_t)snprintf(keys, sizeof keys, "name");
-            for (size_t k = 0; k < cls->n_params && used < sizeof keys; k++)
-                used += (size_t)snprintf(keys + used, sizeof keys - used, ", %s", cls->params[k].name);
-            rc = optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s", cn, key,
-                            keys);
-            goto done;
-        }
-    }
-    for (size_t i = 0; i < cls->n_params; i++)
-        if ((cls->params[i].flags & OPTIM_PARAM_REQUIRED) && !seen[i]) {
-            rc = optim__err(err, OPTIM_EKEY, "%s: config key '%s' is required", cn, cls->params[i].name);
-            goto done;
-        }
-    if (cls->validate) {
-        optim_error local;
-        optim__err_clear(&local);
-        rc = cls->validate(s, &local);
-        if (rc > 0) rc = OPTIM_EINVAL;
-        if (rc) optim__err(err, rc, "%s", local.msg[0] ? local.msg : "the class rejected this configuration");
-    }
-done:
-    free(seen);
-    if (!rc) {
-        *out = s;
+    *out = s;
+    return OPTIM_OK;
+}
+
+static int set_name(optim_schedule *s, const cJSON *item, optim_error *err)
+{
+    if (!cJSON_IsString(item) && !cJSON_IsNull(item))
+        return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string or null",
+                          s->cls.name, optim__json_type_name(item));
+    free(s->name);
+    s->name = NULL;
+    s->name_given = 1;
+    if (cJSON_IsString(item) && !(s->name = optim__strdup(item->valuestring)))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    return OPTIM_OK;
+}
+
+static int call_set_config(void *s, const char *key, const char *text, optim_error *err)
+{
+    optim_schedule *sch = s;
+    return sch->cls.set_config(sch, key, text, err);
+}
+
+static int unknown_key(const optim_schedule_class *cls, const char *key, optim_error *err)
+{
+    char keys[512] = "name";
+    for (size_t k = 0; k < cls->n_params; k++) optim__keys_append(keys, sizeof keys, cls->params[k].name);
+    return optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s", cls->name,
+                      key, keys);
+}
+
+/* One config key; seen[i] marks the params given. */
+static int read_key(optim_schedule *s, const cJSON *item, char *seen, optim_error *err)
+{
+    const optim_schedule_class *cls = &s->cls;
+    const char *key = item->string;
+    if (strcmp(key, "name") == 0) return set_name(s, item, err);
+    for (size_t i = 0; i < cls->n_params; i++) {
+        const optim_param *p = &cls->params[i];
+        if (strcmp(p->name, key) != 0) continue;
+        double v;
+        int rc = optim__param_from_json(cls->name, p, NULL, item, &v, err);
+        if (!rc) rc = optim__check_param_value(cls->name, p, v, "", err);
+        if (rc) return rc;
+        s->values[i] = v;
+        seen[i] = 1;
         return OPTIM_OK;
     }
-fail:
-    optim_schedule_destroy(s);
+    int rc = optim__offer_key(cls->name, key, item, cls->set_config ? call_set_config : NULL, s, err);
+    return rc == OPTIM__NOT_TAKEN ? unknown_key(cls, key, err) : rc;
+}
+
+static int read_config(optim_schedule *s, const cJSON *config, optim_error *err)
+{
+    const optim_schedule_class *cls = &s->cls;
+    char *seen = optim__calloc(cls->n_params, 1);
+    if (!seen) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    int rc = OPTIM_OK;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, config) if (!rc) rc = read_key(s, item, seen, err);
+    for (size_t i = 0; i < cls->n_params && !rc; i++)
+        if ((cls->params[i].flags & OPTIM_PARAM_REQUIRED) && !seen[i])
+            rc = optim__err(err, OPTIM_EKEY, "%s: config key '%s' is required", cls->name, cls->params[i].name);
+    free(seen);
+    if (rc || !cls->validate) return rc;
+    optim_error local;
+    optim__err_clear(&local);
+    rc = cls->validate(s, &local);
+    if (rc > 0) rc = OPTIM_EINVAL;
+    if (rc) optim__err(err, rc, "%s", local.msg[0] ? local.msg : "the class rejected this configuration");
     return rc;
 }
 
-int optim__schedule_from_cjson(optim_schedule **out, const void *root_item, optim_error *err)
+int optim__schedule_from_cjson(optim_schedule **out, const void *root, optim_error *err)
 {
-    const cJSON *root = root_item;
     *out = NULL;
-    if (!cJSON_IsObject(root))
-        return optim__err(err, OPTIM_ETYPE,
-                          "schedule JSON is %s, expected {\"class_name\": ..., \"config\": {...}}",
-                          optim__json_type_name(root));
-    const cJSON *cn = NULL, *config = NULL, *item;
-    cJSON_ArrayForEach(item, root)
-    {
-        if (strcmp(item->string, "class_name") == 0) cn = item;
-        else if (strcmp(item->string, "config") == 0) config = item;
-        else if (strcmp(item->string, "module") != 0 && strcmp(item->string, "registered_name") != 0)
-            return optim__err(err, OPTIM_EKEY, "schedule JSON has unknown key '%s'; expected class_name and config",
-                              item->string);
+    optim__kobj o;
+    int rc = optim__kobj_read(root, "schedule", 0, &o, err);
+    if (rc) return rc;
+    const optim_schedule_class *cls = optim_find_schedule_class(o.class_name);
+    if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown schedule class '%s'", o.class_name);
+    optim_schedule *s = NULL;
+    if ((rc = schedule_alloc(&s, cls, err))) return rc;
+    if ((rc = read_config(s, o.config, err))) {
+        optim_schedule_destroy(s);
+        return rc;
     }
-    if (!cJSON_IsString(cn))
-        return optim__err(err, cn ? OPTIM_ETYPE : OPTIM_EKEY, "schedule JSON: class_name is %s, expected a string",
-                          cn ? optim__json_type_name(cn) : "missing");
-    const optim_schedule_class *cls = optim_find_schedule_class(cn->valuestring);
-    if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown schedule class '%s'", cn->valuestring);
-    return from_config(out, cls, config, err);
+    *out = s;
+    return OPTIM_OK;
 }
 
 int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error *err)
@@ -257,34 +153,79 @@ int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error
     return rc;
 }
 
-char *optim_schedule_serialize(const optim_schedule *s)
+/* Keras 3's default names (learning_rate_schedule.py); a user class's is
+ * its class name. tf.keras's schedules default to None. */
+static const char *keras3_default_name(const optim_schedule_class *cls)
 {
-    cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject();
-    char *text = NULL;
-    if (!o || !cfg) goto out;
+    static const char *const names[][2] = {
+        {"PiecewiseConstantDecay", "PiecewiseConstant"},
+        {"CosineDecayRestarts", "SGDRDecay"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(cls->name, names[i][0]) == 0) return names[i][1];
+    return cls->name;
+}
+
+static int put_values(const optim_schedule *s, cJSON *cfg, int after_name)
+{
     for (size_t i = 0; i < s->cls.n_params; i++) {
         const optim_param *p = &s->cls.params[i];
-        cJSON *v = isnan(s->values[i]) ? cJSON_CreateNull()
-                   : p->type == OPTIM_PARAM_BOOL ? cJSON_CreateBool(s->values[i] != 0)
-                   : optim__json_exact_number(s->values[i], p->type == OPTIM_PARAM_FLOAT &&
-                                                                !(p->flags & OPTIM_PARAM_COUNT));
+        if (((p->flags & OPTIM_PARAM_AFTER_NAME) != 0) != after_name) continue;
+        cJSON *v = optim__param_to_json(p, NULL, s->values[i]);
         if (!v || !cJSON_AddItemToObject(cfg, p->name, v)) {
             cJSON_Delete(v);
-            goto out;
+            return OPTIM_ENOMEM;
         }
     }
-    if (s->cls.get_config) {
-        optim_config c = {cfg};
-        if (s->cls.get_config(s, &c)) goto out;
-    }
-    if (!(s->name ? cJSON_AddStringToObject(cfg, "name", s->name) : cJSON_AddNullToObject(cfg, "name")))
-        goto out;
-    if (!cJSON_AddStringToObject(o, "class_name", s->cls.name) || !cJSON_AddItemToObject(o, "config", cfg))
-        goto out;
-    cfg = NULL;
-    text = cJSON_PrintUnformatted(o);
-out:
+    return OPTIM_OK;
+}
+
+/* The config object: the params in their order, the class's own keys, name,
+ * the params written after name. */
+static cJSON *config_obj(const optim_schedule *s, int keras3)
+{
+    cJSON *cfg = cJSON_CreateObject();
+    optim_config c = {cfg};
+    if (!cfg || put_values(s, cfg, 0) || (s->cls.get_config && s->cls.get_config(s, &c))) goto fail;
+    const char *name = s->name ? s->name : keras3 && !s->name_given ? keras3_default_name(&s->cls) : NULL;
+    if (!(name ? cJSON_AddStringToObject(cfg, "name", name) : cJSON_AddNullToObject(cfg, "name")))
+        goto fail;
+    if (put_values(s, cfg, 1)) goto fail;
+    return cfg;
+fail:
     cJSON_Delete(cfg);
+    return NULL;
+}
+
+/* As Keras 3's serialize_keras_object writes a built-in:
+ * {"module", "class_name", "config", "registered_name": null}; a user class
+ * has no Keras module, and its registered name is its class name. */
+static int put_module(cJSON *o, const char *module)
+{
+    return module ? cJSON_AddStringToObject(o, "module", module) != NULL
+                  : cJSON_AddNullToObject(o, "module") != NULL;
+}
+
+void *optim__schedule_to_cjson(const optim_schedule *s, int keras3)
+{
+    cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s, keras3);
+    int builtin = optim__schedule_class_is_builtin(s->cls.name);
+    int ok = o && cfg && (!keras3 || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
+             cJSON_AddStringToObject(o, "class_name", s->cls.name) && cJSON_AddItemToObject(o, "config", cfg);
+    if (ok) cfg = NULL;
+    if (ok && keras3)
+        ok = builtin ? cJSON_AddNullToObject(o, "registered_name") != NULL
+                     : cJSON_AddStringToObject(o, "registered_name", s->cls.name) != NULL;
+    cJSON_Delete(cfg);
+    if (ok) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+char *optim_schedule_serialize(const optim_schedule *s)
+{
+    cJSON *o = optim__schedule_to_cjson(s, 0);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return text;
 }

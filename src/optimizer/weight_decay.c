@@ -1,13 +1,28 @@
 /* Keras 3's decoupled weight decay (base option `weight_decay`): before the
  * update, w = w - w * wd * lr for every variable that gets a gradient,
  * unless excluded by variable or by a name pattern (re.search on the name,
- * here POSIX extended regular expressions). */
-#define _POSIX_C_SOURCE 200809L
+ * here POSIX extended regular expressions: core/patterns.c). Calls only
+ * access.c in src/optimizer. */
 #include "optimizer/impl.h"
 
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The patterns so far followed by the new ones, compiled into *out. */
+static int join_patterns(optim_optimizer *opt, const char *const *add, size_t nadd,
+                         optim_name_patterns **out, optim_error *err)
+{
+    const char *const *old = optim_name_patterns_sources(opt->wd_patterns);
+    size_t nold = 0;
+    while (old[nold]) nold++;
+    const char **all = calloc(nold + nadd + 1, sizeof *all);
+    if (!all) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    memcpy(all, old, nold * sizeof *all);
+    if (nadd) memcpy(all + nold, add, nadd * sizeof *all);
+    int rc = optim_name_patterns_compile(out, all, nold + nadd, "exclude_from_weight_decay", err);
+    free(all);
+    return rc;
+}
 
 int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars, size_t nvars,
                                     const char *const *name_patterns, size_t npatterns)
@@ -18,40 +33,19 @@ int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars
         if (!vars[i])
             return optim_set_error(opt, OPTIM_EINVAL, "exclude_from_weight_decay: vars[%zu] is NULL", i);
     /* Compile everything first, so that a bad pattern changes nothing. */
-    regex_t *re = calloc(npatterns ? npatterns : 1, sizeof *re);
-    if (!re) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    for (size_t i = 0; i < npatterns; i++) {
-        int rc = name_patterns[i] ? regcomp(&re[i], name_patterns[i], REG_EXTENDED | REG_NOSUB) : REG_BADPAT;
-        if (rc) {
-            char why[128] = "NULL pattern";
-            if (name_patterns[i]) regerror(rc, &re[i], why, sizeof why);
-            for (size_t j = 0; j < i; j++) regfree(&re[j]);
-            free(re);
-            return optim_set_error(opt, OPTIM_EINVAL,
-                                   "exclude_from_weight_decay: pattern %zu ('%s') is not a valid "
-                                   "regular expression: %s",
-                                   i, name_patterns[i] ? name_patterns[i] : "(null)", why);
-        }
-    }
-    regex_t *grown = realloc(opt->wd_patterns, (opt->nwd_patterns + npatterns + 1) * sizeof *grown);
-    if (!grown) {
-        for (size_t j = 0; j < npatterns; j++) regfree(&re[j]);
-        free(re);
-        return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    }
-    opt->wd_patterns = grown;
+    optim_error e;
+    optim_name_patterns *joined;
+    if (join_patterns(opt, name_patterns, npatterns, &joined, &e)) return optim__opt_take(opt, &e);
     size_t nmap = opt->wd_excluded.count;
     for (size_t i = 0; i < nvars; i++)
         if (optim__ptrmap_put(&opt->wd_excluded, vars[i], 1)) {
             for (size_t j = 0; j < i; j++)
                 if (j >= nmap) optim__ptrmap_del(&opt->wd_excluded, vars[j]);
-            for (size_t j = 0; j < npatterns; j++) regfree(&re[j]);
-            free(re);
+            optim_name_patterns_free(joined);
             return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
         }
-    memcpy(opt->wd_patterns + opt->nwd_patterns, re, npatterns * sizeof *re);
-    opt->nwd_patterns += npatterns;
-    free(re);
+    optim_name_patterns_free(opt->wd_patterns);
+    opt->wd_patterns = joined;
     opt->errmsg[0] = '\0';
     return OPTIM_OK;
 }
@@ -59,15 +53,12 @@ int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars
 int optim__use_weight_decay(const optim_optimizer *opt, const optim_var *var)
 {
     if (optim__ptrmap_get(&opt->wd_excluded, var, NULL)) return 0;
-    for (size_t i = 0; i < opt->nwd_patterns; i++)
-        if (regexec(&opt->wd_patterns[i], optim_var_name(var), 0, NULL, 0) == 0) return 0;
-    return 1;
+    return !optim_name_patterns_match(opt->wd_patterns, optim_var_name(var));
 }
 
 void optim__weight_decay_free(optim_optimizer *opt)
 {
-    for (size_t i = 0; i < opt->nwd_patterns; i++) regfree(&opt->wd_patterns[i]);
-    free(opt->wd_patterns);
+    optim_name_patterns_free(opt->wd_patterns);
     optim__ptrmap_free(&opt->wd_excluded);
 }
 

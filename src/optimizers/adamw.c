@@ -41,12 +41,9 @@
  * without an index; the base class decays every row).
  *
  * Slots: "m", "v", and "vhat" when amsgrad (fixed once slots exist). */
-#define _POSIX_C_SOURCE 200809L
 #include "optimizers/adam_coef.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +72,7 @@ typedef struct coef {
 
 typedef struct state {
     int built_amsgrad;  /* 0 no slots yet, 1 false, 2 true */
-    int have_exclude;   /* exclude_from_weight_decay is a list (not None) */
-    size_t npatterns;
-    char **patterns;
-    regex_t *re;
+    optim_name_patterns *exclude; /* exclude_from_weight_decay; NULL is None */
 } state;
 
 /* ---- configuration ------------------------------------------------------------ */
@@ -114,86 +108,31 @@ static int validate(optim_optimizer *opt, optim_error *err)
     return 0;
 }
 
-static void free_patterns(state *s)
+static void destroy(optim_optimizer *opt)
 {
-    for (size_t i = 0; i < s->npatterns; i++) {
-        regfree(&s->re[i]);
-        free(s->patterns[i]);
-    }
-    free(s->re);
-    free(s->patterns);
-    s->re = NULL;
-    s->patterns = NULL;
-    s->npatterns = 0;
-    s->have_exclude = 0;
+    state *s = optim_state(opt);
+    optim_name_patterns_free(s->exclude);
+    s->exclude = NULL;
 }
-
-static void destroy(optim_optimizer *opt) { free_patterns(optim_state(opt)); }
 
 /* exclude_from_weight_decay (legacy only): null or a list of patterns. */
 static int set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
 {
     if (strcmp(key, EXCLUDE_KEY) != 0 || optim_generation_of(opt) != OPTIM_LEGACY)
         return OPTIM_EKEY;
-    state *s = optim_state(opt);
-    cJSON *v = cJSON_Parse(json);
-    if (!v) return fail(err, OPTIM_EPARSE, "AdamW: %s is not valid JSON", EXCLUDE_KEY);
-    const cJSON *it, *list = cJSON_IsArray(v) ? v : NULL;
-    int n = list ? cJSON_GetArraySize(list) : 0;
-    int ok = cJSON_IsNull(v) || list;
-    cJSON_ArrayForEach(it, list) ok = ok && cJSON_IsString(it);
-    if (!ok) {
-        cJSON_Delete(v);
-        return fail(err, OPTIM_ETYPE,
-                    "AdamW: %s must be null or a list of strings (regular expressions "
-                    "searched in variable names)",
-                    EXCLUDE_KEY);
-    }
-    char **pat = calloc((size_t)n + 1, sizeof *pat);
-    regex_t *re = calloc((size_t)n + 1, sizeof *re);
-    int i = 0, rc = 0;
-    if (!pat || !re) {
-        rc = fail(err, OPTIM_ENOMEM, "%s", "out of memory");
-        list = NULL;
-    }
-    cJSON_ArrayForEach(it, list)
-    {
-        if (!(pat[i] = strdup(it->valuestring))) {
-            rc = fail(err, OPTIM_ENOMEM, "%s", "out of memory");
-            break;
-        }
-        int e = regcomp(&re[i], pat[i], REG_EXTENDED | REG_NOSUB);
-        if (e) {
-            char why[128];
-            regerror(e, &re[i], why, sizeof why);
-            err->code = rc = OPTIM_EINVAL;
-            snprintf(err->msg, sizeof err->msg,
-                     "AdamW: %s[%d] ('%.100s') is not a valid regular expression: %s",
-                     EXCLUDE_KEY, i, pat[i], why);
-            free(pat[i]);
-            break;
-        }
-        i++;
-    }
-    int is_list = cJSON_IsArray(v) != 0;
-    cJSON_Delete(v);
-    if (rc) {
-        for (int j = 0; j < i; j++) {
-            regfree(&re[j]);
-            free(pat[j]);
-        }
-        free(pat);
-        free(re);
-        return rc;
-    }
-    free_patterns(s);
-    s->patterns = pat;
-    s->re = re;
-    s->npatterns = (size_t)n;
-    s->have_exclude = is_list;
+    char **list;
+    int rc = optim_config_read_strings(EXCLUDE_KEY, json, &list, err);
+    size_t n = 0;
+    while (list && list[n]) n++;
+    optim_name_patterns *p = NULL;
+    if (!rc && list)
+        rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "AdamW: " EXCLUDE_KEY, err);
+    optim_strings_free(list);
+    if (rc) return rc;
+    destroy(opt);
+    ((state *)optim_state(opt))->exclude = p;
     return 0;
 }
-
 
 /* Legacy (TF Addons) get_config: ..., epsilon, amsgrad, weight_decay,
  * exclude_from_weight_decay. epsilon is written as self.epsilon, 1e-7 for 0
@@ -207,30 +146,15 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
         int rc = optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
         if (rc) return rc;
     }
-    cJSON *v = s->have_exclude ? cJSON_CreateArray() : cJSON_CreateNull();
-    for (size_t i = 0; v && s->have_exclude && i < s->npatterns; i++) {
-        cJSON *str = cJSON_CreateString(s->patterns[i]);
-        if (!str || !cJSON_AddItemToArray(v, str)) {
-            cJSON_Delete(str);
-            cJSON_Delete(v);
-            return OPTIM_ENOMEM;
-        }
-    }
-    char *text = v ? cJSON_PrintUnformatted(v) : NULL;
-    cJSON_Delete(v);
-    if (!text) return OPTIM_ENOMEM;
-    int rc = optim_config_put(cfg, EXCLUDE_KEY, text);
-    cJSON_free(text);
-    return rc;
+    return optim_config_put_strings(cfg, EXCLUDE_KEY,
+                                    s->exclude ? optim_name_patterns_sources(s->exclude) : NULL);
 }
 
 /* TF Addons: is_variable_matched_by_regexes (re.search on the name). */
 static int decays(const optim_optimizer *opt, const optim_var *var)
 {
     const state *s = optim_state(opt);
-    for (size_t i = 0; i < s->npatterns; i++)
-        if (regexec(&s->re[i], optim_var_name(var), 0, NULL, 0) == 0) return 0;
-    return 1;
+    return !optim_name_patterns_match(s->exclude, optim_var_name(var));
 }
 
 /* ---- the update ------------------------------------------------------------------ */

@@ -59,9 +59,7 @@
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,28 +83,12 @@ static const char *const KEY_LA = "exclude_from_layer_adaptation";
 
 /* ---- name patterns (legacy) ------------------------------------------------- */
 
-typedef struct patterns {
-    size_t n;
-    char **src;  /* as given, for get_config */
-    regex_t *re;
-} patterns;
+typedef optim_name_patterns patterns;
 
 typedef struct lamb_state {
     patterns *wd; /* exclude_from_weight_decay; NULL is None */
     patterns *la; /* exclude_from_layer_adaptation as given; NULL is None */
 } lamb_state;
-
-static void patterns_free(patterns *p)
-{
-    if (!p) return;
-    for (size_t i = 0; i < p->n; i++) {
-        regfree(&p->re[i]);
-        free(p->src[i]);
-    }
-    free(p->src);
-    free(p->re);
-    free(p);
-}
 
 static int set_err(optim_error *err, int code, const char *fmt, ...)
 {
@@ -118,116 +100,50 @@ static int set_err(optim_error *err, int code, const char *fmt, ...)
     return code;
 }
 
+static size_t count(char *const *list)
+{
+    size_t n = 0;
+    while (list && list[n]) n++;
+    return n;
+}
+
 /* Parses null or a list of strings into *out (NULL for null). */
 static int patterns_parse(const char *key, const char *json, patterns **out, optim_error *err)
 {
     *out = NULL;
-    cJSON *v = cJSON_Parse(json);
-    if (!v) return set_err(err, OPTIM_EPARSE, "Lamb: config key '%s' is not valid JSON", key);
-    if (cJSON_IsNull(v)) {
-        cJSON_Delete(v);
-        return 0;
-    }
-    if (!cJSON_IsArray(v)) {
-        cJSON_Delete(v);
-        return set_err(err, OPTIM_ETYPE,
-                       "Lamb: config key '%s' is not a list, expected a list of regular "
-                       "expressions (strings) or null",
-                       key);
-    }
-    int n = cJSON_GetArraySize(v), rc = 0;
-    patterns *p = calloc(1, sizeof *p);
-    if (p) {
-        p->src = calloc((size_t)n + 1, sizeof *p->src);
-        p->re = calloc((size_t)n + 1, sizeof *p->re);
-    }
-    if (!p || !p->src || !p->re) {
-        if (p) free(p->src), free(p->re), free(p);
-        cJSON_Delete(v);
-        return set_err(err, OPTIM_ENOMEM, "Lamb: config key '%s': out of memory", key);
-    }
-    const cJSON *item;
-    cJSON_ArrayForEach(item, v)
-    {
-        if (!cJSON_IsString(item)) {
-            rc = set_err(err, OPTIM_ETYPE,
-                         "Lamb: config key '%s': element %d is not a string, expected a "
-                         "regular expression",
-                         key, (int)p->n);
-            break;
-        }
-        size_t len = strlen(item->valuestring);
-        char *s = malloc(len + 1);
-        if (!s) {
-            rc = set_err(err, OPTIM_ENOMEM, "Lamb: config key '%s': out of memory", key);
-            break;
-        }
-        memcpy(s, item->valuestring, len + 1);
-        int e = regcomp(&p->re[p->n], s, REG_EXTENDED | REG_NOSUB);
-        if (e) {
-            char why[160];
-            regerror(e, &p->re[p->n], why, sizeof why);
-            rc = set_err(err, OPTIM_EINVAL,
-                         "Lamb: config key '%s': element %d ('%.200s') is not a valid regular "
-                         "expression: %s",
-                         key, (int)p->n, s, why);
-            free(s);
-            break;
-        }
-        p->src[p->n++] = s;
-    }
-    cJSON_Delete(v);
-    if (rc) {
-        patterns_free(p);
-        return rc;
-    }
-    *out = p;
-    return 0;
+    char **list, what[64];
+    int rc = optim_config_read_strings(key, json, &list, err);
+    snprintf(what, sizeof what, "Lamb: config key %s", key);
+    if (!rc && list) rc = optim_name_patterns_compile(out, (const char *const *)list, count(list), what, err);
+    optim_strings_free(list);
+    return rc;
 }
 
-static char *patterns_json(const patterns *p)
+static size_t npatterns(const patterns *p)
 {
-    cJSON *a = p ? cJSON_CreateArray() : cJSON_CreateNull();
-    if (!a) return NULL;
-    for (size_t i = 0; p && i < p->n; i++) {
-        cJSON *s = cJSON_CreateString(p->src[i]);
-        if (!s || !cJSON_AddItemToArray(a, s)) {
-            cJSON_Delete(s);
-            cJSON_Delete(a);
-            return NULL;
-        }
-    }
-    char *text = cJSON_PrintUnformatted(a);
-    cJSON_Delete(a);
-    return text;
+    return p ? count((char *const *)optim_name_patterns_sources(p)) : 0;
 }
 
 /* TFA's exclude_from_layer_adaptation: the given list if non-empty, else
  * exclude_from_weight_decay. */
 static const patterns *layer_adaptation_patterns(const lamb_state *st)
 {
-    return st->la && st->la->n ? st->la : st->wd;
+    return npatterns(st->la) ? st->la : st->wd;
 }
 
 /* re.search(pattern, var.name) for any pattern, with TF's ":0" suffix. */
 static int name_matches(const patterns *p, const char *name)
 {
-    if (!p || !p->n) return 0;
+    if (!npatterns(p)) return 0;
     size_t len = strlen(name), k = len;
     while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
-    int has_suffix = k < len && k > 0 && name[k - 1] == ':';
-    char buf[512], *full = buf;
-    if (!has_suffix) {
-        if (len + 3 > sizeof buf) full = malloc(len + 3);
-        if (full) {
-            memcpy(full, name, len);
-            memcpy(full + len, ":0", 3);
-        }
-    }
-    const char *subject = has_suffix || !full ? name : full;
-    int hit = 0;
-    for (size_t i = 0; i < p->n && !hit; i++) hit = regexec(&p->re[i], subject, 0, NULL, 0) == 0;
-    if (full && full != buf) free(full);
+    if (k < len && k > 0 && name[k - 1] == ':') return optim_name_patterns_match(p, name);
+    char buf[512], *full = len + 3 > sizeof buf ? malloc(len + 3) : buf;
+    if (!full) return optim_name_patterns_match(p, name);
+    memcpy(full, name, len);
+    memcpy(full + len, ":0", 3);
+    int hit = optim_name_patterns_match(p, full);
+    if (full != buf) free(full);
     return hit;
 }
 
@@ -238,11 +154,9 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
     lamb_state *st = optim_state(opt);
     if (strcmp(key, "weight_decay_rate") == 0) {
         /* TFA's deprecated alias of weight_decay (constructor kwarg). */
-        cJSON *v = cJSON_Parse(json_value);
-        int ok = v && cJSON_IsNumber(v);
-        double x = ok ? v->valuedouble : 0;
-        cJSON_Delete(v);
-        if (!ok)
+        char *end;
+        double x = strtod(json_value, &end);
+        if (end == json_value || *end)
             return set_err(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
         int rc = optim_set_hyper(opt, "weight_decay", x);
         if (rc)
@@ -254,7 +168,7 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
     patterns *p;
     int rc = patterns_parse(key, json_value, &p, err);
     if (rc) return rc;
-    patterns_free(*slot);
+    optim_name_patterns_free(*slot);
     *slot = p;
     return 0;
 }
@@ -262,14 +176,14 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
 static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
 {
     if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
+    /* TFA's LAMB.get_config: learning_rate, weight_decay, decay, beta_1, ... */
+    int rc0 = optim_config_move_before(cfg, "weight_decay", "decay");
+    if (rc0) return rc0;
     const lamb_state *st = optim_state(opt);
     const patterns *lists[2] = {st->wd, layer_adaptation_patterns(st)};
     const char *keys[2] = {KEY_WD, KEY_LA};
     for (int i = 0; i < 2; i++) {
-        char *text = patterns_json(lists[i]);
-        if (!text) return OPTIM_ENOMEM;
-        int rc = optim_config_put(cfg, keys[i], text);
-        cJSON_free(text);
+        int rc = optim_config_put_strings(cfg, keys[i], lists[i] ? optim_name_patterns_sources(lists[i]) : NULL);
         if (rc) return rc;
     }
     return 0;
@@ -278,8 +192,8 @@ static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
 static void lamb_destroy(optim_optimizer *opt)
 {
     lamb_state *st = optim_state(opt);
-    patterns_free(st->wd);
-    patterns_free(st->la);
+    optim_name_patterns_free(st->wd);
+    optim_name_patterns_free(st->la);
     st->wd = st->la = NULL;
 }
 

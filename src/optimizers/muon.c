@@ -55,11 +55,8 @@
 #include "optim/optimizers.h"
 
 #include <cblas.h>
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <limits.h>
-#include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,111 +97,37 @@ typedef struct scratch {
 } scratch;
 
 typedef struct state {
-    size_t npat;
-    char **pat;     /* exclude_layers as given */
-    regex_t *re;
+    optim_name_patterns *exclude; /* exclude_layers; NULL before the first set */
     size_t nscratch, cap;
     scratch *sc;
 } state;
 
 /* ---- exclude_layers -------------------------------------------------------------- */
 
-static void free_patterns(char **pat, regex_t *re, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        regfree(&re[i]);
-        free(pat[i]);
-    }
-    free(pat);
-    free(re);
-}
-
-static int fail(optim_error *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->code = code;
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-/* Compiles every string of list into pat / re (all or nothing). */
-static int compile_list(const cJSON *list, char **pat, regex_t *re, size_t *n, optim_error *err)
-{
-    const cJSON *it;
-    cJSON_ArrayForEach(it, list)
-    {
-        if (!cJSON_IsString(it)) {
-            free_patterns(pat, re, *n);
-            return fail(err, OPTIM_ETYPE, "Muon: %s[%zu] is not a string, expected a regular expression",
-                        KEY_EXCLUDE, *n);
-        }
-        if (!(pat[*n] = strdup(it->valuestring))) {
-            free_patterns(pat, re, *n);
-            return fail(err, OPTIM_ENOMEM, "Muon: %s: out of memory", KEY_EXCLUDE);
-        }
-        int e = regcomp(&re[*n], pat[*n], REG_EXTENDED | REG_NOSUB);
-        if (e) {
-            char why[128];
-            regerror(e, &re[*n], why, sizeof why);
-            fail(err, OPTIM_EINVAL, "Muon: %s[%zu] ('%.100s') is not a valid regular expression: %s",
-                 KEY_EXCLUDE, *n, pat[*n], why);
-            free(pat[*n]);
-            free_patterns(pat, re, *n);
-            return OPTIM_EINVAL;
-        }
-        (*n)++;
-    }
-    return 0;
-}
-
 /* exclude_layers: a list of patterns; null means [] (`exclude_layers or []`). */
 static int set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
 {
     if (strcmp(key, KEY_EXCLUDE) != 0) return OPTIM_EKEY;
-    cJSON *v = cJSON_Parse(json);
-    if (!v || !(cJSON_IsArray(v) || cJSON_IsNull(v))) {
-        cJSON_Delete(v);
-        return fail(err, OPTIM_ETYPE, "Muon: %s is %.100s, expected a list of regular expressions (or null)",
-                    KEY_EXCLUDE, json);
-    }
-    size_t cnt = (size_t)cJSON_GetArraySize(v), n = 0;
-    char **pat = calloc(cnt + 1, sizeof *pat);
-    regex_t *re = calloc(cnt + 1, sizeof *re);
-    int rc = pat && re ? compile_list(v, pat, re, &n, err) : OPTIM_ENOMEM;
-    cJSON_Delete(v);
-    if (rc == OPTIM_ENOMEM && !(pat && re)) {
-        free(pat);
-        free(re);
-        return fail(err, rc, "Muon: %s: out of memory", KEY_EXCLUDE);
-    }
+    char **list;
+    int rc = optim_config_read_strings(KEY_EXCLUDE, json, &list, err);
+    size_t n = 0;
+    while (list && list[n]) n++;
+    optim_name_patterns *p = NULL;
+    if (!rc) rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "Muon: " KEY_EXCLUDE, err);
+    optim_strings_free(list);
     if (rc) return rc;
-    state *s = optim_state(opt);
-    free_patterns(s->pat, s->re, s->npat);
-    s->pat = pat;
-    s->re = re;
-    s->npat = n;
+    state *st = optim_state(opt);
+    optim_name_patterns_free(st->exclude);
+    st->exclude = p;
     return 0;
 }
 
-/* Keras writes `self.exclude_layers or []` after epsilon, so the keys that
- * follow it are moved after it. */
+/* Keras writes `self.exclude_layers or []` after epsilon, before muon_a. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
     const state *s = optim_state(opt);
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < s->npat; i++)
-        if (!cJSON_AddItemToArray(a, cJSON_CreateString(s->pat[i]))) {
-            cJSON_Delete(a);
-            a = NULL;
-        }
-    char *text = a ? cJSON_PrintUnformatted(a) : NULL;
-    cJSON_Delete(a);
-    if (!text) return OPTIM_ENOMEM;
-    int rc = optim_config_put_after(cfg, KEY_EXCLUDE, text, "epsilon");
-    cJSON_free(text);
-    return rc;
+    int rc = optim_config_put_strings(cfg, KEY_EXCLUDE, optim_name_patterns_sources(s->exclude));
+    return rc ? rc : optim_config_move_before(cfg, KEY_EXCLUDE, "muon_a");
 }
 
 /* ---- which rule, scratch ------------------------------------------------------------ */
@@ -216,10 +139,7 @@ static int wants_adamw(const optim_optimizer *opt, const optim_var *var)
     if (optim_param_value(opt, P_EXCLUDE_EMB) != 0)
         for (const char *p = name; *p; p++)
             if (strncasecmp(p, "embedding", 9) == 0) return 1;
-    const state *s = optim_state(opt);
-    for (size_t i = 0; i < s->npat; i++)
-        if (regexec(&s->re[i], name, 0, NULL, 0) == 0) return 1;
-    return 0;
+    return optim_name_patterns_match(((const state *)optim_state(opt))->exclude, name);
 }
 
 static void *scratch_of(const optim_optimizer *opt, const optim_var *var)
@@ -277,7 +197,7 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 static void destroy(optim_optimizer *opt)
 {
     state *s = optim_state(opt);
-    free_patterns(s->pat, s->re, s->npat);
+    optim_name_patterns_free(s->exclude);
     for (size_t i = 0; i < s->nscratch; i++) free(s->sc[i].buf);
     free(s->sc);
 }

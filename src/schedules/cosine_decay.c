@@ -21,8 +21,8 @@
  * warmup_steps counts only when warmup_target is set, as in Keras.
  *
  * Config keys: initial_learning_rate, decay_steps (both required), alpha
- * (0.0), warmup_target (null), warmup_steps (0), name. (Keras 3's get_config
- * writes name between alpha and warmup_target; the base writes it last.)
+ * (0.0), name, warmup_target (null), warmup_steps (0), in Keras's
+ * get_config order (name between alpha and warmup_target).
  * decay_steps must be > 0, as Keras 3's constructor checks; warmup_steps
  * must be >= 0 (Keras does not check; a negative count has no meaning). Both
  * may be fractions (Keras casts them to the float dtype); integral values
@@ -43,8 +43,8 @@ static const optim_param params[N_PARAMS] = {
     {"initial_learning_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED, NAN, -INFINITY, INFINITY},
     {"decay_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_REQUIRED | OPTIM_PARAM_COUNT | OPTIM_PARAM_MIN_EXCLUSIVE, NAN, 0.0, INFINITY},
     {"alpha", OPTIM_PARAM_FLOAT, 0, 0.0, -INFINITY, INFINITY},
-    {"warmup_target", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, NAN, -INFINITY, INFINITY},
-    {"warmup_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_COUNT, 0.0, 0.0, INFINITY},
+    {"warmup_target", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_AFTER_NAME, NAN, -INFINITY, INFINITY},
+    {"warmup_steps", OPTIM_PARAM_FLOAT, OPTIM_PARAM_COUNT | OPTIM_PARAM_AFTER_NAME, 0.0, 0.0, INFINITY},
 };
 
 static double decay(double t, double decay_steps, double from, double alpha)
