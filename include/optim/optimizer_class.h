@@ -47,13 +47,17 @@
 extern "C" {
 #endif
 
-#define OPTIM_CLASS_VERSION 1
+/* 2: the `step` hook (wrappers taking optim_step_options, optim/step.h). */
+#define OPTIM_CLASS_VERSION 2
 
 /* Most slots one variable may have. */
 #define OPTIM_MAX_SLOTS 8
 
 /* The config being written by a get_config hook (opaque). */
 typedef struct optim_config optim_config;
+
+/* The overrides of one step (optim/step.h). */
+struct optim_step_options;
 
 /* ---- declared hyperparameters -------------------------------------------- */
 
@@ -170,8 +174,9 @@ struct optim_class {
      * done. */
     int (*apply_sparse_duplicate_indices)(const optim_sparse_update *u);
 
-    /* Optional, for wrappers: replaces the whole pipeline. The wrapper
-     * usually delegates to an inner optimizer's optim_apply_gradients. */
+    /* Optional, for wrappers written against version 1: replaces the whole
+     * pipeline. New wrappers set `step` instead (it gets the overrides a
+     * caller asks for; docs/wrappers.md). */
     int (*apply_gradients)(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                            uint32_t flags);
 
@@ -191,6 +196,14 @@ struct optim_class {
      * Its weights and slots then appear in the wrapper's get_weights /
      * get_slot (after iterations, before the wrapper's own). */
     optim_optimizer *(*inner)(const optim_optimizer *opt);
+
+    /* Optional, for wrappers (version 2): replaces the whole pipeline, like
+     * apply_gradients, and gets the step's overrides (never NULL). It
+     * usually steps the inner optimizer with optim_step (optim/step.h),
+     * passing the overrides on, and does its own work around that step.
+     * optim_apply_gradients calls it with the default options. */
+    int (*step)(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                const struct optim_step_options *o);
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */
@@ -225,7 +238,7 @@ typedef enum optim_slot_order {
 } optim_slot_order;
 OPTIM_API void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order);
 
-/* For wrappers overriding apply_gradients: creates slots (create_slots) for
+/* For wrappers (step hook): creates slots (create_slots) for
  * the variables not seen yet, like the pipeline's step 5, without fixing
  * the variable set. */
 OPTIM_API int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n);

@@ -4,9 +4,11 @@
 
 #include <regex.h>
 
+#include "core/arena.h"
 #include "core/internal.h"
 #include "core/ptrmap.h"
 #include "optim/optimizer_class.h"
+#include "optim/step.h"
 
 /* The kinds a hyperparameter value can take (Keras: number, variable,
  * callable, LearningRateSchedule), plus None. */
@@ -61,8 +63,11 @@ typedef struct optim__var_entry {
     optim_var *var;      /* borrowed */
     int64_t numel;       /* as first seen, to catch a reused address */
     optim_dtype dtype;
-    int nslots;
+    int nslots;          /* all of them: the class's own, then the base's */
+    int nown;            /* the class's own (create_slots), first in slot_ids */
     size_t slot_ids[OPTIM_MAX_SLOTS];
+    optim_var *average;      /* Keras 3's base slots (keras3_options.h), NULL if none */
+    optim_var *accumulator;
 } optim__var_entry;
 
 typedef struct optim__fn_entry {
@@ -78,7 +83,11 @@ struct optim_optimizer {
     const optim_param **params;
     optim__hyper *hypers;
     double *values;            /* resolved for the current step */
-    int64_t iterations;
+    int64_t iterations;        /* the step counter */
+    /* While a step runs its hooks (stages 6 and 7), the count they see as
+     * optim_iterations(): Keras 3's counter // gradient_accumulation_steps. */
+    int64_t hook_iterations;
+    int in_hooks;
     int built;                 /* variable set fixed by optim_build */
     int num_threads;
 
@@ -102,8 +111,18 @@ struct optim_optimizer {
 
     void *state;
     void *coef[2];             /* per dtype: [0] f32, [1] f64 */
+    optim__arena arena;        /* the running step's buffers, reused step after step */
+    char **weight_names;       /* optim_weight_name's qualified names (weights.c), or NULL */
+    size_t nweight_names;
     char errmsg[OPTIM_ERRMSG_MAX];
 };
+
+/* Whether the optimizer runs the base pipeline (apply.c), rather than a
+ * wrapper's step or apply_gradients hook. */
+static inline int optim__runs_pipeline(const optim_optimizer *opt)
+{
+    return !opt->cls.step && !opt->cls.apply_gradients;
+}
 
 /* Formats the optimizer's message; returns code (optim_set_error). */
 #define optim__opt_err optim_set_error
@@ -165,6 +184,8 @@ int optim__validate(optim_optimizer *opt, optim_error *err);
 optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_var *var);
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
+/* Frees the qualified weight names (weights.c). */
+void optim__weight_names_free(optim_optimizer *opt);
 /* Puts the weights created since index `from` in Keras's order: optimizer-
  * level weights first, then slot kind by slot kind (all "m", then all "v"),
  * each in variable order, as Keras's _create_slots(var_list) builds them. */

@@ -62,7 +62,10 @@ const char *optim_errmsg(const optim_optimizer *opt) { return opt ? opt->errmsg 
 const char *optim_name(const optim_optimizer *opt) { return opt->name; }
 const optim_class *optim_class_of(const optim_optimizer *opt) { return &opt->cls; }
 optim_generation optim_generation_of(const optim_optimizer *opt) { return opt->gen; }
-int64_t optim_iterations(const optim_optimizer *opt) { return opt->iterations; }
+int64_t optim_iterations(const optim_optimizer *opt)
+{
+    return opt->in_hooks ? opt->hook_iterations : opt->iterations;
+}
 void *optim_state(const optim_optimizer *opt) { return opt->state; }
 void optim_free(void *p) { free(p); }
 
@@ -473,6 +476,8 @@ void optim_destroy(optim_optimizer *opt)
     free(opt->vars);
     optim__ptrmap_free(&opt->var_index);
     optim__weight_decay_free(opt);
+    optim__weight_names_free(opt);
+    optim__arena_free(&opt->arena);
     free(opt->transformers);
     free(opt->params);
     for (size_t i = 0; opt->hypers && i < opt->nparams; i++)

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A wrapper's weights are its iterations, then the inner optimizer's
@@ -36,11 +37,105 @@ size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap)
     return n;
 }
 
+/* ---- names: nested wrappers qualify their weights per level ------------------------------ *
+ *
+ * A weight is listed under its own name (VAR/SLOT, or the weight's name)
+ * unless a weight listed before it, an inner optimizer's, has that name
+ * already (Lookahead in Lookahead: two "w/slow"). It is then listed as
+ * "OPTNAME/NAME" with the name of the optimizer that owns it, or
+ * "OPTNAME_K/NAME" with the first K = 1, 2, ... that is free. */
+
+/* Every weight after iterations, in listing order, with its owner. */
+static size_t list_weights(const optim_optimizer *opt, optim_var **vars, const optim_optimizer **owner)
+{
+    const optim_optimizer *in = inner_of(opt);
+    size_t n = in ? list_weights(in, vars, owner) : 0;
+    for (size_t i = 0; i < opt->nslots; i++, n++) {
+        vars[n] = opt->slots[i].var;
+        owner[n] = opt;
+    }
+    return n;
+}
+
+typedef struct name_set {
+    const char **slot;
+    size_t cap;
+} name_set;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Adds name (kept by pointer); returns 0 if it was there already. */
+static int set_add(name_set *set, const char *name)
+{
+    size_t i = (size_t)hash_str(name) & (set->cap - 1);
+    for (; set->slot[i]; i = (i + 1) & (set->cap - 1))
+        if (strcmp(set->slot[i], name) == 0) return 0;
+    set->slot[i] = name;
+    return 1;
+}
+
+void optim__weight_names_free(optim_optimizer *opt)
+{
+    for (size_t i = 0; i < opt->nweight_names; i++) free(opt->weight_names[i]);
+    free(opt->weight_names);
+    opt->weight_names = NULL;
+    opt->nweight_names = 0;
+}
+
+/* The qualified name of weight j owned by o, free in set (malloc'd). */
+static char *qualify(name_set *set, const optim_optimizer *o, const char *name)
+{
+    size_t len = strlen(o->name) + strlen(name) + 24;
+    char *q = malloc(len);
+    for (unsigned k = 0; q; k++) {
+        if (k == 0) snprintf(q, len, "%s/%s", o->name, name);
+        else snprintf(q, len, "%s_%u/%s", o->name, k, name);
+        if (set_add(set, q)) return q;
+    }
+    return NULL;
+}
+
+/* Computes opt->weight_names: NULL where a weight keeps its own name. */
+static int name_weights(optim_optimizer *opt, size_t n)
+{
+    optim__weight_names_free(opt);
+    optim_var **vars = malloc((n + 1) * sizeof *vars);
+    const optim_optimizer **owner = malloc((n + 1) * sizeof *owner);
+    name_set set = {NULL, 16};
+    while (set.cap < 2 * n + 2) set.cap *= 2;
+    set.slot = calloc(set.cap, sizeof *set.slot);
+    char **names = calloc(n + 1, sizeof *names);
+    int ok = vars && owner && set.slot && names;
+    if (ok) list_weights(opt, vars, owner);
+    set_add(&set, "iterations");
+    for (size_t j = 0; ok && j < n; j++)
+        if (!set_add(&set, optim_var_name(vars[j])) && !(names[j] = qualify(&set, owner[j], optim_var_name(vars[j]))))
+            ok = 0;
+    opt->weight_names = names;
+    opt->nweight_names = names ? n : 0;
+    free(vars);
+    free(owner);
+    free(set.slot);
+    return ok;
+}
+
 const char *optim_weight_name(const optim_optimizer *opt, size_t i)
 {
     if (i == 0) return "iterations";
     optim_var *v = weight_var(opt, i);
-    return v ? optim_var_name(v) : NULL;
+    if (!v) return NULL;
+    if (!inner_of(opt)) return optim_var_name(v);
+    /* Names are computed for the weights as they are now, and again after
+     * weights were added or removed. */
+    optim_optimizer *o = (optim_optimizer *)opt;
+    const size_t n = optim_weights_count(opt) - 1;
+    if (o->nweight_names != n && !name_weights(o, n)) return NULL;
+    return o->weight_names[i - 1] ? o->weight_names[i - 1] : optim_var_name(v);
 }
 
 int optim_set_iterations(optim_optimizer *opt, int64_t iterations)

@@ -76,9 +76,10 @@ static int lookahead_create_slots(optim_optimizer *opt, optim_var *var, optim_er
     return optim_add_slot(opt, var, "slow", OPTIM_SLOT_COPY, 0);
 }
 
-static int lookahead_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static int lookahead_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                               const optim_step_options *o)
 {
-    return optim__tfa_step(opt, pairs, n, flags, lookahead_coefs, lookahead_rule);
+    return optim__tfa_step(opt, pairs, n, o, lookahead_coefs, lookahead_rule);
 }
 
 const optim_class optim_lookahead_class = {
@@ -91,7 +92,7 @@ const optim_class optim_lookahead_class = {
     .state_size = sizeof(optim__wrapper_state),
     .validate = optim__tfa_validate,
     .create_slots = lookahead_create_slots,
-    .apply_gradients = lookahead_apply,
+    .step = lookahead_apply,
     .get_config = optim__tfa_get_config,
     .set_config = optim__tfa_set_config,
     .destroy = optim__wrapper_destroy,

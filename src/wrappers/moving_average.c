@@ -57,9 +57,9 @@
 #include <string.h>
 
 #include "optim/optimizers.h"
+#include "core/parallel.h"
 #include "optimizer/impl.h"
 
-#define CHUNK 8192 /* elements per task of a wrapper's rule; fixed, so results never depend on threads */
 #define INNER_KEY "optimizer"
 #define MAX_INT 9007199254740992.0 /* 2**53: every integer up to it is exact in a double */
 
@@ -154,7 +154,7 @@ static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t
  * before the increment), writes the rule's constants and returns whether
  * the rule runs at this step; `rule` then runs on contiguous chunks of each
  * variable with a gradient and its wrapper slot, on all threads. */
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
+int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
                     int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
                     void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
                                  const double *coef))
@@ -165,18 +165,17 @@ int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
     if (n && !pairs) return optim_set_error(opt, OPTIM_EINVAL, "%s: pairs is NULL", cn);
     optim_var **vars = optim__malloc(n * sizeof *vars);
     optim_var **slots = optim__malloc(n * sizeof *slots);
-    optim_constraint *saved = optim__calloc(n, sizeof *saved);
     tfa_task *tasks = NULL;
     int rc;
     size_t nv = 0;
-    if (!vars || !slots || !saved) {
+    if (!vars || !slots) {
         rc = optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
         goto out;
     }
     rc = check_pairs(opt, pairs, n, vars, &nv);
     if (rc) goto out;
     size_t ntasks = 0;
-    for (size_t k = 0; k < nv; k++) ntasks += (size_t)((optim_var_numel(vars[k]) + CHUNK - 1) / CHUNK);
+    for (size_t k = 0; k < nv; k++) ntasks += (size_t)optim__nchunks(optim_var_numel(vars[k]));
     tasks = optim__malloc(ntasks * sizeof *tasks);
     if (!tasks) {
         rc = optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
@@ -196,51 +195,28 @@ int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
     size_t t = 0;
     for (size_t k = 0; k < nv; k++) {
         slots[k] = tfa_slot(opt, vars[k]);
-        for (int64_t off = 0; off < optim_var_numel(vars[k]); off += CHUNK) {
-            int64_t left = optim_var_numel(vars[k]) - off;
-            tasks[t++] = (tfa_task){k, off, left < CHUNK ? left : CHUNK};
-        }
+        OPTIM__FOR_CHUNKS(optim_var_numel(vars[k]), off, len) tasks[t++] = (tfa_task){k, off, len};
     }
 
     /* 2. The inner step, with the wrapper's gradient processing and
-     * counter, and without constraints (they come after the rule). */
-    optim__hyper clips[3];
-    for (int c = 0; c < 3; c++) {
-        clips[c] = in->hypers[clip_ids[c]];
-        in->hypers[clip_ids[c]] = opt->hypers[clip_ids[c]];
-    }
-    optim__fn_entry *transformers = in->transformers, aggregator = in->aggregator;
-    size_t ntransformers = in->ntransformers;
-    const int threads = in->num_threads;
-    const int64_t inner_it = in->iterations;
-    in->transformers = opt->transformers;
-    in->ntransformers = opt->ntransformers;
-    in->aggregator = opt->aggregator;
-    if (opt->num_threads > 0) in->num_threads = opt->num_threads;
-    in->iterations = step;
-    for (size_t k = 0; k < nv; k++) {
-        const optim_constraint *c = optim_var_constraint(vars[k]);
-        if (!c) continue;
-        saved[k] = *c;
-        optim_var_set_constraint(vars[k], NULL);
-    }
-    rc = optim_apply_gradients(in, pairs, n, flags);
-    for (size_t k = 0; k < nv; k++)
-        if (saved[k].kind != OPTIM_CONSTRAINT_NONE) optim_var_set_constraint(vars[k], &saved[k]);
-    for (int c = 0; c < 3; c++) in->hypers[clip_ids[c]] = clips[c];
-    in->transformers = transformers;
-    in->ntransformers = ntransformers;
-    in->aggregator = aggregator;
-    in->num_threads = threads;
+     * counter (unless a caller of the wrapper gave its own), and without
+     * constraints (they come after the rule). */
+    optim_step_options io = *o;
+    io.flags |= OPTIM_STEP_NO_CONSTRAINTS | OPTIM_STEP_SET_ITERATIONS;
+    io.iterations = step;
+    if (!io.aggregation) io.aggregation = opt;
+    if (!io.clipping) io.clipping = opt;
+    if (!io.transformers) io.transformers = opt;
+    if (!io.num_threads && opt->num_threads > 0) io.num_threads = opt->num_threads;
+    rc = optim_step(in, pairs, n, &io);
     if (rc) {
-        in->iterations = inner_it;
         optim__rollback_vars(opt, nv0, ns0, nn0);
         rc = optim_set_error(opt, rc, "%s: %s", cn, optim_errmsg(in));
         goto out;
     }
 
     /* 3. The wrapper's rule; 4. constraints and the counter. */
-    const int nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
+    const int nthreads = o->num_threads > 0 ? o->num_threads : optim_num_threads(opt);
     if (active) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
         for (size_t i = 0; i < ntasks; i++) {
@@ -251,14 +227,14 @@ int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                  tk->count, coef);
         }
     }
+    if (!(o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (size_t k = 0; k < nv; k++)
-        if (saved[k].kind != OPTIM_CONSTRAINT_NONE) optim_var_apply_constraint(vars[k]);
+        for (size_t k = 0; k < nv; k++) optim_var_apply_constraint(vars[k]);
+    }
     opt->iterations = in->iterations;
 out:
     free(vars);
     free(slots);
-    free(saved);
     free(tasks);
     return rc;
 }
@@ -418,12 +394,12 @@ static int ma_create_slots(optim_optimizer *opt, optim_var *var, optim_error *er
     return optim_add_slot(opt, var, "average", OPTIM_SLOT_COPY, 0);
 }
 
-static int ma_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static int ma_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
 {
     /* Allocated first, so that nothing can fail after the step. */
     optim_var **model = optim__malloc(n * sizeof *model);
     if (!model) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    int rc = optim__tfa_step(opt, pairs, n, flags, ma_coefs, ma_rule);
+    int rc = optim__tfa_step(opt, pairs, n, o, ma_coefs, ma_rule);
     if (rc) {
         free(model);
         return rc;
@@ -477,7 +453,7 @@ const optim_class optim_moving_average_class = {
     .state_size = sizeof(ma_state),
     .validate = optim__tfa_validate,
     .create_slots = ma_create_slots,
-    .apply_gradients = ma_apply,
+    .step = ma_apply,
     .get_config = ma_get_config,
     .set_config = optim__tfa_set_config,
     .destroy = ma_destroy,
@@ -489,7 +465,7 @@ const optim_class optim_moving_average_class = {
 static int is_averaged(const optim_optimizer *opt)
 {
     const optim_class *c = optim_class_of(opt);
-    return c->apply_gradients == ma_apply || c->apply_gradients == optim_swa_class.apply_gradients;
+    return c->step == ma_apply || c->step == optim_swa_class.step;
 }
 
 int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t *assigned)
@@ -540,7 +516,7 @@ int optim_swap_average_weights(optim_optimizer *opt)
     if (!opt) return OPTIM_EINVAL;
     opt->errmsg[0] = '\0';
     const char *cn = opt->cls.name;
-    if (opt->cls.apply_gradients != ma_apply)
+    if (opt->cls.step != ma_apply)
         return optim_set_error(opt, OPTIM_EINVAL,
                                "optim_swap_average_weights: %s is not MovingAverage (TF Addons' "
                                "swap_weights is MovingAverage's)",

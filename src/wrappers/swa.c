@@ -68,9 +68,10 @@ static int swa_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
     return optim_add_slot(opt, var, "average", OPTIM_SLOT_ZEROS, 0);
 }
 
-static int swa_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static int swa_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                         const optim_step_options *o)
 {
-    return optim__tfa_step(opt, pairs, n, flags, swa_coefs, swa_rule);
+    return optim__tfa_step(opt, pairs, n, o, swa_coefs, swa_rule);
 }
 
 const optim_class optim_swa_class = {
@@ -83,7 +84,7 @@ const optim_class optim_swa_class = {
     .state_size = sizeof(optim__wrapper_state),
     .validate = optim__tfa_validate,
     .create_slots = swa_create_slots,
-    .apply_gradients = swa_apply,
+    .step = swa_apply,
     .get_config = optim__tfa_get_config,
     .set_config = optim__tfa_set_config,
     .destroy = optim__wrapper_destroy,

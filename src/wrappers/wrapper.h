@@ -7,6 +7,7 @@
 
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optim/step.h"
 #include "optim/wrappers.h"
 
 typedef struct optim__wrapper_state {
@@ -25,7 +26,7 @@ void optim__wrapper_destroy(optim_optimizer *opt);
 
 /* The TF Addons averaging wrappers' shared step, validation and config
  * (src/wrappers/moving_average.c; used by swa.c and lookahead.c). */
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
+int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
                     int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
                     void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
                                  const double *coef));
