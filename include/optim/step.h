@@ -125,6 +125,26 @@ OPTIM_API optim_savepoint optim_savepoint_get(const optim_optimizer *opt);
  * must be cleared by the caller. */
 OPTIM_API void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp);
 
+/* ---- the base options and config of a wrapper ---------------------------- */
+
+/* A wrapper usually leaves the base options (learning_rate, clipnorm,
+ * weight_decay, use_ema, ...) to its inner optimizer. Returns the name of
+ * the first base option of opt's generation that is not at its default
+ * (learning_rate: the class's default_learning_rate), skipping the names in
+ * except, or NULL if there is none; have and want (may be NULL) get the
+ * value set and the default as text ("None", "true", "0.5", "a variable,
+ * callable or schedule"). */
+OPTIM_API const char *optim_base_option_changed(const optim_optimizer *opt, const char *const *except,
+                                                size_t n_except, char *have, size_t have_len,
+                                                char *want, size_t want_len);
+
+/* For get_config hooks of wrappers: keeps only the keys named in keys, in
+ * that order (absent ones skipped), dropping every other key written so
+ * far (the base's); the keys named in drop_null go too when their value is
+ * null. */
+OPTIM_API int optim_config_keep(optim_config *cfg, const char *const *keys, size_t n,
+                                const char *const *drop_null, size_t n_drop_null);
+
 #ifdef __cplusplus
 }
 #endif

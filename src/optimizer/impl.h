@@ -9,6 +9,7 @@
 #include "core/ptrmap.h"
 #include "optim/optimizer_class.h"
 #include "optim/step.h"
+#include "optimizer/config_ex.h"
 
 /* The kinds a hyperparameter value can take (Keras: number, variable,
  * callable, LearningRateSchedule), plus None. */
@@ -135,12 +136,6 @@ long optim__param_find(const optim_optimizer *opt, const char *name, int *other_
 /* Whether param i exists in the optimizer's generation. */
 int optim__param_in_gen(const optim_optimizer *opt, size_t i);
 
-/* optim_from_json with `pre` run on the new optimizer before its config keys
- * are read (wrappers install their inner optimizer there). If pre fails or
- * the config is refused, the optimizer is destroyed (and with it whatever
- * pre installed). */
-int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
-                          void *ctx, optim_error *err);
 
 /* What a get_config hook writes into (a cJSON object). */
 struct optim_config {

@@ -6,7 +6,7 @@
  * `average_period` steps from step `start_averaging` on.
  * tensorflow_addons/optimizers/stochastic_weight_averaging.py (SWA:
  * __init__, average_op, get_config) over average_wrapper.py
- * (AveragedOptimizerWrapper; the step mechanics are in moving_average.c).
+ * (AveragedOptimizerWrapper; the step mechanics are in tfa.c).
  *
  * Per step, with `step` the shared `iterations` before the increment (the
  * counter average_op reads inside the step), after the inner optimizer's
@@ -71,7 +71,8 @@ static int swa_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
 static int swa_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                          const optim_step_options *o)
 {
-    return optim__tfa_step(opt, pairs, n, o, swa_coefs, swa_rule);
+    static const optim__tfa_rule r = {"average", swa_coefs, swa_rule};
+    return optim__tfa_step(opt, pairs, n, o, &r);
 }
 
 const optim_class optim_swa_class = {

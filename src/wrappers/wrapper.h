@@ -25,11 +25,23 @@ optim_optimizer *optim__wrapper_inner(const optim_optimizer *opt);
 void optim__wrapper_destroy(optim_optimizer *opt);
 
 /* The TF Addons averaging wrappers' shared step, validation and config
- * (src/wrappers/moving_average.c; used by swa.c and lookahead.c). */
+ * (src/wrappers/tfa.c; used by moving_average.c, swa.c and lookahead.c).
+ * A wrapper's rule: its slot's name; `coefs` gets the wrapper's resolved
+ * values and the step (iterations before the increment), writes the rule's
+ * constants and returns whether the rule runs at this step; `rule` then
+ * runs on contiguous chunks of each variable with a gradient and its slot,
+ * on all threads. */
+typedef struct optim__tfa_rule {
+    const char *slot;
+    int (*coefs)(optim_optimizer *opt, int64_t step, double *coef);
+    void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count, const double *coef);
+} optim__tfa_rule;
 int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
-                    int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
-                    void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
-                                 const double *coef));
+                    const optim__tfa_rule *rule);
+/* The wrapper's own slot of var, NULL if it has not seen var; whether var
+ * is still the variable that slot was made for (or has none). */
+optim_var *optim__tfa_slot(const optim_optimizer *opt, const optim_var *var, const char *slot);
+int optim__tfa_same_as_tracked(const optim_optimizer *opt, const optim_var *var, const char *slot);
 int optim__tfa_validate(optim_optimizer *opt, optim_error *err);
 int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,
                           optim_error *err);
