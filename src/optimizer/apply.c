@@ -671,8 +671,7 @@ static int run_pipeline(optim_optimizer *opt, const optim_grad_var *pairs, size_
     optim_error err;
     optim__err_clear(&err);
     int rc = pipeline(&s, pairs, n, &err);
-    if (rc < 0) return optim__opt_take(opt, &err);
-    return OPTIM_OK;
+    return rc < 0 ? optim__opt_take(opt, &err) : rc;
 }
 
 /* The options as this library version reads them (an older caller's
@@ -720,8 +719,9 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);
     else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags);
     else rc = run_pipeline(opt, pairs, n, &o);
+    /* Failed, or ended by the inspect function: the counter as it was. */
     if (rc && (o.flags & OPTIM_STEP_SET_ITERATIONS)) opt->iterations = counter;
-    return rc;
+    return rc == OPTIM_STEP_SKIP ? OPTIM_OK : rc;
 }
 
 int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "optimizer/impl.h"
+#include "core/internal.h"
+#include "optimizer/config_ex.h"
 
 optim_optimizer *optim__wrapper_inner(const optim_optimizer *opt)
 {

@@ -48,18 +48,15 @@ int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *jso
 int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg);
 
 /* The skip-if-non-finite step driver of LossScaleOptimizer and
- * ApplyIfFinite (src/wrappers/apply_if_finite.c). */
-int optim__finite_check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                              int require_any, optim_error *err);
-/* `before` creates the wrapper's weights when missing; if the inner step
- * then fails they are destroyed again and `forget` clears the class state's
- * pointers to them, so that a failed step changes nothing. */
-int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
+ * ApplyIfFinite (src/wrappers/apply_if_finite.c). `before` creates the
+ * wrapper's weights when missing; if the inner step then fails they are
+ * destroyed again and `forget` clears the class state's pointers to them,
+ * so that a failed step changes nothing. */
+int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
                        int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
                        void (*forget)(optim_optimizer *), int *finite);
 int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err);
 int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *const *order,
                          size_t norder);
-int optim__finite_nthreads(const optim_optimizer *opt);
 
 #endif
