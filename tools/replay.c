@@ -248,17 +248,52 @@ static int write_out(replay *r, const char *path)
     return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* OUT holds every variable and every optimizer weight under its name: an
+ * INIT tensor named like a weight ("a/m" beside a variable "a") is refused
+ * before any step. The names are those of a second optimizer from the same
+ * config, built for the variables. */
+static int check_names(replay *r, const char *config)
+{
+    optim_error err;
+    optim_optimizer *probe;
+    if (optim_from_json(&probe, config, &err)) return fail("CONFIG: %s", err.msg);
+    int rc = optim_build(probe, r->vars, r->nvars) ? fail("%s", optim_errmsg(probe)) : 0;
+    size_t nw = rc ? 0 : optim_weights_count(probe), n = r->nvars + nw;
+    const char **names = rc ? NULL : malloc(n * sizeof *names);
+    if (!rc && !names) rc = fail("out of memory");
+    for (size_t i = 0; !rc && i < n; i++)
+        names[i] = i < r->nvars ? optim_var_name(r->vars[i]) : optim_weight_name(probe, i - r->nvars);
+    if (!rc) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 1; !rc && i < n; i++)
+        if (strcmp(names[i], names[i - 1]) == 0)
+            rc = fail("INIT tensor '%s' has the name of one of the optimizer's weights (OUT holds "
+                      "both under their names); rename the variable",
+                      names[i]);
+    free(names);
+    optim_destroy(probe);
+    return rc;
+}
+
 static int run(replay *r, char **argv)
 {
     optim_error err;
     char *config = optim_tool_read_text(argv[0], &err);
     if (!config) return fail("CONFIG %s", err.msg);
     int rc = optim_from_json(&r->opt, config, &err);
+    if (rc) {
+        free(config);
+        return fail("CONFIG %s: %s", argv[0], err.msg);
+    }
+    if (optim_st_read(argv[1], &r->init, &err)) rc = fail("INIT %s", err.msg);
+    else if (optim_st_read(argv[2], &r->grads, &err)) rc = fail("GRADS %s", err.msg);
+    else rc = load_vars(r) || index_grads(r) || check_names(r, config);
     free(config);
-    if (rc) return fail("CONFIG %s: %s", argv[0], err.msg);
-    if (optim_st_read(argv[1], &r->init, &err)) return fail("INIT %s", err.msg);
-    if (optim_st_read(argv[2], &r->grads, &err)) return fail("GRADS %s", err.msg);
-    if (load_vars(r) || index_grads(r)) return 1;
+    if (rc) return 1;
     for (int64_t k = 0; k < r->steps; k++) {
         for (size_t v = 0; v < r->nvars; v++)
             if (make_pair(r, k, v)) return 1;
