@@ -83,7 +83,7 @@ typedef struct optim_step_options {
 OPTIM_API optim_step_options optim_step_options_defaults(void);
 
 /* One step of opt with the overrides of `o` (NULL: defaults): the pipeline
- * of optim_apply_gradients (docs/architecture.md), or the class's `step`
+ * of optim_apply_gradients (docs/custom-optimizer.md, section 3), or the class's `step`
  * hook for a wrapper, which gets `o` to honour and pass on. A wrapper class
  * without a `step` hook (only apply_gradients, written for an older
  * version) accepts only default options (OPTIM_ENOTSUP otherwise). On error

@@ -1,4 +1,4 @@
-/* apply_gradients: the pipeline of docs/architecture.md, one named stage per
+/* apply_gradients: the pipeline of docs/custom-optimizer.md section 3, one named stage per
  * step of the design (stage 1, validation, is in check.c):
  *
  *  1 validate every pair (nothing changes on error)   5 create missing slots

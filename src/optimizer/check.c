@@ -117,20 +117,19 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
                           "%s: no gradients provided for any variable (%zu pairs, all without "
                           "gradient)",
                           cn, n);
-    /* Each variable at most once. */
-    const void **ptrs = optim__malloc(n * sizeof *ptrs);
+    /* Each variable at most once: sorted in the optimizer's step arena
+     * (reset when its next step starts). */
+    const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
     if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
     qsort(ptrs, n, sizeof *ptrs, cmp_ptr);
     for (size_t i = 1; i < n; i++)
         if (ptrs[i] == ptrs[i - 1]) {
             const char *vn = optim_var_name(ptrs[i]);
-            free(ptrs);
             return optim__err(err, OPTIM_EINVAL,
                               "%s: variable '%s' appears more than once in one apply_gradients call",
                               cn, vn);
         }
-    free(ptrs);
     return OPTIM_OK;
 }
 

@@ -215,7 +215,7 @@ int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *co
 /* ---- the class -------------------------------------------------------------------------------- */
 
 typedef struct aif_state {
-    optim__wrapper_state w; /* first, for the wrapper plumbing */
+    optim_wrapper_state w; /* first, for the wrapper plumbing */
     optim_var *skipped;     /* "skipped_steps", float64 scalar */
 } aif_state;
 

@@ -88,7 +88,7 @@ static const optim_param lso_params[] = {
 };
 
 typedef struct lso_state {
-    optim__wrapper_state w; /* first, for the wrapper plumbing */
+    optim_wrapper_state w; /* first, for the wrapper plumbing */
     optim_var *counter;     /* step_counter / good_steps: float64 scalar */
     optim_var *scale;       /* dynamic_scale / current_loss_scale: float32 scalar */
 } lso_state;

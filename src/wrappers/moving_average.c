@@ -55,7 +55,7 @@ static const optim_param ma_params[] = {
 };
 
 typedef struct ma_state {
-    optim__wrapper_state w; /* first, for the wrapper plumbing */
+    optim_wrapper_state w; /* first, for the wrapper plumbing */
     optim_var **model;      /* the variables of the latest step (_model_weights), borrowed */
     size_t nmodel;
 } ma_state;

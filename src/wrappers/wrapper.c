@@ -10,7 +10,7 @@
 
 optim_optimizer *optim__wrapper_inner(const optim_optimizer *opt)
 {
-    const optim__wrapper_state *st = optim_state(opt);
+    const optim_wrapper_state *st = optim_state(opt);
     return st ? st->inner : NULL;
 }
 
@@ -22,14 +22,14 @@ optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt)
 
 void optim__wrapper_destroy(optim_optimizer *opt)
 {
-    optim__wrapper_state *st = optim_state(opt);
+    optim_wrapper_state *st = optim_state(opt);
     if (st && st->owns_inner) optim_destroy(st->inner);
     if (st) st->inner = NULL;
 }
 
 int optim__wrapper_set_inner_json(optim_optimizer *opt, const char *json_value, optim_error *err)
 {
-    optim__wrapper_state *st = optim_state(opt);
+    optim_wrapper_state *st = optim_state(opt);
     const char *cn = optim_class_of(opt)->name;
     if (st->inner)
         return optim__err(err, OPTIM_EINVAL, "%s: the inner optimizer is given twice", cn);
@@ -63,7 +63,7 @@ int optim__wrapper_require_inner(optim_optimizer *opt, const char *key, optim_er
 
 static int install(optim_optimizer *opt, void *inner)
 {
-    optim__wrapper_state *st = optim_state(opt);
+    optim_wrapper_state *st = optim_state(opt);
     if (!optim_class_of(opt)->inner || !st)
         return optim_set_error(opt, OPTIM_EINVAL, "%s is not a wrapper", optim_class_of(opt)->name);
     st->inner = inner;
@@ -81,7 +81,7 @@ int optim_wrap(optim_optimizer **out, const char *wrapper_json, optim_optimizer 
     optim_optimizer *w;
     int rc = optim__from_config_ex(&w, wrapper_json, install, inner, err);
     if (rc) return rc;
-    ((optim__wrapper_state *)optim_state(w))->owns_inner = 1;
+    ((optim_wrapper_state *)optim_state(w))->owns_inner = 1;
     *out = w;
     return OPTIM_OK;
 }

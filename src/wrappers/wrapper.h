@@ -1,6 +1,6 @@
 /* What every wrapper shares (internal): the inner optimizer it owns, from
  * JSON or from optim_wrap. A wrapper's class state starts with
- * optim__wrapper_state; its class table points .inner at optim__wrapper_inner
+ * optim_wrapper_state (optim/wrappers.h); its class table points .inner at optim__wrapper_inner
  * and .destroy at (or calls) optim__wrapper_destroy. */
 #ifndef OPTIM_WRAPPERS_WRAPPER_H
 #define OPTIM_WRAPPERS_WRAPPER_H
@@ -10,10 +10,6 @@
 #include "optim/step.h"
 #include "optim/wrappers.h"
 
-typedef struct optim__wrapper_state {
-    optim_optimizer *inner;
-    int owns_inner; /* 0 while optim_wrap has not succeeded */
-} optim__wrapper_state;
 
 /* For set_config: creates the inner optimizer from its nested JSON. */
 int optim__wrapper_set_inner_json(optim_optimizer *opt, const char *json_value, optim_error *err);
