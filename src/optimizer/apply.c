@@ -221,6 +221,52 @@ static double global_scale(optim_dtype dt, double norm, double clip)
     return clip * (a < b ? a : b);
 }
 
+/* Squared norms of every gradient after unscaling and clipvalue: dense
+ * ones by fixed chunks (in parallel, partial sums added in chunk order),
+ * sparse ones whole (their rows as given). */
+static int grad_norms(step *s, const clip_desc *base, double *norm2)
+{
+    size_t nchunks = 0;
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_DENSE) nchunks += (size_t)optim__nchunks(s->works[i].numel);
+    task *chunks = step_alloc(s, nchunks * sizeof *chunks);
+    double *part = step_alloc(s, nchunks * sizeof *part);
+    if (!chunks || !part) return OPTIM_ENOMEM;
+    size_t c = 0;
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_DENSE)
+            OPTIM__FOR_CHUNKS(s->works[i].numel, off, len) chunks[c++] = (task){i, off, len};
+#pragma omp parallel for schedule(dynamic, 4) num_threads(s->nthreads)
+    for (size_t k = 0; k < nchunks; k++) {
+        const work *w = &s->works[chunks[k].w];
+        part[k] = sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
+                        chunks[k].count, base);
+    }
+    for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_SPARSE)
+            norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals, s->works[i].raw_n * s->works[i].row_size,
+                             base);
+    return OPTIM_OK;
+}
+
+/* Gives work w its transform: dense gradients are transformed per chunk
+ * while updating; sparse rows as given, duplicates included (tf.clip_by_*
+ * on IndexedSlices.values), into a clipped copy proportional to the rows. */
+static int set_clip(step *s, work *w, const clip_desc *c)
+{
+    w->clip = *c;
+    if (w->kind != OPTIM_GRAD_SPARSE) {
+        w->fused = 1;
+        return OPTIM_OK;
+    }
+    void *copy = step_alloc(s, (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype));
+    if (!copy) return OPTIM_ENOMEM;
+    clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
+    w->raw_vals = copy;
+    return OPTIM_OK;
+}
+
 /* unscale: Keras 3's loss_scale_factor (0 for none), divided first. */
 static int clip_all(step *s, double unscale)
 {
@@ -237,57 +283,21 @@ static int clip_all(step *s, double unscale)
     int do_norm = CLIP_ON(OPTIM__P_CLIPNORM), do_global = CLIP_ON(OPTIM__P_GLOBAL_CLIPNORM);
 #undef CLIP_ON
     if (!base.has_cv && !do_norm && !do_global && !base.unscale) return OPTIM_OK;
-
-    /* Norms: dense gradients by fixed chunks (in parallel), sparse ones whole. */
-    size_t nchunks = 0;
-    for (size_t i = 0; i < s->nworks; i++)
-        if (s->works[i].kind == OPTIM_GRAD_DENSE) nchunks += (size_t)optim__nchunks(s->works[i].numel);
-    double *norm2 = step_calloc(s, s->nworks * sizeof *norm2);
-    task *chunks = step_calloc(s, nchunks * sizeof *chunks);
-    double *part = step_calloc(s, nchunks * sizeof *part);
-    if (!norm2 || !chunks || !part) return OPTIM_ENOMEM;
-    if (do_norm || do_global) {
-        size_t c = 0;
-        for (size_t i = 0; i < s->nworks; i++)
-            if (s->works[i].kind == OPTIM_GRAD_DENSE)
-                OPTIM__FOR_CHUNKS(s->works[i].numel, off, len) chunks[c++] = (task){i, off, len};
-#pragma omp parallel for schedule(dynamic, 4) num_threads(s->nthreads)
-        for (size_t k = 0; k < nchunks; k++) {
-            const work *w = &s->works[chunks[k].w];
-            part[k] = sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
-                            chunks[k].count, &base);
-        }
-        for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
-        for (size_t i = 0; i < s->nworks; i++)
-            if (s->works[i].kind == OPTIM_GRAD_SPARSE)
-                norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals,
-                                 s->works[i].raw_n * s->works[i].row_size, &base);
-    }
-    double global = 0;
+    double *norm2 = step_calloc(s, s->nworks * sizeof *norm2), global = 0;
+    if (!norm2 || ((do_norm || do_global) && grad_norms(s, &base, norm2))) return OPTIM_ENOMEM;
     for (size_t i = 0; i < s->nworks; i++) global += norm2[i];
     global = sqrt(global);
     for (size_t i = 0; i < s->nworks; i++) {
-        work *w = &s->works[i];
-        w->clip = base;
+        clip_desc c = base;
         if (do_norm) {
-            w->clip.mode = 1;
-            w->clip.c = v[OPTIM__P_CLIPNORM];
-            w->clip.norm = sqrt(norm2[i]);
+            c.mode = 1;
+            c.c = v[OPTIM__P_CLIPNORM];
+            c.norm = sqrt(norm2[i]);
         } else if (do_global) {
-            w->clip.mode = 2;
-            w->clip.scale = global_scale(w->dtype, global, v[OPTIM__P_GLOBAL_CLIPNORM]);
+            c.mode = 2;
+            c.scale = global_scale(s->works[i].dtype, global, v[OPTIM__P_GLOBAL_CLIPNORM]);
         }
-        if (w->kind == OPTIM_GRAD_SPARSE) {
-            /* Rows as given, duplicates included (tf.clip_by_* on
-             * IndexedSlices.values): a clipped copy, proportional to the rows. */
-            size_t bytes = (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype);
-            void *copy = step_alloc(s, bytes);
-            if (!copy) return OPTIM_ENOMEM;
-            clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
-            w->raw_vals = copy;
-        } else {
-            w->fused = 1;
-        }
+        if (set_clip(s, &s->works[i], &c)) return OPTIM_ENOMEM;
     }
     return OPTIM_OK;
 }

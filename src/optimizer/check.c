@@ -16,6 +16,9 @@ static int same_dims(int32_t rank, const int64_t *a, const int64_t *b)
     return 1;
 }
 
+static int check_sparse(const optim_optimizer *opt, const char *what, const optim_slices *s, optim_var *v,
+                        optim_error *err);
+
 int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_grad_var *p, size_t i,
                       optim_error *err)
 {
@@ -59,8 +62,18 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
     if (p->grad.kind != OPTIM_GRAD_SPARSE)
         return optim__err(err, OPTIM_EINVAL, "%s: gradient of '%s' has unknown kind %d", cn, vn,
                           (int)p->grad.kind);
-    const optim_slices *s = &p->grad.sparse;
     snprintf(what, sizeof what, "%s: sparse gradient of '%s'", cn, vn);
+    return check_sparse(opt, what, &p->grad.sparse, v, err);
+}
+
+/* A sparse gradient of v (`what` names it in messages). */
+static int check_sparse(const optim_optimizer *opt, const char *what, const optim_slices *s, optim_var *v,
+                        optim_error *err)
+{
+    char a[160], b[160];
+    const int32_t vr = optim_var_rank(v);
+    const int64_t *vs = optim_var_shape(v);
+    const optim_dtype vd = optim_var_dtype(v);
     if (!opt->cls.apply_sparse && !opt->cls.apply_sparse_duplicate_indices)
         return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update", what);
     if (opt->gen == OPTIM_LEGACY && optim_var_constraint(v))

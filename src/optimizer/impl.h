@@ -113,8 +113,9 @@ struct optim_optimizer {
     void *state;
     void *coef[2];             /* per dtype: [0] f32, [1] f64 */
     optim__arena arena;        /* the running step's buffers, reused step after step */
+    uint64_t weights_version;  /* changes whenever a weight is added, removed or moved */
     char **weight_names;       /* optim_weight_name's qualified names (weights.c), or NULL */
-    size_t nweight_names;
+    uint64_t names_version;    /* the weights (of every level) they were computed for */
     char errmsg[OPTIM_ERRMSG_MAX];
 };
 

@@ -81,6 +81,7 @@ void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, siz
         else optim_var_destroy(opt->slots[i].var);
     }
     opt->nslots = keep;
+    opt->weights_version++;
     while (opt->nslot_names > nnames) free(opt->slot_names[--opt->nslot_names]);
     while (opt->nvars > nvars) optim__ptrmap_del(&opt->var_index, opt->vars[--opt->nvars].var);
 }
@@ -114,6 +115,7 @@ void optim__order_new_slots(optim_optimizer *opt, size_t from)
         }
         opt->slots[j] = x;
     }
+    opt->weights_version++;
     for (size_t i = from; i < opt->nslots; i++)
         if (opt->slots[i].owner != OPTIM__NO_OWNER)
             opt->vars[opt->slots[i].owner].slot_ids[opt->slots[i].k] = i;
@@ -175,6 +177,7 @@ static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot
     sl->k = e ? e->nslots : 0;
     if (e) e->slot_ids[e->nslots++] = opt->nslots;
     opt->nslots++;
+    opt->weights_version++;
     if (out) *out = v;
     return OPTIM_OK;
 }
@@ -294,6 +297,7 @@ void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
 {
     if (!opt || !sp) return;
     while (opt->nslots > sp->weights_) optim_var_destroy(opt->slots[--opt->nslots].var);
+    opt->weights_version++;
     while (opt->nslot_names > sp->names_) free(opt->slot_names[--opt->nslot_names]);
     while (opt->nvars > sp->vars_) optim__ptrmap_del(&opt->var_index, opt->vars[--opt->nvars].var);
     opt->iterations = sp->iterations_;

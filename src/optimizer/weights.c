@@ -81,10 +81,16 @@ static int set_add(name_set *set, const char *name)
 
 void optim__weight_names_free(optim_optimizer *opt)
 {
-    for (size_t i = 0; i < opt->nweight_names; i++) free(opt->weight_names[i]);
+    for (size_t i = 0; opt->weight_names && opt->weight_names[i] != (char *)opt; i++) free(opt->weight_names[i]);
     free(opt->weight_names);
     opt->weight_names = NULL;
-    opt->nweight_names = 0;
+}
+
+/* The version of the weights of every level. */
+static uint64_t weights_version(const optim_optimizer *opt)
+{
+    const optim_optimizer *in = inner_of(opt);
+    return opt->weights_version + 1 + (in ? weights_version(in) * 31 : 0);
 }
 
 /* The qualified name of weight j owned by o, free in set (malloc'd). */
@@ -109,15 +115,17 @@ static int name_weights(optim_optimizer *opt, size_t n)
     name_set set = {NULL, 16};
     while (set.cap < 2 * n + 2) set.cap *= 2;
     set.slot = calloc(set.cap, sizeof *set.slot);
-    char **names = calloc(n + 1, sizeof *names);
+    char **names = calloc(n + 1, sizeof *names); /* names[n] = opt: the end */
     int ok = vars && owner && set.slot && names;
     if (ok) list_weights(opt, vars, owner);
-    set_add(&set, "iterations");
+    if (ok) set_add(&set, "iterations");
     for (size_t j = 0; ok && j < n; j++)
         if (!set_add(&set, optim_var_name(vars[j])) && !(names[j] = qualify(&set, owner[j], optim_var_name(vars[j]))))
             ok = 0;
+    if (names) names[n] = (char *)opt;
     opt->weight_names = names;
-    opt->nweight_names = names ? n : 0;
+    opt->names_version = weights_version(opt);
+    if (!ok) optim__weight_names_free(opt);
     free(vars);
     free(owner);
     free(set.slot);
@@ -131,10 +139,11 @@ const char *optim_weight_name(const optim_optimizer *opt, size_t i)
     if (!v) return NULL;
     if (!inner_of(opt)) return optim_var_name(v);
     /* Names are computed for the weights as they are now, and again after
-     * weights were added or removed. */
+     * weights were added, removed or moved at any level. */
     optim_optimizer *o = (optim_optimizer *)opt;
-    const size_t n = optim_weights_count(opt) - 1;
-    if (o->nweight_names != n && !name_weights(o, n)) return NULL;
+    if ((!o->weight_names || o->names_version != weights_version(opt)) &&
+        !name_weights(o, optim_weights_count(opt) - 1))
+        return NULL;
     return o->weight_names[i - 1] ? o->weight_names[i - 1] : optim_var_name(v);
 }
 
