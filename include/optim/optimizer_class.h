@@ -101,7 +101,9 @@ typedef struct optim_dense_update {
     void *const *slots;   /* each slot's data + offset, in create_slots order */
     int nslots;           /* how many slots this variable has */
     const void *coef;     /* what prepare wrote for this dtype */
-    int64_t iterations;   /* the step counter before this step's increment */
+    int64_t iterations;   /* the count the update rule sees: the step counter before
+                             this step's increment (Keras 3 with
+                             gradient_accumulation_steps S: counter // S) */
 } optim_dense_update;
 
 /* A sparse update of one variable, viewed as [rows, row_size]. */
