@@ -212,8 +212,42 @@ static void test_savepoint(void **s)
     optim_grad_var p = pair_of(a, G0);
     assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
     assert_non_null(optim_get_slot(adam, a, "m"));
+    /* Bad input: ignored or refused, never a crash. */
+    optim_savepoint none = optim_savepoint_get(NULL);
+    assert_int_equal(none.weights_, 0);
+    optim_rollback(NULL, &sp);
+    optim_rollback(adam, NULL);
+    optim_savepoint ahead = optim_savepoint_get(adam);
+    ahead.weights_ += 5;
+    optim_rollback(adam, &ahead);
+    assert_int_equal(optim_weights_count(adam), 3);
+    assert_int_equal(optim_check_gradients(NULL, &p, 1, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_config_keep(NULL, NULL, 0, NULL, 0), OPTIM_EINVAL);
     optim_destroy(adam);
     optim_var_destroy(a);
+}
+
+/* optim_base_option_changed names the first base option off its default,
+ * with both values as text. */
+static void test_base_option_changed(void **s)
+{
+    (void)s;
+    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.5, \"use_ema\": true}}");
+    char have[64], want[64];
+    const char *name = optim_base_option_changed(sgd, NULL, 0, have, sizeof have, want, sizeof want);
+    /* learning_rate is at the class's default, 0.01. */
+    assert_string_equal(name, "clipnorm");
+    assert_string_equal(have, "1.5");
+    assert_string_equal(want, "None");
+    const char *const except[] = {"clipnorm"};
+    name = optim_base_option_changed(sgd, except, 1, have, sizeof have, want, sizeof want);
+    assert_string_equal(name, "use_ema");
+    assert_string_equal(have, "true");
+    assert_string_equal(want, "false");
+    const char *const both[] = {"clipnorm", "use_ema"};
+    assert_null(optim_base_option_changed(sgd, both, 2, NULL, 0, NULL, 0));
+    assert_null(optim_base_option_changed(NULL, NULL, 0, NULL, 0, NULL, 0));
+    optim_destroy(sgd);
 }
 
 /* ---- nested wrappers ------------------------------------------------------------------ */
@@ -389,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_inspect),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_savepoint),
+        cmocka_unit_test(test_base_option_changed),
         cmocka_unit_test(test_nested_wrappers),
         cmocka_unit_test(test_init_name_is_a_weight),
         cmocka_unit_test(test_failed_build_changes_nothing),

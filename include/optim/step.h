@@ -122,7 +122,9 @@ OPTIM_API optim_savepoint optim_savepoint_get(const optim_optimizer *opt);
 /* Destroys the slots and weights created since sp, forgets the variables
  * tracked since, and restores the counter (the inner optimizer's counter is
  * left alone). Pointers to the destroyed weights (kept in a class state)
- * must be cleared by the caller. */
+ * must be cleared by the caller. A savepoint that holds more than opt has
+ * now (not opt's, or taken before an earlier rollback) is ignored, as are
+ * NULL arguments. */
 OPTIM_API void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp);
 
 /* ---- the base options and config of a wrapper ---------------------------- */

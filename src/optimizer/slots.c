@@ -289,13 +289,17 @@ static int track(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
 optim_savepoint optim_savepoint_get(const optim_optimizer *opt)
 {
-    optim_savepoint sp = {opt->nvars, opt->nslots, opt->nslot_names, opt->iterations};
+    optim_savepoint sp = {0, 0, 0, 0};
+    if (opt) sp = (optim_savepoint){opt->nvars, opt->nslots, opt->nslot_names, opt->iterations};
     return sp;
 }
 
 void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
 {
-    if (!opt || !sp) return;
+    /* Only backwards: a savepoint of another optimizer, or one taken before
+     * an earlier rollback, holds counts above the current ones. */
+    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots || sp->names_ > opt->nslot_names)
+        return;
     while (opt->nslots > sp->weights_) optim_var_destroy(opt->slots[--opt->nslots].var);
     opt->weights_version++;
     while (opt->nslot_names > sp->names_) free(opt->slot_names[--opt->nslot_names]);
