@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "optim/optim.h"
+#include "optimizer/impl.h" /* the step arena, for the steady-state check */
 
 static const double W0[4] = {0.5, -1.0, 2.0, -0.25};
 static const double G0[4] = {3.0, -4.0, 0.5, 1.0};
@@ -250,6 +251,29 @@ static void test_base_option_changed(void **s)
     optim_destroy(sgd);
 }
 
+/* Steady state: after the first steps, a step of the same shapes takes its
+ * buffers from the arena it already holds (one block, same size). */
+static void test_arena_steady_state(void **s)
+{
+    (void)s;
+    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_grad_var p = pair_of(a, G0);
+    optim__arena_block *head = NULL;
+    size_t reserved = 0;
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
+        if (k == 2) head = adam->arena.head, reserved = adam->arena.reserved;
+        if (k > 2) {
+            assert_ptr_equal(adam->arena.head, head);
+            assert_int_equal(adam->arena.reserved, reserved);
+        }
+    }
+    assert_non_null(head);
+    optim_destroy(adam);
+    optim_var_destroy(a);
+}
+
 /* ---- nested wrappers ------------------------------------------------------------------ */
 
 static const char *const NESTED[] = {
@@ -424,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_savepoint),
         cmocka_unit_test(test_base_option_changed),
+        cmocka_unit_test(test_arena_steady_state),
         cmocka_unit_test(test_nested_wrappers),
         cmocka_unit_test(test_init_name_is_a_weight),
         cmocka_unit_test(test_failed_build_changes_nothing),
