@@ -253,21 +253,46 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The variables that get a gradient at some step (those the optimizer
+ * makes slots for), into out; returns how many. */
+static size_t with_gradients(const replay *r, optim_var **out)
+{
+    size_t m = 0;
+    for (size_t v = 0; v < r->nvars; v++)
+        for (int64_t k = 0; k < r->steps; k++) {
+            const grad_ref *g = &r->refs[k * (int64_t)r->nvars + v];
+            if (g->dense || g->indices) {
+                out[m++] = r->vars[v];
+                break;
+            }
+        }
+    return m;
+}
+
 /* OUT holds every variable and every optimizer weight under its name: an
  * INIT tensor named like a weight ("a/m" beside a variable "a") is refused
  * before any step. The names are those of a second optimizer from the same
- * config, built for the variables. */
+ * config, built for the variables that get gradients. If that build fails,
+ * the steps themselves report the reason. */
 static int check_names(replay *r, const char *config)
 {
     optim_error err;
     optim_optimizer *probe;
     if (optim_from_json(&probe, config, &err)) return fail("CONFIG: %s", err.msg);
-    int rc = optim_build(probe, r->vars, r->nvars) ? fail("%s", optim_errmsg(probe)) : 0;
-    size_t nw = rc ? 0 : optim_weights_count(probe), n = r->nvars + nw;
-    const char **names = rc ? NULL : malloc(n * sizeof *names);
-    if (!rc && !names) rc = fail("out of memory");
+    optim_var **used = malloc(r->nvars * sizeof *used);
+    int rc = used ? 0 : fail("out of memory");
+    int built = !rc && optim_build(probe, used, with_gradients(r, used)) == 0;
+    size_t nw = built ? optim_weights_count(probe) : 0, n = r->nvars + nw;
+    const char **names = built ? malloc(n * sizeof *names) : NULL;
+    if (built && !names) rc = fail("out of memory");
+    free(used);
+    if (!built || rc) {
+        optim_destroy(probe);
+        return rc;
+    }
     for (size_t i = 0; !rc && i < n; i++)
-        names[i] = i < r->nvars ? optim_var_name(r->vars[i]) : optim_weight_name(probe, i - r->nvars);
+        if (!(names[i] = i < r->nvars ? optim_var_name(r->vars[i]) : optim_weight_name(probe, i - r->nvars)))
+            rc = fail("out of memory");
     if (!rc) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 1; !rc && i < n; i++)
         if (strcmp(names[i], names[i - 1]) == 0)
