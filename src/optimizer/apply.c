@@ -600,12 +600,15 @@ static int stage_create_slots(step *s, optim_error *err)
     return OPTIM_OK;
 }
 
-/* 6. Per-step coefficients, once per dtype (the hooks see Keras's
- * `iterations`, k3.iterations, as optim_iterations). */
+/* 6. Per-step coefficients, once per dtype. From here to the end of the
+ * update the hooks see Keras's `iterations` (k3.iterations: the counter
+ * divided by gradient_accumulation_steps) as optim_iterations. */
 static void stage_prepare(step *s)
 {
     optim_optimizer *opt = s->opt;
-    if (!opt->cls.prepare) return;
+    opt->hook_iterations = s->k3.iterations;
+    opt->in_hooks = 1;
+    if (!s->k3.update || !opt->cls.prepare) return;
     int seen[2] = {0, 0};
     for (size_t i = 0; i < s->nworks; i++) seen[s->works[i].dtype == OPTIM_F64] = 1;
     if (seen[0]) opt->cls.prepare(opt, OPTIM_F32, opt->coef[0]);
@@ -618,9 +621,6 @@ static void stage_update(step *s)
 {
     optim_optimizer *opt = s->opt;
     if (!s->k3.update) optim__k3_accumulate(&s->k3, s->k3g, s->nworks, s->nthreads);
-    opt->hook_iterations = s->k3.iterations;
-    opt->in_hooks = 1;
-    if (s->k3.update) stage_prepare(s);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
     for (size_t t = 0; t < s->ntasks; t++) run_task(s, &s->tasks[t], omp_get_thread_num());
     opt->in_hooks = 0;
@@ -642,17 +642,18 @@ static void stage_finish(step *s)
 static int pipeline(step *s, const optim_grad_var *pairs, size_t n, optim_error *err)
 {
     optim_optimizer *opt = s->opt;
-    int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err);
-    if (!rc) rc = optim__resolve(opt, err);
-    if (!rc) rc = stage_skip_absent(s, pairs, n, err);
-    if (!rc) rc = stage_aggregate(s, err);
+    int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err); /* 1 (check.c) */
+    if (!rc) rc = optim__resolve(opt, err);                              /* 1: this step's values */
+    if (!rc) rc = stage_skip_absent(s, pairs, n, err);                   /* 2 */
+    if (!rc) rc = stage_aggregate(s, err);                               /* 3 */
     if (rc) return rc;
     optim__k3_begin(opt, &s->k3);
-    rc = stage_transform(s, err);
-    if (!rc) rc = stage_create_slots(s, err);
+    rc = stage_transform(s, err);                                        /* 4 */
+    if (!rc) rc = stage_create_slots(s, err);                            /* 5 */
     if (rc) return rc;
-    stage_update(s);
-    stage_finish(s);
+    stage_prepare(s);                                                    /* 6 */
+    stage_update(s);                                                     /* 7 */
+    stage_finish(s);                                                     /* 8 */
     return OPTIM_OK;
 }
 
