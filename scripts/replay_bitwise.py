@@ -13,6 +13,7 @@ duplicate indices, a scalar f64 every other step) are written by this script
 in DIR. `compare` exits 1 and names each config whose OUT differs.
 """
 import ast
+import hashlib
 import json
 import math
 import os
@@ -89,11 +90,15 @@ def write_inputs(d):
     write_st(os.path.join(d, "grads.st"), g)
 
 
-def replay(optim, d, i, cfg, suffix):
-    cpath = os.path.join(d, "cfg%03d.json" % i)
+def key(cfg):
+    return hashlib.sha1(cfg.encode()).hexdigest()[:12]
+
+
+def replay(optim, d, cfg, suffix):
+    cpath = os.path.join(d, "cfg-%s.json" % key(cfg))
     with open(cpath, "w") as fh:
         fh.write(cfg)
-    out = os.path.join(d, "out%03d.%s" % (i, suffix))
+    out = os.path.join(d, "out-%s.%s" % (key(cfg), suffix))
     if os.path.exists(out):
         os.unlink(out)
     r = subprocess.run([optim, "replay", cpath, os.path.join(d, "init.st"), os.path.join(d, "grads.st"), out],
@@ -110,13 +115,13 @@ def main():
     bad = 0
     for i, cfg in enumerate(configs()):
         if mode == "record":
-            _, rc, msg = replay(optim, d, i, cfg, "old")
+            _, rc, msg = replay(optim, d, cfg, "old")
             if rc:
                 print("record: config %d failed (%s): %s" % (i, msg, cfg))
                 bad += 1
             continue
-        old = os.path.join(d, "out%03d.old" % i)
-        new, rc, msg = replay(optim, d, i, cfg, "new")
+        old = os.path.join(d, "out-%s.old" % key(cfg))
+        new, rc, msg = replay(optim, d, cfg, "new")
         if rc or not os.path.exists(old):
             print("config %d: %s: %s" % (i, "no recorded OUT" if not rc else msg, cfg))
             bad += 1

@@ -199,6 +199,23 @@ struct optim_class {
      * get_slot (after iterations, before the wrapper's own). */
     optim_optimizer *(*inner)(const optim_optimizer *opt);
 
+    /* Optional, Keras 3 only (Keras's _apply_weight_decay override): the
+     * decoupled weight-decay rate for var, given the base option
+     * weight_decay (NAN for None). The base then applies
+     * w = w - w * rate * lr before the update, unless var is excluded
+     * (optim_exclude_from_weight_decay); NAN or <= 0 means no decay. NULL:
+     * the base option itself. Muon decays its AdamW variables by
+     * adam_weight_decay. Called on the calling thread at step 5. */
+    double (*weight_decay)(const optim_optimizer *opt, const optim_var *var, double weight_decay);
+
+    /* Optional, for wrappers of several optimizers (MultiOptimizer), in
+     * place of `inner`: the i-th wrapped optimizer, NULL past the last.
+     * Their weights follow iterations in this order, each without its own
+     * iterations (keep those as the wrapper's weights: they step
+     * separately, so optim_set_iterations does not pass down); get_slot,
+     * optim_build and finalize look in each. */
+    optim_optimizer *(*inner_at)(const optim_optimizer *opt, size_t i);
+
     /* Optional, for wrappers (version 2): replaces the whole pipeline, like
      * apply_gradients, and gets the step's overrides (never NULL). It
      * usually steps the inner optimizer with optim_step (optim/step.h),
@@ -278,6 +295,11 @@ OPTIM_API int optim_set_error(optim_optimizer *opt, int code, const char *fmt, .
 /* For get_config hooks: adds key with a JSON value (copied, checked; kept in
  * its place when the key exists already). */
 OPTIM_API int optim_config_put(optim_config *cfg, const char *key, const char *json_value);
+
+/* Like optim_config_put, then moves key to just after the key `after` (for
+ * a key Keras writes between two params); at the end if `after` is absent. */
+OPTIM_API int optim_config_put_after(optim_config *cfg, const char *key, const char *json_value,
+                                     const char *after);
 
 /* Adds a float key as the base writes them: the shortest text that reads
  * back exactly, with ".0" for whole values (Python's repr). */

@@ -30,12 +30,15 @@ extern "C" {
     X(optim_lion_class) \
     X(optim_adafactor_class) \
     X(optim_lamb_class) \
+    X(optim_muon_class) \
+    X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class) \
     X(optim_loss_scale_class) \
     X(optim_apply_if_finite_class) \
     X(optim_moving_average_class) \
     X(optim_swa_class) \
     X(optim_lookahead_class) \
+    X(optim_multi_optimizer_class) \
     /* end of the list */
 
 #define OPTIM__BUILTIN_DECL(sym) OPTIM_API extern const optim_class sym;

@@ -49,6 +49,27 @@ OPTIM_API int optim_wrap(optim_optimizer **out, const char *wrapper_json, optim_
 /* The wrapped optimizer, or NULL if opt is not a wrapper. */
 OPTIM_API optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt);
 
+/* The i-th wrapped optimizer (0 is optim_wrapper_inner's), NULL past the
+ * last or if opt is not a wrapper. A MultiOptimizer's are its
+ * sub-optimizers: the OptimizerMap's entries in order, then the default
+ * (Keras's `.optimizers`). */
+OPTIM_API optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, size_t i);
+
+/* ---- MultiOptimizer (Keras 3.15) ---------------------------------------------
+ *
+ * {"class_name": "MultiOptimizer", "config": {"optimizer_map": {"module":
+ * "keras.optimizers", "class_name": "OptimizerMap", "config":
+ * {"default_optimizer": {...}, "optimizer_map": {"^encoder/.*": {...}}},
+ * "registered_name": null}, "loss_scale_factor": null}}: each variable is
+ * stepped by the sub-optimizer whose pattern matches its whole name (or
+ * equals it), else by the default. docs/wrappers.md has the rules.
+ *
+ * By list instead: gives these variables to sub-optimizer k (an index of
+ * optim_wrapper_inner_at) before their first step, overriding the patterns
+ * (the C form of Keras's callable selector; not part of the config).
+ * OPTIM_ESTATE if a variable already has its slots in another one. */
+OPTIM_API int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t k);
+
 /* ---- LossScaleOptimizer (Keras's mixed-precision loss scaling) -----------
  *
  * {"class_name": "LossScaleOptimizer", "config": {"inner_optimizer": {...},

@@ -594,7 +594,9 @@ static int stage_create_slots(step *s, optim_error *err)
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         w->entry = optim__var_entry_of(opt, w->var);
-        w->wd = wd > 0 && optim__use_weight_decay(opt, w->var) ? wd : 0;
+        const double rate = opt->gen == OPTIM_KERAS3 && opt->cls.weight_decay
+                                ? opt->cls.weight_decay(opt, w->var, wd) : wd;
+        w->wd = rate > 0 && optim__use_weight_decay(opt, w->var) ? rate : 0;
         if (s->k3g) s->k3g[i].entry = w->entry;
     }
     return OPTIM_OK;

@@ -150,7 +150,7 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
  * inner optimizer's, and so on down. */
 static const optim_optimizer *update_rule(const optim_optimizer *opt)
 {
-    while (!optim__runs_pipeline(opt) && opt->cls.inner && opt->cls.inner(opt)) opt = opt->cls.inner(opt);
+    while (!optim__runs_pipeline(opt) && !opt->cls.inner_at && optim__inner_at(opt, 0)) opt = optim__inner_at(opt, 0);
     return opt;
 }
 
@@ -180,13 +180,38 @@ static int check_tracked(const optim_optimizer *opt, const optim_grad_var *pairs
     return OPTIM_OK;
 }
 
+/* Each pair with a variable, each variable once, and (require_any) a gradient. */
+static int check_common(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, int require_any,
+                        optim_error *err)
+{
+    const char *cn = opt->cls.name;
+    if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "%s: pairs is NULL", cn);
+    size_t with_grad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!pairs[i].var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
+        with_grad += pairs[i].grad.kind != OPTIM_GRAD_NONE;
+        for (size_t j = 0; j < i; j++)
+            if (pairs[j].var == pairs[i].var)
+                return optim__err(err, OPTIM_EINVAL,
+                                  "%s: variable '%s' appears more than once in one apply_gradients call", cn,
+                                  optim_var_name(pairs[i].var));
+    }
+    if (require_any && with_grad == 0)
+        return optim__err(err, OPTIM_EINVAL, "%s: no gradients provided for any variable (%zu pairs)", cn, n);
+    return OPTIM_OK;
+}
+
 int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, int require_any)
 {
     if (!opt) return OPTIM_EINVAL;
     optim_error err;
     optim__err_clear(&err);
-    int rc = optim__check_pairs(update_rule(opt), opt->cls.name, pairs, n, require_any, &err);
-    if (!rc && update_rule(opt) != opt) rc = check_tracked(opt, pairs, n, &err);
+    /* A wrapper of several optimizers (MultiOptimizer) checks each pair
+     * against its sub-optimizer in its own step: here only what is common. */
+    const optim_optimizer *rule = update_rule(opt);
+    int rc = optim__runs_pipeline(rule) ? optim__check_pairs(rule, opt->cls.name, pairs, n, require_any, &err)
+                                        : check_common(opt, pairs, n, require_any, &err);
+    if (!rc && rule != opt) rc = check_tracked(opt, pairs, n, &err);
     if (rc) return optim__opt_take(opt, &err);
     opt->errmsg[0] = '\0';
     return OPTIM_OK;

@@ -39,6 +39,21 @@ int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
     return OPTIM_OK;
 }
 
+int optim_config_put_after(optim_config *cfg, const char *key, const char *json_value, const char *after)
+{
+    int rc = optim_config_put(cfg, key, json_value);
+    cJSON *obj = cfg ? cfg->obj : NULL;
+    cJSON *at = rc || !after || strcmp(key, after) == 0 ? NULL : cJSON_GetObjectItemCaseSensitive(obj, after);
+    if (!at) return rc;
+    cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(obj, key);
+    item->prev = at;
+    item->next = at->next;
+    if (at->next) at->next->prev = item;
+    else obj->child->prev = item; /* cJSON keeps the last item in child->prev */
+    at->next = item;
+    return OPTIM_OK;
+}
+
 const char *optim__json_type_name(const void *item)
 {
     const cJSON *v = item;

@@ -201,6 +201,8 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
 
 /* Weight decay (Keras 3): whether var is decayed; the decay itself
  * (w = w - w * wd * lr in dtype); freeing the exclusions. */
+/* A wrapper's i-th inner optimizer (class hook inner_at, or inner for i 0). */
+optim_optimizer *optim__inner_at(const optim_optimizer *opt, size_t i);
 int optim__use_weight_decay(const optim_optimizer *opt, const optim_var *var);
 void optim__decay(optim_dtype dtype, void *w, int64_t n, double wd, double lr);
 void optim__weight_decay_free(optim_optimizer *opt);

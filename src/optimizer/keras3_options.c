@@ -144,7 +144,8 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
                           "(gradients are divided by it)",
                           cn, lsf);
     const int acc = !isnan(steps) && steps != 0;
-    if (!optim__runs_pipeline(opt) && (ema || acc || !isnan(lsf)))
+    /* A wrapper of several optimizers (MultiOptimizer) hands loss_scale_factor on to them. */
+    if (!optim__runs_pipeline(opt) && (ema || acc || (!isnan(lsf) && !opt->cls.inner_at)))
         return optim__err(err, OPTIM_ENOTSUP,
                           "%s: %s is set, but %s replaces the base class's apply_gradients (a "
                           "wrapper); set it on the inner optimizer",
@@ -351,13 +352,13 @@ int optim_finalize_variable_values(optim_optimizer *opt)
 {
     if (!opt) return OPTIM_EINVAL;
     opt->errmsg[0] = '\0';
-    /* Keras 3's LossScaleOptimizer passes it to its inner optimizer. */
-    optim_optimizer *in = opt->cls.inner ? opt->cls.inner(opt) : NULL;
-    if (in) {
+    /* Keras 3's LossScaleOptimizer and MultiOptimizer pass it on. */
+    optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) {
         int rc = optim_finalize_variable_values(in);
         if (rc) return optim__opt_err(opt, rc, "%s: inner optimizer: %s", opt->cls.name, optim_errmsg(in));
-        return OPTIM_OK;
     }
+    if (optim__inner_at(opt, 0)) return OPTIM_OK;
     if (!optim__k3_wants_average(opt)) return OPTIM_OK;
     for (size_t v = 0; v < opt->nvars; v++) {
         const optim__var_entry *e = &opt->vars[v];
@@ -369,7 +370,9 @@ int optim_finalize_variable_values(optim_optimizer *opt)
 
 double optim__k3_scale_loss(const optim_optimizer *opt, double loss)
 {
-    if (!opt || !runs_options(opt)) return loss;
+    /* A MultiOptimizer (inner_at) scales by its own factor, which its
+     * sub-optimizers take over. */
+    if (!opt || !(runs_options(opt) || (opt->gen == OPTIM_KERAS3 && opt->cls.inner_at))) return loss;
     double lsf = option(opt, OPTIM__P_LOSS_SCALE_FACTOR);
     return isnan(lsf) ? loss : loss * lsf;
 }

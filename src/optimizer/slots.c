@@ -274,9 +274,11 @@ optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var, cons
         const optim__slot *s = &opt->slots[e->slot_ids[k]];
         if (strcmp(opt->slot_names[s->name_id], slot_name) == 0) return s->var;
     }
-    /* A wrapper's inner optimizer holds the update rule's slots. */
-    const optim_optimizer *in = opt->cls.inner ? opt->cls.inner(opt) : NULL;
-    return in ? optim_get_slot(in, var, slot_name) : NULL;
+    /* A wrapper's inner optimizers hold the update rule's slots. */
+    const optim_optimizer *in;
+    optim_var *found = NULL;
+    for (size_t k = 0; !found && (in = optim__inner_at(opt, k)); k++) found = optim_get_slot(in, var, slot_name);
+    return found;
 }
 
 size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size_t cap)
@@ -307,9 +309,11 @@ void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
     opt->iterations = sp->iterations_;
 }
 
+/* The optimizer a wrapper builds first (a wrapper of several optimizers
+ * builds each with its variables in create_slots). */
 static optim_optimizer *inner_of(const optim_optimizer *opt)
 {
-    return opt->cls.inner ? opt->cls.inner(opt) : NULL;
+    return opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
 }
 
 typedef struct build_level {

@@ -6,26 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A wrapper's weights are its iterations, then the inner optimizer's
+/* A wrapper's weights are its iterations, then each inner optimizer's
  * weights after the inner iterations, then its own. */
-static optim_optimizer *inner_of(const optim_optimizer *opt)
+optim_optimizer *optim__inner_at(const optim_optimizer *opt, size_t i)
 {
-    return opt->cls.inner ? opt->cls.inner(opt) : NULL;
+    if (opt->cls.inner_at) return opt->cls.inner_at(opt, i);
+    return i == 0 && opt->cls.inner ? opt->cls.inner(opt) : NULL;
 }
 
 size_t optim_weights_count(const optim_optimizer *opt)
 {
-    const optim_optimizer *in = inner_of(opt);
-    return 1 + (in ? optim_weights_count(in) - 1 : 0) + opt->nslots;
+    size_t n = 1 + opt->nslots;
+    const optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) n += optim_weights_count(in) - 1;
+    return n;
 }
 
 /* Weight i >= 1 as a variable, NULL past the end. */
 static optim_var *weight_var(const optim_optimizer *opt, size_t i)
 {
-    const optim_optimizer *in = inner_of(opt);
-    size_t nin = in ? optim_weights_count(in) - 1 : 0;
-    if (i >= 1 && i <= nin) return weight_var(in, i);
-    i -= nin;
+    const optim_optimizer *in;
+    for (size_t k = 0; i >= 1 && (in = optim__inner_at(opt, k)); k++) {
+        size_t nin = optim_weights_count(in) - 1;
+        if (i <= nin) return weight_var(in, i);
+        i -= nin;
+    }
     return i >= 1 && i <= opt->nslots ? opt->slots[i - 1].var : NULL;
 }
 
@@ -48,15 +53,15 @@ size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap)
 /* Every weight after iterations, in listing order, with its owner. */
 static size_t list_weights(const optim_optimizer *opt, optim_var **vars, const optim_optimizer **owner)
 {
-    const optim_optimizer *in = inner_of(opt);
-    size_t n = in ? list_weights(in, vars, owner) : 0;
+    size_t n = 0;
+    const optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) n += list_weights(in, vars + n, owner + n);
     for (size_t i = 0; i < opt->nslots; i++, n++) {
         vars[n] = opt->slots[i].var;
         owner[n] = opt;
     }
     return n;
 }
-
 typedef struct name_set {
     const char **slot;
     size_t cap;
@@ -89,8 +94,10 @@ void optim__weight_names_free(optim_optimizer *opt)
 /* The version of the weights of every level. */
 static uint64_t weights_version(const optim_optimizer *opt)
 {
-    const optim_optimizer *in = inner_of(opt);
-    return opt->weights_version + 1 + (in ? weights_version(in) * 31 : 0);
+    uint64_t v = opt->weights_version + 1;
+    const optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) v = v * 31 + weights_version(in);
+    return v;
 }
 
 /* The qualified name of weight j owned by o, free in set (malloc'd). */
@@ -137,7 +144,7 @@ const char *optim_weight_name(const optim_optimizer *opt, size_t i)
     if (i == 0) return "iterations";
     optim_var *v = weight_var(opt, i);
     if (!v) return NULL;
-    if (!inner_of(opt)) return optim_var_name(v);
+    if (!optim__inner_at(opt, 0)) return optim_var_name(v);
     /* Names are computed for the weights as they are now, and again after
      * weights were added, removed or moved at any level. */
     optim_optimizer *o = (optim_optimizer *)opt;
@@ -153,7 +160,7 @@ int optim_set_iterations(optim_optimizer *opt, int64_t iterations)
         return optim_set_error(opt, OPTIM_ERANGE, "iterations is %lld, expected >= 0",
                                (long long)iterations);
     opt->iterations = iterations;
-    optim_optimizer *in = inner_of(opt);
+    optim_optimizer *in = opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
     if (in) optim_set_iterations(in, iterations);
     opt->errmsg[0] = '\0';
     return OPTIM_OK;

@@ -208,7 +208,9 @@ int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err)
 int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *const *order,
                          size_t norder)
 {
-    int rc = optim__wrapper_put_inner(opt, cfg, INNER_KEY);
+    int rc = OPTIM_OK;
+    for (size_t k = 0; k < norder && !rc; k++)
+        if (strcmp(order[k], INNER_KEY) == 0) rc = optim__wrapper_put_inner(opt, cfg, INNER_KEY);
     return rc ? rc : optim_config_keep(cfg, order, norder, NULL, 0);
 }
 

@@ -20,6 +20,14 @@ optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt)
     return c && c->inner ? c->inner(opt) : NULL;
 }
 
+optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, size_t i)
+{
+    const optim_class *c = opt ? optim_class_of(opt) : NULL;
+    if (!c) return NULL;
+    if (c->inner_at) return c->inner_at(opt, i);
+    return i == 0 && c->inner ? c->inner(opt) : NULL;
+}
+
 void optim__wrapper_destroy(optim_optimizer *opt)
 {
     optim_wrapper_state *st = optim_state(opt);

@@ -1,0 +1,456 @@
+/* MultiOptimizer (Keras 3.15): different optimizers for different variables.
+ *
+ * keras-team/keras keras/src/optimizers/multi_optimizer.py at commit
+ * 3422977a5e38 (MultiOptimizer and OptimizerMap, added by 47e2e9702c8f and
+ * 81a1fd973a6a; tests in multi_optimizer_test.py). Keras 3 only.
+ *
+ * Config: {"optimizer_map": OPTIMIZER_MAP, "loss_scale_factor": null, "name":
+ * ...}, where OPTIMIZER_MAP is Keras's serialized OptimizerMap,
+ * {"module": "keras.optimizers", "class_name": "OptimizerMap", "config":
+ * {"default_optimizer": OPT, "optimizer_map": {PATTERN: OPT, ...}},
+ * "registered_name": null}, each OPT a Keras 3 optimizer config. No other
+ * base key (learning_rate and the rest belong to the sub-optimizers).
+ *
+ * Which optimizer a variable gets, decided when it is first seen (Keras's
+ * build, OptimizerMap.__getitem__ on variable.path, here the variable's
+ * name): the entry whose PATTERN equals the name; else the one PATTERN that
+ * matches the whole name (re.fullmatch; here POSIX extended regular
+ * expressions anchored at both ends), an error if several do; else the
+ * default. optim_multi_optimizer_assign gives explicit lists instead (the C
+ * form of Keras's callable selector), which take precedence.
+ *
+ * The sub-optimizers, in Keras's order (the map's entries, then the
+ * default), are refused when they are wrappers (Keras refuses
+ * LossScaleOptimizer and MultiOptimizer inside) or legacy. loss_scale_factor
+ * overrides theirs, None included, as Keras's constructor and setter do.
+ *
+ * A step checks every pair against this optimizer and against the
+ * sub-optimizer it goes to, creates the slots of new variables in their
+ * sub-optimizers, then steps each sub-optimizer that has a gradient with its
+ * pairs (in the order above), then iterations += 1. Each sub-optimizer counts
+ * its own steps (Keras: a sub-optimizer without gradients does not step);
+ * they are this optimizer's weights "optimizers/K/iterations" (float64),
+ * after the sub-optimizers' slots. Limit: a failure inside sub-optimizer K
+ * after the checks (a user callable, transformer or aggregator of K failing)
+ * leaves the steps of sub-optimizers before K in place; the call reports it. */
+#define _POSIX_C_SOURCE 200809L
+#include "wrappers/wrapper.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ptrmap.h"
+#include "optimizer/impl.h"
+
+#define MAP_KEY "optimizer_map"
+
+typedef struct sub {
+    optim_optimizer *opt;
+    char *pattern;   /* NULL for the default */
+    regex_t re;
+    optim_var *iterations; /* "optimizers/K/iterations" */
+} sub;
+
+typedef struct multi_state {
+    size_t n;        /* sub-optimizers; the last is the default */
+    sub *subs;
+    optim__ptrmap route;    /* variable -> index + 1, once seen */
+    optim__ptrmap assigned; /* optim_multi_optimizer_assign */
+} multi_state;
+
+static void free_subs(sub *subs, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        optim_destroy(subs[k].opt);
+        if (subs[k].pattern) regfree(&subs[k].re);
+        free(subs[k].pattern);
+    }
+    free(subs);
+}
+
+static void multi_destroy(optim_optimizer *opt)
+{
+    multi_state *st = optim_state(opt);
+    free_subs(st->subs, st->n);
+    optim__ptrmap_free(&st->route);
+    optim__ptrmap_free(&st->assigned);
+}
+
+/* ---- reading the OptimizerMap -------------------------------------------------------- */
+
+/* One sub-optimizer from its serialized config; refuses wrappers and legacy. */
+static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, optim_error *err)
+{
+    char *text = cJSON_PrintUnformatted(obj);
+    if (!text) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    optim_error local;
+    int rc = optim_from_json(out, text, &local);
+    cJSON_free(text);
+    if (rc) return optim__err(err, rc, "MultiOptimizer: %s: %s", where, local.msg);
+    const optim_class *c = optim_class_of(*out);
+    const char *why = strcmp(c->name, "LossScaleOptimizer") == 0 ? "optimizer cannot be LossScaleOptimizer"
+                      : strcmp(c->name, "MultiOptimizer") == 0   ? "MultiOptimizer cannot be used inside a MultiOptimizer"
+                      : c->apply_gradients || c->inner || c->inner_at ? "a wrapper cannot be a sub-optimizer"
+                      : optim_generation_of(*out) == OPTIM_LEGACY ? "a legacy optimizer cannot be a sub-optimizer (Keras 3 only)"
+                                                                   : NULL;
+    if (!why) return OPTIM_OK;
+    optim__err(err, OPTIM_EINVAL, "MultiOptimizer: %s is a %s: %s", where, c->name, why);
+    optim_destroy(*out); /* c is its copy of the class */
+    *out = NULL;
+    return OPTIM_EINVAL;
+}
+
+static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error *err)
+{
+    char where[300];
+    snprintf(where, sizeof where, pattern ? "optimizer_map['%.200s']" : "default_optimizer", pattern);
+    if (pattern) {
+        size_t len = strlen(pattern);
+        char *anchored = malloc(len + 5);
+        if (!anchored || !(s->pattern = strdup(pattern))) {
+            free(anchored);
+            return optim__err(err, OPTIM_ENOMEM, "out of memory");
+        }
+        snprintf(anchored, len + 5, "^(%s)$", pattern);
+        int e = regcomp(&s->re, anchored, REG_EXTENDED | REG_NOSUB);
+        free(anchored);
+        if (e) {
+            char why[128];
+            regerror(e, &s->re, why, sizeof why);
+            free(s->pattern);
+            s->pattern = NULL;
+            return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: %s: not a valid regular expression: %s", where, why);
+        }
+    }
+    return make_sub(obj, where, &s->opt, err);
+}
+
+/* The OptimizerMap object into subs (all or nothing). */
+static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
+{
+    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(v, "class_name");
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(v, "config");
+    const cJSON *def = cJSON_GetObjectItemCaseSensitive(cfg, "default_optimizer");
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer_map");
+    if (!cJSON_IsObject(v) || !cJSON_IsString(cn) || strcmp(cn->valuestring, "OptimizerMap") != 0 ||
+        !cJSON_IsObject(cfg))
+        return optim__err(err, OPTIM_ETYPE, "MultiOptimizer: config key '%s' is not a serialized OptimizerMap "
+                          "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
+                          "\"optimizer_map\": {...}}})", MAP_KEY);
+    if (!def || !(cJSON_IsNull(map) || cJSON_IsObject(map) || !map))
+        return optim__err(err, OPTIM_ETYPE, "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
+                          "optimizer_map that is an object of PATTERN: optimizer (or null)");
+    size_t n = (size_t)cJSON_GetArraySize(map) + 1, k = 0;
+    sub *subs = calloc(n, sizeof *subs);
+    if (!subs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    int rc = 0;
+    const cJSON *it;
+    const cJSON *entries = cJSON_IsObject(map) ? map : NULL;
+    cJSON_ArrayForEach(it, entries)
+    {
+        if ((rc = add_entry(&subs[k], it->string, it, err))) break;
+        k++;
+    }
+    if (!rc && !(rc = add_entry(&subs[k], NULL, def, err))) k++;
+    if (rc) {
+        free_subs(subs, k + 1);
+        return rc;
+    }
+    *out = subs;
+    *nout = n;
+    return OPTIM_OK;
+}
+
+static int multi_set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
+{
+    if (strcmp(key, MAP_KEY) != 0) return OPTIM_EKEY;
+    multi_state *st = optim_state(opt);
+    if (st->subs) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
+    cJSON *v = cJSON_Parse(json);
+    if (!v) return optim__err(err, OPTIM_EPARSE, "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
+    int rc = read_map(v, &st->subs, &st->n, err);
+    cJSON_Delete(v);
+    return rc;
+}
+
+/* ---- validate: base keys, loss_scale_factor, the counters ------------------------------ */
+
+/* Keras's MultiOptimizer takes no base argument but loss_scale_factor (and
+ * fixes learning_rate at 0). */
+static int check_base_defaults(optim_optimizer *opt, optim_error *err)
+{
+    for (size_t i = 0; i < OPTIM__N_BASE; i++) {
+        const optim_param *p = opt->params[i];
+        if (!optim__param_in_gen(opt, i) || strcmp(p->name, "loss_scale_factor") == 0) continue;
+        const optim__hyper *h = &opt->hypers[i];
+        const double def = i == OPTIM__P_LEARNING_RATE ? 0.0 : p->default_value;
+        if (isnan(def) ? h->kind == HYPER_NONE : h->kind == HYPER_NUMBER && h->number == def) continue;
+        return optim__err(err, OPTIM_EINVAL, "MultiOptimizer does not take `%s`; set it on the sub-optimizers "
+                          "(in the OptimizerMap, or with optim_wrapper_inner_at)", p->name);
+    }
+    return OPTIM_OK;
+}
+
+static int multi_validate(optim_optimizer *opt, optim_error *err)
+{
+    multi_state *st = optim_state(opt);
+    if (!st->subs)
+        return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
+                          "OptimizerMap with at least a default_optimizer)", MAP_KEY);
+    int rc = check_base_defaults(opt, err);
+    double lsf = NAN;
+    if (!rc) optim_get_hyper(opt, "loss_scale_factor", &lsf);
+    for (size_t k = 0; !rc && k < st->n; k++)
+        if (optim_set_hyper(st->subs[k].opt, "loss_scale_factor", lsf))
+            rc = optim__err(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu: %s", k,
+                            optim_errmsg(st->subs[k].opt));
+    for (size_t k = 0; !rc && k < st->n; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "optimizers/%zu/iterations", k);
+        if (!st->subs[k].iterations)
+            rc = optim_add_weight(opt, name, OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->subs[k].iterations);
+        if (rc) rc = optim__err(err, rc, "%s", optim_errmsg(opt));
+    }
+    return rc;
+}
+
+/* ---- get_config ------------------------------------------------------------------------ */
+
+/* An optimizer as Keras 3 serializes a public class, "module" first and
+ * "registered_name" last (as given when optim_serialize writes them), as
+ * raw text so that its numbers keep their form. */
+static cJSON *serialized(optim_optimizer *o)
+{
+    char *text = optim_serialize(o);
+    cJSON *v = text ? cJSON_Parse(text) : NULL;
+    const int has = cJSON_GetObjectItemCaseSensitive(v, "module") != NULL;
+    cJSON_Delete(v);
+    size_t len = text ? strlen(text) : 0;
+    char *full = text && !has ? malloc(len + 64) : NULL;
+    if (full) snprintf(full, len + 64, "{\"module\":\"keras.optimizers\",%.*s,\"registered_name\":null}",
+                       (int)(len - 2), text + 1);
+    cJSON *raw = has ? cJSON_CreateRaw(text) : full ? cJSON_CreateRaw(full) : NULL;
+    optim_free(text);
+    free(full);
+    return raw;
+}
+
+static cJSON *map_json(const multi_state *st)
+{
+    cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject(), *map = cJSON_CreateObject();
+    int ok = o && cfg && map && cJSON_AddStringToObject(o, "module", "keras.optimizers") &&
+             cJSON_AddStringToObject(o, "class_name", "OptimizerMap");
+    ok = ok && cJSON_AddItemToObject(cfg, "default_optimizer", serialized(st->subs[st->n - 1].opt));
+    for (size_t k = 0; ok && k + 1 < st->n; k++)
+        ok = cJSON_AddItemToObject(map, st->subs[k].pattern, serialized(st->subs[k].opt));
+    ok = ok && cJSON_AddItemToObject(cfg, "optimizer_map", map);
+    if (ok) map = NULL;
+    ok = ok && cJSON_AddItemToObject(o, "config", cfg);
+    if (ok) cfg = NULL;
+    ok = ok && cJSON_AddNullToObject(o, "registered_name");
+    cJSON_Delete(map);
+    cJSON_Delete(cfg);
+    if (!ok) cJSON_Delete(o);
+    return ok ? o : NULL;
+}
+
+static int multi_get_config(optim_optimizer *opt, optim_config *cfg)
+{
+    cJSON *m = map_json(optim_state(opt));
+    char *text = m ? cJSON_PrintUnformatted(m) : NULL;
+    cJSON_Delete(m);
+    if (!text) return OPTIM_ENOMEM;
+    int rc = optim_config_put(cfg, MAP_KEY, text);
+    cJSON_free(text);
+    static const char *const order[] = {MAP_KEY, "loss_scale_factor", "name"};
+    return rc ? rc : optim__finite_config(opt, cfg, order, 3);
+}
+
+/* ---- routing ------------------------------------------------------------------------------ */
+
+/* OptimizerMap.__getitem__: the exact key, else the one full match, else
+ * the default; explicit assignments first. */
+static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim_error *err)
+{
+    multi_state *st = optim_state(opt);
+    size_t v;
+    if (optim__ptrmap_get(&st->assigned, var, &v) || optim__ptrmap_get(&st->route, var, &v)) {
+        *k = v;
+        return OPTIM_OK;
+    }
+    const char *name = optim_var_name(var);
+    size_t hit = st->n - 1, nhits = 0;
+    for (size_t i = 0; i + 1 < st->n; i++)
+        if (strcmp(st->subs[i].pattern, name) == 0) {
+            *k = i;
+            return OPTIM_OK;
+        }
+    for (size_t i = 0; i + 1 < st->n; i++)
+        if (regexec(&st->subs[i].re, name, 0, NULL, 0) == 0) {
+            if (nhits++) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: multiple optimizers assigned to "
+                                           "variable '%s' (patterns '%s' and '%s' both match it)", name,
+                                           st->subs[hit].pattern, st->subs[i].pattern);
+            hit = i;
+        }
+    *k = hit;
+    return OPTIM_OK;
+}
+
+/* A variable seen for the first time: its slots in its sub-optimizer. */
+static int multi_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    multi_state *st = optim_state(opt);
+    size_t k;
+    int rc = route_of(opt, var, &k, err);
+    if (rc) return rc;
+    if (optim__ptrmap_put(&st->route, var, k)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    optim_optimizer *in = st->subs[k].opt;
+    if (optim_track_variables(in, &var, 1))
+        return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu (%s): %s", k,
+                          optim_class_of(in)->name, optim_errmsg(in));
+    return OPTIM_OK;
+}
+
+static optim_optimizer *multi_inner_at(const optim_optimizer *opt, size_t i)
+{
+    const multi_state *st = optim_state(opt);
+    return st && i < st->n ? st->subs[i].opt : NULL;
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+/* One pair: known to this optimizer once built, given once (seen), and
+ * acceptable to its sub-optimizer (shapes, dtypes, sparse support...). */
+static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t i, size_t *route,
+                      optim__ptrmap *seen, optim_error *err)
+{
+    static const char cn[] = "MultiOptimizer";
+    if (!p->var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
+    if (optim__ptrmap_get(seen, p->var, NULL))
+        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one "
+                          "apply_gradients call", cn, optim_var_name(p->var));
+    if (optim__ptrmap_put(seen, p->var, i)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (p->grad.kind == OPTIM_GRAD_NONE) return OPTIM_OK;
+    if (opt->built && !optim__var_entry_of(opt, p->var))
+        return optim__err(err, OPTIM_ENOTFOUND, "%s: variable '%s' is unknown to this optimizer, which was "
+                          "built for %zu variables", cn, optim_var_name(p->var), opt->nvars);
+    int rc = route_of(opt, p->var, route, err);
+    const multi_state *st = optim_state(opt);
+    return rc ? rc : optim__check_pair(st->subs[*route].opt, cn, p, i, err);
+}
+
+/* Checks every pair, then creates the slots of new variables in their
+ * sub-optimizers. routes[i] gets pair i's sub-optimizer. */
+static int prepare_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, size_t *routes,
+                        optim_var **vars, optim_error *err)
+{
+    if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: pairs is NULL");
+    optim__ptrmap seen = {0};
+    size_t nvars = 0;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        rc = check_pair(opt, &pairs[i], i, &routes[i], &seen, err);
+        if (pairs[i].grad.kind != OPTIM_GRAD_NONE) vars[nvars++] = pairs[i].var;
+    }
+    optim__ptrmap_free(&seen);
+    if (!rc && nvars == 0)
+        rc = optim__err(err, OPTIM_EINVAL, "MultiOptimizer: no gradients provided for any variable (%zu "
+                        "pairs, all without gradient)", n);
+    if (!rc && optim_track_variables(opt, vars, nvars))
+        rc = optim__err(err, OPTIM_EINVAL, "%s", optim_errmsg(opt));
+    return rc;
+}
+
+/* Sub-optimizer k steps on its pairs, from the iterations it counted. */
+static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pairs, size_t m, uint32_t flags)
+{
+    multi_state *st = optim_state(opt);
+    sub *s = &st->subs[k];
+    double *count = optim_var_data(s->iterations);
+    optim_set_iterations(s->opt, (int64_t)*count);
+    int rc = optim_apply_gradients(s->opt, sub_pairs, m, flags);
+    if (rc)
+        return optim_set_error(opt, rc, "MultiOptimizer: sub-optimizer %zu (%s%s%s) failed%s: %s",
+                               k, s->pattern ? "optimizer_map['" : "default_optimizer", s->pattern ? s->pattern : "",
+                               s->pattern ? "']" : "", k ? " after the sub-optimizers before it stepped" : "",
+                               optim_errmsg(s->opt));
+    *count = (double)optim_iterations(s->opt);
+    return OPTIM_OK;
+}
+
+static int multi_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+{
+    multi_state *st = optim_state(opt);
+    if (opt->ntransformers || opt->aggregator.fn)
+        return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: gradient transformers and aggregators go on "
+                               "the sub-optimizers (optim_wrapper_inner_at), which step on the gradients");
+    size_t *routes = malloc((n ? n : 1) * sizeof *routes);
+    optim_var **vars = malloc((n ? n : 1) * sizeof *vars);
+    optim_grad_var *sub_pairs = malloc((n ? n : 1) * sizeof *sub_pairs);
+    optim_error err;
+    optim__err_clear(&err);
+    int rc = routes && vars && sub_pairs ? prepare_step(opt, pairs, n, routes, vars, &err)
+                                         : optim__err(&err, OPTIM_ENOMEM, "out of memory");
+    if (rc) rc = optim__opt_take(opt, &err);
+    for (size_t k = 0; !rc && k < st->n; k++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (pairs[i].grad.kind != OPTIM_GRAD_NONE && routes[i] == k) sub_pairs[m++] = pairs[i];
+        if (m) rc = step_sub(opt, k, sub_pairs, m, flags);
+    }
+    if (!rc) opt->iterations++;
+    free(routes);
+    free(vars);
+    free(sub_pairs);
+    return rc;
+}
+
+/* ---- explicit lists ----------------------------------------------------------------------- */
+
+int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t k)
+{
+    if (!opt) return OPTIM_EINVAL;
+    if (optim_class_of(opt)->inner_at != multi_inner_at)
+        return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: %s is not a MultiOptimizer",
+                               optim_class_of(opt)->name);
+    multi_state *st = optim_state(opt);
+    if (k >= st->n)
+        return optim_set_error(opt, OPTIM_ERANGE, "optim_multi_optimizer_assign: sub-optimizer %zu, expected "
+                               "0..%zu", k, st->n - 1);
+    if (n && !vars) return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: vars is NULL");
+    for (size_t i = 0; i < n; i++) {
+        size_t was;
+        if (!vars[i])
+            return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: vars[%zu] is NULL", i);
+        if (optim__ptrmap_get(&st->route, vars[i], &was) && was != k)
+            return optim_set_error(opt, OPTIM_ESTATE, "optim_multi_optimizer_assign: variable '%s' already "
+                                   "has its slots in sub-optimizer %zu", optim_var_name(vars[i]), was);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (optim__ptrmap_put(&st->assigned, vars[i], k)) {
+            for (size_t j = 0; j < i; j++) optim__ptrmap_del(&st->assigned, vars[j]);
+            return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+        }
+    opt->errmsg[0] = '\0';
+    return OPTIM_OK;
+}
+
+const optim_class optim_multi_optimizer_class = {
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "MultiOptimizer",
+    .flags = OPTIM_CLASS_KERAS3_ONLY,
+    .default_learning_rate = 0.0,
+    .state_size = sizeof(multi_state),
+    .validate = multi_validate,
+    .create_slots = multi_create_slots,
+    .apply_gradients = multi_apply,
+    .get_config = multi_get_config,
+    .set_config = multi_set_config,
+    .destroy = multi_destroy,
+    .inner_at = multi_inner_at,
+};
