@@ -38,6 +38,9 @@ EXTRA = [
     '"average_period": 2, "clipvalue": 0.5}}',
     '{"class_name": "Lookahead", "config": {"optimizer": {"class_name": "Adam", "config": '
     '{"learning_rate": 0.01, "gradient_accumulation_steps": 2, "use_ema": true}}, "sync_period": 2}}',
+    '{"class_name": "MovingAverage", "config": {"optimizer": {"class_name": "MultiOptimizer", "config": '
+    '{"optimizer_map": {"class_name": "OptimizerMap", "config": {"default_optimizer": "sgd", '
+    '"optimizer_map": {"emb": "adam"}}}}}}}',
 ]
 
 

@@ -179,7 +179,7 @@ static void test_bad_input(void **s)
     assert_int_equal(optim_create(&w, &v1, NULL, &err), 0);
     *(optim_optimizer **)optim_state(w) = sgd;
     o = optim_step_options_defaults();
-    o.flags = OPTIM_STEP_NO_CONSTRAINTS;
+    o.inspect = halve;
     assert_int_equal(optim_step(w, &p, 1, &o), OPTIM_ENOTSUP);
     assert_non_null(strstr(optim_errmsg(w), "step hook"));
     assert_int_equal(optim_step(w, &p, 1, NULL), 0);

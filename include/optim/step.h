@@ -86,8 +86,10 @@ OPTIM_API optim_step_options optim_step_options_defaults(void);
  * of optim_apply_gradients (docs/custom-optimizer.md, section 3), or the class's `step`
  * hook for a wrapper, which gets `o` to honour and pass on. A wrapper class
  * without a `step` hook (only apply_gradients, written for an older
- * version) accepts only default options (OPTIM_ENOTSUP otherwise). On error
- * nothing changes; the message is on opt. */
+ * version) processes gradients and constraints itself: of the options it
+ * honours the counter flags and OPTIM_STEP_NO_AGGREGATE, and refuses an
+ * inspect function (OPTIM_ENOTSUP). On error nothing changes; the message
+ * is on opt. */
 OPTIM_API int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                          const optim_step_options *o);
 

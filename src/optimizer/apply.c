@@ -708,11 +708,6 @@ static int read_options(optim_optimizer *opt, const optim_step_options *in, opti
     return OPTIM_OK;
 }
 
-static int is_default(const optim_step_options *o)
-{
-    return !(o->flags & ~OPTIM_STEP_NO_AGGREGATE) && !o->aggregation && !o->clipping && !o->transformers &&
-           !o->num_threads && !o->inspect;
-}
 
 int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *options)
 {
@@ -722,18 +717,23 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
     int rc = read_options(opt, options, &o);
     if (rc) return rc;
     if (n && !pairs) return optim__opt_err(opt, OPTIM_EINVAL, "%s: pairs is NULL", opt->cls.name);
-    if (!opt->cls.step && opt->cls.apply_gradients && !is_default(&o))
+    /* A version-1 wrapper (apply_gradients only) processes its gradients and
+     * constraints itself; the counter options apply around it, an inspect
+     * function cannot. */
+    if (!opt->cls.step && opt->cls.apply_gradients && o.inspect)
         return optim__opt_err(opt, OPTIM_ENOTSUP,
                               "%s: the class overrides apply_gradients but has no step hook, so it "
-                              "cannot take step options (give it a step hook, optim/step.h)",
+                              "cannot take an inspect function (give it a step hook, optim/step.h)",
                               opt->cls.name);
     const int64_t counter = opt->iterations;
     if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);
-    else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags);
+    else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags & OPTIM_STEP_NO_AGGREGATE);
     else rc = run_pipeline(opt, pairs, n, &o);
     /* Failed, or ended by the inspect function: the counter as it was. */
     if (rc && (o.flags & OPTIM_STEP_SET_ITERATIONS)) opt->iterations = counter;
+    if (!rc && (o.flags & OPTIM_STEP_NO_ADVANCE) && !opt->cls.step && opt->cls.apply_gradients)
+        opt->iterations = o.flags & OPTIM_STEP_SET_ITERATIONS ? o.iterations : counter;
     return rc == OPTIM_STEP_SKIP ? OPTIM_OK : rc;
 }
 
