@@ -207,7 +207,7 @@ static void expect_json_fails(const char *json, int code, ...)
     }
     assert_null(opt);
     assert_int_equal(err.code, code);
-    assert_true(strlen(err.msg) > 0);
+    assert_gt(strlen(err.msg), 0);
     va_list ap;
     va_start(ap, code);
     assert_msg_has(err.msg, ap);
@@ -251,7 +251,7 @@ static void expect_set_fails(optim_optimizer *opt, const char *name, double valu
         fail();
     }
     const char *msg = optim_errmsg(opt);
-    assert_true(strlen(msg) > 0);
+    assert_gt(strlen(msg), 0);
     va_list ap;
     va_start(ap, code);
     assert_msg_has(msg, ap);
@@ -375,7 +375,7 @@ static void test_create_by_name(void **state)
     assert_int_equal(optim_create_by_name(&opt, "Adamm", NULL, &err), OPTIM_ENOTFOUND);
     assert_null(opt);
     assert_int_equal(err.code, OPTIM_ENOTFOUND);
-    assert_non_null(strstr(err.msg, "Adamm"));
+    assert_contains(err.msg, "Adamm");
     opt = SENTINEL;
     assert_int_equal(optim_create_by_name(&opt, NULL, NULL, &err), OPTIM_ENOTFOUND);
     assert_null(opt);
@@ -389,7 +389,7 @@ static void test_create_by_name(void **state)
     opt = SENTINEL;
     assert_int_equal(optim_create(&opt, &optim_sgd_class, &o, &err), OPTIM_EINVAL);
     assert_null(opt);
-    assert_non_null(strstr(err.msg, "7"));
+    assert_contains(err.msg, "7");
 }
 
 static void test_from_config(void **state)
@@ -655,10 +655,10 @@ static void test_set_hyper_reflected_in_config(void **state)
     /* get_hyper errors. */
     double v = 123;
     assert_int_equal(optim_get_hyper(opt, "no_such", &v), OPTIM_EKEY);
-    assert_non_null(strstr(optim_errmsg(opt), "no_such"));
-    assert_true(v == 123);
+    assert_contains(optim_errmsg(opt), "no_such");
+    assert_eq(v, 123);
     assert_int_equal(optim_get_hyper(opt, "decay", &v), OPTIM_EKEY); /* legacy-only */
-    assert_non_null(strstr(optim_errmsg(opt), "decay"));
+    assert_contains(optim_errmsg(opt), "decay");
     assert_int_equal(optim_get_hyper(opt, "learning_rate", NULL), OPTIM_EINVAL);
     assert_int_equal(optim_get_hyper(opt, NULL, &v), OPTIM_EINVAL);
     optim_destroy(opt);
@@ -907,7 +907,7 @@ static void test_legacy_lr_and_learning_rate(void **state)
         int rc = optim_from_json(&opt, jsons[i], &err);
         if (rc != OPTIM_OK) {
             assert_null(opt);
-            assert_non_null(strstr(err.msg, "lr"));
+            assert_contains(err.msg, "lr");
             continue;
         }
         double lr = 0;
@@ -967,10 +967,10 @@ static void test_config_text_form(void **state)
     (void)state;
     optim_optimizer *opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1}}");
     char *text = optim_get_config(opt);
-    assert_non_null(strstr(text, "\"learning_rate\":1.0,"));
-    assert_non_null(strstr(text, "\"momentum\":0.0,"));
-    assert_non_null(strstr(text, "\"nesterov\":false"));
-    assert_non_null(strstr(text, "\"ema_momentum\":0.99,"));
+    assert_contains(text, "\"learning_rate\":1.0,");
+    assert_contains(text, "\"momentum\":0.0,");
+    assert_contains(text, "\"nesterov\":false");
+    assert_contains(text, "\"ema_momentum\":0.99,");
     optim_free(text);
     optim_destroy(opt);
     opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1e-5, "
@@ -1138,8 +1138,8 @@ static void test_register_user_class(void **state)
     assert_int_equal(optim_var_create(&v, "w", OPTIM_F64, 1, shape, w0, NULL), OPTIM_OK);
     optim_grad_var pair = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
     assert_int_equal(optim_apply_gradients(opt, &pair, 1, 0), OPTIM_OK);
-    assert_true(optim_var_get(v, 0) == 0.75);
-    assert_true(optim_var_get(v, 1) == 0.0);
+    assert_eq(optim_var_get(v, 0), 0.75);
+    assert_eq(optim_var_get(v, 1), 0.0);
     /* Round trip of the user class. */
     char *s = serialize(opt);
     optim_optimizer *back = from_json_ok(s);
@@ -1264,8 +1264,8 @@ static void test_register_param_default_out_of_range(void **state)
                     "optimizers report beta = %g\n", v);
         fail();
     }
-    assert_true(rc < 0);
-    assert_non_null(strstr(err.msg, "beta"));
+    assert_lt(rc, 0);
+    assert_contains(err.msg, "beta");
 }
 
 int main(void)

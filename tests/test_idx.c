@@ -134,8 +134,8 @@ static void expect_refused(const char *path, int code, const char *what)
     if (rc != code || !strstr(err.msg, what)) print_error("%s: rc %d, message '%s'\n", path, rc, err.msg);
     assert_int_equal(rc, code);
     assert_null(f);
-    assert_non_null(strstr(err.msg, what));
-    assert_non_null(strstr(err.msg, path));
+    assert_contains(err.msg, what);
+    assert_contains(err.msg, path);
 }
 
 /* Refused both plain and gzip'd. */
@@ -164,7 +164,7 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
         n *= dims[i];
     }
     assert_int_equal(optim_idx_numel(f), n);
-    for (int64_t i = 0; i < n; i++) assert_true(optim_idx_get(f, i) == pattern(type, i));
+    for (int64_t i = 0; i < n; i++) assert_eq(optim_idx_get(f, i), pattern(type, i));
     assert_true(isnan(optim_idx_get(f, n)));
     assert_true(isnan(optim_idx_get(f, -1)));
     /* host-order data of the announced type */
@@ -179,7 +179,7 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
         case OPTIM_IDX_F32: v = ((const float *)d)[1]; break;
         default: v = ((const double *)d)[1];
         }
-        assert_true(v == pattern(type, 1));
+        assert_eq(v, pattern(type, 1));
     }
     /* conversions */
     double *o64 = malloc((size_t)(n ? n : 1) * sizeof *o64);
@@ -187,18 +187,18 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     assert_int_equal(optim_idx_convert(f, OPTIM_F64, 0.5, o64, &err), 0);
     assert_int_equal(optim_idx_convert(f, OPTIM_F32, 2.0, o32, &err), 0);
     for (int64_t i = 0; i < n; i++) {
-        assert_true(o64[i] == pattern(type, i) * 0.5);
-        assert_true(o32[i] == (float)(pattern(type, i) * 2.0));
+        assert_eq(o64[i], pattern(type, i) * 0.5);
+        assert_eq(o32[i], (float)(pattern(type, i) * 2.0));
     }
     int integer = type != OPTIM_IDX_F32 && type != OPTIM_IDX_F64;
     int64_t *oi = malloc((size_t)(n ? n : 1) * sizeof *oi);
     if (integer) {
         assert_int_equal(optim_idx_convert(f, OPTIM_I64, 1, oi, &err), 0);
-        for (int64_t i = 0; i < n; i++) assert_true((double)oi[i] == pattern(type, i));
+        for (int64_t i = 0; i < n; i++) assert_eq((double)oi[i], pattern(type, i));
         assert_int_equal(optim_idx_convert(f, OPTIM_I64, 2, oi, &err), OPTIM_EINVAL);
     } else {
         assert_int_equal(optim_idx_convert(f, OPTIM_I32, 1, oi, &err), OPTIM_EDTYPE);
-        assert_non_null(strstr(err.msg, "cannot become int32"));
+        assert_contains(err.msg, "cannot become int32");
     }
     assert_int_equal(optim_idx_convert(f, OPTIM_DTYPE_INVALID, 1, o64, &err), OPTIM_EDTYPE);
     assert_int_equal(optim_idx_convert(f, OPTIM_F64, INFINITY, o64, &err), OPTIM_EINVAL);
@@ -402,7 +402,7 @@ static void run_train(const char *const *args, result *r)
     const char *op = optim_test_tmpfile("train.out"), *ep = optim_test_tmpfile("train.err");
     fflush(NULL);
     pid_t pid = fork();
-    assert_true(pid >= 0);
+    assert_ge(pid, 0);
     if (pid == 0) {
         int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
@@ -473,14 +473,15 @@ static void test_train_command(void **s)
     if (r.status) print_error("status %d: %s\n", r.status, r.err);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.err, "");
-    assert_non_null(strstr(r.out, "Epoch 1/3\n16/16 - "));
-    assert_non_null(strstr(r.out, "Epoch 3/3\n"));
+    assert_contains(r.out, "Epoch 1/3\n16/16 - ");
+    assert_contains(r.out, "Epoch 3/3\n");
     const char *last = last_line(r.out);
     double acc;
     char tail;
     assert_int_equal(sscanf(last, "test_accuracy=%lf%c", &acc, &tail), 2);
     assert_int_equal(tail, '\n');
-    assert_true(acc > 0.9 && acc <= 1.0);
+    assert_gt(acc, 0.9);
+    assert_le(acc, 1.0);
     /* the same seed, the same run */
     char first[16384];
     snprintf(first, sizeof first, "%s", last);
@@ -490,7 +491,7 @@ static void test_train_command(void **s)
     const char *args2[] = {"--data", dir, "--epochs=1", "--optimizer", "sgd", NULL};
     run_train(args2, &r);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(last_line(r.out), "test_accuracy="));
+    assert_contains(last_line(r.out), "test_accuracy=");
     assert_null(strstr(r.out, "Epoch 1/1")); /* Keras prints "Epoch" only for epochs > 1 */
 
     /* bad input: one line on stderr, non-zero status, nothing on stdout */
@@ -516,7 +517,7 @@ static void test_train_command(void **s)
         run_train(bad[i].args, &r);
         if (r.status == 0 || !strstr(r.err, bad[i].msg)) print_error("case %zu: status %d, stderr '%s'\n", i, r.status, r.err);
         assert_int_not_equal(r.status, 0);
-        assert_non_null(strstr(r.err, bad[i].msg));
+        assert_contains(r.err, bad[i].msg);
         assert_non_null(strchr(r.err, '\n'));
         assert_string_equal(strchr(r.err, '\n'), "\n"); /* one line */
         assert_string_equal(r.out, "");
@@ -533,7 +534,7 @@ static void test_train_command(void **s)
     const char *a3[] = {"--data", bdir, NULL};
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
-    assert_non_null(strstr(r.err, "has 9 labels for 10 images"));
+    assert_contains(r.err, "has 9 labels for 10 images");
     free(lb.p), free(zl.p);
     lb = header(OPTIM_IDX_U8, 1, (uint32_t[]){10});
     put(&lb, "\1\2\3\4\5\6\7\1\2\12", 10);
@@ -541,17 +542,17 @@ static void test_train_command(void **s)
     assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
-    assert_non_null(strstr(r.err, "label 10 at index 9, expected 0 to 9"));
+    assert_contains(r.err, "label 10 at index 9, expected 0 to 9");
     assert_int_equal(optim_test_write_file(path, "\x1f\x8b\x08", 3), 0);
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
-    assert_non_null(strstr(r.err, "gzip data ends early"));
+    assert_contains(r.err, "gzip data ends early");
     free(lb.p), free(zl.p);
     /* --help */
     const char *h[] = {"--help", NULL};
     run_train(h, &r);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "usage: optim train"));
+    assert_contains(r.out, "usage: optim train");
 }
 
 int main(void)

@@ -536,7 +536,8 @@ static void test_finalize_variable_values(void **s)
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
         assert_int_equal(optim_finalize_variable_values(opt), 0);
-        assert_true(optim_var_get(w, 0) == before[0] && optim_var_get(w, 1) == before[1]);
+        assert_eq(optim_var_get(w, 0), before[0]);
+        assert_eq(optim_var_get(w, 1), before[1]);
         optim_destroy(opt);
         optim_var_destroy(w);
     }
@@ -628,7 +629,7 @@ static void test_hooks_see_keras_iterations(void **s)
         assert_int_equal(seen_prepare[i], i);
         assert_int_equal(seen_dense[i], i);
     }
-    assert_true(nsched >= 9);
+    assert_ge(nsched, 9);
     for (int i = 0; i < 9; i++) assert_int_equal(seen_sched[i], i);
     assert_int_equal(optim_iterations(opt), 9);
     optim_destroy(opt);
@@ -769,7 +770,7 @@ static void test_bad_configs(void **s)
         int rc = optim_set_hyper(opt, bad[i].key, bad[i].v);
         if (rc != bad[i].code) print_error("%s = %g: %d %s\n", bad[i].key, bad[i].v, rc, optim_errmsg(opt));
         assert_int_equal(rc, bad[i].code);
-        assert_non_null(strstr(optim_errmsg(opt), bad[i].key));
+        assert_contains(optim_errmsg(opt), bad[i].key);
         char *now = optim_serialize(opt);
         assert_string_equal(now, before);
         optim_free(now);
@@ -792,12 +793,12 @@ static void test_options_fixed_once_tracked(void **s)
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     assert_int_equal(optim_set_hyper(opt, "use_ema", 1), OPTIM_ESTATE);
-    assert_non_null(strstr(optim_errmsg(opt), "use_ema"));
+    assert_contains(optim_errmsg(opt), "use_ema");
     assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 2), OPTIM_ESTATE);
-    assert_non_null(strstr(optim_errmsg(opt), "gradient_accumulation_steps"));
+    assert_contains(optim_errmsg(opt), "gradient_accumulation_steps");
     double v;
     assert_int_equal(optim_get_hyper(opt, "use_ema", &v), 0);
-    assert_true(v == 0);
+    assert_eq(v, 0);
     assert_int_equal(optim_get_hyper(opt, "gradient_accumulation_steps", &v), 0);
     assert_true(isnan(v));
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", 8), 0); /* no slots: fine */
@@ -812,7 +813,7 @@ static void test_options_fixed_once_tracked(void **s)
     assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", NAN), OPTIM_ESTATE);
     assert_int_equal(optim_set_hyper(opt, "use_ema", 0), OPTIM_ESTATE);
     assert_int_equal(optim_get_hyper(opt, "gradient_accumulation_steps", &v), 0);
-    assert_true(v == 5);
+    assert_eq(v, 5);
     optim_destroy(opt);
     optim_var_destroy(w);
 }
@@ -882,7 +883,7 @@ static void test_nothing_changes_on_error(void **s)
         refuse = 0;
         assert_int_equal(rc, k == 1 ? OPTIM_EINVAL : 0);
         if (k == 1) {
-            assert_non_null(strstr(optim_errmsg(R.opt), "refused on purpose"));
+            assert_contains(optim_errmsg(R.opt), "refused on purpose");
             snapshot(R.opt, R.vars, 2, &b, &lb);
             assert_int_equal(la, lb);
             assert_memory_equal(a, b, la);
@@ -927,11 +928,11 @@ static void test_reserved_slot_names(void **s)
             assert_non_null(optim_get_slot(opt, w, "average"));
         } else {
             assert_int_equal(rc, OPTIM_EINVAL);
-            assert_non_null(strstr(optim_errmsg(opt), "reserved"));
-            assert_non_null(strstr(optim_errmsg(opt), "average"));
+            assert_contains(optim_errmsg(opt), "reserved");
+            assert_contains(optim_errmsg(opt), "average");
             assert_int_equal(optim_weights_count(opt), 1);
             assert_int_equal(optim_iterations(opt), 0);
-            assert_true(optim_var_get(w, 0) == 1);
+            assert_eq(optim_var_get(w, 0), 1);
         }
         optim_destroy(opt);
     }
@@ -971,8 +972,8 @@ static void test_config_round_trip(void **s)
     }
     optim_optimizer *opt = optim_test_make(cfgs[0]);
     char *text = optim_get_config(opt);
-    assert_non_null(strstr(text, "\"use_ema\":true,\"ema_momentum\":0.95,\"ema_overwrite_frequency\":5,"
-                                 "\"loss_scale_factor\":256.0,\"gradient_accumulation_steps\":4"));
+    assert_contains(text, "\"use_ema\":true,\"ema_momentum\":0.95,\"ema_overwrite_frequency\":5,"
+                                 "\"loss_scale_factor\":256.0,\"gradient_accumulation_steps\":4");
     optim_free(text);
     optim_destroy(opt);
 }
@@ -981,14 +982,14 @@ static void test_scale_loss(void **s)
 {
     (void)s;
     optim_optimizer *opt = optim_test_make(J("{\"loss_scale_factor\": 128}"));
-    assert_true(optim__k3_scale_loss(opt, 0.75) == 96);
+    assert_eq(optim__k3_scale_loss(opt, 0.75), 96);
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
-    assert_true(optim__k3_scale_loss(opt, 0.75) == 0.75);
+    assert_eq(optim__k3_scale_loss(opt, 0.75), 0.75);
     optim_destroy(opt);
     opt = optim_test_make(J("{\"is_legacy_optimizer\": true}"));
-    assert_true(optim__k3_scale_loss(opt, 0.75) == 0.75);
+    assert_eq(optim__k3_scale_loss(opt, 0.75), 0.75);
     optim_destroy(opt);
-    assert_true(optim__k3_scale_loss(NULL, 2.5) == 2.5);
+    assert_eq(optim__k3_scale_loss(NULL, 2.5), 2.5);
 }
 
 int main(void)

@@ -16,24 +16,21 @@
  * exclude_from_weight_decay patterns, config key sets, defaults, round trips
  * and refusals, and the test values of Keras (adamw_test.py) and TF Addons
  * (weight_decay_optimizers_test.py). */
-#include "testutil.h"
+#include "opt_table.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim.h"
-
-#define STEPS 25
 #define N 9
-
-static double grad_at(int k, int i)
-{
-    return (sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.03 * (k % 4)) * exp(-0.15 * k);
-}
-static double init_at(int i) { return 0.5 - 0.3 * i; }
+#define ADAMW(cfg) "{\"class_name\": \"AdamW\", \"config\": {" cfg "}}"
+#define LEGACY OT_LEGACY
+#define SP OT_SPARSE_ADAM
+#define ROWS 7
+#define COLS 3
+#define NIDX 5
+#define SSTEPS 21
 
 typedef struct ref {
     double lr, b1, b2, eps, wd, decay;
@@ -56,63 +53,35 @@ static void ref_step(const ref *r, int k, double wd, double *w, double *m, doubl
     }
 }
 
-
-
-static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
+/* The drivers' form; state m, v, vhat. */
+static void ref_table(const void *r_, int k, double *w, double *const *st, const double *g, int n)
 {
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
+    const ref *r = r_;
+    ref_step(r, k, r->wd, w, st[0], st[1], st[2], g, NULL, n);
 }
 
-static optim_var *run_dense(optim_optimizer *opt, const char *name, optim_dtype dt, int steps)
+/* Legacy sparse: a row without a gradient is not decayed, Adam still moves it. */
+static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
 {
-    double init[N];
-    for (int i = 0; i < N; i++) init[i] = init_at(i);
-    int64_t shape[1] = {N};
-    optim_var *w = optim_test_var(name, dt, 1, shape, init);
-    for (int k = 0; k < steps; k++) {
-        float gf[N];
-        double gd[N];
-        for (int i = 0; i < N; i++) gf[i] = (float)grad_at(k, i), gd[i] = grad_at(k, i);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)gd, 1, shape)), w};
-        step_ok(opt, &p, 1);
-    }
-    return w;
+    const ref *r = r_;
+    double g[COLS] = {0};
+    ref_step(r, k, 0.0, w, st[0], st[1], st[2], g, NULL, n);
+}
+
+static ot_case make_case(const char *json, const ref *r)
+{
+    return (ot_case){json, ref_table, r, 3, {"m", "v", r->ams ? "vhat" : NULL}, r->ams ? NULL : "vhat",
+                     .tol = {2e-5, 2e-6, 1e-12, 1e-14}, .idle = r->legacy ? ref_idle : NULL};
 }
 
 static void check_trajectory(const char *json, const ref *r)
 {
-    double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
-    for (int i = 0; i < N; i++) w[i] = init_at(i);
-    for (int k = 0; k < STEPS; k++) {
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
-        ref_step(r, k, r->wd, w, m, v, vh, g, NULL, N);
-    }
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *x = run_dense(opt, "w", dt, STEPS);
-        double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
-        for (int i = 0; i < N; i++) {
-            assert_close(optim_var_get(x, i), w[i], rtol, atol);
-            assert_close(optim_var_get(optim_get_slot(opt, x, "m"), i), m[i], rtol, atol);
-            assert_close(optim_var_get(optim_get_slot(opt, x, "v"), i), v[i], rtol, atol);
-            if (r->ams) assert_close(optim_var_get(optim_get_slot(opt, x, "vhat"), i), vh[i], rtol, atol);
-        }
-        if (!r->ams) assert_null(optim_get_slot(opt, x, "vhat"));
-        optim_destroy(opt);
-        optim_var_destroy(x);
-    }
+    ot_case c = make_case(json, r);
+    ot_check_dense(&OT_DENSE_SHRINK, &c);
 }
-
-#define ADAMW(cfg) "{\"class_name\": \"AdamW\", \"config\": {" cfg "}}"
-#define LEGACY "\"is_legacy_optimizer\": true"
 
 static void test_dense_keras3(void **st)
 {
-    (void)st;
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
     check_trajectory(ADAMW(""), &r);
     check_trajectory("\"AdamW\"", &r);
@@ -123,7 +92,6 @@ static void test_dense_keras3(void **st)
 
 static void test_dense_legacy(void **st)
 {
-    (void)st;
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
     check_trajectory(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
     ref r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
@@ -152,34 +120,26 @@ static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, fl
     }
 }
 
-static void assert_floats_bitwise(optim_var *x, const float *want, int n)
-{
-    assert_non_null(x);
-    assert_int_equal(optim_var_numel(x), n);
-    assert_memory_equal(optim_var_data(x), want, (size_t)n * sizeof(float));
-}
-
 static void test_f32_operation_order(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
             char json[256];
             snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s%s"),
                      ams ? "true" : "false", legacy ? ", " LEGACY : "");
             optim_optimizer *opt = optim_test_make(json);
-            optim_var *x = run_dense(opt, "w", OPTIM_F32, STEPS);
+            optim_var *x = ot_run_dense(opt, &OT_DENSE_SHRINK, OPTIM_F32);
             float w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
-            for (int i = 0; i < N; i++) w[i] = (float)init_at(i);
-            for (int k = 0; k < STEPS; k++) {
+            for (int i = 0; i < N; i++) w[i] = (float)OT_DENSE_SHRINK.init(i);
+            for (int k = 0; k < OT_DENSE_SHRINK.steps; k++) {
                 float g[N];
-                for (int i = 0; i < N; i++) g[i] = (float)grad_at(k, i);
+                for (int i = 0; i < N; i++) g[i] = (float)OT_DENSE_SHRINK.grad(k, i);
                 emul_dense_f32(legacy, ams, w, m, v, vh, k, g, N, 0.01, 0.9, 0.999, 1e-7, 0.03);
             }
-            assert_floats_bitwise(x, w, N);
-            assert_floats_bitwise(optim_get_slot(opt, x, "m"), m, N);
-            assert_floats_bitwise(optim_get_slot(opt, x, "v"), v, N);
-            if (ams) assert_floats_bitwise(optim_get_slot(opt, x, "vhat"), vh, N);
+            assert_var_floats(x, w, N);
+            assert_var_floats(optim_get_slot(opt, x, "m"), m, N);
+            assert_var_floats(optim_get_slot(opt, x, "v"), v, N);
+            if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, N);
             optim_destroy(opt);
             optim_var_destroy(x);
         }
@@ -187,131 +147,32 @@ static void test_f32_operation_order(void **st)
 
 /* ---- sparse ---------------------------------------------------------------------- */
 
-#define ROWS 7
-#define COLS 3
-#define NIDX 5
-#define SSTEPS 21
-
-static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
-/* Row 6 is never indexed; duplicates in every step. */
-static int sp_index(int k, int j)
-{
-    static const int idx[3][NIDX] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
-    return idx[k % 3][j];
-}
-static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
-
-static optim_var *run_sparse(optim_optimizer *opt, const char *name, optim_dtype dt, int as_dense, int steps)
-{
-    double init[ROWS * COLS];
-    for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
-    int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
-    optim_var *v = optim_test_var(name, dt, 2, shape, init);
-    for (int k = 0; k < steps; k++) {
-        int64_t idx[NIDX];
-        double vals[NIDX * COLS], dense[ROWS * COLS] = {0};
-        float fv[NIDX * COLS], fd[ROWS * COLS] = {0};
-        for (int j = 0; j < NIDX; j++) {
-            idx[j] = sp_index(k, j);
-            for (int c = 0; c < COLS; c++) {
-                vals[j * COLS + c] = sp_val(k, j, c);
-                fv[j * COLS + c] = (float)sp_val(k, j, c);
-                dense[idx[j] * COLS + c] += vals[j * COLS + c];
-                fd[idx[j] * COLS + c] += fv[j * COLS + c];
-            }
-        }
-        int f = dt == OPTIM_F32;
-        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
-                                     : optim_grad_sparse(idx, NIDX, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
-                            v};
-        step_ok(opt, &p, 1);
-    }
-    return v;
-}
-
-static void assert_vars_bitwise(optim_var *a, optim_var *b)
-{
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
-    assert_memory_equal(optim_var_data(a), optim_var_data(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
-}
-
 static void test_sparse_keras3_equals_dense(void **st)
 {
-    (void)st;
-    const char *cfgs[] = {ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"),
-                          ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"amsgrad\": true")};
-    for (int c = 0; c < 2; c++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
-            optim_var *sv = run_sparse(o1, "t", dt, 0, SSTEPS), *dv = run_sparse(o2, "t", dt, 1, SSTEPS);
-            assert_vars_bitwise(sv, dv);
-            assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
-            assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
-            if (c) assert_vars_bitwise(optim_get_slot(o1, sv, "vhat"), optim_get_slot(o2, dv, "vhat"));
-            optim_destroy(o1);
-            optim_destroy(o2);
-            optim_var_destroy(sv);
-            optim_var_destroy(dv);
-        }
+    static const char *const slots[] = {"m", "v", "vhat", NULL};
+    ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"), slots);
+    ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"amsgrad\": true"), slots);
 }
 
-/* Double reference of a sparse run: legacy decays the indexed rows only,
- * Keras 3 every row; Adam moves every row in both. */
-static void ref_sparse(const ref *r, int steps, double *w, double *m, double *v, double *vh)
-{
-    for (int rr = 0; rr < ROWS; rr++)
-        for (int c = 0; c < COLS; c++) w[rr * COLS + c] = table_init(rr, c);
-    memset(m, 0, sizeof(double) * ROWS * COLS);
-    memset(v, 0, sizeof(double) * ROWS * COLS);
-    memset(vh, 0, sizeof(double) * ROWS * COLS);
-    for (int k = 0; k < steps; k++) {
-        double g[ROWS * COLS] = {0};
-        int dec[ROWS * COLS] = {0};
-        for (int j = 0; j < NIDX; j++)
-            for (int c = 0; c < COLS; c++) {
-                g[sp_index(k, j) * COLS + c] += sp_val(k, j, c);
-                dec[sp_index(k, j) * COLS + c] = 1;
-            }
-        ref_step(r, k, r->wd, w, m, v, vh, g, r->legacy ? dec : NULL, ROWS * COLS);
-    }
-}
-
+/* Legacy decays the indexed rows only, Keras 3 every row; Adam moves every
+ * row in both. */
 static void test_sparse_reference(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int ams = 0; ams < 2; ams++)
-            for (int d = 0; d < 2; d++) {
-                char json[256];
-                snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s%s"),
-                         ams ? "true" : "false", legacy ? ", " LEGACY : "");
-                ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
-                double w[ROWS * COLS], m[ROWS * COLS], v[ROWS * COLS], vh[ROWS * COLS];
-                ref_sparse(&r, SSTEPS, w, m, v, vh);
-                optim_optimizer *opt = optim_test_make(json);
-                optim_var *x = run_sparse(opt, "t", d ? OPTIM_F64 : OPTIM_F32, 0, SSTEPS);
-                double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
-                for (int i = 0; i < ROWS * COLS; i++) {
-                    assert_close(optim_var_get(x, i), w[i], rtol, atol);
-                    assert_close(optim_var_get(optim_get_slot(opt, x, "m"), i), m[i], rtol, atol);
-                    assert_close(optim_var_get(optim_get_slot(opt, x, "v"), i), v[i], rtol, atol);
-                    if (ams) assert_close(optim_var_get(optim_get_slot(opt, x, "vhat"), i), vh[i], rtol, atol);
-                }
-                optim_destroy(opt);
-                optim_var_destroy(x);
-            }
+        for (int ams = 0; ams < 2; ams++) {
+            char json[256];
+            snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s%s"),
+                     ams ? "true" : "false", legacy ? ", " LEGACY : "");
+            ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
+            ot_case c = make_case(json, &r);
+            ot_check_sparse(&SP, &c, 0);
+        }
 }
 
 /* Legacy sparse in float32: the indexed rows are decayed (scatter_add of
  * -wd * w), then Adam._resource_apply_sparse moves every row. Bit for bit. */
 static void test_sparse_legacy_f32_operation_order(void **st)
 {
-    (void)st;
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
         int ams = cfg & 1;
@@ -320,17 +181,17 @@ static void test_sparse_legacy_f32_operation_order(void **st)
         snprintf(json, sizeof json, ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
                  cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
         optim_optimizer *opt = optim_test_make(json);
-        optim_var *x = run_sparse(opt, "t", OPTIM_F32, 0, SSTEPS);
+        optim_var *x = ot_run_sparse(opt, &SP, OPTIM_F32, 0);
         float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0}, vh[ROWS * COLS] = {0};
         for (int r = 0; r < ROWS; r++)
-            for (int c = 0; c < COLS; c++) w[r * COLS + c] = (float)table_init(r, c);
+            for (int c = 0; c < COLS; c++) w[r * COLS + c] = (float)SP.init(r, c);
         const float b1 = 0.9f, b2 = 0.999f, wd = 0.05f;
         for (int k = 0; k < SSTEPS; k++) {
             float g[ROWS * COLS] = {0}, t = (float)(k + 1);
             int touched[ROWS] = {0};
             for (int j = 0; j < NIDX; j++) {
-                touched[sp_index(k, j)] = 1;
-                for (int c = 0; c < COLS; c++) g[sp_index(k, j) * COLS + c] += (float)sp_val(k, j, c);
+                touched[SP.index(k, j)] = 1;
+                for (int c = 0; c < COLS; c++) g[SP.index(k, j) * COLS + c] += (float)SP.val(k, j, c);
             }
             float lr_t = l * (sqrtf(1.0f - powf(b2, t)) / (1.0f - powf(b1, t)));
             for (int i = 0; i < ROWS * COLS; i++) {
@@ -346,10 +207,10 @@ static void test_sparse_legacy_f32_operation_order(void **st)
                 w[i] = w[i] - lr_t * m[i] / (sqrtf(d) + 1e-7f);
             }
         }
-        assert_floats_bitwise(x, w, ROWS * COLS);
-        assert_floats_bitwise(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
-        assert_floats_bitwise(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
-        if (ams) assert_floats_bitwise(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
+        assert_var_floats(x, w, ROWS * COLS);
+        assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
+        assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
+        if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
         optim_destroy(opt);
         optim_var_destroy(x);
     }
@@ -360,7 +221,6 @@ static void test_sparse_legacy_f32_operation_order(void **st)
  * Keras 3 decays every row. */
 static void test_sparse_decay_rows(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
                                            : ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"));
@@ -369,7 +229,7 @@ static void test_sparse_decay_rows(void **st)
         double g[2] = {0.25, -0.5};
         optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
         optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, g, 2, vs)), x};
-        step_ok(opt, &p, 1);
+        ot_step(opt, &p, 1);
         for (int r = 0; r < 5; r++) {
             int touched = r == 1 || r == 4;
             double decayed = legacy ? init[r] - 0.1 * init[r] : init[r] - init[r] * 0.1 * 0.5;
@@ -378,7 +238,7 @@ static void test_sparse_decay_rows(void **st)
             double a = 0.5 * sqrt(1 - 0.999) / (1 - 0.9);
             double want = (touched || !legacy ? decayed : init[r]) - (touched ? a * m / (sqrt(v) + 1e-7) : 0);
             assert_close(optim_var_get(x, r), want, 1e-14, 0);
-            if (legacy && !touched) assert_true(optim_var_get(x, r) == init[r]);
+            if (legacy && !touched) assert_eq(optim_var_get(x, r), init[r]);
         }
         optim_destroy(opt);
         optim_var_destroy(x);
@@ -389,16 +249,15 @@ static void test_sparse_decay_rows(void **st)
 
 static void test_exclude_from_weight_decay(void **st)
 {
-    (void)st;
     optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
                                       "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
     double init[N];
-    for (int i = 0; i < N; i++) init[i] = init_at(i);
+    for (int i = 0; i < N; i++) init[i] = OT_DENSE_SHRINK.init(i);
     int64_t n = N;
     optim_var *kern = optim_test_var("dense/kernel", OPTIM_F64, 1, &n, init);
     optim_var *bias = optim_test_var("dense/bias", OPTIM_F64, 1, &n, init);
     double tinit[ROWS * COLS];
-    for (int i = 0; i < ROWS * COLS; i++) tinit[i] = table_init(i / COLS, i % COLS);
+    for (int i = 0; i < ROWS * COLS; i++) tinit[i] = SP.init(i / COLS, i % COLS);
     int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
     optim_var *emb = optim_test_var("emb_decay", OPTIM_F64, 2, shape, tinit);
     optim_var *skip = optim_test_var("emb_skip", OPTIM_F64, 2, shape, tinit);
@@ -414,11 +273,11 @@ static void test_exclude_from_weight_decay(void **st)
         double g[N], vals[NIDX * COLS], gt[ROWS * COLS] = {0};
         int dec[ROWS * COLS] = {0};
         int64_t idx[NIDX];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
+        for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
         for (int j = 0; j < NIDX; j++) {
-            idx[j] = sp_index(k, j);
+            idx[j] = SP.index(k, j);
             for (int c = 0; c < COLS; c++) {
-                vals[j * COLS + c] = sp_val(k, j, c);
+                vals[j * COLS + c] = SP.val(k, j, c);
                 gt[idx[j] * COLS + c] += vals[j * COLS + c];
                 dec[idx[j] * COLS + c] = 1;
             }
@@ -434,7 +293,7 @@ static void test_exclude_from_weight_decay(void **st)
             {optim_grad_sparse(idx, NIDX, gs), emb},
             {optim_grad_sparse(idx, NIDX, gs), skip},
         };
-        step_ok(opt, p, 4);
+        ot_step(opt, p, 4);
     }
     for (int i = 0; i < N; i++) {
         assert_close(optim_var_get(kern, i), wk[i], 1e-12, 1e-14);
@@ -446,15 +305,11 @@ static void test_exclude_from_weight_decay(void **st)
     }
     /* The patterns are part of the legacy config, and round-trip. */
     char *cfg = optim_get_config(opt);
-    assert_non_null(strstr(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]"));
+    assert_contains(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]");
     char *s1 = optim_serialize(opt);
-    optim_optimizer *b = optim_test_make(s1);
-    char *s2 = optim_serialize(b);
-    assert_string_equal(s1, s2);
+    ot_check_round_trip(s1);
     optim_free(cfg);
     optim_free(s1);
-    optim_free(s2);
-    optim_destroy(b);
     optim_destroy(opt);
     optim_var_destroy(kern);
     optim_var_destroy(bias);
@@ -469,34 +324,28 @@ static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0
  * (evaluated at iterations) is read at each step. */
 static void test_legacy_dynamic_weight_decay(void **st)
 {
-    (void)st;
     for (int kind = 0; kind < 2; kind++) {
         optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         double cur = 0;
-        if (kind == 0) assert_int_equal(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
-        else assert_int_equal(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
+        else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
         double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
-        for (int i = 0; i < N; i++) w[i] = init_at(i);
+        for (int i = 0; i < N; i++) w[i] = OT_DENSE_SHRINK.init(i);
         int64_t n = N;
         optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, w);
         ref r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
         for (int k = 0; k < 6; k++) {
             cur = 0.02 * (k % 3);
             double wd = kind == 0 ? cur : 0.1 / (1.0 + k), g[N];
-            for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
+            for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
             ref_step(&r, k, wd, w, m, v, vh, g, NULL, N);
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
-            step_ok(opt, &p, 1);
+            ot_step(opt, &p, 1);
             for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
         }
         /* A callable weight_decay out of range fails the step. */
-        if (kind == 0) {
-            cur = -1;
-            double g[N] = {0};
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
-            assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
-        }
+        cur = -1;
+        if (kind == 0) ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "weight_decay");
         optim_destroy(opt);
         optim_var_destroy(x);
     }
@@ -505,70 +354,27 @@ static void test_legacy_dynamic_weight_decay(void **st)
 /* ---- Keras and TF Addons test values ----------------------------------------------- */
 
 /* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
-static void test_keras_single_step(void **st)
+static void test_keras_single_step(void **s)
 {
-    (void)st;
-    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.5"));
-    double init[4] = {1, 2, 3, 4}, want[4] = {0.4980, 1.4960, 2.494, 3.492};
-    float g[4] = {1, 6, 7, 2};
-    int64_t n = 4;
-    optim_var *x = optim_test_var("vars", OPTIM_F32, 1, &n, init);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), x};
-    step_ok(opt, &p, 1);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(x, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_single_step(ADAMW("\"learning_rate\": 0.5"), (double[]){0.4980, 1.4960, 2.494, 3.492});
 }
 
 /* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
-static void test_keras_golden(void **st)
+static void test_keras_golden(void **s)
 {
-    (void)st;
     static const double golden[5][10] = {
         {0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998},
         {0.2486, 0.2475, 0.2463, 0.2451, 0.244, 0.2428, 0.2417, 0.2405, 0.2394, 0.2382},
         {0.1223, 0.1198, 0.1174, 0.1149, 0.1124, 0.11, 0.1075, 0.1051, 0.1027, 0.1003},
         {0.0586, 0.0549, 0.0512, 0.0475, 0.0439, 0.0402, 0.0366, 0.033, 0.0294, 0.0258},
         {0.0263, 0.0215, 0.0167, 0.012, 0.0073, 0.0026, -0.0021, -0.0067, -0.0113, -0.0159}};
-    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"));
-    double ones[10];
-    for (int i = 0; i < 10; i++) ones[i] = 1;
-    int64_t n = 10;
-    optim_var *x = optim_test_var("x", OPTIM_F32, 1, &n, ones);
-    float first[10], grads[10];
-    for (int i = 0; i < 10; i++) first[i] = 0.01f, grads[i] = (float)(0.1 + 0.1 * i);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, first, 1, &n)), x};
-    step_ok(opt, &p, 1);
-    p.grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, grads, 1, &n));
-    for (int k = 0; k < 5; k++) {
-        for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
-        step_ok(opt, &p, 1);
-    }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    ot_check_keras_golden(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"), OPTIM_F32, golden[0], 10);
 }
 
 /* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
-static void test_keras_weight_decay(void **st)
+static void test_keras_weight_decay(void **s)
 {
-    (void)st;
-    double two = 2.0;
-    float zero = 0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &two);
-    optim_var *v2 = optim_test_var("exclude", OPTIM_F32, 0, NULL, &two);
-    optim_tensor g = optim_tensor_make(OPTIM_F32, &zero, 0, NULL);
-    for (int k = 0; k < 3; k++) {
-        optim_optimizer *o = optim_test_make(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"));
-        const char *pat[1] = {"exclude"};
-        assert_int_equal(optim_exclude_from_weight_decay(o, NULL, 0, pat, 1), 0);
-        optim_grad_var p[2] = {{optim_grad_dense(g), v1}, {optim_grad_dense(g), v2}};
-        step_ok(o, p, 2);
-        optim_destroy(o);
-    }
-    assert_close(optim_var_get(v1, 0), 1.9760959, 0, 1e-6);
-    assert_true(optim_var_get(v2, 0) == 2.0);
-    optim_var_destroy(v1);
-    optim_var_destroy(v2);
+    ot_check_keras_weight_decay(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tensorflow_addons/optimizers/tests/weight_decay_optimizers_test.py:
@@ -576,7 +382,6 @@ static void test_keras_weight_decay(void **st)
  * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
 static void test_tfa_values(void **st)
 {
-    (void)st;
     for (int sparse = 0; sparse < 2; sparse++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -593,7 +398,7 @@ static void test_tfa_values(void **st)
                 optim_tensor t0 = optim_tensor_make(dt, g0, 1, &n), t1 = optim_tensor_make(dt, g1, 1, &n);
                 optim_grad_var p[2] = {{sparse ? optim_grad_sparse(idx, 2, t0) : optim_grad_dense(t0), var0},
                                        {sparse ? optim_grad_sparse(idx, 2, t1) : optim_grad_dense(t1), var1}};
-                step_ok(opt, p, 2);
+                ot_step(opt, p, 2);
                 double lr_t = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
                 m0 = 0.9 * m0 + 0.1 * 0.1;
                 v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
@@ -615,98 +420,58 @@ static void test_tfa_values(void **st)
 
 /* ---- config -------------------------------------------------------------------------- */
 
-static cJSON *config_of(optim_optimizer *opt)
-{
-    char *s = optim_get_config(opt);
-    assert_non_null(s);
-    cJSON *c = cJSON_Parse(s);
-    optim_free(s);
-    assert_non_null(c);
-    return c;
-}
-
-static void assert_keys(cJSON *c, const char *const *keys, size_t n)
-{
-    size_t i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, c)
-    {
-        if (i >= n || strcmp(it->string, keys[i]) != 0) {
-            print_error("config key %zu is '%s', expected '%s'\n", i, it->string, i < n ? keys[i] : "(end)");
-            fail();
-        }
-        i++;
-    }
-    assert_int_equal(i, n);
-}
-
-static double num(cJSON *c, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
-    assert_non_null(v);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
-}
-
-static void expect_refused(const char *json, int code, const char *key, const char *range);
-
 static void test_config_keys_and_defaults(void **st)
 {
-    (void)st;
-    static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
-                                     "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
-                                     "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
-                                     "epsilon", "amsgrad"};
+    static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "amsgrad",
                                      "weight_decay", "exclude_from_weight_decay", "is_legacy_optimizer"};
     optim_optimizer *opt = optim_test_make(ADAMW(""));
-    cJSON *c = config_of(opt);
-    assert_keys(c, k3, sizeof k3 / sizeof *k3);
+    cJSON *c = ot_config(opt);
+    ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "AdamW");
-    assert_true(num(c, "weight_decay") == 0.004);
-    assert_true(num(c, "learning_rate") == 0.001);
-    assert_true(num(c, "beta_1") == 0.9 && num(c, "beta_2") == 0.999 && num(c, "epsilon") == 1e-7);
+    ot_expect_numbers(c, "weight_decay", 0.004, "learning_rate", 0.001, NULL);
+    assert_eq(ot_num(c, "beta_1"), 0.9);
+    assert_eq(ot_num(c, "beta_2"), 0.999);
+    assert_eq(ot_num(c, "epsilon"), 1e-7);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
     cJSON_Delete(c);
     optim_destroy(opt);
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, " LEGACY));
-    c = config_of(opt);
-    assert_keys(c, kl, sizeof kl / sizeof *kl);
-    assert_true(num(c, "weight_decay") == 0.01);
-    assert_true(num(c, "decay") == 0);
+    c = ot_config(opt);
+    ot_assert_keys(c, kl, sizeof kl / sizeof *kl);
+    ot_expect_numbers(c, "weight_decay", 0.01, "decay", 0.0, NULL);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "exclude_from_weight_decay")));
     cJSON_Delete(c);
     optim_destroy(opt);
     /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
     opt = optim_test_make(ADAMW("\"weight_decay\": 1, \"epsilon\": null, " LEGACY));
     char *e = optim_get_config(opt);
-    assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"weight_decay\":1.0,"
-                              "\"exclude_from_weight_decay\":null,\"is_legacy_optimizer\":true}"));
+    assert_contains(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"weight_decay\":1.0,"
+                              "\"exclude_from_weight_decay\":null,\"is_legacy_optimizer\":true}");
     optim_free(e);
     optim_destroy(opt);
-    expect_refused(ADAMW("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+    ot_expect_refused(ADAMW("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     /* An empty list stays a list. */
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY));
     char *s = optim_get_config(opt);
-    assert_non_null(strstr(s, "\"exclude_from_weight_decay\":[]"));
+    assert_contains(s, "\"exclude_from_weight_decay\":[]");
     optim_free(s);
     optim_destroy(opt);
     /* Created from the class: Keras 3 defaults; legacy needs weight_decay. */
     optim_error err;
     optim_options o = optim_options_defaults();
-    assert_int_equal(optim_create(&opt, &optim_adamw_class, &o, &err), 0);
+    assert_eq(optim_create(&opt, &optim_adamw_class, &o, &err), 0);
     double wd;
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
-    assert_true(wd == 0.004);
+    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_eq(wd, 0.004);
     optim_destroy(opt);
     o.generation = OPTIM_LEGACY;
-    assert_int_equal(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL);
-    assert_non_null(strstr(err.msg, "weight_decay"));
+    assert_eq(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL);
+    assert_contains(err.msg, "weight_decay");
 }
 
 static void test_config_round_trip(void **st)
 {
-    (void)st;
     const char *cfgs[] = {
         ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
               "\"amsgrad\": true"),
@@ -715,44 +480,23 @@ static void test_config_round_trip(void **st)
         ADAMW("\"weight_decay\": 0, \"name\": \"my_adamw\""),
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+        ot_check_round_trip(cfgs[i]);
         optim_optimizer *a = optim_test_make(cfgs[i]);
-        char *s1 = optim_serialize(a);
-        optim_optimizer *b = optim_test_make(s1);
-        char *s2 = optim_serialize(b);
-        assert_string_equal(s1, s2);
-        cJSON *c = config_of(b);
-        assert_true(num(c, "weight_decay") == (i < 2 ? 0.008 : 0.0));
+        cJSON *c = ot_config(a);
+        assert_eq(ot_num(c, "weight_decay"), (i < 2 ? 0.008 : 0.0));
         cJSON_Delete(c);
-        optim_free(s1);
-        optim_free(s2);
         optim_destroy(a);
-        optim_destroy(b);
-    }
-}
-
-static void expect_refused(const char *json, int code, const char *key, const char *range)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    if (!strstr(err.msg, key) || (range && !strstr(err.msg, range))) {
-        print_error("message '%s' lacks '%s' / '%s'\n", err.msg, key, range ? range : "");
-        fail();
     }
 }
 
 static void test_config_refused(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
         char json[256];
 #define REFUSE(body, code, key, range)                                                                   \
     snprintf(json, sizeof json, "{\"class_name\": \"AdamW\", \"config\": {" body "%s}}",                  \
              legacy ? ", \"weight_decay\": 0.01, " LEGACY : "");                                         \
-    expect_refused(json, code, key, range)
+    ot_expect_refused(json, code, key, range)
         REFUSE("\"beta_1\": 1.0", OPTIM_ERANGE, "beta_1", "[0, 1)");
         REFUSE("\"beta_2\": -0.5", OPTIM_ERANGE, "beta_2", "[0, 1)");
         REFUSE("\"epsilon\": -1", OPTIM_ERANGE, "epsilon", "[0, inf)");
@@ -761,33 +505,33 @@ static void test_config_refused(void **st)
 #undef REFUSE
     }
     /* weight_decay: Keras 3 refuses None and negatives; legacy requires it. */
-    expect_refused(ADAMW("\"weight_decay\": null"), OPTIM_EINVAL, "weight_decay", NULL);
-    expect_refused(ADAMW("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
-    expect_refused(ADAMW(LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
-    expect_refused(ADAMW("\"weight_decay\": null, " LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
-    expect_refused(ADAMW("\"weight_decay\": -1, " LEGACY), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    ot_expect_refused(ADAMW("\"weight_decay\": null"), OPTIM_EINVAL, "weight_decay", NULL);
+    ot_expect_refused(ADAMW("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    ot_expect_refused(ADAMW(LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
+    ot_expect_refused(ADAMW("\"weight_decay\": null, " LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
+    ot_expect_refused(ADAMW("\"weight_decay\": -1, " LEGACY), OPTIM_ERANGE, "weight_decay", "[0, inf)");
     /* exclude_from_weight_decay: legacy only, a list of valid patterns. */
-    expect_refused(ADAMW("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
-    expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": \"bias\", " LEGACY), OPTIM_ETYPE,
+    ot_expect_refused(ADAMW("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
+    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": \"bias\", " LEGACY), OPTIM_ETYPE,
                    "exclude_from_weight_decay", NULL);
-    expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [1], " LEGACY), OPTIM_ETYPE,
+    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [1], " LEGACY), OPTIM_ETYPE,
                    "exclude_from_weight_decay", NULL);
-    expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [\"ok\", \"(\"], " LEGACY),
+    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [\"ok\", \"(\"], " LEGACY),
                    OPTIM_EINVAL, "exclude_from_weight_decay[1]", NULL);
-    expect_refused(ADAMW("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
+    ot_expect_refused(ADAMW("\"decay\": 0.1"), OPTIM_EKEY, "decay", NULL);
     /* optim_set_hyper: Keras 3 weight_decay None refused, old value kept. */
     optim_optimizer *opt = optim_test_make(ADAMW(""));
-    assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "weight_decay"));
+    assert_eq(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_contains(optim_errmsg(opt), "weight_decay");
     double wd;
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
-    assert_true(wd == 0.004);
+    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_eq(wd, 0.004);
     optim_destroy(opt);
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.2, " LEGACY));
-    assert_int_equal(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
-    assert_int_equal(optim_set_hyper(opt, "weight_decay", 0.3), 0);
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &wd), 0);
-    assert_true(wd == 0.3);
+    assert_eq(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_eq(optim_set_hyper(opt, "weight_decay", 0.3), 0);
+    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_eq(wd, 0.3);
     optim_destroy(opt);
 }
 
@@ -795,31 +539,9 @@ static void test_config_refused(void **st)
 
 static void test_threads_bitwise(void **st)
 {
-    (void)st;
-    const int64_t n = 100003;
-    double *init = malloc((size_t)n * sizeof *init);
-    float *g = malloc((size_t)n * sizeof *g);
-    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
-    for (int legacy = 0; legacy < 2; legacy++) {
-        optim_var *vars[2];
-        for (int t = 0; t < 2; t++) {
-            optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY)
-                                               : ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"));
-            assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
-            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
-            for (int k = 0; k < 4; k++) {
-                for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
-                step_ok(opt, &p, 1);
-            }
-            optim_destroy(opt);
-        }
-        assert_vars_bitwise(vars[0], vars[1]);
-        optim_var_destroy(vars[0]);
-        optim_var_destroy(vars[1]);
-    }
-    free(init);
-    free(g);
+    static const char *const slots[] = {"m", "v", "vhat", NULL};
+    ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"), 2, 4, 1, slots);
+    ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY), 2, 4, 1, slots);
 }
 
 int main(void)

@@ -20,35 +20,17 @@
  * and, for tf.keras's dense l2_shrinkage kernel, the same recurrence with the
  * linear slot kept multiplied by the learning rate (zl, threshold l1 * lr,
  * denominator beta + n'^e + 2 * l2 * lr). */
-#include "testutil.h"
+#include "opt_table.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim.h"
-
 #define STEPS 25
 #define N 6
 
-/* ---- helpers ---------------------------------------------------------------- */
-
-
-
-static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
-{
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
-}
-
-static void assert_vars_bitwise(const optim_var *a, const optim_var *b)
-{
-    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
-    assert_memory_equal(optim_var_cdata(a), optim_var_cdata(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
-}
+#define FTRL(cfg) "{\"class_name\": \"Ftrl\", \"config\": {" cfg "}}"
 
 /* The value a float32 run sees for x. */
 static double rd(int f32, double x) { return f32 ? (double)(float)x : x; }
@@ -64,16 +46,13 @@ static const cfg DEFAULTS = {0.001, -0.5, 0.1, 0, 0, 0, 0, 0};
 /* The config as Keras JSON, every Ftrl key written out. */
 static void cfg_json(const cfg *c, int legacy, char *buf, size_t n)
 {
-    int len = snprintf(buf, n,
-                       "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": %.17g, "
-                       "\"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
-                       "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
-                       "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g",
-                       c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta);
-    if (legacy)
-        len += snprintf(buf + len, n - (size_t)len, ", \"decay\": %.17g, \"is_legacy_optimizer\": true",
-                        c->decay);
-    snprintf(buf + len, n - (size_t)len, "}}");
+    char decay[64] = "";
+    if (legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
+    snprintf(buf, n,
+             FTRL("\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
+                  "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
+                  "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
+             c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta, decay);
 }
 
 /* One coordinate, one step, the paper's form (z is the paper's z). */
@@ -113,45 +92,29 @@ static double ref_lr(const cfg *c, int legacy, int f32, int k)
 static double grad_at(int k, int i) { return sin(0.7 * k + 1.3 * i) * (1.0 + 0.2 * i) - 0.04 * k; }
 static double init_at(int i) { return 0.6 - 0.25 * i; }
 
-/* Runs STEPS dense steps of grad_at on a fresh N-vector and compares the
- * variable, "accumulator" and "linear" with the reference. */
+static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
+
+/* Runs the dense problem and compares the variable, "accumulator" and
+ * "linear" with the reference of that dtype. */
 static void check_dense(const cfg *c, int legacy)
 {
     char json[1024];
     cfg_json(c, legacy, json, sizeof json);
-    for (int d = 0; d < 2; d++) {
-        int f32 = d == 0;
-        optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
-        optim_optimizer *opt = optim_test_make(json);
-        double init[N];
-        for (int i = 0; i < N; i++) init[i] = init_at(i);
-        int64_t shape[1] = {N};
-        optim_var *v = optim_test_var("w", dt, 1, shape, init);
+    for (int f32 = 0; f32 < 2; f32++) {
         double w[N], n[N], z[N];
-        for (int i = 0; i < N; i++) w[i] = rd(f32, init[i]), n[i] = rd(f32, c->init_acc), z[i] = 0;
-        int lr_scaled = legacy && c->shr > 0;
-        for (int k = 0; k < STEPS; k++) {
-            float gf[N];
-            double gd[N];
-            for (int i = 0; i < N; i++) gf[i] = (float)grad_at(k, i), gd[i] = grad_at(k, i);
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, f32 ? (void *)gf : (void *)gd, 1, shape)), v};
-            step_ok(opt, &p, 1);
-            double lr = ref_lr(c, legacy, f32, k);
+        for (int i = 0; i < N; i++) w[i] = rd(f32, init_at(i)), n[i] = rd(f32, c->init_acc), z[i] = 0;
+        for (int k = 0; k < STEPS; k++)
             for (int i = 0; i < N; i++) {
-                double g = f32 ? (double)gf[i] : gd[i];
-                if (lr_scaled) ref_lr_scaled(c, f32, lr, g, &w[i], &n[i], &z[i]);
+                double lr = ref_lr(c, legacy, f32, k), g = rd(f32, grad_at(k, i));
+                if (legacy && c->shr > 0) ref_lr_scaled(c, f32, lr, g, &w[i], &n[i], &z[i]);
                 else ref_std(c, f32, lr, g, &w[i], &n[i], &z[i]);
             }
-        }
-        optim_var *acc = optim_get_slot(opt, v, "accumulator"), *lin = optim_get_slot(opt, v, "linear");
-        assert_non_null(acc);
-        assert_non_null(lin);
+        optim_optimizer *opt = optim_test_make(json);
+        optim_var *v = ot_run_dense(opt, &DENSE, f32 ? OPTIM_F32 : OPTIM_F64);
         double rtol = f32 ? 2e-5 : 1e-12, atol = f32 ? 2e-6 : 1e-13;
-        for (int i = 0; i < N; i++) {
-            assert_close(optim_var_get(v, i), w[i], rtol, atol);
-            assert_close(optim_var_get(acc, i), n[i], rtol, atol);
-            assert_close(optim_var_get(lin, i), z[i], rtol, atol);
-        }
+        assert_var_close(v, w, N, rtol, atol);
+        assert_var_close(optim_get_slot(opt, v, "accumulator"), n, N, rtol, atol);
+        assert_var_close(optim_get_slot(opt, v, "linear"), z, N, rtol, atol);
         optim_destroy(opt);
         optim_var_destroy(v);
     }
@@ -165,7 +128,6 @@ static void check_both(const cfg *c)
 
 static void test_dense_plain(void **s)
 {
-    (void)s;
     cfg c = DEFAULTS;
     c.lr = 0.1;
     check_both(&c);
@@ -175,7 +137,6 @@ static void test_dense_plain(void **s)
 
 static void test_dense_lr_power(void **s)
 {
-    (void)s;
     cfg c = DEFAULTS;
     c.lr = 0.2;
     c.lr_power = -0.7; /* pow in both generations */
@@ -189,7 +150,6 @@ static void test_dense_lr_power(void **s)
 
 static void test_dense_l1(void **s)
 {
-    (void)s;
     cfg c = DEFAULTS;
     c.lr = 0.3;
     c.l1 = 0.4; /* large enough to pin some coordinates at 0 */
@@ -200,7 +160,6 @@ static void test_dense_l1(void **s)
 
 static void test_dense_l2(void **s)
 {
-    (void)s;
     cfg c = DEFAULTS;
     c.lr = 0.3;
     c.l2 = 0.25;
@@ -211,7 +170,6 @@ static void test_dense_l2(void **s)
 
 static void test_dense_l2_shrinkage(void **s)
 {
-    (void)s;
     cfg c = DEFAULTS;
     c.lr = 0.3;
     c.shr = 0.1;
@@ -222,7 +180,6 @@ static void test_dense_l2_shrinkage(void **s)
 
 static void test_dense_beta(void **s)
 {
-    (void)s;
     cfg c = DEFAULTS;
     c.lr = 0.3;
     c.beta = 0.5;
@@ -234,7 +191,6 @@ static void test_dense_beta(void **s)
 
 static void test_dense_all(void **s)
 {
-    (void)s;
     cfg c = {0.25, -0.6, 0.2, 0.05, 0.1, 0.05, 0.2, 0};
     check_both(&c);
     c.lr_power = -0.5;
@@ -246,7 +202,6 @@ static void test_dense_all(void **s)
  * trajectory than Keras 3's rule would (checked to differ). */
 static void test_dense_legacy_decay(void **s)
 {
-    (void)s;
     cfg c = {0.5, -0.5, 0.1, 0.02, 0.1, 0, 0.1, 0.3};
     check_dense(&c, 1);
     c.shr = 0.2;
@@ -258,14 +213,13 @@ static void test_dense_legacy_decay(void **s)
         ref_std(&c, 0, lr, grad_at(k, 1), &w1, &n1, &z1);
         ref_lr_scaled(&c, 0, lr, grad_at(k, 1), &w2, &n2, &z2);
     }
-    assert_true(fabs(w1 - w2) > 1e-3);
+    assert_gt(fabs(w1 - w2), 1e-3);
 }
 
 /* With a constant learning rate the legacy dense l2_shrinkage kernel lands
  * on Keras 3's variable while its linear slot is lr times Keras 3's. */
 static void test_legacy_shrinkage_linear_scale(void **s)
 {
-    (void)s;
     cfg c = {0.25, -0.5, 0.1, 0.01, 0.2, 0.1, 0.1, 0};
     char j3[1024], jl[1024];
     cfg_json(&c, 0, j3, sizeof j3);
@@ -280,8 +234,8 @@ static void test_legacy_shrinkage_linear_scale(void **s)
         for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
         optim_grad_var p3 = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v3};
         optim_grad_var pl = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), vl};
-        step_ok(o3, &p3, 1);
-        step_ok(ol, &pl, 1);
+        ot_step(o3, &p3, 1);
+        ot_step(ol, &pl, 1);
     }
     optim_var *z3 = optim_get_slot(o3, v3, "linear"), *zl = optim_get_slot(ol, vl, "linear");
     for (int i = 0; i < N; i++) {
@@ -301,10 +255,9 @@ static double l1_fn(void *user) { (void)user; return l1_now; }
 
 static void test_legacy_dynamic(void **s)
 {
-    (void)s;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.3, "
-                                "\"is_legacy_optimizer\": true}}");
-    assert_int_equal(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
+    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, "
+                                "" OT_LEGACY));
+    assert_eq(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
     double init[N], w[N], n[N], z[N];
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), n[i] = 0.1, z[i] = 0;
     int64_t shape[1] = {N};
@@ -315,25 +268,20 @@ static void test_legacy_dynamic(void **s)
         c.l1 = l1_now;
         c.lr_power = k < 5 ? -0.5 : -0.7;
         c.beta = k < 7 ? 0.0 : 0.3;
-        assert_int_equal(optim_set_hyper(opt, "learning_rate_power", c.lr_power), 0);
-        assert_int_equal(optim_set_hyper(opt, "beta", c.beta), 0);
+        assert_eq(optim_set_hyper(opt, "learning_rate_power", c.lr_power), 0);
+        assert_eq(optim_set_hyper(opt, "beta", c.beta), 0);
         double g[N];
         for (int i = 0; i < N; i++) {
             g[i] = grad_at(k, i);
             ref_std(&c, 0, 0.3, g[i], &w[i], &n[i], &z[i]);
         }
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-        step_ok(opt, &p, 1);
+        ot_step(opt, &p, 1);
     }
     for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-12, 1e-14);
     /* A callable out of range fails the step; nothing changes. */
     l1_now = -0.1;
-    double g[N] = {1, 1, 1, 1, 1, 1}, before = optim_var_get(v, 2);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
-    assert_non_null(strstr(optim_errmsg(opt), "l1_regularization_strength"));
-    assert_true(optim_var_get(v, 2) == before);
-    assert_int_equal(optim_iterations(opt), 10);
+    ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "l1_regularization_strength");
     optim_destroy(opt);
     optim_var_destroy(v);
 }
@@ -343,23 +291,12 @@ static void test_legacy_dynamic(void **s)
 /* keras/src/optimizers/ftrl_test.py test_single_step. */
 static void test_keras3_golden_single_step(void **s)
 {
-    (void)s;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5}}");
-    double init[4] = {1, 2, 3, 4}, want[4] = {0.2218, 1.3954, 2.3651, 2.8814};
-    float g[4] = {1, 6, 7, 2};
-    int64_t shape[1] = {4};
-    optim_var *v = optim_test_var("v", OPTIM_F32, 1, shape, init);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, shape)), v};
-    step_ok(opt, &p, 1);
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    ot_check_keras_single_step(FTRL("\"learning_rate\": 0.5"), (double[]){0.2218, 1.3954, 2.3651, 2.8814});
 }
 
 /* keras/src/optimizers/ftrl_test.py test_correctness_with_golden. */
 static void test_keras3_golden_correctness(void **s)
 {
-    (void)s;
     static const double golden[5][10] = {
         {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
         {-0.0034, -0.0077, -0.0118, -0.0157, -0.0194, -0.023, -0.0263, -0.0294, -0.0325, -0.0354},
@@ -367,29 +304,11 @@ static void test_keras3_golden_correctness(void **s)
         {-0.0121, -0.0246, -0.0363, -0.0472, -0.0573, -0.0668, -0.0757, -0.0842, -0.0922, -0.0999},
         {-0.0164, -0.0328, -0.0481, -0.0623, -0.0753, -0.0875, -0.099, -0.1098, -0.1201, -0.1299},
     };
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make(
-            "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
-            "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
-            "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
-            "\"beta\": 0.3}}");
-        double ones[10], first[10], grads[10];
-        for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
-        float ff[10], gf[10];
-        for (int i = 0; i < 10; i++) ff[i] = (float)first[i], gf[i] = (float)grads[i];
-        int64_t shape[1] = {10};
-        optim_var *x = optim_test_var("x", dt, 1, shape, ones);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)first : (void *)ff, 1, shape)), x};
-        step_ok(opt, &p, 1);
-        for (int k = 0; k < 5; k++) {
-            for (int i = 0; i < 10; i++) assert_close(optim_var_get(x, i), golden[k][i], 5e-4, 5e-4);
-            p.grad = optim_grad_dense(optim_tensor_make(dt, d ? (void *)grads : (void *)gf, 1, shape));
-            step_ok(opt, &p, 1);
-        }
-        optim_destroy(opt);
-        optim_var_destroy(x);
-    }
+    const char *json = FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
+                            "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
+                            "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.3");
+    ot_check_keras_golden(json, OPTIM_F32, golden[0], 10);
+    ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
 
 /* tf_keras/optimizers/legacy/ftrl_test.py: two variables, grads0 = [0.1, 0.2],
@@ -399,8 +318,8 @@ static void legacy_golden(const char *extra, const double *init0, const double *
 {
     char json[512];
     snprintf(json, sizeof json,
-             "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
-             "\"initial_accumulator_value\": 0.1%s, \"is_legacy_optimizer\": true}}", extra);
+             FTRL("\"learning_rate\": 3.0, "
+             "\"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra);
     optim_optimizer *opt = optim_test_make(json);
     int64_t shape[1] = {2};
     optim_var *v0 = optim_test_var("var0", OPTIM_F32, 1, shape, init0);
@@ -411,7 +330,7 @@ static void legacy_golden(const char *extra, const double *init0, const double *
             {optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, shape)), v0},
             {optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, shape)), v1},
         };
-        step_ok(opt, p, 2);
+        ot_step(opt, p, 2);
     }
     for (int i = 0; i < 2; i++) {
         assert_close(optim_var_get(v0, i), want0[i], 1e-5, 1e-6);
@@ -424,7 +343,6 @@ static void legacy_golden(const char *extra, const double *init0, const double *
 
 static void test_legacy_golden(void **s)
 {
-    (void)s;
     const double zero[2] = {0, 0}, a[2] = {1, 2}, b[2] = {4, 3};
     legacy_golden("", zero, zero, 3, (double[]){-2.60260963, -4.29698515},
                   (double[]){-0.28432083, -0.56694895});
@@ -446,11 +364,10 @@ static void test_legacy_golden(void **s)
  * and index 1 of var1; the other rows stay. */
 static void test_legacy_golden_sparse(void **s)
 {
-    (void)s;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
+    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 3.0, "
                                 "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
                                 "\"l2_regularization_strength\": 2.0, "
-                                "\"l2_shrinkage_regularization_strength\": 0.1, \"is_legacy_optimizer\": true}}");
+                                "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY));
     static const int64_t shape[2] = {2, 1}, vs[2] = {1, 1};
     optim_var *v0 = optim_test_var("var0", OPTIM_F32, 2, shape, (double[]){1, 2});
     optim_var *v1 = optim_test_var("var1", OPTIM_F32, 2, shape, (double[]){4, 3});
@@ -461,11 +378,11 @@ static void test_legacy_golden_sparse(void **s)
             {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F32, &g0, 2, vs)), v0},
             {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F32, &g1, 2, vs)), v1},
         };
-        step_ok(opt, p, 2);
+        ot_step(opt, p, 2);
     }
     assert_close(optim_var_get(v0, 0), -0.22578995, 1e-5, 1e-6);
-    assert_true(optim_var_get(v0, 1) == 2.0);
-    assert_true(optim_var_get(v1, 0) == 4.0);
+    assert_eq(optim_var_get(v0, 1), 2.0);
+    assert_eq(optim_var_get(v1, 0), 4.0);
     assert_close(optim_var_get(v1, 1), -0.13229476, 1e-5, 1e-6);
     optim_destroy(opt);
     optim_var_destroy(v0);
@@ -476,17 +393,13 @@ static void test_legacy_golden_sparse(void **s)
  * so the sparse gradient of row 0 is 2 * 14 * [4, 5]; Ftrl(1.0), one step. */
 static void test_legacy_golden_minimize_sparse(void **s)
 {
-    (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 1.0, "
-                                    "\"is_legacy_optimizer\": true}}");
-        int64_t shape[2] = {1, 2}, vs[2] = {1, 2}, idx = 0;
+        optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, "
+                                    "" OT_LEGACY));
+        int64_t shape[2] = {1, 2};
         optim_var *v = optim_test_var("var0", dt, 2, shape, (double[]){1, 2});
-        float gf[2] = {112, 140};
-        double gd[2] = {112, 140};
-        optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 2, vs)), v};
-        step_ok(opt, &p, 1);
+        ot_step_row(opt, v, 0, (double[]){112, 140});
         assert_close(optim_var_get(v, 0), 0, 0, 0.01);
         assert_close(optim_var_get(v, 1), 1, 0, 0.01);
         optim_destroy(opt);
@@ -498,13 +411,12 @@ static void test_legacy_golden_minimize_sparse(void **s)
  * gradient descent (lr_power 0): testEquiv{,Sparse}{Adagrad,GradientDescent}. */
 static void test_legacy_equivalences(void **s)
 {
-    (void)s;
     for (int gd_case = 0; gd_case < 2; gd_case++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = optim_test_make(gd_case ? "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
-                                                  "\"learning_rate_power\": -0.0, \"is_legacy_optimizer\": true}}"
-                                                : "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 3.0, "
-                                                  "\"is_legacy_optimizer\": true}}");
+            optim_optimizer *opt = optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
+                                                  "\"learning_rate_power\": -0.0, " OT_LEGACY)
+                                                : FTRL("\"learning_rate\": 3.0, "
+                                                  "" OT_LEGACY));
             int64_t shape1[1] = {2}, shape2[2] = {2, 1}, vs[2] = {1, 1};
             double zeros[2] = {0, 0};
             optim_var *v0 = optim_test_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
@@ -520,7 +432,7 @@ static void test_legacy_equivalences(void **s)
                     p[0] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, shape1)), v0};
                     p[1] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, shape1)), v1};
                 }
-                step_ok(opt, p, 2);
+                ot_step(opt, p, 2);
             }
             /* Adagrad (TF1 AdagradOptimizer): acc += g^2; w -= lr * g / sqrt(acc). */
             double want[2][2];
@@ -567,46 +479,14 @@ static double table_init(int r, int c) { return 0.3 * r - 0.2 * c - 0.4; }
  * of one element), or the same gradients summed into dense ones. */
 static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int cols, int as_dense)
 {
-    int rank = cols ? 2 : 1, cw = cols ? cols : 1;
-    double *init = malloc(sizeof(double) * ROWS * cw);
-    for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < cw; c++) init[r * cw + c] = table_init(r, c);
-    int64_t shape[2] = {ROWS, cw};
-    optim_var *v = optim_test_var("table", dt, rank, shape, init);
-    free(init);
-    float *fv = malloc(sizeof(float) * 5 * cw), *fd = malloc(sizeof(float) * ROWS * cw);
-    double *dv = malloc(sizeof(double) * 5 * cw), *dd = malloc(sizeof(double) * ROWS * cw);
-    for (int k = 0; k < SSTEPS; k++) {
-        int64_t idx[5];
-        for (int i = 0; i < ROWS * cw; i++) fd[i] = 0, dd[i] = 0;
-        for (int j = 0; j < 5; j++) {
-            idx[j] = sp_index(k, j);
-            for (int c = 0; c < cw; c++) {
-                fv[j * cw + c] = (float)sp_val(k, j, c);
-                dv[j * cw + c] = sp_val(k, j, c);
-                fd[idx[j] * cw + c] += fv[j * cw + c];
-                dd[idx[j] * cw + c] += dv[j * cw + c];
-            }
-        }
-        int f = dt == OPTIM_F32;
-        int64_t vs[2] = {5, cw};
-        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dd, rank, shape))
-                                     : optim_grad_sparse(idx, 5, optim_tensor_make(dt, f ? (void *)fv : (void *)dv, rank, vs)),
-                            v};
-        step_ok(opt, &p, 1);
-    }
-    free(fv);
-    free(fd);
-    free(dv);
-    free(dd);
-    return v;
+    ot_sparse sp = {ROWS, cols, SSTEPS, 5, sp_index, sp_val, table_init};
+    return ot_run_sparse(opt, &sp, dt, as_dense);
 }
 
 /* Keras 3: a sparse gradient gives exactly the dense-equivalent step (every
  * row, zero gradient where no index points), bit for bit, slots included. */
 static void test_sparse_keras3_equals_dense(void **s)
 {
-    (void)s;
     static const cfg cfgs[] = {
         {0.2, -0.5, 0.1, 0, 0, 0, 0, 0},
         {0.2, -0.7, 0.1, 0.05, 0, 0, 0, 0},
@@ -614,46 +494,35 @@ static void test_sparse_keras3_equals_dense(void **s)
         {0.2, -0.6, 0.2, 0.02, 0.1, 0.05, 0.2, 0},
     };
     static const int widths[] = {0, 3, 300};
+    static const char *const slots[] = {"accumulator", "linear", NULL};
     for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++)
-        for (size_t wi = 0; wi < 3; wi++)
-            for (int d = 0; d < 2; d++) {
-                optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-                char json[1024];
-                cfg_json(&cfgs[ci], 0, json, sizeof json);
-                optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
-                optim_var *sv = run_sparse(o1, dt, widths[wi], 0), *dv = run_sparse(o2, dt, widths[wi], 1);
-                assert_vars_bitwise(sv, dv);
-                assert_vars_bitwise(optim_get_slot(o1, sv, "accumulator"), optim_get_slot(o2, dv, "accumulator"));
-                assert_vars_bitwise(optim_get_slot(o1, sv, "linear"), optim_get_slot(o2, dv, "linear"));
-                optim_destroy(o1);
-                optim_destroy(o2);
-                optim_var_destroy(sv);
-                optim_var_destroy(dv);
-            }
+        for (size_t wi = 0; wi < 3; wi++) {
+            char json[1024];
+            cfg_json(&cfgs[ci], 0, json, sizeof json);
+            ot_sparse sp = {ROWS, widths[wi], SSTEPS, 5, sp_index, sp_val, table_init};
+            ot_check_sparse_equals_dense(&sp, json, slots);
+        }
 }
 
 /* Keras 3: a row nobody indexes still changes. Its w is recomputed from its
  * z and n (0 when z == 0), and l2_shrinkage moves its z by 2 * s * w. */
 static void test_sparse_keras3_untouched_rows(void **s)
 {
-    (void)s;
     for (int shrink = 0; shrink < 2; shrink++) {
-        optim_optimizer *opt = optim_test_make(shrink ? "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5, "
-                                             "\"l2_shrinkage_regularization_strength\": 0.25}}"
-                                           : "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5}}");
-        int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i0 = 0;
+        optim_optimizer *opt = optim_test_make(shrink ? FTRL("\"learning_rate\": 0.5, "
+                                             "\"l2_shrinkage_regularization_strength\": 0.25")
+                                           : FTRL("\"learning_rate\": 0.5"));
+        int64_t shape[2] = {3, 1};
         optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
-        double one = 1.0;
-        optim_grad_var p = {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), v};
-        step_ok(opt, &p, 1);
+        ot_step_row(opt, v, 0, (double[]){1});
         optim_var *lin = optim_get_slot(opt, v, "linear"), *acc = optim_get_slot(opt, v, "accumulator");
         for (int r = 1; r < 3; r++) {
             double w0 = r + 1.0, z = shrink ? 2 * 0.25 * w0 : 0.0;
-            assert_true(optim_var_get(acc, r) == 0.1);
-            assert_true(optim_var_get(lin, r) == z);
+            assert_eq(optim_var_get(acc, r), 0.1);
+            assert_eq(optim_var_get(lin, r), z);
             /* w = (clip(z) - z) / (sqrt(n) / lr), l1 = 0: -z / q. */
             assert_close(optim_var_get(v, r), -z / (sqrt(0.1) / 0.5), 1e-15, 0);
-            if (!shrink) assert_true(optim_var_get(v, r) == 0.0);
+            if (!shrink) assert_eq(optim_var_get(v, r), 0.0);
         }
         /* Row 0 follows the rule with g = 1. */
         double z0 = 1 + (shrink ? 0.5 : 0) - (sqrt(1.1) - sqrt(0.1)) / 0.5;
@@ -706,9 +575,9 @@ static void check_sparse_legacy(const cfg *c, int cols)
         /* Row 5 is never indexed: bit-identical to its start. */
         for (int cc = 0; cc < cw; cc++) {
             int64_t i = 5 * cw + cc;
-            assert_true(optim_var_get(v, i) == rd(f32, table_init(5, cc)));
-            assert_true(optim_var_get(acc, i) == rd(f32, c->init_acc));
-            assert_true(optim_var_get(lin, i) == 0.0);
+            assert_eq(optim_var_get(v, i), rd(f32, table_init(5, cc)));
+            assert_eq(optim_var_get(acc, i), rd(f32, c->init_acc));
+            assert_eq(optim_var_get(lin, i), 0.0);
         }
         optim_destroy(opt);
         optim_var_destroy(v);
@@ -717,7 +586,6 @@ static void check_sparse_legacy(const cfg *c, int cols)
 
 static void test_sparse_legacy_rows_only(void **s)
 {
-    (void)s;
     static const cfg cfgs[] = {
         {0.2, -0.5, 0.1, 0, 0, 0, 0, 0},
         {0.2, -0.7, 0.1, 0, 0, 0, 0, 0},
@@ -737,9 +605,8 @@ static void test_sparse_legacy_rows_only(void **s)
  * and the sparse one z. */
 static void test_legacy_sparse_vs_dense_linear(void **s)
 {
-    (void)s;
-    const char *json = "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.5, "
-                       "\"l2_shrinkage_regularization_strength\": 0.1, \"is_legacy_optimizer\": true}}";
+    const char *json = FTRL("\"learning_rate\": 0.5, "
+                       "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY);
     optim_optimizer *od = optim_test_make(json), *os = optim_test_make(json);
     int64_t shape[2] = {3, 2}, idx[3] = {0, 1, 2};
     double init[6] = {1, -1, 0.5, 2, -0.3, 0};
@@ -749,8 +616,8 @@ static void test_legacy_sparse_vs_dense_linear(void **s)
         for (int i = 0; i < 6; i++) g[i] = grad_at(k, i);
         optim_grad_var pd = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)), vd};
         optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F64, g, 2, shape)), vs};
-        step_ok(od, &pd, 1);
-        step_ok(os, &ps, 1);
+        ot_step(od, &pd, 1);
+        ot_step(os, &ps, 1);
     }
     optim_var *ld = optim_get_slot(od, vd, "linear"), *ls = optim_get_slot(os, vs, "linear");
     for (int i = 0; i < 6; i++) {
@@ -769,22 +636,21 @@ static void test_legacy_sparse_vs_dense_linear(void **s)
  * divides too. */
 static void test_zero_accumulator(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.0, "
-                                                 "\"is_legacy_optimizer\": true}}"
-                                               : "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.0}}");
+            optim_optimizer *opt = optim_test_make(legacy ? FTRL("\"initial_accumulator_value\": 0.0, "
+                                                 "" OT_LEGACY)
+                                               : FTRL("\"initial_accumulator_value\": 0.0"));
             int64_t shape[2] = {2, 2}, idx = 0, vs[2] = {1, 2};
             optim_var *v = optim_test_var("v", OPTIM_F64, 2, shape, (double[]){0, 0, 0, 0});
             double g[4] = {0, 0, 0, 0};
             optim_grad_var p = {sparse ? optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, g, 2, vs))
                                        : optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)),
                                 v};
-            step_ok(opt, &p, 1);
-            if (legacy && !sparse) assert_true(optim_var_get(v, 0) == 0.0);
-            else assert_true(isnan(optim_var_get(v, 0)));
-            if (legacy && sparse) assert_true(optim_var_get(v, 2) == 0.0); /* row 1 untouched */
+            ot_step(opt, &p, 1);
+            if (legacy && !sparse) assert_eq(optim_var_get(v, 0), 0.0);
+            else assert_nan(optim_var_get(v, 0));
+            if (legacy && sparse) assert_eq(optim_var_get(v, 2), 0.0); /* row 1 untouched */
             optim_destroy(opt);
             optim_var_destroy(v);
         }
@@ -794,29 +660,28 @@ static void test_zero_accumulator(void **s)
 
 static void test_slots(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.3, "
-                                                 "\"is_legacy_optimizer\": true}}"
-                                               : "{\"class_name\": \"Ftrl\", \"config\": {\"initial_accumulator_value\": 0.3}}");
+            optim_optimizer *opt = optim_test_make(legacy ? FTRL("\"initial_accumulator_value\": 0.3, "
+                                                 "" OT_LEGACY)
+                                               : FTRL("\"initial_accumulator_value\": 0.3"));
             int64_t n3 = 3;
             optim_var *a = optim_test_var("a", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *b = optim_test_var("b", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *vars[2] = {a, b};
-            assert_int_equal(optim_build(opt, vars, 2), 0);
+            assert_eq(optim_build(opt, vars, 2), 0);
             const char *names[4];
-            assert_int_equal(optim_get_slot_names(opt, names, 4), 2);
+            assert_eq(optim_get_slot_names(opt, names, 4), 2);
             assert_string_equal(names[0], "accumulator");
             assert_string_equal(names[1], "linear");
-            assert_int_equal(optim_weights_count(opt), 5);
+            assert_eq(optim_weights_count(opt), 5);
             assert_string_equal(optim_weight_name(opt, 1), "a/accumulator");
             assert_string_equal(optim_weight_name(opt, 2), "a/linear");
             assert_string_equal(optim_weight_name(opt, 3), "b/accumulator");
             for (int i = 0; i < 3; i++) {
-                assert_true(optim_var_get(optim_get_slot(opt, a, "accumulator"), i) == rd(!d, 0.3));
-                assert_true(optim_var_get(optim_get_slot(opt, b, "linear"), i) == 0.0);
+                assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd(!d, 0.3));
+                assert_eq(optim_var_get(optim_get_slot(opt, b, "linear"), i), 0.0);
             }
             optim_destroy(opt);
             optim_var_destroy(a);
@@ -824,30 +689,17 @@ static void test_slots(void **s)
         }
 }
 
-static void expect_config(const char *json, const char *want)
-{
-    optim_optimizer *opt = optim_test_make(json);
-    char *got = optim_get_config(opt);
-    assert_non_null(got);
-    if (strcmp(got, want) != 0) print_error("got  %s\nwant %s\n", got, want);
-    assert_string_equal(got, want);
-    /* Round trip: from_json(serialize(x)) serialises the same. */
-    char *ser = optim_serialize(opt);
-    optim_optimizer *back = optim_test_make(ser);
-    char *ser2 = optim_serialize(back);
-    assert_string_equal(ser, ser2);
-    optim_free(got);
-    optim_free(ser);
-    optim_free(ser2);
-    optim_destroy(back);
-    optim_destroy(opt);
-}
-
 /* keras.optimizers.Ftrl().get_config() and
  * tf.keras.optimizers.legacy.Ftrl().get_config(), keys in their order. */
+/* get_config is exactly want, and from_json(serialize(x)) serialises the same. */
+static void expect_config(const char *json, const char *want)
+{
+    ot_expect_config(json, want);
+    ot_check_round_trip(json);
+}
+
 static void test_config_defaults(void **s)
 {
-    (void)s;
     expect_config("\"ftrl\"",
                   "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
@@ -856,7 +708,7 @@ static void test_config_defaults(void **s)
                   "\"initial_accumulator_value\":0.1,\"l1_regularization_strength\":0.0,"
                   "\"l2_regularization_strength\":0.0,\"l2_shrinkage_regularization_strength\":0.0,"
                   "\"beta\":0.0}");
-    expect_config("{\"class_name\": \"Ftrl\", \"config\": {\"is_legacy_optimizer\": true}}",
+    expect_config(FTRL("" OT_LEGACY),
                   "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"learning_rate_power\":-0.5,"
                   "\"l1_regularization_strength\":0.0,\"l2_regularization_strength\":0.0,\"beta\":0.0,"
@@ -865,12 +717,11 @@ static void test_config_defaults(void **s)
 
 static void test_config_round_trip(void **s)
 {
-    (void)s;
     /* keras ftrl_test.py test_config's values. */
-    expect_config("{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
+    expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
                   "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
                   "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
-                  "\"beta\": 0.3, \"clipnorm\": 1.0}}",
+                  "\"beta\": 0.3, \"clipnorm\": 1.0"),
                   "{\"name\":\"Ftrl\",\"learning_rate\":0.05,\"weight_decay\":null,\"clipnorm\":1.0,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
@@ -878,11 +729,11 @@ static void test_config_round_trip(void **s)
                   "\"initial_accumulator_value\":0.4,\"l1_regularization_strength\":0.05,"
                   "\"l2_regularization_strength\":0.15,\"l2_shrinkage_regularization_strength\":0.01,"
                   "\"beta\":0.3}");
-    expect_config("{\"class_name\": \"Ftrl\", \"config\": {\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
+    expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
                   "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
                   "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
                   "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, "
-                  "\"is_legacy_optimizer\": true}}",
+                  "" OT_LEGACY),
                   "{\"name\":\"wide\",\"clipvalue\":2.0,\"learning_rate\":0.05,\"decay\":0.01,"
                   "\"initial_accumulator_value\":0.4,\"learning_rate_power\":-0.2,"
                   "\"l1_regularization_strength\":0.05,\"l2_regularization_strength\":0.15,\"beta\":-0.3,"
@@ -893,21 +744,12 @@ static void expect_refused(const char *config_body, int legacy, int code, const 
                            const char *range)
 {
     char json[512];
-    snprintf(json, sizeof json, "{\"class_name\": \"Ftrl\", \"config\": {%s%s}}", config_body,
-             legacy ? ", \"is_legacy_optimizer\": true" : "");
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    assert_int_equal(optim_from_json(&opt, json, &err), code);
-    assert_null(opt);
-    if (!strstr(err.msg, key) || (range && !strstr(err.msg, range)))
-        print_error("message: %s\n", err.msg);
-    assert_non_null(strstr(err.msg, key));
-    if (range) assert_non_null(strstr(err.msg, range));
+    snprintf(json, sizeof json, FTRL("%s%s"), config_body, legacy ? ", " OT_LEGACY : "");
+    ot_expect_refused(json, code, key, range);
 }
 
 static void test_config_ranges(void **s)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
         expect_refused("\"learning_rate_power\": 0.1", legacy, OPTIM_ERANGE, "learning_rate_power", "[-inf, 0]");
         expect_refused("\"initial_accumulator_value\": -0.1", legacy, OPTIM_ERANGE, "initial_accumulator_value",
@@ -923,20 +765,20 @@ static void test_config_ranges(void **s)
         expect_refused("\"l1\": 0.1", legacy, OPTIM_EKEY, "l1", NULL);
         expect_refused("\"epsilon\": 0.1", legacy, OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
         /* beta has no range in either generation; 0 is allowed where >= 0. */
-        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Ftrl\", \"config\": {\"beta\": -2.5, "
+        optim_optimizer *opt = optim_test_make(legacy ? FTRL("\"beta\": -2.5, "
                                              "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0, "
-                                             "\"is_legacy_optimizer\": true}}"
-                                           : "{\"class_name\": \"Ftrl\", \"config\": {\"beta\": -2.5, "
-                                             "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0}}");
+                                             "" OT_LEGACY)
+                                           : FTRL("\"beta\": -2.5, "
+                                             "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"));
         /* optim_set_hyper checks the same ranges and changes nothing on error. */
-        assert_int_equal(optim_set_hyper(opt, "learning_rate_power", 0.5), OPTIM_ERANGE);
-        assert_non_null(strstr(optim_errmsg(opt), "learning_rate_power is 0.5, expected a value in [-inf, 0]"));
-        assert_int_equal(optim_set_hyper(opt, "l2_regularization_strength", -1), OPTIM_ERANGE);
-        assert_non_null(strstr(optim_errmsg(opt), "l2_regularization_strength"));
+        assert_eq(optim_set_hyper(opt, "learning_rate_power", 0.5), OPTIM_ERANGE);
+        assert_contains(optim_errmsg(opt), "learning_rate_power is 0.5, expected a value in [-inf, 0]");
+        assert_eq(optim_set_hyper(opt, "l2_regularization_strength", -1), OPTIM_ERANGE);
+        assert_contains(optim_errmsg(opt), "l2_regularization_strength");
         double v;
-        assert_int_equal(optim_get_hyper(opt, "learning_rate_power", &v), 0);
-        assert_true(v == 0.0);
-        assert_int_equal(optim_set_hyper(opt, "beta", 1e6), 0);
+        assert_eq(optim_get_hyper(opt, "learning_rate_power", &v), 0);
+        assert_eq(v, 0.0);
+        assert_eq(optim_set_hyper(opt, "beta", 1e6), 0);
         optim_destroy(opt);
     }
     /* Keys of the other generation. */
@@ -949,19 +791,18 @@ static void test_config_ranges(void **s)
  * initial_accumulator_value and l2_shrinkage in both. */
 static void test_config_dynamic_kinds(void **s)
 {
-    (void)s;
     static const char *const hypers[] = {"learning_rate_power", "l1_regularization_strength",
                                          "l2_regularization_strength", "beta"};
     static const char *const plain[] = {"initial_accumulator_value", "l2_shrinkage_regularization_strength"};
     optim_optimizer *k3 = optim_test_make("\"Ftrl\"");
-    optim_optimizer *lg = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"is_legacy_optimizer\": true}}");
+    optim_optimizer *lg = optim_test_make(FTRL("" OT_LEGACY));
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(optim_set_hyper_fn(lg, hypers[i], l1_fn, NULL), 0);
-        assert_int_equal(optim_set_hyper_fn(k3, hypers[i], l1_fn, NULL), OPTIM_ETYPE);
+        assert_eq(optim_set_hyper_fn(lg, hypers[i], l1_fn, NULL), 0);
+        assert_eq(optim_set_hyper_fn(k3, hypers[i], l1_fn, NULL), OPTIM_ETYPE);
     }
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(optim_set_hyper_fn(lg, plain[i], l1_fn, NULL), OPTIM_ETYPE);
-        assert_int_equal(optim_set_hyper_fn(k3, plain[i], l1_fn, NULL), OPTIM_ETYPE);
+        assert_eq(optim_set_hyper_fn(lg, plain[i], l1_fn, NULL), OPTIM_ETYPE);
+        assert_eq(optim_set_hyper_fn(k3, plain[i], l1_fn, NULL), OPTIM_ETYPE);
     }
     optim_destroy(k3);
     optim_destroy(lg);
@@ -971,39 +812,12 @@ static void test_config_dynamic_kinds(void **s)
 
 static void test_threads_bitwise(void **s)
 {
-    (void)s;
-    static const char *const cfgs[] = {
-        "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
-        "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.1, \"learning_rate_power\": -0.6}}",
-        "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
-        "\"l2_shrinkage_regularization_strength\": 0.01, \"is_legacy_optimizer\": true}}",
-    };
-    const int64_t n = 100003;
-    double *init = malloc((size_t)n * sizeof *init);
-    float *g = malloc((size_t)n * sizeof *g);
-    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * i);
-    for (int c = 0; c < 2; c++) {
-        optim_var *vars[2];
-        optim_optimizer *opts[2];
-        for (int t = 0; t < 2; t++) {
-            opts[t] = optim_test_make(cfgs[c]);
-            assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
-            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
-            for (int k = 0; k < 3; k++) {
-                for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * i + k);
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
-                step_ok(opts[t], &p, 1);
-            }
-        }
-        assert_vars_bitwise(vars[0], vars[1]);
-        assert_vars_bitwise(optim_get_slot(opts[0], vars[0], "linear"), optim_get_slot(opts[1], vars[1], "linear"));
-        for (int t = 0; t < 2; t++) {
-            optim_destroy(opts[t]);
-            optim_var_destroy(vars[t]);
-        }
-    }
-    free(init);
-    free(g);
+    static const char *const slots[] = {"accumulator", "linear", NULL};
+    ot_check_threads(FTRL("\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
+                          "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.1, \"learning_rate_power\": -0.6"),
+                     2, 3, 0, slots);
+    ot_check_threads(FTRL("\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
+                          "\"l2_shrinkage_regularization_strength\": 0.01, " OT_LEGACY), 2, 3, 0, slots);
 }
 
 int main(void)

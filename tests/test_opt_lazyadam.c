@@ -13,24 +13,20 @@
  * (m + (g - m) * (1 - b1), 1 - b1 in double cast to float). Config key
  * sets, round trips, refusals (amsgrad), and TF Addons' lazy_adam_test
  * values. */
-#include "testutil.h"
+#include "opt_table.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim.h"
-
-#define STEPS 25
 #define N 9
-
-static double grad_at(int k, int i)
-{
-    return (sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.03 * (k % 4)) * exp(-0.15 * k);
-}
-static double init_at(int i) { return 0.5 - 0.3 * i; }
+#define LAZY(cfg) "{\"class_name\": \"LazyAdam\", \"config\": {" cfg "}}"
+#define LEGACY OT_LEGACY
+#define ROWS 8
+#define COLS 3
+#define NIDX 5
+#define SSTEPS 21
 
 typedef struct ref {
     double lr, b1, b2, eps, decay;
@@ -50,63 +46,27 @@ static void ref_step(const ref *r, int k, double *w, double *m, double *v, const
     }
 }
 
-
-
-static void step_ok(optim_optimizer *opt, optim_grad_var *p, size_t n)
+/* The drivers' form; state m, v. */
+static void ref_table(const void *r_, int k, double *w, double *const *st, const double *g, int n)
 {
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
+    ref_step(r_, k, w, st[0], st[1], g, NULL, n);
 }
 
-#define LAZY(cfg) "{\"class_name\": \"LazyAdam\", \"config\": {" cfg "}}"
-#define LEGACY "\"is_legacy_optimizer\": true"
+static ot_case make_case(const char *json, const ref *r)
+{
+    return (ot_case){json, ref_table, r, 2, {"m", "v"}, "vhat", .tol = {2e-5, 2e-6, 1e-12, 1e-14}};
+}
 
 /* ---- dense --------------------------------------------------------------------- */
 
-static optim_var *run_dense(optim_optimizer *opt, optim_dtype dt, int steps)
-{
-    double init[N];
-    for (int i = 0; i < N; i++) init[i] = init_at(i);
-    int64_t shape[1] = {N};
-    optim_var *w = optim_test_var("w", dt, 1, shape, init);
-    for (int k = 0; k < steps; k++) {
-        float gf[N];
-        double gd[N];
-        for (int i = 0; i < N; i++) gf[i] = (float)grad_at(k, i), gd[i] = grad_at(k, i);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)gd, 1, shape)), w};
-        step_ok(opt, &p, 1);
-    }
-    return w;
-}
-
 static void check_dense(const char *json, const ref *r)
 {
-    double w[N], m[N] = {0}, v[N] = {0};
-    for (int i = 0; i < N; i++) w[i] = init_at(i);
-    for (int k = 0; k < STEPS; k++) {
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
-        ref_step(r, k, w, m, v, g, NULL, N);
-    }
-    for (int d = 0; d < 2; d++) {
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *x = run_dense(opt, d ? OPTIM_F64 : OPTIM_F32, STEPS);
-        double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
-        for (int i = 0; i < N; i++) {
-            assert_close(optim_var_get(x, i), w[i], rtol, atol);
-            assert_close(optim_var_get(optim_get_slot(opt, x, "m"), i), m[i], rtol, atol);
-            assert_close(optim_var_get(optim_get_slot(opt, x, "v"), i), v[i], rtol, atol);
-        }
-        assert_null(optim_get_slot(opt, x, "vhat"));
-        optim_destroy(opt);
-        optim_var_destroy(x);
-    }
+    ot_case c = make_case(json, r);
+    ot_check_dense(&OT_DENSE_SHRINK, &c);
 }
 
 static void test_dense(void **st)
 {
-    (void)st;
     ref r = {0.001, 0.9, 0.999, 1e-7, 0};
     check_dense(LAZY(""), &r);
     check_dense(LAZY(LEGACY), &r);
@@ -119,77 +79,36 @@ static void test_dense(void **st)
 
 /* ---- sparse --------------------------------------------------------------------- */
 
-#define ROWS 8
-#define COLS 3
-#define NIDX 5
-#define SSTEPS 21
-
-static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
-/* Row 6 and 7 are never indexed; duplicates in every step. */
-static int sp_index(int k, int j)
+/* OT_SPARSE_ADAM on an 8-row table: rows 6 and 7 are never indexed. */
+static ot_sparse sp(void)
 {
-    static const int idx[3][NIDX] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
-    return idx[k % 3][j];
-}
-static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
-
-static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int steps)
-{
-    double init[ROWS * COLS];
-    for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < COLS; c++) init[r * COLS + c] = table_init(r, c);
-    int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
-    optim_var *v = optim_test_var("table", dt, 2, shape, init);
-    for (int k = 0; k < steps; k++) {
-        int64_t idx[NIDX];
-        double vals[NIDX * COLS];
-        float fv[NIDX * COLS];
-        for (int j = 0; j < NIDX; j++) {
-            idx[j] = sp_index(k, j);
-            for (int c = 0; c < COLS; c++) vals[j * COLS + c] = sp_val(k, j, c), fv[j * COLS + c] = (float)sp_val(k, j, c);
-        }
-        optim_grad_var p = {optim_grad_sparse(idx, NIDX, optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)fv : (void *)vals, 2, vs)), v};
-        step_ok(opt, &p, 1);
-    }
-    return v;
+    ot_sparse s = OT_SPARSE_ADAM;
+    s.rows = ROWS;
+    return s;
 }
 
 static void test_sparse_reference(void **st)
 {
-    (void)st;
-    for (int legacy = 0; legacy < 2; legacy++)
+    ot_sparse t = sp();
+    ref r = {0.01, 0.9, 0.999, 1e-7, 0};
+    for (int legacy = 0; legacy < 2; legacy++) {
+        ot_case c = make_case(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"), &r);
+        ot_check_sparse(&t, &c, 1);
+        /* Rows 6 and 7 were never indexed: bit-identical to their start. */
         for (int d = 0; d < 2; d++) {
-            optim_optimizer *opt = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
-            optim_var *x = run_sparse(opt, d ? OPTIM_F64 : OPTIM_F32, SSTEPS);
-            ref r = {0.01, 0.9, 0.999, 1e-7, 0};
-            double w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
-            for (int i = 0; i < ROWS * COLS; i++) w[i] = table_init(i / COLS, i % COLS);
-            for (int k = 0; k < SSTEPS; k++) {
-                double g[ROWS * COLS] = {0};
-                int use[ROWS * COLS] = {0};
-                for (int j = 0; j < NIDX; j++)
-                    for (int c = 0; c < COLS; c++) {
-                        g[sp_index(k, j) * COLS + c] += sp_val(k, j, c);
-                        use[sp_index(k, j) * COLS + c] = 1;
-                    }
-                ref_step(&r, k, w, m, v, g, use, ROWS * COLS);
-            }
-            double rtol = d ? 1e-12 : 2e-5, atol = d ? 1e-14 : 2e-6;
+            optim_optimizer *opt = optim_test_make(c.json);
+            optim_var *x = ot_run_sparse(opt, &t, d ? OPTIM_F64 : OPTIM_F32, 0);
             optim_var *sm = optim_get_slot(opt, x, "m"), *sv = optim_get_slot(opt, x, "v");
-            for (int i = 0; i < ROWS * COLS; i++) {
-                assert_close(optim_var_get(x, i), w[i], rtol, atol);
-                assert_close(optim_var_get(sm, i), m[i], rtol, atol);
-                assert_close(optim_var_get(sv, i), v[i], rtol, atol);
-            }
-            /* Rows 6 and 7 were never indexed: bit-identical to their start. */
             for (int i = 6 * COLS; i < ROWS * COLS; i++) {
-                float f = (float)table_init(i / COLS, i % COLS);
-                assert_true(d ? optim_var_get(x, i) == table_init(i / COLS, i % COLS) : optim_var_get(x, i) == f);
-                assert_true(optim_var_get(sm, i) == 0 && optim_var_get(sv, i) == 0);
+                double w0 = t.init(i / COLS, i % COLS);
+                assert_eq(optim_var_get(x, i), d ? w0 : (float)w0);
+                assert_eq(optim_var_get(sm, i), 0);
+                assert_eq(optim_var_get(sv, i), 0);
             }
             optim_destroy(opt);
             optim_var_destroy(x);
         }
+    }
 }
 
 /* Row by row, lazy against Adam: after a step on row 0 and a step on row 3,
@@ -197,37 +116,34 @@ static void test_sparse_reference(void **st)
  * while Adam keeps moving it. */
 static void test_sparse_lazy_rows(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *lazy = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.1, " LEGACY) : LAZY("\"learning_rate\": 0.1"));
         optim_optimizer *adam = optim_test_make(legacy ? "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, " LEGACY "}}"
                                             : "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
         double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-        int64_t shape[2] = {4, 2}, vs[2] = {1, 2};
+        int64_t shape[2] = {4, 2};
         optim_var *xl = optim_test_var("e", OPTIM_F32, 2, shape, init), *xa = optim_test_var("e", OPTIM_F32, 2, shape, init);
-        int64_t i0 = 0, i3 = 3;
-        float g[2] = {1.0f, -0.5f};
-        optim_tensor t = optim_tensor_make(OPTIM_F32, g, 2, vs);
-        optim_grad_var pl = {optim_grad_sparse(&i0, 1, t), xl}, pa = {optim_grad_sparse(&i0, 1, t), xa};
-        step_ok(lazy, &pl, 1);
-        step_ok(adam, &pa, 1);
+        const double g[2] = {1.0, -0.5};
+        ot_step_row(lazy, xl, 0, g);
+        ot_step_row(adam, xa, 0, g);
         float row0[2], m0[2], v0[2];
         memcpy(row0, optim_var_data(xl), sizeof row0);
         memcpy(m0, optim_var_data(optim_get_slot(lazy, xl, "m")), sizeof m0);
         memcpy(v0, optim_var_data(optim_get_slot(lazy, xl, "v")), sizeof v0);
         assert_close(row0[0], 0.9, 1e-5, 0); /* first step: about -lr * sign(g) */
         assert_close(row0[1], 2.1, 1e-5, 0);
-        pl.grad.sparse.indices = &i3;
-        pa.grad.sparse.indices = &i3;
-        step_ok(lazy, &pl, 1);
-        step_ok(adam, &pa, 1);
-        assert_memory_equal(optim_var_data(xl), row0, sizeof row0);
-        assert_memory_equal(optim_var_data(optim_get_slot(lazy, xl, "m")), m0, sizeof m0);
-        assert_memory_equal(optim_var_data(optim_get_slot(lazy, xl, "v")), v0, sizeof v0);
-        assert_true(optim_var_get(xa, 0) < row0[0]); /* Adam: m of row 0 still moves it */
-        assert_true(optim_var_get(xa, 1) > row0[1]);
+        ot_step_row(lazy, xl, 3, g);
+        ot_step_row(adam, xa, 3, g);
+        assert_var_floats(xl, row0, 2);
+        assert_var_floats(optim_get_slot(lazy, xl, "m"), m0, 2);
+        assert_var_floats(optim_get_slot(lazy, xl, "v"), v0, 2);
+        assert_lt(optim_var_get(xa, 0), row0[0]); /* Adam: m of row 0 still moves it */
+        assert_gt(optim_var_get(xa, 1), row0[1]);
         /* Rows 1 and 2: never indexed, identical in both. */
-        for (int i = 2; i < 6; i++) assert_true(optim_var_get(xl, i) == init[i] && optim_var_get(xa, i) == init[i]);
+        for (int i = 2; i < 6; i++) {
+            assert_eq(optim_var_get(xl, i), init[i]);
+            assert_eq(optim_var_get(xa, i), init[i]);
+        }
         /* Row 3: first gradient at t = 2 in both. */
         assert_close(optim_var_get(xl, 6), optim_var_get(xa, 6), 1e-6, 0);
         assert_close(optim_var_get(xl, 7), optim_var_get(xa, 7), 1e-6, 0);
@@ -241,7 +157,6 @@ static void test_sparse_lazy_rows(void **st)
 /* The float32 order of operations of each generation, bit for bit. */
 static void test_sparse_f32_operation_order(void **st)
 {
-    (void)st;
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
         int legacy = cfg & 1;
@@ -250,17 +165,18 @@ static void test_sparse_f32_operation_order(void **st)
         snprintf(json, sizeof json, LAZY("\"learning_rate\": %s%s"), cfg < 2 ? "0.01" : "0.7",
                  legacy ? ", " LEGACY : "");
         optim_optimizer *opt = optim_test_make(json);
-        optim_var *x = run_sparse(opt, OPTIM_F32, SSTEPS);
+        ot_sparse tab = sp();
+        optim_var *x = ot_run_sparse(opt, &tab, OPTIM_F32, 0);
         float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
-        for (int i = 0; i < ROWS * COLS; i++) w[i] = (float)table_init(i / COLS, i % COLS);
+        for (int i = 0; i < ROWS * COLS; i++) w[i] = (float)tab.init(i / COLS, i % COLS);
         const float b1 = 0.9f, b2 = 0.999f, eps = 1e-7f;
         const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
         for (int k = 0; k < SSTEPS; k++) {
             float g[ROWS * COLS] = {0}, t = (float)(k + 1);
             int use[ROWS] = {0};
             for (int j = 0; j < NIDX; j++) {
-                use[sp_index(k, j)] = 1;
-                for (int c = 0; c < COLS; c++) g[sp_index(k, j) * COLS + c] += (float)sp_val(k, j, c);
+                use[tab.index(k, j)] = 1;
+                for (int c = 0; c < COLS; c++) g[tab.index(k, j) * COLS + c] += (float)tab.val(k, j, c);
             }
             float lr = l * sqrtf(1.0f - powf(b2, t)) / (1.0f - powf(b1, t));
             for (int i = 0; i < ROWS * COLS; i++) {
@@ -276,9 +192,9 @@ static void test_sparse_f32_operation_order(void **st)
                 }
             }
         }
-        assert_memory_equal(optim_var_data(x), w, sizeof w);
-        assert_memory_equal(optim_var_data(optim_get_slot(opt, x, "m")), m, sizeof m);
-        assert_memory_equal(optim_var_data(optim_get_slot(opt, x, "v")), v, sizeof v);
+        assert_var_floats(x, w, ROWS * COLS);
+        assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
+        assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
         optim_destroy(opt);
         optim_var_destroy(x);
     }
@@ -288,15 +204,14 @@ static void test_sparse_f32_operation_order(void **st)
  * only the indexed rows get the Adam step. */
 static void test_sparse_keras3_weight_decay(void **st)
 {
-    (void)st;
     optim_optimizer *opt = optim_test_make(LAZY("\"learning_rate\": 0.1, \"weight_decay\": 0.2"));
     double init[3] = {1, 2, 3}, one = 1;
     int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i1 = 1;
     optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
     optim_grad_var p = {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), x};
-    step_ok(opt, &p, 1);
-    assert_true(optim_var_get(x, 0) == 1 - 1 * 0.2 * 0.1);
-    assert_true(optim_var_get(x, 2) == 3 - 3 * 0.2 * 0.1);
+    ot_step(opt, &p, 1);
+    assert_eq(optim_var_get(x, 0), 1 - 1 * 0.2 * 0.1);
+    assert_eq(optim_var_get(x, 2), 3 - 3 * 0.2 * 0.1);
     assert_close(optim_var_get(x, 1), 2 - 2 * 0.2 * 0.1 - 0.1, 1e-6, 0);
     optim_destroy(opt);
     optim_var_destroy(x);
@@ -306,7 +221,6 @@ static void test_sparse_keras3_weight_decay(void **st)
  * (var0 [1, 1, 2], gradient 0.1 on rows 0 and 2, 3 steps): row 1 stays. */
 static void test_tfa_sparse_values(void **st)
 {
-    (void)st;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         optim_optimizer *opt = optim_test_make(LAZY(LEGACY));
@@ -321,7 +235,7 @@ static void test_tfa_sparse_values(void **st)
                 {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)g0d : (void *)g0f, 1, &two)), var0},
                 {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)g1d : (void *)g1f, 1, &two)), var1},
             };
-            step_ok(opt, p, 2);
+            ot_step(opt, p, 2);
             double lr_t = 0.001 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.9, t + 1));
             m0 = 0.9 * m0 + 0.1 * 0.1;
             v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
@@ -336,7 +250,8 @@ static void test_tfa_sparse_values(void **st)
                 assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
             }
         }
-        assert_true(optim_var_get(var0, 1) == 1 && optim_var_get(var1, 1) == 3);
+        assert_eq(optim_var_get(var0, 1), 1);
+        assert_eq(optim_var_get(var1, 1), 3);
         optim_destroy(opt);
         optim_var_destroy(var0);
         optim_var_destroy(var1);
@@ -345,65 +260,30 @@ static void test_tfa_sparse_values(void **st)
 
 /* ---- config ------------------------------------------------------------------------- */
 
-static cJSON *config_of(optim_optimizer *opt)
-{
-    char *s = optim_get_config(opt);
-    assert_non_null(s);
-    cJSON *c = cJSON_Parse(s);
-    optim_free(s);
-    assert_non_null(c);
-    return c;
-}
-
-static void assert_keys(cJSON *c, const char *const *keys, size_t n)
-{
-    size_t i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, c)
-    {
-        if (i >= n || strcmp(it->string, keys[i]) != 0) {
-            print_error("config key %zu is '%s', expected '%s'\n", i, it->string, i < n ? keys[i] : "(end)");
-            fail();
-        }
-        i++;
-    }
-    assert_int_equal(i, n);
-}
-
-static double num(cJSON *c, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
-    assert_non_null(v);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
-}
-
 static void test_config(void **st)
 {
-    (void)st;
-    static const char *const k3[] = {"name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
-                                     "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
-                                     "loss_scale_factor", "gradient_accumulation_steps", "beta_1", "beta_2",
-                                     "epsilon", "amsgrad"};
+    static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad", "is_legacy_optimizer"};
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? LAZY(LEGACY) : LAZY(""));
-        cJSON *c = config_of(opt);
-        if (legacy) assert_keys(c, kl, sizeof kl / sizeof *kl);
-        else assert_keys(c, k3, sizeof k3 / sizeof *k3);
+        cJSON *c = ot_config(opt);
+        if (legacy) ot_assert_keys(c, kl, sizeof kl / sizeof *kl);
+        else ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "LazyAdam");
-        assert_true(num(c, "learning_rate") == 0.001 && num(c, "beta_1") == 0.9);
-        assert_true(num(c, "beta_2") == 0.999 && num(c, "epsilon") == 1e-7);
+        assert_eq(ot_num(c, "learning_rate"), 0.001);
+        assert_eq(ot_num(c, "beta_1"), 0.9);
+        assert_eq(ot_num(c, "beta_2"), 0.999);
+        assert_eq(ot_num(c, "epsilon"), 1e-7);
         assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
         cJSON_Delete(c);
         /* slots */
         double z[2] = {0};
         int64_t n = 2;
         optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
-        assert_int_equal(optim_build(opt, &x, 1), 0);
+        assert_eq(optim_build(opt, &x, 1), 0);
         const char *names[3];
-        assert_int_equal(optim_get_slot_names(opt, names, 3), 2);
+        assert_eq(optim_get_slot_names(opt, names, 3), 2);
         assert_string_equal(names[0], "m");
         assert_string_equal(names[1], "v");
         optim_destroy(opt);
@@ -413,7 +293,7 @@ static void test_config(void **st)
     for (int c = 0; c < 2; c++) {
         optim_optimizer *opt = optim_test_make(c ? LAZY("\"epsilon\": null, " LEGACY) : LAZY("\"epsilon\": 0, " LEGACY));
         char *e = optim_get_config(opt);
-        assert_non_null(strstr(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"is_legacy_optimizer\":true}"));
+        assert_contains(e, "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false,\"is_legacy_optimizer\":true}");
         optim_free(e);
         optim_destroy(opt);
     }
@@ -422,42 +302,17 @@ static void test_config(void **st)
         LAZY("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"decay\": 0.5, "
              "\"clipnorm\": 1.0, \"name\": \"lazy\", " LEGACY),
     };
-    for (int i = 0; i < 2; i++) {
-        optim_optimizer *a = optim_test_make(cfgs[i]);
-        char *s1 = optim_serialize(a);
-        optim_optimizer *b = optim_test_make(s1);
-        char *s2 = optim_serialize(b);
-        assert_string_equal(s1, s2);
-        optim_free(s1);
-        optim_free(s2);
-        optim_destroy(a);
-        optim_destroy(b);
-    }
-}
-
-static void expect_refused(const char *json, int code, const char *key, const char *range)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    if (!strstr(err.msg, key) || (range && !strstr(err.msg, range))) {
-        print_error("message '%s' lacks '%s' / '%s'\n", err.msg, key, range ? range : "");
-        fail();
-    }
+    for (int i = 0; i < 2; i++) ot_check_round_trip(cfgs[i]);
 }
 
 static void test_config_refused(void **st)
 {
-    (void)st;
     for (int legacy = 0; legacy < 2; legacy++) {
         char json[256];
 #define REFUSE(body, code, key, range)                                                             \
     snprintf(json, sizeof json, "{\"class_name\": \"LazyAdam\", \"config\": {" body "%s}}",         \
              legacy ? ", " LEGACY : "");                                                           \
-    expect_refused(json, code, key, range)
+    ot_expect_refused(json, code, key, range)
         REFUSE("\"amsgrad\": true", OPTIM_ENOTSUP, "amsgrad", NULL);
         REFUSE("\"beta_1\": 1.5", OPTIM_ERANGE, "beta_1", "[0, 1)");
         REFUSE("\"beta_2\": 1.0", OPTIM_ERANGE, "beta_2", "[0, 1)");
@@ -465,14 +320,14 @@ static void test_config_refused(void **st)
         REFUSE("\"lazy\": true", OPTIM_EKEY, "lazy", NULL);
 #undef REFUSE
     }
-    expect_refused(LAZY("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
-    expect_refused(LAZY("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+    ot_expect_refused(LAZY("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
+    ot_expect_refused(LAZY("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     optim_optimizer *opt = optim_test_make(LAZY(""));
-    assert_int_equal(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ENOTSUP);
-    assert_non_null(strstr(optim_errmsg(opt), "amsgrad"));
+    assert_eq(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ENOTSUP);
+    assert_contains(optim_errmsg(opt), "amsgrad");
     double a;
-    assert_int_equal(optim_get_hyper(opt, "amsgrad", &a), 0);
-    assert_true(a == 0);
+    assert_eq(optim_get_hyper(opt, "amsgrad", &a), 0);
+    assert_eq(a, 0);
     optim_destroy(opt);
 }
 
@@ -480,30 +335,9 @@ static void test_config_refused(void **st)
 
 static void test_threads_bitwise(void **st)
 {
-    (void)st;
-    const int64_t n = 100003;
-    double *init = malloc((size_t)n * sizeof *init);
-    float *g = malloc((size_t)n * sizeof *g);
-    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
-    for (int legacy = 0; legacy < 2; legacy++) {
-        optim_var *vars[2];
-        for (int t = 0; t < 2; t++) {
-            optim_optimizer *opt = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"));
-            assert_int_equal(optim_set_num_threads(opt, t + 1), 0);
-            vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
-            for (int k = 0; k < 3; k++) {
-                for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + k));
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
-                step_ok(opt, &p, 1);
-            }
-            optim_destroy(opt);
-        }
-        assert_memory_equal(optim_var_data(vars[0]), optim_var_data(vars[1]), (size_t)n * sizeof(float));
-        optim_var_destroy(vars[0]);
-        optim_var_destroy(vars[1]);
-    }
-    free(init);
-    free(g);
+    static const char *const slots[] = {"m", "v", NULL};
+    ot_check_threads(LAZY("\"learning_rate\": 0.01"), 2, 3, 1, slots);
+    ot_check_threads(LAZY("\"learning_rate\": 0.01, " LEGACY), 2, 3, 1, slots);
 }
 
 int main(void)

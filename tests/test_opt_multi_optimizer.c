@@ -38,7 +38,7 @@ static void expect_error(const char *json, int code, const char *needle)
     if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
     assert_int_equal(rc, code);
     assert_null(opt);
-    assert_non_null(strstr(err.msg, needle));
+    assert_contains(err.msg, needle);
 }
 
 /* ---- Keras's tests --------------------------------------------------------------------------- */
@@ -71,7 +71,7 @@ static void test_keras_stateful_apply(void **s)
     optim_var *other = optim_test_var("x", OPTIM_F64, 1, &two, a);
     optim_grad_var q = {g64(g[0], 2), other};
     assert_int_equal(optim_apply_gradients(opt, &q, 1, 0), OPTIM_ENOTFOUND);
-    assert_non_null(strstr(optim_errmsg(opt), "'x'"));
+    assert_contains(optim_errmsg(opt), "'x'");
     optim_var_destroy(other);
     optim_destroy(opt);
     for (int i = 0; i < 3; i++) optim_var_destroy(vars[i]);
@@ -106,7 +106,7 @@ static void test_keras_matching(void **s)
     opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\".*kernel.*\": "
                                 SGD("0.2") ", \".*dense.*\": " SGD("0.3") "}}", ""));
     assert_int_equal(optim_build(opt, v, 1), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "multiple optimizers assigned to variable 'dense/kernel'"));
+    assert_contains(optim_errmsg(opt), "multiple optimizers assigned to variable 'dense/kernel'");
     assert_int_equal(optim_weights_count(opt), 1 + 3);
     /* The exact name wins over patterns (OptimizerMap.__getitem__). */
     optim_destroy(opt);
@@ -159,9 +159,9 @@ static void test_keras_loss_scale(void **s)
                                                  ", \"loss_scale_factor\": 5.0"));
     double scaled, lsf;
     assert_int_equal(optim_scale_loss(opt, 2.0, &scaled), 0);
-    assert_true(scaled == 10.0);
+    assert_eq(scaled, 10.0);
     assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
-    assert_true(lsf == 5.0);
+    assert_eq(lsf, 5.0);
     const int64_t two = 2;
     const double w0[2] = {2, 2};
     optim_var *w = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &two, w0);
@@ -297,7 +297,8 @@ static void test_weights_resume(void **s)
     for (size_t i = 0; i < 6; i++) assert_string_equal(optim_weight_name(a, i), names[i]);
     optim_tensor w[6];
     optim_get_weights(a, w, 6);
-    assert_true(*(const double *)w[4].data == 3 && *(const double *)w[5].data == 1);
+    assert_eq(*(const double *)w[4].data, 3);
+    assert_eq(*(const double *)w[5].data, 1);
     /* b: the same variables and weights, then both continue. */
     optim_var *vb[2] = {kb, bb};
     assert_int_equal(optim_build(b, vb, 2), 0);
@@ -335,7 +336,7 @@ static void test_config(void **s)
                        "\"class_name\":\"OptimizerMap\",\"config\":{\"default_optimizer\":{\"module\":\"keras.optimizers\","
                        "\"class_name\":\"SGD\",\"config\":{";
     assert_memory_equal(ser, head, strlen(head));
-    assert_non_null(strstr(ser, "\"optimizer_map\":{\"^a\\\\.b$\":{\"module\":\"keras.optimizers\",\"class_name\":\"Muon\""));
+    assert_contains(ser, "\"optimizer_map\":{\"^a\\\\.b$\":{\"module\":\"keras.optimizers\",\"class_name\":\"Muon\"");
     const char *tail = "\"registered_name\":null}}},\"registered_name\":null},\"loss_scale_factor\":null,"
                        "\"name\":\"multi_optimizer\"}}";
     assert_string_equal(ser + strlen(ser) - strlen(tail), tail);
@@ -385,17 +386,18 @@ static void test_refused_step_changes_nothing(void **s)
     double g[3] = {1, 1, 1};
     optim_grad_var p[2] = {{g64(g, 2), a}, {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &three)), b}};
     assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
-    assert_non_null(strstr(optim_errmsg(opt), "'b'"));
-    assert_true(optim_var_get(a, 0) == 1 && optim_var_get(a, 1) == 2);
+    assert_contains(optim_errmsg(opt), "'b'");
+    assert_eq(optim_var_get(a, 0), 1);
+    assert_eq(optim_var_get(a, 1), 2);
     assert_int_equal(optim_iterations(opt), 0);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), 0);
     /* The same variable twice, and no gradient at all. */
     optim_grad_var dup[2] = {{g64(g, 2), a}, {g64(g, 2), a}};
     assert_int_equal(optim_apply_gradients(opt, dup, 2, 0), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "more than once"));
+    assert_contains(optim_errmsg(opt), "more than once");
     optim_grad_var none = {optim_grad_none(), a};
     assert_int_equal(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL);
-    assert_true(optim_var_get(a, 0) == 1);
+    assert_eq(optim_var_get(a, 0), 1);
     optim_destroy(opt);
     optim_var_destroy(a);
     optim_var_destroy(b);

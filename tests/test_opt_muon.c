@@ -379,8 +379,8 @@ static void test_config(void **s)
                               "\"muon_a\":3.4445,\"muon_b\":-4.775,\"muon_c\":2.0315,\"adam_lr_ratio\":1,"
                               "\"momentum\":0.95,\"ns_steps\":5,\"nesterov\":true,\"exclude_embeddings\":true,"
                               "\"adam_weight_decay\":0.004,\"rms_rate\":0.2}");
-    assert_true(cJSON_GetObjectItem(c, "learning_rate")->valuedouble == 0.001);
-    assert_true(cJSON_GetObjectItem(c, "weight_decay")->valuedouble == 0.004);
+    assert_eq(cJSON_GetObjectItem(c, "learning_rate")->valuedouble, 0.001);
+    assert_eq(cJSON_GetObjectItem(c, "weight_decay")->valuedouble, 0.004);
     assert_null(cJSON_GetObjectItem(c, "is_legacy_optimizer"));
     cJSON_Delete(c);
     optim_free(text);
@@ -394,7 +394,7 @@ static void test_config(void **s)
     /* exclude_layers null is Keras's `exclude_layers or []`. */
     opt = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": null}}");
     text = optim_get_config(opt);
-    assert_non_null(strstr(text, "\"exclude_layers\":[]"));
+    assert_contains(text, "\"exclude_layers\":[]");
     optim_free(text);
     optim_destroy(opt);
 }
@@ -409,7 +409,7 @@ static void expect_error(const char *body, int code, const char *needle)
     if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
     assert_int_equal(rc, code);
     assert_null(opt);
-    assert_non_null(strstr(err.msg, needle));
+    assert_contains(err.msg, needle);
 }
 
 static void test_bad_input(void **s)
@@ -433,7 +433,7 @@ static void test_bad_input(void **s)
     assert_int_equal(optim_set_hyper(opt, "adam_beta_2", 1.0), OPTIM_ERANGE);
     double v;
     assert_int_equal(optim_get_hyper(opt, "adam_beta_2", &v), 0);
-    assert_true(v == 0.999);
+    assert_eq(v, 0.999);
     optim_destroy(opt);
 }
 
@@ -464,8 +464,8 @@ static void test_config_put_after(void **s)
     assert_int_equal(optim_create(&opt, &cls, NULL, &err), 0);
     char *text = optim_get_config(opt);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\"learning_rate\":0.0,\"x\":[1],\"weight_decay\""));
-    assert_non_null(strstr(text, ",\"y\":\"s\",\"w\":2,\"v\":3}"));
+    assert_contains(text, "\"learning_rate\":0.0,\"x\":[1],\"weight_decay\"");
+    assert_contains(text, ",\"y\":\"s\",\"w\":2,\"v\":3}");
     assert_null(strstr(text, "\"z\""));
     assert_int_equal(put_after_rc[0], 0);
     assert_int_equal(put_after_rc[1], 0);

@@ -146,7 +146,7 @@ static void test_keras_checks(void **s)
     float g01[3] = {0.1f, 0.1f, 0.1f};
     p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g01, 1, &n3)), v};
     for (int k = 0; k < 10; k++) apply_ok(o, &p, 1);
-    for (int i = 0; i < 3; i++) assert_true(optim_var_get(v, i) < w3[i]);
+    for (int i = 0; i < 3; i++) assert_lt(optim_var_get(v, i), w3[i]);
     optim_destroy(o);
     optim_var_destroy(v);
     /* test_weight_decay: a zero gradient on a variable excluded by name
@@ -160,7 +160,7 @@ static void test_keras_checks(void **s)
                             {optim_grad_dense(optim_tensor_make(OPTIM_F64, &zero, 0, NULL)), b}};
     apply_ok(o, pp, 2);
     apply_ok(o, pp, 2);
-    assert_true(optim_var_get(b, 0) == 2.0);
+    assert_eq(optim_var_get(b, 0), 2.0);
     /* z stays 2. Step 1: x' = z (weight 1), y = 2. Step 2: y = 2 - 0.008,
      * x = (y - 0.1 * 2) / 0.9, x' = (x + 2) / 2, y = 0.2 + 0.9 x'. */
     assert_close(optim_var_get(a, 0), 0.2 + 0.9 * (((1.992 - 0.2) / 0.9 + 2) / 2), 1e-12, 0);
@@ -225,7 +225,7 @@ static void test_config(void **s)
     (void)s;
     optim_optimizer *opt = optim_test_make("\"ScheduleFreeAdamW\"");
     char *text = optim_get_config(opt);
-    assert_non_null(strstr(text, "\"learning_rate\":0.0025,\"weight_decay\":null,"));
+    assert_contains(text, "\"learning_rate\":0.0025,\"weight_decay\":null,");
     const char *tail = strstr(text, "\"beta_1\"");
     assert_non_null(tail);
     assert_string_equal(tail, "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-08,\"warmup_steps\":0}");
@@ -238,7 +238,7 @@ static void test_config(void **s)
     assert_int_equal(optim_build(opt, vars, 2), 0);
     const char *want[5] = {"iterations", "a/momentum", "a/velocity", "b/momentum", "b/velocity"};
     for (int i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, (size_t)i), want[i]);
-    assert_true(optim_var_get(optim_get_slot(opt, b, "momentum"), 1) == 2.0);
+    assert_eq(optim_var_get(optim_get_slot(opt, b, "momentum"), 1), 2.0);
     optim_destroy(opt);
     optim_var_destroy(a);
     optim_var_destroy(b);
@@ -260,7 +260,7 @@ static void expect_error(const char *body, int code, const char *needle)
     if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
     assert_int_equal(rc, code);
     assert_null(opt);
-    assert_non_null(strstr(err.msg, needle));
+    assert_contains(err.msg, needle);
 }
 
 static void test_bad_input(void **s)
@@ -278,7 +278,7 @@ static void test_bad_input(void **s)
     assert_int_equal(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE);
     double v;
     assert_int_equal(optim_get_hyper(opt, "beta_1", &v), 0);
-    assert_true(v == 0.9);
+    assert_eq(v, 0.9);
     optim_destroy(opt);
 }
 

@@ -59,7 +59,7 @@ static int nkept;
 static void *keep(int kind, void *p)
 {
     assert_non_null(p);
-    assert_true(nkept < MAX_KEPT);
+    assert_lt(nkept, MAX_KEPT);
     kept[nkept] = p;
     kept_kind[nkept++] = kind;
     return p;
@@ -123,7 +123,7 @@ static unsigned char *slurp(const char *path, size_t *len)
     assert_non_null(f);
     assert_int_equal(fseek(f, 0, SEEK_END), 0);
     long n = ftell(f);
-    assert_true(n >= 0);
+    assert_ge(n, 0);
     assert_int_equal(fseek(f, 0, SEEK_SET), 0);
     unsigned char *b = keep(K_MEM, malloc((size_t)n + 1));
     assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
@@ -232,13 +232,13 @@ static void run_cli(const char *const *args, const char *errpath, result *r)
     int n = 0;
     argv[n++] = (char *)OPTIM_CLI_PATH;
     for (; args[n - 1]; n++) {
-        assert_true(n < 15);
+        assert_lt(n, 15);
         argv[n] = (char *)args[n - 1];
     }
     argv[n] = NULL;
     fflush(NULL);
     pid_t pid = fork();
-    assert_true(pid >= 0);
+    assert_ge(pid, 0);
     if (pid == 0) {
         int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int nul = open("/dev/null", O_WRONLY);
@@ -737,7 +737,7 @@ static void check_missing(optim_dtype dt, const char *tag)
     /* "c" bit for bit as it was. */
     double got[MAXN];
     get_f(f, "c", dt, 1, &shapes[2], got);
-    for (int64_t i = 0; i < shapes[2]; i++) assert_true(got[i] == init_c[i]);
+    for (int64_t i = 0; i < shapes[2]; i++) assert_eq(got[i], init_c[i]);
     check_iterations(f, STEPS);
     drop(f);
 }
@@ -971,7 +971,7 @@ static void check_sparse(optim_dtype dt, optim_dtype it, const ropts *o, const c
      * momentum stays zero), bit for bit. */
     double got[SP_ROWS * SP_COLS];
     get_f(f, "emb", dt, 2, es, got);
-    for (int c = 0; c < SP_COLS; c++) assert_true(got[2 * SP_COLS + c] == emb0[2 * SP_COLS + c]);
+    for (int c = 0; c < SP_COLS; c++) assert_eq(got[2 * SP_COLS + c], emb0[2 * SP_COLS + c]);
     check_iterations(f, SP_STEPS);
     drop(f);
 }
@@ -1349,7 +1349,7 @@ static void test_bad_init_truncated(void **state)
     valid_files(&p, NULL);
     size_t len;
     unsigned char *b = slurp(p.init, &len);
-    assert_true(len > 8);
+    assert_gt(len, 8);
     assert_int_equal(optim_test_write_file(p.init, b, len - 4), 0);
     expect_fail(&p, NULL, "init.safetensors");
     /* Cut inside the 8-byte size, then empty. */

@@ -232,7 +232,7 @@ static void test_roundtrip_scalar(void **state)
     unsigned char *raw = slurp(path, &len);
     char *hdr = calloc(1, len + 1);
     memcpy(hdr, raw + 8, len - 8);
-    assert_non_null(strstr(hdr, "\"iterations\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}"));
+    assert_contains(hdr, "\"iterations\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}");
     free(hdr);
     free(raw);
 

@@ -208,22 +208,22 @@ static void test_edges(void **st)
 {
     (void)st;
     /* ExponentialDecay staircase: 0.1 through step 9, 0.05 from step 10. */
-    assert_true(value_of(CASES[1].json, 9) == 0.1);
-    assert_true(value_of(CASES[1].json, 10) == 0.05);
-    assert_true(value_of(CASES[1].json, 20) == 0.025);
+    assert_eq(value_of(CASES[1].json, 9), 0.1);
+    assert_eq(value_of(CASES[1].json, 10), 0.05);
+    assert_eq(value_of(CASES[1].json, 20), 0.025);
     /* Piecewise: a boundary belongs to the interval below it. */
-    assert_true(value_of(CASES[3].json, 5) == 1.0);
-    assert_true(value_of(CASES[3].json, 6) == 0.5);
-    assert_true(value_of(CASES[3].json, 20) == 0.25);
-    assert_true(value_of(CASES[3].json, 21) == 0.1);
-    assert_true(value_of(CASES[3].json, 1000000) == 0.1);
+    assert_eq(value_of(CASES[3].json, 5), 1.0);
+    assert_eq(value_of(CASES[3].json, 6), 0.5);
+    assert_eq(value_of(CASES[3].json, 20), 0.25);
+    assert_eq(value_of(CASES[3].json, 21), 0.1);
+    assert_eq(value_of(CASES[3].json, 1000000), 0.1);
     /* Fractional boundaries 2.5 and 7.9 cut at 2 and 7 (Keras 3's cast). */
-    assert_true(value_of(CASES[4].json, 2) == 0.3);
-    assert_true(value_of(CASES[4].json, 3) == 0.2);
-    assert_true(value_of(CASES[4].json, 7) == 0.2);
-    assert_true(value_of(CASES[4].json, 8) == 0.1);
-    assert_true(value_of(CASES[5].json, 0) == 0.5);
-    assert_true(value_of(CASES[5].json, 1) == 0.05);
+    assert_eq(value_of(CASES[4].json, 2), 0.3);
+    assert_eq(value_of(CASES[4].json, 3), 0.2);
+    assert_eq(value_of(CASES[4].json, 7), 0.2);
+    assert_eq(value_of(CASES[4].json, 8), 0.1);
+    assert_eq(value_of(CASES[5].json, 0), 0.5);
+    assert_eq(value_of(CASES[5].json, 1), 0.05);
     /* Polynomial, cycle: the end value at each multiple, then a longer decay. */
     assert_close(value_of(CASES[7].json, 10), 0.01, 1e-15, 1e-17);
     assert_close(value_of(CASES[7].json, 11), 0.09 * pow(9.0 / 20.0, 2) + 0.01, 1e-14, 0);
@@ -232,7 +232,7 @@ static void test_edges(void **st)
     assert_close(value_of(CASES[6].json, 10), 0.01, 1e-15, 1e-17);
     assert_close(value_of(CASES[6].json, 1000), 0.01, 1e-15, 1e-17);
     /* InverseTimeDecay staircase: 0.1 through step 4, 0.1 / 1.5 from step 5. */
-    assert_true(value_of(CASES[11].json, 4) == 0.1);
+    assert_eq(value_of(CASES[11].json, 4), 0.1);
     assert_close(value_of(CASES[11].json, 5), 0.1 / 1.5, 1e-15, 0);
     /* CosineDecay warmup: linear to the target at step 10, then the decay;
      * alpha * target from step 30 on. */
@@ -251,12 +251,12 @@ static void test_edges(void **st)
     for (int i = 0; i < 5; i++) {
         double peak = 0.1 * (0.1 + 0.9 * pow(0.5, i));
         assert_close(value_of(r, (int64_t)starts[i]), peak, 1e-14, 0);
-        if (i) assert_true(value_of(r, (int64_t)starts[i] - 1) < peak);
+        if (i) assert_lt(value_of(r, (int64_t)starts[i] - 1), peak);
     }
     /* Periods 1, 3, 9, 27, 81: the restart at step 121 (where
      * floor(log(243) / log(3)) comes out as 4) starts from 0.1 * 0.9^5. */
     assert_close(value_of(CASES[21].json, 121), 0.1 * pow(0.9, 5), 1e-14, 0);
-    assert_true(value_of(CASES[21].json, 120) < 0.001);
+    assert_lt(value_of(CASES[21].json, 120), 0.001);
     /* t_mul 1.5: periods 4, 6, 9, 13.5: restarts at steps 4, 10 and 19. */
     assert_close(value_of(CASES[18].json, 10), 0.1 * 0.81, 1e-14, 0);
     assert_close(value_of(CASES[18].json, 19), 0.1 * 0.729, 1e-14, 0);
@@ -359,8 +359,8 @@ static void test_lists_keep_exact_numbers(void **st)
                                                           "\"values\": [0.009999999776482582, 0.0010000000474974513, 0.5]"));
     double v0 = optim_schedule_value(s, 0), v1 = optim_schedule_value(s, 11);
     if (v0 != f32_01 || v1 != f32_0001) print_error("values %.17g %.17g: not exact\n", v0, v1);
-    assert_true(v0 == f32_01);
-    assert_true(v1 == f32_0001);
+    assert_eq(v0, f32_01);
+    assert_eq(v1, f32_0001);
     char *text = optim_schedule_serialize(s);
     assert_non_null(text);
     assert_string_equal(text, "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":"
@@ -593,7 +593,7 @@ static void test_nested_in_optimizer(void **st)
         char want[1200];
         snprintf(want, sizeof want, "\"learning_rate\":%s,", sched);
         if (!strstr(cfg, want)) print_error("%s lacks %s\n", cfg, want);
-        assert_non_null(strstr(cfg, want));
+        assert_contains(cfg, want);
         /* optim_serialize -> optim_from_json -> optim_serialize is the identity. */
         char *text = optim_serialize(opt);
         assert_non_null(text);
@@ -617,7 +617,7 @@ static void test_nested_in_optimizer(void **st)
         "PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
                                                                                   "\"is_legacy_optimizer\": true}}");
     char *cfg = optim_get_config(opt);
-    assert_non_null(strstr(cfg, "\"learning_rate\":{\"class_name\":\"PolynomialDecay\",\"config\":{"));
+    assert_contains(cfg, "\"learning_rate\":{\"class_name\":\"PolynomialDecay\",\"config\":{");
     optim_free(cfg);
     optim_destroy(opt);
     /* A bad nested schedule: refused, the message names learning_rate and the schedule's key. */
@@ -628,13 +628,13 @@ static void test_nested_in_optimizer(void **st)
                              &err);
     assert_int_equal(rc, OPTIM_ERANGE);
     assert_null(bad);
-    assert_non_null(strstr(err.msg, "learning_rate"));
-    assert_non_null(strstr(err.msg, "decay_steps"));
+    assert_contains(err.msg, "learning_rate");
+    assert_contains(err.msg, "decay_steps");
     rc = optim_from_json(&bad, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
                                    "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
                          &err);
     assert_int_equal(rc, OPTIM_ENOTFOUND);
-    assert_non_null(strstr(err.msg, "NoSuchDecay"));
+    assert_contains(err.msg, "NoSuchDecay");
     /* Only hyperparameters may be schedules. */
     rc = optim_from_json(&bad, "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
                                    "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
@@ -693,12 +693,12 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
             if (d) {
                 double got = optim_var_get(w, i);
                 if (got != ed[i]) print_error("%s f64 w[%d] = %.17g, expected %.17g\n", opt_json, i, got, ed[i]);
-                assert_true(got == ed[i]);
+                assert_eq(got, ed[i]);
                 assert_close(got, closed[i], 1e-12, 1e-13);
             } else {
                 float got = (float)optim_var_get(w, i);
                 if (got != ef[i]) print_error("%s f32 w[%d] = %.9g, expected %.9g\n", opt_json, i, got, ef[i]);
-                assert_true(got == ef[i]);
+                assert_eq(got, ef[i]);
                 assert_close(got, closed[i], 1e-5, 2e-6);
             }
         }
@@ -770,9 +770,10 @@ static void test_schedule_value_refused_at_step(void **st)
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
         int rc = optim_apply_gradients(opt, &p, 1, 0);
         assert_int_equal(rc, OPTIM_ERANGE);
-        assert_non_null(strstr(optim_errmsg(opt), "learning_rate"));
+        assert_contains(optim_errmsg(opt), "learning_rate");
         assert_int_equal(optim_iterations(opt), first_bad[j]);
-        assert_true(optim_var_get(w, 0) == before[0] && optim_var_get(w, 1) == before[1]);
+        assert_eq(optim_var_get(w, 0), before[0]);
+        assert_eq(optim_var_get(w, 1), before[1]);
         optim_var_destroy(w);
         optim_destroy(opt);
     }
@@ -787,9 +788,9 @@ static void test_set_schedule_object(void **st)
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
     double lr;
     assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
-    assert_true(lr == 0.1);
+    assert_eq(lr, 0.1);
     char *cfg = optim_get_config(opt);
-    assert_non_null(strstr(cfg, "\"learning_rate\":{\"class_name\":\"ExponentialDecay\""));
+    assert_contains(cfg, "\"learning_rate\":{\"class_name\":\"ExponentialDecay\"");
     optim_free(cfg);
     /* Replacing it frees the old one (ASan checks); a bad name leaves s with the caller. */
     optim_schedule *s2 = parse(CASES[3].json);
@@ -999,9 +1000,9 @@ static void test_schedule_plot(void **st)
         assert_false(file_exists(nodir));
         char msg[1024] = {0};
         size_t len = read_head(errf, (unsigned char *)msg, sizeof msg - 1);
-        assert_true(len > 0);
+        assert_gt(len, 0);
         if (!strstr(msg, bad[i].word)) print_error("case %zu: stderr '%s' lacks '%s'\n", i, msg, bad[i].word);
-        assert_non_null(strstr(msg, bad[i].word));
+        assert_contains(msg, bad[i].word);
         char *nl = strchr(msg, '\n');
         assert_non_null(nl);
         assert_int_equal(nl[1], '\0'); /* one line */
@@ -1037,7 +1038,7 @@ static void test_schedule_object_single_owner(void **state)
     assert_int_equal(optim_from_json(&opt, "\"sgd\"", &err), 0);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "already belongs to 'learning_rate'"));
+    assert_contains(optim_errmsg(opt), "already belongs to 'learning_rate'");
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0); /* same owner: fine */
     optim_destroy(opt); /* frees s once */
 }

@@ -157,7 +157,7 @@ static void test_matmul_values(void **s)
         optim_node *e = optim_matmul(t, cnode(t, dt, 2, (int64_t[]){2, 0}, NULL),
                                      cnode(t, dt, 2, (int64_t[]){0, 3}, NULL), 0, 0);
         assert_shape(e, 2, (int64_t[]){2, 3});
-        for (int i = 0; i < 6; i++) assert_true(at(e, i) == 0);
+        for (int i = 0; i < 6; i++) assert_eq(at(e, i), 0);
         optim_tape_destroy(t);
     }
 }
@@ -200,7 +200,7 @@ static void test_reduction_values(void **s)
             }
         /* empty: sum 0, mean NaN */
         optim_node *e = cnode(t, dt, 1, (int64_t[]){0}, NULL);
-        assert_true(optim_node_scalar(optim_sum(t, e, 0)) == 0);
+        assert_eq(optim_node_scalar(optim_sum(t, e, 0)), 0);
         assert_true(isnan(optim_node_scalar(optim_mean(t, e, OPTIM_ALL_AXES))));
         optim_tape_destroy(t);
     }
@@ -257,21 +257,21 @@ static void test_array_values(void **s)
         optim_node *g = optim_gather(t, x, idx, 3);
         assert_shape(g, 2, (int64_t[]){3, 2});
         for (int i = 0; i < 3; i++)
-            for (int j = 0; j < 2; j++) assert_true(at(g, i * 2 + j) == X[idx[i] * 2 + j]);
+            for (int j = 0; j < 2; j++) assert_eq(at(g, i * 2 + j), X[idx[i] * 2 + j]);
         optim_node *y = cnode(t, dt, 2, (int64_t[]){4, 1}, (double[]){-1, -2, -3, -4});
         optim_node *c1 = optim_concat(t, (optim_node *[]){x, y}, 2, -1);
         assert_shape(c1, 2, (int64_t[]){4, 3});
         for (int i = 0; i < 4; i++) {
-            assert_true(at(c1, i * 3) == X[i * 2]);
-            assert_true(at(c1, i * 3 + 1) == X[i * 2 + 1]);
-            assert_true(at(c1, i * 3 + 2) == -(i + 1));
+            assert_eq(at(c1, i * 3), X[i * 2]);
+            assert_eq(at(c1, i * 3 + 1), X[i * 2 + 1]);
+            assert_eq(at(c1, i * 3 + 2), -(i + 1));
         }
         optim_node *c0 = optim_concat(t, (optim_node *[]){x, x}, 2, 0);
         assert_shape(c0, 2, (int64_t[]){8, 2});
-        for (int i = 0; i < 16; i++) assert_true(at(c0, i) == X[i % 8]);
+        for (int i = 0; i < 16; i++) assert_eq(at(c0, i), X[i % 8]);
         optim_node *r = optim_reshape(t, x, 3, (int64_t[]){2, -1, 2});
         assert_shape(r, 3, (int64_t[]){2, 2, 2});
-        for (int i = 0; i < 8; i++) assert_true(at(r, i) == X[i]);
+        for (int i = 0; i < 8; i++) assert_eq(at(r, i), X[i]);
         /* dropout: a mask of 0 or 1/(1-rate), seeded, identity when not training */
         double ones[4000];
         for (int i = 0; i < 4000; i++) ones[i] = 1;
@@ -287,8 +287,9 @@ static void test_array_values(void **s)
             differ += at(d3, i) != v;
         }
         assert_true(same);
-        assert_true(differ > 100);
-        assert_true(kept > 2850 && kept < 3150); /* 3000 expected, sd 27 */
+        assert_gt(differ, 100);
+        assert_gt(kept, 2850);
+        assert_lt(kept, 3150); /* 3000 expected, sd 27 */
         assert_ptr_equal(optim_dropout(t, o, 0.25, 42, 0), o);
         assert_ptr_equal(optim_dropout(t, o, 0, 42, 1), o);
         optim_tape_destroy(t);
@@ -390,8 +391,8 @@ static void test_none_and_watched(void **s)
     loss = optim_tape_var(t, one);
     assert_int_equal(optim_tape_gradient(t, loss, (optim_var *[]){one}, 1, g), 0);
     assert_int_equal(g[0].grad.kind, OPTIM_GRAD_DENSE);
-    assert_true(tget(&g[0].grad.dense, 0) == 1);
-    assert_true(optim_node_scalar(loss) == 3);
+    assert_eq(tget(&g[0].grad.dense, 0), 1);
+    assert_eq(optim_node_scalar(loss), 3);
     /* n = 0 is fine */
     assert_int_equal(optim_tape_gradient(t, loss, NULL, 0, NULL), 0);
     optim_tape_destroy(t);
@@ -424,7 +425,7 @@ static void test_sparse_structure(void **s)
         assert_int_equal(g.grad.sparse.values.rank, 2);
         assert_int_equal(g.grad.sparse.values.shape[0], 4);
         assert_int_equal(g.grad.sparse.values.shape[1], 2);
-        for (int i = 0; i < 8; i++) assert_true(tget(&g.grad.sparse.values, i) == W[i]);
+        for (int i = 0; i < 8; i++) assert_eq(tget(&g.grad.sparse.values, i), W[i]);
 
         /* two gathers: concatenated in creation order */
         optim_tape_reset(t);
@@ -439,7 +440,7 @@ static void test_sparse_structure(void **s)
         const int64_t want[5] = {2, 0, 0, 3, 3};
         for (int i = 0; i < 5; i++) {
             assert_int_equal(g.grad.sparse.indices[i], want[i]);
-            for (int j = 0; j < 2; j++) assert_true(tget(&g.grad.sparse.values, i * 2 + j) == (i < 2 ? 1 : 2));
+            for (int j = 0; j < 2; j++) assert_eq(tget(&g.grad.sparse.values, i * 2 + j), (i < 2 ? 1 : 2));
         }
 
         /* gathered and used densely: one dense gradient, rows added in */
@@ -509,17 +510,17 @@ static void test_reset_reuse(void **s)
         assert_int_equal(optim_tape_gradient(t, loss, &w, 1, &g), 0);
         assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
         if (k == 0) first = optim_node_scalar(loss);
-        assert_true(optim_node_scalar(loss) == first); /* same batch, same value */
+        assert_eq(optim_node_scalar(loss), first); /* same batch, same value */
         mem[k] = optim_tape_memory(t);
     }
-    assert_true(mem[0] > 0);
+    assert_gt(mem[0], 0);
     /* after the first reset the arena is one block that fits the batch: constant */
     for (int k = 2; k < 6; k++) assert_int_equal(mem[k], mem[1]);
     /* a failed op's message is cleared by reset */
     optim_node *bad = optim_add(t, cnode(t, OPTIM_F32, 1, (int64_t[]){2}, (double[]){1, 2}),
                                 cnode(t, OPTIM_F32, 1, (int64_t[]){3}, (double[]){1, 2, 3}));
     assert_null(bad);
-    assert_true(optim_tape_errmsg(t)[0] != 0);
+    assert_ne(optim_tape_errmsg(t)[0], 0);
     optim_tape_reset(t);
     assert_string_equal(optim_tape_errmsg(t), "");
     /* NULLs are fine */
@@ -776,7 +777,8 @@ static void test_gradient_refusals(void **s)
                                   cnode(t, OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 0})),
                      OPTIM_ALL_AXES);
     assert_int_equal(optim_tape_gradient(t, loss, &x, 1, g), 0);
-    assert_true(tget(&g[0].grad.dense, 0) == 1 && tget(&g[0].grad.dense, 1) == 0);
+    assert_eq(tget(&g[0].grad.dense, 0), 1);
+    assert_eq(tget(&g[0].grad.dense, 1), 0);
     /* the gradient's failure replaces an earlier op message; a success keeps it */
     optim_tape_reset(t);
     assert_null(optim_relu(t, optim_add(t, optim_tape_var(t, x), cnode(t, OPTIM_F64, 1, (int64_t[]){3}, (double[]){0, 0, 0}))));
@@ -987,8 +989,9 @@ static void test_minimize_errors(void **s)
     assert_has(optim_errmsg(opt), "not trainable");
     /* nothing changed */
     assert_int_equal(optim_iterations(opt), 0);
-    assert_true(optim_var_get(v, 0) == 1 && optim_var_get(v, 1) == 2);
-    assert_true(optim_var_get(frozen, 0) == 1);
+    assert_eq(optim_var_get(v, 0), 1);
+    assert_eq(optim_var_get(v, 1), 2);
+    assert_eq(optim_var_get(frozen, 0), 1);
     /* and then it works */
     assert_int_equal(optim_minimize(opt, use_var_loss, v, &v, 1, NULL, &loss), 0);
     assert_string_equal(optim_errmsg(opt), "");
@@ -1069,7 +1072,7 @@ static void test_clip_op(void **s)
         assert_shape(c, 1, (int64_t[]){8});
         for (int i = 0; i < 8; i++) {
             if (isnan(want[i])) assert_true(isnan(at(c, i)));
-            else assert_true(at(c, i) == want[i]);
+            else assert_eq(at(c, i), want[i]);
         }
         optim_node *loss = optim_sum(t, optim_mul(t, c, cnode(t, dt, 1, (int64_t[]){8}, w)), OPTIM_ALL_AXES);
         optim_grad_var g;
@@ -1077,11 +1080,11 @@ static void test_clip_op(void **s)
         if (rc) print_error("%s\n", optim_tape_errmsg(t));
         assert_int_equal(rc, 0);
         assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
-        for (int i = 0; i < 8; i++) assert_true(tget(&g.grad.dense, i) == dwant[i]);
+        for (int i = 0; i < 8; i++) assert_eq(tget(&g.grad.dense, i), dwant[i]);
         /* f32 bounds are the doubles rounded: 1 - 1e-7 -> 0.99999988f */
         optim_node *one = cnode(t, dt, 1, (int64_t[]){1}, (double[]){1.0});
         optim_node *c1 = optim__tape_clip(t, one, 1e-7, 1.0 - 1e-7);
-        assert_true(at(c1, 0) == (d ? 1.0 - 1e-7 : (double)(1.0f - (float)1e-7)));
+        assert_eq(at(c1, 0), (d ? 1.0 - 1e-7 : (double)(1.0f - (float)1e-7)));
         /* a failed input propagates */
         assert_null(optim__tape_clip(t, NULL, 0, 1));
         optim_tape_destroy(t);

@@ -53,7 +53,7 @@ static void test_create_owned_copies_init(void **state)
     assert_int_equal(optim_var_shape(v)[1], 3);
     assert_int_equal(optim_var_numel(v), 6);
     const float expect[6] = {1, -2, 3, -4, 5, -6};
-    for (int i = 0; i < 6; i++) assert_true(optim_var_get(v, i) == expect[i]);
+    for (int i = 0; i < 6; i++) assert_eq(optim_var_get(v, i), expect[i]);
     assert_memory_equal(optim_var_cdata(v), expect, sizeof expect);
     optim_var_destroy(v);
 }
@@ -66,7 +66,7 @@ static void test_create_zeros_when_init_null(void **state)
     assert_int_equal(optim_var_create(&v, "z", OPTIM_F64, 3, shape, NULL, NULL), OPTIM_OK);
     assert_int_equal(optim_var_numel(v), 24);
     const double *d = optim_var_cdata(v);
-    for (int i = 0; i < 24; i++) assert_true(d[i] == 0.0);
+    for (int i = 0; i < 24; i++) assert_eq(d[i], 0.0);
     optim_var_destroy(v);
 }
 
@@ -78,7 +78,7 @@ static void test_create_scalar_and_empty(void **state)
     assert_int_equal(optim_var_create(&s, "scalar", OPTIM_F64, 0, NULL, &one, NULL), OPTIM_OK);
     assert_int_equal(optim_var_rank(s), 0);
     assert_int_equal(optim_var_numel(s), 1);
-    assert_true(optim_var_get(s, 0) == 3.5);
+    assert_eq(optim_var_get(s, 0), 3.5);
     optim_tensor t = optim_var_tensor(s);
     assert_int_equal(t.rank, 0);
     assert_int_equal(optim_tensor_numel(&t), 1);
@@ -112,7 +112,7 @@ static void test_accessors(void **state)
     assert_int_equal(t.shape[1], 1);
     assert_ptr_equal(t.data, optim_var_data(v));
     /* Element reads, out of range gives NaN. */
-    for (int i = 0; i < 4; i++) assert_true(optim_var_get(v, i) == init[i]);
+    for (int i = 0; i < 4; i++) assert_eq(optim_var_get(v, i), init[i]);
     assert_true(isnan(optim_var_get(v, 4)));
     assert_true(isnan(optim_var_get(v, -1)));
     /* Trainable flag: default 1, normalised to 0/1. */
@@ -145,7 +145,7 @@ static void test_wrap_borrows_memory(void **state)
     assert_ptr_equal(optim_var_tensor(v).data, buf);
     /* Caller changes are seen by the library... */
     buf[4] = 42.0f;
-    assert_true(optim_var_get(v, 4) == 42.0);
+    assert_eq(optim_var_get(v, 4), 42.0);
     /* ...and library writes land in the caller's memory. */
     const float src[6] = {6, 5, 4, 3, 2, 1};
     assert_int_equal(optim_var_assign(v, src, OPTIM_F32, 6), OPTIM_OK);
@@ -154,10 +154,10 @@ static void test_wrap_borrows_memory(void **state)
     buf[0] = -1.0f;
     assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
     optim_var_apply_constraint(v);
-    assert_true(buf[0] == 0.0f);
+    assert_eq(buf[0], 0.0f);
     optim_var_destroy(v);
     /* Still ours and intact after destroy. */
-    assert_true(buf[1] == 5.0f);
+    assert_eq(buf[1], 5.0f);
     buf[1] = 9.0f;
     free(buf);
 
@@ -166,7 +166,7 @@ static void test_wrap_borrows_memory(void **state)
     int64_t s1 = 2;
     assert_int_equal(optim_var_wrap(&v, "local", OPTIM_F64, 1, &s1, local, NULL), OPTIM_OK);
     local[1] = -7;
-    assert_true(optim_var_get(v, 1) == -7.0);
+    assert_eq(optim_var_get(v, 1), -7.0);
     optim_var_destroy(v);
 }
 
@@ -204,22 +204,22 @@ static void test_assign(void **state)
     const float fsrc[3] = {9, 9, 9};
     assert_int_equal(optim_var_assign(v, fsrc, OPTIM_F32, 3), OPTIM_EDTYPE);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
-    assert_non_null(strstr(optim_var_errmsg(v), "'acc'"));
-    assert_non_null(strstr(optim_var_errmsg(v), "float32"));
-    assert_non_null(strstr(optim_var_errmsg(v), "float64"));
+    assert_contains(optim_var_errmsg(v), "'acc'");
+    assert_contains(optim_var_errmsg(v), "float32");
+    assert_contains(optim_var_errmsg(v), "float64");
 
     /* Wrong element count. */
     const double big[4] = {9, 9, 9, 9};
     assert_int_equal(optim_var_assign(v, big, OPTIM_F64, 4), OPTIM_ESHAPE);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
-    assert_non_null(strstr(optim_var_errmsg(v), "'acc'"));
-    assert_non_null(strstr(optim_var_errmsg(v), "4"));
-    assert_non_null(strstr(optim_var_errmsg(v), "3"));
+    assert_contains(optim_var_errmsg(v), "'acc'");
+    assert_contains(optim_var_errmsg(v), "4");
+    assert_contains(optim_var_errmsg(v), "3");
 
     /* NULL source. */
     assert_int_equal(optim_var_assign(v, NULL, OPTIM_F64, 3), OPTIM_EINVAL);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
-    assert_non_null(strstr(optim_var_errmsg(v), "'acc'"));
+    assert_contains(optim_var_errmsg(v), "'acc'");
 
     /* A success clears the message; assigning from its own data is fine. */
     assert_int_equal(optim_var_assign(v, optim_var_cdata(v), OPTIM_F64, 3), OPTIM_OK);
@@ -245,7 +245,7 @@ static void expect_create_fails(int wrap, const char *name, optim_dtype dtype, i
     assert_int_equal(rc, code);
     assert_null(v);
     assert_int_equal(err.code, code);
-    assert_true(strlen(err.msg) > 0);
+    assert_gt(strlen(err.msg), 0);
     if (needle1 && !strstr(err.msg, needle1)) {
         print_error("message '%s' lacks '%s'\n", err.msg, needle1);
         fail();
@@ -408,7 +408,7 @@ static void test_constraint_non_neg(void **state)
     assert_int_equal(optim_var_create(&v, "s", OPTIM_F64, 0, NULL, &s, NULL), OPTIM_OK);
     assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
     optim_var_apply_constraint(v);
-    assert_true(optim_var_get(v, 0) == 0.0);
+    assert_eq(optim_var_get(v, 0), 0.0);
     optim_var_destroy(v);
 }
 
@@ -420,7 +420,7 @@ static void test_constraint_max_norm(void **state)
     for (size_t k = 0; k < sizeof limits / sizeof *limits; k++) {
         optim_constraint c = optim_constraint_max_norm(limits[k], 0);
         assert_int_equal(c.kind, OPTIM_CONSTRAINT_MAX_NORM);
-        assert_true(c.max_value == limits[k]);
+        assert_eq(c.max_value, limits[k]);
         assert_int_equal(c.axis, 0);
         check_constraint(&c, REF_MAX_NORM, 0);
         c = optim_constraint_max_norm(limits[k], 1);
@@ -469,7 +469,9 @@ static void test_constraint_min_max_norm(void **state)
     for (size_t k = 0; k < sizeof p / sizeof *p; k++) {
         optim_constraint c = optim_constraint_min_max_norm(p[k].mn, p[k].mx, p[k].rate, 0);
         assert_int_equal(c.kind, OPTIM_CONSTRAINT_MIN_MAX_NORM);
-        assert_true(c.min_value == p[k].mn && c.max_value == p[k].mx && c.rate == p[k].rate);
+        assert_eq(c.min_value, p[k].mn);
+        assert_eq(c.max_value, p[k].mx);
+        assert_eq(c.rate, p[k].rate);
         check_constraint(&c, REF_MIN_MAX_NORM, 0);
         c = optim_constraint_min_max_norm(p[k].mn, p[k].mx, p[k].rate, 1);
         check_constraint(&c, REF_MIN_MAX_NORM, 1);
@@ -517,7 +519,7 @@ static void test_constraint_is_copied_and_removable(void **state)
     assert_ptr_not_equal(got, &c);
     c.max_value = 99; /* the variable keeps its copy */
     assert_int_equal(got->kind, OPTIM_CONSTRAINT_MAX_NORM);
-    assert_true(got->max_value == 2.0);
+    assert_eq(got->max_value, 2.0);
     assert_int_equal(got->axis, 1);
     assert_int_equal(optim_var_set_constraint(v, NULL), OPTIM_OK);
     assert_null(optim_var_constraint(v));
@@ -527,7 +529,7 @@ static void test_constraint_is_copied_and_removable(void **state)
     assert_int_equal(optim_var_set_constraint(v, &none), OPTIM_OK);
     assert_null(optim_var_constraint(v));
     optim_var_apply_constraint(v); /* no constraint: no-op */
-    for (int i = 0; i < 4; i++) assert_true(optim_var_get(v, i) == 0.0);
+    for (int i = 0; i < 4; i++) assert_eq(optim_var_get(v, i), 0.0);
     optim_var_destroy(v);
 }
 
@@ -538,7 +540,7 @@ static void expect_constraint_rejected(optim_var *v, const optim_constraint *c, 
 {
     size_t bytes = (size_t)optim_var_numel(v) * optim_dtype_size(optim_var_dtype(v));
     unsigned char before[256];
-    assert_true(bytes <= sizeof before);
+    assert_le(bytes, sizeof before);
     memcpy(before, optim_var_cdata(v), bytes);
     int rc = optim_var_set_constraint(v, c);
     if (rc != code)
@@ -554,7 +556,7 @@ static void expect_constraint_rejected(optim_var *v, const optim_constraint *c, 
     const optim_constraint *kept = optim_var_constraint(v);
     assert_non_null(kept);
     assert_int_equal(kept->kind, OPTIM_CONSTRAINT_MAX_NORM);
-    assert_true(kept->max_value == 3.0);
+    assert_eq(kept->max_value, 3.0);
     assert_int_equal(kept->axis, 0);
     assert_memory_equal(optim_var_cdata(v), before, bytes);
 }
@@ -620,7 +622,7 @@ static void test_constraint_bad_parameters(void **state)
     assert_int_equal(optim_var_create(&v, "scalar", OPTIM_F64, 0, NULL, &s, NULL), OPTIM_OK);
     c = optim_constraint_unit_norm(0);
     assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_ERANGE);
-    assert_non_null(strstr(optim_var_errmsg(v), "'scalar'"));
+    assert_contains(optim_var_errmsg(v), "'scalar'");
     assert_null(optim_var_constraint(v));
     optim_var_destroy(v);
 }
@@ -661,8 +663,9 @@ static void test_constraint_custom_called(void **state)
     optim_var_apply_constraint(v);
     assert_int_equal(log.calls, 1);
     assert_ptr_equal(log.seen, v);
-    assert_true(optim_var_get(v, 0) == 1.0 && optim_var_get(v, 1) == 2.0 &&
-                optim_var_get(v, 2) == -4.0);
+    assert_eq(optim_var_get(v, 0), 1.0);
+    assert_eq(optim_var_get(v, 1), 2.0);
+    assert_eq(optim_var_get(v, 2), -4.0);
 
     /* After a dense optimizer step, on the updated value: SGD lr 0.5,
      * gradient 2 -> w = 1 - 0.5 * 2 = 0 (then halved). */
@@ -675,9 +678,9 @@ static void test_constraint_custom_called(void **state)
     optim_grad_var pair = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, shape)), v};
     assert_int_equal(optim_apply_gradients(opt, &pair, 1, 0), OPTIM_OK);
     assert_int_equal(log.calls, 2);
-    assert_true(log.first_value == 0.0);
-    assert_true(optim_var_get(v, 1) == 0.5 * (2.0 - 0.5 * 2));
-    assert_true(optim_var_get(v, 2) == 0.5 * (-4.0 - 0.5 * 2));
+    assert_eq(log.first_value, 0.0);
+    assert_eq(optim_var_get(v, 1), 0.5 * (2.0 - 0.5 * 2));
+    assert_eq(optim_var_get(v, 2), 0.5 * (-4.0 - 0.5 * 2));
     optim_destroy(opt);
     optim_var_destroy(v);
 }

@@ -34,7 +34,7 @@ static void refuse(const char *json, int code, const char *needle)
     if (rc != code || !strstr(err.msg, needle))
         print_error("json %s\n  rc %d (want %d), msg '%s' (want '%s')\n", json, rc, code, err.msg, needle);
     assert_int_equal(rc, code);
-    assert_non_null(strstr(err.msg, needle));
+    assert_contains(err.msg, needle);
     assert_null(opt);
 }
 
@@ -351,9 +351,9 @@ static void test_schedule_edges_exact(void **state)
             for (int i = 0; i < N; i++) cur[i] = optim_var_get(avg, i);
             int snapshot = k >= 3 && (k - 3) % 4 == 0;
             for (int i = 0; i < N; i++) {
-                if (!snapshot) assert_true(cur[i] == before[i]);
-                if (k == 3) assert_true(cur[i] == optim_var_get(w, i)); /* (0 * 0 + w) / 1 */
-                if (k < 3) assert_true(cur[i] == 0.0);
+                if (!snapshot) assert_eq(cur[i], before[i]);
+                if (k == 3) assert_eq(cur[i], optim_var_get(w, i)); /* (0 * 0 + w) / 1 */
+                if (k < 3) assert_eq(cur[i], 0.0);
             }
         }
         optim_destroy(swa);
@@ -368,9 +368,9 @@ static void test_schedule_edges_exact(void **state)
             optim_var *slow = optim_get_slot(la, w, "slow");
             for (int i = 0; i < N; i++) {
                 double w0 = dt == OPTIM_F32 ? (double)(float)init_at(i) : init_at(i);
-                assert_true(optim_var_get(slow, i) == w0);
-                if ((k + 1) % 5 == 0) assert_true(optim_var_get(w, i) == w0);
-                else assert_true(optim_var_get(w, i) != w0);
+                assert_eq(optim_var_get(slow, i), w0);
+                if ((k + 1) % 5 == 0) assert_eq(optim_var_get(w, i), w0);
+                else assert_ne(optim_var_get(w, i), w0);
             }
         }
         optim_destroy(la);
@@ -604,7 +604,7 @@ static void test_weights_and_iterations(void **state)
     assert_int_equal(optim_iterations(inner), 5);
     for (size_t i = 1; i < 7; i++) {
         optim_var *s = optim_get_slot(opt, i % 2 ? w : b, names[i] + 2);
-        for (int j = 0; j < N; j++) assert_true(optim_var_get(s, j) == saved[i][j]);
+        for (int j = 0; j < N; j++) assert_eq(optim_var_get(s, j), saved[i][j]);
     }
     assert_int_equal(optim_set_iterations(opt, 11), 0);
     assert_int_equal(optim_iterations(inner), 11);
@@ -821,7 +821,7 @@ static void test_swap_and_assign(void **state)
                                    "\"average_decay\": 0.7}}");
         optim_var *w = make_vec("w", dt), *b = make_vec("b", dt), *frozen = make_vec("frozen", dt);
         assert_int_equal(optim_swap_average_weights(ma), OPTIM_ESTATE); /* no step yet */
-        assert_non_null(strstr(optim_errmsg(ma), "before any step"));
+        assert_contains(optim_errmsg(ma), "before any step");
         double buf[2][N];
         int64_t shape[1] = {N};
         for (int k = 0; k < 6; k++) {
@@ -868,7 +868,7 @@ static void test_swap_and_assign(void **state)
         optim_var *with_null[2] = {w, NULL};
         assert_int_equal(optim_assign_average_vars(ma, with_null, 2, &assigned), OPTIM_EINVAL);
         assert_int_equal(assigned, 0);
-        assert_non_null(strstr(optim_errmsg(ma), "vars[1] is NULL"));
+        assert_contains(optim_errmsg(ma), "vars[1] is NULL");
         assert_int_equal(optim_assign_average_vars(ma, NULL, 1, NULL), OPTIM_EINVAL);
         assert_int_equal(optim_assign_average_vars(ma, NULL, 0, &assigned), 0);
         assert_int_equal(assigned, 0);
@@ -879,7 +879,7 @@ static void test_swap_and_assign(void **state)
         optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
         step_dense(la, w, 0);
         assert_int_equal(optim_assign_average_vars(la, all, 1, NULL), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(la), "not MovingAverage or SWA"));
+        assert_contains(optim_errmsg(la), "not MovingAverage or SWA");
         assert_int_equal(optim_swap_average_weights(la), OPTIM_EINVAL);
         optim_destroy(la);
         optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", "
@@ -887,7 +887,7 @@ static void test_swap_and_assign(void **state)
         step_dense(swa, w, 0);
         step_dense(swa, w, 1);
         assert_int_equal(optim_swap_average_weights(swa), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(swa), "not MovingAverage"));
+        assert_contains(optim_errmsg(swa), "not MovingAverage");
         assert_int_equal(optim_assign_average_vars(swa, all, 1, &assigned), 0);
         assert_int_equal(assigned, 1);
         assert_memory_equal(optim_var_cdata(w), optim_var_cdata(optim_get_slot(swa, w, "average")), N * esz);
@@ -926,8 +926,8 @@ static void test_failed_steps(void **state)
                                {optim_grad_dense(optim_tensor_make(OPTIM_F32, g3, 1, s3)), u}};
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
         const char *msg = optim_errmsg(opt);
-        assert_non_null(strstr(msg, optim_class_of(opt)->name));
-        assert_non_null(strstr(msg, "'u'"));
+        assert_contains(msg, optim_class_of(opt)->name);
+        assert_contains(msg, "'u'");
         assert_int_equal(optim_weights_count(opt), nweights);
         assert_null(optim_get_slot(opt, u, c == 2 ? "slow" : "average"));
         assert_null(optim_get_slot(opt, u, "m"));
@@ -937,11 +937,11 @@ static void test_failed_steps(void **state)
         /* Nothing to apply; a variable twice; a NULL variable; NULL pairs. */
         optim_grad_var none = {optim_grad_none(), w};
         assert_int_equal(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(opt), "no gradients"));
+        assert_contains(optim_errmsg(opt), "no gradients");
         assert_int_equal(optim_apply_gradients(opt, p, 0, 0), OPTIM_EINVAL);
         optim_grad_var twice[2] = {p[0], p[0]};
         assert_int_equal(optim_apply_gradients(opt, twice, 2, 0), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(opt), "more than once"));
+        assert_contains(optim_errmsg(opt), "more than once");
         optim_grad_var nul = {p[0].grad, NULL};
         assert_int_equal(optim_apply_gradients(opt, &nul, 1, 0), OPTIM_EINVAL);
         assert_int_equal(optim_apply_gradients(opt, NULL, 1, 0), OPTIM_EINVAL);
@@ -951,14 +951,14 @@ static void test_failed_steps(void **state)
         int64_t idx[1] = {0}, rs[1] = {1};
         optim_grad_var sp = {optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, g5, 1, rs)), u};
         assert_int_equal(optim_apply_gradients(opt, &sp, 1, 0), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(opt), "constraint"));
+        assert_contains(optim_errmsg(opt), "constraint");
         /* A bad hyperparameter value from a variable at step time. */
         optim_var *hv = optim_test_var("hv", OPTIM_F64, 0, NULL, (double[]){2.0});
         const char *hyper = c == 0 ? "average_decay" : c == 2 ? "slow_step_size" : NULL;
         if (hyper) {
             assert_int_equal(optim_set_hyper_var(opt, hyper, hv), 0);
             assert_int_equal(optim_apply_gradients(opt, p, 1, 0), OPTIM_ERANGE);
-            assert_non_null(strstr(optim_errmsg(opt), hyper));
+            assert_contains(optim_errmsg(opt), hyper);
             assert_int_equal(optim_set_hyper(opt, hyper, 0.5), 0);
         }
         assert_memory_equal(optim_var_cdata(w), before, sizeof before);
@@ -1064,47 +1064,47 @@ static void test_config_round_trips(void **state)
     cJSON *root = cJSON_Parse(s);
     assert_non_null(root);
     double d = cJSON_GetObjectItemCaseSensitive(root, "average_decay")->valuedouble;
-    assert_true(d == (double)(5.0f / 14.0f));
+    assert_eq(d, (double)(5.0f / 14.0f));
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(root, "num_updates")->valueint, 4);
     cJSON_Delete(root);
     optim_free(s);
     double hv;
     assert_int_equal(optim_get_hyper(opt, "average_decay", &hv), 0);
-    assert_true(hv == 0.99); /* the hyperparameter as set */
+    assert_eq(hv, 0.99); /* the hyperparameter as set */
     optim_destroy(opt);
 
     /* Defaults, and the hyperparameters from C. */
     opt = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "average_period", &hv), 0);
-    assert_true(hv == 10);
+    assert_eq(hv, 10);
     assert_int_equal(optim_get_hyper(opt, "start_averaging", &hv), 0);
-    assert_true(hv == 0);
+    assert_eq(hv, 0);
     assert_int_equal(optim_set_hyper(opt, "average_period", 0), OPTIM_ERANGE);
-    assert_non_null(strstr(optim_errmsg(opt), "average_period"));
+    assert_contains(optim_errmsg(opt), "average_period");
     assert_int_equal(optim_get_hyper(opt, "average_period", &hv), 0);
-    assert_true(hv == 10);
+    assert_eq(hv, 10);
     assert_int_equal(optim_set_hyper(opt, "learning_rate", 0.1), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "inner optimizer"));
+    assert_contains(optim_errmsg(opt), "inner optimizer");
     assert_int_equal(optim_get_hyper(opt, "learning_rate", &hv), 0);
-    assert_true(hv == 0);
+    assert_eq(hv, 0);
     optim_destroy(opt);
     opt = optim_test_make("{\"class_name\": \"lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "sync_period", &hv), 0);
-    assert_true(hv == 6);
+    assert_eq(hv, 6);
     assert_int_equal(optim_get_hyper(opt, "slow_step_size", &hv), 0);
-    assert_true(hv == 0.5);
+    assert_eq(hv, 0.5);
     assert_int_equal(optim_set_hyper(opt, "slow_step_size", 1.5), OPTIM_ERANGE);
     assert_int_equal(optim_set_hyper(opt, "sync_period", 2.5), OPTIM_ETYPE);
     optim_destroy(opt);
     opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "average_decay", &hv), 0);
-    assert_true(hv == 0.99);
+    assert_eq(hv, 0.99);
     assert_int_equal(optim_get_hyper(opt, "num_updates", &hv), 0);
     assert_true(isnan(hv));
     assert_int_equal(optim_get_hyper(opt, "start_step", &hv), 0);
-    assert_true(hv == 0);
+    assert_eq(hv, 0);
     assert_int_equal(optim_get_hyper(opt, "dynamic_decay", &hv), 0);
-    assert_true(hv == 0);
+    assert_eq(hv, 0);
     optim_destroy(opt);
 }
 
@@ -1139,7 +1139,7 @@ static void test_bad_configs(void **state)
     optim_error e2;
     int rc = optim_from_json(&ema, MA("\"use_ema\": true"), &e2);
     assert_true(rc == OPTIM_ENOTSUP || rc == OPTIM_EINVAL);
-    assert_non_null(strstr(e2.msg, "use_ema"));
+    assert_contains(e2.msg, "use_ema");
     assert_null(ema);
     refuse(MA("\"decay\": 0.1"), OPTIM_EKEY, "decay"); /* legacy only */
     refuse(MA("\"sync_period\": 3"), OPTIM_EKEY, "sync_period");
@@ -1160,7 +1160,7 @@ static void test_bad_configs(void **state)
     optim_optimizer *opt = NULL;
     optim_error err;
     assert_int_equal(optim_create(&opt, &optim_swa_class, NULL, &err), OPTIM_EINVAL);
-    assert_non_null(strstr(err.msg, "optim_wrap"));
+    assert_contains(err.msg, "optim_wrap");
     assert_null(opt);
     assert_int_equal(optim_create_by_name(&opt, "Addons>Lookahead", NULL, &err), OPTIM_EINVAL);
     assert_null(opt);
@@ -1179,7 +1179,7 @@ static void test_wrap_from_c(void **state)
     assert_int_equal(optim_wrap(&w, "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}",
                                 adam, &err),
                      OPTIM_EINVAL);
-    assert_non_null(strstr(err.msg, "twice"));
+    assert_contains(err.msg, "twice");
     assert_null(w);
     assert_int_equal(optim_wrap(&w, "{\"class_name\": \"SWA\", \"config\": {\"average_period\": 0}}", adam, &err),
                      OPTIM_ERANGE);
@@ -1211,7 +1211,7 @@ static void test_wrap_from_c(void **state)
     }
     /* Its config nests the inner optimizer; a round trip gives it back. */
     char *text = optim_serialize(w);
-    assert_non_null(strstr(text, "\"optimizer\":{\"class_name\":\"Adam\""));
+    assert_contains(text, "\"optimizer\":{\"class_name\":\"Adam\"");
     round_trip(text);
     optim_free(text);
     optim_destroy(w); /* frees adam */

@@ -55,7 +55,7 @@ static void expect_json_fails(const char *json, int code, const char *needle)
     assert_int_equal(rc, code);
     assert_null(opt);
     if (!strstr(err.msg, needle)) print_error("message '%s' lacks '%s'\n", err.msg, needle);
-    assert_non_null(strstr(err.msg, needle));
+    assert_contains(err.msg, needle);
 }
 
 
@@ -244,7 +244,7 @@ static void check_trajectory(const char *json, int mode, const inner_ref *r, dou
             if (mode == MODE_AIF) {
                 assert_int_equal(optim_skipped_steps(opt), s.skipped);
             } else if (mode != MODE_LEGACY_FIXED) {
-                assert_true(lso_scale(opt) == s.scale);
+                assert_eq(lso_scale(opt), s.scale);
                 assert_int_equal(lso_counter(opt), s.counter);
             }
         }
@@ -328,15 +328,15 @@ static void test_iterations_on_skip(void **st)
     optim_optimizer *all[3] = {k3, lg, af};
     for (int i = 0; i < 3; i++) {
         assert_int_equal(optim_apply_gradients(all[i], &p, 1, 0), 0);
-        for (int j = 0; j < N; j++) assert_true(optim_var_get(w, j) == (double)(float)w_init(j));
+        for (int j = 0; j < N; j++) assert_eq(optim_var_get(w, j), (double)(float)w_init(j));
     }
     assert_int_equal(optim_iterations(k3), 0);  /* Keras 3: the inner did not run */
     assert_int_equal(optim_iterations(lg), 1);  /* legacy: do_not_apply_fn */
     assert_int_equal(optim_iterations(optim_wrapper_inner(lg)), 1);
     assert_int_equal(optim_iterations(af), 0);
     assert_int_equal(optim_skipped_steps(af), 1);
-    assert_true(lso_scale(k3) == 16384.0);
-    assert_true(lso_scale(lg) == 16384.0);
+    assert_eq(lso_scale(k3), 16384.0);
+    assert_eq(lso_scale(lg), 16384.0);
     /* The weights exist after a first step that was skipped. */
     assert_int_equal(optim_weights_count(k3), 3);
     assert_int_equal(optim_weights_count(lg), 3);
@@ -363,7 +363,7 @@ static void test_scale_limits(void **st)
     assert_int_equal(optim_apply_gradients(k3, &p, 1, 0), 0);
     assert_int_equal(optim_apply_gradients(lg, &p, 1, 0), 0);
     assert_true(isinf(lso_scale(k3)));
-    assert_true(lso_scale(lg) == 1.7014118346046923e38);
+    assert_eq(lso_scale(lg), 1.7014118346046923e38);
     assert_int_equal(lso_counter(lg), 0);
     optim_destroy(k3);
     optim_destroy(lg);
@@ -372,7 +372,7 @@ static void test_scale_limits(void **st)
               ", \"initial_scale\": 2.0}}");
     g[1] = NAN;
     for (int i = 0; i < 3; i++) assert_int_equal(optim_apply_gradients(k3, &p, 1, 0), 0);
-    assert_true(lso_scale(k3) == 0.25);
+    assert_eq(lso_scale(k3), 0.25);
     optim_destroy(k3);
     optim_var_destroy(w);
     optim_var_destroy(e);
@@ -386,26 +386,26 @@ static void test_legacy_fixed(void **st)
                        ", \"dynamic\": false, \"initial_scale\": 0.1, \"dynamic_growth_steps\": null, "
                        "\"is_legacy_optimizer\": true}}";
     optim_optimizer *opt = optim_test_make(json);
-    assert_true(lso_scale(opt) == (double)0.1f);
+    assert_eq(lso_scale(opt), (double)0.1f);
     int64_t c;
     assert_int_equal(optim_loss_scale_counter(opt, &c), OPTIM_ENOTSUP);
-    assert_non_null(strstr(optim_errmsg(opt), "dynamic"));
+    assert_contains(optim_errmsg(opt), "dynamic");
     double scaled;
     assert_int_equal(optim_scale_loss(opt, 3.0, &scaled), 0);
-    assert_true(scaled == 3.0 * (double)0.1f);
+    assert_eq(scaled, 3.0 * (double)0.1f);
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     double g[N] = {0.1, 0.2, 0.3, NAN, 0.5};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w};
     assert_int_equal(optim_unscale_gradients(opt, &p, 1), 0);
     double r = (double)(1.0f / 0.1f);
-    assert_true(g[0] == 0.1 * r);
+    assert_eq(g[0], 0.1 * r);
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     assert_true(isnan(optim_var_get(w, 3))); /* applied, not skipped */
-    assert_true(optim_var_get(w, 0) == w_init(0) - 0.1 * (0.1 * r));
+    assert_eq(optim_var_get(w, 0), w_init(0) - 0.1 * (0.1 * r));
     assert_int_equal(optim_iterations(opt), 1);
     assert_int_equal(optim_weights_count(opt), 1); /* iterations; SGD has no slots */
-    assert_true(lso_scale(opt) == (double)0.1f);
+    assert_eq(lso_scale(opt), (double)0.1f);
     /* The counter and trajectory of a fixed scale never change. */
     check_trajectory(json, MODE_LEGACY_FIXED, &SGD_REF, (double)0.1f, 1);
     optim_destroy(opt);
@@ -472,7 +472,7 @@ static void test_bit_exact_vs_inner(void **st)
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, gb, 1, (int64_t[]){BIG})), a1};
         assert_int_equal(optim_apply_gradients(lso, &p, 1, 0), 0);
         assert_memory_equal(optim_var_data(a1), optim_var_data(a2), BIG * es);
-        assert_true(lso_scale(lso) == 500.0);
+        assert_eq(lso_scale(lso), 500.0);
         assert_int_equal(optim_iterations(lso), 5);
         free(gb);
         free(gb2);
@@ -545,13 +545,13 @@ static void test_aggregation(void **st)
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     assert_int_equal(c.calls, 1); /* once, by the wrapper; the inner does not aggregate again */
-    for (int i = 0; i < N; i++) assert_true(optim_var_get(w, i) == w_init(i) - 0.1 * (2.0 * (i + 1)));
+    for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), w_init(i) - 0.1 * (2.0 * (i + 1)));
     assert_memory_equal(g, keep, sizeof g);
     /* The check sees the aggregated gradients: an Inf from another replica skips. */
     c.inject_inf = 1;
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     assert_int_equal(c.calls, 2);
-    assert_true(lso_scale(opt) == 4.0);
+    assert_eq(lso_scale(opt), 4.0);
     assert_int_equal(optim_iterations(opt), 1);
     /* experimental_aggregate_gradients=False: no aggregation at all. */
     c.inject_inf = 0;
@@ -565,16 +565,16 @@ static void test_aggregation(void **st)
     for (int i = 0; i < N; i++) before[i] = optim_var_get(w, i);
     int rc = optim_apply_gradients(opt, &p, 1, 0);
     assert_int_equal(rc, OPTIM_EIO);
-    assert_non_null(strstr(optim_errmsg(opt), "replica 3 is gone"));
-    for (int i = 0; i < N; i++) assert_true(optim_var_get(w, i) == before[i]);
-    assert_true(lso_scale(opt) == 4.0);
+    assert_contains(optim_errmsg(opt), "replica 3 is gone");
+    for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), before[i]);
+    assert_eq(lso_scale(opt), 4.0);
     assert_int_equal(optim_iterations(opt), 2);
     optim_set_gradient_aggregator(opt, NULL, NULL);
     /* Transformers belong to the inner optimizer. */
     assert_int_equal(optim_add_gradient_transformer(opt, transformer, NULL), 0);
     rc = optim_apply_gradients(opt, &p, 1, 0);
     assert_int_equal(rc, OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(opt), "inner optimizer"));
+    assert_contains(optim_errmsg(opt), "inner optimizer");
     optim_destroy(opt);
     optim_var_destroy(w);
     optim_var_destroy(e);
@@ -605,11 +605,11 @@ static void test_bad_input(void **st)
                                {optim_grad_dense(optim_tensor_make(OPTIM_F32, g6, 1, (int64_t[]){6})), e}};
         /* shape */
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
-        assert_non_null(strstr(optim_errmsg(opt), "'emb'"));
+        assert_contains(optim_errmsg(opt), "'emb'");
         /* index range (sparse) */
         p[1].grad = optim_grad_sparse(bad_idx, NI, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){NI, C}));
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ERANGE);
-        assert_non_null(strstr(optim_errmsg(opt), "index 7"));
+        assert_contains(optim_errmsg(opt), "index 7");
         /* dtype */
         double gd[N] = {0};
         p[1].grad = optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, (int64_t[]){N}));
@@ -618,11 +618,11 @@ static void test_bad_input(void **st)
         /* the same variable twice */
         p[1] = p[0];
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(opt), "more than once"));
+        assert_contains(optim_errmsg(opt), "more than once");
         /* no gradient at all, NULL pairs, NULL variable */
         p[1].grad = optim_grad_none();
         assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(opt), "no gradients"));
+        assert_contains(optim_errmsg(opt), "no gradients");
         assert_int_equal(optim_apply_gradients(opt, NULL, 2, 0), OPTIM_EINVAL);
         p[1].var = NULL;
         assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL);
@@ -631,13 +631,13 @@ static void test_bad_input(void **st)
         p[1].var = e;
         p[1].grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, full, 2, (int64_t[]){R, C}));
         assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL);
-        assert_non_null(strstr(optim_errmsg(opt), "not trainable"));
+        assert_contains(optim_errmsg(opt), "not trainable");
         optim_var_set_trainable(e, 1);
         /* Nothing changed: no weights yet, no skip counted, no step. */
         assert_int_equal(optim_weights_count(opt), 1);
         assert_int_equal(optim_iterations(opt), 0);
-        for (int i = 0; i < N; i++) assert_true(optim_var_get(w, i) == (double)(float)w_init(i));
-        if (j == 0) assert_true(lso_scale(opt) == 8.0);
+        for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), (double)(float)w_init(i));
+        if (j == 0) assert_eq(lso_scale(opt), 8.0);
         else assert_int_equal(optim_skipped_steps(opt), 0);
         /* The inner optimizer failing on a finite step: its message, no
          * change of scale, counter, skips or iterations. */
@@ -645,12 +645,12 @@ static void test_bad_input(void **st)
         assert_int_equal(optim_set_hyper_fn(optim_wrapper_inner(opt), "learning_rate", nan_lr, NULL), 0);
         int rc = optim_apply_gradients(opt, p, 1, 0);
         assert_int_equal(rc, OPTIM_ERANGE);
-        assert_non_null(strstr(optim_errmsg(opt), "inner optimizer"));
-        assert_non_null(strstr(optim_errmsg(opt), "learning_rate"));
+        assert_contains(optim_errmsg(opt), "inner optimizer");
+        assert_contains(optim_errmsg(opt), "learning_rate");
         assert_int_equal(optim_iterations(opt), 0);
-        for (int i = 0; i < N; i++) assert_true(optim_var_get(w, i) == (double)(float)w_init(i));
+        for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), (double)(float)w_init(i));
         if (j == 0) {
-            assert_true(lso_scale(opt) == 8.0);
+            assert_eq(lso_scale(opt), 8.0);
             assert_int_equal(lso_counter(opt), 0);
         } else {
             assert_int_equal(optim_skipped_steps(opt), 0);
@@ -672,12 +672,12 @@ static void test_bad_input(void **st)
     double s;
     int64_t c;
     assert_int_equal(optim_loss_scale_get(sgd, &s), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(sgd), "LossScaleOptimizer"));
+    assert_contains(optim_errmsg(sgd), "LossScaleOptimizer");
     assert_int_equal(optim_loss_scale_counter(sgd, &c), OPTIM_EINVAL);
     /* scale_loss works on any optimizer: Keras 3's loss * loss_scale_factor
      * (None: the loss itself). */
     assert_int_equal(optim_scale_loss(sgd, 1.5, &s), 0);
-    assert_true(s == 1.5);
+    assert_eq(s, 1.5);
     assert_int_equal(optim_scale_loss(sgd, 1.5, NULL), OPTIM_EINVAL);
     assert_int_equal(optim_unscale_gradients(sgd, NULL, 0), OPTIM_EINVAL);
     assert_int_equal(optim_loss_scale_get(NULL, &s), OPTIM_EINVAL);
@@ -696,10 +696,11 @@ static void test_bad_input(void **st)
     optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w},
                            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g2, 1, (int64_t[]){3})), e}};
     assert_int_equal(optim_unscale_gradients(lso, p, 2), OPTIM_ESHAPE);
-    assert_true(g[0] == 1 && g[4] == 5);
+    assert_eq(g[0], 1);
+    assert_eq(g[4], 5);
     p[1].grad = optim_grad_none();
     assert_int_equal(optim_unscale_gradients(lso, p, 2), 0); /* Keras 3: g / S */
-    assert_true(g[0] == 1.0 / 32768.0);
+    assert_eq(g[0], 1.0 / 32768.0);
     optim_destroy(lso);
     optim_var_destroy(w);
     optim_var_destroy(e);
@@ -716,17 +717,17 @@ static void test_scale_loss(void **st)
                                ", \"initial_scale\": 0.1, \"is_legacy_optimizer\": true}}");
     double s;
     assert_int_equal(optim_scale_loss(k3, 2.0, &s), 0);
-    assert_true(s == 2.0 * 0.1);
-    assert_true(lso_scale(k3) == 0.1);
+    assert_eq(s, 2.0 * 0.1);
+    assert_eq(lso_scale(k3), 0.1);
     assert_int_equal(optim_scale_loss(lg, 2.0, &s), 0);
-    assert_true(s == 2.0 * (double)0.1f);
+    assert_eq(s, 2.0 * (double)0.1f);
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     assert_int_equal(optim_build(k3, &w, 1), 0); /* Keras's build creates the weights */
     assert_int_equal(optim_weights_count(k3), 3);
-    assert_true(lso_scale(k3) == (double)0.1f);
+    assert_eq(lso_scale(k3), (double)0.1f);
     assert_int_equal(optim_scale_loss(k3, 2.0, &s), 0);
-    assert_true(s == 2.0 * (double)0.1f);
+    assert_eq(s, 2.0 * (double)0.1f);
     optim_destroy(k3);
     optim_destroy(lg);
     optim_var_destroy(w);
@@ -781,14 +782,14 @@ static void test_weights(void **st)
         for (int i = 0; i < R * C; i++) assert_close(((double *)wts[4].data)[i], s.ve[i], 1e-11, 1e-13);
         if (mode == MODE_AIF) {
             assert_int_equal(wts[5].dtype, OPTIM_F64);
-            assert_true(*(double *)wts[5].data == (double)s.skipped);
+            assert_eq(*(double *)wts[5].data, (double)s.skipped);
         } else {
             const optim_tensor *sc = &wts[mode == MODE_K3 ? 6 : 5], *ct = &wts[mode == MODE_K3 ? 5 : 6];
             assert_int_equal(sc->dtype, OPTIM_F32);
             assert_int_equal(sc->rank, 0);
-            assert_true(*(float *)sc->data == (float)s.scale);
+            assert_eq(*(float *)sc->data, (float)s.scale);
             assert_int_equal(ct->dtype, OPTIM_F64);
-            assert_true(*(double *)ct->data == (double)s.counter);
+            assert_eq(*(double *)ct->data, (double)s.counter);
         }
         /* Resume: b takes a's state and both continue identically. */
         {
@@ -819,7 +820,7 @@ static void test_weights(void **st)
         assert_memory_equal(optim_var_data(e), optim_var_data(e2), R * C * 8);
         assert_int_equal(optim_iterations(a), optim_iterations(b));
         if (mode != MODE_AIF) {
-            assert_true(lso_scale(a) == lso_scale(b));
+            assert_eq(lso_scale(a), lso_scale(b));
             assert_int_equal(lso_counter(a), lso_counter(b));
         } else {
             assert_int_equal(optim_skipped_steps(a), optim_skipped_steps(b));
@@ -874,7 +875,7 @@ static void assert_keys(const char *json, const char *const *keys, size_t n)
     cJSON_ArrayForEach(it, cfg)
     {
         if (i >= n || strcmp(it->string, keys[i])) print_error("key %zu is '%s' in %s\n", i, it->string, json);
-        assert_true(i < n);
+        assert_lt(i, n);
         assert_string_equal(it->string, keys[i]);
         i++;
     }
@@ -888,13 +889,13 @@ static void test_config_keras3(void **st)
     char *s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}");
     static const char *const keys[] = {"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps"};
     assert_keys(s, keys, 4);
-    assert_non_null(strstr(s, "\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000}"));
-    assert_non_null(strstr(s, "\"inner_optimizer\":{\"class_name\":\"Adam\",\"config\":{\"name\":\"Adam\","));
+    assert_contains(s, "\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000}");
+    assert_contains(s, "\"inner_optimizer\":{\"class_name\":\"Adam\",\"config\":{\"name\":\"Adam\",");
     optim_free(s);
     s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"name\": \"lso\", \"inner_optimizer\": " SGD_K3
                    ", \"initial_scale\": 128, \"dynamic_growth_steps\": 7}}");
-    assert_non_null(strstr(s, "{\"name\":\"lso\",\"inner_optimizer\":{\"class_name\":\"SGD\""));
-    assert_non_null(strstr(s, "\"initial_scale\":128.0,\"dynamic_growth_steps\":7}}"));
+    assert_contains(s, "{\"name\":\"lso\",\"inner_optimizer\":{\"class_name\":\"SGD\"");
+    assert_contains(s, "\"initial_scale\":128.0,\"dynamic_growth_steps\":7}}");
     /* The keys are exactly Keras 3's get_config: no base option leaks out. */
     cJSON *root = cJSON_Parse(s);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
@@ -918,9 +919,9 @@ static void test_config_keras3(void **st)
                               "\"registered_name\": null}");
     double v;
     assert_int_equal(optim_get_hyper(optim_wrapper_inner(o), "learning_rate", &v), 0);
-    assert_true(v == 0.5);
+    assert_eq(v, 0.5);
     assert_int_equal(optim_get_hyper(o, "dynamic_growth_steps", &v), 0);
-    assert_true(v == 10);
+    assert_eq(v, 10);
     assert_string_equal(optim_name(o), "loss_scale_optimizer");
     optim_destroy(o);
 }
@@ -933,18 +934,18 @@ static void test_config_legacy(void **st)
     char *s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
                          ", \"is_legacy_optimizer\": true}}");
     assert_keys(s, keys, 5);
-    assert_non_null(strstr(s, "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000,"
-                              "\"is_legacy_optimizer\":true}}"));
-    assert_non_null(strstr(s, "\"is_legacy_optimizer\":true}},\"dynamic\""));
+    assert_contains(s, "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000,"
+                              "\"is_legacy_optimizer\":true}}");
+    assert_contains(s, "\"is_legacy_optimizer\":true}},\"dynamic\"");
     optim_free(s);
     s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                    ", \"dynamic\": false, \"initial_scale\": 128, \"is_legacy_optimizer\": true}}");
     assert_keys(s, keys, 5);
-    assert_non_null(strstr(s, "\"dynamic\":false,\"initial_scale\":128.0,\"dynamic_growth_steps\":null,"));
+    assert_contains(s, "\"dynamic\":false,\"initial_scale\":128.0,\"dynamic_growth_steps\":null,");
     optim_free(s);
     s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
                    ", \"dynamic\": true, \"initial_scale\": null, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}");
-    assert_non_null(strstr(s, "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":5,"));
+    assert_contains(s, "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":5,");
     optim_free(s);
 }
 
@@ -966,7 +967,7 @@ static void test_config_apply_if_finite(void **st)
     /* Nested wrappers: ApplyIfFinite around a LossScaleOptimizer. */
     s = round_trip("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": {\"class_name\": "
                    "\"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 ", \"initial_scale\": 2.0}}}}");
-    assert_non_null(strstr(s, "\"inner_optimizer\":{\"class_name\":\"LossScaleOptimizer\",\"config\":{\"name\":"));
+    assert_contains(s, "\"inner_optimizer\":{\"class_name\":\"LossScaleOptimizer\",\"config\":{\"name\":");
     optim_free(s);
 }
 
@@ -1043,17 +1044,17 @@ static void test_config_refusals(void **st)
     /* optim_set_hyper on a live wrapper: refused, unchanged. */
     optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     assert_int_equal(optim_set_hyper(lso, "initial_scale", 0), OPTIM_ERANGE);
-    assert_non_null(strstr(optim_errmsg(lso), "initial_scale"));
+    assert_contains(optim_errmsg(lso), "initial_scale");
     assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", 0), OPTIM_ERANGE);
     assert_int_equal(optim_set_hyper(lso, "clipnorm", 1.0), OPTIM_EINVAL);
     assert_int_equal(optim_set_hyper(lso, "learning_rate", 0.1), OPTIM_EINVAL);
-    assert_non_null(strstr(optim_errmsg(lso), "inner_optimizer"));
+    assert_contains(optim_errmsg(lso), "inner_optimizer");
     double v;
     assert_int_equal(optim_get_hyper(lso, "initial_scale", &v), 0);
-    assert_true(v == 32768.0);
+    assert_eq(v, 32768.0);
     assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", 3), 0);
     assert_int_equal(optim_get_hyper(lso, "dynamic_growth_steps", &v), 0);
-    assert_true(v == 3);
+    assert_eq(v, 3);
     optim_destroy(lso);
     /* Legacy: dynamic cannot turn false once the dynamic state exists. */
     lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
@@ -1064,7 +1065,7 @@ static void test_config_refusals(void **st)
     assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", NAN), 0);
     assert_int_equal(optim_set_hyper(lso, "dynamic", 0), OPTIM_ESTATE);
     assert_int_equal(optim_get_hyper(lso, "dynamic", &v), 0);
-    assert_true(v == 1);
+    assert_eq(v, 1);
     optim_destroy(lso);
     optim_var_destroy(w);
     optim_var_destroy(e);
@@ -1088,7 +1089,7 @@ static void test_apply_if_finite_inside_lso(void **st)
     assert_int_equal(optim_skipped_steps(aif), 1);
     assert_int_equal(lso_counter(opt), 1);
     assert_int_equal(optim_iterations(opt), 0);
-    for (int i = 0; i < N; i++) assert_true(optim_var_get(w, i) == (double)(float)w_init(i));
+    for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), (double)(float)w_init(i));
     g[0] = 1e-12f; /* 1e-12 / 1e-10 = 0.01: stepped */
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     assert_int_equal(optim_skipped_steps(aif), 1);
@@ -1135,8 +1136,8 @@ static void test_wrap_from_c(void **st)
                                       "\"dynamic_growth_steps\": 3}}", adam, &err), 0);
     assert_ptr_equal(optim_wrapper_inner(lso), adam);
     char *s = serialize(lso);
-    assert_non_null(strstr(s, "\"inner_optimizer\":{\"class_name\":\"Adam\""));
-    assert_non_null(strstr(s, "\"initial_scale\":16.0,\"dynamic_growth_steps\":3}"));
+    assert_contains(s, "\"inner_optimizer\":{\"class_name\":\"Adam\"");
+    assert_contains(s, "\"initial_scale\":16.0,\"dynamic_growth_steps\":3}");
     /* Same trajectory as the JSON-built one. */
     optim_optimizer *twin = optim_test_make(s);
     optim_free(s);
@@ -1153,7 +1154,7 @@ static void test_wrap_from_c(void **st)
     }
     assert_memory_equal(optim_var_data(w), optim_var_data(w2), N * 4);
     assert_memory_equal(optim_var_data(e), optim_var_data(e2), R * C * 4);
-    assert_true(lso_scale(lso) == lso_scale(twin));
+    assert_eq(lso_scale(lso), lso_scale(twin));
     optim_destroy(lso); /* frees adam too */
     optim_destroy(twin);
     /* A refused wrapper config leaves the inner optimizer with the caller. */
@@ -1163,7 +1164,7 @@ static void test_wrap_from_c(void **st)
     assert_null(out);
     assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}",
                                 sgd, &err), OPTIM_EINVAL);
-    assert_non_null(strstr(err.msg, "twice"));
+    assert_contains(err.msg, "twice");
     optim_optimizer *legacy_sgd = optim_test_make(SGD_LEG);
     assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}", legacy_sgd, &err),
                      OPTIM_EINVAL);

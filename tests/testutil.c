@@ -13,7 +13,106 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
                              const char *file, int line)
 {
     if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
-        print_error("%s = %.17g, expected %.17g (rtol %g, atol %g)\n", expr, a, b, rtol, atol);
+        print_error("%s = %a (%.17g), expected %a (%.17g) (rtol %g, atol %g)\n", expr, a, a, b, b,
+                    rtol, atol);
+        _fail(file, line);
+    }
+}
+
+static const char *const op_names[] = {"==", "!=", "<", "<=", ">", ">="};
+
+static int holds(int op, int lt, int eq, int gt)
+{
+    switch (op) {
+    case OPTIM_TEST_EQ: return eq;
+    case OPTIM_TEST_NE: return lt || gt;
+    case OPTIM_TEST_LT: return lt;
+    case OPTIM_TEST_LE: return lt || eq;
+    case OPTIM_TEST_GT: return gt;
+    default: return gt || eq;
+    }
+}
+
+void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb, const char *file,
+                      int line)
+{
+    /* NaN is unordered: only != holds. */
+    if (holds(op, a < b, a == b, a > b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b)))) return;
+    print_error("%s %s %s failed:\n  left  %a (%.17g)\n  right %a (%.17g)\n", ea, op_names[op], eb,
+                a, a, b, b);
+    _fail(file, line);
+}
+
+void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
+                      const char *file, int line)
+{
+    if (holds(op, a < b, a == b, a > b)) return;
+    print_error("%s %s %s failed:\n  left  %lld\n  right %lld\n", ea, op_names[op], eb, a, b);
+    _fail(file, line);
+}
+
+void optim_test_assert_nan(double x, const char *expr, const char *file, int line)
+{
+    if (isnan(x)) return;
+    print_error("%s = %a (%.17g), expected a NaN\n", expr, x, x);
+    _fail(file, line);
+}
+
+void optim_test_assert_has(const char *s, const char *needle, const char *expr, const char *file,
+                           int line)
+{
+    if (s && strstr(s, needle)) return;
+    print_error("%s does not contain \"%s\":\n  \"%s\"\n", expr, needle, s ? s : "(null)");
+    _fail(file, line);
+}
+
+void optim_test_var_close(const optim_var *v, const double *want, int64_t n, double rtol,
+                          double atol, const char *expr, const char *file, int line)
+{
+    if (!v || optim_var_numel(v) != n) {
+        print_error("%s: %s, expected %lld elements\n", expr, v ? "wrong size" : "NULL", (long long)n);
+        _fail(file, line);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double a = optim_var_get(v, i), b = want[i];
+        if (rtol == 0 && atol == 0 ? a == b : fabs(a - b) <= atol + rtol * fabs(b)) continue;
+        print_error("%s, element %lld: %a (%.17g), expected %a (%.17g) (rtol %g, atol %g)\n", expr,
+                    (long long)i, a, a, b, b, rtol, atol);
+        _fail(file, line);
+    }
+}
+
+void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, const char *expr,
+                           const char *file, int line)
+{
+    if (!v || optim_var_dtype(v) != OPTIM_F32 || optim_var_numel(v) < n) {
+        print_error("%s: not an F32 variable of at least %lld elements\n", expr, (long long)n);
+        _fail(file, line);
+    }
+    const float *got = optim_var_data((optim_var *)v);
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
+        print_error("%s[%lld] = %a (%.9g), expected %a (%.9g) bit for bit\n", expr, (long long)i,
+                    (double)got[i], (double)got[i], (double)want[i], (double)want[i]);
+        _fail(file, line);
+    }
+}
+
+void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea,
+                             const char *eb, const char *file, int line)
+{
+    if (!a || !b || optim_var_numel(a) != optim_var_numel(b) ||
+        optim_var_dtype(a) != optim_var_dtype(b)) {
+        print_error("%s and %s: NULL, or different sizes or dtypes\n", ea, eb);
+        _fail(file, line);
+    }
+    size_t es = optim_dtype_size(optim_var_dtype(a));
+    const char *pa = optim_var_data((optim_var *)a), *pb = optim_var_data((optim_var *)b);
+    for (int64_t i = 0; i < optim_var_numel(a); i++) {
+        if (memcmp(pa + (size_t)i * es, pb + (size_t)i * es, es) == 0) continue;
+        double x = optim_var_get(a, i), y = optim_var_get(b, i);
+        print_error("%s[%lld] = %a (%.17g) but %s[%lld] = %a (%.17g) (bitwise)\n", ea, (long long)i,
+                    x, x, eb, (long long)i, y, y);
         _fail(file, line);
     }
 }

@@ -25,6 +25,53 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
 void optim_test_assert_close(double a, double b, double rtol, double atol, const char *expr,
                              const char *file, int line);
 
+/* Comparisons that print both sides on failure: integers in decimal,
+ * floating-point values with %a and as 17-digit decimals (so a one-ulp
+ * difference shows). The operands are evaluated once; the comparison is done
+ * in double when either side is floating-point, in long long otherwise. */
+enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT, OPTIM_TEST_GE };
+#define assert_cmp_(a, op, b)                                                                       \
+    _Generic((a) + (b), float: optim_test_cmp_f, double: optim_test_cmp_f,                           \
+             long double: optim_test_cmp_f, default: optim_test_cmp_i)((a), (b), op, #a, #b,         \
+                                                                        __FILE__, __LINE__)
+#define assert_eq(a, b) assert_cmp_(a, OPTIM_TEST_EQ, b)
+#define assert_ne(a, b) assert_cmp_(a, OPTIM_TEST_NE, b)
+#define assert_lt(a, b) assert_cmp_(a, OPTIM_TEST_LT, b)
+#define assert_le(a, b) assert_cmp_(a, OPTIM_TEST_LE, b)
+#define assert_gt(a, b) assert_cmp_(a, OPTIM_TEST_GT, b)
+#define assert_ge(a, b) assert_cmp_(a, OPTIM_TEST_GE, b)
+void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb, const char *file,
+                      int line);
+void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
+                      const char *file, int line);
+
+/* Fails unless x is a NaN; prints x. */
+#define assert_nan(x) optim_test_assert_nan((double)(x), #x, __FILE__, __LINE__)
+void optim_test_assert_nan(double x, const char *expr, const char *file, int line);
+
+/* Fails unless needle occurs in s (NULL never passes); prints both. */
+#define assert_contains(s, needle) optim_test_assert_has((s), (needle), #s, __FILE__, __LINE__)
+void optim_test_assert_has(const char *s, const char *needle, const char *expr, const char *file,
+                           int line);
+
+/* Element-wise checks of a variable (any dtype, read through optim_var_get)
+ * that print the first failing index and both values:
+ * assert_var_close: every element within rtol/atol of want[i];
+ * assert_var_eq: every element == want[i] exactly;
+ * assert_var_floats: the first n elements of F32 storage equal bit for bit to want;
+ * assert_vars_bitwise: a and b (non-NULL) of the same size with equal bytes. */
+#define assert_var_close(v, want, n, rtol, atol) \
+    optim_test_var_close((v), (want), (n), (rtol), (atol), #v, __FILE__, __LINE__)
+#define assert_var_eq(v, want, n) optim_test_var_close((v), (want), (n), 0, 0, #v, __FILE__, __LINE__)
+#define assert_var_floats(v, want, n) optim_test_var_floats((v), (want), (n), #v, __FILE__, __LINE__)
+#define assert_vars_bitwise(a, b) optim_test_vars_bitwise((a), (b), #a, #b, __FILE__, __LINE__)
+void optim_test_var_close(const optim_var *v, const double *want, int64_t n, double rtol,
+                          double atol, const char *expr, const char *file, int line);
+void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, const char *expr,
+                           const char *file, int line);
+void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea,
+                             const char *eb, const char *file, int line);
+
 /* A fresh path under a per-process temporary directory (static buffer per call slot). */
 const char *optim_test_tmpfile(const char *name);
 

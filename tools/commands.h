@@ -9,6 +9,7 @@ int optim_cmd_replay(int argc, char **argv);
 int optim_cmd_bench(int argc, char **argv);
 int optim_cmd_check(int argc, char **argv);
 int optim_cmd_train(int argc, char **argv);
+int optim_cmd_compare(int argc, char **argv);
 int optim_cmd_schedule_plot(int argc, char **argv);
 
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL on error

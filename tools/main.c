@@ -22,6 +22,7 @@ static void usage(FILE *f)
             "                                 draw a learning-rate schedule over steps\n"
             "                                 0..STEPS (default 1000) as a PNG\n"
             "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
+            "  compare CONFIG... [OPTIONS]    train it once per optimizer and compare (optim compare --help)\n"
             "  bench [--json] [CONFIG...]     optimizer steps against this machine's memory\n"
             "                                 bandwidth (see optim bench --help)\n"
             "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
@@ -52,6 +53,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return optim_cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0) return optim_cmd_check(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0) return optim_cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);

@@ -10,19 +10,15 @@
  * wrong argument count), OUT not created. docs/img/schedules/make.sh makes
  * the images of docs/schedules.md with it. */
 #define _POSIX_C_SOURCE 200809L
-#include <cairo.h>
-#include <fontconfig/fontconfig.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "commands.h"
+#include "plot.h"
 #include "optim/optim.h"
 
 #define WIDTH 640
@@ -30,13 +26,6 @@
 #define MAX_STEPS 1000000000LL
 #define MAX_POINTS 100001
 #define DEFAULT_STEPS 1000
-#define HALF_PI 1.57079632679489661923
-
-/* The plot area within the image. */
-#define LEFT 78.0
-#define RIGHT 20.0
-#define TOP 38.0
-#define BOTTOM 50.0
 
 static int fail(const char *fmt, ...)
 {
@@ -64,178 +53,19 @@ static int parse_steps(const char *s, int64_t *out)
     return 0;
 }
 
-/* A "nice" tick spacing (1, 2 or 5 times a power of ten) giving about
- * `target` intervals over `range`. */
-static double nice_step(double range, int target)
+/* The schedule as one line over steps 0..last, into OUT. */
+static int draw(const char *title, const int64_t *steps, const double *values, size_t n, int64_t last, double ymin,
+                double ymax, const char *out)
 {
-    double raw = range / target;
-    double mag = pow(10.0, floor(log10(raw)));
-    double f = raw / mag;
-    return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
-}
-
-static void tick_label(char *buf, size_t n, double v, double step)
-{
-    v = round(v / step) * step;
-    if (fabs(v) < step * 1e-9) v = 0.0;
-    snprintf(buf, n, "%g", v);
-}
-
-static void text_at(cairo_t *cr, const char *s, double x, double y, double ax, double ay)
-{
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    cairo_move_to(cr, x - e.x_bearing - ax * e.width, y - e.y_bearing - ay * e.height);
-    cairo_show_text(cr, s);
-}
-
-typedef struct plot {
-    const char *title;
-    const int64_t *steps;
-    const double *values;
-    size_t n;
-    int64_t last_step;
-    double ymin, ymax;
-} plot;
-
-static void draw(cairo_t *cr, const plot *p)
-{
-    const double x0 = LEFT, x1 = WIDTH - RIGHT, y0 = HEIGHT - BOTTOM, y1 = TOP;
-    const double xs = (x1 - x0) / (double)p->last_step, ys = (y0 - y1) / (p->ymax - p->ymin);
-#define PX(step) (x0 + (double)(step) * xs)
-#define PY(v) (y0 - ((v) - p->ymin) * ys)
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, 11.0);
-
-    /* Grid and tick labels. */
-    char label[64];
-    cairo_set_line_width(cr, 1.0);
-    double ystep = nice_step(p->ymax - p->ymin, 6);
-    for (double v = ceil(p->ymin / ystep - 1e-9) * ystep; v <= p->ymax + ystep * 1e-9; v += ystep) {
-        double y = round(PY(v)) + 0.5;
-        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-        cairo_move_to(cr, x0, y);
-        cairo_line_to(cr, x1, y);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        cairo_move_to(cr, x0 - 5, y);
-        cairo_line_to(cr, x0, y);
-        cairo_stroke(cr);
-        tick_label(label, sizeof label, v, ystep);
-        text_at(cr, label, x0 - 8, y, 1.0, 0.5);
-    }
-    double xstep = nice_step((double)p->last_step, 6);
-    if (xstep < 1.0) xstep = 1.0;
-    for (double s = 0; s <= (double)p->last_step + 1e-9; s += xstep) {
-        double x = round(PX(s)) + 0.5;
-        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-        cairo_move_to(cr, x, y1);
-        cairo_line_to(cr, x, y0);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        cairo_move_to(cr, x, y0);
-        cairo_line_to(cr, x, y0 + 5);
-        cairo_stroke(cr);
-        tick_label(label, sizeof label, s, xstep);
-        text_at(cr, label, x, y0 + 8, 0.5, 0.0);
-    }
-
-    /* Axes. */
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_move_to(cr, x0 + 0.5, y1);
-    cairo_line_to(cr, x0 + 0.5, y0 + 0.5);
-    cairo_line_to(cr, x1, y0 + 0.5);
-    cairo_stroke(cr);
-
-    /* Axis names and title. */
-    text_at(cr, "step", (x0 + x1) / 2, HEIGHT - 16, 0.5, 0.0);
-    cairo_save(cr);
-    cairo_translate(cr, 16, (y0 + y1) / 2);
-    cairo_rotate(cr, -HALF_PI);
-    text_at(cr, "learning rate", 0, 0, 0.5, 0.5);
-    cairo_restore(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
-    cairo_set_font_size(cr, 15.0);
-    text_at(cr, p->title, (x0 + x1) / 2, 10, 0.5, 0.0);
-
-    /* The schedule, broken where it is not finite. */
-    cairo_save(cr);
-    cairo_rectangle(cr, x0, y1 - 2, x1 - x0 + 2, y0 - y1 + 4);
-    cairo_clip(cr);
-    cairo_set_source_rgb(cr, 0.12, 0.47, 0.71);
-    cairo_set_line_width(cr, 2.0);
-    cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
-    int open = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        if (!isfinite(p->values[i])) {
-            open = 0;
-            continue;
-        }
-        double x = PX(p->steps[i]), y = PY(p->values[i]);
-        if (open) cairo_line_to(cr, x, y);
-        else cairo_move_to(cr, x, y);
-        open = 1;
-    }
-    cairo_stroke(cr);
-    cairo_restore(cr);
-#undef PX
-#undef PY
-}
-
-static cairo_status_t write_fn(void *closure, const unsigned char *data, unsigned int len)
-{
-    return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
-}
-
-/* Renders to a temporary file beside OUT, then renames it into place. */
-static int render(const plot *p, const char *out)
-{
-    cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, WIDTH, HEIGHT);
-    cairo_t *cr = cairo_create(surface);
-    draw(cr, p);
-    cairo_status_t st = cairo_status(cr);
-    cairo_destroy(cr);
-    if (st != CAIRO_STATUS_SUCCESS) {
-        cairo_surface_destroy(surface);
-        return fail("drawing failed: %s", cairo_status_to_string(st));
-    }
-    size_t len = strlen(out);
-    char *tmp = malloc(len + 16);
-    if (!tmp) {
-        cairo_surface_destroy(surface);
-        return fail("out of memory");
-    }
-    snprintf(tmp, len + 16, "%s.tmp-XXXXXX", out);
-    int fd = mkstemp(tmp);
-    if (fd >= 0) {
-        /* mkstemp's 0600 would stay on OUT: give it the usual 0666 & ~umask. */
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, 0666 & ~mask);
-    }
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        int e = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
-        cairo_surface_destroy(surface);
-        return fail("OUT %s: %s", out, strerror(e));
-    }
-    st = cairo_surface_write_to_png_stream(surface, write_fn, f);
-    cairo_surface_destroy(surface);
-    int closed = fclose(f);
-    int rc = 0;
-    if (st != CAIRO_STATUS_SUCCESS || closed != 0)
-        rc = fail("OUT %s: %s", out, st != CAIRO_STATUS_SUCCESS ? cairo_status_to_string(st) : strerror(errno));
-    else if (rename(tmp, out) != 0)
-        rc = fail("OUT %s: %s", out, strerror(errno));
-    if (rc) unlink(tmp);
-    free(tmp);
+    double *x = malloc(n * sizeof *x);
+    if (!x) return fail("out of memory");
+    for (size_t i = 0; i < n; i++) x[i] = (double)steps[i];
+    plot_series line = {x, values, n, 0, 0, 0};
+    plot_panel panel = {NULL, "step", "learning rate", &line, 1, 0, (double)last, ymin, ymax, 1};
+    plot_figure fig = {WIDTH, HEIGHT, title, &panel, 1, NULL, 0};
+    char msg[512];
+    int rc = optim_plot_write_png(&fig, out, msg, sizeof msg) ? fail("OUT %s", msg) : 0;
+    free(x);
     return rc;
 }
 
@@ -284,14 +114,11 @@ int optim_cmd_schedule_plot(int argc, char **argv)
         double span = ymax - ymin;
         ymax += 0.05 * span;
         if (lo < 0) ymin -= 0.05 * span;
-        plot p = {optim_schedule_class_of(s)->name, steps, values, n, last, ymin, ymax};
-        rc = render(&p, argv[1]);
+        rc = draw(optim_schedule_class_of(s)->name, steps, values, n, last, ymin, ymax, argv[1]);
     }
     free(steps);
     free(values);
     optim_schedule_destroy(s);
-    /* Frees cairo's and fontconfig's caches (else LeakSanitizer reports them). */
-    cairo_debug_reset_static_data();
-    FcFini();
+    optim_plot_cleanup();
     return rc;
 }

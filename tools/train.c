@@ -1,270 +1,138 @@
 /* optim train [OPTIONS] (DESIGN.md section 5).
  *
- * Trains a 784-256-128-10 MLP (relu, relu, logits) with
+ * Trains an MLP (784-256-128-10 by default: relu, relu, logits) with
  * SparseCategoricalCrossentropy(from_logits=True) on Fashion-MNIST read from
  * IDX files, prints Keras's progress (a bar on a terminal, a line per epoch
  * otherwise), evaluates on the test set and ends its output with the line
- * `test_accuracy=<value>`. Bad input: one line on stderr, exit status 1. */
-#include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
+ * `test_accuracy=<value>`. Optionally writes the weights, the history (CSV
+ * and PNG), and a checkpoint every epoch that --resume continues bit for
+ * bit. Bad input: one line on stderr, exit status 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "commands.h"
-#include "optim/idx.h"
-#include "optim/nn.h"
-#include "optim/optim.h"
+#include "job.h"
+#include "plot.h"
 
-#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
-#define CLASSES 10
+#define CMD "train"
 
-static void usage(FILE *f)
+typedef struct train_args {
+    job_config c;
+    const char *optimizer, *plot, *history, *save_weights, *checkpoint, *resume;
+} train_args;
+
+#define N_TRAIN_OPTIONS 6
+static size_t options(train_args *a, tool_option *t)
 {
-    fprintf(f,
-            "usage: optim train [--epochs N] [--batch-size N] [--optimizer JSON] [--data DIR] [--seed N]\n"
-            "\n"
-            "Trains a 784-256-128-10 MLP on Fashion-MNIST and prints test_accuracy=<value> last.\n"
-            "  --epochs N        passes over the training set (default 2)\n"
-            "  --batch-size N    samples per step (default 128)\n"
-            "  --optimizer JSON  a Keras optimizer config, e.g. '{\"class_name\": \"SGD\", \"config\":\n"
-            "                    {\"learning_rate\": 0.1}}', or a bare name such as adam (default Adam)\n"
-            "  --data DIR        directory of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz\n"
-            "                    (default " DEFAULT_DATA ")\n"
-            "  --seed N          seeds the initial weights and the shuffling (default 0)\n");
+    size_t n = optim_job_options(&a->c, t);
+    const tool_option own[N_TRAIN_OPTIONS] = {
+        {"--optimizer", "JSON", TOOL_TEXT, &a->optimizer, 0, 0,
+         "a Keras optimizer config, e.g. '{\"class_name\": \"SGD\", \"config\":\n{\"learning_rate\": 0.1}}', a file "
+         "holding one, or a name such as adam\n(default Adam)", 0},
+        {"--plot", "PNG", TOOL_TEXT, &a->plot, 0, 0, "draw loss and accuracy per epoch into PNG", 0},
+        {"--history", "CSV", TOOL_TEXT, &a->history, 0, 0,
+         "write every epoch: optimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds", 0},
+        {"--save-weights", "PATH", TOOL_TEXT, &a->save_weights, 0, 0, "write the model's variables (safetensors) at the end", 0},
+        {"--checkpoint", "DIR", TOOL_TEXT, &a->checkpoint, 0, 0,
+         "after every epoch, save the whole run into DIR (atomically)", 0},
+        {"--resume", "DIR", TOOL_TEXT, &a->resume, 0, 0,
+         "continue the run saved in DIR up to --epochs in total, bit for bit", 0},
+    };
+    memcpy(t + n, own, sizeof own);
+    return n + N_TRAIN_OPTIONS;
 }
 
-static int fail(const char *fmt, ...)
+static void usage(const tool_option *t, size_t n)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("optim train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
+    printf("usage: optim train [OPTIONS]\n"
+           "\n"
+           "Trains an MLP on Fashion-MNIST and prints test_accuracy=<value> last.\n");
+    optim_tool_usage(stdout, t, n);
 }
 
-/* A whole decimal number in [lo, hi]. */
-static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
+static int save_weights(optim_model *m, const char *path)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno == ERANGE || v < lo || v > hi)
-        return fail("%s '%s': expected a whole number from %lld to %lld", opt, s, lo, hi);
-    *out = v;
+    optim_var *vars[64];
+    size_t n = optim_model_variables(m, vars, 64);
+    optim_st_writer *w;
+    optim_error err;
+    int rc = optim_st_writer_create(&w, &err);
+    for (size_t i = 0; i < n && i < 64 && !rc; i++) {
+        optim_tensor t = optim_var_tensor(vars[i]);
+        rc = optim_st_writer_add(w, optim_var_name(vars[i]), &t, &err);
+    }
+    if (!rc) rc = optim_st_writer_save(w, path, &err);
+    optim_st_writer_destroy(w);
+    return rc ? optim_tool_fail(CMD, "--save-weights: %s", err.msg) : 0;
+}
+
+/* The optimizer and model, fresh or from --resume; res gets the epochs
+ * already done. */
+static int setup(train_args *a, optim_checkpoint *ck, const job_data *d, optim_optimizer **opt, optim_model **m,
+                 job_result *res)
+{
+    if (ck) return optim_job_resume_state(CMD, ck, &a->c, a->optimizer, d->train.features, opt, m, res);
+    if (optim_job_optimizer(CMD, "--optimizer", a->optimizer ? a->optimizer : "adam", opt)) return 1;
+    if (optim_job_model(CMD, &a->c, d->train.features, *opt, m)) {
+        optim_destroy(*opt);
+        return 1;
+    }
     return 0;
 }
 
-typedef struct split {
-    float *x;
-    int32_t *y;
-    int64_t n, features;
-} split;
-
-static void split_free(split *s)
+/* Weights, history and plot, then the last line. */
+static int outputs(const train_args *a, optim_model *m, optim_optimizer *opt, const job_result *res)
 {
-    free(s->x);
-    free(s->y);
+    const char *label = optim_class_of(opt)->name;
+    if (a->save_weights && save_weights(m, a->save_weights)) return 1;
+    if (a->history && optim_job_write_csv(CMD, a->history, &label, res, 1)) return 1;
+    if (a->plot && optim_job_plot(CMD, a->plot, label, &label, res, 1)) return 1;
+    printf("test_accuracy=%.4f\n", res->test_accuracy);
+    if (fflush(stdout) != 0 || ferror(stdout)) return optim_tool_fail(CMD, "write error on standard output");
+    return 0;
 }
 
-/* DIR/PREFIX-images-idx3-ubyte.gz and DIR/PREFIX-labels-idx1-ubyte.gz. */
-static int load_split(const char *dir, const char *prefix, split *s)
+static int run(train_args *a, optim_checkpoint *ck)
 {
-    char ipath[4096], lpath[4096];
-    snprintf(ipath, sizeof ipath, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    snprintf(lpath, sizeof lpath, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    optim_idx *im = NULL, *lb = NULL;
-    optim_error err;
-    int rc = 1;
-    memset(s, 0, sizeof *s);
-    if (optim_idx_read(ipath, &im, &err) || optim_idx_read(lpath, &lb, &err)) {
-        fail("%s", err.msg);
-        goto done;
+    job_data d;
+    if (optim_job_load(CMD, &a->c, &d)) return 1;
+    optim_optimizer *opt = NULL;
+    optim_model *m = NULL;
+    job_result res = {0};
+    int rc = setup(a, ck, &d, &opt, &m, &res);
+    if (!rc) {
+        char *cfg = optim_serialize(opt);
+        printf("Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; optimizer %s\n",
+               (long long)d.train.n, (long long)d.val.n, (long long)d.test.n, (long long)d.train.features, cfg ? cfg : "?");
+        optim_free(cfg);
+        if (ck) printf("resuming %s after epoch %lld\n", a->resume, (long long)optim_checkpoint_epoch(ck));
+        job_run r = {&a->c, &d, m, opt, a->checkpoint, stdout, OPTIM_VERBOSE_AUTO};
+        rc = optim_job_fit(CMD, &r, &res) || outputs(a, m, opt, &res);
     }
-    if (optim_idx_type_of(im) != OPTIM_IDX_U8 || optim_idx_rank(im) != 3) {
-        fail("%s: expected uint8 images [n, rows, cols], got %s of rank %d", ipath,
-             optim_idx_type_name(optim_idx_type_of(im)), (int)optim_idx_rank(im));
-        goto done;
-    }
-    if (optim_idx_type_of(lb) != OPTIM_IDX_U8 || optim_idx_rank(lb) != 1) {
-        fail("%s: expected uint8 labels [n], got %s of rank %d", lpath, optim_idx_type_name(optim_idx_type_of(lb)),
-             (int)optim_idx_rank(lb));
-        goto done;
-    }
-    s->n = optim_idx_shape(im)[0];
-    s->features = optim_idx_shape(im)[1] * optim_idx_shape(im)[2];
-    if (optim_idx_shape(lb)[0] != s->n) {
-        fail("%s has %lld labels for %lld images in %s", lpath, (long long)optim_idx_shape(lb)[0], (long long)s->n,
-             ipath);
-        goto done;
-    }
-    if (s->n == 0 || s->features == 0) {
-        fail("%s: no images", ipath);
-        goto done;
-    }
-    s->x = malloc((size_t)optim_idx_numel(im) * sizeof *s->x);
-    s->y = malloc((size_t)s->n * sizeof *s->y);
-    if (!s->x || !s->y) {
-        fail("out of memory for %s", ipath);
-        goto done;
-    }
-    if (optim_idx_convert(im, OPTIM_F32, 1.0 / 255.0, s->x, &err) || optim_idx_convert(lb, OPTIM_I32, 1, s->y, &err)) {
-        fail("%s", err.msg);
-        goto done;
-    }
-    for (int64_t i = 0; i < s->n; i++)
-        if (s->y[i] >= CLASSES) {
-            fail("%s: label %d at index %lld, expected 0 to %d", lpath, (int)s->y[i], (long long)i, CLASSES - 1);
-            goto done;
-        }
-    rc = 0;
-done:
-    optim_idx_free(im);
-    optim_idx_free(lb);
-    if (rc) split_free(s);
+    optim_job_result_free(&res);
+    optim_model_destroy(m);
+    optim_destroy(opt);
+    optim_job_data_free(&d);
     return rc;
-}
-
-static int make_optimizer(const char *text, optim_optimizer **opt)
-{
-    optim_error err;
-    char *json = NULL;
-    size_t len = strlen(text);
-    if (text[0] != '{' && text[0] != '"') {
-        /* a bare class name: adam -> "adam" */
-        for (size_t i = 0; i < len; i++)
-            if (!(text[i] == '_' || (text[i] >= '0' && text[i] <= '9') || (text[i] >= 'a' && text[i] <= 'z') ||
-                  (text[i] >= 'A' && text[i] <= 'Z')))
-                return fail("--optimizer '%s': expected a JSON config {\"class_name\": ..., \"config\": {...}} or an "
-                            "optimizer name",
-                            text);
-        if (!len) return fail("--optimizer '': expected a JSON config or an optimizer name");
-        json = malloc(len + 3);
-        if (!json) return fail("out of memory");
-        snprintf(json, len + 3, "\"%s\"", text);
-    }
-    int rc = optim_from_json(opt, json ? json : text, &err);
-    free(json);
-    if (rc) return fail("--optimizer: %s", err.msg);
-    return 0;
-}
-
-static int add_dense(optim_model *m, int64_t units, optim_activation act)
-{
-    optim_error err;
-    optim_layer *l;
-    optim_dense_options o = optim_dense_defaults(units);
-    o.activation = act;
-    if (optim_dense_create(&l, &o, &err)) return fail("%s", err.msg);
-    if (optim_sequential_add(m, l)) {
-        optim_layer_destroy(l);
-        return fail("%s", optim_model_errmsg(m));
-    }
-    return 0;
 }
 
 int optim_cmd_train(int argc, char **argv)
 {
-    long long epochs = 2, batch = 128, seed = 0;
-    const char *opt_text = "{\"class_name\": \"Adam\", \"config\": {}}", *dir = DEFAULT_DATA;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        const char *names[] = {"--epochs", "--batch-size", "--optimizer", "--data", "--seed"};
-        const char *val = NULL;
-        size_t k;
-        for (k = 0; k < sizeof names / sizeof *names; k++) {
-            size_t nl = strlen(names[k]);
-            if (strcmp(a, names[k]) == 0) {
-                if (i + 1 >= argc) return fail("%s needs a value (try 'optim train --help')", a);
-                val = argv[++i];
-                break;
-            }
-            if (strncmp(a, names[k], nl) == 0 && a[nl] == '=') {
-                val = a + nl + 1;
-                break;
-            }
-        }
-        if (!val) return fail("unknown argument '%s' (try 'optim train --help')", a);
-        int rc = 0;
-        switch (k) {
-        case 0: rc = parse_int("--epochs", val, 1, 1000000, &epochs); break;
-        case 1: rc = parse_int("--batch-size", val, 1, 1LL << 31, &batch); break;
-        case 2: opt_text = val; break;
-        case 3: dir = val; break;
-        default: rc = parse_int("--seed", val, 0, INT64_MAX, &seed); break;
-        }
-        if (rc) return rc;
+    train_args a = {optim_job_defaults(), NULL, NULL, NULL, NULL, NULL, NULL};
+    tool_option t[JOB_N_OPTIONS + N_TRAIN_OPTIONS];
+    size_t n = options(&a, t), npos;
+    int rc = optim_tool_parse(CMD, t, n, argc, argv, NULL, 0, &npos);
+    if (rc == 2) {
+        usage(t, n);
+        return 0;
     }
-    struct stat st;
-    if (stat(dir, &st) != 0) return fail("--data '%s': %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return fail("--data '%s': not a directory", dir);
-
-    optim_optimizer *opt = NULL;
-    if (make_optimizer(opt_text, &opt)) return 1;
-    split train, test;
-    if (load_split(dir, "train", &train)) {
-        optim_destroy(opt);
-        return 1;
-    }
-    if (load_split(dir, "t10k", &test)) {
-        split_free(&train);
-        optim_destroy(opt);
-        return 1;
-    }
-    int rc = 1;
-    optim_model *m = NULL;
-    optim_error err;
-    optim_sequential_options so = optim_sequential_defaults();
-    so.seed = (uint64_t)seed;
-    if (optim_sequential_create(&m, &so, &err)) {
-        fail("%s", err.msg);
-        goto done;
-    }
-    if (add_dense(m, 256, OPTIM_ACT_RELU) || add_dense(m, 128, OPTIM_ACT_RELU) || add_dense(m, CLASSES, OPTIM_ACT_LINEAR))
-        goto done;
-    optim_loss loss = optim_loss_sparse_categorical_crossentropy(1);
-    if (optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY)) {
-        fail("%s", optim_model_errmsg(m));
-        goto done;
-    }
-    optim_tensor xtr = optim_tensor_make(OPTIM_F32, train.x, 2, (int64_t[]){train.n, train.features});
-    optim_tensor ytr = optim_tensor_make(OPTIM_I32, train.y, 1, (int64_t[]){train.n});
-    optim_tensor xte = optim_tensor_make(OPTIM_F32, test.x, 2, (int64_t[]){test.n, test.features});
-    optim_tensor yte = optim_tensor_make(OPTIM_I32, test.y, 1, (int64_t[]){test.n});
-    char *cfg = optim_serialize(opt);
-    printf("Fashion-MNIST: %lld training and %lld test images of %lld pixels; optimizer %s\n", (long long)train.n,
-           (long long)test.n, (long long)train.features, cfg ? cfg : "?");
-    optim_free(cfg);
-    optim_fit_options fo = optim_fit_defaults();
-    fo.epochs = epochs;
-    fo.batch_size = batch;
-    fo.seed = (uint64_t)seed;
-    fo.out = stdout;
-    if (optim_model_fit(m, &xtr, &ytr, &fo, NULL)) {
-        fail("fit: %s", optim_model_errmsg(m));
-        goto done;
-    }
-    optim_logs res;
-    double acc;
-    if (optim_model_evaluate(m, &xte, &yte, batch, stdout, &res) || optim_logs_get(&res, "accuracy", &acc)) {
-        fail("evaluate: %s", optim_model_errmsg(m));
-        goto done;
-    }
-    printf("test_accuracy=%.4f\n", acc);
-    fflush(stdout);
-    rc = ferror(stdout) ? fail("write error on standard output") : 0;
-done:
-    optim_model_destroy(m);
-    optim_destroy(opt);
-    split_free(&train);
-    split_free(&test);
+    if (rc) return rc;
+    optim_checkpoint *ck = NULL;
+    if (a.resume && optim_job_resume_config(CMD, a.resume, &a.c, t, n, &ck)) return 1;
+    if (optim_job_check(CMD, &a.c, a.c.validation_split > 0)) rc = 1;
+    else rc = run(&a, ck);
+    optim_checkpoint_free(ck);
+    if (a.plot) optim_plot_cleanup();
     return rc;
 }

@@ -170,6 +170,12 @@ OPTIM_API size_t optim_layer_variables(const optim_layer *l, optim_var **vars, s
 OPTIM_API int optim_layer_call(optim_layer *l, optim_tape *t, optim_node *x, const optim_tensor *ids,
                      int training, optim_node **out);
 OPTIM_API const char *optim_layer_errmsg(const optim_layer *l);
+/* Training calls made so far (a Dropout layer's masks are drawn from its
+ * seed and this count). Checkpoints save and restore it so a resumed run
+ * draws the masks an uninterrupted one would. 0 for NULL. */
+OPTIM_API uint64_t optim_layer_training_calls(const optim_layer *l);
+/* Sets the count (restoring a checkpoint). OPTIM_EINVAL for NULL. */
+OPTIM_API int optim_layer_set_training_calls(optim_layer *l, uint64_t calls);
 
 /* ---- losses ------------------------------------------------------------------------ */
 

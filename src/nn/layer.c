@@ -128,6 +128,15 @@ const char *optim_layer_class_name(const optim_layer *l) { return l ? l->ops->cl
 int optim_layer_built(const optim_layer *l) { return l && l->built; }
 const char *optim_layer_errmsg(const optim_layer *l) { return l ? l->errmsg : ""; }
 
+uint64_t optim_layer_training_calls(const optim_layer *l) { return l ? l->calls : 0; }
+
+int optim_layer_set_training_calls(optim_layer *l, uint64_t calls)
+{
+    if (!l) return OPTIM_EINVAL;
+    l->calls = calls;
+    return OPTIM_OK;
+}
+
 size_t optim_layer_variables(const optim_layer *l, optim_var **vars, size_t cap)
 {
     if (!l) return 0;

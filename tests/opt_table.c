@@ -1,0 +1,474 @@
+/* Drivers of the optimizer conformance tables (opt_table.h). */
+#include "opt_table.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double dense_init(int i) { return 0.5 - 0.3 * i; }
+static double dense_grad(int k, int i) { return sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.05 * k; }
+static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
+static int64_t table_index(int k, int j)
+{
+    static const int64_t idx[4][4] = {{1, 4, 1, 1}, {0, 4, 5, 4}, {2, 2, 3, 1}, {4, 0, 4, 1}};
+    return idx[k][j];
+}
+static double table_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c); }
+
+static int64_t long_index(int k, int j)
+{
+    static const int64_t idx[3][4] = {{1, 4, 1, 1}, {0, 4, 3, 4}, {2, 2, 3, 1}};
+    return idx[k % 3][j];
+}
+static double long_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) - 0.02 * k; }
+
+static double shrink_grad(int k, int i)
+{
+    return (sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.03 * (k % 4)) * exp(-0.15 * k);
+}
+static int64_t adam_index(int k, int j)
+{
+    static const int64_t idx[3][5] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
+    return idx[k % 3][j];
+}
+static double adam_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
+
+static int64_t idle5_index(int k, int j)
+{
+    static const int64_t idx[4][4] = {{1, 4, 1, 1}, {0, 4, 2, 4}, {2, 2, 3, 1}, {0, 0, 4, 3}};
+    return idx[k][j];
+}
+static double idle5_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) + 0.05; }
+
+const ot_sparse OT_SPARSE_IDLE5 = {6, 3, 4, 4, idle5_index, idle5_val, table_init};
+const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad};
+const ot_sparse OT_SPARSE_ADAM = {7, 3, 21, 5, adam_index, adam_val, table_init};
+const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
+const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
+const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
+
+void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
+{
+    int rc = optim_apply_gradients(opt, p, n, 0);
+    if (rc) print_error("%s\n", optim_errmsg(opt));
+    assert_int_equal(rc, 0);
+}
+
+/* A tensor of w's dtype and shape holding g (buf: scratch of numel slots). */
+static optim_tensor tensor_like(optim_dtype dt, int32_t rank, const int64_t *shape, const double *g,
+                                int64_t n, void *buf)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)g[i];
+        else ((double *)buf)[i] = g[i];
+    }
+    return optim_tensor_make(dt, buf, rank, shape);
+}
+
+void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
+{
+    int64_t n = optim_var_numel(w);
+    void *buf = malloc((size_t)(n ? n : 1) * 8);
+    assert_non_null(buf);
+    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), g, n, buf)), w};
+    ot_step(opt, &p, 1);
+    free(buf);
+}
+
+void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals)
+{
+    int32_t rank = optim_var_rank(w);
+    int64_t shape[OPTIM_MAX_RANK], n = 1;
+    memcpy(shape, optim_var_shape(w), sizeof(int64_t) * (size_t)rank);
+    shape[0] = 1;
+    for (int d = 1; d < rank; d++) n *= shape[d];
+    void *buf = malloc((size_t)n * 8);
+    assert_non_null(buf);
+    optim_grad_var p = {optim_grad_sparse(&row, 1, tensor_like(optim_var_dtype(w), rank, shape, vals, n, buf)), w};
+    ot_step(opt, &p, 1);
+    free(buf);
+}
+
+void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle)
+{
+    int64_t n = optim_var_numel(w), it = optim_iterations(opt);
+    size_t bytes = (size_t)n * optim_dtype_size(optim_var_dtype(w));
+    double *gs = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    void *before = malloc(bytes ? bytes : 1), *buf = malloc((size_t)(n ? n : 1) * 8);
+    assert_true(gs && before && buf);
+    for (int64_t i = 0; i < n; i++) gs[i] = g;
+    memcpy(before, optim_var_data(w), bytes);
+    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), gs, n, buf)), w};
+    assert_eq(optim_apply_gradients(opt, &p, 1, 0), code);
+    assert_contains(optim_errmsg(opt), needle);
+    assert_eq(optim_iterations(opt), it);
+    assert_memory_equal(optim_var_data(w), before, bytes);
+    free(gs);
+    free(before);
+    free(buf);
+}
+
+double ot_tol(const ot_case *c, optim_dtype dt, int which)
+{
+    static const double dflt[4] = {2e-5, 2e-6, 1e-12, 1e-13};
+    int i = (dt == OPTIM_F32 ? 0 : 2) + which;
+    int set = c->tol[0] || c->tol[1] || c->tol[2] || c->tol[3];
+    return set ? c->tol[i] : dflt[i];
+}
+
+optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
+{
+    double *x = malloc(sizeof(double) * (size_t)d->n);
+    assert_non_null(x);
+    for (int i = 0; i < d->n; i++) x[i] = d->init(i);
+    int64_t shape[1] = {d->n};
+    optim_var *w = optim_test_var("w", dt, 1, shape, x);
+    for (int k = 0; k < d->steps; k++) {
+        for (int i = 0; i < d->n; i++) x[i] = d->grad(k, i);
+        ot_step_dense(opt, w, x);
+    }
+    free(x);
+    assert_eq(optim_iterations(opt), d->steps);
+    return w;
+}
+
+static void state_ptrs(const ot_case *c, double *st, int stride, double **p)
+{
+    for (int i = 0; i < c->nstate; i++) p[i] = st + (size_t)i * (size_t)stride;
+}
+
+static void init_state(const ot_case *c, double **p, int n)
+{
+    for (int i = 0; i < c->nstate; i++)
+        for (int e = 0; e < n; e++) p[i][e] = c->state_init[i];
+}
+
+void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st)
+{
+    double *g = malloc(sizeof(double) * (size_t)d->n), *p[OT_MAX_STATE];
+    assert_non_null(g);
+    state_ptrs(c, st, d->n, p);
+    init_state(c, p, d->n);
+    for (int i = 0; i < d->n; i++) w[i] = d->init(i);
+    for (int k = 0; k < d->steps; k++) {
+        for (int i = 0; i < d->n; i++) g[i] = d->grad(k, i);
+        c->ref(c->hp, k, w, p, g, d->n);
+    }
+    free(g);
+}
+
+void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
+                    const double *ref_st, int n)
+{
+    optim_dtype dt = optim_var_dtype(w);
+    double rtol = ot_tol(c, dt, 0), atol = ot_tol(c, dt, 1);
+    char what[600];
+    snprintf(what, sizeof what, "%s %s of %s", optim_dtype_name(dt), optim_var_name(w), c->json);
+    optim_test_var_close(w, ref_w, n, rtol, atol, what, __FILE__, __LINE__);
+    for (int i = 0; i < c->nstate; i++) {
+        if (!c->slots[i]) continue;
+        optim_var *s = optim_get_slot(opt, w, c->slots[i]);
+        if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
+        assert_eq(optim_var_dtype(s), dt);
+        double a = c->state_atol[i] ? c->state_atol[i] : atol;
+        snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i], c->json);
+        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, a, what, __FILE__, __LINE__);
+    }
+    const char *names[OT_MAX_STATE + 1];
+    int ns = optim_get_slot_names(opt, names, OT_MAX_STATE + 1), want = 0;
+    for (int i = 0; c->exact_slots && i < c->nstate; i++)
+        if (c->slots[i]) {
+            if (want >= ns) fail_msg("%s: %d slots, expected '%s' too", c->json, ns, c->slots[i]);
+            assert_string_equal(names[want++], c->slots[i]);
+        }
+    if (c->exact_slots) assert_eq(ns, want);
+    if (c->absent && optim_get_slot(opt, w, c->absent))
+        fail_msg("%s: unexpected slot '%s'", c->json, c->absent);
+}
+
+void ot_check_dense(const ot_dense *d, const ot_case *c)
+{
+    double *w = malloc(sizeof(double) * (size_t)(d->n * (1 + c->nstate)));
+    assert_non_null(w);
+    ot_ref_dense(d, c, w, w + d->n);
+    for (int f64 = 0; f64 < 2; f64++) {
+        optim_optimizer *opt = optim_test_make(c->json);
+        optim_var *x = ot_run_dense(opt, d, f64 ? OPTIM_F64 : OPTIM_F32);
+        ot_check_state(opt, x, c, w, w + d->n, d->n);
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+    free(w);
+}
+
+optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
+{
+    int cw = s->cols ? s->cols : 1, rank = s->cols ? 2 : 1;
+    int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
+    double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
+    float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)s->nidx);
+    assert_true(init && fd && idx);
+    for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
+    int64_t shape[2] = {s->rows, cw}, vs[2] = {s->nidx, cw};
+    optim_var *v = optim_test_var("table", dt, rank, shape, init);
+    for (int k = 0; k < s->steps; k++) {
+        memset(dense, 0, sizeof(double) * (size_t)n);
+        memset(fd, 0, sizeof(float) * (size_t)n);
+        for (int j = 0; j < s->nidx; j++) {
+            idx[j] = s->index(k, j);
+            for (int c = 0; c < cw; c++) {
+                vals[j * cw + c] = s->val(k, j, c);
+                fv[j * cw + c] = (float)vals[j * cw + c];
+                /* The dense equivalent sums duplicates in order, in the dtype. */
+                dense[idx[j] * cw + c] += vals[j * cw + c];
+                fd[idx[j] * cw + c] += fv[j * cw + c];
+            }
+        }
+        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
+                                     : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
+                            v};
+        ot_step(opt, &p, 1);
+    }
+    free(init);
+    free(fd);
+    free(idx);
+    return v;
+}
+
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st)
+{
+    int n = s->rows * s->cols, cols = s->cols;
+    double *g = malloc(sizeof(double) * (size_t)n), *p[OT_MAX_STATE], *q[OT_MAX_STATE];
+    char *touched = malloc((size_t)s->rows);
+    assert_true(g && touched);
+    state_ptrs(c, st, n, p);
+    init_state(c, p, n);
+    for (int i = 0; i < n; i++) w[i] = s->init(i / cols, i % cols);
+    for (int k = 0; k < s->steps; k++) {
+        memset(g, 0, sizeof(double) * (size_t)n);
+        memset(touched, 0, (size_t)s->rows);
+        for (int j = 0; j < s->nidx; j++) {
+            int64_t r = s->index(k, j);
+            touched[r] = 1;
+            for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += s->val(k, j, cc);
+        }
+        if (!rows_only && !c->idle) {
+            c->ref(c->hp, k, w, p, g, n);
+            continue;
+        }
+        for (int r = 0; r < s->rows; r++) {
+            for (int i = 0; i < c->nstate; i++) q[i] = p[i] + r * cols;
+            if (touched[r]) c->ref(c->hp, k, w + r * cols, q, g + r * cols, cols);
+            else if (c->idle) c->idle(c->hp, k, w + r * cols, q, cols);
+        }
+    }
+    free(g);
+    free(touched);
+}
+
+void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
+{
+    int n = s->rows * s->cols;
+    double *w = malloc(sizeof(double) * (size_t)(n * (1 + c->nstate)));
+    assert_non_null(w);
+    ot_ref_sparse(s, c, rows_only, w, w + n);
+    for (int f64 = 0; f64 < 2; f64++) {
+        optim_optimizer *opt = optim_test_make(c->json);
+        optim_var *x = ot_run_sparse(opt, s, f64 ? OPTIM_F64 : OPTIM_F32, 0);
+        ot_check_state(opt, x, c, w, w + n, n);
+        optim_destroy(opt);
+        optim_var_destroy(x);
+    }
+    free(w);
+}
+
+/* The named slots of a in o1 and b in o2 bit for bit (absent in both: skipped). */
+static void slots_bitwise(optim_optimizer *o1, optim_var *a, optim_optimizer *o2, optim_var *b,
+                          const char *const *slots)
+{
+    for (int i = 0; slots && slots[i]; i++) {
+        optim_var *x = optim_get_slot(o1, a, slots[i]), *y = optim_get_slot(o2, b, slots[i]);
+        if (x || y) assert_vars_bitwise(x, y);
+    }
+}
+
+void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots)
+{
+    for (int f64 = 0; f64 < 2; f64++) {
+        optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
+        optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
+        optim_var *sv = ot_run_sparse(o1, s, dt, 0), *dv = ot_run_sparse(o2, s, dt, 1);
+        assert_vars_bitwise(sv, dv);
+        slots_bitwise(o1, sv, o2, dv, slots);
+        optim_destroy(o1);
+        optim_destroy(o2);
+        optim_var_destroy(sv);
+        optim_var_destroy(dv);
+    }
+}
+
+void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots)
+{
+    const int64_t n = 100003; /* many chunks, ragged end */
+    double *init = malloc((size_t)n * sizeof *init);
+    float *g = malloc((size_t)n * sizeof *g);
+    assert_true(init && g);
+    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
+    optim_var *vars[2];
+    optim_optimizer *opts[2];
+    for (int t = 0; t < 2; t++) {
+        opts[t] = optim_test_make(json);
+        assert_int_equal(optim_set_num_threads(opts[t], t ? threads : 1), 0);
+        vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
+        for (int k = 0; k < steps; k++) {
+            for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + shrink * k));
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
+            ot_step(opts[t], &p, 1);
+        }
+    }
+    assert_vars_bitwise(vars[0], vars[1]);
+    slots_bitwise(opts[0], vars[0], opts[1], vars[1], slots);
+    for (int t = 0; t < 2; t++) {
+        optim_destroy(opts[t]);
+        optim_var_destroy(vars[t]);
+    }
+    free(init);
+    free(g);
+}
+
+void ot_check_keras_single_step(const char *json, const double *want)
+{
+    const double init[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2};
+    int64_t n = 4;
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
+    ot_step_dense(opt, v, g);
+    assert_var_close(v, want, 4, 1e-4, 1e-4);
+    optim_destroy(opt);
+    optim_var_destroy(v);
+}
+
+void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golden, int cols)
+{
+    double ones[10], first[10], grads[10], want[10];
+    for (int i = 0; i < 10; i++) ones[i] = 1, first[i] = 0.01, grads[i] = 0.1 * (i + 1);
+    int64_t n = 10;
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *x = optim_test_var("x", dt, 1, &n, ones);
+    ot_step_dense(opt, x, first);
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < 10; i++) want[i] = golden[k * cols + (cols > 1 ? i : 0)];
+        assert_var_close(x, want, 10, 5e-4, 5e-4);
+        ot_step_dense(opt, x, grads);
+    }
+    optim_destroy(opt);
+    optim_var_destroy(x);
+}
+
+void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
+{
+    const double two = 2.0, zero = 0.0, want = 1.9760959;
+    optim_var *v[4];
+    const char *names[4] = {"var1", "exclude", "var3", "var1"};
+    for (int i = 0; i < 4; i++) v[i] = optim_test_var(names[i], dt, 0, NULL, &two);
+    optim_optimizer *o[4];
+    for (int i = 0; i < 4; i++) o[i] = optim_test_make(json);
+    optim_tensor gz = optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)&(float){0} : (void *)&zero, 0, NULL);
+    const char *pat[1] = {"exclude"};
+    assert_int_equal(optim_exclude_from_weight_decay(o[1], NULL, 0, pat, 1), 0);
+    assert_int_equal(optim_exclude_from_weight_decay(o[2], &v[2], 1, NULL, 0), 0);
+    optim_grad_var p[3][2] = {{{optim_grad_dense(gz), v[0]}},
+                              {{optim_grad_dense(gz), v[0]}, {optim_grad_dense(gz), v[1]}},
+                              {{optim_grad_dense(gz), v[0]}, {optim_grad_dense(gz), v[2]}}};
+    for (int i = 0; i < 3; i++) ot_step(o[i], p[i], i ? 2 : 1);
+    for (int k = 0; k < 3; k++) ot_step_dense(o[3], v[3], &zero);
+    assert_close(optim_var_get(v[0], 0), want, 0, 1e-6);
+    assert_close(optim_var_get(v[3], 0), want, 0, 1e-6);
+    assert_eq(optim_var_get(v[1], 0), 2.0);
+    assert_eq(optim_var_get(v[2], 0), 2.0);
+    for (int i = 0; i < 4; i++) {
+        optim_destroy(o[i]);
+        optim_var_destroy(v[i]);
+    }
+}
+
+cJSON *ot_config(optim_optimizer *opt)
+{
+    char *s = optim_get_config(opt);
+    assert_non_null(s);
+    cJSON *c = cJSON_Parse(s);
+    optim_free(s);
+    assert_non_null(c);
+    return c;
+}
+
+void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n)
+{
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c)
+    {
+        if (i >= n || strcmp(it->string, keys[i]) != 0)
+            fail_msg("config key %zu is '%s', expected '%s'", i, it->string, i < n ? keys[i] : "(end)");
+        i++;
+    }
+    assert_eq(i, n);
+}
+
+double ot_num(const cJSON *c, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (!cJSON_IsNumber(v)) fail_msg("config key '%s' is not a number", key);
+    return v->valuedouble;
+}
+
+void ot_expect_numbers(const cJSON *c, ...)
+{
+    va_list ap;
+    va_start(ap, c);
+    for (const char *key; (key = va_arg(ap, const char *));) {
+        double want = va_arg(ap, double), got = ot_num(c, key);
+        if (got != want) {
+            va_end(ap);
+            fail_msg("config key '%s' is %a (%.17g), expected %a (%.17g)", key, got, got, want, want);
+        }
+    }
+    va_end(ap);
+}
+
+void ot_check_round_trip(const char *json)
+{
+    optim_optimizer *a = optim_test_make(json);
+    char *s1 = optim_serialize(a);
+    assert_non_null(s1);
+    optim_optimizer *b = optim_test_make(s1);
+    char *s2 = optim_serialize(b);
+    assert_string_equal(s1, s2);
+    optim_free(s1);
+    optim_free(s2);
+    optim_destroy(a);
+    optim_destroy(b);
+}
+
+void ot_expect_config(const char *json, const char *want)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    char *cfg = optim_get_config(opt);
+    assert_string_equal(cfg, want);
+    optim_free(cfg);
+    optim_destroy(opt);
+}
+
+void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2)
+{
+    optim_optimizer *opt = NULL;
+    optim_error err;
+    int rc = optim_from_json(&opt, json, &err);
+    if (rc != code) fail_msg("%s: rc %d (%s), expected %d", json, rc, rc ? err.msg : "", code);
+    assert_null(opt);
+    if (needle1) assert_contains(err.msg, needle1);
+    if (needle2) assert_contains(err.msg, needle2);
+}

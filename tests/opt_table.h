@@ -1,0 +1,162 @@
+/* Conformance-style drivers shared by the optimizer tests (test_opt_*.c,
+ * test_sgd.c). A test describes an optimizer once, as a case: its config,
+ * a reference step written in double precision from the published formula,
+ * and its slot names. The drivers then run the same checks for every
+ * optimizer: the dense trajectory (f32 and f64, slots included), sparse
+ * gradients against the reference (dense-equivalent or rows only, as the
+ * generation does it), sparse against dense bit for bit, one thread against
+ * several bit for bit, the Keras test files' own checks (single step,
+ * golden values, weight decay), and config round trips and refusals. */
+#ifndef OPTIM_TEST_OPT_TABLE_H
+#define OPTIM_TEST_OPT_TABLE_H
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+
+#define OT_LEGACY "\"is_legacy_optimizer\": true"
+#define OT_MAX_STATE 4
+
+/* Reference step k (0-based) in double on n elements: updates w and the
+ * state arrays st[0..nstate) in place with the gradient g. */
+typedef void (*ot_ref_fn)(const void *hp, int k, double *w, double *const *st, const double *g, int n);
+
+/* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k. */
+typedef struct ot_dense {
+    int n, steps;
+    double (*init)(int i);
+    double (*grad)(int k, int i);
+} ot_dense;
+
+/* A sparse problem: a rows x cols table from init(r, c); at step k, nidx
+ * gradient rows index(k, j) (duplicates allowed) with values val(k, j, c).
+ * cols 0: a vector of rows elements (rank 1, rows of one element); only
+ * ot_run_sparse and the checks built on it take that form. */
+typedef struct ot_sparse {
+    int rows, cols, steps, nidx;
+    int64_t (*index)(int k, int j);
+    double (*val)(int k, int j, int c);
+    double (*init)(int r, int c);
+} ot_sparse;
+
+/* The problems most tests share: a 7-vector over 25 steps, init 0.5 - 0.3 i,
+ * gradient sin(0.7 k + 1.3 i) (1 + 0.1 i) - 0.05 k (both signs, drifting);
+ * a 6 x 3 table, init 0.1 r - 0.2 c + 0.05, four steps of four rows with
+ * duplicates ({1,4,1,1}, {0,4,5,4}, {2,2,3,1}, {4,0,4,1}; row 5 idle in
+ * steps 3 and 4), values cos(1.1 k + 0.7 j + 0.3 c). */
+extern const ot_dense OT_DENSE;
+extern const ot_sparse OT_SPARSE;
+/* 24 steps on the 6 x 3 table cycling {1,4,1,1}, {0,4,3,4}, {2,2,3,1} (row 5
+ * never indexed), values cos(1.1 k + 0.7 j + 0.3 c) - 0.02 k. */
+extern const ot_sparse OT_SPARSE_LONG;
+/* Lion's and LAMB's: the 6 x 3 table, four steps of {1,4,1,1}, {0,4,2,4},
+ * {2,2,3,1}, {0,0,4,3} (row 5 never indexed), values cos(1.1 k + 0.7 j + 0.3 c) + 0.05. */
+extern const ot_sparse OT_SPARSE_IDLE5;
+/* The Adam family's: a 9-vector whose gradients shrink over the steps, of
+ * both signs (so that AMSGrad's vhat exceeds v), (sin(0.7 k + 1.3 i)
+ * (1 + 0.1 i) - 0.03 (k mod 4)) exp(-0.15 k); a 7 x 3 table over 21 steps of
+ * five rows cycling {1,4,1,1,0}, {0,4,5,4,2}, {2,2,3,1,5} (row 6 never
+ * indexed), values cos(1.1 k + 0.7 j + 0.3 c) exp(-0.1 k). */
+extern const ot_dense OT_DENSE_SHRINK;
+extern const ot_sparse OT_SPARSE_ADAM;
+
+/* One optimizer case. slots[i] names the optimizer slot that holds the
+ * reference's state i (NULL: internal to the reference, not compared);
+ * absent, if set, is a slot that must not exist. tol: f32 rtol, atol, f64
+ * rtol, atol; all zero means 2e-5, 2e-6, 1e-12, 1e-13. */
+typedef struct ot_case {
+    const char *json;
+    ot_ref_fn ref;
+    const void *hp;
+    int nstate;
+    const char *slots[OT_MAX_STATE];
+    const char *absent;
+    double tol[4];
+    double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes) */
+    double state_init[OT_MAX_STATE]; /* the reference state's initial value */
+    int exact_slots; /* the optimizer has exactly the named slots, in this order */
+    /* Optional, for sparse references: step k on a row that got no
+     * gradient (legacy Nadam decays its moments; legacy AdamW moves it
+     * without weight decay). */
+    void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
+} ot_case;
+
+/* One apply_gradients call that must succeed (prints the message if not). */
+void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
+/* One dense step on w with the gradient g (doubles, rounded for F32). */
+void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g);
+/* One dense step of the gradient g everywhere on w must fail with code
+ * (a hyperparameter out of range, say), the message naming needle, and
+ * change nothing: w bit for bit, the iteration count. */
+void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle);
+/* One sparse step on w with a single gradient row: index row, values vals
+ * (one row of w's trailing shape, doubles rounded to w's dtype). */
+void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals);
+/* rtol (which 0) or atol (which 1) of a case for dt. */
+double ot_tol(const ot_case *c, optim_dtype dt, int which);
+
+/* Runs the dense problem on a fresh variable "w" of dtype dt. */
+optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt);
+/* The reference of the dense problem: w[n], st[i * n + e]. */
+void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st);
+/* The dense trajectory in f32 and f64: weights and slots against the reference. */
+void ot_check_dense(const ot_dense *d, const ot_case *c);
+/* Compares w and the case's slots of opt (of w's dtype) against the reference arrays. */
+void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
+                    const double *ref_st, int n);
+
+/* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
+ * the dense equivalent, duplicates summed in order in the dtype). */
+optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
+/* The reference of the sparse problem: duplicates summed; rows_only: only
+ * the rows indexed at a step are updated (the lazy, row-wise rules), else
+ * every row, untouched ones with a zero gradient. A case with an idle hook
+ * steps the rows without a gradient through it instead, in both modes. */
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st);
+/* The sparse problem in f32 and f64 against ot_ref_sparse. */
+void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
+/* The sparse problem equals its dense equivalent bit for bit (f32 and f64),
+ * weights and the named slots (NULL-terminated list; a slot absent from
+ * both runs is skipped, as in ot_check_threads). */
+void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots);
+
+/* One thread against `threads` on 100003 F32 elements for `steps` steps of
+ * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
+void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);
+
+/* The tests every Keras optimizer test file has (keras/src/optimizers/NAME_test.py):
+ * test_single_step: [1, 2, 3, 4] (F32) after one step of [1, 6, 7, 2] is
+ * want, to 1e-4. */
+void ot_check_keras_single_step(const char *json, const double *want);
+/* test_correctness_with_golden: ten ones of dtype dt, a first step of 0.01
+ * everywhere, then steps of 0.1 (i + 1); before each of those five steps
+ * the values are golden[k * cols + i] (cols 10), or golden[k] everywhere
+ * (cols 1), to 5e-4. */
+void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golden, int cols);
+/* test_weight_decay: json has learning_rate 1 and weight_decay 0.004; zero
+ * gradients on scalars of 2 (dtype dt). var1 decayed once by each of three
+ * optimizers, and three times by one, is 2 * 0.996^3 = 1.9760959;
+ * "exclude" (excluded by pattern) and var3 (excluded by variable) stay 2. */
+void ot_check_keras_weight_decay(const char *json, optim_dtype dt);
+
+/* get_config of opt, parsed. */
+cJSON *ot_config(optim_optimizer *opt);
+/* The config's keys are exactly keys[0..n), in that order. */
+void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n);
+/* The number under key (fails if absent or not a number). */
+double ot_num(const cJSON *c, const char *key);
+/* The config's numbers: (key, value) pairs ending with NULL, each value a
+ * double, compared exactly, e.g. ot_expect_numbers(c, "beta_1", 0.9, NULL). */
+void ot_expect_numbers(const cJSON *c, ...);
+/* The eleven keys every Keras 3 optimizer config starts with, in order. */
+#define OT_KERAS3_BASE_KEYS                                                                          \
+    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema", \
+        "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"
+/* serialize, from_json, serialize again: the same string. */
+void ot_check_round_trip(const char *json);
+/* get_config of the optimizer made from json is exactly want. */
+void ot_expect_config(const char *json, const char *want);
+/* optim_from_json refuses json with code; the message holds each non-NULL needle. */
+void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
+
+#endif
