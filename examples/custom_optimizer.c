@@ -79,14 +79,10 @@ static int hb_validate(optim_optimizer *opt, optim_error *err)
     if (optim_get_hyper(opt, "use_nesterov", &nesterov) || nesterov == 0) return OPTIM_OK;
     if (!optim_hyper_is_constant(opt, "momentum")) return OPTIM_OK; /* checked per step */
     if (optim_get_hyper(opt, "momentum", &momentum) || momentum > 0) return OPTIM_OK;
-    if (err) {
-        err->code = OPTIM_EINVAL;
-        snprintf(err->msg, sizeof err->msg,
-                 "HeavyBall: use_nesterov is true but momentum is %g; Nesterov momentum needs "
-                 "momentum > 0",
-                 momentum);
-    }
-    return OPTIM_EINVAL;
+    return optim_error_set(err, OPTIM_EINVAL,
+                           "HeavyBall: use_nesterov is true but momentum is %g; Nesterov momentum "
+                           "needs momentum > 0",
+                           momentum);
 }
 
 /* create_slots: once per variable, the first time it gets a gradient. */

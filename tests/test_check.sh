@@ -19,4 +19,8 @@ for args in "$tmp/bad.json" "$tmp/broken.json" "$tmp/missing.json" "$tmp"; do
     [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "check $args: expected one stderr line: $(cat "$tmp/e")"
 done
 grep -q "momentum" <("$optim" check "$tmp/bad.json" 2>&1) || fail "the message does not name the key"
+"$optim" check --help >"$tmp/o" 2>"$tmp/e" || fail "check --help failed: $(cat "$tmp/e")"
+grep -q "usage: optim check CONFIG" "$tmp/o" || fail "check --help printed $(cat "$tmp/o")"
+if "$optim" check --bogus >"$tmp/o" 2>"$tmp/e"; then fail "check --bogus succeeded"; fi
+grep -q "usage" "$tmp/e" || fail "check --bogus was read as a file: $(cat "$tmp/e")"
 echo "1 passed, 0 failed"

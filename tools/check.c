@@ -4,14 +4,21 @@
  * what is wrong. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "commands.h"
 #include "optim/optim.h"
 
 int optim_cmd_check(int argc, char **argv)
 {
-    if (argc != 1) {
-        fprintf(stderr, "usage: optim check CONFIG\n");
+    if (argc == 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+        if (printf("usage: optim check CONFIG\n\nLoads an optimizer config (a JSON file) and prints it with "
+                   "every default filled in.\n") < 0)
+            return 1;
+        return 0;
+    }
+    if (argc != 1 || argv[0][0] == '-') {
+        fprintf(stderr, "usage: optim check CONFIG (a JSON file; see optim check --help)\n");
         return 2;
     }
     optim_error err;

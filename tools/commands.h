@@ -11,6 +11,13 @@ int optim_cmd_check(int argc, char **argv);
 int optim_cmd_train(int argc, char **argv);
 int optim_cmd_compare(int argc, char **argv);
 int optim_cmd_schedule_plot(int argc, char **argv);
+int optim_cmd_conformance(int argc, char **argv);
+
+/* Loads the plugins of OPTIM_PLUGINS, then those of the leading --plugin
+ * PATH options, which it removes from argc/argv (argv[1] becomes the
+ * subcommand). Returns 0, or the exit status after one line on stderr. */
+int optim_tool_load_plugins(int *argc, char ***argv);
+int optim_tool_load_plugin(const char *path);
 
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL on error
  * with err filled. */

@@ -13,7 +13,11 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: optim COMMAND [ARGS]\n"
+            "usage: optim [--plugin PATH]... COMMAND [ARGS]\n"
+            "\n"
+            "  --plugin PATH                  load a plugin (a shared library defining\n"
+            "                                 optim_plugin_init) before the command; also\n"
+            "                                 every path in OPTIM_PLUGINS (colon-separated)\n"
             "\n"
             "commands:\n"
             "  replay CONFIG INIT GRADS OUT   apply recorded gradients with an optimizer\n"
@@ -27,6 +31,9 @@ static void usage(FILE *f)
             "                                 bandwidth (see optim bench --help)\n"
             "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
             "                                 with every default filled in\n"
+            "  conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n"
+            "                                 check an optimizer class (a plugin's) against\n"
+            "                                 the contract; exit 0 only if every check passes\n"
             "  version                        print the version\n"
             "  help                           print this help\n");
 }
@@ -48,11 +55,18 @@ int main(int argc, char **argv)
         if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
         openblas_set_num_threads(1); /* could not run again: the next best thing */
     }
+    int rc = optim_tool_load_plugins(&argc, &argv);
+    if (rc) return rc;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return optim_cmd_replay(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return optim_cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0) return optim_cmd_check(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "conformance") == 0) return optim_cmd_conformance(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return optim_cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

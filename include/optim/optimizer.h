@@ -124,7 +124,8 @@ OPTIM_API optim_generation optim_generation_of(const optim_optimizer *opt);
 
 /* The config object as JSON text, with exactly Keras's keys for the class and
  * generation. Returns a malloc'd string the caller frees with optim_free, or
- * NULL (out of memory; see optim_errmsg). */
+ * NULL when out of memory or when the class's get_config hook fails
+ * (optim_errmsg says which). */
 OPTIM_API char *optim_get_config(optim_optimizer *opt);
 
 /* {"class_name": ..., "config": ...} (tf.keras.optimizers.serialize). */

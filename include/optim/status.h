@@ -61,6 +61,16 @@ typedef struct optim_error {
     char msg[OPTIM_ERRMSG_MAX];
 } optim_error;
 
+/* Fills err (when not NULL) with code and a printf-style message, and
+ * returns code: for hooks that report through an optim_error (validate,
+ * set_config, create_slots, a plugin's optim_plugin_init).
+ *     return optim_error_set(err, OPTIM_EINVAL, "MyOpt: beta is %g, expected < 1", beta); */
+OPTIM_API int optim_error_set(optim_error *err, int code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 #ifdef __cplusplus
 }
 #endif

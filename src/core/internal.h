@@ -15,8 +15,9 @@
 #define OPTIM__PRINTF(a, b)
 #endif
 
-/* Fills err (if not NULL) with code and a formatted message; returns code. */
-int optim__err(optim_error *err, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
+/* Fills err (if not NULL) with code and a formatted message; returns code
+ * (the public optim_error_set, under the internal name the library uses). */
+#define optim__err optim_error_set
 int optim__verr(optim_error *err, int code, const char *fmt, va_list ap);
 void optim__err_clear(optim_error *err);
 

@@ -26,7 +26,7 @@ int optim__verr(optim_error *err, int code, const char *fmt, va_list ap)
     return code;
 }
 
-int optim__err(optim_error *err, int code, const char *fmt, ...)
+int optim_error_set(optim_error *err, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

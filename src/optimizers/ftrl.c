@@ -102,6 +102,17 @@ typedef struct coef {
     double two_l2_lr; /* legacy dense V2: (2 * l2') * lr */
 } coef;
 
+/* The rule divides by lr: TF's ApplyFtrl kernels refuse lr <= 0 ("lr is
+ * not a positive scalar"), where Keras 3 would step to NaN. A constant 0 is
+ * refused here; a schedule or callable is only range-checked per step. */
+static int validate(optim_optimizer *opt, optim_error *err)
+{
+    double lr = 1;
+    if (!optim_hyper_is_constant(opt, "learning_rate") || optim_get_hyper(opt, "learning_rate", &lr) || lr > 0)
+        return OPTIM_OK;
+    return optim_error_set(err, OPTIM_ERANGE, "Ftrl: learning_rate is %g, expected a value > 0 (the rule divides by it)", lr);
+}
+
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)err;
@@ -333,6 +344,7 @@ const optim_class optim_ftrl_class = {
     .params = ftrl_params,
     .n_params = sizeof ftrl_params / sizeof *ftrl_params,
     .coef_size = sizeof(coef),
+    .validate = validate,
     .create_slots = create_slots,
     .prepare = prepare,
     .apply_dense = apply_dense,

@@ -1,0 +1,126 @@
+/* Checks of the config: get_config writes every declared key;
+ * get_config -> from_config gives the same config text and the same next
+ * step bit for bit; unknown keys and bad values are refused with a message
+ * naming the key. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance/harness.h"
+
+static int in_generation(const cf_ctx *c, const optim_param *p)
+{
+    uint32_t other = c->generation == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
+    return !(p->flags & other);
+}
+
+static void keys_written(cf_ctx *c)
+{
+    optim_optimizer *opt;
+    char why[CF_TEXT] = "", *text = NULL;
+    if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why) == 0 && !(text = optim_get_config(opt)))
+        snprintf(why, sizeof why, "optim_get_config returned NULL: %s", optim_errmsg(opt));
+    cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+    if (text && !cJSON_IsObject(cfg)) snprintf(why, sizeof why, "not a JSON object: %.200s", text);
+    /* (legacy LossScaleOptimizer writes no name, as tf.keras) */
+    if (cfg && !c->wrapper && !cJSON_GetObjectItemCaseSensitive(cfg, "name")) snprintf(why, sizeof why, "no 'name' key");
+    for (size_t i = 0; cfg && !why[0] && i < c->cls->n_params; i++) {
+        const char *key = c->cls->params[i].name;
+        if (in_generation(c, &c->cls->params[i]) && !cJSON_GetObjectItemCaseSensitive(cfg, key))
+            snprintf(why, sizeof why, "declared key '%s' missing from %.200s", key, text);
+    }
+    optim__cf_report(c, "config.keys_written", !why[0], "name (update rules) and every declared key of the generation",
+                     "%s", why[0] ? why : "all written");
+    cJSON_Delete(cfg);
+    optim_free(text);
+    optim_destroy(opt);
+}
+
+/* A fresh optimizer and one from its get_config: same text, same step. */
+static int round_trip(cf_ctx *c, optim_dtype dt, char *why, size_t n)
+{
+    optim_optimizer *a = NULL, *b = NULL;
+    char *t1 = NULL, *t2 = NULL;
+    cf_problem pa = {0}, pb = {0};
+    cf_snapshot sa = {0}, sb = {0};
+    optim_error err = {0};
+    int bad = 1;
+    if (optim__cf_create(c, NULL, NULL, &a, why, n)) goto done;
+    if (!(t1 = optim_get_config(a))) { snprintf(why, n, "get_config: %s", optim_errmsg(a)); goto done; }
+    if (optim_from_config(&b, c->cls->name, t1, &err)) { snprintf(why, n, "from_config(get_config) refused: %s", err.msg); goto done; }
+    if (!(t2 = optim_get_config(b))) { snprintf(why, n, "get_config: %s", optim_errmsg(b)); goto done; }
+    if (strcmp(t1, t2)) { snprintf(why, n, "config %.200s became %.200s", t1, t2); goto done; }
+    if (optim__cf_problem_init(&pa, dt, 0x1f, c->seed) || optim__cf_problem_init(&pb, dt, 0x1f, c->seed)) goto done;
+    for (int k = 0; k < 2; k++)
+        if (optim__cf_step_dense(a, &pa, k) || optim__cf_step_dense(b, &pb, k)) {
+            snprintf(why, n, "step %d failed: %s%s", k, optim_errmsg(a), optim_errmsg(b));
+            goto done;
+        }
+    if (optim__cf_snap(&sa, a, &pa) || optim__cf_snap(&sb, b, &pb)) goto done;
+    bad = optim__cf_snap_diff(&sa, &sb, 0, why, n);
+done:
+    optim__cf_snap_free(&sa);
+    optim__cf_snap_free(&sb);
+    optim__cf_problem_free(&pa);
+    optim__cf_problem_free(&pb);
+    optim_free(t1);
+    optim_free(t2);
+    optim_destroy(a);
+    optim_destroy(b);
+    return bad;
+}
+
+/* Creation with key = value must fail with a message naming the key. */
+static int refused(cf_ctx *c, const char *key, const char *value, char *why, size_t n)
+{
+    char extra[CF_TEXT], sub[CF_TEXT];
+    snprintf(extra, sizeof extra, "{\"%s\": %s}", key, value);
+    optim_optimizer *opt;
+    if (optim__cf_create(c, NULL, extra, &opt, sub, sizeof sub) == 0) {
+        optim_destroy(opt);
+        snprintf(why, n, "%s accepted", extra);
+        return 0;
+    }
+    if (!strstr(sub, key)) {
+        snprintf(why, n, "%s refused without naming the key: %s", extra, sub);
+        return 0;
+    }
+    return 1;
+}
+
+static int bad_values_refused(cf_ctx *c, char *why, size_t n)
+{
+    if (!refused(c, "conformance_unknown_key", "1", why, n)) return 0;
+    for (size_t i = 0; i < c->cls->n_params; i++) {
+        const optim_param *p = &c->cls->params[i];
+        if (!in_generation(c, p)) continue;
+        char v[64];
+        if (!refused(c, p->name, "\"not a number\"", why, n)) return 0;
+        if (p->type == OPTIM_PARAM_BOOL && !refused(c, p->name, "0.5", why, n)) return 0;
+        if (p->type == OPTIM_PARAM_INT && !refused(c, p->name, "1.5", why, n)) return 0;
+        if (p->type == OPTIM_PARAM_BOOL) continue;
+        /* just outside the range (fmax: p->max + 1 == p->max for 2^53) */
+        snprintf(v, sizeof v, "%.17g", (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) ? p->min : p->min - fmax(1, fabs(p->min)));
+        if (isfinite(p->min) && !refused(c, p->name, v, why, n)) return 0;
+        snprintf(v, sizeof v, "%.17g", (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) ? p->max : p->max + fmax(1, fabs(p->max)));
+        if (isfinite(p->max) && !refused(c, p->name, v, why, n)) return 0;
+    }
+    return 1;
+}
+
+void optim__cf_check_config(cf_ctx *c)
+{
+    char why[CF_TEXT] = "";
+    keys_written(c);
+    int bad = round_trip(c, OPTIM_F32, why, sizeof why) || round_trip(c, OPTIM_F64, why, sizeof why);
+    optim__cf_report(c, "config.round_trip", !bad,
+                     "from_config(get_config()) writes the same config and takes the same 2 steps, bit for bit (f32, f64)",
+                     "%s", bad ? why : "same config, same steps");
+    why[0] = '\0';
+    int ok = bad_values_refused(c, why, sizeof why);
+    optim__cf_report(c, "config.bad_values", ok,
+                     "an unknown key, a string, and each param out of its type or range refused, naming the key",
+                     "%s", ok ? "all refused" : why);
+}

@@ -1,0 +1,108 @@
+/* optim_conformance_check: sets up the run (class, generation, config) and
+ * runs every check in order. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "conformance/harness.h"
+#include "core/internal.h"
+
+optim_conformance_options optim_conformance_defaults(void)
+{
+    optim_conformance_options o = {sizeof o, OPTIM_CONFORMANCE_AUTO, NULL, 1, NULL, NULL};
+    return o;
+}
+
+/* The config object of opts (the "config" of a full serialisation too) with
+ * is_legacy_optimizer set for the generation, as compact JSON. */
+static int make_config(cf_ctx *c, const char *text, optim_error *err)
+{
+    cJSON *root = cJSON_Parse(text ? text : "{}");
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return optim__err(err, OPTIM_EPARSE, "conformance: config '%s' is not a JSON object", text);
+    }
+    cJSON *cfg = root, *inner = cJSON_GetObjectItemCaseSensitive(root, "config");
+    if (cJSON_GetObjectItemCaseSensitive(root, "class_name") && cJSON_IsObject(inner)) cfg = inner;
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg, "is_legacy_optimizer");
+    int ok = cJSON_AddBoolToObject(cfg, "is_legacy_optimizer", c->generation == OPTIM_LEGACY) != NULL;
+    c->config = ok ? cJSON_PrintUnformatted(cfg) : NULL;
+    cJSON_Delete(root);
+    return c->config ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "conformance: out of memory");
+}
+
+/* Whether the class takes sparse gradients: its sparse hook, or for a
+ * wrapper, whether a sparse step is refused as not supported. */
+static int takes_sparse(const cf_ctx *c)
+{
+    if (!c->wrapper) return c->cls->apply_sparse != NULL;
+    optim_optimizer *opt;
+    cf_problem p;
+    char why[CF_TEXT];
+    if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why)) return 0;
+    int rc = OPTIM_ENOMEM;
+    if (!optim__cf_problem_init(&p, OPTIM_F32, 1u << CF_MATRIX, c->seed)) {
+        const int64_t idx[] = {1};
+        rc = optim__cf_step_sparse(opt, &p, 0, 0, idx, 1, CF_AS_GIVEN);
+        optim__cf_problem_free(&p);
+    }
+    optim_destroy(opt);
+    return rc != OPTIM_ENOTSUP;
+}
+
+static int setup(cf_ctx *c, const char *class_name, const optim_conformance_options *o,
+                 optim_error *err)
+{
+    c->cls = optim_find_class(class_name);
+    if (!c->cls) return optim__err(err, OPTIM_ENOTFOUND, "conformance: no class named '%s' is registered", class_name);
+    if (o->generation != OPTIM_CONFORMANCE_AUTO && o->generation != OPTIM_KERAS3 && o->generation != OPTIM_LEGACY)
+        return optim__err(err, OPTIM_EINVAL, "conformance: generation %d, expected OPTIM_KERAS3, OPTIM_LEGACY or OPTIM_CONFORMANCE_AUTO", o->generation);
+    c->generation = o->generation == OPTIM_CONFORMANCE_AUTO
+                        ? ((c->cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3)
+                        : (optim_generation)o->generation;
+    c->seed = o->seed;
+    c->report = o->report;
+    c->user = o->user;
+    c->wrapper = c->cls->apply_gradients != NULL || c->cls->step != NULL;
+    int rc = make_config(c, o->config, err);
+    if (rc) return rc;
+    optim_optimizer *opt;
+    char why[CF_TEXT];
+    rc = optim__cf_create(c, NULL, NULL, &opt, why, sizeof why);
+    double lr;
+    c->has_lr = !rc && !c->wrapper && optim_get_hyper(opt, "learning_rate", &lr) == 0;
+    optim_destroy(opt);
+    if (rc) return optim__err(err, rc, "conformance: %s", why);
+    c->sparse = takes_sparse(c);
+    return OPTIM_OK;
+}
+
+int optim_conformance_check(const char *class_name, const optim_conformance_options *opts,
+                            int *passed, int *failed, optim_error *err)
+{
+    if (!class_name || !passed || !failed)
+        return optim__err(err, OPTIM_EINVAL, "conformance: class_name, passed and failed must not be NULL");
+    optim_conformance_options o = optim_conformance_defaults();
+    if (opts && opts->size < sizeof o)
+        return optim__err(err, OPTIM_EVERSION, "conformance: options size %u, expected %zu (use optim_conformance_defaults)",
+                          (unsigned)opts->size, sizeof o);
+    if (opts) o = *opts;
+    cf_ctx c = {0};
+    int rc = setup(&c, class_name, &o, err);
+    if (!rc) {
+        optim__cf_check_table(&c);
+        optim__cf_check_config(&c);
+        optim__cf_check_update(&c);
+        optim__cf_check_threads(&c);
+        optim__cf_check_chunks(&c);
+        optim__cf_check_sparse(&c);
+        optim__cf_check_slots(&c);
+        optim__cf_check_hypers(&c);
+        optim__cf_check_failure(&c);
+        *passed = c.passed;
+        *failed = c.failed;
+        optim__err_clear(err);
+    }
+    cJSON_free(c.config);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* A plugin of deliberately broken optimizer classes, one fault each, for
+ * tests/conformance/broken.sh: every class must be caught by the check
+ * named in its comment (`optim conformance NAME` prints FAIL for it). They
+ * are all plain SGD, w = w - lr * g, except for their fault. */
+#include <omp.h>
+#include <optim/plugin.h>
+
+#include <math.h>
+#include <string.h>
+
+typedef struct coef {
+    double lr;
+} coef;
+
+static void prepare(optim_optimizer *opt, optim_dtype dt, void *c)
+{
+    ((coef *)c)->lr = optim_learning_rate(opt, dt);
+}
+
+/* w[i] -= scale * lr * g[i] over n elements. */
+static void sgd(optim_dtype dt, void *w, const void *g, int64_t n, double lr, double scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (dt == OPTIM_F32) ((float *)w)[i] -= (float)(scale * lr) * ((const float *)g)[i];
+        else ((double *)w)[i] -= scale * lr * ((const double *)g)[i];
+}
+
+static void dense_ok(const optim_dense_update *u)
+{
+    sgd(u->dtype, u->param, u->grad, u->count, ((const coef *)u->coef)->lr, 1);
+}
+
+static void sparse_ok(const optim_sparse_update *u)
+{
+    size_t es = u->dtype == OPTIM_F32 ? 4 : 8;
+    for (int64_t j = 0; j < u->n; j++)
+        sgd(u->dtype, (char *)u->param + (size_t)(u->indices[j] * u->row_size) * es,
+            (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size, ((const coef *)u->coef)->lr, 1);
+}
+
+/* update.changes_variable: the step never writes the variable (TF issue 33227). */
+static void dense_noop(const optim_dense_update *u) { (void)u; }
+
+/* update.zero_learning_rate: moves the variable even with lr = 0. */
+static void dense_lr_floor(const optim_dense_update *u)
+{
+    sgd(u->dtype, u->param, u->grad, u->count, ((const coef *)u->coef)->lr + 1e-3, 1);
+}
+
+/* elementwise.guards: writes one element before its chunk. */
+static void dense_writes_outside(const optim_dense_update *u)
+{
+    dense_ok(u);
+    if (u->offset > 0) {
+        if (u->dtype == OPTIM_F32) ((float *)u->param)[-1] = 0.5f;
+        else ((double *)u->param)[-1] = 0.5;
+    }
+}
+
+/* elementwise.guards: reads the element after its chunk (when there is one). */
+static void dense_reads_outside(const optim_dense_update *u)
+{
+    int64_t n = u->count, total = optim_var_numel(u->var);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t next = u->offset + i + 1 < total ? i + 1 : i;
+        if (u->dtype == OPTIM_F32) ((float *)u->param)[i] -= (float)((const coef *)u->coef)->lr * (((const float *)u->grad)[i] + 0.0f * ((const float *)u->grad)[next]);
+        else ((double *)u->param)[i] -= ((const coef *)u->coef)->lr * (((const double *)u->grad)[i] + 0.0 * ((const double *)u->grad)[next]);
+    }
+}
+
+/* elementwise.chunking: the step depends on where the chunk starts. */
+static void dense_by_offset(const optim_dense_update *u)
+{
+    sgd(u->dtype, u->param, u->grad, u->count, ((const coef *)u->coef)->lr, u->offset % 2 ? 2 : 1);
+}
+
+/* threads.independent: the step depends on the thread that runs it. */
+static void dense_by_thread(const optim_dense_update *u)
+{
+    sgd(u->dtype, u->param, u->grad, u->count, ((const coef *)u->coef)->lr, 1 + omp_get_thread_num());
+}
+
+/* sparse.rule: updates rows 0..n-1 instead of the indexed rows. */
+static void sparse_wrong_rows(const optim_sparse_update *u)
+{
+    size_t es = u->dtype == OPTIM_F32 ? 4 : 8;
+    for (int64_t j = 0; j < u->n; j++)
+        sgd(u->dtype, (char *)u->param + (size_t)(j * u->row_size) * es,
+            (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size, ((const coef *)u->coef)->lr, 1);
+}
+
+/* sparse.duplicates: applies only the first occurrence of each index. */
+static int sparse_drops_duplicates(const optim_sparse_update *u)
+{
+    size_t es = u->dtype == OPTIM_F32 ? 4 : 8;
+    for (int64_t j = 0; j < u->n; j++) {
+        int seen = 0;
+        for (int64_t k = 0; k < j; k++) seen |= u->indices[k] == u->indices[j];
+        if (!seen)
+            sgd(u->dtype, (char *)u->param + (size_t)(u->indices[j] * u->row_size) * es,
+                (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size, ((const coef *)u->coef)->lr, 1);
+    }
+    return 0;
+}
+
+/* slots.resume: counts steps in the class state instead of using
+ * iterations, so get_weights/set_weights cannot carry it. */
+typedef struct hidden {
+    int64_t steps;
+    int64_t vars; /* variables seen by create_slots (failure.hook) */
+} hidden;
+
+static void prepare_hidden(optim_optimizer *opt, optim_dtype dt, void *c)
+{
+    hidden *h = optim_state(opt);
+    if (dt == OPTIM_F32) h->steps++;
+    ((coef *)c)->lr = optim_learning_rate(opt, dt) / (double)(h->steps + 1);
+}
+
+/* failure.hook: create_slots keeps a count the rule uses, which a failed
+ * step cannot take back. */
+static int create_slots_counting(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    ((hidden *)optim_state(opt))->vars++;
+    return optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+}
+
+static void prepare_counting(optim_optimizer *opt, optim_dtype dt, void *c)
+{
+    ((coef *)c)->lr = optim_learning_rate(opt, dt) * (double)((hidden *)optim_state(opt))->vars;
+}
+
+/* hyper.changes_step: reads the declared default, never the value set. */
+static const optim_param beta_param[] = {
+    {"beta", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.5, 0.0, 1.0},
+};
+
+static void prepare_ignores_beta(optim_optimizer *opt, optim_dtype dt, void *c)
+{
+    ((coef *)c)->lr = optim_learning_rate(opt, dt) * (1 + beta_param[0].default_value);
+}
+
+/* config.round_trip: get_config writes a key that set_config refuses. */
+static int get_config_extra(optim_optimizer *opt, optim_config *cfg)
+{
+    return optim_config_put(cfg, "mode", "\"fast\"");
+}
+
+/* config.bad_values: set_config takes any key, known or not. */
+static int set_config_anything(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
+{
+    return 0;
+}
+
+#define BROKEN(NAME, ...)                                                                   \
+    {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = NAME,              \
+     .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.01, .coef_size = sizeof(coef), \
+     .prepare = prepare, .apply_dense = dense_ok, .apply_sparse = sparse_ok, __VA_ARGS__}
+
+static const optim_class broken[] = {
+    BROKEN("BrokenNoop", .apply_dense = dense_noop),
+    BROKEN("BrokenZeroLr", .apply_dense = dense_lr_floor),
+    BROKEN("BrokenWritesOutside", .apply_dense = dense_writes_outside),
+    BROKEN("BrokenReadsOutside", .apply_dense = dense_reads_outside),
+    BROKEN("BrokenByOffset", .apply_dense = dense_by_offset),
+    BROKEN("BrokenByThread", .apply_dense = dense_by_thread),
+    BROKEN("BrokenSparseRows", .apply_sparse = sparse_wrong_rows),
+    BROKEN("BrokenDuplicates", .apply_sparse_duplicate_indices = sparse_drops_duplicates),
+    BROKEN("BrokenResume", .state_size = sizeof(hidden), .prepare = prepare_hidden),
+    BROKEN("BrokenRollback", .state_size = sizeof(hidden), .create_slots = create_slots_counting,
+           .prepare = prepare_counting),
+    BROKEN("BrokenHyper", .params = beta_param, .n_params = 1, .prepare = prepare_ignores_beta),
+    BROKEN("BrokenConfig", .get_config = get_config_extra),
+    BROKEN("BrokenBadValues", .set_config = set_config_anything),
+};
+
+OPTIM_PLUGIN_INIT(optim_error *err)
+{
+    for (size_t i = 0; i < sizeof broken / sizeof *broken; i++) {
+        int rc = optim_register_class(&broken[i], err);
+        if (rc) return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The checker passes a correct user class loaded as a plugin (the example
+# AdaBelief), and catches each broken class of tests/conformance/broken.c
+# with the check meant for it: exit status 1, a FAIL line for that check,
+# and a summary line that counts it.
+# usage: broken.sh OPTIM ADABELIEF_SO BROKEN_SO
+set -u
+optim=$1 good=$2 broken=$3
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$optim" --plugin "$good" conformance AdaBelief >"$out" || fail "AdaBelief: $(grep -v '^PASS' "$out")"
+tail -n 1 "$out" | grep -qE '^[0-9]+ passed, 0 failed$' || fail "AdaBelief: $(tail -n 1 "$out")"
+grep -q '^PASS sparse.rule: .*seen lazy' "$out" || fail "AdaBelief's lazy sparse rule not recognised: $(grep sparse.rule "$out")"
+
+while read -r class check; do
+    "$optim" --plugin "$broken" conformance "$class" >"$out" 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "$class: exit status $rc, expected 1: $(tail -n 3 "$out")"
+    grep -q "^FAIL $check: " "$out" || fail "$class: $check did not fail: $(grep -v '^PASS' "$out")"
+    tail -n 1 "$out" | grep -qE '^[0-9]+ passed, [1-9][0-9]* failed$' || fail "$class: summary $(tail -n 1 "$out")"
+    echo "ok: $class caught by $check"
+done <<'LIST'
+BrokenNoop update.changes_variable
+BrokenZeroLr update.zero_learning_rate
+BrokenWritesOutside elementwise.guards
+BrokenReadsOutside elementwise.guards
+BrokenByOffset elementwise.chunking
+BrokenByThread threads.independent
+BrokenSparseRows sparse.rule
+BrokenDuplicates sparse.duplicates
+BrokenResume slots.resume
+BrokenRollback failure.hook
+BrokenHyper hyper.changes_step
+BrokenConfig config.round_trip
+BrokenBadValues config.bad_values
+LIST
+
+# Bad use of the command: one line on stderr, exit status 2 (1 for an unknown class).
+for args in "" "--generation" "SGD --generation keras2" "SGD --bogus" "SGD extra"; do
+    # shellcheck disable=SC2086
+    if "$optim" conformance $args >/dev/null 2>"$out"; then fail "conformance $args succeeded"; fi
+    [ "$(wc -l <"$out")" -eq 1 ] || fail "conformance $args: $(cat "$out")"
+done
+"$optim" conformance NoSuchClass >/dev/null 2>"$out" && fail "an unknown class passed"
+grep -q "no class named 'NoSuchClass'" "$out" || fail "unknown class: $(cat "$out")"
+"$optim" conformance SGD --config '{"momentum": 7}' >/dev/null 2>"$out" && fail "a bad --config passed"
+grep -q "momentum" "$out" || fail "bad --config: $(cat "$out")"
+"$optim" conformance --help | grep -q "usage: optim" || fail "conformance --help"
+echo "1 passed, 0 failed"

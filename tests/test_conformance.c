@@ -1,0 +1,144 @@
+/* optim_conformance_check as a library call: its report callback and counts
+ * on a correct class and on a class with a fault (each check's outcome), and
+ * bad input refused with a message and nothing run; optim_error_set. */
+#include <string.h>
+
+#include "testutil.h"
+
+typedef struct tally {
+    int calls, pass, fail, skip;
+    char failed[1024];
+} tally;
+
+static void count(void *user, const optim_conformance_result *r)
+{
+    tally *t = user;
+    t->calls++;
+    assert_non_null(r->check);
+    assert_non_null(r->expected);
+    assert_non_null(r->seen);
+    if (r->passed > 0) t->pass++;
+    else if (r->passed < 0) t->skip++;
+    else {
+        t->fail++;
+        strncat(t->failed, r->check, sizeof t->failed - strlen(t->failed) - 2);
+        strcat(t->failed, " ");
+    }
+}
+
+typedef struct coef { double lr; } coef;
+static void prepare(optim_optimizer *o, optim_dtype dt, void *c) { ((coef *)c)->lr = optim_learning_rate(o, dt); }
+#define RULE(NAME, SCALE)                                                                          \
+    static void NAME(const optim_dense_update *u)                                                  \
+    {                                                                                              \
+        double lr = ((const coef *)u->coef)->lr * (SCALE);                                         \
+        for (int64_t i = 0; i < u->count; i++)                                                     \
+            if (u->dtype == OPTIM_F32) ((float *)u->param)[i] -= (float)lr * ((const float *)u->grad)[i]; \
+            else ((double *)u->param)[i] -= lr * ((const double *)u->grad)[i];                     \
+    }
+RULE(plain_sgd, 1)
+RULE(chunk_dependent_sgd, u->offset ? 0.5 : 1) /* the fault: depends on where its chunk starts */
+
+static const optim_class good = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
+                                 .name = "TestPlainSGD", .flags = OPTIM_CLASS_ELEMENTWISE,
+                                 .default_learning_rate = 0.01, .coef_size = sizeof(coef),
+                                 .prepare = prepare, .apply_dense = plain_sgd};
+static const optim_class bad = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
+                                .name = "TestChunkSGD", .flags = OPTIM_CLASS_ELEMENTWISE,
+                                .default_learning_rate = 0.01, .coef_size = sizeof(coef),
+                                .prepare = prepare, .apply_dense = chunk_dependent_sgd};
+
+static void register_once(void)
+{
+    optim_error err;
+    if (!optim_find_class("TestPlainSGD")) assert_int_equal(optim_register_class(&good, &err), 0);
+    if (!optim_find_class("TestChunkSGD")) assert_int_equal(optim_register_class(&bad, &err), 0);
+}
+
+static void test_correct_class_passes(void **state)
+{
+    register_once();
+    tally t = {0};
+    optim_conformance_options o = optim_conformance_defaults();
+    o.report = count;
+    o.user = &t;
+    int passed = -1, failed = -1;
+    optim_error err;
+    assert_int_equal(optim_conformance_check("testplainsgd", &o, &passed, &failed, &err), 0);
+    assert_string_equal(t.failed, "");
+    assert_int_equal(failed, 0);
+    assert_int_equal(passed, t.pass);
+    assert_true(passed >= 15);
+    assert_int_equal(t.skip, 2); /* no sparse hook: sparse.rule, sparse.duplicates */
+    assert_int_equal(t.calls, t.pass + t.skip);
+}
+
+static void test_fault_is_caught_by_its_check(void **state)
+{
+    register_once();
+    tally t = {0};
+    optim_conformance_options o = optim_conformance_defaults();
+    o.report = count;
+    o.user = &t;
+    int passed, failed;
+    assert_int_equal(optim_conformance_check("TestChunkSGD", &o, &passed, &failed, NULL), 0);
+    assert_int_equal(failed, t.fail);
+    assert_non_null(strstr(t.failed, "elementwise.chunking "));
+    assert_null(strstr(t.failed, "config."));
+    assert_null(strstr(t.failed, "slots."));
+}
+
+static void test_bad_input(void **state)
+{
+    register_once();
+    optim_conformance_options o = optim_conformance_defaults();
+    int passed = 7, failed = 7;
+    optim_error err;
+    assert_int_equal(optim_conformance_check(NULL, &o, &passed, &failed, &err), OPTIM_EINVAL);
+    assert_non_null(strstr(err.msg, "class_name"));
+    assert_int_equal(optim_conformance_check("SGD", &o, NULL, &failed, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err), OPTIM_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "NoSuchClass"));
+    o.generation = 7;
+    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EINVAL);
+    assert_non_null(strstr(err.msg, "generation 7"));
+    o = optim_conformance_defaults();
+    o.size = 4;
+    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EVERSION);
+    o = optim_conformance_defaults();
+    o.config = "[1, 2";
+    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EPARSE);
+    o.config = "{\"momentum\": 3}";
+    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_ERANGE);
+    assert_non_null(strstr(err.msg, "momentum"));
+    o.config = NULL;
+    o.generation = OPTIM_LEGACY;
+    assert_int_not_equal(optim_conformance_check("Lion", &o, &passed, &failed, &err), 0);
+    assert_int_equal(passed, 7); /* nothing ran */
+    assert_int_equal(failed, 7);
+}
+
+static void test_error_set(void **state)
+{
+    optim_error err;
+    assert_int_equal(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1), OPTIM_ERANGE);
+    assert_int_equal(err.code, OPTIM_ERANGE);
+    assert_string_equal(err.msg, "beta is 1.5, expected < 1");
+    assert_int_equal(optim_error_set(NULL, OPTIM_EINVAL, "ignored"), OPTIM_EINVAL);
+    char longer[2 * OPTIM_ERRMSG_MAX];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    optim_error_set(&err, OPTIM_EINVAL, "%s", longer);
+    assert_int_equal(strlen(err.msg), OPTIM_ERRMSG_MAX - 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_correct_class_passes),
+        cmocka_unit_test(test_fault_is_caught_by_its_check),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_error_set),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
