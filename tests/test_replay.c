@@ -1,4 +1,4 @@
-/* `optim replay CONFIG INIT GRADS OUT` (DESIGN.md section 5), end to end.
+/* `optim replay CONFIG INIT GRADS OUT` (docs/command.md), end to end.
  *
  * Each test builds CONFIG, INIT and GRADS in a directory of its own with the
  * library's safetensors writer, runs the built `optim` binary with
@@ -27,7 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -324,6 +327,7 @@ static void check_failed(const result *r, const char *dir, const char *out, cons
         assert_false(exists(out));
     }
     if (dir) assert_int_equal(count_prefixed(dir, "out.safetensors"), 0);
+    if (dir) assert_int_equal(count_prefixed(dir, ".optim-"), 0); /* no temporary file */
 }
 
 static void expect_fail(const paths *p, const char *config, const char *needle)
@@ -1825,6 +1829,189 @@ static void test_failure_keeps_existing_out(void **state)
     drop(after);
 }
 
+
+/* ---- OUT: what replay refuses to replace, long names, signals, scale ------------------------ */
+
+/* An OUT that exists and is not a regular file is refused and left as it was
+ * (as root, `optim replay ... /dev/null` once replaced /dev/null). */
+static void test_bad_out_not_regular(void **state)
+{
+    (void)state;
+    paths p;
+    mkpaths(&p, "out_not_regular");
+    valid_files(&p, NULL);
+    char target[1100], link[1100], fifo[1100], dir[1100];
+    snprintf(target, sizeof target, "%s/target", p.dir);
+    snprintf(link, sizeof link, "%s/link", p.dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", p.dir);
+    snprintf(dir, sizeof dir, "%s/dir", p.dir);
+    write_text(target, "keep me");
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    const char *outs[] = {link, fifo, dir, "/dev/null"};
+    const char *kinds[] = {"symbolic link", "FIFO", "directory", "device"};
+    for (size_t i = 0; i < 4; i++) {
+        const char *args[] = {"replay", p.config, p.init, p.grads, outs[i], NULL};
+        result r;
+        run_cli(args, p.err, &r);
+        check_failed(&r, p.dir, NULL, kinds[i]);
+        assert_non_null(strstr(r.err, "not a regular file"));
+    }
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(lstat(dir, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(stat("/dev/null", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    size_t len;
+    unsigned char *t = slurp(target, &len);
+    assert_string_equal((const char *)t, "keep me");
+    drop(t);
+}
+
+/* An OUT name of 250 bytes (NAME_MAX is 255) works: the temporary file's
+ * name does not grow with OUT's. */
+static void test_out_long_name(void **state)
+{
+    (void)state;
+    paths p;
+    mkpaths(&p, "out_long");
+    valid_files(&p, NULL);
+    char name[251];
+    memset(name, 'o', 250);
+    name[250] = '\0';
+    snprintf(p.out, sizeof p.out, "%s/%s", p.dir, name);
+    optim_st_file *f = replay_ok(&p, NULL);
+    check_iterations(f, 1);
+    drop(f);
+    /* and once more over the existing file (the rename path) */
+    f = replay_ok(&p, NULL);
+    check_iterations(f, 1);
+    drop(f);
+    assert_int_equal(count_prefixed(p.dir, ".optim-"), 0);
+}
+
+/* Whether dir has an entry other than the test's input files. */
+static int has_new_entry(const char *dir)
+{
+    static const char *const inputs[] = {"config.json", "init.safetensors", "grads.safetensors",
+                                         "stderr.txt", ".", ".."};
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        found = 1;
+        for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
+            if (strcmp(e->d_name, inputs[i]) == 0) found = 0;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Runs a replay that writes a 32 MB OUT and sends it `sig` as soon as any
+ * new entry appears in its directory. */
+static void kill_during_write(const paths *p, int sig)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) _exit(126);
+        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", p->config, p->init, p->grads, p->out,
+              (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (has_new_entry(p->dir)) {
+            kill(pid, sig);
+            assert_int_equal(waitpid(pid, &st, 0), pid);
+            break;
+        }
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+}
+
+/* SIGINT or SIGTERM while OUT is written leave no temporary file: either
+ * nothing new, or OUT complete. */
+static void test_out_signal_leaves_nothing(void **state)
+{
+    (void)state;
+    paths p;
+    mkpaths(&p, "out_signal");
+    const int64_t rows = (int64_t)8 << 20, shape[2] = {rows, 1}, one = 1;
+    float *w = keep(K_MEM, calloc((size_t)rows, sizeof *w));
+    assert_non_null(w);
+    const float g = 1;
+    const int64_t idx = 5;
+    optim_st_writer *wi = st_new(), *wg = st_new();
+    st_add_raw(wi, "emb", OPTIM_F32, w, 2, shape);
+    const int64_t gs[2] = {1, 1};
+    st_add_raw(wg, "0/emb/values", OPTIM_F32, &g, 2, gs);
+    st_add_raw(wg, "0/emb/indices", OPTIM_I64, &idx, 1, &one);
+    st_save(wi, p.init);
+    st_save(wg, p.grads);
+    drop(w);
+    write_text(p.config, SGD_CFG);
+    const int sigs[] = {SIGTERM, SIGINT, SIGTERM, SIGINT};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        unlink(p.out);
+        kill_during_write(&p, sigs[i]);
+        assert_int_equal(count_prefixed(p.dir, ".optim-"), 0);
+        assert_int_equal(count_prefixed(p.dir, "out.safetensors"), exists(p.out));
+        assert_false(has_new_entry(p.dir) && !exists(p.out));
+        if (exists(p.out)) { /* killed after the publish: OUT is whole */
+            optim_st_file *f = NULL;
+            optim_error err;
+            assert_int_equal(optim_st_read(p.out, &f, &err), OPTIM_OK);
+            optim_st_free(f);
+        }
+    }
+}
+
+/* 50,000 variables in one step: variables are found by name in log time and
+ * new slots ordered in n log n (a linear scan and an insertion sort made
+ * this 28.5 s). A generous CPU-time limit, for sanitizer builds. */
+static void test_many_variables_one_step(void **state)
+{
+    (void)state;
+    paths p;
+    mkpaths(&p, "many_vars");
+    enum { NV = 50000 };
+    const float v = 1;
+    optim_st_writer *wi = st_new(), *wg = st_new();
+    for (int i = 0; i < NV; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "v%05d", i);
+        st_add_raw(wi, name, OPTIM_F32, &v, 0, NULL);
+        snprintf(name, sizeof name, "0/v%05d", i);
+        st_add_raw(wg, name, OPTIM_F32, &v, 0, NULL);
+    }
+    st_save(wi, p.init);
+    st_save(wg, p.grads);
+    write_text(p.config, "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.5}}");
+    /* CPU time of the child (user + system): the machine may be shared. */
+    struct rusage r0, r1;
+    getrusage(RUSAGE_CHILDREN, &r0);
+    optim_st_file *f = replay_ok(&p, NULL);
+    getrusage(RUSAGE_CHILDREN, &r1);
+    double secs = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                  1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
+                                  r0.ru_stime.tv_usec);
+    assert_int_equal(optim_st_count(f), 3 * NV + 1); /* each variable, its m and v; iterations */
+    optim_tensor t;
+    assert_int_equal(optim_st_get(f, "v49999", &t), OPTIM_OK);
+    assert_true(*(const float *)t.data < 1); /* Adam moved it by about lr */
+    drop(f);
+    if (secs > 10) print_error("replay of %d variables took %.2f s of CPU\n", NV, secs);
+    assert_true(secs <= 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1901,6 +2088,10 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_init_name_collides_with_out, teardown),
         cmocka_unit_test_teardown(test_bad_out_unwritable, teardown),
         cmocka_unit_test_teardown(test_failure_keeps_existing_out, teardown),
+        cmocka_unit_test_teardown(test_bad_out_not_regular, teardown),
+        cmocka_unit_test_teardown(test_out_long_name, teardown),
+        cmocka_unit_test_teardown(test_out_signal_leaves_nothing, teardown),
+        cmocka_unit_test_teardown(test_many_variables_one_step, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

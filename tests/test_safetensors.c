@@ -550,7 +550,6 @@ static void test_writer_rejects(void **state)
 
     ADD_FAILS(NULL, "x", &good, OPTIM_EINVAL, "writer is NULL");
     ADD_FAILS(w, NULL, &good, OPTIM_EINVAL, "name is NULL");
-    ADD_FAILS(w, "", &good, OPTIM_EINVAL, "empty");
     ADD_FAILS(w, "__metadata__", &good, OPTIM_EINVAL, "reserved");
     ADD_FAILS(w, "bad\xff", &good, OPTIM_EINVAL, "not valid UTF-8");
     ADD_FAILS(w, "w", &good, OPTIM_EINVAL, "already added");
@@ -581,7 +580,7 @@ static void test_writer_rejects(void **state)
     t = optim_tensor_make(OPTIM_F32, data, 2, bytes);
     ADD_FAILS(w, "x", &t, OPTIM_ESHAPE, "too many bytes");
     /* err may be NULL */
-    assert_int_equal(optim_st_writer_add(w, "", &good, NULL), OPTIM_EINVAL);
+    assert_int_equal(optim_st_writer_add(w, "__metadata__", &good, NULL), OPTIM_EINVAL);
 
     assert_int_equal(optim_st_writer_save(NULL, "x", &err), OPTIM_EINVAL);
     assert_int_equal(optim_st_writer_save(w, NULL, &err), OPTIM_EINVAL);
@@ -694,6 +693,31 @@ static void test_read_foreign_layout(void **state)
     assert_int_equal(t.shape[0], 9007199254740991LL);
     const int64_t sx[1] = {1};
     expect_tensor(f, "x", OPTIM_I32, 1, sx, &c, 4);
+    optim_st_free(f);
+}
+
+/* The empty name: the reader accepts it (as the reference implementation),
+ * so the writer must too - whatever is read can be written back and reread. */
+static void test_empty_name_round_trip(void **state)
+{
+    (void)state;
+    const int32_t v = 5;
+    optim_st_file *f = parse_ok("{\"\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}",
+                                &v, 4);
+    optim_tensor t;
+    assert_int_equal(optim_st_get(f, "", &t), OPTIM_OK);
+    optim_st_writer *w;
+    optim_error err;
+    assert_int_equal(optim_st_writer_create(&w, &err), OPTIM_OK);
+    assert_int_equal(optim_st_writer_add(w, "", &t, &err), OPTIM_OK);
+    const char *path = optim_test_tmpfile("empty_name.safetensors");
+    save_ok(w, path);
+    optim_st_writer_destroy(w);
+    optim_st_free(f);
+    f = read_ok(path);
+    assert_int_equal(optim_st_count(f), 1);
+    assert_string_equal(optim_st_name(f, 0), "");
+    expect_tensor(f, "", OPTIM_I32, 0, NULL, &v, 4);
     optim_st_free(f);
 }
 
@@ -1049,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_bad_duplicate_names),
         cmocka_unit_test(test_bad_metadata),
         cmocka_unit_test(test_bad_message_quoting),
+        cmocka_unit_test(test_empty_name_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,7 +99,7 @@ int optim_cmd_bench(int argc, char **argv)
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [CONFIG...]\n");
             free(configs);
-            return 0;
+            return optim_tool_finish_stdout("bench", 0);
         } else if (target) {
             long long max = target == &n ? (1LL << 31) : target == &runs ? 1000 : 1024;
             if (i + 1 >= argc || parse_count(argv[i + 1], target == &threads ? 0 : 1, max, target)) {
@@ -213,5 +213,5 @@ out:
     for (int k = 0; k < nconfigs; k++) free(texts[k]);
     free(texts);
     free(configs);
-    return rc;
+    return optim_tool_finish_stdout("bench", rc);
 }

@@ -43,5 +43,5 @@ int optim_cmd_check(int argc, char **argv)
     printf("%s\n", out);
     optim_free(out);
     optim_destroy(opt);
-    return 0;
+    return optim_tool_finish_stdout("check", 0);
 }

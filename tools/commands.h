@@ -23,4 +23,9 @@ int optim_tool_load_plugin(const char *path);
  * with err filled. */
 char *optim_tool_read_text(const char *path, optim_error *err);
 
+/* Flushes standard output: returns rc if everything written reached it,
+ * else says so on stderr and returns rc, or 1 if rc is 0 (`optim check cfg
+ * > /dev/full` must not exit 0). */
+int optim_tool_finish_stdout(const char *cmd, int rc);
+
 #endif

@@ -1,4 +1,4 @@
-/* optim compare CONFIG_OR_NAME... [OPTIONS] (DESIGN.md section 5).
+/* optim compare CONFIG_OR_NAME... [OPTIONS] (docs/command.md).
  *
  * Trains the main job's model once per optimizer, each from the same
  * initial weights (the same seed) on the same batches in the same order,

@@ -30,10 +30,11 @@ static void put_num(FILE *f, double v)
 
 int optim_job_write_csv(const char *cmd, const char *path, const char *const *labels, const job_result *res, size_t n)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return optim_tool_fail(cmd, "--history %s: cannot write: %s", path, strerror(errno));
+    optim_error err;
+    optim_atomic_file *af;
+    if (optim_atomic_file_open(&af, path, &err) != OPTIM_OK)
+        return optim_tool_fail(cmd, "--history %s", err.msg);
+    FILE *f = optim_atomic_file_stream(af);
     fputs("optimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds\n", f);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < res[i].n; k++) {
@@ -44,13 +45,8 @@ int optim_job_write_csv(const char *cmd, const char *path, const char *const *la
             put_num(f, r->seconds);
             fputc('\n', f);
         }
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return optim_tool_fail(cmd, "--history %s: write error: %s", path, strerror(e));
-    }
+    if (optim_atomic_file_commit(af, &err) != OPTIM_OK)
+        return optim_tool_fail(cmd, "--history %s", err.msg);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* optim replay CONFIG INIT GRADS OUT (DESIGN.md section 5).
+/* optim replay CONFIG INIT GRADS OUT (docs/command.md).
  *
  * Creates the optimizer from CONFIG, one variable per tensor of INIT (sorted
  * by name), applies the steps recorded in GRADS (K/NAME dense, or
@@ -43,11 +43,26 @@ static int fail(const char *fmt, ...)
     return 1;
 }
 
+/* Compares the NUL-terminated a with the first len bytes of b, as strcmp
+ * would compare a with that prefix of b. */
+static int cmp_prefix(const char *a, const char *b, size_t len)
+{
+    int c = strncmp(a, b, len);
+    if (c) return c;
+    return a[len] != '\0'; /* a is longer: it sorts after */
+}
+
+/* The variable called name[0..len), or -1: a binary search, since the
+ * variables are created in INIT's order, sorted by name (strcmp). */
 static long find_var(const replay *r, const char *name, size_t len)
 {
-    for (size_t i = 0; i < r->nvars; i++) {
-        const char *vn = optim_var_name(r->vars[i]);
-        if (strlen(vn) == len && strncmp(vn, name, len) == 0) return (long)i;
+    size_t lo = 0, hi = r->nvars;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_prefix(optim_var_name(r->vars[mid]), name, len);
+        if (c == 0) return (long)mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
     return -1;
 }

@@ -1,4 +1,4 @@
-/* optim train [OPTIONS] (DESIGN.md section 5).
+/* optim train [OPTIONS] (docs/command.md).
  *
  * Trains an MLP (784-256-128-10 by default: relu, relu, logits) with
  * SparseCategoricalCrossentropy(from_logits=True) on Fashion-MNIST read from

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "commands.h"
 
@@ -17,14 +19,17 @@ static void set_err(optim_error *err, int code, const char *msg)
 char *optim_tool_read_text(const char *path, optim_error *err)
 {
     char msg[OPTIM_ERRMSG_MAX];
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO must fail the regular-file check, not hang in open
+     * (nor in read: the flag is cleared once the file is known regular). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
-    if (f && (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))) {
-        fclose(f);
-        f = NULL;
-        errno = EISDIR;
-        if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) errno = EINVAL;
+    FILE *f = NULL;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        close(fd);
+        fd = -1;
     }
+    if (fd >= 0 && (fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "rb")))) close(fd);
     if (!f) {
         snprintf(msg, sizeof msg, "%s: %s", path,
                  errno == EINVAL ? "not a regular file" : strerror(errno));
@@ -69,4 +74,13 @@ char *optim_tool_read_text(const char *path, optim_error *err)
         return NULL;
     }
     return buf;
+}
+
+int optim_tool_finish_stdout(const char *cmd, int rc)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "optim %s: cannot write standard output%s%s\n", cmd, errno ? ": " : "",
+            errno ? strerror(errno) : "");
+    return rc ? rc : 1;
 }

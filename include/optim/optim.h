@@ -37,6 +37,7 @@
 #include "optim/nn.h"
 #include "optim/idx.h"
 #include "optim/safetensors.h"
+#include "optim/file.h"
 #include "optim/conformance.h"
 #include "optim/checkpoint.h"
 

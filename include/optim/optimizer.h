@@ -215,7 +215,13 @@ OPTIM_API int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n
  * counter // S, Keras's `iterations`). */
 OPTIM_API int64_t optim_iterations(const optim_optimizer *opt);
 
-/* Sets the step counter (a wrapper's inner optimizer follows). */
+/* The largest step count (2^62): set_iterations and set_weights refuse more,
+ * and apply_gradients refuses a step once iterations reaches it, so that no
+ * counter (nor t + 1 in an update rule) can overflow. */
+#define OPTIM_ITERATIONS_MAX ((int64_t)1 << 62)
+
+/* Sets the step counter, 0..OPTIM_ITERATIONS_MAX (a wrapper's inner optimizer
+ * follows); else OPTIM_ERANGE and nothing changes. */
 OPTIM_API int optim_set_iterations(optim_optimizer *opt, int64_t iterations);
 
 /* ---- slots and weights ---------------------------------------------------- */

@@ -124,7 +124,8 @@ OPTIM_API int optim_st_writer_create(optim_st_writer **out, optim_error *err);
 /* Adds a copy of tensor `t` under `name` (both copied; t stays the caller's).
  * t must be F32, F64, I32 or I64, rank 0..OPTIM_MAX_RANK, dims >= 0 and
  * below 2^53 (JSON readers that use doubles lose exactness from there), data
- * non-NULL when it has elements. The name must be non-empty valid UTF-8, not
+ * non-NULL when it has elements. The name must be valid UTF-8 (the empty
+ * name too, as the reader and the reference implementation accept it), not
  * "__metadata__", and not already added. Returns OPTIM_OK, OPTIM_EINVAL (NULL
  * argument, bad or duplicate name, NULL data), OPTIM_EDTYPE, OPTIM_ESHAPE or
  * OPTIM_ENOMEM; on error the writer is unchanged. */
@@ -132,8 +133,15 @@ OPTIM_API int optim_st_writer_add(optim_st_writer *w, const char *name, const op
                         optim_error *err);
 
 /* Writes all added tensors to `path` atomically: to a temporary file in the
- * same directory, fsync, then rename over path (and a best-effort fsync of the
- * directory). On any error path is neither created nor changed and the
+ * same directory, fsync, then publish it under path (and a best-effort fsync
+ * of the directory). The temporary file has no name while it is written
+ * (Linux O_TMPFILE), so a process killed by any signal leaves nothing
+ * behind; a new path appears in one step (link), an existing one is replaced
+ * by rename from a short name (.optim-PID-N.tmp) held for that instant only.
+ * Where the file system has no O_TMPFILE the temporary file has that short
+ * name throughout. An existing path that is not a regular file (symbolic
+ * link, directory, device, FIFO, socket) is refused with OPTIM_EIO, never
+ * replaced. On any error path is neither created nor changed and the
  * temporary file is removed. The writer keeps its tensors, so it may be saved
  * again. Returns OPTIM_OK, OPTIM_EINVAL (NULL argument, header too large),
  * OPTIM_EIO (the message has the path and the system's reason) or

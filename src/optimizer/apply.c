@@ -1,4 +1,4 @@
-/* apply_gradients: the pipeline of docs/custom-optimizer.md section 3, one named stage per
+/* apply_gradients: the pipeline (docs/architecture.md), one named stage per
  * step of the design (stage 1, validation, is in check.c):
  *
  *  1 validate every pair (nothing changes on error)   5 create missing slots
@@ -531,7 +531,9 @@ static int stage_skip_absent(step *s, const optim_grad_var *pairs, size_t n, opt
         if (w->kind == OPTIM_GRAD_SPARSE) {
             w->rows = optim_var_shape(p->var)[0];
             w->row_size = 1;
-            for (int32_t d = 1; d < optim_var_rank(p->var); d++) w->row_size *= optim_var_shape(p->var)[d];
+            /* The row product overflows only with 0 rows ([0, 2^52, 2^52]): no row to touch. */
+            for (int32_t d = 1; d < optim_var_rank(p->var); d++)
+                if (optim__mul_overflow_i64(w->row_size, optim_var_shape(p->var)[d], &w->row_size)) w->row_size = 0;
         }
     }
     if (s->nworks == 0)
@@ -646,6 +648,9 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, optim_error 
     optim_optimizer *opt = s->opt;
     int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err); /* 1 (check.c) */
     if (!rc) rc = optim__resolve(opt, err);                              /* 1: this step's values */
+    if (!rc && opt->iterations >= OPTIM_ITERATIONS_MAX)
+        rc = optim__err(err, OPTIM_ERANGE, "%s: iterations is %lld, the largest count "
+                        "(OPTIM_ITERATIONS_MAX): no step can follow", opt->cls.name, (long long)opt->iterations);
     if (!rc) rc = stage_skip_absent(s, pairs, n, err);                   /* 2 */
     if (!rc) rc = stage_aggregate(s, err);                               /* 3 */
     if (rc) return rc;

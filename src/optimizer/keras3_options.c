@@ -61,7 +61,7 @@ static double option(const optim_optimizer *opt, int i)
 static int64_t acc_steps_of(const optim_optimizer *opt)
 {
     double v = option(opt, OPTIM__P_GRADIENT_ACCUMULATION_STEPS);
-    return isnan(v) || v == 0 ? 0 : (int64_t)v;
+    return isnan(v) || v == 0 ? 0 : v >= 0x1p63 ? INT64_MAX : (int64_t)v; /* max is INF */
 }
 
 int optim__k3_wants_average(const optim_optimizer *opt)
@@ -100,7 +100,7 @@ void optim__k3_begin(const optim_optimizer *opt, optim__k3 *k)
     const double *v = opt->values;
     k->lsf = isnan(v[OPTIM__P_LOSS_SCALE_FACTOR]) ? 0 : v[OPTIM__P_LOSS_SCALE_FACTOR];
     double s = v[OPTIM__P_GRADIENT_ACCUMULATION_STEPS];
-    k->acc_steps = isnan(s) || s == 0 ? 0 : (int64_t)s;
+    k->acc_steps = isnan(s) || s == 0 ? 0 : s >= 0x1p63 ? INT64_MAX : (int64_t)s;
     if (k->acc_steps) {
         k->update = (opt->iterations + 1) % k->acc_steps == 0;
         k->iterations = opt->iterations / k->acc_steps;
@@ -109,7 +109,7 @@ void optim__k3_begin(const optim_optimizer *opt, optim__k3 *k)
     if (k->ema) {
         k->ema_momentum = k->iterations != 0 ? v[OPTIM__P_EMA_MOMENTUM] : 0.0;
         double f = v[OPTIM__P_EMA_OVERWRITE_FREQUENCY];
-        int64_t freq = isnan(f) ? 0 : (int64_t)f; /* `if self.ema_overwrite_frequency:` */
+        int64_t freq = isnan(f) ? 0 : f >= 0x1p63 ? INT64_MAX : (int64_t)f; /* `if self.ema_overwrite_frequency:` */
         k->overwrite = freq > 0 && (k->iterations + 1) % freq == 0;
     }
 }

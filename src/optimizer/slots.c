@@ -102,11 +102,33 @@ void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order)
     opt->slot_order = order == OPTIM_SLOTS_BY_VARIABLE ? OPTIM_SLOTS_BY_VARIABLE : OPTIM_SLOTS_BY_KIND;
 }
 
+/* Stable bottom-up merge sort of a[0..n) by slot_order, through tmp. */
+static void merge_sort_slots(optim__slot *a, optim__slot *tmp, size_t n)
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = slot_order(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+            while (i < mid) tmp[k++] = a[i++];
+            while (j < hi) tmp[k++] = a[j++];
+        }
+        memcpy(a, tmp, n * sizeof *a);
+    }
+}
+
 void optim__order_new_slots(optim_optimizer *opt, size_t from)
 {
     if (opt->slot_order == OPTIM_SLOTS_BY_VARIABLE) return;
-    /* Stable insertion sort: the segment is one step's new slots. */
-    for (size_t i = from + 1; i < opt->nslots; i++) {
+    /* The segment is one step's new slots: O(n log n) (50k variables' first
+     * step took 1.95 s in an insertion sort), which stays the fallback
+     * without memory for the merge. */
+    size_t n = opt->nslots - from;
+    optim__slot *tmp = n > 1 ? malloc(n * sizeof *tmp) : NULL;
+    int merged = tmp != NULL;
+    if (merged) merge_sort_slots(opt->slots + from, tmp, n);
+    free(tmp);
+    for (size_t i = from + 1; !merged && i < opt->nslots; i++) {
         optim__slot x = opt->slots[i];
         size_t j = i;
         while (j > from && slot_order(&opt->slots[j - 1], &x) > 0) {

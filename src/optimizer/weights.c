@@ -154,11 +154,12 @@ const char *optim_weight_name(const optim_optimizer *opt, size_t i)
     return o->weight_names[i - 1] ? o->weight_names[i - 1] : optim_var_name(v);
 }
 
+
 int optim_set_iterations(optim_optimizer *opt, int64_t iterations)
 {
-    if (iterations < 0)
-        return optim_set_error(opt, OPTIM_ERANGE, "iterations is %lld, expected >= 0",
-                               (long long)iterations);
+    if (iterations < 0 || iterations > OPTIM_ITERATIONS_MAX)
+        return optim_set_error(opt, OPTIM_ERANGE, "iterations is %lld, expected 0..%lld",
+                               (long long)iterations, (long long)OPTIM_ITERATIONS_MAX);
     opt->iterations = iterations;
     optim_optimizer *in = opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
     if (in) optim_set_iterations(in, iterations);
@@ -181,16 +182,17 @@ static int read_iterations(optim_optimizer *opt, const optim_tensor *t, int64_t 
                               (long long)optim_tensor_numel(t));
     double v;
     switch (t->dtype) {
-    case OPTIM_I64: *out = *(const int64_t *)t->data; return *out >= 0 ? OPTIM_OK :
-        optim__opt_err(opt, OPTIM_ERANGE, "set_weights: iterations is %lld, expected >= 0",
-                       (long long)*out);
+    case OPTIM_I64: *out = *(const int64_t *)t->data; return *out >= 0 && *out <= OPTIM_ITERATIONS_MAX ? OPTIM_OK :
+        optim__opt_err(opt, OPTIM_ERANGE, "set_weights: iterations is %lld, expected 0..%lld",
+                       (long long)*out, (long long)OPTIM_ITERATIONS_MAX);
     case OPTIM_I32: v = *(const int32_t *)t->data; break;
     case OPTIM_F32: v = *(const float *)t->data; break;
     default: v = *(const double *)t->data; break;
     }
-    if (!(v >= 0) || v != floor(v) || v > 9.0e18)
+    if (!(v >= 0) || v != floor(v) || v > (double)OPTIM_ITERATIONS_MAX)
         return optim__opt_err(opt, OPTIM_ERANGE,
-                              "set_weights: iterations is %g, expected a non-negative integer", v);
+                              "set_weights: iterations is %g, expected an integer in 0..%lld", v,
+                              (long long)OPTIM_ITERATIONS_MAX);
     *out = (int64_t)v;
     return OPTIM_OK;
 }

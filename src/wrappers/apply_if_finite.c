@@ -49,6 +49,7 @@
 static int chunk_finite(optim_dtype dt, const void *data, int64_t off, int64_t n)
 {
     int bad = 0;
+    if (n == 0) return 1; /* data may be NULL: no pointer arithmetic on it */
     if (dt == OPTIM_F32) {
         const float *x = (const float *)data + off;
         for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
