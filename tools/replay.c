@@ -263,17 +263,77 @@ static int write_out(replay *r, const char *path)
     return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The variables that get a gradient at some step (those the optimizer
+ * makes slots for), into out; returns how many. */
+static size_t with_gradients(const replay *r, optim_var **out)
+{
+    size_t m = 0;
+    for (size_t v = 0; v < r->nvars; v++)
+        for (int64_t k = 0; k < r->steps; k++) {
+            const grad_ref *g = &r->refs[k * (int64_t)r->nvars + v];
+            if (g->dense || g->indices) {
+                out[m++] = r->vars[v];
+                break;
+            }
+        }
+    return m;
+}
+
+/* OUT holds every variable and every optimizer weight under its name: an
+ * INIT tensor named like a weight ("a/m" beside a variable "a") is refused
+ * before any step. The names are those of a second optimizer from the same
+ * config, built for the variables that get gradients. If that build fails,
+ * the steps themselves report the reason. */
+static int check_names(replay *r, const char *config)
+{
+    optim_error err;
+    optim_optimizer *probe;
+    if (optim_from_json(&probe, config, &err)) return fail("CONFIG: %s", err.msg);
+    optim_var **used = malloc(r->nvars * sizeof *used);
+    int rc = used ? 0 : fail("out of memory");
+    int built = !rc && optim_build(probe, used, with_gradients(r, used)) == 0;
+    size_t nw = built ? optim_weights_count(probe) : 0, n = r->nvars + nw;
+    const char **names = built ? malloc(n * sizeof *names) : NULL;
+    if (built && !names) rc = fail("out of memory");
+    free(used);
+    if (!built || rc) {
+        optim_destroy(probe);
+        return rc;
+    }
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!(names[i] = i < r->nvars ? optim_var_name(r->vars[i]) : optim_weight_name(probe, i - r->nvars)))
+            rc = fail("out of memory");
+    if (!rc) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 1; !rc && i < n; i++)
+        if (strcmp(names[i], names[i - 1]) == 0)
+            rc = fail("INIT tensor '%s' has the name of one of the optimizer's weights (OUT holds "
+                      "both under their names); rename the variable",
+                      names[i]);
+    free(names);
+    optim_destroy(probe);
+    return rc;
+}
+
 static int run(replay *r, char **argv)
 {
     optim_error err;
     char *config = optim_tool_read_text(argv[0], &err);
     if (!config) return fail("CONFIG %s", err.msg);
     int rc = optim_from_json(&r->opt, config, &err);
+    if (rc) {
+        free(config);
+        return fail("CONFIG %s: %s", argv[0], err.msg);
+    }
+    if (optim_st_read(argv[1], &r->init, &err)) rc = fail("INIT %s", err.msg);
+    else if (optim_st_read(argv[2], &r->grads, &err)) rc = fail("GRADS %s", err.msg);
+    else rc = load_vars(r) || index_grads(r) || check_names(r, config);
     free(config);
-    if (rc) return fail("CONFIG %s: %s", argv[0], err.msg);
-    if (optim_st_read(argv[1], &r->init, &err)) return fail("INIT %s", err.msg);
-    if (optim_st_read(argv[2], &r->grads, &err)) return fail("GRADS %s", err.msg);
-    if (load_vars(r) || index_grads(r)) return 1;
+    if (rc) return 1;
     for (int64_t k = 0; k < r->steps; k++) {
         for (size_t v = 0; v < r->nvars; v++)
             if (make_pair(r, k, v)) return 1;

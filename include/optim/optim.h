@@ -32,6 +32,7 @@
 #include "optim/schedule.h"
 #include "optim/schedules.h"
 #include "optim/wrappers.h"
+#include "optim/step.h"
 #include "optim/tape.h"
 #include "optim/nn.h"
 #include "optim/idx.h"

@@ -224,6 +224,9 @@ OPTIM_API int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *
  * any other variable is an error. */
 OPTIM_API int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
+/* The step counter. Inside the prepare and update hooks of a step: the
+ * count the update rule sees (Keras 3 with gradient_accumulation_steps S:
+ * counter // S, Keras's `iterations`). */
 OPTIM_API int64_t optim_iterations(const optim_optimizer *opt);
 
 /* The largest step count (2^62): set_iterations and set_weights refuse more,

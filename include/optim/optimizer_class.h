@@ -47,7 +47,8 @@
 extern "C" {
 #endif
 
-/* 2: param_choices (OPTIM_PARAM_STRING). */
+/* 2: param_choices (OPTIM_PARAM_STRING) and the `step` hook (wrappers
+ * taking optim_step_options, optim/step.h). */
 #define OPTIM_CLASS_VERSION 2
 
 /* Most slots one variable may have. */
@@ -55,6 +56,9 @@ extern "C" {
 
 /* The config being written by a get_config hook (opaque). */
 typedef struct optim_config optim_config;
+
+/* The overrides of one step (optim/step.h). */
+struct optim_step_options;
 
 /* ---- declared hyperparameters -------------------------------------------- */
 
@@ -100,7 +104,9 @@ typedef struct optim_dense_update {
     void *const *slots;   /* each slot's data + offset, in create_slots order */
     int nslots;           /* how many slots this variable has */
     const void *coef;     /* what prepare wrote for this dtype */
-    int64_t iterations;   /* the step counter before this step's increment */
+    int64_t iterations;   /* the count the update rule sees: the step counter before
+                             this step's increment (Keras 3 with
+                             gradient_accumulation_steps S: counter // S) */
 } optim_dense_update;
 
 /* A sparse update of one variable, viewed as [rows, row_size]. */
@@ -173,8 +179,9 @@ struct optim_class {
      * done. */
     int (*apply_sparse_duplicate_indices)(const optim_sparse_update *u);
 
-    /* Optional, for wrappers: replaces the whole pipeline. The wrapper
-     * usually delegates to an inner optimizer's optim_apply_gradients. */
+    /* Optional, for wrappers written against version 1: replaces the whole
+     * pipeline. New wrappers set `step` instead (it gets the overrides a
+     * caller asks for; docs/wrappers.md). */
     int (*apply_gradients)(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                            uint32_t flags);
 
@@ -220,6 +227,14 @@ struct optim_class {
      * ("sparse_mode": "lazy") and refuses any other value, so the class needs
      * no get_config / set_config for it. */
     const char *const *const *param_choices;
+
+    /* Optional, for wrappers (version 2): replaces the whole pipeline, like
+     * apply_gradients, and gets the step's overrides (never NULL). It
+     * usually steps the inner optimizer with optim_step (optim/step.h),
+     * passing the overrides on, and does its own work around that step.
+     * optim_apply_gradients calls it with the default options. */
+    int (*step)(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                const struct optim_step_options *o);
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */
@@ -254,7 +269,7 @@ typedef enum optim_slot_order {
 } optim_slot_order;
 OPTIM_API void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order);
 
-/* For wrappers overriding apply_gradients: creates slots (create_slots) for
+/* For wrappers (step hook): creates slots (create_slots) for
  * the variables not seen yet, like the pipeline's step 5, without fixing
  * the variable set. */
 OPTIM_API int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n);

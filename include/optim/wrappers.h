@@ -28,6 +28,18 @@
 extern "C" {
 #endif
 
+/* A wrapper class of your own (optim/step.h, docs/wrappers.md): its class
+ * state (state_size >= sizeof(optim_wrapper_state)) starts with this, where
+ * optim_wrap installs the inner optimizer; the class's `inner` hook returns
+ * `inner`, and its `destroy` hook destroys it when owns_inner is set (0
+ * while optim_wrap has not succeeded, so that a refused wrapper leaves the
+ * caller's optimizer alone). A wrapper that takes its inner optimizer from
+ * JSON creates it in set_config with optim_from_json and sets owns_inner. */
+typedef struct optim_wrapper_state {
+    optim_optimizer *inner;
+    int owns_inner;
+} optim_wrapper_state;
+
 /* Creates the wrapper described by wrapper_json ({"class_name": ...,
  * "config": {...}} without the inner key) around `inner`. On success the
  * wrapper owns inner; on error the caller still does. */

@@ -50,8 +50,8 @@ void optim__cf_check_table(cf_ctx *c)
         snprintf(why, sizeof why, "unknown class flags 0x%x", (unsigned)(k->flags & ~known));
     else if ((k->flags & OPTIM_CLASS_ELEMENTWISE) && !k->apply_dense)
         snprintf(why, sizeof why, "ELEMENTWISE without apply_dense");
-    else if (!k->apply_gradients && k->inner)
-        snprintf(why, sizeof why, "an inner hook without apply_gradients");
+    else if (!k->apply_gradients && !k->step && k->inner)
+        snprintf(why, sizeof why, "an inner hook without a step or apply_gradients hook");
     for (size_t i = 0; !why[0] && i < k->n_params; i++) param_problem(&k->params[i], why, sizeof why);
     optim__cf_report(c, "class.table", !why[0],
                      "version 1..current, a Keras class name, known flags, params with lower-case "

@@ -63,7 +63,7 @@ static int setup(cf_ctx *c, const char *class_name, const optim_conformance_opti
     c->seed = o->seed;
     c->report = o->report;
     c->user = o->user;
-    c->wrapper = c->cls->apply_gradients != NULL;
+    c->wrapper = c->cls->apply_gradients != NULL || c->cls->step != NULL;
     int rc = make_config(c, o->config, err);
     if (rc) return rc;
     optim_optimizer *opt;

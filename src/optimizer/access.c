@@ -28,7 +28,10 @@ const char *optim_errmsg(const optim_optimizer *opt) { return opt ? opt->errmsg 
 const char *optim_name(const optim_optimizer *opt) { return opt->name; }
 const optim_class *optim_class_of(const optim_optimizer *opt) { return &opt->cls; }
 optim_generation optim_generation_of(const optim_optimizer *opt) { return opt->gen; }
-int64_t optim_iterations(const optim_optimizer *opt) { return opt->iterations; }
+int64_t optim_iterations(const optim_optimizer *opt)
+{
+    return opt->in_hooks ? opt->hook_iterations : opt->iterations;
+}
 void *optim_state(const optim_optimizer *opt) { return opt->state; }
 void optim_free(void *p) { free(p); }
 

@@ -1,4 +1,5 @@
-/* apply_gradients: the pipeline (docs/architecture.md).
+/* apply_gradients: the pipeline (docs/architecture.md), one named stage per
+ * step of the design (stage 1, validation, is in check.c):
  *
  *  1 validate every pair (nothing changes on error)   5 create missing slots
  *  2 skip absent gradients                            6 prepare, once per dtype
@@ -11,10 +12,16 @@
  * replaces the gradients by their mean before 4; after 7 the accumulators
  * are reset and the moving averages (use_ema) updated.
  *
+ * optim_step (optim/step.h) runs the same stages with a caller's overrides:
+ * another optimizer's aggregator, clip options or transformers, a counter to
+ * start from, an inspect function after 3, no constraints or no increment
+ * in 8. Wrappers step their inner optimizer that way.
+ *
  * Dense gradients are read in place: clipping is fused into the update by
- * transforming each chunk into a small per-thread buffer. Only an aggregator
- * or user transformer (which may change gradients) makes the step copy them.
- * Work is cut into fixed chunks independent of the thread count, and every
+ * transforming each chunk into a small per-thread buffer. Only an aggregator,
+ * inspect function or user transformer (which may change gradients) makes the
+ * step copy them. Buffers come from the optimizer's arena, reused from step
+ * to step. Work is cut into the fixed chunks of core/parallel.h, and every
  * reduction adds fixed partial sums in a fixed order, so results are bitwise
  * identical for any number of threads. */
 #include "optimizer/impl.h"
@@ -26,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK 8192 /* elements per dense task; fixed, so results never depend on threads */
+#include "core/parallel.h"
 
 typedef struct clip_desc {
     double unscale; /* loss_scale_factor to divide by first; 0 for none */
@@ -48,7 +55,7 @@ typedef struct work {
     const int64_t *raw_idx;        /* sparse, as given */
     const void *raw_vals;
     int64_t raw_n;
-    int64_t *idx;                  /* sparse, unique ascending, owned (after dedup) */
+    int64_t *idx;                  /* sparse, unique ascending (after dedup) */
     void *vals;
     int64_t n;
     int64_t rows, row_size;
@@ -62,35 +69,26 @@ typedef struct task {
     int64_t off, count;            /* dense element range; count < 0: sparse task */
 } task;
 
-/* Per-step allocations, freed together. */
+/* One step: the overrides it runs with and its buffers (in opt->arena). */
 typedef struct step {
     optim_optimizer *opt;
+    const optim_step_options *o;
+    const optim_optimizer *agg_src, *clip_src, *tf_src; /* whose options stages 3 and 4 use */
     work *works;
     size_t nworks;
-    optim_grad_var *pairs;         /* for aggregator and transformers */
-    void **owned;
-    size_t nowned, cap_owned;
+    optim_grad_var *pairs;         /* for aggregator, inspect and transformers */
     task *tasks;
     size_t ntasks;
-    double *partials;              /* per dense chunk sum of squares */
-    void *scratch;
+    void *scratch;                 /* per thread, one chunk of doubles */
     int nthreads;
-    int nbase;                     /* base slots after each variable's own (keras3_options.h) */
-    optim__k3_grad *k3;            /* the gradients for the accumulation passes */
+    optim__k3 k3;                  /* Keras 3's options for this call */
+    optim__k3_grad *k3g;           /* the gradients for the accumulation passes */
 } step;
 
+/* 64 bytes more than asked, as vectorised loops may expect. */
 static void *step_alloc(step *s, size_t bytes)
 {
-    if (s->nowned == s->cap_owned) {
-        size_t cap = s->cap_owned ? s->cap_owned * 2 : 32;
-        void **o = realloc(s->owned, cap * sizeof *o);
-        if (!o) return NULL;
-        s->owned = o;
-        s->cap_owned = cap;
-    }
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-    if (p) s->owned[s->nowned++] = p;
-    return p;
+    return bytes > SIZE_MAX - 64 ? NULL : optim__arena_alloc(&s->opt->arena, bytes + 64);
 }
 
 static void *step_calloc(step *s, size_t bytes)
@@ -100,142 +98,12 @@ static void *step_calloc(step *s, size_t bytes)
     return p;
 }
 
-static void step_free(step *s)
+/* Clip option i (OPTIM__P_CLIP*) of the optimizer whose clipping applies. */
+static double clip_option(const step *s, int i)
 {
-    for (size_t i = 0; i < s->nowned; i++) free(s->owned[i]);
-    free(s->owned);
-    free(s->works);
-    free(s->pairs);
-    free(s->tasks);
-    free(s->partials);
-    free(s->scratch);
-}
-
-/* ---- 1. validation ------------------------------------------------------------ */
-
-static int same_dims(int32_t rank, const int64_t *a, const int64_t *b)
-{
-    for (int32_t i = 0; i < rank; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
-int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_grad_var *p, size_t i,
-                      optim_error *err)
-{
-    if (!p->var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
-    optim_var *v = p->var;
-    const char *vn = optim_var_name(v);
-    if (p->grad.kind == OPTIM_GRAD_NONE) return OPTIM_OK;
-    if (opt->built && !optim__var_entry_of(opt, v))
-        return optim__err(err, OPTIM_ENOTFOUND,
-                          "%s: variable '%s' is unknown to this optimizer, which was built for "
-                          "%zu variables",
-                          cn, vn, opt->nvars);
-    if (!optim_var_trainable(v))
-        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' is not trainable", cn, vn);
-    const optim__var_entry *known = optim__var_entry_of(opt, v);
-    if (known && (known->numel != optim_var_numel(v) || known->dtype != optim_var_dtype(v)))
-        return optim__err(err, OPTIM_ESTATE,
-                          "%s: variable '%s' (%lld %s elements) is not the one this optimizer "
-                          "made slots for (%lld %s); was a variable destroyed while the "
-                          "optimizer still used it?",
-                          cn, vn, (long long)optim_var_numel(v), optim_dtype_name(optim_var_dtype(v)),
-                          (long long)known->numel, optim_dtype_name(known->dtype));
-    char what[300], a[160], b[160];
-    int32_t vr = optim_var_rank(v);
-    const int64_t *vs = optim_var_shape(v);
-    optim_dtype vd = optim_var_dtype(v);
-    if (p->grad.kind == OPTIM_GRAD_DENSE) {
-        const optim_tensor *g = &p->grad.dense;
-        snprintf(what, sizeof what, "%s: gradient of '%s'", cn, vn);
-        int rc = optim__tensor_check(g, OPTIM__FLOAT_MASK, what, err);
-        if (rc) return rc;
-        if (g->dtype != vd)
-            return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)",
-                              what, optim_dtype_name(g->dtype), optim_dtype_name(vd));
-        if (g->rank != vr || !same_dims(vr, g->shape, vs))
-            return optim__err(err, OPTIM_ESHAPE, "%s has shape %s, expected %s", what,
-                              optim_shape_str(g->rank, g->shape, a, sizeof a),
-                              optim_shape_str(vr, vs, b, sizeof b));
-        return OPTIM_OK;
-    }
-    if (p->grad.kind != OPTIM_GRAD_SPARSE)
-        return optim__err(err, OPTIM_EINVAL, "%s: gradient of '%s' has unknown kind %d", cn, vn,
-                          (int)p->grad.kind);
-    const optim_slices *s = &p->grad.sparse;
-    snprintf(what, sizeof what, "%s: sparse gradient of '%s'", cn, vn);
-    if (!opt->cls.apply_sparse && !opt->cls.apply_sparse_duplicate_indices)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update", what);
-    if (opt->gen == OPTIM_LEGACY && optim_var_constraint(v))
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s: the variable has a constraint, which the legacy generation cannot "
-                          "apply to a sparse update",
-                          what);
-    if (vr < 1)
-        return optim__err(err, OPTIM_ESHAPE, "%s: the variable is a scalar; sparse rows need rank >= 1",
-                          what);
-    int rc = optim__tensor_check(&s->values, OPTIM__FLOAT_MASK, what, err);
-    if (rc) return rc;
-    if (s->values.dtype != vd)
-        return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)", what,
-                          optim_dtype_name(s->values.dtype), optim_dtype_name(vd));
-    if (s->n < 0) return optim__err(err, OPTIM_ESHAPE, "%s: %lld indices, expected >= 0", what, (long long)s->n);
-    if (s->n > 0 && !s->indices) return optim__err(err, OPTIM_EINVAL, "%s: indices is NULL", what);
-    if (s->values.rank != vr || s->values.shape[0] != s->n || !same_dims(vr - 1, s->values.shape + 1, vs + 1)) {
-        int64_t want[OPTIM_MAX_RANK];
-        want[0] = s->n;
-        for (int32_t d = 1; d < vr; d++) want[d] = vs[d];
-        return optim__err(err, OPTIM_ESHAPE, "%s: values have shape %s, expected %s (%lld indices "
-                          "and the variable's row shape)",
-                          what, optim_shape_str(s->values.rank, s->values.shape, a, sizeof a),
-                          optim_shape_str(vr, want, b, sizeof b), (long long)s->n);
-    }
-    for (int64_t k = 0; k < s->n; k++)
-        if (s->indices[k] < 0 || s->indices[k] >= vs[0])
-            return optim__err(err, OPTIM_ERANGE,
-                              "%s: index %lld at position %lld is out of range, expected 0..%lld",
-                              what, (long long)s->indices[k], (long long)k, (long long)vs[0] - 1);
-    return OPTIM_OK;
-}
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    const void *const *pa = a, *const *pb = b;
-    uintptr_t x = (uintptr_t)*pa, y = (uintptr_t)*pb;
-    return x < y ? -1 : x > y;
-}
-
-int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
-                       size_t n, int require_any, optim_error *err)
-{
-    if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "%s: pairs is NULL", cn);
-    size_t with_grad = 0;
-    for (size_t i = 0; i < n; i++) {
-        int rc = optim__check_pair(opt, cn, &pairs[i], i, err);
-        if (rc) return rc;
-        with_grad += pairs[i].grad.kind != OPTIM_GRAD_NONE;
-    }
-    if (require_any && with_grad == 0)
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s: no gradients provided for any variable (%zu pairs, all without "
-                          "gradient)",
-                          cn, n);
-    /* Each variable at most once. */
-    const void **ptrs = optim__malloc(n * sizeof *ptrs);
-    if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
-    qsort(ptrs, n, sizeof *ptrs, cmp_ptr);
-    for (size_t i = 1; i < n; i++)
-        if (ptrs[i] == ptrs[i - 1]) {
-            const char *vn = optim_var_name(ptrs[i]);
-            free(ptrs);
-            return optim__err(err, OPTIM_EINVAL,
-                              "%s: variable '%s' appears more than once in one apply_gradients call",
-                              cn, vn);
-        }
-    free(ptrs);
-    return OPTIM_OK;
+    if (s->clip_src == s->opt) return s->opt->values[i];
+    const optim__hyper *h = &s->clip_src->hypers[i]; /* not dynamic: a number or None */
+    return h->kind == HYPER_NUMBER ? h->number : NAN;
 }
 
 /* ---- sparse de-duplication --------------------------------------------------------- */
@@ -257,13 +125,10 @@ static int dedup(step *s, work *w)
 {
     int64_t n = w->raw_n, rs = w->row_size;
     size_t esz = optim_dtype_size(w->dtype);
-    ipos *order = optim__malloc((size_t)n * sizeof *order);
+    ipos *order = step_alloc(s, (size_t)n * sizeof *order);
     w->idx = step_alloc(s, (size_t)n * sizeof *w->idx);
     w->vals = step_alloc(s, (size_t)n * (size_t)rs * esz);
-    if (!order || !w->idx || !w->vals) {
-        free(order);
-        return OPTIM_ENOMEM;
-    }
+    if (!order || !w->idx || !w->vals) return OPTIM_ENOMEM;
     for (int64_t k = 0; k < n; k++) order[k] = (ipos){w->raw_idx[k], k};
     qsort(order, (size_t)n, sizeof *order, cmp_ipos);
     int64_t u = -1;
@@ -283,7 +148,6 @@ static int dedup(step *s, work *w)
         }
     }
     w->n = u + 1;
-    free(order);
     return OPTIM_OK;
 }
 
@@ -357,14 +221,60 @@ static double global_scale(optim_dtype dt, double norm, double clip)
     return clip * (a < b ? a : b);
 }
 
+/* Squared norms of every gradient after unscaling and clipvalue: dense
+ * ones by fixed chunks (in parallel, partial sums added in chunk order),
+ * sparse ones whole (their rows as given). */
+static int grad_norms(step *s, const clip_desc *base, double *norm2)
+{
+    size_t nchunks = 0;
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_DENSE) nchunks += (size_t)optim__nchunks(s->works[i].numel);
+    task *chunks = step_alloc(s, nchunks * sizeof *chunks);
+    double *part = step_alloc(s, nchunks * sizeof *part);
+    if (!chunks || !part) return OPTIM_ENOMEM;
+    size_t c = 0;
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_DENSE)
+            OPTIM__FOR_CHUNKS(s->works[i].numel, off, len) chunks[c++] = (task){i, off, len};
+#pragma omp parallel for schedule(dynamic, 4) num_threads(s->nthreads)
+    for (size_t k = 0; k < nchunks; k++) {
+        const work *w = &s->works[chunks[k].w];
+        part[k] = sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
+                        chunks[k].count, base);
+    }
+    for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
+    for (size_t i = 0; i < s->nworks; i++)
+        if (s->works[i].kind == OPTIM_GRAD_SPARSE)
+            norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals, s->works[i].raw_n * s->works[i].row_size,
+                             base);
+    return OPTIM_OK;
+}
+
+/* Gives work w its transform: dense gradients are transformed per chunk
+ * while updating; sparse rows as given, duplicates included (tf.clip_by_*
+ * on IndexedSlices.values), into a clipped copy proportional to the rows. */
+static int set_clip(step *s, work *w, const clip_desc *c)
+{
+    w->clip = *c;
+    if (w->kind != OPTIM_GRAD_SPARSE) {
+        w->fused = 1;
+        return OPTIM_OK;
+    }
+    void *copy = step_alloc(s, (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype));
+    if (!copy) return OPTIM_ENOMEM;
+    clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
+    w->raw_vals = copy;
+    return OPTIM_OK;
+}
+
 /* unscale: Keras 3's loss_scale_factor (0 for none), divided first. */
 static int clip_all(step *s, double unscale)
 {
-    optim_optimizer *opt = s->opt;
-    const double *v = opt->values;
+    double v[OPTIM__N_BASE];
+    for (int i = OPTIM__P_CLIPNORM; i <= OPTIM__P_CLIPVALUE; i++) v[i] = clip_option(s, i);
     /* Keras 3 clips only with a value above 0 (`if self.clipnorm and
      * self.clipnorm > 0`); legacy tf.keras applies whatever is set. */
-    const int k3 = opt->gen == OPTIM_KERAS3;
+    const int k3 = s->opt->gen == OPTIM_KERAS3;
 #define CLIP_ON(i) (!isnan(v[i]) && (!k3 || v[i] > 0))
     clip_desc base = {0};
     base.unscale = unscale;
@@ -373,58 +283,21 @@ static int clip_all(step *s, double unscale)
     int do_norm = CLIP_ON(OPTIM__P_CLIPNORM), do_global = CLIP_ON(OPTIM__P_GLOBAL_CLIPNORM);
 #undef CLIP_ON
     if (!base.has_cv && !do_norm && !do_global && !base.unscale) return OPTIM_OK;
-
-    /* Norms: dense gradients by fixed chunks (in parallel), sparse ones whole. */
-    size_t nchunks = 0;
-    for (size_t i = 0; i < s->nworks; i++)
-        if (s->works[i].kind == OPTIM_GRAD_DENSE) nchunks += (size_t)((s->works[i].numel + CHUNK - 1) / CHUNK);
-    double *norm2 = step_calloc(s, s->nworks * sizeof *norm2);
-    task *chunks = step_calloc(s, nchunks * sizeof *chunks);
-    double *part = step_calloc(s, nchunks * sizeof *part);
-    if (!norm2 || !chunks || !part) return OPTIM_ENOMEM;
-    if (do_norm || do_global) {
-        size_t c = 0;
-        for (size_t i = 0; i < s->nworks; i++)
-            if (s->works[i].kind == OPTIM_GRAD_DENSE)
-                for (int64_t off = 0; off < s->works[i].numel; off += CHUNK)
-                    chunks[c++] = (task){i, off, s->works[i].numel - off < CHUNK ? s->works[i].numel - off : CHUNK};
-#pragma omp parallel for schedule(dynamic, 4) num_threads(s->nthreads)
-        for (size_t k = 0; k < nchunks; k++) {
-            const work *w = &s->works[chunks[k].w];
-            part[k] = sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
-                            chunks[k].count, &base);
-        }
-        for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
-        for (size_t i = 0; i < s->nworks; i++)
-            if (s->works[i].kind == OPTIM_GRAD_SPARSE)
-                norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals,
-                                 s->works[i].raw_n * s->works[i].row_size, &base);
-    }
-    double global = 0;
+    double *norm2 = step_calloc(s, s->nworks * sizeof *norm2), global = 0;
+    if (!norm2 || ((do_norm || do_global) && grad_norms(s, &base, norm2))) return OPTIM_ENOMEM;
     for (size_t i = 0; i < s->nworks; i++) global += norm2[i];
     global = sqrt(global);
     for (size_t i = 0; i < s->nworks; i++) {
-        work *w = &s->works[i];
-        w->clip = base;
+        clip_desc c = base;
         if (do_norm) {
-            w->clip.mode = 1;
-            w->clip.c = v[OPTIM__P_CLIPNORM];
-            w->clip.norm = sqrt(norm2[i]);
+            c.mode = 1;
+            c.c = v[OPTIM__P_CLIPNORM];
+            c.norm = sqrt(norm2[i]);
         } else if (do_global) {
-            w->clip.mode = 2;
-            w->clip.scale = global_scale(w->dtype, global, v[OPTIM__P_GLOBAL_CLIPNORM]);
+            c.mode = 2;
+            c.scale = global_scale(s->works[i].dtype, global, v[OPTIM__P_GLOBAL_CLIPNORM]);
         }
-        if (w->kind == OPTIM_GRAD_SPARSE) {
-            /* Rows as given, duplicates included (tf.clip_by_* on
-             * IndexedSlices.values): a clipped copy, proportional to the rows. */
-            size_t bytes = (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype);
-            void *copy = step_alloc(s, bytes);
-            if (!copy) return OPTIM_ENOMEM;
-            clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
-            w->raw_vals = copy;
-        } else {
-            w->fused = 1;
-        }
+        if (set_clip(s, &s->works[i], &c)) return OPTIM_ENOMEM;
     }
     return OPTIM_OK;
 }
@@ -457,48 +330,57 @@ static void work_set_grad(work *w, const optim_grad *g)
     }
 }
 
+/* The pair of sparse work w, on copies the functions may change. */
+static int sparse_pair(step *s, const work *w, optim_grad_var *p)
+{
+    const int32_t vr = optim_var_rank(w->var);
+    int64_t shape[OPTIM_MAX_RANK];
+    memcpy(shape, optim_var_shape(w->var), sizeof(int64_t) * (size_t)vr);
+    const int64_t n = w->raw_n;
+    shape[0] = n;
+    size_t vb = (size_t)(n * w->row_size) * optim_dtype_size(w->dtype);
+    int64_t *ic = step_alloc(s, (size_t)n * sizeof *ic);
+    void *vc = step_alloc(s, vb);
+    if (!ic || !vc) return OPTIM_ENOMEM;
+    memcpy(ic, w->raw_idx, (size_t)n * sizeof *ic);
+    if (vb) memcpy(vc, w->raw_vals, vb);
+    p->grad = optim_grad_sparse(ic, n, optim_tensor_make(w->dtype, vc, vr, shape));
+    return OPTIM_OK;
+}
+
 static int to_pairs(step *s)
 {
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         optim_grad_var *p = &s->pairs[i];
         p->var = w->var;
-        const int32_t vr = optim_var_rank(w->var);
-        const int64_t *vs = optim_var_shape(w->var);
-        if (w->kind == OPTIM_GRAD_DENSE) {
-            if (materialize_dense(s, w)) return OPTIM_ENOMEM;
-            p->grad = optim_grad_dense(optim_tensor_make(w->dtype, (void *)w->grad, vr, vs));
-        } else {
-            int64_t shape[OPTIM_MAX_RANK];
-            memcpy(shape, vs, sizeof(int64_t) * (size_t)vr);
-            int64_t n = w->raw_n;
-            const void *vals = w->raw_vals;
-            shape[0] = n;
-            /* Give the functions a copy they may change. */
-            size_t vb = (size_t)(n * w->row_size) * optim_dtype_size(w->dtype);
-            int64_t *ic = step_alloc(s, (size_t)n * sizeof *ic);
-            void *vc = step_alloc(s, vb);
-            if (!ic || !vc) return OPTIM_ENOMEM;
-            memcpy(ic, w->raw_idx, (size_t)n * sizeof *ic);
-            if (vb) memcpy(vc, vals, vb);
-            p->grad = optim_grad_sparse(ic, n, optim_tensor_make(w->dtype, vc, vr, shape));
+        if (w->kind == OPTIM_GRAD_SPARSE) {
+            if (sparse_pair(s, w, p)) return OPTIM_ENOMEM;
+            continue;
         }
+        if (materialize_dense(s, w)) return OPTIM_ENOMEM;
+        p->grad = optim_grad_dense(optim_tensor_make(w->dtype, (void *)w->grad, optim_var_rank(w->var),
+                                                     optim_var_shape(w->var)));
     }
     return OPTIM_OK;
 }
 
-static int run_user_fn(step *s, const optim__fn_entry *f, const char *what, optim_error *err)
+/* Runs fn over copies of the gradients; what comes back is checked like
+ * user input, then becomes the step's. With may_skip, fn may return
+ * OPTIM_STEP_SKIP, which is passed on. */
+static int run_user_fn(step *s, optim_grad_fn fn, void *user, const char *what, int may_skip,
+                       optim_error *err)
 {
     optim_optimizer *opt = s->opt;
     int rc = to_pairs(s);
     if (rc) return optim__err(err, rc, "out of memory");
     optim_error local;
     optim__err_clear(&local);
-    rc = f->fn(f->user, s->pairs, s->nworks, &local);
+    rc = fn(user, s->pairs, s->nworks, &local);
+    if (may_skip && rc == OPTIM_STEP_SKIP) return rc;
     if (rc)
         return optim__err(err, rc < 0 ? rc : OPTIM_EINVAL, "%s: %s failed: %s", opt->cls.name, what,
                           local.msg[0] ? local.msg : optim_strerror(rc));
-    /* What comes back is checked like user input, then becomes the step's. */
     for (size_t i = 0; i < s->nworks; i++) {
         optim_grad_var *p = &s->pairs[i];
         if (p->var != s->works[i].var || p->grad.kind != s->works[i].kind)
@@ -514,41 +396,33 @@ static int run_user_fn(step *s, const optim__fn_entry *f, const char *what, opti
 
 /* ---- 7. update ---------------------------------------------------------------------------- */
 
-static void run_task(step *s, const task *t, int tid)
+static void run_dense(step *s, const work *w, const task *t, int tid)
 {
     optim_optimizer *opt = s->opt;
-    work *w = &s->works[t->w];
-    size_t esz = optim_dtype_size(w->dtype);
+    const size_t esz = optim_dtype_size(w->dtype), at = (size_t)t->off * esz;
     void *slots[OPTIM_MAX_SLOTS];
-    const void *coef = opt->coef[w->dtype == OPTIM_F64];
-    if (w->wd != 0) {
-        /* Decoupled weight decay, fused per chunk (a sparse update decays
-         * the whole variable, as Keras 3 does). */
-        int64_t off = t->count >= 0 ? t->off : 0, n = t->count >= 0 ? t->count : w->numel;
-        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * esz, n, w->wd,
-                     optim_learning_rate(opt, w->dtype));
+    for (int k = 0; k < w->entry->nown; k++)
+        slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + at;
+    const void *g = (const char *)w->grad + at;
+    if (w->fused) {
+        void *buf = (char *)s->scratch + (size_t)tid * OPTIM__CHUNK * sizeof(double);
+        clip_run(w->dtype, g, buf, t->count, &w->clip);
+        g = buf;
     }
-    const int nslots = w->entry->nslots - s->nbase; /* the class's own */
-    if (t->count >= 0) {
-        for (int k = 0; k < nslots; k++)
-            slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + (size_t)t->off * esz;
-        const void *g = (const char *)w->grad + (size_t)t->off * esz;
-        if (w->fused) {
-            void *buf = (char *)s->scratch + (size_t)tid * CHUNK * sizeof(double);
-            clip_run(w->dtype, g, buf, t->count, &w->clip);
-            g = buf;
-        }
-        optim_dense_update u = {opt, w->var, w->dtype, t->off, t->count,
-                                (char *)optim_var_data(w->var) + (size_t)t->off * esz, g, slots,
-                                nslots, coef,
-                                opt->iterations};
-        opt->cls.apply_dense(&u);
-        return;
-    }
-    for (int k = 0; k < nslots; k++)
-        slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
+    optim_dense_update u = {opt, w->var, w->dtype, t->off, t->count,
+                            (char *)optim_var_data(w->var) + at, g, slots, w->entry->nown,
+                            opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
+    opt->cls.apply_dense(&u);
+}
+
+static void run_sparse(step *s, const work *w)
+{
+    optim_optimizer *opt = s->opt;
+    void *slots[OPTIM_MAX_SLOTS];
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
     optim_sparse_update u = {opt, w->var, w->dtype, w->rows, w->row_size, optim_var_data(w->var), slots,
-                             nslots, w->raw_idx, w->raw_n, w->raw_vals, coef, opt->iterations};
+                             w->entry->nown, w->raw_idx, w->raw_n, w->raw_vals,
+                             opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
     if (opt->cls.apply_sparse_duplicate_indices &&
         opt->cls.apply_sparse_duplicate_indices(&u) != OPTIM_SPARSE_DEFAULT)
         return;
@@ -559,27 +433,40 @@ static void run_task(step *s, const task *t, int tid)
     opt->cls.apply_sparse(&u);
 }
 
+static void run_task(step *s, const task *t, int tid)
+{
+    const work *w = &s->works[t->w];
+    if (w->wd != 0) {
+        /* Decoupled weight decay, fused per chunk (a sparse update decays
+         * the whole variable, as Keras 3 does). */
+        int64_t off = t->count >= 0 ? t->off : 0, n = t->count >= 0 ? t->count : w->numel;
+        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * optim_dtype_size(w->dtype), n,
+                     w->wd, optim_learning_rate(s->opt, w->dtype));
+    }
+    if (t->count >= 0) run_dense(s, w, t, tid);
+    else run_sparse(s, w);
+}
+
 static int make_tasks(step *s)
 {
-    optim_optimizer *opt = s->opt;
-    int elementwise = (opt->cls.flags & OPTIM_CLASS_ELEMENTWISE) != 0;
+    const int elementwise = (s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE) != 0;
     size_t n = 0;
     for (size_t i = 0; i < s->nworks; i++) {
-        work *w = &s->works[i];
-        if (w->kind == OPTIM_GRAD_DENSE && elementwise) n += (size_t)((w->numel + CHUNK - 1) / CHUNK);
-        else n++;
+        const work *w = &s->works[i];
+        n += w->kind == OPTIM_GRAD_DENSE && elementwise ? (size_t)optim__nchunks(w->numel) : 1;
     }
-    s->tasks = optim__malloc(n * sizeof *s->tasks);
+    s->tasks = step_alloc(s, n * sizeof *s->tasks);
     if (!s->tasks) return OPTIM_ENOMEM;
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
-        if (w->kind == OPTIM_GRAD_SPARSE) s->tasks[s->ntasks++] = (task){i, 0, -1};
-        else if (!elementwise) {
+        if (w->kind == OPTIM_GRAD_SPARSE) {
+            s->tasks[s->ntasks++] = (task){i, 0, -1};
+        } else if (!elementwise) {
             if (w->fused && materialize_dense(s, w)) return OPTIM_ENOMEM;
             s->tasks[s->ntasks++] = (task){i, 0, w->numel};
-        } else
-            for (int64_t off = 0; off < w->numel; off += CHUNK)
-                s->tasks[s->ntasks++] = (task){i, off, w->numel - off < CHUNK ? w->numel - off : CHUNK};
+        } else {
+            OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
+        }
     }
     return OPTIM_OK;
 }
@@ -589,15 +476,16 @@ static int make_tasks(step *s)
 /* Unscales sparse rows (as given) and sums their duplicates; then, on an
  * updating call, replaces every gradient by the dense mean over the
  * accumulation steps (in buffers of the step: nothing of the optimizer
- * changes before step 5). On an accumulating call the gradients stay as
- * they are until optim__k3_accumulate, after step 5. */
-static int accumulation(step *s, const optim__k3 *k, optim_error *err)
+ * changes before stage 5). On an accumulating call the gradients stay as
+ * they are until optim__k3_accumulate, after stage 5. */
+static int accumulation(step *s, optim_error *err)
 {
-    s->k3 = step_calloc(s, s->nworks * sizeof *s->k3);
-    if (!s->k3) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    const optim__k3 *k = &s->k3;
+    s->k3g = step_calloc(s, s->nworks * sizeof *s->k3g);
+    if (!s->k3g) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
-        optim__k3_grad *g = &s->k3[i];
+        optim__k3_grad *g = &s->k3g[i];
         size_t esz = optim_dtype_size(w->dtype);
         if (w->kind == OPTIM_GRAD_SPARSE) {
             if (k->lsf) {
@@ -615,30 +503,21 @@ static int accumulation(step *s, const optim__k3 *k, optim_error *err)
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
     if (!k->update) return OPTIM_OK;
-    optim__k3_mean(s->opt, k, s->k3, s->nworks, s->nthreads);
+    optim__k3_mean(k, s->k3g, s->nworks, s->nthreads);
     for (size_t i = 0; i < s->nworks; i++) {
         s->works[i].kind = OPTIM_GRAD_DENSE;
-        s->works[i].grad = s->k3[i].out;
+        s->works[i].grad = s->k3g[i].out;
     }
     return OPTIM_OK;
 }
 
-/* ---- the pipeline ---------------------------------------------------------------------------- */
+/* ---- the stages ------------------------------------------------------------------------------ */
 
-static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t flags, optim_error *err)
+/* 2. The pairs with a gradient become the step's work. */
+static int stage_skip_absent(step *s, const optim_grad_var *pairs, size_t n, optim_error *err)
 {
-    optim_optimizer *opt = s->opt;
-    const char *cn = opt->cls.name;
-    /* 1. Validate everything, including this step's hyperparameter values. */
-    int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err);
-    if (!rc) rc = optim__resolve(opt, err);
-    if (rc) return rc;
-    if (opt->iterations >= OPTIM_ITERATIONS_MAX)
-        return optim__err(err, OPTIM_ERANGE, "%s: iterations is %lld, the largest count "
-                          "(OPTIM_ITERATIONS_MAX): no step can follow", cn, (long long)opt->iterations);
-    /* 2. Skip absent gradients. */
-    s->works = optim__calloc(n, sizeof *s->works);
-    s->pairs = optim__calloc(n, sizeof *s->pairs);
+    s->works = step_calloc(s, n * sizeof *s->works);
+    s->pairs = step_calloc(s, n * sizeof *s->pairs);
     if (!s->works || !s->pairs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const optim_grad_var *p = &pairs[i];
@@ -659,40 +538,54 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
     }
     if (s->nworks == 0)
         return optim__err(err, OPTIM_EINVAL, "%s: no gradients provided for any variable (%zu pairs, "
-                          "all without gradient)", cn, n);
-    /* 3. Aggregate across replicas. */
-    if (opt->aggregator.fn && !(flags & OPTIM_APPLY_NO_AGGREGATE)) {
-        rc = run_user_fn(s, &opt->aggregator, "gradient aggregator", err);
-        if (rc) return rc;
-    }
-    s->nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
-    /* Keras 3: loss_scale_factor and gradient_accumulation_steps. */
-    optim__k3 k3;
-    optim__k3_begin(opt, &k3);
-    if (k3.acc_steps && (rc = accumulation(s, &k3, err))) return rc;
-    /* 4. clipvalue, clipnorm, global_clipnorm, then user transformers, all
-     * on sparse rows as given; then duplicates are summed (step 7's input).
-     * An accumulating call does none of it. */
-    if (k3.update && clip_all(s, k3.acc_steps ? 0 : k3.lsf))
-        return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    for (size_t t = 0; k3.update && t < opt->ntransformers; t++) {
-        rc = run_user_fn(s, &opt->transformers[t], "gradient transformer", err);
-        if (rc) return rc;
+                          "all without gradient)", s->opt->cls.name, n);
+    return OPTIM_OK;
+}
+
+/* 3. The aggregator, then the caller's inspect function (which may end
+ * the step: OPTIM_STEP_SKIP). */
+static int stage_aggregate(step *s, optim_error *err)
+{
+    int rc = OPTIM_OK;
+    if (s->agg_src->aggregator.fn && !(s->o->flags & OPTIM_STEP_NO_AGGREGATE))
+        rc = run_user_fn(s, s->agg_src->aggregator.fn, s->agg_src->aggregator.user, "gradient aggregator",
+                         0, err);
+    if (!rc && s->o->inspect) rc = run_user_fn(s, s->o->inspect, s->o->inspect_user, "inspect function", 1, err);
+    return rc;
+}
+
+/* 4. With Keras 3's accumulation first (an accumulating call stops there);
+ * then clipvalue, clipnorm, global_clipnorm and user transformers, all on
+ * sparse rows as given; then duplicates are summed (stage 7's input). */
+static int stage_transform(step *s, optim_error *err)
+{
+    const optim__k3 *k = &s->k3;
+    int rc = k->acc_steps ? accumulation(s, err) : OPTIM_OK;
+    if (rc) return rc;
+    if (k->update && clip_all(s, k->acc_steps ? 0 : k->lsf)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    for (size_t t = 0; k->update && t < s->tf_src->ntransformers; t++) {
+        const optim__fn_entry *f = &s->tf_src->transformers[t];
+        if ((rc = run_user_fn(s, f->fn, f->user, "gradient transformer", 0, err))) return rc;
     }
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_SPARSE && !s->works[i].idx && dedup(s, &s->works[i]))
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    if (k3.update && make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (k->update && make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     int fused = 0;
     for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused;
-    if (fused) {
-        s->scratch = optim__malloc((size_t)s->nthreads * CHUNK * sizeof(double));
-        if (!s->scratch) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    }
-    /* 5. Slots for variables seen for the first time, in pair order. */
+    if (fused && !(s->scratch = step_alloc(s, (size_t)s->nthreads * OPTIM__CHUNK * sizeof(double))))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    return OPTIM_OK;
+}
+
+/* 5. Slots for variables seen for the first time, in pair order; nothing
+ * can fail after this stage. */
+static int stage_create_slots(step *s, optim_error *err)
+{
+    optim_optimizer *opt = s->opt;
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
     for (size_t i = 0; i < s->nworks; i++) {
-        rc = optim__track_var(opt, s->works[i].var, err);
+        int rc = optim__track_var(opt, s->works[i].var, err);
         if (rc) {
             optim__rollback_vars(opt, nv, ns, nn);
             return rc;
@@ -706,49 +599,152 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, uint32_t fla
         const double rate = opt->gen == OPTIM_KERAS3 && opt->cls.weight_decay
                                 ? opt->cls.weight_decay(opt, w->var, wd) : wd;
         w->wd = rate > 0 && optim__use_weight_decay(opt, w->var) ? rate : 0;
-        if (s->k3) s->k3[i].entry = w->entry;
+        if (s->k3g) s->k3g[i].entry = w->entry;
     }
-    s->nbase = optim__k3_nslots(opt);
-    /* Nothing below can fail. An accumulating call only accumulates. */
-    if (!k3.update) optim__k3_accumulate(opt, &k3, s->k3, s->nworks, s->nthreads);
-    /* The update rule sees Keras's `iterations` (the counter divided by
-     * gradient_accumulation_steps) as optim_iterations. */
-    const int64_t counter = opt->iterations;
-    opt->iterations = k3.iterations;
-    /* 6. Per-step coefficients, once per dtype. */
-    if (k3.update && opt->cls.prepare) {
-        int seen[2] = {0, 0};
-        for (size_t i = 0; i < s->nworks; i++) seen[s->works[i].dtype == OPTIM_F64] = 1;
-        if (seen[0]) opt->cls.prepare(opt, OPTIM_F32, opt->coef[0]);
-        if (seen[1]) opt->cls.prepare(opt, OPTIM_F64, opt->coef[1]);
-    }
-    /* 7. Update, all variables at once. */
+    return OPTIM_OK;
+}
+
+/* 6. Per-step coefficients, once per dtype. From here to the end of the
+ * update the hooks see Keras's `iterations` (k3.iterations: the counter
+ * divided by gradient_accumulation_steps) as optim_iterations. */
+static void stage_prepare(step *s)
+{
+    optim_optimizer *opt = s->opt;
+    opt->hook_iterations = s->k3.iterations;
+    opt->in_hooks = 1;
+    if (!s->k3.update || !opt->cls.prepare) return;
+    int seen[2] = {0, 0};
+    for (size_t i = 0; i < s->nworks; i++) seen[s->works[i].dtype == OPTIM_F64] = 1;
+    if (seen[0]) opt->cls.prepare(opt, OPTIM_F32, opt->coef[0]);
+    if (seen[1]) opt->cls.prepare(opt, OPTIM_F64, opt->coef[1]);
+}
+
+/* 7. Update, all variables at once (an accumulating call only
+ * accumulates); then Keras 3's accumulator reset and moving averages. */
+static void stage_update(step *s)
+{
+    optim_optimizer *opt = s->opt;
+    if (!s->k3.update) optim__k3_accumulate(&s->k3, s->k3g, s->nworks, s->nthreads);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
     for (size_t t = 0; t < s->ntasks; t++) run_task(s, &s->tasks[t], omp_get_thread_num());
-    opt->iterations = counter;
-    /* Keras 3: reset the accumulators, update the moving averages of every
-     * tracked variable and overwrite the variables with them when due. */
-    optim__k3_after_update(opt, &k3, s->nthreads);
-    /* 8. Constraints, then the counter. */
+    opt->in_hooks = 0;
+    optim__k3_after_update(opt, &s->k3, s->nthreads);
+}
+
+/* 8. Constraints, then the counter (unless the caller takes either). */
+static void stage_finish(step *s)
+{
+    if (!(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
-    for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
-    opt->iterations++;
+        for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
+    }
+    if (!(s->o->flags & OPTIM_STEP_NO_ADVANCE)) s->opt->iterations++;
+}
+
+/* The stages in order. Returns OPTIM_STEP_SKIP when an inspect function
+ * ended the step (before anything changed). */
+static int pipeline(step *s, const optim_grad_var *pairs, size_t n, optim_error *err)
+{
+    optim_optimizer *opt = s->opt;
+    int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err); /* 1 (check.c) */
+    if (!rc) rc = optim__resolve(opt, err);                              /* 1: this step's values */
+    if (!rc && opt->iterations >= OPTIM_ITERATIONS_MAX)
+        rc = optim__err(err, OPTIM_ERANGE, "%s: iterations is %lld, the largest count "
+                        "(OPTIM_ITERATIONS_MAX): no step can follow", opt->cls.name, (long long)opt->iterations);
+    if (!rc) rc = stage_skip_absent(s, pairs, n, err);                   /* 2 */
+    if (!rc) rc = stage_aggregate(s, err);                               /* 3 */
+    if (rc) return rc;
+    optim__k3_begin(opt, &s->k3);
+    rc = stage_transform(s, err);                                        /* 4 */
+    if (!rc) rc = stage_create_slots(s, err);                            /* 5 */
+    if (rc) return rc;
+    stage_prepare(s);                                                    /* 6 */
+    stage_update(s);                                                     /* 7 */
+    stage_finish(s);                                                     /* 8 */
     return OPTIM_OK;
+}
+
+/* ---- entry points ---------------------------------------------------------------------------- */
+
+optim_step_options optim_step_options_defaults(void)
+{
+    optim_step_options o;
+    memset(&o, 0, sizeof o);
+    o.size = sizeof o;
+    return o;
+}
+
+static int run_pipeline(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                        const optim_step_options *o)
+{
+    step s;
+    memset(&s, 0, sizeof s);
+    s.opt = opt;
+    s.o = o;
+    s.agg_src = o->aggregation ? o->aggregation : opt;
+    s.clip_src = o->clipping ? o->clipping : opt;
+    s.tf_src = o->transformers ? o->transformers : opt;
+    s.nthreads = o->num_threads > 0 ? o->num_threads : optim_num_threads(opt);
+    optim__arena_reset(&opt->arena);
+    optim_error err;
+    optim__err_clear(&err);
+    int rc = pipeline(&s, pairs, n, &err);
+    return rc < 0 ? optim__opt_take(opt, &err) : rc;
+}
+
+/* The options as this library version reads them (an older caller's
+ * shorter struct is zero-extended); NULL: defaults. */
+static int read_options(optim_optimizer *opt, const optim_step_options *in, optim_step_options *o)
+{
+    *o = optim_step_options_defaults();
+    if (!in) return OPTIM_OK;
+    if (in->size < offsetof(optim_step_options, inspect) || in->size > sizeof *o)
+        return optim__opt_err(opt, OPTIM_EVERSION, "optim_step: options size %u, expected %zu..%zu "
+                              "(take them from optim_step_options_defaults)",
+                              (unsigned)in->size, offsetof(optim_step_options, inspect), sizeof *o);
+    memcpy(o, in, in->size);
+    o->size = sizeof *o;
+    if (o->num_threads < 0)
+        return optim__opt_err(opt, OPTIM_EINVAL, "optim_step: num_threads is %d, expected >= 0",
+                              o->num_threads);
+    if ((o->flags & OPTIM_STEP_SET_ITERATIONS) && o->iterations < 0)
+        return optim__opt_err(opt, OPTIM_ERANGE, "optim_step: iterations is %lld, expected >= 0",
+                              (long long)o->iterations);
+    return OPTIM_OK;
+}
+
+
+int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *options)
+{
+    if (!opt) return OPTIM_EINVAL;
+    opt->errmsg[0] = '\0';
+    optim_step_options o;
+    int rc = read_options(opt, options, &o);
+    if (rc) return rc;
+    if (n && !pairs) return optim__opt_err(opt, OPTIM_EINVAL, "%s: pairs is NULL", opt->cls.name);
+    /* A version-1 wrapper (apply_gradients only) processes its gradients and
+     * constraints itself; the counter options apply around it, an inspect
+     * function cannot. */
+    if (!opt->cls.step && opt->cls.apply_gradients && o.inspect)
+        return optim__opt_err(opt, OPTIM_ENOTSUP,
+                              "%s: the class overrides apply_gradients but has no step hook, so it "
+                              "cannot take an inspect function (give it a step hook, optim/step.h)",
+                              opt->cls.name);
+    const int64_t counter = opt->iterations;
+    if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
+    if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);
+    else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags & OPTIM_STEP_NO_AGGREGATE);
+    else rc = run_pipeline(opt, pairs, n, &o);
+    /* Failed, or ended by the inspect function: the counter as it was. */
+    if (rc && (o.flags & OPTIM_STEP_SET_ITERATIONS)) opt->iterations = counter;
+    if (!rc && (o.flags & OPTIM_STEP_NO_ADVANCE) && !opt->cls.step && opt->cls.apply_gradients)
+        opt->iterations = o.flags & OPTIM_STEP_SET_ITERATIONS ? o.iterations : counter;
+    return rc == OPTIM_STEP_SKIP ? OPTIM_OK : rc;
 }
 
 int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
 {
-    if (!opt) return OPTIM_EINVAL;
-    opt->errmsg[0] = '\0';
-    if (opt->cls.apply_gradients) return opt->cls.apply_gradients(opt, pairs, n, flags);
-    if (n && !pairs) return optim__opt_err(opt, OPTIM_EINVAL, "%s: pairs is NULL", opt->cls.name);
-    step s;
-    memset(&s, 0, sizeof s);
-    s.opt = opt;
-    optim_error err;
-    optim__err_clear(&err);
-    int rc = pipeline(&s, pairs, n, flags, &err);
-    step_free(&s);
-    if (rc) return optim__opt_take(opt, &err);
-    return OPTIM_OK;
+    optim_step_options o = optim_step_options_defaults();
+    o.flags = flags & OPTIM_APPLY_NO_AGGREGATE;
+    return optim_step(opt, pairs, n, &o);
 }

@@ -14,9 +14,12 @@
 #ifndef OPTIM_OPTIMIZER_IMPL_H
 #define OPTIM_OPTIMIZER_IMPL_H
 
+#include "core/arena.h"
 #include "core/internal.h"
 #include "core/ptrmap.h"
 #include "optim/optimizer_class.h"
+#include "optim/step.h"
+#include "optimizer/config_ex.h"
 #include "optimizer/params.h"
 
 /* The kinds a hyperparameter value can take (Keras: number, variable,
@@ -55,8 +58,11 @@ typedef struct optim__var_entry {
     optim_var *var;      /* borrowed */
     int64_t numel;       /* as first seen, to catch a reused address */
     optim_dtype dtype;
-    int nslots;
+    int nslots;          /* all of them: the class's own, then the base's */
+    int nown;            /* the class's own (create_slots), first in slot_ids */
     size_t slot_ids[OPTIM_MAX_SLOTS];
+    optim_var *average;      /* Keras 3's base slots (keras3_options.h), NULL if none */
+    optim_var *accumulator;
 } optim__var_entry;
 
 typedef struct optim__fn_entry {
@@ -72,7 +78,11 @@ struct optim_optimizer {
     const optim_param **params;
     optim__hyper *hypers;
     double *values;            /* resolved for the current step */
-    int64_t iterations;
+    int64_t iterations;        /* the step counter */
+    /* While a step runs its hooks (stages 6 and 7), the count they see as
+     * optim_iterations(): Keras 3's counter // gradient_accumulation_steps. */
+    int64_t hook_iterations;
+    int in_hooks;
     int built;                 /* variable set fixed by optim_build */
     int num_threads;
 
@@ -95,8 +105,19 @@ struct optim_optimizer {
 
     void *state;
     void *coef[2];             /* per dtype: [0] f32, [1] f64 */
+    optim__arena arena;        /* the running step's buffers, reused step after step */
+    uint64_t weights_version;  /* changes whenever a weight is added, removed or moved */
+    char **weight_names;       /* optim_weight_name's qualified names (weights.c), or NULL */
+    uint64_t names_version;    /* the weights (of every level) they were computed for */
     char errmsg[OPTIM_ERRMSG_MAX];
 };
+
+/* Whether the optimizer runs the base pipeline (apply.c), rather than a
+ * wrapper's step or apply_gradients hook. */
+static inline int optim__runs_pipeline(const optim_optimizer *opt)
+{
+    return !opt->cls.step && !opt->cls.apply_gradients;
+}
 
 /* Formats the optimizer's message; returns code (optim_set_error). */
 #define optim__opt_err optim_set_error
@@ -111,12 +132,6 @@ const char *const *optim__choices(const optim_optimizer *opt, size_t i);
 /* Whether param i exists in the optimizer's generation. */
 int optim__param_in_gen(const optim_optimizer *opt, size_t i);
 
-/* optim_from_json with `pre` run on the new optimizer before its config keys
- * are read (wrappers install their inner optimizer there). If pre fails or
- * the config is refused, the optimizer is destroyed (and with it whatever
- * pre installed). */
-int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
-                          void *ctx, optim_error *err);
 
 /* Checks h against param i's kind, type and range (not cross-key rules). */
 int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, optim_error *err);
@@ -140,6 +155,8 @@ int optim__validate(optim_optimizer *opt, optim_error *err);
 optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_var *var);
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
+/* Frees the qualified weight names (weights.c). */
+void optim__weight_names_free(optim_optimizer *opt);
 /* Puts the weights created since index `from` in Keras's order: optimizer-
  * level weights first, then slot kind by slot kind (all "m", then all "v"),
  * each in variable order, as Keras's _create_slots(var_list) builds them. */

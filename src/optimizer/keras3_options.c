@@ -39,7 +39,7 @@
 #include <omp.h>
 #include <string.h>
 
-#define CHUNK 8192 /* elements per task, as in apply.c */
+#include "core/parallel.h"
 
 /* ---- configuration --------------------------------------------------------------- */
 
@@ -47,7 +47,7 @@
  * base pipeline (a wrapper's apply_gradients replaces it). */
 static int runs_options(const optim_optimizer *opt)
 {
-    return opt->gen == OPTIM_KERAS3 && !opt->cls.apply_gradients;
+    return opt->gen == OPTIM_KERAS3 && optim__runs_pipeline(opt);
 }
 
 /* A non-dynamic base option as configured: NAN for None. */
@@ -73,11 +73,6 @@ int optim__k3_wants_average(const optim_optimizer *opt)
 int optim__k3_wants_accumulator(const optim_optimizer *opt)
 {
     return runs_options(opt) && acc_steps_of(opt) != 0;
-}
-
-int optim__k3_nslots(const optim_optimizer *opt)
-{
-    return optim__k3_wants_average(opt) + optim__k3_wants_accumulator(opt);
 }
 
 int optim__k3_average_copies(const optim_optimizer *opt)
@@ -119,14 +114,6 @@ void optim__k3_begin(const optim_optimizer *opt, optim__k3 *k)
     }
 }
 
-/* Whether the variable entry has a slot of that name. */
-static int entry_has(const optim_optimizer *opt, const optim__var_entry *e, const char *name)
-{
-    for (int j = 0; j < e->nslots; j++)
-        if (strcmp(opt->slot_names[opt->slots[e->slot_ids[j]].name_id], name) == 0) return 1;
-    return 0;
-}
-
 int optim__k3_validate(optim_optimizer *opt, optim_error *err)
 {
     if (opt->gen != OPTIM_KERAS3) return OPTIM_OK;
@@ -158,7 +145,7 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
                           cn, lsf);
     const int acc = !isnan(steps) && steps != 0;
     /* A wrapper of several optimizers (MultiOptimizer) hands loss_scale_factor on to them. */
-    if (opt->cls.apply_gradients && (ema || acc || (!isnan(lsf) && !opt->cls.inner_at)))
+    if (!optim__runs_pipeline(opt) && (ema || acc || (!isnan(lsf) && !opt->cls.inner_at)))
         return optim__err(err, OPTIM_ENOTSUP,
                           "%s: %s is set, but %s replaces the base class's apply_gradients (a "
                           "wrapper); set it on the inner optimizer",
@@ -166,10 +153,10 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
                           cn);
     /* The base slots are made when a variable is first tracked (Keras's
      * build); like Keras, the options that create them cannot change after. */
-    if (opt->nvars > 0 && !opt->cls.apply_gradients) {
+    if (opt->nvars > 0 && optim__runs_pipeline(opt)) {
         const optim__var_entry *e = &opt->vars[0];
-        int had_ema = entry_has(opt, e, OPTIM__SLOT_AVERAGE);
-        int had_acc = entry_has(opt, e, OPTIM__SLOT_ACCUMULATOR);
+        int had_ema = e->average != NULL;
+        int had_acc = e->accumulator != NULL;
         if (had_ema != ema)
             return optim__err(err, OPTIM_ESTATE,
                               "%s: use_ema cannot change once the optimizer has slots for its %zu "
@@ -186,14 +173,6 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
 }
 
 /* ---- the passes ---------------------------------------------------------------------- */
-
-/* Data of a tracked variable's base slot: which = 0 average, 1 accumulator. */
-static void *base_slot(const optim_optimizer *opt, const optim__var_entry *e, int which)
-{
-    int ema = optim__k3_wants_average(opt);
-    int k = e->nslots - optim__k3_nslots(opt) + (which == 1 ? ema : 0);
-    return optim_var_data(opt->slots[e->slot_ids[k]].var);
-}
 
 #define UNSCALE(T)                                                                       \
     static void unscale_##T(const T *restrict src, T *restrict dst, int64_t n, T s)      \
@@ -247,23 +226,26 @@ MEAN_DENSE(double)
 EMA(float)
 EMA(double)
 
-static int64_t nchunks(int64_t numel) { return (numel + CHUNK - 1) / CHUNK; }
+/* Rows per task of a sparse pass: about one chunk of elements. */
+static int64_t rows_per_task(int64_t row_size)
+{
+    return row_size >= OPTIM__CHUNK ? 1 : OPTIM__CHUNK / (row_size > 0 ? row_size : 1);
+}
 
-void optim__k3_accumulate(const optim_optimizer *opt, const optim__k3 *k, const optim__k3_grad *g,
-                          size_t n, int nthreads)
+void optim__k3_accumulate(const optim__k3 *k, const optim__k3_grad *g, size_t n, int nthreads)
 {
     /* Dense gradients by chunks; rows (unique indices, so no two tasks share
      * an element) by chunks of rows. */
 #pragma omp parallel num_threads(nthreads)
     for (size_t v = 0; v < n; v++) {
         const optim__k3_grad *x = &g[v];
-        char *acc = base_slot(opt, x->entry, 1);
+        char *acc = optim_var_data(x->entry->accumulator);
         const size_t esz = optim_dtype_size(x->dtype);
         if (x->dense) {
-            const int64_t nc = nchunks(x->numel);
+            const int64_t nc = optim__nchunks(x->numel);
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t c = 0; c < nc; c++) {
-                int64_t off = c * CHUNK, cnt = x->numel - off < CHUNK ? x->numel - off : CHUNK;
+                int64_t off = c * OPTIM__CHUNK, cnt = optim__chunk_len(x->numel, off);
                 const size_t b = (size_t)off * esz;
                 const char *gp = (const char *)x->dense + b;
                 if (x->dtype == OPTIM_F32)
@@ -272,7 +254,7 @@ void optim__k3_accumulate(const optim_optimizer *opt, const optim__k3 *k, const 
                     acc_dense_double((double *)(acc + b), (const double *)gp, cnt, k->lsf);
             }
         } else {
-            const int64_t rs = x->row_size, per = rs >= CHUNK ? 1 : CHUNK / (rs > 0 ? rs : 1);
+            const int64_t rs = x->row_size, per = rows_per_task(rs);
             const int64_t nc = (x->n + per - 1) / per;
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t c = 0; c < nc; c++) {
@@ -287,8 +269,7 @@ void optim__k3_accumulate(const optim_optimizer *opt, const optim__k3 *k, const 
     }
 }
 
-void optim__k3_mean(const optim_optimizer *opt, const optim__k3 *k, const optim__k3_grad *g,
-                    size_t n, int nthreads)
+void optim__k3_mean(const optim__k3 *k, const optim__k3_grad *g, size_t n, int nthreads)
 {
     const double steps = (double)k->acc_steps;
 #pragma omp parallel num_threads(nthreads)
@@ -296,12 +277,12 @@ void optim__k3_mean(const optim_optimizer *opt, const optim__k3 *k, const optim_
         /* Dense gradients, and the zero rows of sparse ones. */
         for (size_t v = 0; v < n; v++) {
             const optim__k3_grad *x = &g[v];
-            const char *acc = x->entry ? base_slot(opt, x->entry, 1) : NULL;
+            const char *acc = x->entry ? optim_var_cdata(x->entry->accumulator) : NULL;
             const size_t esz = optim_dtype_size(x->dtype);
-            const int64_t nc = nchunks(x->numel);
+            const int64_t nc = optim__nchunks(x->numel);
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t c = 0; c < nc; c++) {
-                int64_t off = c * CHUNK, cnt = x->numel - off < CHUNK ? x->numel - off : CHUNK;
+                int64_t off = c * OPTIM__CHUNK, cnt = optim__chunk_len(x->numel, off);
                 size_t b = (size_t)off * esz;
                 const char *gp = x->dense ? (const char *)x->dense + b : NULL;
                 const char *ap = acc ? acc + b : NULL;
@@ -318,9 +299,9 @@ void optim__k3_mean(const optim_optimizer *opt, const optim__k3 *k, const optim_
         for (size_t v = 0; v < n; v++) {
             const optim__k3_grad *x = &g[v];
             if (x->dense) continue;
-            const char *acc = x->entry ? base_slot(opt, x->entry, 1) : NULL;
+            const char *acc = x->entry ? optim_var_cdata(x->entry->accumulator) : NULL;
             const size_t esz = optim_dtype_size(x->dtype);
-            const int64_t rs = x->row_size, per = rs >= CHUNK ? 1 : CHUNK / (rs > 0 ? rs : 1);
+            const int64_t rs = x->row_size, per = rows_per_task(rs);
             const int64_t nc = (x->n + per - 1) / per;
 #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t c = 0; c < nc; c++) {
@@ -347,13 +328,13 @@ void optim__k3_after_update(optim_optimizer *opt, const optim__k3 *k, int nthrea
     for (size_t v = 0; v < opt->nvars; v++) {
         const optim__var_entry *e = &opt->vars[v];
         const size_t esz = optim_dtype_size(e->dtype);
-        char *acc = reset ? base_slot(opt, e, 1) : NULL;
-        char *avg = k->ema ? base_slot(opt, e, 0) : NULL;
+        char *acc = reset ? optim_var_data(e->accumulator) : NULL;
+        char *avg = k->ema ? optim_var_data(e->average) : NULL;
         char *w = optim_var_data(e->var);
-        const int64_t nc = nchunks(e->numel);
+        const int64_t nc = optim__nchunks(e->numel);
 #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t c = 0; c < nc; c++) {
-            int64_t off = c * CHUNK, cnt = e->numel - off < CHUNK ? e->numel - off : CHUNK;
+            int64_t off = c * OPTIM__CHUNK, cnt = optim__chunk_len(e->numel, off);
             size_t b = (size_t)off * esz;
             if (acc) memset(acc + b, 0, (size_t)cnt * esz);
             if (!avg) continue;
@@ -382,7 +363,7 @@ int optim_finalize_variable_values(optim_optimizer *opt)
     for (size_t v = 0; v < opt->nvars; v++) {
         const optim__var_entry *e = &opt->vars[v];
         const size_t bytes = (size_t)e->numel * optim_dtype_size(e->dtype);
-        if (bytes) memcpy(optim_var_data(e->var), base_slot(opt, e, 0), bytes);
+        if (bytes) memcpy(optim_var_data(e->var), optim_var_cdata(e->average), bytes);
     }
     return OPTIM_OK;
 }

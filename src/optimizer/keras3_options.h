@@ -37,10 +37,9 @@ typedef struct optim__k3 {
 void optim__k3_begin(const optim_optimizer *opt, optim__k3 *k);
 
 /* Whether variables tracked from now on get the base slots "average" and
- * "gradient_accumulator", and how many that is (0..2). */
+ * "gradient_accumulator" (their entries then hold them by handle). */
 int optim__k3_wants_average(const optim_optimizer *opt);
 int optim__k3_wants_accumulator(const optim_optimizer *opt);
-int optim__k3_nslots(const optim_optimizer *opt);
 /* Whether a variable tracked now starts its average as a copy of itself
  * (tracked after Keras's first step) rather than as zeros. */
 int optim__k3_average_copies(const optim_optimizer *opt);
@@ -73,14 +72,12 @@ void optim__k3_unscale(optim_dtype dt, const void *src, void *dst, int64_t n, do
 
 /* An accumulating call: accumulator = g / lsf + accumulator for each
  * gradient (dense gradients unscaled here, rows already unscaled). */
-void optim__k3_accumulate(const optim_optimizer *opt, const optim__k3 *k, const optim__k3_grad *g,
-                          size_t n, int nthreads);
+void optim__k3_accumulate(const optim__k3 *k, const optim__k3_grad *g, size_t n, int nthreads);
 
 /* An updating call with accumulation: out = (g / lsf + accumulator) / steps,
  * dense (rows are scattered into zeros first; a variable without slots yet
  * has a zero accumulator). Writes only the out buffers. */
-void optim__k3_mean(const optim_optimizer *opt, const optim__k3 *k, const optim__k3_grad *g,
-                    size_t n, int nthreads);
+void optim__k3_mean(const optim__k3 *k, const optim__k3_grad *g, size_t n, int nthreads);
 
 /* After the update (or the accumulation), over every tracked variable:
  * reset the accumulators (updating calls), update the moving averages, and

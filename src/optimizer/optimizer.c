@@ -401,6 +401,8 @@ void optim_destroy(optim_optimizer *opt)
     free(opt->vars);
     optim__ptrmap_free(&opt->var_index);
     optim__weight_decay_free(opt);
+    optim__weight_names_free(opt);
+    optim__arena_free(&opt->arena);
     free(opt->transformers);
     free(opt->params);
     for (size_t i = 0; opt->hypers && i < opt->nparams; i++)

@@ -240,9 +240,10 @@ static int class_header_check(const optim_class *cls, optim_error *err)
                           (unsigned)cls->size, (unsigned)cls->version, min, OPTIM_CLASS_VERSION);
     if (!cls->name || !cls->name[0])
         return optim__err(err, OPTIM_EINVAL, "optimizer class: name is empty");
-    if (!cls->apply_dense && !cls->apply_gradients)
+    const int has_step = cls->size >= offsetof(optim_class, step) + sizeof cls->step && cls->step;
+    if (!cls->apply_dense && !cls->apply_gradients && !has_step)
         return optim__err(err, OPTIM_EINVAL,
-                          "optimizer class '%s': needs apply_dense or apply_gradients", cls->name);
+                          "optimizer class '%s': needs apply_dense, step or apply_gradients", cls->name);
     if (cls->apply_sparse_duplicate_indices && !cls->apply_sparse)
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': apply_sparse_duplicate_indices needs apply_sparse "

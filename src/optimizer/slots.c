@@ -27,10 +27,13 @@ static int add_base_slots(optim_optimizer *opt, optim_var *var, optim_error *err
     const int want[2] = {optim__k3_wants_average(opt), optim__k3_wants_accumulator(opt)};
     const optim_slot_init init[2] = {
         optim__k3_average_copies(opt) ? OPTIM_SLOT_COPY : OPTIM_SLOT_ZEROS, OPTIM_SLOT_ZEROS};
+    optim__var_entry *e = optim__var_entry_of(opt, var);
+    optim_var **handle[2] = {&e->average, &e->accumulator};
     for (int j = 0; j < 2; j++) {
         if (!want[j]) continue;
         int rc = add_slot(opt, var, names[j], optim_var_rank(var), optim_var_shape(var), init[j], 0);
         if (rc) return optim__err(err, rc, "%s", opt->errmsg);
+        *handle[j] = opt->slots[opt->nslots - 1].var;
     }
     return OPTIM_OK;
 }
@@ -64,6 +67,7 @@ int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
                               opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
         }
     }
+    opt->vars[opt->nvars - 1].nown = opt->vars[opt->nvars - 1].nslots;
     return add_base_slots(opt, var, err);
 }
 
@@ -77,6 +81,7 @@ void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, siz
         else optim_var_destroy(opt->slots[i].var);
     }
     opt->nslots = keep;
+    opt->weights_version++;
     while (opt->nslot_names > nnames) free(opt->slot_names[--opt->nslot_names]);
     while (opt->nvars > nvars) optim__ptrmap_del(&opt->var_index, opt->vars[--opt->nvars].var);
 }
@@ -132,6 +137,7 @@ void optim__order_new_slots(optim_optimizer *opt, size_t from)
         }
         opt->slots[j] = x;
     }
+    opt->weights_version++;
     for (size_t i = from; i < opt->nslots; i++)
         if (opt->slots[i].owner != OPTIM__NO_OWNER)
             opt->vars[opt->slots[i].owner].slot_ids[opt->slots[i].k] = i;
@@ -193,6 +199,7 @@ static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot
     sl->k = e ? e->nslots : 0;
     if (e) e->slot_ids[e->nslots++] = opt->nslots;
     opt->nslots++;
+    opt->weights_version++;
     if (out) *out = v;
     return OPTIM_OK;
 }
@@ -304,17 +311,67 @@ size_t optim_get_slot_names(const optim_optimizer *opt, const char **names, size
 
 static int track(optim_optimizer *opt, optim_var *const *vars, size_t n);
 
+optim_savepoint optim_savepoint_get(const optim_optimizer *opt)
+{
+    optim_savepoint sp = {0, 0, 0, 0};
+    if (opt) sp = (optim_savepoint){opt->nvars, opt->nslots, opt->nslot_names, opt->iterations};
+    return sp;
+}
+
+void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
+{
+    /* Only backwards: a savepoint of another optimizer, or one taken before
+     * an earlier rollback, holds counts above the current ones. */
+    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots || sp->names_ > opt->nslot_names)
+        return;
+    while (opt->nslots > sp->weights_) optim_var_destroy(opt->slots[--opt->nslots].var);
+    opt->weights_version++;
+    while (opt->nslot_names > sp->names_) free(opt->slot_names[--opt->nslot_names]);
+    while (opt->nvars > sp->vars_) optim__ptrmap_del(&opt->var_index, opt->vars[--opt->nvars].var);
+    opt->iterations = sp->iterations_;
+}
+
+/* The optimizer a wrapper builds first (a wrapper of several optimizers
+ * builds each with its variables in create_slots). */
+static optim_optimizer *inner_of(const optim_optimizer *opt)
+{
+    return opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
+}
+
+typedef struct build_level {
+    optim_optimizer *opt;
+    optim_savepoint sp;
+    int built;
+} build_level;
+
+/* A wrapper builds its inner optimizers first, innermost first, as Keras's
+ * wrappers do. If any level fails, every level is put back as it was. */
 int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
 {
-    /* A wrapper builds its inner optimizer first, as Keras's wrappers do (a
-     * wrapper of several builds each with its variables in create_slots). */
-    optim_optimizer *in = opt->cls.inner_at ? NULL : optim__inner_at(opt, 0);
-    if (in && optim_build(in, vars, n)) return optim_set_error(opt, OPTIM_EINVAL, "%s: inner optimizer: %s",
-                                                               opt->cls.name, optim_errmsg(in));
-    int rc = track(opt, vars, n);
-    if (rc) return rc;
-    opt->built = 1;
-    return OPTIM_OK;
+    size_t depth = 0;
+    for (optim_optimizer *o = opt; o; o = inner_of(o)) depth++;
+    build_level *lv = optim__malloc(depth * sizeof *lv);
+    if (!lv) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    size_t d = 0;
+    for (optim_optimizer *o = opt; o; o = inner_of(o)) lv[d++] = (build_level){o, optim_savepoint_get(o), o->built};
+    int rc = OPTIM_OK;
+    size_t failed = 0;
+    for (size_t k = depth; k-- > 0 && !rc;) {
+        rc = track(lv[k].opt, vars, n);
+        if (rc) failed = k;
+        else lv[k].opt->built = 1;
+    }
+    /* The levels built already forget the variables and destroy their slots
+     * (weights of the optimizer itself stay: its class may hold them). */
+    for (size_t k = failed + 1; rc && k < depth; k++) {
+        optim__rollback_vars(lv[k].opt, lv[k].sp.vars_, lv[k].sp.weights_, lv[k].sp.names_);
+        lv[k].opt->built = lv[k].built;
+    }
+    for (size_t k = failed; rc && k-- > 0;)
+        rc = optim_set_error(lv[k].opt, OPTIM_EINVAL, "%s: inner optimizer: %s", lv[k].opt->cls.name,
+                             optim_errmsg(lv[k + 1].opt));
+    free(lv);
+    return rc;
 }
 
 int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n)
@@ -322,16 +379,35 @@ int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n
     return track(opt, vars, n);
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Each of the n variables given once (sorted copy: n log n). */
+static int check_distinct(optim_optimizer *opt, optim_var *const *vars, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!vars[i]) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: vars[%zu] is NULL", i);
+    optim_var **sorted = optim__malloc(n * sizeof *sorted);
+    if (n && !sorted) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
+    if (n) memcpy(sorted, vars, n * sizeof *sorted);
+    if (n) qsort(sorted, n, sizeof *sorted, cmp_ptr);
+    int rc = OPTIM_OK;
+    for (size_t i = 1; i < n && !rc; i++)
+        if (sorted[i] == sorted[i - 1])
+            rc = optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice",
+                                optim_var_name(sorted[i]));
+    free(sorted);
+    return rc;
+}
+
 static int track(optim_optimizer *opt, optim_var *const *vars, size_t n)
 {
     if (n && !vars) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: vars is NULL");
-    for (size_t i = 0; i < n; i++) {
-        if (!vars[i]) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: vars[%zu] is NULL", i);
-        for (size_t j = 0; j < i; j++)
-            if (vars[j] == vars[i])
-                return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice",
-                                      optim_var_name(vars[i]));
-    }
+    int rc = check_distinct(opt, vars, n);
+    if (rc) return rc;
     optim_error err;
     /* Hooks read this step's hyperparameter values (optim_param_value). */
     if (optim__resolve(opt, &err)) return optim__opt_take(opt, &err);

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A wrapper's weights are its iterations, then each inner optimizer's
@@ -41,11 +42,116 @@ size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap)
     return n;
 }
 
+/* ---- names: nested wrappers qualify their weights per level ------------------------------ *
+ *
+ * A weight is listed under its own name (VAR/SLOT, or the weight's name)
+ * unless a weight listed before it, an inner optimizer's, has that name
+ * already (Lookahead in Lookahead: two "w/slow"). It is then listed as
+ * "OPTNAME/NAME" with the name of the optimizer that owns it, or
+ * "OPTNAME_K/NAME" with the first K = 1, 2, ... that is free. */
+
+/* Every weight after iterations, in listing order, with its owner. */
+static size_t list_weights(const optim_optimizer *opt, optim_var **vars, const optim_optimizer **owner)
+{
+    size_t n = 0;
+    const optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) n += list_weights(in, vars + n, owner + n);
+    for (size_t i = 0; i < opt->nslots; i++, n++) {
+        vars[n] = opt->slots[i].var;
+        owner[n] = opt;
+    }
+    return n;
+}
+typedef struct name_set {
+    const char **slot;
+    size_t cap;
+} name_set;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Adds name (kept by pointer); returns 0 if it was there already. */
+static int set_add(name_set *set, const char *name)
+{
+    size_t i = (size_t)hash_str(name) & (set->cap - 1);
+    for (; set->slot[i]; i = (i + 1) & (set->cap - 1))
+        if (strcmp(set->slot[i], name) == 0) return 0;
+    set->slot[i] = name;
+    return 1;
+}
+
+void optim__weight_names_free(optim_optimizer *opt)
+{
+    for (size_t i = 0; opt->weight_names && opt->weight_names[i] != (char *)opt; i++) free(opt->weight_names[i]);
+    free(opt->weight_names);
+    opt->weight_names = NULL;
+}
+
+/* The version of the weights of every level. */
+static uint64_t weights_version(const optim_optimizer *opt)
+{
+    uint64_t v = opt->weights_version + 1;
+    const optim_optimizer *in;
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) v = v * 31 + weights_version(in);
+    return v;
+}
+
+/* The qualified name of weight j owned by o, free in set (malloc'd). */
+static char *qualify(name_set *set, const optim_optimizer *o, const char *name)
+{
+    size_t len = strlen(o->name) + strlen(name) + 24;
+    char *q = malloc(len);
+    for (unsigned k = 0; q; k++) {
+        if (k == 0) snprintf(q, len, "%s/%s", o->name, name);
+        else snprintf(q, len, "%s_%u/%s", o->name, k, name);
+        if (set_add(set, q)) return q;
+    }
+    return NULL;
+}
+
+/* Computes opt->weight_names: NULL where a weight keeps its own name. */
+static int name_weights(optim_optimizer *opt, size_t n)
+{
+    optim__weight_names_free(opt);
+    optim_var **vars = malloc((n + 1) * sizeof *vars);
+    const optim_optimizer **owner = malloc((n + 1) * sizeof *owner);
+    name_set set = {NULL, 16};
+    while (set.cap < 2 * n + 2) set.cap *= 2;
+    set.slot = calloc(set.cap, sizeof *set.slot);
+    char **names = calloc(n + 1, sizeof *names); /* names[n] = opt: the end */
+    int ok = vars && owner && set.slot && names;
+    if (ok) list_weights(opt, vars, owner);
+    if (ok) set_add(&set, "iterations");
+    for (size_t j = 0; ok && j < n; j++)
+        if (!set_add(&set, optim_var_name(vars[j])) && !(names[j] = qualify(&set, owner[j], optim_var_name(vars[j]))))
+            ok = 0;
+    if (names) names[n] = (char *)opt;
+    opt->weight_names = names;
+    opt->names_version = weights_version(opt);
+    if (!ok) optim__weight_names_free(opt);
+    free(vars);
+    free(owner);
+    free(set.slot);
+    return ok;
+}
+
 const char *optim_weight_name(const optim_optimizer *opt, size_t i)
 {
     if (i == 0) return "iterations";
     optim_var *v = weight_var(opt, i);
-    return v ? optim_var_name(v) : NULL;
+    if (!v) return NULL;
+    if (!optim__inner_at(opt, 0)) return optim_var_name(v);
+    /* Names are computed for the weights as they are now, and again after
+     * weights were added, removed or moved at any level. */
+    optim_optimizer *o = (optim_optimizer *)opt;
+    if ((!o->weight_names || o->names_version != weights_version(opt)) &&
+        !name_weights(o, optim_weights_count(opt) - 1))
+        return NULL;
+    return o->weight_names[i - 1] ? o->weight_names[i - 1] : optim_var_name(v);
 }
 
 

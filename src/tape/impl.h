@@ -14,25 +14,7 @@
 #include "core/internal.h"
 #include "optim/tape.h"
 
-/* ---- arena (arena.c) ------------------------------------------------------------- */
-
-typedef struct optim__arena_block optim__arena_block;
-
-typedef struct optim__arena {
-    optim__arena_block *head;  /* current block first */
-    size_t reserved;           /* bytes of all blocks */
-    size_t used_total;         /* bytes handed out since the last reset */
-} optim__arena;
-
-/* 64-byte aligned memory from the arena, NULL if out of memory. */
-void *optim__arena_alloc(optim__arena *a, size_t bytes);
-/* Same, zeroed. */
-void *optim__arena_calloc(optim__arena *a, size_t bytes);
-/* Forgets every allocation. If more than one block was needed, they are
- * merged into one block big enough for the whole batch, so the next batch
- * of the same size allocates nothing. */
-void optim__arena_reset(optim__arena *a);
-void optim__arena_free(optim__arena *a);
+#include "core/arena.h"
 
 /* ---- nodes and the tape ----------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
  * reset to the slow ones. tensorflow_addons/optimizers/lookahead.py
  * (Lookahead: __init__, _create_slots, apply_gradients, _look_ahead_op,
  * _resource_apply_dense / _sparse, get_config); the step mechanics shared
- * with MovingAverage and SWA are in moving_average.c.
+ * with MovingAverage and SWA are in tfa.c.
  *
  * Per step, after the inner optimizer's update of each variable with a
  * gradient, with local_step = iterations + 1 (the shared counter before its
@@ -76,9 +76,11 @@ static int lookahead_create_slots(optim_optimizer *opt, optim_var *var, optim_er
     return optim_add_slot(opt, var, "slow", OPTIM_SLOT_COPY, 0);
 }
 
-static int lookahead_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static int lookahead_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                               const optim_step_options *o)
 {
-    return optim__tfa_step(opt, pairs, n, flags, lookahead_coefs, lookahead_rule);
+    static const optim__tfa_rule r = {"slow", lookahead_coefs, lookahead_rule};
+    return optim__tfa_step(opt, pairs, n, o, &r);
 }
 
 const optim_class optim_lookahead_class = {
@@ -88,10 +90,10 @@ const optim_class optim_lookahead_class = {
     .default_learning_rate = 0.0,
     .params = lookahead_params,
     .n_params = sizeof lookahead_params / sizeof *lookahead_params,
-    .state_size = sizeof(optim__wrapper_state),
+    .state_size = sizeof(optim_wrapper_state),
     .validate = optim__tfa_validate,
     .create_slots = lookahead_create_slots,
-    .apply_gradients = lookahead_apply,
+    .step = lookahead_apply,
     .get_config = optim__tfa_get_config,
     .set_config = optim__tfa_set_config,
     .destroy = optim__wrapper_destroy,

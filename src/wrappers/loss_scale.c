@@ -58,14 +58,13 @@
  * generation. The finiteness check and the step itself are the shared
  * driver in apply_if_finite.c. */
 #include "wrappers/wrapper.h"
-#include "optimizer/keras3_options.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optimizer/impl.h"
+#include "core/internal.h"
 
 #define INF INFINITY
 #define INNER_KEY "inner_optimizer"
@@ -89,16 +88,16 @@ static const optim_param lso_params[] = {
 };
 
 typedef struct lso_state {
-    optim__wrapper_state w; /* first, for the wrapper plumbing */
+    optim_wrapper_state w; /* first, for the wrapper plumbing */
     optim_var *counter;     /* step_counter / good_steps: float64 scalar */
     optim_var *scale;       /* dynamic_scale / current_loss_scale: float32 scalar */
 } lso_state;
 
-static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags);
+static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o);
 
 static int is_lso(const optim_optimizer *opt)
 {
-    return opt && optim_class_of(opt)->apply_gradients == lso_apply;
+    return opt && optim_class_of(opt)->step == lso_apply;
 }
 
 static int legacy(const optim_optimizer *opt) { return optim_generation_of(opt) == OPTIM_LEGACY; }
@@ -173,7 +172,7 @@ static int lso_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
     return lso_weights(opt);
 }
 
-static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
 {
     lso_state *st = optim_state(opt);
     const int leg = legacy(opt), dyn = dynamic(opt);
@@ -182,7 +181,7 @@ static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n
     const double divisor = leg ? 0.0 : (double)(float)current_scale(opt);
     const double growth = growth_steps(opt);
     int finite;
-    int rc = optim__finite_step(opt, pairs, n, flags, dyn, divisor, lso_weights, lso_forget, &finite);
+    int rc = optim__finite_step(opt, pairs, n, o, dyn, divisor, lso_weights, lso_forget, &finite);
     if (rc || !dyn) return rc;
     float *s = optim_var_data(st->scale);
     double *c = optim_var_data(st->counter);
@@ -250,8 +249,7 @@ static int lso_validate(optim_optimizer *opt, optim_error *err)
         if (optim_get_hyper(inner, "loss_scale_factor", &lsf) == 0 && !isnan(lsf) &&
             (rc = optim_set_hyper(inner, "loss_scale_factor", NAN)))
             return fail(err, rc, "LossScaleOptimizer: inner optimizer: %s", optim_errmsg(inner));
-        opt->iterations = optim_iterations(inner);
-        return OPTIM_OK;
+        return optim_set_iterations(opt, optim_iterations(inner));
     }
     if (is_lso(inner))
         return fail(err, OPTIM_EINVAL,
@@ -272,8 +270,7 @@ static int lso_validate(optim_optimizer *opt, optim_error *err)
                         "LossScaleOptimizer: dynamic cannot become false once the dynamic loss "
                         "scale exists (its weights were created at the first step)");
     }
-    opt->iterations = optim_iterations(inner);
-    return OPTIM_OK;
+    return optim_set_iterations(opt, optim_iterations(inner));
 }
 
 static int lso_set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
@@ -338,7 +335,7 @@ const optim_class optim_loss_scale_class = {
     .state_size = sizeof(lso_state),
     .validate = lso_validate,
     .create_slots = lso_create_slots,
-    .apply_gradients = lso_apply,
+    .step = lso_apply,
     .get_config = lso_get_config,
     .set_config = lso_set_config,
     .destroy = lso_destroy,
@@ -346,6 +343,9 @@ const optim_class optim_loss_scale_class = {
 };
 
 /* ---- public API (optim/wrappers.h) ---------------------------------------------------- */
+
+/* A successful call leaves no message. */
+static int ok(optim_optimizer *opt) { return optim_set_error(opt, OPTIM_OK, "%s", ""); }
 
 static int not_lso(optim_optimizer *opt, const char *fn)
 {
@@ -359,8 +359,7 @@ int optim_loss_scale_get(optim_optimizer *opt, double *scale)
     if (!is_lso(opt)) return not_lso(opt, "optim_loss_scale_get");
     if (!scale) return optim_set_error(opt, OPTIM_EINVAL, "optim_loss_scale_get: scale is NULL");
     *scale = current_scale(opt);
-    opt->errmsg[0] = '\0';
-    return OPTIM_OK;
+    return ok(opt);
 }
 
 int optim_loss_scale_counter(optim_optimizer *opt, int64_t *counter)
@@ -373,8 +372,18 @@ int optim_loss_scale_counter(optim_optimizer *opt, int64_t *counter)
                                "false), so there is no counter (Keras: dynamic_counter is None)");
     const lso_state *st = optim_state(opt);
     *counter = st->counter ? (int64_t)optim_var_get(st->counter, 0) : 0;
-    opt->errmsg[0] = '\0';
-    return OPTIM_OK;
+    return ok(opt);
+}
+
+/* Keras 3's BaseOptimizer.scale_loss: loss * loss_scale_factor, or loss
+ * when it is None (and for the legacy generation, which has no such
+ * option; wrappers keep it at None). */
+static double k3_scale_loss(optim_optimizer *opt, double loss)
+{
+    double lsf = NAN;
+    if (optim_generation_of(opt) != OPTIM_KERAS3 || optim_get_hyper(opt, "loss_scale_factor", &lsf))
+        return loss;
+    return isnan(lsf) ? loss : loss * lsf;
 }
 
 int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled)
@@ -382,9 +391,8 @@ int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled)
     if (!opt) return OPTIM_EINVAL;
     if (!scaled) return optim_set_error(opt, OPTIM_EINVAL, "optim_scale_loss: scaled is NULL");
     /* Any other optimizer: Keras 3's scale_loss (loss * loss_scale_factor). */
-    *scaled = is_lso(opt) ? loss * current_scale(opt) : optim__k3_scale_loss(opt, loss);
-    opt->errmsg[0] = '\0';
-    return OPTIM_OK;
+    *scaled = is_lso(opt) ? loss * current_scale(opt) : k3_scale_loss(opt, loss);
+    return ok(opt);
 }
 
 /* In place, in the gradient's dtype: legacy get_unscaled_gradients
@@ -393,9 +401,8 @@ int optim_scale_loss(optim_optimizer *opt, double loss, double *scaled)
 int optim_unscale_gradients(optim_optimizer *opt, optim_grad_var *pairs, size_t n)
 {
     if (!is_lso(opt)) return not_lso(opt, "optim_unscale_gradients");
-    optim_error err;
-    optim__err_clear(&err);
-    if (optim__finite_check_pairs(opt, pairs, n, 0, &err)) return optim__opt_take(opt, &err);
+    int rc = optim_check_gradients(opt, pairs, n, 0);
+    if (rc) return rc;
     const float s = (float)current_scale(opt);
     const float r = 1.0f / s;
     const int leg = legacy(opt);
@@ -419,6 +426,5 @@ int optim_unscale_gradients(optim_optimizer *opt, optim_grad_var *pairs, size_t 
                 for (int64_t k = 0; k < numel; k++) x[k] = x[k] / sd;
         }
     }
-    opt->errmsg[0] = '\0';
-    return OPTIM_OK;
+    return ok(opt);
 }

@@ -1,6 +1,4 @@
-/* MovingAverage (TF Addons), and the step mechanics TF Addons' three
- * averaging wrappers share (MovingAverage, SWA in swa.c, Lookahead in
- * lookahead.c).
+/* MovingAverage (TF Addons).
  *
  * An exponential moving average of the trained variables (Polyak & Juditsky,
  * "Acceleration of stochastic approximation by averaging", SIAM J. Control
@@ -31,322 +29,17 @@
  * of the variable when it is first seen (`add_slot(var, "average",
  * var.read_value())`).
  *
- * The shared mechanics (TF Addons' wrappers are tf.keras OptimizerV2
- * subclasses whose apply_gradients runs the base OptimizerV2 pipeline on
- * themselves and calls the inner optimizer's _resource_apply_* directly):
- *
- *   1. the pairs are checked; the wrapper's slots are created for the
- *      variables with a gradient (_create_all_weights, before any update);
- *   2. the inner optimizer steps with the WRAPPER's clipvalue / clipnorm /
- *      global_clipnorm, gradient transformers and aggregator (the inner's
- *      own are not used: its apply_gradients never runs), at the wrapper's
- *      iterations (`self._optimizer._iterations = self.iterations`);
- *   3. the wrapper's rule runs on each variable with a gradient, on the
- *      value the inner update left, before the variable's constraint;
- *   4. constraints, then iterations += 1, for both (they share one counter).
- *
- * A failed step changes nothing: the wrapper's new slots are rolled back and
- * the inner optimizer refuses before updating anything. */
+ * The step mechanics shared with SWA and Lookahead are in tfa.c. */
 #include "wrappers/wrapper.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
-#include <omp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optimizers.h"
-#include "optimizer/impl.h"
+#include "core/internal.h"
 
-#define CHUNK 8192 /* elements per task of a wrapper's rule; fixed, so results never depend on threads */
-#define INNER_KEY "optimizer"
+#define SLOT "average"
 #define MAX_INT 9007199254740992.0 /* 2**53: every integer up to it is exact in a double */
-
-/* ---- shared by moving_average.c, swa.c and lookahead.c ------------------------------------------ */
-
-
-/* The clip options of OptimizerV2, in its get_config order. */
-static const int clip_ids[3] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The wrapper's own slot of var (each TF Addons wrapper has one per
- * variable), NULL if the wrapper has not seen var. */
-static optim_var *tfa_slot(const optim_optimizer *opt, const optim_var *var)
-{
-    const optim__var_entry *e = var ? optim__var_entry_of(opt, var) : NULL;
-    return e && e->nslots ? opt->slots[e->slot_ids[0]].var : NULL;
-}
-
-/* Whether var is still the variable the wrapper made its slot for. */
-static int same_as_tracked(const optim_optimizer *opt, const optim_var *var)
-{
-    const optim__var_entry *e = optim__var_entry_of(opt, var);
-    return !e || (e->numel == optim_var_numel(var) && e->dtype == optim_var_dtype(var));
-}
-
-typedef struct tfa_task {
-    size_t v;
-    int64_t off, count;
-} tfa_task;
-
-/* Checks the pairs as the wrapper's own OptimizerV2.apply_gradients would
- * before anything changes, and collects the variables with a gradient. */
-static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_var **vars,
-                       size_t *nv)
-{
-    const char *cn = opt->cls.name;
-    *nv = 0;
-    for (size_t i = 0; i < n; i++) {
-        const optim_grad_var *p = &pairs[i];
-        if (!p->var) return optim_set_error(opt, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
-        if (p->grad.kind == OPTIM_GRAD_NONE) continue;
-        const char *vn = optim_var_name(p->var);
-        if (p->grad.kind == OPTIM_GRAD_SPARSE && optim_var_constraint(p->var))
-            return optim_set_error(opt, OPTIM_EINVAL,
-                                   "%s: sparse gradient of '%s': the variable has a constraint, "
-                                   "which TF Addons' wrappers (tf.keras OptimizerV2) cannot apply "
-                                   "to a sparse update",
-                                   cn, vn);
-        if (opt->built && !optim__var_entry_of(opt, p->var))
-            return optim_set_error(opt, OPTIM_ENOTFOUND,
-                                   "%s: variable '%s' is unknown to this optimizer, which was built "
-                                   "for %zu variables",
-                                   cn, vn, opt->nvars);
-        if (!same_as_tracked(opt, p->var))
-            return optim_set_error(opt, OPTIM_ESTATE,
-                                   "%s: variable '%s' (%lld %s elements) is not the one this "
-                                   "optimizer made slots for; was a variable destroyed while the "
-                                   "optimizer still used it?",
-                                   cn, vn, (long long)optim_var_numel(p->var),
-                                   optim_dtype_name(optim_var_dtype(p->var)));
-        vars[(*nv)++] = p->var;
-    }
-    if (*nv == 0)
-        return optim_set_error(opt, OPTIM_EINVAL,
-                               "%s: no gradients provided for any variable (%zu pairs, all without "
-                               "gradient)",
-                               cn, n);
-    optim_var **sorted = optim__malloc(*nv * sizeof *sorted);
-    if (!sorted) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    memcpy(sorted, vars, *nv * sizeof *sorted);
-    qsort(sorted, *nv, sizeof *sorted, cmp_ptr);
-    for (size_t i = 1; i < *nv; i++)
-        if (sorted[i] == sorted[i - 1]) {
-            const char *vn = optim_var_name(sorted[i]);
-            free(sorted);
-            return optim_set_error(opt, OPTIM_EINVAL,
-                                   "%s: variable '%s' appears more than once in one "
-                                   "apply_gradients call",
-                                   cn, vn);
-        }
-    free(sorted);
-    return OPTIM_OK;
-}
-
-/* One step of a TF Addons wrapper (the file comment's steps 1 to 4).
- * `coefs` gets the wrapper's resolved values and the step (iterations
- * before the increment), writes the rule's constants and returns whether
- * the rule runs at this step; `rule` then runs on contiguous chunks of each
- * variable with a gradient and its wrapper slot, on all threads. */
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags,
-                    int (*coefs)(optim_optimizer *opt, int64_t step, double *coef),
-                    void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count,
-                                 const double *coef))
-{
-    const char *cn = opt->cls.name;
-    optim_optimizer *in = optim__wrapper_inner(opt);
-    if (!in) return optim_set_error(opt, OPTIM_ESTATE, "%s: no inner optimizer", cn);
-    if (n && !pairs) return optim_set_error(opt, OPTIM_EINVAL, "%s: pairs is NULL", cn);
-    optim_var **vars = optim__malloc(n * sizeof *vars);
-    optim_var **slots = optim__malloc(n * sizeof *slots);
-    optim_constraint *saved = optim__calloc(n, sizeof *saved);
-    tfa_task *tasks = NULL;
-    int rc;
-    size_t nv = 0;
-    if (!vars || !slots || !saved) {
-        rc = optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-        goto out;
-    }
-    rc = check_pairs(opt, pairs, n, vars, &nv);
-    if (rc) goto out;
-    size_t ntasks = 0;
-    for (size_t k = 0; k < nv; k++) ntasks += (size_t)((optim_var_numel(vars[k]) + CHUNK - 1) / CHUNK);
-    tasks = optim__malloc(ntasks * sizeof *tasks);
-    if (!tasks) {
-        rc = optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-        goto out;
-    }
-
-    /* 1. The wrapper's slots for the variables it has not seen (and this
-     * step's values of its params, which optim_track_variables resolves). */
-    size_t nv0 = opt->nvars, ns0 = opt->nslots, nn0 = opt->nslot_names, nfresh = 0;
-    for (size_t k = 0; k < nv; k++)
-        if (!optim__var_entry_of(opt, vars[k])) slots[nfresh++] = vars[k];
-    rc = optim_track_variables(opt, slots, nfresh);
-    if (rc) goto out;
-    const int64_t step = opt->iterations;
-    double coef[4] = {0, 0, 0, 0};
-    const int active = coefs(opt, step, coef);
-    size_t t = 0;
-    for (size_t k = 0; k < nv; k++) {
-        slots[k] = tfa_slot(opt, vars[k]);
-        for (int64_t off = 0; off < optim_var_numel(vars[k]); off += CHUNK) {
-            int64_t left = optim_var_numel(vars[k]) - off;
-            tasks[t++] = (tfa_task){k, off, left < CHUNK ? left : CHUNK};
-        }
-    }
-
-    /* 2. The inner step, with the wrapper's gradient processing and
-     * counter, and without constraints (they come after the rule). */
-    optim__hyper clips[3];
-    for (int c = 0; c < 3; c++) {
-        clips[c] = in->hypers[clip_ids[c]];
-        in->hypers[clip_ids[c]] = opt->hypers[clip_ids[c]];
-    }
-    optim__fn_entry *transformers = in->transformers, aggregator = in->aggregator;
-    size_t ntransformers = in->ntransformers;
-    const int threads = in->num_threads;
-    const int64_t inner_it = in->iterations;
-    in->transformers = opt->transformers;
-    in->ntransformers = opt->ntransformers;
-    in->aggregator = opt->aggregator;
-    if (opt->num_threads > 0) in->num_threads = opt->num_threads;
-    in->iterations = step;
-    for (size_t k = 0; k < nv; k++) {
-        const optim_constraint *c = optim_var_constraint(vars[k]);
-        if (!c) continue;
-        saved[k] = *c;
-        optim_var_set_constraint(vars[k], NULL);
-    }
-    rc = optim_apply_gradients(in, pairs, n, flags);
-    for (size_t k = 0; k < nv; k++)
-        if (saved[k].kind != OPTIM_CONSTRAINT_NONE) optim_var_set_constraint(vars[k], &saved[k]);
-    for (int c = 0; c < 3; c++) in->hypers[clip_ids[c]] = clips[c];
-    in->transformers = transformers;
-    in->ntransformers = ntransformers;
-    in->aggregator = aggregator;
-    in->num_threads = threads;
-    if (rc) {
-        in->iterations = inner_it;
-        optim__rollback_vars(opt, nv0, ns0, nn0);
-        rc = optim_set_error(opt, rc, "%s: %s", cn, optim_errmsg(in));
-        goto out;
-    }
-
-    /* 3. The wrapper's rule; 4. constraints and the counter. */
-    const int nthreads = opt->num_threads > 0 ? opt->num_threads : omp_get_max_threads();
-    if (active) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-        for (size_t i = 0; i < ntasks; i++) {
-            const tfa_task *tk = &tasks[i];
-            optim_dtype dt = optim_var_dtype(vars[tk->v]);
-            size_t at = (size_t)tk->off * optim_dtype_size(dt);
-            rule(dt, (char *)optim_var_data(vars[tk->v]) + at, (char *)optim_var_data(slots[tk->v]) + at,
-                 tk->count, coef);
-        }
-    }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (size_t k = 0; k < nv; k++)
-        if (saved[k].kind != OPTIM_CONSTRAINT_NONE) optim_var_apply_constraint(vars[k]);
-    opt->iterations = in->iterations;
-out:
-    free(vars);
-    free(slots);
-    free(saved);
-    free(tasks);
-    return rc;
-}
-
-/* validate: the nested optimizer is required. Of the base options, TF
- * Addons' wrappers (OptimizerV2 subclasses) take clipnorm, clipvalue,
- * global_clipnorm and the legacy `decay` (accepted, unused: the inner
- * optimizer decays its own learning rate); `learning_rate` / `lr` belong to
- * the inner optimizer (the wrappers forward them there and their
- * constructors refuse them), so the wrapper's own stays at 0; Keras 3's
- * options (weight_decay, use_ema, ...) do not exist there and must stay at
- * their defaults. */
-int optim__tfa_validate(optim_optimizer *opt, optim_error *err)
-{
-    int rc = optim__wrapper_require_inner(opt, INNER_KEY, err);
-    if (rc) return rc;
-    const char *cn = opt->cls.name;
-    for (size_t i = 0; i < OPTIM__N_BASE; i++) {
-        if (!optim__param_in_gen(opt, i) || i == OPTIM__P_DECAY || i == OPTIM__P_CLIPNORM ||
-            i == OPTIM__P_CLIPVALUE || i == OPTIM__P_GLOBAL_CLIPNORM)
-            continue;
-        const optim_param *p = opt->params[i];
-        const optim__hyper *h = &opt->hypers[i];
-        double def = i == OPTIM__P_LEARNING_RATE ? opt->cls.default_learning_rate : p->default_value;
-        if (isnan(def) ? h->kind == HYPER_NONE : h->kind == HYPER_NUMBER && h->number == def) continue;
-        char have[48];
-        if (h->kind == HYPER_NUMBER) snprintf(have, sizeof have, "%g", h->number);
-        else snprintf(have, sizeof have, "%s", h->kind == HYPER_NONE ? "None" : "a variable, callable or schedule");
-        if (i == OPTIM__P_LEARNING_RATE)
-            return optim__err(err, OPTIM_EINVAL,
-                              "%s: learning_rate is %s; the learning rate is the inner optimizer's "
-                              "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
-                              "config or on optim_wrapper_inner(opt)",
-                              cn, have, cn, INNER_KEY);
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s: %s is %s; TF Addons' %s has no %s option (expected %s): set it on "
-                          "the inner optimizer",
-                          cn, p->name, have, cn, p->name, isnan(def) ? "None" : "its default");
-    }
-    return OPTIM_OK;
-}
-
-int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,
-                          optim_error *err)
-{
-    if (strcmp(key, INNER_KEY) != 0) return OPTIM_EKEY;
-    return optim__wrapper_set_inner_json(opt, json_value, err);
-}
-
-/* get_config as TF Addons writes it: {**OptimizerV2.get_config(), **own}:
- * name, the clip options that are set (clipnorm, clipvalue,
- * global_clipnorm), "optimizer", then the class's keys in their order. The
- * base's other keys (learning_rate, decay, Keras 3's options) are dropped;
- * the base appends is_legacy_optimizer afterwards for a legacy wrapper. */
-int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg)
-{
-    int rc = optim__wrapper_put_inner(opt, cfg, INNER_KEY);
-    if (rc) return rc;
-    cJSON *obj = cfg->obj;
-    cJSON *fresh = cJSON_CreateObject();
-    if (!fresh) return OPTIM_ENOMEM;
-    size_t nkeys = 5 + opt->cls.n_params;
-    for (size_t k = 0; k < nkeys; k++) {
-        const char *key = k == 0 ? "name"
-                          : k < 4 ? opt->params[clip_ids[k - 1]]->name
-                          : k == 4 ? INNER_KEY
-                                   : opt->cls.params[k - 5].name;
-        cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(obj, key);
-        if (!item) continue;
-        if (k >= 1 && k < 4 && cJSON_IsNull(item)) {
-            cJSON_Delete(item);
-            continue;
-        }
-        if (!cJSON_AddItemToObject(fresh, key, item)) {
-            cJSON_Delete(item);
-            cJSON_Delete(fresh);
-            return OPTIM_ENOMEM;
-        }
-    }
-    /* Swap the contents: cfg->obj is the object the base goes on writing to. */
-    cJSON *old = obj->child;
-    obj->child = fresh->child;
-    fresh->child = old;
-    cJSON_Delete(fresh);
-    return OPTIM_OK;
-}
-
-/* ---- MovingAverage ---------------------------------------------------------------------------------- */
 
 enum { P_AVERAGE_DECAY, P_NUM_UPDATES, P_START_STEP, P_DYNAMIC_DECAY };
 
@@ -362,7 +55,7 @@ static const optim_param ma_params[] = {
 };
 
 typedef struct ma_state {
-    optim__wrapper_state w; /* first, for the wrapper plumbing */
+    optim_wrapper_state w; /* first, for the wrapper plumbing */
     optim_var **model;      /* the variables of the latest step (_model_weights), borrowed */
     size_t nmodel;
 } ma_state;
@@ -415,15 +108,17 @@ static void ma_rule(optim_dtype dt, void *var, void *slot, int64_t n, const doub
 static int ma_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)err;
-    return optim_add_slot(opt, var, "average", OPTIM_SLOT_COPY, 0);
+    return optim_add_slot(opt, var, SLOT, OPTIM_SLOT_COPY, 0);
 }
 
-static int ma_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static const optim__tfa_rule ma = {SLOT, ma_coefs, ma_rule};
+
+static int ma_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
 {
     /* Allocated first, so that nothing can fail after the step. */
     optim_var **model = optim__malloc(n * sizeof *model);
     if (!model) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    int rc = optim__tfa_step(opt, pairs, n, flags, ma_coefs, ma_rule);
+    int rc = optim__tfa_step(opt, pairs, n, o, &ma);
     if (rc) {
         free(model);
         return rc;
@@ -449,13 +144,7 @@ static int ma_get_config(optim_optimizer *opt, optim_config *cfg)
     double nu = NAN, d = 0;
     if (optim_get_hyper(opt, "num_updates", &nu) || isnan(nu)) return OPTIM_OK;
     if (optim_get_hyper(opt, "average_decay", &d)) return OPTIM_EINVAL;
-    cJSON *v = optim__json_exact_number((double)ma_base_decay(d, nu), 1);
-    if (!v) return OPTIM_ENOMEM;
-    if (!cJSON_ReplaceItemInObjectCaseSensitive(cfg->obj, "average_decay", v)) {
-        cJSON_Delete(v);
-        return OPTIM_ENOMEM;
-    }
-    return OPTIM_OK;
+    return optim_config_put_number(cfg, "average_decay", (double)ma_base_decay(d, nu));
 }
 
 static void ma_destroy(optim_optimizer *opt)
@@ -477,7 +166,7 @@ const optim_class optim_moving_average_class = {
     .state_size = sizeof(ma_state),
     .validate = optim__tfa_validate,
     .create_slots = ma_create_slots,
-    .apply_gradients = ma_apply,
+    .step = ma_apply,
     .get_config = ma_get_config,
     .set_config = optim__tfa_set_config,
     .destroy = ma_destroy,
@@ -489,15 +178,18 @@ const optim_class optim_moving_average_class = {
 static int is_averaged(const optim_optimizer *opt)
 {
     const optim_class *c = optim_class_of(opt);
-    return c->apply_gradients == ma_apply || c->apply_gradients == optim_swa_class.apply_gradients;
+    return c->step == ma_apply || c->step == optim_swa_class.step;
 }
+
+/* A successful call leaves no message. */
+static int ok(optim_optimizer *opt) { return optim_set_error(opt, OPTIM_OK, "%s", ""); }
 
 int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t *assigned)
 {
     if (assigned) *assigned = 0;
     if (!opt) return OPTIM_EINVAL;
-    opt->errmsg[0] = '\0';
-    const char *cn = opt->cls.name;
+    ok(opt);
+    const char *cn = optim_class_of(opt)->name;
     if (!is_averaged(opt))
         return optim_set_error(opt, OPTIM_EINVAL,
                                "optim_assign_average_vars: %s is not MovingAverage or SWA (TF "
@@ -507,7 +199,7 @@ int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size
     for (size_t i = 0; i < n; i++) {
         if (!vars[i])
             return optim_set_error(opt, OPTIM_EINVAL, "%s: assign_average_vars: vars[%zu] is NULL", cn, i);
-        if (!same_as_tracked(opt, vars[i]))
+        if (!optim__tfa_same_as_tracked(opt, vars[i], SLOT))
             return optim_set_error(opt, OPTIM_ESTATE,
                                    "%s: assign_average_vars: variable '%s' is not the one this "
                                    "optimizer made an average for",
@@ -515,7 +207,7 @@ int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size
     }
     size_t count = 0;
     for (size_t i = 0; i < n; i++) {
-        optim_var *avg = tfa_slot(opt, vars[i]);
+        optim_var *avg = optim__tfa_slot(opt, vars[i], SLOT);
         if (!avg) continue; /* TF Addons warns and skips it */
         memcpy(optim_var_data(vars[i]), optim_var_cdata(avg),
                (size_t)optim_var_numel(avg) * optim_dtype_size(optim_var_dtype(avg)));
@@ -538,9 +230,9 @@ int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size
 int optim_swap_average_weights(optim_optimizer *opt)
 {
     if (!opt) return OPTIM_EINVAL;
-    opt->errmsg[0] = '\0';
-    const char *cn = opt->cls.name;
-    if (opt->cls.apply_gradients != ma_apply)
+    ok(opt);
+    const char *cn = optim_class_of(opt)->name;
+    if (optim_class_of(opt)->step != ma_apply)
         return optim_set_error(opt, OPTIM_EINVAL,
                                "optim_swap_average_weights: %s is not MovingAverage (TF Addons' "
                                "swap_weights is MovingAverage's)",
@@ -552,13 +244,13 @@ int optim_swap_average_weights(optim_optimizer *opt)
                                "latest apply_gradients call with their averages",
                                cn);
     for (size_t i = 0; i < st->nmodel; i++)
-        if (!same_as_tracked(opt, st->model[i]) || !tfa_slot(opt, st->model[i]))
+        if (!optim__tfa_same_as_tracked(opt, st->model[i], SLOT) || !optim__tfa_slot(opt, st->model[i], SLOT))
             return optim_set_error(opt, OPTIM_ESTATE,
                                    "%s: swap_weights: variable '%s' is not the one this optimizer "
                                    "made an average for",
                                    cn, optim_var_name(st->model[i]));
     for (size_t i = 0; i < st->nmodel; i++) {
-        optim_var *v = st->model[i], *a = tfa_slot(opt, v);
+        optim_var *v = st->model[i], *a = optim__tfa_slot(opt, v, SLOT);
         int64_t n = optim_var_numel(v);
         if (optim_var_dtype(v) == OPTIM_F32) SWAP_LOOP(float, optim_var_data(v), optim_var_data(a), n);
         else SWAP_LOOP(double, optim_var_data(v), optim_var_data(a), n);

@@ -6,7 +6,7 @@
  * `average_period` steps from step `start_averaging` on.
  * tensorflow_addons/optimizers/stochastic_weight_averaging.py (SWA:
  * __init__, average_op, get_config) over average_wrapper.py
- * (AveragedOptimizerWrapper; the step mechanics are in moving_average.c).
+ * (AveragedOptimizerWrapper; the step mechanics are in tfa.c).
  *
  * Per step, with `step` the shared `iterations` before the increment (the
  * counter average_op reads inside the step), after the inner optimizer's
@@ -68,9 +68,11 @@ static int swa_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
     return optim_add_slot(opt, var, "average", OPTIM_SLOT_ZEROS, 0);
 }
 
-static int swa_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+static int swa_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                         const optim_step_options *o)
 {
-    return optim__tfa_step(opt, pairs, n, flags, swa_coefs, swa_rule);
+    static const optim__tfa_rule r = {"average", swa_coefs, swa_rule};
+    return optim__tfa_step(opt, pairs, n, o, &r);
 }
 
 const optim_class optim_swa_class = {
@@ -80,10 +82,10 @@ const optim_class optim_swa_class = {
     .default_learning_rate = 0.0,
     .params = swa_params,
     .n_params = sizeof swa_params / sizeof *swa_params,
-    .state_size = sizeof(optim__wrapper_state),
+    .state_size = sizeof(optim_wrapper_state),
     .validate = optim__tfa_validate,
     .create_slots = swa_create_slots,
-    .apply_gradients = swa_apply,
+    .step = swa_apply,
     .get_config = optim__tfa_get_config,
     .set_config = optim__tfa_set_config,
     .destroy = optim__wrapper_destroy,

@@ -5,11 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "optimizer/impl.h"
+#include "core/internal.h"
+#include "optimizer/config_ex.h"
 
 optim_optimizer *optim__wrapper_inner(const optim_optimizer *opt)
 {
-    const optim__wrapper_state *st = optim_state(opt);
+    const optim_wrapper_state *st = optim_state(opt);
     return st ? st->inner : NULL;
 }
 
@@ -22,19 +23,21 @@ optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt)
 optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, size_t i)
 {
     const optim_class *c = opt ? optim_class_of(opt) : NULL;
-    return c && (c->inner || c->inner_at) ? optim__inner_at(opt, i) : NULL;
+    if (!c) return NULL;
+    if (c->inner_at) return c->inner_at(opt, i);
+    return i == 0 && c->inner ? c->inner(opt) : NULL;
 }
 
 void optim__wrapper_destroy(optim_optimizer *opt)
 {
-    optim__wrapper_state *st = optim_state(opt);
+    optim_wrapper_state *st = optim_state(opt);
     if (st && st->owns_inner) optim_destroy(st->inner);
     if (st) st->inner = NULL;
 }
 
 int optim__wrapper_set_inner_json(optim_optimizer *opt, const char *json_value, optim_error *err)
 {
-    optim__wrapper_state *st = optim_state(opt);
+    optim_wrapper_state *st = optim_state(opt);
     const char *cn = optim_class_of(opt)->name;
     if (st->inner)
         return optim__err(err, OPTIM_EINVAL, "%s: the inner optimizer is given twice", cn);
@@ -68,7 +71,7 @@ int optim__wrapper_require_inner(optim_optimizer *opt, const char *key, optim_er
 
 static int install(optim_optimizer *opt, void *inner)
 {
-    optim__wrapper_state *st = optim_state(opt);
+    optim_wrapper_state *st = optim_state(opt);
     if (!optim_class_of(opt)->inner || !st)
         return optim_set_error(opt, OPTIM_EINVAL, "%s is not a wrapper", optim_class_of(opt)->name);
     st->inner = inner;
@@ -86,7 +89,7 @@ int optim_wrap(optim_optimizer **out, const char *wrapper_json, optim_optimizer 
     optim_optimizer *w;
     int rc = optim__from_config_ex(&w, wrapper_json, install, inner, err);
     if (rc) return rc;
-    ((optim__wrapper_state *)optim_state(w))->owns_inner = 1;
+    ((optim_wrapper_state *)optim_state(w))->owns_inner = 1;
     *out = w;
     return OPTIM_OK;
 }

@@ -1,11 +1,13 @@
-/* The tape's arena: a bump allocator over a list of blocks.
+/* The arena: a bump allocator over a list of blocks.
  *
  * Allocation takes the next 64-byte aligned run of the current block, or
  * starts a new block (at least twice the previous one). Reset forgets every
  * allocation; when a batch needed several blocks, they are replaced by one
- * block that holds the whole batch, so a steady training loop allocates
- * nothing after its first batch. */
-#include "tape/impl.h"
+ * block that holds the whole batch, so a steady training loop (or a
+ * steady sequence of optimizer steps) allocates nothing after its first batch. */
+#include "core/arena.h"
+
+#include <stdint.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,457 @@
+/* The public step API (optim/step.h) and what wrappers built on it promise:
+ * each override of optim_step against the plain step it stands for, bad
+ * input, savepoints; nested wrappers whose weights share a name (qualified
+ * per level, and `optim replay` writes them all); an INIT tensor named like
+ * a weight refused before any step; a failed optim_build on a wrapper
+ * changes nothing at any level. */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "optim/optim.h"
+#include "optimizer/impl.h" /* the step arena, for the steady-state check */
+
+static const double W0[4] = {0.5, -1.0, 2.0, -0.25};
+static const double G0[4] = {3.0, -4.0, 0.5, 1.0};
+
+static optim_grad_var pair_of(optim_var *v, const double *g)
+{
+    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, (void *)g, 1, (int64_t[]){4})), v};
+    return p;
+}
+
+static void assert_same_values(optim_var *a, optim_var *b)
+{
+    for (int64_t i = 0; i < optim_var_numel(a); i++) {
+        if (optim_var_get(a, i) != optim_var_get(b, i))
+            print_error("element %lld: %a (%.17g) != %a (%.17g)\n", (long long)i, optim_var_get(a, i),
+                        optim_var_get(a, i), optim_var_get(b, i), optim_var_get(b, i));
+        assert_true(optim_var_get(a, i) == optim_var_get(b, i));
+    }
+}
+
+/* ---- overrides ------------------------------------------------------------------------ */
+
+/* clipping = another optimizer: the same bits as that clipnorm set on the
+ * stepping optimizer itself; the stepping one's own clipnorm is not used. */
+static void test_clipping_from_another(void **s)
+{
+    (void)s;
+    optim_optimizer *plain = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 1.0}}");
+    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 100.0}}");
+    optim_optimizer *src = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.0}}");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_var *b = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_grad_var pa = pair_of(a, G0), pb = pair_of(b, G0);
+    assert_int_equal(optim_apply_gradients(plain, &pa, 1, 0), 0);
+    optim_step_options o = optim_step_options_defaults();
+    o.clipping = src;
+    assert_int_equal(optim_step(sgd, &pb, 1, &o), 0);
+    assert_same_values(a, b);
+    /* The reference in closed form: w - 0.1 * g / |g|, |g| = sqrt(26.25). */
+    for (int i = 0; i < 4; i++) assert_close(optim_var_get(b, i), W0[i] - 0.1 * G0[i] / sqrt(26.25), 1e-15, 0);
+    optim_destroy(plain);
+    optim_destroy(sgd);
+    optim_destroy(src);
+    optim_var_destroy(a);
+    optim_var_destroy(b);
+}
+
+/* SET_ITERATIONS, NO_ADVANCE, NO_CONSTRAINTS. */
+static void test_counter_and_constraints(void **s)
+{
+    (void)s;
+    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
+    optim_optimizer *ref = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_var *b = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_constraint nn = optim_constraint_non_neg();
+    optim_var_set_constraint(a, &nn);
+    optim_grad_var pa = pair_of(a, G0), pb = pair_of(b, G0);
+    optim_step_options o = optim_step_options_defaults();
+    o.flags = OPTIM_STEP_SET_ITERATIONS | OPTIM_STEP_NO_ADVANCE | OPTIM_STEP_NO_CONSTRAINTS;
+    o.iterations = 7;
+    assert_int_equal(optim_step(adam, &pa, 1, &o), 0);
+    assert_int_equal(optim_iterations(adam), 7);
+    /* The reference: a plain step from counter 7, without a constraint. */
+    assert_int_equal(optim_set_iterations(ref, 7), 0);
+    assert_int_equal(optim_apply_gradients(ref, &pb, 1, 0), 0);
+    assert_same_values(a, b);
+    assert_true(optim_var_get(a, 1) < 0); /* NonNeg not applied */
+    optim_destroy(adam);
+    optim_destroy(ref);
+    optim_var_destroy(a);
+    optim_var_destroy(b);
+}
+
+static int skip_all(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
+{
+    (void)pairs, (void)n, (void)err;
+    ++*(int *)user;
+    return OPTIM_STEP_SKIP;
+}
+
+static int halve(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
+{
+    (void)user, (void)err;
+    for (size_t i = 0; i < n; i++) {
+        double *g = pairs[i].grad.dense.data;
+        for (int64_t k = 0; k < optim_tensor_numel(&pairs[i].grad.dense); k++) g[k] *= 0.5;
+    }
+    return OPTIM_OK;
+}
+
+/* inspect: SKIP changes nothing (not even a counter set by the options);
+ * changing the gradients in place is seen by the update, never by the
+ * caller's memory. */
+static void test_inspect(void **s)
+{
+    (void)s;
+    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    double g[4];
+    memcpy(g, G0, sizeof g);
+    optim_grad_var p = pair_of(a, g);
+    int calls = 0;
+    optim_step_options o = optim_step_options_defaults();
+    o.inspect = skip_all;
+    o.inspect_user = &calls;
+    o.flags = OPTIM_STEP_SET_ITERATIONS;
+    o.iterations = 3;
+    assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
+    assert_int_equal(calls, 1);
+    assert_int_equal(optim_iterations(sgd), 0);
+    assert_int_equal(optim_weights_count(sgd), 1); /* no slot created */
+    for (int i = 0; i < 4; i++) assert_true(optim_var_get(a, i) == W0[i]);
+    o = optim_step_options_defaults();
+    o.inspect = halve;
+    assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_true(g[i] == G0[i]);
+        assert_true(optim_var_get(a, i) == W0[i] - 0.1 * (0.5 * G0[i]));
+    }
+    optim_destroy(sgd);
+    optim_var_destroy(a);
+}
+
+static int v1_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+{
+    return optim_apply_gradients(optim_wrapper_inner(opt), pairs, n, flags);
+}
+
+static optim_optimizer *v1_inner(const optim_optimizer *opt) { return *(optim_optimizer **)optim_state(opt); }
+
+/* Bad input: nothing changes and the message names what is wrong. */
+static void test_bad_input(void **s)
+{
+    (void)s;
+    assert_int_equal(optim_step(NULL, NULL, 0, NULL), OPTIM_EINVAL);
+    optim_optimizer *sgd = optim_test_make("\"sgd\"");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_grad_var p = pair_of(a, G0);
+    optim_step_options o = optim_step_options_defaults();
+    o.size = 3;
+    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_EVERSION);
+    assert_non_null(strstr(optim_errmsg(sgd), "size 3"));
+    o = optim_step_options_defaults();
+    o.num_threads = -2;
+    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_EINVAL);
+    assert_non_null(strstr(optim_errmsg(sgd), "num_threads is -2"));
+    o = optim_step_options_defaults();
+    o.flags = OPTIM_STEP_SET_ITERATIONS;
+    o.iterations = -1;
+    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_ERANGE);
+    assert_int_equal(optim_step(sgd, NULL, 1, NULL), OPTIM_EINVAL);
+    assert_int_equal(optim_iterations(sgd), 0);
+    for (int i = 0; i < 4; i++) assert_true(optim_var_get(a, i) == W0[i]);
+    /* A version-1 wrapper (apply_gradients only) takes default options only. */
+    static const optim_class v1 = {.size = sizeof(optim_class), .version = 1, .name = "V1Wrap",
+                                   .state_size = sizeof(optim_optimizer *), .apply_gradients = v1_apply,
+                                   .inner = v1_inner};
+    optim_optimizer *w;
+    optim_error err;
+    assert_int_equal(optim_create(&w, &v1, NULL, &err), 0);
+    *(optim_optimizer **)optim_state(w) = sgd;
+    o = optim_step_options_defaults();
+    o.inspect = halve;
+    assert_int_equal(optim_step(w, &p, 1, &o), OPTIM_ENOTSUP);
+    assert_non_null(strstr(optim_errmsg(w), "step hook"));
+    assert_int_equal(optim_step(w, &p, 1, NULL), 0);
+    assert_int_equal(optim_iterations(sgd), 1);
+    /* optim_check_gradients: the update rule's checks, nothing changes. */
+    double g3[3] = {1, 2, 3};
+    optim_grad_var bad = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g3, 1, (int64_t[]){3})), a};
+    assert_int_equal(optim_check_gradients(sgd, &bad, 1, 0), OPTIM_ESHAPE);
+    assert_non_null(strstr(optim_errmsg(sgd), "'w'"));
+    assert_int_equal(optim_check_gradients(sgd, &p, 1, 1), 0);
+    optim_destroy(w);
+    optim_destroy(sgd);
+    optim_var_destroy(a);
+}
+
+/* optim_rollback: slots, weights, tracked variables and the counter as at
+ * the savepoint. */
+static void test_savepoint(void **s)
+{
+    (void)s;
+    optim_optimizer *adam = optim_test_make("\"adam\"");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_savepoint sp = optim_savepoint_get(adam);
+    assert_int_equal(optim_track_variables(adam, &a, 1), 0);
+    assert_int_equal(optim_set_iterations(adam, 5), 0);
+    assert_int_equal(optim_weights_count(adam), 3);
+    optim_rollback(adam, &sp);
+    assert_int_equal(optim_weights_count(adam), 1);
+    assert_int_equal(optim_iterations(adam), 0);
+    assert_null(optim_get_slot(adam, a, "m"));
+    optim_grad_var p = pair_of(a, G0);
+    assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
+    assert_non_null(optim_get_slot(adam, a, "m"));
+    /* Bad input: ignored or refused, never a crash. */
+    optim_savepoint none = optim_savepoint_get(NULL);
+    assert_int_equal(none.weights_, 0);
+    optim_rollback(NULL, &sp);
+    optim_rollback(adam, NULL);
+    optim_savepoint ahead = optim_savepoint_get(adam);
+    ahead.weights_ += 5;
+    optim_rollback(adam, &ahead);
+    assert_int_equal(optim_weights_count(adam), 3);
+    assert_int_equal(optim_check_gradients(NULL, &p, 1, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_config_keep(NULL, NULL, 0, NULL, 0), OPTIM_EINVAL);
+    optim_destroy(adam);
+    optim_var_destroy(a);
+}
+
+/* optim_base_option_changed names the first base option off its default,
+ * with both values as text. */
+static void test_base_option_changed(void **s)
+{
+    (void)s;
+    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.5, \"use_ema\": true}}");
+    char have[64], want[64];
+    const char *name = optim_base_option_changed(sgd, NULL, 0, have, sizeof have, want, sizeof want);
+    /* learning_rate is at the class's default, 0.01. */
+    assert_string_equal(name, "clipnorm");
+    assert_string_equal(have, "1.5");
+    assert_string_equal(want, "None");
+    const char *const except[] = {"clipnorm"};
+    name = optim_base_option_changed(sgd, except, 1, have, sizeof have, want, sizeof want);
+    assert_string_equal(name, "use_ema");
+    assert_string_equal(have, "true");
+    assert_string_equal(want, "false");
+    const char *const both[] = {"clipnorm", "use_ema"};
+    assert_null(optim_base_option_changed(sgd, both, 2, NULL, 0, NULL, 0));
+    assert_null(optim_base_option_changed(NULL, NULL, 0, NULL, 0, NULL, 0));
+    optim_destroy(sgd);
+}
+
+/* Steady state: after the first steps, a step of the same shapes takes its
+ * buffers from the arena it already holds (one block, same size). */
+static void test_arena_steady_state(void **s)
+{
+    (void)s;
+    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_grad_var p = pair_of(a, G0);
+    optim__arena_block *head = NULL;
+    size_t reserved = 0;
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
+        if (k == 2) head = adam->arena.head, reserved = adam->arena.reserved;
+        if (k > 2) {
+            assert_ptr_equal(adam->arena.head, head);
+            assert_int_equal(adam->arena.reserved, reserved);
+        }
+    }
+    assert_non_null(head);
+    optim_destroy(adam);
+    optim_var_destroy(a);
+}
+
+/* ---- nested wrappers ------------------------------------------------------------------ */
+
+static const char *const NESTED[] = {
+    "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"adam\", \"sync_period\": 2}}, \"sync_period\": 3}}",
+    "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", \"average_period\": 2}}}}",
+    "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}}}",
+    "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": {\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"sgd\"}}}}",
+    "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"sgd\", \"initial_scale\": 4.0}}, \"initial_scale\": 8.0}}",
+};
+
+static int run_cli(char *const argv[], const char *err_path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        int fe = err_path ? open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : fd;
+        if (fd >= 0) dup2(fd, 1);
+        if (fe >= 0) dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* INIT: "w" [4] f64; GRADS: 3 dense steps. */
+static void write_inputs(const char *init, const char *grads, const char *second_name)
+{
+    optim_error err;
+    optim_st_writer *w;
+    optim_tensor t = optim_tensor_make(OPTIM_F64, (void *)W0, 1, (int64_t[]){4});
+    assert_int_equal(optim_st_writer_create(&w, &err), 0);
+    assert_int_equal(optim_st_writer_add(w, "w", &t, &err), 0);
+    if (second_name) assert_int_equal(optim_st_writer_add(w, second_name, &t, &err), 0);
+    assert_int_equal(optim_st_writer_save(w, init, &err), 0);
+    optim_st_writer_destroy(w);
+    static double g[3][4];
+    assert_int_equal(optim_st_writer_create(&w, &err), 0);
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        for (int i = 0; i < 4; i++) g[k][i] = G0[i] * (k + 1) * 0.5;
+        snprintf(name, sizeof name, "%d/w", k);
+        t = optim_tensor_make(OPTIM_F64, g[k], 1, (int64_t[]){4});
+        assert_int_equal(optim_st_writer_add(w, name, &t, &err), 0);
+    }
+    assert_int_equal(optim_st_writer_save(w, grads, &err), 0);
+    optim_st_writer_destroy(w);
+}
+
+/* The library's weights of a nested wrapper have distinct names (the outer
+ * level's qualified), and `optim replay` writes every one of them with the
+ * library's values. */
+static void check_nested(const char *json)
+{
+    const char *cfg = optim_test_tmpfile("n.json"), *init = optim_test_tmpfile("n_init.st");
+    const char *grads = optim_test_tmpfile("n_grads.st"), *out = optim_test_tmpfile("n_out.st");
+    assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+    write_inputs(init, grads, NULL);
+    unlink(out);
+    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    int rc = run_cli(argv, NULL);
+    if (rc) print_error("replay failed for %s\n", json);
+    assert_int_equal(rc, 0);
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    for (int k = 0; k < 3; k++) {
+        double g[4];
+        for (int i = 0; i < 4; i++) g[i] = G0[i] * (k + 1) * 0.5;
+        optim_grad_var p = pair_of(v, g);
+        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    }
+    optim_st_file *o;
+    optim_error err;
+    assert_int_equal(optim_st_read(out, &o, &err), 0);
+    size_t nw = optim_weights_count(opt);
+    assert_int_equal(optim_st_count(o), 1 + nw);
+    optim_tensor *wts = calloc(nw, sizeof *wts);
+    optim_get_weights(opt, wts, nw);
+    for (size_t i = 0; i < nw; i++) {
+        const char *name = optim_weight_name(opt, i);
+        for (size_t j = 0; j < i; j++) assert_string_not_equal(name, optim_weight_name(opt, j));
+        optim_tensor got;
+        assert_int_equal(optim_st_get(o, name, &got), 0);
+        assert_memory_equal(got.data, wts[i].data, (size_t)optim_tensor_numel(&got) * optim_dtype_size(got.dtype));
+    }
+    free(wts);
+    optim_st_free(o);
+    optim_destroy(opt);
+    optim_var_destroy(v);
+}
+
+static void test_nested_wrappers(void **s)
+{
+    (void)s;
+    for (size_t i = 0; i < sizeof NESTED / sizeof *NESTED; i++) check_nested(NESTED[i]);
+    /* The qualified names themselves. */
+    optim_optimizer *la = optim_test_make(NESTED[0]);
+    optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    assert_int_equal(optim_build(la, &v, 1), 0);
+    assert_int_equal(optim_weights_count(la), 5);
+    assert_string_equal(optim_weight_name(la, 3), "w/slow");
+    assert_string_equal(optim_weight_name(la, 4), "Lookahead/w/slow");
+    assert_null(optim_weight_name(la, 5));
+    optim_destroy(la);
+    optim_var_destroy(v);
+}
+
+/* An INIT tensor named like a weight ("w/m" beside "w" under Adam): refused
+ * before any step, with a line naming it; OUT is not created. */
+static void test_init_name_is_a_weight(void **s)
+{
+    (void)s;
+    const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("c_init.st");
+    const char *grads = optim_test_tmpfile("c_grads.st"), *out = optim_test_tmpfile("c_out.st");
+    const char *errf = optim_test_tmpfile("c_err.txt");
+    assert_int_equal(optim_test_write_file(cfg, "\"adam\"", 6), 0);
+    write_inputs(init, grads, "w/m");
+    unlink(out);
+    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    assert_int_not_equal(run_cli(argv, errf), 0);
+    assert_int_not_equal(access(out, F_OK), 0);
+    char msg[1024] = {0};
+    FILE *f = fopen(errf, "r");
+    assert_non_null(f);
+    size_t got = fread(msg, 1, sizeof msg - 1, f);
+    fclose(f);
+    assert_true(got > 0);
+    if (!strstr(msg, "INIT tensor 'w/m'")) print_error("stderr: %s\n", msg);
+    assert_non_null(strstr(msg, "INIT tensor 'w/m'"));
+}
+
+static double nan_fn(void *u)
+{
+    (void)u;
+    return NAN;
+}
+
+/* A failed optim_build on a wrapper changes nothing at any level: the
+ * inner optimizers have no slots and are not built (they accept another
+ * variable set afterwards). */
+static void test_failed_build_changes_nothing(void **s)
+{
+    (void)s;
+    optim_optimizer *la = optim_test_make(NESTED[0]);
+    optim_optimizer *mid = optim_wrapper_inner(la), *adam = optim_wrapper_inner(mid);
+    assert_int_equal(optim_set_hyper_fn(la, "slow_step_size", nan_fn, NULL), 0);
+    optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_var *u = optim_test_var("u", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    assert_int_not_equal(optim_build(la, &v, 1), 0);
+    assert_non_null(strstr(optim_errmsg(la), "slow_step_size"));
+    assert_int_equal(optim_weights_count(la), 1);
+    assert_int_equal(optim_weights_count(mid), 1);
+    assert_null(optim_get_slot(adam, v, "m"));
+    /* Not built: a gradient for u is accepted by every level. */
+    assert_int_equal(optim_set_hyper(la, "slow_step_size", 0.5), 0);
+    optim_grad_var p = pair_of(u, G0);
+    assert_int_equal(optim_apply_gradients(la, &p, 1, 0), 0);
+    assert_non_null(optim_get_slot(adam, u, "m"));
+    assert_null(optim_get_slot(adam, v, "m"));
+    optim_destroy(la);
+    optim_var_destroy(v);
+    optim_var_destroy(u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clipping_from_another),
+        cmocka_unit_test(test_counter_and_constraints),
+        cmocka_unit_test(test_inspect),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_savepoint),
+        cmocka_unit_test(test_base_option_changed),
+        cmocka_unit_test(test_arena_steady_state),
+        cmocka_unit_test(test_nested_wrappers),
+        cmocka_unit_test(test_init_name_is_a_weight),
+        cmocka_unit_test(test_failed_build_changes_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
