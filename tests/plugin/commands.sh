@@ -48,7 +48,7 @@ printf '{"class_name": "StepDecay", "config": {"initial_learning_rate": 0.5, "st
 [ -s "$tmp/sched.png" ] || fail "schedule-plot wrote no PNG"
 printf '{"class_name": "AdaBelief", "config": {"learning_rate": %s}}' "$(cat "$tmp/sched.json")" >"$tmp/ab_sched.json"
 "$optim" --plugin "$plugin" check "$tmp/ab_sched.json" >"$tmp/out" 2>"$tmp/err" || fail "check with the schedule: $(cat "$tmp/err")"
-grep -q '"learning_rate":{"class_name":"StepDecay","config":{"initial_learning_rate":0.5,"step_size":3,"gamma":0.5' "$tmp/out" ||
+grep -q '"learning_rate":{"module":null,"class_name":"StepDecay","config":{"initial_learning_rate":0.5,"step_size":3,"gamma":0.5' "$tmp/out" ||
     fail "check printed $(cat "$tmp/out")"
 
 # train on a tiny IDX data set (64 training and 32 test images).
