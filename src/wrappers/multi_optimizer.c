@@ -343,6 +343,34 @@ static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t i, s
     return rc ? rc : optim__check_pair(st->subs[*route].opt, cn, p, i, err);
 }
 
+/* Tracks vars, creating their slots in their sub-optimizers. If that fails
+ * for a later variable, the sub-optimizers and the routes are put back as
+ * they were (slots made for earlier variables destroyed), as the base's
+ * stage 5 does for a plain optimizer: a failed step changes nothing. */
+static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, optim_error *err)
+{
+    multi_state *st = optim_state(opt);
+    size_t *mark = malloc((3 * st->n + 1) * sizeof *mark);
+    unsigned char *was_new = calloc(nvars + 1, 1);
+    int rc = mark && was_new ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "out of memory");
+    for (size_t k = 0; !rc && k < st->n; k++) {
+        const optim_optimizer *in = st->subs[k].opt;
+        mark[3 * k] = in->nvars, mark[3 * k + 1] = in->nslots, mark[3 * k + 2] = in->nslot_names;
+    }
+    for (size_t i = 0; !rc && i < nvars; i++) was_new[i] = !optim__ptrmap_get(&st->route, vars[i], NULL);
+    int trc = rc ? OPTIM_OK : optim_track_variables(opt, vars, nvars);
+    if (trc) {
+        rc = optim__err(err, trc, "%s", optim_errmsg(opt));
+        for (size_t k = 0; k < st->n; k++)
+            optim__rollback_vars(st->subs[k].opt, mark[3 * k], mark[3 * k + 1], mark[3 * k + 2]);
+        for (size_t i = 0; i < nvars; i++)
+            if (was_new[i]) optim__ptrmap_del(&st->route, vars[i]);
+    }
+    free(mark);
+    free(was_new);
+    return rc;
+}
+
 /* Checks every pair, then creates the slots of new variables in their
  * sub-optimizers. routes[i] gets pair i's sub-optimizer. */
 static int prepare_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, size_t *routes,
@@ -360,9 +388,7 @@ static int prepare_step(optim_optimizer *opt, const optim_grad_var *pairs, size_
     if (!rc && nvars == 0)
         rc = optim__err(err, OPTIM_EINVAL, "MultiOptimizer: no gradients provided for any variable (%zu "
                         "pairs, all without gradient)", n);
-    if (!rc && optim_track_variables(opt, vars, nvars))
-        rc = optim__err(err, OPTIM_EINVAL, "%s", optim_errmsg(opt));
-    return rc;
+    return rc ? rc : track_all(opt, vars, nvars, err);
 }
 
 /* Sub-optimizer k steps on its pairs, from the iterations it counted. */
