@@ -2,6 +2,7 @@
  * are polled until they complete or the group's timeout passes: a rank that
  * died or stopped calling makes the others fail with a message instead of
  * waiting forever. With one rank every call is a copy. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include "distribute/internal.h"
 
 #include <limits.h>
