@@ -314,7 +314,7 @@ static int lso_get_config(optim_optimizer *opt, optim_config *cfg)
     if (dynamic(opt)) {
         rc = put_float(cfg, "initial_scale", initial_scale(opt));
         if (!rc) {
-            char buf[32];
+            char buf[320]; /* every digit of any finite double: a count is written as an int */
             snprintf(buf, sizeof buf, "%.0f", growth_steps(opt));
             rc = optim_config_put(cfg, "dynamic_growth_steps", buf);
         }
