@@ -37,7 +37,9 @@ for t in "${targets[@]}"; do
     dict=()
     [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
     log="$b/fuzz-$t.log"
-    if "$b/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+    seed=()
+    [ -n "${OPTIM_FUZZ_SEED:-}" ] && seed=(-seed="$OPTIM_FUZZ_SEED")
+    if "$b/fuzz_$t" "${seed[@]}" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
         -artifact_prefix="$b/findings/$t-" "${dict[@]}" "$work" "$here/corpus/$t" \
         "$here/regressions/$t" >"$log" 2>&1; then
         runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
