@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "io/atomic_file.h"
 #include "optim/safetensors.h"
 #include "optim/optimizer_class.h"
 #include "optim/wrappers.h"
@@ -47,32 +48,24 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
-/* dir/name <- text: a temporary file, fsync, rename, fsync of dir. */
+/* dir/name <- text, through the atomic writer that safetensors files use
+ * (io/atomic_file.h): it appears complete or not at all. */
 static int write_atomic(const char *dir, const char *name, const char *text, optim_error *err)
 {
-    char path[CK_MAX_PATH], tmp[CK_MAX_PATH + 32];
+    char path[CK_MAX_PATH];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return optim__err(err, OPTIM_EIO, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
-    int ok = write_all(fd, text, strlen(text)) == 0 && fsync(fd) == 0;
-    int e = errno;
-    if (close(fd) != 0 && ok) ok = 0, e = errno;
-    if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
-    if (!ok) {
-        unlink(tmp);
-        return optim__err(err, OPTIM_EIO, "checkpoint: cannot write %s: %s", path, strerror(e));
+    optim__atomic_file f;
+    const char *what = NULL;
+    int rc = optim__atomic_open(&f, path, &what);
+    if (!rc && write_all(f.fd, text, strlen(text)) != 0) {
+        int e = errno;
+        optim__atomic_abort(&f);
+        errno = e;
+        rc = -1, what = "write error";
     }
-    sync_dir(dir);
+    if (!rc) rc = optim__atomic_commit(&f, &what);
+    if (rc && errno) return optim__err(err, OPTIM_EIO, "checkpoint: cannot write %s: %s: %s", path, what, strerror(errno));
+    if (rc) return optim__err(err, OPTIM_EIO, "checkpoint: cannot write %s: %s", path, what);
     return OPTIM_OK;
 }
 
