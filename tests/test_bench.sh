@@ -22,6 +22,24 @@ grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam 
 "$optim" bench --size 2000 --runs 1 adam >"$tmp/bare" 2>"$tmp/err" || fail "a bare class name: $(cat "$tmp/err")"
 grep -q '"adam"' "$tmp/bare" || fail "bare name not measured: $(cat "$tmp/bare")"
 
+# --dtype: the bytes counted are the storage type's (half of f32 for f16 and bf16).
+for spec in "f16 float16 14 6" "bf16 bfloat16 14 6" "f64 float64 56 24" "f32 float32 28 12"; do
+    set -- $spec
+    "$optim" bench --json --size 20000 --runs 3 --dtype "$1" adam sgd >"$tmp/dt" 2>"$tmp/err" ||
+        fail "bench --dtype $1 exited $?: $(cat "$tmp/err")"
+    grep -q "\"class_name\": \"Adam\".*\"dtype\": \"$2\".*\"bytes_per_param\": $3," "$tmp/dt" ||
+        fail "--dtype $1: Adam moves $3 B/param: $(cat "$tmp/dt")"
+    grep -q "\"class_name\": \"SGD\".*\"dtype\": \"$2\".*\"bytes_per_param\": $4," "$tmp/dt" ||
+        fail "--dtype $1: SGD moves $4 B/param: $(cat "$tmp/dt")"
+done
+"$optim" bench --size 3000 --runs 1 --dtype bf16 >"$tmp/all16" 2>"$tmp/err" || fail "bf16 default list: $(cat "$tmp/err")"
+[ "$(grep -c 'x triad' "$tmp/all16")" -ge 13 ] || fail "bf16 default list incomplete: $(cat "$tmp/all16")"
+for bad in "--dtype" "--dtype f8" "--dtype float16"; do
+    # shellcheck disable=SC2086
+    if "$optim" bench $bad >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi
+    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"
+done
+
 for bad in "--size x" "--size 0" "--runs" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}'; do
     # shellcheck disable=SC2086
     if eval "\"$optim\" bench $bad" >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi

@@ -754,14 +754,14 @@ static void test_read_malformed_file_names_path(void **state)
     char path[700];
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("bf16.safetensors"));
     size_t len;
-    unsigned char *b = mk("{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", NULL, 4, &len);
+    unsigned char *b = mk("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,4]}}", NULL, 4, &len);
     assert_int_equal(optim_test_write_file(path, b, len), 0);
     free(b);
     optim_st_file *f = (optim_st_file *)&f;
     optim_error err;
     assert_int_equal(optim_st_read(path, &f, &err), OPTIM_ENOTSUP);
     assert_null(f);
-    check_msg(__LINE__, &err, NEEDLES(path, "\"w\"", "\"BF16\""));
+    check_msg(__LINE__, &err, NEEDLES(path, "\"w\"", "\"F8_E4M3\""));
 
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("short.safetensors"));
     assert_int_equal(optim_test_write_file(path, "abc", 3), 0);
@@ -878,9 +878,9 @@ static void test_bad_dtype(void **state)
         "missing \"dtype\"");
     BAD("{\"w\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
         "dtype is 32");
-    BAD("{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP,
-        "tensor \"w\"", "dtype \"BF16\" is not supported");
-    BAD("{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP, "\"F16\"");
+    BAD("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP,
+        "tensor \"w\"", "dtype \"F8_E4M3\" is not supported");
+    BAD("{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, OPTIM_ENOTSUP, "\"U8\"");
     BAD("{\"w\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP, "\"f32\"");
     BAD("{\"w\":{\"dtype\":\"bogus\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP,
         "\"bogus\"");
@@ -1026,9 +1026,9 @@ static void test_bad_message_quoting(void **state)
     char name[301];
     memset(name, 'n', 300);
     name[300] = '\0';
-    snprintf(hdr, sizeof hdr, "{\"%s\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[0,2]}}",
+    snprintf(hdr, sizeof hdr, "{\"%s\":{\"dtype\":\"F8_E4M3\",\"shape\":[1],\"data_offsets\":[0,2]}}",
              name);
-    BAD(hdr, 2, OPTIM_ENOTSUP, "nnnn...\"", "\"BF16\"");
+    BAD(hdr, 2, OPTIM_ENOTSUP, "nnnn...\"", "\"F8_E4M3\"");
     BAD("{\"a\\tb\\\"c\":5}", 0, OPTIM_EFORMAT, "tensor \"a\\x09b\\\"c\"");
 }
 

@@ -1,11 +1,12 @@
 /* optim bench: optimizer steps against this machine's memory bandwidth.
  *
- *     optim bench [--json] [--size N] [--runs R] [--threads T] [CONFIG...]
+ *     optim bench [--json] [--size N] [--runs R] [--threads T] [--dtype D] [CONFIG...]
  *
- * For each optimizer config (default: every built-in), one dense float32
- * step on an N-element variable is timed R times; its effective bandwidth
- * (the bytes the rule must move: read the variable and gradient and each
- * full-size slot, write the variable and the slots) is compared with an
+ * For each optimizer config (default: every built-in), one dense step on an
+ * N-element variable of dtype D (f32, f64, f16 or bf16; default f32) is
+ * timed R times; its effective bandwidth (the bytes the rule must move in
+ * the storage type: read the variable and gradient and each full-size slot,
+ * write the variable and the slots) is compared with an
  * OpenMP triad measured in the same run (16 bytes per element with the
  * write-allocate). Prints the median of the R runs, one line per config, or
  * with --json one JSON object per line. */
@@ -71,6 +72,16 @@ static double triad(float *a, const float *b, const float *c, int64_t n, int run
     return 16.0 * (double)n / t[runs / 2] / 1e9;
 }
 
+/* --dtype's value: f32, f64, f16 or bf16 (0 for anything else). */
+static optim_dtype parse_dtype(const char *s)
+{
+    static const struct { const char *name; optim_dtype dt; } names[] = {
+        {"f32", OPTIM_F32}, {"f64", OPTIM_F64}, {"f16", OPTIM_F16}, {"bf16", OPTIM_BF16}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(s, names[i].name)) return names[i].dt;
+    return OPTIM_DTYPE_INVALID;
+}
+
 static void json_string(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -85,6 +96,7 @@ static void json_string(FILE *f, const char *s)
 int optim_cmd_bench(int argc, char **argv)
 {
     int json = 0;
+    optim_dtype dtype = OPTIM_F32;
     long long n = 1 << 24, runs = 7, threads = 0;
     const char **configs = NULL;
     int nconfigs = 0;
@@ -96,8 +108,14 @@ int optim_cmd_bench(int argc, char **argv)
                             : !strcmp(a, "--threads") ? &threads : NULL;
         if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--dtype")) {
+            if (i + 1 >= argc || !(dtype = parse_dtype(argv[i + 1]))) {
+                free(configs);
+                return fail("%s needs f32, f64, f16 or bf16 (see optim bench --help)", a);
+            }
+            i++;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [CONFIG...]\n");
+            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--dtype f32|f64|f16|bf16] [CONFIG...]\n");
             free(configs);
             return optim_tool_finish_stdout("bench", 0);
         } else if (target) {
@@ -150,11 +168,14 @@ int optim_cmd_bench(int argc, char **argv)
     float *g = malloc((size_t)n * sizeof *g), *a = malloc((size_t)n * sizeof *a);
     float *b = malloc((size_t)n * sizeof *b), *c = malloc((size_t)n * sizeof *c);
     double *t = malloc((size_t)runs * sizeof *t);
-    if (!g || !a || !b || !c || !t) {
+    const size_t esz = optim_dtype_size(dtype);
+    void *gd = malloc((size_t)n * esz); /* the gradient in the storage type */
+    if (!g || !a || !b || !c || !t || !gd) {
         rc = fail("%s", "out of memory");
         goto out;
     }
     for (int64_t i = 0; i < n; i++) g[i] = 1e-3f * (float)(i % 7), a[i] = 0, b[i] = 1, c[i] = 2;
+    optim_convert(gd, dtype, g, OPTIM_F32, n);
     const double limit = triad(a, b, c, n, (int)runs, t);
     if (!json) printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n, omp_get_max_threads());
     for (int k = 0; k < nconfigs && !rc; k++) {
@@ -164,10 +185,10 @@ int optim_cmd_bench(int argc, char **argv)
         optim_optimizer *opt = NULL;
         int64_t len = n;
         if (optim_from_json(&opt, config, &err) ||
-            optim_var_create(&w, "w", OPTIM_F32, 1, &len, NULL, &err)) {
+            optim_var_create(&w, "w", dtype, 1, &len, NULL, &err)) {
             rc = fail("%s", err.msg);
         } else {
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &len)), w};
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dtype, gd, 1, &len)), w};
             if (optim_apply_gradients(opt, &p, 1, 0)) { /* warm-up: slots, page faults */
                 rc = fail("%s", optim_errmsg(opt));
             } else {
@@ -185,15 +206,16 @@ int optim_cmd_bench(int argc, char **argv)
                 if (ws) optim_get_weights(opt, ws, nw);
                 for (size_t i = 1; ws && i < nw; i++) full += optim_tensor_numel(&ws[i]) == n;
                 free(ws);
-                double bytes = 4.0 * (3.0 + 2.0 * (double)full), secs = t[runs / 2];
+                double bytes = (double)esz * (3.0 + 2.0 * (double)full), secs = t[runs / 2];
                 double bw = bytes * (double)n / secs / 1e9;
                 if (json) {
                     printf("{\"config\": ");
                     json_string(stdout, config);
-                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"float32\", "
+                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"%s\", "
                            "\"threads\": %d, \"bytes_per_param\": %.0f, \"median_seconds\": %.9g, "
                            "\"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, \"ratio\": %.4g}\n",
-                           optim_class_of(opt)->name, n, omp_get_max_threads(), bytes, secs, bw, limit,
+                           optim_class_of(opt)->name, n, optim_dtype_name(dtype), omp_get_max_threads(), bytes,
+                           secs, bw, limit,
                            bw / limit);
                 } else {
                     printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes,
@@ -205,6 +227,7 @@ int optim_cmd_bench(int argc, char **argv)
         optim_var_destroy(w);
     }
 out:
+    free(gd);
     free(g);
     free(a);
     free(b);

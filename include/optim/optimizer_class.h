@@ -96,7 +96,9 @@ typedef struct optim_param {
 typedef struct optim_dense_update {
     optim_optimizer *opt;
     optim_var *var;
-    optim_dtype dtype;    /* F32 or F64: param, grad and slots all have it */
+    optim_dtype dtype;    /* F32 or F64: param, grad and slots all have it (an F16 or
+                             BF16 variable's run arrives as F32 scratch, rounded
+                             back after the hook: docs/half-precision.md) */
     int64_t offset;       /* first element of the run within the variable */
     int64_t count;        /* elements in the run */
     void *param;          /* the variable's data + offset */

@@ -8,7 +8,7 @@
  *      "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
  *
  * data_offsets are [begin, end) byte offsets into the data buffer. optim reads
- * and writes the dtypes F32, F64, I32 and I64, rank 0 (shape []) to
+ * and writes the dtypes F32, F64, F16, BF16, I32 and I64, rank 0 (shape []) to
  * OPTIM_MAX_RANK.
  *
  * Reading (optim_st_read, optim_st_parse) loads and validates the whole file
@@ -18,7 +18,7 @@
  * by offset, must cover the data buffer exactly (no overlaps, holes or
  * trailing bytes). Duplicate names are rejected, and header integers must be
  * below 2^53. Anything wrong gives OPTIM_EFORMAT (a tensor optim cannot hold,
- * such as dtype "BF16" or rank 9, gives OPTIM_ENOTSUP; a file that cannot be
+ * such as dtype "F8_E4M3" or rank 9, gives OPTIM_ENOTSUP; a file that cannot be
  * read gives OPTIM_EIO), and the optim_error names the file, the tensor and
  * the offending value. Tensor data is copied into 8-byte aligned memory owned
  * by the optim_st_file.
@@ -85,7 +85,7 @@ typedef struct optim_st_file optim_st_file;
  * OPTIM_EINVAL (NULL argument), OPTIM_EIO (cannot open or read, not a regular
  * file; the message has the path and the system's reason), OPTIM_EFORMAT
  * (malformed content), OPTIM_ENOTSUP (a well-formed tensor optim cannot hold:
- * a dtype other than F32/F64/I32/I64, or rank above OPTIM_MAX_RANK) or
+ * a dtype other than F32/F64/F16/BF16/I32/I64, or rank above OPTIM_MAX_RANK) or
  * OPTIM_ENOMEM; `err` (may be NULL) says exactly what is wrong. */
 OPTIM_API int optim_st_read(const char *path, optim_st_file **out, optim_error *err);
 
@@ -122,7 +122,7 @@ typedef struct optim_st_writer optim_st_writer;
 OPTIM_API int optim_st_writer_create(optim_st_writer **out, optim_error *err);
 
 /* Adds a copy of tensor `t` under `name` (both copied; t stays the caller's).
- * t must be F32, F64, I32 or I64, rank 0..OPTIM_MAX_RANK, dims >= 0 and
+ * t must be F32, F64, F16, BF16, I32 or I64, rank 0..OPTIM_MAX_RANK, dims >= 0 and
  * below 2^53 (JSON readers that use doubles lose exactness from there), data
  * non-NULL when it has elements. The name must be valid UTF-8 (the empty
  * name too, as the reader and the reference implementation accept it), not

@@ -29,7 +29,9 @@ typedef enum optim_dtype {
     OPTIM_F32 = 1,
     OPTIM_F64 = 2,
     OPTIM_I32 = 3,
-    OPTIM_I64 = 4
+    OPTIM_I64 = 4,
+    OPTIM_F16 = 5,   /* IEEE 754 binary16 (Keras "float16") */
+    OPTIM_BF16 = 6   /* bfloat16: the top 16 bits of a float32 (Keras "bfloat16") */
 } optim_dtype;
 
 typedef struct optim_tensor {
@@ -49,8 +51,21 @@ typedef struct optim_slices {
 /* Size of one element of `dtype` in bytes, 0 for an invalid dtype. */
 OPTIM_API size_t optim_dtype_size(optim_dtype dtype);
 
-/* "float32", "float64", "int32", "int64", or "invalid". */
+/* "float32", "float64", "int32", "int64", "float16", "bfloat16", or "invalid". */
 OPTIM_API const char *optim_dtype_name(optim_dtype dtype);
+
+/* The dtype an optimizer computes a variable of `dtype` in: OPTIM_F32 for
+ * the half-precision storage types (F16, BF16), `dtype` itself otherwise.
+ * Update hooks only ever see F32 or F64 (docs/half-precision.md). */
+OPTIM_API optim_dtype optim_compute_dtype(optim_dtype dtype);
+
+/* Converts n elements of src (dtype `from`) into dst (dtype `to`), both
+ * among F16, BF16, F32 and F64. Narrowing rounds to nearest, ties to even,
+ * once (F64 to F16 or BF16 is not rounded twice); overflow gives +-inf,
+ * subnormals are kept, NaN stays NaN (quiet, sign and top payload bits
+ * kept). dst and src must not overlap. Returns 0, or OPTIM_EDTYPE for
+ * another dtype, OPTIM_EINVAL for n < 0 or a NULL pointer with n > 0. */
+OPTIM_API int optim_convert(void *dst, optim_dtype to, const void *src, optim_dtype from, int64_t n);
 
 /* Builds a view; copies `rank` dims from `shape` (rank is clamped to
  * OPTIM_MAX_RANK; check with optim_tensor_check when it comes from users). */

@@ -74,7 +74,9 @@ OPTIM_API optim_constraint optim_constraint_min_max_norm(double min_value, doubl
                                                double rate, int32_t axis);
 
 /* Creates a variable owning a copy of `init` (zeros when init is NULL).
- * dtype must be OPTIM_F32 or OPTIM_F64, rank 0..OPTIM_MAX_RANK, dims >= 0,
+ * dtype must be OPTIM_F32, OPTIM_F64, OPTIM_F16 or OPTIM_BF16 (half-precision
+ * storage: optimizers compute in float32 and round once per write,
+ * docs/half-precision.md), rank 0..OPTIM_MAX_RANK, dims >= 0,
  * name non-empty. On error *out is NULL and err (if not NULL) says why. */
 OPTIM_API int optim_var_create(optim_var **out, const char *name, optim_dtype dtype,
                      int32_t rank, const int64_t *shape, const void *init,
@@ -112,7 +114,8 @@ OPTIM_API int optim_var_assign(optim_var *var, const void *src, optim_dtype dtyp
                      int64_t numel);
 
 /* Sets (a copy of) the constraint; NULL or kind NONE removes it. Checks the
- * parameters (axis in range, min <= max, rate in [0, 1], fn for CUSTOM). */
+ * parameters (axis in range, min <= max, rate in [0, 1], fn for CUSTOM).
+ * An F16 or BF16 variable takes only a CUSTOM constraint (OPTIM_ENOTSUP). */
 OPTIM_API int optim_var_set_constraint(optim_var *var, const optim_constraint *c);
 OPTIM_API const optim_constraint *optim_var_constraint(const optim_var *var);
 

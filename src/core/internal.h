@@ -37,5 +37,8 @@ char *optim__strdup(const char *s);
 
 #define OPTIM__MASK(dt) (1u << (unsigned)(dt))
 #define OPTIM__FLOAT_MASK (OPTIM__MASK(OPTIM_F32) | OPTIM__MASK(OPTIM_F64))
+/* What optimizer variables may hold: FLOAT_MASK plus the half storage types
+ * (the tape and the nn layer take FLOAT_MASK only). */
+#define OPTIM__VAR_MASK (OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_F16) | OPTIM__MASK(OPTIM_BF16))
 
 #endif

@@ -1,4 +1,5 @@
 /* Variables: named, shaped f32/f64 storage, owned or borrowed. */
+#include "core/half.h"
 #include "core/internal.h"
 #include "optim/variable.h"
 
@@ -43,8 +44,9 @@ static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t
     if (!name || !name[0])
         return optim__err(err, OPTIM_EINVAL, "variable name is %s, expected a non-empty string",
                           name ? "empty" : "NULL");
-    if (dtype != OPTIM_F32 && dtype != OPTIM_F64)
-        return optim__err(err, OPTIM_EDTYPE, "variable '%s': dtype %s, expected float32 or float64",
+    if (dtype <= OPTIM_DTYPE_INVALID || dtype > OPTIM_BF16 || !(OPTIM__VAR_MASK & OPTIM__MASK(dtype)))
+        return optim__err(err, OPTIM_EDTYPE, "variable '%s': dtype %s, expected float32, float64, "
+                          "float16 or bfloat16",
                           name, optim_dtype_name(dtype));
     if (rank < 0 || rank > OPTIM_MAX_RANK)
         return optim__err(err, OPTIM_ESHAPE, "variable '%s': rank %d, expected 0..%d", name,
@@ -135,8 +137,12 @@ optim_tensor optim_var_tensor(optim_var *v)
 double optim_var_get(const optim_var *v, int64_t i)
 {
     if (i < 0 || i >= v->numel) return NAN;
-    return v->dtype == OPTIM_F32 ? (double)((const float *)v->data)[i]
-                                 : ((const double *)v->data)[i];
+    switch (v->dtype) {
+    case OPTIM_F32: return ((const float *)v->data)[i];
+    case OPTIM_F16: return optim__f16_to_f32(((const uint16_t *)v->data)[i]);
+    case OPTIM_BF16: return optim__bf16_to_f32(((const uint16_t *)v->data)[i]);
+    default: return ((const double *)v->data)[i];
+    }
 }
 
 int optim_var_assign(optim_var *v, const void *src, optim_dtype dtype, int64_t numel)
@@ -198,6 +204,10 @@ int optim_var_set_constraint(optim_var *v, const optim_constraint *c)
         memset(&v->constraint, 0, sizeof v->constraint);
         return OPTIM_OK;
     }
+    if (optim__is_half(v->dtype) && c->kind != OPTIM_CONSTRAINT_CUSTOM)
+        return var_err(v, OPTIM_ENOTSUP, "variable '%s': built-in constraint kind %d on a %s variable, "
+                       "expected a float32 or float64 variable (or a custom constraint)", v->name,
+                       (int)c->kind, optim_dtype_name(v->dtype));
     switch (c->kind) {
     case OPTIM_CONSTRAINT_NON_NEG:
         break;

@@ -189,6 +189,19 @@ optim__attached *optim__attached_of(const optim_group *g, const optim_optimizer 
     return NULL;
 }
 
+/* Replicas sum float32 and float64 gradients; a half-precision one
+ * (docs/half-precision.md) is refused, on every rank. */
+static int half_refused(const optim_grad_var *pairs, size_t n, optim_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
+        if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim_compute_dtype(dt) != dt)
+            return optim__err(err, OPTIM_ENOTSUP, "replica group: variable '%s' is %s; replicas sum float32 "
+                              "and float64 gradients only", optim_var_name(pairs[i].var), optim_dtype_name(dt));
+    }
+    return OPTIM_OK;
+}
+
 /* The gradient aggregator: sparse gradients gathered, dense ones summed. */
 static int aggregate(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
 {
@@ -200,7 +213,7 @@ static int aggregate(void *user, optim_grad_var *pairs, size_t n, optim_error *e
                           "optim_group_apply_gradients");
     if (g->size == 1) return OPTIM_OK; /* the sum of one */
     optim__group_scratch_free(g);
-    int rc = optim__agree(g, pairs, n, OPTIM_OK, err), sparse = 0;
+    int rc = optim__agree(g, pairs, n, half_refused(pairs, n, err), err), sparse = 0;
     for (size_t i = 0; i < n; i++) sparse |= pairs[i].grad.kind == OPTIM_GRAD_SPARSE;
     if (!rc && sparse) rc = optim__gather_sparse(g, pairs, n, err);
     if (!rc) rc = optim__sum_dense(g, pairs, n, err);
@@ -277,7 +290,9 @@ int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const opti
             optim__group_fail(g, &err);
         return rc;
     }
-    int rc = optim__shard_step(a, pairs, n, flags, &err);
+    int rc = half_refused(pairs, n, &err);
+    if (rc) return group_err(g, rc, "%s", err.msg);
+    rc = optim__shard_step(a, pairs, n, flags, &err);
     return rc ? optim__group_fail(g, &err) : OPTIM_OK;
 }
 

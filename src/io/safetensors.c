@@ -71,7 +71,7 @@ static uint64_t st_le64(const unsigned char b[8])
 
 #define ST_ALL_DTYPES                                                           \
     (OPTIM__MASK(OPTIM_F32) | OPTIM__MASK(OPTIM_F64) | OPTIM__MASK(OPTIM_I32) | \
-     OPTIM__MASK(OPTIM_I64))
+     OPTIM__MASK(OPTIM_I64) | OPTIM__MASK(OPTIM_F16) | OPTIM__MASK(OPTIM_BF16))
 /* Integers in the header must be below 2^53: from there on a double (cJSON's
  * number) no longer tells n from n + 1, so 2^53 + 1 would read as 2^53. */
 #define ST_MAX_EXACT ((uint64_t)1 << 53)
@@ -87,6 +87,8 @@ static const char *st_dtype_str(optim_dtype dt)
     case OPTIM_F64: return "F64";
     case OPTIM_I32: return "I32";
     case OPTIM_I64: return "I64";
+    case OPTIM_F16: return "F16";
+    case OPTIM_BF16: return "BF16";
     default: return "?";
     }
 }
@@ -97,6 +99,8 @@ static optim_dtype st_dtype_parse(const char *s)
     if (strcmp(s, "F64") == 0) return OPTIM_F64;
     if (strcmp(s, "I32") == 0) return OPTIM_I32;
     if (strcmp(s, "I64") == 0) return OPTIM_I64;
+    if (strcmp(s, "F16") == 0) return OPTIM_F16;
+    if (strcmp(s, "BF16") == 0) return OPTIM_BF16;
     return OPTIM_DTYPE_INVALID;
 }
 
@@ -384,8 +388,8 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
     if (e->dtype == OPTIM_DTYPE_INVALID) {
         st_quote qd;
         return optim__err(err, OPTIM_ENOTSUP,
-                          "%s: tensor %s: dtype %s is not supported (optim reads F32, F64, I32 "
-                          "and I64)",
+                          "%s: tensor %s: dtype %s is not supported (optim reads F32, F64, F16, "
+                          "BF16, I32 and I64)",
                           L, st_q(&q, e->name), st_q(&qd, dt->valuestring));
     }
 

@@ -24,6 +24,7 @@
  * to step. Work is cut into the fixed chunks of core/parallel.h, and every
  * reduction adds fixed partial sums in a fixed order, so results are bitwise
  * identical for any number of threads. */
+#include "optimizer/half_step.h"
 #include "optimizer/impl.h"
 #include "optimizer/keras3_options.h"
 
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "core/parallel.h"
 
 typedef struct clip_desc {
@@ -80,6 +82,8 @@ typedef struct step {
     task *tasks;
     size_t ntasks;
     void *scratch;                 /* per thread, one chunk of doubles */
+    float *half;                   /* per thread, OPTIM__HALF_CHUNK_FLOATS (half_step.h) */
+    float **half_whole;            /* per work, a non-element-wise class's half variable */
     int nthreads;
     optim__k3 k3;                  /* Keras 3's options for this call */
     optim__k3_grad *k3g;           /* the gradients for the accumulation passes */
@@ -175,10 +179,19 @@ static int dedup(step *s, work *w)
 CLIP_CHUNK(float, clip_f32)
 CLIP_CHUNK(double, clip_f64)
 
+/* A half-precision gradient is transformed in float32 and rounded once. */
 static void clip_run(optim_dtype dt, const void *src, void *dst, int64_t n, const clip_desc *c)
 {
     if (dt == OPTIM_F32) clip_f32(src, dst, n, c);
-    else clip_f64(src, dst, n, c);
+    else if (dt == OPTIM_F64) clip_f64(src, dst, n, c);
+    else
+        for (int64_t off = 0; off < n; off += 256) {
+            float b[256];
+            const int64_t m = n - off < 256 ? n - off : 256;
+            optim__half_load(dt, (const uint16_t *)src + off, b, m);
+            clip_f32(b, b, m, c);
+            optim__half_store(dt, b, (uint16_t *)dst + off, m);
+        }
 }
 
 /* Sum of squares after unscaling and clipvalue, accumulated in double (TF
@@ -187,11 +200,12 @@ static void clip_run(optim_dtype dt, const void *src, void *dst, int64_t n, cons
 static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c)
 {
     double s = 0;
-    if (dt == OPTIM_F32) {
-        const float *x = g;
+    if (dt != OPTIM_F64) {
         const float cv = (float)c->cv, us = (float)c->unscale;
         for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
+            float v = dt == OPTIM_F32 ? ((const float *)g)[i]
+                      : dt == OPTIM_F16 ? optim__f16_to_f32(((const uint16_t *)g)[i])
+                                        : optim__bf16_to_f32(((const uint16_t *)g)[i]);
             if (c->unscale != 0) v = v / us;
             if (c->has_cv) v = v < -cv ? -cv : (v > cv ? cv : v);
             s += (double)v * v;
@@ -213,7 +227,7 @@ static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c
 static double global_scale(optim_dtype dt, double norm, double clip)
 {
     if (!isfinite(norm)) return NAN;
-    if (dt == OPTIM_F32) {
+    if (dt != OPTIM_F64) {
         float n = (float)norm, c = (float)clip, a = 1.0f / n, b = 1.0f / c;
         return c * (a < b ? a : b);
     }
@@ -396,6 +410,26 @@ static int run_user_fn(step *s, optim_grad_fn fn, void *user, const char *what, 
 
 /* ---- 7. update ---------------------------------------------------------------------------- */
 
+/* A half-precision run (half_step.h): the class's float32 rule on scratch,
+ * after the fused transform and weight decay, rounded back once. */
+static void run_half(step *s, const work *w, const task *t, const optim_dense_update *h, int tid)
+{
+    const int whole = !(s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE);
+    float *buf = whole ? s->half_whole[t->w] : s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS;
+    const int64_t block = whole ? h->count : OPTIM__HALF_BLOCK;
+    for (int64_t off = 0; off < h->count; off += block) {
+        optim_dense_update part;
+        void *slots[OPTIM_MAX_SLOTS];
+        optim__half_part(h, off, h->count - off < block ? h->count - off : block, &part, slots);
+        optim__half_view f;
+        optim__half_load_run(s->opt, w->entry, &part, buf, whole, &f);
+        if (w->fused) clip_f32(f.grad, f.grad, part.count, &w->clip);
+        if (w->wd != 0) optim__decay(OPTIM_F32, f.u.param, part.count, w->wd, optim_learning_rate(s->opt, OPTIM_F32));
+        s->opt->cls.apply_dense(&f.u);
+        optim__half_store_run(s->opt, w->entry, &part, &f, whole);
+    }
+}
+
 static void run_dense(step *s, const work *w, const task *t, int tid)
 {
     optim_optimizer *opt = s->opt;
@@ -404,7 +438,7 @@ static void run_dense(step *s, const work *w, const task *t, int tid)
     for (int k = 0; k < w->entry->nown; k++)
         slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + at;
     const void *g = (const char *)w->grad + at;
-    if (w->fused) {
+    if (w->fused && !optim__is_half(w->dtype)) {
         void *buf = (char *)s->scratch + (size_t)tid * OPTIM__CHUNK * sizeof(double);
         clip_run(w->dtype, g, buf, t->count, &w->clip);
         g = buf;
@@ -412,7 +446,8 @@ static void run_dense(step *s, const work *w, const task *t, int tid)
     optim_dense_update u = {opt, w->var, w->dtype, t->off, t->count,
                             (char *)optim_var_data(w->var) + at, g, slots, w->entry->nown,
                             opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
-    opt->cls.apply_dense(&u);
+    if (optim__is_half(w->dtype)) run_half(s, w, t, &u, tid);
+    else opt->cls.apply_dense(&u);
 }
 
 static void run_sparse(step *s, const work *w)
@@ -436,7 +471,7 @@ static void run_sparse(step *s, const work *w)
 static void run_task(step *s, const task *t, int tid)
 {
     const work *w = &s->works[t->w];
-    if (w->wd != 0) {
+    if (w->wd != 0 && !optim__is_half(w->dtype)) {
         /* Decoupled weight decay, fused per chunk (a sparse update decays
          * the whole variable, as Keras 3 does). */
         int64_t off = t->count >= 0 ? t->off : 0, n = t->count >= 0 ? t->count : w->numel;
@@ -462,7 +497,7 @@ static int make_tasks(step *s)
         if (w->kind == OPTIM_GRAD_SPARSE) {
             s->tasks[s->ntasks++] = (task){i, 0, -1};
         } else if (!elementwise) {
-            if (w->fused && materialize_dense(s, w)) return OPTIM_ENOMEM;
+            if (w->fused && !optim__is_half(w->dtype) && materialize_dense(s, w)) return OPTIM_ENOMEM;
             s->tasks[s->ntasks++] = (task){i, 0, w->numel};
         } else {
             OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
@@ -571,10 +606,31 @@ static int stage_transform(step *s, optim_error *err)
         if (s->works[i].kind == OPTIM_GRAD_SPARSE && !s->works[i].idx && dedup(s, &s->works[i]))
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
     if (k->update && make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    int fused = 0;
-    for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused;
+    int fused = 0, half = 0;
+    for (size_t i = 0; i < s->nworks; i++) {
+        fused |= s->works[i].fused;
+        half |= optim__is_half(s->works[i].dtype);
+    }
     if (fused && !(s->scratch = step_alloc(s, (size_t)s->nthreads * OPTIM__CHUNK * sizeof(double))))
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (half && k->update && (s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE) &&
+        !(s->half = step_alloc(s, (size_t)s->nthreads * OPTIM__HALF_CHUNK_FLOATS * sizeof(float))))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    return OPTIM_OK;
+}
+
+/* Whole-variable float32 scratch for the half-precision variables of a
+ * class that is not element-wise (half_step.h), once their slots exist. */
+static int alloc_half_whole(step *s)
+{
+    if (!s->k3.update || (s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE)) return OPTIM_OK;
+    for (size_t i = 0; i < s->nworks; i++) {
+        if (!optim__is_half(s->works[i].dtype)) continue;
+        if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
+            return OPTIM_ENOMEM;
+        const size_t n = optim__half_whole_floats(s->opt, optim__var_entry_of(s->opt, s->works[i].var));
+        if (!(s->half_whole[i] = step_alloc(s, n * sizeof(float)))) return OPTIM_ENOMEM;
+    }
     return OPTIM_OK;
 }
 
@@ -586,6 +642,7 @@ static int stage_create_slots(step *s, optim_error *err)
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
     for (size_t i = 0; i < s->nworks; i++) {
         int rc = optim__track_var(opt, s->works[i].var, err);
+        if (!rc && i + 1 == s->nworks && alloc_half_whole(s)) rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
         if (rc) {
             optim__rollback_vars(opt, nv, ns, nn);
             return rc;
@@ -713,6 +770,21 @@ static int read_options(optim_optimizer *opt, const optim_step_options *in, opti
     return OPTIM_OK;
 }
 
+/* Wrappers (a step or apply_gradients hook) compute on the variables and
+ * gradients themselves, in float32 or float64: a half-precision variable
+ * is refused there (MultiOptimizer, which only routes, takes it). */
+static int half_wrapper_refused(optim_optimizer *opt, const optim_grad_var *pairs, size_t n)
+{
+    if ((!opt->cls.step && !opt->cls.apply_gradients) || opt->cls.inner_at) return OPTIM_OK;
+    for (size_t i = 0; i < n; i++) {
+        const optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
+        if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim__is_half(dt))
+            return optim__opt_err(opt, OPTIM_ENOTSUP, "%s: variable '%s' is %s; wrappers take float32 or float64 "
+                                  "variables (docs/half-precision.md)", opt->cls.name,
+                                  optim_var_name(pairs[i].var), optim_dtype_name(dt));
+    }
+    return OPTIM_OK;
+}
 
 int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *options)
 {
@@ -730,6 +802,7 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
                               "%s: the class overrides apply_gradients but has no step hook, so it "
                               "cannot take an inspect function (give it a step hook, optim/step.h)",
                               opt->cls.name);
+    if ((rc = half_wrapper_refused(opt, pairs, n))) return rc;
     const int64_t counter = opt->iterations;
     if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);

@@ -2,6 +2,7 @@
  * anything changes, against the update rule that will run; and the step
  * API's read-only questions (optim/step.h). */
 #include "optimizer/impl.h"
+#include "optimizer/keras3_options.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -41,6 +42,11 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
                           "optimizer still used it?",
                           cn, vn, (long long)optim_var_numel(v), optim_dtype_name(optim_var_dtype(v)),
                           (long long)known->numel, optim_dtype_name(known->dtype));
+    if (optim_compute_dtype(optim_var_dtype(v)) != optim_var_dtype(v) &&
+        (optim__k3_wants_average(opt) || optim__k3_wants_accumulator(opt)))
+        return optim__err(err, OPTIM_ENOTSUP, "%s: variable '%s' is %s; use_ema and gradient_accumulation_steps "
+                          "take float32 or float64 variables (docs/half-precision.md)", cn, vn,
+                          optim_dtype_name(optim_var_dtype(v)));
     char what[300], a[160], b[160];
     int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
@@ -48,7 +54,7 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
     if (p->grad.kind == OPTIM_GRAD_DENSE) {
         const optim_tensor *g = &p->grad.dense;
         snprintf(what, sizeof what, "%s: gradient of '%s'", cn, vn);
-        int rc = optim__tensor_check(g, OPTIM__FLOAT_MASK, what, err);
+        int rc = optim__tensor_check(g, OPTIM__VAR_MASK, what, err);
         if (rc) return rc;
         if (g->dtype != vd)
             return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)",
@@ -63,6 +69,9 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
         return optim__err(err, OPTIM_EINVAL, "%s: gradient of '%s' has unknown kind %d", cn, vn,
                           (int)p->grad.kind);
     snprintf(what, sizeof what, "%s: sparse gradient of '%s'", cn, vn);
+    if (optim_compute_dtype(vd) != vd)
+        return optim__err(err, OPTIM_ENOTSUP, "%s: the variable is %s; sparse gradients take float32 or "
+                          "float64 variables (docs/half-precision.md)", what, optim_dtype_name(vd));
     return check_sparse(opt, what, &p->grad.sparse, v, err);
 }
 

@@ -254,7 +254,7 @@ double optim_learning_rate(const optim_optimizer *opt, optim_dtype dtype)
 {
     double lr = opt->values[OPTIM__P_LEARNING_RATE];
     double decay = opt->gen == OPTIM_LEGACY ? opt->values[OPTIM__P_DECAY] : 0.0;
-    if (dtype == OPTIM_F32) {
+    if (optim_compute_dtype(dtype) == OPTIM_F32) {
         /* OptimizerV2._decayed_lr: all in the variable's dtype. */
         float l = (float)lr;
         if (decay > 0) l = l / (1.0f + (float)decay * (float)opt->iterations);

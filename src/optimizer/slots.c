@@ -187,6 +187,11 @@ static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot
         if (dt == OPTIM_F32) {
             float *p = optim_var_data(v);
             for (int64_t i = 0; i < n; i++) p[i] = (float)value;
+        } else if (dt != OPTIM_F64) { /* half: the value rounded once */
+            uint16_t h;
+            optim_convert(&h, dt, &value, OPTIM_F64, 1);
+            uint16_t *p = optim_var_data(v);
+            for (int64_t i = 0; i < n; i++) p[i] = h;
         } else {
             double *p = optim_var_data(v);
             for (int64_t i = 0; i < n; i++) p[i] = value;

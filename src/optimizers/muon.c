@@ -157,7 +157,7 @@ static int add_scratch(optim_optimizer *opt, const optim_var *var)
     state *s = optim_state(opt);
     const int64_t r = optim_var_shape(var)[0], c = optim_var_shape(var)[1];
     const int64_t p = r < c ? r : c, q = r < c ? c : r;
-    size_t bytes = (size_t)(2 * p * q + 2 * p * p) * optim_dtype_size(optim_var_dtype(var));
+    size_t bytes = (size_t)(2 * p * q + 2 * p * p) * optim_dtype_size(optim_compute_dtype(optim_var_dtype(var)));
     size_t i = 0;
     while (i < s->nscratch && s->sc[i].var != var) i++;
     if (i == s->nscratch && s->nscratch == s->cap) {

@@ -104,7 +104,7 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     if (!st->cache) {
         /* Keras creates it with the dtype of the first variable it builds for. */
         const char *name = optim_generation_of(opt) == OPTIM_LEGACY ? "momentum_cache" : "u_product";
-        int rc = optim_add_weight(opt, name, optim_var_dtype(var), 0, NULL, OPTIM_SLOT_CONSTANT, 1.0,
+        int rc = optim_add_weight(opt, name, optim_compute_dtype(optim_var_dtype(var)), 0, NULL, OPTIM_SLOT_CONSTANT, 1.0,
                                   &st->cache);
         if (rc) return rc;
     }

@@ -174,6 +174,11 @@ optim_node *optim_tape_var(optim_tape *t, optim_var *v)
         optim__tape_err(t, OPTIM_EINVAL, "var: variable is NULL");
         return NULL;
     }
+    if (!(OPTIM__FLOAT_MASK & OPTIM__MASK(optim_var_dtype(v)))) {
+        optim__tape_err(t, OPTIM_EDTYPE, "var: variable '%s' is %s, expected float32 or float64 (the tape "
+                        "does not compute in half precision)", optim_var_name(v), optim_dtype_name(optim_var_dtype(v)));
+        return NULL;
+    }
     optim_node *n = optim__tape_node_view(t, "var", optim_var_dtype(v), optim_var_rank(v),
                                           optim_var_shape(v), optim_var_data(v), NULL, NULL);
     if (!n) return NULL;

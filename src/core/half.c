@@ -1,0 +1,96 @@
+/* Half-precision storage: bulk conversions between F16, BF16, F32 and F64
+ * (optim_convert), rounding to nearest even exactly once. The scalar rules
+ * are in half.h. */
+#include "core/half.h"
+#include "core/internal.h"
+
+#include <math.h>
+
+optim_dtype optim_compute_dtype(optim_dtype dtype) { return optim__is_half(dtype) ? OPTIM_F32 : dtype; }
+
+/* The two hot loops of a half-precision step, compiled twice: for AVX2
+ * (which packs 32-bit lanes to 16 bits in one instruction) and for the
+ * baseline; the loader picks one for this machine once. Same bits either way. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && defined(__linux__)
+#define HALF_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HALF_CLONES
+#endif
+
+HALF_CLONES void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    if (dt == OPTIM_BF16)
+        for (int64_t i = 0; i < n; i++) dst[i] = optim__bf16_to_f32(h[i]);
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] = optim__f16_to_f32(h[i]);
+}
+
+HALF_CLONES void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
+{
+    uint16_t *h = dst;
+    if (dt == OPTIM_BF16)
+        for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_bf16(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
+}
+
+/* double -> float rounded to odd (truncated, last bit set when inexact):
+ * rounding that to a half type afterwards is the same as rounding the
+ * double directly, since float keeps more than two extra bits. */
+static float round_to_odd(double d)
+{
+    float f = (float)d;
+    if (isnan(d) || (double)f == d) return f;
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+    return optim__bits_f32(optim__f32_bits(f) | 1u);
+}
+
+static float load_one(optim_dtype dt, const void *src, int64_t i)
+{
+    switch (dt) {
+    case OPTIM_F16: return optim__f16_to_f32(((const uint16_t *)src)[i]);
+    case OPTIM_BF16: return optim__bf16_to_f32(((const uint16_t *)src)[i]);
+    default: return ((const float *)src)[i];
+    }
+}
+
+/* From F64 into a half type (rounded once, through a float rounded to odd). */
+static void from_f64(void *dst, optim_dtype to, const double *src, int64_t n)
+{
+    uint16_t *h = dst;
+    for (int64_t i = 0; i < n; i++) {
+        const float f = round_to_odd(src[i]);
+        h[i] = to == OPTIM_F16 ? optim__f32_to_f16(f) : optim__f32_to_bf16(f);
+    }
+}
+
+static int is_float(optim_dtype dt)
+{
+    return dt == OPTIM_F32 || dt == OPTIM_F64 || optim__is_half(dt);
+}
+
+int optim_convert(void *dst, optim_dtype to, const void *src, optim_dtype from, int64_t n)
+{
+    if (!is_float(to) || !is_float(from)) return OPTIM_EDTYPE;
+    if (n < 0 || (n > 0 && (!dst || !src))) return OPTIM_EINVAL;
+    if (to == from) {
+        if (n) memcpy(dst, src, (size_t)n * optim_dtype_size(to));
+    } else if (from == OPTIM_F64 && to == OPTIM_F32) {
+        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const double *)src)[i];
+    } else if (from == OPTIM_F64) {
+        from_f64(dst, to, src, n);
+    } else if (to == OPTIM_F64) {
+        for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = load_one(from, src, i);
+    } else if (to == OPTIM_F32) {
+        optim__half_load(from, src, dst, n);
+    } else if (from == OPTIM_F32) {
+        optim__half_store(to, src, dst, n);
+    } else { /* F16 <-> BF16: through f32, exact on the way in */
+        for (int64_t i = 0; i < n; i++) {
+            const float f = load_one(from, src, i);
+            ((uint16_t *)dst)[i] = to == OPTIM_F16 ? optim__f32_to_f16(f) : optim__f32_to_bf16(f);
+        }
+    }
+    return OPTIM_OK;
+}

@@ -1,0 +1,647 @@
+/* Half-precision storage (F16, BF16; docs/half-precision.md).
+ *
+ * 1. Conversions: every one of the 65536 bit patterns of each type decoded
+ *    against a decoder written here from the format's definition; rounding
+ *    from float32 and float64 against a nearest-value search over the sorted
+ *    table of all finite values (ties to the even pattern), at every midpoint
+ *    and its neighbours and at random inputs.
+ * 2. Every built-in optimizer on F16 and BF16 variables, step by step,
+ *    against the same class on float32 copies of the half state, rounded
+ *    once per write: bit for bit, with clipping, weight decay and
+ *    loss_scale_factor included.
+ * 3. safetensors F16/BF16, `optim replay` on half files, and refusals. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#ifndef OPTIM_CLI_PATH
+#error "the build must define OPTIM_CLI_PATH"
+#endif
+
+/* ---- 1. conversions ---------------------------------------------------------------------------- */
+
+/* The value of a half pattern from the format's definition: ebits exponent
+ * bits, mbits mantissa bits, bias 2^(ebits-1) - 1. */
+static double decode(uint16_t h, int ebits, int mbits)
+{
+    const int emax = (1 << ebits) - 1, bias = (1 << (ebits - 1)) - 1;
+    const int e = (h >> mbits) & emax, m = h & ((1 << mbits) - 1);
+    const double sign = (h >> 15) ? -1.0 : 1.0;
+    if (e == emax) return m ? NAN : sign * INFINITY;
+    if (e == 0) return sign * ldexp(m, 1 - bias - mbits);
+    return sign * ldexp(m + (1 << mbits), e - bias - mbits);
+}
+
+static double dec16(uint16_t h) { return decode(h, 5, 10); }
+static double decbf(uint16_t h) { return decode(h, 8, 7); }
+
+/* All finite non-negative values of a type, ascending (pattern = index). */
+typedef struct table {
+    double v[0x8000];
+    int n;              /* patterns 0 .. n-1 are finite */
+} table;
+
+static table T16, TBF;
+
+static void make_table(table *t, double (*dec)(uint16_t))
+{
+    t->n = 0;
+    while (t->n < 0x8000 && isfinite(dec((uint16_t)t->n))) {
+        t->v[t->n] = dec((uint16_t)t->n);
+        t->n++;
+    }
+}
+
+/* The reference rounding of x: the nearest table value, ties to the even
+ * pattern; beyond the largest finite value by half an ulp or more, inf. */
+static uint16_t ref_round(const table *t, double x)
+{
+    if (isnan(x)) return 0x7fff;
+    const uint16_t sign = signbit(x) ? 0x8000 : 0;
+    const double a = fabs(x);
+    const double top = t->v[t->n - 1], ulp = top - t->v[t->n - 2];
+    if (a >= top + ulp / 2) return sign | (uint16_t)t->n; /* the infinity pattern */
+    int lo = 0, hi = t->n - 1;                            /* v[lo] <= a < v[hi] */
+    if (a >= top) return sign | (uint16_t)(t->n - 1);
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (t->v[mid] <= a) lo = mid;
+        else hi = mid;
+    }
+    const double dl = a - t->v[lo], dh = t->v[hi] - a;
+    const int pick = dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi);
+    return sign | (uint16_t)pick;
+}
+
+static void check_round_f32(optim_dtype dt, const table *t, float x)
+{
+    uint16_t got, want = ref_round(t, x);
+    assert_int_equal(optim_convert(&got, dt, &x, OPTIM_F32, 1), OPTIM_OK);
+    if (isnan(x)) {
+        assert_true((got & 0x7fff) > (dt == OPTIM_F16 ? 0x7c00 : 0x7f80));
+        assert_int_equal(got >> 15, signbit(x) ? 1 : 0);
+        return;
+    }
+    if (got != want) fail_msg("%s of %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
+}
+
+static void check_round_f64(optim_dtype dt, const table *t, double x)
+{
+    uint16_t got, want = ref_round(t, x);
+    assert_int_equal(optim_convert(&got, dt, &x, OPTIM_F64, 1), OPTIM_OK);
+    if (got != want) fail_msg("%s of double %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
+}
+
+/* Every pattern decodes exactly (to float32 and to float64), and every
+ * non-NaN pattern survives a round trip; NaNs stay NaNs of the same sign,
+ * quiet ones exactly. */
+static void exhaustive_decode(optim_dtype dt, double (*dec)(uint16_t), uint16_t inf, uint16_t quiet)
+{
+    static uint16_t in[65536], back[65536];
+    static float f[65536];
+    static double d[65536];
+    for (int i = 0; i < 65536; i++) in[i] = (uint16_t)i;
+    assert_int_equal(optim_convert(f, OPTIM_F32, in, dt, 65536), OPTIM_OK);
+    assert_int_equal(optim_convert(d, OPTIM_F64, in, dt, 65536), OPTIM_OK);
+    assert_int_equal(optim_convert(back, dt, f, OPTIM_F32, 65536), OPTIM_OK);
+    for (int i = 0; i < 65536; i++) {
+        const double want = dec(in[i]);
+        if (isnan(want)) {
+            assert_nan(f[i]);
+            assert_nan(d[i]);
+            assert_int_equal(signbit(f[i]) != 0, i >> 15);
+            assert_true((back[i] & 0x7fff) > inf && (back[i] & quiet) && (back[i] >> 15) == (i >> 15));
+            if (in[i] & quiet) assert_int_equal(back[i], in[i]);
+            continue;
+        }
+        if (!((double)f[i] == want && d[i] == want && !signbit(f[i]) == !signbit(want)))
+            fail_msg("pattern 0x%04x: float %a, double %a, want %a", i, f[i], d[i], want);
+        assert_int_equal(back[i], in[i]);
+    }
+}
+
+static void test_f16_exhaustive(void **state)
+{
+    (void)state;
+    exhaustive_decode(OPTIM_F16, dec16, 0x7c00, 0x0200);
+}
+
+static void test_bf16_exhaustive(void **state)
+{
+    (void)state;
+    exhaustive_decode(OPTIM_BF16, decbf, 0x7f80, 0x0040);
+}
+
+/* Each midpoint between neighbours (ties: to even), the floats just either
+ * side of it, and the same from double (where rounding through float32
+ * first would round twice: m + 2^-60 m must round up). */
+static void midpoints(optim_dtype dt, const table *t)
+{
+    for (int i = 0; i + 1 <= t->n; i++) {
+        const double a = t->v[i];
+        const double b = i + 1 < t->n ? t->v[i + 1] : a + (a - t->v[i - 1]); /* past the top: 2^(emax+1) */
+        const double m = (a + b) / 2;
+        for (int s = 0; s < 2; s++) {
+            const double x = s ? -m : m;
+            check_round_f32(dt, t, (float)x);
+            check_round_f32(dt, t, nextafterf((float)x, INFINITY));
+            check_round_f32(dt, t, nextafterf((float)x, -INFINITY));
+            check_round_f64(dt, t, x);
+            check_round_f64(dt, t, x + ldexp(fabs(x), -40));
+            check_round_f64(dt, t, x - ldexp(fabs(x), -40));
+        }
+    }
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void test_rounding(void **state)
+{
+    (void)state;
+    midpoints(OPTIM_F16, &T16);
+    midpoints(OPTIM_BF16, &TBF);
+    for (int k = 0; k < 400000; k++) {
+        const uint64_t r = rng();
+        float f;
+        uint32_t u = (uint32_t)r;
+        memcpy(&f, &u, sizeof f);
+        double d;
+        memcpy(&d, &r, sizeof d);
+        check_round_f32(OPTIM_F16, &T16, f);
+        check_round_f32(OPTIM_BF16, &TBF, f);
+        if (!isnan(d)) {
+            check_round_f64(OPTIM_F16, &T16, d);
+            check_round_f64(OPTIM_BF16, &TBF, d);
+            check_round_f64(OPTIM_F16, &T16, ldexp(d, -(int)(r >> 58) - 940)); /* near the half range */
+        }
+    }
+    /* The edges: the largest finite value, overflow, the subnormals. */
+    check_round_f32(OPTIM_F16, &T16, 65504.0f);
+    check_round_f32(OPTIM_F16, &T16, 65519.99f);
+    check_round_f32(OPTIM_F16, &T16, 65520.0f);
+    check_round_f32(OPTIM_F16, &T16, 0x1p-25f);
+    check_round_f32(OPTIM_F16, &T16, 0x1.000002p-25f);
+    check_round_f32(OPTIM_F16, &T16, 0x1.ffcp-15f);
+    check_round_f32(OPTIM_BF16, &TBF, 0x1.fffffep127f);
+    check_round_f32(OPTIM_BF16, &TBF, 0x1p-149f);
+}
+
+static void test_convert_bad_input(void **state)
+{
+    (void)state;
+    float f[2] = {1, 2};
+    uint16_t h[2] = {7, 7};
+    assert_int_equal(optim_convert(h, OPTIM_I32, f, OPTIM_F32, 2), OPTIM_EDTYPE);
+    assert_int_equal(optim_convert(h, OPTIM_F16, f, OPTIM_I64, 2), OPTIM_EDTYPE);
+    assert_int_equal(optim_convert(h, OPTIM_F16, f, (optim_dtype)99, 2), OPTIM_EDTYPE);
+    assert_int_equal(optim_convert(h, OPTIM_F16, f, OPTIM_F32, -1), OPTIM_EINVAL);
+    assert_int_equal(optim_convert(NULL, OPTIM_F16, f, OPTIM_F32, 2), OPTIM_EINVAL);
+    assert_int_equal(optim_convert(h, OPTIM_F16, NULL, OPTIM_F32, 2), OPTIM_EINVAL);
+    assert_int_equal(h[0], 7); /* untouched */
+    assert_int_equal(optim_convert(NULL, OPTIM_F16, NULL, OPTIM_F32, 0), OPTIM_OK);
+    assert_int_equal(optim_dtype_size(OPTIM_F16), 2);
+    assert_int_equal(optim_dtype_size(OPTIM_BF16), 2);
+    assert_string_equal(optim_dtype_name(OPTIM_F16), "float16");
+    assert_string_equal(optim_dtype_name(OPTIM_BF16), "bfloat16");
+    assert_int_equal(optim_compute_dtype(OPTIM_BF16), OPTIM_F32);
+    assert_int_equal(optim_compute_dtype(OPTIM_F64), OPTIM_F64);
+}
+
+/* ---- 2. every built-in on half variables --------------------------------------------------------- */
+
+#define NV 2
+static const int64_t SHAPES[NV][2] = {{26, 50}, {9, 1}}; /* 1300 elements: three conversion blocks */
+static const int32_t RANKS[NV] = {2, 1};
+static const char *const NAMES[NV] = {"dense/kernel", "dense/bias"};
+
+static const char *const CONFIGS[] = {
+    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, \"momentum\": 0.9, \"nesterov\": true}}",
+    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, \"global_clipnorm\": 0.5, \"weight_decay\": 0.1}}",
+    "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"amsgrad\": true, \"clipnorm\": 0.3}}",
+    "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipvalue\": 0.2, \"loss_scale_factor\": 4.0}}",
+    "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"is_legacy_optimizer\": true}}",
+    "{\"class_name\": \"AdamW\", \"config\": {\"learning_rate\": 0.05, \"weight_decay\": 0.1}}",
+    "{\"class_name\": \"Adamax\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Nadam\", \"config\": {\"learning_rate\": 0.05, \"is_legacy_optimizer\": true}}",
+    "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"RMSprop\", \"config\": {\"learning_rate\": 0.05, \"centered\": true, \"momentum\": 0.5}}",
+    "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0}}",
+    "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01}}",
+    "{\"class_name\": \"Lion\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 0.5}}",
+    "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"module\": \"keras.optimizers\", "
+    "\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": "
+    "{\"learning_rate\": 0.05, \"momentum\": 0.5}}, \"optimizer_map\": {\"dense/bias\": {\"class_name\": \"Adam\", "
+    "\"config\": {\"learning_rate\": 0.05}}}}, \"registered_name\": null}}}",
+};
+
+static double init_at(int v, int i) { return 0.5 - 0.0007 * i + 0.1 * v; }
+static double grad_at(int k, int v, int i) { return sin(0.7 * k + 1.3 * i + v) * (1 + 0.01 * (i % 10)); }
+
+typedef struct pairing {
+    optim_optimizer *a, *r;        /* a: half variables; r: the float32 reference */
+    optim_var *va[NV], *vr[NV];
+    optim_dtype dt;
+} pairing;
+
+/* Both optimizers' weight views (freed by the caller); returns the count. */
+static size_t weights_of(pairing *p, optim_tensor **wa, optim_tensor **wr)
+{
+    size_t n = optim_weights_count(p->a);
+    assert_int_equal(n, optim_weights_count(p->r));
+    *wa = calloc(n, sizeof **wa);
+    *wr = calloc(n, sizeof **wr);
+    assert_non_null(*wa);
+    assert_non_null(*wr);
+    optim_get_weights(p->a, *wa, n);
+    optim_get_weights(p->r, *wr, n);
+    return n;
+}
+
+/* A malloc'd copy of t's data in dtype `to` (converted when it differs). */
+static void *converted(const optim_tensor *t, optim_dtype to)
+{
+    const int64_t m = optim_tensor_numel(t);
+    void *c = malloc((size_t)m * optim_dtype_size(to) + 1);
+    assert_non_null(c);
+    if (t->dtype == to) memcpy(c, t->data, (size_t)m * optim_dtype_size(to));
+    else assert_int_equal(optim_convert(c, to, t->data, t->dtype, m), OPTIM_OK);
+    return c;
+}
+
+/* r's variables and weights := a's, converted to float32 (iterations copied). */
+static void copy_state(pairing *p)
+{
+    for (int v = 0; v < NV; v++)
+        assert_int_equal(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32, optim_var_cdata(p->va[v]), p->dt,
+                                       optim_var_numel(p->va[v])), OPTIM_OK);
+    optim_tensor *wa, *wr;
+    size_t n = weights_of(p, &wa, &wr);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(optim_tensor_numel(&wa[i]), optim_tensor_numel(&wr[i]));
+        wr[i].data = converted(&wa[i], wr[i].dtype);
+    }
+    assert_int_equal(optim_set_weights(p->r, wr, n), OPTIM_OK);
+    for (size_t i = 0; i < n; i++) free(wr[i].data);
+    free(wa);
+    free(wr);
+}
+
+/* a's state == r's rounded to a's storage type, bit for bit. */
+static void compare_state(pairing *p, const char *json, int k)
+{
+    uint16_t *h = malloc(1300 * sizeof *h);
+    assert_non_null(h);
+    for (int v = 0; v < NV; v++) {
+        int64_t m = optim_var_numel(p->va[v]);
+        optim_convert(h, p->dt, optim_var_cdata(p->vr[v]), OPTIM_F32, m);
+        for (int64_t i = 0; i < m; i++)
+            if (h[i] != ((const uint16_t *)optim_var_cdata(p->va[v]))[i])
+                fail_msg("%s %s step %d: %s[%lld] is 0x%04x, the rounded float32 reference 0x%04x", json,
+                         optim_dtype_name(p->dt), k, NAMES[v], (long long)i,
+                         ((const uint16_t *)optim_var_cdata(p->va[v]))[i], h[i]);
+    }
+    free(h);
+    optim_tensor *wa, *wr;
+    size_t n = weights_of(p, &wa, &wr);
+    for (size_t i = 0; i < n; i++) {
+        void *c = converted(&wr[i], wa[i].dtype);
+        if (memcmp(c, wa[i].data, (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype)))
+            fail_msg("%s %s step %d: weight %zu differs", json, optim_dtype_name(p->dt), k, i);
+        free(c);
+    }
+    free(wa);
+    free(wr);
+}
+
+static void make_pairing(pairing *p, const char *json, optim_dtype dt)
+{
+    p->dt = dt;
+    p->a = optim_test_make(json);
+    p->r = optim_test_make(json);
+    for (int v = 0; v < NV; v++) {
+        const int64_t n = SHAPES[v][0] * SHAPES[v][1];
+        float *f = malloc((size_t)n * sizeof *f);
+        uint16_t *h = malloc((size_t)n * sizeof *h);
+        assert_non_null(f);
+        assert_non_null(h);
+        for (int64_t i = 0; i < n; i++) f[i] = (float)init_at(v, (int)i);
+        optim_convert(h, dt, f, OPTIM_F32, n);
+        optim_error err;
+        assert_int_equal(optim_var_create(&p->va[v], NAMES[v], dt, RANKS[v], SHAPES[v], h, &err), OPTIM_OK);
+        assert_int_equal(optim_var_create(&p->vr[v], NAMES[v], OPTIM_F32, RANKS[v], SHAPES[v], f, &err), OPTIM_OK);
+        free(f);
+        free(h);
+    }
+    assert_int_equal(optim_build(p->a, p->va, NV), OPTIM_OK);
+    assert_int_equal(optim_build(p->r, p->vr, NV), OPTIM_OK);
+}
+
+static void free_pairing(pairing *p)
+{
+    optim_destroy(p->a);
+    optim_destroy(p->r);
+    for (int v = 0; v < NV; v++) {
+        optim_var_destroy(p->va[v]);
+        optim_var_destroy(p->vr[v]);
+    }
+}
+
+/* One step of both; returns how many elements of a's variables changed. */
+static int64_t step_both(pairing *p, int k)
+{
+    uint16_t gh[NV][1300];
+    float gf[NV][1300];
+    optim_grad_var pa[NV], pr[NV];
+    int64_t changed = 0;
+    uint16_t before[NV][1300];
+    for (int v = 0; v < NV; v++) {
+        const int64_t n = optim_var_numel(p->va[v]);
+        for (int64_t i = 0; i < n; i++) gf[v][i] = (float)grad_at(k, v, (int)i);
+        optim_convert(gh[v], p->dt, gf[v], OPTIM_F32, n);
+        optim_convert(gf[v], OPTIM_F32, gh[v], p->dt, n); /* the reference sees the half gradient */
+        memcpy(before[v], optim_var_cdata(p->va[v]), (size_t)n * 2);
+        pa[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(p->dt, gh[v], RANKS[v], SHAPES[v])), p->va[v]};
+        pr[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, gf[v], RANKS[v], SHAPES[v])), p->vr[v]};
+    }
+    if (optim_apply_gradients(p->a, pa, NV, 0)) fail_msg("half step: %s", optim_errmsg(p->a));
+    if (optim_apply_gradients(p->r, pr, NV, 0)) fail_msg("reference step: %s", optim_errmsg(p->r));
+    for (int v = 0; v < NV; v++)
+        for (int64_t i = 0; i < optim_var_numel(p->va[v]); i++)
+            changed += before[v][i] != ((const uint16_t *)optim_var_cdata(p->va[v]))[i];
+    return changed;
+}
+
+static void run_config(const char *json, optim_dtype dt)
+{
+    pairing p;
+    make_pairing(&p, json, dt);
+    int64_t changed = 0;
+    for (int k = 0; k < 4; k++) {
+        copy_state(&p);
+        changed += step_both(&p, k);
+        compare_state(&p, json, k);
+    }
+    if (changed < 100) fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt), (long long)changed);
+    free_pairing(&p);
+}
+
+static void test_builtins_f16(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) run_config(CONFIGS[c], OPTIM_F16);
+}
+
+static void test_builtins_bf16(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) run_config(CONFIGS[c], OPTIM_BF16);
+}
+
+/* Thread counts give the same bits (the chunks and blocks are fixed). */
+static void test_threads(void **state)
+{
+    (void)state;
+    uint16_t out[3][1300];
+    for (int t = 1; t <= 3; t++) {
+        pairing p;
+        make_pairing(&p, CONFIGS[4], OPTIM_BF16);
+        optim_set_num_threads(p.a, t);
+        for (int k = 0; k < 3; k++) step_both(&p, k);
+        memcpy(out[t - 1], optim_var_cdata(p.va[0]), 1300 * 2);
+        free_pairing(&p);
+    }
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    assert_memory_equal(out[0], out[2], sizeof out[0]);
+}
+
+/* ---- 3. refusals -------------------------------------------------------------------------------- */
+
+/* A step of opt on var with g must fail with code and a message holding
+ * needle, and change neither the variable nor the counter. */
+static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code, const char *needle)
+{
+    uint16_t before[4];
+    memcpy(before, optim_var_cdata(var), sizeof before);
+    const int64_t it = optim_iterations(opt);
+    optim_grad_var p = {g, var};
+    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), code);
+    assert_contains(optim_errmsg(opt), needle);
+    assert_memory_equal(before, optim_var_cdata(var), sizeof before);
+    assert_int_equal(optim_iterations(opt), it);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    const int64_t shape[2] = {2, 2};
+    uint16_t h[4] = {0x3c00, 0x4000, 0xbc00, 0};
+    float f[4] = {1, 2, 3, 4};
+    int64_t idx[1] = {1};
+    optim_var *w;
+    assert_int_equal(optim_var_create(&w, "w", OPTIM_F16, 2, shape, h, NULL), OPTIM_OK);
+    optim_optimizer *adam = optim_test_make("\"adam\"");
+    refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_F32, f, 2, shape)), OPTIM_EDTYPE, "expected float16");
+    refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_BF16, h, 2, shape)), OPTIM_EDTYPE, "expected float16");
+    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, (int64_t[]){1, 2})),
+            OPTIM_ENOTSUP, "sparse gradients take float32 or float64");
+    optim_optimizer *ema = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}");
+    refused(ema, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "use_ema");
+    optim_optimizer *acc = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"gradient_accumulation_steps\": 2}}");
+    refused(acc, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "gradient_accumulation_steps");
+    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                                           "{\"class_name\": \"SGD\", \"config\": {}}}}");
+    refused(lso, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "wrappers take float32");
+    optim_constraint c = optim_constraint_non_neg();
+    assert_int_equal(optim_var_set_constraint(w, &c), OPTIM_ENOTSUP);
+    assert_contains(optim_var_errmsg(w), "float16");
+    assert_null(optim_var_constraint(w));
+    optim_tape *tape;
+    assert_int_equal(optim_tape_create(&tape, NULL), OPTIM_OK);
+    assert_null(optim_tape_var(tape, w));
+    assert_contains(optim_tape_errmsg(tape), "'w' is float16, expected float32 or float64");
+    optim_tape_destroy(tape);
+    optim_destroy(adam);
+    optim_destroy(ema);
+    optim_destroy(acc);
+    optim_destroy(lso);
+    optim_var_destroy(w);
+    optim_error err;
+    assert_int_equal(optim_var_create(&w, "i", OPTIM_I32, 1, (int64_t[]){2}, NULL, &err), OPTIM_EDTYPE);
+    assert_contains(err.msg, "expected float32, float64, float16 or bfloat16");
+}
+
+/* A half variable's optim_var_get reads the stored value. */
+static void test_var_get(void **state)
+{
+    (void)state;
+    uint16_t h[3] = {0x3c00, 0xc000, 0x0001};
+    optim_var *a, *b;
+    assert_int_equal(optim_var_create(&a, "a", OPTIM_F16, 1, (int64_t[]){3}, h, NULL), OPTIM_OK);
+    assert_int_equal(optim_var_create(&b, "b", OPTIM_BF16, 1, (int64_t[]){3}, h, NULL), OPTIM_OK);
+    assert_eq(optim_var_get(a, 0), 1.0);
+    assert_eq(optim_var_get(a, 1), -2.0);
+    assert_eq(optim_var_get(a, 2), 0x1p-24);
+    assert_eq(optim_var_get(b, 0), decbf(0x3c00));
+    assert_eq(optim_var_get(b, 2), 0x1p-133);
+    optim_var_destroy(a);
+    optim_var_destroy(b);
+}
+
+/* ---- 4. files: safetensors and optim replay ------------------------------------------------------- */
+
+static char dir[64];
+
+static void write_st(const char *path, const char *const *names, const optim_tensor *t, int n)
+{
+    optim_st_writer *wr;
+    optim_error err;
+    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
+    for (int i = 0; i < n; i++)
+        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
+    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
+    optim_st_writer_destroy(wr);
+}
+
+static int run_replay(const char *config, const char *init, const char *grads, const char *out)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul < 0 || dup2(nul, 2) < 0 || dup2(nul, 1) < 0) _exit(126);
+        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", config, init, grads, out, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
+}
+
+static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+/* optim replay on a BF16 and an F16 variable gives what the library gives,
+ * bit for bit, with the slots in the variables' dtypes; a float32 gradient
+ * for a BF16 variable is refused and OUT is not created. */
+static void test_replay(void **state)
+{
+    (void)state;
+    char cfg[128], init[128], grads[128], out[128], bad[128];
+    path_in(cfg, sizeof cfg, "c.json");
+    path_in(init, sizeof init, "init.safetensors");
+    path_in(grads, sizeof grads, "grads.safetensors");
+    path_in(out, sizeof out, "out.safetensors");
+    path_in(bad, sizeof bad, "bad.safetensors");
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}", f);
+    assert_int_equal(fclose(f), 0);
+    const int64_t s[2] = {3, 4};
+    uint16_t a0[12], b0[12], ga[2][12], gb[2][12];
+    for (int i = 0; i < 12; i++) {
+        float x = (float)init_at(0, i), y = (float)init_at(1, i), g[4];
+        optim_convert(&a0[i], OPTIM_BF16, &x, OPTIM_F32, 1);
+        optim_convert(&b0[i], OPTIM_F16, &y, OPTIM_F32, 1);
+        for (int k = 0; k < 2; k++) g[k] = (float)grad_at(k, 0, i), g[2 + k] = (float)grad_at(k, 1, i);
+        for (int k = 0; k < 2; k++) optim_convert(&ga[k][i], OPTIM_BF16, &g[k], OPTIM_F32, 1);
+        for (int k = 0; k < 2; k++) optim_convert(&gb[k][i], OPTIM_F16, &g[2 + k], OPTIM_F32, 1);
+    }
+    const char *in_names[2] = {"a", "b"};
+    optim_tensor in[2] = {optim_tensor_make(OPTIM_BF16, a0, 2, s), optim_tensor_make(OPTIM_F16, b0, 1, (int64_t[]){12})};
+    write_st(init, in_names, in, 2);
+    const char *g_names[4] = {"0/a", "0/b", "1/a", "1/b"};
+    optim_tensor g[4] = {optim_tensor_make(OPTIM_BF16, ga[0], 2, s), optim_tensor_make(OPTIM_F16, gb[0], 1, (int64_t[]){12}),
+                         optim_tensor_make(OPTIM_BF16, ga[1], 2, s), optim_tensor_make(OPTIM_F16, gb[1], 1, (int64_t[]){12})};
+    write_st(grads, g_names, g, 4);
+    assert_int_equal(run_replay(cfg, init, grads, out), 0);
+
+    /* The same in the library. */
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}");
+    optim_var *va, *vb;
+    assert_int_equal(optim_var_create(&va, "a", OPTIM_BF16, 2, s, a0, NULL), OPTIM_OK);
+    assert_int_equal(optim_var_create(&vb, "b", OPTIM_F16, 1, (int64_t[]){12}, b0, NULL), OPTIM_OK);
+    for (int k = 0; k < 2; k++) {
+        optim_grad_var p[2] = {{optim_grad_dense(g[2 * k]), va}, {optim_grad_dense(g[2 * k + 1]), vb}};
+        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_OK);
+    }
+    optim_st_file *o;
+    optim_error err;
+    if (optim_st_read(out, &o, &err)) fail_msg("%s", err.msg);
+    const struct { const char *name; optim_var *v; } want[] = {
+        {"a", va}, {"b", vb}, {"a/m", optim_get_slot(opt, va, "m")}, {"a/v", optim_get_slot(opt, va, "v")},
+        {"b/m", optim_get_slot(opt, vb, "m")}, {"b/v", optim_get_slot(opt, vb, "v")}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        optim_tensor t;
+        assert_int_equal(optim_st_get(o, want[i].name, &t), OPTIM_OK);
+        assert_int_equal(t.dtype, optim_var_dtype(want[i].v));
+        assert_memory_equal(t.data, optim_var_cdata(want[i].v), 24);
+    }
+    assert_int_not_equal(memcmp(optim_var_cdata(va), a0, 24), 0);
+    optim_st_free(o);
+
+    /* A float32 gradient for the BF16 variable. */
+    float fg[12] = {0};
+    const char *bad_names[1] = {"0/a"};
+    optim_tensor bt[1] = {optim_tensor_make(OPTIM_F32, fg, 2, s)};
+    write_st(bad, bad_names, bt, 1);
+    unlink(out);
+    assert_int_not_equal(run_replay(cfg, init, bad, out), 0);
+    assert_int_equal(access(out, F_OK), -1);
+    optim_destroy(opt);
+    optim_var_destroy(va);
+    optim_var_destroy(vb);
+    unlink(cfg), unlink(init), unlink(grads), unlink(bad);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/optim_half_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    make_table(&T16, dec16);
+    make_table(&TBF, decbf);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_exhaustive),  cmocka_unit_test(test_bf16_exhaustive),
+        cmocka_unit_test(test_rounding),        cmocka_unit_test(test_convert_bad_input),
+        cmocka_unit_test(test_builtins_f16),    cmocka_unit_test(test_builtins_bf16),
+        cmocka_unit_test(test_threads),         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_var_get),         cmocka_unit_test(test_replay),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
