@@ -476,6 +476,15 @@ static void test_refusals(void **state)
     optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
                                            "{\"class_name\": \"SGD\", \"config\": {}}}}");
     refused(lso, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "wrappers take float32");
+    /* The wrapper's own functions on the gradients refuse them too (before writing). */
+    optim_grad_var up = {optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), w};
+    assert_int_equal(optim_unscale_gradients(lso, &up, 1), OPTIM_ENOTSUP);
+    assert_int_equal(h[0], 0x3c00);
+    assert_int_equal(optim_check_gradients(lso, &up, 1, 1), OPTIM_ENOTSUP);
+    assert_contains(optim_errmsg(lso), "'w' is float16");
+    const size_t nw = optim_weights_count(lso);
+    assert_int_equal(optim_build(lso, &w, 1), OPTIM_ENOTSUP);
+    assert_int_equal(optim_weights_count(lso), nw);
     optim_constraint c = optim_constraint_non_neg();
     assert_int_equal(optim_var_set_constraint(w, &c), OPTIM_ENOTSUP);
     assert_contains(optim_var_errmsg(w), "float16");

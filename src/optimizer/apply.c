@@ -770,22 +770,6 @@ static int read_options(optim_optimizer *opt, const optim_step_options *in, opti
     return OPTIM_OK;
 }
 
-/* Wrappers (a step or apply_gradients hook) compute on the variables and
- * gradients themselves, in float32 or float64: a half-precision variable
- * is refused there (MultiOptimizer, which only routes, takes it). */
-static int half_wrapper_refused(optim_optimizer *opt, const optim_grad_var *pairs, size_t n)
-{
-    if ((!opt->cls.step && !opt->cls.apply_gradients) || opt->cls.inner_at) return OPTIM_OK;
-    for (size_t i = 0; i < n; i++) {
-        const optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
-        if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim__is_half(dt))
-            return optim__opt_err(opt, OPTIM_ENOTSUP, "%s: variable '%s' is %s; wrappers take float32 or float64 "
-                                  "variables (docs/half-precision.md)", opt->cls.name,
-                                  optim_var_name(pairs[i].var), optim_dtype_name(dt));
-    }
-    return OPTIM_OK;
-}
-
 int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *options)
 {
     if (!opt) return OPTIM_EINVAL;
@@ -802,7 +786,8 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
                               "%s: the class overrides apply_gradients but has no step hook, so it "
                               "cannot take an inspect function (give it a step hook, optim/step.h)",
                               opt->cls.name);
-    if ((rc = half_wrapper_refused(opt, pairs, n))) return rc;
+    optim_error err;
+    if ((rc = optim__check_half_wrapper(opt, pairs, n, &err))) return optim__opt_take(opt, &err);
     const int64_t counter = opt->iterations;
     if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);

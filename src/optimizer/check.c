@@ -210,11 +210,25 @@ static int check_common(const optim_optimizer *opt, const optim_grad_var *pairs,
     return OPTIM_OK;
 }
 
+int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err)
+{
+    if ((!opt->cls.step && !opt->cls.apply_gradients) || opt->cls.inner_at || (n && !pairs)) return OPTIM_OK;
+    for (size_t i = 0; i < n; i++) {
+        const optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
+        if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim_compute_dtype(dt) != dt)
+            return optim__err(err, OPTIM_ENOTSUP, "%s: variable '%s' is %s; wrappers take float32 or float64 "
+                              "variables (docs/half-precision.md)", opt->cls.name, optim_var_name(pairs[i].var),
+                              optim_dtype_name(dt));
+    }
+    return OPTIM_OK;
+}
+
 int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, int require_any)
 {
     if (!opt) return OPTIM_EINVAL;
     optim_error err;
     optim__err_clear(&err);
+    if (optim__check_half_wrapper(opt, pairs, n, &err)) return optim__opt_take(opt, &err);
     /* A wrapper of several optimizers (MultiOptimizer) checks each pair
      * against its sub-optimizer in its own step: here only what is common. */
     const optim_optimizer *rule = update_rule(opt);

@@ -170,6 +170,10 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
                       optim_error *err);
 int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
                        size_t n, int require_any, optim_error *err);
+/* Wrappers (a step or apply_gradients hook, other than MultiOptimizer)
+ * compute on the variables and gradients themselves in float32 or float64:
+ * OPTIM_ENOTSUP for a pair with a half-precision variable (docs/half-precision.md). */
+int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err);
 
 /* Weight decay (Keras 3): whether var is decayed; the decay itself
  * (w = w - w * wd * lr in dtype); freeing the exclusions. */

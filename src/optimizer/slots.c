@@ -414,6 +414,10 @@ static int track(optim_optimizer *opt, optim_var *const *vars, size_t n)
     int rc = check_distinct(opt, vars, n);
     if (rc) return rc;
     optim_error err;
+    for (size_t i = 0; i < n; i++) { /* a wrapper's refusal of half variables, as in its steps */
+        const optim_grad_var p = {optim_grad_dense(optim_var_tensor(vars[i])), vars[i]};
+        if (optim__check_half_wrapper(opt, &p, 1, &err)) return optim__opt_take(opt, &err);
+    }
     /* Hooks read this step's hyperparameter values (optim_param_value). */
     if (optim__resolve(opt, &err)) return optim__opt_take(opt, &err);
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
