@@ -140,11 +140,32 @@ static void test_bf16_exhaustive(void **state)
     exhaustive_decode(OPTIM_BF16, decbf, 0x7f80, 0x0040);
 }
 
+/* The same checks on n floats converted in one call (the vectorised and
+ * hardware paths take whole runs, the scalar rules the rest). */
+static void check_round_bulk(optim_dtype dt, const table *t, const float *x, int64_t n)
+{
+    uint16_t *got = malloc((size_t)n * sizeof *got);
+    assert_non_null(got);
+    assert_int_equal(optim_convert(got, dt, x, OPTIM_F32, n), OPTIM_OK);
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t one;
+        optim_convert(&one, dt, &x[i], OPTIM_F32, 1);
+        if (got[i] != one) fail_msg("%s of %a at %lld: bulk 0x%04x, one by one 0x%04x", optim_dtype_name(dt), x[i],
+                                    (long long)i, got[i], one);
+        check_round_f32(dt, t, x[i]);
+    }
+    free(got);
+}
+
 /* Each midpoint between neighbours (ties: to even), the floats just either
  * side of it, and the same from double (where rounding through float32
- * first would round twice: m + 2^-60 m must round up). */
+ * first would round twice: m + 2^-60 m must round up); the floats once
+ * more in one bulk conversion. */
 static void midpoints(optim_dtype dt, const table *t)
 {
+    float *all = malloc(6 * 0x8000 * sizeof *all);
+    int64_t n = 0;
+    assert_non_null(all);
     for (int i = 0; i + 1 <= t->n; i++) {
         const double a = t->v[i];
         const double b = i + 1 < t->n ? t->v[i + 1] : a + (a - t->v[i - 1]); /* past the top: 2^(emax+1) */
@@ -157,8 +178,13 @@ static void midpoints(optim_dtype dt, const table *t)
             check_round_f64(dt, t, x);
             check_round_f64(dt, t, x + ldexp(fabs(x), -40));
             check_round_f64(dt, t, x - ldexp(fabs(x), -40));
+            all[n++] = (float)x;
+            all[n++] = nextafterf((float)x, INFINITY);
+            all[n++] = nextafterf((float)x, -INFINITY);
         }
     }
+    check_round_bulk(dt, t, all, n);
+    free(all);
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
@@ -175,11 +201,15 @@ static void test_rounding(void **state)
     (void)state;
     midpoints(OPTIM_F16, &T16);
     midpoints(OPTIM_BF16, &TBF);
-    for (int k = 0; k < 400000; k++) {
+    enum { NRAND = 400000 };
+    float *rand32 = malloc(NRAND * sizeof *rand32);
+    assert_non_null(rand32);
+    for (int k = 0; k < NRAND; k++) {
         const uint64_t r = rng();
         float f;
         uint32_t u = (uint32_t)r;
         memcpy(&f, &u, sizeof f);
+        rand32[k] = f;
         double d;
         memcpy(&d, &r, sizeof d);
         check_round_f32(OPTIM_F16, &T16, f);
@@ -190,6 +220,9 @@ static void test_rounding(void **state)
             check_round_f64(OPTIM_F16, &T16, ldexp(d, -(int)(r >> 58) - 940)); /* near the half range */
         }
     }
+    check_round_bulk(OPTIM_F16, &T16, rand32, NRAND);
+    check_round_bulk(OPTIM_BF16, &TBF, rand32, NRAND);
+    free(rand32);
     /* The edges: the largest finite value, overflow, the subnormals. */
     check_round_f32(OPTIM_F16, &T16, 65504.0f);
     check_round_f32(OPTIM_F16, &T16, 65519.99f);

@@ -642,11 +642,14 @@ static int stage_create_slots(step *s, optim_error *err)
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
     for (size_t i = 0; i < s->nworks; i++) {
         int rc = optim__track_var(opt, s->works[i].var, err);
-        if (!rc && i + 1 == s->nworks && alloc_half_whole(s)) rc = optim__err(err, OPTIM_ENOMEM, "out of memory");
         if (rc) {
             optim__rollback_vars(opt, nv, ns, nn);
             return rc;
         }
+    }
+    if (alloc_half_whole(s)) {
+        optim__rollback_vars(opt, nv, ns, nn);
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
     optim__order_new_slots(opt, ns);
     double wd = opt->gen == OPTIM_KERAS3 ? opt->values[OPTIM__P_WEIGHT_DECAY] : 0;
@@ -769,6 +772,7 @@ static int read_options(optim_optimizer *opt, const optim_step_options *in, opti
                               (long long)o->iterations);
     return OPTIM_OK;
 }
+
 
 int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *options)
 {
