@@ -23,6 +23,7 @@ optim_dtype optim_compute_dtype(optim_dtype dtype) { return optim__is_half(dtype
  * top payload bits); the elements they leave over go through half.h.
  * Returns how many elements were converted. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 __attribute__((target("avx,f16c"))) static int64_t f16_load_hw(const uint16_t *h, float *f, int64_t n)
 {
@@ -40,7 +41,13 @@ __attribute__((target("avx,f16c"))) static int64_t f16_store_hw(const float *f, 
     return i;
 }
 
-static int have_f16c(void) { return __builtin_cpu_supports("avx2"); }
+/* AVX (with the OS's support, which avx2 implies) and the F16C bit itself
+ * (a CPU emulator such as valgrind may offer AVX2 without it). */
+static int have_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 #else
 static int64_t f16_load_hw(const uint16_t *h, float *f, int64_t n) { return (void)h, (void)f, (void)n, 0; }
 static int64_t f16_store_hw(const float *f, uint16_t *h, int64_t n) { return (void)h, (void)f, (void)n, 0; }
