@@ -192,6 +192,30 @@ static void test_resume_bitwise(void **s)
 
 /* A fresh model that is not the checkpoint's, or an optimizer of another
  * class, is refused and left as it was. */
+/* The optimizer's config comes back as it was written: every digit of a
+ * float32 learning rate, ints as ints, floats as floats. */
+static void test_config_exact(void **s)
+{
+    (void)s;
+    make_data();
+    const char *dir = optim_test_tmpfile("ckx");
+    optim_optimizer *o = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": "
+                                         "0.009999999776482582, \"clipnorm\": 1, \"momentum\": 0.9}}");
+    optim_model *m = make_model(o, 12);
+    fit(m, o, 0, 1, dir);
+    optim_checkpoint *c;
+    optim_error err;
+    assert_int_equal(optim_checkpoint_read(dir, &c, &err), 0);
+    char *want = optim_serialize(o);
+    assert_string_equal(optim_checkpoint_optimizer_json(c), want);
+    assert_non_null(strstr(want, "\"learning_rate\":0.009999999776482582,"));
+    assert_non_null(strstr(want, "\"clipnorm\":1,"));
+    optim_free(want);
+    optim_checkpoint_free(c);
+    optim_model_destroy(m);
+    optim_destroy(o);
+}
+
 static void test_refusals(void **s)
 {
     (void)s;
@@ -318,6 +342,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_bitwise),
+        cmocka_unit_test(test_config_exact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_sigkill_mid_write),
     };
