@@ -783,6 +783,16 @@ static void test_keras_2_11_config_accepted(void **state)
     assert_null(strstr(text, "jit_compile"));
     optim_free(text);
     optim_destroy(opt);
+    /* TF 2.11-2.12 name the class as registered: "Custom>SGD". */
+    opt = from_json_ok("{\"class_name\": \"Custom>SGD\", \"config\": {\"momentum\": 0.5}}");
+    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+    text = optim_serialize(opt);
+    assert_non_null(strstr(text, "{\"class_name\":\"Custom>SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,"));
+    assert_non_null(strstr(text, "\"jit_compile\":true,\"is_legacy_optimizer\":false,\"learning_rate\":0.01,"
+                                 "\"momentum\":0.5,"));
+    optim_free(text);
+    optim_destroy(opt);
+    expect_json_fails("{\"class_name\": \"Custom>Bogus\", \"config\": {}}", OPTIM_ENOTFOUND, "Custom>Bogus", NULL);
 }
 
 /* ---- Bad configs ----------------------------------------------------------------------------- */

@@ -190,13 +190,14 @@ static int tfk_class(const optim_class *cls)
 
 /* A config of tf-keras's new-style optimizers: jit_compile or
  * "is_legacy_optimizer": false, which only tf-keras's _BaseOptimizer writes
- * (Keras 3 writes neither, and refuses both as unknown arguments). */
+ * (Keras 3 writes neither, and refuses both as unknown arguments), or the
+ * class's registered name ("Custom>Adam"). */
 static optim__tfk_flavour read_flavour(const optim_class *cls, const optim__kobj *o, optim_generation gen)
 {
     const cJSON *jit = cJSON_GetObjectItemCaseSensitive(o->config, "jit_compile");
     const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o->config, "is_legacy_optimizer");
-    optim__tfk_flavour f = {0, 1};
-    f.on = gen == OPTIM_KERAS3 && tfk_class(cls) && (cJSON_IsBool(jit) || cJSON_IsFalse(legacy));
+    optim__tfk_flavour f = {0, 1, strncmp(o->class_name, "Custom>", 7) == 0};
+    f.on = gen == OPTIM_KERAS3 && tfk_class(cls) && (cJSON_IsBool(jit) || cJSON_IsFalse(legacy) || f.custom);
     if (cJSON_IsBool(jit)) f.jit_compile = cJSON_IsTrue(jit) != 0;
     return f;
 }
@@ -245,7 +246,11 @@ static int from_kobj(optim_optimizer **out, const cJSON *root, const reader *r, 
     optim__kobj o;
     int rc = optim__kobj_read(root, "optimizer", 1, &o, err);
     if (rc) return rc;
-    const optim_class *cls = optim_find_class(o.class_name);
+    /* tf-keras 2.11-2.12 writes its new-style optimizers under their
+     * registered name, "Custom>Adam" (register_keras_serializable's default
+     * package), in the legacy envelope. */
+    const char *cn = strncmp(o.class_name, "Custom>", 7) == 0 ? o.class_name + 7 : o.class_name;
+    const optim_class *cls = optim_find_class(cn);
     if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", o.class_name);
     return from_config(out, cls, &o, r, err);
 }
@@ -468,6 +473,7 @@ static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
 {
     char cn[128];
     optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
+    if (writes_tfk(opt) && opt->tfk.custom && !opt->module_read) snprintf(cn, sizeof cn, "Custom>%s", opt->cls.name);
     const char *module = opt->gen == OPTIM_LEGACY ? legacy_module(opt) : optim__keras3_module(opt->cls.name);
     int envelope = writes_module(opt), builtin = module != NULL;
     cJSON *o = cJSON_CreateObject();

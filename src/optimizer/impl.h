@@ -78,6 +78,7 @@ typedef struct optim__fn_entry {
 typedef struct optim__tfk_flavour {
     unsigned char on;
     unsigned char jit_compile; /* the value read (true when absent: the constructor's default) */
+    unsigned char custom;      /* read as "Custom>NAME", as tf-keras 2.11-2.12 writes it */
 } optim__tfk_flavour;
 
 struct optim_optimizer {
