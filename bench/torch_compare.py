@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """optim against PyTorch on the same work, measured in the same run.
 
     bench/torch_compare.py [--optim build/optim] [--threads T] [--runs R]
@@ -6,7 +6,7 @@
 
 Each comparison is one function, compare_<name>(args): it runs
 `optim bench --json` for its work, times the PyTorch equivalent in this
-process (Debian's python3-torch) on the same thread count, and prints one
+process (Debian's python3-torch, hence /usr/bin/python3) on the same thread count, and prints one
 line per optim config: both medians and torch/optim (above 1: optim is
 faster). The machine is noisy: read the ratios, not the times.
 
@@ -91,17 +91,22 @@ def torch_sparse_adam(rows, cols, idx, vals, runs):
 
 
 def sparse_once(args, rows):
+    """Each config, then SparseAdam right after it (the load of a shared
+    machine drifts: each ratio compares neighbouring measurements)."""
     cols, n = args.sparse[1], args.sparse[2]
     idx, vals = sparse_work(rows, cols, n)
-    results = optim_bench(args, ["--sparse", str(rows), str(cols), str(n)], SPARSE_CONFIGS)
-    peer = torch_sparse_adam(rows, cols, idx, vals, args.runs)
-    print(f"sparse: {rows} x {cols} float32, {n} indices, {args.threads} threads, "
-          f"torch.optim.SparseAdam {1e3 * peer:.3f} ms")
-    print(f"{'optim config':<80} {'optim ms':>9} {'torch/optim':>11} {'dense ms':>9} {'sparse/dense':>12}")
-    for r in results:
+    print(f"sparse: {rows} x {cols} float32, {n} indices, {args.threads} threads, median of {args.runs}")
+    print(f"{'optim config':<84} {'optim ms':>9} {'torch ms':>9} {'torch/optim':>11} {'dense ms':>9} "
+          f"{'sparse/dense':>12}")
+    times = {}
+    for config in SPARSE_CONFIGS:
+        r = optim_bench(args, ["--sparse", str(rows), str(cols), str(n)], [config])[0]
+        peer = torch_sparse_adam(rows, cols, idx, vals, args.runs)
         s, d = r["median_seconds"], r["dense_median_seconds"]
-        print(f"{r['config']:<80} {1e3 * s:9.3f} {peer / s:11.2f} {1e3 * d:9.2f} {s / d:12.3f}")
-    return {r["config"]: r["median_seconds"] for r in results}
+        print(f"{config:<84} {1e3 * s:9.3f} {1e3 * peer:9.3f} {peer / s:11.2f} {1e3 * d:9.2f} {s / d:12.3f}",
+              flush=True)
+        times[config] = s
+    return times
 
 
 def compare_sparse(args):
@@ -111,7 +116,7 @@ def compare_sparse(args):
     doubled = sparse_once(args, 2 * args.sparse[0])
     print("time on 2 x rows / time on rows:")
     for config, secs in base.items():
-        print(f"{config:<80} {doubled[config] / secs:6.2f}")
+        print(f"{config:<84} {doubled[config] / secs:6.2f}")
 
 
 def main():

@@ -5,8 +5,9 @@
  *   step on the densified gradient (duplicates summed in order), for the
  *   Keras 3 element-wise built-ins, on a table whose rows straddle the
  *   pipeline's chunks, on 1, 2 and 3 threads, with weight decay;
- * - lazy (row-only) updates split by index ranges: 1, 2 and 3 threads
- *   bitwise equal, untouched rows unchanged, the split itself observed;
+ * - lazy (row-only) updates split by index ranges, and legacy walks of
+ *   every row split by row ranges: 1, 2 and 3 threads bitwise equal,
+ *   untouched rows unchanged (lazy), the splits themselves observed;
  * - user classes: element-wise without apply_sparse get the walk, others
  *   are refused; a version-2 table and answers a class cannot take run
  *   apply_sparse whole;
@@ -317,8 +318,8 @@ static void test_user_elementwise(void **state)
 
 /* What a recording class saw: apply_dense and apply_sparse calls. */
 static struct {
-    int dense_calls, sparse_calls, mode;
-    int64_t dense_elems, sparse_idx, max_count, first_n[8];
+    int dense_calls, sparse_calls, mode, max_index_ok;
+    int64_t dense_elems, sparse_idx, max_count, first_n[8], rows_total;
 } seen;
 
 static void rec_dense(const optim_dense_update *u)
@@ -338,6 +339,8 @@ static void rec_sparse(const optim_sparse_update *u)
         if (seen.sparse_calls < 8) seen.first_n[seen.sparse_calls] = u->n;
         seen.sparse_calls++;
         seen.sparse_idx += u->n;
+        seen.rows_total += u->rows;
+        for (int64_t j = 0; j < u->n; j++) seen.max_index_ok &= u->indices[j] >= 0 && u->indices[j] < u->rows;
     }
 }
 
@@ -352,6 +355,7 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
     const int mode = seen.mode;
     memset(&seen, 0, sizeof seen);
     seen.mode = mode;
+    seen.max_index_ok = 1;
     static grads g;
     make_grads(&g, 0);
     optim_optimizer *o = make_user(cls);
@@ -388,11 +392,20 @@ static void test_modes_observed(void **state)
     assert_int_equal(seen.sparse_calls, 2);
     run_rec(&ew, 3, 10); /* 1000 elements: one range */
     assert_int_equal(seen.sparse_calls, 1);
-    /* WHOLE, an unknown answer, or DENSE from a class that is not element-wise: one call. */
-    for (int m = 0; m < 3; m++) {
+    /* ALL_ROWS: ranges of 81 rows (8192 / 100), each with its own indices rebased. */
+    seen.mode = OPTIM_SPARSE_ALL_ROWS;
+    run_rec(&ew, 3, 10);
+    assert_int_equal(seen.sparse_calls, (ROWS + 80) / 81);
+    assert_int_equal(seen.sparse_idx, 10);
+    assert_int_equal(seen.first_n[0] + seen.first_n[1] + seen.first_n[2] + seen.first_n[3], 10);
+    assert_int_equal(seen.rows_total, ROWS);
+    assert_int_equal(seen.max_index_ok, 1);
+    /* WHOLE, an unknown answer, or DENSE or ALL_ROWS from a class that is
+     * not element-wise: one call. */
+    for (int m = 0; m < 4; m++) {
         optim_class c = ew;
-        seen.mode = m == 0 ? OPTIM_SPARSE_WHOLE : m == 1 ? 42 : OPTIM_SPARSE_DENSE;
-        if (m == 2) c.flags = 0;
+        seen.mode = m == 0 ? OPTIM_SPARSE_WHOLE : m == 1 ? 42 : m == 2 ? OPTIM_SPARSE_DENSE : OPTIM_SPARSE_ALL_ROWS;
+        if (m >= 2) c.flags = 0;
         run_rec(&c, 3, ROWS);
         assert_int_equal(seen.sparse_calls, 1);
         assert_int_equal(seen.sparse_idx, ROWS);
@@ -466,13 +479,44 @@ static void test_chunk_grad(void **state)
     assert_int_equal(optim__sparse_pieces(100, 64, 8), 1);
 }
 
+static int cmp_ipos(const void *a, const void *b)
+{
+    const optim__ipos *x = a, *y = b;
+    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* The radix sort of de-duplication against qsort by (index, position),
+ * for tables needing one to four passes. */
+static void test_sort(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    static optim__ipos a[N], b[N], tmp[N];
+    const int64_t rows_list[] = {1, 2, 2047, 2048, 2049, 1000000, (int64_t)1 << 40, INT64_MAX};
+    uint64_t seed = 7;
+    for (size_t t = 0; t < sizeof rows_list / sizeof *rows_list; t++) {
+        for (int n = 0; n <= N; n += n < 10 ? 1 : 997) {
+            for (int k = 0; k < n; k++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                int64_t r = (int64_t)((seed >> 1) % (uint64_t)rows_list[t]);
+                if (k % 5 == 4) r = a[k / 2].idx; /* repeats */
+                a[k] = b[k] = (optim__ipos){r, k};
+            }
+            optim__sparse_sort(a, tmp, n, rows_list[t]);
+            qsort(b, (size_t)n, sizeof *b, cmp_ipos);
+            if (n) assert_memory_equal(a, b, (size_t)n * sizeof *a);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_equivalent),   cmocka_unit_test(test_lazy_threads),
         cmocka_unit_test(test_lazy_rows_follow_dense_rule), cmocka_unit_test(test_user_elementwise),
         cmocka_unit_test(test_modes_observed),     cmocka_unit_test(test_refused_without_rule),
-        cmocka_unit_test(test_chunk_grad),
+        cmocka_unit_test(test_chunk_grad),         cmocka_unit_test(test_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

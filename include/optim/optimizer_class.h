@@ -153,7 +153,14 @@ typedef enum optim_sparse_mode {
      * its indices name, each row on its own. The pipeline calls it on
      * disjoint ranges of the index list on all threads (u->indices,
      * u->values and u->n describe the range; param and slots stay whole). */
-    OPTIM_SPARSE_ROWS = 2
+    OPTIM_SPARSE_ROWS = 2,
+    /* A rule that walks every row, each on its own (legacy Adam decays m
+     * and v on rows without an index): the pipeline calls apply_sparse on
+     * consecutive row ranges on all threads, each as a variable of its own
+     * (u->param, u->slots and u->rows describe the range, u->indices are
+     * its indices relative to its first row). OPTIM_CLASS_ELEMENTWISE
+     * classes only. */
+    OPTIM_SPARSE_ALL_ROWS = 3
 } optim_sparse_mode;
 
 struct optim_class {
@@ -263,8 +270,8 @@ struct optim_class {
      * coef written). NULL: OPTIM_SPARSE_WHOLE with apply_sparse. Without
      * apply_sparse the mode is always OPTIM_SPARSE_DENSE (the hook is not
      * called); OPTIM_SPARSE_DENSE from a class that is not
-     * OPTIM_CLASS_ELEMENTWISE, or an unknown answer, counts as
-     * OPTIM_SPARSE_WHOLE. */
+     * OPTIM_CLASS_ELEMENTWISE (or OPTIM_SPARSE_ALL_ROWS), or an unknown
+     * answer, counts as OPTIM_SPARSE_WHOLE. */
     int (*sparse_mode)(const optim_sparse_update *u);
 };
 

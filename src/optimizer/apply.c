@@ -62,6 +62,7 @@ typedef struct work {
     int64_t rows, row_size;
     int fused;                     /* dense: transform per chunk while updating */
     optim_sparse_mode mode;        /* sparse: how stage 7 runs it (sparse_walk.h) */
+    int64_t *rebased;              /* OPTIM_SPARSE_ALL_ROWS: idx relative to each range's first row */
     double wd;                     /* Keras 3 weight decay factor, 0 for none */
     clip_desc clip;
 } work;
@@ -69,7 +70,8 @@ typedef struct work {
 typedef struct task {
     size_t w;
     int64_t off, count;            /* element range (dense, or OPTIM_SPARSE_DENSE); OPTIM_SPARSE_ROWS:
-                                      range `off` of `count` ranges of the indices */
+                                      range `off` of `count` ranges of the indices; OPTIM_SPARSE_ALL_ROWS:
+                                      row range `off` */
 } task;
 
 /* One step: the overrides it runs with and its buffers (in opt->arena). */
@@ -111,29 +113,18 @@ static double clip_option(const step *s, int i)
 
 /* ---- sparse de-duplication --------------------------------------------------------- */
 
-typedef struct ipos {
-    int64_t idx, pos;
-} ipos;
-
-static int cmp_ipos(const void *a, const void *b)
-{
-    const ipos *x = a, *y = b;
-    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
-    return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
 /* Unique ascending indices; duplicate rows summed in their order of
  * appearance starting from zero (tf.math.unsorted_segment_sum). */
 static int dedup(step *s, work *w)
 {
     int64_t n = w->raw_n, rs = w->row_size;
     size_t esz = optim_dtype_size(w->dtype);
-    ipos *order = step_alloc(s, (size_t)n * sizeof *order);
+    optim__ipos *order = step_alloc(s, (size_t)n * sizeof *order), *tmp = step_alloc(s, (size_t)n * sizeof *tmp);
     w->idx = step_alloc(s, (size_t)n * sizeof *w->idx);
     w->vals = step_alloc(s, (size_t)n * (size_t)rs * esz);
-    if (!order || !w->idx || !w->vals) return OPTIM_ENOMEM;
-    for (int64_t k = 0; k < n; k++) order[k] = (ipos){w->raw_idx[k], k};
-    qsort(order, (size_t)n, sizeof *order, cmp_ipos);
+    if (!order || !tmp || !w->idx || !w->vals) return OPTIM_ENOMEM;
+    for (int64_t k = 0; k < n; k++) order[k] = (optim__ipos){w->raw_idx[k], k};
+    optim__sparse_sort(order, tmp, n, w->rows);
     int64_t u = -1;
     for (int64_t k = 0; k < n; k++) {
         if (k == 0 || order[k].idx != order[k - 1].idx) {
@@ -438,6 +429,22 @@ static optim_sparse_update sparse_view(step *s, const work *w, void **slots)
                                  opt->hook_iterations};
 }
 
+/* Turns u (whose slot pointers are slots) into row range k of a walk of
+ * every row: a variable of its own, its indices rebased into w->rebased. */
+static void all_rows_range(const work *w, optim_sparse_update *u, void **slots, int64_t k)
+{
+    int64_t j0, j1, r0, r1;
+    optim__sparse_row_range(u, k, &j0, &j1, &r0, &r1);
+    const size_t es = optim_dtype_size(w->dtype), at = (size_t)(r0 * w->row_size) * es;
+    for (int i = 0; i < u->nslots; i++) slots[i] = (char *)slots[i] + at;
+    for (int64_t j = j0; j < j1; j++) w->rebased[j] = w->idx[j] - r0;
+    u->param = (char *)u->param + at;
+    u->rows = r1 - r0;
+    u->indices = w->rebased + j0;
+    u->n = j1 - j0;
+    u->values = (const char *)w->vals + (size_t)(j0 * w->row_size) * es;
+}
+
 /* One task of sparse work w in its mode (sparse_walk.h). */
 static void run_sparse(step *s, const work *w, const task *t, int tid)
 {
@@ -454,6 +461,11 @@ static void run_sparse(step *s, const work *w, const task *t, int tid)
         u.indices = w->idx + j0;
         u.n = j1 - j0;
         u.values = (const char *)w->vals + (size_t)(j0 * w->row_size) * optim_dtype_size(w->dtype);
+        opt->cls.apply_sparse(&u);
+        return;
+    }
+    if (w->mode == OPTIM_SPARSE_ALL_ROWS) {
+        all_rows_range(w, &u, slots, t->off);
         opt->cls.apply_sparse(&u);
         return;
     }
@@ -476,11 +488,12 @@ static void task_elements(step *s, const work *w, const task *t, int64_t *off, i
     if (w->kind == OPTIM_GRAD_DENSE || w->mode == OPTIM_SPARSE_DENSE) {
         *off = t->off;
         *n = t->count;
-    } else if (w->mode == OPTIM_SPARSE_ROWS) {
+    } else if (w->mode != OPTIM_SPARSE_WHOLE) {
         void *slots[OPTIM_MAX_SLOTS];
         optim_sparse_update u = sparse_view(s, w, slots);
         int64_t j0, j1, r0, r1;
-        optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
+        if (w->mode == OPTIM_SPARSE_ROWS) optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
+        else optim__sparse_row_range(&u, t->off, &j0, &j1, &r0, &r1);
         *off = r0 * w->row_size;
         *n = (r1 - r0) * w->row_size;
     }
@@ -509,8 +522,8 @@ static int make_tasks(step *s)
     size_t n = 0;
     for (size_t i = 0; i < s->nworks; i++) {
         const work *w = &s->works[i];
-        if (w->kind == OPTIM_GRAD_SPARSE) /* the most any mode needs */
-            n += (size_t)(elementwise ? optim__nchunks(w->numel) : 0) + (size_t)s->nthreads;
+        if (w->kind == OPTIM_GRAD_SPARSE) /* the most any mode needs (sparse_walk.h) */
+            n += (size_t)(elementwise ? 2 * optim__nchunks(w->numel) + 1 : 0) + (size_t)s->nthreads;
         else n += elementwise ? (size_t)optim__nchunks(w->numel) : 1;
     }
     s->tasks = step_alloc(s, n * sizeof *s->tasks);
@@ -518,7 +531,8 @@ static int make_tasks(step *s)
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         if (w->kind == OPTIM_GRAD_SPARSE) {
-            continue;
+            if (elementwise && !(w->rebased = step_alloc(s, (size_t)w->n * sizeof *w->rebased)))
+                return OPTIM_ENOMEM;
         } else if (!elementwise) {
             if (w->fused && materialize_dense(s, w)) return OPTIM_ENOMEM;
             s->tasks[s->ntasks++] = (task){i, 0, w->numel};
@@ -544,6 +558,9 @@ static void sparse_tasks(step *s)
         } else if (w->mode == OPTIM_SPARSE_ROWS) {
             const int64_t pieces = optim__sparse_pieces(w->n, w->row_size, s->nthreads);
             for (int64_t k = 0; k < pieces; k++) s->tasks[s->ntasks++] = (task){i, k, pieces};
+        } else if (w->mode == OPTIM_SPARSE_ALL_ROWS) {
+            const int64_t ranges = optim__sparse_row_ranges(w->rows, w->row_size);
+            for (int64_t k = 0; k < ranges; k++) s->tasks[s->ntasks++] = (task){i, k, ranges};
         } else {
             s->tasks[s->ntasks++] = (task){i, 0, 1};
         }
@@ -705,7 +722,7 @@ static void stage_update(step *s)
     optim_optimizer *opt = s->opt;
     if (!s->k3.update) optim__k3_accumulate(&s->k3, s->k3g, s->nworks, s->nthreads);
     else sparse_tasks(s);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads) if (s->ntasks > 1)
     for (size_t t = 0; t < s->ntasks; t++) run_task(s, &s->tasks[t], omp_get_thread_num());
     opt->in_hooks = 0;
     optim__k3_after_update(opt, &s->k3, s->nthreads);
@@ -714,8 +731,10 @@ static void stage_update(step *s)
 /* 8. Constraints, then the counter (unless the caller takes either). */
 static void stage_finish(step *s)
 {
-    if (!(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
+    size_t constrained = 0; /* no region for none: a step of small tables pays for each */
+    for (size_t i = 0; i < s->nworks; i++) constrained += optim_var_constraint(s->works[i].var) != NULL;
+    if (constrained && !(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads) if (constrained > 1)
         for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
     }
     if (!(s->o->flags & OPTIM_STEP_NO_ADVANCE)) s->opt->iterations++;

@@ -13,7 +13,12 @@
  *
  * A lazy update (OPTIM_SPARSE_ROWS) touches only the indexed rows, each on
  * its own, so any split of the unique index list gives the same bits: the
- * list is cut into equal ranges, one per thread at most. */
+ * list is cut into equal ranges, one per thread at most. A rule that walks
+ * every row on its own (OPTIM_SPARSE_ALL_ROWS) gets consecutive ranges of
+ * about a chunk of rows each, as variables of their own.
+ *
+ * De-duplication (apply.c) sorts the indices with their positions by a
+ * radix sort whose passes depend on the index bits, not on the table. */
 #include "optimizer/sparse_walk.h"
 
 #include <string.h>
@@ -23,11 +28,27 @@
 /* Zero gradient for any chunk of any dtype (OPTIM__CHUNK doubles). */
 static const double zero_chunk[OPTIM__CHUNK];
 
+#define RADIX_BITS 11
+
+void optim__sparse_sort(optim__ipos *a, optim__ipos *tmp, int64_t n, int64_t rows)
+{
+    int bits = 0;
+    while (bits < 63 && (uint64_t)(rows - 1) >> bits) bits++;
+    for (int shift = 0; shift < bits; shift += RADIX_BITS) {
+        int64_t count[(1 << RADIX_BITS) + 1] = {0};
+        for (int64_t k = 0; k < n; k++) count[((a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)) + 1]++;
+        for (int d = 0; d < 1 << RADIX_BITS; d++) count[d + 1] += count[d];
+        for (int64_t k = 0; k < n; k++) tmp[count[(a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)]++] = a[k];
+        memcpy(a, tmp, (size_t)n * sizeof *a);
+    }
+}
+
 optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_update *u)
 {
     if (!cls->apply_sparse) return OPTIM_SPARSE_DENSE; /* element-wise: check.c refused the rest */
     const int mode = cls->sparse_mode ? cls->sparse_mode(u) : OPTIM_SPARSE_WHOLE;
-    if (mode == OPTIM_SPARSE_DENSE && (cls->flags & OPTIM_CLASS_ELEMENTWISE)) return OPTIM_SPARSE_DENSE;
+    if ((mode == OPTIM_SPARSE_DENSE || mode == OPTIM_SPARSE_ALL_ROWS) && (cls->flags & OPTIM_CLASS_ELEMENTWISE))
+        return (optim_sparse_mode)mode;
     return mode == OPTIM_SPARSE_ROWS ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_WHOLE;
 }
 
@@ -41,6 +62,12 @@ static int64_t lower_bound(const int64_t *idx, int64_t n, int64_t row)
         else hi = mid;
     }
     return lo;
+}
+
+/* Rows per range of a walk of every row: about one chunk of elements. */
+static int64_t rows_per_range(int64_t row_size)
+{
+    return row_size >= OPTIM__CHUNK ? 1 : OPTIM__CHUNK / (row_size > 0 ? row_size : 1);
 }
 
 const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, int64_t len, void *buf)
@@ -66,8 +93,7 @@ const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, 
 
 int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads)
 {
-    const int64_t rows_per_piece = row_size >= OPTIM__CHUNK ? 1 : OPTIM__CHUNK / (row_size > 0 ? row_size : 1);
-    int64_t p = n / rows_per_piece;
+    int64_t p = n / rows_per_range(row_size);
     if (p > nthreads) p = nthreads;
     return p < 1 ? 1 : p;
 }
@@ -76,6 +102,22 @@ int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads)
 static int64_t range_start(int64_t n, int64_t pieces, int64_t k)
 {
     return (n / pieces) * k + (k < n % pieces ? k : n % pieces);
+}
+
+int64_t optim__sparse_row_ranges(int64_t rows, int64_t row_size)
+{
+    const int64_t per = rows_per_range(row_size), r = rows / per + (rows % per != 0);
+    return r < 1 ? 1 : r;
+}
+
+void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j0, int64_t *j1, int64_t *r0,
+                             int64_t *r1)
+{
+    const int64_t per = rows_per_range(u->row_size);
+    *r0 = k * per < u->rows ? k * per : u->rows;
+    *r1 = u->rows - *r0 > per ? *r0 + per : u->rows;
+    *j0 = lower_bound(u->indices, u->n, *r0);
+    *j1 = lower_bound(u->indices, u->n, *r1);
 }
 
 void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0, int64_t *j1,

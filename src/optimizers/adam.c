@@ -249,10 +249,10 @@ static void apply_sparse(const optim_sparse_update *u)
 }
 
 /* Keras 3: the dense equivalent (m and v decay on every row); legacy: the
- * walk above. */
+ * walk above, on consecutive row ranges on all threads. */
 static int sparse_mode(const optim_sparse_update *u)
 {
-    return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_WHOLE : OPTIM_SPARSE_DENSE;
+    return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 const optim_class optim_adam_class = {

@@ -294,10 +294,11 @@ static void apply_sparse(const optim_sparse_update *u)
 }
 
 /* Keras 3: the dense equivalent (m and v decay on every row; the base
- * applies the weight decay); legacy: the walk above. */
+ * applies the weight decay); legacy: the walk above, on row ranges on all
+ * threads. */
 static int sparse_mode(const optim_sparse_update *u)
 {
-    return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_WHOLE : OPTIM_SPARSE_DENSE;
+    return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 const optim_class optim_adamw_class = {

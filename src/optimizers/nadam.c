@@ -312,10 +312,10 @@ static void apply_sparse(const optim_sparse_update *u)
 }
 
 /* Keras 3: the dense equivalent (the dense rule with g = 0 on rows without
- * an index); legacy: the walk above. */
+ * an index); legacy: the walk above, on row ranges on all threads. */
 static int sparse_mode(const optim_sparse_update *u)
 {
-    return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_WHOLE : OPTIM_SPARSE_DENSE;
+    return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 /* ---- config ------------------------------------------------------------------ */

@@ -362,12 +362,13 @@ static void apply_sparse(const optim_sparse_update *u)
 }
 
 /* Keras 3: the dense equivalent (g = 0 on rows without an index). Legacy
- * with momentum: the indexed rows only; without: the walk above. */
+ * with momentum: the indexed rows only; without: the walk above, on row
+ * ranges on all threads. */
 static int sparse_mode(const optim_sparse_update *u)
 {
     const coef *k = u->coef;
     if (!k->legacy) return OPTIM_SPARSE_DENSE;
-    return slot_parts(u->opt, u->var, u->slots, u->nslots, k).m ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_WHOLE;
+    return slot_parts(u->opt, u->var, u->slots, u->nslots, k).m ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_ALL_ROWS;
 }
 
 const optim_class optim_rmsprop_class = {
