@@ -207,6 +207,53 @@ static void test_lazy_threads(void **state)
     omp_set_num_threads(saved);
 }
 
+/* The threaded modes against the same class run whole (its sparse_mode
+ * hook removed: apply_sparse once, one thread, as before the modes): bit
+ * for bit, for every built-in whose apply_sparse serves the config. */
+static void test_modes_match_whole(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *cls, *extra;
+    } cases[] = {
+        {"LazyAdam", ""}, {"Adam", ""}, {"Adam", ", \"amsgrad\": true"}, {"AdamW", ", \"weight_decay\": 0.01"}, {"Nadam", ""},
+        {"RMSprop", ""}, {"RMSprop", ", \"centered\": true"}, {"RMSprop", ", \"momentum\": 0.5"},
+        {"SGD", ", \"momentum\": 0.5"}, {"Adagrad", ""}, {"Adadelta", ""}, {"Adamax", ""}, {"Ftrl", ""},
+    };
+    static char names[sizeof cases / sizeof *cases][64]; /* registered tables keep their name */
+    static grads g;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        snprintf(names[c], sizeof names[c], "%sWhole", cases[c].cls);
+        if (!optim_find_class(names[c])) {
+            optim_class w = *optim_find_class(cases[c].cls);
+            w.name = names[c];
+            w.sparse_mode = NULL;
+            optim_error err;
+            assert_int_equal(optim_register_class(&w, &err), 0);
+        }
+        optim_optimizer *o[2];
+        optim_var *x[2];
+        for (int k = 0; k < 2; k++) {
+            char json[1024];
+            snprintf(json, sizeof json, "{\"class_name\": \"%s\", \"config\": {\"is_legacy_optimizer\": true%s}}",
+                     k ? names[c] : cases[c].cls, cases[c].extra);
+            o[k] = optim_test_make(json);
+            assert_int_equal(optim_set_num_threads(o[k], 3), 0);
+            x[k] = table(OPTIM_F32);
+            for (int step = 0; step < 2; step++) {
+                make_grads(&g, step);
+                step_with(o[k], x[k], &g, 1);
+            }
+        }
+        assert_vars_bitwise(x[0], x[1]);
+        all_slots_bitwise(o[0], x[0], o[1], x[1]);
+        for (int k = 0; k < 2; k++) {
+            optim_destroy(o[k]);
+            optim_var_destroy(x[k]);
+        }
+    }
+}
+
 /* Keras 3 LazyAdam's indexed rows follow its dense rule: equal, bit for
  * bit, to a dense step on a table of just those rows. */
 static void test_lazy_rows_follow_dense_rule(void **state)
@@ -517,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_lazy_rows_follow_dense_rule), cmocka_unit_test(test_user_elementwise),
         cmocka_unit_test(test_modes_observed),     cmocka_unit_test(test_refused_without_rule),
         cmocka_unit_test(test_chunk_grad),         cmocka_unit_test(test_sort),
+        cmocka_unit_test(test_modes_match_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
