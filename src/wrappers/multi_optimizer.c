@@ -122,7 +122,8 @@ static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error 
             regerror(e, &s->re, why, sizeof why);
             free(s->pattern);
             s->pattern = NULL;
-            return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s: not a valid regular expression: %s", where, why);
+            return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s: not a valid regular expression: %s",
+                                   where, why);
         }
     }
     return make_sub(obj, where, &s->opt, err);
@@ -138,11 +139,11 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
     if (!cJSON_IsObject(v) || !cJSON_IsString(cn) || strcmp(cn->valuestring, "OptimizerMap") != 0 ||
         !cJSON_IsObject(cfg))
         return optim_error_set(err, OPTIM_ETYPE, "MultiOptimizer: config key '%s' is not a serialized OptimizerMap "
-                          "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
-                          "\"optimizer_map\": {...}}})", MAP_KEY);
+                               "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
+                               "\"optimizer_map\": {...}}})", MAP_KEY);
     if (!def || !(cJSON_IsNull(map) || cJSON_IsObject(map) || !map))
         return optim_error_set(err, OPTIM_ETYPE, "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
-                          "optimizer_map that is an object of PATTERN: optimizer (or null)");
+                               "optimizer_map that is an object of PATTERN: optimizer (or null)");
     size_t n = (size_t)cJSON_GetArraySize(map) + 1, k = 0;
     sub *subs = calloc(n, sizeof *subs);
     if (!subs) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
@@ -194,14 +195,14 @@ static int multi_validate(optim_optimizer *opt, optim_error *err)
     multi_state *st = optim_state(opt);
     if (!st->subs)
         return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
-                          "OptimizerMap with at least a default_optimizer)", MAP_KEY);
+                               "OptimizerMap with at least a default_optimizer)", MAP_KEY);
     int rc = check_base_defaults(opt, err);
     double lsf = NAN;
     if (!rc) optim_get_hyper(opt, "loss_scale_factor", &lsf);
     for (size_t k = 0; !rc && k < st->n; k++)
         if (optim_set_hyper(st->subs[k].opt, "loss_scale_factor", lsf))
             rc = optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu: %s", k,
-                            optim_errmsg(st->subs[k].opt));
+                                 optim_errmsg(st->subs[k].opt));
     for (size_t k = 0; !rc && k < st->n; k++) {
         char name[64];
         snprintf(name, sizeof name, "optimizers/%zu/iterations", k);
@@ -286,8 +287,8 @@ static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim
     for (size_t i = 0; i + 1 < st->n; i++)
         if (regexec(&st->subs[i].re, name, 0, NULL, 0) == 0) {
             if (nhits++) return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: multiple optimizers assigned to "
-                                           "variable '%s' (patterns '%s' and '%s' both match it)", name,
-                                           st->subs[hit].pattern, st->subs[i].pattern);
+                                                "variable '%s' (patterns '%s' and '%s' both match it)", name,
+                                                st->subs[hit].pattern, st->subs[i].pattern);
             hit = i;
         }
     *k = hit;
@@ -305,7 +306,7 @@ static int multi_create_slots(optim_optimizer *opt, optim_var *var, optim_error 
     optim_optimizer *in = st->subs[k].opt;
     if (optim_track_variables(in, &var, 1))
         return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu (%s): %s", k,
-                          optim_class_of(in)->name, optim_errmsg(in));
+                               optim_class_of(in)->name, optim_errmsg(in));
     return OPTIM_OK;
 }
 
@@ -328,7 +329,8 @@ static int cmp_ptr(const void *a, const void *b)
 static int check_vars(optim_optimizer *opt, const optim_grad_var *pairs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!pairs[i].var) return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: pair %zu has no variable (NULL)", i);
+        if (!pairs[i].var)
+            return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: pair %zu has no variable (NULL)", i);
     const optim_var **sorted = optim_step_scratch(opt, n * sizeof *sorted);
     if (!sorted) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) sorted[i] = pairs[i].var;
@@ -350,7 +352,8 @@ static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t *rou
     optim_error err;
     if ((rc = route_of(opt, p->var, route, &err))) return optim_set_error(opt, rc, "%s", err.msg);
     optim_optimizer *in = ((multi_state *)optim_state(opt))->subs[*route].opt;
-    if ((rc = optim_check_gradients(in, p, 1, 0))) return optim_set_error(opt, rc, "MultiOptimizer: %s", optim_errmsg(in));
+    if ((rc = optim_check_gradients(in, p, 1, 0)))
+        return optim_set_error(opt, rc, "MultiOptimizer: %s", optim_errmsg(in));
     return OPTIM_OK;
 }
 

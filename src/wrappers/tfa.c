@@ -178,14 +178,14 @@ int optim__tfa_validate(optim_optimizer *opt, optim_error *err)
     if (!name) return OPTIM_OK;
     if (strcmp(name, "learning_rate") == 0)
         return optim_error_set(err, OPTIM_EINVAL,
-                          "%s: learning_rate is %s; the learning rate is the inner optimizer's "
-                          "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
-                          "config or on optim_wrapper_inner(opt)",
-                          cn, have, cn, INNER_KEY);
+                               "%s: learning_rate is %s; the learning rate is the inner optimizer's "
+                               "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
+                               "config or on optim_wrapper_inner(opt)",
+                               cn, have, cn, INNER_KEY);
     return optim_error_set(err, OPTIM_EINVAL,
-                      "%s: %s is %s; TF Addons' %s has no %s option (expected %s): set it on "
-                      "the inner optimizer",
-                      cn, name, have, cn, name, want);
+                           "%s: %s is %s; TF Addons' %s has no %s option (expected %s): set it on "
+                           "the inner optimizer",
+                           cn, name, have, cn, name, want);
 }
 
 int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,
