@@ -8,70 +8,24 @@
 
 optim_dtype optim_compute_dtype(optim_dtype dtype) { return optim__is_half(dtype) ? OPTIM_F32 : dtype; }
 
-/* The two hot loops of a half-precision step, compiled twice: for AVX2
- * (which packs 32-bit lanes to 16 bits in one instruction) and for the
- * baseline; the loader picks one for this machine once. Same bits either way. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && defined(__linux__)
-#define HALF_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define HALF_CLONES
-#endif
-
-/* float16 on x86-64 machines with F16C (every AVX2 machine has it): the
- * hardware conversions, eight at a time, give the same bits as the rules of
- * half.h (round to nearest even, subnormals kept, NaNs quieted with their
- * top payload bits); the elements they leave over go through half.h.
- * Returns how many elements were converted. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#include <immintrin.h>
-__attribute__((target("avx,f16c"))) static int64_t f16_load_hw(const uint16_t *h, float *f, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-    return i;
-}
-
-__attribute__((target("avx,f16c"))) static int64_t f16_store_hw(const float *f, uint16_t *h, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(h + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    return i;
-}
-
-/* AVX (with the OS's support, which avx2 implies) and the F16C bit itself
- * (a CPU emulator such as valgrind may offer AVX2 without it). */
-static int have_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-#else
-static int64_t f16_load_hw(const uint16_t *h, float *f, int64_t n) { return (void)h, (void)f, (void)n, 0; }
-static int64_t f16_store_hw(const float *f, uint16_t *h, int64_t n) { return (void)h, (void)f, (void)n, 0; }
-static int have_f16c(void) { return 0; }
-#endif
-
-HALF_CLONES void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
+/* Portable code only (tests/abi/portable.sh: no AVX in the default build);
+ * -DOPTIM_NATIVE=ON vectorises these loops for the machine. */
+void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
 {
     const uint16_t *h = src;
-    if (dt == OPTIM_BF16) {
+    if (dt == OPTIM_BF16)
         for (int64_t i = 0; i < n; i++) dst[i] = optim__bf16_to_f32(h[i]);
-        return;
-    }
-    for (int64_t i = have_f16c() ? f16_load_hw(h, dst, n) : 0; i < n; i++) dst[i] = optim__f16_to_f32(h[i]);
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] = optim__f16_to_f32(h[i]);
 }
 
-HALF_CLONES void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
+void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
 {
     uint16_t *h = dst;
-    if (dt == OPTIM_BF16) {
+    if (dt == OPTIM_BF16)
         for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_bf16(src[i]);
-        return;
-    }
-    for (int64_t i = have_f16c() ? f16_store_hw(src, h, n) : 0; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
 }
 
 /* double -> float rounded to odd (truncated, last bit set when inexact):
