@@ -49,6 +49,21 @@ const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
 const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
 
+const char *ot_gen(const char *json, int legacy)
+{
+    static char bufs[8][2048];
+    static int slot;
+    size_t n = strlen(json);
+    if (!legacy) return json;
+    if (n < 2 || n + sizeof OT_LEGACY + 2 > sizeof bufs[0] || strcmp(json + n - 2, "}}") != 0)
+        fail_msg("ot_gen: not a class_name/config object: %s", json);
+    char *b = bufs[slot++ % 8];
+    /* "{" then the config's keys: a comma unless the config is empty. */
+    const char *sep = json[n - 3] == '{' ? "" : ", ";
+    snprintf(b, sizeof bufs[0], "%.*s%s" OT_LEGACY "}}", (int)(n - 2), json, sep);
+    return b;
+}
+
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
     int rc = optim_apply_gradients(opt, p, n, 0);
@@ -197,8 +212,7 @@ void ot_check_dense(const ot_dense *d, const ot_case *c)
         optim_optimizer *opt = optim_test_make(c->json);
         optim_var *x = ot_run_dense(opt, d, f64 ? OPTIM_F64 : OPTIM_F32);
         ot_check_state(opt, x, c, w, w + d->n, d->n);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
     free(w);
 }
@@ -279,8 +293,7 @@ void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
         optim_optimizer *opt = optim_test_make(c->json);
         optim_var *x = ot_run_sparse(opt, s, f64 ? OPTIM_F64 : OPTIM_F32, 0);
         ot_check_state(opt, x, c, w, w + n, n);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
     free(w);
 }
@@ -297,16 +310,13 @@ static void slots_bitwise(optim_optimizer *o1, optim_var *a, optim_optimizer *o2
 
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots)
 {
-    for (int f64 = 0; f64 < 2; f64++) {
-        optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         optim_var *sv = ot_run_sparse(o1, s, dt, 0), *dv = ot_run_sparse(o2, s, dt, 1);
         assert_vars_bitwise(sv, dv);
         slots_bitwise(o1, sv, o2, dv, slots);
         optim_destroy(o1);
-        optim_destroy(o2);
-        optim_var_destroy(sv);
-        optim_var_destroy(dv);
+        optim_test_free(o2, sv, dv);
     }
 }
 
@@ -332,8 +342,7 @@ void ot_check_threads(const char *json, int threads, int steps, double shrink, c
     assert_vars_bitwise(vars[0], vars[1]);
     slots_bitwise(opts[0], vars[0], opts[1], vars[1], slots);
     for (int t = 0; t < 2; t++) {
-        optim_destroy(opts[t]);
-        optim_var_destroy(vars[t]);
+        optim_test_free(opts[t], vars[t]);
     }
     free(init);
     free(g);
@@ -347,8 +356,7 @@ void ot_check_keras_single_step(const char *json, const double *want)
     optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
     ot_step_dense(opt, v, g);
     assert_var_close(v, want, 4, 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golden, int cols)
@@ -364,8 +372,7 @@ void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golde
         assert_var_close(x, want, 10, 5e-4, 5e-4);
         ot_step_dense(opt, x, grads);
     }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    optim_test_free(opt, x);
 }
 
 void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
@@ -390,8 +397,7 @@ void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
     assert_eq(optim_var_get(v[1], 0), 2.0);
     assert_eq(optim_var_get(v[2], 0), 2.0);
     for (int i = 0; i < 4; i++) {
-        optim_destroy(o[i]);
-        optim_var_destroy(v[i]);
+        optim_test_free(o[i], v[i]);
     }
 }
 

@@ -81,6 +81,11 @@ typedef struct ot_case {
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
 } ot_case;
 
+/* json ({"class_name": ..., "config": {...}}) with OT_LEGACY added at the
+ * end of its config when legacy is non-zero, else json itself; the result
+ * lives until the eighth call after this one. */
+const char *ot_gen(const char *json, int legacy);
+
 /* One apply_gradients call that must succeed (prints the message if not). */
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
 /* One dense step on w with the gradient g (doubles, rounded for F32). */

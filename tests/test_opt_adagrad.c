@@ -56,7 +56,7 @@ static void check_trajectory(const cfg *c)
     ot_check_dense(&OT_DENSE, &oc);
 }
 
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         check_trajectory(&(cfg){0.1, 0.1, 1e-7, 0, legacy});
@@ -68,7 +68,7 @@ static void test_trajectories(void **s)
 }
 
 /* The slot starts at initial_accumulator_value (rounded to the dtype). */
-static void test_slot_initial_value(void **s)
+OPTIM_TEST(test_slot_initial_value)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
@@ -84,13 +84,12 @@ static void test_slot_initial_value(void **s)
                 if (d) assert_eq(((double *)optim_var_data(a))[i], 0.3);
                 else assert_eq(((float *)optim_var_data(a))[i], 0.3f);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
 /* Keras 3 and legacy differ where epsilon's placement matters. */
-static void test_generations_differ(void **s)
+OPTIM_TEST(test_generations_differ)
 {
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++) {
@@ -100,8 +99,7 @@ static void test_generations_differ(void **s)
         optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         ot_step_dense(opt, v, &g);
         w[legacy] = optim_var_get(v, 0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
     assert_close(w[0], 1 - 0.2 / sqrt(4.5), 1e-15, 0);
     assert_close(w[1], 1 - 0.2 / (2 + 0.5), 1e-15, 0);
@@ -109,7 +107,7 @@ static void test_generations_differ(void **s)
 
 /* Each generation's float32 operation order, bit for bit: Keras 3
  * w - (lr * g) / sqrt(acc + eps); ApplyAdagradV2 w - (g * lr) / (sqrt(acc) + eps). */
-static void test_f32_operation_order(void **s)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
@@ -139,15 +137,14 @@ static void test_f32_operation_order(void **s)
             }
             assert_var_floats(var, w, N);
             assert_var_floats(optim_get_slot(opt, var, "accumulator"), acc, N);
-            optim_destroy(opt);
-            optim_var_destroy(var);
+            optim_test_free(opt, var);
         }
 }
 
 /* ---- Keras golden values --------------------------------------------------- */
 
 /* keras/src/optimizers/adagrad_test.py test_single_step (legacy agrees to 4 digits). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     const double want[4] = {0.5233, 1.5007, 2.5005, 3.5061};
     ot_check_keras_single_step(ADAGRAD("\"learning_rate\": 0.5"), want);
@@ -156,7 +153,7 @@ static void test_keras_single_step(void **s)
 
 /* adagrad_test.py test_correctness_with_golden (both generations agree to
  * the test's tolerance). */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     static const double golden[5][10] = {
         {0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963},
@@ -164,8 +161,7 @@ static void test_keras_golden(void **s)
         {0.9251, 0.8629, 0.8137, 0.7768, 0.7497, 0.7298, 0.7151, 0.704, 0.6956, 0.6891},
         {0.8903, 0.8012, 0.7342, 0.6862, 0.6521, 0.6277, 0.6099, 0.5967, 0.5867, 0.579},
         {0.856, 0.7422, 0.6604, 0.6037, 0.5644, 0.5367, 0.5168, 0.5021, 0.491, 0.4825}};
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         ot_check_keras_golden(ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6"), dt,
                               golden[0], 10);
         ot_check_keras_golden(ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6, " OT_LEGACY),
@@ -173,20 +169,18 @@ static void test_keras_golden(void **s)
     }
 }
 
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADAGRAD("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tf_keras legacy adagrad_test testMinimizeSparseResourceVariable: var
  * [[1, 2], [3, 4]], row 0 gets gradient [112, 140], lr 1: [[0, 1], [3, 4]]. */
-static void test_legacy_minimize_sparse(void **s)
+OPTIM_TEST(test_legacy_minimize_sparse)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? ADAGRAD("\"learning_rate\": 1.0, " OT_LEGACY)
-                                               : ADAGRAD("\"learning_rate\": 1.0"));
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(ot_gen(ADAGRAD("\"learning_rate\": 1.0"), legacy));
             double init[4] = {1, 2, 3, 4};
             int64_t shape[2] = {2, 2};
             optim_var *v = optim_test_var("var0", dt, 2, shape, init);
@@ -195,17 +189,15 @@ static void test_legacy_minimize_sparse(void **s)
             for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 0.01);
             assert_eq(optim_var_get(v, 2), 3);
             assert_eq(optim_var_get(v, 3), 4);
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
 /* testSparseRepeatedIndices: indices [1, 1] with 0.1 each equal one 0.2. */
-static void test_sparse_repeated_indices(void **s)
+OPTIM_TEST(test_sparse_repeated_indices)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        const char *json = legacy ? ADAGRAD("\"learning_rate\": 3.0, " OT_LEGACY)
-                                  : ADAGRAD("\"learning_rate\": 3.0");
+        const char *json = ot_gen(ADAGRAD("\"learning_rate\": 3.0"), legacy);
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         double init[2] = {1, 2};
         int64_t shape[2] = {2, 1};
@@ -220,9 +212,7 @@ static void test_sparse_repeated_indices(void **s)
             for (int i = 0; i < 2; i++) assert_close(optim_var_get(rep, i), optim_var_get(agg, i), 1e-15, 0);
         }
         optim_destroy(o1);
-        optim_destroy(o2);
-        optim_var_destroy(rep);
-        optim_var_destroy(agg);
+        optim_test_free(o2, rep, agg);
     }
 }
 
@@ -231,7 +221,7 @@ static void test_sparse_repeated_indices(void **s)
 /* Keras 3: sparse == dense equivalent, bit for bit (also in the degenerate
  * initial_accumulator_value = epsilon = 0, where rows without a gradient
  * become 0 / 0 = NaN in the dense rule). */
-static void test_sparse_keras3_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_keras3_dense_equivalent)
 {
     const cfg cfgs[3] = {{0.1, 0.1, 1e-7, 0, 0}, {0.1, 0.0, 1e-2, 0, 0}, {0.1, 0.0, 0.0, 0, 0}};
     static const char *const slots[] = {"accumulator", NULL};
@@ -243,14 +233,13 @@ static void test_sparse_keras3_dense_equivalent(void **s)
         optim_optimizer *opt = optim_test_make(json);
         optim_var *sv = ot_run_sparse(opt, &OT_SPARSE, OPTIM_F64, 0);
         assert_eq(isnan(optim_var_get(sv, 0)), c == 2);
-        optim_destroy(opt);
-        optim_var_destroy(sv);
+        optim_test_free(opt, sv);
     }
 }
 
 /* Both generations against the reference: duplicates summed, the indexed
  * rows updated, the others bit-identical. */
-static void test_sparse_rows_only(void **s)
+OPTIM_TEST(test_sparse_rows_only)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         char json[512];
@@ -262,7 +251,7 @@ static void test_sparse_rows_only(void **s)
 
 /* ---- config --------------------------------------------------------------------- */
 
-static void test_config_keys(void **s)
+OPTIM_TEST(test_config_keys)
 {
     ot_expect_config("\"adagrad\"",
                   "{\"name\":\"adagrad\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
@@ -281,7 +270,7 @@ static void test_config_keys(void **s)
 }
 
 /* Legacy epsilon 0 is the backend epsilon 1e-7 in the update too. */
-static void test_legacy_epsilon_zero(void **s)
+OPTIM_TEST(test_legacy_epsilon_zero)
 {
     const char *cfgs[3] = {
         ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0, " OT_LEGACY),
@@ -295,12 +284,11 @@ static void test_legacy_epsilon_zero(void **s)
         /* legacy: 1 - 2 / (2 + 1e-7); Keras 3 keeps 0: 1 - 2 / 2 = 0 exactly. */
         if (c < 2) assert_close(optim_var_get(v, 0), 1 - 2 / (2 + 1e-7), 1e-6, 0);
         else assert_eq(optim_var_get(v, 0), 0.0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     /* adagrad_test.py test_config. */
     ot_check_round_trip(ADAGRAD("\"learning_rate\": 0.5, "
@@ -312,7 +300,7 @@ static void test_config_round_trip(void **s)
 
 static double eps_fn(void *user) { (void)user; return 1e-3; }
 
-static void test_config_refused(void **s)
+OPTIM_TEST(test_config_refused)
 {
     /* Legacy: initial_accumulator_value must be non-negative. */
     ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, "
@@ -336,32 +324,11 @@ static void test_config_refused(void **s)
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accumulator", NULL};
     ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7"), 2, 4, 0, slots);
     ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7, " OT_LEGACY), 2, 4, 0, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_slot_initial_value),
-        cmocka_unit_test(test_generations_differ),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_legacy_minimize_sparse),
-        cmocka_unit_test(test_sparse_repeated_indices),
-        cmocka_unit_test(test_sparse_keras3_dense_equivalent),
-        cmocka_unit_test(test_sparse_rows_only),
-        cmocka_unit_test(test_config_keys),
-        cmocka_unit_test(test_legacy_epsilon_zero),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

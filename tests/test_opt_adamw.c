@@ -80,7 +80,7 @@ static void check_trajectory(const char *json, const ref *r)
     ot_check_dense(&OT_DENSE_SHRINK, &c);
 }
 
-static void test_dense_keras3(void **st)
+OPTIM_TEST(test_dense_keras3)
 {
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
     check_trajectory(ADAMW(""), &r);
@@ -90,7 +90,7 @@ static void test_dense_keras3(void **st)
                            "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2);
 }
 
-static void test_dense_legacy(void **st)
+OPTIM_TEST(test_dense_legacy)
 {
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
     check_trajectory(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
@@ -120,7 +120,7 @@ static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, fl
     }
 }
 
-static void test_f32_operation_order(void **st)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
@@ -140,14 +140,13 @@ static void test_f32_operation_order(void **st)
             assert_var_floats(optim_get_slot(opt, x, "m"), m, N);
             assert_var_floats(optim_get_slot(opt, x, "v"), v, N);
             if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, N);
-            optim_destroy(opt);
-            optim_var_destroy(x);
+            optim_test_free(opt, x);
         }
 }
 
 /* ---- sparse ---------------------------------------------------------------------- */
 
-static void test_sparse_keras3_equals_dense(void **st)
+OPTIM_TEST(test_sparse_keras3_equals_dense)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"), slots);
@@ -156,7 +155,7 @@ static void test_sparse_keras3_equals_dense(void **st)
 
 /* Legacy decays the indexed rows only, Keras 3 every row; Adam moves every
  * row in both. */
-static void test_sparse_reference(void **st)
+OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
@@ -171,7 +170,7 @@ static void test_sparse_reference(void **st)
 
 /* Legacy sparse in float32: the indexed rows are decayed (scatter_add of
  * -wd * w), then Adam._resource_apply_sparse moves every row. Bit for bit. */
-static void test_sparse_legacy_f32_operation_order(void **st)
+OPTIM_TEST(test_sparse_legacy_f32_operation_order)
 {
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
@@ -211,19 +210,17 @@ static void test_sparse_legacy_f32_operation_order(void **st)
         assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
         assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
         if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* Row by row after one sparse step on rows {1, 4}: legacy decays only the
  * indexed rows (an unindexed row, whose m is 0, stays bit-identical);
  * Keras 3 decays every row. */
-static void test_sparse_decay_rows(void **st)
+OPTIM_TEST(test_sparse_decay_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
-                                           : ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"), legacy));
         double init[5] = {1, 2, 3, 4, 5};
         int64_t shape[2] = {5, 1}, vs[2] = {2, 1}, idx[2] = {1, 4};
         double g[2] = {0.25, -0.5};
@@ -240,14 +237,13 @@ static void test_sparse_decay_rows(void **st)
             assert_close(optim_var_get(x, r), want, 1e-14, 0);
             if (legacy && !touched) assert_eq(optim_var_get(x, r), init[r]);
         }
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* ---- exclude_from_weight_decay (legacy) and weight decay values ---------------------- */
 
-static void test_exclude_from_weight_decay(void **st)
+OPTIM_TEST(test_exclude_from_weight_decay)
 {
     optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
                                       "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
@@ -310,11 +306,7 @@ static void test_exclude_from_weight_decay(void **st)
     ot_check_round_trip(s1);
     optim_free(cfg);
     optim_free(s1);
-    optim_destroy(opt);
-    optim_var_destroy(kern);
-    optim_var_destroy(bias);
-    optim_var_destroy(emb);
-    optim_var_destroy(skip);
+    optim_test_free(opt, kern, bias, emb, skip);
 }
 
 static double wd_fn(void *user) { return *(double *)user; }
@@ -322,7 +314,7 @@ static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0
 
 /* TF Addons' weight_decay is a hyperparameter: a callable or a schedule
  * (evaluated at iterations) is read at each step. */
-static void test_legacy_dynamic_weight_decay(void **st)
+OPTIM_TEST(test_legacy_dynamic_weight_decay)
 {
     for (int kind = 0; kind < 2; kind++) {
         optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
@@ -346,21 +338,20 @@ static void test_legacy_dynamic_weight_decay(void **st)
         /* A callable weight_decay out of range fails the step. */
         cur = -1;
         if (kind == 0) ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "weight_decay");
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* ---- Keras and TF Addons test values ----------------------------------------------- */
 
 /* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     ot_check_keras_single_step(ADAMW("\"learning_rate\": 0.5"), (double[]){0.4980, 1.4960, 2.494, 3.492});
 }
 
 /* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     static const double golden[5][10] = {
         {0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998},
@@ -372,7 +363,7 @@ static void test_keras_golden(void **s)
 }
 
 /* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
@@ -380,7 +371,7 @@ static void test_keras_weight_decay(void **s)
 /* tensorflow_addons/optimizers/tests/weight_decay_optimizers_test.py:
  * do_test with adamw_update_numpy (param * (1 - wd) - lr_t * m / (sqrt(v) +
  * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
-static void test_tfa_values(void **st)
+OPTIM_TEST(test_tfa_values)
 {
     for (int sparse = 0; sparse < 2; sparse++)
         for (int d = 0; d < 2; d++) {
@@ -412,15 +403,13 @@ static void test_tfa_values(void **st)
                     assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
                 }
             }
-            optim_destroy(opt);
-            optim_var_destroy(var0);
-            optim_var_destroy(var1);
+            optim_test_free(opt, var0, var1);
         }
 }
 
 /* ---- config -------------------------------------------------------------------------- */
 
-static void test_config_keys_and_defaults(void **st)
+OPTIM_TEST(test_config_keys_and_defaults)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "amsgrad",
@@ -470,7 +459,7 @@ static void test_config_keys_and_defaults(void **st)
     assert_contains(err.msg, "weight_decay");
 }
 
-static void test_config_round_trip(void **st)
+OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
         ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
@@ -489,7 +478,7 @@ static void test_config_round_trip(void **st)
     }
 }
 
-static void test_config_refused(void **st)
+OPTIM_TEST(test_config_refused)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         char json[256];
@@ -537,33 +526,11 @@ static void test_config_refused(void **st)
 
 /* ---- threads ------------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **st)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"), 2, 4, 1, slots);
     ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY), 2, 4, 1, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_keras3),
-        cmocka_unit_test(test_dense_legacy),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_sparse_keras3_equals_dense),
-        cmocka_unit_test(test_sparse_reference),
-        cmocka_unit_test(test_sparse_legacy_f32_operation_order),
-        cmocka_unit_test(test_sparse_decay_rows),
-        cmocka_unit_test(test_exclude_from_weight_decay),
-        cmocka_unit_test(test_legacy_dynamic_weight_decay),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_tfa_values),
-        cmocka_unit_test(test_config_keys_and_defaults),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -104,8 +104,7 @@ static double grad_at(int k, int var, int i)
  * f64, and compares w, m and v with the reference. */
 static void check_case(const char *json, const lref *r, const vspec *vs, int nv, int steps)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         assert_eq(optim_generation_of(opt), r->legacy ? OPTIM_LEGACY : OPTIM_KERAS3);
         optim_var *vars[4];
@@ -154,14 +153,14 @@ static const vspec TWO_VARS[2] = {
     {"dense/bias", 1, {7, 0}, 1, 1},
 };
 
-static void test_keras3_defaults(void **s)
+OPTIM_TEST(test_keras3_defaults)
 {
     lref r = {0, 0.001, 0.9, 0.999, 1e-7, 0, 0, 0};
     check_case("\"lamb\"", &r, TWO_VARS, 2, STEPS);
     check_case(K3(""), &r, TWO_VARS, 2, STEPS);
 }
 
-static void test_keras3_options(void **s)
+OPTIM_TEST(test_keras3_options)
 {
     lref r = {0, 0.02, 0.8, 0.95, 1e-4, 0, 0, 0};
     check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.02, \"beta_1\": 0.8, "
@@ -174,13 +173,13 @@ static void test_keras3_options(void **s)
      * weight decay and no name exclusions. */
 }
 
-static void test_legacy_defaults(void **s)
+OPTIM_TEST(test_legacy_defaults)
 {
     lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
     check_case("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}", &r, TWO_VARS, 2, STEPS);
 }
 
-static void test_legacy_weight_decay_and_lr_decay(void **s)
+OPTIM_TEST(test_legacy_weight_decay_and_lr_decay)
 {
     lref r = {1, 0.01, 0.85, 0.99, 1e-5, 0.05, 0, 0.3};
     check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.85, "
@@ -198,7 +197,7 @@ static void test_legacy_weight_decay_and_lr_decay(void **s)
 
 /* TFA's exclude_from_weight_decay / exclude_from_layer_adaptation: regular
  * expressions searched in the TF variable name ("NAME:0"). */
-static void test_legacy_exclusions(void **s)
+OPTIM_TEST(test_legacy_exclusions)
 {
     lref r = {1, 0.01, 0.9, 0.999, 1e-6, 0.1, 0, 0};
     /* Only a weight-decay list: layer adaptation falls back to it. */
@@ -230,11 +229,10 @@ static void test_legacy_exclusions(void **s)
 }
 
 /* Zero norms: ||w|| = 0 or ||u|| = 0 gives r = 1. */
-static void test_zero_norms(void **s)
+OPTIM_TEST(test_zero_norms)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
                                                  "\"epsilon\": 0.5, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
@@ -251,9 +249,7 @@ static void test_zero_norms(void **s)
             const double want_a[3] = {-0.5 / 1.5, 0.5 / 1.5, 0};
             check_var(a, want_a, 3, dt);
             for (int i = 0; i < 3; i++) assert_eq(optim_var_get(b, i), ones[i]);
-            optim_destroy(opt);
-            optim_var_destroy(a);
-            optim_var_destroy(b);
+            optim_test_free(opt, a, b);
         }
 }
 
@@ -261,7 +257,7 @@ static void test_zero_norms(void **s)
  * generation (what TF computes in float32): Keras 3 m += (g - m) * c1 with
  * c1 = float32(1 - beta_1) taken from the Python number; TFA m = m * b1 +
  * g * (1 - b1) with 1 - b1 computed in float32. */
-static void test_f32_moments_bitwise(void **s)
+OPTIM_TEST(test_f32_moments_bitwise)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? K3(OT_LEGACY)
@@ -293,25 +289,24 @@ static void test_f32_moments_bitwise(void **s)
             assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "m")), m, sizeof m);
             assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "v")), v, sizeof v);
         }
-        optim_destroy(opt);
-        optim_var_destroy(w);
+        optim_test_free(opt, w);
     }
 }
 
 /* ---- the Keras 3 tests (keras/src/optimizers/lamb_test.py) -------------------------- */
 
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     ot_check_keras_single_step(K3("\"learning_rate\": 0.5"), (double[]){-0.3693, 0.6306, 1.6306, 2.6306});
 }
 
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
     ot_check_keras_golden("\"Lamb\"", OPTIM_F32, golden, 1);
 }
 
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(K3("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
@@ -320,7 +315,7 @@ static void test_keras_weight_decay(void **s)
 
 /* test_basic_with_learning_rate_decay: two variables, lr 0.001, epsilon
  * 1e-7, decay 0.5, weight_decay 0.01, three steps. */
-static void test_tfa_basic_with_decay(void **s)
+OPTIM_TEST(test_tfa_basic_with_decay)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -342,15 +337,13 @@ static void test_tfa_basic_with_decay(void **s)
             check_var(v0, x0.w, 2, dt);
             check_var(v1, x1.w, 2, dt);
         }
-        optim_destroy(opt);
-        optim_var_destroy(v0);
-        optim_var_destroy(v1);
+        optim_test_free(opt, v0, v1);
     }
 }
 
 /* test_sparse: var0 [1, 1, 2] with IndexedSlices [0.1, 0.1] at [0, 2]; the
  * numpy reference uses the dense gradient [0.1, 0, 0.1]. */
-static void test_tfa_sparse(void **s)
+OPTIM_TEST(test_tfa_sparse)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -376,9 +369,7 @@ static void test_tfa_sparse(void **s)
             /* Element 1 never had a gradient: m = v = 0, u = 0, w unchanged. */
             assert_eq(optim_var_get(v0, 1), 1.0);
         }
-        optim_destroy(opt);
-        optim_var_destroy(v0);
-        optim_var_destroy(v1);
+        optim_test_free(opt, v0, v1);
     }
 }
 
@@ -387,7 +378,7 @@ static void test_tfa_sparse(void **s)
 static double beta_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + (double)step); }
 
-static void test_dynamic_hypers(void **s)
+OPTIM_TEST(test_dynamic_hypers)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
@@ -418,8 +409,7 @@ static void test_dynamic_hypers(void **s)
         /* A callable giving beta_1 out of range fails the step, changes nothing. */
         b1 = 1.5;
         ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "beta_1");
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
@@ -472,7 +462,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense,
 
 /* Both generations: sparse == the dense equivalent bit for bit (norms
  * included); and the reference with every row updated. */
-static void test_sparse_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_dense_equivalent)
 {
     const char *cfgs[4] = {
         K3("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9"),
@@ -481,8 +471,7 @@ static void test_sparse_dense_equivalent(void **s)
         K3("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"weight_decay\": 0.2, " OT_LEGACY),
     };
     for (int c = 0; c < 4; c++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             int legacy = c >= 2;
             double wd = (c & 1) ? 0.2 : 0.0;
             optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
@@ -509,18 +498,14 @@ static void test_sparse_dense_equivalent(void **s)
             check_var(optim_get_slot(o1, sv, "m"), x.m, ROWS * COLS, dt);
             check_var(optim_get_slot(o1, sv, "v"), x.v, ROWS * COLS, dt);
             optim_destroy(o1);
-            optim_destroy(o2);
-            optim_var_destroy(sv);
-            optim_var_destroy(dv);
-            optim_var_destroy(x1);
-            optim_var_destroy(x2);
+            optim_test_free(o2, sv, dv, x1, x2);
         }
 }
 
 /* Row by row (not lazy): a row indexed earlier but not now has its m and v
  * decayed and w moved; a row never indexed keeps m = v = 0 and (without the
  * legacy in-update weight decay) w. Legacy sets m = m * beta_1 exactly. */
-static void test_sparse_rows(void **s)
+OPTIM_TEST(test_sparse_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
@@ -552,8 +537,7 @@ static void test_sparse_rows(void **s)
                 assert_eq(optim_var_get(m, r), 0);
                 assert_eq(optim_var_get(vv, r), 0);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
@@ -587,7 +571,7 @@ static void assert_json(const cJSON *o, const char *key, const char *want)
     cJSON_free(t);
 }
 
-static void test_config_keras3(void **s)
+OPTIM_TEST(test_config_keras3)
 {
     optim_optimizer *opt;
     optim_error err;
@@ -621,11 +605,10 @@ static void test_config_keras3(void **s)
     assert_string_equal(names[1], "v");
     assert_string_equal(optim_weight_name(opt, 1), "w/m");
     assert_string_equal(optim_weight_name(opt, 2), "w/v");
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    optim_test_free(opt, w);
 }
 
-static void test_config_legacy(void **s)
+OPTIM_TEST(test_config_legacy)
 {
     /* The config TF Addons writes for LAMB() (plus is_legacy_optimizer). */
     optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
@@ -685,7 +668,7 @@ static void test_config_legacy(void **s)
     optim_destroy(opt);
 }
 
-static void test_bad_config(void **s)
+OPTIM_TEST(test_bad_config)
 {
     for (int g = 0; g < 2; g++) {
         ot_expect_refused(g ? LEG("\"beta_1\": 1.5") : K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
@@ -730,7 +713,7 @@ static int64_t big_index(int k, int j) { return (int64_t[]){3 + k, 50, 99, 3 + k
 static double big_val(int k, int j, int c) { return sin(0.3 * (j * 7 + c) + k); }
 static double big_init(int r, int c) { return cos(0.1 * (r * 7 + c)); }
 
-static void test_large_variable(void **s)
+OPTIM_TEST(test_large_variable)
 {
     const int n = 1037;
     double *w = malloc(n * sizeof *w), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
@@ -766,8 +749,7 @@ static void test_large_variable(void **s)
             }
             check_var(var, w, n, dt);
             check_var(optim_get_slot(opt, var, "v"), v, n, dt);
-            optim_destroy(opt);
-            optim_var_destroy(var);
+            optim_test_free(opt, var);
         }
     /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
     static const char *const slots[] = {"m", "v", NULL};
@@ -784,7 +766,7 @@ static void test_large_variable(void **s)
 
 /* ---- threads -------------------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     const int64_t n = 100003;
     double *init = malloc((size_t)n * sizeof *init);
@@ -822,39 +804,11 @@ static void test_threads_bitwise(void **s)
         assert_vars_bitwise(emb[0], emb[1]);
         assert_vars_bitwise(optim_get_slot(opts[0], big[0], "v"), optim_get_slot(opts[1], big[1], "v"));
         for (int t = 0; t < 2; t++) {
-            optim_destroy(opts[t]);
-            optim_var_destroy(big[t]);
-            optim_var_destroy(small[t]);
-            optim_var_destroy(emb[t]);
+            optim_test_free(opts[t], big[t], small[t], emb[t]);
         }
     }
     free(init);
     free(g);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras3_defaults),
-        cmocka_unit_test(test_keras3_options),
-        cmocka_unit_test(test_legacy_defaults),
-        cmocka_unit_test(test_legacy_weight_decay_and_lr_decay),
-        cmocka_unit_test(test_legacy_exclusions),
-        cmocka_unit_test(test_zero_norms),
-        cmocka_unit_test(test_f32_moments_bitwise),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_tfa_basic_with_decay),
-        cmocka_unit_test(test_tfa_sparse),
-        cmocka_unit_test(test_dynamic_hypers),
-        cmocka_unit_test(test_sparse_dense_equivalent),
-        cmocka_unit_test(test_sparse_rows),
-        cmocka_unit_test(test_config_keras3),
-        cmocka_unit_test(test_config_legacy),
-        cmocka_unit_test(test_bad_config),
-        cmocka_unit_test(test_large_variable),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

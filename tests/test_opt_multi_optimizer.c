@@ -44,9 +44,8 @@ static void expect_error(const char *json, int code, const char *needle)
 /* ---- Keras's tests --------------------------------------------------------------------------- */
 
 /* test_stateful_apply: three SGDs by pattern, iterations 1 everywhere. */
-static void test_keras_stateful_apply(void **s)
+OPTIM_TEST(test_keras_stateful_apply)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.0") ", \"optimizer_map\": "
                                                  "{\"^dense_1/.*\": " SGD("0.1") ", \"^dense_2/.*\": " SGD("1.0") "}}", ""));
     const int64_t two = 2;
@@ -80,9 +79,8 @@ static void test_keras_stateful_apply(void **s)
 /* test_optimizer_map_matching / test_multi_optimizer_initialization /
  * test_default_fallback: which sub-optimizer gets a variable, their order,
  * and conflicting patterns. */
-static void test_keras_matching(void **s)
+OPTIM_TEST(test_keras_matching)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI(
         "{\"default_optimizer\": {\"class_name\": \"RMSprop\", \"config\": {}}, \"optimizer_map\": {\"^dense/.*\": "
         "{\"class_name\": \"Adam\", \"config\": {}}, \"^conv/.*\": {\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9}}}}", ""));
@@ -123,9 +121,8 @@ static void test_keras_matching(void **s)
 /* test_multi_optimizer_with_model_fit: Dense(2) then Dense(1), kernels of
  * ones, no bias, x = 1, y = 0, mse: the gradients are 4 everywhere; the
  * default optimizer gets nothing and does not step. */
-static void test_keras_model_fit(void **s)
+OPTIM_TEST(test_keras_model_fit)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": "
                                                  "{\".*dense_1/.*\": " SGD("1e-3") ", \".*dense_2/.*\": " SGD("1e-2") "}}", ""));
     const int64_t s1[2] = {1, 2}, s2[2] = {2, 1};
@@ -144,16 +141,13 @@ static void test_keras_model_fit(void **s)
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), 1);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 1)), 1);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 2)), 0);
-    optim_destroy(opt);
-    optim_var_destroy(k1);
-    optim_var_destroy(k2);
+    optim_test_free(opt, k1, k2);
 }
 
 /* test_loss_scaling / test_gradient_unscaling: the MultiOptimizer's
  * loss_scale_factor overrides its sub-optimizers'. */
-static void test_keras_loss_scale(void **s)
+OPTIM_TEST(test_keras_loss_scale)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": "
                                                  "{\"learning_rate\": 0.1, \"loss_scale_factor\": 2.0}}, \"optimizer_map\": {}}",
                                                  ", \"loss_scale_factor\": 5.0"));
@@ -173,14 +167,12 @@ static void test_keras_loss_scale(void **s)
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
     assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
     assert_true(isnan(lsf));
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    optim_test_free(opt, w);
 }
 
 /* test_custom_callable_function, in C: explicit lists beat the patterns. */
-static void test_assign_by_list(void **s)
+OPTIM_TEST(test_assign_by_list)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.01") ", \"optimizer_map\": "
                                                  "{\"dense_1/.*\": {\"class_name\": \"Adam\", \"config\": {}}}}", ""));
     const int64_t one = 1;
@@ -209,9 +201,7 @@ static void test_assign_by_list(void **s)
     assert_non_null(optim_wrapper_inner_at(la, 0));
     assert_null(optim_wrapper_inner_at(la, 1));
     optim_destroy(la);
-    optim_destroy(opt);
-    optim_var_destroy(w1);
-    optim_var_destroy(w2);
+    optim_test_free(opt, w1, w2);
 }
 
 /* ---- a trajectory against a reference ---------------------------------------------------- */
@@ -219,9 +209,8 @@ static void test_assign_by_list(void **s)
 /* "^dense/.*": Adam (Keras 3 rule); default: SGD with momentum 0.9. The
  * bias gets a gradient every other step only, so SGD's count differs from
  * Adam's, which sees every step. */
-static void test_trajectory(void **s)
+OPTIM_TEST(test_trajectory)
 {
-    (void)s;
     const char *json = MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, "
                              "\"momentum\": 0.9}}, \"optimizer_map\": {\"^dense/.*\": {\"class_name\": \"Adam\", "
                              "\"config\": {\"learning_rate\": 0.02, \"beta_1\": 0.8}}}}", "");
@@ -266,9 +255,7 @@ static void test_trajectory(void **s)
         assert_int_equal(optim_iterations(opt), STEPS);
         assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), STEPS);
         assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 1)), STEPS / 2);
-        optim_destroy(opt);
-        optim_var_destroy(kv);
-        optim_var_destroy(bv);
+        optim_test_free(opt, kv, bv);
     }
 }
 
@@ -276,9 +263,8 @@ static void test_trajectory(void **s)
 
 /* Names, and a resume through get/set_weights that continues bit for bit,
  * sub-optimizer step counts included. */
-static void test_weights_resume(void **s)
+OPTIM_TEST(test_weights_resume)
 {
-    (void)s;
     const char *json = MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                              "\"momentum\": 0.5}}, \"optimizer_map\": {\"k\": {\"class_name\": \"Adam\", \"config\": "
                              "{\"learning_rate\": 0.1}}}}", "");
@@ -314,18 +300,13 @@ static void test_weights_resume(void **s)
     assert_memory_equal(optim_var_data(ba), optim_var_data(bb), sizeof init);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(b, 1)), 3);
     optim_destroy(a);
-    optim_destroy(b);
-    optim_var_destroy(ka);
-    optim_var_destroy(ba);
-    optim_var_destroy(kb);
-    optim_var_destroy(bb);
+    optim_test_free(b, ka, ba, kb, bb);
 }
 
 /* ---- config and bad input ------------------------------------------------------------------ */
 
-static void test_config(void **s)
+OPTIM_TEST(test_config)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": "
                                                  "{\"^a\\\\.b$\": {\"class_name\": \"Muon\", \"config\": {}}}}",
                                                  ", \"name\": \"multi_optimizer\""));
@@ -349,9 +330,8 @@ static void test_config(void **s)
     optim_destroy(opt);
 }
 
-static void test_bad_input(void **s)
+OPTIM_TEST(test_bad_input)
 {
-    (void)s;
     expect_error("{\"class_name\": \"MultiOptimizer\", \"config\": {}}", OPTIM_EINVAL, "optimizer_map");
     expect_error("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": " SGD("0.1") "}}", OPTIM_ETYPE,
                  "OptimizerMap");
@@ -375,9 +355,8 @@ static void test_bad_input(void **s)
 
 /* A pair the second sub-optimizer would refuse is caught before the first
  * one steps: nothing changes. */
-static void test_refused_step_changes_nothing(void **s)
+OPTIM_TEST(test_refused_step_changes_nothing)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": "
                                                  "{\"a\": {\"class_name\": \"Adam\", \"config\": {}}}}", ""));
     const int64_t two = 2, three = 3;
@@ -398,16 +377,13 @@ static void test_refused_step_changes_nothing(void **s)
     optim_grad_var none = {optim_grad_none(), a};
     assert_int_equal(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL);
     assert_eq(optim_var_get(a, 0), 1);
-    optim_destroy(opt);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
+    optim_test_free(opt, a, b);
 }
 
 /* 1, 2 and 3 threads in the sub-optimizers: the same bits (a large
  * element-wise Adam variable, a Muon matrix, a sparse SGD table). */
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const int64_t n = 100003, ms[2] = {64, 48}, ts[2] = {30, 4}, vs[2] = {2, 4}, idx[2] = {29, 3};
     float *g = malloc((size_t)n * sizeof *g), rows[8];
     double *d = malloc((size_t)n * sizeof *d);
@@ -441,20 +417,4 @@ static void test_threads_bitwise(void **s)
     free(d);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras_stateful_apply),
-        cmocka_unit_test(test_keras_matching),
-        cmocka_unit_test(test_keras_model_fit),
-        cmocka_unit_test(test_keras_loss_scale),
-        cmocka_unit_test(test_assign_by_list),
-        cmocka_unit_test(test_trajectory),
-        cmocka_unit_test(test_weights_resume),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_refused_step_changes_nothing),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -190,18 +190,16 @@ static void check_case(const char *json, const mref *r)
 
 /* ---- trajectories -------------------------------------------------------------------- */
 
-static void test_defaults(void **s)
+OPTIM_TEST(test_defaults)
 {
-    (void)s;
     mref r = DEFAULTS;
     r.lr = 0.05;
     check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.05, "
                "\"exclude_layers\": [\"^out/\"]}}", &r);
 }
 
-static void test_options(void **s)
+OPTIM_TEST(test_options)
 {
-    (void)s;
     mref r = {0.02, 0.8, 0.95, 1e-5, 3.0, -3.2, 1.2, 0.5, 0.9, NAN, 0.01, NAN, 3, 0};
     check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.02, \"adam_beta_1\": 0.8, "
                "\"adam_beta_2\": 0.95, \"epsilon\": 1e-5, \"muon_a\": 3.0, \"muon_b\": -3.2, "
@@ -233,9 +231,8 @@ static optim_var *step_once(const char *json, const char *name, int32_t rank, co
     return v;
 }
 
-static void test_keras_values(void **s)
+OPTIM_TEST(test_keras_values)
 {
-    (void)s;
     optim_optimizer *opt;
     const int64_t sq[2] = {2, 2}, four = 4;
     /* test_Newton_Schulz: with m = 0, no Nesterov, lr 1, no scaling or
@@ -245,8 +242,7 @@ static void test_keras_values(void **s)
     optim_var *v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"nesterov\": false, "
                              "\"rms_rate\": null, \"weight_decay\": 0}}", "w", 2, sq, z, ns_in, &opt);
     for (int i = 0; i < 4; i++) assert_close(-optim_var_get(v, i), ns_out[i], 1e-3, 1e-3); /* Keras's tolerance */
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     /* test_muon_single_step: lr 0.5, weight_decay 0 (Keras allows 1e-2; the
      * six digits it gives are matched). */
     const double w0[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2};
@@ -254,34 +250,29 @@ static void test_keras_values(void **s)
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"weight_decay\": 0}}", "w", 2,
                   sq, w0, g, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 1e-6);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     /* test_adamw_single_step: a 1-D variable, lr 0.5 (no decay there). */
     const double want1[4] = {0.5, 1.5, 2.5, 3.5};
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"adam_weight_decay\": 0}}",
                   "test_vars", 1, &four, w0, g, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want1[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     /* test_muon_weight_decay / test_adamw_weight_decay: lr 1, a zero
      * gradient moves nothing, the decay alone acts. */
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.01}}", "w", 2,
                   sq, w0, z, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), w0[i] * 0.99, 1e-6, 0);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     const double two = 2.0;
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"adam_weight_decay\": 0.01}}",
                   "s", 0, NULL, &two, z, &opt);
     assert_close(optim_var_get(v, 0), 1.98, 1e-6, 0);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* test_should_use_adamw: which variables get a velocity. */
-static void test_rule_choice(void **s)
+OPTIM_TEST(test_rule_choice)
 {
-    (void)s;
     const char *names[4] = {"variable", "embedding/embeddings", "dense/kernel", "x"};
     const int64_t sq[2] = {2, 2};
     const double w[4] = {1, 2, 3, 4};
@@ -309,9 +300,8 @@ static void test_rule_choice(void **s)
 
 /* A sparse gradient (duplicates) gives, bit for bit, the dense step whose
  * gradient has the summed rows and zeros elsewhere, on both rules. */
-static void test_sparse_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_dense_equivalent)
 {
-    (void)s;
     const int64_t shape[2] = {5, 3}, idx[4] = {3, 0, 3, 4}, vshape[2] = {4, 3};
     double init[15], rows[12];
     for (int i = 0; i < 15; i++) init[i] = 0.1 * i - 0.6;
@@ -366,9 +356,8 @@ static void round_trip(const char *json)
     optim_destroy(opt);
 }
 
-static void test_config(void **s)
+OPTIM_TEST(test_config)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make("\"muon\"");
     char *text = optim_get_config(opt);
     cJSON *c = cJSON_Parse(text);
@@ -412,9 +401,8 @@ static void expect_error(const char *body, int code, const char *needle)
     assert_contains(err.msg, needle);
 }
 
-static void test_bad_input(void **s)
+OPTIM_TEST(test_bad_input)
 {
-    (void)s;
     expect_error("\"adam_beta_1\": 1.0", OPTIM_ERANGE, "adam_beta_1");
     expect_error("\"adam_beta_2\": -0.5", OPTIM_ERANGE, "adam_beta_2");
     expect_error("\"epsilon\": -1", OPTIM_ERANGE, "epsilon");
@@ -453,9 +441,8 @@ static int put_after_config(optim_optimizer *opt, optim_config *cfg)
 }
 static void put_after_dense(const optim_dense_update *u) { (void)u; }
 
-static void test_config_put_after(void **s)
+OPTIM_TEST(test_config_put_after)
 {
-    (void)s;
     static const optim_class cls = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
                                     .name = "PutAfterProbe", .flags = OPTIM_CLASS_KERAS3_ONLY,
                                     .apply_dense = put_after_dense, .get_config = put_after_config};
@@ -479,9 +466,8 @@ static void test_config_put_after(void **s)
 
 /* 1, 2 and 3 threads give the same bits: a large matrix (the gemms), a
  * transposed one, a vector and a sparse table. */
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const int64_t big[2] = {300, 200}, tall[2] = {90, 40}, vec = 1000, emb[2] = {50, 8}, vs[2] = {3, 8};
     double *init = malloc(60000 * sizeof *init);
     float *g = malloc(60000 * sizeof *g);
@@ -525,18 +511,4 @@ static void test_threads_bitwise(void **s)
     free(g);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_options),
-        cmocka_unit_test(test_keras_values),
-        cmocka_unit_test(test_rule_choice),
-        cmocka_unit_test(test_sparse_dense_equivalent),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_config_put_after),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

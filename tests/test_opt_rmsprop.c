@@ -83,7 +83,7 @@ static void check_trajectory(const cfg *c)
 
 /* Every option combination, both generations. epsilon = 0.01 makes its
  * placement (inside or outside the square root) visible in f32 too. */
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
     const double eps[2] = {1e-7, 0.01};
     for (int legacy = 0; legacy < 2; legacy++)
@@ -100,7 +100,7 @@ static void test_trajectories(void **s)
     check_trajectory(&c1);
 }
 
-static void test_legacy_decay(void **s)
+OPTIM_TEST(test_legacy_decay)
 {
     cfg a = {0.02, 0.9, 0.0, 1e-7, 0.3, 0, 1};
     check_trajectory(&a);
@@ -109,7 +109,7 @@ static void test_legacy_decay(void **s)
 }
 
 /* The generations really differ where epsilon's placement differs. */
-static void test_generations_differ(void **s)
+OPTIM_TEST(test_generations_differ)
 {
     cfg c = {0.1, 0.9, 0.0, 0.5, 0, 0, 0};
     double one = 1.0, g = 2.0;
@@ -121,8 +121,7 @@ static void test_generations_differ(void **s)
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         w[legacy] = optim_var_get(v, 0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
     /* v = 0.1 * 4 = 0.4. Keras 3: 1 - 0.2 / sqrt(0.9); legacy: 1 - 0.2 / (sqrt(0.4) + 0.5). */
     assert_close(w[0], 1 - 0.2 / sqrt(0.9), 1e-15, 0);
@@ -134,7 +133,7 @@ static void test_generations_differ(void **s)
 /* The per-step constants of each generation in f32: Keras 3 casts Python's
  * 1 - rho (0.1f for rho 0.9); legacy computes 1 - rho on the float32 rho
  * (1.0f - 0.9f = 0.100000024f). With g = 1 the first rms is exactly that. */
-static void test_f32_one_minus_rho(void **s)
+OPTIM_TEST(test_f32_one_minus_rho)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++) {
@@ -146,8 +145,7 @@ static void test_f32_one_minus_rho(void **s)
             float got = *(float *)optim_var_data(optim_get_slot(opt, v, "rms"));
             float want = legacy ? 1.0f - 0.9f : (float)(1.0 - 0.9);
             assert_eq(got, want);
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
     assert_ne(1.0f - 0.9f, (float)(1.0 - 0.9));
 }
@@ -209,11 +207,10 @@ static void f32_form(int legacy, int mom, int centered, int sparse)
     assert_var_floats(optim_get_slot(opt, var, "rms"), v, N);
     if (mom) assert_var_floats(optim_get_slot(opt, var, "momentum"), m, N);
     if (centered) assert_var_floats(optim_get_slot(opt, var, "mg"), a, N);
-    optim_destroy(opt);
-    optim_var_destroy(var);
+    optim_test_free(opt, var);
 }
 
-static void test_f32_operation_order(void **s)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++)
@@ -224,7 +221,7 @@ static void test_f32_operation_order(void **s)
 /* ---- Keras golden values --------------------------------------------------- */
 
 /* The docstring of both generations: lr 0.1, var 10, loss var^2 / 2. */
-static void test_docstring(void **s)
+OPTIM_TEST(test_docstring)
 {
     const char *cfgs[2] = {
         RMSPROP("\"learning_rate\": 0.1"),
@@ -237,14 +234,13 @@ static void test_docstring(void **s)
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &grad, 0, NULL)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_close(optim_var_get(v, 0), 9.683772, 0, 1e-6);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
 /* keras/src/optimizers/rmsprop_test.py test_single_step (the legacy rule
  * gives the same numbers to 4 digits). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     const double want[4] = {-0.5811, 0.4189, 1.4189, 2.4189};
     ot_check_keras_single_step(RMSPROP("\"learning_rate\": 0.5"), want);
@@ -252,7 +248,7 @@ static void test_keras_single_step(void **s)
 }
 
 /* rmsprop_test.py test_correctness_with_golden: centered, defaults. */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     const double golden[5] = {0.9967, 0.9933, 0.9908, 0.9885, 0.9864};
     ot_check_keras_golden(RMSPROP("\"centered\": true"), OPTIM_F32, golden, 1);
@@ -261,7 +257,7 @@ static void test_keras_golden(void **s)
 
 /* rmsprop_test.py test_weight_decay: zero gradients, lr 1, weight_decay
  * 0.004, three steps: 2 * 0.996^3. */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(RMSPROP("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
@@ -272,7 +268,7 @@ static double rho_fn(void *user) { return *(double *)user; }
 
 /* Legacy rho is a hyper: a callable changing every step. Keras 3's rho is a
  * number. */
-static void test_dynamic_rho(void **s)
+OPTIM_TEST(test_dynamic_rho)
 {
     for (int centered = 0; centered < 2; centered++) {
         optim_optimizer *opt = optim_test_make(centered ? RMSPROP("\"learning_rate\": 0.01, "
@@ -296,8 +292,7 @@ static void test_dynamic_rho(void **s)
             ot_step_dense(opt, var, g);
         }
         for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-12, 1e-13);
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
     optim_optimizer *k3 = optim_test_make("\"rmsprop\"");
     double rho = 0.9;
@@ -310,7 +305,7 @@ static void test_dynamic_rho(void **s)
  * 1e-7. tf_keras legacy rmsprop_test testMinimizeSparseResourceVariable:
  * var [[1, 2]], loss (var . [4, 5])^2, gradient [[112, 140]]; lr 1, rho 0,
  * epsilon 0. And the centered variant with epsilon 1: [[-111, -138]]. */
-static void test_legacy_minimize_sparse(void **s)
+OPTIM_TEST(test_legacy_minimize_sparse)
 {
     const char *cfgs[3] = {
         RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
@@ -339,8 +334,7 @@ static void test_legacy_minimize_sparse(void **s)
                 assert_close(optim_var_get(v, 0), -111, 1e-6, 0);
                 assert_close(optim_var_get(v, 1), -138, 1e-6, 0);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
@@ -348,11 +342,10 @@ static void test_legacy_minimize_sparse(void **s)
  * exist is refused, as Keras would fail on the missing slot; legacy
  * momentum may change, and without its slot it stays unused (OptimizerV2's
  * self._momentum). */
-static void test_slot_structure_fixed(void **s)
+OPTIM_TEST(test_slot_structure_fixed)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? RMSPROP("\"learning_rate\": 0.01, " OT_LEGACY)
-                                           : RMSPROP("\"learning_rate\": 0.01"));
+        optim_optimizer *opt = optim_test_make(ot_gen(RMSPROP("\"learning_rate\": 0.01"), legacy));
         /* Before any slot exists, anything goes. */
         assert_eq(optim_set_hyper(opt, "centered", 1), 0);
         assert_eq(optim_set_hyper(opt, "centered", 0), 0);
@@ -390,8 +383,7 @@ static void test_slot_structure_fixed(void **s)
             assert_null(optim_get_slot(opt, var, "momentum"));
         }
         for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-13, 1e-14);
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
     /* Keras 3: momentum switched off after the slots exist stops using it
      * (the slot stays as it was). */
@@ -416,8 +408,7 @@ static void test_slot_structure_fixed(void **s)
         assert_close(optim_var_get(var, i), w[i], 1e-13, 1e-14);
         assert_close(optim_var_get(mom, i), m[i], 1e-13, 1e-14);
     }
-    optim_destroy(opt);
-    optim_var_destroy(var);
+    optim_test_free(opt, var);
 }
 
 /* ---- sparse ------------------------------------------------------------------- */
@@ -430,7 +421,7 @@ static const char *const SLOTS[4] = {"rms", "momentum", "mg", NULL};
  * Sparse(Centered)RMSProp kernels on the indexed rows only; without, rms and
  * mg decay on every row and w moves on the indexed rows only (which is the
  * reference with g = 0 on the other rows). */
-static void test_sparse(void **s)
+OPTIM_TEST(test_sparse)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int centered = 0; centered < 2; centered++)
@@ -445,7 +436,7 @@ static void test_sparse(void **s)
 
 /* Row by row, after history on every row: which rows change when only row 3
  * gets a gradient. */
-static void test_sparse_untouched_rows(void **s)
+OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++)
@@ -486,8 +477,7 @@ static void test_sparse_untouched_rows(void **s)
                         else if (!legacy) assert_eq(now, 0.9 * before[k][i] + 0.1 * 0.0);
                     }
                 }
-                optim_destroy(opt);
-                optim_var_destroy(v);
+                optim_test_free(opt, v);
             }
 }
 
@@ -502,7 +492,7 @@ static char *cfg_string(const char *json)
     return c;
 }
 
-static void test_config_keys(void **s)
+OPTIM_TEST(test_config_keys)
 {
     ot_expect_config("\"rmsprop\"",
                   "{\"name\":\"rm_sprop\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
@@ -526,7 +516,7 @@ static void test_config_keys(void **s)
     optim_free(k3);
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     /* rmsprop_test.py test_config. */
     ot_check_round_trip(RMSPROP("\"learning_rate\": 0.5, \"rho\": 0.8, "
@@ -543,7 +533,7 @@ static void test_config_round_trip(void **s)
     optim_destroy(o);
 }
 
-static void test_config_refused(void **s)
+OPTIM_TEST(test_config_refused)
 {
     /* Legacy: momentum in [0, 1] (OptimizerV2 RMSprop.__init__). */
     ot_expect_refused(RMSPROP("\"momentum\": 1.5, " OT_LEGACY),
@@ -569,13 +559,12 @@ static void test_config_refused(void **s)
     optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "momentum");
     assert_eq(optim_set_hyper(opt, "momentum", 1.01), OPTIM_ERANGE);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     const char *body = "\"learning_rate\": 0.01, \"rho\": 0.9, \"momentum\": 0.9, \"epsilon\": 1e-7, \"centered\": true";
     char json[256];
@@ -585,27 +574,4 @@ static void test_threads_bitwise(void **s)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_legacy_decay),
-        cmocka_unit_test(test_generations_differ),
-        cmocka_unit_test(test_f32_one_minus_rho),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_docstring),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_dynamic_rho),
-        cmocka_unit_test(test_legacy_minimize_sparse),
-        cmocka_unit_test(test_slot_structure_fixed),
-        cmocka_unit_test(test_sparse),
-        cmocka_unit_test(test_sparse_untouched_rows),
-        cmocka_unit_test(test_config_keys),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

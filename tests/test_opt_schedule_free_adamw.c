@@ -96,9 +96,8 @@ static void check_case(const char *json, const sref *r)
     }
 }
 
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
-    (void)s;
     sref def = {0.0025, 0.9, 0.999, 1e-8, 0, 0};
     check_case("\"schedulefreeadamw\"", &def);
     sref opt = {0.05, 0.8, 0.95, 1e-4, 0, 0};
@@ -110,9 +109,8 @@ static void test_trajectories(void **s)
 }
 
 /* The checks of schedule_free_adamw_test.py, with their numbers. */
-static void test_keras_checks(void **s)
+OPTIM_TEST(test_keras_checks)
 {
-    (void)s;
     const int64_t n3 = 3, n4 = 4;
     const double w4[4] = {1, 2, 3, 4}, w3[3] = {1, 2, 3};
     /* test_single_step: one step moves the variable. */
@@ -123,8 +121,7 @@ static void test_keras_checks(void **s)
     apply_ok(o, &p, 1);
     /* Step 1: z' = z - 0.5 g / (|g| + eps) = w - 0.5 sign(g); x' = z'; y = z'. */
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), w4[i] - 0.5, 1e-6, 1e-6);
-    optim_destroy(o);
-    optim_var_destroy(v);
+    optim_test_free(o, v);
     /* test_warmup: with warmup_steps 10 the first step is 10 times smaller. */
     double moved[2];
     for (int wu = 0; wu < 2; wu++) {
@@ -135,8 +132,7 @@ static void test_keras_checks(void **s)
         p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n3)), v};
         apply_ok(o, &p, 1);
         moved[wu] = w3[0] - optim_var_get(v, 0);
-        optim_destroy(o);
-        optim_var_destroy(v);
+        optim_test_free(o, v);
     }
     assert_close(moved[0], 0.5, 1e-7, 0);
     assert_close(moved[1], 0.05, 1e-7, 0);
@@ -147,8 +143,7 @@ static void test_keras_checks(void **s)
     p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g01, 1, &n3)), v};
     for (int k = 0; k < 10; k++) apply_ok(o, &p, 1);
     for (int i = 0; i < 3; i++) assert_lt(optim_var_get(v, i), w3[i]);
-    optim_destroy(o);
-    optim_var_destroy(v);
+    optim_test_free(o, v);
     /* test_weight_decay: a zero gradient on a variable excluded by name
      * leaves it at 2.0; not excluded, it decays by lr * wd on step 1. */
     o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}");
@@ -164,16 +159,13 @@ static void test_keras_checks(void **s)
     /* z stays 2. Step 1: x' = z (weight 1), y = 2. Step 2: y = 2 - 0.008,
      * x = (y - 0.1 * 2) / 0.9, x' = (x + 2) / 2, y = 0.2 + 0.9 x'. */
     assert_close(optim_var_get(a, 0), 0.2 + 0.9 * (((1.992 - 0.2) / 0.9 + 2) / 2), 1e-12, 0);
-    optim_destroy(o);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
+    optim_test_free(o, a, b);
 }
 
 /* A sparse gradient with duplicates equals, bit for bit, the dense step with
  * the summed rows and zeros elsewhere. */
-static void test_sparse_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_dense_equivalent)
 {
-    (void)s;
     const int64_t shape[2] = {5, 2}, idx[3] = {4, 1, 4}, vshape[2] = {3, 2};
     double init[10];
     for (int i = 0; i < 10; i++) init[i] = 0.3 * i - 1;
@@ -220,9 +212,8 @@ static void round_trip(const char *json)
     optim_destroy(opt);
 }
 
-static void test_config(void **s)
+OPTIM_TEST(test_config)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make("\"ScheduleFreeAdamW\"");
     char *text = optim_get_config(opt);
     assert_contains(text, "\"learning_rate\":0.0025,\"weight_decay\":null,");
@@ -239,9 +230,7 @@ static void test_config(void **s)
     const char *want[5] = {"iterations", "a/momentum", "a/velocity", "b/momentum", "b/velocity"};
     for (int i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, (size_t)i), want[i]);
     assert_eq(optim_var_get(optim_get_slot(opt, b, "momentum"), 1), 2.0);
-    optim_destroy(opt);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
+    optim_test_free(opt, a, b);
     round_trip("\"ScheduleFreeAdamW\"");
     /* Keras's test_config. */
     round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.005, \"beta_1\": 0.95, "
@@ -263,9 +252,8 @@ static void expect_error(const char *body, int code, const char *needle)
     assert_contains(err.msg, needle);
 }
 
-static void test_bad_input(void **s)
+OPTIM_TEST(test_bad_input)
 {
-    (void)s;
     expect_error("\"beta_1\": 0", OPTIM_ERANGE, "beta_1");
     expect_error("\"beta_1\": 1.1", OPTIM_ERANGE, "beta_1");
     expect_error("\"beta_2\": 1.0", OPTIM_ERANGE, "beta_2");
@@ -284,9 +272,8 @@ static void test_bad_input(void **s)
 
 /* 1, 2 and 3 threads: the same bits (element-wise chunks of a large
  * variable, a sparse table). */
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const int64_t n = 200003, tshape[2] = {40, 4}, vshape[2] = {2, 4}, idx[2] = {3, 39};
     double *init = malloc((size_t)n * sizeof *init);
     float *g = malloc((size_t)n * sizeof *g), rows[8] = {1, -2, 3, -4, 5, -6, 7, -8};
@@ -321,15 +308,4 @@ static void test_threads_bitwise(void **s)
     free(g);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_keras_checks),
-        cmocka_unit_test(test_sparse_dense_equivalent),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

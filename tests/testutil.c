@@ -192,3 +192,31 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
     assert_int_equal(rc, 0);
     return v;
 }
+
+static struct CMUnitTest registered[128];
+static int registered_line[128], nregistered;
+
+void optim_test_register(const char *name, CMUnitTestFunction fn, int line)
+{
+    if (nregistered == 128) abort(); /* raise the limit */
+    registered[nregistered] = (struct CMUnitTest){name, fn, NULL, NULL, NULL};
+    registered_line[nregistered++] = line;
+}
+
+int optim_test_run(void)
+{
+    for (int i = 1; i < nregistered; i++) /* insertion sort by line */
+        for (int j = i; j > 0 && registered_line[j - 1] > registered_line[j]; j--) {
+            struct CMUnitTest t = registered[j];
+            int l = registered_line[j];
+            registered[j] = registered[j - 1], registered_line[j] = registered_line[j - 1];
+            registered[j - 1] = t, registered_line[j - 1] = l;
+        }
+    return _cmocka_run_group_tests("tests", registered, (size_t)nregistered, NULL, NULL);
+}
+
+void optim_test_free_(optim_optimizer *opt, optim_var **vars)
+{
+    optim_destroy(opt);
+    for (int i = 0; vars[i]; i++) optim_var_destroy(vars[i]);
+}

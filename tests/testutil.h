@@ -72,6 +72,24 @@ void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, con
 void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea,
                              const char *eb, const char *file, int line);
 
+/* A test case: OPTIM_TEST(name) { body } defines it and registers it for
+ * optim_test_run, so no list in main repeats the names. */
+#define OPTIM_TEST(name)                                                                           \
+    static void name(void **state);                                                                \
+    __attribute__((constructor)) static void name##_reg(void) { optim_test_register(#name, name, __LINE__); } \
+    static void name(void **state)
+void optim_test_register(const char *name, CMUnitTestFunction fn, int line);
+/* Runs the registered tests in the order of their lines (cmocka's output). */
+int optim_test_run(void);
+
+/* Loops over F32 then F64 with dt declared. */
+#define OPTIM_FOR_DTYPES(dt) \
+    for (optim_dtype dt = OPTIM_F32; dt; dt = dt == OPTIM_F32 ? OPTIM_F64 : OPTIM_DTYPE_INVALID)
+
+/* Destroys an optimizer (NULL allowed) and the variables after it. */
+#define optim_test_free(opt, ...) optim_test_free_((opt), (optim_var *[]){__VA_ARGS__, NULL})
+void optim_test_free_(optim_optimizer *opt, optim_var **vars);
+
 /* A fresh path under a per-process temporary directory (static buffer per call slot). */
 const char *optim_test_tmpfile(const char *name);
 
