@@ -473,8 +473,38 @@ void ot_expect_refused(const char *json, int code, const char *needle1, const ch
     optim_optimizer *opt = NULL;
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
-    if (rc != code) fail_msg("%s: rc %d (%s), expected %d", json, rc, rc ? err.msg : "", code);
+    if (rc != code) print_error("%s: %s\n", json, rc ? err.msg : "accepted");
+    assert_eq(rc, code);
     assert_null(opt);
     if (needle1) assert_contains(err.msg, needle1);
     if (needle2) assert_contains(err.msg, needle2);
+}
+
+void ot_expect_refused_gens(const char *json, int code, const char *needle1, const char *needle2)
+{
+    for (int legacy = 0; legacy < 2; legacy++) ot_expect_refused(ot_gen(json, legacy), code, needle1, needle2);
+}
+
+void ot_expect_slot_names(optim_optimizer *opt, ...)
+{
+    const char *names[16];
+    int n = optim_get_slot_names(opt, names, 16), i = 0;
+    va_list ap;
+    va_start(ap, opt);
+    for (const char *want; (want = va_arg(ap, const char *)); i++) {
+        if (i >= n) print_error("slot name %d absent, expected '%s'\n", i, want);
+        assert_true(i < n);
+        assert_string_equal(names[i], want);
+    }
+    va_end(ap);
+    assert_eq(n, i);
+}
+
+void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    for (const char *want; (want = va_arg(ap, const char *)); first++)
+        assert_string_equal(optim_weight_name(opt, first), want);
+    va_end(ap);
 }

@@ -144,6 +144,10 @@ void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golde
  * "exclude" (excluded by pattern) and var3 (excluded by variable) stay 2. */
 void ot_check_keras_weight_decay(const char *json, optim_dtype dt);
 
+/* The optimizer's slot names are exactly the given ones (NULL-terminated), in order. */
+void ot_expect_slot_names(optim_optimizer *opt, ...);
+/* optim_weight_name(opt, first + i) is the i-th given name (NULL-terminated). */
+void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...);
 /* get_config of opt, parsed. */
 cJSON *ot_config(optim_optimizer *opt);
 /* The config's keys are exactly keys[0..n), in that order. */
@@ -163,5 +167,7 @@ void ot_check_round_trip(const char *json);
 void ot_expect_config(const char *json, const char *want);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
+/* ot_expect_refused of json in both generations (ot_gen). */
+void ot_expect_refused_gens(const char *json, int code, const char *needle1, const char *needle2);
 
 #endif

@@ -174,9 +174,7 @@ OPTIM_TEST(test_legacy_minimize_sparse)
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0"), legacy));
-            double init[2] = {1, 2};
-            int64_t shape[2] = {1, 2};
-            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             assert_eq(optim_var_get(v, 0), -111);
             assert_eq(optim_var_get(v, 1), -138);
@@ -209,9 +207,8 @@ OPTIM_TEST(test_sparse_untouched_rows)
     for (int legacy = 0; legacy < 2; legacy++) {
         cfg c = {1.0, 0.9, 1e-3, 0, legacy};
         optim_optimizer *opt = make_cfg(&c);
-        double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         int64_t shape[2] = {4, 2};
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
         double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);

@@ -277,9 +277,8 @@ OPTIM_TEST(test_clip_threshold)
     assert_gt(clipped, NSHAPES * 2 * STEPS / 2); /* more than half the steps */
     /* clip_threshold 1.2: some steps clip, some not. */
     hp h2 = {0.05, -0.8, 1e-30, 1e-3, 1.2, 0};
-    int64_t shape[2] = {6, 5};
     int c2 = check_trajectory(AF("\"learning_rate\": 0.05, "
-                              "\"clip_threshold\": 1.2"), &h2, 2, shape, OPTIM_F64, STEPS);
+                              "\"clip_threshold\": 1.2"), &h2, 2, (int64_t[2]){6, 5}, OPTIM_F64, STEPS);
     assert_gt(c2, 0);
     assert_lt(c2, STEPS);
     /* epsilon_2 dominating RMS(w) (variable near zero). */
@@ -521,11 +520,7 @@ OPTIM_TEST(test_slots_and_weights)
     optim_var *a = optim_test_var("a", OPTIM_F32, 1, &s1, z), *b = optim_test_var("b", OPTIM_F64, 3, s3, z);
     optim_var *vars[2] = {a, b};
     assert_eq(optim_build(opt, vars, 2), 0);
-    const char *names[8];
-    assert_eq(optim_get_slot_names(opt, names, 8), 3);
-    assert_string_equal(names[0], "r");
-    assert_string_equal(names[1], "c");
-    assert_string_equal(names[2], "v");
+    ot_expect_slot_names(opt, "r", "c", "v", NULL);
     /* iterations, then per variable r, c, v (Keras's interleaved order). */
     assert_eq(optim_weights_count(opt), 7);
     static const char *want[] = {"iterations", "a/r", "a/c", "a/v", "b/r", "b/c", "b/v"};

@@ -75,9 +75,8 @@ OPTIM_TEST(test_slot_initial_value)
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             cfg c = {0.1, 0.3, 1e-7, 0, legacy};
             optim_optimizer *opt = make_cfg(&c);
-            double init[3] = {1, 2, 3};
             int64_t n = 3;
-            optim_var *v = optim_test_var("v", dt, 1, &n, init);
+            optim_var *v = optim_test_var("v", dt, 1, &n, (double[3]){1, 2, 3});
             assert_eq(optim_build(opt, &v, 1), 0);
             optim_var *a = optim_get_slot(opt, v, "accumulator");
             for (int i = 0; i < 3; i++) {
@@ -181,9 +180,7 @@ OPTIM_TEST(test_legacy_minimize_sparse)
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(ot_gen(ADAGRAD("\"learning_rate\": 1.0"), legacy));
-            double init[4] = {1, 2, 3, 4};
-            int64_t shape[2] = {2, 2};
-            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){2, 2}, (double[4]){1, 2, 3, 4});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             const double want[4] = {0, 1, 3, 4};
             for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 0.01);

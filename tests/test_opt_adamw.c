@@ -64,8 +64,7 @@ static void ref_table(const void *r_, int k, double *w, double *const *st, const
 static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
 {
     const ref *r = r_;
-    double g[COLS] = {0};
-    ref_step(r, k, 0.0, w, st[0], st[1], st[2], g, NULL, n);
+    ref_step(r, k, 0.0, w, st[0], st[1], st[2], (double[COLS]){0}, NULL, n);
 }
 
 static ot_case make_case(const char *json, const ref *r)
@@ -223,9 +222,8 @@ OPTIM_TEST(test_sparse_decay_rows)
         optim_optimizer *opt = optim_test_make(ot_gen(ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"), legacy));
         double init[5] = {1, 2, 3, 4, 5};
         int64_t shape[2] = {5, 1}, vs[2] = {2, 1}, idx[2] = {1, 4};
-        double g[2] = {0.25, -0.5};
         optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
-        optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, g, 2, vs)), x};
+        optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, (double[2]){0.25, -0.5}, 2, vs)), x};
         ot_step(opt, &p, 1);
         for (int r = 0; r < 5; r++) {
             int touched = r == 1 || r == 4;

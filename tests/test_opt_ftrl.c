@@ -388,8 +388,7 @@ OPTIM_TEST(test_legacy_golden_minimize_sparse)
     OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, "
                                     "" OT_LEGACY));
-        int64_t shape[2] = {1, 2};
-        optim_var *v = optim_test_var("var0", dt, 2, shape, (double[]){1, 2});
+        optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[]){1, 2});
         ot_step_row(opt, v, 0, (double[]){112, 140});
         assert_close(optim_var_get(v, 0), 0, 0, 0.01);
         assert_close(optim_var_get(v, 1), 1, 0, 0.01);
@@ -500,8 +499,7 @@ OPTIM_TEST(test_sparse_keras3_untouched_rows)
         optim_optimizer *opt = optim_test_make(shrink ? FTRL("\"learning_rate\": 0.5, "
                                              "\"l2_shrinkage_regularization_strength\": 0.25")
                                            : FTRL("\"learning_rate\": 0.5"));
-        int64_t shape[2] = {3, 1};
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){3, 1}, (double[]){1, 2, 3});
         ot_step_row(opt, v, 0, (double[]){1});
         optim_var *lin = optim_get_slot(opt, v, "linear"), *acc = optim_get_slot(opt, v, "accumulator");
         for (int r = 1; r < 3; r++) {
@@ -650,14 +648,9 @@ OPTIM_TEST(test_slots)
             optim_var *b = optim_test_var("b", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *vars[2] = {a, b};
             assert_eq(optim_build(opt, vars, 2), 0);
-            const char *names[4];
-            assert_eq(optim_get_slot_names(opt, names, 4), 2);
-            assert_string_equal(names[0], "accumulator");
-            assert_string_equal(names[1], "linear");
+            ot_expect_slot_names(opt, "accumulator", "linear", NULL);
             assert_eq(optim_weights_count(opt), 5);
-            assert_string_equal(optim_weight_name(opt, 1), "a/accumulator");
-            assert_string_equal(optim_weight_name(opt, 2), "a/linear");
-            assert_string_equal(optim_weight_name(opt, 3), "b/accumulator");
+            ot_expect_weight_names(opt, 1, "a/accumulator", "a/linear", "b/accumulator", NULL);
             for (int i = 0; i < 3; i++) {
                 assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd(!d, 0.3));
                 assert_eq(optim_var_get(optim_get_slot(opt, b, "linear"), i), 0.0);
@@ -717,30 +710,18 @@ OPTIM_TEST(test_config_round_trip)
                   "\"l2_shrinkage_regularization_strength\":0.01}");
 }
 
-static void expect_refused(const char *config_body, int legacy, int code, const char *key,
-                           const char *range)
-{
-    char json[512];
-    snprintf(json, sizeof json, FTRL("%s%s"), config_body, legacy ? ", " OT_LEGACY : "");
-    ot_expect_refused(json, code, key, range);
-}
-
 OPTIM_TEST(test_config_ranges)
 {
+    ot_expect_refused_gens(FTRL("\"learning_rate_power\": 0.1"), OPTIM_ERANGE, "learning_rate_power", "[-inf, 0]");
+    ot_expect_refused_gens(FTRL("\"initial_accumulator_value\": -0.1"), OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l1_regularization_strength\": -0.1"), OPTIM_ERANGE, "l1_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l2_regularization_strength\": -0.1"), OPTIM_ERANGE, "l2_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l2_shrinkage_regularization_strength\": -0.1"), OPTIM_ERANGE, "l2_shrinkage_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"learning_rate\": -1"), OPTIM_ERANGE, "learning_rate", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"beta\": true"), OPTIM_ETYPE, "beta", NULL);
+    ot_expect_refused_gens(FTRL("\"l1\": 0.1"), OPTIM_EKEY, "l1", NULL);
+    ot_expect_refused_gens(FTRL("\"epsilon\": 0.1"), OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
     for (int legacy = 0; legacy < 2; legacy++) {
-        expect_refused("\"learning_rate_power\": 0.1", legacy, OPTIM_ERANGE, "learning_rate_power", "[-inf, 0]");
-        expect_refused("\"initial_accumulator_value\": -0.1", legacy, OPTIM_ERANGE, "initial_accumulator_value",
-                       "[0, inf)");
-        expect_refused("\"l1_regularization_strength\": -0.1", legacy, OPTIM_ERANGE, "l1_regularization_strength",
-                       "[0, inf)");
-        expect_refused("\"l2_regularization_strength\": -0.1", legacy, OPTIM_ERANGE, "l2_regularization_strength",
-                       "[0, inf)");
-        expect_refused("\"l2_shrinkage_regularization_strength\": -0.1", legacy, OPTIM_ERANGE,
-                       "l2_shrinkage_regularization_strength", "[0, inf)");
-        expect_refused("\"learning_rate\": -1", legacy, OPTIM_ERANGE, "learning_rate", "[0, inf)");
-        expect_refused("\"beta\": true", legacy, OPTIM_ETYPE, "beta", NULL);
-        expect_refused("\"l1\": 0.1", legacy, OPTIM_EKEY, "l1", NULL);
-        expect_refused("\"epsilon\": 0.1", legacy, OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
         /* beta has no range in either generation; 0 is allowed where >= 0. */
         optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"beta\": -2.5, "
                                              "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"), legacy));
@@ -756,8 +737,8 @@ OPTIM_TEST(test_config_ranges)
         optim_destroy(opt);
     }
     /* Keys of the other generation. */
-    expect_refused("\"lr\": 0.1, \"is_legacy_optimizer\": false", 0, OPTIM_EKEY, "lr", "other Keras generation");
-    expect_refused("\"use_ema\": false", 1, OPTIM_EKEY, "use_ema", "other Keras generation");
+    ot_expect_refused(FTRL("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", "other Keras generation");
+    ot_expect_refused(FTRL("\"use_ema\": false, " OT_LEGACY), OPTIM_EKEY, "use_ema", "other Keras generation");
 }
 
 /* Legacy learning_rate_power, l1, l2 and beta are hyperparameters (variables,

@@ -246,8 +246,7 @@ OPTIM_TEST(test_zero_norms)
             optim_grad_var p[2] = {{dense_grad(dt, ga, fa, 1, &n, 3), a}, {dense_grad(dt, gb, fb, 1, &n, 3), b}};
             ot_step(opt, p, 2);
             /* a: m_hat = g, v_hat = g^2, u = g / (|g| + 0.5), r = 1. */
-            const double want_a[3] = {-0.5 / 1.5, 0.5 / 1.5, 0};
-            check_var(a, want_a, 3, dt);
+            check_var(a, (const double[3]){-0.5 / 1.5, 0.5 / 1.5, 0}, 3, dt);
             for (int i = 0; i < 3; i++) assert_eq(optim_var_get(b, i), ones[i]);
             optim_test_free(opt, a, b);
         }
@@ -262,9 +261,8 @@ OPTIM_TEST(test_f32_moments_bitwise)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? K3(OT_LEGACY)
                                            : "\"Lamb\"");
-        double init[5] = {0.3, -1.2, 2.5, 0.01, -0.7};
         int64_t n = 5;
-        optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
+        optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, (double[5]){0.3, -1.2, 2.5, 0.01, -0.7});
         float m[5] = {0}, v[5] = {0};
         const float b1 = 0.9f, b2 = 0.999f;
         const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
@@ -302,8 +300,7 @@ OPTIM_TEST(test_keras_single_step)
 
 OPTIM_TEST(test_keras_golden)
 {
-    const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
-    ot_check_keras_golden("\"Lamb\"", OPTIM_F32, golden, 1);
+    ot_check_keras_golden("\"Lamb\"", OPTIM_F32, (const double[5]){0.999, 0.9982, 0.9974, 0.9965, 0.9955}, 1);
 }
 
 OPTIM_TEST(test_keras_weight_decay)
@@ -514,8 +511,7 @@ OPTIM_TEST(test_sparse_rows)
                                                  "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
                                                : K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"));
             double init[4] = {1, 2, 3, 4};
-            int64_t shape[2] = {4, 1};
-            optim_var *v = optim_test_var("e", dt, 2, shape, init);
+            optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){4, 1}, init);
             ot_step_row(opt, v, 0, (double[]){1});
             optim_var *m = optim_get_slot(opt, v, "m"), *vv = optim_get_slot(opt, v, "v");
             double m0 = optim_var_get(m, 0), v0 = optim_var_get(vv, 0), w0 = optim_var_get(v, 0);
@@ -599,12 +595,8 @@ OPTIM_TEST(test_config_keras3)
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, &one, &z);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &z, 1, &one)), w};
     ot_step(opt, &p, 1);
-    const char *names[4];
-    assert_eq(optim_get_slot_names(opt, names, 4), 2);
-    assert_string_equal(names[0], "m");
-    assert_string_equal(names[1], "v");
-    assert_string_equal(optim_weight_name(opt, 1), "w/m");
-    assert_string_equal(optim_weight_name(opt, 2), "w/v");
+    ot_expect_slot_names(opt, "m", "v", NULL);
+    ot_expect_weight_names(opt, 1, "w/m", "w/v", NULL);
     optim_test_free(opt, w);
 }
 

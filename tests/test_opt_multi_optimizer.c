@@ -5,7 +5,7 @@
  * Adam + SGD-momentum reference written here; config round trips with the
  * nested OptimizerMap; weights resume; bad input; a refused step changes
  * nothing. */
-#include "testutil.h"
+#include "opt_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,25 +21,7 @@
     "null}" extra "}}"
 #define SGD(lr) "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " lr "}}"
 
-static void apply_ok(optim_optimizer *opt, const optim_grad_var *p, size_t n)
-{
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
-}
-
 static optim_grad g64(double *g, int64_t n) { return optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)); }
-
-static void expect_error(const char *json, int code, const char *needle)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    assert_contains(err.msg, needle);
-}
 
 /* ---- Keras's tests --------------------------------------------------------------------------- */
 
@@ -57,7 +39,7 @@ OPTIM_TEST(test_keras_stateful_apply)
     assert_int_equal(optim_build(opt, vars, 3), 0);
     double g[3][2] = {{1, 1}, {1, 1}, {1, 1}};
     optim_grad_var p[3] = {{g64(g[0], 2), w1}, {g64(g[1], 2), w2}, {g64(g[2], 2), w3}};
-    apply_ok(opt, p, 3);
+    ot_step(opt, p, 3);
     for (int i = 0; i < 2; i++) {
         assert_close(optim_var_get(w1, i), 1.9, 1e-15, 0);
         assert_close(optim_var_get(w2, i), 2.0, 1e-15, 0);
@@ -112,7 +94,7 @@ OPTIM_TEST(test_keras_matching)
                                 SGD("0.2") ", \"dense/kernel\": " SGD("0.5") "}}", ""));
     double g = 1;
     optim_grad_var p = {g64(&g, 1), v[0]};
-    apply_ok(opt, &p, 1);
+    ot_step(opt, &p, 1);
     assert_close(optim_var_get(v[0], 0), 0.5, 1e-15, 0);
     optim_destroy(opt);
     for (int i = 0; i < 3; i++) optim_var_destroy(v[i]);
@@ -132,7 +114,7 @@ OPTIM_TEST(test_keras_model_fit)
     float g[2] = {4, 4};
     optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, s1)), k1},
                            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, s2)), k2}};
-    apply_ok(opt, p, 2);
+    ot_step(opt, p, 2);
     for (int i = 0; i < 2; i++) {
         assert_close(optim_var_get(k1, i), 0.996, 1e-6, 0);
         assert_close(optim_var_get(k2, i), 0.96, 1e-6, 0);
@@ -157,11 +139,9 @@ OPTIM_TEST(test_keras_loss_scale)
     assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
     assert_eq(lsf, 5.0);
     const int64_t two = 2;
-    const double w0[2] = {2, 2};
-    optim_var *w = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &two, w0);
-    double g[2] = {10, 10};
-    optim_grad_var p = {g64(g, 2), w};
-    apply_ok(opt, &p, 1);
+    optim_var *w = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &two, (const double[2]){2, 2});
+    optim_grad_var p = {g64((double[2]){10, 10}, 2), w};
+    ot_step(opt, &p, 1);
     assert_close(optim_var_get(w, 0), 1.8, 1e-15, 0);
     /* None overrides too, and a later change reaches the sub-optimizers. */
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
@@ -184,7 +164,7 @@ OPTIM_TEST(test_assign_by_list)
     assert_int_equal(optim_multi_optimizer_assign(opt, NULL, 1, 0), OPTIM_EINVAL);
     double g[2] = {1, 1};
     optim_grad_var p[2] = {{g64(&g[0], 1), w1}, {g64(&g[1], 1), w2}};
-    apply_ok(opt, p, 2);
+    ot_step(opt, p, 2);
     assert_close(optim_var_get(w1, 0), 0.99, 1e-15, 0);
     assert_close(optim_var_get(w2, 0), 0.99, 1e-15, 0);
     /* Once its slots exist in one sub-optimizer, a variable stays there. */
@@ -233,7 +213,7 @@ OPTIM_TEST(test_trajectory)
             optim_grad_var p[2] = {
                 {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gk : (void *)fk, 1, &n)), kv},
                 {t % 2 ? optim_grad_none() : optim_grad_dense(optim_tensor_make(dt, d ? (void *)gb : (void *)fb, 1, &n)), bv}};
-            apply_ok(opt, p, 2);
+            ot_step(opt, p, 2);
             double alpha = 0.02 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.8, t + 1));
             for (int i = 0; i < 5; i++) {
                 m[i] += (gk[i] - m[i]) * 0.2;
@@ -276,7 +256,7 @@ OPTIM_TEST(test_weights_resume)
     double g[3] = {0.5, -1, 2};
     for (int t = 0; t < 3; t++) {
         optim_grad_var p[2] = {{g64(g, 3), ka}, {t == 1 ? optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)) : optim_grad_none(), ba}};
-        apply_ok(a, p, 2);
+        ot_step(a, p, 2);
     }
     const char *names[] = {"iterations", "k/m", "k/v", "b/momentum", "optimizers/0/iterations", "optimizers/1/iterations"};
     assert_int_equal(optim_weights_count(a), 6);
@@ -293,8 +273,8 @@ OPTIM_TEST(test_weights_resume)
     assert_int_equal(optim_set_weights(b, w, 6), 0);
     for (int t = 0; t < 2; t++) {
         optim_grad_var pa[2] = {{g64(g, 3), ka}, {g64(g, 3), ba}}, pb[2] = {{g64(g, 3), kb}, {g64(g, 3), bb}};
-        apply_ok(a, pa, 2);
-        apply_ok(b, pb, 2);
+        ot_step(a, pa, 2);
+        ot_step(b, pb, 2);
     }
     assert_memory_equal(optim_var_data(ka), optim_var_data(kb), sizeof init);
     assert_memory_equal(optim_var_data(ba), optim_var_data(bb), sizeof init);
@@ -332,25 +312,25 @@ OPTIM_TEST(test_config)
 
 OPTIM_TEST(test_bad_input)
 {
-    expect_error("{\"class_name\": \"MultiOptimizer\", \"config\": {}}", OPTIM_EINVAL, "optimizer_map");
-    expect_error("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": " SGD("0.1") "}}", OPTIM_ETYPE,
-                 "OptimizerMap");
-    expect_error(MULTI("{\"optimizer_map\": {}}", ""), OPTIM_ETYPE, "default_optimizer");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"(\": " SGD("0.1") "}}", ""),
-                 OPTIM_EINVAL, "optimizer_map['(']: not a valid regular expression");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("-1") ", \"optimizer_map\": {}}", ""), OPTIM_ERANGE,
-                 "default_optimizer");
-    expect_error(MULTI("{\"default_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                       SGD("0.1") "}}, \"optimizer_map\": {}}", ""), OPTIM_EINVAL, "optimizer cannot be LossScaleOptimizer");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"x\": " MULTI("{\"default_optimizer\": "
-                       SGD("0.1") "}", "") "}}", ""), OPTIM_EINVAL, "MultiOptimizer cannot be used inside a MultiOptimizer");
-    expect_error(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}}", ""),
-                 OPTIM_EINVAL, "legacy");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"learning_rate\": 0.1"), OPTIM_EINVAL,
-                 "does not take `learning_rate`");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"use_ema\": true"), OPTIM_ENOTSUP, "use_ema");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"is_legacy_optimizer\": true"), OPTIM_ENOTSUP,
-                 "MultiOptimizer");
+    ot_expect_refused("{\"class_name\": \"MultiOptimizer\", \"config\": {}}", OPTIM_EINVAL, "optimizer_map", NULL);
+    ot_expect_refused("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": " SGD("0.1") "}}", OPTIM_ETYPE,
+                 "OptimizerMap", NULL);
+    ot_expect_refused(MULTI("{\"optimizer_map\": {}}", ""), OPTIM_ETYPE, "default_optimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"(\": " SGD("0.1") "}}", ""),
+                 OPTIM_EINVAL, "optimizer_map['(']: not a valid regular expression", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("-1") ", \"optimizer_map\": {}}", ""), OPTIM_ERANGE,
+                 "default_optimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                       SGD("0.1") "}}, \"optimizer_map\": {}}", ""), OPTIM_EINVAL, "optimizer cannot be LossScaleOptimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"x\": " MULTI("{\"default_optimizer\": "
+                       SGD("0.1") "}", "") "}}", ""), OPTIM_EINVAL, "MultiOptimizer cannot be used inside a MultiOptimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}}", ""),
+                 OPTIM_EINVAL, "legacy", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"learning_rate\": 0.1"), OPTIM_EINVAL,
+                 "does not take `learning_rate`", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"use_ema\": true"), OPTIM_ENOTSUP, "use_ema", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"is_legacy_optimizer\": true"), OPTIM_ENOTSUP,
+                 "MultiOptimizer", NULL);
 }
 
 /* A pair the second sub-optimizer would refuse is caught before the first
@@ -403,7 +383,7 @@ OPTIM_TEST(test_threads_bitwise)
             optim_grad_var p[3] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), v[t][0]},
                                    {optim_grad_dense(optim_tensor_make(OPTIM_F32, g + k, 2, ms)), v[t][1]},
                                    {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F32, rows, 2, vs)), v[t][2]}};
-            apply_ok(o[t], p, 3);
+            ot_step(o[t], p, 3);
         }
     }
     for (int t = 1; t < 3; t++)

@@ -12,7 +12,7 @@
  * 20-step trajectories of six variables (both rules, both transposes, every
  * AdamW reason) in f32 and f64; Keras's own test values; sparse = dense with
  * zero rows; config keys, order and round trips; bad input; thread counts. */
-#include "testutil.h"
+#include "opt_table.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define STEPS 20
+#define CFG(body) "{\"class_name\": \"Muon\", \"config\": {" body "}}"
 #define MAXN 64
 
 /* ---- the reference ------------------------------------------------------------------ */
@@ -96,13 +97,6 @@ static void ref_step(const mref *r, rvar *x, const double *g, int t)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static void apply_ok(optim_optimizer *opt, const optim_grad_var *p, size_t n)
-{
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
-}
-
 static optim_grad dense(optim_dtype dt, double *g, float *gf, int32_t rank, const int64_t *shape, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -110,13 +104,6 @@ static optim_grad dense(optim_dtype dt, double *g, float *gf, int32_t rank, cons
         if (dt == OPTIM_F32) g[i] = gf[i];
     }
     return optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)g, rank, shape));
-}
-
-static void assert_bitwise(optim_var *a, optim_var *b)
-{
-    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
-    assert_memory_equal(optim_var_data(a), optim_var_data(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
 }
 
 typedef struct vspec {
@@ -168,7 +155,7 @@ static void check_case(const char *json, const mref *r)
                 p[j] = (optim_grad_var){dense(dt, g[j], gf[j], VARS[j].rank, VARS[j].shape, ref[j].n), vars[j]};
                 ref_step(r, &ref[j], g[j], k);
             }
-            apply_ok(opt, p, NV);
+            ot_step(opt, p, NV);
         }
         double rtol = d ? 1e-10 : 2e-4, atol = d ? 1e-12 : 2e-5;
         for (int j = 0; j < NV; j++) {
@@ -227,7 +214,7 @@ static optim_var *step_once(const char *json, const char *name, int32_t rank, co
     for (int64_t i = 0; i < n; i++) gf[i] = (float)g[i];
     *out = optim_test_make(json);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, gf, rank, shape)), v};
-    apply_ok(*out, &p, 1);
+    ot_step(*out, &p, 1);
     return v;
 }
 
@@ -326,12 +313,12 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             optim_tensor td = optim_tensor_make(dt, d ? (void *)dense_g : (void *)df, 2, shape);
             optim_grad_var ps[2] = {{optim_grad_sparse(idx, 4, tv), vs[0]}, {optim_grad_sparse(idx, 4, tv), vs[1]}};
             optim_grad_var pd[2] = {{optim_grad_dense(td), vd[0]}, {optim_grad_dense(td), vd[1]}};
-            apply_ok(os, ps, 2);
-            apply_ok(od, pd, 2);
+            ot_step(os, ps, 2);
+            ot_step(od, pd, 2);
         }
         for (int j = 0; j < 2; j++) {
-            assert_bitwise(vs[j], vd[j]);
-            assert_bitwise(optim_get_slot(os, vs[j], "momentum"), optim_get_slot(od, vd[j], "momentum"));
+            assert_vars_bitwise(vs[j], vd[j]);
+            assert_vars_bitwise(optim_get_slot(os, vs[j], "momentum"), optim_get_slot(od, vd[j], "momentum"));
             optim_var_destroy(vs[j]);
             optim_var_destroy(vd[j]);
         }
@@ -341,20 +328,6 @@ OPTIM_TEST(test_sparse_dense_equivalent)
 }
 
 /* ---- config ----------------------------------------------------------------------------- */
-
-static void round_trip(const char *json)
-{
-    optim_optimizer *opt = optim_test_make(json);
-    char *ser = optim_serialize(opt);
-    assert_non_null(ser);
-    optim_optimizer *back = optim_test_make(ser);
-    char *ser2 = optim_serialize(back);
-    assert_string_equal(ser, ser2);
-    optim_free(ser);
-    optim_free(ser2);
-    optim_destroy(back);
-    optim_destroy(opt);
-}
 
 OPTIM_TEST(test_config)
 {
@@ -374,10 +347,10 @@ OPTIM_TEST(test_config)
     cJSON_Delete(c);
     optim_free(text);
     optim_destroy(opt);
-    round_trip("\"muon\"");
+    ot_check_round_trip("\"muon\"");
     /* Keras's test_config, and every option changed. */
-    round_trip("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"epsilon\": 1e-5}}");
-    round_trip("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"a\\\\.b\", \"^c\"], \"rms_rate\": null, "
+    ot_check_round_trip("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"epsilon\": 1e-5}}");
+    ot_check_round_trip("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"a\\\\.b\", \"^c\"], \"rms_rate\": null, "
                "\"adam_weight_decay\": null, \"weight_decay\": null, \"nesterov\": false, \"ns_steps\": 7, "
                "\"adam_lr_ratio\": 0.1, \"use_ema\": true, \"clipnorm\": 1.0}}");
     /* exclude_layers null is Keras's `exclude_layers or []`. */
@@ -388,34 +361,21 @@ OPTIM_TEST(test_config)
     optim_destroy(opt);
 }
 
-static void expect_error(const char *body, int code, const char *needle)
-{
-    char json[512];
-    snprintf(json, sizeof json, "{\"class_name\": \"Muon\", \"config\": {%s}}", body);
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    assert_contains(err.msg, needle);
-}
-
 OPTIM_TEST(test_bad_input)
 {
-    expect_error("\"adam_beta_1\": 1.0", OPTIM_ERANGE, "adam_beta_1");
-    expect_error("\"adam_beta_2\": -0.5", OPTIM_ERANGE, "adam_beta_2");
-    expect_error("\"epsilon\": -1", OPTIM_ERANGE, "epsilon");
-    expect_error("\"momentum\": 1.5", OPTIM_ERANGE, "momentum");
-    expect_error("\"ns_steps\": -1", OPTIM_ERANGE, "ns_steps");
-    expect_error("\"ns_steps\": 2.5", OPTIM_ETYPE, "ns_steps");
-    expect_error("\"rms_rate\": -0.2", OPTIM_ERANGE, "rms_rate");
-    expect_error("\"adam_lr_ratio\": \"x\"", OPTIM_ETYPE, "adam_lr_ratio");
-    expect_error("\"exclude_layers\": \"dense\"", OPTIM_ETYPE, "exclude_layers");
-    expect_error("\"exclude_layers\": [\"a\", 1]", OPTIM_ETYPE, "exclude_layers[1]");
-    expect_error("\"exclude_layers\": [\"(\"]", OPTIM_EINVAL, "regular expression");
-    expect_error("\"lr\": 0.1", OPTIM_EKEY, "lr"); /* Keras 3 ignores decay; lr is legacy */
-    expect_error("\"is_legacy_optimizer\": true", OPTIM_ENOTSUP, "Muon");
+    ot_expect_refused(CFG("\"adam_beta_1\": 1.0"), OPTIM_ERANGE, "adam_beta_1", NULL);
+    ot_expect_refused(CFG("\"adam_beta_2\": -0.5"), OPTIM_ERANGE, "adam_beta_2", NULL);
+    ot_expect_refused(CFG("\"epsilon\": -1"), OPTIM_ERANGE, "epsilon", NULL);
+    ot_expect_refused(CFG("\"momentum\": 1.5"), OPTIM_ERANGE, "momentum", NULL);
+    ot_expect_refused(CFG("\"ns_steps\": -1"), OPTIM_ERANGE, "ns_steps", NULL);
+    ot_expect_refused(CFG("\"ns_steps\": 2.5"), OPTIM_ETYPE, "ns_steps", NULL);
+    ot_expect_refused(CFG("\"rms_rate\": -0.2"), OPTIM_ERANGE, "rms_rate", NULL);
+    ot_expect_refused(CFG("\"adam_lr_ratio\": \"x\""), OPTIM_ETYPE, "adam_lr_ratio", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": \"dense\""), OPTIM_ETYPE, "exclude_layers", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": [\"a\", 1]"), OPTIM_ETYPE, "exclude_layers[1]", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": [\"(\"]"), OPTIM_EINVAL, "regular expression", NULL);
+    ot_expect_refused(CFG("\"lr\": 0.1"), OPTIM_EKEY, "lr", NULL); /* Keras 3 ignores decay; lr is legacy */
+    ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "Muon", NULL);
     /* A refused set leaves the old value. */
     optim_optimizer *opt = optim_test_make("\"muon\"");
     assert_int_equal(optim_set_hyper(opt, "adam_beta_2", 1.0), OPTIM_ERANGE);
@@ -494,13 +454,13 @@ OPTIM_TEST(test_threads_bitwise)
                 {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &vec)), vars[t][2]},
                 {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, vs)), vars[t][3]},
             };
-            apply_ok(opts[t], p, 4);
+            ot_step(opts[t], p, 4);
         }
     }
     for (int t = 1; t < 3; t++)
         for (int j = 0; j < 4; j++) {
-            assert_bitwise(vars[0][j], vars[t][j]);
-            assert_bitwise(optim_get_slot(opts[0], vars[0][j], "momentum"),
+            assert_vars_bitwise(vars[0][j], vars[t][j]);
+            assert_vars_bitwise(optim_get_slot(opts[0], vars[0][j], "momentum"),
                            optim_get_slot(opts[t], vars[t][j], "momentum"));
         }
     for (int t = 0; t < 3; t++) {

@@ -318,9 +318,7 @@ OPTIM_TEST(test_legacy_minimize_sparse)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             optim_optimizer *opt = optim_test_make(cfgs[c]);
-            double init[2] = {1, 2};
-            int64_t shape[2] = {1, 2};
-            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             if (c < 2) {
                 /* 1 - 112 / (112 + 1e-7), 2 - 140 / (140 + 1e-7): not 0 and 1 exactly. */
@@ -443,9 +441,8 @@ OPTIM_TEST(test_sparse_untouched_rows)
             for (int centered = 0; centered < 2; centered++) {
                 cfg c = {0.1, 0.9, mom ? 0.5 : 0.0, 1e-3, 0, centered, legacy};
                 optim_optimizer *opt = make_cfg(&c);
-                double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
                 int64_t shape[2] = {4, 2};
-                optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
+                optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
                 double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
                 assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
