@@ -493,7 +493,7 @@ void ot_expect_slot_names(optim_optimizer *opt, ...)
     va_start(ap, opt);
     for (const char *want; (want = va_arg(ap, const char *)); i++) {
         if (i >= n) print_error("slot name %d absent, expected '%s'\n", i, want);
-        assert_true(i < n);
+        assert_lt(i, n);
         assert_string_equal(names[i], want);
     }
     va_end(ap);

@@ -212,7 +212,7 @@ static void test_refusals(void **s)
     assert_int_equal(optim_checkpoint_restore(c, other, o2, &err), OPTIM_ESTATE);
     assert_non_null(strstr(err.msg, "different model"));
     assert_non_null(strstr(err.msg, "[6, 13]"));
-    assert_true(((const float *)optim_var_cdata(v[0]))[0] == before);
+    assert_eq(((const float *)optim_var_cdata(v[0]))[0], before);
     assert_int_equal(optim_weights_count(o2), 1);
     optim_model_destroy(other);
     optim_destroy(o2);
@@ -284,7 +284,7 @@ static void test_sigkill_mid_write(void **s)
         snprintf(name, sizeof name, "kill%d", trial);
         const char *dir = optim_test_tmpfile(name);
         pid_t pid = fork();
-        assert_true(pid >= 0);
+        assert_ge(pid, 0);
         if (pid == 0) save_forever(dir);
         char path[4096];
         snprintf(path, sizeof path, "%s/checkpoint.json", dir);
@@ -300,7 +300,7 @@ static void test_sigkill_mid_write(void **s)
         int rc = optim_checkpoint_read(dir, &c, &err);
         if (rc) print_error("trial %d: %s\n", trial, err.msg);
         assert_int_equal(rc, 0);
-        assert_true(optim_checkpoint_epoch(c) >= 1);
+        assert_ge(optim_checkpoint_epoch(c), 1);
         interrupted += optim_checkpoint_epoch(c) >= 2;
         optim_optimizer *o = optim_test_make(optim_checkpoint_optimizer_json(c));
         optim_model *m = make_model(o, BIG);
@@ -311,7 +311,7 @@ static void test_sigkill_mid_write(void **s)
         optim_model_destroy(m);
         optim_destroy(o);
     }
-    assert_true(interrupted >= 1);
+    assert_ge(interrupted, 1);
 }
 
 int main(void)

@@ -242,8 +242,7 @@ OPTIM_TEST(test_relative_step)
     check_all_shapes(AF("\"learning_rate\": 0.5, "
                      "\"relative_step\": false"), &h);
     /* Bit for bit the same. */
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_var *w[2];
         for (int rs = 0; rs < 2; rs++) {
             optim_optimizer *opt = optim_test_make(rs ? AF("\"learning_rate\": 0.5")
@@ -255,7 +254,7 @@ OPTIM_TEST(test_relative_step)
             w[rs] = optim_test_var("w", dt, 2, shape, init);
             for (int k = 0; k < 10; k++) {
                 for (int i = 0; i < 20; i++) g[i] = grad_at(k, i), gf[i] = (float)g[i];
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w[rs]};
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w[rs]};
                 assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             }
             optim_destroy(opt);
@@ -307,8 +306,7 @@ static double lr_fn(void *user) { return *(const double *)user; }
 OPTIM_TEST(test_dynamic_lr)
 {
     for (int kind = 0; kind < 2; kind++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(AF(""));
             double cur = 0;
             if (kind == 0) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
@@ -316,7 +314,7 @@ OPTIM_TEST(test_dynamic_lr)
             int64_t shape[2] = {3, 4};
             double w0[12], g[12];
             float gf[12];
-            for (int i = 0; i < 12; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
+            for (int i = 0; i < 12; i++) w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
             optim_var *w = optim_test_var("w", dt, 2, shape, w0);
             ref s;
             ref_init(&s, 2, shape, w0);
@@ -327,12 +325,12 @@ OPTIM_TEST(test_dynamic_lr)
                 for (int i = 0; i < 12; i++) {
                     g[i] = grad_at(k, i);
                     gf[i] = (float)g[i];
-                    if (!d) g[i] = gf[i];
+                    if ((dt == OPTIM_F32)) g[i] = gf[i];
                 }
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w};
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w};
                 assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
                 ref_step(&s, &DEFAULTS, lr, g, k);
-                assert_var_close(w, s.w, 12, d ? 1e-12 : 2e-5, d ? 1e-14 : 2e-6);
+                assert_var_close(w, s.w, 12, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
             }
             ref_free(&s);
             optim_test_free(opt, w);
@@ -343,15 +341,14 @@ OPTIM_TEST(test_dynamic_lr)
 
 OPTIM_TEST(test_keras_single_steps)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         /* test_single_step_1d */
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
         double v1[4] = {1, 2, 3, 4}, g1[4] = {1, 6, 7, 2}, want1[4] = {-0.3693, 0.6307, 1.6307, 2.6307};
         float g1f[4] = {1, 6, 7, 2};
         int64_t n4 = 4;
         optim_var *w = optim_test_var("w", dt, 1, &n4, v1);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g1 : (void *)g1f, 1, &n4)), w};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1 : (void *)g1f, 1, &n4)), w};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_var_close(w, want1, 4, 1e-4, 1e-4);
         optim_test_free(opt, w);
@@ -360,7 +357,7 @@ OPTIM_TEST(test_keras_single_steps)
         double v2[4] = {1, 2, 3, 4}, g2[4] = {1, 6, 7, 2}, want2[4] = {0.7007, -0.0081, 1.2492, 3.4407};
         int64_t s22[2] = {2, 2};
         w = optim_test_var("w", dt, 2, s22, v2);
-        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, d ? (void *)g2 : (void *)g1f, 2, s22)), w};
+        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g2 : (void *)g1f, 2, s22)), w};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_var_close(w, want2, 4, 1e-4, 1e-4);
         optim_test_free(opt, w);
@@ -469,11 +466,10 @@ OPTIM_TEST(test_sparse_rows)
 {
     int64_t shape[2] = {5, 3}, vs[2] = {3, 3};
     int64_t idx[3] = {3, 1, 3};
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.2"));
         double w0[15], g[15];
-        for (int i = 0; i < 15; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
+        for (int i = 0; i < 15; i++) w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
         optim_var *w = optim_test_var("emb", dt, 2, shape, w0);
         ref s;
         ref_init(&s, 2, shape, w0);
@@ -484,19 +480,19 @@ OPTIM_TEST(test_sparse_rows)
             for (int i = 0; i < 9; i++) {
                 vals[i] = sin(0.4 * k + 0.9 * i);
                 valsf[i] = (float)vals[i];
-                if (!d) vals[i] = valsf[i];
+                if ((dt == OPTIM_F32)) vals[i] = valsf[i];
             }
             memset(g, 0, sizeof g);
             for (int j = 0; j < 3; j++)
-                for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = d ? g[idx[j] * 3 + e] + vals[j * 3 + e]
+                for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = dt == OPTIM_F64 ? g[idx[j] * 3 + e] + vals[j * 3 + e]
                                                                   : (float)(g[idx[j] * 3 + e] + vals[j * 3 + e]);
             if (k > 0) var_values(optim_get_slot(opt, w, "v"), prev_v);
-            optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, d ? (void *)vals : (void *)valsf, 2, vs)), w};
+            optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)valsf, 2, vs)), w};
             assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             ref_step(&s, &(hp){0.2, -0.8, 1e-30, 1e-3, 1.0, 0}, 0.2, g, k);
-            assert_var_close(w, s.w, 15, d ? 1e-12 : 2e-5, d ? 1e-14 : 2e-6);
-            assert_var_close(optim_get_slot(opt, w, "v"), s.v, 15, d ? 1e-12 : 2e-5, 0);
-            assert_var_close(optim_get_slot(opt, w, "r"), s.r, 5, d ? 1e-12 : 2e-5, 0);
+            assert_var_close(w, s.w, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
+            assert_var_close(optim_get_slot(opt, w, "v"), s.v, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
+            assert_var_close(optim_get_slot(opt, w, "r"), s.r, 5, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
             for (int r = 0; r < 5; r++) {
                 if (r == 1 || r == 3) continue;
                 for (int e = 0; e < 3; e++) {

@@ -372,8 +372,7 @@ OPTIM_TEST(test_keras_weight_decay)
 OPTIM_TEST(test_tfa_values)
 {
     for (int sparse = 0; sparse < 2; sparse++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
                                               "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY));
             double i0[2] = {1, 2}, i1[2] = {3, 4};
@@ -381,7 +380,7 @@ OPTIM_TEST(test_tfa_values)
             optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
             double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
             float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
-            void *g0 = d ? (void *)g0d : (void *)g0f, *g1 = d ? (void *)g1d : (void *)g1f;
+            void *g0 = dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, *g1 = dt == OPTIM_F64 ? (void *)g1d : (void *)g1f;
             double p0[2] = {1, 2}, p1[2] = {3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
             for (int t = 1; t <= 3; t++) {
                 optim_tensor t0 = optim_tensor_make(dt, g0, 1, &n), t1 = optim_tensor_make(dt, g1, 1, &n);
@@ -397,8 +396,8 @@ OPTIM_TEST(test_tfa_values)
                     p0[i] = p0[i] * (1 - 0.01) - lr_t * m0 / (sqrt(v0) + 1e-8);
                     p1[i] = p1[i] * (1 - 0.01) - lr_t * m1 / (sqrt(v1) + 1e-8);
                     /* assert_allclose_according_to_type: 1e-6 for float32 */
-                    assert_close(optim_var_get(var0, i), p0[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
-                    assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+                    assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
+                    assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
                 }
             }
             optim_test_free(opt, var0, var1);

@@ -640,8 +640,7 @@ OPTIM_TEST(test_zero_accumulator)
 OPTIM_TEST(test_slots)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.3"), legacy));
             int64_t n3 = 3;
             optim_var *a = optim_test_var("a", dt, 1, &n3, (double[]){1, 2, 3});
@@ -652,7 +651,7 @@ OPTIM_TEST(test_slots)
             assert_eq(optim_weights_count(opt), 5);
             ot_expect_weight_names(opt, 1, "a/accumulator", "a/linear", "b/accumulator", NULL);
             for (int i = 0; i < 3; i++) {
-                assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd(!d, 0.3));
+                assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd((dt == OPTIM_F32), 0.3));
                 assert_eq(optim_var_get(optim_get_slot(opt, b, "linear"), i), 0.0);
             }
             optim_test_free(opt, a, b);

@@ -314,8 +314,7 @@ OPTIM_TEST(test_keras_weight_decay)
  * 1e-7, decay 0.5, weight_decay 0.01, three steps. */
 OPTIM_TEST(test_tfa_basic_with_decay)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
                                     "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-7, "
                                     "\"weight_decay\": 0.01, \"decay\": 0.5, \"is_legacy_optimizer\": true}}");
@@ -329,8 +328,8 @@ OPTIM_TEST(test_tfa_basic_with_decay)
             optim_grad_var p[2] = {{dense_grad(dt, g0, f0, 1, &n, 2), v0}, {dense_grad(dt, g1, f1, 1, &n, 2), v1}};
             ot_step(opt, p, 2);
             double q0[2] = {(float)g0[0], (float)g0[1]}, q1[2] = {(float)g1[0], (float)g1[1]};
-            ref_step(&r, &x0, d ? g0 : q0, t);
-            ref_step(&r, &x1, d ? g1 : q1, t);
+            ref_step(&r, &x0, dt == OPTIM_F64 ? g0 : q0, t);
+            ref_step(&r, &x1, dt == OPTIM_F64 ? g1 : q1, t);
             check_var(v0, x0.w, 2, dt);
             check_var(v1, x1.w, 2, dt);
         }
@@ -342,8 +341,7 @@ OPTIM_TEST(test_tfa_basic_with_decay)
  * numpy reference uses the dense gradient [0.1, 0, 0.1]. */
 OPTIM_TEST(test_tfa_sparse)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
         lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
         rvar x0 = {3, 1, 1, {1, 1, 2}, {0}, {0}}, x1 = {3, 1, 1, {3, 3, 4}, {0}, {0}};
@@ -351,12 +349,12 @@ OPTIM_TEST(test_tfa_sparse)
         optim_var *v0 = optim_test_var("var0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1", dt, 1, &n, x1.w);
         double s0[2] = {0.1, 0.1}, s1[2] = {0.01, 0.01};
         float f0[2] = {0.1f, 0.1f}, f1[2] = {0.01f, 0.01f};
-        double g0[3] = {d ? 0.1 : (float)0.1, 0, d ? 0.1 : (float)0.1};
-        double g1[3] = {d ? 0.01 : (float)0.01, 0, d ? 0.01 : (float)0.01};
+        double g0[3] = {dt == OPTIM_F64 ? 0.1 : (float)0.1, 0, dt == OPTIM_F64 ? 0.1 : (float)0.1};
+        double g1[3] = {dt == OPTIM_F64 ? 0.01 : (float)0.01, 0, dt == OPTIM_F64 ? 0.01 : (float)0.01};
         for (int t = 0; t < 3; t++) {
             optim_grad_var p[2] = {
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)s0 : (void *)f0, 1, vs)), v0},
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)s1 : (void *)f1, 1, vs)), v1},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)s0 : (void *)f0, 1, vs)), v0},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)s1 : (void *)f1, 1, vs)), v1},
             };
             ot_step(opt, p, 2);
             ref_step(&r, &x0, g0, t);
@@ -505,8 +503,7 @@ OPTIM_TEST(test_sparse_dense_equivalent)
 OPTIM_TEST(test_sparse_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
                                                  "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
                                                : K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"));
@@ -520,13 +517,13 @@ OPTIM_TEST(test_sparse_rows)
             ot_step_row(opt, v, 3, (double[]){1});
             assert_ne(optim_var_get(v, 0), w0);
             if (legacy) {
-                double bm = d ? m0 * 0.7 : (double)((float)m0 * 0.7f);
-                double bv = d ? v0 * 0.999 : (double)((float)v0 * 0.999f);
+                double bm = dt == OPTIM_F64 ? m0 * 0.7 : (double)((float)m0 * 0.7f);
+                double bv = dt == OPTIM_F64 ? v0 * 0.999 : (double)((float)v0 * 0.999f);
                 assert_eq(optim_var_get(m, 0), bm);
                 assert_eq(optim_var_get(vv, 0), bv);
             } else {
-                assert_close(optim_var_get(m, 0), m0 * 0.7, d ? 1e-14 : 1e-6, 0);
-                assert_close(optim_var_get(vv, 0), v0 * 0.999, d ? 1e-14 : 1e-6, 0);
+                assert_close(optim_var_get(m, 0), m0 * 0.7, dt == OPTIM_F64 ? 1e-14 : 1e-6, 0);
+                assert_close(optim_var_get(vv, 0), v0 * 0.999, dt == OPTIM_F64 ? 1e-14 : 1e-6, 0);
             }
             for (int r = 1; r <= 2; r++) {
                 assert_eq(optim_var_get(v, r), init[r]);
@@ -712,8 +709,7 @@ OPTIM_TEST(test_large_variable)
     double *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u);
     float *gf = malloc(n * sizeof *gf);
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, "
                                                  "\"weight_decay\": 0.02, \"is_legacy_optimizer\": true}}"
                                                : K3("\"learning_rate\": 0.01"));
@@ -726,7 +722,7 @@ OPTIM_TEST(test_large_variable)
                 double sw = 0, su = 0;
                 for (int i = 0; i < n; i++) {
                     g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
-                    if (!d) g[i] = (float)g[i];
+                    if ((dt == OPTIM_F32)) g[i] = (float)g[i];
                     m[i] = 0.9 * m[i] + 0.1 * g[i];
                     v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
                     u[i] = (m[i] / (1 - pow(0.9, k + 1))) / (sqrt(v[i] / (1 - pow(0.999, k + 1))) + eps);

@@ -146,7 +146,7 @@ OPTIM_TEST(test_keras_loss_scale)
     /* None overrides too, and a later change reaches the sub-optimizers. */
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
     assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
-    assert_true(isnan(lsf));
+    assert_nan(lsf);
     optim_test_free(opt, w);
 }
 
@@ -195,8 +195,7 @@ OPTIM_TEST(test_trajectory)
                              "\"momentum\": 0.9}}, \"optimizer_map\": {\"^dense/.*\": {\"class_name\": \"Adam\", "
                              "\"config\": {\"learning_rate\": 0.02, \"beta_1\": 0.8}}}}", "");
     const int64_t n = 5;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         double k[5], b[5], m[5] = {0}, v[5] = {0}, mom[5] = {0};
         for (int i = 0; i < 5; i++) k[i] = 0.3 * i - 0.5, b[i] = 1 - 0.2 * i;
@@ -207,12 +206,12 @@ OPTIM_TEST(test_trajectory)
             float fk[5], fb[5];
             for (int i = 0; i < 5; i++) {
                 fk[i] = (float)sin(0.7 * t + i), fb[i] = (float)cos(0.3 * t - i);
-                gk[i] = d ? sin(0.7 * t + i) : fk[i];
-                gb[i] = d ? cos(0.3 * t - i) : fb[i];
+                gk[i] = dt == OPTIM_F64 ? sin(0.7 * t + i) : fk[i];
+                gb[i] = dt == OPTIM_F64 ? cos(0.3 * t - i) : fb[i];
             }
             optim_grad_var p[2] = {
-                {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gk : (void *)fk, 1, &n)), kv},
-                {t % 2 ? optim_grad_none() : optim_grad_dense(optim_tensor_make(dt, d ? (void *)gb : (void *)fb, 1, &n)), bv}};
+                {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gk : (void *)fk, 1, &n)), kv},
+                {t % 2 ? optim_grad_none() : optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gb : (void *)fb, 1, &n)), bv}};
             ot_step(opt, p, 2);
             double alpha = 0.02 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.8, t + 1));
             for (int i = 0; i < 5; i++) {
@@ -225,7 +224,7 @@ OPTIM_TEST(test_trajectory)
                 }
             }
         }
-        double rtol = d ? 1e-12 : 1e-5, atol = d ? 1e-14 : 1e-6;
+        double rtol = dt == OPTIM_F64 ? 1e-12 : 1e-5, atol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 5; i++) {
             assert_close(optim_var_get(kv, i), k[i], rtol, atol);
             assert_close(optim_var_get(bv, i), b[i], rtol, atol);

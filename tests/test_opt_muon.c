@@ -130,8 +130,7 @@ static double grad_at(int k, int v, int i) { return sin(0.7 * k + 1.3 * i + 0.4 
 
 static void check_case(const char *json, const mref *r)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         optim_var *vars[NV];
         rvar ref[NV];
@@ -157,7 +156,7 @@ static void check_case(const char *json, const mref *r)
             }
             ot_step(opt, p, NV);
         }
-        double rtol = d ? 1e-10 : 2e-4, atol = d ? 1e-12 : 2e-5;
+        double rtol = dt == OPTIM_F64 ? 1e-10 : 2e-4, atol = dt == OPTIM_F64 ? 1e-12 : 2e-5;
         for (int j = 0; j < NV; j++) {
             optim_var *m = optim_get_slot(opt, vars[j], "momentum");
             optim_var *v = optim_get_slot(opt, vars[j], "velocity");
@@ -293,8 +292,7 @@ OPTIM_TEST(test_sparse_dense_equivalent)
     double init[15], rows[12];
     for (int i = 0; i < 15; i++) init[i] = 0.1 * i - 0.6;
     for (int i = 0; i < 12; i++) rows[i] = cos(0.9 * i);
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *os = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
         optim_optimizer *od = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
         optim_var *vs[2], *vd[2];
@@ -307,10 +305,10 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             double dense_g[15] = {0}, vals[12];
             float vf[12], df[15];
             for (int i = 0; i < 12; i++) vals[i] = rows[i] + k, vf[i] = (float)vals[i];
-            for (int i = 0; i < 12; i++) dense_g[idx[i / 3] * 3 + i % 3] += d ? vals[i] : (double)vf[i];
+            for (int i = 0; i < 12; i++) dense_g[idx[i / 3] * 3 + i % 3] += dt == OPTIM_F64 ? vals[i] : (double)vf[i];
             for (int i = 0; i < 15; i++) df[i] = (float)dense_g[i];
-            optim_tensor tv = optim_tensor_make(dt, d ? (void *)vals : (void *)vf, 2, vshape);
-            optim_tensor td = optim_tensor_make(dt, d ? (void *)dense_g : (void *)df, 2, shape);
+            optim_tensor tv = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape);
+            optim_tensor td = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dense_g : (void *)df, 2, shape);
             optim_grad_var ps[2] = {{optim_grad_sparse(idx, 4, tv), vs[0]}, {optim_grad_sparse(idx, 4, tv), vs[1]}};
             optim_grad_var pd[2] = {{optim_grad_dense(td), vd[0]}, {optim_grad_dense(td), vd[1]}};
             ot_step(os, ps, 2);

@@ -51,8 +51,7 @@ static double grad_at(int k, int i) { return sin(0.8 * k + 1.1 * i) * (1 + 0.1 *
 static void check_case(const char *json, const sref *r)
 {
     const int64_t n = N;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         rvar s;
         memset(&s, 0, sizeof s);
@@ -64,13 +63,13 @@ static void check_case(const char *json, const sref *r)
             float gf[N];
             for (int i = 0; i < N; i++) {
                 gf[i] = (float)grad_at(k, i);
-                g[i] = d ? grad_at(k, i) : gf[i];
+                g[i] = dt == OPTIM_F64 ? grad_at(k, i) : gf[i];
             }
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 1, &n)), var};
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 1, &n)), var};
             ot_step(opt, &p, 1);
             ref_step(r, &s, g, k);
         }
-        double rtol = d ? 1e-11 : 1e-4, atol = d ? 1e-13 : 1e-5;
+        double rtol = dt == OPTIM_F64 ? 1e-11 : 1e-4, atol = dt == OPTIM_F64 ? 1e-13 : 1e-5;
         optim_var *z = optim_get_slot(opt, var, "momentum"), *v = optim_get_slot(opt, var, "velocity");
         assert_non_null(z);
         assert_non_null(v);
@@ -154,8 +153,7 @@ OPTIM_TEST(test_sparse_dense_equivalent)
     const int64_t shape[2] = {5, 2}, idx[3] = {4, 1, 4}, vshape[2] = {3, 2};
     double init[10];
     for (int i = 0; i < 10; i++) init[i] = 0.3 * i - 1;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *os = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
         optim_optimizer *od = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
         optim_var *vs = optim_test_var("t", dt, 2, shape, init), *vd = optim_test_var("t", dt, 2, shape, init);
@@ -164,12 +162,12 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             float vf[6], df[10];
             for (int i = 0; i < 6; i++) {
                 vf[i] = (float)cos(k + 0.7 * i);
-                vals[i] = d ? cos(k + 0.7 * i) : vf[i];
+                vals[i] = dt == OPTIM_F64 ? cos(k + 0.7 * i) : vf[i];
                 dg[idx[i / 2] * 2 + i % 2] += vals[i];
             }
             for (int i = 0; i < 10; i++) df[i] = (float)dg[i];
-            optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, d ? (void *)vals : (void *)vf, 2, vshape)), vs};
-            optim_grad_var pd = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)dg : (void *)df, 2, shape)), vd};
+            optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape)), vs};
+            optim_grad_var pd = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dg : (void *)df, 2, shape)), vd};
             ot_step(os, &ps, 1);
             ot_step(od, &pd, 1);
         }

@@ -89,8 +89,7 @@ OPTIM_TEST(test_keras_docstring)
 static void clip_case(const char *extra, int legacy, const double *ga, const double *gb,
                       const double *want_a, const double *want_b)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         char json[512];
         snprintf(json, sizeof json,
                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, %s%s}}", extra,
@@ -104,11 +103,11 @@ static void clip_case(const char *extra, int legacy, const double *ga, const dou
         for (int i = 0; i < 3; i++) fa[i] = (float)ga[i], da[i] = ga[i];
         for (int i = 0; i < 2; i++) fb[i] = (float)gb[i], db[i] = gb[i];
         optim_grad_var p[2] = {
-            {optim_grad_dense(optim_tensor_make(dt, d ? (void *)da : (void *)fa, 1, sa)), a},
-            {optim_grad_dense(optim_tensor_make(dt, d ? (void *)db : (void *)fb, 1, sb)), b},
+            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)da : (void *)fa, 1, sa)), a},
+            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)db : (void *)fb, 1, sb)), b},
         };
         assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
-        double rtol = d ? 1e-14 : 1e-6;
+        double rtol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 3; i++) assert_close(optim_var_get(a, i), -want_a[i], rtol, 1e-15);
         for (int i = 0; i < 2; i++) assert_close(optim_var_get(b, i), -want_b[i], rtol, 1e-15);
         optim_test_free(opt, a, b);

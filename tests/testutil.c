@@ -19,7 +19,7 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
     }
 }
 
-static const char *const op_names[] = {"==", "!=", "<", "<=", ">", ">="};
+static const char *const op_names[] = {"==", "!=", "<", "<=", ">", ">=", "== (or both NaN)"};
 
 static int holds(int op, int lt, int eq, int gt)
 {
@@ -29,6 +29,7 @@ static int holds(int op, int lt, int eq, int gt)
     case OPTIM_TEST_LT: return lt;
     case OPTIM_TEST_LE: return lt || eq;
     case OPTIM_TEST_GT: return gt;
+    case OPTIM_TEST_SAME: return eq;
     default: return gt || eq;
     }
 }
@@ -36,8 +37,10 @@ static int holds(int op, int lt, int eq, int gt)
 void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb, const char *file,
                       int line)
 {
-    /* NaN is unordered: only != holds. */
-    if (holds(op, a < b, a == b, a > b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b)))) return;
+    /* NaN is unordered: only != holds (and SAME when both are NaN). */
+    if (holds(op, a < b, a == b, a > b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b))) ||
+        (op == OPTIM_TEST_SAME && isnan(a) && isnan(b)))
+        return;
     print_error("%s %s %s failed:\n  left  %a (%.17g)\n  right %a (%.17g)\n", ea, op_names[op], eb,
                 a, a, b, b);
     _fail(file, line);

@@ -29,7 +29,7 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
  * floating-point values with %a and as 17-digit decimals (so a one-ulp
  * difference shows). The operands are evaluated once; the comparison is done
  * in double when either side is floating-point, in long long otherwise. */
-enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT, OPTIM_TEST_GE };
+enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT, OPTIM_TEST_GE, OPTIM_TEST_SAME };
 #define assert_cmp_(a, op, b)                                                                       \
     _Generic((a) + (b), float: optim_test_cmp_f, double: optim_test_cmp_f,                           \
              long double: optim_test_cmp_f, default: optim_test_cmp_i)((a), (b), op, #a, #b,         \
@@ -40,6 +40,8 @@ enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT
 #define assert_le(a, b) assert_cmp_(a, OPTIM_TEST_LE, b)
 #define assert_gt(a, b) assert_cmp_(a, OPTIM_TEST_GT, b)
 #define assert_ge(a, b) assert_cmp_(a, OPTIM_TEST_GE, b)
+/* a == b, or both NaN. */
+#define assert_same(a, b) assert_cmp_(a, OPTIM_TEST_SAME, b)
 void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb, const char *file,
                       int line);
 void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
