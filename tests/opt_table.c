@@ -49,19 +49,32 @@ const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
 const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
 
-const char *ot_gen(const char *json, int legacy)
+/* One of eight rotating buffers. */
+static char *next_buf(void)
 {
     static char bufs[8][2048];
     static int slot;
+    return bufs[slot++ % 8];
+}
+
+const char *ot_fmt(const char *fmt, ...)
+{
+    char *b = next_buf();
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, 2048, fmt, ap);
+    va_end(ap);
+    assert_in_range(n, 0, 2047);
+    return b;
+}
+
+const char *ot_gen(const char *json, int legacy)
+{
     size_t n = strlen(json);
     if (!legacy) return json;
-    if (n < 2 || n + sizeof OT_LEGACY + 2 > sizeof bufs[0] || strcmp(json + n - 2, "}}") != 0)
-        fail_msg("ot_gen: not a class_name/config object: %s", json);
-    char *b = bufs[slot++ % 8];
+    if (n < 3 || strcmp(json + n - 2, "}}") != 0) fail_msg("ot_gen: not a class_name/config object: %s", json);
     /* "{" then the config's keys: a comma unless the config is empty. */
-    const char *sep = json[n - 3] == '{' ? "" : ", ";
-    snprintf(b, sizeof bufs[0], "%.*s%s" OT_LEGACY "}}", (int)(n - 2), json, sep);
-    return b;
+    return ot_fmt("%.*s%s" OT_LEGACY "}}", (int)(n - 2), json, json[n - 3] == '{' ? "" : ", ");
 }
 
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)

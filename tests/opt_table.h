@@ -81,9 +81,12 @@ typedef struct ot_case {
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
 } ot_case;
 
+/* printf into one of eight rotating buffers (the result lives until the
+ * eighth ot_fmt or ot_gen call after this one). */
+const char *ot_fmt(const char *fmt, ...);
 /* json ({"class_name": ..., "config": {...}}) with OT_LEGACY added at the
- * end of its config when legacy is non-zero, else json itself; the result
- * lives until the eighth call after this one. */
+ * end of its config when legacy is non-zero, else json itself (ot_fmt's
+ * buffers). */
 const char *ot_gen(const char *json, int legacy);
 
 /* One apply_gradients call that must succeed (prints the message if not). */

@@ -36,26 +36,17 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
     }
 }
 
-static ot_case make_case(const cfg *c, char *json, size_t n)
+static ot_case make_case(const cfg *c)
 {
-    char decay[64] = "";
-    if (c->legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(json, n, ADADELTA("\"learning_rate\": %.17g, \"rho\": %.17g, \"epsilon\": %.17g%s"), c->lr,
+    const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
+    const char *json = ot_fmt(ADADELTA("\"learning_rate\": %.17g, \"rho\": %.17g, \"epsilon\": %.17g%s"), c->lr,
              c->rho, c->eps, decay);
     return (ot_case){json, ref_step, c, 2, {"accum_grad", "accum_var"}, .state_atol = {0, 1e-12}, .exact_slots = 1};
 }
 
-static optim_optimizer *make_cfg(const cfg *c)
-{
-    char json[512];
-    make_case(c, json, sizeof json);
-    return optim_test_make(json);
-}
-
 static void check_trajectory(const cfg *c)
 {
-    char json[512];
-    ot_case oc = make_case(c, json, sizeof json);
+    ot_case oc = make_case(c);
     ot_check_dense(&OT_DENSE, &oc);
 }
 
@@ -103,7 +94,7 @@ OPTIM_TEST(test_f32_operation_order)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.5, 0.9, 1e-3, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             double init[N];
             for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
             int64_t shape[2] = {N, 1};
@@ -191,10 +182,9 @@ OPTIM_TEST(test_sparse)
 {
     static const char *const slots[] = {"accum_grad", "accum_var", NULL};
     for (int legacy = 0; legacy < 2; legacy++) {
-        char json[512];
         cfg c = {1.0, 0.9, 1e-4, 0, legacy};
-        ot_case oc = make_case(&c, json, sizeof json);
-        if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, json, slots);
+        ot_case oc = make_case(&c);
+        if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, oc.json, slots);
         ot_check_sparse(&OT_SPARSE, &oc, legacy);
     }
 }
@@ -206,7 +196,7 @@ OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         cfg c = {1.0, 0.9, 1e-3, 0, legacy};
-        optim_optimizer *opt = make_cfg(&c);
+        optim_optimizer *opt = optim_test_make(make_case(&c).json);
         int64_t shape[2] = {4, 2};
         optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
         double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};

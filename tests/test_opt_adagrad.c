@@ -33,26 +33,17 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
     }
 }
 
-static ot_case make_case(const cfg *c, char *json, size_t n)
+static ot_case make_case(const cfg *c)
 {
-    char decay[64] = "";
-    if (c->legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(json, n, ADAGRAD("\"learning_rate\": %.17g, \"initial_accumulator_value\": %.17g, \"epsilon\": %.17g%s"),
+    const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
+    const char *json = ot_fmt(ADAGRAD("\"learning_rate\": %.17g, \"initial_accumulator_value\": %.17g, \"epsilon\": %.17g%s"),
              c->lr, c->init, c->eps, decay);
     return (ot_case){json, ref_step, c, 1, {"accumulator"}, .state_init = {c->init}, .exact_slots = 1};
 }
 
-static optim_optimizer *make_cfg(const cfg *c)
-{
-    char json[512];
-    make_case(c, json, sizeof json);
-    return optim_test_make(json);
-}
-
 static void check_trajectory(const cfg *c)
 {
-    char json[512];
-    ot_case oc = make_case(c, json, sizeof json);
+    ot_case oc = make_case(c);
     ot_check_dense(&OT_DENSE, &oc);
 }
 
@@ -74,7 +65,7 @@ OPTIM_TEST(test_slot_initial_value)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             cfg c = {0.1, 0.3, 1e-7, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             int64_t n = 3;
             optim_var *v = optim_test_var("v", dt, 1, &n, (double[3]){1, 2, 3});
             assert_eq(optim_build(opt, &v, 1), 0);
@@ -93,7 +84,7 @@ OPTIM_TEST(test_generations_differ)
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++) {
         cfg c = {0.1, 0.0, 0.5, 0, legacy};
-        optim_optimizer *opt = make_cfg(&c);
+        optim_optimizer *opt = optim_test_make(make_case(&c).json);
         double one = 1.0, g = 2.0;
         optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         ot_step_dense(opt, v, &g);
@@ -111,7 +102,7 @@ OPTIM_TEST(test_f32_operation_order)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.1, 0.1, 1e-3, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             double init[N];
             for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
             int64_t shape[2] = {N, 1};
@@ -223,8 +214,7 @@ OPTIM_TEST(test_sparse_keras3_dense_equivalent)
     const cfg cfgs[3] = {{0.1, 0.1, 1e-7, 0, 0}, {0.1, 0.0, 1e-2, 0, 0}, {0.1, 0.0, 0.0, 0, 0}};
     static const char *const slots[] = {"accumulator", NULL};
     for (int c = 0; c < 3; c++) {
-        char json[512];
-        make_case(&cfgs[c], json, sizeof json);
+        const char *json = make_case(&cfgs[c]).json;
         ot_check_sparse_equals_dense(&OT_SPARSE, json, slots);
         /* Row 0 has no gradient at step 0: 0 / sqrt(0 + 0) (NaN) in the degenerate case. */
         optim_optimizer *opt = optim_test_make(json);
@@ -239,9 +229,8 @@ OPTIM_TEST(test_sparse_keras3_dense_equivalent)
 OPTIM_TEST(test_sparse_rows_only)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        char json[512];
         cfg c = {0.1, 0.1, 1e-2, 0, legacy};
-        ot_case oc = make_case(&c, json, sizeof json);
+        ot_case oc = make_case(&c);
         ot_check_sparse(&OT_SPARSE, &oc, 1);
     }
 }
@@ -300,8 +289,7 @@ static double eps_fn(void *user) { (void)user; return 1e-3; }
 OPTIM_TEST(test_config_refused)
 {
     /* Legacy: initial_accumulator_value must be non-negative. */
-    ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, "
-                   "" OT_LEGACY),
+    ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, " OT_LEGACY),
                    OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
     /* Keras 3 does not check it. */
     optim_optimizer *k3 = optim_test_make(ADAGRAD("\"initial_accumulator_value\": -0.1"));

@@ -79,8 +79,7 @@ OPTIM_TEST(test_options)
                      "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4"), &r);
     r.legacy = 1;
     check_trajectory(ADAMAX("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4, "
-                     "" OT_LEGACY), &r);
+                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4, " OT_LEGACY), &r);
     /* beta_2 = 1 (a running maximum) and beta_1 = 0 are allowed. */
     ref e = {0, 0.01, 0.0, 1.0, 1e-7, 0};
     check_trajectory(ADAMAX("\"learning_rate\": 0.01, "
@@ -100,10 +99,8 @@ OPTIM_TEST(test_legacy_epsilon_fallback)
 {
     ref r = {1, 0.01, 0.9, 0.999, 1e-7, 0};
     const char *cfgs[2] = {
-        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": 0, "
-        "" OT_LEGACY),
-        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": null, "
-        "" OT_LEGACY),
+        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": 0, " OT_LEGACY),
+        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": null, " OT_LEGACY),
     };
     for (int c = 0; c < 2; c++) {
         check_trajectory(cfgs[c], &r);

@@ -44,15 +44,13 @@ typedef struct cfg {
 static const cfg DEFAULTS = {0.001, -0.5, 0.1, 0, 0, 0, 0, 0};
 
 /* The config as Keras JSON, every Ftrl key written out. */
-static void cfg_json(const cfg *c, int legacy, char *buf, size_t n)
+static const char *cfg_json(const cfg *c, int legacy)
 {
-    char decay[64] = "";
-    if (legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(buf, n,
-             FTRL("\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
-                  "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
-                  "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
-             c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta, decay);
+    return ot_fmt(FTRL("\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
+                       "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
+                       "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
+                  c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta,
+                  legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "");
 }
 
 /* One coordinate, one step, the paper's form (z is the paper's z). */
@@ -98,8 +96,7 @@ static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
  * "linear" with the reference of that dtype. */
 static void check_dense(const cfg *c, int legacy)
 {
-    char json[1024];
-    cfg_json(c, legacy, json, sizeof json);
+    const char *json = cfg_json(c, legacy);
     for (int f32 = 0; f32 < 2; f32++) {
         double w[N], n[N], z[N];
         for (int i = 0; i < N; i++) w[i] = rd(f32, init_at(i)), n[i] = rd(f32, c->init_acc), z[i] = 0;
@@ -220,9 +217,7 @@ OPTIM_TEST(test_dense_legacy_decay)
 OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 {
     cfg c = {0.25, -0.5, 0.1, 0.01, 0.2, 0.1, 0.1, 0};
-    char j3[1024], jl[1024];
-    cfg_json(&c, 0, j3, sizeof j3);
-    cfg_json(&c, 1, jl, sizeof jl);
+    const char *j3 = cfg_json(&c, 0), *jl = cfg_json(&c, 1);
     optim_optimizer *o3 = optim_test_make(j3), *ol = optim_test_make(jl);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
@@ -252,8 +247,7 @@ static double l1_fn(void *user) { (void)user; return l1_now; }
 
 OPTIM_TEST(test_legacy_dynamic)
 {
-    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, "
-                                "" OT_LEGACY));
+    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, " OT_LEGACY));
     assert_eq(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
     double init[N], w[N], n[N], z[N];
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), n[i] = 0.1, z[i] = 0;
@@ -386,8 +380,7 @@ OPTIM_TEST(test_legacy_golden_sparse)
 OPTIM_TEST(test_legacy_golden_minimize_sparse)
 {
     OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, "
-                                    "" OT_LEGACY));
+        optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, " OT_LEGACY));
         optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[]){1, 2});
         ot_step_row(opt, v, 0, (double[]){112, 140});
         assert_close(optim_var_get(v, 0), 0, 0, 0.01);
@@ -404,8 +397,7 @@ OPTIM_TEST(test_legacy_equivalences)
         for (int sparse = 0; sparse < 2; sparse++) {
             optim_optimizer *opt = optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
                                                   "\"learning_rate_power\": -0.0, " OT_LEGACY)
-                                                : FTRL("\"learning_rate\": 3.0, "
-                                                  "" OT_LEGACY));
+                                                : FTRL("\"learning_rate\": 3.0, " OT_LEGACY));
             int64_t shape1[1] = {2}, shape2[2] = {2, 1}, vs[2] = {1, 1};
             double zeros[2] = {0, 0};
             optim_var *v0 = optim_test_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
@@ -484,8 +476,7 @@ OPTIM_TEST(test_sparse_keras3_equals_dense)
     static const char *const slots[] = {"accumulator", "linear", NULL};
     for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++)
         for (size_t wi = 0; wi < 3; wi++) {
-            char json[1024];
-            cfg_json(&cfgs[ci], 0, json, sizeof json);
+            const char *json = cfg_json(&cfgs[ci], 0);
             ot_sparse sp = {ROWS, widths[wi], SSTEPS, 5, sp_index, sp_val, table_init};
             ot_check_sparse_equals_dense(&sp, json, slots);
         }
@@ -525,8 +516,7 @@ OPTIM_TEST(test_sparse_keras3_untouched_rows)
 static void check_sparse_legacy(const cfg *c, int cols)
 {
     int cw = cols ? cols : 1;
-    char json[1024];
-    cfg_json(c, 1, json, sizeof json);
+    const char *json = cfg_json(c, 1);
     for (int d = 0; d < 2; d++) {
         int f32 = d == 0;
         optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
@@ -701,8 +691,7 @@ OPTIM_TEST(test_config_round_trip)
     expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
                   "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
                   "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
-                  "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, "
-                  "" OT_LEGACY),
+                  "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, " OT_LEGACY),
                   "{\"name\":\"wide\",\"clipvalue\":2.0,\"learning_rate\":0.05,\"decay\":0.01,"
                   "\"initial_accumulator_value\":0.4,\"learning_rate_power\":-0.2,"
                   "\"l1_regularization_strength\":0.05,\"l2_regularization_strength\":0.15,\"beta\":-0.3,"

@@ -194,8 +194,7 @@ OPTIM_TEST(test_options)
                      "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5"), &r);
     ref l = {1, 0.02, 0.8, 0.95, 1e-5, 0.004};
     check_trajectory(NADAM("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5, "
-                     "" OT_LEGACY), &l);
+                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5, " OT_LEGACY), &l);
     /* beta_1 = 1 keeps m at 0 but the rule stays defined. */
     ref one = {0, 0.01, 1.0, 0.9, 1e-7, 0};
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
@@ -219,8 +218,7 @@ OPTIM_TEST(test_legacy_decay)
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
                      "\"schedule_decay\": 0.05, \"decay\": 0.9, " OT_LEGACY), &sd);
     /* get_config writes the schedule decay as decay, no schedule_decay. */
-    optim_optimizer *opt = optim_test_make(NADAM("\"schedule_decay\": 0.05, "
-                                "" OT_LEGACY));
+    optim_optimizer *opt = optim_test_make(NADAM("\"schedule_decay\": 0.05, " OT_LEGACY));
     char *js = optim_get_config(opt);
     cJSON *o = cJSON_Parse(js);
     assert_eq(cJSON_GetObjectItemCaseSensitive(o, "decay")->valuedouble, 0.05);
@@ -231,13 +229,11 @@ OPTIM_TEST(test_legacy_decay)
     /* Refused: negative (OptimizerV2: "decay cannot be less than 0"), not a
      * number, and in Keras 3 at all. */
     optim_error err;
-    assert_eq(optim_from_json(&opt, NADAM("\"schedule_decay\": -0.1, "
-                                           "" OT_LEGACY), &err),
+    assert_eq(optim_from_json(&opt, NADAM("\"schedule_decay\": -0.1, " OT_LEGACY), &err),
                      OPTIM_ERANGE);
     assert_contains(err.msg, "schedule_decay");
     assert_non_null(strstr(err.msg, "[0, inf)"));
-    assert_eq(optim_from_json(&opt, NADAM("\"schedule_decay\": null, "
-                                           "" OT_LEGACY), &err),
+    assert_eq(optim_from_json(&opt, NADAM("\"schedule_decay\": null, " OT_LEGACY), &err),
                      OPTIM_ERANGE);
     assert_eq(optim_from_json(&opt, NADAM("\"schedule_decay\": 0.004"), &err),
                      OPTIM_EKEY);
@@ -599,8 +595,7 @@ OPTIM_TEST(test_config_keys_and_defaults)
     const char *legacy_cfgs[2] = {
         NADAM(OT_LEGACY),
         NADAM("\"name\": \"Nadam\", \"learning_rate\": 0.001, "
-        "\"decay\": 0.004, \"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-07, "
-        "" OT_LEGACY),
+        "\"decay\": 0.004, \"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-07, " OT_LEGACY),
     };
     for (int c = 0; c < 2; c++) {
         opt = optim_test_make(legacy_cfgs[c]);

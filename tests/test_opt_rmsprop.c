@@ -55,29 +55,20 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
     for (int i = 0; i < n; i++) ref_elem(c, lr, g[i], &w[i], &st[0][i], &st[1][i], &st[2][i]);
 }
 
-static ot_case make_case(const cfg *c, char *json, size_t n)
+static ot_case make_case(const cfg *c)
 {
-    char decay[64] = "";
-    if (c->legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(json, n, RMSPROP("\"learning_rate\": %.17g, \"rho\": %.17g, \"momentum\": %.17g, \"epsilon\": %.17g, \"centered\": %s%s"),
+    const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
+    const char *json = ot_fmt(RMSPROP("\"learning_rate\": %.17g, \"rho\": %.17g, \"momentum\": %.17g, \"epsilon\": %.17g, \"centered\": %s%s"),
              c->lr, c->rho, c->momentum, c->eps, c->centered ? "true" : "false", decay);
     return (ot_case){json, ref_step, c, 3, {"rms", c->momentum > 0 ? "momentum" : NULL, c->centered ? "mg" : NULL},
                      .exact_slots = 1};
-}
-
-static optim_optimizer *make_cfg(const cfg *c)
-{
-    char json[512];
-    make_case(c, json, sizeof json);
-    return optim_test_make(json);
 }
 
 /* The dense problem in f32 and f64 against the reference: variable and
  * every slot; slots absent where Keras has none. */
 static void check_trajectory(const cfg *c)
 {
-    char json[512];
-    ot_case oc = make_case(c, json, sizeof json);
+    ot_case oc = make_case(c);
     ot_check_dense(&OT_DENSE, &oc);
 }
 
@@ -116,7 +107,7 @@ OPTIM_TEST(test_generations_differ)
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++) {
         c.legacy = legacy;
-        optim_optimizer *opt = make_cfg(&c);
+        optim_optimizer *opt = optim_test_make(make_case(&c).json);
         optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -138,7 +129,7 @@ OPTIM_TEST(test_f32_one_minus_rho)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++) {
             cfg c = {0.01, 0.9, mom ? 0.9 : 0.0, 1e-7, 0, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             double zero = 0.0, one = 1.0;
             optim_var *v = optim_test_var("v", OPTIM_F32, 0, NULL, &zero);
             ot_step_dense(opt, v, &one);
@@ -157,7 +148,7 @@ OPTIM_TEST(test_f32_one_minus_rho)
 static void f32_form(int legacy, int mom, int centered, int sparse)
 {
     cfg c = {0.01, 0.9, mom ? 0.9 : 0.0, 1e-3, 0, centered, legacy};
-    optim_optimizer *opt = make_cfg(&c);
+    optim_optimizer *opt = optim_test_make(make_case(&c).json);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
     int64_t shape[2] = {N, 1};
@@ -273,8 +264,7 @@ OPTIM_TEST(test_dynamic_rho)
     for (int centered = 0; centered < 2; centered++) {
         optim_optimizer *opt = optim_test_make(centered ? RMSPROP("\"learning_rate\": 0.01, "
                                                "\"centered\": true, \"momentum\": 0.5, " OT_LEGACY)
-                                             : RMSPROP("\"learning_rate\": 0.01, "
-                                               "" OT_LEGACY));
+                                             : RMSPROP("\"learning_rate\": 0.01, " OT_LEGACY));
         double rho = 0.9;
         assert_eq(optim_set_hyper_fn(opt, "rho", rho_fn, &rho), 0);
         double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
@@ -424,10 +414,9 @@ OPTIM_TEST(test_sparse)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int centered = 0; centered < 2; centered++)
             for (int mom = 0; mom < 2; mom++) {
-                char json[512];
                 cfg c = {0.05, 0.9, mom ? 0.8 : 0.0, 1e-3, 0, centered, legacy};
-                ot_case oc = make_case(&c, json, sizeof json);
-                if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, json, SLOTS);
+                ot_case oc = make_case(&c);
+                if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, oc.json, SLOTS);
                 ot_check_sparse(&OT_SPARSE, &oc, legacy && mom);
             }
 }
@@ -440,7 +429,7 @@ OPTIM_TEST(test_sparse_untouched_rows)
         for (int mom = 0; mom < 2; mom++)
             for (int centered = 0; centered < 2; centered++) {
                 cfg c = {0.1, 0.9, mom ? 0.5 : 0.0, 1e-3, 0, centered, legacy};
-                optim_optimizer *opt = make_cfg(&c);
+                optim_optimizer *opt = optim_test_make(make_case(&c).json);
                 int64_t shape[2] = {4, 2};
                 optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
                 double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
