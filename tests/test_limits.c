@@ -58,7 +58,7 @@ static void test_iterations_limit(void **state)
         assert_int_equal(optim_iterations(o), OPTIM_ITERATIONS_MAX);
         /* Adafactor's own formula gives 0/0 on a first step there (its
          * 1 - t^-0.8 rounds to 1 in float32, as in Keras); the others stay finite. */
-        if (strcmp(classes[c], "adafactor") != 0) assert_true(isfinite(optim_var_get(v, 0)));
+        if (strcmp(classes[c], "adafactor") != 0) assert_lt(fabs(optim_var_get(v, 0)), INFINITY); /* finite */
         optim_destroy(o);
     }
     optim_destroy(opt);
