@@ -77,6 +77,8 @@ const char *ot_gen(const char *json, int legacy)
     return ot_fmt("%.*s%s" OT_LEGACY "}}", (int)(n - 2), json, json[n - 3] == '{' ? "" : ", ");
 }
 
+double ot_value(void *user) { return *(double *)user; }
+
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
     int rc = optim_apply_gradients(opt, p, n, 0);
@@ -232,12 +234,19 @@ void ot_check_dense(const ot_dense *d, const ot_case *c)
 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
 {
+    return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL);
+}
+
+optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
+                              optim_var *extra, const double *extra_g)
+{
     int cw = s->cols ? s->cols : 1, rank = s->cols ? 2 : 1;
     int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
     double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
     float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)s->nidx);
-    assert_true(init && fd && idx);
+    void *ebuf = malloc(extra ? (size_t)optim_var_numel(extra) * 8 + 8 : 8);
+    assert_true(init && fd && idx && ebuf);
     for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
     int64_t shape[2] = {s->rows, cw}, vs[2] = {s->nidx, cw};
     optim_var *v = optim_test_var("table", dt, rank, shape, init);
@@ -254,11 +263,15 @@ optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype d
                 fd[idx[j] * cw + c] += fv[j * cw + c];
             }
         }
-        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
-                                     : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
-                            v};
-        ot_step(opt, &p, 1);
+        optim_grad_var p[2] = {{as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
+                                         : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
+                                v},
+                               {optim_grad_none(), extra}};
+        if (extra) p[1].grad = optim_grad_dense(tensor_like(optim_var_dtype(extra), optim_var_rank(extra),
+                                                            optim_var_shape(extra), extra_g, optim_var_numel(extra), ebuf));
+        ot_step(opt, p, extra ? 2 : 1);
     }
+    free(ebuf);
     free(init);
     free(fd);
     free(idx);

@@ -89,6 +89,9 @@ const char *ot_fmt(const char *fmt, ...);
  * buffers). */
 const char *ot_gen(const char *json, int legacy);
 
+/* A hyperparameter callable (optim_set_hyper_fn) returning *(double *)user. */
+double ot_value(void *user);
+
 /* One apply_gradients call that must succeed (prints the message if not). */
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
 /* One dense step on w with the gradient g (doubles, rounded for F32). */
@@ -116,6 +119,10 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
 /* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
  * the dense equivalent, duplicates summed in order in the dtype). */
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
+/* The same, with a second variable extra stepped in the same calls with the
+ * dense gradient extra_g (its numel values) every step. */
+optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
+                              optim_var *extra, const double *extra_g);
 /* The reference of the sparse problem: duplicates summed; rows_only: only
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
  * every row, untouched ones with a zero gradient. A case with an idle hook

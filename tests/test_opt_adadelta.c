@@ -60,15 +60,13 @@ OPTIM_TEST(test_trajectories)
     check_trajectory(&(cfg){1.0, 0.9, 1e-4, 0.3, 1}); /* legacy decay */
 }
 
-static double rho_fn(void *user) { return *(double *)user; }
-
 /* Legacy rho is a hyper; Keras 3's is a number. */
 OPTIM_TEST(test_dynamic_rho)
 {
     optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
                                 "\"epsilon\": 1e-6, " OT_LEGACY));
     double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "rho", rho_fn, &rho), 0);
+    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
     double init[N], w[N], acc[2 * N] = {0}, *st[2] = {acc, acc + N};
     for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
     int64_t n = N;
@@ -83,7 +81,7 @@ OPTIM_TEST(test_dynamic_rho)
     assert_var_close(var, w, N, 1e-12, 1e-13);
     optim_test_free(opt, var);
     optim_optimizer *k3 = optim_test_make("\"adadelta\"");
-    assert_eq(optim_set_hyper_fn(k3, "rho", rho_fn, &rho), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
     optim_destroy(k3);
 }
 

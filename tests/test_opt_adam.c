@@ -303,7 +303,6 @@ OPTIM_TEST(test_sparse_rows_not_lazy)
 
 /* ---- dynamic hyperparameters ----------------------------------------------- */
 
-static double beta_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + 0.5 * (double)step); }
 
 OPTIM_TEST(test_dynamic)
@@ -311,7 +310,7 @@ OPTIM_TEST(test_dynamic)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(ADAM(""), legacy));
         double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
         assert_eq(optim_set_hyper(opt, "beta_2", 0.99), 0);
         double init[N], w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};

@@ -130,14 +130,13 @@ OPTIM_TEST(test_legacy_epsilon_fallback)
 }
 
 /* beta_1 is a hyper (legacy _set_hyper): a callable changing per step. */
-static double beta_fn(void *user) { return *(double *)user; }
 
 OPTIM_TEST(test_dynamic_beta)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy));
         double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         double init[N], w[N], mv[2 * N] = {0}, *st[2] = {mv, mv + N};
         for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
         optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, init);
@@ -367,7 +366,7 @@ OPTIM_TEST(test_config_refused)
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
     assert_eq(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
     /* epsilon is not a hyper: numbers only. */
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", beta_fn, NULL), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE);
     double b;
     assert_eq(optim_get_hyper(opt, "beta_1", &b), 0);
     assert_eq(b, 0.9);

@@ -307,7 +307,6 @@ OPTIM_TEST(test_exclude_from_weight_decay)
     optim_test_free(opt, kern, bias, emb, skip);
 }
 
-static double wd_fn(void *user) { return *(double *)user; }
 static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
 /* TF Addons' weight_decay is a hyperparameter: a callable or a schedule
@@ -317,7 +316,7 @@ OPTIM_TEST(test_legacy_dynamic_weight_decay)
     for (int kind = 0; kind < 2; kind++) {
         optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         double cur = 0;
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &cur), 0);
         else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
         double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
         for (int i = 0; i < N; i++) w[i] = OT_DENSE_SHRINK.init(i);

@@ -23,7 +23,7 @@
 #define STEPS 25
 #define K3(body) "{\"class_name\": \"Lamb\", \"config\": {" body "}}"
 #define LEG(body) "{\"class_name\": \"Lamb\", \"config\": {\"is_legacy_optimizer\": true, " body "}}"
-#define MAXN 64
+#define MAXN 1040
 
 /* ---- the reference ---------------------------------------------------------------- */
 
@@ -370,7 +370,6 @@ OPTIM_TEST(test_tfa_sparse)
 
 /* ---- dynamic hyperparameters ----------------------------------------------------------- */
 
-static double beta_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + (double)step); }
 
 OPTIM_TEST(test_dynamic_hypers)
@@ -380,9 +379,9 @@ OPTIM_TEST(test_dynamic_hypers)
                                              "\"is_legacy_optimizer\": true}}"
                                            : "\"Lamb\"");
         double b1 = 0.9, wd = 0.1;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", beta_fn, &wd), 0);
+        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &wd), 0);
         rvar x = {7, 1, 1, {0}, {0}, {0}};
         for (int i = 0; i < 7; i++) x.w[i] = init_at(0, i);
         int64_t n = 7;
@@ -415,46 +414,6 @@ OPTIM_TEST(test_dynamic_hypers)
 #define SP_STEPS 4
 #define SP OT_SPARSE_IDLE5
 
-/* Sparse steps, or the same as dense gradients with duplicates summed in
- * order of appearance from zero (in the dtype, as the library sums them). */
-static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense, int steps, optim_var *extra)
-{
-    double init[ROWS * COLS];
-    for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < COLS; c++) init[r * COLS + c] = SP.init(r, c);
-    int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = optim_test_var("table", dt, 2, shape, init);
-    for (int k = 0; k < steps; k++) {
-        int64_t idx[4] = {SP.index(k, 0), SP.index(k, 1), SP.index(k, 2), SP.index(k, 3)};
-        double vals[4 * COLS], dense[ROWS * COLS] = {0};
-        float fv[4 * COLS], fd[ROWS * COLS] = {0};
-        for (int j = 0; j < 4; j++)
-            for (int c = 0; c < COLS; c++) {
-                vals[j * COLS + c] = SP.val(k, j, c);
-                fv[j * COLS + c] = (float)SP.val(k, j, c);
-                dense[SP.index(k, j) * COLS + c] += vals[j * COLS + c];
-                fd[SP.index(k, j) * COLS + c] += fv[j * COLS + c];
-            }
-        int f = dt == OPTIM_F32;
-        int64_t vs[2] = {4, COLS};
-        optim_grad_var p[2] = {
-            {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
-                      : optim_grad_sparse(idx, 4, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
-             v},
-            {optim_grad_none(), extra},
-        };
-        if (extra) {
-            /* A second variable in the same step, dense. */
-            static double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5};
-            static float gef[5] = {0.3f, -0.2f, 0.1f, 0.0f, 0.5f};
-            int64_t n5 = 5;
-            p[1].grad = optim_grad_dense(optim_tensor_make(dt, f ? (void *)gef : (void *)ge, 1, &n5));
-        }
-        ot_step(opt, p, extra ? 2 : 1);
-    }
-    return v;
-}
-
 /* Both generations: sparse == the dense equivalent bit for bit (norms
  * included); and the reference with every row updated. */
 OPTIM_TEST(test_sparse_dense_equivalent)
@@ -473,7 +432,8 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             double e0[5] = {1, 2, 3, 4, 5};
             int64_t n5 = 5;
             optim_var *x1 = optim_test_var("x", dt, 1, &n5, e0), *x2 = optim_test_var("x", dt, 1, &n5, e0);
-            optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS, x1), *dv = run_sparse(o2, dt, 1, SP_STEPS, x2);
+            const double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5}; /* a second variable in the same steps, dense */
+            optim_var *sv = ot_run_sparse_with(o1, &SP, dt, 0, x1, ge), *dv = ot_run_sparse_with(o2, &SP, dt, 1, x2, ge);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
             assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
@@ -691,7 +651,7 @@ OPTIM_TEST(test_bad_config)
     assert_eq(optim_get_hyper(opt, "epsilon", &v), 0);
     assert_eq(v, 1e-7);
     /* epsilon is not a hyperparameter (a plain attribute in both). */
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", beta_fn, &v), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, &v), OPTIM_ETYPE);
     optim_destroy(opt);
 }
 
@@ -704,39 +664,26 @@ static double big_init(int r, int c) { return cos(0.1 * (r * 7 + c)); }
 
 OPTIM_TEST(test_large_variable)
 {
-    const int n = 1037;
-    double *w = malloc(n * sizeof *w), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
-    double *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u);
-    float *gf = malloc(n * sizeof *gf);
+    static rvar x; /* MAXN elements: static */
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, "
-                                                 "\"weight_decay\": 0.02, \"is_legacy_optimizer\": true}}"
-                                               : K3("\"learning_rate\": 0.01"));
-            for (int i = 0; i < n; i++) w[i] = sin(0.01 * i) + 0.1, m[i] = v[i] = 0;
-            int64_t shape[1] = {n};
-            optim_var *var = optim_test_var("big", dt, 1, shape, w);
-            for (int i = 0; i < n; i++) w[i] = optim_var_get(var, i);
-            double eps = legacy ? 1e-6 : 1e-7;
+            optim_optimizer *opt = optim_test_make(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY)
+                                                          : K3("\"learning_rate\": 0.01"));
+            lref r = {legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0};
+            x = (rvar){1037, 1, 1, {0}, {0}, {0}};
+            for (int i = 0; i < x.n; i++) x.w[i] = sin(0.01 * i) + 0.1;
+            optim_var *var = optim_test_var("big", dt, 1, &(int64_t){x.n}, x.w);
+            for (int i = 0; i < x.n; i++) x.w[i] = optim_var_get(var, i);
             for (int k = 0; k < 5; k++) {
-                double sw = 0, su = 0;
-                for (int i = 0; i < n; i++) {
-                    g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
-                    if ((dt == OPTIM_F32)) g[i] = (float)g[i];
-                    m[i] = 0.9 * m[i] + 0.1 * g[i];
-                    v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
-                    u[i] = (m[i] / (1 - pow(0.9, k + 1))) / (sqrt(v[i] / (1 - pow(0.999, k + 1))) + eps);
-                    if (legacy) u[i] += 0.02 * w[i];
-                    sw += w[i] * w[i];
-                    su += u[i] * u[i];
-                }
-                double ratio = sqrt(sw) / sqrt(su);
-                for (int i = 0; i < n; i++) w[i] -= ratio * 0.01 * u[i];
-                optim_grad_var p = {dense_grad(dt, g, gf, 1, shape, n), var};
-                ot_step(opt, &p, 1);
+                double g[MAXN];
+                for (int i = 0; i < x.n; i++) g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
+                if (dt == OPTIM_F32)
+                    for (int i = 0; i < x.n; i++) g[i] = (float)g[i];
+                ref_step(&r, &x, g, k);
+                ot_step_dense(opt, var, g);
             }
-            check_var(var, w, n, dt);
-            check_var(optim_get_slot(opt, var, "v"), v, n, dt);
+            check_var(var, x.w, x.n, dt);
+            check_var(optim_get_slot(opt, var, "v"), x.v, x.n, dt);
             optim_test_free(opt, var);
         }
     /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
@@ -744,12 +691,6 @@ OPTIM_TEST(test_large_variable)
     const ot_sparse big = {100, 7, 3, 5, big_index, big_val, big_init};
     ot_check_sparse_equals_dense(&big, K3("\"weight_decay\": 0.01"), slots);
     ot_check_sparse_equals_dense(&big, K3("\"weight_decay\": 0.01, " OT_LEGACY), slots);
-    free(w);
-    free(m);
-    free(v);
-    free(g);
-    free(u);
-    free(gf);
 }
 
 /* ---- threads -------------------------------------------------------------------------------- */

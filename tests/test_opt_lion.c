@@ -172,14 +172,13 @@ OPTIM_TEST(test_keras_weight_decay)
 
 /* ---- dynamic hyperparameters ---------------------------------------------------- */
 
-static double beta_1_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
 OPTIM_TEST(test_dynamic_hypers)
 {
     optim_optimizer *opt = optim_test_make("\"Lion\"");
     double b1 = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_1_fn, &b1), 0);
+    assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
     assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
     double init[N], w[N], m[N];
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), m[i] = 0;

@@ -267,8 +267,6 @@ OPTIM_TEST(test_legacy_epsilon_fallback)
     optim_test_free(opt, w);
 }
 
-static double beta_fn(void *user) { return *(double *)user; }
-
 /* beta_1 and beta_2 are hypers: a callable beta_1 enters the schedule
  * product with its value at each step. */
 OPTIM_TEST(test_dynamic_beta)
@@ -276,7 +274,7 @@ OPTIM_TEST(test_dynamic_beta)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(NADAM("\"learning_rate\": 0.01"), legacy));
         double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         double w[N], m[N] = {0}, v[N] = {0};
         for (int i = 0; i < N; i++) w[i] = OT_DENSE.init(i);
         optim_var *var = new_w(OPTIM_F64, "w");
@@ -644,7 +642,7 @@ OPTIM_TEST(test_config_refused)
     optim_optimizer *opt = optim_test_make("\"nadam\"");
     assert_eq(optim_set_hyper(opt, "beta_2", 1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", beta_fn, NULL), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE);
     assert_eq(optim_set_hyper(opt, "decay", 0.1), OPTIM_EKEY); /* legacy only */
     optim_destroy(opt);
 }

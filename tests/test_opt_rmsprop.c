@@ -255,8 +255,6 @@ OPTIM_TEST(test_keras_weight_decay)
 
 /* ---- legacy details ------------------------------------------------------------ */
 
-static double rho_fn(void *user) { return *(double *)user; }
-
 /* Legacy rho is a hyper: a callable changing every step. Keras 3's rho is a
  * number. */
 OPTIM_TEST(test_dynamic_rho)
@@ -266,7 +264,7 @@ OPTIM_TEST(test_dynamic_rho)
                                                "\"centered\": true, \"momentum\": 0.5, " OT_LEGACY)
                                              : RMSPROP("\"learning_rate\": 0.01, " OT_LEGACY));
         double rho = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "rho", rho_fn, &rho), 0);
+        assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
         double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
         int64_t n = N;
@@ -286,7 +284,7 @@ OPTIM_TEST(test_dynamic_rho)
     }
     optim_optimizer *k3 = optim_test_make("\"rmsprop\"");
     double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(k3, "rho", rho_fn, &rho), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
     assert_eq(optim_set_hyper(k3, "rho", 0.8), 0);
     optim_destroy(k3);
 }
@@ -540,7 +538,7 @@ OPTIM_TEST(test_config_refused)
     /* A legacy momentum callable out of range fails the step, nothing changes. */
     optim_optimizer *opt = optim_test_make(RMSPROP("\"momentum\": 0.5, " OT_LEGACY));
     double mu = 2.0;
-    assert_eq(optim_set_hyper_fn(opt, "momentum", rho_fn, &mu), 0);
+    assert_eq(optim_set_hyper_fn(opt, "momentum", ot_value, &mu), 0);
     double one = 1.0;
     optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "momentum");

@@ -165,7 +165,6 @@ OPTIM_TEST(test_global_clipnorm)
 
 /* ---- dynamic learning rates ------------------------------------------------- */
 
-static double lr_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
 OPTIM_TEST(test_dynamic_lr)
@@ -177,7 +176,7 @@ OPTIM_TEST(test_dynamic_lr)
         optim_var *lrv;
         optim_error err;
         assert_eq(optim_var_create(&lrv, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", lr_fn, &cur), 0);
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &cur), 0);
         if (kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lrv), 0);
         if (kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
         double init[N], w[N], m[N];
