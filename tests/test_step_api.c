@@ -267,7 +267,7 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
         }
     }
     assert_non_null(head);
-    assert_true(opt->arena.used_total > 0);
+    assert_gt(opt->arena.used_total, 0);
 }
 
 static void test_arena_steady_state(void **s)
@@ -326,7 +326,7 @@ static void test_step_scratch(void **s)
     char *p = optim_step_scratch(sgd, 100), *q = optim_step_scratch(sgd, 0);
     assert_non_null(p);
     assert_non_null(q);
-    assert_true(p != q);
+    assert_ptr_not_equal(p, q);
     assert_int_equal((uintptr_t)p % 64, 0);
     memset(p, 0x5a, 100);
     assert_null(optim_step_scratch(sgd, SIZE_MAX));
