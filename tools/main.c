@@ -44,14 +44,17 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    /* One BLAS thread for every command: OpenBLAS's pthread pool and the
-     * optimizer's OpenMP threads spin against each other on few cores
-     * (optim train 2.5x slower, bench's triad 10x), and a fixed BLAS thread
-     * count keeps results independent of the machine (docs/performance.md).
-     * OpenBLAS starts its pool when loaded, so the setting must be in the
-     * environment before the program starts: set it and run again (a user's
-     * own OPENBLAS_NUM_THREADS is respected). */
-    if (!getenv("OPENBLAS_NUM_THREADS")) {
+    /* The pthread build of OpenBLAS runs on one thread for every command:
+     * its pool and the optimizer's OpenMP threads spin against each other
+     * on few cores (optim train 2.5x slower, bench's triad 10x), and a fixed
+     * BLAS thread count keeps results independent of the machine
+     * (docs/performance.md). That pool starts when the library loads, so the
+     * setting must be in the environment before the program starts: set it
+     * and run again (a user's own OPENBLAS_NUM_THREADS is respected). The
+     * OpenMP build (openblas_get_parallel() == 2, what CMake links when it
+     * finds one) runs on libgomp's threads, OMP_NUM_THREADS of them like the
+     * optimizer, and needs none of this. */
+    if (openblas_get_parallel() != 2 && !getenv("OPENBLAS_NUM_THREADS")) {
         if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
         openblas_set_num_threads(1); /* could not run again: the next best thing */
     }
