@@ -631,10 +631,14 @@ static void stage_update(step *s)
     optim__k3_after_update(opt, &s->k3, s->nthreads);
 }
 
-/* 8. Constraints, then the counter (unless the caller takes either). */
+/* 8. Constraints, then the counter (unless the caller takes either). No
+ * parallel region when no variable has a constraint: waking the threads
+ * for nothing costs a small step (optim train's) more than the loop. */
 static void stage_finish(step *s)
 {
-    if (!(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
+    int any = 0;
+    for (size_t i = 0; i < s->nworks && !any; i++) any = optim_var_constraint(s->works[i].var) != NULL;
+    if (any && !(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
         for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
     }
