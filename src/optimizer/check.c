@@ -74,8 +74,9 @@ static int check_sparse(const optim_optimizer *opt, const char *what, const opti
     const int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
     const optim_dtype vd = optim_var_dtype(v);
-    if (!opt->cls.apply_sparse && !opt->cls.apply_sparse_duplicate_indices)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update", what);
+    if (!opt->cls.apply_sparse && !(opt->cls.flags & OPTIM_CLASS_ELEMENTWISE))
+        return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update (no apply_sparse, and "
+                          "not OPTIM_CLASS_ELEMENTWISE for the dense equivalent)", what);
     if (opt->gen == OPTIM_LEGACY && optim_var_constraint(v))
         return optim__err(err, OPTIM_EINVAL,
                           "%s: the variable has a constraint, which the legacy generation cannot "
