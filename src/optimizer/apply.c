@@ -831,6 +831,7 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
                               opt->cls.name);
     const int64_t counter = opt->iterations;
     if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
+    if (!optim__runs_pipeline(opt)) optim__arena_reset(&opt->arena); /* optim_step_scratch */
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);
     else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags & OPTIM_STEP_NO_AGGREGATE);
     else rc = run_pipeline(opt, pairs, n, &o);

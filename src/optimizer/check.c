@@ -132,7 +132,8 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
                           "gradient)",
                           cn, n);
     /* Each variable at most once: sorted in the optimizer's step arena
-     * (reset when its next step starts). */
+     * (reset when its next step starts); one pair needs no memory. */
+    if (n < 2) return OPTIM_OK;
     const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
     if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
@@ -212,7 +213,7 @@ int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, siz
     const optim_optimizer *rule = update_rule(opt);
     int rc = optim__runs_pipeline(rule) ? optim__check_pairs(rule, opt->cls.name, pairs, n, require_any, &err)
                                         : check_common(opt, pairs, n, require_any, &err);
-    if (!rc && rule != opt) rc = check_tracked(opt, pairs, n, &err);
+    if (!rc && !optim__runs_pipeline(opt)) rc = check_tracked(opt, pairs, n, &err);
     if (rc) return optim__opt_take(opt, &err);
     opt->errmsg[0] = '\0';
     return OPTIM_OK;
