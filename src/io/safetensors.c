@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -780,9 +781,20 @@ typedef struct st_wentry {
     unsigned char *data; /* little-endian copy */
 } st_wentry;
 
+/* Names and data copies are carved from blocks of ST_BLOCK bytes, a large
+ * tensor from a block of its own (a heap block per name and per tensor
+ * was a fifth of replay's saving 300k small tensors). */
+#define ST_BLOCK ((size_t)1 << 20)
+typedef struct st_block {
+    struct st_block *next;
+    size_t used, cap;
+    max_align_t mem[]; /* cap bytes */
+} st_block;
+
 struct optim_st_writer {
     st_wentry *e;
     size_t n, cap;
+    st_block *blocks; /* the one being filled first */
     size_t *slot; /* open-addressing name index: entry index + 1, 0 = empty */
     size_t nslot; /* power of two, at least 2 * n */
 };
@@ -822,9 +834,9 @@ int optim_st_writer_create(optim_st_writer **out, optim_error *err)
 void optim_st_writer_destroy(optim_st_writer *w)
 {
     if (!w) return;
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->e[i].name);
-        free(w->e[i].data);
+    for (st_block *b = w->blocks, *next; b; b = next) {
+        next = b->next;
+        free(b);
     }
     free(w->e);
     free(w->slot);
@@ -852,6 +864,30 @@ static int st_reserve(optim_st_writer *w)
         for (size_t i = 0; i < w->n; i++) w->slot[st_find(w, w->e[i].name)] = i + 1;
     }
     return 0;
+}
+
+/* n bytes on an 8-byte boundary from the writer's blocks, NULL if out of
+ * memory (the writer is unchanged then, but for an empty block). */
+static void *st_take(optim_st_writer *w, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    st_block *b = w->blocks;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > ST_BLOCK / 4 ? n : ST_BLOCK;
+        if (cap > SIZE_MAX - sizeof *b || !(b = optim__malloc(sizeof *b + cap))) return NULL;
+        b->used = 0;
+        b->cap = cap;
+        if (cap == ST_BLOCK || !w->blocks) {
+            b->next = w->blocks;
+            w->blocks = b;
+        } else { /* keep filling the current block */
+            b->next = w->blocks->next;
+            w->blocks->next = b;
+        }
+    }
+    void *p = (unsigned char *)b->mem + b->used;
+    b->used += n;
+    return p;
 }
 
 static const char *st_what(char *buf, size_t n, const char *name)
@@ -898,14 +934,13 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
     if (st_reserve(w) != 0) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", ST_WHAT());
     st_wentry e;
     memset(&e, 0, sizeof e);
-    e.name = optim__strdup(name);
-    e.data = optim__malloc((size_t)nbytes);
-    if (!e.name || !e.data) {
-        free(e.name);
-        free(e.data);
+    size_t len = strlen(name) + 1;
+    e.data = st_take(w, (size_t)nbytes);
+    e.name = e.data ? st_take(w, len) : NULL;
+    if (!e.name)
         return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %lld bytes", ST_WHAT(),
                           (long long)nbytes);
-    }
+    memcpy(e.name, name, len);
     e.dtype = t->dtype;
     e.rank = t->rank;
     for (int32_t i = 0; i < t->rank; i++) e.shape[i] = t->shape[i];
@@ -978,6 +1013,38 @@ static void st_put_json_str(st_buf *b, const char *s)
 static int st_cmp_wname(const void *a, const void *b)
 {
     return strcmp((*(const st_wentry *const *)a)->name, (*(const st_wentry *const *)b)->name);
+}
+
+/* The end of the run of names in order that starts at p[lo]. */
+static size_t st_run_end(const st_wentry **p, size_t lo, size_t n)
+{
+    while (lo + 1 < n && strcmp(p[lo]->name, p[lo + 1]->name) <= 0) lo++;
+    return lo + 1;
+}
+
+/* Sorts p[0..n) by name, merging the runs already in order pairwise until
+ * one is left: O(n log runs). Tensors are often added in a few sorted runs
+ * (replay: the variables, then each kind of slot), where qsort compared
+ * 300k names 18 times each. qsort if there is no memory for the merge. */
+static void st_sort_wentries(const st_wentry **p, size_t n)
+{
+    const st_wentry **tmp = st_run_end(p, 0, n) < n ? optim__malloc(n * sizeof *tmp) : NULL;
+    if (!tmp) {
+        st_sort(p, n, sizeof *p, st_cmp_wname);
+        return;
+    }
+    for (size_t runs = 2; runs > 1;) {
+        runs = 0;
+        for (size_t lo = 0, k = 0; lo < n; runs++) {
+            size_t mid = st_run_end(p, lo, n), hi = mid < n ? st_run_end(p, mid, n) : n, j = mid;
+            while (lo < mid && j < hi) tmp[k++] = strcmp(p[j]->name, p[lo]->name) < 0 ? p[j++] : p[lo++];
+            while (lo < mid) tmp[k++] = p[lo++];
+            while (j < hi) tmp[k++] = p[j++];
+            lo = hi;
+        }
+        memcpy(p, tmp, n * sizeof *p);
+    }
+    free(tmp);
 }
 
 static int st_write_all(int fd, const void *p, size_t n)
@@ -1079,7 +1146,7 @@ int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err)
     const st_wentry **sorted = optim__malloc(w->n * sizeof *sorted);
     if (!sorted) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     for (size_t i = 0; i < w->n; i++) sorted[i] = &w->e[i];
-    st_sort(sorted, w->n, sizeof *sorted, st_cmp_wname);
+    st_sort_wentries(sorted, w->n);
     int rc = st_build_header(sorted, w->n, path, &h, &data_len, err);
     unsigned char nb[8];
     for (int i = 0; i < 8; i++) nb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
