@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,20 +46,22 @@ static void var_ok(optim_var *v)
     else if (v->errmsg) v->errmsg[0] = '\0';
 }
 
-/* One block per variable: the struct, then (owned) the data on a 64-byte
- * boundary padded to whole cache lines (vector kernels stay on full lines),
- * then the name. A model's 100k variables and their slots were three
- * allocations each (docs/performance.md, optim replay). */
+/* One heap block per variable: the struct, then (owned) the data on the
+ * next 64-byte boundary, padded to whole cache lines (vector kernels stay
+ * on full lines), then the name. A model's 100k variables and their slots
+ * were three allocations each, one of them aligned_alloc's slower kind
+ * (docs/performance.md, optim replay). */
 static optim_var *var_block(const char *name, size_t data_bytes, int owned)
 {
-    size_t head = (sizeof(optim_var) + 63) / 64 * 64, len = strlen(name) + 1;
+    size_t len = strlen(name) + 1;
     size_t data = owned ? (data_bytes ? (data_bytes + 63) / 64 * 64 : 64) : 0;
     if (data_bytes > SIZE_MAX / 2 || len > SIZE_MAX / 4) return NULL;
-    optim_var *v = aligned_alloc(64, (head + data + len + 63) / 64 * 64);
+    optim_var *v = malloc(sizeof *v + (owned ? 63 : 0) + data + len);
     if (!v) return NULL;
     memset(v, 0, sizeof *v);
-    v->data = owned ? (char *)v + head : NULL;
-    v->name = memcpy((char *)v + head + data, name, len);
+    char *p = (char *)(v + 1);
+    if (owned) v->data = p = (char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+    v->name = memcpy(p + data, name, len);
     return v;
 }
 
