@@ -986,22 +986,26 @@ struct optim_st_writer {
     st_wentry *e;
     size_t n, cap;
     st_block *blocks; /* the one being filled first */
-    size_t *slot; /* open-addressing name index: entry index + 1, 0 = empty */
-    size_t nslot; /* power of two, at least 2 * n */
+    struct st_slot {
+        uint64_t hash; /* of the name: most probes compare this alone */
+        size_t at;     /* entry index + 1, 0 = empty */
+    } *slot;           /* open-addressing name index */
+    size_t nslot;      /* power of two, at least 2 * n */
 };
 
 static uint64_t st_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return h ^ (h >> 32); /* the table indexes by the low bits: fold the high ones in */
 }
 
 /* Slot holding `name`, or the empty slot where it would go. */
-static size_t st_find(const optim_st_writer *w, const char *name)
+static size_t st_find(const optim_st_writer *w, const char *name, uint64_t h)
 {
-    size_t mask = w->nslot - 1, i = (size_t)st_hash(name) & mask;
-    while (w->slot[i] && strcmp(w->e[w->slot[i] - 1].name, name) != 0) i = (i + 1) & mask;
+    size_t mask = w->nslot - 1, i = (size_t)h & mask;
+    while (w->slot[i].at && (w->slot[i].hash != h || strcmp(w->e[w->slot[i].at - 1].name, name) != 0))
+        i = (i + 1) & mask;
     return i;
 }
 
@@ -1047,12 +1051,16 @@ static int st_reserve(optim_st_writer *w)
     }
     if (2 * (w->n + 1) > w->nslot) {
         size_t nslot = 2 * w->nslot;
-        size_t *slot = optim__calloc(nslot, sizeof *slot);
+        struct st_slot *slot = optim__calloc(nslot, sizeof *slot);
         if (!slot) return -1;
+        for (size_t i = 0; i < w->nslot; i++) {
+            size_t at = (size_t)w->slot[i].hash & (nslot - 1);
+            while (w->slot[i].at && slot[at].at) at = (at + 1) & (nslot - 1);
+            if (w->slot[i].at) slot[at] = w->slot[i];
+        }
         free(w->slot);
         w->slot = slot;
         w->nslot = nslot;
-        for (size_t i = 0; i < w->n; i++) w->slot[st_find(w, w->e[i].name)] = i + 1;
     }
     return 0;
 }
@@ -1119,10 +1127,12 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
         return optim__err(err, OPTIM_ESHAPE, "%s: shape %s of %s is too many bytes", ST_WHAT(),
                           optim_shape_str(t->rank, t->shape, ss, sizeof ss),
                           st_dtype_str(t->dtype));
-    if (w->slot[st_find(w, name)])
-        return optim__err(err, OPTIM_EINVAL, "%s was already added", ST_WHAT());
+    const uint64_t h = st_hash(name);
+    size_t at = st_find(w, name, h), nslot = w->nslot;
+    if (w->slot[at].at) return optim__err(err, OPTIM_EINVAL, "%s was already added", ST_WHAT());
 
     if (st_reserve(w) != 0) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", ST_WHAT());
+    if (w->nslot != nslot) at = st_find(w, name, h); /* the index grew */
     st_wentry e;
     memset(&e, 0, sizeof e);
     size_t len = strlen(name) + 1;
@@ -1139,7 +1149,7 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
     if (nbytes) memcpy(e.data, t->data, (size_t)nbytes);
     if (ST_HOST_BIG_ENDIAN) st_swap(e.data, e.nbytes, optim_dtype_size(e.dtype));
     w->e[w->n] = e;
-    w->slot[st_find(w, name)] = w->n + 1;
+    w->slot[at] = (struct st_slot){h, w->n + 1};
     w->n++;
     return OPTIM_OK;
 }
