@@ -273,7 +273,8 @@ static void save_forever(const char *dir)
  * checkpoint. The child does nothing but save, so a kill almost always lands
  * mid-write; the tensor file being written is unnamed (O_TMPFILE) and leaves
  * nothing to see, so what shows the test is not vacuous is a trial whose
- * checkpoint had been replaced at least once (epoch >= 2) before the kill. */
+ * checkpoint had been replaced at least once (epoch >= 2) before the kill:
+ * each trial waits for a replacement before it kills. */
 static void test_sigkill_mid_write(void **s)
 {
     (void)s;
@@ -288,8 +289,12 @@ static void test_sigkill_mid_write(void **s)
         if (pid == 0) save_forever(dir);
         char path[4096];
         snprintf(path, sizeof path, "%s/checkpoint.json", dir);
-        struct stat st;
+        /* The first checkpoint, then its first replacement (a new inode:
+         * the writer renames over it), so that the kill lands while a later
+         * one is written even when the child is slow (under valgrind). */
+        struct stat st, now;
         while (stat(path, &st) != 0) usleep(1000);
+        while (stat(path, &now) != 0 || now.st_ino == st.st_ino) usleep(1000);
         usleep(2000 + 5000 * trial);
         kill(pid, SIGKILL);
         int status;
