@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""optim against PyTorch on the same work, measured in the same run.
+
+    bench/torch_compare.py [--optim build/optim] [--threads T] [--runs R]
+                           [--sparse ROWS COLS INDICES] [--double]
+
+Each comparison is one function, compare_<name>(args): it runs
+`optim bench --json` for its work, times the PyTorch equivalent in this
+process (Debian's python3-torch, hence /usr/bin/python3) on the same thread count, and prints one
+line per optim config: both medians and torch/optim (above 1: optim is
+faster). The machine is noisy: read the ratios, not the times.
+
+compare_sparse: one step on a [ROWS, COLS] float32 embedding table with
+INDICES random row indices (the same indices and values `optim bench
+--sparse` draws: splitmix64, seed 20261201, one in 16 a repeat), against
+torch.optim.SparseAdam (lazy Adam: only the indexed rows) stepping an
+uncoalesced torch.sparse_coo_tensor gradient. The optim configs are
+LazyAdam and the legacy lazy kernels (torch has a sparse rule for Adam
+only, so SparseAdam is the peer for all of them), then Keras 3 Adam, whose
+dense-equivalent step touches the whole table (its line also gives the
+sparse step against a dense step of the same table). --double runs it
+again on 2 x ROWS rows and prints each config's time ratio (a lazy step
+should not grow with the table).
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+MASK = (1 << 64) - 1
+
+SPARSE_CONFIGS = [
+    '{"class_name": "LazyAdam", "config": {}}',
+    '{"class_name": "LazyAdam", "config": {"is_legacy_optimizer": true}}',
+    '{"class_name": "SGD", "config": {"is_legacy_optimizer": true}}',
+    '{"class_name": "SGD", "config": {"is_legacy_optimizer": true, "momentum": 0.9}}',
+    '{"class_name": "Adagrad", "config": {"is_legacy_optimizer": true}}',
+    '{"class_name": "Adadelta", "config": {"is_legacy_optimizer": true}}',
+    '{"class_name": "Adamax", "config": {"is_legacy_optimizer": true}}',
+    '{"class_name": "Ftrl", "config": {"is_legacy_optimizer": true}}',
+    '{"class_name": "RMSprop", "config": {"is_legacy_optimizer": true, "momentum": 0.9}}',
+    '{"class_name": "Adam", "config": {"is_legacy_optimizer": false}}',
+]
+
+
+def splitmix(state):
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
+def sparse_work(rows, cols, n):
+    """The indices and values of tools/bench_sparse.c's work_make."""
+    s, idx = 20261201, []
+    for j in range(n):
+        s, r = splitmix(s)
+        idx.append(idx[r % j] if j % 16 == 15 else r % rows)
+    vals = []
+    for _ in range(n * cols):
+        s, r = splitmix(s)
+        vals.append(1e-3 * (r % 2001) - 1.0)
+    return (torch.tensor(idx, dtype=torch.int64),
+            torch.tensor(vals, dtype=torch.float32).reshape(n, cols))
+
+
+def optim_bench(args, extra, configs):
+    cmd = [args.optim, "bench", "--json", "--runs", str(args.runs), "--threads", str(args.threads)]
+    out = subprocess.run(cmd + extra + configs, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def torch_sparse_adam(rows, cols, idx, vals, runs):
+    """Median seconds of a SparseAdam step after a warm-up step."""
+    w = torch.nn.Parameter(torch.zeros(rows, cols, dtype=torch.float32))
+    opt = torch.optim.SparseAdam([w], lr=1e-3)
+    grad = torch.sparse_coo_tensor(idx.unsqueeze(0), vals, (rows, cols))
+    times = []
+    for r in range(runs + 1):
+        w.grad = grad.clone()
+        t0 = time.perf_counter()
+        opt.step()
+        if r:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def sparse_once(args, rows):
+    """Each config, then SparseAdam right after it (the load of a shared
+    machine drifts: each ratio compares neighbouring measurements)."""
+    cols, n = args.sparse[1], args.sparse[2]
+    idx, vals = sparse_work(rows, cols, n)
+    print(f"sparse: {rows} x {cols} float32, {n} indices, {args.threads} threads, median of {args.runs}")
+    print(f"{'optim config':<84} {'optim ms':>9} {'torch ms':>9} {'torch/optim':>11} {'dense ms':>9} "
+          f"{'sparse/dense':>12}")
+    times = {}
+    for config in SPARSE_CONFIGS:
+        r = optim_bench(args, ["--sparse", str(rows), str(cols), str(n)], [config])[0]
+        peer = torch_sparse_adam(rows, cols, idx, vals, args.runs)
+        s, d = r["median_seconds"], r["dense_median_seconds"]
+        print(f"{config:<84} {1e3 * s:9.3f} {1e3 * peer:9.3f} {peer / s:11.2f} {1e3 * d:9.2f} {s / d:12.3f}",
+              flush=True)
+        times[config] = s
+    return times
+
+
+def compare_sparse(args):
+    base = sparse_once(args, args.sparse[0])
+    if not args.double:
+        return
+    doubled = sparse_once(args, 2 * args.sparse[0])
+    print("time on 2 x rows / time on rows:")
+    for config, secs in base.items():
+        print(f"{config:<84} {doubled[config] / secs:6.2f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--optim", default="build/optim")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--sparse", type=int, nargs=3, metavar=("ROWS", "COLS", "INDICES"),
+                   default=[1000000, 64, 4096])
+    p.add_argument("--double", action="store_true", help="also on twice the rows")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    compare_sparse(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
