@@ -88,11 +88,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);
-        return 0;
+        return optim_tool_finish_stdout("version", 0);
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
-        return 0;
+        return optim_tool_finish_stdout("help", 0);
     }
     fprintf(stderr, "optim: unknown command '%s' (try 'optim help')\n", cmd);
     return 2;
