@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "optimizer/multi_tensor.h"
 
 typedef struct clip_desc {
     double unscale; /* loss_scale_factor to divide by first; 0 for none */
@@ -77,8 +78,7 @@ typedef struct step {
     work *works;
     size_t nworks;
     optim_grad_var *pairs;         /* for aggregator, inspect and transformers */
-    task *tasks;
-    size_t ntasks;
+    optim__mt mt;                  /* stage 7's tasks (multi_tensor.h) */
     void *scratch;                 /* per thread, one chunk of doubles */
     int nthreads;
     optim__k3 k3;                  /* Keras 3's options for this call */
@@ -433,41 +433,99 @@ static void run_sparse(step *s, const work *w)
     opt->cls.apply_sparse(&u);
 }
 
-static void run_task(step *s, const task *t, int tid)
+/* The whole variable of work w for the phase hooks, from element 0. */
+static optim_phase_update phase_update(step *s, const work *w, void **slots)
 {
-    const work *w = &s->works[t->w];
-    if (w->wd != 0) {
+    optim_optimizer *opt = s->opt;
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
+    optim_dense_update d = {opt, w->var, w->dtype, 0, w->numel, optim_var_data(w->var), w->grad, slots,
+                            w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
+    return (optim_phase_update){d, 0, 0, NULL, NULL};
+}
+
+static void run_phase(step *s, const work *w, const optim__mt_task *t)
+{
+    const optim__mt_item *it = &s->mt.items[t->item];
+    void *slots[OPTIM_MAX_SLOTS];
+    optim_phase_update u = phase_update(s, w, slots);
+    u.dense.offset = t->off;
+    u.dense.count = t->count;
+    u.phase = t->phase;
+    u.chunk = t->chunk;
+    u.partial = it->partial + (size_t)t->chunk * it->plan.npartial;
+    u.shared = it->shared;
+    s->opt->cls.apply_phase(&u);
+}
+
+static void run_reduce(void *ctx, size_t item, int phase)
+{
+    step *s = ctx;
+    const optim__mt_item *it = &s->mt.items[item];
+    void *slots[OPTIM_MAX_SLOTS];
+    optim_phase_update u = phase_update(s, &s->works[item], slots);
+    u.phase = phase;
+    u.chunk = it->nchunks;
+    u.partial = it->partial;
+    u.shared = it->shared;
+    s->opt->cls.reduce_phase(&u);
+}
+
+static void run_task(void *ctx, const optim__mt_task *t, int tid)
+{
+    step *s = ctx;
+    const work *w = &s->works[t->item];
+    const optim__mt_mode mode = s->mt.items[t->item].mode;
+    if (w->wd != 0 && t->phase == 0) {
         /* Decoupled weight decay, fused per chunk (a sparse update decays
          * the whole variable, as Keras 3 does). */
-        int64_t off = t->count >= 0 ? t->off : 0, n = t->count >= 0 ? t->count : w->numel;
+        int64_t off = w->kind == OPTIM_GRAD_DENSE ? t->off : 0, n = w->kind == OPTIM_GRAD_DENSE ? t->count : w->numel;
         optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * optim_dtype_size(w->dtype), n,
                      w->wd, optim_learning_rate(s->opt, w->dtype));
     }
-    if (t->count >= 0) run_dense(s, w, t, tid);
-    else run_sparse(s, w);
+    if (w->kind != OPTIM_GRAD_DENSE) run_sparse(s, w);
+    else if (mode == OPTIM__MT_PHASED) run_phase(s, w, t);
+    else run_dense(s, w, &(task){t->item, t->off, t->count}, tid);
 }
 
-static int make_tasks(step *s)
+/* Work w's phase plan, checked (a class's plan is user input). */
+static int phase_plan(step *s, const work *w, optim_phase_plan *pl, optim_error *err)
+{
+    memset(pl, 0, sizeof *pl);
+    if (!s->opt->cls.phase_plan) return OPTIM_OK;
+    s->opt->cls.phase_plan(s->opt, w->var, pl);
+    const size_t lim = (size_t)1 << 20;
+    if (pl->nphases == 0 || (pl->nphases > 0 && pl->nphases <= OPTIM_MAX_PHASES && pl->chunk >= 1 &&
+                             pl->npartial <= lim && pl->nshared <= lim))
+        return OPTIM_OK;
+    return optim__err(err, OPTIM_EINVAL, "%s: phase_plan for variable '%s' gave nphases %d, chunk %lld, "
+                      "npartial %zu, nshared %zu; expected nphases 0..%d, chunk >= 1 and at most %zu doubles",
+                      s->opt->cls.name, optim_var_name(w->var), pl->nphases, (long long)pl->chunk,
+                      pl->npartial, pl->nshared, OPTIM_MAX_PHASES, lim);
+}
+
+/* Stage 7's items: element-wise dense gradients in chunks, phased ones in
+ * their class's chunks, everything else whole (non-element-wise classes
+ * see their gradient transformed in full first). */
+static int make_tasks(step *s, optim_error *err)
 {
     const int elementwise = (s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE) != 0;
-    size_t n = 0;
-    for (size_t i = 0; i < s->nworks; i++) {
-        const work *w = &s->works[i];
-        n += w->kind == OPTIM_GRAD_DENSE && elementwise ? (size_t)optim__nchunks(w->numel) : 1;
-    }
-    s->tasks = step_alloc(s, n * sizeof *s->tasks);
-    if (!s->tasks) return OPTIM_ENOMEM;
+    optim__mt_item *items = step_calloc(s, s->nworks * sizeof *items);
+    if (!items) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
-        if (w->kind == OPTIM_GRAD_SPARSE) {
-            s->tasks[s->ntasks++] = (task){i, 0, -1};
-        } else if (!elementwise) {
-            if (w->fused && materialize_dense(s, w)) return OPTIM_ENOMEM;
-            s->tasks[s->ntasks++] = (task){i, 0, w->numel};
-        } else {
-            OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
+        items[i].numel = w->numel;
+        if (w->kind != OPTIM_GRAD_DENSE) continue;
+        if (elementwise) {
+            items[i].mode = OPTIM__MT_CHUNKS;
+            continue;
         }
+        int rc = phase_plan(s, w, &items[i].plan, err);
+        if (rc) return rc;
+        if (items[i].plan.nphases) items[i].mode = OPTIM__MT_PHASED;
+        if (w->fused && materialize_dense(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
+    if (optim__mt_plan(&s->mt, items, s->nworks, &s->opt->arena))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     return OPTIM_OK;
 }
 
@@ -570,7 +628,7 @@ static int stage_transform(step *s, optim_error *err)
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_SPARSE && !s->works[i].idx && dedup(s, &s->works[i]))
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    if (k->update && make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (k->update && (rc = make_tasks(s, err))) return rc;
     int fused = 0;
     for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused;
     if (fused && !(s->scratch = step_alloc(s, (size_t)s->nthreads * OPTIM__CHUNK * sizeof(double))))
@@ -625,8 +683,7 @@ static void stage_update(step *s)
 {
     optim_optimizer *opt = s->opt;
     if (!s->k3.update) optim__k3_accumulate(&s->k3, s->k3g, s->nworks, s->nthreads);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
-    for (size_t t = 0; t < s->ntasks; t++) run_task(s, &s->tasks[t], omp_get_thread_num());
+    if (s->k3.update) optim__mt_run(&s->mt, s->nthreads, &(optim__mt_fns){run_task, run_reduce, s});
     opt->in_hooks = 0;
     optim__k3_after_update(opt, &s->k3, s->nthreads);
 }
@@ -634,7 +691,10 @@ static void stage_update(step *s)
 /* 8. Constraints, then the counter (unless the caller takes either). */
 static void stage_finish(step *s)
 {
-    if (!(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
+    size_t nc = 0;
+    for (size_t i = 0; i < s->nworks && !(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS); i++)
+        nc += optim_var_constraint(s->works[i].var) != NULL;
+    if (nc) { /* a parallel region only when some variable has a constraint */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
         for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
     }
@@ -689,6 +749,9 @@ static int run_pipeline(optim_optimizer *opt, const optim_grad_var *pairs, size_
     optim_error err;
     optim__err_clear(&err);
     int rc = pipeline(&s, pairs, n, &err);
+    /* Reset now too: a step that needed several arena blocks merges them
+     * here, so the next step of the same size allocates nothing. */
+    optim__arena_reset(&opt->arena);
     return rc < 0 ? optim__opt_take(opt, &err) : rc;
 }
 
