@@ -103,14 +103,16 @@ static void test_adafactor_threads(void **st)
 {
     (void)st;
     /* Factored: 36 chunks of 28 rows; batched [4, 50, 60]; two rows (one
-     * chunk); one row (c updated directly); unfactored, several chunks. */
+     * chunk); one row (c updated directly); unfactored, several chunks; a
+     * scalar; batched f32 whose matrices start at odd 4-byte offsets. */
     static const shape_case cs[] = {
         {OPTIM_F32, 2, {1000, 300}}, {OPTIM_F64, 3, {4, 50, 60}}, {OPTIM_F32, 2, {2, 5000}},
         {OPTIM_F64, 2, {1, 9000}},   {OPTIM_F32, 1, {100003}},    {OPTIM_F64, 0, {0}},
+        {OPTIM_F32, 3, {3, 5, 7}}, /* matrices at odd 4-byte offsets of v */
     };
     static const char *const slots[] = {"r", "c", "v", NULL};
     check_threads("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.01, "
-                  "\"global_clipnorm\": 50}}", cs, 6, slots);
+                  "\"global_clipnorm\": 50}}", cs, 7, slots);
 }
 
 /* ---- sparse (one thread) == dense phases, several chunks --------------------------- */
@@ -172,53 +174,64 @@ static void test_lamb_reference(void **st)
     free(g);
 }
 
-/* Adafactor on [R, C] (Keras 3 defaults, learning rate 0.01). */
-static void adafactor_ref(double *w, double *r, double *c, const double *g, int64_t R, int64_t C, int k)
+/* Adafactor on [B, R, C] (Keras 3 defaults, learning rate 0.01): r is
+ * [B, R], c is [B, C]; the RMSs over the whole variable. */
+static void adafactor_ref(double *w, double *r, double *c, const double *g, int64_t B, int64_t R, int64_t C, int k)
 {
-    const double t = k + 1, rho = fmin(0.01, 1 / sqrt(t)), beta = 1 - pow(t, -0.8), n = (double)(R * C);
-    double sw = 0, su = 0, mr = 0;
-    for (int64_t i = 0; i < R * C; i++) sw += w[i] * w[i];
+    const double t = k + 1, rho = fmin(0.01, 1 / sqrt(t)), beta = 1 - pow(t, -0.8), n = (double)(B * R * C);
+    double sw = 0, su = 0, mr[8] = {0};
+    for (int64_t i = 0; i < B * R * C; i++) sw += w[i] * w[i];
     const double alpha = fmax(1e-3, sqrt(sw / n)) * rho;
-    for (int64_t i = 0; i < R; i++) {
-        double s = 0;
-        for (int64_t j = 0; j < C; j++) s += g[i * C + j] * g[i * C + j] + 1e-30;
-        r[i] = beta * r[i] + (1 - beta) * s / (double)C;
+    for (int64_t b = 0; b < B; b++) {
+        const double *gb = g + b * R * C;
+        for (int64_t i = 0; i < R; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < C; j++) s += gb[i * C + j] * gb[i * C + j] + 1e-30;
+            r[b * R + i] = beta * r[b * R + i] + (1 - beta) * s / (double)C;
+            mr[b] += r[b * R + i] / (double)R;
+        }
+        for (int64_t j = 0; j < C; j++) {
+            double s = 0;
+            for (int64_t i = 0; i < R; i++) s += gb[i * C + j] * gb[i * C + j] + 1e-30;
+            c[b * C + j] = beta * c[b * C + j] + (1 - beta) * s / (double)R;
+        }
     }
-    for (int64_t j = 0; j < C; j++) {
-        double s = 0;
-        for (int64_t i = 0; i < R; i++) s += g[i * C + j] * g[i * C + j] + 1e-30;
-        c[j] = beta * c[j] + (1 - beta) * s / (double)R;
-    }
-    for (int64_t i = 0; i < R; i++) mr += r[i] / (double)R;
-    for (int64_t i = 0; i < R * C; i++) {
-        const double u = g[i] / sqrt(r[i / C] / mr * c[i % C]);
-        su += u * u;
-    }
+#define V_AT(i) (r[(i) / C] / mr[(i) / (R * C)] * c[(i) / (R * C) * C + (i) % C])
+    for (int64_t i = 0; i < B * R * C; i++) su += g[i] * g[i] / V_AT(i);
     const double d = fmax(1, sqrt(su / n));
-    for (int64_t i = 0; i < R * C; i++) w[i] -= alpha * (g[i] / sqrt(r[i / C] / mr * c[i % C])) / d;
+    for (int64_t i = 0; i < B * R * C; i++) w[i] -= alpha * (g[i] / sqrt(V_AT(i))) / d;
+#undef V_AT
+}
+
+/* [300, 50]: 2 chunks of 164 rows; [3, 5, 7]: a chunk per matrix. */
+static void check_adafactor_reference(int32_t rank, const int64_t *shape)
+{
+    const int64_t C = shape[rank - 1], R = shape[rank - 2], B = rank == 3 ? shape[0] : 1, n = B * R * C;
+    double *w = malloc((size_t)(2 * n + B * (R + C)) * sizeof *w), *g = w + n, *r = g + n, *c = r + B * R;
+    assert_true(w);
+    for (int64_t i = 0; i < n; i++) w[i] = sin(0.001 * (double)i);
+    memset(r, 0, (size_t)(B * (R + C)) * sizeof *r);
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01}}");
+    optim_var *var = optim_test_var("w", OPTIM_F64, rank, shape, w);
+    assert_int_equal(optim_set_num_threads(opt, 2), 0);
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < n; i++) g[i] = grad_at(k, i);
+        ot_step_dense(opt, var, g);
+        adafactor_ref(w, r, c, g, B, R, C, k);
+    }
+    assert_var_close(var, w, n, 1e-12, 1e-15);
+    assert_var_close(optim_get_slot(opt, var, "r"), r, B * R, 1e-12, 0);
+    assert_var_close(optim_get_slot(opt, var, "c"), c, B * C, 1e-12, 0);
+    optim_destroy(opt);
+    optim_var_destroy(var);
+    free(w);
 }
 
 static void test_adafactor_reference(void **st)
 {
     (void)st;
-    const int64_t R = 300, C = 50, n = R * C, shape[2] = {300, 50}; /* 2 chunks of 164 rows */
-    double *w = malloc((size_t)(2 * n + R + C) * sizeof *w), *g = w + n, *r = g + n, *c = r + R;
-    assert_true(w);
-    for (int64_t i = 0; i < n; i++) w[i] = sin(0.001 * (double)i);
-    memset(r, 0, (size_t)(R + C) * sizeof *r);
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01}}");
-    optim_var *var = optim_test_var("w", OPTIM_F64, 2, shape, w);
-    for (int k = 0; k < 3; k++) {
-        for (int64_t i = 0; i < n; i++) g[i] = grad_at(k, i);
-        ot_step_dense(opt, var, g);
-        adafactor_ref(w, r, c, g, R, C, k);
-    }
-    assert_var_close(var, w, n, 1e-12, 1e-15);
-    assert_var_close(optim_get_slot(opt, var, "r"), r, R, 1e-12, 0);
-    assert_var_close(optim_get_slot(opt, var, "c"), c, C, 1e-12, 0);
-    optim_destroy(opt);
-    optim_var_destroy(var);
-    free(w);
+    check_adafactor_reference(2, (int64_t[]){300, 50});
+    check_adafactor_reference(3, (int64_t[]){3, 5, 7});
 }
 
 /* ---- a user class: normalised SGD, w = w - lr * g / ||g|| ---------------------------------- */

@@ -180,13 +180,14 @@ typedef struct geom {
     int factored;
     int64_t n, B, R, C;
     int64_t cu, cpm;  /* rows per chunk, chunks per matrix (factored) */
+    int64_t ncol;     /* column sums in a chunk's partial: C with several chunks per matrix */
 } geom;
 
 static geom geom_of(const optim_var *var)
 {
     const int32_t rank = optim_var_rank(var);
     const int64_t *shape = optim_var_shape(var);
-    geom g = {0, optim_var_numel(var), 0, 0, 0, 0, 0};
+    geom g = {0, optim_var_numel(var), 0, 0, 0, 0, 0, 0};
     if (rank < 2 || g.n <= 0) return g;
     g.factored = 1;
     g.C = shape[rank - 1];
@@ -200,6 +201,7 @@ static geom geom_of(const optim_var *var)
         g.cu = cu < g.R ? cu : g.R;
     }
     g.cpm = (g.R + g.cu - 1) / g.cu;
+    g.ncol = g.B == 1 && g.R > 1 ? g.C : 0;
     return g;
 }
 
@@ -209,6 +211,20 @@ static void chunk_rows(const geom *g, int64_t b, int64_t kk, int64_t *q0, int64_
     const int64_t end = (kk + 1) * g->cu;
     *q0 = b * g->R + kk * g->cu;
     *q1 = b * g->R + (end < g->R ? end : g->R);
+}
+
+/* Column sums may live in a variable's memory at any 4-byte offset (a
+ * matrix's rows of v): memcpy makes no alignment or aliasing assumption. */
+static inline double colsum_get(const unsigned char *s, int64_t j)
+{
+    double x;
+    memcpy(&x, s + (size_t)j * sizeof x, sizeof x);
+    return x;
+}
+static inline void colsum_add(unsigned char *s, int64_t j, double y)
+{
+    double x = colsum_get(s, j) + y;
+    memcpy(s + (size_t)j * sizeof x, &x, sizeof x);
 }
 
 #define ADAFACTOR_KERNELS(T, SQRT)                                                                 \
@@ -252,14 +268,14 @@ static void chunk_rows(const geom *g, int64_t b, int64_t kk, int64_t *q0, int64_
      * their sum of w^2. */                                                                        \
     static double f0_##T(const T *restrict w, gsrc *gs, T *restrict r, T *restrict c,             \
                          const geom *G, int64_t q0, int64_t q1, const coef *k,                    \
-                         double *restrict colsum)                                                  \
+                         unsigned char *restrict colsum)                                           \
     {                                                                                              \
         const T beta = (T)k->beta, omb = (T)k->one_minus_beta, eps1 = (T)k->eps1, one = 1;         \
         const int64_t R = G->R, C = G->C;                                                          \
         const T *g = gs->g;                                                                        \
         T *cb = c + (q0 / R) * C, x[BLK], y[BLK];                                                  \
         double sw[LANES] = {0};                                                                    \
-        if (R > 1) memset(colsum, 0, (size_t)C * sizeof *colsum);                                  \
+        if (R > 1) memset(colsum, 0, (size_t)C * sizeof(double));                                  \
         for (int64_t q = q0; q < q1; q++) {                                                        \
             const int64_t go = gsrc_offset(gs, q * C);                                             \
             const T *wr = w + q * C;                                                               \
@@ -274,7 +290,7 @@ static void chunk_rows(const geom *g, int64_t b, int64_t kk, int64_t *q0, int64_
                 lanes_add_##T(rs, x, m);                                                           \
                 lanes_add_##T(sw, y, m);                                                           \
                 if (R > 1)                                                                         \
-                    for (int64_t j = 0; j < m; j++) colsum[j0 + j] += (double)x[j];                \
+                    for (int64_t j = 0; j < m; j++) colsum_add(colsum, j0 + j, (double)x[j]);      \
                 else /* mean over an axis of 1: x / 1 */                                           \
                     for (int64_t j = 0; j < m; j++) cb[j0 + j] = beta * cb[j0 + j] + omb * (x[j] / one); \
             }                                                                                      \
@@ -284,11 +300,12 @@ static void chunk_rows(const geom *g, int64_t b, int64_t kk, int64_t *q0, int64_
     }                                                                                              \
                                                                                                    \
     /* c of matrix cb from its column sums (R > 1). */                                             \
-    static void c_update_##T(T *cb, const double *colsum, const geom *G, const coef *k)            \
+    static void c_update_##T(T *cb, const unsigned char *colsum, const geom *G, const coef *k)     \
     {                                                                                              \
         const T beta = (T)k->beta, omb = (T)k->one_minus_beta;                                     \
         if (G->R > 1)                                                                              \
-            for (int64_t j = 0; j < G->C; j++) cb[j] = beta * cb[j] + omb * ((T)colsum[j] / (T)G->R); \
+            for (int64_t j = 0; j < G->C; j++)                                                     \
+                cb[j] = beta * cb[j] + omb * ((T)colsum_get(colsum, j) / (T)G->R);                 \
     }                                                                                              \
                                                                                                    \
     /* Factored pass 2: the sum of u^2 over rows [q0, q1), v = (r / mean(r)) c on the fly. */   \
@@ -426,10 +443,10 @@ ADAFACTOR_KERNELS(double, sqrt)
         for (int64_t b = 0; b < G->B; b++) {                                                       \
             for (int64_t kk = 0; kk < G->cpm; kk++) {                                              \
                 chunk_rows(G, b, kk, &q0, &q1);                                                    \
-                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, kk ? part : total);                       \
+                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, (unsigned char *)(kk ? part : total));   \
                 for (int64_t j = 0; kk && G->R > 1 && j < G->C; j++) total[j] += part[j];          \
             }                                                                                      \
-            c_update_##T(c + b * G->C, total, G, k);                                               \
+            c_update_##T(c + b * G->C, (const unsigned char *)total, G, k);                        \
         }                                                                                          \
         const T alpha = alpha_##T(tsw, G->n, k);                                                   \
         gs->j = 0;                                                                                 \
@@ -481,18 +498,21 @@ static void apply_sparse(const optim_sparse_update *u)
 
 /* ---- phases -------------------------------------------------------------------------------
  * Rank < 2: 0 v and the chunk's sums of w^2 and u^2 (partial[0], [1]); 1 w.
- * Rank >= 2: 0 r, the chunk's column sums (partial[0 .. C)) and sum of w^2
- * (partial[C]); 1 the sum of u^2 (partial[C + 1]); 2 v and w. shared: alpha,
- * the clipping denominator, then mean(r) of each matrix. */
+ * Rank >= 2: 0 r, the chunk's column sums (partial[0 .. C), only with B = 1
+ * and R > 1) and sum of w^2 (partial[ncol]); 1 the sum of u^2
+ * (partial[ncol + 1]); 2 v and w. With B > 1 a chunk is a whole matrix: it
+ * keeps its column sums in its own rows of v (which pass 3 rewrites) and
+ * updates c itself, so the partials stay two doubles per matrix. shared:
+ * alpha, the clipping denominator, then mean(r) of each matrix. */
 
 static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan)
 {
     (void)opt;
     const geom G = geom_of(var);
     const int64_t lim = (int64_t)1 << 20;
-    if (G.n <= 0 || (G.factored && (G.C + 2 > lim || G.B + 2 > lim))) return; /* whole, apply_dense */
+    if (G.n <= 0 || (G.factored && (G.ncol + 2 > lim || G.B + 2 > lim))) return; /* whole, apply_dense */
     if (!G.factored) *plan = (optim_phase_plan){2, CHUNK, 2, 2};
-    else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.C + 2, (size_t)G.B + 2};
+    else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.ncol + 2, (size_t)G.B + 2};
 }
 
 #define ADAFACTOR_PHASES(T)                                                                        \
@@ -508,11 +528,19 @@ static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_p
             else u1_##T(w, gs, v, e0, e1, (T)sh[0], (T)sh[1]);                                     \
             return;                                                                                \
         }                                                                                          \
-        const int64_t q0 = u->offset / G->C, q1 = q0 + u->count / G->C;                            \
-        const T mr = (T)sh[2 + q0 / G->R];                                                         \
-        if (pu->phase == 0) p[G->C] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, p);                  \
-        else if (pu->phase == 1) p[G->C + 1] = f1_##T(gs, r, c, G, q0, q1, mr);                    \
-        else f2_##T(w, gs, r, c, v, G, q0, q1, mr, (T)sh[0], (T)sh[1]);                            \
+        const int64_t q0 = u->offset / G->C, q1 = q0 + u->count / G->C, b = q0 / G->R;             \
+        const T mr = (T)sh[2 + b];                                                                 \
+        unsigned char *own = (unsigned char *)(v + q0 * G->C); /* a matrix's rows of v (B > 1) */ \
+        if (pu->phase == 0 && G->ncol) {                                                           \
+            p[G->ncol] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, (unsigned char *)p);              \
+        } else if (pu->phase == 0) {                                                               \
+            p[0] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, own);                                   \
+            c_update_##T(c + b * G->C, own, G, u->coef);                                           \
+        } else if (pu->phase == 1) {                                                               \
+            p[G->ncol + 1] = f1_##T(gs, r, c, G, q0, q1, mr);                                      \
+        } else {                                                                                   \
+            f2_##T(w, gs, r, c, v, G, q0, q1, mr, (T)sh[0], (T)sh[1]);                             \
+        }                                                                                          \
     }                                                                                              \
     /* The chunks' partials in chunk order, as the serial update adds them. */                 \
     static void reduce_##T(const optim_phase_update *pu, const geom *G)                            \
@@ -529,16 +557,16 @@ static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_p
             if (pu->phase == 0) sh[0] = alpha_##T(t0, G->n, k), sh[1] = denom_##T(t1, G->n, k);    \
             return;                                                                                \
         }                                                                                          \
-        const size_t np = (size_t)G->C + 2;                                                        \
-        for (int64_t kk = 0; kk < pu->chunk && pu->phase < 2; kk++) t0 += p[kk * np + G->C + pu->phase]; \
+        const size_t np = (size_t)G->ncol + 2;                                                     \
+        for (int64_t kk = 0; kk < pu->chunk && pu->phase < 2; kk++) t0 += p[kk * np + G->ncol + pu->phase]; \
         if (pu->phase == 1) sh[1] = denom_##T(t0, G->n, k);                                        \
         if (pu->phase != 0) return;                                                                \
         sh[0] = alpha_##T(t0, G->n, k);                                                            \
         for (int64_t b = 0; b < G->B; b++) {                                                       \
             double *total = p + (size_t)(b * G->cpm) * np;                                         \
-            for (int64_t kk = 1; kk < G->cpm && G->R > 1; kk++)                                    \
+            for (int64_t kk = 1; kk < G->cpm && G->ncol; kk++)                                     \
                 for (int64_t j = 0; j < G->C; j++) total[j] += total[kk * np + j];                 \
-            c_update_##T(c + b * G->C, total, G, k);                                               \
+            if (G->ncol) c_update_##T(c + b * G->C, (const unsigned char *)total, G, k);           \
             sh[2 + b] = mean_##T(r + b * G->R, G->R);                                              \
         }                                                                                          \
     }
