@@ -3,7 +3,8 @@
  *
  * - Lamb and Adafactor on variables of many chunks (ragged ends, factored
  *   with several chunks per matrix, batched matrices, f32 and f64, clipping
- *   on): 1, 2 and 3 threads bit for bit.
+ *   on): 1, 2 and 3 threads bit for bit, set on the optimizer or through
+ *   omp_set_num_threads.
  * - Their sparse rules (one thread) equal the dense phases bit for bit on
  *   tables of several chunks.
  * - Multi-chunk Lamb and Adafactor against double-precision references.
@@ -14,6 +15,7 @@
 #include "opt_table.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,12 +36,16 @@ static int64_t numel(const shape_case *c)
     return n;
 }
 
-/* Every case stepped 3 times in one call per step on `threads` threads. */
-static void run_cases(const char *json, const shape_case *cs, int ncase, int threads, optim_var **out,
-                      optim_optimizer **opt)
+/* Every case stepped 3 times in one call per step on `threads` threads:
+ * the optimizer's own setting, or with omp_threads OpenMP's default
+ * (omp_set_num_threads) that an optimizer without a setting follows. */
+static void run_cases(const char *json, const shape_case *cs, int ncase, int threads, int omp_threads,
+                      optim_var **out, optim_optimizer **opt)
 {
+    const int omp_before = omp_get_max_threads();
     *opt = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(*opt, threads), 0);
+    if (omp_threads) omp_set_num_threads(threads);
+    else assert_int_equal(optim_set_num_threads(*opt, threads), 0);
     optim_grad_var p[8];
     void *grads[8];
     for (int c = 0; c < ncase; c++) {
@@ -66,21 +72,22 @@ static void run_cases(const char *json, const shape_case *cs, int ncase, int thr
         }
         ot_step(*opt, p, (size_t)ncase);
     }
+    omp_set_num_threads(omp_before);
     for (int c = 0; c < ncase; c++) free(grads[c]);
 }
 
 static void check_threads(const char *json, const shape_case *cs, int ncase, const char *const *slots)
 {
-    optim_var *v[3][8];
-    optim_optimizer *o[3];
-    for (int t = 0; t < 3; t++) run_cases(json, cs, ncase, t + 1, v[t], &o[t]);
-    for (int t = 1; t < 3; t++)
+    optim_var *v[6][8];
+    optim_optimizer *o[6];
+    for (int t = 0; t < 6; t++) run_cases(json, cs, ncase, t % 3 + 1, t >= 3, v[t], &o[t]);
+    for (int t = 1; t < 6; t++)
         for (int c = 0; c < ncase; c++) {
             assert_vars_bitwise(v[0][c], v[t][c]);
             for (int s = 0; slots[s]; s++)
                 assert_vars_bitwise(optim_get_slot(o[0], v[0][c], slots[s]), optim_get_slot(o[t], v[t][c], slots[s]));
         }
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 6; t++) {
         for (int c = 0; c < ncase; c++) optim_var_destroy(v[t][c]);
         optim_destroy(o[t]);
     }
