@@ -973,7 +973,7 @@ static void test_config_round_trip(void **s)
     optim_optimizer *opt = optim_test_make(cfgs[0]);
     char *text = optim_get_config(opt);
     assert_contains(text, "\"use_ema\":true,\"ema_momentum\":0.95,\"ema_overwrite_frequency\":5,"
-                                 "\"loss_scale_factor\":256.0,\"gradient_accumulation_steps\":4");
+                                 "\"loss_scale_factor\":256,\"gradient_accumulation_steps\":4");
     optim_free(text);
     optim_destroy(opt);
 }

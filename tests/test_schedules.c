@@ -302,7 +302,8 @@ static void expect_text(const char *json, const char *want)
 }
 
 /* Keras's keys in get_config order with the defaults filled in; numbers
- * that read back exactly; step counts written as integers. */
+ * that read back exactly, each in the form it was given in (Keras keeps the
+ * Python int or float); defaults as Keras's (warmup_steps 0, power 1.0). */
 static void test_config_text(void **st)
 {
     (void)st;
@@ -311,15 +312,15 @@ static void test_config_text(void **st)
                 "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
                 "1000,\"decay_rate\":0.96,\"staircase\":true,\"name\":\"exp\"}}");
     expect_text(J("ExponentialDecay", "\"decay_rate\": 0.5, \"decay_steps\": 1000.0, \"initial_learning_rate\": 1"),
-                "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":1.0,\"decay_steps\":"
-                "1000,\"decay_rate\":0.5,\"staircase\":false,\"name\":null}}");
+                "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":1,\"decay_steps\":"
+                "1000.0,\"decay_rate\":0.5,\"staircase\":false,\"name\":null}}");
     expect_text(J("PiecewiseConstantDecay", "\"boundaries\": [100000, 110000], \"values\": [1.0, 0.5, 0.1]"),
                 "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[100000,110000],\"values\":"
                 "[1.0,0.5,0.1],\"name\":null}}");
     expect_text(J("PiecewiseConstantDecay",
                   "\"boundaries\": [2.5, 1e3], \"values\": [0.01, 2, 1e-7], \"name\": \"pc\""),
-                "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[2.5,1000],\"values\":"
-                "[0.01,2.0,1e-07],\"name\":\"pc\"}}");
+                "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[2.5,1000.0],\"values\":"
+                "[0.01,2,1e-07],\"name\":\"pc\"}}");
     expect_text(J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10000"),
                 "{\"class_name\":\"PolynomialDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
                 "10000,\"end_learning_rate\":0.0001,\"power\":1.0,\"cycle\":false,\"name\":null}}");

@@ -112,31 +112,88 @@ int optim__offer_key(const char *owner, const char *key, const void *item,
 
 /* ---- numbers ------------------------------------------------------------------- */
 
+/* A number's form, kept in bits of cJSON's type above those cJSON uses (its
+ * type tests mask with 0xFF; cJSON_Duplicate copies the bits). */
+#define FORM_INT (1 << 12)
+#define FORM_FLOAT (1 << 13)
+
+/* The end of the next number token at or after p (outside strings), its
+ * form in *form; NULL when there is none. */
+static const char *next_number(const char *p, int *form)
+{
+    while (*p && *p != '-' && !(*p >= '0' && *p <= '9')) {
+        if (*p++ != '"') continue;
+        while (*p && *p != '"') p += p[0] == '\\' && p[1] ? 2 : 1;
+        if (*p) p++;
+    }
+    if (!*p) return NULL;
+    const char *start = p;
+    while (*p && strchr("+-0123456789.eE", *p)) p++;
+    *form = FORM_INT;
+    for (const char *c = start; c < p; c++)
+        if (*c == '.' || *c == 'e' || *c == 'E') *form = FORM_FLOAT;
+    return p;
+}
+
+/* Walks v in document order (cJSON keeps it) beside the text. */
+static const char *mark_numbers(cJSON *v, const char *p)
+{
+    if (cJSON_IsNumber(v)) {
+        int form = 0;
+        p = next_number(p, &form);
+        v->type |= form;
+        return p;
+    }
+    for (cJSON *c = v->child; c && p; c = c->next) p = mark_numbers(c, p);
+    return p;
+}
+
+void *optim__json_parse(const char *text, const char **end, int require_null_terminated)
+{
+    cJSON *root = cJSON_ParseWithOpts(text, end, require_null_terminated);
+    if (root) mark_numbers(root, text);
+    return root;
+}
+
+optim__num_form optim__json_number_form(const void *item)
+{
+    const cJSON *v = item;
+    if (!cJSON_IsNumber(v)) return OPTIM__NUM_ANY;
+    return (v->type & FORM_INT) ? OPTIM__NUM_INT : (v->type & FORM_FLOAT) ? OPTIM__NUM_FLOAT : OPTIM__NUM_ANY;
+}
+
 /* The shortest of %.15g..%.17g that reads back exactly (cJSON's own printer
  * keeps 15 digits when they come within an ulp, which would change float32
  * values such as 0.009999999776482582), like Python's repr in all but rare
  * cases. */
-void *optim__json_exact_number(double x, int is_float)
+void *optim__json_exact_number(double x, optim__num_form form)
 {
     if (!isfinite(x)) return cJSON_CreateNull();
-    char buf[40];
+    char buf[400];
+    /* An int as Python writes one: every digit (%.0f of a whole double is
+     * exact, and reads back as x). */
+    if (form == OPTIM__NUM_INT && x == floor(x)) {
+        snprintf(buf, sizeof buf, "%.0f", x);
+        return cJSON_CreateRaw(buf);
+    }
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, x);
         if (strtod(buf, NULL) == x) break;
     }
     /* Floats keep a decimal point, as Python writes them: Keras 3 checks
      * isinstance(momentum, float) when it reads the config back. */
-    if (is_float && !strpbrk(buf, ".e")) strcat(buf, ".0");
+    if (form == OPTIM__NUM_FLOAT && !strpbrk(buf, ".e")) strcat(buf, ".0");
     return cJSON_CreateRaw(buf);
 }
 
-/* Makes every number in v print as text that reads back exactly. */
+/* Makes every number in v print as text that reads back exactly, in the
+ * form it was read in. */
 static int exact_numbers(cJSON *v)
 {
     for (cJSON *c = v->child; c; c = c->next)
         if (exact_numbers(c)) return -1;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return 0;
-    cJSON *raw = optim__json_exact_number(v->valuedouble, 0);
+    cJSON *raw = optim__json_exact_number(v->valuedouble, optim__json_number_form(v));
     if (!raw) return -1;
     v->type = cJSON_Raw;
     v->valuestring = raw->valuestring;
@@ -196,7 +253,7 @@ int optim_config_put_after(optim_config *cfg, const char *key, const char *json_
 int optim_config_put_number(optim_config *cfg, const char *key, double value)
 {
     if (!cfg || !key) return OPTIM_EINVAL;
-    return put_item(cfg, key, optim__json_exact_number(value, 1));
+    return put_item(cfg, key, optim__json_exact_number(value, OPTIM__NUM_FLOAT));
 }
 
 int optim_config_put_strings(optim_config *cfg, const char *key, const char *const *list)

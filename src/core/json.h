@@ -36,11 +36,29 @@ int optim__json_unique_keys(const void *obj, const char *owner, optim_error *err
 
 /* JSON type names for messages ("a number", "null", ...). */
 const char *optim__json_type_name(const void *cjson_item);
-/* item (cJSON) as text whose numbers read back exactly; free with free(). */
+/* How a number was written. Python keeps int and float apart (Keras
+ * writes back `1024` where the user gave 1024, `1024.0` for 1024.0); cJSON
+ * keeps only the double, so optim__json_parse records the form. */
+typedef enum optim__num_form {
+    OPTIM__NUM_ANY = 0, /* not known (a number not read by optim__json_parse) */
+    OPTIM__NUM_INT,     /* digits only: 1024, -3 */
+    OPTIM__NUM_FLOAT    /* with a fraction or an exponent: 1024.0, 1e-07 */
+} optim__num_form;
+
+/* cJSON_ParseWithOpts(text, end, require_null_terminated), with each
+ * number's form recorded (cJSON_Duplicate keeps it). NULL when malformed. */
+void *optim__json_parse(const char *text, const char **end, int require_null_terminated);
+/* The form of a number item (OPTIM__NUM_ANY for anything else). */
+optim__num_form optim__json_number_form(const void *item);
+
+/* item (cJSON) as text whose numbers read back exactly, each in the form
+ * it was read in; free with free(). */
 char *optim__json_print_exact(const void *item);
-/* A JSON number (cJSON raw) that parses back to exactly x; floats keep a
- * ".0" as Python writes them. NULL for non-finite x gives a JSON null. */
-void *optim__json_exact_number(double x, int is_float);
+/* A JSON number (cJSON raw) that parses back to exactly x, in form: FLOAT
+ * keeps a ".0" as Python writes floats, INT writes a whole x as digits
+ * (never an exponent), ANY the shortest text. Non-finite x gives a JSON
+ * null. */
+void *optim__json_exact_number(double x, optim__num_form form);
 
 #endif
 

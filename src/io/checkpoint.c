@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "core/json.h"
 #include "io/atomic_file.h"
 #include "optim/safetensors.h"
 #include "optim/optimizer_class.h"
@@ -157,7 +158,9 @@ static int add_optimizer(cJSON *root, optim_st_writer *w, optim_optimizer *opt, 
     char chain[512], name[CK_MAX_PATH];
     class_chain(opt, chain, sizeof chain);
     char *cfg = optim_serialize(opt);
-    cJSON *c = cfg ? cJSON_Parse(cfg) : NULL;
+    /* As written (cJSON's printer would round numbers to 15 digits and
+     * write 1.0 as 1). */
+    cJSON *c = cfg ? cJSON_CreateRaw(cfg) : NULL;
     optim_free(cfg);
     if (!c) return optim__err(err, OPTIM_ENOMEM, "checkpoint: cannot serialize the optimizer: %s", optim_errmsg(opt));
     cJSON_AddItemToObject(root, "optimizer", c);
@@ -274,7 +277,7 @@ static int parse_root(optim_checkpoint *c, const char *path, optim_error *err)
             return optim__err(err, OPTIM_EFORMAT, "%s: \"%s\" is missing or not an array", path, arrays[i]);
     if (!cJSON_IsObject(item(r, "optimizer")) || !cJSON_IsObject(item(r, "extra")))
         return optim__err(err, OPTIM_EFORMAT, "%s: \"optimizer\" or \"extra\" is not an object", path);
-    c->optimizer_json = cJSON_PrintUnformatted(item(r, "optimizer"));
+    c->optimizer_json = optim__json_print_exact(item(r, "optimizer"));
     c->extra_json = cJSON_PrintUnformatted(item(r, "extra"));
     if (!c->optimizer_json || !c->extra_json) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     return OPTIM_OK;
@@ -357,7 +360,7 @@ int optim_checkpoint_read(const char *dir, optim_checkpoint **out, optim_error *
     if (!text) return optim__err(err, OPTIM_EIO, "%s holds no checkpoint (%s: %s)", dir, path, strerror(errno));
     optim_checkpoint *c = optim__calloc(1, sizeof *c);
     int rc = c ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
-    if (!rc && !cJSON_IsObject(c->root = cJSON_Parse(text)))
+    if (!rc && !cJSON_IsObject(c->root = optim__json_parse(text, NULL, 0)))
         rc = optim__err(err, OPTIM_EFORMAT, "%s: not a JSON object", path);
     free(text);
     if (!rc) rc = parse_root(c, path, err);

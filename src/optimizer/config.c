@@ -41,6 +41,7 @@ static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__
     if (rc) return rc;
     h->kind = isnan(x) ? HYPER_NONE : HYPER_NUMBER;
     h->number = x;
+    h->form = optim__json_number_form(v);
     return h->kind == HYPER_NONE ? OPTIM_OK : optim__param_check(opt, i, h, err);
 }
 
@@ -177,6 +178,30 @@ static int read_generation(const optim_class *cls, const optim__kobj *o, int for
     return detect_generation(cls, o, gen, err);
 }
 
+/* tf-keras 2.11+'s new-style classes (the modules of tf_keras/optimizers). */
+static int tfk_class(const optim_class *cls)
+{
+    static const char *const names[] = {"Adadelta", "Adafactor", "Adagrad", "Adam",  "Adamax", "AdamW",
+                                        "Ftrl",     "Lion",      "Nadam",   "RMSprop", "SGD"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(cls->name, names[i]) == 0) return optim__class_is_builtin(cls->name);
+    return 0;
+}
+
+/* A config of tf-keras's new-style optimizers: jit_compile or
+ * "is_legacy_optimizer": false, which only tf-keras's _BaseOptimizer writes
+ * (Keras 3 writes neither, and refuses both as unknown arguments), or the
+ * class's registered name ("Custom>Adam"). */
+static optim__tfk_flavour read_flavour(const optim_class *cls, const optim__kobj *o, optim_generation gen)
+{
+    const cJSON *jit = cJSON_GetObjectItemCaseSensitive(o->config, "jit_compile");
+    const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o->config, "is_legacy_optimizer");
+    optim__tfk_flavour f = {0, 1, strncmp(o->class_name, "Custom>", 7) == 0};
+    f.on = gen == OPTIM_KERAS3 && tfk_class(cls) && (cJSON_IsBool(jit) || cJSON_IsFalse(legacy) || f.custom);
+    if (cJSON_IsBool(jit)) f.jit_compile = cJSON_IsTrue(jit) != 0;
+    return f;
+}
+
 typedef struct reader {
     int (*pre)(optim_optimizer *, void *); /* run before the keys are read */
     void *ctx;
@@ -194,9 +219,13 @@ static int from_config(optim_optimizer **out, const optim_class *cls, const opti
     if (name && !cJSON_IsString(name) && !cJSON_IsNull(name))
         return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string",
                           cls->name, optim__json_type_name(name));
+    const optim__tfk_flavour tfk = read_flavour(cls, o, gen);
+    /* tf-keras's new-style optimizers default to the class name ("Adam"). */
+    const char *given = cJSON_IsString(name) ? name->valuestring : tfk.on ? cls->name : NULL;
     optim_optimizer *opt;
-    if ((rc = optim__alloc(&opt, cls, gen, cJSON_IsString(name) ? name->valuestring : NULL, err)))
-        return rc;
+    if ((rc = optim__alloc(&opt, cls, gen, given, err))) return rc;
+    opt->tfk = tfk;
+    opt->module_read = o->module != NULL;
     if (r && r->pre && (rc = r->pre(opt, r->ctx)))
         optim__err(err, rc, "%s", opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
     const cJSON *item;
@@ -217,7 +246,11 @@ static int from_kobj(optim_optimizer **out, const cJSON *root, const reader *r, 
     optim__kobj o;
     int rc = optim__kobj_read(root, "optimizer", 1, &o, err);
     if (rc) return rc;
-    const optim_class *cls = optim_find_class(o.class_name);
+    /* tf-keras 2.11-2.12 writes its new-style optimizers under their
+     * registered name, "Custom>Adam" (register_keras_serializable's default
+     * package), in the legacy envelope. */
+    const char *cn = strncmp(o.class_name, "Custom>", 7) == 0 ? o.class_name + 7 : o.class_name;
+    const optim_class *cls = optim_find_class(cn);
     if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", o.class_name);
     return from_config(out, cls, &o, r, err);
 }
@@ -225,7 +258,7 @@ static int from_kobj(optim_optimizer **out, const cJSON *root, const reader *r, 
 static int from_text(optim_optimizer **out, const char *json, const reader *r, optim_error *err)
 {
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+    cJSON *root = optim__json_parse(json, &end, 1);
     if (!root)
         return optim__err(err, OPTIM_EPARSE, "optimizer JSON is malformed near byte %ld",
                           end ? (long)(end - json) : -1L);
@@ -273,7 +306,7 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
                           class_name ? class_name : "(null)");
     optim__kobj o = {cls->name, NULL, NULL, NULL};
     if (!config_json) return from_config(out, cls, &o, NULL, err);
-    cJSON *cfg = cJSON_Parse(config_json);
+    cJSON *cfg = optim__json_parse(config_json, NULL, 0);
     if (!cfg) return optim__err(err, OPTIM_EPARSE, "%s: config is not valid JSON", cls->name);
     int rc = !cJSON_IsObject(cfg) ? optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object",
                                                 cls->name, optim__json_type_name(cfg))
@@ -286,19 +319,56 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
 
 /* ---- writing -------------------------------------------------------------------- */
 
+/* Whether opt is written in tf-keras's new-style form: read so, and
+ * nothing set that tf-keras has no key for. */
+static int writes_tfk(const optim_optimizer *opt)
+{
+    return opt->gen == OPTIM_KERAS3 && opt->tfk.on &&
+           opt->hypers[OPTIM__P_LOSS_SCALE_FACTOR].kind == HYPER_NONE &&
+           opt->hypers[OPTIM__P_GRADIENT_ACCUMULATION_STEPS].kind == HYPER_NONE;
+}
+
+/* tf-keras's public module of a legacy class, as its serialize_keras_object
+ * writes it; NULL for the others (TF Addons', user classes). */
+static const char *legacy_module(const optim_optimizer *opt)
+{
+    static const char *const names[] = {"Adadelta", "Adagrad", "Adam", "Adamax",
+                                        "Ftrl",     "Nadam",   "RMSprop", "SGD"};
+    if (!optim__class_is_builtin(opt->cls.name)) return NULL;
+    if (strcmp(opt->cls.name, "LossScaleOptimizer") == 0) return "keras.mixed_precision";
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(opt->cls.name, names[i]) == 0) return "keras.optimizers.legacy";
+    return NULL;
+}
+
+/* Whether opt's serialized form has serialize_keras_object's envelope
+ * (module, registered_name): always in Keras 3; in tf-keras 2.13+'s
+ * configs (legacy and new-style), where the config was read in it. */
+static int writes_module(const optim_optimizer *opt)
+{
+    if (opt->gen == OPTIM_LEGACY) return opt->module_read && legacy_module(opt);
+    return !writes_tfk(opt) || opt->module_read;
+}
+
 static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
 {
     const optim_param *p = opt->params[i];
     const optim__hyper *h = &opt->hypers[i];
     cJSON *v;
     if (h->kind == HYPER_SCHEDULE_OBJ) {
-        v = optim__schedule_to_cjson(h->sched, opt->gen == OPTIM_KERAS3);
+        /* tf-keras's schedules default their name to None, Keras 3's not. */
+        v = optim__schedule_to_cjson(h->sched, writes_module(opt), opt->gen == OPTIM_KERAS3 && !writes_tfk(opt));
     } else {
         /* Variables, callables and schedules are written as their current
          * value, as Keras's _serialize_hyperparameter does. */
         double x = h->kind == HYPER_NONE ? NAN : h->number;
         if (h->kind > HYPER_NUMBER && optim_get_hyper(opt, p->name, &x)) x = NAN;
-        v = optim__param_to_json(p, optim__choices(opt, i), x);
+        /* A number keeps the form it was given in, as Keras keeps the Python
+         * value; but Keras 3 (and tf-keras's new optimizers) hold the
+         * learning rate in a float variable and write float(). */
+        optim__num_form form = h->kind == HYPER_NUMBER ? h->form : OPTIM__NUM_ANY;
+        if (i == OPTIM__P_LEARNING_RATE && opt->gen == OPTIM_KERAS3) form = OPTIM__NUM_ANY;
+        v = optim__param_to_json(p, optim__choices(opt, i), x, form);
     }
     if (!v || !cJSON_AddItemToObject(o, p->name, v)) {
         cJSON_Delete(v);
@@ -316,9 +386,27 @@ static int is_clip(size_t i)
  * clip options that are set, then the class's keys (learning_rate, decay,
  * ...). Keras 3: the base keys in their declared order, None included, then
  * the class's. */
+/* tf-keras's _BaseOptimizer.get_config: name, the base keys it has,
+ * jit_compile, "is_legacy_optimizer": false; then each class's update of
+ * it, learning_rate first. */
+static int put_tfk_params(optim_optimizer *opt, cJSON *o)
+{
+    for (size_t i = 0; i < OPTIM__N_BASE; i++)
+        if (optim__param_in_gen(opt, i) && i != OPTIM__P_LEARNING_RATE && i != OPTIM__P_LOSS_SCALE_FACTOR &&
+            i != OPTIM__P_GRADIENT_ACCUMULATION_STEPS && put_param(opt, o, i))
+            return OPTIM_ENOMEM;
+    if (!cJSON_AddBoolToObject(o, "jit_compile", opt->tfk.jit_compile) ||
+        !cJSON_AddFalseToObject(o, "is_legacy_optimizer") || put_param(opt, o, OPTIM__P_LEARNING_RATE))
+        return OPTIM_ENOMEM;
+    for (size_t i = OPTIM__N_BASE; i < opt->nparams; i++)
+        if (optim__param_in_gen(opt, i) && put_param(opt, o, i)) return OPTIM_ENOMEM;
+    return OPTIM_OK;
+}
+
 static int put_params(optim_optimizer *opt, cJSON *o)
 {
     static const int legacy_clips[] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};
+    if (writes_tfk(opt)) return put_tfk_params(opt, o);
     int legacy = opt->gen == OPTIM_LEGACY;
     for (size_t k = 0; legacy && k < 3; k++)
         if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE && put_param(opt, o, (size_t)legacy_clips[k]))
@@ -375,23 +463,26 @@ static char *print(optim_optimizer *opt, cJSON *o)
 
 char *optim_get_config(optim_optimizer *opt) { return print(opt, config_obj(opt)); }
 
-/* tf.keras: {"class_name", "config"}; Keras 3 (serialize_keras_object):
- * {"module", "class_name", "config", "registered_name"}, with module
- * "keras.optimizers" and registered_name null for Keras's own classes, and
- * no module but the class name as registered_name for a user class. */
+/* tf.keras 2.x up to 2.12: {"class_name", "config"}; Keras 3 and tf-keras
+ * 2.13+ (serialize_keras_object): {"module", "class_name", "config",
+ * "registered_name"}, with the public module ("keras.optimizers",
+ * "keras.optimizers.legacy") and registered_name null for Keras's own
+ * classes, and no module but the class name as registered_name for a user
+ * class. */
 static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
 {
     char cn[128];
     optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
-    const char *module = optim__keras3_module(opt->cls.name);
-    int keras3 = opt->gen == OPTIM_KERAS3, builtin = module != NULL;
+    if (writes_tfk(opt) && opt->tfk.custom && !opt->module_read) snprintf(cn, sizeof cn, "Custom>%s", opt->cls.name);
+    const char *module = opt->gen == OPTIM_LEGACY ? legacy_module(opt) : optim__keras3_module(opt->cls.name);
+    int envelope = writes_module(opt), builtin = module != NULL;
     cJSON *o = cJSON_CreateObject();
-    int ok = o && (!keras3 || (builtin ? cJSON_AddStringToObject(o, "module", module)
-                                       : cJSON_AddNullToObject(o, "module")));
+    int ok = o && (!envelope || (builtin ? cJSON_AddStringToObject(o, "module", module)
+                                         : cJSON_AddNullToObject(o, "module")));
     ok = ok && cJSON_AddStringToObject(o, "class_name", cn) && cJSON_AddItemToObject(o, "config", cfg);
     if (!ok) cJSON_Delete(cfg);
-    ok = ok && (!keras3 || (builtin ? cJSON_AddNullToObject(o, "registered_name")
-                                    : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
+    ok = ok && (!envelope || (builtin ? cJSON_AddNullToObject(o, "registered_name")
+                                      : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
     if (ok) return o;
     cJSON_Delete(o);
     optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");

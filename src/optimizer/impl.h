@@ -36,6 +36,7 @@ typedef enum hyper_kind {
 typedef struct optim__hyper {
     hyper_kind kind;
     double number;
+    optim__num_form form;      /* how a NUMBER read from JSON was written (1024 or 1024.0) */
     optim_var *var;
     optim_hyper_fn fn;
     optim_schedule_fn schedule;
@@ -70,9 +71,23 @@ typedef struct optim__fn_entry {
     void *user;
 } optim__fn_entry;
 
+/* tf-keras 2.11+'s new-style optimizers (tf_keras/optimizers/optimizer.py):
+ * Keras 3's rules, their own config key set. Read from a config with
+ * jit_compile or "is_legacy_optimizer": false (config.c), and written back
+ * in that form. */
+typedef struct optim__tfk_flavour {
+    unsigned char on;
+    unsigned char jit_compile; /* the value read (true when absent: the constructor's default) */
+    unsigned char custom;      /* read as "Custom>NAME", as tf-keras 2.11-2.12 writes it */
+} optim__tfk_flavour;
+
 struct optim_optimizer {
     optim_class cls;           /* copied, zero-extended */
     optim_generation gen;
+    optim__tfk_flavour tfk;    /* gen KERAS3 only */
+    /* Read in serialize_keras_object's envelope (module, registered_name):
+     * tf-keras 2.13+ writes legacy and new-style optimizers in it too. */
+    unsigned char module_read;
     char *name;
     size_t nparams;            /* OPTIM__N_BASE + cls.n_params */
     const optim_param **params;

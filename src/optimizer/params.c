@@ -146,14 +146,19 @@ int optim__param_from_json(const char *owner, const optim_param *p, const char *
     return OPTIM_OK;
 }
 
-void *optim__param_to_json(const optim_param *p, const char *const *choices, double v)
+void *optim__param_to_json(const optim_param *p, const char *const *choices, double v,
+                           optim__num_form form)
 {
     if (isnan(v)) return cJSON_CreateNull();
     if (p->type == OPTIM_PARAM_BOOL) return cJSON_CreateBool(v != 0);
     if (p->type == OPTIM_PARAM_STRING)
         return v >= 0 && (size_t)v < optim__choice_count(choices) ? cJSON_CreateString(choices[(size_t)v])
                                                                   : cJSON_CreateNull();
-    return optim__json_exact_number(v, p->type == OPTIM_PARAM_FLOAT && !(p->flags & OPTIM_PARAM_COUNT));
+    if (form == OPTIM__NUM_ANY)
+        form = p->type == OPTIM_PARAM_FLOAT && !(p->flags & OPTIM_PARAM_COUNT) ? OPTIM__NUM_FLOAT
+               : v == floor(v)                                                ? OPTIM__NUM_INT
+                                                                              : OPTIM__NUM_ANY;
+    return optim__json_exact_number(v, form);
 }
 
 /* ---- class tables --------------------------------------------------------------- */

@@ -41,8 +41,11 @@ size_t optim__choice_count(const char *const *choices);
  * errors name owner and key; ranges are left to the caller. */
 int optim__param_from_json(const char *owner, const optim_param *p, const char *const *choices,
                            const void *item, double *out, optim_error *err);
-/* p's value v as get_config writes it (a cJSON item; NULL on OOM). */
-void *optim__param_to_json(const optim_param *p, const char *const *choices, double v);
+/* p's value v as get_config writes it (a cJSON item; NULL on OOM); a
+ * number in `form`, the form it was read in (OPTIM__NUM_ANY for a default
+ * or a value set from C: the form of p's type). */
+void *optim__param_to_json(const optim_param *p, const char *const *choices, double v,
+                           optim__num_form form);
 /* Appends key to the list in buf (", " between keys), for messages. */
 void optim__keys_append(char *buf, size_t n, const char *key);
 
@@ -52,11 +55,12 @@ void optim__class_copy(optim_class *dst, const optim_class *src);
 int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err);
 void optim__schedule_class_copy(optim_schedule_class *dst, const optim_schedule_class *src);
 
-/* A schedule from a parsed Keras object (cJSON; schedule.c), and back: as
- * Keras 3 writes it nested (module, registered_name, its default name) or
- * as tf.keras does ({"class_name", "config"}). */
+/* A schedule from a parsed Keras object (cJSON; schedule.c), and back: in
+ * Keras 3's envelope (module, registered_name) or tf.keras's
+ * ({"class_name", "config"}); with Keras 3's default name (keras3_names)
+ * or tf.keras's (None) when the schedule was given none. */
 int optim__schedule_from_cjson(optim_schedule **out, const void *root, optim_error *err);
-void *optim__schedule_to_cjson(const optim_schedule *s, int keras3);
+void *optim__schedule_to_cjson(const optim_schedule *s, int module, int keras3_names);
 
 /* The class_name a generation's Keras writes ("Addons>LAMB" for TF
  * Addons' classes in legacy configs), and the default "name" of an

@@ -14,6 +14,7 @@ struct optim_schedule {
     char *name;                /* Keras's config "name", NULL for None */
     int name_given;            /* a "name" key was read (else Keras 3 writes its default) */
     double *values;            /* one per param */
+    unsigned char *forms;      /* optim__num_form each value was read in, one per param */
     void *state;
 };
 
@@ -23,6 +24,7 @@ void optim_schedule_destroy(optim_schedule *s)
     if (s->cls.destroy && s->state) s->cls.destroy(s);
     free(s->name);
     free(s->values);
+    free(s->forms);
     free(s->state);
     free(s);
 }
@@ -42,9 +44,10 @@ static int schedule_alloc(optim_schedule **out, const optim_schedule_class *cls,
     if (s) {
         optim__schedule_class_copy(&s->cls, cls);
         s->values = optim__calloc(cls->n_params, sizeof *s->values);
+        s->forms = optim__calloc(cls->n_params, sizeof *s->forms);
         s->state = optim__calloc(1, cls->state_size);
     }
-    if (!s || !s->values || !s->state) {
+    if (!s || !s->values || !s->forms || !s->state) {
         optim_schedule_destroy(s);
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
@@ -94,6 +97,7 @@ static int read_key(optim_schedule *s, const cJSON *item, char *seen, optim_erro
         if (!rc) rc = optim__check_param_value(cls->name, p, v, "", err);
         if (rc) return rc;
         s->values[i] = v;
+        s->forms[i] = (unsigned char)optim__json_number_form(item);
         seen[i] = 1;
         return OPTIM_OK;
     }
@@ -145,7 +149,7 @@ int optim_schedule_from_json(optim_schedule **out, const char *json, optim_error
     if (!out) return optim__err(err, OPTIM_EINVAL, "optim_schedule_from_json: out is NULL");
     *out = NULL;
     if (!json) return optim__err(err, OPTIM_EINVAL, "optim_schedule_from_json: json is NULL");
-    cJSON *root = cJSON_Parse(json);
+    cJSON *root = optim__json_parse(json, NULL, 0);
     if (!root) return optim__err(err, OPTIM_EPARSE, "schedule JSON is malformed");
     int rc = optim__schedule_from_cjson(out, root, err);
     cJSON_Delete(root);
@@ -171,7 +175,7 @@ static int put_values(const optim_schedule *s, cJSON *cfg, int after_name)
     for (size_t i = 0; i < s->cls.n_params; i++) {
         const optim_param *p = &s->cls.params[i];
         if (((p->flags & OPTIM_PARAM_AFTER_NAME) != 0) != after_name) continue;
-        cJSON *v = optim__param_to_json(p, NULL, s->values[i]);
+        cJSON *v = optim__param_to_json(p, NULL, s->values[i], (optim__num_form)s->forms[i]);
         if (!v || !cJSON_AddItemToObject(cfg, p->name, v)) {
             cJSON_Delete(v);
             return OPTIM_ENOMEM;
@@ -206,14 +210,14 @@ static int put_module(cJSON *o, const char *module)
                   : cJSON_AddNullToObject(o, "module") != NULL;
 }
 
-void *optim__schedule_to_cjson(const optim_schedule *s, int keras3)
+void *optim__schedule_to_cjson(const optim_schedule *s, int module, int keras3_names)
 {
-    cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s, keras3);
+    cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s, keras3_names);
     int builtin = optim__schedule_class_is_builtin(s->cls.name);
-    int ok = o && cfg && (!keras3 || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
+    int ok = o && cfg && (!module || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
              cJSON_AddStringToObject(o, "class_name", s->cls.name) && cJSON_AddItemToObject(o, "config", cfg);
     if (ok) cfg = NULL;
-    if (ok && keras3)
+    if (ok && module)
         ok = builtin ? cJSON_AddNullToObject(o, "registered_name") != NULL
                      : cJSON_AddStringToObject(o, "registered_name", s->cls.name) != NULL;
     cJSON_Delete(cfg);
@@ -224,7 +228,7 @@ void *optim__schedule_to_cjson(const optim_schedule *s, int keras3)
 
 char *optim_schedule_serialize(const optim_schedule *s)
 {
-    cJSON *o = optim__schedule_to_cjson(s, 0);
+    cJSON *o = optim__schedule_to_cjson(s, 0, 0);
     char *text = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return text;

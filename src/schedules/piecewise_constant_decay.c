@@ -18,8 +18,8 @@
  * than boundaries. Also refused (Keras documents "strictly increasing" and
  * fails only on the first call, or gives a sum of several values): an
  * empty boundaries list and boundaries that do not strictly increase.
- * Written back exactly: boundaries as integers where integral, values as
- * floats.
+ * Written back as given: the lists' text (every number exact, ints as ints
+ * and floats as floats, as Keras keeps the Python lists).
  *
  * Precision: the values are returned as given (Keras returns them in their
  * own dtype, float32 for Python floats). */
@@ -41,6 +41,7 @@ typedef struct pcd_state {
     double *values;
     size_t n_values;
     int have_boundaries, have_values;
+    char *text[2];      /* the lists as given: boundaries, values */
 } pcd_state;
 
 static int set_err(optim_error *err, int code, const char *fmt, ...)
@@ -111,6 +112,14 @@ static int set_config(optim_schedule *s, const char *key, const char *json, opti
     size_t n;
     int rc = parse_list(key, json, &a, &n, err);
     if (rc) return rc;
+    char *text = malloc(strlen(json) + 1);
+    if (!text) {
+        free(a);
+        return set_err(err, OPTIM_ENOMEM, NAME ": config key '%s': out of memory", key);
+    }
+    strcpy(text, json);
+    free(st->text[!is_b]);
+    st->text[!is_b] = text;
     if (is_b) {
         double *cuts = n ? malloc(n * sizeof *cuts) : NULL;
         if (n && !cuts) {
@@ -168,43 +177,11 @@ static double value(const optim_schedule *s, int64_t step)
     return st->values[lo];
 }
 
-/* The shortest form that reads back as exactly x; integral numbers as
- * integers, or with ".0" for floats (Python's repr). */
-static void put_number(char *buf, size_t n, double x, int is_float)
-{
-    if (x == floor(x) && fabs(x) < 1e16) {
-        snprintf(buf, n, is_float ? "%.1f" : "%.0f", x);
-        return;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-}
-
-static int put_list(optim_config *cfg, const char *key, const double *a, size_t n, int is_float)
-{
-    char *text = malloc(2 + n * 32);
-    if (!text) return OPTIM_ENOMEM;
-    size_t used = 0;
-    text[used++] = '[';
-    for (size_t i = 0; i < n; i++) {
-        if (i) text[used++] = ',';
-        put_number(text + used, 32, a[i], is_float);
-        used += strlen(text + used);
-    }
-    text[used++] = ']';
-    text[used] = '\0';
-    int rc = optim_config_put(cfg, key, text);
-    free(text);
-    return rc;
-}
-
 static int get_config(const optim_schedule *s, optim_config *cfg)
 {
     const pcd_state *st = optim_schedule_state(s);
-    int rc = put_list(cfg, "boundaries", st->boundaries, st->n_boundaries, 0);
-    return rc ? rc : put_list(cfg, "values", st->values, st->n_values, 1);
+    int rc = optim_config_put(cfg, "boundaries", st->text[0]);
+    return rc ? rc : optim_config_put(cfg, "values", st->text[1]);
 }
 
 static void destroy(optim_schedule *s)
@@ -213,6 +190,8 @@ static void destroy(optim_schedule *s)
     free(st->boundaries);
     free(st->cuts);
     free(st->values);
+    free(st->text[0]);
+    free(st->text[1]);
 }
 
 const optim_schedule_class optim_piecewise_constant_decay_class = {

@@ -309,15 +309,13 @@ static int lso_get_config(optim_optimizer *opt, optim_config *cfg)
     static const char *const kl[] = {INNER_KEY, "dynamic", "initial_scale", "dynamic_growth_steps"};
     if (!legacy(opt)) return optim__finite_config(opt, cfg, k3, 4);
     /* Legacy get_config writes the values in effect: float(initial_scale)
-     * and the growth steps of the dynamic state, None when not dynamic. */
-    int rc = OPTIM_OK;
-    if (dynamic(opt)) {
-        rc = put_float(cfg, "initial_scale", initial_scale(opt));
-        if (!rc) {
-            char buf[320]; /* every digit of any finite double: a count is written as an int */
-            snprintf(buf, sizeof buf, "%.0f", growth_steps(opt));
-            rc = optim_config_put(cfg, "dynamic_growth_steps", buf);
-        }
+     * (a float whatever was given, dynamic or not) and the growth steps of
+     * the dynamic state, int(), None when not dynamic. */
+    int rc = put_float(cfg, "initial_scale", initial_scale(opt));
+    if (!rc && dynamic(opt)) {
+        char buf[320]; /* every digit of any finite double: a count is written as an int */
+        snprintf(buf, sizeof buf, "%.0f", growth_steps(opt));
+        rc = optim_config_put(cfg, "dynamic_growth_steps", buf);
     }
     return rc ? rc : optim__finite_config(opt, cfg, kl, 4);
 }

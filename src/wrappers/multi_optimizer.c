@@ -85,7 +85,7 @@ static void multi_destroy(optim_optimizer *opt)
 /* One sub-optimizer from its serialized config; refuses wrappers and legacy. */
 static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, optim_error *err)
 {
-    char *text = cJSON_PrintUnformatted(obj);
+    char *text = optim__json_print_exact(obj); /* numbers exact, in the form given */
     if (!text) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     optim_error local;
     int rc = optim_from_json(out, text, &local);
@@ -170,7 +170,7 @@ static int multi_set_config(optim_optimizer *opt, const char *key, const char *j
     if (strcmp(key, MAP_KEY) != 0) return OPTIM_EKEY;
     multi_state *st = optim_state(opt);
     if (st->subs) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
-    cJSON *v = cJSON_Parse(json);
+    cJSON *v = optim__json_parse(json, NULL, 0);
     if (!v) return optim__err(err, OPTIM_EPARSE, "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
     int rc = read_map(v, &st->subs, &st->n, err);
     cJSON_Delete(v);
