@@ -278,7 +278,7 @@ static void nsgd_plan(const optim_optimizer *opt, const optim_var *var, optim_ph
     (void)opt;
     const char *name = optim_var_name(var);
     if (!strcmp(name, "whole") || optim_var_dtype(var) != OPTIM_F64) return;
-    *plan = (optim_phase_plan){2, 1000, 1, 1};
+    *plan = (optim_phase_plan){2, 1000, 1, 1, 0};
     if (!strcmp(name, "bad")) plan->nphases = OPTIM_MAX_PHASES + 1;
     if (!strcmp(name, "bad_chunk")) plan->chunk = 0;
 }

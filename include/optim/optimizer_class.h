@@ -151,6 +151,8 @@ typedef struct optim_phase_plan {
     size_t npartial;      /* doubles each chunk writes per phase (<= 2^20) */
     size_t nshared;       /* doubles per variable kept across the phases of one
                              step, zero at its start (<= 2^20) */
+    uint64_t user;        /* the class's own per-variable word (flags worked out
+                             once per step), handed back in optim_phase_update */
 } optim_phase_plan;
 
 typedef struct optim_phase_update {
@@ -164,6 +166,7 @@ typedef struct optim_phase_update {
                              all); reduce_phase: every chunk's, chunk after chunk */
     double *shared;       /* the variable's nshared doubles: read in apply_phase,
                              written in reduce_phase */
+    uint64_t user;        /* the plan's `user` for this variable */
 } optim_phase_update;
 
 /* ---- the class table -------------------------------------------------------- */

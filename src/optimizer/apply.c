@@ -440,7 +440,7 @@ static optim_phase_update phase_update(step *s, const work *w, void **slots)
     for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
     optim_dense_update d = {opt, w->var, w->dtype, 0, w->numel, optim_var_data(w->var), w->grad, slots,
                             w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
-    return (optim_phase_update){d, 0, 0, NULL, NULL};
+    return (optim_phase_update){d, 0, 0, NULL, NULL, 0};
 }
 
 static void run_phase(step *s, const work *w, const optim__mt_task *t)
@@ -454,6 +454,7 @@ static void run_phase(step *s, const work *w, const optim__mt_task *t)
     u.chunk = t->chunk;
     u.partial = it->partial + (size_t)t->chunk * it->plan.npartial;
     u.shared = it->shared;
+    u.user = it->plan.user;
     s->opt->cls.apply_phase(&u);
 }
 
@@ -467,6 +468,7 @@ static void run_reduce(void *ctx, size_t item, int phase)
     u.chunk = it->nchunks;
     u.partial = it->partial;
     u.shared = it->shared;
+    u.user = it->plan.user;
     s->opt->cls.reduce_phase(&u);
 }
 

@@ -511,8 +511,8 @@ static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_p
     const geom G = geom_of(var);
     const int64_t lim = (int64_t)1 << 20;
     if (G.n <= 0 || (G.factored && (G.ncol + 2 > lim || G.B + 2 > lim))) return; /* whole, apply_dense */
-    if (!G.factored) *plan = (optim_phase_plan){2, CHUNK, 2, 2};
-    else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.ncol + 2, (size_t)G.B + 2};
+    if (!G.factored) *plan = (optim_phase_plan){2, CHUNK, 2, 2, 0};
+    else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.ncol + 2, (size_t)G.B + 2, 0};
 }
 
 #define ADAFACTOR_PHASES(T)                                                                        \

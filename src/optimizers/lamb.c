@@ -364,7 +364,7 @@ static double sums_total(const double *a)
 LAMB_KERNELS(float, sqrtf)
 LAMB_KERNELS(double, sqrt)
 
-static rule rule_for(optim_optimizer *opt, const optim_var *var, const void *coef_)
+static rule rule_for(const optim_optimizer *opt, const optim_var *var, const void *coef_)
 {
     rule r = {coef_, 0, 1};
     if (optim_generation_of(opt) == OPTIM_LEGACY) {
@@ -431,17 +431,23 @@ static void apply_sparse(const optim_sparse_update *u)
 
 /* ---- phases: 0 moments and the chunk's sums, 1 the update ------------------------ */
 
+/* The name patterns are matched once per variable and step: the rule's two
+ * flags travel as the plan's user word. */
 static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan)
 {
-    (void)opt;
-    (void)var;
-    *plan = (optim_phase_plan){2, CHUNK, 2, 1};
+    const rule r = rule_for(opt, var, NULL);
+    *plan = (optim_phase_plan){2, CHUNK, 2, 1, (uint64_t)r.use_wd | (uint64_t)r.adapt << 1};
+}
+
+static rule phase_rule(const optim_phase_update *pu)
+{
+    return (rule){pu->dense.coef, (int)(pu->user & 1), (int)(pu->user >> 1 & 1)};
 }
 
 static void apply_phase(const optim_phase_update *pu)
 {
     const optim_dense_update *u = &pu->dense;
-    const rule r = rule_for(u->opt, u->var, u->coef);
+    const rule r = phase_rule(pu);
     const int64_t o = u->offset;
     sums s = {{0}, {0}};
     if (u->dtype == OPTIM_F32) {
@@ -464,7 +470,7 @@ static void reduce_phase(const optim_phase_update *pu)
 {
     if (pu->phase != 0) return;
     const optim_dense_update *u = &pu->dense;
-    const rule r = rule_for(u->opt, u->var, u->coef);
+    const rule r = phase_rule(pu);
     double tw = 0, tu = 0;
     for (int64_t k = 0; k < pu->chunk; k++) {
         tw += pu->partial[2 * k];
