@@ -26,7 +26,21 @@ grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam 
 "$optim" bench --size 2000 --runs 1 adam >"$tmp/bare" 2>"$tmp/err" || fail "a bare class name: $(cat "$tmp/err")"
 grep -q '"adam"' "$tmp/bare" || fail "bare name not measured: $(cat "$tmp/bare")"
 
-for bad in "--size x" "--size 0" "--runs" "--tensors 0" "--size 10 --tensors 11" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}'; do
+# --sparse: today's keys plus rows, cols, indices and the dense step of the same table.
+"$optim" bench --json --runs 3 --sparse 300 7 50 lazyadam '{"class_name": "Adam", "config": {"is_legacy_optimizer": false}}' \
+    >"$tmp/sp" 2>"$tmp/err" || fail "bench --sparse exited $?: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/sp")" -eq 2 ] || fail "expected 2 JSON lines, got: $(cat "$tmp/sp")"
+for key in config class_name elements dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio \
+    rows cols indices dense_median_seconds; do
+    [ "$(grep -c "\"$key\": " "$tmp/sp")" -eq 2 ] || fail "key $key missing: $(cat "$tmp/sp")"
+done
+grep -q '"elements": 2100,.*"rows": 300, "cols": 7, "indices": 50,' "$tmp/sp" || fail "sizes: $(cat "$tmp/sp")"
+"$optim" bench --runs 1 --sparse 10 2 5 sgd >"$tmp/spt" 2>"$tmp/err" || fail "bench --sparse text: $(cat "$tmp/err")"
+grep -q 'sparse/dense' "$tmp/spt" || fail "text line: $(cat "$tmp/spt")"
+
+for bad in "--size x" "--size 0" "--runs" "--tensors 0" "--size 10 --tensors 11" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}' \
+    "--sparse" "--sparse 10 2" "--sparse 0 2 5" "--sparse 10 0 5" "--sparse 10 2 0" "--sparse 10 2 x" \
+    "--sparse 4294967296 4294967296 1" "--sparse 10 2 5 lamb_nope"; do
     # shellcheck disable=SC2086
     if eval "\"$optim\" bench $bad" >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi
     [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"

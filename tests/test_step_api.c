@@ -3,7 +3,8 @@
  * input, savepoints; nested wrappers whose weights share a name (qualified
  * per level, and `optim replay` writes them all); an INIT tensor named like
  * a weight refused before any step; a failed optim_build on a wrapper
- * changes nothing at any level. */
+ * changes nothing at any level; optim_rollback_variables, optim_step_scratch
+ * and wrappers' steady-state steps on it. */
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -253,25 +254,134 @@ static void test_base_option_changed(void **s)
 
 /* Steady state: after the first steps, a step of the same shapes takes its
  * buffers from the arena it already holds (one block, same size). */
+static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, size_t n)
+{
+    optim__arena_block *head = NULL;
+    size_t reserved = 0;
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(optim_apply_gradients(opt, p, n, 0), 0);
+        if (k == 2) head = opt->arena.head, reserved = opt->arena.reserved;
+        if (k > 2) {
+            assert_ptr_equal(opt->arena.head, head);
+            assert_int_equal(opt->arena.reserved, reserved);
+        }
+    }
+    assert_non_null(head);
+    assert_true(opt->arena.used_total > 0);
+}
+
 static void test_arena_steady_state(void **s)
 {
     (void)s;
     optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var p = pair_of(a, G0);
-    optim__arena_block *head = NULL;
-    size_t reserved = 0;
-    for (int k = 0; k < 6; k++) {
-        assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
-        if (k == 2) head = adam->arena.head, reserved = adam->arena.reserved;
-        if (k > 2) {
-            assert_ptr_equal(adam->arena.head, head);
-            assert_int_equal(adam->arena.reserved, reserved);
-        }
-    }
-    assert_non_null(head);
+    assert_arena_steady(adam, &p, 1);
     optim_destroy(adam);
     optim_var_destroy(a);
+}
+
+/* optim_rollback_variables: the slots and variables tracked since the
+ * savepoint go, the optimizer-level weights made since (Nadam's u_product,
+ * created with the first variable's slots and held in its class state)
+ * and the counter stay; optim_rollback would destroy u_product too. */
+static void test_rollback_variables(void **s)
+{
+    (void)s;
+    optim_optimizer *nadam = optim_test_make("\"nadam\"");
+    optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_savepoint sp = optim_savepoint_get(nadam);
+    assert_int_equal(optim_track_variables(nadam, &a, 1), 0);
+    assert_int_equal(optim_set_iterations(nadam, 3), 0);
+    assert_int_equal(optim_weights_count(nadam), 4); /* iterations, u_product, m, v */
+    optim_rollback_variables(nadam, &sp);
+    assert_int_equal(optim_weights_count(nadam), 2);
+    assert_string_equal(optim_weight_name(nadam, 1), "u_product");
+    assert_null(optim_get_slot(nadam, a, "m"));
+    assert_int_equal(optim_iterations(nadam), 3);
+    /* Tracked again, then stepped: the kept u_product is used, not remade. */
+    optim_grad_var p = pair_of(a, G0);
+    assert_int_equal(optim_apply_gradients(nadam, &p, 1, 0), 0);
+    assert_int_equal(optim_weights_count(nadam), 4);
+    assert_non_null(optim_get_slot(nadam, a, "v"));
+    /* Bad input: ignored, never a crash, nothing changes. */
+    optim_rollback_variables(NULL, &sp);
+    optim_rollback_variables(nadam, NULL);
+    optim_savepoint ahead = optim_savepoint_get(nadam);
+    ahead.vars_ += 1;
+    optim_rollback_variables(nadam, &ahead);
+    assert_int_equal(optim_weights_count(nadam), 4);
+    assert_non_null(optim_get_slot(nadam, a, "m"));
+    optim_destroy(nadam);
+    optim_var_destroy(a);
+}
+
+/* optim_step_scratch: aligned memory from the optimizer's step arena;
+ * bad input refused. */
+static void test_step_scratch(void **s)
+{
+    (void)s;
+    assert_null(optim_step_scratch(NULL, 16));
+    optim_optimizer *sgd = optim_test_make("\"sgd\"");
+    char *p = optim_step_scratch(sgd, 100), *q = optim_step_scratch(sgd, 0);
+    assert_non_null(p);
+    assert_non_null(q);
+    assert_true(p != q);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    memset(p, 0x5a, 100);
+    assert_null(optim_step_scratch(sgd, SIZE_MAX));
+    optim_destroy(sgd);
+}
+
+/* A wrapper's steady-state step takes its buffers from the scratch memory
+ * it already holds: the arena keeps one block of the same size, for a TF
+ * Addons wrapper (tfa.c) and for MultiOptimizer. */
+static void test_wrapper_arena_steady_state(void **s)
+{
+    (void)s;
+    static const char *const cfg[] = {
+        "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\"}}",
+        "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": \"OptimizerMap\", "
+        "\"config\": {\"default_optimizer\": \"sgd\", \"optimizer_map\": {\"v\": \"adam\"}}}}}",
+    };
+    for (size_t c = 0; c < 2; c++) {
+        optim_optimizer *opt = optim_test_make(cfg[c]);
+        optim_var *w = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+        optim_var *v = optim_test_var("v", OPTIM_F64, 1, (int64_t[]){4}, W0);
+        optim_grad_var p[2] = {pair_of(w, G0), pair_of(v, G0)};
+        assert_arena_steady(opt, p, 2);
+        optim_destroy(opt);
+        optim_var_destroy(w);
+        optim_var_destroy(v);
+    }
+}
+
+/* optim_check_gradients on a built MultiOptimizer refuses a variable it
+ * was not built for (its own question; each pair's shapes are its
+ * sub-optimizer's, checked in its step). */
+static void test_check_gradients_multi(void **s)
+{
+    (void)s;
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": "
+                                           "{\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": \"sgd\"}}}}");
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_var *x = optim_test_var("x", OPTIM_F64, 1, (int64_t[]){4}, W0);
+    optim_grad_var pw = pair_of(w, G0), px = pair_of(x, G0);
+    assert_int_equal(optim_check_gradients(opt, &px, 1, 0), 0); /* not built: any variable */
+    assert_int_equal(optim_build(opt, &w, 1), 0);
+    assert_int_equal(optim_check_gradients(opt, &pw, 1, 1), 0);
+    assert_int_equal(optim_check_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND);
+    assert_contains(optim_errmsg(opt), "MultiOptimizer: variable 'x' is unknown to this optimizer");
+    optim_grad_var twice[2] = {pw, pw};
+    assert_int_equal(optim_check_gradients(opt, twice, 2, 0), OPTIM_EINVAL);
+    assert_contains(optim_errmsg(opt), "more than once");
+    /* The step says the same, and changes nothing. */
+    assert_int_equal(optim_apply_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND);
+    assert_int_equal(optim_iterations(opt), 0);
+    assert_int_equal(optim_var_get(x, 0), W0[0]);
+    optim_destroy(opt);
+    optim_var_destroy(w);
+    optim_var_destroy(x);
 }
 
 /* ---- nested wrappers ------------------------------------------------------------------ */
@@ -452,6 +562,10 @@ int main(void)
         cmocka_unit_test(test_savepoint),
         cmocka_unit_test(test_base_option_changed),
         cmocka_unit_test(test_arena_steady_state),
+        cmocka_unit_test(test_rollback_variables),
+        cmocka_unit_test(test_step_scratch),
+        cmocka_unit_test(test_wrapper_arena_steady_state),
+        cmocka_unit_test(test_check_gradients_multi),
         cmocka_unit_test(test_nested_wrappers),
         cmocka_unit_test(test_init_name_is_a_weight),
         cmocka_unit_test(test_failed_build_changes_nothing),

@@ -1,6 +1,7 @@
 /* optim bench: optimizer steps against this machine's memory bandwidth.
  *
- *     optim bench [--json] [--size N] [--runs R] [--threads T] [--tensors K] [CONFIG...]
+ *     optim bench [--json] [--size N] [--runs R] [--threads T] [--tensors K]
+ *                 [--sparse ROWS COLS INDICES] [CONFIG...]
  *
  * For each optimizer config (default: every built-in), one dense float32
  * step on an N-element variable (or on K variables of N / K elements, one
@@ -9,7 +10,8 @@
  * full-size slot, write the variable and the slots) is compared with an
  * OpenMP triad measured in the same run (16 bytes per element with the
  * write-allocate). Prints the median of the R runs, one line per config, or
- * with --json one JSON object per line. */
+ * with --json one JSON object per line. --sparse times a sparse step on a
+ * [ROWS, COLS] table instead (bench_sparse.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <omp.h>
@@ -19,6 +21,7 @@
 #include <time.h>
 
 #include "bench_tensors.h"
+#include "bench_sparse.h"
 #include "commands.h"
 #include "optim/optim.h"
 
@@ -29,7 +32,7 @@ static const char *const DEFAULTS[] = {
     "\"lamb\"", "\"adafactor\"", "\"lazyadam\"",
 };
 
-static double now(void)
+double optim_bench_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -60,17 +63,33 @@ static int parse_count(const char *s, long long min, long long max, long long *o
     return 0;
 }
 
+/* Full-size weights are read and written once each (float32). */
+double optim_bench_bytes_per_param(optim_optimizer *opt, int64_t n)
+{
+    size_t full = 0, nw = optim_weights_count(opt);
+    optim_tensor *ws = calloc(nw, sizeof *ws);
+    if (ws) optim_get_weights(opt, ws, nw);
+    for (size_t i = 1; ws && i < nw; i++) full += optim_tensor_numel(&ws[i]) == n;
+    free(ws);
+    return 4.0 * (3.0 + 2.0 * (double)full);
+}
+
+double optim_bench_median(double *t, int runs)
+{
+    qsort(t, (size_t)runs, sizeof *t, cmp);
+    return t[runs / 2];
+}
+
 /* Median time of `runs` triads over n floats, as GB/s at 16 B/element. */
-static double triad(float *a, const float *b, const float *c, int64_t n, int runs, double *t)
+double optim_bench_triad(float *a, const float *b, const float *c, int64_t n, int runs, double *t)
 {
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = optim_bench_now();
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
-        t[r] = now() - t0;
+        t[r] = optim_bench_now() - t0;
     }
-    qsort(t, (size_t)runs, sizeof *t, cmp);
-    return 16.0 * (double)n / t[runs / 2] / 1e9;
+    return 16.0 * (double)n / optim_bench_median(t, runs) / 1e9;
 }
 
 static void json_string(FILE *f, const char *s)
@@ -90,6 +109,7 @@ int optim_cmd_bench(int argc, char **argv)
     long long n = 1 << 24, runs = 7, threads = 0, tensors = 1;
     const char **configs = NULL;
     int nconfigs = 0;
+    bench_sparse_opts sp = {0};
     configs = calloc((size_t)argc + 1, sizeof *configs);
     if (!configs) return fail("%s", "out of memory");
     for (int i = 0; i < argc; i++) {
@@ -99,7 +119,8 @@ int optim_cmd_bench(int argc, char **argv)
         if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--tensors K] [CONFIG...]\n");
+            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--tensors K] "
+                   "[--sparse ROWS COLS INDICES] [CONFIG...]\n");
             free(configs);
             return optim_tool_finish_stdout("bench", 0);
         } else if (target) {
@@ -109,6 +130,15 @@ int optim_cmd_bench(int argc, char **argv)
                 return fail("%s needs a whole number in range (see optim bench --help)", a);
             }
             i++;
+        } else if (!strcmp(a, "--sparse")) {
+            if (i + 3 >= argc || parse_count(argv[i + 1], 1, 1LL << 40, &sp.rows) ||
+                parse_count(argv[i + 2], 1, 1LL << 20, &sp.cols) || parse_count(argv[i + 3], 1, 1LL << 30, &sp.indices) ||
+                sp.rows * sp.cols > (1LL << 31)) {
+                free(configs);
+                return fail("%s needs ROWS COLS INDICES, whole numbers >= 1 with ROWS * COLS <= 2^31 "
+                            "(see optim bench --help)", a);
+            }
+            i += 3;
         } else if (a[0] == '-') {
             free(configs);
             return fail("unknown option '%s' (see optim bench --help)", a);
@@ -152,6 +182,15 @@ int optim_cmd_bench(int argc, char **argv)
         optim_destroy(check);
     }
     if (threads > 0) omp_set_num_threads((int)threads);
+    if (sp.rows) {
+        sp.runs = (int)runs;
+        sp.json = json;
+        int src = optim_bench_sparse((const char *const *)texts, nconfigs, &sp);
+        for (int k = 0; k < nconfigs; k++) free(texts[k]);
+        free(texts);
+        free(configs);
+        return optim_tool_finish_stdout("bench", src);
+    }
     int rc = 0;
     float *g = malloc((size_t)n * sizeof *g), *a = malloc((size_t)n * sizeof *a);
     float *b = malloc((size_t)n * sizeof *b), *c = malloc((size_t)n * sizeof *c);
@@ -161,7 +200,7 @@ int optim_cmd_bench(int argc, char **argv)
         goto out;
     }
     for (int64_t i = 0; i < n; i++) g[i] = 1e-3f * (float)(i % 7), a[i] = 0, b[i] = 1, c[i] = 2;
-    const double limit = triad(a, b, c, n, (int)runs, t);
+    const double limit = optim_bench_triad(a, b, c, n, (int)runs, t);
     if (!json) printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n, omp_get_max_threads());
     for (int k = 0; k < nconfigs && !rc; k++) {
         const char *config = texts[k];
@@ -175,16 +214,15 @@ int optim_cmd_bench(int argc, char **argv)
                 rc = fail("%s", optim_errmsg(opt));
             } else {
                 for (int r = 0; r < runs && !rc; r++) {
-                    double t0 = now();
+                    double t0 = optim_bench_now();
                     if (optim_apply_gradients(opt, w.pairs, (size_t)tensors, 0)) rc = fail("%s", optim_errmsg(opt));
-                    t[r] = now() - t0;
+                    t[r] = optim_bench_now() - t0;
                 }
             }
             if (!rc) {
-                qsort(t, (size_t)runs, sizeof *t, cmp);
                 /* Full-size slots are read and written once each. */
                 const double full = (double)bench_tensors_full_slots(opt, &w) / (double)n;
-                double bytes = 4.0 * (3.0 + 2.0 * full), secs = t[runs / 2];
+                double bytes = 4.0 * (3.0 + 2.0 * full), secs = optim_bench_median(t, (int)runs);
                 double bw = bytes * (double)n / secs / 1e9;
                 if (json) {
                     printf("{\"config\": ");

@@ -48,8 +48,8 @@ extern "C" {
 #endif
 
 /* 2: param_choices (OPTIM_PARAM_STRING) and the `step` hook (wrappers
- * taking optim_step_options, optim/step.h). 3: phased updates (phase_plan,
- * apply_phase, reduce_phase). */
+ * taking optim_step_options, optim/step.h). 3: the `sparse_mode` hook and
+ * phased updates (phase_plan, apply_phase, reduce_phase). */
 #define OPTIM_CLASS_VERSION 3
 
 /* Most slots one variable may have. */
@@ -179,6 +179,32 @@ typedef struct optim_phase_update {
  * de-duplicate, then apply_sparse. */
 #define OPTIM_SPARSE_DEFAULT 1
 
+/* How the pipeline runs a sparse update (the sparse_mode hook's answer).
+ * Every mode gets the indices de-duplicated (duplicates summed in order). */
+typedef enum optim_sparse_mode {
+    /* apply_sparse once, on one thread, with all the indices (after
+     * apply_sparse_duplicate_indices, when the class has it): the only mode
+     * of a version 1-2 class with apply_sparse. */
+    OPTIM_SPARSE_WHOLE = 0,
+    /* The dense equivalent (Keras 3): apply_dense (OPTIM_CLASS_ELEMENTWISE
+     * only) on every chunk of the variable, as for a dense gradient, with
+     * the summed rows where an index points and zero elsewhere; threaded
+     * and chunked like a dense step. apply_sparse is not called. */
+    OPTIM_SPARSE_DENSE = 1,
+    /* A lazy (row-only) rule: apply_sparse reads and writes only the rows
+     * its indices name, each row on its own. The pipeline calls it on
+     * disjoint ranges of the index list on all threads (u->indices,
+     * u->values and u->n describe the range; param and slots stay whole). */
+    OPTIM_SPARSE_ROWS = 2,
+    /* A rule that walks every row, each on its own (legacy Adam decays m
+     * and v on rows without an index): the pipeline calls apply_sparse on
+     * consecutive row ranges on all threads, each as a variable of its own
+     * (u->param, u->slots and u->rows describe the range, u->indices are
+     * its indices relative to its first row). OPTIM_CLASS_ELEMENTWISE
+     * classes only. */
+    OPTIM_SPARSE_ALL_ROWS = 3
+} optim_sparse_mode;
+
 struct optim_class {
     uint32_t size;        /* sizeof(optim_class) as compiled */
     uint32_t version;     /* OPTIM_CLASS_VERSION as compiled */
@@ -211,14 +237,16 @@ struct optim_class {
     /* Required unless apply_gradients is set. Dense update of u->count elements. */
     void (*apply_dense)(const optim_dense_update *u);
 
-    /* Optional. Sparse update with unique ascending indices. If NULL, sparse
-     * gradients are refused with OPTIM_ENOTSUP. */
+    /* Optional. Sparse update with unique ascending indices. If NULL, an
+     * OPTIM_CLASS_ELEMENTWISE class gets the dense equivalent
+     * (OPTIM_SPARSE_DENSE); other classes refuse sparse gradients with
+     * OPTIM_ENOTSUP. */
     void (*apply_sparse)(const optim_sparse_update *u);
 
     /* Optional (requires apply_sparse). Sparse update with the indices as
      * given (may repeat). Return OPTIM_SPARSE_DEFAULT to have the base
      * de-duplicate and call apply_sparse instead (the Keras default); 0 when
-     * done. */
+     * done. Called only in mode OPTIM_SPARSE_WHOLE (see sparse_mode). */
     int (*apply_sparse_duplicate_indices)(const optim_sparse_update *u);
 
     /* Optional, for wrappers written against version 1: replaces the whole
@@ -277,6 +305,16 @@ struct optim_class {
      * optim_apply_gradients calls it with the default options. */
     int (*step)(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                 const struct optim_step_options *o);
+
+    /* Version 3, optional: the optim_sparse_mode of a sparse update. Called
+     * once per sparse gradient and step, on the calling thread, after
+     * prepare, with u as apply_sparse would get it (de-duplicated indices,
+     * coef written). NULL: OPTIM_SPARSE_WHOLE with apply_sparse. Without
+     * apply_sparse the mode is always OPTIM_SPARSE_DENSE (the hook is not
+     * called); OPTIM_SPARSE_DENSE from a class that is not
+     * OPTIM_CLASS_ELEMENTWISE (or OPTIM_SPARSE_ALL_ROWS), or an unknown
+     * answer, counts as OPTIM_SPARSE_WHOLE. */
+    int (*sparse_mode)(const optim_sparse_update *u);
 
     /* Version 3, optional, for classes without OPTIM_CLASS_ELEMENTWISE
      * (all three or none): phased updates, above. phase_plan is called at

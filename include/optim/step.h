@@ -10,7 +10,9 @@
  * the step, or rescale them). The built-in wrappers (MovingAverage, SWA,
  * Lookahead, LossScaleOptimizer, ApplyIfFinite) use only this header,
  * optim/optimizer_class.h and optim/wrappers.h; examples/custom_wrapper.c
- * is a complete one, docs/wrappers.md the guide.
+ * is a complete one, docs/wrappers.md the guide. MultiOptimizer
+ * (several inner optimizers) uses the same calls, optim_rollback_variables
+ * and optim_step_scratch among them.
  *
  *     static int my_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
  *                        const optim_step_options *o) {
@@ -96,7 +98,10 @@ OPTIM_API int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size
 /* Checks the pairs as a step of opt would (stage 1: each pair against the
  * update rule that finally runs, the innermost optimizer for a wrapper;
  * variables unknown to a built optimizer; each variable once; with
- * require_any, at least one gradient). Changes nothing but opt's message. */
+ * require_any, at least one gradient). A wrapper of several optimizers
+ * (inner_at) is checked for what is its own (variables, each once, known
+ * once built); its step checks each pair against its sub-optimizer with
+ * this same call. Changes nothing but opt's message. */
 OPTIM_API int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                                     int require_any);
 
@@ -128,6 +133,27 @@ OPTIM_API optim_savepoint optim_savepoint_get(const optim_optimizer *opt);
  * now (not opt's, or taken before an earlier rollback) is ignored, as are
  * NULL arguments. */
 OPTIM_API void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp);
+
+/* Like optim_rollback, for an optimizer whose class may keep pointers to
+ * its own weights (optim_add_weight, created lazily in create_slots as
+ * Nadam's u_product is): forgets the variables tracked since sp and
+ * destroys their slots, but keeps the optimizer-level weights created
+ * since and the counter. For the optimizers a wrapper of several
+ * optimizers tracks variables in (optim_track_variables) when a later one
+ * fails. Ignored in the same cases as optim_rollback. */
+OPTIM_API void optim_rollback_variables(optim_optimizer *opt, const optim_savepoint *sp);
+
+/* ---- scratch memory for a step hook -------------------------------------- */
+
+/* `bytes` bytes of scratch memory (64-byte aligned, uninitialised) from
+ * opt's step arena, for opt's step or apply_gradients hook: valid until
+ * opt's next step starts, never freed by the caller. optim_step resets
+ * the arena when it starts a step of opt, keeping its memory, so a
+ * wrapper that asks for the same sizes step after step does not allocate
+ * once warm. Asked for outside a step of opt, the memory is kept until
+ * opt's next step. NULL if opt is NULL or out of memory (bytes 0 gives a
+ * valid pointer). */
+OPTIM_API void *optim_step_scratch(optim_optimizer *opt, size_t bytes);
 
 /* ---- the base options and config of a wrapper ---------------------------- */
 

@@ -35,7 +35,7 @@ static int make_config(cf_ctx *c, const char *text, optim_error *err)
  * wrapper, whether a sparse step is refused as not supported. */
 static int takes_sparse(const cf_ctx *c)
 {
-    if (!c->wrapper) return c->cls->apply_sparse != NULL;
+    if (!c->wrapper) return c->cls->apply_sparse || (c->cls->flags & OPTIM_CLASS_ELEMENTWISE);
     optim_optimizer *opt;
     cf_problem p;
     char why[CF_TEXT];

@@ -334,6 +334,71 @@ static int st_scan_header(const st_src *src, const unsigned char *s, size_t n, o
     return OPTIM_OK;
 }
 
+static int st_field(const st_src *src, const char *tname, const cJSON *obj, const char *key,
+                    const cJSON **out, optim_error *err);
+
+/* Tensor tname's entry is an object; its fields dtype, shape and
+ * data_offsets (NULL when absent), each at most once. */
+static int st_entry_fields(const st_src *src, const char *tname, const cJSON *obj, const cJSON **dt,
+                           const cJSON **shape, const cJSON **offs, optim_error *err)
+{
+    st_quote q;
+    char d[128];
+    int rc;
+    if (!cJSON_IsObject(obj))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: entry is %s, expected an object with dtype, shape and "
+                          "data_offsets",
+                          src->label, st_q(&q, tname), st_describe(obj, d, sizeof d));
+    if ((rc = st_field(src, tname, obj, "dtype", dt, err)) || (rc = st_field(src, tname, obj, "shape", shape, err)) ||
+        (rc = st_field(src, tname, obj, "data_offsets", offs, err)))
+        return rc;
+    return OPTIM_OK;
+}
+
+/* Tensor tname's "shape" is an array of at most OPTIM_MAX_RANK entries;
+ * *rank gets their count. */
+static int st_entry_rank(const st_src *src, const char *tname, const cJSON *shape, int *rank, optim_error *err)
+{
+    st_quote q;
+    char d[128];
+    if (!shape) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"shape\"", src->label, st_q(&q, tname));
+    if (!cJSON_IsArray(shape))
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: shape is %s, expected an array of non-negative integers",
+                          src->label, st_q(&q, tname), st_describe(shape, d, sizeof d));
+    *rank = cJSON_GetArraySize(shape);
+    if (*rank > OPTIM_MAX_RANK)
+        return optim__err(err, OPTIM_ENOTSUP, "%s: tensor %s: rank %d is above optim's maximum of %d",
+                          src->label, st_q(&q, tname), *rank, OPTIM_MAX_RANK);
+    return OPTIM_OK;
+}
+
+/* Tensor tname's "data_offsets": [begin, end], two integers in [0, 2^53),
+ * into be. */
+static int st_entry_offsets(const st_src *src, const char *tname, const cJSON *offs, uint64_t be[2],
+                            optim_error *err)
+{
+    const char *L = src->label;
+    st_quote q;
+    char d[128];
+    if (!offs) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"data_offsets\"", L, st_q(&q, tname));
+    if (!cJSON_IsArray(offs))
+        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: data_offsets is %s, expected [begin, end]", L,
+                          st_q(&q, tname), st_describe(offs, d, sizeof d));
+    int noffs = cJSON_GetArraySize(offs);
+    if (noffs != 2)
+        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: data_offsets has %d entries, expected 2 ([begin, end])",
+                          L, st_q(&q, tname), noffs);
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetArrayItem(offs, i);
+        if (st_json_uint(v, &be[i]) != 0)
+            return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: data_offsets[%d] is %s, expected an integer in "
+                              "[0, 2^53)", L, st_q(&q, tname), i, st_describe(v, d, sizeof d));
+    }
+    return OPTIM_OK;
+}
+
 /* Finds the single field `key` of entry object `obj` (NULL if absent); error
  * if it appears more than once (cJSON keeps duplicate keys). */
 static int st_field(const st_src *src, const char *tname, const cJSON *obj, const char *key,
@@ -364,15 +429,7 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
     const cJSON *dt = NULL, *shape = NULL, *offs = NULL;
     int rc;
 
-    if (!cJSON_IsObject(obj))
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: entry is %s, expected an object with dtype, shape and "
-                          "data_offsets",
-                          L, st_q(&q, e->name), st_describe(obj, d, sizeof d));
-    if ((rc = st_field(src, e->name, obj, "dtype", &dt, err)) ||
-        (rc = st_field(src, e->name, obj, "shape", &shape, err)) ||
-        (rc = st_field(src, e->name, obj, "data_offsets", &offs, err)))
-        return rc;
+    if ((rc = st_entry_fields(src, e->name, obj, &dt, &shape, &offs, err))) return rc;
 
     /* dtype */
     if (!dt) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"dtype\"", L, st_q(&q, e->name));
@@ -390,15 +447,8 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
     }
 
     /* shape */
-    if (!shape) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"shape\"", L, st_q(&q, e->name));
-    if (!cJSON_IsArray(shape))
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: shape is %s, expected an array of non-negative integers",
-                          L, st_q(&q, e->name), st_describe(shape, d, sizeof d));
-    int rank = cJSON_GetArraySize(shape);
-    if (rank > OPTIM_MAX_RANK)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: tensor %s: rank %d is above optim's maximum of %d",
-                          L, st_q(&q, e->name), rank, OPTIM_MAX_RANK);
+    int rank = 0;
+    if ((rc = st_entry_rank(src, e->name, shape, &rank, err))) return rc;
     e->rank = rank;
     int k = 0;
     const cJSON *dim;
@@ -425,26 +475,8 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
                           st_dtype_str(e->dtype));
 
     /* data_offsets */
-    if (!offs)
-        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"data_offsets\"", L, st_q(&q, e->name));
-    if (!cJSON_IsArray(offs))
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: data_offsets is %s, expected [begin, end]", L, st_q(&q, e->name),
-                          st_describe(offs, d, sizeof d));
-    int noffs = cJSON_GetArraySize(offs);
-    if (noffs != 2)
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: data_offsets has %d entries, expected 2 ([begin, end])",
-                          L, st_q(&q, e->name), noffs);
     uint64_t be[2];
-    for (int i = 0; i < 2; i++) {
-        const cJSON *v = cJSON_GetArrayItem(offs, i);
-        if (st_json_uint(v, &be[i]) != 0)
-            return optim__err(err, OPTIM_EFORMAT,
-                              "%s: tensor %s: data_offsets[%d] is %s, expected an integer in "
-                              "[0, 2^53)",
-                              L, st_q(&q, e->name), i, st_describe(v, d, sizeof d));
-    }
+    if ((rc = st_entry_offsets(src, e->name, offs, be, err))) return rc;
     e->begin = be[0];
     e->end = be[1];
     if (e->begin > e->end)
@@ -511,6 +543,46 @@ static int st_cmp_offset(const void *a, const void *b)
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     if (x->end != y->end) return x->end < y->end ? -1 : 1;
     return strcmp(x->name, y->name);
+}
+
+/* The entries, sorted by name (f->e), have distinct names, and in offset
+ * order (o: f->n entries) tile [0, data_len) exactly. */
+static int st_check_entries(const st_src *src, optim_st_file *f, st_entry **o, uint64_t data_len,
+                            optim_error *err)
+{
+    const char *L = src->label;
+    st_sort(f->e, f->n, sizeof *f->e, st_cmp_name);
+    for (size_t i = 1; i < f->n; i++)
+        if (strcmp(f->e[i - 1].name, f->e[i].name) == 0) {
+            st_quote q;
+            return optim__err(err, OPTIM_EFORMAT, "%s: tensor name %s appears more than once", L,
+                              st_q(&q, f->e[i].name));
+        }
+
+    /* The tensors, in offset order, must tile [0, data_len) exactly. */
+    for (size_t i = 0; i < f->n; i++) o[i] = &f->e[i];
+    st_sort(o, f->n, sizeof *o, st_cmp_offset);
+    uint64_t cursor = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        st_quote q1, q2;
+        if (o[i]->begin < cursor)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: tensor %s data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]",
+                              L, st_q(&q1, o[i]->name), (ull)o[i]->begin, (ull)o[i]->end,
+                              st_q(&q2, o[i - 1]->name), (ull)o[i - 1]->begin, (ull)o[i - 1]->end);
+        if (o[i]->begin > cursor)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: data buffer bytes [%llu, %llu) belong to no tensor (a hole "
+                              "before tensor %s)",
+                              L, (ull)cursor, (ull)o[i]->begin, st_q(&q1, o[i]->name));
+        cursor = o[i]->end;
+    }
+    if (cursor != data_len)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: data buffer is %llu bytes but the tensors cover only [0, %llu): "
+                          "%llu trailing bytes",
+                          L, (ull)data_len, (ull)cursor, (ull)(data_len - cursor));
+    return OPTIM_OK;
 }
 
 void optim_st_free(optim_st_file *f)
@@ -598,39 +670,7 @@ static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_
     }
     cJSON_Delete(root);
 
-    st_sort(f->e, f->n, sizeof *f->e, st_cmp_name);
-    for (size_t i = 1; i < f->n; i++)
-        if (strcmp(f->e[i - 1].name, f->e[i].name) == 0) {
-            st_quote q;
-            return optim__err(err, OPTIM_EFORMAT, "%s: tensor name %s appears more than once", L,
-                              st_q(&q, f->e[i].name));
-        }
-
-    /* The tensors, in offset order, must tile [0, data_len) exactly. */
-    st_entry **o = *order;
-    for (size_t i = 0; i < f->n; i++) o[i] = &f->e[i];
-    st_sort(o, f->n, sizeof *o, st_cmp_offset);
-    uint64_t cursor = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        st_quote q1, q2;
-        if (o[i]->begin < cursor)
-            return optim__err(err, OPTIM_EFORMAT,
-                              "%s: tensor %s data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]",
-                              L, st_q(&q1, o[i]->name), (ull)o[i]->begin, (ull)o[i]->end,
-                              st_q(&q2, o[i - 1]->name), (ull)o[i - 1]->begin, (ull)o[i - 1]->end);
-        if (o[i]->begin > cursor)
-            return optim__err(err, OPTIM_EFORMAT,
-                              "%s: data buffer bytes [%llu, %llu) belong to no tensor (a hole "
-                              "before tensor %s)",
-                              L, (ull)cursor, (ull)o[i]->begin, st_q(&q1, o[i]->name));
-        cursor = o[i]->end;
-    }
-    if (cursor != data_len)
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: data buffer is %llu bytes but the tensors cover only [0, %llu): "
-                          "%llu trailing bytes",
-                          L, (ull)data_len, (ull)cursor, (ull)(data_len - cursor));
-    return OPTIM_OK;
+    return st_check_entries(src, f, *order, data_len, err);
 }
 
 static int st_load(st_src *src, optim_st_file **out, optim_error *err)

@@ -176,18 +176,216 @@ static int evaluate_run(optim_model *m, const data *d, int64_t batch_size, FILE 
     return OPTIM_OK;
 }
 
-#define CALL_HOOK(hook, ...)                                                                       \
-    do {                                                                                           \
-        for (size_t c_ = 0; c_ < o.n_callbacks && !rc; c_++) {                                     \
-            optim_callback *cb_ = o.callbacks[c_];                                                 \
-            if (cb_->hooks.hook) {                                                                 \
-                optim__err_clear(&e);                                                              \
-                rc = cb_->hooks.hook(cb_->user, m, __VA_ARGS__, &e);                               \
-                if (rc && !e.msg[0]) optim__err(&e, rc, "callback " #hook " failed (status %d)", rc); \
-                if (rc) e.code = rc;                                                               \
-            }                                                                                      \
-        }                                                                                          \
+/* One fit call: its options, data, buffers and the error it reports. */
+typedef struct fit_run {
+    optim_model *m;
+    optim_fit_options o;
+    const optim_tensor *x, *y;
+    data d, v;
+    optim_tape *t;
+    optim_grad_var *grads;
+    int64_t *perm;
+    void *xb, *yb;
+    int mode;      /* progress bar: 0 none, 1 bar, 2 line per epoch */
+    int64_t steps; /* batches per epoch */
+    accum a;
+    optim_history *history;
+    optim_error e;
+} fit_run;
+
+/* Runs `hook` of every callback in order until one fails (rc set, f->e
+ * holding its message). */
+#define CALL_HOOK(f, rc, hook, ...)                                                                  \
+    do {                                                                                             \
+        for (size_t c_ = 0; c_ < (f)->o.n_callbacks && !(rc); c_++) {                                \
+            optim_callback *cb_ = (f)->o.callbacks[c_];                                              \
+            if (cb_->hooks.hook) {                                                                   \
+                optim__err_clear(&(f)->e);                                                           \
+                (rc) = cb_->hooks.hook(cb_->user, (f)->m, __VA_ARGS__, &(f)->e);                     \
+                if ((rc) && !(f)->e.msg[0]) optim__err(&(f)->e, (rc), "callback " #hook " failed (status %d)", (rc)); \
+                if (rc) (f)->e.code = (rc);                                                          \
+            }                                                                                        \
+        }                                                                                            \
     } while (0)
+
+/* The options, before anything else (the message on m). */
+static int check_fit_options(optim_model *m, const optim_fit_options *o)
+{
+    if (o->size != sizeof *o)
+        return optim__model_err(m, OPTIM_EVERSION, "fit: options size %u, expected %zu (use optim_fit_defaults)",
+                                (unsigned)o->size, sizeof *o);
+    if (!m->compiled) return optim__model_err(m, OPTIM_ESTATE, "fit: you must call compile() before fit");
+    if (o->epochs < 0) return optim__model_err(m, OPTIM_EINVAL, "fit: epochs = %lld, expected >= 0", (long long)o->epochs);
+    if (o->batch_size < 1)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: batch_size = %lld, expected a positive integer",
+                                (long long)o->batch_size);
+    if (o->shuffle != 0 && o->shuffle != 1)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: shuffle = %d, expected 0 or 1", o->shuffle);
+    if (o->initial_epoch < 0)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: initial_epoch = %lld, expected >= 0", (long long)o->initial_epoch);
+    if (o->verbose < -1 || o->verbose > 2)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: verbose = %d, expected OPTIM_VERBOSE_AUTO, 0, 1 or 2", o->verbose);
+    if (o->n_callbacks && !o->callbacks)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: n_callbacks = %zu but callbacks is NULL", o->n_callbacks);
+    for (size_t i = 0; i < o->n_callbacks; i++)
+        if (!o->callbacks[i]) return optim__model_err(m, OPTIM_EINVAL, "fit: callbacks[%zu] is NULL", i);
+    if (!o->validation_x != !o->validation_y)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: give both validation_x and validation_y, or neither");
+    return OPTIM_OK;
+}
+
+/* The data against the (built) model, the tape and the batch buffers. */
+static int fit_prepare(fit_run *f)
+{
+    optim_model *m = f->m;
+    int rc = check_targets(m, &f->d, "y", &f->e);
+    if (!rc && f->o.validation_x) rc = check_targets(m, &f->v, "validation_y", &f->e);
+    if (!rc && m->n_train_vars == 0)
+        rc = optim__err(&f->e, OPTIM_ESTATE, "fit: model \"%s\" has no trainable variables", m->name);
+    if (!rc && optim__model_tape(m, &f->t)) rc = optim__err(&f->e, OPTIM_ENOMEM, "%s", m->errmsg);
+    if (rc) return rc;
+    int64_t bmax = f->o.batch_size < f->d.n ? f->o.batch_size : f->d.n;
+    f->grads = calloc(m->n_train_vars, sizeof *f->grads);
+    f->perm = malloc((size_t)f->d.n * sizeof *f->perm);
+    f->xb = malloc((size_t)bmax * f->d.xrow + 1);
+    f->yb = malloc((size_t)bmax * f->d.yrow + 1);
+    if (!f->grads || !f->perm || !f->xb || !f->yb)
+        return optim__err(&f->e, OPTIM_ENOMEM, "fit: out of memory for the batches");
+    return OPTIM_OK;
+}
+
+static void fit_free(fit_run *f)
+{
+    free(f->grads), free(f->perm), free(f->xb), free(f->yb);
+}
+
+/* The epoch's sample order: 0..n-1, shuffled with a seed of (seed, epoch). */
+static void fit_order(fit_run *f, int64_t epoch)
+{
+    int64_t *perm = f->perm;
+    for (int64_t i = 0; i < f->d.n; i++) perm[i] = i;
+    if (!f->o.shuffle) return;
+    optim__rng r = optim__rng_make(optim__seed_mix(f->o.seed, (uint64_t)epoch));
+    for (int64_t i = f->d.n - 1; i > 0; i--) {
+        int64_t j = (int64_t)optim__rng_below(&r, (uint64_t)i + 1), tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+}
+
+/* The epoch's batches, each with its callbacks and the bar; stops early
+ * when a callback sets stop_training. */
+static int fit_batches(fit_run *f, optim__progbar *bar)
+{
+    optim_model *m = f->m;
+    optim_logs logs;
+    int rc = OPTIM_OK;
+    f->a = (accum){0, 0, 0, 0, m->metric};
+    for (int64_t s = 0; s < f->steps && !rc; s++) {
+        memset(&logs, 0, sizeof logs);
+        CALL_HOOK(f, rc, on_train_batch_begin, s, &logs);
+        if (rc) break;
+        int64_t start = s * f->o.batch_size, bs = f->d.n - start < f->o.batch_size ? f->d.n - start : f->o.batch_size;
+        if (m->replicas.size) {
+            rc = replica_batch(m, f->t, f->grads, &f->d, f->perm, start, bs, f->xb, f->yb, &f->a, &f->e);
+        } else {
+            optim_tensor xt = gather(f->x, f->perm + start, bs, f->d.xrow, f->xb);
+            optim_tensor yt = gather(f->y, f->perm + start, bs, f->d.yrow, f->yb);
+            rc = run_batch(m, f->t, f->grads, &xt, &yt, 1, 1, &f->a, &f->e);
+        }
+        if (rc) break;
+        memset(&logs, 0, sizeof logs);
+        accum_logs(&f->a, "", &logs);
+        CALL_HOOK(f, rc, on_train_batch_end, s, &logs);
+        if (rc) break;
+        optim__progbar_update(bar, s + 1, &logs, 0);
+        if (m->stop_training) break;
+    }
+    return rc;
+}
+
+/* The epoch's logs: the running means, then val_loss and val_METRIC. */
+static int fit_epoch_logs(fit_run *f, optim_logs *logs)
+{
+    memset(logs, 0, sizeof *logs);
+    accum_logs(&f->a, "", logs);
+    if (!f->o.validation_x) return OPTIM_OK;
+    optim_logs vl;
+    int rc = evaluate_run(f->m, &f->v, f->o.batch_size, NULL, 0, &vl, &f->e);
+    if (rc) return rc;
+    double val;
+    optim_logs_get(&vl, "loss", &val);
+    optim_logs_set(logs, "val_loss", val);
+    if (f->m->metric != OPTIM_METRIC_NONE) {
+        char name[OPTIM_LOGS_NAME_MAX];
+        snprintf(name, sizeof name, "val_%s", optim__metric_name(f->m->metric));
+        optim_logs_get(&vl, optim__metric_name(f->m->metric), &val);
+        optim_logs_set(logs, name, val);
+    }
+    return OPTIM_OK;
+}
+
+static int history_append(optim_history *history, int64_t epoch, const optim_logs *logs, optim_error *e)
+{
+    size_t k = history->epochs;
+    int64_t *ep = realloc(history->epoch, (k + 1) * sizeof *ep);
+    if (ep) history->epoch = ep;
+    optim_logs *lg = ep ? realloc(history->logs, (k + 1) * sizeof *lg) : NULL;
+    if (lg) history->logs = lg;
+    if (!ep || !lg) return optim__err(e, OPTIM_ENOMEM, "fit: out of memory for the history");
+    history->epoch[k] = epoch;
+    history->logs[k] = *logs;
+    history->epochs = k + 1;
+    return OPTIM_OK;
+}
+
+/* One epoch: callbacks, header, batches, validation, bar, history; *last
+ * gets its logs. */
+static int fit_epoch(fit_run *f, int64_t epoch, optim_logs *last)
+{
+    optim_logs logs;
+    memset(&logs, 0, sizeof logs);
+    int rc = OPTIM_OK;
+    CALL_HOOK(f, rc, on_epoch_begin, epoch, &logs);
+    if (rc) return rc;
+    if (f->mode && f->o.epochs > 1) {
+        fprintf(f->o.out, "Epoch %lld/%lld\n", (long long)epoch + 1, (long long)f->o.epochs);
+        fflush(f->o.out);
+    }
+    optim__progbar bar;
+    optim__progbar_init(&bar, f->o.out, f->mode, f->steps);
+    fit_order(f, epoch);
+    if ((rc = fit_batches(f, &bar)) || (rc = fit_epoch_logs(f, &logs))) return rc;
+    CALL_HOOK(f, rc, on_epoch_end, epoch, &logs);
+    if (rc) return rc;
+    optim__progbar_update(&bar, f->steps, &logs, 1);
+    if (f->history && (rc = history_append(f->history, epoch, &logs, &f->e))) return rc;
+    *last = logs;
+    return OPTIM_OK;
+}
+
+/* Checks, builds (undone if fit fails before training), prepares, then
+ * on_train_begin with the logs fit will produce. */
+static int fit_begin(fit_run *f)
+{
+    optim_model *m = f->m;
+    int rc = check_data(f->x, f->y, "x", "y", &f->d, &f->e);
+    if (!rc && f->o.validation_x)
+        rc = check_data(f->o.validation_x, f->o.validation_y, "validation_x", "validation_y", &f->v, &f->e);
+    if (rc) return rc;
+    int fresh = !m->built;
+    if ((rc = optim__model_build(m, f->x->rank, f->x->shape, &f->e))) return rc;
+    rc = fit_prepare(f);
+    optim_logs logs;
+    memset(&logs, 0, sizeof logs);
+    f->a = (accum){0, 0, 0, 0, m->metric};
+    accum_logs(&f->a, "", &logs);
+    if (f->o.validation_x) accum_logs(&f->a, "val_", &logs);
+    m->stop_training = 0;
+    if (!rc) CALL_HOOK(f, rc, on_train_begin, &logs);
+    if (rc && fresh) optim__model_unbuild(m);
+    return rc;
+}
 
 int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y,
                     const optim_fit_options *opts, optim_history *history)
@@ -195,146 +393,28 @@ int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y
     if (!m) return OPTIM_EINVAL;
     m->errmsg[0] = '\0';
     if (history) memset(history, 0, sizeof *history);
-    optim_error e;
-    optim__err_clear(&e);
-    optim_fit_options o = opts ? *opts : optim_fit_defaults();
-    if (o.size != sizeof o)
-        return optim__model_err(m, OPTIM_EVERSION, "fit: options size %u, expected %zu (use optim_fit_defaults)",
-                                (unsigned)o.size, sizeof o);
-    if (!m->compiled) return optim__model_err(m, OPTIM_ESTATE, "fit: you must call compile() before fit");
-    if (o.epochs < 0) return optim__model_err(m, OPTIM_EINVAL, "fit: epochs = %lld, expected >= 0", (long long)o.epochs);
-    if (o.batch_size < 1)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: batch_size = %lld, expected a positive integer",
-                                (long long)o.batch_size);
-    if (o.shuffle != 0 && o.shuffle != 1)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: shuffle = %d, expected 0 or 1", o.shuffle);
-    if (o.initial_epoch < 0)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: initial_epoch = %lld, expected >= 0", (long long)o.initial_epoch);
-    if (o.verbose < -1 || o.verbose > 2)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: verbose = %d, expected OPTIM_VERBOSE_AUTO, 0, 1 or 2", o.verbose);
-    if (o.n_callbacks && !o.callbacks)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: n_callbacks = %zu but callbacks is NULL", o.n_callbacks);
-    for (size_t i = 0; i < o.n_callbacks; i++)
-        if (!o.callbacks[i]) return optim__model_err(m, OPTIM_EINVAL, "fit: callbacks[%zu] is NULL", i);
-    if (!o.validation_x != !o.validation_y)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: give both validation_x and validation_y, or neither");
-    data d, v;
-    int rc = check_data(x, y, "x", "y", &d, &e);
-    if (!rc && o.validation_x) rc = check_data(o.validation_x, o.validation_y, "validation_x", "validation_y", &v, &e);
-    if (rc) return optim__model_fail(m, &e);
-    int fresh = !m->built;
-    if ((rc = optim__model_build(m, x->rank, x->shape, &e))) return optim__model_fail(m, &e);
-    rc = check_targets(m, &d, "y", &e);
-    if (!rc && o.validation_x) rc = check_targets(m, &v, "validation_y", &e);
-    if (!rc && m->n_train_vars == 0)
-        rc = optim__err(&e, OPTIM_ESTATE, "fit: model \"%s\" has no trainable variables", m->name);
-    optim_tape *t = NULL;
-    if (!rc && optim__model_tape(m, &t)) rc = optim__err(&e, OPTIM_ENOMEM, "%s", m->errmsg);
-    optim_grad_var *grads = NULL;
-    int64_t *perm = NULL;
-    void *xb = NULL, *yb = NULL;
-    int64_t bmax = o.batch_size < d.n ? o.batch_size : d.n;
-    if (!rc) {
-        grads = calloc(m->n_train_vars, sizeof *grads);
-        perm = malloc((size_t)d.n * sizeof *perm);
-        xb = malloc((size_t)bmax * d.xrow + 1);
-        yb = malloc((size_t)bmax * d.yrow + 1);
-        if (!grads || !perm || !xb || !yb) rc = optim__err(&e, OPTIM_ENOMEM, "fit: out of memory for the batches");
+    fit_run f;
+    memset(&f, 0, sizeof f);
+    f.m = m, f.x = x, f.y = y, f.history = history;
+    f.o = opts ? *opts : optim_fit_defaults();
+    int rc = check_fit_options(m, &f.o);
+    if (rc) return rc;
+    if ((rc = fit_begin(&f))) {
+        fit_free(&f);
+        return optim__model_fail(m, &f.e);
     }
-    /* The logs fit will produce, for on_train_begin. */
-    optim_logs logs, last;
-    memset(&logs, 0, sizeof logs);
+    f.mode = m->replicas.rank ? 0 : optim__progbar_mode(f.o.out, f.o.verbose); /* rank 0 prints */
+    f.steps = (f.d.n + f.o.batch_size - 1) / f.o.batch_size;
+    optim_logs last;
     memset(&last, 0, sizeof last);
-    accum a = {0, 0, 0, 0, m->metric};
-    accum_logs(&a, "", &logs);
-    if (o.validation_x) accum_logs(&a, "val_", &logs);
-    m->stop_training = 0;
-    if (!rc) CALL_HOOK(on_train_begin, &logs);
-    if (rc) {
-        free(grads), free(perm), free(xb), free(yb);
-        if (fresh) optim__model_unbuild(m);
-        return optim__model_fail(m, &e);
+    for (int64_t epoch = f.o.initial_epoch; epoch < f.o.epochs && !rc; epoch++) {
+        rc = fit_epoch(&f, epoch, &last);
+        if (m->stop_training) break; /* checked after the epoch, as Keras does */
     }
-    int mode = m->replicas.rank ? 0 : optim__progbar_mode(o.out, o.verbose); /* rank 0 prints */
-    int64_t steps = (d.n + o.batch_size - 1) / o.batch_size;
-    for (int64_t epoch = o.initial_epoch; epoch < o.epochs && !rc; epoch++) {
-        memset(&logs, 0, sizeof logs);
-        CALL_HOOK(on_epoch_begin, epoch, &logs);
-        if (rc) break;
-        if (mode && o.epochs > 1) {
-            fprintf(o.out, "Epoch %lld/%lld\n", (long long)epoch + 1, (long long)o.epochs);
-            fflush(o.out);
-        }
-        optim__progbar bar;
-        optim__progbar_init(&bar, o.out, mode, steps);
-        for (int64_t i = 0; i < d.n; i++) perm[i] = i;
-        if (o.shuffle) {
-            optim__rng r = optim__rng_make(optim__seed_mix(o.seed, (uint64_t)epoch));
-            for (int64_t i = d.n - 1; i > 0; i--) {
-                int64_t j = (int64_t)optim__rng_below(&r, (uint64_t)i + 1), tmp = perm[i];
-                perm[i] = perm[j];
-                perm[j] = tmp;
-            }
-        }
-        a = (accum){0, 0, 0, 0, m->metric};
-        for (int64_t s = 0; s < steps && !rc; s++) {
-            memset(&logs, 0, sizeof logs);
-            CALL_HOOK(on_train_batch_begin, s, &logs);
-            if (rc) break;
-            int64_t start = s * o.batch_size, bs = d.n - start < o.batch_size ? d.n - start : o.batch_size;
-            if (m->replicas.size) {
-                if ((rc = replica_batch(m, t, grads, &d, perm, start, bs, xb, yb, &a, &e))) break;
-            } else {
-                optim_tensor xt = gather(x, perm + start, bs, d.xrow, xb), yt = gather(y, perm + start, bs, d.yrow, yb);
-                if ((rc = run_batch(m, t, grads, &xt, &yt, 1, 1, &a, &e))) break;
-            }
-            memset(&logs, 0, sizeof logs);
-            accum_logs(&a, "", &logs);
-            CALL_HOOK(on_train_batch_end, s, &logs);
-            if (rc) break;
-            optim__progbar_update(&bar, s + 1, &logs, 0);
-            if (m->stop_training) break;
-        }
-        if (rc) break;
-        memset(&logs, 0, sizeof logs);
-        accum_logs(&a, "", &logs);
-        if (o.validation_x) {
-            optim_logs vl;
-            if ((rc = evaluate_run(m, &v, o.batch_size, NULL, 0, &vl, &e))) break;
-            double val;
-            optim_logs_get(&vl, "loss", &val);
-            optim_logs_set(&logs, "val_loss", val);
-            if (m->metric != OPTIM_METRIC_NONE) {
-                char name[OPTIM_LOGS_NAME_MAX];
-                snprintf(name, sizeof name, "val_%s", optim__metric_name(m->metric));
-                optim_logs_get(&vl, optim__metric_name(m->metric), &val);
-                optim_logs_set(&logs, name, val);
-            }
-        }
-        CALL_HOOK(on_epoch_end, epoch, &logs);
-        if (rc) break;
-        optim__progbar_update(&bar, steps, &logs, 1);
-        if (history) {
-            size_t k = history->epochs;
-            int64_t *ep = realloc(history->epoch, (k + 1) * sizeof *ep);
-            if (ep) history->epoch = ep;
-            optim_logs *lg = ep ? realloc(history->logs, (k + 1) * sizeof *lg) : NULL;
-            if (lg) history->logs = lg;
-            if (!ep || !lg) {
-                rc = optim__err(&e, OPTIM_ENOMEM, "fit: out of memory for the history");
-                break;
-            }
-            history->epoch[k] = epoch;
-            history->logs[k] = logs;
-            history->epochs = k + 1;
-        }
-        last = logs;
-        if (m->stop_training) break;
-    }
-    if (!rc) CALL_HOOK(on_train_end, &last);
-    free(grads), free(perm), free(xb), free(yb);
-    optim_tape_reset(t);
-    return rc ? optim__model_fail(m, &e) : OPTIM_OK;
+    if (!rc) CALL_HOOK(&f, rc, on_train_end, &last);
+    fit_free(&f);
+    optim_tape_reset(f.t);
+    return rc ? optim__model_fail(m, &f.e) : OPTIM_OK;
 }
 
 /* Shared checks of evaluate: compiled, data, build, targets. */

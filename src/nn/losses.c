@@ -189,6 +189,93 @@ static optim_node *target_const(optim_tape *t, const optim_tensor *y, optim_dtyp
     return r;
 }
 
+/* Sparse categorical crossentropy per sample: integer labels against the
+ * logits of y_pred (its own, or log of the clipped probabilities). */
+static int sparse_ce_per_sample(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
+                                optim_node *y_pred, const char *name, optim_node **per, optim_error *err)
+{
+    const optim_tensor *pv = optim_node_value(y_pred);
+    int rc = check_labels_shape(name, y_true->rank, y_true->shape, pv->rank, pv->shape, err);
+    if (rc) return rc;
+    int64_t classes = pv->shape[pv->rank - 1], n = optim_tensor_numel(y_true);
+    int64_t *labels;
+    if ((rc = optim__nn_ids(y_true, classes, "y_true", &labels, err))) return rc;
+    /* probabilities straight from optim_softmax: its logits (Keras's _get_logits) */
+    optim_node *logits = loss->from_logits ? y_pred : optim__tape_logits(y_pred, "softmax");
+    if (!logits) logits = optim_log(t, clip_probs(t, y_pred, err));
+    if (!logits) {
+        free(labels);
+        return err->code ? err->code : optim__nn_tape_err(err, t, name);
+    }
+    if (pv->rank != 2) logits = optim_reshape(t, logits, 2, (int64_t[]){n, classes});
+    optim_node *r = optim_softmax_cross_entropy(t, logits, labels, n);
+    free(labels);
+    if (pv->rank != 2) r = optim_reshape(t, r, pv->rank - 1, pv->shape);
+    *per = r;
+    return OPTIM_OK;
+}
+
+/* The losses on (y_true, y_pred) of one shape, per sample: squared error,
+ * binary crossentropy from logits or from probabilities. */
+static int pair_per_sample(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true, optim_node *y_pred,
+                           const char *name, optim_node **per, optim_error *err)
+{
+    const optim_tensor *pv = optim_node_value(y_pred);
+    const optim_dtype dt = pv->dtype;
+    pair_shape s;
+    int rc = resolve_pair(name, y_true->rank, y_true->shape, pv->rank, pv->shape, &s, err);
+    if (rc) return rc;
+    optim_node *p = same_shape(s.rank, s.shape, pv->rank, pv->shape) ? y_pred : optim_reshape(t, y_pred, s.rank, s.shape);
+    optim_node *z = target_const(t, y_true, dt, &s, loss->label_smoothing, 0, err);
+    if (!z) return err->code;
+    optim_node *e;
+    /* probabilities straight from optim_sigmoid, not reshaped (Keras's
+     * squeeze_or_expand_to_same_rank makes a new tensor): its logits */
+    optim_node *x = loss->kind == OPTIM_LOSS_BINARY_CROSSENTROPY && !loss->from_logits && p == y_pred
+                        ? optim__tape_logits(y_pred, "sigmoid")
+                        : NULL;
+    if (loss->kind == OPTIM_LOSS_MEAN_SQUARED_ERROR) {
+        e = optim_squared_error(t, p, z);
+    } else if (loss->from_logits || x) {
+        e = optim_sigmoid_cross_entropy(t, x ? x : p, z);
+    } else {
+        optim_node *zc = target_const(t, y_true, dt, &s, loss->label_smoothing, 1, err);
+        if (!zc) return err->code;
+        optim_node *pc = clip_probs(t, p, err);
+        if (!pc) return err->code;
+        optim_node *one = optim_tape_scalar(t, dt, 1.0);
+        e = optim_neg(t, optim_add(t, optim_mul(t, z, optim_log(t, pc)),
+                                   optim_mul(t, zc, optim_log(t, optim_sub(t, one, pc)))));
+    }
+    *per = optim_mean(t, e, -1);
+    return OPTIM_OK;
+}
+
+/* *per times sample_weight, whose shape is the per-sample shape (a
+ * trailing 1 added or dropped). */
+static int weight_per_sample(optim_tape *t, const optim_tensor *sample_weight, const char *name, optim_dtype dt,
+                             optim_node **per, optim_error *err)
+{
+    const optim_tensor *perv = optim_node_value(*per);
+    int64_t nw = optim_tensor_numel(sample_weight);
+    const int64_t *ws = sample_weight->shape, *vs = perv->shape;
+    int32_t wr = sample_weight->rank, vr = perv->rank;
+    int ok = same_shape(wr, ws, vr, vs) || (wr == vr + 1 && ws[wr - 1] == 1 && same_shape(vr, ws, vr, vs)) ||
+             (vr == wr + 1 && vs[vr - 1] == 1 && same_shape(wr, ws, wr, vs));
+    if (!ok || nw != optim_tensor_numel(perv)) {
+        char b1[128], b2[128];
+        return optim__err(err, OPTIM_ESHAPE, "%s: sample_weight shape %s, expected the per-sample shape %s",
+                          name, optim_shape_str(wr, ws, b1, sizeof b1), optim_shape_str(vr, vs, b2, sizeof b2));
+    }
+    optim_tensor w = *sample_weight;
+    w.rank = vr;
+    memcpy(w.shape, vs, sizeof w.shape);
+    optim_node *wn = optim__nn_const(t, &w, dt, err);
+    if (!wn) return err->code;
+    *per = optim_mul(t, *per, wn);
+    return OPTIM_OK;
+}
+
 /* err is never NULL here. */
 static int loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
                      optim_node *y_pred, const optim_tensor *sample_weight, optim_node **out,
@@ -208,71 +295,14 @@ static int loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *
                           optim_tape_errmsg(t));
     optim_dtype dt = pv->dtype;
     optim_node *per = NULL;
-    if (loss->kind == OPTIM_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
-        if ((rc = check_labels_shape(name, y_true->rank, y_true->shape, pv->rank, pv->shape, err))) return rc;
-        int64_t classes = pv->shape[pv->rank - 1], n = optim_tensor_numel(y_true);
-        int64_t *labels;
-        if ((rc = optim__nn_ids(y_true, classes, "y_true", &labels, err))) return rc;
-        /* probabilities straight from optim_softmax: its logits (Keras's _get_logits) */
-        optim_node *logits = loss->from_logits ? y_pred : optim__tape_logits(y_pred, "softmax");
-        if (!logits) logits = optim_log(t, clip_probs(t, y_pred, err));
-        if (!logits) {
-            free(labels);
-            return err->code ? err->code : optim__nn_tape_err(err, t, name);
-        }
-        if (pv->rank != 2) logits = optim_reshape(t, logits, 2, (int64_t[]){n, classes});
-        per = optim_softmax_cross_entropy(t, logits, labels, n);
-        free(labels);
-        if (pv->rank != 2) per = optim_reshape(t, per, pv->rank - 1, pv->shape);
-    } else {
-        pair_shape s;
-        if ((rc = resolve_pair(name, y_true->rank, y_true->shape, pv->rank, pv->shape, &s, err))) return rc;
-        optim_node *p = same_shape(s.rank, s.shape, pv->rank, pv->shape) ? y_pred
-                                                                         : optim_reshape(t, y_pred, s.rank, s.shape);
-        optim_node *z = target_const(t, y_true, dt, &s, loss->label_smoothing, 0, err);
-        if (!z) return err->code;
-        optim_node *e;
-        /* probabilities straight from optim_sigmoid, not reshaped (Keras's
-         * squeeze_or_expand_to_same_rank makes a new tensor): its logits */
-        optim_node *x = loss->kind == OPTIM_LOSS_BINARY_CROSSENTROPY && !loss->from_logits && p == y_pred
-                            ? optim__tape_logits(y_pred, "sigmoid")
-                            : NULL;
-        if (loss->kind == OPTIM_LOSS_MEAN_SQUARED_ERROR) {
-            e = optim_squared_error(t, p, z);
-        } else if (loss->from_logits || x) {
-            e = optim_sigmoid_cross_entropy(t, x ? x : p, z);
-        } else {
-            optim_node *zc = target_const(t, y_true, dt, &s, loss->label_smoothing, 1, err);
-            if (!zc) return err->code;
-            optim_node *pc = clip_probs(t, p, err);
-            if (!pc) return err->code;
-            optim_node *one = optim_tape_scalar(t, dt, 1.0);
-            e = optim_neg(t, optim_add(t, optim_mul(t, z, optim_log(t, pc)),
-                                       optim_mul(t, zc, optim_log(t, optim_sub(t, one, pc)))));
-        }
-        per = optim_mean(t, e, -1);
-    }
+    rc = loss->kind == OPTIM_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY
+             ? sparse_ce_per_sample(loss, t, y_true, y_pred, name, &per, err)
+             : pair_per_sample(loss, t, y_true, y_pred, name, &per, err);
+    if (rc) return rc;
     if (!per) return optim__nn_tape_err(err, t, name);
     const optim_tensor *perv = optim_node_value(per);
     int64_t count = optim_tensor_numel(perv);
-    if (sample_weight) {
-        int64_t nw = optim_tensor_numel(sample_weight);
-        const int64_t *ws = sample_weight->shape, *vs = perv->shape;
-        int32_t wr = sample_weight->rank, vr = perv->rank;
-        int ok = same_shape(wr, ws, vr, vs) || (wr == vr + 1 && ws[wr - 1] == 1 && same_shape(vr, ws, vr, vs)) ||
-                 (vr == wr + 1 && vs[vr - 1] == 1 && same_shape(wr, ws, wr, vs));
-        if (!ok || nw != count) {
-            char b1[128], b2[128];
-            return optim__err(err, OPTIM_ESHAPE, "%s: sample_weight shape %s, expected the per-sample shape %s",
-                              name, optim_shape_str(wr, ws, b1, sizeof b1), optim_shape_str(vr, vs, b2, sizeof b2));
-        }
-        optim_tensor w = *sample_weight;
-        w.rank = vr;
-        memcpy(w.shape, vs, sizeof w.shape);
-        optim_node *wn = optim__nn_const(t, &w, dt, err);
-        if (!wn) return err->code;
-        per = optim_mul(t, per, wn);
-    }
+    if (sample_weight && (rc = weight_per_sample(t, sample_weight, name, dt, &per, err))) return rc;
     optim_node *r = per;
     if (perv->rank > 0 && loss->reduction != OPTIM_REDUCTION_NONE) {
         if (count == 0) return optim__err(err, OPTIM_ESHAPE, "%s: y_pred has no samples", name);

@@ -35,3 +35,7 @@ int64_t optim_iterations(const optim_optimizer *opt)
 void *optim_state(const optim_optimizer *opt) { return opt->state; }
 void optim_free(void *p) { free(p); }
 
+void *optim_step_scratch(optim_optimizer *opt, size_t bytes)
+{
+    return opt ? optim__arena_alloc(&opt->arena, bytes) : NULL;
+}

@@ -35,6 +35,7 @@
 
 #include "core/parallel.h"
 #include "optimizer/multi_tensor.h"
+#include "optimizer/sparse_walk.h"
 
 typedef struct clip_desc {
     double unscale; /* loss_scale_factor to divide by first; 0 for none */
@@ -61,13 +62,17 @@ typedef struct work {
     int64_t n;
     int64_t rows, row_size;
     int fused;                     /* dense: transform per chunk while updating */
+    optim_sparse_mode mode;        /* sparse: how stage 7 runs it (sparse_walk.h) */
+    int64_t *rebased;              /* OPTIM_SPARSE_ALL_ROWS: idx relative to each range's first row */
     double wd;                     /* Keras 3 weight decay factor, 0 for none */
     clip_desc clip;
 } work;
 
 typedef struct task {
     size_t w;
-    int64_t off, count;            /* dense element range; count < 0: sparse task */
+    int64_t off, count;            /* element range (dense, or OPTIM_SPARSE_DENSE); OPTIM_SPARSE_ROWS:
+                                      range `off` of `count` ranges of the indices; OPTIM_SPARSE_ALL_ROWS:
+                                      row range `off` */
 } task;
 
 /* One step: the overrides it runs with and its buffers (in opt->arena). */
@@ -78,7 +83,9 @@ typedef struct step {
     work *works;
     size_t nworks;
     optim_grad_var *pairs;         /* for aggregator, inspect and transformers */
-    optim__mt mt;                  /* stage 7's tasks (multi_tensor.h) */
+    task *tasks;
+    size_t ntasks;
+    optim__mt mt;                  /* stage 7: the tasks and phased variables (multi_tensor.h) */
     void *scratch;                 /* per thread, one chunk of doubles */
     int nthreads;
     optim__k3 k3;                  /* Keras 3's options for this call */
@@ -108,29 +115,18 @@ static double clip_option(const step *s, int i)
 
 /* ---- sparse de-duplication --------------------------------------------------------- */
 
-typedef struct ipos {
-    int64_t idx, pos;
-} ipos;
-
-static int cmp_ipos(const void *a, const void *b)
-{
-    const ipos *x = a, *y = b;
-    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
-    return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
 /* Unique ascending indices; duplicate rows summed in their order of
  * appearance starting from zero (tf.math.unsorted_segment_sum). */
 static int dedup(step *s, work *w)
 {
     int64_t n = w->raw_n, rs = w->row_size;
     size_t esz = optim_dtype_size(w->dtype);
-    ipos *order = step_alloc(s, (size_t)n * sizeof *order);
+    optim__ipos *order = step_alloc(s, (size_t)n * sizeof *order), *tmp = step_alloc(s, (size_t)n * sizeof *tmp);
     w->idx = step_alloc(s, (size_t)n * sizeof *w->idx);
     w->vals = step_alloc(s, (size_t)n * (size_t)rs * esz);
-    if (!order || !w->idx || !w->vals) return OPTIM_ENOMEM;
-    for (int64_t k = 0; k < n; k++) order[k] = (ipos){w->raw_idx[k], k};
-    qsort(order, (size_t)n, sizeof *order, cmp_ipos);
+    if (!order || !tmp || !w->idx || !w->vals) return OPTIM_ENOMEM;
+    for (int64_t k = 0; k < n; k++) order[k] = (optim__ipos){w->raw_idx[k], k};
+    optim__sparse_sort(order, tmp, n, w->rows);
     int64_t u = -1;
     for (int64_t k = 0; k < n; k++) {
         if (k == 0 || order[k].idx != order[k - 1].idx) {
@@ -396,41 +392,113 @@ static int run_user_fn(step *s, optim_grad_fn fn, void *user, const char *what, 
 
 /* ---- 7. update ---------------------------------------------------------------------------- */
 
-static void run_dense(step *s, const work *w, const task *t, int tid)
+/* apply_dense on elements [off, off + count) of w with gradient g. */
+static void dense_update(step *s, const work *w, int64_t off, int64_t count, const void *g)
 {
     optim_optimizer *opt = s->opt;
-    const size_t esz = optim_dtype_size(w->dtype), at = (size_t)t->off * esz;
+    const size_t at = (size_t)off * optim_dtype_size(w->dtype);
     void *slots[OPTIM_MAX_SLOTS];
     for (int k = 0; k < w->entry->nown; k++)
         slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + at;
-    const void *g = (const char *)w->grad + at;
-    if (w->fused) {
-        void *buf = (char *)s->scratch + (size_t)tid * OPTIM__CHUNK * sizeof(double);
-        clip_run(w->dtype, g, buf, t->count, &w->clip);
-        g = buf;
-    }
-    optim_dense_update u = {opt, w->var, w->dtype, t->off, t->count,
-                            (char *)optim_var_data(w->var) + at, g, slots, w->entry->nown,
-                            opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
+    optim_dense_update u = {opt, w->var, w->dtype, off, count, (char *)optim_var_data(w->var) + at, g, slots,
+                            w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
     opt->cls.apply_dense(&u);
 }
 
-static void run_sparse(step *s, const work *w)
+static void *thread_chunk(step *s, int tid)
+{
+    return (char *)s->scratch + (size_t)tid * OPTIM__CHUNK * sizeof(double);
+}
+
+static void run_dense(step *s, const work *w, const task *t, int tid)
+{
+    const void *g = (const char *)w->grad + (size_t)t->off * optim_dtype_size(w->dtype);
+    if (w->fused) {
+        clip_run(w->dtype, g, thread_chunk(s, tid), t->count, &w->clip);
+        g = thread_chunk(s, tid);
+    }
+    dense_update(s, w, t->off, t->count, g);
+}
+
+/* The sparse update of w as apply_sparse sees it (de-duplicated); slots
+ * holds the slot pointers. */
+static optim_sparse_update sparse_view(step *s, const work *w, void **slots)
+{
+    optim_optimizer *opt = s->opt;
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
+    return (optim_sparse_update){opt, w->var, w->dtype, w->rows, w->row_size, optim_var_data(w->var), slots,
+                                 w->entry->nown, w->idx, w->n, w->vals, opt->coef[w->dtype == OPTIM_F64],
+                                 opt->hook_iterations};
+}
+
+/* Turns u (whose slot pointers are slots) into row range k of a walk of
+ * every row: a variable of its own, its indices rebased into w->rebased. */
+static void all_rows_range(const work *w, optim_sparse_update *u, void **slots, int64_t k)
+{
+    int64_t j0, j1, r0, r1;
+    optim__sparse_row_range(u, k, &j0, &j1, &r0, &r1);
+    const size_t es = optim_dtype_size(w->dtype), at = (size_t)(r0 * w->row_size) * es;
+    for (int i = 0; i < u->nslots; i++) slots[i] = (char *)slots[i] + at;
+    for (int64_t j = j0; j < j1; j++) w->rebased[j] = w->idx[j] - r0;
+    u->param = (char *)u->param + at;
+    u->rows = r1 - r0;
+    u->indices = w->rebased + j0;
+    u->n = j1 - j0;
+    u->values = (const char *)w->vals + (size_t)(j0 * w->row_size) * es;
+}
+
+/* One task of sparse work w in its mode (sparse_walk.h). */
+static void run_sparse(step *s, const work *w, const task *t, int tid)
 {
     optim_optimizer *opt = s->opt;
     void *slots[OPTIM_MAX_SLOTS];
-    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
-    optim_sparse_update u = {opt, w->var, w->dtype, w->rows, w->row_size, optim_var_data(w->var), slots,
-                             w->entry->nown, w->raw_idx, w->raw_n, w->raw_vals,
-                             opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
-    if (opt->cls.apply_sparse_duplicate_indices &&
-        opt->cls.apply_sparse_duplicate_indices(&u) != OPTIM_SPARSE_DEFAULT)
+    optim_sparse_update u = sparse_view(s, w, slots);
+    if (w->mode == OPTIM_SPARSE_DENSE) {
+        dense_update(s, w, t->off, t->count, optim__sparse_chunk_grad(&u, t->off, t->count, thread_chunk(s, tid)));
         return;
-    if (!opt->cls.apply_sparse) return;
-    u.indices = w->idx;
-    u.n = w->n;
-    u.values = w->vals;
+    }
+    if (w->mode == OPTIM_SPARSE_ROWS) {
+        int64_t j0, j1, r0, r1;
+        optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
+        u.indices = w->idx + j0;
+        u.n = j1 - j0;
+        u.values = (const char *)w->vals + (size_t)(j0 * w->row_size) * optim_dtype_size(w->dtype);
+        opt->cls.apply_sparse(&u);
+        return;
+    }
+    if (w->mode == OPTIM_SPARSE_ALL_ROWS) {
+        all_rows_range(w, &u, slots, t->off);
+        opt->cls.apply_sparse(&u);
+        return;
+    }
+    optim_sparse_update raw = u;
+    raw.indices = w->raw_idx;
+    raw.n = w->raw_n;
+    raw.values = w->raw_vals;
+    if (opt->cls.apply_sparse_duplicate_indices &&
+        opt->cls.apply_sparse_duplicate_indices(&raw) != OPTIM_SPARSE_DEFAULT)
+        return;
     opt->cls.apply_sparse(&u);
+}
+
+/* The elements task t of w updates: its chunk, a lazy range's rows, or
+ * the whole variable. */
+static void task_elements(step *s, const work *w, const task *t, int64_t *off, int64_t *n)
+{
+    *off = 0;
+    *n = w->numel;
+    if (w->kind == OPTIM_GRAD_DENSE || w->mode == OPTIM_SPARSE_DENSE) {
+        *off = t->off;
+        *n = t->count;
+    } else if (w->mode != OPTIM_SPARSE_WHOLE) {
+        void *slots[OPTIM_MAX_SLOTS];
+        optim_sparse_update u = sparse_view(s, w, slots);
+        int64_t j0, j1, r0, r1;
+        if (w->mode == OPTIM_SPARSE_ROWS) optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
+        else optim__sparse_row_range(&u, t->off, &j0, &j1, &r0, &r1);
+        *off = r0 * w->row_size;
+        *n = (r1 - r0) * w->row_size;
+    }
 }
 
 /* The whole variable of work w for the phase hooks, from element 0. */
@@ -443,9 +511,15 @@ static optim_phase_update phase_update(step *s, const work *w, void **slots)
     return (optim_phase_update){d, 0, 0, NULL, NULL, 0};
 }
 
-static void run_phase(step *s, const work *w, const optim__mt_task *t)
+/* Chunk t->chunk of a phased variable in pass t->phase (decayed first in
+ * pass 0). */
+static void run_phase(step *s, const optim__mt_task *t)
 {
+    const work *w = &s->works[t->item];
     const optim__mt_item *it = &s->mt.items[t->item];
+    if (w->wd != 0 && t->phase == 0)
+        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)t->off * optim_dtype_size(w->dtype),
+                     t->count, w->wd, optim_learning_rate(s->opt, w->dtype));
     void *slots[OPTIM_MAX_SLOTS];
     optim_phase_update u = phase_update(s, w, slots);
     u.dense.offset = t->off;
@@ -472,21 +546,38 @@ static void run_reduce(void *ctx, size_t item, int phase)
     s->opt->cls.reduce_phase(&u);
 }
 
-static void run_task(void *ctx, const optim__mt_task *t, int tid)
+static void run_task(step *s, const task *t, int tid);
+
+/* A task of the step's region: one of s->tasks, or a phased chunk. */
+static void run_mt_task(void *ctx, const optim__mt_task *t, int tid)
 {
     step *s = ctx;
-    const work *w = &s->works[t->item];
-    const optim__mt_mode mode = s->mt.items[t->item].mode;
-    if (w->wd != 0 && t->phase == 0) {
-        /* Decoupled weight decay, fused per chunk (a sparse update decays
+    if (t->chunk < 0) run_task(s, &s->tasks[t->item], tid);
+    else run_phase(s, t);
+}
+
+/* A task's weight in the batches: its elements when dense, a batch of its
+ * own for a sparse piece. */
+static int64_t task_weight(void *ctx, size_t k)
+{
+    const step *s = ctx;
+    const task *t = &s->tasks[k];
+    return s->works[t->w].kind == OPTIM_GRAD_DENSE ? t->count : OPTIM__CHUNK;
+}
+
+static void run_task(step *s, const task *t, int tid)
+{
+    const work *w = &s->works[t->w];
+    if (w->wd != 0) {
+        /* Decoupled weight decay, fused per task (a sparse update decays
          * the whole variable, as Keras 3 does). */
-        int64_t off = w->kind == OPTIM_GRAD_DENSE ? t->off : 0, n = w->kind == OPTIM_GRAD_DENSE ? t->count : w->numel;
+        int64_t off, n;
+        task_elements(s, w, t, &off, &n);
         optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * optim_dtype_size(w->dtype), n,
                      w->wd, optim_learning_rate(s->opt, w->dtype));
     }
-    if (w->kind != OPTIM_GRAD_DENSE) run_sparse(s, w);
-    else if (mode == OPTIM__MT_PHASED) run_phase(s, w, t);
-    else run_dense(s, w, &(task){t->item, t->off, t->count}, tid);
+    if (w->kind == OPTIM_GRAD_DENSE) run_dense(s, w, t, tid);
+    else run_sparse(s, w, t, tid);
 }
 
 /* Work w's phase plan, checked (a class's plan is user input). */
@@ -505,30 +596,76 @@ static int phase_plan(step *s, const work *w, optim_phase_plan *pl, optim_error 
                       pl->npartial, pl->nshared, OPTIM_MAX_PHASES, lim);
 }
 
-/* Stage 7's items: element-wise dense gradients in chunks, phased ones in
- * their class's chunks, everything else whole (non-element-wise classes
- * see their gradient transformed in full first). */
+/* Dense work of a class that is not element-wise: in phases when its plan
+ * has them (no task here), else one whole task. The gradient is
+ * transformed in full first. */
+static int whole_or_phased(step *s, size_t i, optim__mt_item *it, optim_error *err)
+{
+    work *w = &s->works[i];
+    int rc = phase_plan(s, w, &it->plan, err);
+    if (rc) return rc;
+    if (w->fused && materialize_dense(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (it->plan.nphases) it->mode = OPTIM__MT_PHASED;
+    else s->tasks[s->ntasks++] = (task){i, 0, w->numel};
+    return OPTIM_OK;
+}
+
+/* The tasks of dense work; room for those of sparse work, which
+ * sparse_tasks adds once its mode is known (after stage 6); the phased
+ * variables' buffers. */
 static int make_tasks(step *s, optim_error *err)
 {
     const int elementwise = (s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE) != 0;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nworks; i++) {
+        const work *w = &s->works[i];
+        if (w->kind == OPTIM_GRAD_SPARSE) /* the most any mode needs (sparse_walk.h) */
+            n += (size_t)(elementwise ? 2 * optim__nchunks(w->numel) + 1 : 0) + (size_t)s->nthreads;
+        else n += elementwise ? (size_t)optim__nchunks(w->numel) : 1;
+    }
+    s->tasks = step_alloc(s, n * sizeof *s->tasks);
     optim__mt_item *items = step_calloc(s, s->nworks * sizeof *items);
-    if (!items) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (!s->tasks || !items) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         items[i].numel = w->numel;
-        if (w->kind != OPTIM_GRAD_DENSE) continue;
-        if (elementwise) {
-            items[i].mode = OPTIM__MT_CHUNKS;
-            continue;
+        if (w->kind == OPTIM_GRAD_SPARSE) {
+            if (elementwise && !(w->rebased = step_alloc(s, (size_t)w->n * sizeof *w->rebased)))
+                return optim__err(err, OPTIM_ENOMEM, "out of memory");
+        } else if (!elementwise) {
+            int rc = whole_or_phased(s, i, &items[i], err);
+            if (rc) return rc;
+        } else {
+            OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
         }
-        int rc = phase_plan(s, w, &items[i].plan, err);
-        if (rc) return rc;
-        if (items[i].plan.nphases) items[i].mode = OPTIM__MT_PHASED;
-        if (w->fused && materialize_dense(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
-    if (optim__mt_plan(&s->mt, items, s->nworks, &s->opt->arena))
+    if (optim__mt_reserve(&s->mt, items, s->nworks, n, &s->opt->arena))
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
     return OPTIM_OK;
+}
+
+/* Each sparse work's mode (the class's sparse_mode hook, after prepare)
+ * and its tasks, in the room make_tasks left. */
+static void sparse_tasks(step *s)
+{
+    for (size_t i = 0; i < s->nworks; i++) {
+        work *w = &s->works[i];
+        if (w->kind != OPTIM_GRAD_SPARSE) continue;
+        void *slots[OPTIM_MAX_SLOTS];
+        optim_sparse_update u = sparse_view(s, w, slots);
+        w->mode = optim__sparse_mode(&s->opt->cls, &u);
+        if (w->mode == OPTIM_SPARSE_DENSE) {
+            OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
+        } else if (w->mode == OPTIM_SPARSE_ROWS) {
+            const int64_t pieces = optim__sparse_pieces(w->n, w->row_size, s->nthreads);
+            for (int64_t k = 0; k < pieces; k++) s->tasks[s->ntasks++] = (task){i, k, pieces};
+        } else if (w->mode == OPTIM_SPARSE_ALL_ROWS) {
+            const int64_t ranges = optim__sparse_row_ranges(w->rows, w->row_size);
+            for (int64_t k = 0; k < ranges; k++) s->tasks[s->ntasks++] = (task){i, k, ranges};
+        } else {
+            s->tasks[s->ntasks++] = (task){i, 0, 1};
+        }
+    }
 }
 
 /* ---- Keras 3's gradient accumulation (keras3_options.c) -------------------------------------- */
@@ -632,7 +769,7 @@ static int stage_transform(step *s, optim_error *err)
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
     if (k->update && (rc = make_tasks(s, err))) return rc;
     int fused = 0;
-    for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused;
+    for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused || s->works[i].kind == OPTIM_GRAD_SPARSE;
     if (fused && !(s->scratch = step_alloc(s, (size_t)s->nthreads * OPTIM__CHUNK * sizeof(double))))
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
     return OPTIM_OK;
@@ -685,7 +822,11 @@ static void stage_update(step *s)
 {
     optim_optimizer *opt = s->opt;
     if (!s->k3.update) optim__k3_accumulate(&s->k3, s->k3g, s->nworks, s->nthreads);
-    if (s->k3.update) optim__mt_run(&s->mt, s->nthreads, &(optim__mt_fns){run_task, run_reduce, s});
+    else sparse_tasks(s);
+    if (s->k3.update) {
+        optim__mt_fill(&s->mt, s->ntasks, task_weight, s);
+        optim__mt_run(&s->mt, s->nthreads, &(optim__mt_fns){run_mt_task, run_reduce, s});
+    }
     opt->in_hooks = 0;
     optim__k3_after_update(opt, &s->k3, s->nthreads);
 }
@@ -693,11 +834,10 @@ static void stage_update(step *s)
 /* 8. Constraints, then the counter (unless the caller takes either). */
 static void stage_finish(step *s)
 {
-    size_t nc = 0;
-    for (size_t i = 0; i < s->nworks && !(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS); i++)
-        nc += optim_var_constraint(s->works[i].var) != NULL;
-    if (nc) { /* a parallel region only when some variable has a constraint */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads)
+    size_t constrained = 0; /* no region for none: a step of small tables pays for each */
+    for (size_t i = 0; i < s->nworks; i++) constrained += optim_var_constraint(s->works[i].var) != NULL;
+    if (constrained && !(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads) if (constrained > 1)
         for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
     }
     if (!(s->o->flags & OPTIM_STEP_NO_ADVANCE)) s->opt->iterations++;
@@ -751,9 +891,9 @@ static int run_pipeline(optim_optimizer *opt, const optim_grad_var *pairs, size_
     optim_error err;
     optim__err_clear(&err);
     int rc = pipeline(&s, pairs, n, &err);
-    /* Reset now too: a step that needed several arena blocks merges them
-     * here, so the next step of the same size allocates nothing. */
-    optim__arena_reset(&opt->arena);
+    /* A step that needed several arena blocks merges them now, so the next
+     * step of the same size allocates nothing. */
+    optim__arena_settle(&opt->arena);
     return rc < 0 ? optim__opt_take(opt, &err) : rc;
 }
 
@@ -797,6 +937,7 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
                               opt->cls.name);
     const int64_t counter = opt->iterations;
     if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
+    if (!optim__runs_pipeline(opt)) optim__arena_reset(&opt->arena); /* optim_step_scratch */
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);
     else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags & OPTIM_STEP_NO_AGGREGATE);
     else rc = run_pipeline(opt, pairs, n, &o);

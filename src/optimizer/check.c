@@ -74,8 +74,9 @@ static int check_sparse(const optim_optimizer *opt, const char *what, const opti
     const int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
     const optim_dtype vd = optim_var_dtype(v);
-    if (!opt->cls.apply_sparse && !opt->cls.apply_sparse_duplicate_indices)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update", what);
+    if (!opt->cls.apply_sparse && !(opt->cls.flags & OPTIM_CLASS_ELEMENTWISE))
+        return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update (no apply_sparse, and "
+                          "not OPTIM_CLASS_ELEMENTWISE for the dense equivalent)", what);
     if (opt->gen == OPTIM_LEGACY && optim_var_constraint(v))
         return optim__err(err, OPTIM_EINVAL,
                           "%s: the variable has a constraint, which the legacy generation cannot "
@@ -131,7 +132,8 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
                           "gradient)",
                           cn, n);
     /* Each variable at most once: sorted in the optimizer's step arena
-     * (reset when its next step starts). */
+     * (reset when its next step starts); one pair needs no memory. */
+    if (n < 2) return OPTIM_OK;
     const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
     if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
@@ -211,7 +213,7 @@ int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, siz
     const optim_optimizer *rule = update_rule(opt);
     int rc = optim__runs_pipeline(rule) ? optim__check_pairs(rule, opt->cls.name, pairs, n, require_any, &err)
                                         : check_common(opt, pairs, n, require_any, &err);
-    if (!rc && rule != opt) rc = check_tracked(opt, pairs, n, &err);
+    if (!rc && !optim__runs_pipeline(opt)) rc = check_tracked(opt, pairs, n, &err);
     if (rc) return optim__opt_take(opt, &err);
     opt->errmsg[0] = '\0';
     return OPTIM_OK;

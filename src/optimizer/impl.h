@@ -10,6 +10,7 @@
  *   keras3_options.c Keras 3 base options (access)
  *   optimizer.c      creation, hyperparameters, validation (all of the above)
  *   config.c         from_config / get_config (optimizer, schedule, registry, params)
+ *   sparse_walk.c    the sparse modes of the update stage (the class table only)
  *   slots.c, weights.c, apply.c: slots, weights and the pipeline, on top. */
 #ifndef OPTIM_OPTIMIZER_IMPL_H
 #define OPTIM_OPTIMIZER_IMPL_H

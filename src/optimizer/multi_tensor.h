@@ -1,10 +1,11 @@
 /* Multi-tensor apply (internal): the update of one step, every variable at
  * once, in one parallel region.
  *
- * Each variable with a gradient is an item: updated whole (one task),
- * element-wise (a task per fixed chunk of core/parallel.h) or in the
- * phases of its class (optim_phase_plan: a task per chunk and phase, then a
- * reduction per variable). The tasks of a phase are packed in order into
+ * The pipeline's own tasks (element-wise chunks, whole variables, sparse
+ * pieces: "external" tasks, known to this file only by index and weight)
+ * run in the first phase; a variable of a phased class is an item with a
+ * task per chunk and phase of its optim_phase_plan, and a reduction per
+ * variable after each phase. The tasks of a phase are packed in order into
  * batches of at least OPTIM__CHUNK elements, so thousands of small variables
  * cost a few hundred scheduling decisions, not thousands; batches are handed
  * to threads dynamically. Which thread runs a task never changes what it
@@ -19,9 +20,8 @@
 #include "optim/optimizer_class.h"
 
 typedef enum optim__mt_mode {
-    OPTIM__MT_WHOLE = 0,   /* one task: the whole variable (or a sparse update) */
-    OPTIM__MT_CHUNKS = 1,  /* element-wise: one task per OPTIM__CHUNK elements */
-    OPTIM__MT_PHASED = 2   /* plan.nphases passes over plan.chunk elements */
+    OPTIM__MT_NONE = 0,    /* the variable's work is external tasks (or nothing) */
+    OPTIM__MT_PHASED = 1   /* plan.nphases passes over plan.chunk elements */
 } optim__mt_mode;
 
 typedef struct optim__mt_item {
@@ -34,10 +34,10 @@ typedef struct optim__mt_item {
 } optim__mt_item;
 
 typedef struct optim__mt_task {
-    size_t item;
+    size_t item;            /* the item, or the external task's index */
     int phase;
-    int64_t chunk;          /* index of the chunk within the item */
-    int64_t off, count;     /* element range */
+    int64_t chunk;          /* index of the chunk within the item; -1: external */
+    int64_t off, count;     /* element range (external: its weight) */
 } optim__mt_task;
 
 typedef struct optim__mt {
@@ -50,11 +50,16 @@ typedef struct optim__mt {
     size_t *reduce;         /* items reduced after each phase */
     size_t rfirst[OPTIM_MAX_PHASES + 1];
     int nphases;
+    size_t max_ext;         /* room for external tasks */
 } optim__mt;
 
-/* Cuts the n items (mode, numel and plan filled) into tasks and batches,
- * with every buffer taken from a. OPTIM_ENOMEM or OPTIM_OK. */
-int optim__mt_plan(optim__mt *mt, optim__mt_item *items, size_t n, optim__arena *a);
+/* Takes every buffer from a for the n items (mode, numel and plan filled)
+ * and up to max_ext external tasks. OPTIM_ENOMEM or OPTIM_OK. */
+int optim__mt_reserve(optim__mt *mt, optim__mt_item *items, size_t n, size_t max_ext, optim__arena *a);
+
+/* Cuts the items into tasks and batches, with next (<= max_ext) external
+ * tasks of the given weights (elements) first; allocates nothing. */
+void optim__mt_fill(optim__mt *mt, size_t next, int64_t (*weight)(void *ctx, size_t k), void *ctx);
 
 typedef struct optim__mt_fns {
     void (*run)(void *ctx, const optim__mt_task *t, int tid);

@@ -331,6 +331,13 @@ void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
     opt->iterations = sp->iterations_;
 }
 
+void optim_rollback_variables(optim_optimizer *opt, const optim_savepoint *sp)
+{
+    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots || sp->names_ > opt->nslot_names)
+        return;
+    optim__rollback_vars(opt, sp->vars_, sp->weights_, sp->names_);
+}
+
 /* The optimizer a wrapper builds first (a wrapper of several optimizers
  * builds each with its variables in create_slots). */
 static optim_optimizer *inner_of(const optim_optimizer *opt)
@@ -364,7 +371,7 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
     /* The levels built already forget the variables and destroy their slots
      * (weights of the optimizer itself stay: its class may hold them). */
     for (size_t k = failed + 1; rc && k < depth; k++) {
-        optim__rollback_vars(lv[k].opt, lv[k].sp.vars_, lv[k].sp.weights_, lv[k].sp.names_);
+        optim_rollback_variables(lv[k].opt, &lv[k].sp);
         lv[k].opt->built = lv[k].built;
     }
     for (size_t k = failed; rc && k-- > 0;)

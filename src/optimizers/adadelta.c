@@ -142,8 +142,8 @@ static void apply_dense(const optim_dense_update *u)
                                                     u->count, k);
 }
 
-/* Sparse, indices unique and ascending: legacy visits the indexed rows;
- * Keras 3 every row, with a zero gradient where no index points. */
+/* Sparse, legacy (SparseApplyAdadelta), indices unique and ascending: the
+ * indexed rows. */
 #define ADADELTA_SPARSE(T)                                                                    \
     static void sparse_##T(const optim_sparse_update *u)                                      \
     {                                                                                         \
@@ -151,24 +151,9 @@ static void apply_dense(const optim_dense_update *u)
         T *w = u->param, *eg = u->slots[0], *edx = u->slots[1];                               \
         const T *g = u->values;                                                               \
         const int64_t rs = u->row_size;                                                       \
-        if (k->legacy) {                                                                      \
-            for (int64_t j = 0; j < u->n; j++) {                                              \
-                const int64_t r = u->indices[j];                                              \
-                legacy_##T(w + r * rs, g + j * rs, eg + r * rs, edx + r * rs, rs, k);         \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        static const T zeros[256];                                                            \
-        int64_t j = 0;                                                                        \
-        for (int64_t r = 0; r < u->rows; r++) {                                               \
-            if (j < u->n && u->indices[j] == r) {                                             \
-                keras3_##T(w + r * rs, g + j * rs, eg + r * rs, edx + r * rs, rs, k);         \
-                j++;                                                                          \
-                continue;                                                                     \
-            }                                                                                 \
-            for (int64_t c = 0; c < rs; c += 256)                                             \
-                keras3_##T(w + r * rs + c, zeros, eg + r * rs + c, edx + r * rs + c,          \
-                           rs - c < 256 ? rs - c : 256, k);                                   \
+        for (int64_t j = 0; j < u->n; j++) {                                                  \
+            const int64_t r = u->indices[j];                                                  \
+            legacy_##T(w + r * rs, g + j * rs, eg + r * rs, edx + r * rs, rs, k);             \
         }                                                                                     \
     }
 ADADELTA_SPARSE(float)
@@ -178,6 +163,13 @@ static void apply_sparse(const optim_sparse_update *u)
 {
     if (u->dtype == OPTIM_F32) sparse_float(u);
     else sparse_double(u);
+}
+
+/* Keras 3: the dense equivalent (every row, zero gradient where no index
+ * points); legacy: the indexed rows only. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 const optim_class optim_adadelta_class = {
@@ -194,4 +186,5 @@ const optim_class optim_adadelta_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
+    .sparse_mode = sparse_mode,
 };

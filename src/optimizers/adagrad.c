@@ -128,8 +128,7 @@ static void apply_dense(const optim_dense_update *u)
         (k->legacy ? legacy_double : keras3_double)(u->param, u->grad, u->slots[0], u->count, k);
 }
 
-/* Sparse, indices unique and ascending: the indexed rows, plus (Keras 3,
- * degenerate accumulator) the others with a zero gradient. */
+/* Sparse, indices unique and ascending: the indexed rows. */
 #define ADAGRAD_SPARSE(T)                                                                     \
     static void sparse_##T(const optim_sparse_update *u)                                      \
     {                                                                                         \
@@ -139,23 +138,9 @@ static void apply_dense(const optim_dense_update *u)
         const int64_t rs = u->row_size;                                                       \
         void (*rule)(T *restrict, const T *restrict, T *restrict, int64_t, const coef *) =    \
             k->legacy ? legacy_##T : keras3_##T;                                              \
-        if (!k->visit_all) {                                                                  \
-            for (int64_t j = 0; j < u->n; j++) {                                              \
-                const int64_t r = u->indices[j];                                              \
-                rule(w + r * rs, g + j * rs, acc + r * rs, rs, k);                            \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        static const T zeros[256];                                                            \
-        int64_t j = 0;                                                                        \
-        for (int64_t r = 0; r < u->rows; r++) {                                               \
-            if (j < u->n && u->indices[j] == r) {                                             \
-                rule(w + r * rs, g + j * rs, acc + r * rs, rs, k);                            \
-                j++;                                                                          \
-                continue;                                                                     \
-            }                                                                                 \
-            for (int64_t c = 0; c < rs; c += 256)                                             \
-                rule(w + r * rs + c, zeros, acc + r * rs + c, rs - c < 256 ? rs - c : 256, k); \
+        for (int64_t j = 0; j < u->n; j++) {                                                  \
+            const int64_t r = u->indices[j];                                                  \
+            rule(w + r * rs, g + j * rs, acc + r * rs, rs, k);                                \
         }                                                                                     \
     }
 ADAGRAD_SPARSE(float)
@@ -165,6 +150,13 @@ static void apply_sparse(const optim_sparse_update *u)
 {
     if (u->dtype == OPTIM_F32) sparse_float(u);
     else sparse_double(u);
+}
+
+/* Keras 3 with a degenerate accumulator: the dense equivalent (rows
+ * without an index turn NaN too); otherwise the indexed rows only. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return ((const coef *)u->coef)->visit_all ? OPTIM_SPARSE_DENSE : OPTIM_SPARSE_ROWS;
 }
 
 const optim_class optim_adagrad_class = {
@@ -181,4 +173,5 @@ const optim_class optim_adagrad_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
+    .sparse_mode = sparse_mode,
 };

@@ -159,23 +159,17 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c) { optim__a
         w[i] = w[i] - (mi * alpha) / (SQRT(vi) + eps);                                  \
     }
 
-/* The dense rule over n elements (vh NULL without amsgrad); g NULL means a
- * zero gradient (Keras 3's dense equivalent of a sparse update). The zero is
- * subtracted, not folded, so the bits are those of a dense zero gradient. */
+/* The dense rule over n elements (vh NULL without amsgrad). */
 #define ADAM_DENSE(T, SQRT)                                                                \
     static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
                           T *restrict vh, int64_t n, const coef *k)                         \
     {                                                                                       \
         const T alpha = (T)k->alpha, c1 = (T)k->one_minus_beta_1;                           \
-        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon, zero = 0;                 \
-        if (vh && g) {                                                                      \
+        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;                           \
+        if (vh) {                                                                           \
             for (int64_t i = 0; i < n; i++) ADAM_ELEMENT(T, SQRT, g[i], 1)                  \
-        } else if (vh) {                                                                    \
-            for (int64_t i = 0; i < n; i++) ADAM_ELEMENT(T, SQRT, zero, 1)                  \
-        } else if (g) {                                                                     \
-            for (int64_t i = 0; i < n; i++) ADAM_ELEMENT(T, SQRT, g[i], 0)                  \
         } else {                                                                            \
-            for (int64_t i = 0; i < n; i++) ADAM_ELEMENT(T, SQRT, zero, 0)                  \
+            for (int64_t i = 0; i < n; i++) ADAM_ELEMENT(T, SQRT, g[i], 0)                  \
         }                                                                                   \
     }
 ADAM_DENSE(float, sqrtf)
@@ -227,10 +221,10 @@ static void apply_dense(const optim_dense_update *u)
         dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef);
 }
 
-/* Every row, in order: indexed rows with their gradient row, the others
- * with none. Keras 3 runs the dense rule, legacy its sparse rule. */
+/* Legacy, every row in order: indexed rows with their gradient row, the
+ * others with none. */
 #define ADAM_SPARSE(T)                                                                     \
-    static void sparse_##T(const optim_sparse_update *u, int legacy)                       \
+    static void sparse_##T(const optim_sparse_update *u)                                   \
     {                                                                                      \
         const coef *k = u->coef;                                                           \
         const int64_t rs = u->row_size;                                                    \
@@ -242,8 +236,7 @@ static void apply_dense(const optim_dense_update *u)
             const T *gr = 0;                                                               \
             if (j < u->n && u->indices[j] == r) gr = g + rs * j++;                         \
             const int64_t o = r * rs;                                                      \
-            if (legacy) legacy_row_##T(w + o, gr, m + o, v + o, vh ? vh + o : 0, rs, k);   \
-            else dense_##T(w + o, gr, m + o, v + o, vh ? vh + o : 0, rs, k);               \
+            legacy_row_##T(w + o, gr, m + o, v + o, vh ? vh + o : 0, rs, k);               \
         }                                                                                  \
     }
 ADAM_SPARSE(float)
@@ -251,9 +244,15 @@ ADAM_SPARSE(double)
 
 static void apply_sparse(const optim_sparse_update *u)
 {
-    const int legacy = optim_generation_of(u->opt) == OPTIM_LEGACY;
-    if (u->dtype == OPTIM_F32) sparse_float(u, legacy);
-    else sparse_double(u, legacy);
+    if (u->dtype == OPTIM_F32) sparse_float(u);
+    else sparse_double(u);
+}
+
+/* Keras 3: the dense equivalent (m and v decay on every row); legacy: the
+ * walk above, on consecutive row ranges on all threads. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 const optim_class optim_adam_class = {
@@ -272,4 +271,5 @@ const optim_class optim_adam_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
+    .sparse_mode = sparse_mode,
 };

@@ -164,8 +164,7 @@ static void apply_dense(const optim_dense_update *u)
     }
 }
 
-/* Sparse, indices unique and ascending. Keras 3: the dense rule on every
- * row (a zero gradient where no index points). Legacy: indexed rows only. */
+/* Sparse, legacy, indices unique and ascending: the indexed rows. */
 #define ADAMAX_SPARSE(T)                                                                       \
     static void sparse_##T(const optim_sparse_update *u)                                      \
     {                                                                                         \
@@ -173,25 +172,9 @@ static void apply_dense(const optim_dense_update *u)
         T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                  \
         const T *g = u->values;                                                               \
         const int64_t rs = u->row_size;                                                       \
-        if (k->legacy) {                                                                      \
-            for (int64_t j = 0; j < u->n; j++) {                                              \
-                const int64_t o = u->indices[j] * rs;                                         \
-                row_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k);                       \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        static const T zeros[256];                                                            \
-        int64_t j = 0;                                                                        \
-        for (int64_t r = 0; r < u->rows; r++) {                                               \
-            const int64_t o = r * rs;                                                         \
-            if (j < u->n && u->indices[j] == r) {                                             \
-                dense_keras3_##T(w + o, g + j * rs, m + o, v + o, rs, k);                     \
-                j++;                                                                          \
-                continue;                                                                     \
-            }                                                                                 \
-            for (int64_t c = 0; c < rs; c += 256)                                             \
-                dense_keras3_##T(w + o + c, zeros, m + o + c, v + o + c,                      \
-                                 rs - c < 256 ? rs - c : 256, k);                             \
+        for (int64_t j = 0; j < u->n; j++) {                                                  \
+            const int64_t o = u->indices[j] * rs;                                             \
+            row_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k);                           \
         }                                                                                     \
     }
 ADAMAX_SPARSE(float)
@@ -203,6 +186,12 @@ static void apply_sparse(const optim_sparse_update *u)
     else sparse_double(u);
 }
 
+/* Keras 3: the dense rule on every row (zero gradient where no index
+ * points); legacy: the indexed rows only. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_DENSE;
+}
 
 /* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
@@ -226,4 +215,5 @@ const optim_class optim_adamax_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
+    .sparse_mode = sparse_mode,
 };

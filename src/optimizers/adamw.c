@@ -197,25 +197,18 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
         w[i] = wi - (mi * alpha) / (SQRT(vi) + eps);                                        \
     }
 
-/* The dense rule over n elements (vh NULL without amsgrad); g NULL means a
- * zero gradient (Keras 3's dense equivalent of a sparse update, the zero
- * subtracted as a dense one would be). */
+/* The dense rule over n elements (vh NULL without amsgrad). */
 #define ADAMW_DENSE(T, SQRT)                                                                   \
     static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,    \
                           T *restrict vh, int64_t n, const coef *k, int decay)                 \
     {                                                                                          \
         const T alpha = (T)k->adam.alpha, c1 = (T)k->adam.one_minus_beta_1;                              \
         const T c2 = (T)k->adam.one_minus_beta_2, eps = (T)k->adam.epsilon, wd = (T)k->weight_decay;     \
-        const T zero = 0;                                                                      \
-        switch ((vh ? 4 : 0) | (g ? 2 : 0) | (decay ? 1 : 0)) {                                \
-        case 7: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 1) break;      \
-        case 6: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 0) break;      \
-        case 5: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 1, 1) break;      \
-        case 4: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 1, 0) break;      \
-        case 3: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 1) break;      \
-        case 2: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 0) break;      \
-        case 1: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 0, 1) break;      \
-        default: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, zero, 0, 0) break;     \
+        switch ((vh ? 2 : 0) | (decay ? 1 : 0)) {                                              \
+        case 3: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 1) break;      \
+        case 2: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 0) break;      \
+        case 1: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 1) break;      \
+        default: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 0) break;     \
         }                                                                                      \
     }
 ADAMW_DENSE(float, sqrtf)
@@ -271,10 +264,10 @@ static void apply_dense(const optim_dense_update *u)
         dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
 }
 
-/* Every row, in order: indexed rows with their gradient row (and, legacy,
- * the weight decay), the others with none. */
+/* Legacy, every row in order: indexed rows with their gradient row (and the
+ * weight decay), the others with none. */
 #define ADAMW_SPARSE(T)                                                                        \
-    static void sparse_##T(const optim_sparse_update *u, int legacy, int decay)                \
+    static void sparse_##T(const optim_sparse_update *u, int decay)                            \
     {                                                                                          \
         const coef *k = u->coef;                                                               \
         const int64_t rs = u->row_size;                                                        \
@@ -287,8 +280,7 @@ static void apply_dense(const optim_dense_update *u)
             if (j < u->n && u->indices[j] == r) gr = g + rs * j++;                             \
             const int64_t o = r * rs;                                                          \
             T *h = vh ? vh + o : 0;                                                            \
-            if (legacy) legacy_row_##T(w + o, gr, m + o, v + o, h, rs, k, decay);        \
-            else dense_##T(w + o, gr, m + o, v + o, h, rs, k, 0);                              \
+            legacy_row_##T(w + o, gr, m + o, v + o, h, rs, k, decay);                          \
         }                                                                                      \
     }
 ADAMW_SPARSE(float)
@@ -296,10 +288,17 @@ ADAMW_SPARSE(double)
 
 static void apply_sparse(const optim_sparse_update *u)
 {
-    const int legacy = optim_generation_of(u->opt) == OPTIM_LEGACY;
-    const int decay = legacy && decays(u->opt, u->var);
-    if (u->dtype == OPTIM_F32) sparse_float(u, legacy, decay);
-    else sparse_double(u, legacy, decay);
+    const int decay = decays(u->opt, u->var);
+    if (u->dtype == OPTIM_F32) sparse_float(u, decay);
+    else sparse_double(u, decay);
+}
+
+/* Keras 3: the dense equivalent (m and v decay on every row; the base
+ * applies the weight decay); legacy: the walk above, on row ranges on all
+ * threads. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 const optim_class optim_adamw_class = {
@@ -321,4 +320,5 @@ const optim_class optim_adamw_class = {
     .get_config = get_config,
     .set_config = set_config,
     .destroy = destroy,
+    .sparse_mode = sparse_mode,
 };

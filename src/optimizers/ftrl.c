@@ -288,36 +288,19 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
         else legacy_v1_power_##T(w, g, acc, lin, n, k);                                     \
     }                                                                                       \
                                                                                             \
-    /* Sparse, indices unique and ascending. Keras 3 walks every row (zero                  \
-     * gradient where no index points); legacy touches the indexed rows only. */            \
+    /* Sparse, legacy, indices unique and ascending: the indexed rows. */                   \
     static void sparse_##T(const optim_sparse_update *u)                                    \
     {                                                                                       \
         const coef *k = u->coef;                                                            \
         T *w = u->param, *acc = u->slots[0], *lin = u->slots[1];                            \
         const T *g = u->values;                                                             \
         const int64_t rs = u->row_size;                                                     \
-        if (k->legacy) {                                                                    \
-            for (int64_t j = 0; j < u->n; j++) {                                            \
-                const int64_t o = u->indices[j] * rs;                                       \
-                if (rs == 1) legacy_scalar_##T(w + o, g[j], acc + o, lin + o, k);          \
-                else if (k->use_sqrt)                                                       \
-                    legacy_row_root_##T(w + o, g + j * rs, acc + o, lin + o, rs, k);        \
-                else legacy_row_power_##T(w + o, g + j * rs, acc + o, lin + o, rs, k);      \
-            }                                                                               \
-            return;                                                                         \
-        }                                                                                   \
-        static const T zeros[256];                                                          \
-        int64_t j = 0;                                                                      \
-        for (int64_t r = 0; r < u->rows; r++) {                                             \
-            const int64_t o = r * rs;                                                       \
-            if (j < u->n && u->indices[j] == r) {                                           \
-                keras3_##T(w + o, g + j * rs, acc + o, lin + o, rs, k);                     \
-                j++;                                                                        \
-                continue;                                                                   \
-            }                                                                               \
-            for (int64_t c = 0; c < rs; c += 256)                                           \
-                keras3_##T(w + o + c, zeros, acc + o + c, lin + o + c,                      \
-                           rs - c < 256 ? rs - c : 256, k);                                 \
+        for (int64_t j = 0; j < u->n; j++) {                                                \
+            const int64_t o = u->indices[j] * rs;                                           \
+            if (rs == 1) legacy_scalar_##T(w + o, g[j], acc + o, lin + o, k);              \
+            else if (k->use_sqrt)                                                           \
+                legacy_row_root_##T(w + o, g + j * rs, acc + o, lin + o, rs, k);            \
+            else legacy_row_power_##T(w + o, g + j * rs, acc + o, lin + o, rs, k);          \
         }                                                                                   \
     }
 FTRL_KERNELS(float, f)
@@ -335,6 +318,13 @@ static void apply_sparse(const optim_sparse_update *u)
     else sparse_double(u);
 }
 
+/* Keras 3: the dense equivalent (every row, zero gradient where no index
+ * points); legacy: the indexed rows only. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_DENSE;
+}
+
 const optim_class optim_ftrl_class = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
@@ -349,4 +339,5 @@ const optim_class optim_ftrl_class = {
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
+    .sparse_mode = sparse_mode,
 };

@@ -154,6 +154,13 @@ static void apply_sparse(const optim_sparse_update *u)
     else sparse_double(u, legacy);
 }
 
+/* Lazy: the indexed rows only, each on its own (run on all threads). */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    (void)u;
+    return OPTIM_SPARSE_ROWS;
+}
+
 const optim_class optim_lazyadam_class = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
@@ -169,4 +176,5 @@ const optim_class optim_lazyadam_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
+    .sparse_mode = sparse_mode,
 };

@@ -89,36 +89,6 @@ static void apply_dense(const optim_dense_update *u)
     else dense_double(u->param, u->grad, u->slots[0], u->count, u->coef);
 }
 
-/* Sparse, indices unique and ascending: the dense equivalent, walking every
- * row; rows without an index get a zero gradient. */
-#define LION_SPARSE(T)                                                                  \
-    static void sparse_##T(const optim_sparse_update *u)                               \
-    {                                                                                   \
-        static const T zeros[256];                                                      \
-        const coef *k = u->coef;                                                        \
-        T *w = u->param, *m = u->slots[0];                                              \
-        const T *g = u->values;                                                         \
-        const int64_t rs = u->row_size;                                                 \
-        int64_t j = 0;                                                                  \
-        for (int64_t r = 0; r < u->rows; r++) {                                         \
-            if (j < u->n && u->indices[j] == r) {                                       \
-                dense_##T(w + r * rs, g + j * rs, m + r * rs, rs, k);                   \
-                j++;                                                                    \
-                continue;                                                               \
-            }                                                                           \
-            for (int64_t c = 0; c < rs; c += 256)                                       \
-                dense_##T(w + r * rs + c, zeros, m + r * rs + c, rs - c < 256 ? rs - c : 256, k); \
-        }                                                                               \
-    }
-LION_SPARSE(float)
-LION_SPARSE(double)
-
-static void apply_sparse(const optim_sparse_update *u)
-{
-    if (u->dtype == OPTIM_F32) sparse_float(u);
-    else sparse_double(u);
-}
-
 const optim_class optim_lion_class = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
@@ -131,5 +101,6 @@ const optim_class optim_lion_class = {
     .create_slots = create_slots,
     .prepare = prepare,
     .apply_dense = apply_dense,
-    .apply_sparse = apply_sparse,
+    /* No apply_sparse: a sparse gradient gets the dense equivalent (every
+     * row, zero gradient where no index points), as Keras 3 gives it. */
 };

@@ -280,11 +280,10 @@ static void apply_dense(const optim_dense_update *u)
                                                                 u->slots[1], u->count, k);
 }
 
-/* Sparse, indices unique and ascending; every row is visited. An indexed
- * row takes the dense rule of its generation (legacy: m * beta_1 then a
- * scatter-add of g * (1 - beta_1) gives the same numbers, and w + (-lr *
- * m_bar) / d equals w - (lr * m_bar) / d). Another row: Keras 3 the dense
- * rule with g = 0, legacy the moments' decay alone. */
+/* Sparse, legacy, indices unique and ascending; every row is visited. An
+ * indexed row takes the legacy dense rule (m * beta_1 then a scatter-add of
+ * g * (1 - beta_1) gives the same numbers, and w + (-lr * m_bar) / d equals
+ * w - (lr * m_bar) / d); another row only the moments' decay. */
 #define NADAM_SPARSE(T)                                                                        \
     static void sparse_##T(const optim_sparse_update *u)                                      \
     {                                                                                         \
@@ -292,20 +291,14 @@ static void apply_dense(const optim_dense_update *u)
         T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                  \
         const T *g = u->values;                                                               \
         const int64_t rs = u->row_size;                                                       \
-        static const T zeros[256];                                                            \
         int64_t j = 0;                                                                        \
         for (int64_t r = 0; r < u->rows; r++) {                                               \
             const int64_t o = r * rs;                                                         \
             if (j < u->n && u->indices[j] == r) {                                             \
-                (k->legacy ? dense_legacy_##T : dense_keras3_##T)(w + o, g + j * rs, m + o,   \
-                                                                  v + o, rs, k);              \
+                dense_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k);                     \
                 j++;                                                                          \
-            } else if (k->legacy) {                                                           \
-                decay_legacy_##T(m + o, v + o, rs, k);                                        \
             } else {                                                                          \
-                for (int64_t c = 0; c < rs; c += 256)                                         \
-                    dense_keras3_##T(w + o + c, zeros, m + o + c, v + o + c,                  \
-                                     rs - c < 256 ? rs - c : 256, k);                         \
+                decay_legacy_##T(m + o, v + o, rs, k);                                        \
             }                                                                                 \
         }                                                                                     \
     }
@@ -316,6 +309,13 @@ static void apply_sparse(const optim_sparse_update *u)
 {
     if (u->dtype == OPTIM_F32) sparse_float(u);
     else sparse_double(u);
+}
+
+/* Keras 3: the dense equivalent (the dense rule with g = 0 on rows without
+ * an index); legacy: the walk above, on row ranges on all threads. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
 /* ---- config ------------------------------------------------------------------ */
@@ -372,4 +372,5 @@ const optim_class optim_nadam_class = {
     .apply_sparse = apply_sparse,
     .get_config = get_config,
     .set_config = set_config,
+    .sparse_mode = sparse_mode,
 };

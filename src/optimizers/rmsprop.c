@@ -320,7 +320,7 @@ static void apply_dense(const optim_dense_update *u)
 
 #define ROW(ptr, r) ((ptr) ? (ptr) + (r) * rs : NULL)
 
-/* Sparse, indices unique and ascending. */
+/* Sparse, legacy, indices unique and ascending. */
 #define RMSPROP_SPARSE(T)                                                                     \
     static void sparse_##T(const optim_sparse_update *u)                                      \
     {                                                                                         \
@@ -329,7 +329,7 @@ static void apply_dense(const optim_dense_update *u)
         T *w = u->param, *v = p.v, *m = p.m, *a = p.a;                                        \
         const T *g = u->values;                                                               \
         const int64_t rs = u->row_size;                                                       \
-        if (k->legacy && m) { /* SparseApply(Centered)RMSProp: indexed rows only */           \
+        if (m) { /* SparseApply(Centered)RMSProp: indexed rows only */                        \
             for (int64_t j = 0; j < u->n; j++) {                                              \
                 const int64_t r = u->indices[j];                                              \
                 legacy_sparse_row_##T(w + r * rs, g + j * rs, v + r * rs, m + r * rs,         \
@@ -337,29 +337,19 @@ static void apply_dense(const optim_dense_update *u)
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
-        /* Keras 3 (dense equivalent, zero gradient on other rows) or legacy                  \
-         * without momentum (other rows: v = v * rho, a = a * rho, w kept). */                \
-        static const T zeros[256];                                                            \
+        /* Without momentum: every row; the others v = v * rho, a = a * rho, w kept. */       \
         const T rho = (T)k->rho;                                                              \
         int64_t j = 0;                                                                        \
         for (int64_t r = 0; r < u->rows; r++) {                                               \
             if (j < u->n && u->indices[j] == r) {                                             \
-                (k->legacy ? legacy_dense_##T : keras3_##T)(w + r * rs, g + j * rs,           \
-                                                            v + r * rs, ROW(m, r), ROW(a, r), \
-                                                            rs, k);                           \
+                legacy_dense_##T(w + r * rs, g + j * rs, v + r * rs, NULL, ROW(a, r), rs, k); \
                 j++;                                                                          \
-            } else if (k->legacy) {                                                           \
-                T *vr = v + r * rs, *ar = ROW(a, r);                                          \
-                for (int64_t c = 0; c < rs; c++) vr[c] = vr[c] * rho;                         \
-                if (ar)                                                                       \
-                    for (int64_t c = 0; c < rs; c++) ar[c] = ar[c] * rho;                     \
-            } else {                                                                          \
-                for (int64_t c = 0; c < rs; c += 256) {                                       \
-                    const int64_t len = rs - c < 256 ? rs - c : 256;                          \
-                    keras3_##T(w + r * rs + c, zeros, v + r * rs + c,                         \
-                               m ? m + r * rs + c : NULL, a ? a + r * rs + c : NULL, len, k); \
-                }                                                                             \
+                continue;                                                                     \
             }                                                                                 \
+            T *vr = v + r * rs, *ar = ROW(a, r);                                              \
+            for (int64_t c = 0; c < rs; c++) vr[c] = vr[c] * rho;                             \
+            if (ar)                                                                           \
+                for (int64_t c = 0; c < rs; c++) ar[c] = ar[c] * rho;                         \
         }                                                                                     \
     }
 RMSPROP_SPARSE(float)
@@ -369,6 +359,16 @@ static void apply_sparse(const optim_sparse_update *u)
 {
     if (u->dtype == OPTIM_F32) sparse_float(u);
     else sparse_double(u);
+}
+
+/* Keras 3: the dense equivalent (g = 0 on rows without an index). Legacy
+ * with momentum: the indexed rows only; without: the walk above, on row
+ * ranges on all threads. */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    const coef *k = u->coef;
+    if (!k->legacy) return OPTIM_SPARSE_DENSE;
+    return slot_parts(u->opt, u->var, u->slots, u->nslots, k).m ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_ALL_ROWS;
 }
 
 const optim_class optim_rmsprop_class = {
@@ -386,4 +386,5 @@ const optim_class optim_rmsprop_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
+    .sparse_mode = sparse_mode,
 };

@@ -109,10 +109,7 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *out)
     {                                                                                        \
         const T lr = (T)k->lr, c2 = (T)k->c2, bc2 = (T)k->bc2, eps = (T)k->eps;              \
         const T b1 = (T)k->b1, omb1 = (T)k->one_minus_b1, wt = (T)k->weight, one = 1;        \
-        if (g)                                                                               \
-            for (int64_t i = 0; i < n; i++) SF_ELEMENT(T, SQRT, g[i])                        \
-        else                                                                                 \
-            for (int64_t i = 0; i < n; i++) SF_ELEMENT(T, SQRT, (T)0)                        \
+        for (int64_t i = 0; i < n; i++) SF_ELEMENT(T, SQRT, g[i])                           \
     }
 SF_KERNEL(float, sqrtf)
 SF_KERNEL(double, sqrt)
@@ -121,23 +118,6 @@ static void apply_dense(const optim_dense_update *u)
 {
     if (u->dtype == OPTIM_F32) step_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
     else step_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
-}
-
-/* Every row, in order: indexed rows with their gradient row, the others
- * with none. */
-static void apply_sparse(const optim_sparse_update *u)
-{
-    const size_t es = u->dtype == OPTIM_F32 ? sizeof(float) : sizeof(double);
-    const int64_t rs = u->row_size;
-    for (int64_t r = 0, j = 0; r < u->rows; r++) {
-        const char *g = j < u->n && u->indices[j] == r ? (const char *)u->values + (size_t)(rs * j++) * es : NULL;
-        const size_t o = (size_t)(r * rs) * es;
-        char *w = (char *)u->param + o, *z = (char *)u->slots[0] + o, *v = (char *)u->slots[1] + o;
-        if (u->dtype == OPTIM_F32)
-            step_float((float *)w, (const float *)g, (float *)z, (float *)v, rs, u->coef);
-        else
-            step_double((double *)w, (const double *)g, (double *)z, (double *)v, rs, u->coef);
-    }
 }
 
 const optim_class optim_schedule_free_adamw_class = {
@@ -152,5 +132,6 @@ const optim_class optim_schedule_free_adamw_class = {
     .create_slots = create_slots,
     .prepare = prepare,
     .apply_dense = apply_dense,
-    .apply_sparse = apply_sparse,
+    /* No apply_sparse: a sparse gradient gets the dense equivalent (every
+     * row, zero gradient where no index points). */
 };

@@ -87,34 +87,18 @@ static void apply_dense(const optim_dense_update *u)
     else dense_double(u->param, u->grad, m, u->count, u->coef);
 }
 
-/* Sparse, indices unique and ascending. Keras 3 with momentum walks every
- * row (the dense equivalent, zero gradient where no index points); the rest
- * touch the indexed rows only. */
+/* Sparse: the indexed rows only, by the dense rule (in the order given
+ * when called with duplicates). */
 #define SGD_SPARSE(T)                                                                  \
-    static void sparse_##T(const optim_sparse_update *u, int dense_equivalent)         \
+    static void sparse_##T(const optim_sparse_update *u)                               \
     {                                                                                  \
         const coef *k = u->coef;                                                       \
         T *w = u->param, *m = u->nslots ? u->slots[0] : 0;                              \
         const T *g = u->values;                                                        \
         const int64_t rs = u->row_size;                                                \
-        if (!m || !dense_equivalent) {                                                 \
-            for (int64_t j = 0; j < u->n; j++) {                                       \
-                int64_t r = u->indices[j];                                             \
-                dense_##T(w + r * rs, g + j * rs, m ? m + r * rs : 0, rs, k);          \
-            }                                                                          \
-            return;                                                                    \
-        }                                                                              \
-        static const T zeros[256];                                                     \
-        int64_t j = 0;                                                                 \
-        for (int64_t r = 0; r < u->rows; r++) {                                        \
-            if (j < u->n && u->indices[j] == r) {                                      \
-                dense_##T(w + r * rs, g + j * rs, m + r * rs, rs, k);                  \
-                j++;                                                                   \
-                continue;                                                              \
-            }                                                                          \
-            for (int64_t c = 0; c < rs; c += 256)                                      \
-                dense_##T(w + r * rs + c, zeros, m + r * rs + c,                       \
-                          rs - c < 256 ? rs - c : 256, k);                             \
+        for (int64_t j = 0; j < u->n; j++) {                                           \
+            int64_t r = u->indices[j];                                                 \
+            dense_##T(w + r * rs, g + j * rs, m ? m + r * rs : 0, rs, k);              \
         }                                                                              \
     }
 SGD_SPARSE(float)
@@ -122,9 +106,19 @@ SGD_SPARSE(double)
 
 static void apply_sparse(const optim_sparse_update *u)
 {
-    int dense_equivalent = optim_generation_of(u->opt) == OPTIM_KERAS3;
-    if (u->dtype == OPTIM_F32) sparse_float(u, dense_equivalent);
-    else sparse_double(u, dense_equivalent);
+    if (u->dtype == OPTIM_F32) sparse_float(u);
+    else sparse_double(u);
+}
+
+/* Keras 3 with momentum: the dense equivalent (every row of m decays and
+ * every row of w moves). Legacy without momentum: the scatter-add below.
+ * The rest touch the indexed rows only (without momentum a zero gradient
+ * leaves w as it is). */
+static int sparse_mode(const optim_sparse_update *u)
+{
+    const int legacy = optim_generation_of(u->opt) == OPTIM_LEGACY;
+    if (!legacy && u->nslots) return OPTIM_SPARSE_DENSE;
+    return legacy && !u->nslots ? OPTIM_SPARSE_WHOLE : OPTIM_SPARSE_ROWS;
 }
 
 /* Legacy SGD without momentum: resource_scatter_add(w, indices, -g * lr),
@@ -150,4 +144,5 @@ const optim_class optim_sgd_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .apply_sparse_duplicate_indices = apply_sparse_duplicate_indices,
+    .sparse_mode = sparse_mode,
 };

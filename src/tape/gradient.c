@@ -144,7 +144,8 @@ static int assemble(optim_tape *t, optim_var *v, const slot *s, optim_grad *g)
     return OPTIM_OK;
 }
 
-static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n, optim_grad_var *out)
+/* The arguments of optim_tape_gradient, before anything runs. */
+static int check_args(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n, optim_grad_var *out)
 {
     char s[OPTIM__SHAPE_STR];
     if (n > 0 && (!vars || !out))
@@ -166,33 +167,31 @@ static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, siz
                     loss->op, optim__tape_shape(&loss->value, s));
     for (size_t i = 0; i < n; i++)
         if (!vars[i]) return fail(t, OPTIM_EINVAL, "optim_tape_gradient: vars[%zu] is NULL", i);
+    return OPTIM_OK;
+}
 
+/* d loss / d loss = 1, then every node's backward rule, newest first. */
+static int backward_pass(optim_tape *t, optim_node *loss)
+{
     for (optim_node *x = t->last; x; x = x->prev) x->grad = NULL;
-    if (loss->need) {
-        void *g = optim__tape_grad(t, loss);
-        if (!g) return oom(t);
-        if (loss->value.dtype == OPTIM_F32) *(float *)g = 1.0f;
-        else *(double *)g = 1.0;
-        for (optim_node *x = loss; x; x = x->prev) {
-            if (!x->grad || !x->backward) continue;
-            int rc = x->backward(t, x);
-            if (rc) return rc;
-        }
+    if (!loss->need) return OPTIM_OK;
+    void *g = optim__tape_grad(t, loss);
+    if (!g) return oom(t);
+    if (loss->value.dtype == OPTIM_F32) *(float *)g = 1.0f;
+    else *(double *)g = 1.0;
+    for (optim_node *x = loss; x; x = x->prev) {
+        if (!x->grad || !x->backward) continue;
+        int rc = x->backward(t, x);
+        if (rc) return rc;
     }
+    return OPTIM_OK;
+}
 
-    /* Which variable each requested position stands for. */
-    size_t cap = 4;
-    while (cap < 2 * n) cap *= 2;
-    varmap m = {optim__arena_calloc(&t->arena, cap * sizeof *m.keys),
-                optim__arena_alloc(&t->arena, cap * sizeof *m.vals), cap - 1};
-    slot *slots = optim__arena_calloc(&t->arena, (n ? n : 1) * sizeof *slots);
-    optim_grad_var *res = optim__arena_alloc(&t->arena, (n ? n : 1) * sizeof *res);
-    if (!m.keys || !m.vals || !slots || !res) return oom(t);
-    for (size_t i = 0; i < n; i++) {
-        size_t j;
-        if (!map_find(&m, vars[i], &j)) map_put(&m, vars[i], i);
-    }
-    /* Walking back and pushing in front leaves each list in creation order. */
+/* Files each node's gradient under the variable it reached (the slot of
+ * its first requested position in m). Walking back and pushing in front
+ * leaves each list in creation order. */
+static int collect(optim_tape *t, optim_node *loss, const varmap *m, slot *slots)
+{
     for (optim_node *x = loss; x; x = x->prev) {
         if (!x->grad) continue;
         const optim_var *v = x->var;
@@ -202,7 +201,7 @@ static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, siz
             sparse = 1;
         }
         size_t i;
-        if (!v || !map_find(&m, v, &i)) continue;
+        if (!v || !map_find(m, v, &i)) continue;
         contrib *c = optim__arena_alloc(&t->arena, sizeof *c);
         if (!c) return oom(t);
         c->node = x;
@@ -217,6 +216,26 @@ static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, siz
             slots[i].ndense++;
         }
     }
+    return OPTIM_OK;
+}
+
+static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n, optim_grad_var *out)
+{
+    int rc = check_args(t, loss, vars, n, out);
+    if (rc || (rc = backward_pass(t, loss))) return rc;
+    /* Which variable each requested position stands for. */
+    size_t cap = 4;
+    while (cap < 2 * n) cap *= 2;
+    varmap m = {optim__arena_calloc(&t->arena, cap * sizeof *m.keys),
+                optim__arena_alloc(&t->arena, cap * sizeof *m.vals), cap - 1};
+    slot *slots = optim__arena_calloc(&t->arena, (n ? n : 1) * sizeof *slots);
+    optim_grad_var *res = optim__arena_alloc(&t->arena, (n ? n : 1) * sizeof *res);
+    if (!m.keys || !m.vals || !slots || !res) return oom(t);
+    for (size_t i = 0; i < n; i++) {
+        size_t j;
+        if (!map_find(&m, vars[i], &j)) map_put(&m, vars[i], i);
+    }
+    if ((rc = collect(t, loss, &m, slots))) return rc;
     for (size_t i = 0; i < n; i++) {
         size_t first = i;
         map_find(&m, vars[i], &first);
@@ -225,8 +244,7 @@ static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, siz
             res[i].grad = res[first].grad;
             continue;
         }
-        int rc = assemble(t, vars[i], &slots[i], &res[i].grad);
-        if (rc) return rc;
+        if ((rc = assemble(t, vars[i], &slots[i], &res[i].grad))) return rc;
     }
     if (n) memcpy(out, res, n * sizeof *out);
     return OPTIM_OK;

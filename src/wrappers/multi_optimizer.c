@@ -43,8 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/ptrmap.h"
-#include "optimizer/impl.h"
 
 #define MAP_KEY "optimizer_map"
 
@@ -86,11 +86,11 @@ static void multi_destroy(optim_optimizer *opt)
 static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, optim_error *err)
 {
     char *text = optim__json_print_exact(obj); /* numbers exact, in the form given */
-    if (!text) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (!text) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
     optim_error local;
     int rc = optim_from_json(out, text, &local);
     cJSON_free(text);
-    if (rc) return optim__err(err, rc, "MultiOptimizer: %s: %s", where, local.msg);
+    if (rc) return optim_error_set(err, rc, "MultiOptimizer: %s: %s", where, local.msg);
     const optim_class *c = optim_class_of(*out);
     const char *why = strcmp(c->name, "LossScaleOptimizer") == 0 ? "optimizer cannot be LossScaleOptimizer"
                       : strcmp(c->name, "MultiOptimizer") == 0   ? "MultiOptimizer cannot be used inside a MultiOptimizer"
@@ -98,7 +98,7 @@ static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, 
                       : optim_generation_of(*out) == OPTIM_LEGACY ? "a legacy optimizer cannot be a sub-optimizer (Keras 3 only)"
                                                                    : NULL;
     if (!why) return OPTIM_OK;
-    optim__err(err, OPTIM_EINVAL, "MultiOptimizer: %s is a %s: %s", where, c->name, why);
+    optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s is a %s: %s", where, c->name, why);
     optim_destroy(*out); /* c is its copy of the class */
     *out = NULL;
     return OPTIM_EINVAL;
@@ -113,7 +113,7 @@ static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error 
         char *anchored = malloc(len + 5);
         if (!anchored || !(s->pattern = strdup(pattern))) {
             free(anchored);
-            return optim__err(err, OPTIM_ENOMEM, "out of memory");
+            return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
         }
         snprintf(anchored, len + 5, "^(%s)$", pattern);
         int e = regcomp(&s->re, anchored, REG_EXTENDED | REG_NOSUB);
@@ -123,7 +123,8 @@ static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error 
             regerror(e, &s->re, why, sizeof why);
             free(s->pattern);
             s->pattern = NULL;
-            return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: %s: not a valid regular expression: %s", where, why);
+            return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s: not a valid regular expression: %s",
+                                   where, why);
         }
     }
     return make_sub(obj, where, &s->opt, err);
@@ -138,15 +139,15 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer_map");
     if (!cJSON_IsObject(v) || !cJSON_IsString(cn) || strcmp(cn->valuestring, "OptimizerMap") != 0 ||
         !cJSON_IsObject(cfg))
-        return optim__err(err, OPTIM_ETYPE, "MultiOptimizer: config key '%s' is not a serialized OptimizerMap "
-                          "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
-                          "\"optimizer_map\": {...}}})", MAP_KEY);
+        return optim_error_set(err, OPTIM_ETYPE, "MultiOptimizer: config key '%s' is not a serialized OptimizerMap "
+                               "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
+                               "\"optimizer_map\": {...}}})", MAP_KEY);
     if (!def || !(cJSON_IsNull(map) || cJSON_IsObject(map) || !map))
-        return optim__err(err, OPTIM_ETYPE, "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
-                          "optimizer_map that is an object of PATTERN: optimizer (or null)");
+        return optim_error_set(err, OPTIM_ETYPE, "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
+                               "optimizer_map that is an object of PATTERN: optimizer (or null)");
     size_t n = (size_t)cJSON_GetArraySize(map) + 1, k = 0;
     sub *subs = calloc(n, sizeof *subs);
-    if (!subs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (!subs) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
     int rc = 0;
     const cJSON *it;
     const cJSON *entries = cJSON_IsObject(map) ? map : NULL;
@@ -169,9 +170,9 @@ static int multi_set_config(optim_optimizer *opt, const char *key, const char *j
 {
     if (strcmp(key, MAP_KEY) != 0) return OPTIM_EKEY;
     multi_state *st = optim_state(opt);
-    if (st->subs) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
+    if (st->subs) return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
     cJSON *v = optim__json_parse(json, NULL, 0);
-    if (!v) return optim__err(err, OPTIM_EPARSE, "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
+    if (!v) return optim_error_set(err, OPTIM_EPARSE, "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
     int rc = read_map(v, &st->subs, &st->n, err);
     cJSON_Delete(v);
     return rc;
@@ -180,40 +181,35 @@ static int multi_set_config(optim_optimizer *opt, const char *key, const char *j
 /* ---- validate: base keys, loss_scale_factor, the counters ------------------------------ */
 
 /* Keras's MultiOptimizer takes no base argument but loss_scale_factor (and
- * fixes learning_rate at 0). */
+ * fixes learning_rate at 0, the class's default). */
 static int check_base_defaults(optim_optimizer *opt, optim_error *err)
 {
-    for (size_t i = 0; i < OPTIM__N_BASE; i++) {
-        const optim_param *p = opt->params[i];
-        if (!optim__param_in_gen(opt, i) || strcmp(p->name, "loss_scale_factor") == 0) continue;
-        const optim__hyper *h = &opt->hypers[i];
-        const double def = i == OPTIM__P_LEARNING_RATE ? 0.0 : p->default_value;
-        if (isnan(def) ? h->kind == HYPER_NONE : h->kind == HYPER_NUMBER && h->number == def) continue;
-        return optim__err(err, OPTIM_EINVAL, "MultiOptimizer does not take `%s`; set it on the sub-optimizers "
-                          "(in the OptimizerMap, or with optim_wrapper_inner_at)", p->name);
-    }
-    return OPTIM_OK;
+    static const char *const taken[] = {"loss_scale_factor"};
+    const char *name = optim_base_option_changed(opt, taken, 1, NULL, 0, NULL, 0);
+    if (!name) return OPTIM_OK;
+    return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer does not take `%s`; set it on the sub-optimizers "
+                           "(in the OptimizerMap, or with optim_wrapper_inner_at)", name);
 }
 
 static int multi_validate(optim_optimizer *opt, optim_error *err)
 {
     multi_state *st = optim_state(opt);
     if (!st->subs)
-        return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
-                          "OptimizerMap with at least a default_optimizer)", MAP_KEY);
+        return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
+                               "OptimizerMap with at least a default_optimizer)", MAP_KEY);
     int rc = check_base_defaults(opt, err);
     double lsf = NAN;
     if (!rc) optim_get_hyper(opt, "loss_scale_factor", &lsf);
     for (size_t k = 0; !rc && k < st->n; k++)
         if (optim_set_hyper(st->subs[k].opt, "loss_scale_factor", lsf))
-            rc = optim__err(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu: %s", k,
-                            optim_errmsg(st->subs[k].opt));
+            rc = optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu: %s", k,
+                                 optim_errmsg(st->subs[k].opt));
     for (size_t k = 0; !rc && k < st->n; k++) {
         char name[64];
         snprintf(name, sizeof name, "optimizers/%zu/iterations", k);
         if (!st->subs[k].iterations)
             rc = optim_add_weight(opt, name, OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->subs[k].iterations);
-        if (rc) rc = optim__err(err, rc, "%s", optim_errmsg(opt));
+        if (rc) rc = optim_error_set(err, rc, "%s", optim_errmsg(opt));
     }
     return rc;
 }
@@ -291,9 +287,9 @@ static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim
         }
     for (size_t i = 0; i + 1 < st->n; i++)
         if (regexec(&st->subs[i].re, name, 0, NULL, 0) == 0) {
-            if (nhits++) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: multiple optimizers assigned to "
-                                           "variable '%s' (patterns '%s' and '%s' both match it)", name,
-                                           st->subs[hit].pattern, st->subs[i].pattern);
+            if (nhits++) return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: multiple optimizers assigned to "
+                                                "variable '%s' (patterns '%s' and '%s' both match it)", name,
+                                                st->subs[hit].pattern, st->subs[i].pattern);
             hit = i;
         }
     *k = hit;
@@ -307,11 +303,11 @@ static int multi_create_slots(optim_optimizer *opt, optim_var *var, optim_error 
     size_t k;
     int rc = route_of(opt, var, &k, err);
     if (rc) return rc;
-    if (optim__ptrmap_put(&st->route, var, k)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (optim__ptrmap_put(&st->route, var, k)) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
     optim_optimizer *in = st->subs[k].opt;
     if (optim_track_variables(in, &var, 1))
-        return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu (%s): %s", k,
-                          optim_class_of(in)->name, optim_errmsg(in));
+        return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu (%s): %s", k,
+                               optim_class_of(in)->name, optim_errmsg(in));
     return OPTIM_OK;
 }
 
@@ -323,72 +319,82 @@ static optim_optimizer *multi_inner_at(const optim_optimizer *opt, size_t i)
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
-/* One pair: known to this optimizer once built, given once (seen), and
- * acceptable to its sub-optimizer (shapes, dtypes, sparse support...). */
-static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t i, size_t *route,
-                      optim__ptrmap *seen, optim_error *err)
+static int cmp_ptr(const void *a, const void *b)
 {
-    static const char cn[] = "MultiOptimizer";
-    if (!p->var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
-    if (optim__ptrmap_get(seen, p->var, NULL))
-        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one "
-                          "apply_gradients call", cn, optim_var_name(p->var));
-    if (optim__ptrmap_put(seen, p->var, i)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    if (p->grad.kind == OPTIM_GRAD_NONE) return OPTIM_OK;
-    if (opt->built && !optim__var_entry_of(opt, p->var))
-        return optim__err(err, OPTIM_ENOTFOUND, "%s: variable '%s' is unknown to this optimizer, which was "
-                          "built for %zu variables", cn, optim_var_name(p->var), opt->nvars);
-    int rc = route_of(opt, p->var, route, err);
-    const multi_state *st = optim_state(opt);
-    return rc ? rc : optim__check_pair(st->subs[*route].opt, cn, p, i, err);
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every pair has a variable, and each variable comes once (sorted in
+ * scratch memory). */
+static int check_vars(optim_optimizer *opt, const optim_grad_var *pairs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!pairs[i].var)
+            return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: pair %zu has no variable (NULL)", i);
+    const optim_var **sorted = optim_step_scratch(opt, n * sizeof *sorted);
+    if (!sorted) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) sorted[i] = pairs[i].var;
+    if (n > 1) qsort(sorted, n, sizeof *sorted, cmp_ptr);
+    for (size_t i = 1; i < n; i++)
+        if (sorted[i] == sorted[i - 1])
+            return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: variable '%s' appears more than once in one "
+                                   "apply_gradients call", optim_var_name(sorted[i]));
+    return OPTIM_OK;
+}
+
+/* One pair with a gradient: known to this optimizer once built, and
+ * acceptable to the sub-optimizer it goes to (shapes, dtypes, sparse
+ * support...), both asked with optim_check_gradients. */
+static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t *route)
+{
+    int rc = optim_check_gradients(opt, p, 1, 0);
+    if (rc) return rc;
+    optim_error err;
+    if ((rc = route_of(opt, p->var, route, &err))) return optim_set_error(opt, rc, "%s", err.msg);
+    optim_optimizer *in = ((multi_state *)optim_state(opt))->subs[*route].opt;
+    if ((rc = optim_check_gradients(in, p, 1, 0)))
+        return optim_set_error(opt, rc, "MultiOptimizer: %s", optim_errmsg(in));
+    return OPTIM_OK;
+}
+
+/* Checks every pair before anything changes; routes[i] gets pair i's
+ * sub-optimizer, vars the variables with a gradient. */
+static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, size_t *routes,
+                       optim_var **vars, size_t *nvars)
+{
+    int rc = check_vars(opt, pairs, n);
+    *nvars = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (pairs[i].grad.kind != OPTIM_GRAD_NONE && !(rc = check_pair(opt, &pairs[i], &routes[i])))
+            vars[(*nvars)++] = pairs[i].var;
+    if (!rc && *nvars == 0)
+        rc = optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: no gradients provided for any variable (%zu "
+                             "pairs, all without gradient)", n);
+    if (!rc && optim_iterations(opt) >= OPTIM_ITERATIONS_MAX)
+        rc = optim_set_error(opt, OPTIM_ERANGE, "MultiOptimizer: iterations is %lld (OPTIM_ITERATIONS_MAX): no "
+                             "step can follow", (long long)optim_iterations(opt));
+    return rc;
 }
 
 /* Tracks vars, creating their slots in their sub-optimizers. If that fails
  * for a later variable, the sub-optimizers and the routes are put back as
- * they were (slots made for earlier variables destroyed), as the base's
- * stage 5 does for a plain optimizer: a failed step changes nothing. */
-static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, optim_error *err)
+ * they were (slots made for earlier variables destroyed, the
+ * sub-optimizers' own weights kept), as the base's stage 5 does for a
+ * plain optimizer: a failed step changes nothing. was_new: nvars bytes. */
+static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, unsigned char *was_new)
 {
     multi_state *st = optim_state(opt);
-    size_t *mark = malloc((3 * st->n + 1) * sizeof *mark);
-    unsigned char *was_new = calloc(nvars + 1, 1);
-    int rc = mark && was_new ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "out of memory");
-    for (size_t k = 0; !rc && k < st->n; k++) {
-        const optim_optimizer *in = st->subs[k].opt;
-        mark[3 * k] = in->nvars, mark[3 * k + 1] = in->nslots, mark[3 * k + 2] = in->nslot_names;
-    }
-    for (size_t i = 0; !rc && i < nvars; i++) was_new[i] = !optim__ptrmap_get(&st->route, vars[i], NULL);
-    int trc = rc ? OPTIM_OK : optim_track_variables(opt, vars, nvars);
-    if (trc) {
-        rc = optim__err(err, trc, "%s", optim_errmsg(opt));
-        for (size_t k = 0; k < st->n; k++)
-            optim__rollback_vars(st->subs[k].opt, mark[3 * k], mark[3 * k + 1], mark[3 * k + 2]);
-        for (size_t i = 0; i < nvars; i++)
-            if (was_new[i]) optim__ptrmap_del(&st->route, vars[i]);
-    }
-    free(mark);
-    free(was_new);
+    optim_savepoint *sp = optim_step_scratch(opt, st->n * sizeof *sp);
+    if (!sp) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+    for (size_t k = 0; k < st->n; k++) sp[k] = optim_savepoint_get(st->subs[k].opt);
+    for (size_t i = 0; i < nvars; i++) was_new[i] = !optim__ptrmap_get(&st->route, vars[i], NULL);
+    int rc = optim_track_variables(opt, vars, nvars);
+    if (!rc) return OPTIM_OK;
+    for (size_t k = 0; k < st->n; k++) optim_rollback_variables(st->subs[k].opt, &sp[k]);
+    for (size_t i = 0; i < nvars; i++)
+        if (was_new[i]) optim__ptrmap_del(&st->route, vars[i]);
     return rc;
-}
-
-/* Checks every pair, then creates the slots of new variables in their
- * sub-optimizers. routes[i] gets pair i's sub-optimizer. */
-static int prepare_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, size_t *routes,
-                        optim_var **vars, optim_error *err)
-{
-    if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "MultiOptimizer: pairs is NULL");
-    optim__ptrmap seen = {0};
-    size_t nvars = 0;
-    int rc = 0;
-    for (size_t i = 0; !rc && i < n; i++) {
-        rc = check_pair(opt, &pairs[i], i, &routes[i], &seen, err);
-        if (pairs[i].grad.kind != OPTIM_GRAD_NONE) vars[nvars++] = pairs[i].var;
-    }
-    optim__ptrmap_free(&seen);
-    if (!rc && nvars == 0)
-        rc = optim__err(err, OPTIM_EINVAL, "MultiOptimizer: no gradients provided for any variable (%zu "
-                        "pairs, all without gradient)", n);
-    return rc ? rc : track_all(opt, vars, nvars, err);
 }
 
 /* Sub-optimizer k steps on its pairs, from the iterations it counted. */
@@ -408,31 +414,27 @@ static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pa
     return OPTIM_OK;
 }
 
+/* The step: buffers from the step's scratch memory, reused step after step. */
 static int multi_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
 {
     multi_state *st = optim_state(opt);
-    if (opt->ntransformers || opt->aggregator.fn)
+    if (optim_gradient_transformer_count(opt) || optim_has_gradient_aggregator(opt))
         return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: gradient transformers and aggregators go on "
                                "the sub-optimizers (optim_wrapper_inner_at), which step on the gradients");
-    size_t *routes = malloc((n ? n : 1) * sizeof *routes);
-    optim_var **vars = malloc((n ? n : 1) * sizeof *vars);
-    optim_grad_var *sub_pairs = malloc((n ? n : 1) * sizeof *sub_pairs);
-    optim_error err;
-    optim__err_clear(&err);
-    int rc = routes && vars && sub_pairs ? prepare_step(opt, pairs, n, routes, vars, &err)
-                                         : optim__err(&err, OPTIM_ENOMEM, "out of memory");
-    if (rc) rc = optim__opt_take(opt, &err);
+    size_t *routes = optim_step_scratch(opt, n * sizeof *routes), nvars = 0;
+    optim_var **vars = optim_step_scratch(opt, n * sizeof *vars);
+    optim_grad_var *sub_pairs = optim_step_scratch(opt, n * sizeof *sub_pairs);
+    unsigned char *was_new = optim_step_scratch(opt, n);
+    int rc = routes && vars && sub_pairs && was_new ? OPTIM_OK : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+    if (!rc) rc = check_pairs(opt, pairs, n, routes, vars, &nvars);
+    if (!rc) rc = track_all(opt, vars, nvars, was_new);
     for (size_t k = 0; !rc && k < st->n; k++) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
             if (pairs[i].grad.kind != OPTIM_GRAD_NONE && routes[i] == k) sub_pairs[m++] = pairs[i];
         if (m) rc = step_sub(opt, k, sub_pairs, m, flags);
     }
-    if (!rc) opt->iterations++;
-    free(routes);
-    free(vars);
-    free(sub_pairs);
-    return rc;
+    return rc ? rc : optim_set_iterations(opt, optim_iterations(opt) + 1);
 }
 
 /* ---- explicit lists ----------------------------------------------------------------------- */
@@ -461,8 +463,7 @@ int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, s
             for (size_t j = 0; j < i; j++) optim__ptrmap_del(&st->assigned, vars[j]);
             return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
         }
-    opt->errmsg[0] = '\0';
-    return OPTIM_OK;
+    return optim_set_error(opt, OPTIM_OK, "%s", "");
 }
 
 const optim_class optim_multi_optimizer_class = {

@@ -25,10 +25,8 @@
 #include "wrappers/wrapper.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
 #include "core/parallel.h"
 
 #define INNER_KEY "optimizer"
@@ -135,8 +133,9 @@ int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
     const char *cn = optim_class_of(opt)->name;
     if (!optim__wrapper_inner(opt)) return optim_set_error(opt, OPTIM_ESTATE, "%s: no inner optimizer", cn);
     if (n && !pairs) return optim_set_error(opt, OPTIM_EINVAL, "%s: pairs is NULL", cn);
-    rule_run r = {optim__malloc(n * sizeof *r.vars), optim__malloc(n * sizeof *r.slots), 0,
-                  optim__malloc((n + 1) * sizeof *r.first), rule->rule, NULL};
+    /* Scratch memory of this step (reused step after step: no malloc). */
+    rule_run r = {optim_step_scratch(opt, n * sizeof *r.vars), optim_step_scratch(opt, n * sizeof *r.slots), 0,
+                  optim_step_scratch(opt, (n + 1) * sizeof *r.first), rule->rule, NULL};
     int rc = r.vars && r.slots && r.first ? OPTIM_OK : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
     if (!rc) rc = check_pairs(opt, pairs, n, r.vars, &r.nv);
     const optim_savepoint sp = optim_savepoint_get(opt);
@@ -157,11 +156,7 @@ int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
         for (size_t k = 0; k < r.nv; k++) optim_var_apply_constraint(r.vars[k]);
     }
-    if (!rc) rc = optim_set_iterations(opt, optim_iterations(optim__wrapper_inner(opt)));
-    free(r.vars);
-    free(r.slots);
-    free(r.first);
-    return rc;
+    return rc ? rc : optim_set_iterations(opt, optim_iterations(optim__wrapper_inner(opt)));
 }
 
 /* validate: the nested optimizer is required. Of the base options, TF
@@ -182,15 +177,15 @@ int optim__tfa_validate(optim_optimizer *opt, optim_error *err)
     const char *name = optim_base_option_changed(opt, taken, 4, have, sizeof have, want, sizeof want);
     if (!name) return OPTIM_OK;
     if (strcmp(name, "learning_rate") == 0)
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s: learning_rate is %s; the learning rate is the inner optimizer's "
-                          "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
-                          "config or on optim_wrapper_inner(opt)",
-                          cn, have, cn, INNER_KEY);
-    return optim__err(err, OPTIM_EINVAL,
-                      "%s: %s is %s; TF Addons' %s has no %s option (expected %s): set it on "
-                      "the inner optimizer",
-                      cn, name, have, cn, name, want);
+        return optim_error_set(err, OPTIM_EINVAL,
+                               "%s: learning_rate is %s; the learning rate is the inner optimizer's "
+                               "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
+                               "config or on optim_wrapper_inner(opt)",
+                               cn, have, cn, INNER_KEY);
+    return optim_error_set(err, OPTIM_EINVAL,
+                           "%s: %s is %s; TF Addons' %s has no %s option (expected %s): set it on "
+                           "the inner optimizer",
+                           cn, name, have, cn, name, want);
 }
 
 int optim__tfa_set_config(optim_optimizer *opt, const char *key, const char *json_value,

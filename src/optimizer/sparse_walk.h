@@ -1,0 +1,54 @@
+/* The sparse modes of the pipeline's update stage (internal): which
+ * optim_sparse_mode a sparse gradient runs in, the gradient of one chunk of
+ * the dense-equivalent walk, and the split of a lazy update's index list
+ * into ranges for the threads. apply.c schedules them; sparse_walk.c. */
+#ifndef OPTIM_OPTIMIZER_SPARSE_WALK_H
+#define OPTIM_OPTIMIZER_SPARSE_WALK_H
+
+#include "optim/optimizer_class.h"
+
+/* An index and its position in the gradient as given. */
+typedef struct optim__ipos {
+    int64_t idx, pos;
+} optim__ipos;
+
+/* Sorts a[0..n) by (idx, pos), given ascending pos and every idx in
+ * [0, rows): a stable LSD radix sort, 11 bits of the index per pass (two
+ * passes for up to 4M rows), through tmp (n more). O(n) per pass, never
+ * O(rows). */
+void optim__sparse_sort(optim__ipos *a, optim__ipos *tmp, int64_t n, int64_t rows);
+
+/* The mode u runs in for class cls (optim_class.sparse_mode, resolved as
+ * its comment says). */
+optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_update *u);
+
+/* Elements [off, off + len) (len <= OPTIM__CHUNK) of the dense equivalent
+ * of u's rows (unique ascending indices): the summed row where an index
+ * points, zero elsewhere. Returns a shared read-only zero chunk when no
+ * indexed row meets the range, else buf (len elements of u->dtype), filled. */
+const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, int64_t len, void *buf);
+
+/* How many ranges a lazy update of n unique indices of row_size elements
+ * is split into on nthreads threads: about one per OPTIM__CHUNK elements
+ * of gradient, at most nthreads, at least 1. */
+int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads);
+
+/* How many row ranges a walk of every row (OPTIM_SPARSE_ALL_ROWS) of rows
+ * rows of row_size elements takes: about one per OPTIM__CHUNK elements, at
+ * least 1 (at most 2 * optim__nchunks(rows * row_size) + 1). */
+int64_t optim__sparse_row_ranges(int64_t rows, int64_t row_size);
+
+/* Row range k of such a walk of u: rows [*r0, *r1) and the indices among
+ * u's that fall in it, [*j0, *j1). */
+void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j0, int64_t *j1, int64_t *r0,
+                             int64_t *r1);
+
+/* Range k of `pieces` equal ranges of u's index list: indices [*j0, *j1),
+ * and the rows it owns, [*r0, *r1): from its first index up to the next
+ * range's first, the first range from row 0, the last to u->rows. The
+ * ranges' rows cover every row once (for per-row work such as weight
+ * decay). */
+void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0, int64_t *j1,
+                         int64_t *r0, int64_t *r1);
+
+#endif

@@ -1,0 +1,29 @@
+/* optim bench --sparse (internal to tools/): the sparse step of each
+ * config on a [ROWS, COLS] float32 table, and what bench.c shares with it. */
+#ifndef OPTIM_TOOLS_BENCH_SPARSE_H
+#define OPTIM_TOOLS_BENCH_SPARSE_H
+
+#include <stdint.h>
+
+#include "optim/optim.h"
+
+typedef struct bench_sparse_opts {
+    long long rows, cols, indices; /* rows 0: no sparse mode */
+    int runs, json;
+} bench_sparse_opts;
+
+/* Times configs[0..n) (JSON texts that load) as bench.c describes; returns
+ * the exit status. */
+int optim_bench_sparse(const char *const *configs, int n, const bench_sparse_opts *o);
+
+/* bench.c: monotonic seconds; a triad over n floats, median of `runs`
+ * (t holds runs doubles), as GB/s at 16 B/element; the median of t. */
+double optim_bench_now(void);
+double optim_bench_triad(float *a, const float *b, const float *c, int64_t n, int runs, double *t);
+double optim_bench_median(double *t, int runs);
+/* Bytes a dense float32 step of opt on its n-element variable moves per
+ * element: variable and gradient read, variable and each full-size slot
+ * read and written. */
+double optim_bench_bytes_per_param(optim_optimizer *opt, int64_t n);
+
+#endif
