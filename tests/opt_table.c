@@ -49,6 +49,36 @@ const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
 const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
 
+/* One of eight rotating buffers. */
+static char *next_buf(void)
+{
+    static char bufs[8][2048];
+    static int slot;
+    return bufs[slot++ % 8];
+}
+
+const char *ot_fmt(const char *fmt, ...)
+{
+    char *b = next_buf();
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, 2048, fmt, ap);
+    va_end(ap);
+    assert_in_range(n, 0, 2047);
+    return b;
+}
+
+const char *ot_gen(const char *json, int legacy)
+{
+    size_t n = strlen(json);
+    if (!legacy) return json;
+    if (n < 3 || strcmp(json + n - 2, "}}") != 0) fail_msg("ot_gen: not a class_name/config object: %s", json);
+    /* "{" then the config's keys: a comma unless the config is empty. */
+    return ot_fmt("%.*s%s" OT_LEGACY "}}", (int)(n - 2), json, json[n - 3] == '{' ? "" : ", ");
+}
+
+double ot_value(void *user) { return *(double *)user; }
+
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
     int rc = optim_apply_gradients(opt, p, n, 0);
@@ -197,20 +227,26 @@ void ot_check_dense(const ot_dense *d, const ot_case *c)
         optim_optimizer *opt = optim_test_make(c->json);
         optim_var *x = ot_run_dense(opt, d, f64 ? OPTIM_F64 : OPTIM_F32);
         ot_check_state(opt, x, c, w, w + d->n, d->n);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
     free(w);
 }
 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
 {
+    return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL);
+}
+
+optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
+                              optim_var *extra, const double *extra_g)
+{
     int cw = s->cols ? s->cols : 1, rank = s->cols ? 2 : 1;
     int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
     double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
     float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)s->nidx);
-    assert_true(init && fd && idx);
+    void *ebuf = malloc(extra ? (size_t)optim_var_numel(extra) * 8 + 8 : 8);
+    assert_true(init && fd && idx && ebuf);
     for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
     int64_t shape[2] = {s->rows, cw}, vs[2] = {s->nidx, cw};
     optim_var *v = optim_test_var("table", dt, rank, shape, init);
@@ -227,11 +263,15 @@ optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype d
                 fd[idx[j] * cw + c] += fv[j * cw + c];
             }
         }
-        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
-                                     : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
-                            v};
-        ot_step(opt, &p, 1);
+        optim_grad_var p[2] = {{as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
+                                         : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
+                                v},
+                               {optim_grad_none(), extra}};
+        if (extra) p[1].grad = optim_grad_dense(tensor_like(optim_var_dtype(extra), optim_var_rank(extra),
+                                                            optim_var_shape(extra), extra_g, optim_var_numel(extra), ebuf));
+        ot_step(opt, p, extra ? 2 : 1);
     }
+    free(ebuf);
     free(init);
     free(fd);
     free(idx);
@@ -279,8 +319,7 @@ void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
         optim_optimizer *opt = optim_test_make(c->json);
         optim_var *x = ot_run_sparse(opt, s, f64 ? OPTIM_F64 : OPTIM_F32, 0);
         ot_check_state(opt, x, c, w, w + n, n);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
     free(w);
 }
@@ -297,16 +336,13 @@ static void slots_bitwise(optim_optimizer *o1, optim_var *a, optim_optimizer *o2
 
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots)
 {
-    for (int f64 = 0; f64 < 2; f64++) {
-        optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         optim_var *sv = ot_run_sparse(o1, s, dt, 0), *dv = ot_run_sparse(o2, s, dt, 1);
         assert_vars_bitwise(sv, dv);
         slots_bitwise(o1, sv, o2, dv, slots);
         optim_destroy(o1);
-        optim_destroy(o2);
-        optim_var_destroy(sv);
-        optim_var_destroy(dv);
+        optim_test_free(o2, sv, dv);
     }
 }
 
@@ -332,8 +368,7 @@ void ot_check_threads(const char *json, int threads, int steps, double shrink, c
     assert_vars_bitwise(vars[0], vars[1]);
     slots_bitwise(opts[0], vars[0], opts[1], vars[1], slots);
     for (int t = 0; t < 2; t++) {
-        optim_destroy(opts[t]);
-        optim_var_destroy(vars[t]);
+        optim_test_free(opts[t], vars[t]);
     }
     free(init);
     free(g);
@@ -347,8 +382,7 @@ void ot_check_keras_single_step(const char *json, const double *want)
     optim_var *v = optim_test_var("vars", OPTIM_F32, 1, &n, init);
     ot_step_dense(opt, v, g);
     assert_var_close(v, want, 4, 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golden, int cols)
@@ -364,8 +398,7 @@ void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golde
         assert_var_close(x, want, 10, 5e-4, 5e-4);
         ot_step_dense(opt, x, grads);
     }
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    optim_test_free(opt, x);
 }
 
 void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
@@ -390,8 +423,7 @@ void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
     assert_eq(optim_var_get(v[1], 0), 2.0);
     assert_eq(optim_var_get(v[2], 0), 2.0);
     for (int i = 0; i < 4; i++) {
-        optim_destroy(o[i]);
-        optim_var_destroy(v[i]);
+        optim_test_free(o[i], v[i]);
     }
 }
 
@@ -467,8 +499,38 @@ void ot_expect_refused(const char *json, int code, const char *needle1, const ch
     optim_optimizer *opt = NULL;
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
-    if (rc != code) fail_msg("%s: rc %d (%s), expected %d", json, rc, rc ? err.msg : "", code);
+    if (rc != code) print_error("%s: %s\n", json, rc ? err.msg : "accepted");
+    assert_eq(rc, code);
     assert_null(opt);
     if (needle1) assert_contains(err.msg, needle1);
     if (needle2) assert_contains(err.msg, needle2);
+}
+
+void ot_expect_refused_gens(const char *json, int code, const char *needle1, const char *needle2)
+{
+    for (int legacy = 0; legacy < 2; legacy++) ot_expect_refused(ot_gen(json, legacy), code, needle1, needle2);
+}
+
+void ot_expect_slot_names(optim_optimizer *opt, ...)
+{
+    const char *names[16];
+    int n = optim_get_slot_names(opt, names, 16), i = 0;
+    va_list ap;
+    va_start(ap, opt);
+    for (const char *want; (want = va_arg(ap, const char *)); i++) {
+        if (i >= n) print_error("slot name %d absent, expected '%s'\n", i, want);
+        assert_lt(i, n);
+        assert_string_equal(names[i], want);
+    }
+    va_end(ap);
+    assert_eq(n, i);
+}
+
+void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    for (const char *want; (want = va_arg(ap, const char *)); first++)
+        assert_string_equal(optim_weight_name(opt, first), want);
+    va_end(ap);
 }

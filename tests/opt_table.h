@@ -81,6 +81,17 @@ typedef struct ot_case {
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
 } ot_case;
 
+/* printf into one of eight rotating buffers (the result lives until the
+ * eighth ot_fmt or ot_gen call after this one). */
+const char *ot_fmt(const char *fmt, ...);
+/* json ({"class_name": ..., "config": {...}}) with OT_LEGACY added at the
+ * end of its config when legacy is non-zero, else json itself (ot_fmt's
+ * buffers). */
+const char *ot_gen(const char *json, int legacy);
+
+/* A hyperparameter callable (optim_set_hyper_fn) returning *(double *)user. */
+double ot_value(void *user);
+
 /* One apply_gradients call that must succeed (prints the message if not). */
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
 /* One dense step on w with the gradient g (doubles, rounded for F32). */
@@ -108,6 +119,10 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
 /* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
  * the dense equivalent, duplicates summed in order in the dtype). */
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
+/* The same, with a second variable extra stepped in the same calls with the
+ * dense gradient extra_g (its numel values) every step. */
+optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
+                              optim_var *extra, const double *extra_g);
 /* The reference of the sparse problem: duplicates summed; rows_only: only
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
  * every row, untouched ones with a zero gradient. A case with an idle hook
@@ -139,6 +154,10 @@ void ot_check_keras_golden(const char *json, optim_dtype dt, const double *golde
  * "exclude" (excluded by pattern) and var3 (excluded by variable) stay 2. */
 void ot_check_keras_weight_decay(const char *json, optim_dtype dt);
 
+/* The optimizer's slot names are exactly the given ones (NULL-terminated), in order. */
+void ot_expect_slot_names(optim_optimizer *opt, ...);
+/* optim_weight_name(opt, first + i) is the i-th given name (NULL-terminated). */
+void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...);
 /* get_config of opt, parsed. */
 cJSON *ot_config(optim_optimizer *opt);
 /* The config's keys are exactly keys[0..n), in that order. */
@@ -158,5 +177,7 @@ void ot_check_round_trip(const char *json);
 void ot_expect_config(const char *json, const char *want);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
+/* ot_expect_refused of json in both generations (ot_gen). */
+void ot_expect_refused_gens(const char *json, int code, const char *needle1, const char *needle2);
 
 #endif

@@ -236,7 +236,7 @@ static void test_refusals(void **s)
     assert_int_equal(optim_checkpoint_restore(c, other, o2, &err), OPTIM_ESTATE);
     assert_non_null(strstr(err.msg, "different model"));
     assert_non_null(strstr(err.msg, "[6, 13]"));
-    assert_true(((const float *)optim_var_cdata(v[0]))[0] == before);
+    assert_eq(((const float *)optim_var_cdata(v[0]))[0], before);
     assert_int_equal(optim_weights_count(o2), 1);
     optim_model_destroy(other);
     optim_destroy(o2);
@@ -313,7 +313,7 @@ static void test_sigkill_mid_write(void **s)
         int fds[2];
         assert_int_equal(pipe(fds), 0);
         pid_t pid = fork();
-        assert_true(pid >= 0);
+        assert_ge(pid, 0);
         if (pid == 0) {
             close(fds[0]);
             save_forever(dir, fds[1]);

@@ -175,7 +175,7 @@ static void assert_hyper(optim_optimizer *opt, const char *name, double want)
     int rc = optim_get_hyper(opt, name, &v);
     if (rc) print_error("optim_get_hyper(%s): %s\n", name, optim_errmsg(opt));
     assert_int_equal(rc, OPTIM_OK);
-    if (isnan(want)) assert_true(isnan(v));
+    if (isnan(want)) assert_nan(v);
     else if (v != want) {
         print_error("hyper %s = %.17g, expected %.17g\n", name, v, want);
         fail();
@@ -612,7 +612,7 @@ static void test_round_trip(void **state)
             double va, vb;
             assert_int_equal(optim_get_hyper(a, hypers[h], &va), OPTIM_OK);
             assert_int_equal(optim_get_hyper(b, hypers[h], &vb), OPTIM_OK);
-            assert_true((isnan(va) && isnan(vb)) || va == vb);
+            assert_same(va, vb);
         }
         optim_free(sa);
         optim_free(sb);
@@ -1362,7 +1362,7 @@ static void test_string_param_kind(void **state)
     optim_optimizer *opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {}}");
     double v = -1;
     assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
-    assert_true(v == 1.0);
+    assert_eq(v, 1.0);
     char *text = optim_get_config(opt);
     assert_non_null(strstr(text, "\"sparse_mode\":\"lazy\",\"patterns\":[\"bias\",\"norm\"],\"none\":null"));
     optim_free(text);
@@ -1376,7 +1376,7 @@ static void test_string_param_kind(void **state)
     optim_destroy(opt);
     opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"dense\"}}");
     assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
-    assert_true(v == 0.0);
+    assert_eq(v, 0.0);
     optim_destroy(opt);
     expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"Lazy\"}}",
                       OPTIM_EINVAL, "expected one of: \"dense\", \"lazy\"", NULL);

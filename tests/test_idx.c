@@ -165,8 +165,8 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     }
     assert_int_equal(optim_idx_numel(f), n);
     for (int64_t i = 0; i < n; i++) assert_eq(optim_idx_get(f, i), pattern(type, i));
-    assert_true(isnan(optim_idx_get(f, n)));
-    assert_true(isnan(optim_idx_get(f, -1)));
+    assert_nan(optim_idx_get(f, n));
+    assert_nan(optim_idx_get(f, -1));
     /* host-order data of the announced type */
     const void *d = optim_idx_data(f);
     if (n > 1) {

@@ -186,7 +186,8 @@ static int assert_envelopes(const cJSON *v)
             if (!c || strcmp(c->string, keys[k]) != 0)
                 print_error("%s: key %d is '%s', expected '%s'\n", cn->valuestring, k, c ? c->string : "(none)",
                             keys[k]);
-            assert_true(c && strcmp(c->string, keys[k]) == 0);
+            assert_non_null(c);
+            assert_string_equal(c->string, keys[k]);
         }
         assert_null(c);
         n++;

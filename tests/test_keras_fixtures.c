@@ -124,7 +124,7 @@ static char *read_fixture(const char *name)
     static char buf[16384];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
-    assert_true(n < sizeof buf - 1);
+    assert_lt(n, sizeof buf - 1);
     buf[n] = '\0';
     return buf;
 }
@@ -135,7 +135,7 @@ static char *read_fixture(const char *name)
 static void assert_no_refused_key(const cJSON *v)
 {
     for (const cJSON *c = v->child; c; c = c->next) {
-        if (c->string) assert_true(strcmp(c->string, "is_legacy_optimizer") != 0);
+        if (c->string) assert_string_not_equal(c->string, "is_legacy_optimizer");
         assert_no_refused_key(c);
     }
 }
@@ -230,7 +230,7 @@ static void test_comparison_catches_differences(void **state)
         why[0] = '\0';
         if (same_as_fixture(want, bad[i], why, sizeof why)) print_error("case %zu passed: %s\n", i, bad[i]);
         assert_false(same_as_fixture(want, bad[i], why, sizeof why));
-        assert_true(why[0] != '\0');
+        assert_ne(why[0], '\0');
     }
 }
 

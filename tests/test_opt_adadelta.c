@@ -36,30 +36,21 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
     }
 }
 
-static ot_case make_case(const cfg *c, char *json, size_t n)
+static ot_case make_case(const cfg *c)
 {
-    char decay[64] = "";
-    if (c->legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(json, n, ADADELTA("\"learning_rate\": %.17g, \"rho\": %.17g, \"epsilon\": %.17g%s"), c->lr,
+    const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
+    const char *json = ot_fmt(ADADELTA("\"learning_rate\": %.17g, \"rho\": %.17g, \"epsilon\": %.17g%s"), c->lr,
              c->rho, c->eps, decay);
     return (ot_case){json, ref_step, c, 2, {"accum_grad", "accum_var"}, .state_atol = {0, 1e-12}, .exact_slots = 1};
 }
 
-static optim_optimizer *make_cfg(const cfg *c)
-{
-    char json[512];
-    make_case(c, json, sizeof json);
-    return optim_test_make(json);
-}
-
 static void check_trajectory(const cfg *c)
 {
-    char json[512];
-    ot_case oc = make_case(c, json, sizeof json);
+    ot_case oc = make_case(c);
     ot_check_dense(&OT_DENSE, &oc);
 }
 
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         check_trajectory(&(cfg){1.0, 0.95, 1e-6, 0, legacy});
@@ -69,15 +60,13 @@ static void test_trajectories(void **s)
     check_trajectory(&(cfg){1.0, 0.9, 1e-4, 0.3, 1}); /* legacy decay */
 }
 
-static double rho_fn(void *user) { return *(double *)user; }
-
 /* Legacy rho is a hyper; Keras 3's is a number. */
-static void test_dynamic_rho(void **s)
+OPTIM_TEST(test_dynamic_rho)
 {
     optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
                                 "\"epsilon\": 1e-6, " OT_LEGACY));
     double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "rho", rho_fn, &rho), 0);
+    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
     double init[N], w[N], acc[2 * N] = {0}, *st[2] = {acc, acc + N};
     for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
     int64_t n = N;
@@ -90,21 +79,20 @@ static void test_dynamic_rho(void **s)
         ot_step_dense(opt, var, g);
     }
     assert_var_close(var, w, N, 1e-12, 1e-13);
-    optim_destroy(opt);
-    optim_var_destroy(var);
+    optim_test_free(opt, var);
     optim_optimizer *k3 = optim_test_make("\"adadelta\"");
-    assert_eq(optim_set_hyper_fn(k3, "rho", rho_fn, &rho), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
     optim_destroy(k3);
 }
 
 /* Each generation's float32 operation order, bit for bit (sparse with every
  * row indexed gives the same: Keras 3 dense equivalent, SparseApplyAdadelta). */
-static void test_f32_operation_order(void **s)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.5, 0.9, 1e-3, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             double init[N];
             for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
             int64_t shape[2] = {N, 1};
@@ -139,15 +127,14 @@ static void test_f32_operation_order(void **s)
             assert_var_floats(var, w, N);
             assert_var_floats(optim_get_slot(opt, var, "accum_grad"), eg, N);
             assert_var_floats(optim_get_slot(opt, var, "accum_var"), edx, N);
-            optim_destroy(opt);
-            optim_var_destroy(var);
+            optim_test_free(opt, var);
         }
 }
 
 /* ---- Keras golden values --------------------------------------------------- */
 
 /* keras/src/optimizers/adadelta_test.py test_single_step (legacy agrees). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     const double want[4] = {0.9993, 1.9993, 2.9993, 3.9993};
     ot_check_keras_single_step(ADADELTA("\"learning_rate\": 0.5"), want);
@@ -155,38 +142,32 @@ static void test_keras_single_step(void **s)
 }
 
 /* adadelta_test.py test_correctness_with_golden. */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     const double golden[5] = {0.9978, 0.9947, 0.9915, 0.9882, 0.9849};
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6"), dt, golden, 1);
         ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6, " OT_LEGACY), dt, golden, 1);
     }
 }
 
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADADELTA("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tf_keras legacy adadelta_test testMinimizeSparseResourceVariable:
  * Adadelta(1.0, 1.0, 1.0), row 0 of [[1, 2]] gets [112, 140]: [[-111, -138]]. */
-static void test_legacy_minimize_sparse(void **s)
+OPTIM_TEST(test_legacy_minimize_sparse)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0, " OT_LEGACY)
-                                               : ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0"));
-            double init[2] = {1, 2};
-            int64_t shape[2] = {1, 2};
-            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0"), legacy));
+            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             assert_eq(optim_var_get(v, 0), -111);
             assert_eq(optim_var_get(v, 1), -138);
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
@@ -195,14 +176,13 @@ static void test_legacy_minimize_sparse(void **s)
 /* Both generations against the reference: Keras 3 every row (g = 0 where no
  * index points), bit for bit equal to the dense run; legacy the indexed rows
  * only. */
-static void test_sparse(void **s)
+OPTIM_TEST(test_sparse)
 {
     static const char *const slots[] = {"accum_grad", "accum_var", NULL};
     for (int legacy = 0; legacy < 2; legacy++) {
-        char json[512];
         cfg c = {1.0, 0.9, 1e-4, 0, legacy};
-        ot_case oc = make_case(&c, json, sizeof json);
-        if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, json, slots);
+        ot_case oc = make_case(&c);
+        if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, oc.json, slots);
         ot_check_sparse(&OT_SPARSE, &oc, legacy);
     }
 }
@@ -210,14 +190,13 @@ static void test_sparse(void **s)
 /* Row by row after history on every row, a gradient for row 3 only: legacy
  * leaves the other rows (variable and both slots) bit-identical; Keras 3
  * leaves the variable but decays both accumulators. */
-static void test_sparse_untouched_rows(void **s)
+OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         cfg c = {1.0, 0.9, 1e-3, 0, legacy};
-        optim_optimizer *opt = make_cfg(&c);
-        double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        optim_optimizer *opt = optim_test_make(make_case(&c).json);
         int64_t shape[2] = {4, 2};
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
         double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -239,14 +218,13 @@ static void test_sparse_untouched_rows(void **s)
                 assert_eq(optim_var_get(av, i), 0.9 * avb[i]);
             }
         }
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
 /* ---- config --------------------------------------------------------------------- */
 
-static void test_config_keys(void **s)
+OPTIM_TEST(test_config_keys)
 {
     ot_expect_config("\"adadelta\"",
                   "{\"name\":\"adadelta\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
@@ -266,23 +244,21 @@ static void test_config_keys(void **s)
 
 /* Legacy epsilon 0 is the backend epsilon 1e-7 in the update too; Keras 3
  * keeps 0 (and the first step is then 0 / sqrt(Eg) = 0). */
-static void test_epsilon_zero(void **s)
+OPTIM_TEST(test_epsilon_zero)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0, " OT_LEGACY)
-                                           : ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0"));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0"), legacy));
         double one = 1.0, g = 2.0;
         optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         ot_step_dense(opt, v, &g);
         double eg = 0.05 * 4;
         if (legacy) assert_close(optim_var_get(v, 0), 1 - sqrt(1e-7) / sqrt(eg + 1e-7) * 2, 1e-13, 0);
         else assert_eq(optim_var_get(v, 0), 1.0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     /* adadelta_test.py test_config. */
     ot_check_round_trip(ADADELTA("\"learning_rate\": 0.5, \"rho\": 0.9, \"epsilon\": 1e-5"));
@@ -298,7 +274,7 @@ static void test_config_round_trip(void **s)
 
 /* Neither generation checks rho or epsilon (both accept rho = 1, as the
  * legacy test above uses); types, None and keys are checked. */
-static void test_config_refused(void **s)
+OPTIM_TEST(test_config_refused)
 {
     optim_optimizer *o = optim_test_make(ADADELTA("\"rho\": 1.5, \"epsilon\": -1.0"));
     optim_destroy(o);
@@ -315,30 +291,11 @@ static void test_config_refused(void **s)
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accum_grad", "accum_var", NULL};
     ot_check_threads(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.95, \"epsilon\": 1e-6"), 2, 4, 0, slots);
     ot_check_threads(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.95, \"epsilon\": 1e-6, \"decay\": 0, " OT_LEGACY), 2, 4, 0, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_dynamic_rho),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_legacy_minimize_sparse),
-        cmocka_unit_test(test_sparse),
-        cmocka_unit_test(test_sparse_untouched_rows),
-        cmocka_unit_test(test_config_keys),
-        cmocka_unit_test(test_epsilon_zero),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -200,8 +200,7 @@ static int check_trajectory(const char *json, const hp *h, int32_t rank, const i
     }
     int clipped = s.clipped;
     ref_free(&s);
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    optim_test_free(opt, w);
     free(w0);
     free(gd);
     free(gf);
@@ -227,7 +226,7 @@ static int check_all_shapes(const char *json, const hp *h)
 
 /* ---- trajectories ------------------------------------------------------------------- */
 
-static void test_defaults(void **st)
+OPTIM_TEST(test_defaults)
 {
     check_all_shapes(AF(""), &DEFAULTS);
     check_all_shapes("\"adafactor\"", &DEFAULTS);
@@ -235,7 +234,7 @@ static void test_defaults(void **st)
 
 /* lr 0.5 > 1/sqrt(t) from t = 5 on: rho follows 1/sqrt(t). relative_step
  * on or off gives the same numbers (Keras 3 takes the min either way). */
-static void test_relative_step(void **st)
+OPTIM_TEST(test_relative_step)
 {
     hp h = DEFAULTS;
     h.lr = 0.5;
@@ -243,8 +242,7 @@ static void test_relative_step(void **st)
     check_all_shapes(AF("\"learning_rate\": 0.5, "
                      "\"relative_step\": false"), &h);
     /* Bit for bit the same. */
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_var *w[2];
         for (int rs = 0; rs < 2; rs++) {
             optim_optimizer *opt = optim_test_make(rs ? AF("\"learning_rate\": 0.5")
@@ -256,7 +254,7 @@ static void test_relative_step(void **st)
             w[rs] = optim_test_var("w", dt, 2, shape, init);
             for (int k = 0; k < 10; k++) {
                 for (int i = 0; i < 20; i++) g[i] = grad_at(k, i), gf[i] = (float)g[i];
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w[rs]};
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w[rs]};
                 assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             }
             optim_destroy(opt);
@@ -268,7 +266,7 @@ static void test_relative_step(void **st)
 }
 
 /* Small clip_threshold: RMS(u)/clip > 1 at most steps; other epsilons. */
-static void test_clip_threshold(void **st)
+OPTIM_TEST(test_clip_threshold)
 {
     hp h = {0.01, -0.65, 1e-15, 1e-4, 0.5, 0};
     int clipped = check_all_shapes(AF("\"learning_rate\": 0.01, "
@@ -278,9 +276,8 @@ static void test_clip_threshold(void **st)
     assert_gt(clipped, NSHAPES * 2 * STEPS / 2); /* more than half the steps */
     /* clip_threshold 1.2: some steps clip, some not. */
     hp h2 = {0.05, -0.8, 1e-30, 1e-3, 1.2, 0};
-    int64_t shape[2] = {6, 5};
     int c2 = check_trajectory(AF("\"learning_rate\": 0.05, "
-                              "\"clip_threshold\": 1.2"), &h2, 2, shape, OPTIM_F64, STEPS);
+                              "\"clip_threshold\": 1.2"), &h2, 2, (int64_t[2]){6, 5}, OPTIM_F64, STEPS);
     assert_gt(c2, 0);
     assert_lt(c2, STEPS);
     /* epsilon_2 dominating RMS(w) (variable near zero). */
@@ -295,7 +292,7 @@ static void test_clip_threshold(void **st)
 }
 
 /* Keras 3 weight decay (base option) before the update: RMS(w) sees it. */
-static void test_weight_decay_trajectory(void **st)
+OPTIM_TEST(test_weight_decay_trajectory)
 {
     hp h = {0.05, -0.8, 1e-30, 1e-3, 1.0, 0.1};
     check_all_shapes(AF("\"learning_rate\": 0.05, "
@@ -306,11 +303,10 @@ static void test_weight_decay_trajectory(void **st)
 static double sched(void *user, int64_t step) { (void)user; return 0.9 / (1.0 + 0.5 * (double)step); }
 static double lr_fn(void *user) { return *(const double *)user; }
 
-static void test_dynamic_lr(void **st)
+OPTIM_TEST(test_dynamic_lr)
 {
     for (int kind = 0; kind < 2; kind++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(AF(""));
             double cur = 0;
             if (kind == 0) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
@@ -318,7 +314,7 @@ static void test_dynamic_lr(void **st)
             int64_t shape[2] = {3, 4};
             double w0[12], g[12];
             float gf[12];
-            for (int i = 0; i < 12; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
+            for (int i = 0; i < 12; i++) w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
             optim_var *w = optim_test_var("w", dt, 2, shape, w0);
             ref s;
             ref_init(&s, 2, shape, w0);
@@ -329,52 +325,48 @@ static void test_dynamic_lr(void **st)
                 for (int i = 0; i < 12; i++) {
                     g[i] = grad_at(k, i);
                     gf[i] = (float)g[i];
-                    if (!d) g[i] = gf[i];
+                    if ((dt == OPTIM_F32)) g[i] = gf[i];
                 }
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 2, shape)), w};
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w};
                 assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
                 ref_step(&s, &DEFAULTS, lr, g, k);
-                assert_var_close(w, s.w, 12, d ? 1e-12 : 2e-5, d ? 1e-14 : 2e-6);
+                assert_var_close(w, s.w, 12, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
             }
             ref_free(&s);
-            optim_destroy(opt);
-            optim_var_destroy(w);
+            optim_test_free(opt, w);
         }
 }
 
 /* ---- Keras's own tests (keras/src/optimizers/adafactor_test.py) ------------------ */
 
-static void test_keras_single_steps(void **st)
+OPTIM_TEST(test_keras_single_steps)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         /* test_single_step_1d */
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
         double v1[4] = {1, 2, 3, 4}, g1[4] = {1, 6, 7, 2}, want1[4] = {-0.3693, 0.6307, 1.6307, 2.6307};
         float g1f[4] = {1, 6, 7, 2};
         int64_t n4 = 4;
         optim_var *w = optim_test_var("w", dt, 1, &n4, v1);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g1 : (void *)g1f, 1, &n4)), w};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1 : (void *)g1f, 1, &n4)), w};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_var_close(w, want1, 4, 1e-4, 1e-4);
-        optim_destroy(opt);
-        optim_var_destroy(w);
+        optim_test_free(opt, w);
         /* test_single_step_2d */
         opt = optim_test_make(AF("\"learning_rate\": 0.5"));
         double v2[4] = {1, 2, 3, 4}, g2[4] = {1, 6, 7, 2}, want2[4] = {0.7007, -0.0081, 1.2492, 3.4407};
         int64_t s22[2] = {2, 2};
         w = optim_test_var("w", dt, 2, s22, v2);
-        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, d ? (void *)g2 : (void *)g1f, 2, s22)), w};
+        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g2 : (void *)g1f, 2, s22)), w};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_var_close(w, want2, 4, 1e-4, 1e-4);
-        optim_destroy(opt);
-        optim_var_destroy(w);
+        optim_test_free(opt, w);
     }
 }
 
 /* test_correctness_with_golden: x = ones(10); one step with 0.01, then
  * steps with arange(0.1, 1.1, 0.1); golden values before each. */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     static const double golden[5][10] = {
         {0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55, 0.55},
@@ -392,7 +384,7 @@ static void test_keras_golden(void **s)
 /* test_weight_decay: three optimizers (lr 1, weight_decay 0.004) each step
  * var1 once with a zero gradient: 2 * 0.996^3 = 1.9760959; excluded
  * variables (by name, by pointer) stay at 2. */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(AF("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
     ot_check_keras_weight_decay(AF("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F64);
@@ -444,7 +436,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int32_t rank,
     return v;
 }
 
-static void test_sparse_equals_dense(void **st)
+OPTIM_TEST(test_sparse_equals_dense)
 {
     static const int32_t ranks[] = {1, 2, 3};
     static const int64_t shapes[][3] = {{6}, {6, 3}, {5, 2, 3}};
@@ -453,8 +445,7 @@ static void test_sparse_equals_dense(void **st)
                           "\"clip_threshold\": 0.5, \"weight_decay\": 0.05")};
     for (int c = 0; c < 2; c++)
         for (int s = 0; s < 3; s++)
-            for (int d = 0; d < 2; d++) {
-                optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            OPTIM_FOR_DTYPES(dt) {
                 optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
                 optim_var *sv = run_sparse(o1, dt, ranks[s], shapes[s], 0, 8);
                 optim_var *dv = run_sparse(o2, dt, ranks[s], shapes[s], 1, 8);
@@ -463,9 +454,7 @@ static void test_sparse_equals_dense(void **st)
                 for (int k = 0; k < 3; k++)
                     assert_vars_bitwise(optim_get_slot(o1, sv, slots[k]), optim_get_slot(o2, dv, slots[k]));
                 optim_destroy(o1);
-                optim_destroy(o2);
-                optim_var_destroy(sv);
-                optim_var_destroy(dv);
+                optim_test_free(o2, sv, dv);
             }
 }
 
@@ -473,15 +462,14 @@ static void test_sparse_equals_dense(void **st)
  * their moments move (G = epsilon_1 enters r, c and v every step); and the
  * indexed rows follow the double-precision reference of the dense
  * equivalent. */
-static void test_sparse_rows(void **st)
+OPTIM_TEST(test_sparse_rows)
 {
     int64_t shape[2] = {5, 3}, vs[2] = {3, 3};
     int64_t idx[3] = {3, 1, 3};
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.2"));
         double w0[15], g[15];
-        for (int i = 0; i < 15; i++) w0[i] = d ? init_at(i) : (float)init_at(i);
+        for (int i = 0; i < 15; i++) w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
         optim_var *w = optim_test_var("emb", dt, 2, shape, w0);
         ref s;
         ref_init(&s, 2, shape, w0);
@@ -492,19 +480,19 @@ static void test_sparse_rows(void **st)
             for (int i = 0; i < 9; i++) {
                 vals[i] = sin(0.4 * k + 0.9 * i);
                 valsf[i] = (float)vals[i];
-                if (!d) vals[i] = valsf[i];
+                if ((dt == OPTIM_F32)) vals[i] = valsf[i];
             }
             memset(g, 0, sizeof g);
             for (int j = 0; j < 3; j++)
-                for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = d ? g[idx[j] * 3 + e] + vals[j * 3 + e]
+                for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = dt == OPTIM_F64 ? g[idx[j] * 3 + e] + vals[j * 3 + e]
                                                                   : (float)(g[idx[j] * 3 + e] + vals[j * 3 + e]);
             if (k > 0) var_values(optim_get_slot(opt, w, "v"), prev_v);
-            optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, d ? (void *)vals : (void *)valsf, 2, vs)), w};
+            optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)valsf, 2, vs)), w};
             assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             ref_step(&s, &(hp){0.2, -0.8, 1e-30, 1e-3, 1.0, 0}, 0.2, g, k);
-            assert_var_close(w, s.w, 15, d ? 1e-12 : 2e-5, d ? 1e-14 : 2e-6);
-            assert_var_close(optim_get_slot(opt, w, "v"), s.v, 15, d ? 1e-12 : 2e-5, 0);
-            assert_var_close(optim_get_slot(opt, w, "r"), s.r, 5, d ? 1e-12 : 2e-5, 0);
+            assert_var_close(w, s.w, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
+            assert_var_close(optim_get_slot(opt, w, "v"), s.v, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
+            assert_var_close(optim_get_slot(opt, w, "r"), s.r, 5, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
             for (int r = 0; r < 5; r++) {
                 if (r == 1 || r == 3) continue;
                 for (int e = 0; e < 3; e++) {
@@ -514,14 +502,13 @@ static void test_sparse_rows(void **st)
             }
         }
         ref_free(&s);
-        optim_destroy(opt);
-        optim_var_destroy(w);
+        optim_test_free(opt, w);
     }
 }
 
 /* ---- slots and weights ------------------------------------------------------------------ */
 
-static void test_slots_and_weights(void **st)
+OPTIM_TEST(test_slots_and_weights)
 {
     optim_optimizer *opt = optim_test_make(AF(""));
     int64_t s1 = 4, s3[3] = {2, 3, 4};
@@ -529,11 +516,7 @@ static void test_slots_and_weights(void **st)
     optim_var *a = optim_test_var("a", OPTIM_F32, 1, &s1, z), *b = optim_test_var("b", OPTIM_F64, 3, s3, z);
     optim_var *vars[2] = {a, b};
     assert_eq(optim_build(opt, vars, 2), 0);
-    const char *names[8];
-    assert_eq(optim_get_slot_names(opt, names, 8), 3);
-    assert_string_equal(names[0], "r");
-    assert_string_equal(names[1], "c");
-    assert_string_equal(names[2], "v");
+    ot_expect_slot_names(opt, "r", "c", "v", NULL);
     /* iterations, then per variable r, c, v (Keras's interleaved order). */
     assert_eq(optim_weights_count(opt), 7);
     static const char *want[] = {"iterations", "a/r", "a/c", "a/v", "b/r", "b/c", "b/v"};
@@ -545,9 +528,7 @@ static void test_slots_and_weights(void **st)
     assert_eq(optim_var_dtype(optim_get_slot(opt, a, "v")), OPTIM_F32);
     assert_shape(optim_get_slot(opt, a, "r"), 0, NULL);
     assert_null(optim_get_slot(opt, a, "velocity"));
-    optim_destroy(opt);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
+    optim_test_free(opt, a, b);
 }
 
 /* ---- config ---------------------------------------------------------------------------- */
@@ -557,7 +538,7 @@ static const char *const KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_2_decay", "epsilon
 };
 #define NKEYS (sizeof KEYS / sizeof *KEYS)
 
-static void test_config(void **st)
+OPTIM_TEST(test_config)
 {
     optim_optimizer *opt;
     optim_error err;
@@ -590,7 +571,7 @@ static void test_config(void **st)
 }
 
 /* Keras's test_config values, through serialize and back. */
-static void test_round_trip(void **st)
+OPTIM_TEST(test_round_trip)
 {
     optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5, "
                                 "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
@@ -611,7 +592,7 @@ static void test_round_trip(void **st)
     optim_destroy(back);
 }
 
-static void test_bad_config(void **st)
+OPTIM_TEST(test_bad_config)
 {
     /* No legacy Adafactor in tf.keras. */
     ot_expect_refused(AF(OT_LEGACY), OPTIM_ENOTSUP,
@@ -642,7 +623,7 @@ static void test_bad_config(void **st)
 }
 
 /* Hyperparameters set between steps take effect at the next step. */
-static void test_set_hyper_between_steps(void **st)
+OPTIM_TEST(test_set_hyper_between_steps)
 {
     optim_optimizer *opt = optim_test_make(AF(""));
     int64_t shape[2] = {3, 3};
@@ -666,13 +647,12 @@ static void test_set_hyper_between_steps(void **st)
         assert_var_close(w, s.w, 9, 1e-12, 1e-14);
     }
     ref_free(&s);
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    optim_test_free(opt, w);
 }
 
 /* ---- threads --------------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **st)
+OPTIM_TEST(test_threads_bitwise)
 {
     int64_t sa[2] = {301, 257}, sb[1] = {10007}, sc[3] = {3, 50, 41};
     optim_var *vars[2][3];
@@ -711,25 +691,4 @@ static void test_threads_bitwise(void **st)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_relative_step),
-        cmocka_unit_test(test_clip_threshold),
-        cmocka_unit_test(test_weight_decay_trajectory),
-        cmocka_unit_test(test_dynamic_lr),
-        cmocka_unit_test(test_keras_single_steps),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_sparse_equals_dense),
-        cmocka_unit_test(test_sparse_rows),
-        cmocka_unit_test(test_slots_and_weights),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_bad_config),
-        cmocka_unit_test(test_set_hyper_between_steps),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -33,30 +33,21 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
     }
 }
 
-static ot_case make_case(const cfg *c, char *json, size_t n)
+static ot_case make_case(const cfg *c)
 {
-    char decay[64] = "";
-    if (c->legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(json, n, ADAGRAD("\"learning_rate\": %.17g, \"initial_accumulator_value\": %.17g, \"epsilon\": %.17g%s"),
+    const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
+    const char *json = ot_fmt(ADAGRAD("\"learning_rate\": %.17g, \"initial_accumulator_value\": %.17g, \"epsilon\": %.17g%s"),
              c->lr, c->init, c->eps, decay);
     return (ot_case){json, ref_step, c, 1, {"accumulator"}, .state_init = {c->init}, .exact_slots = 1};
 }
 
-static optim_optimizer *make_cfg(const cfg *c)
-{
-    char json[512];
-    make_case(c, json, sizeof json);
-    return optim_test_make(json);
-}
-
 static void check_trajectory(const cfg *c)
 {
-    char json[512];
-    ot_case oc = make_case(c, json, sizeof json);
+    ot_case oc = make_case(c);
     ot_check_dense(&OT_DENSE, &oc);
 }
 
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         check_trajectory(&(cfg){0.1, 0.1, 1e-7, 0, legacy});
@@ -68,40 +59,37 @@ static void test_trajectories(void **s)
 }
 
 /* The slot starts at initial_accumulator_value (rounded to the dtype). */
-static void test_slot_initial_value(void **s)
+OPTIM_TEST(test_slot_initial_value)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             cfg c = {0.1, 0.3, 1e-7, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
-            double init[3] = {1, 2, 3};
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             int64_t n = 3;
-            optim_var *v = optim_test_var("v", dt, 1, &n, init);
+            optim_var *v = optim_test_var("v", dt, 1, &n, (double[3]){1, 2, 3});
             assert_eq(optim_build(opt, &v, 1), 0);
             optim_var *a = optim_get_slot(opt, v, "accumulator");
             for (int i = 0; i < 3; i++) {
                 if (d) assert_eq(((double *)optim_var_data(a))[i], 0.3);
                 else assert_eq(((float *)optim_var_data(a))[i], 0.3f);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
 /* Keras 3 and legacy differ where epsilon's placement matters. */
-static void test_generations_differ(void **s)
+OPTIM_TEST(test_generations_differ)
 {
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++) {
         cfg c = {0.1, 0.0, 0.5, 0, legacy};
-        optim_optimizer *opt = make_cfg(&c);
+        optim_optimizer *opt = optim_test_make(make_case(&c).json);
         double one = 1.0, g = 2.0;
         optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         ot_step_dense(opt, v, &g);
         w[legacy] = optim_var_get(v, 0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
     assert_close(w[0], 1 - 0.2 / sqrt(4.5), 1e-15, 0);
     assert_close(w[1], 1 - 0.2 / (2 + 0.5), 1e-15, 0);
@@ -109,12 +97,12 @@ static void test_generations_differ(void **s)
 
 /* Each generation's float32 operation order, bit for bit: Keras 3
  * w - (lr * g) / sqrt(acc + eps); ApplyAdagradV2 w - (g * lr) / (sqrt(acc) + eps). */
-static void test_f32_operation_order(void **s)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.1, 0.1, 1e-3, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             double init[N];
             for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
             int64_t shape[2] = {N, 1};
@@ -139,15 +127,14 @@ static void test_f32_operation_order(void **s)
             }
             assert_var_floats(var, w, N);
             assert_var_floats(optim_get_slot(opt, var, "accumulator"), acc, N);
-            optim_destroy(opt);
-            optim_var_destroy(var);
+            optim_test_free(opt, var);
         }
 }
 
 /* ---- Keras golden values --------------------------------------------------- */
 
 /* keras/src/optimizers/adagrad_test.py test_single_step (legacy agrees to 4 digits). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     const double want[4] = {0.5233, 1.5007, 2.5005, 3.5061};
     ot_check_keras_single_step(ADAGRAD("\"learning_rate\": 0.5"), want);
@@ -156,7 +143,7 @@ static void test_keras_single_step(void **s)
 
 /* adagrad_test.py test_correctness_with_golden (both generations agree to
  * the test's tolerance). */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     static const double golden[5][10] = {
         {0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963, 0.9963},
@@ -164,8 +151,7 @@ static void test_keras_golden(void **s)
         {0.9251, 0.8629, 0.8137, 0.7768, 0.7497, 0.7298, 0.7151, 0.704, 0.6956, 0.6891},
         {0.8903, 0.8012, 0.7342, 0.6862, 0.6521, 0.6277, 0.6099, 0.5967, 0.5867, 0.579},
         {0.856, 0.7422, 0.6604, 0.6037, 0.5644, 0.5367, 0.5168, 0.5021, 0.491, 0.4825}};
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         ot_check_keras_golden(ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6"), dt,
                               golden[0], 10);
         ot_check_keras_golden(ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6, " OT_LEGACY),
@@ -173,39 +159,33 @@ static void test_keras_golden(void **s)
     }
 }
 
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADAGRAD("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tf_keras legacy adagrad_test testMinimizeSparseResourceVariable: var
  * [[1, 2], [3, 4]], row 0 gets gradient [112, 140], lr 1: [[0, 1], [3, 4]]. */
-static void test_legacy_minimize_sparse(void **s)
+OPTIM_TEST(test_legacy_minimize_sparse)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? ADAGRAD("\"learning_rate\": 1.0, " OT_LEGACY)
-                                               : ADAGRAD("\"learning_rate\": 1.0"));
-            double init[4] = {1, 2, 3, 4};
-            int64_t shape[2] = {2, 2};
-            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(ot_gen(ADAGRAD("\"learning_rate\": 1.0"), legacy));
+            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){2, 2}, (double[4]){1, 2, 3, 4});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             const double want[4] = {0, 1, 3, 4};
             for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 0.01);
             assert_eq(optim_var_get(v, 2), 3);
             assert_eq(optim_var_get(v, 3), 4);
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
 /* testSparseRepeatedIndices: indices [1, 1] with 0.1 each equal one 0.2. */
-static void test_sparse_repeated_indices(void **s)
+OPTIM_TEST(test_sparse_repeated_indices)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        const char *json = legacy ? ADAGRAD("\"learning_rate\": 3.0, " OT_LEGACY)
-                                  : ADAGRAD("\"learning_rate\": 3.0");
+        const char *json = ot_gen(ADAGRAD("\"learning_rate\": 3.0"), legacy);
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         double init[2] = {1, 2};
         int64_t shape[2] = {2, 1};
@@ -220,9 +200,7 @@ static void test_sparse_repeated_indices(void **s)
             for (int i = 0; i < 2; i++) assert_close(optim_var_get(rep, i), optim_var_get(agg, i), 1e-15, 0);
         }
         optim_destroy(o1);
-        optim_destroy(o2);
-        optim_var_destroy(rep);
-        optim_var_destroy(agg);
+        optim_test_free(o2, rep, agg);
     }
 }
 
@@ -231,38 +209,35 @@ static void test_sparse_repeated_indices(void **s)
 /* Keras 3: sparse == dense equivalent, bit for bit (also in the degenerate
  * initial_accumulator_value = epsilon = 0, where rows without a gradient
  * become 0 / 0 = NaN in the dense rule). */
-static void test_sparse_keras3_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_keras3_dense_equivalent)
 {
     const cfg cfgs[3] = {{0.1, 0.1, 1e-7, 0, 0}, {0.1, 0.0, 1e-2, 0, 0}, {0.1, 0.0, 0.0, 0, 0}};
     static const char *const slots[] = {"accumulator", NULL};
     for (int c = 0; c < 3; c++) {
-        char json[512];
-        make_case(&cfgs[c], json, sizeof json);
+        const char *json = make_case(&cfgs[c]).json;
         ot_check_sparse_equals_dense(&OT_SPARSE, json, slots);
         /* Row 0 has no gradient at step 0: 0 / sqrt(0 + 0) (NaN) in the degenerate case. */
         optim_optimizer *opt = optim_test_make(json);
         optim_var *sv = ot_run_sparse(opt, &OT_SPARSE, OPTIM_F64, 0);
         assert_eq(isnan(optim_var_get(sv, 0)), c == 2);
-        optim_destroy(opt);
-        optim_var_destroy(sv);
+        optim_test_free(opt, sv);
     }
 }
 
 /* Both generations against the reference: duplicates summed, the indexed
  * rows updated, the others bit-identical. */
-static void test_sparse_rows_only(void **s)
+OPTIM_TEST(test_sparse_rows_only)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        char json[512];
         cfg c = {0.1, 0.1, 1e-2, 0, legacy};
-        ot_case oc = make_case(&c, json, sizeof json);
+        ot_case oc = make_case(&c);
         ot_check_sparse(&OT_SPARSE, &oc, 1);
     }
 }
 
 /* ---- config --------------------------------------------------------------------- */
 
-static void test_config_keys(void **s)
+OPTIM_TEST(test_config_keys)
 {
     ot_expect_config("\"adagrad\"",
                   "{\"name\":\"adagrad\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
@@ -281,7 +256,7 @@ static void test_config_keys(void **s)
 }
 
 /* Legacy epsilon 0 is the backend epsilon 1e-7 in the update too. */
-static void test_legacy_epsilon_zero(void **s)
+OPTIM_TEST(test_legacy_epsilon_zero)
 {
     const char *cfgs[3] = {
         ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0, " OT_LEGACY),
@@ -295,12 +270,11 @@ static void test_legacy_epsilon_zero(void **s)
         /* legacy: 1 - 2 / (2 + 1e-7); Keras 3 keeps 0: 1 - 2 / 2 = 0 exactly. */
         if (c < 2) assert_close(optim_var_get(v, 0), 1 - 2 / (2 + 1e-7), 1e-6, 0);
         else assert_eq(optim_var_get(v, 0), 0.0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     /* adagrad_test.py test_config. */
     ot_check_round_trip(ADAGRAD("\"learning_rate\": 0.5, "
@@ -312,11 +286,10 @@ static void test_config_round_trip(void **s)
 
 static double eps_fn(void *user) { (void)user; return 1e-3; }
 
-static void test_config_refused(void **s)
+OPTIM_TEST(test_config_refused)
 {
     /* Legacy: initial_accumulator_value must be non-negative. */
-    ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, "
-                   "" OT_LEGACY),
+    ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, " OT_LEGACY),
                    OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
     /* Keras 3 does not check it. */
     optim_optimizer *k3 = optim_test_make(ADAGRAD("\"initial_accumulator_value\": -0.1"));
@@ -336,32 +309,11 @@ static void test_config_refused(void **s)
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accumulator", NULL};
     ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7"), 2, 4, 0, slots);
     ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7, " OT_LEGACY), 2, 4, 0, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_slot_initial_value),
-        cmocka_unit_test(test_generations_differ),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_legacy_minimize_sparse),
-        cmocka_unit_test(test_sparse_repeated_indices),
-        cmocka_unit_test(test_sparse_keras3_dense_equivalent),
-        cmocka_unit_test(test_sparse_rows_only),
-        cmocka_unit_test(test_config_keys),
-        cmocka_unit_test(test_legacy_epsilon_zero),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -65,7 +65,7 @@ static void check_trajectory(const char *json, const ref *r)
     ot_check_dense(&OT_DENSE_SHRINK, &c);
 }
 
-static void test_dense_defaults(void **st)
+OPTIM_TEST(test_dense_defaults)
 {
     ref r = {0.001, 0.9, 0.999, 1e-7, 0, 0};
     check_trajectory(ADAM(""), &r);
@@ -73,14 +73,14 @@ static void test_dense_defaults(void **st)
     check_trajectory("\"adam\"", &r);
 }
 
-static void test_dense_options(void **st)
+OPTIM_TEST(test_dense_options)
 {
     ref r = {0.05, 0.8, 0.95, 1e-3, 0, 0};
     check_trajectory(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"), &r);
     check_trajectory(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY), &r);
 }
 
-static void test_amsgrad(void **st)
+OPTIM_TEST(test_amsgrad)
 {
     ref r = {0.02, 0.9, 0.99, 1e-7, 0, 1};
     double w[N], mvh[3 * N];
@@ -92,7 +92,7 @@ static void test_amsgrad(void **st)
     check_trajectory(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY), &r);
 }
 
-static void test_legacy_decay(void **st)
+OPTIM_TEST(test_legacy_decay)
 {
     ref r = {0.05, 0.9, 0.999, 1e-7, 0.2, 0};
     check_trajectory(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r);
@@ -105,7 +105,7 @@ static void test_legacy_decay(void **st)
 
 /* Legacy: `epsilon or backend.epsilon()`, so 0 and None mean 1e-7 (and
  * get_config writes 1e-07, keys in Keras's order); Keras 3 uses 0. */
-static void test_epsilon_zero(void **st)
+OPTIM_TEST(test_epsilon_zero)
 {
     for (int c = 0; c < 3; c++) {
         int legacy = c > 0;
@@ -127,8 +127,7 @@ static void test_epsilon_zero(void **st)
         double want = -a * m / (sqrt(v) + (legacy ? 1e-7 : 0.0));
         assert_close(optim_var_get(w, 0), want, 1e-12, 0);
         if (!legacy) assert_close(optim_var_get(w, 0), -0.1, 1e-9, 0);
-        optim_destroy(opt);
-        optim_var_destroy(w);
+        optim_test_free(opt, w);
     }
 }
 
@@ -183,7 +182,7 @@ static void emul_legacy_sparse_f32(int ams, float *w, float *m, float *v, float 
     }
 }
 
-static void test_f32_operation_order(void **st)
+OPTIM_TEST(test_f32_operation_order)
 {
     const char *cfg[2][2] = {
         {ADAM("\"learning_rate\": 0.01"), ADAM("\"learning_rate\": 0.01, \"amsgrad\": true")},
@@ -206,8 +205,7 @@ static void test_f32_operation_order(void **st)
             assert_var_floats(optim_get_slot(opt, w, "v"), ev, N);
             if (ams) assert_var_floats(optim_get_slot(opt, w, "vhat"), eh, N);
             if (!ams) memcpy(last_w[legacy], optim_var_data(w), sizeof last_w[legacy]);
-            optim_destroy(opt);
-            optim_var_destroy(w);
+            optim_test_free(opt, w);
         }
     /* The two generations round differently (0.1f vs 1.0f - 0.9f). */
     assert_ne(memcmp(last_w[0], last_w[1], sizeof last_w[0]), 0);
@@ -224,7 +222,7 @@ static void test_f32_operation_order(void **st)
 
 /* Keras 3: a sparse gradient gives exactly the dense result (duplicates
  * summed, zero gradient elsewhere). */
-static void test_sparse_keras3_equals_dense(void **st)
+OPTIM_TEST(test_sparse_keras3_equals_dense)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_sparse_equals_dense(&SP, ADAM("\"learning_rate\": 0.01"), slots);
@@ -233,7 +231,7 @@ static void test_sparse_keras3_equals_dense(void **st)
 
 /* Both generations against the reference: duplicates summed, every row
  * updated (the dense equivalent up to rounding). */
-static void test_sparse_reference(void **st)
+OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
@@ -247,7 +245,7 @@ static void test_sparse_reference(void **st)
 }
 
 /* Legacy sparse in float32: Adam._resource_apply_sparse's order, bit for bit. */
-static void test_sparse_legacy_f32_operation_order(void **st)
+OPTIM_TEST(test_sparse_legacy_f32_operation_order)
 {
     /* A large learning rate makes the steps comparable to w, so that the
      * rounding of lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t)) shows. */
@@ -275,20 +273,17 @@ static void test_sparse_legacy_f32_operation_order(void **st)
         assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
         assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
         if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* Adam is not lazy in either generation: a row indexed once keeps moving
  * after, and a row never indexed (6) stays put only because its m is 0. */
-static void test_sparse_rows_not_lazy(void **st)
+OPTIM_TEST(test_sparse_rows_not_lazy)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAM("\"learning_rate\": 0.1, " LEGACY) : ADAM("\"learning_rate\": 0.1"));
-        double init[4] = {1, 2, 3, 4};
-        int64_t shape[2] = {4, 1};
-        optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAM("\"learning_rate\": 0.1"), legacy));
+        optim_var *x = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
         ot_step_row(opt, x, 0, (double[]){1});
         double after1 = optim_var_get(x, 0);
         assert_close(after1, 0.9, 1e-6, 0); /* first step: -lr * sign(g) */
@@ -302,22 +297,20 @@ static void test_sparse_rows_not_lazy(void **st)
         /* Row 3's first gradient arrives at t = 2: bias-corrected by t = 2. */
         double a2 = 0.1 * sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9);
         assert_close(optim_var_get(x, 3), 4 - a2 * 0.1 / (sqrt(0.001) + 1e-7), 1e-12, 0);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* ---- dynamic hyperparameters ----------------------------------------------- */
 
-static double beta_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + 0.5 * (double)step); }
 
-static void test_dynamic(void **st)
+OPTIM_TEST(test_dynamic)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAM(LEGACY) : ADAM(""));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAM(""), legacy));
         double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
         assert_eq(optim_set_hyper(opt, "beta_2", 0.99), 0);
         double init[N], w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
@@ -338,21 +331,20 @@ static void test_dynamic(void **st)
         /* A callable beta_1 out of range fails the step and changes nothing. */
         b1 = 1.0;
         ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "beta_1");
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* ---- Keras's own numbers ------------------------------------------------------ */
 
 /* keras/src/optimizers/adam_test.py: test_single_step. */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     ot_check_keras_single_step(ADAM("\"learning_rate\": 0.5"), (double[]){0.5, 1.5, 2.5, 3.5});
 }
 
 /* adam_test.py: test_correctness_with_golden (amsgrad). */
-static void test_keras_golden_amsgrad(void **s)
+OPTIM_TEST(test_keras_golden_amsgrad)
 {
     const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
     ot_check_keras_golden(ADAM("\"amsgrad\": true"), OPTIM_F32, golden, 1);
@@ -360,14 +352,14 @@ static void test_keras_golden_amsgrad(void **s)
 
 /* adam_test.py: test_weight_decay (Keras 3 base option): var1 is decayed by
  * three optimizers in turn, the excluded ones not at all. */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* tf.keras.optimizers.legacy.Adam docstring: lr 0.1, var 10, loss var^2/2:
  * the first step is -lr * sign(grad), 9.9. */
-static void test_legacy_docstring(void **st)
+OPTIM_TEST(test_legacy_docstring)
 {
     optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.1, " LEGACY));
     double ten = 10;
@@ -376,19 +368,18 @@ static void test_legacy_docstring(void **st)
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), x};
     ot_step(opt, &p, 1);
     assert_close(optim_var_get(x, 0), 9.9, 1e-6, 0);
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    optim_test_free(opt, x);
 }
 
 /* ---- config --------------------------------------------------------------------- */
 
-static void test_config_keys_and_defaults(void **st)
+OPTIM_TEST(test_config_keys_and_defaults)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad"};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAM(LEGACY) : ADAM(""));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAM(""), legacy));
         cJSON *c = ot_config(opt);
         if (legacy) ot_assert_keys(c, kl, sizeof kl / sizeof *kl);
         else ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
@@ -398,25 +389,19 @@ static void test_config_keys_and_defaults(void **st)
         if (!legacy) assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "weight_decay")));
         else assert_eq(ot_num(c, "decay"), 0);
         cJSON_Delete(c);
-        const char *names[4] = {0};
         optim_destroy(opt);
         /* Slots: m, v (and vhat with amsgrad), in that order. */
-        opt = optim_test_make(legacy ? ADAM("\"amsgrad\": true, " LEGACY) : ADAM("\"amsgrad\": true"));
-        double z[N] = {0};
+        opt = optim_test_make(ot_gen(ADAM("\"amsgrad\": true"), legacy));
         int64_t n = N;
-        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
+        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, (double[N]){0});
         assert_eq(optim_build(opt, &x, 1), 0);
-        assert_eq(optim_get_slot_names(opt, names, 4), 3);
-        assert_string_equal(names[0], "m");
-        assert_string_equal(names[1], "v");
-        assert_string_equal(names[2], "vhat");
+        ot_expect_slot_names(opt, "m", "v", "vhat", NULL);
         assert_eq(optim_weights_count(opt), 4);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
-static void test_config_round_trip(void **st)
+OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
         ADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"amsgrad\": true"),
@@ -434,25 +419,17 @@ static void test_config_round_trip(void **st)
     }
 }
 
-static void test_config_refused(void **st)
+OPTIM_TEST(test_config_refused)
 {
-    for (int legacy = 0; legacy < 2; legacy++) {
-        char json[256];
-#define REFUSE(body, code, key, range)                                                          \
-    snprintf(json, sizeof json, "{\"class_name\": \"Adam\", \"config\": {" body "%s}}",          \
-             legacy ? ", " LEGACY : "");                                                        \
-    ot_expect_refused(json, code, key, range)
-        REFUSE("\"beta_1\": 1.0", OPTIM_ERANGE, "beta_1", "[0, 1)");
-        REFUSE("\"beta_1\": -0.1", OPTIM_ERANGE, "beta_1", "[0, 1)");
-        REFUSE("\"beta_2\": 1.0", OPTIM_ERANGE, "beta_2", "[0, 1)");
-        REFUSE("\"beta_2\": -1", OPTIM_ERANGE, "beta_2", "[0, 1)");
-        REFUSE("\"epsilon\": -1e-8", OPTIM_ERANGE, "epsilon", "[0, inf)");
-        REFUSE("\"learning_rate\": -0.1", OPTIM_ERANGE, "learning_rate", "[0, inf)");
-        REFUSE("\"amsgrad\": 1", OPTIM_ETYPE, "amsgrad", NULL);
-        REFUSE("\"beta_3\": 0.5", OPTIM_EKEY, "beta_3", NULL);
-        REFUSE("\"momentum\": 0.5", OPTIM_EKEY, "momentum", NULL);
-#undef REFUSE
-    }
+    ot_expect_refused_gens(ADAM("\"beta_1\": 1.0"), OPTIM_ERANGE, "beta_1", "[0, 1)");
+    ot_expect_refused_gens(ADAM("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1)");
+    ot_expect_refused_gens(ADAM("\"beta_2\": 1.0"), OPTIM_ERANGE, "beta_2", "[0, 1)");
+    ot_expect_refused_gens(ADAM("\"beta_2\": -1"), OPTIM_ERANGE, "beta_2", "[0, 1)");
+    ot_expect_refused_gens(ADAM("\"epsilon\": -1e-8"), OPTIM_ERANGE, "epsilon", "[0, inf)");
+    ot_expect_refused_gens(ADAM("\"learning_rate\": -0.1"), OPTIM_ERANGE, "learning_rate", "[0, inf)");
+    ot_expect_refused_gens(ADAM("\"amsgrad\": 1"), OPTIM_ETYPE, "amsgrad", NULL);
+    ot_expect_refused_gens(ADAM("\"beta_3\": 0.5"), OPTIM_EKEY, "beta_3", NULL);
+    ot_expect_refused_gens(ADAM("\"momentum\": 0.5"), OPTIM_EKEY, "momentum", NULL);
     ot_expect_refused(ADAM("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL); /* legacy: 1e-7 */
     ot_expect_refused(ADAM("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     ot_expect_refused(ADAM("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
@@ -467,47 +444,21 @@ static void test_config_refused(void **st)
     /* amsgrad is fixed once slots exist. */
     assert_eq(optim_set_hyper(opt, "amsgrad", 1), 0);
     assert_eq(optim_set_hyper(opt, "amsgrad", 0), 0);
-    double z[3] = {0};
     int64_t n = 3;
-    optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
+    optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, (double[3]){0});
     assert_eq(optim_build(opt, &x, 1), 0);
     assert_eq(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ESTATE);
     assert_contains(optim_errmsg(opt), "amsgrad");
     assert_eq(optim_set_hyper(opt, "amsgrad", 0), 0);
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    optim_test_free(opt, x);
 }
 
 /* ---- threads ------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **st)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_threads(ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, \"global_clipnorm\": 50"), 2, 4, 1, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_defaults),
-        cmocka_unit_test(test_dense_options),
-        cmocka_unit_test(test_amsgrad),
-        cmocka_unit_test(test_legacy_decay),
-        cmocka_unit_test(test_epsilon_zero),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_sparse_keras3_equals_dense),
-        cmocka_unit_test(test_sparse_reference),
-        cmocka_unit_test(test_sparse_legacy_f32_operation_order),
-        cmocka_unit_test(test_sparse_rows_not_lazy),
-        cmocka_unit_test(test_dynamic),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden_amsgrad),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_legacy_docstring),
-        cmocka_unit_test(test_config_keys_and_defaults),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -58,13 +58,12 @@ static void check_trajectory(const char *json, const ref *r)
     optim_optimizer *opt = optim_test_make(json);
     optim_var *w = ot_run_dense(opt, &OT_DENSE, OPTIM_F64);
     assert_eq(optim_weights_count(opt), 3);
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    optim_test_free(opt, w);
 }
 
 /* ---- dense trajectories ------------------------------------------------------------- */
 
-static void test_defaults(void **s)
+OPTIM_TEST(test_defaults)
 {
     ref r = {0, 0.001, 0.9, 0.999, 1e-7, 0};
     check_trajectory("\"adamax\"", &r);
@@ -73,22 +72,21 @@ static void test_defaults(void **s)
     check_trajectory(ADAMAX(OT_LEGACY), &r);
 }
 
-static void test_options(void **s)
+OPTIM_TEST(test_options)
 {
     ref r = {0, 0.02, 0.8, 0.95, 1e-4, 0};
     check_trajectory(ADAMAX("\"learning_rate\": 0.02, "
                      "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4"), &r);
     r.legacy = 1;
     check_trajectory(ADAMAX("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4, "
-                     "" OT_LEGACY), &r);
+                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4, " OT_LEGACY), &r);
     /* beta_2 = 1 (a running maximum) and beta_1 = 0 are allowed. */
     ref e = {0, 0.01, 0.0, 1.0, 1e-7, 0};
     check_trajectory(ADAMAX("\"learning_rate\": 0.01, "
                      "\"beta_1\": 0.0, \"beta_2\": 1.0"), &e);
 }
 
-static void test_legacy_decay(void **s)
+OPTIM_TEST(test_legacy_decay)
 {
     ref r = {1, 0.05, 0.9, 0.999, 1e-7, 0.2};
     check_trajectory(ADAMAX("\"learning_rate\": 0.05, "
@@ -97,14 +95,12 @@ static void test_legacy_decay(void **s)
 
 /* OptimizerV2: epsilon = epsilon or backend.epsilon(), so 0 and None mean
  * 1e-7, and get_config writes 1e-07. Keras 3 takes 0 as 0. */
-static void test_legacy_epsilon_fallback(void **s)
+OPTIM_TEST(test_legacy_epsilon_fallback)
 {
     ref r = {1, 0.01, 0.9, 0.999, 1e-7, 0};
     const char *cfgs[2] = {
-        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": 0, "
-        "" OT_LEGACY),
-        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": null, "
-        "" OT_LEGACY),
+        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": 0, " OT_LEGACY),
+        ADAMAX("\"learning_rate\": 0.01, \"epsilon\": null, " OT_LEGACY),
     };
     for (int c = 0; c < 2; c++) {
         check_trajectory(cfgs[c], &r);
@@ -125,8 +121,7 @@ static void test_legacy_epsilon_fallback(void **s)
     one.steps = 1;
     optim_var *w = ot_run_dense(opt, &one, OPTIM_F64);
     assert_nan(optim_var_get(w, 0));
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    optim_test_free(opt, w);
     optim_optimizer *null_k3 = NULL;
     optim_error err;
     assert_eq(optim_from_json(&null_k3, ADAMAX("\"epsilon\": null"), &err),
@@ -135,19 +130,16 @@ static void test_legacy_epsilon_fallback(void **s)
 }
 
 /* beta_1 is a hyper (legacy _set_hyper): a callable changing per step. */
-static double beta_fn(void *user) { return *(double *)user; }
 
-static void test_dynamic_beta(void **s)
+OPTIM_TEST(test_dynamic_beta)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAMAX("\"learning_rate\": 0.01, " OT_LEGACY)
-                                           : ADAMAX("\"learning_rate\": 0.01"));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy));
         double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         double init[N], w[N], mv[2 * N] = {0}, *st[2] = {mv, mv + N};
         for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
-        int64_t shape[1] = {N};
-        optim_var *var = optim_test_var("w", OPTIM_F64, 1, shape, init);
+        optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, init);
         for (int k = 0; k < 8; k++) {
             b1 = 0.5 + 0.05 * k;
             double g[N];
@@ -159,8 +151,7 @@ static void test_dynamic_beta(void **s)
         /* A value out of range fails the step and changes nothing. */
         b1 = 1.0;
         ot_expect_step_refused(opt, var, 0, OPTIM_ERANGE, "beta_1");
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
 }
 
@@ -168,7 +159,7 @@ static void test_dynamic_beta(void **s)
 
 /* keras/src/optimizers/adamax_test.py: test_single_step and
  * test_correctness_with_golden (float32). */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     ot_check_keras_single_step(ADAMAX("\"learning_rate\": 0.5"), (double[]){0.5, 1.5, 2.5, 3.5});
     static const double golden[5][10] = {
@@ -183,7 +174,7 @@ static void test_keras_golden(void **s)
 
 /* keras test_weight_decay: three optimizers (lr 1, weight_decay 0.004) on a
  * zero gradient; var1 decays three times, the excluded ones not at all. */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADAMAX("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
@@ -194,13 +185,12 @@ static void test_keras_weight_decay(void **s)
  * out in float in the order of its source: Keras 3 update_step (1 - beta_1
  * taken in Python, then cast), TF's ApplyAdaMax (1 - beta_1 in float;
  * lr / (1 - beta_1^t) first). The library must agree bit for bit. */
-static void test_f32_operation_order(void **s)
+OPTIM_TEST(test_f32_operation_order)
 {
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-7;
     const float gs[3] = {0.3f, -1.7f, 0.05f};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAMAX("\"learning_rate\": 0.01, " OT_LEGACY)
-                                           : ADAMAX("\"learning_rate\": 0.01"));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy));
         double init = 0.7;
         optim_var *var = optim_test_var("w", OPTIM_F32, 0, NULL, &init);
         float w = 0.7f, m = 0, v = 0;
@@ -224,16 +214,14 @@ static void test_f32_operation_order(void **s)
             assert_var_floats(optim_get_slot(opt, var, "m"), &m, 1);
             assert_var_floats(optim_get_slot(opt, var, "v"), &v, 1);
         }
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
     /* Legacy sparse (_resource_apply_sparse): m * beta_1 + g * (1 - beta_1)
      * on the indexed row, w + (-lr / (1 - beta_1^t)) * (m / (v + eps)). */
     {
         optim_optimizer *opt = optim_test_make(ADAMAX("\"learning_rate\": 0.01, " OT_LEGACY));
-        double init[2] = {0.7, -0.2};
         int64_t shape[2] = {2, 1}, vs[2] = {1, 1}, idx = 1;
-        optim_var *var = optim_test_var("e", OPTIM_F32, 2, shape, init);
+        optim_var *var = optim_test_var("e", OPTIM_F32, 2, shape, (double[2]){0.7, -0.2});
         float w = -0.2f, m = 0, v = 0;
         for (int k = 0; k < 10; k++) {
             float g = (float)(sin(0.9 * k + 0.3) * 1.3), t = (float)(k + 1);
@@ -248,8 +236,7 @@ static void test_f32_operation_order(void **s)
             assert_var_floats(var, ((float[2]){0.7f, w}), 2);
             assert_eq(((float *)optim_var_data(optim_get_slot(opt, var, "m")))[1], m);
         }
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
     /* The two generations differ in the last bits in float32. */
     assert_ne((float)(1.0 - 0.9), 1.0f - 0.9f);
@@ -259,7 +246,7 @@ static void test_f32_operation_order(void **s)
 
 /* Keras 3: sparse == the dense equivalent, bit for bit, and == the
  * reference with every row updated. */
-static void test_sparse_keras3(void **s)
+OPTIM_TEST(test_sparse_keras3)
 {
     static const char *const slots[] = {"m", "v", NULL};
     const char *json = ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8");
@@ -269,7 +256,7 @@ static void test_sparse_keras3(void **s)
 }
 
 /* Legacy: only the indexed rows of m, v and w change (duplicates summed). */
-static void test_sparse_legacy(void **s)
+OPTIM_TEST(test_sparse_legacy)
 {
     ot_case c = make_case(ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"decay\": 0.05, " OT_LEGACY),
                           &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.05});
@@ -280,16 +267,13 @@ static void test_sparse_legacy(void **s)
  * in Keras 3 (its m decays but stays non-zero) and stays bit-identical in
  * legacy; row 5, never indexed, is untouched in both until Keras 3's zero
  * m moves it by 0. */
-static void test_sparse_untouched_rows(void **s)
+OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? ADAMAX("\"learning_rate\": 0.5, " OT_LEGACY)
-                                               : ADAMAX("\"learning_rate\": 0.5"));
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(ot_gen(ADAMAX("\"learning_rate\": 0.5"), legacy));
             double init[6] = {1, 2, 3, 4, 5, 6};
-            int64_t shape[2] = {6, 1};
-            optim_var *v = optim_test_var("e", dt, 2, shape, init);
+            optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){6, 1}, init);
             ot_step_row(opt, v, 0, (double[]){1});
             double row0 = optim_var_get(v, 0);
             assert_lt(row0, 1.0);
@@ -305,8 +289,7 @@ static void test_sparse_untouched_rows(void **s)
             for (int r = 1; r < 6; r++)
                 if (r != 3) assert_eq(optim_var_get(v, r), init[r]);
             assert_lt(optim_var_get(v, 3), 4.0);
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
@@ -317,7 +300,7 @@ static const char *const LEGACY_KEYS[] = {
     "name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
 };
 
-static void test_config_keys_and_defaults(void **s)
+OPTIM_TEST(test_config_keys_and_defaults)
 {
     optim_optimizer *opt = optim_test_make("\"Adamax\"");
     cJSON *o = ot_config(opt);
@@ -345,7 +328,7 @@ static void test_config_keys_and_defaults(void **s)
     optim_destroy(opt);
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
         ADAMAX("\"name\": \"mine\", \"learning_rate\": 0.0125, "
@@ -368,29 +351,22 @@ static void test_config_round_trip(void **s)
     optim_destroy(a);
 }
 
-static void test_config_refused(void **s)
+OPTIM_TEST(test_config_refused)
 {
-    for (int legacy = 0; legacy < 2; legacy++) {
-        char json[256];
-#define REFUSE(body, code, needle1, needle2)                                              \
-    snprintf(json, sizeof json, ADAMAX("%s%s"), body, legacy ? ", " OT_LEGACY : ""); \
-    ot_expect_refused(json, code, needle1, needle2)
-        REFUSE("\"beta_1\": 1.0", OPTIM_ERANGE, "beta_1", "[0, 1)");
-        REFUSE("\"beta_1\": -0.1", OPTIM_ERANGE, "beta_1", "[0, 1)");
-        REFUSE("\"beta_2\": 1.5", OPTIM_ERANGE, "beta_2", "[0, 1]");
-        REFUSE("\"beta_2\": -1", OPTIM_ERANGE, "beta_2", "[0, 1]");
-        REFUSE("\"epsilon\": -1e-7", OPTIM_ERANGE, "epsilon", "[0, inf)");
-        REFUSE("\"beta_1\": \"high\"", OPTIM_ETYPE, "beta_1", NULL);
-        REFUSE("\"amsgrad\": false", OPTIM_EKEY, "amsgrad", NULL);
-        REFUSE("\"learning_rate\": -0.1", OPTIM_ERANGE, "learning_rate", NULL);
-#undef REFUSE
-    }
+    ot_expect_refused_gens(ADAMAX("\"beta_1\": 1.0"), OPTIM_ERANGE, "beta_1", "[0, 1)");
+    ot_expect_refused_gens(ADAMAX("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1)");
+    ot_expect_refused_gens(ADAMAX("\"beta_2\": 1.5"), OPTIM_ERANGE, "beta_2", "[0, 1]");
+    ot_expect_refused_gens(ADAMAX("\"beta_2\": -1"), OPTIM_ERANGE, "beta_2", "[0, 1]");
+    ot_expect_refused_gens(ADAMAX("\"epsilon\": -1e-7"), OPTIM_ERANGE, "epsilon", "[0, inf)");
+    ot_expect_refused_gens(ADAMAX("\"beta_1\": \"high\""), OPTIM_ETYPE, "beta_1", NULL);
+    ot_expect_refused_gens(ADAMAX("\"amsgrad\": false"), OPTIM_EKEY, "amsgrad", NULL);
+    ot_expect_refused_gens(ADAMAX("\"learning_rate\": -0.1"), OPTIM_ERANGE, "learning_rate", NULL);
     optim_optimizer *opt = optim_test_make("\"adamax\"");
     assert_eq(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
     assert_eq(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
     /* epsilon is not a hyper: numbers only. */
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", beta_fn, NULL), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE);
     double b;
     assert_eq(optim_get_hyper(opt, "beta_1", &b), 0);
     assert_eq(b, 0.9);
@@ -402,31 +378,11 @@ static void test_config_refused(void **s)
 
 /* ---- threads ----------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", NULL};
     ot_check_threads(ADAMAX("\"learning_rate\": 0.01, \"global_clipnorm\": 10"), 3, 4, 0, slots);
     ot_check_threads(ADAMAX("\"learning_rate\": 0.01, \"global_clipnorm\": 10, " OT_LEGACY), 3, 4, 0, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_options),
-        cmocka_unit_test(test_legacy_decay),
-        cmocka_unit_test(test_legacy_epsilon_fallback),
-        cmocka_unit_test(test_dynamic_beta),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_sparse_keras3),
-        cmocka_unit_test(test_sparse_legacy),
-        cmocka_unit_test(test_sparse_untouched_rows),
-        cmocka_unit_test(test_config_keys_and_defaults),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

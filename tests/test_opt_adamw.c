@@ -64,8 +64,7 @@ static void ref_table(const void *r_, int k, double *w, double *const *st, const
 static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
 {
     const ref *r = r_;
-    double g[COLS] = {0};
-    ref_step(r, k, 0.0, w, st[0], st[1], st[2], g, NULL, n);
+    ref_step(r, k, 0.0, w, st[0], st[1], st[2], (double[COLS]){0}, NULL, n);
 }
 
 static ot_case make_case(const char *json, const ref *r)
@@ -80,7 +79,7 @@ static void check_trajectory(const char *json, const ref *r)
     ot_check_dense(&OT_DENSE_SHRINK, &c);
 }
 
-static void test_dense_keras3(void **st)
+OPTIM_TEST(test_dense_keras3)
 {
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
     check_trajectory(ADAMW(""), &r);
@@ -90,7 +89,7 @@ static void test_dense_keras3(void **st)
                            "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2);
 }
 
-static void test_dense_legacy(void **st)
+OPTIM_TEST(test_dense_legacy)
 {
     ref r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
     check_trajectory(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
@@ -120,7 +119,7 @@ static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, fl
     }
 }
 
-static void test_f32_operation_order(void **st)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
@@ -140,14 +139,13 @@ static void test_f32_operation_order(void **st)
             assert_var_floats(optim_get_slot(opt, x, "m"), m, N);
             assert_var_floats(optim_get_slot(opt, x, "v"), v, N);
             if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, N);
-            optim_destroy(opt);
-            optim_var_destroy(x);
+            optim_test_free(opt, x);
         }
 }
 
 /* ---- sparse ---------------------------------------------------------------------- */
 
-static void test_sparse_keras3_equals_dense(void **st)
+OPTIM_TEST(test_sparse_keras3_equals_dense)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"), slots);
@@ -156,7 +154,7 @@ static void test_sparse_keras3_equals_dense(void **st)
 
 /* Legacy decays the indexed rows only, Keras 3 every row; Adam moves every
  * row in both. */
-static void test_sparse_reference(void **st)
+OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
@@ -171,7 +169,7 @@ static void test_sparse_reference(void **st)
 
 /* Legacy sparse in float32: the indexed rows are decayed (scatter_add of
  * -wd * w), then Adam._resource_apply_sparse moves every row. Bit for bit. */
-static void test_sparse_legacy_f32_operation_order(void **st)
+OPTIM_TEST(test_sparse_legacy_f32_operation_order)
 {
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
@@ -211,24 +209,21 @@ static void test_sparse_legacy_f32_operation_order(void **st)
         assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
         assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
         if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* Row by row after one sparse step on rows {1, 4}: legacy decays only the
  * indexed rows (an unindexed row, whose m is 0, stays bit-identical);
  * Keras 3 decays every row. */
-static void test_sparse_decay_rows(void **st)
+OPTIM_TEST(test_sparse_decay_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5, " LEGACY)
-                                           : ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"));
+        optim_optimizer *opt = optim_test_make(ot_gen(ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"), legacy));
         double init[5] = {1, 2, 3, 4, 5};
         int64_t shape[2] = {5, 1}, vs[2] = {2, 1}, idx[2] = {1, 4};
-        double g[2] = {0.25, -0.5};
         optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
-        optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, g, 2, vs)), x};
+        optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, (double[2]){0.25, -0.5}, 2, vs)), x};
         ot_step(opt, &p, 1);
         for (int r = 0; r < 5; r++) {
             int touched = r == 1 || r == 4;
@@ -240,14 +235,13 @@ static void test_sparse_decay_rows(void **st)
             assert_close(optim_var_get(x, r), want, 1e-14, 0);
             if (legacy && !touched) assert_eq(optim_var_get(x, r), init[r]);
         }
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* ---- exclude_from_weight_decay (legacy) and weight decay values ---------------------- */
 
-static void test_exclude_from_weight_decay(void **st)
+OPTIM_TEST(test_exclude_from_weight_decay)
 {
     optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
                                       "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
@@ -310,24 +304,19 @@ static void test_exclude_from_weight_decay(void **st)
     ot_check_round_trip(s1);
     optim_free(cfg);
     optim_free(s1);
-    optim_destroy(opt);
-    optim_var_destroy(kern);
-    optim_var_destroy(bias);
-    optim_var_destroy(emb);
-    optim_var_destroy(skip);
+    optim_test_free(opt, kern, bias, emb, skip);
 }
 
-static double wd_fn(void *user) { return *(double *)user; }
 static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
 /* TF Addons' weight_decay is a hyperparameter: a callable or a schedule
  * (evaluated at iterations) is read at each step. */
-static void test_legacy_dynamic_weight_decay(void **st)
+OPTIM_TEST(test_legacy_dynamic_weight_decay)
 {
     for (int kind = 0; kind < 2; kind++) {
         optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         double cur = 0;
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", wd_fn, &cur), 0);
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &cur), 0);
         else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
         double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
         for (int i = 0; i < N; i++) w[i] = OT_DENSE_SHRINK.init(i);
@@ -346,21 +335,20 @@ static void test_legacy_dynamic_weight_decay(void **st)
         /* A callable weight_decay out of range fails the step. */
         cur = -1;
         if (kind == 0) ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "weight_decay");
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* ---- Keras and TF Addons test values ----------------------------------------------- */
 
 /* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     ot_check_keras_single_step(ADAMW("\"learning_rate\": 0.5"), (double[]){0.4980, 1.4960, 2.494, 3.492});
 }
 
 /* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     static const double golden[5][10] = {
         {0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998, 0.4998},
@@ -372,7 +360,7 @@ static void test_keras_golden(void **s)
 }
 
 /* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
@@ -380,11 +368,10 @@ static void test_keras_weight_decay(void **s)
 /* tensorflow_addons/optimizers/tests/weight_decay_optimizers_test.py:
  * do_test with adamw_update_numpy (param * (1 - wd) - lr_t * m / (sqrt(v) +
  * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
-static void test_tfa_values(void **st)
+OPTIM_TEST(test_tfa_values)
 {
     for (int sparse = 0; sparse < 2; sparse++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
                                               "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY));
             double i0[2] = {1, 2}, i1[2] = {3, 4};
@@ -392,7 +379,7 @@ static void test_tfa_values(void **st)
             optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
             double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
             float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
-            void *g0 = d ? (void *)g0d : (void *)g0f, *g1 = d ? (void *)g1d : (void *)g1f;
+            void *g0 = dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, *g1 = dt == OPTIM_F64 ? (void *)g1d : (void *)g1f;
             double p0[2] = {1, 2}, p1[2] = {3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
             for (int t = 1; t <= 3; t++) {
                 optim_tensor t0 = optim_tensor_make(dt, g0, 1, &n), t1 = optim_tensor_make(dt, g1, 1, &n);
@@ -408,19 +395,17 @@ static void test_tfa_values(void **st)
                     p0[i] = p0[i] * (1 - 0.01) - lr_t * m0 / (sqrt(v0) + 1e-8);
                     p1[i] = p1[i] * (1 - 0.01) - lr_t * m1 / (sqrt(v1) + 1e-8);
                     /* assert_allclose_according_to_type: 1e-6 for float32 */
-                    assert_close(optim_var_get(var0, i), p0[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
-                    assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+                    assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
+                    assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
                 }
             }
-            optim_destroy(opt);
-            optim_var_destroy(var0);
-            optim_var_destroy(var1);
+            optim_test_free(opt, var0, var1);
         }
 }
 
 /* ---- config -------------------------------------------------------------------------- */
 
-static void test_config_keys_and_defaults(void **st)
+OPTIM_TEST(test_config_keys_and_defaults)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "amsgrad",
@@ -470,7 +455,7 @@ static void test_config_keys_and_defaults(void **st)
     assert_contains(err.msg, "weight_decay");
 }
 
-static void test_config_round_trip(void **st)
+OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
         ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
@@ -489,7 +474,7 @@ static void test_config_round_trip(void **st)
     }
 }
 
-static void test_config_refused(void **st)
+OPTIM_TEST(test_config_refused)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         char json[256];
@@ -537,33 +522,11 @@ static void test_config_refused(void **st)
 
 /* ---- threads ------------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **st)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"), 2, 4, 1, slots);
     ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY), 2, 4, 1, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_keras3),
-        cmocka_unit_test(test_dense_legacy),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_sparse_keras3_equals_dense),
-        cmocka_unit_test(test_sparse_reference),
-        cmocka_unit_test(test_sparse_legacy_f32_operation_order),
-        cmocka_unit_test(test_sparse_decay_rows),
-        cmocka_unit_test(test_exclude_from_weight_decay),
-        cmocka_unit_test(test_legacy_dynamic_weight_decay),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_tfa_values),
-        cmocka_unit_test(test_config_keys_and_defaults),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -44,15 +44,13 @@ typedef struct cfg {
 static const cfg DEFAULTS = {0.001, -0.5, 0.1, 0, 0, 0, 0, 0};
 
 /* The config as Keras JSON, every Ftrl key written out. */
-static void cfg_json(const cfg *c, int legacy, char *buf, size_t n)
+static const char *cfg_json(const cfg *c, int legacy)
 {
-    char decay[64] = "";
-    if (legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(buf, n,
-             FTRL("\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
-                  "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
-                  "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
-             c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta, decay);
+    return ot_fmt(FTRL("\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
+                       "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
+                       "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
+                  c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta,
+                  legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "");
 }
 
 /* One coordinate, one step, the paper's form (z is the paper's z). */
@@ -98,8 +96,7 @@ static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
  * "linear" with the reference of that dtype. */
 static void check_dense(const cfg *c, int legacy)
 {
-    char json[1024];
-    cfg_json(c, legacy, json, sizeof json);
+    const char *json = cfg_json(c, legacy);
     for (int f32 = 0; f32 < 2; f32++) {
         double w[N], n[N], z[N];
         for (int i = 0; i < N; i++) w[i] = rd(f32, init_at(i)), n[i] = rd(f32, c->init_acc), z[i] = 0;
@@ -115,8 +112,7 @@ static void check_dense(const cfg *c, int legacy)
         assert_var_close(v, w, N, rtol, atol);
         assert_var_close(optim_get_slot(opt, v, "accumulator"), n, N, rtol, atol);
         assert_var_close(optim_get_slot(opt, v, "linear"), z, N, rtol, atol);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
@@ -126,7 +122,7 @@ static void check_both(const cfg *c)
     check_dense(c, 1);
 }
 
-static void test_dense_plain(void **s)
+OPTIM_TEST(test_dense_plain)
 {
     cfg c = DEFAULTS;
     c.lr = 0.1;
@@ -135,7 +131,7 @@ static void test_dense_plain(void **s)
     check_both(&c);
 }
 
-static void test_dense_lr_power(void **s)
+OPTIM_TEST(test_dense_lr_power)
 {
     cfg c = DEFAULTS;
     c.lr = 0.2;
@@ -148,7 +144,7 @@ static void test_dense_lr_power(void **s)
     check_both(&c);
 }
 
-static void test_dense_l1(void **s)
+OPTIM_TEST(test_dense_l1)
 {
     cfg c = DEFAULTS;
     c.lr = 0.3;
@@ -158,7 +154,7 @@ static void test_dense_l1(void **s)
     check_both(&c);
 }
 
-static void test_dense_l2(void **s)
+OPTIM_TEST(test_dense_l2)
 {
     cfg c = DEFAULTS;
     c.lr = 0.3;
@@ -168,7 +164,7 @@ static void test_dense_l2(void **s)
     check_both(&c);
 }
 
-static void test_dense_l2_shrinkage(void **s)
+OPTIM_TEST(test_dense_l2_shrinkage)
 {
     cfg c = DEFAULTS;
     c.lr = 0.3;
@@ -178,7 +174,7 @@ static void test_dense_l2_shrinkage(void **s)
     check_both(&c);
 }
 
-static void test_dense_beta(void **s)
+OPTIM_TEST(test_dense_beta)
 {
     cfg c = DEFAULTS;
     c.lr = 0.3;
@@ -189,7 +185,7 @@ static void test_dense_beta(void **s)
     check_both(&c);
 }
 
-static void test_dense_all(void **s)
+OPTIM_TEST(test_dense_all)
 {
     cfg c = {0.25, -0.6, 0.2, 0.05, 0.1, 0.05, 0.2, 0};
     check_both(&c);
@@ -200,7 +196,7 @@ static void test_dense_all(void **s)
 /* Legacy decay: lr_t = lr / (1 + decay * t) changes every step. With
  * l2_shrinkage the legacy kernel's lr-scaled linear slot then gives another
  * trajectory than Keras 3's rule would (checked to differ). */
-static void test_dense_legacy_decay(void **s)
+OPTIM_TEST(test_dense_legacy_decay)
 {
     cfg c = {0.5, -0.5, 0.1, 0.02, 0.1, 0, 0.1, 0.3};
     check_dense(&c, 1);
@@ -218,12 +214,10 @@ static void test_dense_legacy_decay(void **s)
 
 /* With a constant learning rate the legacy dense l2_shrinkage kernel lands
  * on Keras 3's variable while its linear slot is lr times Keras 3's. */
-static void test_legacy_shrinkage_linear_scale(void **s)
+OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 {
     cfg c = {0.25, -0.5, 0.1, 0.01, 0.2, 0.1, 0.1, 0};
-    char j3[1024], jl[1024];
-    cfg_json(&c, 0, j3, sizeof j3);
-    cfg_json(&c, 1, jl, sizeof jl);
+    const char *j3 = cfg_json(&c, 0), *jl = cfg_json(&c, 1);
     optim_optimizer *o3 = optim_test_make(j3), *ol = optim_test_make(jl);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
@@ -243,9 +237,7 @@ static void test_legacy_shrinkage_linear_scale(void **s)
         assert_close(optim_var_get(zl, i), 0.25 * optim_var_get(z3, i), 1e-12, 1e-14);
     }
     optim_destroy(o3);
-    optim_destroy(ol);
-    optim_var_destroy(v3);
-    optim_var_destroy(vl);
+    optim_test_free(ol, v3, vl);
 }
 
 /* Legacy hyperparameters (learning_rate_power, l1, l2, beta) may change
@@ -253,10 +245,9 @@ static void test_legacy_shrinkage_linear_scale(void **s)
 static double l1_now;
 static double l1_fn(void *user) { (void)user; return l1_now; }
 
-static void test_legacy_dynamic(void **s)
+OPTIM_TEST(test_legacy_dynamic)
 {
-    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, "
-                                "" OT_LEGACY));
+    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, " OT_LEGACY));
     assert_eq(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
     double init[N], w[N], n[N], z[N];
     for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), n[i] = 0.1, z[i] = 0;
@@ -282,20 +273,19 @@ static void test_legacy_dynamic(void **s)
     /* A callable out of range fails the step; nothing changes. */
     l1_now = -0.1;
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "l1_regularization_strength");
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* ---- golden values --------------------------------------------------------------- */
 
 /* keras/src/optimizers/ftrl_test.py test_single_step. */
-static void test_keras3_golden_single_step(void **s)
+OPTIM_TEST(test_keras3_golden_single_step)
 {
     ot_check_keras_single_step(FTRL("\"learning_rate\": 0.5"), (double[]){0.2218, 1.3954, 2.3651, 2.8814});
 }
 
 /* keras/src/optimizers/ftrl_test.py test_correctness_with_golden. */
-static void test_keras3_golden_correctness(void **s)
+OPTIM_TEST(test_keras3_golden_correctness)
 {
     static const double golden[5][10] = {
         {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
@@ -336,12 +326,10 @@ static void legacy_golden(const char *extra, const double *init0, const double *
         assert_close(optim_var_get(v0, i), want0[i], 1e-5, 1e-6);
         assert_close(optim_var_get(v1, i), want1[i], 1e-5, 1e-6);
     }
-    optim_destroy(opt);
-    optim_var_destroy(v0);
-    optim_var_destroy(v1);
+    optim_test_free(opt, v0, v1);
 }
 
-static void test_legacy_golden(void **s)
+OPTIM_TEST(test_legacy_golden)
 {
     const double zero[2] = {0, 0}, a[2] = {1, 2}, b[2] = {4, 3};
     legacy_golden("", zero, zero, 3, (double[]){-2.60260963, -4.29698515},
@@ -362,7 +350,7 @@ static void test_legacy_golden(void **s)
 
 /* testFtrlWithL1_L2_L2ShrinkageSparse: one-element rows, index 0 of var0
  * and index 1 of var1; the other rows stay. */
-static void test_legacy_golden_sparse(void **s)
+OPTIM_TEST(test_legacy_golden_sparse)
 {
     optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 3.0, "
                                 "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
@@ -384,39 +372,32 @@ static void test_legacy_golden_sparse(void **s)
     assert_eq(optim_var_get(v0, 1), 2.0);
     assert_eq(optim_var_get(v1, 0), 4.0);
     assert_close(optim_var_get(v1, 1), -0.13229476, 1e-5, 1e-6);
-    optim_destroy(opt);
-    optim_var_destroy(v0);
-    optim_var_destroy(v1);
+    optim_test_free(opt, v0, v1);
 }
 
 /* testMinimizeSparseResourceVariable: var [[1, 2]], loss = (var[0] . [4, 5])^2,
  * so the sparse gradient of row 0 is 2 * 14 * [4, 5]; Ftrl(1.0), one step. */
-static void test_legacy_golden_minimize_sparse(void **s)
+OPTIM_TEST(test_legacy_golden_minimize_sparse)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, "
-                                    "" OT_LEGACY));
-        int64_t shape[2] = {1, 2};
-        optim_var *v = optim_test_var("var0", dt, 2, shape, (double[]){1, 2});
+    OPTIM_FOR_DTYPES(dt) {
+        optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, " OT_LEGACY));
+        optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[]){1, 2});
         ot_step_row(opt, v, 0, (double[]){112, 140});
         assert_close(optim_var_get(v, 0), 0, 0, 0.01);
         assert_close(optim_var_get(v, 1), 1, 0, 0.01);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
 /* From w = 0 without regularisation FTRL is Adagrad (lr_power -0.5) and
  * gradient descent (lr_power 0): testEquiv{,Sparse}{Adagrad,GradientDescent}. */
-static void test_legacy_equivalences(void **s)
+OPTIM_TEST(test_legacy_equivalences)
 {
     for (int gd_case = 0; gd_case < 2; gd_case++)
         for (int sparse = 0; sparse < 2; sparse++) {
             optim_optimizer *opt = optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
                                                   "\"learning_rate_power\": -0.0, " OT_LEGACY)
-                                                : FTRL("\"learning_rate\": 3.0, "
-                                                  "" OT_LEGACY));
+                                                : FTRL("\"learning_rate\": 3.0, " OT_LEGACY));
             int64_t shape1[1] = {2}, shape2[2] = {2, 1}, vs[2] = {1, 1};
             double zeros[2] = {0, 0};
             optim_var *v0 = optim_test_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
@@ -455,9 +436,7 @@ static void test_legacy_equivalences(void **s)
                 assert_close(optim_var_get(v0, i), want[0][i], 1e-5, 1e-6);
                 assert_close(optim_var_get(v1, i), want[1][i], 1e-5, 1e-6);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v0);
-            optim_var_destroy(v1);
+            optim_test_free(opt, v0, v1);
         }
 }
 
@@ -485,7 +464,7 @@ static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int cols, int
 
 /* Keras 3: a sparse gradient gives exactly the dense-equivalent step (every
  * row, zero gradient where no index points), bit for bit, slots included. */
-static void test_sparse_keras3_equals_dense(void **s)
+OPTIM_TEST(test_sparse_keras3_equals_dense)
 {
     static const cfg cfgs[] = {
         {0.2, -0.5, 0.1, 0, 0, 0, 0, 0},
@@ -497,8 +476,7 @@ static void test_sparse_keras3_equals_dense(void **s)
     static const char *const slots[] = {"accumulator", "linear", NULL};
     for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++)
         for (size_t wi = 0; wi < 3; wi++) {
-            char json[1024];
-            cfg_json(&cfgs[ci], 0, json, sizeof json);
+            const char *json = cfg_json(&cfgs[ci], 0);
             ot_sparse sp = {ROWS, widths[wi], SSTEPS, 5, sp_index, sp_val, table_init};
             ot_check_sparse_equals_dense(&sp, json, slots);
         }
@@ -506,14 +484,13 @@ static void test_sparse_keras3_equals_dense(void **s)
 
 /* Keras 3: a row nobody indexes still changes. Its w is recomputed from its
  * z and n (0 when z == 0), and l2_shrinkage moves its z by 2 * s * w. */
-static void test_sparse_keras3_untouched_rows(void **s)
+OPTIM_TEST(test_sparse_keras3_untouched_rows)
 {
     for (int shrink = 0; shrink < 2; shrink++) {
         optim_optimizer *opt = optim_test_make(shrink ? FTRL("\"learning_rate\": 0.5, "
                                              "\"l2_shrinkage_regularization_strength\": 0.25")
                                            : FTRL("\"learning_rate\": 0.5"));
-        int64_t shape[2] = {3, 1};
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){3, 1}, (double[]){1, 2, 3});
         ot_step_row(opt, v, 0, (double[]){1});
         optim_var *lin = optim_get_slot(opt, v, "linear"), *acc = optim_get_slot(opt, v, "accumulator");
         for (int r = 1; r < 3; r++) {
@@ -528,8 +505,7 @@ static void test_sparse_keras3_untouched_rows(void **s)
         double z0 = 1 + (shrink ? 0.5 : 0) - (sqrt(1.1) - sqrt(0.1)) / 0.5;
         assert_close(optim_var_get(lin, 0), z0, 1e-14, 0);
         assert_close(optim_var_get(v, 0), -z0 / (sqrt(1.1) / 0.5), 1e-14, 0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
@@ -540,8 +516,7 @@ static void test_sparse_keras3_untouched_rows(void **s)
 static void check_sparse_legacy(const cfg *c, int cols)
 {
     int cw = cols ? cols : 1;
-    char json[1024];
-    cfg_json(c, 1, json, sizeof json);
+    const char *json = cfg_json(c, 1);
     for (int d = 0; d < 2; d++) {
         int f32 = d == 0;
         optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
@@ -579,12 +554,11 @@ static void check_sparse_legacy(const cfg *c, int cols)
             assert_eq(optim_var_get(acc, i), rd(f32, c->init_acc));
             assert_eq(optim_var_get(lin, i), 0.0);
         }
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
-static void test_sparse_legacy_rows_only(void **s)
+OPTIM_TEST(test_sparse_legacy_rows_only)
 {
     static const cfg cfgs[] = {
         {0.2, -0.5, 0.1, 0, 0, 0, 0, 0},
@@ -603,7 +577,7 @@ static void test_sparse_legacy_rows_only(void **s)
 /* Legacy with l2_shrinkage: the same gradient dense or sparse (every row
  * indexed) gives the same w, but the dense kernel keeps lr * z in linear
  * and the sparse one z. */
-static void test_legacy_sparse_vs_dense_linear(void **s)
+OPTIM_TEST(test_legacy_sparse_vs_dense_linear)
 {
     const char *json = FTRL("\"learning_rate\": 0.5, "
                        "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY);
@@ -625,22 +599,18 @@ static void test_legacy_sparse_vs_dense_linear(void **s)
         assert_close(optim_var_get(ld, i), 0.5 * optim_var_get(ls, i), 1e-12, 1e-14);
     }
     optim_destroy(od);
-    optim_destroy(os);
-    optim_var_destroy(vd);
-    optim_var_destroy(vs);
+    optim_test_free(os, vd, vs);
 }
 
 /* initial_accumulator_value 0 and a zero gradient: n' = 0 and the
  * denominator is 0. Keras 3 divides (0 / 0, NaN, as keras.ops would); the
  * legacy dense kernel selects 0 since |z| > l1 fails; TF's sparse kernel
  * divides too. */
-static void test_zero_accumulator(void **s)
+OPTIM_TEST(test_zero_accumulator)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = optim_test_make(legacy ? FTRL("\"initial_accumulator_value\": 0.0, "
-                                                 "" OT_LEGACY)
-                                               : FTRL("\"initial_accumulator_value\": 0.0"));
+            optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.0"), legacy));
             int64_t shape[2] = {2, 2}, idx = 0, vs[2] = {1, 2};
             optim_var *v = optim_test_var("v", OPTIM_F64, 2, shape, (double[]){0, 0, 0, 0});
             double g[4] = {0, 0, 0, 0};
@@ -651,41 +621,30 @@ static void test_zero_accumulator(void **s)
             if (legacy && !sparse) assert_eq(optim_var_get(v, 0), 0.0);
             else assert_nan(optim_var_get(v, 0));
             if (legacy && sparse) assert_eq(optim_var_get(v, 2), 0.0); /* row 1 untouched */
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
 /* ---- slots and config ------------------------------------------------------------- */
 
-static void test_slots(void **s)
+OPTIM_TEST(test_slots)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? FTRL("\"initial_accumulator_value\": 0.3, "
-                                                 "" OT_LEGACY)
-                                               : FTRL("\"initial_accumulator_value\": 0.3"));
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.3"), legacy));
             int64_t n3 = 3;
             optim_var *a = optim_test_var("a", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *b = optim_test_var("b", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *vars[2] = {a, b};
             assert_eq(optim_build(opt, vars, 2), 0);
-            const char *names[4];
-            assert_eq(optim_get_slot_names(opt, names, 4), 2);
-            assert_string_equal(names[0], "accumulator");
-            assert_string_equal(names[1], "linear");
+            ot_expect_slot_names(opt, "accumulator", "linear", NULL);
             assert_eq(optim_weights_count(opt), 5);
-            assert_string_equal(optim_weight_name(opt, 1), "a/accumulator");
-            assert_string_equal(optim_weight_name(opt, 2), "a/linear");
-            assert_string_equal(optim_weight_name(opt, 3), "b/accumulator");
+            ot_expect_weight_names(opt, 1, "a/accumulator", "a/linear", "b/accumulator", NULL);
             for (int i = 0; i < 3; i++) {
-                assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd(!d, 0.3));
+                assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd((dt == OPTIM_F32), 0.3));
                 assert_eq(optim_var_get(optim_get_slot(opt, b, "linear"), i), 0.0);
             }
-            optim_destroy(opt);
-            optim_var_destroy(a);
-            optim_var_destroy(b);
+            optim_test_free(opt, a, b);
         }
 }
 
@@ -698,7 +657,7 @@ static void expect_config(const char *json, const char *want)
     ot_check_round_trip(json);
 }
 
-static void test_config_defaults(void **s)
+OPTIM_TEST(test_config_defaults)
 {
     expect_config("\"ftrl\"",
                   "{\"name\":\"ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
@@ -715,7 +674,7 @@ static void test_config_defaults(void **s)
                   "\"l2_shrinkage_regularization_strength\":0.0}");
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     /* keras ftrl_test.py test_config's values. */
     expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
@@ -732,44 +691,28 @@ static void test_config_round_trip(void **s)
     expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
                   "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
                   "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
-                  "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, "
-                  "" OT_LEGACY),
+                  "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, " OT_LEGACY),
                   "{\"name\":\"wide\",\"clipvalue\":2.0,\"learning_rate\":0.05,\"decay\":0.01,"
                   "\"initial_accumulator_value\":0.4,\"learning_rate_power\":-0.2,"
                   "\"l1_regularization_strength\":0.05,\"l2_regularization_strength\":0.15,\"beta\":-0.3,"
                   "\"l2_shrinkage_regularization_strength\":0.01}");
 }
 
-static void expect_refused(const char *config_body, int legacy, int code, const char *key,
-                           const char *range)
+OPTIM_TEST(test_config_ranges)
 {
-    char json[512];
-    snprintf(json, sizeof json, FTRL("%s%s"), config_body, legacy ? ", " OT_LEGACY : "");
-    ot_expect_refused(json, code, key, range);
-}
-
-static void test_config_ranges(void **s)
-{
+    ot_expect_refused_gens(FTRL("\"learning_rate_power\": 0.1"), OPTIM_ERANGE, "learning_rate_power", "[-inf, 0]");
+    ot_expect_refused_gens(FTRL("\"initial_accumulator_value\": -0.1"), OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l1_regularization_strength\": -0.1"), OPTIM_ERANGE, "l1_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l2_regularization_strength\": -0.1"), OPTIM_ERANGE, "l2_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l2_shrinkage_regularization_strength\": -0.1"), OPTIM_ERANGE, "l2_shrinkage_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"learning_rate\": -1"), OPTIM_ERANGE, "learning_rate", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"beta\": true"), OPTIM_ETYPE, "beta", NULL);
+    ot_expect_refused_gens(FTRL("\"l1\": 0.1"), OPTIM_EKEY, "l1", NULL);
+    ot_expect_refused_gens(FTRL("\"epsilon\": 0.1"), OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
     for (int legacy = 0; legacy < 2; legacy++) {
-        expect_refused("\"learning_rate_power\": 0.1", legacy, OPTIM_ERANGE, "learning_rate_power", "[-inf, 0]");
-        expect_refused("\"initial_accumulator_value\": -0.1", legacy, OPTIM_ERANGE, "initial_accumulator_value",
-                       "[0, inf)");
-        expect_refused("\"l1_regularization_strength\": -0.1", legacy, OPTIM_ERANGE, "l1_regularization_strength",
-                       "[0, inf)");
-        expect_refused("\"l2_regularization_strength\": -0.1", legacy, OPTIM_ERANGE, "l2_regularization_strength",
-                       "[0, inf)");
-        expect_refused("\"l2_shrinkage_regularization_strength\": -0.1", legacy, OPTIM_ERANGE,
-                       "l2_shrinkage_regularization_strength", "[0, inf)");
-        expect_refused("\"learning_rate\": -1", legacy, OPTIM_ERANGE, "learning_rate", "[0, inf)");
-        expect_refused("\"beta\": true", legacy, OPTIM_ETYPE, "beta", NULL);
-        expect_refused("\"l1\": 0.1", legacy, OPTIM_EKEY, "l1", NULL);
-        expect_refused("\"epsilon\": 0.1", legacy, OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
         /* beta has no range in either generation; 0 is allowed where >= 0. */
-        optim_optimizer *opt = optim_test_make(legacy ? FTRL("\"beta\": -2.5, "
-                                             "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0, "
-                                             "" OT_LEGACY)
-                                           : FTRL("\"beta\": -2.5, "
-                                             "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"));
+        optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"beta\": -2.5, "
+                                             "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"), legacy));
         /* optim_set_hyper checks the same ranges and changes nothing on error. */
         assert_eq(optim_set_hyper(opt, "learning_rate_power", 0.5), OPTIM_ERANGE);
         assert_contains(optim_errmsg(opt), "learning_rate_power is 0.5, expected a value in [-inf, 0]");
@@ -782,14 +725,14 @@ static void test_config_ranges(void **s)
         optim_destroy(opt);
     }
     /* Keys of the other generation. */
-    expect_refused("\"lr\": 0.1, \"is_legacy_optimizer\": false", 0, OPTIM_EKEY, "lr", "other Keras generation");
-    expect_refused("\"use_ema\": false", 1, OPTIM_EKEY, "use_ema", "other Keras generation");
+    ot_expect_refused(FTRL("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", "other Keras generation");
+    ot_expect_refused(FTRL("\"use_ema\": false, " OT_LEGACY), OPTIM_EKEY, "use_ema", "other Keras generation");
 }
 
 /* Legacy learning_rate_power, l1, l2 and beta are hyperparameters (variables,
  * callables); Keras 3 keeps them as plain numbers, as are
  * initial_accumulator_value and l2_shrinkage in both. */
-static void test_config_dynamic_kinds(void **s)
+OPTIM_TEST(test_config_dynamic_kinds)
 {
     static const char *const hypers[] = {"learning_rate_power", "l1_regularization_strength",
                                          "l2_regularization_strength", "beta"};
@@ -810,7 +753,7 @@ static void test_config_dynamic_kinds(void **s)
 
 /* ---- threads ---------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accumulator", "linear", NULL};
     ot_check_threads(FTRL("\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
@@ -820,36 +763,4 @@ static void test_threads_bitwise(void **s)
                           "\"l2_shrinkage_regularization_strength\": 0.01, " OT_LEGACY), 2, 3, 0, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_plain),
-        cmocka_unit_test(test_dense_lr_power),
-        cmocka_unit_test(test_dense_l1),
-        cmocka_unit_test(test_dense_l2),
-        cmocka_unit_test(test_dense_l2_shrinkage),
-        cmocka_unit_test(test_dense_beta),
-        cmocka_unit_test(test_dense_all),
-        cmocka_unit_test(test_dense_legacy_decay),
-        cmocka_unit_test(test_legacy_shrinkage_linear_scale),
-        cmocka_unit_test(test_legacy_dynamic),
-        cmocka_unit_test(test_keras3_golden_single_step),
-        cmocka_unit_test(test_keras3_golden_correctness),
-        cmocka_unit_test(test_legacy_golden),
-        cmocka_unit_test(test_legacy_golden_sparse),
-        cmocka_unit_test(test_legacy_golden_minimize_sparse),
-        cmocka_unit_test(test_legacy_equivalences),
-        cmocka_unit_test(test_sparse_keras3_equals_dense),
-        cmocka_unit_test(test_sparse_keras3_untouched_rows),
-        cmocka_unit_test(test_sparse_legacy_rows_only),
-        cmocka_unit_test(test_legacy_sparse_vs_dense_linear),
-        cmocka_unit_test(test_zero_accumulator),
-        cmocka_unit_test(test_slots),
-        cmocka_unit_test(test_config_defaults),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_ranges),
-        cmocka_unit_test(test_config_dynamic_kinds),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -23,7 +23,7 @@
 #define STEPS 25
 #define K3(body) "{\"class_name\": \"Lamb\", \"config\": {" body "}}"
 #define LEG(body) "{\"class_name\": \"Lamb\", \"config\": {\"is_legacy_optimizer\": true, " body "}}"
-#define MAXN 64
+#define MAXN 1040
 
 /* ---- the reference ---------------------------------------------------------------- */
 
@@ -104,8 +104,7 @@ static double grad_at(int k, int var, int i)
  * f64, and compares w, m and v with the reference. */
 static void check_case(const char *json, const lref *r, const vspec *vs, int nv, int steps)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         assert_eq(optim_generation_of(opt), r->legacy ? OPTIM_LEGACY : OPTIM_KERAS3);
         optim_var *vars[4];
@@ -154,14 +153,14 @@ static const vspec TWO_VARS[2] = {
     {"dense/bias", 1, {7, 0}, 1, 1},
 };
 
-static void test_keras3_defaults(void **s)
+OPTIM_TEST(test_keras3_defaults)
 {
     lref r = {0, 0.001, 0.9, 0.999, 1e-7, 0, 0, 0};
     check_case("\"lamb\"", &r, TWO_VARS, 2, STEPS);
     check_case(K3(""), &r, TWO_VARS, 2, STEPS);
 }
 
-static void test_keras3_options(void **s)
+OPTIM_TEST(test_keras3_options)
 {
     lref r = {0, 0.02, 0.8, 0.95, 1e-4, 0, 0, 0};
     check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.02, \"beta_1\": 0.8, "
@@ -174,13 +173,13 @@ static void test_keras3_options(void **s)
      * weight decay and no name exclusions. */
 }
 
-static void test_legacy_defaults(void **s)
+OPTIM_TEST(test_legacy_defaults)
 {
     lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
     check_case("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}", &r, TWO_VARS, 2, STEPS);
 }
 
-static void test_legacy_weight_decay_and_lr_decay(void **s)
+OPTIM_TEST(test_legacy_weight_decay_and_lr_decay)
 {
     lref r = {1, 0.01, 0.85, 0.99, 1e-5, 0.05, 0, 0.3};
     check_case("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.85, "
@@ -198,7 +197,7 @@ static void test_legacy_weight_decay_and_lr_decay(void **s)
 
 /* TFA's exclude_from_weight_decay / exclude_from_layer_adaptation: regular
  * expressions searched in the TF variable name ("NAME:0"). */
-static void test_legacy_exclusions(void **s)
+OPTIM_TEST(test_legacy_exclusions)
 {
     lref r = {1, 0.01, 0.9, 0.999, 1e-6, 0.1, 0, 0};
     /* Only a weight-decay list: layer adaptation falls back to it. */
@@ -230,11 +229,10 @@ static void test_legacy_exclusions(void **s)
 }
 
 /* Zero norms: ||w|| = 0 or ||u|| = 0 gives r = 1. */
-static void test_zero_norms(void **s)
+OPTIM_TEST(test_zero_norms)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
                                                  "\"epsilon\": 0.5, \"is_legacy_optimizer\": true}}"
                                                : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
@@ -248,12 +246,9 @@ static void test_zero_norms(void **s)
             optim_grad_var p[2] = {{dense_grad(dt, ga, fa, 1, &n, 3), a}, {dense_grad(dt, gb, fb, 1, &n, 3), b}};
             ot_step(opt, p, 2);
             /* a: m_hat = g, v_hat = g^2, u = g / (|g| + 0.5), r = 1. */
-            const double want_a[3] = {-0.5 / 1.5, 0.5 / 1.5, 0};
-            check_var(a, want_a, 3, dt);
+            check_var(a, (const double[3]){-0.5 / 1.5, 0.5 / 1.5, 0}, 3, dt);
             for (int i = 0; i < 3; i++) assert_eq(optim_var_get(b, i), ones[i]);
-            optim_destroy(opt);
-            optim_var_destroy(a);
-            optim_var_destroy(b);
+            optim_test_free(opt, a, b);
         }
 }
 
@@ -261,14 +256,13 @@ static void test_zero_norms(void **s)
  * generation (what TF computes in float32): Keras 3 m += (g - m) * c1 with
  * c1 = float32(1 - beta_1) taken from the Python number; TFA m = m * b1 +
  * g * (1 - b1) with 1 - b1 computed in float32. */
-static void test_f32_moments_bitwise(void **s)
+OPTIM_TEST(test_f32_moments_bitwise)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? K3(OT_LEGACY)
                                            : "\"Lamb\"");
-        double init[5] = {0.3, -1.2, 2.5, 0.01, -0.7};
         int64_t n = 5;
-        optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, init);
+        optim_var *w = optim_test_var("w", OPTIM_F32, 1, &n, (double[5]){0.3, -1.2, 2.5, 0.01, -0.7});
         float m[5] = {0}, v[5] = {0};
         const float b1 = 0.9f, b2 = 0.999f;
         const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
@@ -293,25 +287,23 @@ static void test_f32_moments_bitwise(void **s)
             assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "m")), m, sizeof m);
             assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "v")), v, sizeof v);
         }
-        optim_destroy(opt);
-        optim_var_destroy(w);
+        optim_test_free(opt, w);
     }
 }
 
 /* ---- the Keras 3 tests (keras/src/optimizers/lamb_test.py) -------------------------- */
 
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     ot_check_keras_single_step(K3("\"learning_rate\": 0.5"), (double[]){-0.3693, 0.6306, 1.6306, 2.6306});
 }
 
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
-    const double golden[5] = {0.999, 0.9982, 0.9974, 0.9965, 0.9955};
-    ot_check_keras_golden("\"Lamb\"", OPTIM_F32, golden, 1);
+    ot_check_keras_golden("\"Lamb\"", OPTIM_F32, (const double[5]){0.999, 0.9982, 0.9974, 0.9965, 0.9955}, 1);
 }
 
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(K3("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
@@ -320,10 +312,9 @@ static void test_keras_weight_decay(void **s)
 
 /* test_basic_with_learning_rate_decay: two variables, lr 0.001, epsilon
  * 1e-7, decay 0.5, weight_decay 0.01, three steps. */
-static void test_tfa_basic_with_decay(void **s)
+OPTIM_TEST(test_tfa_basic_with_decay)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
                                     "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-7, "
                                     "\"weight_decay\": 0.01, \"decay\": 0.5, \"is_legacy_optimizer\": true}}");
@@ -337,23 +328,20 @@ static void test_tfa_basic_with_decay(void **s)
             optim_grad_var p[2] = {{dense_grad(dt, g0, f0, 1, &n, 2), v0}, {dense_grad(dt, g1, f1, 1, &n, 2), v1}};
             ot_step(opt, p, 2);
             double q0[2] = {(float)g0[0], (float)g0[1]}, q1[2] = {(float)g1[0], (float)g1[1]};
-            ref_step(&r, &x0, d ? g0 : q0, t);
-            ref_step(&r, &x1, d ? g1 : q1, t);
+            ref_step(&r, &x0, dt == OPTIM_F64 ? g0 : q0, t);
+            ref_step(&r, &x1, dt == OPTIM_F64 ? g1 : q1, t);
             check_var(v0, x0.w, 2, dt);
             check_var(v1, x1.w, 2, dt);
         }
-        optim_destroy(opt);
-        optim_var_destroy(v0);
-        optim_var_destroy(v1);
+        optim_test_free(opt, v0, v1);
     }
 }
 
 /* test_sparse: var0 [1, 1, 2] with IndexedSlices [0.1, 0.1] at [0, 2]; the
  * numpy reference uses the dense gradient [0.1, 0, 0.1]. */
-static void test_tfa_sparse(void **s)
+OPTIM_TEST(test_tfa_sparse)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
         lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
         rvar x0 = {3, 1, 1, {1, 1, 2}, {0}, {0}}, x1 = {3, 1, 1, {3, 3, 4}, {0}, {0}};
@@ -361,12 +349,12 @@ static void test_tfa_sparse(void **s)
         optim_var *v0 = optim_test_var("var0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1", dt, 1, &n, x1.w);
         double s0[2] = {0.1, 0.1}, s1[2] = {0.01, 0.01};
         float f0[2] = {0.1f, 0.1f}, f1[2] = {0.01f, 0.01f};
-        double g0[3] = {d ? 0.1 : (float)0.1, 0, d ? 0.1 : (float)0.1};
-        double g1[3] = {d ? 0.01 : (float)0.01, 0, d ? 0.01 : (float)0.01};
+        double g0[3] = {dt == OPTIM_F64 ? 0.1 : (float)0.1, 0, dt == OPTIM_F64 ? 0.1 : (float)0.1};
+        double g1[3] = {dt == OPTIM_F64 ? 0.01 : (float)0.01, 0, dt == OPTIM_F64 ? 0.01 : (float)0.01};
         for (int t = 0; t < 3; t++) {
             optim_grad_var p[2] = {
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)s0 : (void *)f0, 1, vs)), v0},
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)s1 : (void *)f1, 1, vs)), v1},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)s0 : (void *)f0, 1, vs)), v0},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)s1 : (void *)f1, 1, vs)), v1},
             };
             ot_step(opt, p, 2);
             ref_step(&r, &x0, g0, t);
@@ -376,27 +364,24 @@ static void test_tfa_sparse(void **s)
             /* Element 1 never had a gradient: m = v = 0, u = 0, w unchanged. */
             assert_eq(optim_var_get(v0, 1), 1.0);
         }
-        optim_destroy(opt);
-        optim_var_destroy(v0);
-        optim_var_destroy(v1);
+        optim_test_free(opt, v0, v1);
     }
 }
 
 /* ---- dynamic hyperparameters ----------------------------------------------------------- */
 
-static double beta_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + (double)step); }
 
-static void test_dynamic_hypers(void **s)
+OPTIM_TEST(test_dynamic_hypers)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
                                              "\"is_legacy_optimizer\": true}}"
                                            : "\"Lamb\"");
         double b1 = 0.9, wd = 0.1;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", beta_fn, &b1), 0);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", beta_fn, &wd), 0);
+        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &wd), 0);
         rvar x = {7, 1, 1, {0}, {0}, {0}};
         for (int i = 0; i < 7; i++) x.w[i] = init_at(0, i);
         int64_t n = 7;
@@ -418,8 +403,7 @@ static void test_dynamic_hypers(void **s)
         /* A callable giving beta_1 out of range fails the step, changes nothing. */
         b1 = 1.5;
         ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "beta_1");
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
@@ -430,49 +414,9 @@ static void test_dynamic_hypers(void **s)
 #define SP_STEPS 4
 #define SP OT_SPARSE_IDLE5
 
-/* Sparse steps, or the same as dense gradients with duplicates summed in
- * order of appearance from zero (in the dtype, as the library sums them). */
-static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int as_dense, int steps, optim_var *extra)
-{
-    double init[ROWS * COLS];
-    for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < COLS; c++) init[r * COLS + c] = SP.init(r, c);
-    int64_t shape[2] = {ROWS, COLS};
-    optim_var *v = optim_test_var("table", dt, 2, shape, init);
-    for (int k = 0; k < steps; k++) {
-        int64_t idx[4] = {SP.index(k, 0), SP.index(k, 1), SP.index(k, 2), SP.index(k, 3)};
-        double vals[4 * COLS], dense[ROWS * COLS] = {0};
-        float fv[4 * COLS], fd[ROWS * COLS] = {0};
-        for (int j = 0; j < 4; j++)
-            for (int c = 0; c < COLS; c++) {
-                vals[j * COLS + c] = SP.val(k, j, c);
-                fv[j * COLS + c] = (float)SP.val(k, j, c);
-                dense[SP.index(k, j) * COLS + c] += vals[j * COLS + c];
-                fd[SP.index(k, j) * COLS + c] += fv[j * COLS + c];
-            }
-        int f = dt == OPTIM_F32;
-        int64_t vs[2] = {4, COLS};
-        optim_grad_var p[2] = {
-            {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, 2, shape))
-                      : optim_grad_sparse(idx, 4, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, 2, vs)),
-             v},
-            {optim_grad_none(), extra},
-        };
-        if (extra) {
-            /* A second variable in the same step, dense. */
-            static double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5};
-            static float gef[5] = {0.3f, -0.2f, 0.1f, 0.0f, 0.5f};
-            int64_t n5 = 5;
-            p[1].grad = optim_grad_dense(optim_tensor_make(dt, f ? (void *)gef : (void *)ge, 1, &n5));
-        }
-        ot_step(opt, p, extra ? 2 : 1);
-    }
-    return v;
-}
-
 /* Both generations: sparse == the dense equivalent bit for bit (norms
  * included); and the reference with every row updated. */
-static void test_sparse_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_dense_equivalent)
 {
     const char *cfgs[4] = {
         K3("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9"),
@@ -481,15 +425,15 @@ static void test_sparse_dense_equivalent(void **s)
         K3("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"weight_decay\": 0.2, " OT_LEGACY),
     };
     for (int c = 0; c < 4; c++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             int legacy = c >= 2;
             double wd = (c & 1) ? 0.2 : 0.0;
             optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
             double e0[5] = {1, 2, 3, 4, 5};
             int64_t n5 = 5;
             optim_var *x1 = optim_test_var("x", dt, 1, &n5, e0), *x2 = optim_test_var("x", dt, 1, &n5, e0);
-            optim_var *sv = run_sparse(o1, dt, 0, SP_STEPS, x1), *dv = run_sparse(o2, dt, 1, SP_STEPS, x2);
+            const double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5}; /* a second variable in the same steps, dense */
+            optim_var *sv = ot_run_sparse_with(o1, &SP, dt, 0, x1, ge), *dv = ot_run_sparse_with(o2, &SP, dt, 1, x2, ge);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
             assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
@@ -509,28 +453,22 @@ static void test_sparse_dense_equivalent(void **s)
             check_var(optim_get_slot(o1, sv, "m"), x.m, ROWS * COLS, dt);
             check_var(optim_get_slot(o1, sv, "v"), x.v, ROWS * COLS, dt);
             optim_destroy(o1);
-            optim_destroy(o2);
-            optim_var_destroy(sv);
-            optim_var_destroy(dv);
-            optim_var_destroy(x1);
-            optim_var_destroy(x2);
+            optim_test_free(o2, sv, dv, x1, x2);
         }
 }
 
 /* Row by row (not lazy): a row indexed earlier but not now has its m and v
  * decayed and w moved; a row never indexed keeps m = v = 0 and (without the
  * legacy in-update weight decay) w. Legacy sets m = m * beta_1 exactly. */
-static void test_sparse_rows(void **s)
+OPTIM_TEST(test_sparse_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
                                                  "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
                                                : K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"));
             double init[4] = {1, 2, 3, 4};
-            int64_t shape[2] = {4, 1};
-            optim_var *v = optim_test_var("e", dt, 2, shape, init);
+            optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){4, 1}, init);
             ot_step_row(opt, v, 0, (double[]){1});
             optim_var *m = optim_get_slot(opt, v, "m"), *vv = optim_get_slot(opt, v, "v");
             double m0 = optim_var_get(m, 0), v0 = optim_var_get(vv, 0), w0 = optim_var_get(v, 0);
@@ -539,21 +477,20 @@ static void test_sparse_rows(void **s)
             ot_step_row(opt, v, 3, (double[]){1});
             assert_ne(optim_var_get(v, 0), w0);
             if (legacy) {
-                double bm = d ? m0 * 0.7 : (double)((float)m0 * 0.7f);
-                double bv = d ? v0 * 0.999 : (double)((float)v0 * 0.999f);
+                double bm = dt == OPTIM_F64 ? m0 * 0.7 : (double)((float)m0 * 0.7f);
+                double bv = dt == OPTIM_F64 ? v0 * 0.999 : (double)((float)v0 * 0.999f);
                 assert_eq(optim_var_get(m, 0), bm);
                 assert_eq(optim_var_get(vv, 0), bv);
             } else {
-                assert_close(optim_var_get(m, 0), m0 * 0.7, d ? 1e-14 : 1e-6, 0);
-                assert_close(optim_var_get(vv, 0), v0 * 0.999, d ? 1e-14 : 1e-6, 0);
+                assert_close(optim_var_get(m, 0), m0 * 0.7, dt == OPTIM_F64 ? 1e-14 : 1e-6, 0);
+                assert_close(optim_var_get(vv, 0), v0 * 0.999, dt == OPTIM_F64 ? 1e-14 : 1e-6, 0);
             }
             for (int r = 1; r <= 2; r++) {
                 assert_eq(optim_var_get(v, r), init[r]);
                 assert_eq(optim_var_get(m, r), 0);
                 assert_eq(optim_var_get(vv, r), 0);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
@@ -587,7 +524,7 @@ static void assert_json(const cJSON *o, const char *key, const char *want)
     cJSON_free(t);
 }
 
-static void test_config_keras3(void **s)
+OPTIM_TEST(test_config_keras3)
 {
     optim_optimizer *opt;
     optim_error err;
@@ -615,17 +552,12 @@ static void test_config_keras3(void **s)
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, &one, &z);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &z, 1, &one)), w};
     ot_step(opt, &p, 1);
-    const char *names[4];
-    assert_eq(optim_get_slot_names(opt, names, 4), 2);
-    assert_string_equal(names[0], "m");
-    assert_string_equal(names[1], "v");
-    assert_string_equal(optim_weight_name(opt, 1), "w/m");
-    assert_string_equal(optim_weight_name(opt, 2), "w/v");
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    ot_expect_slot_names(opt, "m", "v", NULL);
+    ot_expect_weight_names(opt, 1, "w/m", "w/v", NULL);
+    optim_test_free(opt, w);
 }
 
-static void test_config_legacy(void **s)
+OPTIM_TEST(test_config_legacy)
 {
     /* The config TF Addons writes for LAMB() (plus is_legacy_optimizer). */
     optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
@@ -685,7 +617,7 @@ static void test_config_legacy(void **s)
     optim_destroy(opt);
 }
 
-static void test_bad_config(void **s)
+OPTIM_TEST(test_bad_config)
 {
     for (int g = 0; g < 2; g++) {
         ot_expect_refused(g ? LEG("\"beta_1\": 1.5") : K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
@@ -719,7 +651,7 @@ static void test_bad_config(void **s)
     assert_eq(optim_get_hyper(opt, "epsilon", &v), 0);
     assert_eq(v, 1e-7);
     /* epsilon is not a hyperparameter (a plain attribute in both). */
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", beta_fn, &v), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, &v), OPTIM_ETYPE);
     optim_destroy(opt);
 }
 
@@ -730,61 +662,40 @@ static int64_t big_index(int k, int j) { return (int64_t[]){3 + k, 50, 99, 3 + k
 static double big_val(int k, int j, int c) { return sin(0.3 * (j * 7 + c) + k); }
 static double big_init(int r, int c) { return cos(0.1 * (r * 7 + c)); }
 
-static void test_large_variable(void **s)
+OPTIM_TEST(test_large_variable)
 {
-    const int n = 1037;
-    double *w = malloc(n * sizeof *w), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
-    double *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u);
-    float *gf = malloc(n * sizeof *gf);
+    static rvar x; /* MAXN elements: static */
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, "
-                                                 "\"weight_decay\": 0.02, \"is_legacy_optimizer\": true}}"
-                                               : K3("\"learning_rate\": 0.01"));
-            for (int i = 0; i < n; i++) w[i] = sin(0.01 * i) + 0.1, m[i] = v[i] = 0;
-            int64_t shape[1] = {n};
-            optim_var *var = optim_test_var("big", dt, 1, shape, w);
-            for (int i = 0; i < n; i++) w[i] = optim_var_get(var, i);
-            double eps = legacy ? 1e-6 : 1e-7;
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY)
+                                                          : K3("\"learning_rate\": 0.01"));
+            lref r = {legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0};
+            x = (rvar){1037, 1, 1, {0}, {0}, {0}};
+            for (int i = 0; i < x.n; i++) x.w[i] = sin(0.01 * i) + 0.1;
+            optim_var *var = optim_test_var("big", dt, 1, &(int64_t){x.n}, x.w);
+            for (int i = 0; i < x.n; i++) x.w[i] = optim_var_get(var, i);
             for (int k = 0; k < 5; k++) {
-                double sw = 0, su = 0;
-                for (int i = 0; i < n; i++) {
-                    g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
-                    if (!d) g[i] = (float)g[i];
-                    m[i] = 0.9 * m[i] + 0.1 * g[i];
-                    v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
-                    u[i] = (m[i] / (1 - pow(0.9, k + 1))) / (sqrt(v[i] / (1 - pow(0.999, k + 1))) + eps);
-                    if (legacy) u[i] += 0.02 * w[i];
-                    sw += w[i] * w[i];
-                    su += u[i] * u[i];
-                }
-                double ratio = sqrt(sw) / sqrt(su);
-                for (int i = 0; i < n; i++) w[i] -= ratio * 0.01 * u[i];
-                optim_grad_var p = {dense_grad(dt, g, gf, 1, shape, n), var};
-                ot_step(opt, &p, 1);
+                double g[MAXN];
+                for (int i = 0; i < x.n; i++) g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
+                if (dt == OPTIM_F32)
+                    for (int i = 0; i < x.n; i++) g[i] = (float)g[i];
+                ref_step(&r, &x, g, k);
+                ot_step_dense(opt, var, g);
             }
-            check_var(var, w, n, dt);
-            check_var(optim_get_slot(opt, var, "v"), v, n, dt);
-            optim_destroy(opt);
-            optim_var_destroy(var);
+            check_var(var, x.w, x.n, dt);
+            check_var(optim_get_slot(opt, var, "v"), x.v, x.n, dt);
+            optim_test_free(opt, var);
         }
     /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
     static const char *const slots[] = {"m", "v", NULL};
     const ot_sparse big = {100, 7, 3, 5, big_index, big_val, big_init};
     ot_check_sparse_equals_dense(&big, K3("\"weight_decay\": 0.01"), slots);
     ot_check_sparse_equals_dense(&big, K3("\"weight_decay\": 0.01, " OT_LEGACY), slots);
-    free(w);
-    free(m);
-    free(v);
-    free(g);
-    free(u);
-    free(gf);
 }
 
 /* ---- threads -------------------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     const int64_t n = 100003;
     double *init = malloc((size_t)n * sizeof *init);
@@ -822,39 +733,11 @@ static void test_threads_bitwise(void **s)
         assert_vars_bitwise(emb[0], emb[1]);
         assert_vars_bitwise(optim_get_slot(opts[0], big[0], "v"), optim_get_slot(opts[1], big[1], "v"));
         for (int t = 0; t < 2; t++) {
-            optim_destroy(opts[t]);
-            optim_var_destroy(big[t]);
-            optim_var_destroy(small[t]);
-            optim_var_destroy(emb[t]);
+            optim_test_free(opts[t], big[t], small[t], emb[t]);
         }
     }
     free(init);
     free(g);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras3_defaults),
-        cmocka_unit_test(test_keras3_options),
-        cmocka_unit_test(test_legacy_defaults),
-        cmocka_unit_test(test_legacy_weight_decay_and_lr_decay),
-        cmocka_unit_test(test_legacy_exclusions),
-        cmocka_unit_test(test_zero_norms),
-        cmocka_unit_test(test_f32_moments_bitwise),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_tfa_basic_with_decay),
-        cmocka_unit_test(test_tfa_sparse),
-        cmocka_unit_test(test_dynamic_hypers),
-        cmocka_unit_test(test_sparse_dense_equivalent),
-        cmocka_unit_test(test_sparse_rows),
-        cmocka_unit_test(test_config_keras3),
-        cmocka_unit_test(test_config_legacy),
-        cmocka_unit_test(test_bad_config),
-        cmocka_unit_test(test_large_variable),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -65,7 +65,7 @@ static void check_dense(const char *json, const ref *r)
     ot_check_dense(&OT_DENSE_SHRINK, &c);
 }
 
-static void test_dense(void **st)
+OPTIM_TEST(test_dense)
 {
     ref r = {0.001, 0.9, 0.999, 1e-7, 0};
     check_dense(LAZY(""), &r);
@@ -87,12 +87,12 @@ static ot_sparse sp(void)
     return s;
 }
 
-static void test_sparse_reference(void **st)
+OPTIM_TEST(test_sparse_reference)
 {
     ot_sparse t = sp();
     ref r = {0.01, 0.9, 0.999, 1e-7, 0};
     for (int legacy = 0; legacy < 2; legacy++) {
-        ot_case c = make_case(legacy ? LAZY("\"learning_rate\": 0.01, " LEGACY) : LAZY("\"learning_rate\": 0.01"), &r);
+        ot_case c = make_case(ot_gen(LAZY("\"learning_rate\": 0.01"), legacy), &r);
         ot_check_sparse(&t, &c, 1);
         /* Rows 6 and 7 were never indexed: bit-identical to their start. */
         for (int d = 0; d < 2; d++) {
@@ -105,8 +105,7 @@ static void test_sparse_reference(void **st)
                 assert_eq(optim_var_get(sm, i), 0);
                 assert_eq(optim_var_get(sv, i), 0);
             }
-            optim_destroy(opt);
-            optim_var_destroy(x);
+            optim_test_free(opt, x);
         }
     }
 }
@@ -114,10 +113,10 @@ static void test_sparse_reference(void **st)
 /* Row by row, lazy against Adam: after a step on row 0 and a step on row 3,
  * LazyAdam leaves row 0 (and its m, v) exactly as the first step left it,
  * while Adam keeps moving it. */
-static void test_sparse_lazy_rows(void **st)
+OPTIM_TEST(test_sparse_lazy_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *lazy = optim_test_make(legacy ? LAZY("\"learning_rate\": 0.1, " LEGACY) : LAZY("\"learning_rate\": 0.1"));
+        optim_optimizer *lazy = optim_test_make(ot_gen(LAZY("\"learning_rate\": 0.1"), legacy));
         optim_optimizer *adam = optim_test_make(legacy ? "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, " LEGACY "}}"
                                             : "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
         double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -148,14 +147,12 @@ static void test_sparse_lazy_rows(void **st)
         assert_close(optim_var_get(xl, 6), optim_var_get(xa, 6), 1e-6, 0);
         assert_close(optim_var_get(xl, 7), optim_var_get(xa, 7), 1e-6, 0);
         optim_destroy(lazy);
-        optim_destroy(adam);
-        optim_var_destroy(xl);
-        optim_var_destroy(xa);
+        optim_test_free(adam, xl, xa);
     }
 }
 
 /* The float32 order of operations of each generation, bit for bit. */
-static void test_sparse_f32_operation_order(void **st)
+OPTIM_TEST(test_sparse_f32_operation_order)
 {
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
@@ -195,14 +192,13 @@ static void test_sparse_f32_operation_order(void **st)
         assert_var_floats(x, w, ROWS * COLS);
         assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
         assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        optim_test_free(opt, x);
     }
 }
 
 /* Keras 3 with the base weight_decay: every row decays (w - w * wd * lr),
  * only the indexed rows get the Adam step. */
-static void test_sparse_keras3_weight_decay(void **st)
+OPTIM_TEST(test_sparse_keras3_weight_decay)
 {
     optim_optimizer *opt = optim_test_make(LAZY("\"learning_rate\": 0.1, \"weight_decay\": 0.2"));
     double init[3] = {1, 2, 3}, one = 1;
@@ -213,16 +209,14 @@ static void test_sparse_keras3_weight_decay(void **st)
     assert_eq(optim_var_get(x, 0), 1 - 1 * 0.2 * 0.1);
     assert_eq(optim_var_get(x, 2), 3 - 3 * 0.2 * 0.1);
     assert_close(optim_var_get(x, 1), 2 - 2 * 0.2 * 0.1 - 0.1, 1e-6, 0);
-    optim_destroy(opt);
-    optim_var_destroy(x);
+    optim_test_free(opt, x);
 }
 
 /* tensorflow_addons/optimizers/tests/lazy_adam_test.py: _test_sparse
  * (var0 [1, 1, 2], gradient 0.1 on rows 0 and 2, 3 steps): row 1 stays. */
-static void test_tfa_sparse_values(void **st)
+OPTIM_TEST(test_tfa_sparse_values)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(LAZY(LEGACY));
         double i0[3] = {1, 1, 2}, i1[3] = {3, 3, 4};
         int64_t n = 3, two = 2, idx[2] = {0, 2};
@@ -232,8 +226,8 @@ static void test_tfa_sparse_values(void **st)
         double p0[3] = {1, 1, 2}, p1[3] = {3, 3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
         for (int t = 0; t < 3; t++) {
             optim_grad_var p[2] = {
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)g0d : (void *)g0f, 1, &two)), var0},
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, d ? (void *)g1d : (void *)g1f, 1, &two)), var1},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, 1, &two)), var0},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1d : (void *)g1f, 1, &two)), var1},
             };
             ot_step(opt, p, 2);
             double lr_t = 0.001 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.9, t + 1));
@@ -246,27 +240,25 @@ static void test_tfa_sparse_values(void **st)
                 p1[i] -= lr_t * m1 / (sqrt(v1) + 1e-7);
             }
             for (int i = 0; i < 3; i++) {
-                assert_close(optim_var_get(var0, i), p0[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
-                assert_close(optim_var_get(var1, i), p1[i], d ? 1e-12 : 1e-6, d ? 1e-12 : 1e-6);
+                assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
+                assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
             }
         }
         assert_eq(optim_var_get(var0, 1), 1);
         assert_eq(optim_var_get(var1, 1), 3);
-        optim_destroy(opt);
-        optim_var_destroy(var0);
-        optim_var_destroy(var1);
+        optim_test_free(opt, var0, var1);
     }
 }
 
 /* ---- config ------------------------------------------------------------------------- */
 
-static void test_config(void **st)
+OPTIM_TEST(test_config)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
     static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
                                      "amsgrad"};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? LAZY(LEGACY) : LAZY(""));
+        optim_optimizer *opt = optim_test_make(ot_gen(LAZY(""), legacy));
         cJSON *c = ot_config(opt);
         if (legacy) ot_assert_keys(c, kl, sizeof kl / sizeof *kl);
         else ot_assert_keys(c, k3, sizeof k3 / sizeof *k3);
@@ -278,16 +270,11 @@ static void test_config(void **st)
         assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
         cJSON_Delete(c);
         /* slots */
-        double z[2] = {0};
         int64_t n = 2;
-        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, z);
+        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, (double[2]){0});
         assert_eq(optim_build(opt, &x, 1), 0);
-        const char *names[3];
-        assert_eq(optim_get_slot_names(opt, names, 3), 2);
-        assert_string_equal(names[0], "m");
-        assert_string_equal(names[1], "v");
-        optim_destroy(opt);
-        optim_var_destroy(x);
+        ot_expect_slot_names(opt, "m", "v", NULL);
+        optim_test_free(opt, x);
     }
     /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
     for (int c = 0; c < 2; c++) {
@@ -305,21 +292,13 @@ static void test_config(void **st)
     for (int i = 0; i < 2; i++) ot_check_round_trip(cfgs[i]);
 }
 
-static void test_config_refused(void **st)
+OPTIM_TEST(test_config_refused)
 {
-    for (int legacy = 0; legacy < 2; legacy++) {
-        char json[256];
-#define REFUSE(body, code, key, range)                                                             \
-    snprintf(json, sizeof json, "{\"class_name\": \"LazyAdam\", \"config\": {" body "%s}}",         \
-             legacy ? ", " LEGACY : "");                                                           \
-    ot_expect_refused(json, code, key, range)
-        REFUSE("\"amsgrad\": true", OPTIM_ENOTSUP, "amsgrad", NULL);
-        REFUSE("\"beta_1\": 1.5", OPTIM_ERANGE, "beta_1", "[0, 1)");
-        REFUSE("\"beta_2\": 1.0", OPTIM_ERANGE, "beta_2", "[0, 1)");
-        REFUSE("\"epsilon\": -1e-3", OPTIM_ERANGE, "epsilon", "[0, inf)");
-        REFUSE("\"lazy\": true", OPTIM_EKEY, "lazy", NULL);
-#undef REFUSE
-    }
+    ot_expect_refused_gens(LAZY("\"amsgrad\": true"), OPTIM_ENOTSUP, "amsgrad", NULL);
+    ot_expect_refused_gens(LAZY("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1)");
+    ot_expect_refused_gens(LAZY("\"beta_2\": 1.0"), OPTIM_ERANGE, "beta_2", "[0, 1)");
+    ot_expect_refused_gens(LAZY("\"epsilon\": -1e-3"), OPTIM_ERANGE, "epsilon", "[0, inf)");
+    ot_expect_refused_gens(LAZY("\"lazy\": true"), OPTIM_EKEY, "lazy", NULL);
     ot_expect_refused(LAZY("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
     ot_expect_refused(LAZY("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     optim_optimizer *opt = optim_test_make(LAZY(""));
@@ -333,25 +312,11 @@ static void test_config_refused(void **st)
 
 /* ---- threads -------------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **st)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", NULL};
     ot_check_threads(LAZY("\"learning_rate\": 0.01"), 2, 3, 1, slots);
     ot_check_threads(LAZY("\"learning_rate\": 0.01, " LEGACY), 2, 3, 1, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense),
-        cmocka_unit_test(test_sparse_reference),
-        cmocka_unit_test(test_sparse_lazy_rows),
-        cmocka_unit_test(test_sparse_f32_operation_order),
-        cmocka_unit_test(test_sparse_keras3_weight_decay),
-        cmocka_unit_test(test_tfa_sparse_values),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -5,7 +5,7 @@
  * Adam + SGD-momentum reference written here; config round trips with the
  * nested OptimizerMap; weights resume; bad input; a refused step changes
  * nothing. */
-#include "testutil.h"
+#include "opt_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,32 +21,13 @@
     "null}" extra "}}"
 #define SGD(lr) "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " lr "}}"
 
-static void apply_ok(optim_optimizer *opt, const optim_grad_var *p, size_t n)
-{
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
-}
-
 static optim_grad g64(double *g, int64_t n) { return optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)); }
-
-static void expect_error(const char *json, int code, const char *needle)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    assert_contains(err.msg, needle);
-}
 
 /* ---- Keras's tests --------------------------------------------------------------------------- */
 
 /* test_stateful_apply: three SGDs by pattern, iterations 1 everywhere. */
-static void test_keras_stateful_apply(void **s)
+OPTIM_TEST(test_keras_stateful_apply)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.0") ", \"optimizer_map\": "
                                                  "{\"^dense_1/.*\": " SGD("0.1") ", \"^dense_2/.*\": " SGD("1.0") "}}", ""));
     const int64_t two = 2;
@@ -58,7 +39,7 @@ static void test_keras_stateful_apply(void **s)
     assert_int_equal(optim_build(opt, vars, 3), 0);
     double g[3][2] = {{1, 1}, {1, 1}, {1, 1}};
     optim_grad_var p[3] = {{g64(g[0], 2), w1}, {g64(g[1], 2), w2}, {g64(g[2], 2), w3}};
-    apply_ok(opt, p, 3);
+    ot_step(opt, p, 3);
     for (int i = 0; i < 2; i++) {
         assert_close(optim_var_get(w1, i), 1.9, 1e-15, 0);
         assert_close(optim_var_get(w2, i), 2.0, 1e-15, 0);
@@ -80,9 +61,8 @@ static void test_keras_stateful_apply(void **s)
 /* test_optimizer_map_matching / test_multi_optimizer_initialization /
  * test_default_fallback: which sub-optimizer gets a variable, their order,
  * and conflicting patterns. */
-static void test_keras_matching(void **s)
+OPTIM_TEST(test_keras_matching)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI(
         "{\"default_optimizer\": {\"class_name\": \"RMSprop\", \"config\": {}}, \"optimizer_map\": {\"^dense/.*\": "
         "{\"class_name\": \"Adam\", \"config\": {}}, \"^conv/.*\": {\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9}}}}", ""));
@@ -114,7 +94,7 @@ static void test_keras_matching(void **s)
                                 SGD("0.2") ", \"dense/kernel\": " SGD("0.5") "}}", ""));
     double g = 1;
     optim_grad_var p = {g64(&g, 1), v[0]};
-    apply_ok(opt, &p, 1);
+    ot_step(opt, &p, 1);
     assert_close(optim_var_get(v[0], 0), 0.5, 1e-15, 0);
     optim_destroy(opt);
     for (int i = 0; i < 3; i++) optim_var_destroy(v[i]);
@@ -123,9 +103,8 @@ static void test_keras_matching(void **s)
 /* test_multi_optimizer_with_model_fit: Dense(2) then Dense(1), kernels of
  * ones, no bias, x = 1, y = 0, mse: the gradients are 4 everywhere; the
  * default optimizer gets nothing and does not step. */
-static void test_keras_model_fit(void **s)
+OPTIM_TEST(test_keras_model_fit)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": "
                                                  "{\".*dense_1/.*\": " SGD("1e-3") ", \".*dense_2/.*\": " SGD("1e-2") "}}", ""));
     const int64_t s1[2] = {1, 2}, s2[2] = {2, 1};
@@ -135,7 +114,7 @@ static void test_keras_model_fit(void **s)
     float g[2] = {4, 4};
     optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, s1)), k1},
                            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, s2)), k2}};
-    apply_ok(opt, p, 2);
+    ot_step(opt, p, 2);
     for (int i = 0; i < 2; i++) {
         assert_close(optim_var_get(k1, i), 0.996, 1e-6, 0);
         assert_close(optim_var_get(k2, i), 0.96, 1e-6, 0);
@@ -144,16 +123,13 @@ static void test_keras_model_fit(void **s)
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), 1);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 1)), 1);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 2)), 0);
-    optim_destroy(opt);
-    optim_var_destroy(k1);
-    optim_var_destroy(k2);
+    optim_test_free(opt, k1, k2);
 }
 
 /* test_loss_scaling / test_gradient_unscaling: the MultiOptimizer's
  * loss_scale_factor overrides its sub-optimizers'. */
-static void test_keras_loss_scale(void **s)
+OPTIM_TEST(test_keras_loss_scale)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": "
                                                  "{\"learning_rate\": 0.1, \"loss_scale_factor\": 2.0}}, \"optimizer_map\": {}}",
                                                  ", \"loss_scale_factor\": 5.0"));
@@ -163,24 +139,20 @@ static void test_keras_loss_scale(void **s)
     assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
     assert_eq(lsf, 5.0);
     const int64_t two = 2;
-    const double w0[2] = {2, 2};
-    optim_var *w = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &two, w0);
-    double g[2] = {10, 10};
-    optim_grad_var p = {g64(g, 2), w};
-    apply_ok(opt, &p, 1);
+    optim_var *w = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &two, (const double[2]){2, 2});
+    optim_grad_var p = {g64((double[2]){10, 10}, 2), w};
+    ot_step(opt, &p, 1);
     assert_close(optim_var_get(w, 0), 1.8, 1e-15, 0);
     /* None overrides too, and a later change reaches the sub-optimizers. */
     assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
     assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
-    assert_true(isnan(lsf));
-    optim_destroy(opt);
-    optim_var_destroy(w);
+    assert_nan(lsf);
+    optim_test_free(opt, w);
 }
 
 /* test_custom_callable_function, in C: explicit lists beat the patterns. */
-static void test_assign_by_list(void **s)
+OPTIM_TEST(test_assign_by_list)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.01") ", \"optimizer_map\": "
                                                  "{\"dense_1/.*\": {\"class_name\": \"Adam\", \"config\": {}}}}", ""));
     const int64_t one = 1;
@@ -192,7 +164,7 @@ static void test_assign_by_list(void **s)
     assert_int_equal(optim_multi_optimizer_assign(opt, NULL, 1, 0), OPTIM_EINVAL);
     double g[2] = {1, 1};
     optim_grad_var p[2] = {{g64(&g[0], 1), w1}, {g64(&g[1], 1), w2}};
-    apply_ok(opt, p, 2);
+    ot_step(opt, p, 2);
     assert_close(optim_var_get(w1, 0), 0.99, 1e-15, 0);
     assert_close(optim_var_get(w2, 0), 0.99, 1e-15, 0);
     /* Once its slots exist in one sub-optimizer, a variable stays there. */
@@ -209,9 +181,7 @@ static void test_assign_by_list(void **s)
     assert_non_null(optim_wrapper_inner_at(la, 0));
     assert_null(optim_wrapper_inner_at(la, 1));
     optim_destroy(la);
-    optim_destroy(opt);
-    optim_var_destroy(w1);
-    optim_var_destroy(w2);
+    optim_test_free(opt, w1, w2);
 }
 
 /* ---- a trajectory against a reference ---------------------------------------------------- */
@@ -219,15 +189,13 @@ static void test_assign_by_list(void **s)
 /* "^dense/.*": Adam (Keras 3 rule); default: SGD with momentum 0.9. The
  * bias gets a gradient every other step only, so SGD's count differs from
  * Adam's, which sees every step. */
-static void test_trajectory(void **s)
+OPTIM_TEST(test_trajectory)
 {
-    (void)s;
     const char *json = MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, "
                              "\"momentum\": 0.9}}, \"optimizer_map\": {\"^dense/.*\": {\"class_name\": \"Adam\", "
                              "\"config\": {\"learning_rate\": 0.02, \"beta_1\": 0.8}}}}", "");
     const int64_t n = 5;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         double k[5], b[5], m[5] = {0}, v[5] = {0}, mom[5] = {0};
         for (int i = 0; i < 5; i++) k[i] = 0.3 * i - 0.5, b[i] = 1 - 0.2 * i;
@@ -238,13 +206,13 @@ static void test_trajectory(void **s)
             float fk[5], fb[5];
             for (int i = 0; i < 5; i++) {
                 fk[i] = (float)sin(0.7 * t + i), fb[i] = (float)cos(0.3 * t - i);
-                gk[i] = d ? sin(0.7 * t + i) : fk[i];
-                gb[i] = d ? cos(0.3 * t - i) : fb[i];
+                gk[i] = dt == OPTIM_F64 ? sin(0.7 * t + i) : fk[i];
+                gb[i] = dt == OPTIM_F64 ? cos(0.3 * t - i) : fb[i];
             }
             optim_grad_var p[2] = {
-                {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gk : (void *)fk, 1, &n)), kv},
-                {t % 2 ? optim_grad_none() : optim_grad_dense(optim_tensor_make(dt, d ? (void *)gb : (void *)fb, 1, &n)), bv}};
-            apply_ok(opt, p, 2);
+                {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gk : (void *)fk, 1, &n)), kv},
+                {t % 2 ? optim_grad_none() : optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gb : (void *)fb, 1, &n)), bv}};
+            ot_step(opt, p, 2);
             double alpha = 0.02 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.8, t + 1));
             for (int i = 0; i < 5; i++) {
                 m[i] += (gk[i] - m[i]) * 0.2;
@@ -256,7 +224,7 @@ static void test_trajectory(void **s)
                 }
             }
         }
-        double rtol = d ? 1e-12 : 1e-5, atol = d ? 1e-14 : 1e-6;
+        double rtol = dt == OPTIM_F64 ? 1e-12 : 1e-5, atol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 5; i++) {
             assert_close(optim_var_get(kv, i), k[i], rtol, atol);
             assert_close(optim_var_get(bv, i), b[i], rtol, atol);
@@ -266,9 +234,7 @@ static void test_trajectory(void **s)
         assert_int_equal(optim_iterations(opt), STEPS);
         assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), STEPS);
         assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 1)), STEPS / 2);
-        optim_destroy(opt);
-        optim_var_destroy(kv);
-        optim_var_destroy(bv);
+        optim_test_free(opt, kv, bv);
     }
 }
 
@@ -276,9 +242,8 @@ static void test_trajectory(void **s)
 
 /* Names, and a resume through get/set_weights that continues bit for bit,
  * sub-optimizer step counts included. */
-static void test_weights_resume(void **s)
+OPTIM_TEST(test_weights_resume)
 {
-    (void)s;
     const char *json = MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                              "\"momentum\": 0.5}}, \"optimizer_map\": {\"k\": {\"class_name\": \"Adam\", \"config\": "
                              "{\"learning_rate\": 0.1}}}}", "");
@@ -290,7 +255,7 @@ static void test_weights_resume(void **s)
     double g[3] = {0.5, -1, 2};
     for (int t = 0; t < 3; t++) {
         optim_grad_var p[2] = {{g64(g, 3), ka}, {t == 1 ? optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)) : optim_grad_none(), ba}};
-        apply_ok(a, p, 2);
+        ot_step(a, p, 2);
     }
     const char *names[] = {"iterations", "k/m", "k/v", "b/momentum", "optimizers/0/iterations", "optimizers/1/iterations"};
     assert_int_equal(optim_weights_count(a), 6);
@@ -307,25 +272,20 @@ static void test_weights_resume(void **s)
     assert_int_equal(optim_set_weights(b, w, 6), 0);
     for (int t = 0; t < 2; t++) {
         optim_grad_var pa[2] = {{g64(g, 3), ka}, {g64(g, 3), ba}}, pb[2] = {{g64(g, 3), kb}, {g64(g, 3), bb}};
-        apply_ok(a, pa, 2);
-        apply_ok(b, pb, 2);
+        ot_step(a, pa, 2);
+        ot_step(b, pb, 2);
     }
     assert_memory_equal(optim_var_data(ka), optim_var_data(kb), sizeof init);
     assert_memory_equal(optim_var_data(ba), optim_var_data(bb), sizeof init);
     assert_int_equal(optim_iterations(optim_wrapper_inner_at(b, 1)), 3);
     optim_destroy(a);
-    optim_destroy(b);
-    optim_var_destroy(ka);
-    optim_var_destroy(ba);
-    optim_var_destroy(kb);
-    optim_var_destroy(bb);
+    optim_test_free(b, ka, ba, kb, bb);
 }
 
 /* ---- config and bad input ------------------------------------------------------------------ */
 
-static void test_config(void **s)
+OPTIM_TEST(test_config)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": "
                                                  "{\"^a\\\\.b$\": {\"class_name\": \"Muon\", \"config\": {}}}}",
                                                  ", \"name\": \"multi_optimizer\""));
@@ -349,35 +309,33 @@ static void test_config(void **s)
     optim_destroy(opt);
 }
 
-static void test_bad_input(void **s)
+OPTIM_TEST(test_bad_input)
 {
-    (void)s;
-    expect_error("{\"class_name\": \"MultiOptimizer\", \"config\": {}}", OPTIM_EINVAL, "optimizer_map");
-    expect_error("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": " SGD("0.1") "}}", OPTIM_ETYPE,
-                 "OptimizerMap");
-    expect_error(MULTI("{\"optimizer_map\": {}}", ""), OPTIM_ETYPE, "default_optimizer");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"(\": " SGD("0.1") "}}", ""),
-                 OPTIM_EINVAL, "optimizer_map['(']: not a valid regular expression");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("-1") ", \"optimizer_map\": {}}", ""), OPTIM_ERANGE,
-                 "default_optimizer");
-    expect_error(MULTI("{\"default_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                       SGD("0.1") "}}, \"optimizer_map\": {}}", ""), OPTIM_EINVAL, "optimizer cannot be LossScaleOptimizer");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"x\": " MULTI("{\"default_optimizer\": "
-                       SGD("0.1") "}", "") "}}", ""), OPTIM_EINVAL, "MultiOptimizer cannot be used inside a MultiOptimizer");
-    expect_error(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}}", ""),
-                 OPTIM_EINVAL, "legacy");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"learning_rate\": 0.1"), OPTIM_EINVAL,
-                 "does not take `learning_rate`");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"use_ema\": true"), OPTIM_ENOTSUP, "use_ema");
-    expect_error(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"is_legacy_optimizer\": true"), OPTIM_ENOTSUP,
-                 "MultiOptimizer");
+    ot_expect_refused("{\"class_name\": \"MultiOptimizer\", \"config\": {}}", OPTIM_EINVAL, "optimizer_map", NULL);
+    ot_expect_refused("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": " SGD("0.1") "}}", OPTIM_ETYPE,
+                 "OptimizerMap", NULL);
+    ot_expect_refused(MULTI("{\"optimizer_map\": {}}", ""), OPTIM_ETYPE, "default_optimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"(\": " SGD("0.1") "}}", ""),
+                 OPTIM_EINVAL, "optimizer_map['(']: not a valid regular expression", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("-1") ", \"optimizer_map\": {}}", ""), OPTIM_ERANGE,
+                 "default_optimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+                       SGD("0.1") "}}, \"optimizer_map\": {}}", ""), OPTIM_EINVAL, "optimizer cannot be LossScaleOptimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\"x\": " MULTI("{\"default_optimizer\": "
+                       SGD("0.1") "}", "") "}}", ""), OPTIM_EINVAL, "MultiOptimizer cannot be used inside a MultiOptimizer", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}}", ""),
+                 OPTIM_EINVAL, "legacy", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"learning_rate\": 0.1"), OPTIM_EINVAL,
+                 "does not take `learning_rate`", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"use_ema\": true"), OPTIM_ENOTSUP, "use_ema", NULL);
+    ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"is_legacy_optimizer\": true"), OPTIM_ENOTSUP,
+                 "MultiOptimizer", NULL);
 }
 
 /* A pair the second sub-optimizer would refuse is caught before the first
  * one steps: nothing changes. */
-static void test_refused_step_changes_nothing(void **s)
+OPTIM_TEST(test_refused_step_changes_nothing)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": "
                                                  "{\"a\": {\"class_name\": \"Adam\", \"config\": {}}}}", ""));
     const int64_t two = 2, three = 3;
@@ -398,16 +356,13 @@ static void test_refused_step_changes_nothing(void **s)
     optim_grad_var none = {optim_grad_none(), a};
     assert_int_equal(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL);
     assert_eq(optim_var_get(a, 0), 1);
-    optim_destroy(opt);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
+    optim_test_free(opt, a, b);
 }
 
 /* 1, 2 and 3 threads in the sub-optimizers: the same bits (a large
  * element-wise Adam variable, a Muon matrix, a sparse SGD table). */
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const int64_t n = 100003, ms[2] = {64, 48}, ts[2] = {30, 4}, vs[2] = {2, 4}, idx[2] = {29, 3};
     float *g = malloc((size_t)n * sizeof *g), rows[8];
     double *d = malloc((size_t)n * sizeof *d);
@@ -427,7 +382,7 @@ static void test_threads_bitwise(void **s)
             optim_grad_var p[3] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), v[t][0]},
                                    {optim_grad_dense(optim_tensor_make(OPTIM_F32, g + k, 2, ms)), v[t][1]},
                                    {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F32, rows, 2, vs)), v[t][2]}};
-            apply_ok(o[t], p, 3);
+            ot_step(o[t], p, 3);
         }
     }
     for (int t = 1; t < 3; t++)
@@ -441,20 +396,4 @@ static void test_threads_bitwise(void **s)
     free(d);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras_stateful_apply),
-        cmocka_unit_test(test_keras_matching),
-        cmocka_unit_test(test_keras_model_fit),
-        cmocka_unit_test(test_keras_loss_scale),
-        cmocka_unit_test(test_assign_by_list),
-        cmocka_unit_test(test_trajectory),
-        cmocka_unit_test(test_weights_resume),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_refused_step_changes_nothing),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

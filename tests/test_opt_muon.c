@@ -12,7 +12,7 @@
  * 20-step trajectories of six variables (both rules, both transposes, every
  * AdamW reason) in f32 and f64; Keras's own test values; sparse = dense with
  * zero rows; config keys, order and round trips; bad input; thread counts. */
-#include "testutil.h"
+#include "opt_table.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define STEPS 20
+#define CFG(body) "{\"class_name\": \"Muon\", \"config\": {" body "}}"
 #define MAXN 64
 
 /* ---- the reference ------------------------------------------------------------------ */
@@ -96,13 +97,6 @@ static void ref_step(const mref *r, rvar *x, const double *g, int t)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static void apply_ok(optim_optimizer *opt, const optim_grad_var *p, size_t n)
-{
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
-}
-
 static optim_grad dense(optim_dtype dt, double *g, float *gf, int32_t rank, const int64_t *shape, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -110,13 +104,6 @@ static optim_grad dense(optim_dtype dt, double *g, float *gf, int32_t rank, cons
         if (dt == OPTIM_F32) g[i] = gf[i];
     }
     return optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)g, rank, shape));
-}
-
-static void assert_bitwise(optim_var *a, optim_var *b)
-{
-    assert_int_equal(optim_var_numel(a), optim_var_numel(b));
-    assert_memory_equal(optim_var_data(a), optim_var_data(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
 }
 
 typedef struct vspec {
@@ -143,8 +130,7 @@ static double grad_at(int k, int v, int i) { return sin(0.7 * k + 1.3 * i + 0.4 
 
 static void check_case(const char *json, const mref *r)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         optim_var *vars[NV];
         rvar ref[NV];
@@ -168,9 +154,9 @@ static void check_case(const char *json, const mref *r)
                 p[j] = (optim_grad_var){dense(dt, g[j], gf[j], VARS[j].rank, VARS[j].shape, ref[j].n), vars[j]};
                 ref_step(r, &ref[j], g[j], k);
             }
-            apply_ok(opt, p, NV);
+            ot_step(opt, p, NV);
         }
-        double rtol = d ? 1e-10 : 2e-4, atol = d ? 1e-12 : 2e-5;
+        double rtol = dt == OPTIM_F64 ? 1e-10 : 2e-4, atol = dt == OPTIM_F64 ? 1e-12 : 2e-5;
         for (int j = 0; j < NV; j++) {
             optim_var *m = optim_get_slot(opt, vars[j], "momentum");
             optim_var *v = optim_get_slot(opt, vars[j], "velocity");
@@ -190,18 +176,16 @@ static void check_case(const char *json, const mref *r)
 
 /* ---- trajectories -------------------------------------------------------------------- */
 
-static void test_defaults(void **s)
+OPTIM_TEST(test_defaults)
 {
-    (void)s;
     mref r = DEFAULTS;
     r.lr = 0.05;
     check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.05, "
                "\"exclude_layers\": [\"^out/\"]}}", &r);
 }
 
-static void test_options(void **s)
+OPTIM_TEST(test_options)
 {
-    (void)s;
     mref r = {0.02, 0.8, 0.95, 1e-5, 3.0, -3.2, 1.2, 0.5, 0.9, NAN, 0.01, NAN, 3, 0};
     check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.02, \"adam_beta_1\": 0.8, "
                "\"adam_beta_2\": 0.95, \"epsilon\": 1e-5, \"muon_a\": 3.0, \"muon_b\": -3.2, "
@@ -229,13 +213,12 @@ static optim_var *step_once(const char *json, const char *name, int32_t rank, co
     for (int64_t i = 0; i < n; i++) gf[i] = (float)g[i];
     *out = optim_test_make(json);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, gf, rank, shape)), v};
-    apply_ok(*out, &p, 1);
+    ot_step(*out, &p, 1);
     return v;
 }
 
-static void test_keras_values(void **s)
+OPTIM_TEST(test_keras_values)
 {
-    (void)s;
     optim_optimizer *opt;
     const int64_t sq[2] = {2, 2}, four = 4;
     /* test_Newton_Schulz: with m = 0, no Nesterov, lr 1, no scaling or
@@ -245,8 +228,7 @@ static void test_keras_values(void **s)
     optim_var *v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"nesterov\": false, "
                              "\"rms_rate\": null, \"weight_decay\": 0}}", "w", 2, sq, z, ns_in, &opt);
     for (int i = 0; i < 4; i++) assert_close(-optim_var_get(v, i), ns_out[i], 1e-3, 1e-3); /* Keras's tolerance */
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     /* test_muon_single_step: lr 0.5, weight_decay 0 (Keras allows 1e-2; the
      * six digits it gives are matched). */
     const double w0[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2};
@@ -254,34 +236,29 @@ static void test_keras_values(void **s)
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"weight_decay\": 0}}", "w", 2,
                   sq, w0, g, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 1e-6);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     /* test_adamw_single_step: a 1-D variable, lr 0.5 (no decay there). */
     const double want1[4] = {0.5, 1.5, 2.5, 3.5};
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"adam_weight_decay\": 0}}",
                   "test_vars", 1, &four, w0, g, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want1[i], 1e-4, 1e-4);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     /* test_muon_weight_decay / test_adamw_weight_decay: lr 1, a zero
      * gradient moves nothing, the decay alone acts. */
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.01}}", "w", 2,
                   sq, w0, z, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), w0[i] * 0.99, 1e-6, 0);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
     const double two = 2.0;
     v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"adam_weight_decay\": 0.01}}",
                   "s", 0, NULL, &two, z, &opt);
     assert_close(optim_var_get(v, 0), 1.98, 1e-6, 0);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* test_should_use_adamw: which variables get a velocity. */
-static void test_rule_choice(void **s)
+OPTIM_TEST(test_rule_choice)
 {
-    (void)s;
     const char *names[4] = {"variable", "embedding/embeddings", "dense/kernel", "x"};
     const int64_t sq[2] = {2, 2};
     const double w[4] = {1, 2, 3, 4};
@@ -309,15 +286,13 @@ static void test_rule_choice(void **s)
 
 /* A sparse gradient (duplicates) gives, bit for bit, the dense step whose
  * gradient has the summed rows and zeros elsewhere, on both rules. */
-static void test_sparse_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_dense_equivalent)
 {
-    (void)s;
     const int64_t shape[2] = {5, 3}, idx[4] = {3, 0, 3, 4}, vshape[2] = {4, 3};
     double init[15], rows[12];
     for (int i = 0; i < 15; i++) init[i] = 0.1 * i - 0.6;
     for (int i = 0; i < 12; i++) rows[i] = cos(0.9 * i);
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *os = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
         optim_optimizer *od = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
         optim_var *vs[2], *vd[2];
@@ -330,18 +305,18 @@ static void test_sparse_dense_equivalent(void **s)
             double dense_g[15] = {0}, vals[12];
             float vf[12], df[15];
             for (int i = 0; i < 12; i++) vals[i] = rows[i] + k, vf[i] = (float)vals[i];
-            for (int i = 0; i < 12; i++) dense_g[idx[i / 3] * 3 + i % 3] += d ? vals[i] : (double)vf[i];
+            for (int i = 0; i < 12; i++) dense_g[idx[i / 3] * 3 + i % 3] += dt == OPTIM_F64 ? vals[i] : (double)vf[i];
             for (int i = 0; i < 15; i++) df[i] = (float)dense_g[i];
-            optim_tensor tv = optim_tensor_make(dt, d ? (void *)vals : (void *)vf, 2, vshape);
-            optim_tensor td = optim_tensor_make(dt, d ? (void *)dense_g : (void *)df, 2, shape);
+            optim_tensor tv = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape);
+            optim_tensor td = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dense_g : (void *)df, 2, shape);
             optim_grad_var ps[2] = {{optim_grad_sparse(idx, 4, tv), vs[0]}, {optim_grad_sparse(idx, 4, tv), vs[1]}};
             optim_grad_var pd[2] = {{optim_grad_dense(td), vd[0]}, {optim_grad_dense(td), vd[1]}};
-            apply_ok(os, ps, 2);
-            apply_ok(od, pd, 2);
+            ot_step(os, ps, 2);
+            ot_step(od, pd, 2);
         }
         for (int j = 0; j < 2; j++) {
-            assert_bitwise(vs[j], vd[j]);
-            assert_bitwise(optim_get_slot(os, vs[j], "momentum"), optim_get_slot(od, vd[j], "momentum"));
+            assert_vars_bitwise(vs[j], vd[j]);
+            assert_vars_bitwise(optim_get_slot(os, vs[j], "momentum"), optim_get_slot(od, vd[j], "momentum"));
             optim_var_destroy(vs[j]);
             optim_var_destroy(vd[j]);
         }
@@ -352,23 +327,8 @@ static void test_sparse_dense_equivalent(void **s)
 
 /* ---- config ----------------------------------------------------------------------------- */
 
-static void round_trip(const char *json)
+OPTIM_TEST(test_config)
 {
-    optim_optimizer *opt = optim_test_make(json);
-    char *ser = optim_serialize(opt);
-    assert_non_null(ser);
-    optim_optimizer *back = optim_test_make(ser);
-    char *ser2 = optim_serialize(back);
-    assert_string_equal(ser, ser2);
-    optim_free(ser);
-    optim_free(ser2);
-    optim_destroy(back);
-    optim_destroy(opt);
-}
-
-static void test_config(void **s)
-{
-    (void)s;
     optim_optimizer *opt = optim_test_make("\"muon\"");
     char *text = optim_get_config(opt);
     cJSON *c = cJSON_Parse(text);
@@ -385,10 +345,10 @@ static void test_config(void **s)
     cJSON_Delete(c);
     optim_free(text);
     optim_destroy(opt);
-    round_trip("\"muon\"");
+    ot_check_round_trip("\"muon\"");
     /* Keras's test_config, and every option changed. */
-    round_trip("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"epsilon\": 1e-5}}");
-    round_trip("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"a\\\\.b\", \"^c\"], \"rms_rate\": null, "
+    ot_check_round_trip("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"epsilon\": 1e-5}}");
+    ot_check_round_trip("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"a\\\\.b\", \"^c\"], \"rms_rate\": null, "
                "\"adam_weight_decay\": null, \"weight_decay\": null, \"nesterov\": false, \"ns_steps\": 7, "
                "\"adam_lr_ratio\": 0.1, \"use_ema\": true, \"clipnorm\": 1.0}}");
     /* exclude_layers null is Keras's `exclude_layers or []`. */
@@ -399,35 +359,21 @@ static void test_config(void **s)
     optim_destroy(opt);
 }
 
-static void expect_error(const char *body, int code, const char *needle)
+OPTIM_TEST(test_bad_input)
 {
-    char json[512];
-    snprintf(json, sizeof json, "{\"class_name\": \"Muon\", \"config\": {%s}}", body);
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    assert_contains(err.msg, needle);
-}
-
-static void test_bad_input(void **s)
-{
-    (void)s;
-    expect_error("\"adam_beta_1\": 1.0", OPTIM_ERANGE, "adam_beta_1");
-    expect_error("\"adam_beta_2\": -0.5", OPTIM_ERANGE, "adam_beta_2");
-    expect_error("\"epsilon\": -1", OPTIM_ERANGE, "epsilon");
-    expect_error("\"momentum\": 1.5", OPTIM_ERANGE, "momentum");
-    expect_error("\"ns_steps\": -1", OPTIM_ERANGE, "ns_steps");
-    expect_error("\"ns_steps\": 2.5", OPTIM_ETYPE, "ns_steps");
-    expect_error("\"rms_rate\": -0.2", OPTIM_ERANGE, "rms_rate");
-    expect_error("\"adam_lr_ratio\": \"x\"", OPTIM_ETYPE, "adam_lr_ratio");
-    expect_error("\"exclude_layers\": \"dense\"", OPTIM_ETYPE, "exclude_layers");
-    expect_error("\"exclude_layers\": [\"a\", 1]", OPTIM_ETYPE, "exclude_layers[1]");
-    expect_error("\"exclude_layers\": [\"(\"]", OPTIM_EINVAL, "regular expression");
-    expect_error("\"lr\": 0.1", OPTIM_EKEY, "lr"); /* Keras 3 ignores decay; lr is legacy */
-    expect_error("\"is_legacy_optimizer\": true", OPTIM_ENOTSUP, "Muon");
+    ot_expect_refused(CFG("\"adam_beta_1\": 1.0"), OPTIM_ERANGE, "adam_beta_1", NULL);
+    ot_expect_refused(CFG("\"adam_beta_2\": -0.5"), OPTIM_ERANGE, "adam_beta_2", NULL);
+    ot_expect_refused(CFG("\"epsilon\": -1"), OPTIM_ERANGE, "epsilon", NULL);
+    ot_expect_refused(CFG("\"momentum\": 1.5"), OPTIM_ERANGE, "momentum", NULL);
+    ot_expect_refused(CFG("\"ns_steps\": -1"), OPTIM_ERANGE, "ns_steps", NULL);
+    ot_expect_refused(CFG("\"ns_steps\": 2.5"), OPTIM_ETYPE, "ns_steps", NULL);
+    ot_expect_refused(CFG("\"rms_rate\": -0.2"), OPTIM_ERANGE, "rms_rate", NULL);
+    ot_expect_refused(CFG("\"adam_lr_ratio\": \"x\""), OPTIM_ETYPE, "adam_lr_ratio", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": \"dense\""), OPTIM_ETYPE, "exclude_layers", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": [\"a\", 1]"), OPTIM_ETYPE, "exclude_layers[1]", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": [\"(\"]"), OPTIM_EINVAL, "regular expression", NULL);
+    ot_expect_refused(CFG("\"lr\": 0.1"), OPTIM_EKEY, "lr", NULL); /* Keras 3 ignores decay; lr is legacy */
+    ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "Muon", NULL);
     /* A refused set leaves the old value. */
     optim_optimizer *opt = optim_test_make("\"muon\"");
     assert_int_equal(optim_set_hyper(opt, "adam_beta_2", 1.0), OPTIM_ERANGE);
@@ -453,9 +399,8 @@ static int put_after_config(optim_optimizer *opt, optim_config *cfg)
 }
 static void put_after_dense(const optim_dense_update *u) { (void)u; }
 
-static void test_config_put_after(void **s)
+OPTIM_TEST(test_config_put_after)
 {
-    (void)s;
     static const optim_class cls = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
                                     .name = "PutAfterProbe", .flags = OPTIM_CLASS_KERAS3_ONLY,
                                     .apply_dense = put_after_dense, .get_config = put_after_config};
@@ -479,9 +424,8 @@ static void test_config_put_after(void **s)
 
 /* 1, 2 and 3 threads give the same bits: a large matrix (the gemms), a
  * transposed one, a vector and a sparse table. */
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const int64_t big[2] = {300, 200}, tall[2] = {90, 40}, vec = 1000, emb[2] = {50, 8}, vs[2] = {3, 8};
     double *init = malloc(60000 * sizeof *init);
     float *g = malloc(60000 * sizeof *g);
@@ -508,13 +452,13 @@ static void test_threads_bitwise(void **s)
                 {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &vec)), vars[t][2]},
                 {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, vs)), vars[t][3]},
             };
-            apply_ok(opts[t], p, 4);
+            ot_step(opts[t], p, 4);
         }
     }
     for (int t = 1; t < 3; t++)
         for (int j = 0; j < 4; j++) {
-            assert_bitwise(vars[0][j], vars[t][j]);
-            assert_bitwise(optim_get_slot(opts[0], vars[0][j], "momentum"),
+            assert_vars_bitwise(vars[0][j], vars[t][j]);
+            assert_vars_bitwise(optim_get_slot(opts[0], vars[0][j], "momentum"),
                            optim_get_slot(opts[t], vars[t][j], "momentum"));
         }
     for (int t = 0; t < 3; t++) {
@@ -525,18 +469,4 @@ static void test_threads_bitwise(void **s)
     free(g);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_options),
-        cmocka_unit_test(test_keras_values),
-        cmocka_unit_test(test_rule_choice),
-        cmocka_unit_test(test_sparse_dense_equivalent),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_config_put_after),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -55,35 +55,26 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
     for (int i = 0; i < n; i++) ref_elem(c, lr, g[i], &w[i], &st[0][i], &st[1][i], &st[2][i]);
 }
 
-static ot_case make_case(const cfg *c, char *json, size_t n)
+static ot_case make_case(const cfg *c)
 {
-    char decay[64] = "";
-    if (c->legacy) snprintf(decay, sizeof decay, ", \"decay\": %.17g, " OT_LEGACY, c->decay);
-    snprintf(json, n, RMSPROP("\"learning_rate\": %.17g, \"rho\": %.17g, \"momentum\": %.17g, \"epsilon\": %.17g, \"centered\": %s%s"),
+    const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
+    const char *json = ot_fmt(RMSPROP("\"learning_rate\": %.17g, \"rho\": %.17g, \"momentum\": %.17g, \"epsilon\": %.17g, \"centered\": %s%s"),
              c->lr, c->rho, c->momentum, c->eps, c->centered ? "true" : "false", decay);
     return (ot_case){json, ref_step, c, 3, {"rms", c->momentum > 0 ? "momentum" : NULL, c->centered ? "mg" : NULL},
                      .exact_slots = 1};
-}
-
-static optim_optimizer *make_cfg(const cfg *c)
-{
-    char json[512];
-    make_case(c, json, sizeof json);
-    return optim_test_make(json);
 }
 
 /* The dense problem in f32 and f64 against the reference: variable and
  * every slot; slots absent where Keras has none. */
 static void check_trajectory(const cfg *c)
 {
-    char json[512];
-    ot_case oc = make_case(c, json, sizeof json);
+    ot_case oc = make_case(c);
     ot_check_dense(&OT_DENSE, &oc);
 }
 
 /* Every option combination, both generations. epsilon = 0.01 makes its
  * placement (inside or outside the square root) visible in f32 too. */
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
     const double eps[2] = {1e-7, 0.01};
     for (int legacy = 0; legacy < 2; legacy++)
@@ -100,7 +91,7 @@ static void test_trajectories(void **s)
     check_trajectory(&c1);
 }
 
-static void test_legacy_decay(void **s)
+OPTIM_TEST(test_legacy_decay)
 {
     cfg a = {0.02, 0.9, 0.0, 1e-7, 0.3, 0, 1};
     check_trajectory(&a);
@@ -109,20 +100,19 @@ static void test_legacy_decay(void **s)
 }
 
 /* The generations really differ where epsilon's placement differs. */
-static void test_generations_differ(void **s)
+OPTIM_TEST(test_generations_differ)
 {
     cfg c = {0.1, 0.9, 0.0, 0.5, 0, 0, 0};
     double one = 1.0, g = 2.0;
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++) {
         c.legacy = legacy;
-        optim_optimizer *opt = make_cfg(&c);
+        optim_optimizer *opt = optim_test_make(make_case(&c).json);
         optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         w[legacy] = optim_var_get(v, 0);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
     /* v = 0.1 * 4 = 0.4. Keras 3: 1 - 0.2 / sqrt(0.9); legacy: 1 - 0.2 / (sqrt(0.4) + 0.5). */
     assert_close(w[0], 1 - 0.2 / sqrt(0.9), 1e-15, 0);
@@ -134,20 +124,19 @@ static void test_generations_differ(void **s)
 /* The per-step constants of each generation in f32: Keras 3 casts Python's
  * 1 - rho (0.1f for rho 0.9); legacy computes 1 - rho on the float32 rho
  * (1.0f - 0.9f = 0.100000024f). With g = 1 the first rms is exactly that. */
-static void test_f32_one_minus_rho(void **s)
+OPTIM_TEST(test_f32_one_minus_rho)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++) {
             cfg c = {0.01, 0.9, mom ? 0.9 : 0.0, 1e-7, 0, 0, legacy};
-            optim_optimizer *opt = make_cfg(&c);
+            optim_optimizer *opt = optim_test_make(make_case(&c).json);
             double zero = 0.0, one = 1.0;
             optim_var *v = optim_test_var("v", OPTIM_F32, 0, NULL, &zero);
             ot_step_dense(opt, v, &one);
             float got = *(float *)optim_var_data(optim_get_slot(opt, v, "rms"));
             float want = legacy ? 1.0f - 0.9f : (float)(1.0 - 0.9);
             assert_eq(got, want);
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
     assert_ne(1.0f - 0.9f, (float)(1.0 - 0.9));
 }
@@ -159,7 +148,7 @@ static void test_f32_one_minus_rho(void **s)
 static void f32_form(int legacy, int mom, int centered, int sparse)
 {
     cfg c = {0.01, 0.9, mom ? 0.9 : 0.0, 1e-3, 0, centered, legacy};
-    optim_optimizer *opt = make_cfg(&c);
+    optim_optimizer *opt = optim_test_make(make_case(&c).json);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
     int64_t shape[2] = {N, 1};
@@ -209,11 +198,10 @@ static void f32_form(int legacy, int mom, int centered, int sparse)
     assert_var_floats(optim_get_slot(opt, var, "rms"), v, N);
     if (mom) assert_var_floats(optim_get_slot(opt, var, "momentum"), m, N);
     if (centered) assert_var_floats(optim_get_slot(opt, var, "mg"), a, N);
-    optim_destroy(opt);
-    optim_var_destroy(var);
+    optim_test_free(opt, var);
 }
 
-static void test_f32_operation_order(void **s)
+OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++)
@@ -224,7 +212,7 @@ static void test_f32_operation_order(void **s)
 /* ---- Keras golden values --------------------------------------------------- */
 
 /* The docstring of both generations: lr 0.1, var 10, loss var^2 / 2. */
-static void test_docstring(void **s)
+OPTIM_TEST(test_docstring)
 {
     const char *cfgs[2] = {
         RMSPROP("\"learning_rate\": 0.1"),
@@ -237,14 +225,13 @@ static void test_docstring(void **s)
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &grad, 0, NULL)), v};
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_close(optim_var_get(v, 0), 9.683772, 0, 1e-6);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
 /* keras/src/optimizers/rmsprop_test.py test_single_step (the legacy rule
  * gives the same numbers to 4 digits). */
-static void test_keras_single_step(void **s)
+OPTIM_TEST(test_keras_single_step)
 {
     const double want[4] = {-0.5811, 0.4189, 1.4189, 2.4189};
     ot_check_keras_single_step(RMSPROP("\"learning_rate\": 0.5"), want);
@@ -252,7 +239,7 @@ static void test_keras_single_step(void **s)
 }
 
 /* rmsprop_test.py test_correctness_with_golden: centered, defaults. */
-static void test_keras_golden(void **s)
+OPTIM_TEST(test_keras_golden)
 {
     const double golden[5] = {0.9967, 0.9933, 0.9908, 0.9885, 0.9864};
     ot_check_keras_golden(RMSPROP("\"centered\": true"), OPTIM_F32, golden, 1);
@@ -261,26 +248,23 @@ static void test_keras_golden(void **s)
 
 /* rmsprop_test.py test_weight_decay: zero gradients, lr 1, weight_decay
  * 0.004, three steps: 2 * 0.996^3. */
-static void test_keras_weight_decay(void **s)
+OPTIM_TEST(test_keras_weight_decay)
 {
     ot_check_keras_weight_decay(RMSPROP("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
 }
 
 /* ---- legacy details ------------------------------------------------------------ */
 
-static double rho_fn(void *user) { return *(double *)user; }
-
 /* Legacy rho is a hyper: a callable changing every step. Keras 3's rho is a
  * number. */
-static void test_dynamic_rho(void **s)
+OPTIM_TEST(test_dynamic_rho)
 {
     for (int centered = 0; centered < 2; centered++) {
         optim_optimizer *opt = optim_test_make(centered ? RMSPROP("\"learning_rate\": 0.01, "
                                                "\"centered\": true, \"momentum\": 0.5, " OT_LEGACY)
-                                             : RMSPROP("\"learning_rate\": 0.01, "
-                                               "" OT_LEGACY));
+                                             : RMSPROP("\"learning_rate\": 0.01, " OT_LEGACY));
         double rho = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "rho", rho_fn, &rho), 0);
+        assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
         double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
         for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
         int64_t n = N;
@@ -296,12 +280,11 @@ static void test_dynamic_rho(void **s)
             ot_step_dense(opt, var, g);
         }
         for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-12, 1e-13);
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
     optim_optimizer *k3 = optim_test_make("\"rmsprop\"");
     double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(k3, "rho", rho_fn, &rho), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
     assert_eq(optim_set_hyper(k3, "rho", 0.8), 0);
     optim_destroy(k3);
 }
@@ -310,7 +293,7 @@ static void test_dynamic_rho(void **s)
  * 1e-7. tf_keras legacy rmsprop_test testMinimizeSparseResourceVariable:
  * var [[1, 2]], loss (var . [4, 5])^2, gradient [[112, 140]]; lr 1, rho 0,
  * epsilon 0. And the centered variant with epsilon 1: [[-111, -138]]. */
-static void test_legacy_minimize_sparse(void **s)
+OPTIM_TEST(test_legacy_minimize_sparse)
 {
     const char *cfgs[3] = {
         RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
@@ -323,9 +306,7 @@ static void test_legacy_minimize_sparse(void **s)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             optim_optimizer *opt = optim_test_make(cfgs[c]);
-            double init[2] = {1, 2};
-            int64_t shape[2] = {1, 2};
-            optim_var *v = optim_test_var("var0", dt, 2, shape, init);
+            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             if (c < 2) {
                 /* 1 - 112 / (112 + 1e-7), 2 - 140 / (140 + 1e-7): not 0 and 1 exactly. */
@@ -339,8 +320,7 @@ static void test_legacy_minimize_sparse(void **s)
                 assert_close(optim_var_get(v, 0), -111, 1e-6, 0);
                 assert_close(optim_var_get(v, 1), -138, 1e-6, 0);
             }
-            optim_destroy(opt);
-            optim_var_destroy(v);
+            optim_test_free(opt, v);
         }
 }
 
@@ -348,11 +328,10 @@ static void test_legacy_minimize_sparse(void **s)
  * exist is refused, as Keras would fail on the missing slot; legacy
  * momentum may change, and without its slot it stays unused (OptimizerV2's
  * self._momentum). */
-static void test_slot_structure_fixed(void **s)
+OPTIM_TEST(test_slot_structure_fixed)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? RMSPROP("\"learning_rate\": 0.01, " OT_LEGACY)
-                                           : RMSPROP("\"learning_rate\": 0.01"));
+        optim_optimizer *opt = optim_test_make(ot_gen(RMSPROP("\"learning_rate\": 0.01"), legacy));
         /* Before any slot exists, anything goes. */
         assert_eq(optim_set_hyper(opt, "centered", 1), 0);
         assert_eq(optim_set_hyper(opt, "centered", 0), 0);
@@ -390,8 +369,7 @@ static void test_slot_structure_fixed(void **s)
             assert_null(optim_get_slot(opt, var, "momentum"));
         }
         for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-13, 1e-14);
-        optim_destroy(opt);
-        optim_var_destroy(var);
+        optim_test_free(opt, var);
     }
     /* Keras 3: momentum switched off after the slots exist stops using it
      * (the slot stays as it was). */
@@ -416,8 +394,7 @@ static void test_slot_structure_fixed(void **s)
         assert_close(optim_var_get(var, i), w[i], 1e-13, 1e-14);
         assert_close(optim_var_get(mom, i), m[i], 1e-13, 1e-14);
     }
-    optim_destroy(opt);
-    optim_var_destroy(var);
+    optim_test_free(opt, var);
 }
 
 /* ---- sparse ------------------------------------------------------------------- */
@@ -430,31 +407,29 @@ static const char *const SLOTS[4] = {"rms", "momentum", "mg", NULL};
  * Sparse(Centered)RMSProp kernels on the indexed rows only; without, rms and
  * mg decay on every row and w moves on the indexed rows only (which is the
  * reference with g = 0 on the other rows). */
-static void test_sparse(void **s)
+OPTIM_TEST(test_sparse)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int centered = 0; centered < 2; centered++)
             for (int mom = 0; mom < 2; mom++) {
-                char json[512];
                 cfg c = {0.05, 0.9, mom ? 0.8 : 0.0, 1e-3, 0, centered, legacy};
-                ot_case oc = make_case(&c, json, sizeof json);
-                if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, json, SLOTS);
+                ot_case oc = make_case(&c);
+                if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, oc.json, SLOTS);
                 ot_check_sparse(&OT_SPARSE, &oc, legacy && mom);
             }
 }
 
 /* Row by row, after history on every row: which rows change when only row 3
  * gets a gradient. */
-static void test_sparse_untouched_rows(void **s)
+OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int mom = 0; mom < 2; mom++)
             for (int centered = 0; centered < 2; centered++) {
                 cfg c = {0.1, 0.9, mom ? 0.5 : 0.0, 1e-3, 0, centered, legacy};
-                optim_optimizer *opt = make_cfg(&c);
-                double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+                optim_optimizer *opt = optim_test_make(make_case(&c).json);
                 int64_t shape[2] = {4, 2};
-                optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
+                optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
                 double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
                 assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -486,8 +461,7 @@ static void test_sparse_untouched_rows(void **s)
                         else if (!legacy) assert_eq(now, 0.9 * before[k][i] + 0.1 * 0.0);
                     }
                 }
-                optim_destroy(opt);
-                optim_var_destroy(v);
+                optim_test_free(opt, v);
             }
 }
 
@@ -502,7 +476,7 @@ static char *cfg_string(const char *json)
     return c;
 }
 
-static void test_config_keys(void **s)
+OPTIM_TEST(test_config_keys)
 {
     ot_expect_config("\"rmsprop\"",
                   "{\"name\":\"rm_sprop\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
@@ -526,7 +500,7 @@ static void test_config_keys(void **s)
     optim_free(k3);
 }
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
     /* rmsprop_test.py test_config. */
     ot_check_round_trip(RMSPROP("\"learning_rate\": 0.5, \"rho\": 0.8, "
@@ -543,7 +517,7 @@ static void test_config_round_trip(void **s)
     optim_destroy(o);
 }
 
-static void test_config_refused(void **s)
+OPTIM_TEST(test_config_refused)
 {
     /* Legacy: momentum in [0, 1] (OptimizerV2 RMSprop.__init__). */
     ot_expect_refused(RMSPROP("\"momentum\": 1.5, " OT_LEGACY),
@@ -564,18 +538,17 @@ static void test_config_refused(void **s)
     /* A legacy momentum callable out of range fails the step, nothing changes. */
     optim_optimizer *opt = optim_test_make(RMSPROP("\"momentum\": 0.5, " OT_LEGACY));
     double mu = 2.0;
-    assert_eq(optim_set_hyper_fn(opt, "momentum", rho_fn, &mu), 0);
+    assert_eq(optim_set_hyper_fn(opt, "momentum", ot_value, &mu), 0);
     double one = 1.0;
     optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "momentum");
     assert_eq(optim_set_hyper(opt, "momentum", 1.01), OPTIM_ERANGE);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     const char *body = "\"learning_rate\": 0.01, \"rho\": 0.9, \"momentum\": 0.9, \"epsilon\": 1e-7, \"centered\": true";
     char json[256];
@@ -585,27 +558,4 @@ static void test_threads_bitwise(void **s)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_legacy_decay),
-        cmocka_unit_test(test_generations_differ),
-        cmocka_unit_test(test_f32_one_minus_rho),
-        cmocka_unit_test(test_f32_operation_order),
-        cmocka_unit_test(test_docstring),
-        cmocka_unit_test(test_keras_single_step),
-        cmocka_unit_test(test_keras_golden),
-        cmocka_unit_test(test_keras_weight_decay),
-        cmocka_unit_test(test_dynamic_rho),
-        cmocka_unit_test(test_legacy_minimize_sparse),
-        cmocka_unit_test(test_slot_structure_fixed),
-        cmocka_unit_test(test_sparse),
-        cmocka_unit_test(test_sparse_untouched_rows),
-        cmocka_unit_test(test_config_keys),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_config_refused),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -13,7 +13,7 @@
  * 20-step trajectories in f32 and f64 (defaults, options, warmup, weight
  * decay), Keras's test checks, sparse = dense with zero rows, config keys and
  * round trips, bad input, thread counts. */
-#include "testutil.h"
+#include "opt_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define STEPS 20
+#define CFG(body) "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {" body "}}"
 #define N 7
 
 typedef struct sref {
@@ -45,26 +46,12 @@ static void ref_step(const sref *r, rvar *s, const double *g, int k)
     }
 }
 
-static void apply_ok(optim_optimizer *opt, const optim_grad_var *p, size_t n)
-{
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
-}
-
-static void assert_bitwise(optim_var *a, optim_var *b)
-{
-    assert_memory_equal(optim_var_data(a), optim_var_data(b),
-                        (size_t)optim_var_numel(a) * optim_dtype_size(optim_var_dtype(a)));
-}
-
 static double grad_at(int k, int i) { return sin(0.8 * k + 1.1 * i) * (1 + 0.1 * i) + 0.05; }
 
 static void check_case(const char *json, const sref *r)
 {
     const int64_t n = N;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(json);
         rvar s;
         memset(&s, 0, sizeof s);
@@ -76,13 +63,13 @@ static void check_case(const char *json, const sref *r)
             float gf[N];
             for (int i = 0; i < N; i++) {
                 gf[i] = (float)grad_at(k, i);
-                g[i] = d ? grad_at(k, i) : gf[i];
+                g[i] = dt == OPTIM_F64 ? grad_at(k, i) : gf[i];
             }
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)g : (void *)gf, 1, &n)), var};
-            apply_ok(opt, &p, 1);
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 1, &n)), var};
+            ot_step(opt, &p, 1);
             ref_step(r, &s, g, k);
         }
-        double rtol = d ? 1e-11 : 1e-4, atol = d ? 1e-13 : 1e-5;
+        double rtol = dt == OPTIM_F64 ? 1e-11 : 1e-4, atol = dt == OPTIM_F64 ? 1e-13 : 1e-5;
         optim_var *z = optim_get_slot(opt, var, "momentum"), *v = optim_get_slot(opt, var, "velocity");
         assert_non_null(z);
         assert_non_null(v);
@@ -96,9 +83,8 @@ static void check_case(const char *json, const sref *r)
     }
 }
 
-static void test_trajectories(void **s)
+OPTIM_TEST(test_trajectories)
 {
-    (void)s;
     sref def = {0.0025, 0.9, 0.999, 1e-8, 0, 0};
     check_case("\"schedulefreeadamw\"", &def);
     sref opt = {0.05, 0.8, 0.95, 1e-4, 0, 0};
@@ -110,45 +96,38 @@ static void test_trajectories(void **s)
 }
 
 /* The checks of schedule_free_adamw_test.py, with their numbers. */
-static void test_keras_checks(void **s)
+OPTIM_TEST(test_keras_checks)
 {
-    (void)s;
     const int64_t n3 = 3, n4 = 4;
     const double w4[4] = {1, 2, 3, 4}, w3[3] = {1, 2, 3};
     /* test_single_step: one step moves the variable. */
     optim_optimizer *o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5}}");
     optim_var *v = optim_test_var("v", OPTIM_F32, 1, &n4, w4);
-    float g4[4] = {1, 6, 7, 2};
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g4, 1, &n4)), v};
-    apply_ok(o, &p, 1);
+    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, (float[4]){1, 6, 7, 2}, 1, &n4)), v};
+    ot_step(o, &p, 1);
     /* Step 1: z' = z - 0.5 g / (|g| + eps) = w - 0.5 sign(g); x' = z'; y = z'. */
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), w4[i] - 0.5, 1e-6, 1e-6);
-    optim_destroy(o);
-    optim_var_destroy(v);
+    optim_test_free(o, v);
     /* test_warmup: with warmup_steps 10 the first step is 10 times smaller. */
     double moved[2];
     for (int wu = 0; wu < 2; wu++) {
         o = optim_test_make(wu ? "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5, \"warmup_steps\": 10}}"
                                : "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5, \"warmup_steps\": 0}}");
         v = optim_test_var("v", OPTIM_F64, 1, &n3, w3);
-        double g[3] = {1, 1, 1};
-        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n3)), v};
-        apply_ok(o, &p, 1);
+        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F64, (double[3]){1, 1, 1}, 1, &n3)), v};
+        ot_step(o, &p, 1);
         moved[wu] = w3[0] - optim_var_get(v, 0);
-        optim_destroy(o);
-        optim_var_destroy(v);
+        optim_test_free(o, v);
     }
     assert_close(moved[0], 0.5, 1e-7, 0);
     assert_close(moved[1], 0.05, 1e-7, 0);
     /* test_multiple_steps: 10 steps of +0.1 lower every element. */
     o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.01}}");
     v = optim_test_var("v", OPTIM_F32, 1, &n3, w3);
-    float g01[3] = {0.1f, 0.1f, 0.1f};
-    p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g01, 1, &n3)), v};
-    for (int k = 0; k < 10; k++) apply_ok(o, &p, 1);
+    p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, (float[3]){0.1f, 0.1f, 0.1f}, 1, &n3)), v};
+    for (int k = 0; k < 10; k++) ot_step(o, &p, 1);
     for (int i = 0; i < 3; i++) assert_lt(optim_var_get(v, i), w3[i]);
-    optim_destroy(o);
-    optim_var_destroy(v);
+    optim_test_free(o, v);
     /* test_weight_decay: a zero gradient on a variable excluded by name
      * leaves it at 2.0; not excluded, it decays by lr * wd on step 1. */
     o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}");
@@ -158,27 +137,23 @@ static void test_keras_checks(void **s)
     optim_var *a = optim_test_var("var1", OPTIM_F64, 0, NULL, &two), *b = optim_test_var("exclude", OPTIM_F64, 0, NULL, &two);
     optim_grad_var pp[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, &zero, 0, NULL)), a},
                             {optim_grad_dense(optim_tensor_make(OPTIM_F64, &zero, 0, NULL)), b}};
-    apply_ok(o, pp, 2);
-    apply_ok(o, pp, 2);
+    ot_step(o, pp, 2);
+    ot_step(o, pp, 2);
     assert_eq(optim_var_get(b, 0), 2.0);
     /* z stays 2. Step 1: x' = z (weight 1), y = 2. Step 2: y = 2 - 0.008,
      * x = (y - 0.1 * 2) / 0.9, x' = (x + 2) / 2, y = 0.2 + 0.9 x'. */
     assert_close(optim_var_get(a, 0), 0.2 + 0.9 * (((1.992 - 0.2) / 0.9 + 2) / 2), 1e-12, 0);
-    optim_destroy(o);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
+    optim_test_free(o, a, b);
 }
 
 /* A sparse gradient with duplicates equals, bit for bit, the dense step with
  * the summed rows and zeros elsewhere. */
-static void test_sparse_dense_equivalent(void **s)
+OPTIM_TEST(test_sparse_dense_equivalent)
 {
-    (void)s;
     const int64_t shape[2] = {5, 2}, idx[3] = {4, 1, 4}, vshape[2] = {3, 2};
     double init[10];
     for (int i = 0; i < 10; i++) init[i] = 0.3 * i - 1;
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *os = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
         optim_optimizer *od = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
         optim_var *vs = optim_test_var("t", dt, 2, shape, init), *vd = optim_test_var("t", dt, 2, shape, init);
@@ -187,18 +162,18 @@ static void test_sparse_dense_equivalent(void **s)
             float vf[6], df[10];
             for (int i = 0; i < 6; i++) {
                 vf[i] = (float)cos(k + 0.7 * i);
-                vals[i] = d ? cos(k + 0.7 * i) : vf[i];
+                vals[i] = dt == OPTIM_F64 ? cos(k + 0.7 * i) : vf[i];
                 dg[idx[i / 2] * 2 + i % 2] += vals[i];
             }
             for (int i = 0; i < 10; i++) df[i] = (float)dg[i];
-            optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, d ? (void *)vals : (void *)vf, 2, vshape)), vs};
-            optim_grad_var pd = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)dg : (void *)df, 2, shape)), vd};
-            apply_ok(os, &ps, 1);
-            apply_ok(od, &pd, 1);
+            optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape)), vs};
+            optim_grad_var pd = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dg : (void *)df, 2, shape)), vd};
+            ot_step(os, &ps, 1);
+            ot_step(od, &pd, 1);
         }
-        assert_bitwise(vs, vd);
-        assert_bitwise(optim_get_slot(os, vs, "momentum"), optim_get_slot(od, vd, "momentum"));
-        assert_bitwise(optim_get_slot(os, vs, "velocity"), optim_get_slot(od, vd, "velocity"));
+        assert_vars_bitwise(vs, vd);
+        assert_vars_bitwise(optim_get_slot(os, vs, "momentum"), optim_get_slot(od, vd, "momentum"));
+        assert_vars_bitwise(optim_get_slot(os, vs, "velocity"), optim_get_slot(od, vd, "velocity"));
         optim_var_destroy(vs);
         optim_var_destroy(vd);
         optim_destroy(os);
@@ -206,23 +181,8 @@ static void test_sparse_dense_equivalent(void **s)
     }
 }
 
-static void round_trip(const char *json)
+OPTIM_TEST(test_config)
 {
-    optim_optimizer *opt = optim_test_make(json);
-    char *ser = optim_serialize(opt);
-    assert_non_null(ser);
-    optim_optimizer *back = optim_test_make(ser);
-    char *ser2 = optim_serialize(back);
-    assert_string_equal(ser, ser2);
-    optim_free(ser);
-    optim_free(ser2);
-    optim_destroy(back);
-    optim_destroy(opt);
-}
-
-static void test_config(void **s)
-{
-    (void)s;
     optim_optimizer *opt = optim_test_make("\"ScheduleFreeAdamW\"");
     char *text = optim_get_config(opt);
     assert_contains(text, "\"learning_rate\":0.0025,\"weight_decay\":null,");
@@ -239,41 +199,25 @@ static void test_config(void **s)
     const char *want[5] = {"iterations", "a/momentum", "a/velocity", "b/momentum", "b/velocity"};
     for (int i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, (size_t)i), want[i]);
     assert_eq(optim_var_get(optim_get_slot(opt, b, "momentum"), 1), 2.0);
-    optim_destroy(opt);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
-    round_trip("\"ScheduleFreeAdamW\"");
+    optim_test_free(opt, a, b);
+    ot_check_round_trip("\"ScheduleFreeAdamW\"");
     /* Keras's test_config. */
-    round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.005, \"beta_1\": 0.95, "
+    ot_check_round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.005, \"beta_1\": 0.95, "
                "\"beta_2\": 0.99, \"epsilon\": 1e-6, \"warmup_steps\": 100}}");
-    round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"weight_decay\": 0.01, \"clipvalue\": 0.5, "
+    ot_check_round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"weight_decay\": 0.01, \"clipvalue\": 0.5, "
                "\"use_ema\": true, \"gradient_accumulation_steps\": 2}}");
 }
 
-static void expect_error(const char *body, int code, const char *needle)
+OPTIM_TEST(test_bad_input)
 {
-    char json[512];
-    snprintf(json, sizeof json, "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {%s}}", body);
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc != code || !strstr(err.msg, needle)) print_error("%s: rc %d, '%s'\n", json, rc, err.msg);
-    assert_int_equal(rc, code);
-    assert_null(opt);
-    assert_contains(err.msg, needle);
-}
-
-static void test_bad_input(void **s)
-{
-    (void)s;
-    expect_error("\"beta_1\": 0", OPTIM_ERANGE, "beta_1");
-    expect_error("\"beta_1\": 1.1", OPTIM_ERANGE, "beta_1");
-    expect_error("\"beta_2\": 1.0", OPTIM_ERANGE, "beta_2");
-    expect_error("\"epsilon\": -1e-8", OPTIM_ERANGE, "epsilon");
-    expect_error("\"warmup_steps\": -1", OPTIM_ERANGE, "warmup_steps");
-    expect_error("\"warmup_steps\": 1.5", OPTIM_ETYPE, "warmup_steps");
-    expect_error("\"momentum\": 0.9", OPTIM_EKEY, "momentum");
-    expect_error("\"is_legacy_optimizer\": true", OPTIM_ENOTSUP, "ScheduleFreeAdamW");
+    ot_expect_refused(CFG("\"beta_1\": 0"), OPTIM_ERANGE, "beta_1", NULL);
+    ot_expect_refused(CFG("\"beta_1\": 1.1"), OPTIM_ERANGE, "beta_1", NULL);
+    ot_expect_refused(CFG("\"beta_2\": 1.0"), OPTIM_ERANGE, "beta_2", NULL);
+    ot_expect_refused(CFG("\"epsilon\": -1e-8"), OPTIM_ERANGE, "epsilon", NULL);
+    ot_expect_refused(CFG("\"warmup_steps\": -1"), OPTIM_ERANGE, "warmup_steps", NULL);
+    ot_expect_refused(CFG("\"warmup_steps\": 1.5"), OPTIM_ETYPE, "warmup_steps", NULL);
+    ot_expect_refused(CFG("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", NULL);
+    ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "ScheduleFreeAdamW", NULL);
     optim_optimizer *opt = optim_test_make("\"schedulefreeadamw\"");
     assert_int_equal(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE);
     double v;
@@ -284,9 +228,8 @@ static void test_bad_input(void **s)
 
 /* 1, 2 and 3 threads: the same bits (element-wise chunks of a large
  * variable, a sparse table). */
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const int64_t n = 200003, tshape[2] = {40, 4}, vshape[2] = {2, 4}, idx[2] = {3, 39};
     double *init = malloc((size_t)n * sizeof *init);
     float *g = malloc((size_t)n * sizeof *g), rows[8] = {1, -2, 3, -4, 5, -6, 7, -8};
@@ -304,13 +247,13 @@ static void test_threads_bitwise(void **s)
             for (int i = 0; i < 8; i++) r[i] = rows[i] * (k + 1);
             optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), big[t]},
                                    {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, r, 2, vshape)), tab[t]}};
-            apply_ok(o[t], p, 2);
+            ot_step(o[t], p, 2);
         }
     }
     for (int t = 1; t < 3; t++) {
-        assert_bitwise(big[0], big[t]);
-        assert_bitwise(tab[0], tab[t]);
-        assert_bitwise(optim_get_slot(o[0], big[0], "momentum"), optim_get_slot(o[t], big[t], "momentum"));
+        assert_vars_bitwise(big[0], big[t]);
+        assert_vars_bitwise(tab[0], tab[t]);
+        assert_vars_bitwise(optim_get_slot(o[0], big[0], "momentum"), optim_get_slot(o[t], big[t], "momentum"));
     }
     for (int t = 0; t < 3; t++) {
         optim_var_destroy(big[t]);
@@ -321,15 +264,4 @@ static void test_threads_bitwise(void **s)
     free(g);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trajectories),
-        cmocka_unit_test(test_keras_checks),
-        cmocka_unit_test(test_sparse_dense_equivalent),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -923,7 +923,9 @@ static void build_sparse(const paths *p, optim_dtype dt, optim_dtype it, const r
             double dense[SP_ROWS * SP_COLS];
             for (int i = 0; i < SP_ROWS * SP_COLS; i++)
                 dense[i] = dt == OPTIM_F32 ? (double)gsum32[i] : gsum[i];
-            assert_true(isnan(o->clipnorm) && isnan(o->clipvalue) && isnan(o->global));
+            assert_nan(o->clipnorm);
+            assert_nan(o->clipvalue);
+            assert_nan(o->global);
             snprintf(name, sizeof name, "%d/bias", k);
             st_add_f(wd, name, dt, gb, 1, bs);
             snprintf(name, sizeof name, "%d/emb", k);
@@ -1918,7 +1920,7 @@ static int has_new_entry(const char *dir)
 static void kill_during_write(const paths *p, int sig)
 {
     pid_t pid = fork();
-    assert_true(pid >= 0);
+    assert_ge(pid, 0);
     if (pid == 0) {
         int nul = open("/dev/null", O_WRONLY);
         if (nul < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) _exit(126);
@@ -2006,10 +2008,10 @@ static void test_many_variables_one_step(void **state)
     assert_int_equal(optim_st_count(f), 3 * NV + 1); /* each variable, its m and v; iterations */
     optim_tensor t;
     assert_int_equal(optim_st_get(f, "v49999", &t), OPTIM_OK);
-    assert_true(*(const float *)t.data < 1); /* Adam moved it by about lr */
+    assert_lt(*(const float *)t.data, 1); /* Adam moved it by about lr */
     drop(f);
     if (secs > 10) print_error("replay of %d variables took %.2f s of CPU\n", NV, secs);
-    assert_true(secs <= 10);
+    assert_le(secs, 10);
 }
 
 int main(void)

@@ -211,7 +211,7 @@ static void test_roundtrip_all_dtypes(void **state)
     optim_tensor t;
     assert_int_equal(optim_st_get(f, "w_f64", &t), OPTIM_OK);
     assert_close(((double *)t.data)[0], 3.141592653589793, 0, 0);
-    assert_true(isnan(((double *)t.data)[3]));
+    assert_nan(((double *)t.data)[3]);
     optim_st_free(f);
 }
 

@@ -277,8 +277,8 @@ static void test_restarts_horizon(void **st)
         double len = 10.0 * pow(0.5, i), f = ((double)k - starts[i]) / len;
         assert_close(optim_schedule_value(s, k), 0.1 * 0.5 * (1.0 + cos(PI * f)), 1e-12, 1e-15);
     }
-    assert_true(isnan(optim_schedule_value(s, 20)));
-    assert_true(isnan(optim_schedule_value(s, 100)));
+    assert_nan(optim_schedule_value(s, 20));
+    assert_nan(optim_schedule_value(s, 100));
     optim_schedule_destroy(s);
 }
 

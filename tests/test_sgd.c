@@ -42,25 +42,25 @@ static void check_trajectory(const char *k3, const char *legacy, hp h)
     if (legacy) ot_check_dense(&OT_DENSE, &c);
 }
 
-static void test_plain(void **s)
+OPTIM_TEST(test_plain)
 {
     check_trajectory(SGD("\"learning_rate\": 0.1"), SGD("\"learning_rate\": 0.1, " OT_LEGACY), (hp){0.1, 0, 0, 0});
 }
 
-static void test_momentum(void **s)
+OPTIM_TEST(test_momentum)
 {
     check_trajectory(SGD("\"learning_rate\": 0.05, \"momentum\": 0.9"),
                      SGD("\"learning_rate\": 0.05, \"momentum\": 0.9, " OT_LEGACY), (hp){0.05, 0.9, 0, 0});
 }
 
-static void test_nesterov(void **s)
+OPTIM_TEST(test_nesterov)
 {
     check_trajectory(SGD("\"learning_rate\": 0.05, \"momentum\": 0.8, \"nesterov\": true"),
                      SGD("\"learning_rate\": 0.05, \"momentum\": 0.8, \"nesterov\": true, " OT_LEGACY),
                      (hp){0.05, 0.8, 0, 1});
 }
 
-static void test_legacy_decay(void **s)
+OPTIM_TEST(test_legacy_decay)
 {
     check_trajectory(NULL, SGD("\"learning_rate\": 0.1, \"momentum\": 0.5, \"decay\": 0.3, " OT_LEGACY),
                      (hp){0.1, 0.5, 0.3, 0});
@@ -68,7 +68,7 @@ static void test_legacy_decay(void **s)
 
 /* The Keras SGD docstring: var = 1, loss = var^2 / 2 (g = var), lr 0.1,
  * momentum 0.9: the first step moves by 0.1, the second by 0.18. */
-static void test_keras_docstring(void **s)
+OPTIM_TEST(test_keras_docstring)
 {
     optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                                 "\"momentum\": 0.9}}");
@@ -80,8 +80,7 @@ static void test_keras_docstring(void **s)
         assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
         assert_close(optim_var_get(v, 0), k == 0 ? 0.9 : 0.72, 1e-6, 0);
     }
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* ---- clipping ------------------------------------------------------------ */
@@ -90,8 +89,7 @@ static void test_keras_docstring(void **s)
 static void clip_case(const char *extra, int legacy, const double *ga, const double *gb,
                       const double *want_a, const double *want_b)
 {
-    for (int d = 0; d < 2; d++) {
-        optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+    OPTIM_FOR_DTYPES(dt) {
         char json[512];
         snprintf(json, sizeof json,
                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, %s%s}}", extra,
@@ -105,20 +103,18 @@ static void clip_case(const char *extra, int legacy, const double *ga, const dou
         for (int i = 0; i < 3; i++) fa[i] = (float)ga[i], da[i] = ga[i];
         for (int i = 0; i < 2; i++) fb[i] = (float)gb[i], db[i] = gb[i];
         optim_grad_var p[2] = {
-            {optim_grad_dense(optim_tensor_make(dt, d ? (void *)da : (void *)fa, 1, sa)), a},
-            {optim_grad_dense(optim_tensor_make(dt, d ? (void *)db : (void *)fb, 1, sb)), b},
+            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)da : (void *)fa, 1, sa)), a},
+            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)db : (void *)fb, 1, sb)), b},
         };
         assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
-        double rtol = d ? 1e-14 : 1e-6;
+        double rtol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 3; i++) assert_close(optim_var_get(a, i), -want_a[i], rtol, 1e-15);
         for (int i = 0; i < 2; i++) assert_close(optim_var_get(b, i), -want_b[i], rtol, 1e-15);
-        optim_destroy(opt);
-        optim_var_destroy(a);
-        optim_var_destroy(b);
+        optim_test_free(opt, a, b);
     }
 }
 
-static void test_clipvalue(void **s)
+OPTIM_TEST(test_clipvalue)
 {
     double ga[3] = {3, -0.5, -7}, gb[2] = {0.25, 2};
     double wa[3] = {1, -0.5, -1}, wb[2] = {0.25, 1};
@@ -126,7 +122,7 @@ static void test_clipvalue(void **s)
     clip_case("\"clipvalue\": 1.0", 1, ga, gb, wa, wb);
 }
 
-static void test_clipnorm(void **s)
+OPTIM_TEST(test_clipnorm)
 {
     /* Per variable: g * c / max(||g||, c). ||a|| = 13, ||b|| = 0.5 < c. */
     double ga[3] = {3, 4, 12}, gb[2] = {0.3, 0.4};
@@ -144,7 +140,7 @@ static void test_clipnorm(void **s)
 
 /* A clip option of 0: Keras 3 ignores it (clips only above 0); legacy
  * tf.keras applies it. */
-static void test_clip_zero(void **s)
+OPTIM_TEST(test_clip_zero)
 {
     double ga[3] = {3, -0.5, -7}, gb[2] = {0.25, 2}, za[3] = {0, 0, 0}, zb[2] = {0, 0};
     clip_case("\"clipvalue\": 0", 0, ga, gb, ga, gb);
@@ -154,7 +150,7 @@ static void test_clip_zero(void **s)
     clip_case("\"clipnorm\": 0", 1, ga, gb, za, zb);
 }
 
-static void test_global_clipnorm(void **s)
+OPTIM_TEST(test_global_clipnorm)
 {
     double ga[3] = {3, 4, 12}, gb[2] = {-3, 4};
     double norm = sqrt(9 + 16 + 144 + 9 + 16.0), c = 1.5, wa[3], wb[2];
@@ -169,10 +165,9 @@ static void test_global_clipnorm(void **s)
 
 /* ---- dynamic learning rates ------------------------------------------------- */
 
-static double lr_fn(void *user) { return *(double *)user; }
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
-static void test_dynamic_lr(void **s)
+OPTIM_TEST(test_dynamic_lr)
 {
     const double lrs[5] = {0.1, 0.05, 0.2, 0.01, 0.3};
     for (int kind = 0; kind < 4; kind++) {
@@ -181,7 +176,7 @@ static void test_dynamic_lr(void **s)
         optim_var *lrv;
         optim_error err;
         assert_eq(optim_var_create(&lrv, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", lr_fn, &cur), 0);
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &cur), 0);
         if (kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lrv), 0);
         if (kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
         double init[N], w[N], m[N];
@@ -209,9 +204,7 @@ static void test_dynamic_lr(void **s)
         /* A callable returning a bad value fails the step and changes nothing. */
         cur = -1;
         if (kind == 0) ot_expect_step_refused(opt, v, 0, OPTIM_ERANGE, "learning_rate");
-        optim_destroy(opt);
-        optim_var_destroy(v);
-        optim_var_destroy(lrv);
+        optim_test_free(opt, v, lrv);
     }
 }
 
@@ -226,7 +219,7 @@ static ot_sparse sp(void)
 }
 
 /* Keras 3: sparse == dense equivalent (duplicates summed), bit for bit. */
-static void test_sparse_keras3_equals_dense(void **s)
+OPTIM_TEST(test_sparse_keras3_equals_dense)
 {
     ot_sparse t = sp();
     static const char *const mom[] = {"momentum", NULL};
@@ -238,7 +231,7 @@ static void test_sparse_keras3_equals_dense(void **s)
 /* Legacy with momentum: duplicates summed, then only the indexed rows of the
  * slot and the variable change (TF's SparseApplyKerasMomentum). Legacy
  * without momentum: scatter-add of -lr * g per index as given. */
-static void test_sparse_legacy_rows_only(void **s)
+OPTIM_TEST(test_sparse_legacy_rows_only)
 {
     ot_sparse t = sp();
     for (int nesterov = 0; nesterov < 2; nesterov++) {
@@ -259,20 +252,17 @@ static void test_sparse_legacy_rows_only(void **s)
                 if (t.index(k, j) == i / 3) w[i] = w[i] - t.val(k, j, i % 3) * 0.1;
     }
     assert_var_eq(v, w, 18);
-    optim_destroy(opt);
-    optim_var_destroy(v);
+    optim_test_free(opt, v);
 }
 
 /* Rows not indexed stay bit-identical in the legacy generation but decay in
  * Keras 3 (momentum carried from an earlier step). */
-static void test_sparse_untouched_rows(void **s)
+OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
                                            : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5}}");
-        double init[4] = {1, 2, 3, 4};
-        int64_t shape[2] = {4, 1};
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, init);
+        optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
         ot_step_row(opt, v, 0, (double[]){1});
         /* m0 = -0.5, w0 = 0.5 */
         assert_eq(optim_var_get(v, 0), 0.5);
@@ -282,8 +272,7 @@ static void test_sparse_untouched_rows(void **s)
         assert_eq(optim_var_get(v, 1), 2);
         assert_eq(optim_var_get(v, 2), 3);
         assert_eq(optim_var_get(v, 3), 3.5);
-        optim_destroy(opt);
-        optim_var_destroy(v);
+        optim_test_free(opt, v);
     }
 }
 
@@ -291,7 +280,7 @@ static void test_sparse_untouched_rows(void **s)
 
 /* w = w - w * wd * lr before the SGD step, except for excluded variables
  * (by pointer or by name pattern); dense and sparse (which decays all rows). */
-static void test_weight_decay(void **s)
+OPTIM_TEST(test_weight_decay)
 {
     optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                                 "\"momentum\": 0.5, \"weight_decay\": 0.2}}");
@@ -336,11 +325,7 @@ static void test_weight_decay(void **s)
         assert_close(optim_var_get(c, i), wb[i], 1e-14, 1e-15); /* excluded by pointer */
         assert_close(optim_var_get(e, i), we[i], 1e-14, 1e-15);
     }
-    optim_destroy(opt);
-    optim_var_destroy(a);
-    optim_var_destroy(b);
-    optim_var_destroy(c);
-    optim_var_destroy(e);
+    optim_test_free(opt, a, b, c, e);
     /* The legacy generation has no weight_decay key. */
     optim_optimizer *legacy = NULL;
     optim_error err;
@@ -352,31 +337,11 @@ static void test_weight_decay(void **s)
 
 /* ---- threads ---------------------------------------------------------------------- */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"momentum", NULL};
     ot_check_threads(SGD("\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10"), 2,
                      4, 0, slots);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain),
-        cmocka_unit_test(test_momentum),
-        cmocka_unit_test(test_nesterov),
-        cmocka_unit_test(test_legacy_decay),
-        cmocka_unit_test(test_keras_docstring),
-        cmocka_unit_test(test_clipvalue),
-        cmocka_unit_test(test_clipnorm),
-        cmocka_unit_test(test_global_clipnorm),
-        cmocka_unit_test(test_clip_zero),
-        cmocka_unit_test(test_dynamic_lr),
-        cmocka_unit_test(test_sparse_keras3_equals_dense),
-        cmocka_unit_test(test_sparse_legacy_rows_only),
-        cmocka_unit_test(test_sparse_untouched_rows),
-        cmocka_unit_test(test_weight_decay),
-        cmocka_unit_test(test_threads_bitwise),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

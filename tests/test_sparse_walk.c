@@ -89,10 +89,10 @@ static void all_slots_bitwise(optim_optimizer *o1, optim_var *a, optim_optimizer
 {
     const char *names[16];
     size_t n = optim_get_slot_names(o1, names, 16);
-    assert_true(n <= 16);
+    assert_le(n, 16);
     for (size_t i = 0; i < n; i++) {
         optim_var *x = optim_get_slot(o1, a, names[i]), *y = optim_get_slot(o2, b, names[i]);
-        assert_true((x == NULL) == (y == NULL));
+        assert_eq(x == NULL, y == NULL);
         if (x) assert_vars_bitwise(x, y);
     }
 }
@@ -514,7 +514,8 @@ static void test_chunk_grad(void **state)
             optim__sparse_piece(&u, pieces, k, &j0, &j1, &r0, &r1);
             assert_int_equal(j0, next_j);
             assert_int_equal(r0, next_r);
-            assert_true(j1 - j0 >= 5 / pieces && j1 - j0 <= 5 / pieces + 1);
+            assert_ge(j1 - j0, 5 / pieces);
+            assert_le(j1 - j0, 5 / pieces + 1);
             next_j = j1;
             next_r = r1;
         }

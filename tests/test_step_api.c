@@ -33,7 +33,7 @@ static void assert_same_values(optim_var *a, optim_var *b)
         if (optim_var_get(a, i) != optim_var_get(b, i))
             print_error("element %lld: %a (%.17g) != %a (%.17g)\n", (long long)i, optim_var_get(a, i),
                         optim_var_get(a, i), optim_var_get(b, i), optim_var_get(b, i));
-        assert_true(optim_var_get(a, i) == optim_var_get(b, i));
+        assert_eq(optim_var_get(a, i), optim_var_get(b, i));
     }
 }
 
@@ -84,7 +84,7 @@ static void test_counter_and_constraints(void **s)
     assert_int_equal(optim_set_iterations(ref, 7), 0);
     assert_int_equal(optim_apply_gradients(ref, &pb, 1, 0), 0);
     assert_same_values(a, b);
-    assert_true(optim_var_get(a, 1) < 0); /* NonNeg not applied */
+    assert_lt(optim_var_get(a, 1), 0); /* NonNeg not applied */
     optim_destroy(adam);
     optim_destroy(ref);
     optim_var_destroy(a);
@@ -129,13 +129,13 @@ static void test_inspect(void **s)
     assert_int_equal(calls, 1);
     assert_int_equal(optim_iterations(sgd), 0);
     assert_int_equal(optim_weights_count(sgd), 1); /* no slot created */
-    for (int i = 0; i < 4; i++) assert_true(optim_var_get(a, i) == W0[i]);
+    for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     o = optim_step_options_defaults();
     o.inspect = halve;
     assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
     for (int i = 0; i < 4; i++) {
-        assert_true(g[i] == G0[i]);
-        assert_true(optim_var_get(a, i) == W0[i] - 0.1 * (0.5 * G0[i]));
+        assert_eq(g[i], G0[i]);
+        assert_eq(optim_var_get(a, i), W0[i] - 0.1 * (0.5 * G0[i]));
     }
     optim_destroy(sgd);
     optim_var_destroy(a);
@@ -170,7 +170,7 @@ static void test_bad_input(void **s)
     assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_ERANGE);
     assert_int_equal(optim_step(sgd, NULL, 1, NULL), OPTIM_EINVAL);
     assert_int_equal(optim_iterations(sgd), 0);
-    for (int i = 0; i < 4; i++) assert_true(optim_var_get(a, i) == W0[i]);
+    for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     /* A version-1 wrapper (apply_gradients only) takes default options only. */
     static const optim_class v1 = {.size = sizeof(optim_class), .version = 1, .name = "V1Wrap",
                                    .state_size = sizeof(optim_optimizer *), .apply_gradients = v1_apply,
@@ -267,7 +267,7 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
         }
     }
     assert_non_null(head);
-    assert_true(opt->arena.used_total > 0);
+    assert_gt(opt->arena.used_total, 0);
 }
 
 static void test_arena_steady_state(void **s)
@@ -326,7 +326,7 @@ static void test_step_scratch(void **s)
     char *p = optim_step_scratch(sgd, 100), *q = optim_step_scratch(sgd, 0);
     assert_non_null(p);
     assert_non_null(q);
-    assert_true(p != q);
+    assert_ptr_not_equal(p, q);
     assert_int_equal((uintptr_t)p % 64, 0);
     memset(p, 0x5a, 100);
     assert_null(optim_step_scratch(sgd, SIZE_MAX));
@@ -514,7 +514,7 @@ static void test_init_name_is_a_weight(void **s)
     assert_non_null(f);
     size_t got = fread(msg, 1, sizeof msg - 1, f);
     fclose(f);
-    assert_true(got > 0);
+    assert_gt(got, 0);
     if (!strstr(msg, "INIT tensor 'w/m'")) print_error("stderr: %s\n", msg);
     assert_non_null(strstr(msg, "INIT tensor 'w/m'"));
 }

@@ -86,7 +86,7 @@ static void test_create_scalar_and_empty(void **state)
     int64_t shape[2] = {0, 5};
     assert_int_equal(optim_var_create(&e, "empty", OPTIM_F32, 2, shape, NULL, NULL), OPTIM_OK);
     assert_int_equal(optim_var_numel(e), 0);
-    assert_true(isnan(optim_var_get(e, 0)));
+    assert_nan(optim_var_get(e, 0));
     optim_var_destroy(s);
     optim_var_destroy(e);
 }
@@ -113,8 +113,8 @@ static void test_accessors(void **state)
     assert_ptr_equal(t.data, optim_var_data(v));
     /* Element reads, out of range gives NaN. */
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(v, i), init[i]);
-    assert_true(isnan(optim_var_get(v, 4)));
-    assert_true(isnan(optim_var_get(v, -1)));
+    assert_nan(optim_var_get(v, 4));
+    assert_nan(optim_var_get(v, -1));
     /* Trainable flag: default 1, normalised to 0/1. */
     assert_int_equal(optim_var_trainable(v), 1);
     optim_var_set_trainable(v, 0);

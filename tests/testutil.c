@@ -19,7 +19,7 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
     }
 }
 
-static const char *const op_names[] = {"==", "!=", "<", "<=", ">", ">="};
+static const char *const op_names[] = {"==", "!=", "<", "<=", ">", ">=", "== (or both NaN)"};
 
 static int holds(int op, int lt, int eq, int gt)
 {
@@ -29,6 +29,7 @@ static int holds(int op, int lt, int eq, int gt)
     case OPTIM_TEST_LT: return lt;
     case OPTIM_TEST_LE: return lt || eq;
     case OPTIM_TEST_GT: return gt;
+    case OPTIM_TEST_SAME: return eq;
     default: return gt || eq;
     }
 }
@@ -36,8 +37,10 @@ static int holds(int op, int lt, int eq, int gt)
 void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb, const char *file,
                       int line)
 {
-    /* NaN is unordered: only != holds. */
-    if (holds(op, a < b, a == b, a > b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b)))) return;
+    /* NaN is unordered: only != holds (and SAME when both are NaN). */
+    if (holds(op, a < b, a == b, a > b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b))) ||
+        (op == OPTIM_TEST_SAME && isnan(a) && isnan(b)))
+        return;
     print_error("%s %s %s failed:\n  left  %a (%.17g)\n  right %a (%.17g)\n", ea, op_names[op], eb,
                 a, a, b, b);
     _fail(file, line);
@@ -191,4 +194,32 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
     if (rc) print_error("%s\n", err.msg);
     assert_int_equal(rc, 0);
     return v;
+}
+
+static struct CMUnitTest registered[128];
+static int registered_line[128], nregistered;
+
+void optim_test_register(const char *name, CMUnitTestFunction fn, int line)
+{
+    if (nregistered == 128) abort(); /* raise the limit */
+    registered[nregistered] = (struct CMUnitTest){name, fn, NULL, NULL, NULL};
+    registered_line[nregistered++] = line;
+}
+
+int optim_test_run(void)
+{
+    for (int i = 1; i < nregistered; i++) /* insertion sort by line */
+        for (int j = i; j > 0 && registered_line[j - 1] > registered_line[j]; j--) {
+            struct CMUnitTest t = registered[j];
+            int l = registered_line[j];
+            registered[j] = registered[j - 1], registered_line[j] = registered_line[j - 1];
+            registered[j - 1] = t, registered_line[j - 1] = l;
+        }
+    return _cmocka_run_group_tests("tests", registered, (size_t)nregistered, NULL, NULL);
+}
+
+void optim_test_free_(optim_optimizer *opt, optim_var **vars)
+{
+    optim_destroy(opt);
+    for (int i = 0; vars[i]; i++) optim_var_destroy(vars[i]);
 }

@@ -29,7 +29,7 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
  * floating-point values with %a and as 17-digit decimals (so a one-ulp
  * difference shows). The operands are evaluated once; the comparison is done
  * in double when either side is floating-point, in long long otherwise. */
-enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT, OPTIM_TEST_GE };
+enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT, OPTIM_TEST_GE, OPTIM_TEST_SAME };
 #define assert_cmp_(a, op, b)                                                                       \
     _Generic((a) + (b), float: optim_test_cmp_f, double: optim_test_cmp_f,                           \
              long double: optim_test_cmp_f, default: optim_test_cmp_i)((a), (b), op, #a, #b,         \
@@ -40,6 +40,8 @@ enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT
 #define assert_le(a, b) assert_cmp_(a, OPTIM_TEST_LE, b)
 #define assert_gt(a, b) assert_cmp_(a, OPTIM_TEST_GT, b)
 #define assert_ge(a, b) assert_cmp_(a, OPTIM_TEST_GE, b)
+/* a == b, or both NaN. */
+#define assert_same(a, b) assert_cmp_(a, OPTIM_TEST_SAME, b)
 void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb, const char *file,
                       int line);
 void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
@@ -71,6 +73,24 @@ void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, con
                            const char *file, int line);
 void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea,
                              const char *eb, const char *file, int line);
+
+/* A test case: OPTIM_TEST(name) { body } defines it and registers it for
+ * optim_test_run, so no list in main repeats the names. */
+#define OPTIM_TEST(name)                                                                           \
+    static void name(void **state);                                                                \
+    __attribute__((constructor)) static void name##_reg(void) { optim_test_register(#name, name, __LINE__); } \
+    static void name(void **state)
+void optim_test_register(const char *name, CMUnitTestFunction fn, int line);
+/* Runs the registered tests in the order of their lines (cmocka's output). */
+int optim_test_run(void);
+
+/* Loops over F32 then F64 with dt declared. */
+#define OPTIM_FOR_DTYPES(dt) \
+    for (optim_dtype dt = OPTIM_F32; dt; dt = dt == OPTIM_F32 ? OPTIM_F64 : OPTIM_DTYPE_INVALID)
+
+/* Destroys an optimizer (NULL allowed) and the variables after it. */
+#define optim_test_free(opt, ...) optim_test_free_((opt), (optim_var *[]){__VA_ARGS__, NULL})
+void optim_test_free_(optim_optimizer *opt, optim_var **vars);
 
 /* A fresh path under a per-process temporary directory (static buffer per call slot). */
 const char *optim_test_tmpfile(const char *name);
