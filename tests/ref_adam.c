@@ -143,3 +143,47 @@ void ref_adam_check_legacy_sparse_f32(const char *json, int ams, double lr, doub
     assert_f32_state(opt, x, w, m, v, vh, ams, n);
     optim_test_free(opt, x);
 }
+
+void ref_adam_check_tfa(const char *json, int sparse, double wd, double eps, const double *i0,
+                        const double *i1, int n, const int64_t *idx, int nidx)
+{
+    const double gv[2] = {0.1, 0.01};
+    int64_t len = n, ni = nidx;
+    OPTIM_FOR_DTYPES(dt) {
+        optim_optimizer *opt = optim_test_make(json);
+        optim_var *var[2] = {optim_test_var("var0", dt, 1, &len, i0), optim_test_var("var1", dt, 1, &len, i1)};
+        double gd[2][MAX_N], p[2][MAX_N], m[2] = {0}, v[2] = {0};
+        float gf[2][MAX_N];
+        int touched[MAX_N] = {0};
+        memcpy(p[0], i0, n * sizeof *i0);
+        memcpy(p[1], i1, n * sizeof *i1);
+        for (int i = 0; i < nidx; i++) {
+            touched[idx[i]] = 1;
+            for (int j = 0; j < 2; j++) gd[j][i] = gv[j], gf[j][i] = (float)gv[j];
+        }
+        for (int t = 1; t <= 3; t++) {
+            optim_grad_var pg[2];
+            for (int j = 0; j < 2; j++) {
+                optim_tensor g = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gd[j] : (void *)gf[j], 1, &ni);
+                pg[j] = (optim_grad_var){sparse ? optim_grad_sparse(idx, nidx, g) : optim_grad_dense(g), var[j]};
+            }
+            ot_step(opt, pg, 2);
+            double lr_t = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
+            for (int j = 0; j < 2; j++) {
+                m[j] = 0.9 * m[j] + 0.1 * gv[j];
+                v[j] = 0.999 * v[j] + 0.001 * gv[j] * gv[j];
+                for (int i = 0; i < n; i++) {
+                    if (!touched[i]) {
+                        assert_eq(optim_var_get(var[j], i), dt == OPTIM_F32 ? (float)p[j][i] : p[j][i]);
+                        continue;
+                    }
+                    p[j][i] = p[j][i] * (1 - wd) - lr_t * m[j] / (sqrt(v[j]) + eps);
+                    /* assert_allclose_according_to_type: 1e-6 for float32 */
+                    double tol = dt == OPTIM_F64 ? 1e-12 : 1e-6;
+                    assert_close(optim_var_get(var[j], i), p[j][i], tol, tol);
+                }
+            }
+        }
+        optim_test_free(opt, var[0], var[1]);
+    }
+}

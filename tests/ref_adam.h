@@ -46,4 +46,13 @@ void ref_adam_check_dense_f32(const char *json, int legacy, int ams, double lr, 
  * row; checked bit for bit against opt's result. */
 void ref_adam_check_legacy_sparse_f32(const char *json, int ams, double lr, double wd);
 
+/* TF Addons' two-variable test (weight_decay_optimizers_test.py do_test,
+ * lazy_adam_test.py _test_sparse) in f32 and f64: var0 and var1 of n
+ * elements from i0 and i1, gradients 0.1 and 0.01 on the nidx rows idx
+ * (sparse) or on all n (dense: idx is 0..n-1), 3 steps against the numpy
+ * update param * (1 - wd) - lr_t * m / (sqrt(v) + eps) of the indexed rows
+ * (lr 0.001, betas 0.9 and 0.999); the other rows keep their bits. */
+void ref_adam_check_tfa(const char *json, int sparse, double wd, double eps, const double *i0,
+                        const double *i1, int n, const int64_t *idx, int nidx);
+
 #endif

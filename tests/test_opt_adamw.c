@@ -258,37 +258,10 @@ OPTIM_TEST(test_keras_weight_decay)
  * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
 OPTIM_TEST(test_tfa_values)
 {
+    const char *json = ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
+                             "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY);
     for (int sparse = 0; sparse < 2; sparse++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
-                                              "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY));
-            double i0[2] = {1, 2}, i1[2] = {3, 4};
-            int64_t n = 2, idx[2] = {0, 1};
-            optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
-            double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
-            float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
-            void *g0 = dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, *g1 = dt == OPTIM_F64 ? (void *)g1d : (void *)g1f;
-            double p0[2] = {1, 2}, p1[2] = {3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
-            for (int t = 1; t <= 3; t++) {
-                optim_tensor t0 = optim_tensor_make(dt, g0, 1, &n), t1 = optim_tensor_make(dt, g1, 1, &n);
-                optim_grad_var p[2] = {{sparse ? optim_grad_sparse(idx, 2, t0) : optim_grad_dense(t0), var0},
-                                       {sparse ? optim_grad_sparse(idx, 2, t1) : optim_grad_dense(t1), var1}};
-                ot_step(opt, p, 2);
-                double lr_t = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
-                m0 = 0.9 * m0 + 0.1 * 0.1;
-                v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
-                m1 = 0.9 * m1 + 0.1 * 0.01;
-                v1 = 0.999 * v1 + 0.001 * 0.01 * 0.01;
-                for (int i = 0; i < 2; i++) {
-                    p0[i] = p0[i] * (1 - 0.01) - lr_t * m0 / (sqrt(v0) + 1e-8);
-                    p1[i] = p1[i] * (1 - 0.01) - lr_t * m1 / (sqrt(v1) + 1e-8);
-                    /* assert_allclose_according_to_type: 1e-6 for float32 */
-                    assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-                    assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-                }
-            }
-            optim_test_free(opt, var0, var1);
-        }
+        ref_adam_check_tfa(json, sparse, 0.01, 1e-8, (double[]){1, 2}, (double[]){3, 4}, 2, (int64_t[]){0, 1}, 2);
 }
 
 /* ---- config -------------------------------------------------------------------------- */

@@ -181,38 +181,7 @@ OPTIM_TEST(test_sparse_keras3_weight_decay)
  * (var0 [1, 1, 2], gradient 0.1 on rows 0 and 2, 3 steps): row 1 stays. */
 OPTIM_TEST(test_tfa_sparse_values)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(LAZY(LEGACY));
-        double i0[3] = {1, 1, 2}, i1[3] = {3, 3, 4};
-        int64_t n = 3, two = 2, idx[2] = {0, 2};
-        optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
-        double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
-        float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
-        double p0[3] = {1, 1, 2}, p1[3] = {3, 3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
-        for (int t = 0; t < 3; t++) {
-            optim_grad_var p[2] = {
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, 1, &two)), var0},
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1d : (void *)g1f, 1, &two)), var1},
-            };
-            ot_step(opt, p, 2);
-            double lr_t = 0.001 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.9, t + 1));
-            m0 = 0.9 * m0 + 0.1 * 0.1;
-            v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
-            m1 = 0.9 * m1 + 0.1 * 0.01;
-            v1 = 0.999 * v1 + 0.001 * 0.01 * 0.01;
-            for (int i = 0; i < 3; i += 2) {
-                p0[i] -= lr_t * m0 / (sqrt(v0) + 1e-7);
-                p1[i] -= lr_t * m1 / (sqrt(v1) + 1e-7);
-            }
-            for (int i = 0; i < 3; i++) {
-                assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-                assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-            }
-        }
-        assert_eq(optim_var_get(var0, 1), 1);
-        assert_eq(optim_var_get(var1, 1), 3);
-        optim_test_free(opt, var0, var1);
-    }
+    ref_adam_check_tfa(LAZY(LEGACY), 1, 0, 1e-7, (double[]){1, 1, 2}, (double[]){3, 3, 4}, 3, (int64_t[]){0, 2}, 2);
 }
 
 /* ---- config ------------------------------------------------------------------------- */
