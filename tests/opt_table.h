@@ -138,6 +138,10 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
 /* One thread against `threads` on 100003 F32 elements for `steps` steps of
  * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
 void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);
+/* The same (shrink 0) with two more variables in each call: 1000 F64
+ * elements (gradient cos(0.11 i - k)) and three rows of a [500, 8] F32
+ * table (sparse, a duplicate index); weights of all three bit for bit. */
+void ot_check_threads_mixed(const char *json, int threads, int steps, const char *const *slots);
 
 /* The tests every Keras optimizer test file has (keras/src/optimizers/NAME_test.py):
  * test_single_step: [1, 2, 3, 4] (F32) after one step of [1, 6, 7, 2] is
