@@ -1,10 +1,12 @@
-/* Adam and AdamW references shared by test_opt_adam.c and test_opt_adamw.c,
- * written from the published formulas, t = k + 1:
+/* Adam and AdamW references shared by test_opt_adam.c, test_opt_adamw.c and
+ * test_opt_lazyadam.c, written from the published formulas, t = k + 1:
  *
  *   lr_k = lr / (1 + decay * k)                    (decay: legacy only)
  *   decoupled weight decay before the Adam step (AdamW; wd 0: plain Adam):
- *     Keras 3 (base_optimizer):  w = w - w * wd * lr
- *     legacy (TF Addons):        w = w - wd * w   (not times lr)
+ *     Keras 3 (keras/src/optimizers/adamw.py + base_optimizer weight decay):
+ *       w = w - w * wd * lr
+ *     legacy (TF Addons tfa.optimizers.AdamW, DecoupledWeightDecayExtension):
+ *       w = w - wd * w  (not times lr); sparse: on the indexed rows only
  *   m = beta_1 * m + (1 - beta_1) * g
  *   v = beta_2 * v + (1 - beta_2) * g^2
  *   vhat = max(vhat, v)                              (amsgrad)

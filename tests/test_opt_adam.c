@@ -1,13 +1,5 @@
-/* Adam (and AMSGrad) against independent references written here from the
- * published formulas:
- *
- *   t = k + 1, lr_k = lr / (1 + decay * k)          (decay: legacy only)
- *   m = beta_1 * m + (1 - beta_1) * g
- *   v = beta_2 * v + (1 - beta_2) * g^2
- *   vhat = max(vhat, v)                              (amsgrad)
- *   w = w - lr_k * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v or vhat) + epsilon)
- *
- * in double precision: dense trajectories (f32 and f64, both generations,
+/* Adam (and AMSGrad) against independent references written from the
+ * published formulas (tests/ref_adam.h, weight decay 0) in double precision: dense trajectories (f32 and f64, both generations,
  * amsgrad on and off), sparse gradients with duplicate indices (Keras 3: the
  * dense result bit for bit; legacy: every row of m, v and w moves), dynamic
  * hyperparameters, and the float32 order of operations of each generation

@@ -1,16 +1,6 @@
-/* AdamW against independent references written here from the published
- * formulas, t = k + 1:
- *
- *   Keras 3 (keras/src/optimizers/adamw.py + base_optimizer weight decay):
- *     w = w - w * wd * lr                         before the Adam step
- *   Legacy (TF Addons tfa.optimizers.AdamW, DecoupledWeightDecayExtension):
- *     w = w - wd * w                              (not times lr), before the
- *                                                 Adam step; sparse: on the
- *                                                 indexed rows only
- *   Adam: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; vhat = max(vhat, v)
- *         w = w - lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v or vhat) + eps)
- *
- * in double precision (f32 and f64, amsgrad on and off, dense and sparse with
+/* AdamW against independent references written from the published
+ * formulas (tests/ref_adam.h: the Adam step after the decoupled weight decay
+ * of each generation) in double precision (f32 and f64, amsgrad on and off, dense and sparse with
  * duplicate indices), plus the float32 order of operations of each
  * generation emulated in float and compared bit for bit, the
  * exclude_from_weight_decay patterns, config key sets, defaults, round trips
