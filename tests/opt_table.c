@@ -97,12 +97,18 @@ static optim_tensor tensor_like(optim_dtype dt, int32_t rank, const int64_t *sha
     return optim_tensor_make(dt, buf, rank, shape);
 }
 
+optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf)
+{
+    return optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), g,
+                                        optim_var_numel(w), buf));
+}
+
 void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
 {
     int64_t n = optim_var_numel(w);
     void *buf = malloc((size_t)(n ? n : 1) * 8);
     assert_non_null(buf);
-    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), g, n, buf)), w};
+    optim_grad_var p = {ot_grad_like(w, g, buf), w};
     ot_step(opt, &p, 1);
     free(buf);
 }

@@ -96,6 +96,9 @@ double ot_value(void *user);
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
 /* One dense step on w with the gradient g (doubles, rounded for F32). */
 void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g);
+/* A dense gradient of w's dtype and shape holding g (buf: scratch of
+ * numel(w) doubles). */
+optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf);
 /* One dense step of the gradient g everywhere on w must fail with code
  * (a hyperparameter out of range, say), the message naming needle, and
  * change nothing: w bit for bit, the iteration count. */
