@@ -75,8 +75,7 @@ OPTIM_TEST(test_epsilon_zero)
         optim_free(cfg);
         double zero = 0, g = 1e-6;
         optim_var *w = optim_test_var("w", OPTIM_F64, 0, NULL, &zero);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), w};
-        ot_step(opt, &p, 1);
+        ot_step_dense(opt, w, &g);
         double m = 0.1 * g, v = 0.001 * g * g, a = 0.1 * sqrt(1 - 0.999) / (1 - 0.9);
         double want = -a * m / (sqrt(v) + (legacy ? 1e-7 : 0.0));
         assert_close(optim_var_get(w, 0), want, 1e-12, 0);
@@ -191,8 +190,7 @@ OPTIM_TEST(test_dynamic)
             for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
             /* The bias correction uses this step's beta_1 to the power t. */
             ref_adam_step(&r, k, b1, 0, w, m, v, vh, g, NULL, N);
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), x};
-            ot_step(opt, &p, 1);
+            ot_step_dense(opt, x, g);
             for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
         }
         /* A callable beta_1 out of range fails the step and changes nothing. */

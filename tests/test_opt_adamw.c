@@ -206,8 +206,7 @@ OPTIM_TEST(test_legacy_dynamic_weight_decay)
             double wd = kind == 0 ? cur : 0.1 / (1.0 + k), g[N];
             for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
             ref_adam_step(&r, k, r.b1, wd, w, m, v, vh, g, NULL, N);
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
-            ot_step(opt, &p, 1);
+            ot_step_dense(opt, x, g);
             for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
         }
         /* A callable weight_decay out of range fails the step. */

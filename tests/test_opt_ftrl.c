@@ -255,8 +255,7 @@ OPTIM_TEST(test_legacy_dynamic)
             g[i] = grad_at(k, i);
             ref_coord(&c, 0, 0, 0.3, g[i], &w[i], &n[i], &z[i]);
         }
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-        ot_step(opt, &p, 1);
+        ot_step_dense(opt, v, g);
     }
     for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-12, 1e-14);
     /* A callable out of range fails the step; nothing changes. */

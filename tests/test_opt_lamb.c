@@ -548,8 +548,7 @@ OPTIM_TEST(test_config_keras3)
     double z = 0;
     int64_t one = 1;
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, &one, &z);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &z, 1, &one)), w};
-    ot_step(opt, &p, 1);
+    ot_step_dense(opt, w, &z);
     ot_expect_slot_names(opt, "m", "v", NULL);
     ot_expect_weight_names(opt, 1, "w/m", "w/v", NULL);
     optim_test_free(opt, w);
