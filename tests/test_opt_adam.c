@@ -229,9 +229,7 @@ OPTIM_TEST(test_legacy_docstring)
     optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.1, " LEGACY));
     double ten = 10;
     optim_var *x = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten);
-    float g = 10.0f;
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), x};
-    ot_step(opt, &p, 1);
+    ot_step_dense(opt, x, (double[]){10});
     assert_close(optim_var_get(x, 0), 9.9, 1e-6, 0);
     optim_test_free(opt, x);
 }
