@@ -3,6 +3,7 @@
 
     bench/torch_compare.py [--optim build/optim] [--threads T] [--runs R]
                            [--sparse ROWS COLS INDICES] [--double]
+                           [--size N] [--tensors K...] [COMPARISON...]
 
 Each comparison is one function, compare_<name>(args): it runs
 `optim bench --json` for its work, times the PyTorch equivalent in this
@@ -21,6 +22,14 @@ dense-equivalent step touches the whole table (its line also gives the
 sparse step against a dense step of the same table). --double runs it
 again on 2 x ROWS rows and prints each config's time ratio (a lazy step
 should not grow with the table).
+
+compare_dense: a float32 Adam step (PyTorch's defaults: lr 1e-3, betas
+0.9/0.999, eps 1e-8; optim's Keras 3 Adam with epsilon 1e-8) on N
+parameters split into K tensors, for each K given: `optim bench --tensors
+K` against torch.optim.Adam with its for-loop (foreach=False) and with
+foreach=True (its multi-tensor kernels).
+
+COMPARISON names the comparisons to run (default: all): sparse, dense.
 """
 import argparse
 import json
@@ -109,6 +118,38 @@ def sparse_once(args, rows):
     return times
 
 
+def torch_adam(n, k, runs, foreach):
+    """Median seconds of a torch.optim.Adam step on n float32 parameters in
+    k tensors, after a warm-up step."""
+    sizes = [n // k + (1 if j < n % k else 0) for j in range(k)]
+    params = [torch.zeros(s, dtype=torch.float32, requires_grad=True) for s in sizes]
+    for p in params:
+        p.grad = torch.full_like(p, 1e-3)
+    opt = torch.optim.Adam(params, lr=1e-3, foreach=foreach)
+    times = []
+    with torch.no_grad():
+        for r in range(runs + 1):
+            t0 = time.perf_counter()
+            opt.step()
+            if r:
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def compare_dense(args):
+    config = '{"class_name": "Adam", "config": {"epsilon": 1e-8}}'
+    print(f"dense: Adam float32, {args.size} parameters, {args.threads} threads, median of {args.runs}")
+    print(f"{'tensors':>8} {'optim ms':>9} {'x triad':>7} {'for-loop ms':>11} {'for/optim':>9} "
+          f"{'foreach ms':>10} {'foreach/optim':>13}")
+    for k in args.tensors:
+        r = optim_bench(args, ["--size", str(args.size), "--tensors", str(k)], [config])[0]
+        loop = torch_adam(args.size, k, args.runs, foreach=False)
+        each = torch_adam(args.size, k, args.runs, foreach=True)
+        s = r["median_seconds"]
+        print(f"{k:8d} {1e3 * s:9.3f} {r['ratio']:7.2f} {1e3 * loop:11.3f} {loop / s:9.2f} "
+              f"{1e3 * each:10.3f} {each / s:13.2f}", flush=True)
+
+
 def compare_sparse(args):
     base = sparse_once(args, args.sparse[0])
     if not args.double:
@@ -127,10 +168,19 @@ def main():
     p.add_argument("--sparse", type=int, nargs=3, metavar=("ROWS", "COLS", "INDICES"),
                    default=[1000000, 64, 4096])
     p.add_argument("--double", action="store_true", help="also on twice the rows")
+    p.add_argument("--size", type=int, default=10000000, help="dense: parameters")
+    p.add_argument("--tensors", type=int, nargs="+", default=[1, 10000], help="dense: tensor counts")
+    p.add_argument("comparisons", nargs="*", default=list(COMPARISONS), help="sparse, dense")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    compare_sparse(args)
+    for name in args.comparisons:
+        if name not in COMPARISONS:
+            p.error(f"unknown comparison {name!r} (known: {', '.join(COMPARISONS)})")
+        COMPARISONS[name](args)
     return 0
+
+
+COMPARISONS = {"sparse": compare_sparse, "dense": compare_dense}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$optim" bench --json --size 20000 --runs 3 '"sgd"' '{"class_name": "Adam", "config": {"amsgrad": true}}' \
     >"$tmp/out" 2>"$tmp/err" || fail "bench exited $?: $(cat "$tmp/err")"
 [ "$(wc -l <"$tmp/out")" -eq 2 ] || fail "expected 2 JSON lines, got: $(cat "$tmp/out")"
-for key in config class_name elements dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio; do
+for key in config class_name elements tensors dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio; do
     [ "$(grep -c "\"$key\": " "$tmp/out")" -eq 2 ] || fail "key $key missing: $(cat "$tmp/out")"
 done
 grep -q '"class_name": "SGD".*"bytes_per_param": 12,' "$tmp/out" || fail "SGD moves 12 B/param: $(cat "$tmp/out")"
@@ -18,6 +18,10 @@ grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam 
 
 "$optim" bench --size 5000 --runs 1 >"$tmp/all" 2>"$tmp/err" || fail "default list failed: $(cat "$tmp/err")"
 [ "$(grep -c 'x triad' "$tmp/all")" -ge 13 ] || fail "default list incomplete: $(cat "$tmp/all")"
+
+# --tensors K: the size over K variables in one call; full-size slots still count.
+"$optim" bench --json --size 3001 --runs 1 --tensors 7 adam lamb >"$tmp/k" 2>"$tmp/err" || fail "--tensors: $(cat "$tmp/err")"
+[ "$(grep -c '"elements": 3001, "tensors": 7,.*"bytes_per_param": 28,' "$tmp/k")" -eq 2 ] || fail "--tensors 7: $(cat "$tmp/k")"
 
 "$optim" bench --size 2000 --runs 1 adam >"$tmp/bare" 2>"$tmp/err" || fail "a bare class name: $(cat "$tmp/err")"
 grep -q '"adam"' "$tmp/bare" || fail "bare name not measured: $(cat "$tmp/bare")"
@@ -34,7 +38,7 @@ grep -q '"elements": 2100,.*"rows": 300, "cols": 7, "indices": 50,' "$tmp/sp" ||
 "$optim" bench --runs 1 --sparse 10 2 5 sgd >"$tmp/spt" 2>"$tmp/err" || fail "bench --sparse text: $(cat "$tmp/err")"
 grep -q 'sparse/dense' "$tmp/spt" || fail "text line: $(cat "$tmp/spt")"
 
-for bad in "--size x" "--size 0" "--runs" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}' \
+for bad in "--size x" "--size 0" "--runs" "--tensors 0" "--size 10 --tensors 11" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}' \
     "--sparse" "--sparse 10 2" "--sparse 0 2 5" "--sparse 10 0 5" "--sparse 10 2 0" "--sparse 10 2 x" \
     "--sparse 4294967296 4294967296 1" "--sparse 10 2 5 lamb_nope"; do
     # shellcheck disable=SC2086

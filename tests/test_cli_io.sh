@@ -28,7 +28,8 @@ rc=$?
 if [ -w /dev/full ]; then
     printf '"adam"' >"$dir/adam.json"
     "$optim" check "$dir/adam.json" >/dev/null || fail "optim check on a good config failed"
-    for cmd in "check $dir/adam.json" "bench --size 1000 --runs 1 sgd" "bench --help"; do
+    for cmd in "check $dir/adam.json" "bench --size 1000 --runs 1 sgd" "bench --help" version help \
+        "train --help" "compare --help" "conformance --help"; do
         # shellcheck disable=SC2086
         "$optim" $cmd >/dev/full 2>"$dir/err"
         rc=$?

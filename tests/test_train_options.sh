@@ -5,7 +5,8 @@
 # validation split and the LearningRateScheduler), the history and the plot
 # cover every epoch, a checkpoint of another model or optimizer is refused,
 # --steps and EarlyStopping stop early, the data may be uncompressed, a
-# missing dataset names the package, bad options give one line.
+# missing dataset names the package, bad options give one line, --threads
+# does not change the weights.
 set -u
 optim=$1
 tmp=$(mktemp -d)
@@ -48,6 +49,15 @@ run --epochs 5 --hidden 16 --steps 9 --history "$tmp/s.csv"
 run --epochs 5 --hidden 16 --early-stopping 0 --monitor loss --min-delta 100 --history "$tmp/e.csv"
 [ "$(tail -n +2 "$tmp/e.csv" | wc -l)" -eq 2 ] || fail "EarlyStopping: $(cat "$tmp/e.csv")"
 grep -q "early stopping" "$tmp/out" || fail "EarlyStopping said nothing: $(cat "$tmp/out")"
+
+# --threads (the optimizer step's) leaves the result as it is: Muon's
+# products run inside the step, where the OpenMP build of OpenBLAS would
+# take the step's thread count.
+for cfg in muon adam; do
+    run --epochs 1 --hidden 32,16 --optimizer $cfg --threads 1 --save-weights "$tmp/T1"
+    run --epochs 1 --hidden 32,16 --optimizer $cfg --threads 2 --save-weights "$tmp/T2"
+    cmp -s "$tmp/T1" "$tmp/T2" || fail "$cfg: --threads 1 and --threads 2 gave different weights"
+done
 
 # Uncompressed IDX files work as well as gzip'd ones, with the same result.
 mkdir "$tmp/raw"

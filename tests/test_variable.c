@@ -91,6 +91,31 @@ static void test_create_scalar_and_empty(void **state)
     optim_var_destroy(e);
 }
 
+/* A variable's data starts on a 64-byte boundary whatever its size and
+ * name, and holds every element apart from the name (the struct, data and
+ * name share one heap block). */
+static void test_create_layout(void **state)
+{
+    (void)state;
+    const int64_t sizes[] = {0, 1, 3, 16, 17, 1000};
+    char name[301];
+    for (size_t len = 1; len < sizeof name; len += 37)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (int f64 = 0; f64 < 2; f64++) {
+                memset(name, 'a' + (int)(len % 26), len);
+                name[len] = '\0';
+                optim_var *v = NULL;
+                const optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
+                assert_int_equal(optim_var_create(&v, name, dt, 1, &sizes[k], NULL, NULL), OPTIM_OK);
+                assert_int_equal((uintptr_t)optim_var_data(v) % 64, 0);
+                size_t bytes = (size_t)sizes[k] * optim_dtype_size(dt);
+                memset(optim_var_data(v), 0xA5, bytes);
+                assert_string_equal(optim_var_name(v), name);
+                for (int64_t i = 0; i < sizes[k]; i++) assert_false(isnan(optim_var_get(v, i)));
+                optim_var_destroy(v);
+            }
+}
+
 static void test_accessors(void **state)
 {
     (void)state;
@@ -691,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_create_owned_copies_init),
         cmocka_unit_test(test_create_zeros_when_init_null),
         cmocka_unit_test(test_create_scalar_and_empty),
+        cmocka_unit_test(test_create_layout),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_wrap_borrows_memory),
         cmocka_unit_test(test_wrap_zero_elements_null_data),

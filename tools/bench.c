@@ -1,9 +1,11 @@
 /* optim bench: optimizer steps against this machine's memory bandwidth.
  *
- *     optim bench [--json] [--size N] [--runs R] [--threads T] [--sparse ROWS COLS INDICES] [CONFIG...]
+ *     optim bench [--json] [--size N] [--runs R] [--threads T] [--tensors K]
+ *                 [--sparse ROWS COLS INDICES] [CONFIG...]
  *
  * For each optimizer config (default: every built-in), one dense float32
- * step on an N-element variable is timed R times; its effective bandwidth
+ * step on an N-element variable (or on K variables of N / K elements, one
+ * call for all: bench_tensors.c) is timed R times; its effective bandwidth
  * (the bytes the rule must move: read the variable and gradient and each
  * full-size slot, write the variable and the slots) is compared with an
  * OpenMP triad measured in the same run (16 bytes per element with the
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_tensors.h"
 #include "bench_sparse.h"
 #include "commands.h"
 #include "optim/optim.h"
@@ -103,7 +106,7 @@ static void json_string(FILE *f, const char *s)
 int optim_cmd_bench(int argc, char **argv)
 {
     int json = 0;
-    long long n = 1 << 24, runs = 7, threads = 0;
+    long long n = 1 << 24, runs = 7, threads = 0, tensors = 1;
     const char **configs = NULL;
     int nconfigs = 0;
     bench_sparse_opts sp = {0};
@@ -112,16 +115,16 @@ int optim_cmd_bench(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         long long *target = !strcmp(a, "--size") ? &n : !strcmp(a, "--runs") ? &runs
-                            : !strcmp(a, "--threads") ? &threads : NULL;
+                            : !strcmp(a, "--threads") ? &threads : !strcmp(a, "--tensors") ? &tensors : NULL;
         if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] "
+            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--tensors K] "
                    "[--sparse ROWS COLS INDICES] [CONFIG...]\n");
             free(configs);
             return optim_tool_finish_stdout("bench", 0);
         } else if (target) {
-            long long max = target == &n ? (1LL << 31) : target == &runs ? 1000 : 1024;
+            long long max = target == &n || target == &tensors ? (1LL << 31) : target == &runs ? 1000 : 1024;
             if (i + 1 >= argc || parse_count(argv[i + 1], target == &threads ? 0 : 1, max, target)) {
                 free(configs);
                 return fail("%s needs a whole number in range (see optim bench --help)", a);
@@ -142,6 +145,10 @@ int optim_cmd_bench(int argc, char **argv)
         } else {
             configs[nconfigs++] = a;
         }
+    }
+    if (tensors > n) {
+        free(configs);
+        return fail("%s K must be at most --size N (one element per variable at least)", "--tensors");
     }
     const char *const *list = nconfigs ? configs : DEFAULTS;
     if (!nconfigs) nconfigs = (int)(sizeof DEFAULTS / sizeof *DEFAULTS);
@@ -198,34 +205,34 @@ int optim_cmd_bench(int argc, char **argv)
     for (int k = 0; k < nconfigs && !rc; k++) {
         const char *config = texts[k];
         optim_error err;
-        optim_var *w = NULL;
+        bench_tensors w = {0};
         optim_optimizer *opt = NULL;
-        int64_t len = n;
-        if (optim_from_json(&opt, config, &err) ||
-            optim_var_create(&w, "w", OPTIM_F32, 1, &len, NULL, &err)) {
+        if (optim_from_json(&opt, config, &err) || bench_tensors_make(&w, n, tensors, g, &err)) {
             rc = fail("%s", err.msg);
         } else {
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &len)), w};
-            if (optim_apply_gradients(opt, &p, 1, 0)) { /* warm-up: slots, page faults */
+            if (optim_apply_gradients(opt, w.pairs, (size_t)tensors, 0)) { /* warm-up: slots, page faults */
                 rc = fail("%s", optim_errmsg(opt));
             } else {
                 for (int r = 0; r < runs && !rc; r++) {
                     double t0 = optim_bench_now();
-                    if (optim_apply_gradients(opt, &p, 1, 0)) rc = fail("%s", optim_errmsg(opt));
+                    if (optim_apply_gradients(opt, w.pairs, (size_t)tensors, 0)) rc = fail("%s", optim_errmsg(opt));
                     t[r] = optim_bench_now() - t0;
                 }
             }
             if (!rc) {
-                double bytes = optim_bench_bytes_per_param(opt, n), secs = optim_bench_median(t, (int)runs);
+                /* Full-size slots are read and written once each. */
+                const double full = (double)bench_tensors_full_slots(opt, &w) / (double)n;
+                double bytes = 4.0 * (3.0 + 2.0 * full), secs = optim_bench_median(t, (int)runs);
                 double bw = bytes * (double)n / secs / 1e9;
                 if (json) {
                     printf("{\"config\": ");
                     json_string(stdout, config);
-                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"float32\", "
-                           "\"threads\": %d, \"bytes_per_param\": %.0f, \"median_seconds\": %.9g, "
-                           "\"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, \"ratio\": %.4g}\n",
-                           optim_class_of(opt)->name, n, omp_get_max_threads(), bytes, secs, bw, limit,
-                           bw / limit);
+                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"tensors\": %lld, "
+                           "\"dtype\": \"float32\", \"threads\": %d, \"bytes_per_param\": %.4g, "
+                           "\"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
+                           "\"ratio\": %.4g}\n",
+                           optim_class_of(opt)->name, n, tensors, omp_get_max_threads(), bytes, secs, bw,
+                           limit, bw / limit);
                 } else {
                     printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes,
                            bw / limit);
@@ -233,7 +240,7 @@ int optim_cmd_bench(int argc, char **argv)
             }
         }
         optim_destroy(opt);
-        optim_var_destroy(w);
+        bench_tensors_free(&w);
     }
 out:
     free(g);

@@ -120,7 +120,7 @@ int optim_cmd_compare(int argc, char **argv)
     char *args[MAX_RUNS];
     int rc = optim_tool_parse(CMD, t, n, argc, argv, args, MAX_RUNS, &npos);
     if (rc == 2) usage(t, n);
-    if (rc) return rc == 2 ? 0 : rc;
+    if (rc) return rc == 2 ? optim_tool_finish_stdout(CMD, 0) : rc;
     if (npos < 2) return optim_tool_fail(CMD, "expected 2 to %d optimizers, got %zu (try 'optim compare --help')", MAX_RUNS, npos);
     if (optim_job_check(CMD, &a.c, 1)) return 1;
     optim_optimizer *opts[MAX_RUNS] = {NULL};

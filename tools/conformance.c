@@ -62,7 +62,7 @@ int optim_cmd_conformance(int argc, char **argv)
     const char *name = NULL;
     optim_conformance_options o = optim_conformance_defaults();
     int rc = parse(argc, argv, &name, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? optim_tool_finish_stdout("conformance", 0) : rc;
     int write_failed = 0, passed = 0, failed = 0;
     o.report = print;
     o.user = &write_failed;

@@ -38,23 +38,40 @@ static void usage(FILE *f)
             "  help                           print this help\n");
 }
 
+/* Settings the OpenMP and BLAS runtimes read from the environment when they
+ * load, so they are set there and the program runs again (a user's own
+ * values are respected; docs/performance.md has the measurements):
+ *
+ * - The pthread build of OpenBLAS runs on one thread: its pool and the
+ *   optimizer's OpenMP threads spin against each other on few cores (optim
+ *   train 2.5x slower, bench's triad 10x), and a fixed BLAS thread count
+ *   keeps results independent of the machine. The OpenMP build
+ *   (openblas_get_parallel() == 2, what CMake links when it finds one) runs
+ *   on libgomp's threads, OMP_NUM_THREADS of them like the optimizer, and
+ *   needs none of this.
+ * - OMP_WAIT_POLICY=passive unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+ *   set: a step of optim train is a dozen short parallel regions (the GEMMs,
+ *   the optimizer step), and on a machine whose cores are shared a thread
+ *   spinning at a barrier holds a core the thread it waits for needs (a step
+ *   6-8x slower than with threads that sleep, here). */
+static void runtime_settings(char **argv)
+{
+    const int pthread_blas = openblas_get_parallel() != 2 && !getenv("OPENBLAS_NUM_THREADS");
+    int again = 0;
+    if (pthread_blas) again |= setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+        again |= setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+    if (again) execv("/proc/self/exe", argv);
+    if (pthread_blas) openblas_set_num_threads(1); /* could not run again: the next best thing */
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
-    /* One BLAS thread for every command: OpenBLAS's pthread pool and the
-     * optimizer's OpenMP threads spin against each other on few cores
-     * (optim train 2.5x slower, bench's triad 10x), and a fixed BLAS thread
-     * count keeps results independent of the machine (docs/performance.md).
-     * OpenBLAS starts its pool when loaded, so the setting must be in the
-     * environment before the program starts: set it and run again (a user's
-     * own OPENBLAS_NUM_THREADS is respected). */
-    if (!getenv("OPENBLAS_NUM_THREADS")) {
-        if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) execv("/proc/self/exe", argv);
-        openblas_set_num_threads(1); /* could not run again: the next best thing */
-    }
+    runtime_settings(argv);
     int rc = optim_tool_load_plugins(&argc, &argv);
     if (rc) return rc;
     if (argc < 2) {
@@ -71,11 +88,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);
-        return 0;
+        return optim_tool_finish_stdout("version", 0);
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
-        return 0;
+        return optim_tool_finish_stdout("help", 0);
     }
     fprintf(stderr, "optim: unknown command '%s' (try 'optim help')\n", cmd);
     return 2;

@@ -186,7 +186,7 @@ int optim_cmd_train(int argc, char **argv)
     int rc = optim_tool_parse(CMD, t, n, kept, argv, NULL, 0, &npos);
     if (rc == 2) {
         usage(t, n);
-        return 0;
+        return optim_tool_finish_stdout(CMD, 0);
     }
     if (rc) return rc;
     optim_checkpoint *ck = NULL;

@@ -48,7 +48,8 @@ extern "C" {
 #endif
 
 /* 2: param_choices (OPTIM_PARAM_STRING) and the `step` hook (wrappers
- * taking optim_step_options, optim/step.h). 3: the `sparse_mode` hook. */
+ * taking optim_step_options, optim/step.h). 3: the `sparse_mode` hook and
+ * phased updates (phase_plan, apply_phase, reduce_phase). */
 #define OPTIM_CLASS_VERSION 3
 
 /* Most slots one variable may have. */
@@ -126,6 +127,47 @@ typedef struct optim_sparse_update {
     const void *coef;
     int64_t iterations;
 } optim_sparse_update;
+
+/* ---- phased updates (version 3) ---------------------------------------------
+ *
+ * A rule that needs whole-variable reductions (LAMB's norms, Adafactor's
+ * row and column statistics) is not element-wise, yet it is only a few
+ * passes over the variable with a small reduction between them. Such a
+ * class describes each variable's update as `nphases` passes over fixed
+ * chunks: in pass p, apply_phase runs on every chunk (on all threads, for
+ * all variables of the step at once) and writes `npartial` doubles of
+ * partial results; then reduce_phase runs once for the variable (on one
+ * thread) and combines the chunks' partials, in chunk order, into the
+ * variable's `nshared` doubles, which the next passes read. The chunk size
+ * is the class's, never the thread count's, so the results do not depend on
+ * the number of threads. */
+
+#define OPTIM_MAX_PHASES 4
+
+typedef struct optim_phase_plan {
+    int nphases;          /* 1..OPTIM_MAX_PHASES; 0 (as given): no phases for this
+                             variable, apply_dense gets it whole */
+    int64_t chunk;        /* elements per chunk (>= 1; the last chunk may be short) */
+    size_t npartial;      /* doubles each chunk writes per phase (<= 2^20) */
+    size_t nshared;       /* doubles per variable kept across the phases of one
+                             step, zero at its start (<= 2^20) */
+    uint64_t user;        /* the class's own per-variable word (flags worked out
+                             once per step), handed back in optim_phase_update */
+} optim_phase_plan;
+
+typedef struct optim_phase_update {
+    /* The variable: param, grad and every slot point at its element 0 (not
+     * at the chunk); offset and count are the chunk's in apply_phase, 0 and
+     * the variable's size in reduce_phase. */
+    optim_dense_update dense;
+    int phase;            /* 0..nphases-1 */
+    int64_t chunk;        /* apply_phase: this chunk's index; reduce_phase: how many */
+    double *partial;      /* apply_phase: this chunk's npartial doubles (write them
+                             all); reduce_phase: every chunk's, chunk after chunk */
+    double *shared;       /* the variable's nshared doubles: read in apply_phase,
+                             written in reduce_phase */
+    uint64_t user;        /* the plan's `user` for this variable */
+} optim_phase_update;
 
 /* ---- the class table -------------------------------------------------------- */
 
@@ -273,6 +315,19 @@ struct optim_class {
      * OPTIM_CLASS_ELEMENTWISE (or OPTIM_SPARSE_ALL_ROWS), or an unknown
      * answer, counts as OPTIM_SPARSE_WHOLE. */
     int (*sparse_mode)(const optim_sparse_update *u);
+
+    /* Version 3, optional, for classes without OPTIM_CLASS_ELEMENTWISE
+     * (all three or none): phased updates, above. phase_plan is called at
+     * every step for every variable with a dense gradient (on the calling
+     * thread, before any update) and fills *plan, zeroed on entry; a plan
+     * with nphases 0 sends the variable to apply_dense whole. apply_phase
+     * may write the chunk's elements of param and of full-size slots, and
+     * elements of other slots that no other chunk writes; reduce_phase may
+     * write anything of its variable. Sparse gradients still go to
+     * apply_sparse. */
+    void (*phase_plan)(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan);
+    void (*apply_phase)(const optim_phase_update *u);
+    void (*reduce_phase)(const optim_phase_update *u);
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */

@@ -89,6 +89,11 @@ void optim__arena_reset(optim__arena *a)
     a->used_total = 0;
 }
 
+void optim__arena_settle(optim__arena *a)
+{
+    if (a->head && a->head->next) optim__arena_reset(a);
+}
+
 void optim__arena_free(optim__arena *a)
 {
     optim__arena_block *b = a->head;

@@ -21,6 +21,10 @@ void *optim__arena_calloc(optim__arena *a, size_t bytes);
  * merged into one block big enough for the whole batch, so the next batch
  * of the same size allocates nothing. */
 void optim__arena_reset(optim__arena *a);
+/* At the end of a batch: if it needed several blocks, resets now (so the
+ * merge happens in this batch, not at the start of the next); otherwise
+ * nothing. */
+void optim__arena_settle(optim__arena *a);
 void optim__arena_free(optim__arena *a);
 
 #endif

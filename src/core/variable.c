@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,13 @@ struct optim_var {
     int64_t shape[OPTIM_MAX_RANK];
     int64_t numel;
     void *data;
-    int owned;
     int trainable;
     optim_constraint constraint;
-    char errmsg[OPTIM_ERRMSG_MAX];
+    char *errmsg; /* OPTIM_ERRMSG_MAX bytes from the first error on, else NULL */
 };
+
+/* When the message buffer itself cannot be allocated. */
+static char var_oom_msg[] = "out of memory for this variable's error message";
 
 static int var_err(optim_var *v, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
 static int var_err(optim_var *v, int code, const char *fmt, ...)
@@ -29,8 +32,37 @@ static int var_err(optim_var *v, int code, const char *fmt, ...)
     va_start(ap, fmt);
     optim__verr(&e, code, fmt, ap);
     va_end(ap);
-    snprintf(v->errmsg, sizeof v->errmsg, "%s", e.msg);
+    if (!v->errmsg || v->errmsg == var_oom_msg) v->errmsg = malloc(OPTIM_ERRMSG_MAX);
+    if (!v->errmsg) v->errmsg = var_oom_msg;
+    else snprintf(v->errmsg, OPTIM_ERRMSG_MAX, "%s", e.msg);
     return code;
+}
+
+/* A call succeeded: the message is empty (the buffer stays, so a pointer
+ * from optim_var_errmsg stays valid). */
+static void var_ok(optim_var *v)
+{
+    if (v->errmsg == var_oom_msg) v->errmsg = NULL;
+    else if (v->errmsg) v->errmsg[0] = '\0';
+}
+
+/* One heap block per variable: the struct, then (owned) the data on the
+ * next 64-byte boundary, padded to whole cache lines (vector kernels stay
+ * on full lines), then the name. A model's 100k variables and their slots
+ * were three allocations each, one of them aligned_alloc's slower kind
+ * (docs/performance.md, optim replay). */
+static optim_var *var_block(const char *name, size_t data_bytes, int owned)
+{
+    size_t len = strlen(name) + 1;
+    size_t data = owned ? (data_bytes ? (data_bytes + 63) / 64 * 64 : 64) : 0;
+    if (data_bytes > SIZE_MAX / 2 || len > SIZE_MAX / 4) return NULL;
+    optim_var *v = malloc(sizeof *v + (owned ? 63 : 0) + data + len);
+    if (!v) return NULL;
+    memset(v, 0, sizeof *v);
+    char *p = (char *)(v + 1);
+    if (owned) v->data = p = (char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+    v->name = memcpy(p + data, name, len);
+    return v;
 }
 
 static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
@@ -66,31 +98,17 @@ static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t
                           name, (long long)numel);
     if (!owned_copy && numel > 0 && !data)
         return optim__err(err, OPTIM_EINVAL, "variable '%s': borrowed data is NULL", name);
-    optim_var *v = calloc(1, sizeof *v);
+    size_t bytes = (size_t)numel * esz;
+    optim_var *v = var_block(name, bytes, owned_copy);
     if (!v) return optim__err(err, OPTIM_ENOMEM, "variable '%s': out of memory", name);
-    v->name = optim__strdup(name);
     v->dtype = dtype;
     v->rank = rank;
     for (int32_t i = 0; i < rank; i++) v->shape[i] = shape[i];
     v->numel = numel;
     v->trainable = 1;
-    v->owned = owned_copy;
-    if (owned_copy) {
-        /* 64-byte alignment keeps vector kernels on full cache lines. */
-        size_t bytes = (size_t)numel * esz;
-        size_t padded = (bytes + 63) / 64 * 64;
-        v->data = aligned_alloc(64, padded ? padded : 64);
-        if (v->data) {
-            if (data) memcpy(v->data, data, bytes);
-            else memset(v->data, 0, bytes);
-        }
-    } else {
-        v->data = data;
-    }
-    if (!v->name || (!v->data && (owned_copy || numel > 0))) {
-        optim_var_destroy(v);
-        return optim__err(err, OPTIM_ENOMEM, "variable '%s': out of memory", name);
-    }
+    if (!owned_copy) v->data = data;
+    else if (data) memcpy(v->data, data, bytes);
+    else memset(v->data, 0, bytes);
     optim__err_clear(err);
     *out = v;
     return OPTIM_OK;
@@ -111,8 +129,7 @@ int optim_var_wrap(optim_var **out, const char *name, optim_dtype dtype, int32_t
 void optim_var_destroy(optim_var *var)
 {
     if (!var) return;
-    if (var->owned) free(var->data);
-    free(var->name);
+    if (var->errmsg != var_oom_msg) free(var->errmsg);
     free(var);
 }
 
@@ -125,7 +142,10 @@ void *optim_var_data(optim_var *v) { return v->data; }
 const void *optim_var_cdata(const optim_var *v) { return v->data; }
 int optim_var_trainable(const optim_var *v) { return v->trainable; }
 void optim_var_set_trainable(optim_var *v, int trainable) { v->trainable = trainable != 0; }
-const char *optim_var_errmsg(const optim_var *v) { return v ? v->errmsg : "variable is NULL"; }
+const char *optim_var_errmsg(const optim_var *v)
+{
+    return !v ? "variable is NULL" : v->errmsg ? v->errmsg : "";
+}
 
 optim_tensor optim_var_tensor(optim_var *v)
 {
@@ -150,7 +170,7 @@ int optim_var_assign(optim_var *v, const void *src, optim_dtype dtype, int64_t n
     if (numel > 0 && !src)
         return var_err(v, OPTIM_EINVAL, "variable '%s': assign source is NULL", v->name);
     if (numel > 0) memmove(v->data, src, (size_t)numel * optim_dtype_size(v->dtype));
-    v->errmsg[0] = '\0';
+    var_ok(v);
     return OPTIM_OK;
 }
 
@@ -235,7 +255,7 @@ int optim_var_set_constraint(optim_var *v, const optim_constraint *c)
                        (int)c->kind);
     }
     v->constraint = *c;
-    v->errmsg[0] = '\0';
+    var_ok(v);
     return OPTIM_OK;
 }
 

@@ -20,11 +20,13 @@
 
 #include "core/internal.h"
 #include "io/atomic_file.h"
+#include "io/safetensors_json.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +240,7 @@ typedef struct st_src {
     uint64_t pos;  /* bytes handed out */
     unsigned char *buf; /* fd only: read ahead, NULL to read directly */
     size_t buf_at, buf_len;
+    int json_only; /* optim__st_parse_json: no st_plain_entries */
 } st_src;
 
 /* Reads exactly n bytes of the file into dst; `at` is their offset, for messages. */
@@ -420,6 +423,10 @@ static int st_field(const st_src *src, const char *tname, const cJSON *obj, cons
     return OPTIM_OK;
 }
 
+static int st_entry_nbytes(const st_src *src, const st_entry *e, int64_t *out, optim_error *err);
+static int st_entry_span(const st_src *src, const st_entry *e, uint64_t data_len, int64_t nbytes,
+                         optim_error *err);
+
 static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len, st_entry *e,
                           optim_error *err)
 {
@@ -461,9 +468,25 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
                               st_q(&q, e->name), k, st_describe(dim, d, sizeof d));
         e->shape[k++] = (int64_t)v;
     }
+    int64_t nbytes;
+    if ((rc = st_entry_nbytes(src, e, &nbytes, err))) return rc;
+
+    /* data_offsets */
+    uint64_t be[2];
+    if ((rc = st_entry_offsets(src, e->name, offs, be, err))) return rc;
+    e->begin = be[0];
+    e->end = be[1];
+    return st_entry_span(src, e, data_len, nbytes, err);
+}
+
+/* The bytes of an entry's dtype and shape, if they fit in an int64. */
+static int st_entry_nbytes(const st_src *src, const st_entry *e, int64_t *out, optim_error *err)
+{
+    const char *L = src->label;
+    st_quote q;
     int64_t numel = 1, nbytes;
     char ss[200];
-    for (int i = 0; i < rank; i++)
+    for (int i = 0; i < e->rank; i++)
         if (optim__mul_overflow_i64(numel, e->shape[i], &numel))
             return optim__err(err, OPTIM_EFORMAT,
                               "%s: tensor %s: shape %s has more than 2^63-1 elements", L, st_q(&q, e->name),
@@ -473,12 +496,17 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
                           "%s: tensor %s: shape %s of %s needs more than 2^63-1 bytes", L, st_q(&q, e->name),
                           optim_shape_str(e->rank, e->shape, ss, sizeof ss),
                           st_dtype_str(e->dtype));
+    *out = nbytes;
+    return OPTIM_OK;
+}
 
-    /* data_offsets */
-    uint64_t be[2];
-    if ((rc = st_entry_offsets(src, e->name, offs, be, err))) return rc;
-    e->begin = be[0];
-    e->end = be[1];
+/* An entry's data_offsets lie in the data buffer and span nbytes. */
+static int st_entry_span(const st_src *src, const st_entry *e, uint64_t data_len, int64_t nbytes,
+                         optim_error *err)
+{
+    const char *L = src->label;
+    st_quote q;
+    char ss[200];
     if (e->begin > e->end)
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: tensor %s: data_offsets [%llu, %llu] has begin after end", L, st_q(&q, e->name),
@@ -594,22 +622,155 @@ void optim_st_free(optim_st_file *f)
     free(f);
 }
 
-/* Parses and validates header bytes hdr[0..n) (NUL-terminated at n) against a
- * data buffer of data_len bytes. Fills f->e (sorted by name) and *order
- * (entries sorted by offset; the caller frees it). */
-static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_t data_len,
-                           optim_st_file *f, st_entry ***order, optim_error *err)
+/* ---- The usual header, without cJSON ----------------------------------- */
+
+/* Headers as writers print them: {"NAME":{"dtype":"F32","shape":[2,3],
+ * "data_offsets":[0,24]},...}, names and strings without escapes, integers
+ * in plain digits, JSON whitespace anywhere, "__metadata__" an object of
+ * such strings. Read here in one pass (cJSON's tree, a dozen heap blocks
+ * per tensor, was 40% of reading a 100k-tensor file); anything else, and
+ * any entry that fails a check, goes to st_json_entries, which reads the
+ * same entries or reports the error. */
+typedef struct st_lex {
+    const char *p, *end;
+} st_lex;
+
+static int st_tok(st_lex *x, char c)
+{
+    while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r')) x->p++;
+    if (x->p == x->end || *x->p != c) return 0;
+    x->p++;
+    return 1;
+}
+
+/* A string without escapes: its bytes [*s, *s + *len). */
+static int st_plain_str(st_lex *x, const char **s, size_t *len)
+{
+    if (!st_tok(x, '"')) return 0;
+    const char *b = x->p;
+    while (x->p < x->end && *x->p != '"' && *x->p != '\\') x->p++;
+    if (x->p == x->end || *x->p != '"') return 0;
+    *s = b;
+    *len = (size_t)(x->p++ - b);
+    return 1;
+}
+
+/* An integer below 2^53 in plain digits, followed by ',' or ']'. */
+static int st_plain_uint(st_lex *x, uint64_t *v)
+{
+    st_tok(x, '\0'); /* whitespace */
+    const char *b = x->p;
+    for (*v = 0; x->p < x->end && *x->p >= '0' && *x->p <= '9' && x->p - b < 16; x->p++)
+        *v = *v * 10 + (uint64_t)(*x->p - '0');
+    return x->p > b && (x->p - b == 1 || *b != '0') && *v < ST_MAX_EXACT && x->p < x->end &&
+           (*x->p == ',' || *x->p == ']' || *x->p == ' ' || *x->p == '\n' || *x->p == '\r' || *x->p == '\t');
+}
+
+/* [a, b, ...]: up to max integers into v; their count in *n. */
+static int st_plain_uints(st_lex *x, uint64_t *v, int max, int *n)
+{
+    *n = 0;
+    if (!st_tok(x, '[')) return 0;
+    const char *p = x->p;
+    if (st_tok(x, ']')) return 1;
+    x->p = p;
+    do
+        if (*n == max || !st_plain_uint(x, &v[(*n)++])) return 0;
+    while (st_tok(x, ','));
+    return st_tok(x, ']');
+}
+
+static int st_plain_field(st_lex *x, st_entry *e, unsigned *seen)
+{
+    const char *k;
+    size_t len;
+    uint64_t v[OPTIM_MAX_RANK];
+    int n;
+    if (!st_plain_str(x, &k, &len) || !st_tok(x, ':')) return 0;
+    if (len == 5 && memcmp(k, "dtype", 5) == 0 && !(*seen & 1)) {
+        const char *d;
+        char name[8] = {0};
+        if (!st_plain_str(x, &d, &len) || len >= sizeof name) return 0;
+        memcpy(name, d, len);
+        e->dtype = st_dtype_parse(name);
+        *seen |= 1;
+        return e->dtype != OPTIM_DTYPE_INVALID;
+    }
+    int shape = len == 5 && memcmp(k, "shape", 5) == 0 && !(*seen & 2);
+    if (!shape && !(len == 12 && memcmp(k, "data_offsets", 12) == 0 && !(*seen & 4))) return 0;
+    if (!st_plain_uints(x, v, shape ? OPTIM_MAX_RANK : 2, &n) || (!shape && n != 2)) return 0;
+    for (int i = 0; shape && i < n; i++) e->shape[i] = (int64_t)v[i];
+    if (shape) e->rank = n;
+    else e->begin = v[0], e->end = v[1];
+    *seen |= shape ? 2 : 4;
+    return 1;
+}
+
+/* One value of the header object: a tensor entry (appended to f->e, *cap
+ * its room) or "__metadata__". */
+static int st_plain_value(const st_src *src, st_lex *x, const char *key, size_t len,
+                          uint64_t data_len, optim_st_file *f, size_t *cap, int *seen_md)
+{
+    if (!st_tok(x, '{')) return 0;
+    if (len == sizeof ST_METADATA - 1 && memcmp(key, ST_METADATA, len) == 0) {
+        const char *s;
+        if (st_tok(x, '}')) return !(*seen_md)++;
+        do
+            if (!st_plain_str(x, &s, &len) || !st_tok(x, ':') || !st_plain_str(x, &s, &len)) return 0;
+        while (st_tok(x, ','));
+        return st_tok(x, '}') && !(*seen_md)++;
+    }
+    if (f->n == *cap) {
+        st_entry *e = realloc(f->e, (*cap = *cap ? 2 * *cap : 64) * sizeof *e);
+        if (!e) return 0;
+        f->e = e;
+    }
+    st_entry *e = memset(&f->e[f->n], 0, sizeof *e);
+    unsigned seen = 0;
+    do
+        if (!st_plain_field(x, e, &seen)) return 0;
+    while (st_tok(x, ','));
+    int64_t nbytes;
+    if (!st_tok(x, '}') || seen != 7 || !(e->name = malloc(len + 1))) return 0;
+    memcpy(e->name, key, len);
+    e->name[len] = '\0';
+    f->n++;
+    return st_entry_nbytes(src, e, &nbytes, NULL) == 0 && st_entry_span(src, e, data_len, nbytes, NULL) == 0;
+}
+
+/* 0 with f->e filled if hdr[0..n) is a header of the usual form whose
+ * entries pass their checks; -1 with f as it was otherwise. */
+static int st_plain_entries(const st_src *src, const char *hdr, size_t n, uint64_t data_len,
+                            optim_st_file *f)
+{
+    st_lex x = {hdr, hdr + n};
+    size_t cap = 0;
+    int seen_md = 0, ok = st_tok(&x, '{');
+    const char *key;
+    size_t len;
+    if (ok && !st_tok(&x, '}')) {
+        do
+            ok = st_plain_str(&x, &key, &len) && st_tok(&x, ':') &&
+                 st_plain_value(src, &x, key, len, data_len, f, &cap, &seen_md);
+        while (ok && st_tok(&x, ','));
+        ok = ok && st_tok(&x, '}');
+    }
+    st_tok(&x, '\0');
+    if (ok && x.p == x.end) return 0;
+    for (size_t i = 0; i < f->n; i++) free(f->e[i].name);
+    free(f->e);
+    f->e = NULL;
+    f->n = 0;
+    return -1;
+}
+
+/* The entries of header hdr[0..n) into f->e, in the header's order, by
+ * cJSON: any valid JSON, every error with its message. */
+static int st_json_entries(const st_src *src, const char *hdr, size_t n, uint64_t data_len,
+                           optim_st_file *f, optim_error *err)
 {
     const char *L = src->label;
     int rc;
-    if ((rc = st_scan_header(src, (const unsigned char *)hdr, n, err))) return rc;
-    if (hdr[0] != '{')
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: header must be a JSON object starting with '{', found byte 0x%02x "
-                          "('%c')",
-                          L, (unsigned char)hdr[0],
-                          (unsigned char)hdr[0] >= 0x20 && (unsigned char)hdr[0] < 0x7F ? hdr[0]
-                                                                                         : '?');
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
     if (!root) {
@@ -649,8 +810,7 @@ static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_
             count++;
     }
     f->e = optim__calloc(count, sizeof *f->e);
-    *order = optim__malloc(count * sizeof **order);
-    if (!f->e || !*order) {
+    if (!f->e) {
         cJSON_Delete(root);
         return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %zu tensor entries", L, count);
     }
@@ -669,6 +829,30 @@ static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_
         }
     }
     cJSON_Delete(root);
+    return OPTIM_OK;
+}
+
+/* Parses and validates header bytes hdr[0..n) (NUL-terminated at n) against a
+ * data buffer of data_len bytes. Fills f->e (sorted by name) and *order
+ * (entries sorted by offset; the caller frees it). */
+static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_t data_len,
+                           optim_st_file *f, st_entry ***order, optim_error *err)
+{
+    const char *L = src->label;
+    int rc;
+    if ((rc = st_scan_header(src, (const unsigned char *)hdr, n, err))) return rc;
+    if (hdr[0] != '{')
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: header must be a JSON object starting with '{', found byte 0x%02x "
+                          "('%c')",
+                          L, (unsigned char)hdr[0],
+                          (unsigned char)hdr[0] >= 0x20 && (unsigned char)hdr[0] < 0x7F ? hdr[0]
+                                                                                         : '?');
+    if ((src->json_only || st_plain_entries(src, hdr, n, data_len, f) != 0) &&
+        (rc = st_json_entries(src, hdr, n, data_len, f, err)))
+        return rc;
+    if (!(*order = optim__malloc((f->n ? f->n : 1) * sizeof **order)))
+        return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %zu tensor entries", L, f->n);
 
     return st_check_entries(src, f, *order, data_len, err);
 }
@@ -768,7 +952,7 @@ int optim_st_read(const char *path, optim_st_file **out, optim_error *err)
         close(fd);
         return optim__err(err, OPTIM_EIO, "%s: not a regular file", path);
     }
-    st_src src = {path, fd, NULL, (uint64_t)st.st_size, 0, optim__malloc(ST_READ_BUF), 0, 0};
+    st_src src = {path, fd, NULL, (uint64_t)st.st_size, 0, optim__malloc(ST_READ_BUF), 0, 0, 0};
     int rc = st_load(&src, out, err);
     free(src.buf);
     close(fd);
@@ -780,7 +964,15 @@ int optim_st_parse(const void *buf, size_t len, optim_st_file **out, optim_error
     if (out) *out = NULL;
     if ((!buf && len) || !out)
         return optim__err(err, OPTIM_EINVAL, "optim_st_parse: %s is NULL", out ? "buf" : "out");
-    st_src src = {ST_MEM_LABEL, -1, buf, (uint64_t)len, 0, NULL, 0, 0};
+    st_src src = {ST_MEM_LABEL, -1, buf, (uint64_t)len, 0, NULL, 0, 0, 0};
+    return st_load(&src, out, err);
+}
+
+int optim__st_parse_json(const void *buf, size_t len, optim_st_file **out, optim_error *err)
+{
+    if (out) *out = NULL;
+    if ((!buf && len) || !out) return optim__err(err, OPTIM_EINVAL, "optim__st_parse_json: NULL");
+    st_src src = {ST_MEM_LABEL, -1, buf, (uint64_t)len, 0, NULL, 0, 0, 1};
     return st_load(&src, out, err);
 }
 
@@ -820,25 +1012,40 @@ typedef struct st_wentry {
     unsigned char *data; /* little-endian copy */
 } st_wentry;
 
+/* Names and data copies are carved from blocks of ST_BLOCK bytes, a large
+ * tensor from a block of its own (a heap block per name and per tensor
+ * was a fifth of replay's saving 300k small tensors). */
+#define ST_BLOCK ((size_t)1 << 20)
+typedef struct st_block {
+    struct st_block *next;
+    size_t used, cap;
+    max_align_t mem[]; /* cap bytes */
+} st_block;
+
 struct optim_st_writer {
     st_wentry *e;
     size_t n, cap;
-    size_t *slot; /* open-addressing name index: entry index + 1, 0 = empty */
-    size_t nslot; /* power of two, at least 2 * n */
+    st_block *blocks; /* the one being filled first */
+    struct st_slot {
+        uint64_t hash; /* of the name: most probes compare this alone */
+        size_t at;     /* entry index + 1, 0 = empty */
+    } *slot;           /* open-addressing name index */
+    size_t nslot;      /* power of two, at least 2 * n */
 };
 
 static uint64_t st_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return h ^ (h >> 32); /* the table indexes by the low bits: fold the high ones in */
 }
 
 /* Slot holding `name`, or the empty slot where it would go. */
-static size_t st_find(const optim_st_writer *w, const char *name)
+static size_t st_find(const optim_st_writer *w, const char *name, uint64_t h)
 {
-    size_t mask = w->nslot - 1, i = (size_t)st_hash(name) & mask;
-    while (w->slot[i] && strcmp(w->e[w->slot[i] - 1].name, name) != 0) i = (i + 1) & mask;
+    size_t mask = w->nslot - 1, i = (size_t)h & mask;
+    while (w->slot[i].at && (w->slot[i].hash != h || strcmp(w->e[w->slot[i].at - 1].name, name) != 0))
+        i = (i + 1) & mask;
     return i;
 }
 
@@ -862,9 +1069,9 @@ int optim_st_writer_create(optim_st_writer **out, optim_error *err)
 void optim_st_writer_destroy(optim_st_writer *w)
 {
     if (!w) return;
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->e[i].name);
-        free(w->e[i].data);
+    for (st_block *b = w->blocks, *next; b; b = next) {
+        next = b->next;
+        free(b);
     }
     free(w->e);
     free(w->slot);
@@ -884,14 +1091,42 @@ static int st_reserve(optim_st_writer *w)
     }
     if (2 * (w->n + 1) > w->nslot) {
         size_t nslot = 2 * w->nslot;
-        size_t *slot = optim__calloc(nslot, sizeof *slot);
+        struct st_slot *slot = optim__calloc(nslot, sizeof *slot);
         if (!slot) return -1;
+        for (size_t i = 0; i < w->nslot; i++) {
+            size_t at = (size_t)w->slot[i].hash & (nslot - 1);
+            while (w->slot[i].at && slot[at].at) at = (at + 1) & (nslot - 1);
+            if (w->slot[i].at) slot[at] = w->slot[i];
+        }
         free(w->slot);
         w->slot = slot;
         w->nslot = nslot;
-        for (size_t i = 0; i < w->n; i++) w->slot[st_find(w, w->e[i].name)] = i + 1;
     }
     return 0;
+}
+
+/* n bytes on an 8-byte boundary from the writer's blocks, NULL if out of
+ * memory (the writer is unchanged then, but for an empty block). */
+static void *st_take(optim_st_writer *w, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    st_block *b = w->blocks;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > ST_BLOCK / 4 ? n : ST_BLOCK;
+        if (cap > SIZE_MAX - sizeof *b || !(b = optim__malloc(sizeof *b + cap))) return NULL;
+        b->used = 0;
+        b->cap = cap;
+        if (cap == ST_BLOCK || !w->blocks) {
+            b->next = w->blocks;
+            w->blocks = b;
+        } else { /* keep filling the current block */
+            b->next = w->blocks->next;
+            w->blocks->next = b;
+        }
+    }
+    void *p = (unsigned char *)b->mem + b->used;
+    b->used += n;
+    return p;
 }
 
 static const char *st_what(char *buf, size_t n, const char *name)
@@ -932,20 +1167,21 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
         return optim__err(err, OPTIM_ESHAPE, "%s: shape %s of %s is too many bytes", ST_WHAT(),
                           optim_shape_str(t->rank, t->shape, ss, sizeof ss),
                           st_dtype_str(t->dtype));
-    if (w->slot[st_find(w, name)])
-        return optim__err(err, OPTIM_EINVAL, "%s was already added", ST_WHAT());
+    const uint64_t h = st_hash(name);
+    size_t at = st_find(w, name, h), nslot = w->nslot;
+    if (w->slot[at].at) return optim__err(err, OPTIM_EINVAL, "%s was already added", ST_WHAT());
 
     if (st_reserve(w) != 0) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", ST_WHAT());
+    if (w->nslot != nslot) at = st_find(w, name, h); /* the index grew */
     st_wentry e;
     memset(&e, 0, sizeof e);
-    e.name = optim__strdup(name);
-    e.data = optim__malloc((size_t)nbytes);
-    if (!e.name || !e.data) {
-        free(e.name);
-        free(e.data);
+    size_t len = strlen(name) + 1;
+    e.data = st_take(w, (size_t)nbytes);
+    e.name = e.data ? st_take(w, len) : NULL;
+    if (!e.name)
         return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %lld bytes", ST_WHAT(),
                           (long long)nbytes);
-    }
+    memcpy(e.name, name, len);
     e.dtype = t->dtype;
     e.rank = t->rank;
     for (int32_t i = 0; i < t->rank; i++) e.shape[i] = t->shape[i];
@@ -953,7 +1189,7 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
     if (nbytes) memcpy(e.data, t->data, (size_t)nbytes);
     if (ST_HOST_BIG_ENDIAN) st_swap(e.data, e.nbytes, optim_dtype_size(e.dtype));
     w->e[w->n] = e;
-    w->slot[st_find(w, name)] = w->n + 1;
+    w->slot[at] = (struct st_slot){h, w->n + 1};
     w->n++;
     return OPTIM_OK;
 }
@@ -1018,6 +1254,38 @@ static void st_put_json_str(st_buf *b, const char *s)
 static int st_cmp_wname(const void *a, const void *b)
 {
     return strcmp((*(const st_wentry *const *)a)->name, (*(const st_wentry *const *)b)->name);
+}
+
+/* The end of the run of names in order that starts at p[lo]. */
+static size_t st_run_end(const st_wentry **p, size_t lo, size_t n)
+{
+    while (lo + 1 < n && strcmp(p[lo]->name, p[lo + 1]->name) <= 0) lo++;
+    return lo + 1;
+}
+
+/* Sorts p[0..n) by name, merging the runs already in order pairwise until
+ * one is left: O(n log runs). Tensors are often added in a few sorted runs
+ * (replay: the variables, then each kind of slot), where qsort compared
+ * 300k names 18 times each. qsort if there is no memory for the merge. */
+static void st_sort_wentries(const st_wentry **p, size_t n)
+{
+    const st_wentry **tmp = st_run_end(p, 0, n) < n ? optim__malloc(n * sizeof *tmp) : NULL;
+    if (!tmp) {
+        st_sort(p, n, sizeof *p, st_cmp_wname);
+        return;
+    }
+    for (size_t runs = 2; runs > 1;) {
+        runs = 0;
+        for (size_t lo = 0, k = 0; lo < n; runs++) {
+            size_t mid = st_run_end(p, lo, n), hi = mid < n ? st_run_end(p, mid, n) : n, j = mid;
+            while (lo < mid && j < hi) tmp[k++] = strcmp(p[j]->name, p[lo]->name) < 0 ? p[j++] : p[lo++];
+            while (lo < mid) tmp[k++] = p[lo++];
+            while (j < hi) tmp[k++] = p[j++];
+            lo = hi;
+        }
+        memcpy(p, tmp, n * sizeof *p);
+    }
+    free(tmp);
 }
 
 static int st_write_all(int fd, const void *p, size_t n)
@@ -1119,7 +1387,7 @@ int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err)
     const st_wentry **sorted = optim__malloc(w->n * sizeof *sorted);
     if (!sorted) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     for (size_t i = 0; i < w->n; i++) sorted[i] = &w->e[i];
-    st_sort(sorted, w->n, sizeof *sorted, st_cmp_wname);
+    st_sort_wentries(sorted, w->n);
     int rc = st_build_header(sorted, w->n, path, &h, &data_len, err);
     unsigned char nb[8];
     for (int i = 0; i < 8; i++) nb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));

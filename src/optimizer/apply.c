@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "optimizer/multi_tensor.h"
 #include "optimizer/sparse_walk.h"
 
 typedef struct clip_desc {
@@ -84,6 +85,7 @@ typedef struct step {
     optim_grad_var *pairs;         /* for aggregator, inspect and transformers */
     task *tasks;
     size_t ntasks;
+    optim__mt mt;                  /* stage 7: the tasks and phased variables (multi_tensor.h) */
     void *scratch;                 /* per thread, one chunk of doubles */
     int nthreads;
     optim__k3 k3;                  /* Keras 3's options for this call */
@@ -499,6 +501,70 @@ static void task_elements(step *s, const work *w, const task *t, int64_t *off, i
     }
 }
 
+/* The whole variable of work w for the phase hooks, from element 0. */
+static optim_phase_update phase_update(step *s, const work *w, void **slots)
+{
+    optim_optimizer *opt = s->opt;
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
+    optim_dense_update d = {opt, w->var, w->dtype, 0, w->numel, optim_var_data(w->var), w->grad, slots,
+                            w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
+    return (optim_phase_update){d, 0, 0, NULL, NULL, 0};
+}
+
+/* Chunk t->chunk of a phased variable in pass t->phase (decayed first in
+ * pass 0). */
+static void run_phase(step *s, const optim__mt_task *t)
+{
+    const work *w = &s->works[t->item];
+    const optim__mt_item *it = &s->mt.items[t->item];
+    if (w->wd != 0 && t->phase == 0)
+        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)t->off * optim_dtype_size(w->dtype),
+                     t->count, w->wd, optim_learning_rate(s->opt, w->dtype));
+    void *slots[OPTIM_MAX_SLOTS];
+    optim_phase_update u = phase_update(s, w, slots);
+    u.dense.offset = t->off;
+    u.dense.count = t->count;
+    u.phase = t->phase;
+    u.chunk = t->chunk;
+    u.partial = it->partial + (size_t)t->chunk * it->plan.npartial;
+    u.shared = it->shared;
+    u.user = it->plan.user;
+    s->opt->cls.apply_phase(&u);
+}
+
+static void run_reduce(void *ctx, size_t item, int phase)
+{
+    step *s = ctx;
+    const optim__mt_item *it = &s->mt.items[item];
+    void *slots[OPTIM_MAX_SLOTS];
+    optim_phase_update u = phase_update(s, &s->works[item], slots);
+    u.phase = phase;
+    u.chunk = it->nchunks;
+    u.partial = it->partial;
+    u.shared = it->shared;
+    u.user = it->plan.user;
+    s->opt->cls.reduce_phase(&u);
+}
+
+static void run_task(step *s, const task *t, int tid);
+
+/* A task of the step's region: one of s->tasks, or a phased chunk. */
+static void run_mt_task(void *ctx, const optim__mt_task *t, int tid)
+{
+    step *s = ctx;
+    if (t->chunk < 0) run_task(s, &s->tasks[t->item], tid);
+    else run_phase(s, t);
+}
+
+/* A task's weight in the batches: its elements when dense, a batch of its
+ * own for a sparse piece. */
+static int64_t task_weight(void *ctx, size_t k)
+{
+    const step *s = ctx;
+    const task *t = &s->tasks[k];
+    return s->works[t->w].kind == OPTIM_GRAD_DENSE ? t->count : OPTIM__CHUNK;
+}
+
 static void run_task(step *s, const task *t, int tid)
 {
     const work *w = &s->works[t->w];
@@ -514,9 +580,40 @@ static void run_task(step *s, const task *t, int tid)
     else run_sparse(s, w, t, tid);
 }
 
+/* Work w's phase plan, checked (a class's plan is user input). */
+static int phase_plan(step *s, const work *w, optim_phase_plan *pl, optim_error *err)
+{
+    memset(pl, 0, sizeof *pl);
+    if (!s->opt->cls.phase_plan) return OPTIM_OK;
+    s->opt->cls.phase_plan(s->opt, w->var, pl);
+    const size_t lim = (size_t)1 << 20;
+    if (pl->nphases == 0 || (pl->nphases > 0 && pl->nphases <= OPTIM_MAX_PHASES && pl->chunk >= 1 &&
+                             pl->npartial <= lim && pl->nshared <= lim))
+        return OPTIM_OK;
+    return optim__err(err, OPTIM_EINVAL, "%s: phase_plan for variable '%s' gave nphases %d, chunk %lld, "
+                      "npartial %zu, nshared %zu; expected nphases 0..%d, chunk >= 1 and at most %zu doubles",
+                      s->opt->cls.name, optim_var_name(w->var), pl->nphases, (long long)pl->chunk,
+                      pl->npartial, pl->nshared, OPTIM_MAX_PHASES, lim);
+}
+
+/* Dense work of a class that is not element-wise: in phases when its plan
+ * has them (no task here), else one whole task. The gradient is
+ * transformed in full first. */
+static int whole_or_phased(step *s, size_t i, optim__mt_item *it, optim_error *err)
+{
+    work *w = &s->works[i];
+    int rc = phase_plan(s, w, &it->plan, err);
+    if (rc) return rc;
+    if (w->fused && materialize_dense(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (it->plan.nphases) it->mode = OPTIM__MT_PHASED;
+    else s->tasks[s->ntasks++] = (task){i, 0, w->numel};
+    return OPTIM_OK;
+}
+
 /* The tasks of dense work; room for those of sparse work, which
- * sparse_tasks adds once its mode is known (after stage 6). */
-static int make_tasks(step *s)
+ * sparse_tasks adds once its mode is known (after stage 6); the phased
+ * variables' buffers. */
+static int make_tasks(step *s, optim_error *err)
 {
     const int elementwise = (s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE) != 0;
     size_t n = 0;
@@ -527,19 +624,23 @@ static int make_tasks(step *s)
         else n += elementwise ? (size_t)optim__nchunks(w->numel) : 1;
     }
     s->tasks = step_alloc(s, n * sizeof *s->tasks);
-    if (!s->tasks) return OPTIM_ENOMEM;
+    optim__mt_item *items = step_calloc(s, s->nworks * sizeof *items);
+    if (!s->tasks || !items) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
+        items[i].numel = w->numel;
         if (w->kind == OPTIM_GRAD_SPARSE) {
             if (elementwise && !(w->rebased = step_alloc(s, (size_t)w->n * sizeof *w->rebased)))
-                return OPTIM_ENOMEM;
+                return optim__err(err, OPTIM_ENOMEM, "out of memory");
         } else if (!elementwise) {
-            if (w->fused && materialize_dense(s, w)) return OPTIM_ENOMEM;
-            s->tasks[s->ntasks++] = (task){i, 0, w->numel};
+            int rc = whole_or_phased(s, i, &items[i], err);
+            if (rc) return rc;
         } else {
             OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
         }
     }
+    if (optim__mt_reserve(&s->mt, items, s->nworks, n, &s->opt->arena))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     return OPTIM_OK;
 }
 
@@ -666,7 +767,7 @@ static int stage_transform(step *s, optim_error *err)
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_SPARSE && !s->works[i].idx && dedup(s, &s->works[i]))
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    if (k->update && make_tasks(s)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (k->update && (rc = make_tasks(s, err))) return rc;
     int fused = 0;
     for (size_t i = 0; i < s->nworks; i++) fused |= s->works[i].fused || s->works[i].kind == OPTIM_GRAD_SPARSE;
     if (fused && !(s->scratch = step_alloc(s, (size_t)s->nthreads * OPTIM__CHUNK * sizeof(double))))
@@ -722,8 +823,10 @@ static void stage_update(step *s)
     optim_optimizer *opt = s->opt;
     if (!s->k3.update) optim__k3_accumulate(&s->k3, s->k3g, s->nworks, s->nthreads);
     else sparse_tasks(s);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads) if (s->ntasks > 1)
-    for (size_t t = 0; t < s->ntasks; t++) run_task(s, &s->tasks[t], omp_get_thread_num());
+    if (s->k3.update) {
+        optim__mt_fill(&s->mt, s->ntasks, task_weight, s);
+        optim__mt_run(&s->mt, s->nthreads, &(optim__mt_fns){run_mt_task, run_reduce, s});
+    }
     opt->in_hooks = 0;
     optim__k3_after_update(opt, &s->k3, s->nthreads);
 }
@@ -788,6 +891,9 @@ static int run_pipeline(optim_optimizer *opt, const optim_grad_var *pairs, size_
     optim_error err;
     optim__err_clear(&err);
     int rc = pipeline(&s, pairs, n, &err);
+    /* A step that needed several arena blocks merges them now, so the next
+     * step of the same size allocates nothing. */
+    optim__arena_settle(&opt->arena);
     return rc < 0 ? optim__opt_take(opt, &err) : rc;
 }
 

@@ -277,6 +277,12 @@ int optim__class_check(const optim_class *cls_in, optim_error *err)
         return optim__err(err, OPTIM_ERANGE,
                           "optimizer class '%s': default_learning_rate %g, expected >= 0", cls.name,
                           cls.default_learning_rate);
+    const int nphase = !!cls.phase_plan + !!cls.apply_phase + !!cls.reduce_phase;
+    if (nphase && (nphase < 3 || (cls.flags & OPTIM_CLASS_ELEMENTWISE)))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': phase_plan, apply_phase and reduce_phase are set "
+                          "%d of 3, expected all or none, and only without OPTIM_CLASS_ELEMENTWISE",
+                          cls.name, nphase);
     for (size_t i = 0; i < cls.n_params && !rc; i++) rc = param_check(&cls, i, err);
     return rc;
 }

@@ -36,15 +36,21 @@
  * \d does not). exclude_from_layer_adaptation that is None or empty falls
  * back to exclude_from_weight_decay, as in TFA.
  *
- * Norms: sums of squares accumulated in double precision, element i into
- * partial sum i % 4 in index order, the partials added in a fixed order (so
- * the result depends on nothing but the values: not on threads, nor on
- * dense versus sparse), square root in double, then rounded once to the
- * variable's dtype. TF sums float32 squares in float32 with a tree
+ * Norms: sums of squares accumulated in double precision over fixed chunks
+ * of CHUNK elements: within a chunk, element i into partial sum i % 4 in
+ * index order, the four added in a fixed order; the chunks' sums added in
+ * chunk order. Square root in double, then rounded once to the variable's
+ * dtype. The order depends only on the variable's size: not on threads, nor
+ * on dense versus sparse. TF sums float32 squares in float32 with a tree
  * reduction; the two differ by rounding only. The update u is computed
  * twice from the same m, v and w (once for ||u||, once to apply it) rather
  * than stored, so a step makes two passes over memory and allocates
  * nothing proportional to the variable (a fixed 256-element stack block).
+ *
+ * Threads: the dense rule is phased (optim/optimizer_class.h): phase 0
+ * updates m and v chunk by chunk on all threads and returns each chunk's
+ * two sums; the reduction adds them in chunk order into the trust ratio;
+ * phase 1 applies the update, again on all threads.
  *
  * Sparse gradients (duplicates summed first), both generations: the dense
  * equivalent. Keras 3 densifies the gradient; TFA's _resource_apply_sparse
@@ -262,7 +268,8 @@ typedef struct rule {
  * the dense rule, the sparse rule and any number of threads give the same
  * bits; the lanes let the additions overlap. */
 #define LANES 4
-#define BLOCK 256 /* elements of u held on the stack at a time */
+#define BLOCK 256   /* elements of u held on the stack at a time */
+#define CHUNK 8192  /* elements per chunk of the norms: whole LANES and BLOCKs */
 typedef struct sums {
     double w[LANES], u[LANES];
 } sums;
@@ -346,18 +353,18 @@ static double sums_total(const double *a)
             for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 0);   \
     }                                                                                           \
     /* The step's scale r * lr from the two sums of squares. */                                \
-    static T scale_##T(const rule *r, const sums *s)                                            \
+    static T scale_##T(const rule *r, double sw, double su)                                     \
     {                                                                                           \
         const T lr = (T)r->k->lr;                                                               \
         if (!r->adapt) return lr;                                                               \
-        const T wn = (T)sqrt(sums_total(s->w)), un = (T)sqrt(sums_total(s->u));                 \
+        const T wn = (T)sqrt(sw), un = (T)sqrt(su);                                             \
         const T ratio = wn > 0 ? (un > 0 ? wn / un : (T)1) : (T)1;                              \
         return ratio * lr;                                                                      \
     }
 LAMB_KERNELS(float, sqrtf)
 LAMB_KERNELS(double, sqrt)
 
-static rule rule_for(optim_optimizer *opt, const optim_var *var, const void *coef_)
+static rule rule_for(const optim_optimizer *opt, const optim_var *var, const void *coef_)
 {
     rule r = {coef_, 0, 1};
     if (optim_generation_of(opt) == OPTIM_LEGACY) {
@@ -369,51 +376,114 @@ static rule rule_for(optim_optimizer *opt, const optim_var *var, const void *coe
     return r;
 }
 
+/* One thread, the whole variable, chunk by chunk as the phases run them:
+ * rows of row_size elements, row q with the gradient g + j * row_size when
+ * idx[j] == q, without one otherwise (idx NULL: dense, g the whole
+ * gradient). */
+#define LAMB_SERIAL(T)                                                                          \
+    static void serial_##T(T *w, T *m, T *v, int64_t n, const T *g, const int64_t *idx,         \
+                           int64_t nidx, int64_t rs, const rule *r)                             \
+    {                                                                                           \
+        double tw = 0, tu = 0;                                                                  \
+        int64_t j = 0;                                                                          \
+        for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                             \
+            const int64_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;                                 \
+            sums s = {{0}, {0}};                                                                \
+            for (int64_t a = c0, b; a < c1; a = b) {                                            \
+                const T *ga = NULL;                                                             \
+                b = c1;                                                                         \
+                if (!idx) {                                                                     \
+                    ga = g + a;                                                                 \
+                } else {                                                                        \
+                    const int64_t q = a / rs;                                                   \
+                    b = (q + 1) * rs < c1 ? (q + 1) * rs : c1;                                  \
+                    while (j < nidx && idx[j] < q) j++;                                         \
+                    ga = j < nidx && idx[j] == q ? g + j * rs + (a - q * rs) : NULL;            \
+                }                                                                               \
+                pass1_##T(w + a, ga, m + a, v + a, b - a, a, r, &s);                            \
+            }                                                                                   \
+            tw += sums_total(s.w);                                                              \
+            tu += sums_total(s.u);                                                              \
+        }                                                                                       \
+        pass2_##T(w, m, v, n, r, scale_##T(r, tw, tu));                                         \
+    }
+LAMB_SERIAL(float)
+LAMB_SERIAL(double)
+
 static void apply_dense(const optim_dense_update *u)
 {
     const rule r = rule_for(u->opt, u->var, u->coef);
-    sums s = {{0}, {0}};
-    if (u->dtype == OPTIM_F32) {
-        pass1_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, 0, &r, &s);
-        pass2_float(u->param, u->slots[0], u->slots[1], u->count, &r, scale_float(&r, &s));
-    } else {
-        pass1_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, 0, &r, &s);
-        pass2_double(u->param, u->slots[0], u->slots[1], u->count, &r, scale_double(&r, &s));
-    }
+    if (u->dtype == OPTIM_F32) serial_float(u->param, u->slots[0], u->slots[1], u->count, u->grad, NULL, 0, 1, &r);
+    else serial_double(u->param, u->slots[0], u->slots[1], u->count, u->grad, NULL, 0, 1, &r);
 }
 
 /* Sparse, indices unique and ascending: every row, in order (each element
  * lands in the same partial sum, in the same order, as in the dense rule). */
-#define LAMB_SPARSE(T)                                                                         \
-    static void sparse_##T(const optim_sparse_update *u, const rule *r)                       \
-    {                                                                                          \
-        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                   \
-        const T *g = u->values;                                                                \
-        const int64_t rs = u->row_size;                                                        \
-        sums s = {{0}, {0}};                                                                   \
-        int64_t j = 0;                                                                         \
-        for (int64_t row = 0; row < u->rows; row++) {                                          \
-            const T *gr = NULL;                                                                \
-            if (j < u->n && u->indices[j] == row) gr = g + (j++) * rs;                         \
-            pass1_##T(w + row * rs, gr, m + row * rs, v + row * rs, rs, row * rs, r, &s);      \
-        }                                                                                      \
-        pass2_##T(w, m, v, u->rows * rs, r, scale_##T(r, &s));                                 \
-    }
-LAMB_SPARSE(float)
-LAMB_SPARSE(double)
-
 static void apply_sparse(const optim_sparse_update *u)
 {
     const rule r = rule_for(u->opt, u->var, u->coef);
-    if (u->dtype == OPTIM_F32) sparse_float(u, &r);
-    else sparse_double(u, &r);
+    const int64_t n = u->rows * u->row_size;
+    if (u->dtype == OPTIM_F32)
+        serial_float(u->param, u->slots[0], u->slots[1], n, u->values, u->indices, u->n, u->row_size, &r);
+    else
+        serial_double(u->param, u->slots[0], u->slots[1], n, u->values, u->indices, u->n, u->row_size, &r);
+}
+
+/* ---- phases: 0 moments and the chunk's sums, 1 the update ------------------------ */
+
+/* The name patterns are matched once per variable and step: the rule's two
+ * flags travel as the plan's user word. */
+static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan)
+{
+    const rule r = rule_for(opt, var, NULL);
+    *plan = (optim_phase_plan){2, CHUNK, 2, 1, (uint64_t)r.use_wd | (uint64_t)r.adapt << 1};
+}
+
+static rule phase_rule(const optim_phase_update *pu)
+{
+    return (rule){pu->dense.coef, (int)(pu->user & 1), (int)(pu->user >> 1 & 1)};
+}
+
+static void apply_phase(const optim_phase_update *pu)
+{
+    const optim_dense_update *u = &pu->dense;
+    const rule r = phase_rule(pu);
+    const int64_t o = u->offset;
+    sums s = {{0}, {0}};
+    if (u->dtype == OPTIM_F32) {
+        float *w = u->param, *m = u->slots[0], *v = u->slots[1];
+        if (pu->phase == 0) pass1_float(w + o, (const float *)u->grad + o, m + o, v + o, u->count, o, &r, &s);
+        else pass2_float(w + o, m + o, v + o, u->count, &r, (float)pu->shared[0]);
+    } else {
+        double *w = u->param, *m = u->slots[0], *v = u->slots[1];
+        if (pu->phase == 0) pass1_double(w + o, (const double *)u->grad + o, m + o, v + o, u->count, o, &r, &s);
+        else pass2_double(w + o, m + o, v + o, u->count, &r, pu->shared[0]);
+    }
+    if (pu->phase == 0) {
+        pu->partial[0] = sums_total(s.w);
+        pu->partial[1] = sums_total(s.u);
+    }
+}
+
+/* After phase 0: the chunks' sums in chunk order, then r * lr. */
+static void reduce_phase(const optim_phase_update *pu)
+{
+    if (pu->phase != 0) return;
+    const optim_dense_update *u = &pu->dense;
+    const rule r = phase_rule(pu);
+    double tw = 0, tu = 0;
+    for (int64_t k = 0; k < pu->chunk; k++) {
+        tw += pu->partial[2 * k];
+        tu += pu->partial[2 * k + 1];
+    }
+    pu->shared[0] = u->dtype == OPTIM_F32 ? (double)scale_float(&r, tw, tu) : scale_double(&r, tw, tu);
 }
 
 const optim_class optim_lamb_class = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Lamb",
-    .flags = 0, /* not element-wise: the trust ratio needs whole-variable norms */
+    .flags = 0, /* not element-wise: the trust ratio needs whole-variable norms (phased) */
     .default_learning_rate = 0.001,
     .params = lamb_params,
     .n_params = sizeof lamb_params / sizeof *lamb_params,
@@ -426,4 +496,7 @@ const optim_class optim_lamb_class = {
     .get_config = lamb_get_config,
     .set_config = lamb_set_config,
     .destroy = lamb_destroy,
+    .phase_plan = phase_plan,
+    .apply_phase = apply_phase,
+    .reduce_phase = reduce_phase,
 };

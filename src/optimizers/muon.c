@@ -57,6 +57,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,12 +250,20 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *out)
 
 /* ---- the two rules ------------------------------------------------------------------- */
 
-/* Row-major gemm C = alpha op(X) op(Y) + beta C, op(X) [m, k], op(Y) [k, n]. */
+/* Row-major gemm C = alpha op(X) op(Y) + beta C, op(X) [m, k], op(Y) [k, n].
+ * On one thread: the OpenMP build of OpenBLAS would take OpenMP's thread
+ * count, all of it when the step runs on one thread and one thread inside a
+ * step on several, and its results depend on its thread count; so that the
+ * step gives the same bits on any number of threads. (The setting is the
+ * calling task's and is put back.) */
 #define MUON_GEMM(T, FN)                                                                        \
     static void gemm_##T(int ty, int m, int n, int k, T alpha, const T *x, const T *y, T beta, T *c) \
     {                                                                                           \
+        const int threads = omp_get_max_threads();                                              \
+        omp_set_num_threads(1);                                                                 \
         FN(CblasRowMajor, CblasNoTrans, ty ? CblasTrans : CblasNoTrans, m, n, k, alpha, x, k, y, \
            ty ? k : n, beta, c, n);                                                             \
+        omp_set_num_threads(threads);                                                           \
     }
 MUON_GEMM(float, cblas_sgemm)
 MUON_GEMM(double, cblas_dgemm)

@@ -15,6 +15,7 @@ foreach(t ${OPTIM_FUZZ_TARGETS})
     set(replay_args)
   endif()
   target_link_libraries(fuzz_${t} PRIVATE optim_static)
+  target_include_directories(fuzz_${t} PRIVATE ${PROJECT_SOURCE_DIR}/src) # io/safetensors_json.h
   if(OPTIM_BUILD_TESTS)
     add_test(NAME fuzz_${t}_inputs COMMAND fuzz_${t} ${replay_args}
       ${OPTIM_FUZZ_DIR}/corpus/${t} ${OPTIM_FUZZ_DIR}/regressions/${t})

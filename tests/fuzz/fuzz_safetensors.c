@@ -2,10 +2,13 @@
  *
  * Any input must either be refused with a message, or give tensors that the
  * writer accepts as they are; written to a file and read back, they must
- * come back with the same names, dtypes, shapes and bytes. */
+ * come back with the same names, dtypes, shapes and bytes. The reader with
+ * its one-pass header reader off (every header through cJSON) must give the
+ * same result: the same status and message, or the same tensors. */
 #include <string.h>
 
 #include "fuzz.h"
+#include "io/safetensors_json.h"
 #include "optim/optim.h"
 
 static void check_same(const optim_st_file *a, const optim_st_file *b)
@@ -28,9 +31,14 @@ static void check_same(const optim_st_file *a, const optim_st_file *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    optim_st_file *f = NULL;
-    optim_error err;
-    int rc = optim_st_parse(data, size, &f, &err);
+    optim_st_file *f = NULL, *j = NULL;
+    optim_error err, jerr;
+    int rc = optim_st_parse(data, size, &f, &err), jrc = optim__st_parse_json(data, size, &j, &jerr);
+    FUZZ_CHECK(rc == jrc, "status %d, through cJSON alone %d", rc, jrc);
+    FUZZ_CHECK(rc == OPTIM_OK || strcmp(err.msg, jerr.msg) == 0, "message '%s', through cJSON alone '%s'",
+               err.msg, jerr.msg);
+    if (j) check_same(f, j);
+    optim_st_free(j);
     if (rc != OPTIM_OK) {
         FUZZ_CHECK(f == NULL, "failed parse left a file");
         FUZZ_CHECK(err.msg[0] != '\0', "failed parse (%d) without a message", rc);

@@ -1,0 +1,23 @@
+/* optim bench --tensors K: the measured size split over K variables (internal to tools/). */
+#ifndef OPTIM_TOOLS_BENCH_TENSORS_H
+#define OPTIM_TOOLS_BENCH_TENSORS_H
+
+#include "optim/optim.h"
+
+typedef struct bench_tensors {
+    int64_t k;             /* variables */
+    optim_var **vars;
+    optim_grad_var *pairs; /* each variable with its slice of the gradient */
+} bench_tensors;
+
+/* K float32 variables "w0".."w{K-1}" ("w" when K is 1) whose sizes add to
+ * n (the first n % K one element larger), zero-initialised, each paired with
+ * its consecutive slice of g (n floats, borrowed). 0, or -1 with err filled. */
+int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, float *g, optim_error *err);
+void bench_tensors_free(bench_tensors *t);
+
+/* Elements of the optimizer's weights that have the size of the variable
+ * they belong to (its full-size slots), over all variables. */
+int64_t bench_tensors_full_slots(optim_optimizer *opt, const bench_tensors *t);
+
+#endif
