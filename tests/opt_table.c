@@ -97,12 +97,18 @@ static optim_tensor tensor_like(optim_dtype dt, int32_t rank, const int64_t *sha
     return optim_tensor_make(dt, buf, rank, shape);
 }
 
+optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf)
+{
+    return optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), g,
+                                        optim_var_numel(w), buf));
+}
+
 void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
 {
     int64_t n = optim_var_numel(w);
     void *buf = malloc((size_t)(n ? n : 1) * 8);
     assert_non_null(buf);
-    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), g, n, buf)), w};
+    optim_grad_var p = {ot_grad_like(w, g, buf), w};
     ot_step(opt, &p, 1);
     free(buf);
 }
@@ -346,32 +352,56 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
     }
 }
 
-void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots)
+/* One thread against `threads`: the big F32 vector and, mixed, a small F64
+ * vector and rows of an F32 table (sparse, index 7 twice). */
+static void check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots,
+                          int mixed)
 {
     const int64_t n = 100003; /* many chunks, ragged end */
-    double *init = malloc((size_t)n * sizeof *init);
-    float *g = malloc((size_t)n * sizeof *g);
+    const int64_t n1 = 1000, es[2] = {500, 8}, rs[2] = {3, 8};
+    int64_t idx[3] = {7, 499, 7};
+    double *init = malloc((size_t)n * sizeof *init), gd[1000];
+    float *g = malloc((size_t)n * sizeof *g), rows[24];
     assert_true(init && g);
     for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
-    optim_var *vars[2];
+    for (int i = 0; i < 24; i++) rows[i] = (float)(0.1 * i - 1);
+    const int nv = mixed ? 3 : 1;
+    optim_var *vars[2][4] = {{NULL}};
     optim_optimizer *opts[2];
     for (int t = 0; t < 2; t++) {
         opts[t] = optim_test_make(json);
         assert_int_equal(optim_set_num_threads(opts[t], t ? threads : 1), 0);
-        vars[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
+        vars[t][0] = optim_test_var("big", OPTIM_F32, 1, &n, init);
+        if (mixed) {
+            vars[t][1] = optim_test_var("small", OPTIM_F64, 1, &n1, init);
+            vars[t][2] = optim_test_var("emb", OPTIM_F32, 2, es, init);
+        }
         for (int k = 0; k < steps; k++) {
             for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + shrink * k));
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t]};
-            ot_step(opts[t], &p, 1);
+            for (int i = 0; i < 1000; i++) gd[i] = cos(0.11 * i - k);
+            optim_grad_var p[3] = {
+                {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t][0]},
+                {optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, &n1)), vars[t][1]},
+                {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, rs)), vars[t][2]},
+            };
+            ot_step(opts[t], p, (size_t)nv);
         }
     }
-    assert_vars_bitwise(vars[0], vars[1]);
-    slots_bitwise(opts[0], vars[0], opts[1], vars[1], slots);
-    for (int t = 0; t < 2; t++) {
-        optim_test_free(opts[t], vars[t]);
-    }
+    for (int j = 0; j < nv; j++) assert_vars_bitwise(vars[0][j], vars[1][j]);
+    slots_bitwise(opts[0], vars[0][0], opts[1], vars[1][0], slots);
+    for (int t = 0; t < 2; t++) optim_test_free_(opts[t], vars[t]);
     free(init);
     free(g);
+}
+
+void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots)
+{
+    check_threads(json, threads, steps, shrink, slots, 0);
+}
+
+void ot_check_threads_mixed(const char *json, int threads, int steps, const char *const *slots)
+{
+    check_threads(json, threads, steps, 0, slots, 1);
 }
 
 void ot_check_keras_single_step(const char *json, const double *want)

@@ -96,6 +96,9 @@ double ot_value(void *user);
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n);
 /* One dense step on w with the gradient g (doubles, rounded for F32). */
 void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g);
+/* A dense gradient of w's dtype and shape holding g (buf: scratch of
+ * numel(w) doubles). */
+optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf);
 /* One dense step of the gradient g everywhere on w must fail with code
  * (a hyperparameter out of range, say), the message naming needle, and
  * change nothing: w bit for bit, the iteration count. */
@@ -138,6 +141,10 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
 /* One thread against `threads` on 100003 F32 elements for `steps` steps of
  * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
 void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);
+/* The same (shrink 0) with two more variables in each call: 1000 F64
+ * elements (gradient cos(0.11 i - k)) and three rows of a [500, 8] F32
+ * table (sparse, a duplicate index); weights of all three bit for bit. */
+void ot_check_threads_mixed(const char *json, int threads, int steps, const char *const *slots);
 
 /* The tests every Keras optimizer test file has (keras/src/optimizers/NAME_test.py):
  * test_single_step: [1, 2, 3, 4] (F32) after one step of [1, 6, 7, 2] is

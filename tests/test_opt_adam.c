@@ -1,13 +1,5 @@
-/* Adam (and AMSGrad) against independent references written here from the
- * published formulas:
- *
- *   t = k + 1, lr_k = lr / (1 + decay * k)          (decay: legacy only)
- *   m = beta_1 * m + (1 - beta_1) * g
- *   v = beta_2 * v + (1 - beta_2) * g^2
- *   vhat = max(vhat, v)                              (amsgrad)
- *   w = w - lr_k * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v or vhat) + epsilon)
- *
- * in double precision: dense trajectories (f32 and f64, both generations,
+/* Adam (and AMSGrad) against independent references written from the
+ * published formulas (tests/ref_adam.h, weight decay 0) in double precision: dense trajectories (f32 and f64, both generations,
  * amsgrad on and off), sparse gradients with duplicate indices (Keras 3: the
  * dense result bit for bit; legacy: every row of m, v and w moves), dynamic
  * hyperparameters, and the float32 order of operations of each generation
@@ -15,7 +7,7 @@
  * Adam._resource_apply_sparse), emulated in float and compared bit for bit.
  * Config: key sets, defaults, round trips, ranges, unknown keys. Keras's own
  * test values (adam_test.py, the legacy docstring) as extra checks. */
-#include "opt_table.h"
+#include "ref_adam.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,81 +18,43 @@
 #define ADAM(cfg) "{\"class_name\": \"Adam\", \"config\": {" cfg "}}"
 #define LEGACY OT_LEGACY
 
-typedef struct ref {
-    double lr, b1, b2, eps, decay;
-    int ams;
-} ref;
-
-/* One Adam step in double on n elements. */
-static void ref_step(const ref *r, int k, double beta_1, double *w, double *m, double *v, double *vh,
-                     const double *g, int n)
-{
-    double t = k + 1, lr = r->lr / (1.0 + r->decay * k);
-    double a = lr * sqrt(1 - pow(r->b2, t)) / (1 - pow(beta_1, t));
-    for (int i = 0; i < n; i++) {
-        m[i] = beta_1 * m[i] + (1 - beta_1) * g[i];
-        v[i] = r->b2 * v[i] + (1 - r->b2) * g[i] * g[i];
-        vh[i] = fmax(vh[i], v[i]);
-        w[i] -= a * m[i] / (sqrt(r->ams ? vh[i] : v[i]) + r->eps);
-    }
-}
-
-/* The drivers' form; state m, v, vhat. */
-static void ref_table(const void *r_, int k, double *w, double *const *st, const double *g, int n)
-{
-    const ref *r = r_;
-    ref_step(r, k, r->b1, w, st[0], st[1], st[2], g, n);
-}
-
-static ot_case make_case(const char *json, const ref *r)
-{
-    return (ot_case){json, ref_table, r, 3, {"m", "v", r->ams ? "vhat" : NULL}, r->ams ? NULL : "vhat",
-                     .tol = {2e-5, 2e-6, 1e-12, 1e-14}};
-}
-
-/* Dense trajectory in f32 and f64 against the reference, slots included. */
-static void check_trajectory(const char *json, const ref *r)
-{
-    ot_case c = make_case(json, r);
-    ot_check_dense(&OT_DENSE_SHRINK, &c);
-}
-
 OPTIM_TEST(test_dense_defaults)
 {
-    ref r = {0.001, 0.9, 0.999, 1e-7, 0, 0};
-    check_trajectory(ADAM(""), &r);
-    check_trajectory(ADAM(LEGACY), &r);
-    check_trajectory("\"adam\"", &r);
+    ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0, 0, 0, 0};
+    ref_adam_check_dense(ADAM(""), &r);
+    ref_adam_check_dense(ADAM(LEGACY), &r);
+    ref_adam_check_dense("\"adam\"", &r);
 }
 
 OPTIM_TEST(test_dense_options)
 {
-    ref r = {0.05, 0.8, 0.95, 1e-3, 0, 0};
-    check_trajectory(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"), &r);
-    check_trajectory(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY), &r);
+    ref_adam r = {0.05, 0.8, 0.95, 1e-3, 0, 0, 0, 0};
+    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"), &r);
+    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY), &r);
 }
 
 OPTIM_TEST(test_amsgrad)
 {
-    ref r = {0.02, 0.9, 0.99, 1e-7, 0, 1};
+    ref_adam r = {0.02, 0.9, 0.99, 1e-7, 0, 0, 1, 0};
     double w[N], mvh[3 * N];
-    ot_ref_dense(&OT_DENSE_SHRINK, &(ot_case){.ref = ref_table, .hp = &r, .nstate = 3}, w, mvh);
+    ot_case c = ref_adam_case(NULL, &r);
+    ot_ref_dense(&OT_DENSE_SHRINK, &c, w, mvh);
     int differs = 0; /* the gradients make vhat exceed v somewhere */
     for (int i = 0; i < N; i++) differs += mvh[2 * N + i] > mvh[N + i] * 1.01;
     assert_gt(differs, 0);
-    check_trajectory(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true"), &r);
-    check_trajectory(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY), &r);
+    ref_adam_check_dense(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true"), &r);
+    ref_adam_check_dense(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY), &r);
 }
 
 OPTIM_TEST(test_legacy_decay)
 {
-    ref r = {0.05, 0.9, 0.999, 1e-7, 0.2, 0};
-    check_trajectory(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r);
+    ref_adam r = {0.05, 0.9, 0.999, 1e-7, 0, 0.2, 0, 0};
+    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r);
     r.ams = 1;
-    check_trajectory(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, \"amsgrad\": true, " LEGACY), &r);
+    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, \"amsgrad\": true, " LEGACY), &r);
     /* `lr` is the legacy alias of learning_rate. */
     r.ams = 0;
-    check_trajectory(ADAM("\"lr\": 0.05, \"decay\": 0.2, " LEGACY), &r);
+    ref_adam_check_dense(ADAM("\"lr\": 0.05, \"decay\": 0.2, " LEGACY), &r);
 }
 
 /* Legacy: `epsilon or backend.epsilon()`, so 0 and None mean 1e-7 (and
@@ -121,8 +75,7 @@ OPTIM_TEST(test_epsilon_zero)
         optim_free(cfg);
         double zero = 0, g = 1e-6;
         optim_var *w = optim_test_var("w", OPTIM_F64, 0, NULL, &zero);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &g, 0, NULL)), w};
-        ot_step(opt, &p, 1);
+        ot_step_dense(opt, w, &g);
         double m = 0.1 * g, v = 0.001 * g * g, a = 0.1 * sqrt(1 - 0.999) / (1 - 0.9);
         double want = -a * m / (sqrt(v) + (legacy ? 1e-7 : 0.0));
         assert_close(optim_var_get(w, 0), want, 1e-12, 0);
@@ -133,55 +86,6 @@ OPTIM_TEST(test_epsilon_zero)
 
 /* ---- float32 order of operations -------------------------------------------- */
 
-/* Keras 3 (Adam.update_step) and legacy dense (ApplyAdam), emulated in float:
- * the only difference is 1 - beta: Python double arithmetic cast to float32
- * in Keras 3, float32 arithmetic in TF's kernel. */
-static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, float *vh, int k,
-                           const float *g, int n, double lr, double b1, double b2, double eps)
-{
-    float t = (float)(k + 1), fb1 = (float)b1, fb2 = (float)b2, l = (float)lr;
-    float p1 = powf(fb1, t), p2 = powf(fb2, t);
-    float alpha = l * sqrtf(1.0f - p2) / (1.0f - p1);
-    float c1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1), c2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
-    float e = (float)eps;
-    for (int i = 0; i < n; i++) {
-        m[i] += (g[i] - m[i]) * c1;
-        v[i] += (g[i] * g[i] - v[i]) * c2;
-        float d = v[i];
-        if (ams) {
-            vh[i] = fmaxf(vh[i], v[i]);
-            d = vh[i];
-        }
-        w[i] -= (m[i] * alpha) / (sqrtf(d) + e);
-    }
-}
-
-/* Legacy Adam._resource_apply_sparse in float: all rows decay, indexed rows
- * get the scaled gradient added, every row of w moves. */
-static void emul_legacy_sparse_f32(int ams, float *w, float *m, float *v, float *vh, int rows,
-                                   int cols, const int *touched, const float *g, int k, double lr,
-                                   double b1, double b2, double eps)
-{
-    float t = (float)(k + 1), fb1 = (float)b1, fb2 = (float)b2, l = (float)lr;
-    float p1 = powf(fb1, t), p2 = powf(fb2, t);
-    float lr_t = l * (sqrtf(1.0f - p2) / (1.0f - p1));
-    float c1 = 1.0f - fb1, c2 = 1.0f - fb2, e = (float)eps;
-    for (int i = 0; i < rows * cols; i++) {
-        m[i] = m[i] * fb1;
-        v[i] = v[i] * fb2;
-        if (touched[i / cols]) {
-            m[i] = m[i] + g[i] * c1;
-            v[i] = v[i] + (g[i] * g[i]) * c2;
-        }
-        float d = v[i];
-        if (ams) {
-            vh[i] = fmaxf(vh[i], v[i]);
-            d = vh[i];
-        }
-        w[i] = w[i] - lr_t * m[i] / (sqrtf(d) + e);
-    }
-}
-
 OPTIM_TEST(test_f32_operation_order)
 {
     const char *cfg[2][2] = {
@@ -190,33 +94,13 @@ OPTIM_TEST(test_f32_operation_order)
     };
     float last_w[2][N];
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int ams = 0; ams < 2; ams++) {
-            optim_optimizer *opt = optim_test_make(cfg[legacy][ams]);
-            optim_var *w = ot_run_dense(opt, &OT_DENSE_SHRINK, OPTIM_F32);
-            float ew[N], em[N] = {0}, ev[N] = {0}, eh[N] = {0};
-            for (int i = 0; i < N; i++) ew[i] = (float)OT_DENSE_SHRINK.init(i);
-            for (int k = 0; k < OT_DENSE_SHRINK.steps; k++) {
-                float g[N];
-                for (int i = 0; i < N; i++) g[i] = (float)OT_DENSE_SHRINK.grad(k, i);
-                emul_dense_f32(legacy, ams, ew, em, ev, eh, k, g, N, 0.01, 0.9, 0.999, 1e-7);
-            }
-            assert_var_floats(w, ew, N);
-            assert_var_floats(optim_get_slot(opt, w, "m"), em, N);
-            assert_var_floats(optim_get_slot(opt, w, "v"), ev, N);
-            if (ams) assert_var_floats(optim_get_slot(opt, w, "vhat"), eh, N);
-            if (!ams) memcpy(last_w[legacy], optim_var_data(w), sizeof last_w[legacy]);
-            optim_test_free(opt, w);
-        }
+        for (int ams = 0; ams < 2; ams++)
+            ref_adam_check_dense_f32(cfg[legacy][ams], legacy, ams, 0.01, 0, ams ? NULL : last_w[legacy]);
     /* The two generations round differently (0.1f vs 1.0f - 0.9f). */
     assert_ne(memcmp(last_w[0], last_w[1], sizeof last_w[0]), 0);
 }
 
 /* ---- sparse ------------------------------------------------------------------ */
-
-#define ROWS 7
-#define COLS 3
-#define NIDX 5
-#define SSTEPS 21
 
 #define SP OT_SPARSE_ADAM
 
@@ -238,8 +122,8 @@ OPTIM_TEST(test_sparse_reference)
             char json[256];
             snprintf(json, sizeof json, ADAM("\"learning_rate\": 0.01, \"amsgrad\": %s%s"),
                      ams ? "true" : "false", legacy ? ", " LEGACY : "");
-            ref r = {0.01, 0.9, 0.999, 1e-7, 0, ams};
-            ot_case c = make_case(json, &r);
+            ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, ams, 0};
+            ot_case c = ref_adam_case(json, &r);
             ot_check_sparse(&SP, &c, 0);
         }
 }
@@ -255,25 +139,7 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
         char json[256];
         snprintf(json, sizeof json, ADAM("\"learning_rate\": %g, \"amsgrad\": %s, " LEGACY), lr,
                  ams ? "true" : "false");
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *x = ot_run_sparse(opt, &SP, OPTIM_F32, 0);
-        float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0}, vh[ROWS * COLS] = {0};
-        for (int r = 0; r < ROWS; r++)
-            for (int c = 0; c < COLS; c++) w[r * COLS + c] = (float)SP.init(r, c);
-        for (int k = 0; k < SSTEPS; k++) {
-            float g[ROWS * COLS] = {0};
-            int touched[ROWS] = {0};
-            for (int j = 0; j < NIDX; j++) {
-                touched[SP.index(k, j)] = 1;
-                for (int c = 0; c < COLS; c++) g[SP.index(k, j) * COLS + c] += (float)SP.val(k, j, c);
-            }
-            emul_legacy_sparse_f32(ams, w, m, v, vh, ROWS, COLS, touched, g, k, lr, 0.9, 0.999, 1e-7);
-        }
-        assert_var_floats(x, w, ROWS * COLS);
-        assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
-        assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
-        if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
-        optim_test_free(opt, x);
+        ref_adam_check_legacy_sparse_f32(json, ams, lr, 0);
     }
 }
 
@@ -319,13 +185,12 @@ OPTIM_TEST(test_dynamic)
         optim_var *x = optim_test_var("w", OPTIM_F64, 1, shape, init);
         for (int k = 0; k < 8; k++) {
             b1 = 0.5 + 0.05 * k;
-            ref r = {0.05 / (1.0 + 0.5 * k), 0, 0.99, 1e-7, 0, 0};
+            ref_adam r = {0.05 / (1.0 + 0.5 * k), 0, 0.99, 1e-7, 0, 0, 0, 0};
             double g[N];
             for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
             /* The bias correction uses this step's beta_1 to the power t. */
-            ref_step(&r, k, b1, w, m, v, vh, g, N);
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), x};
-            ot_step(opt, &p, 1);
+            ref_adam_step(&r, k, b1, 0, w, m, v, vh, g, NULL, N);
+            ot_step_dense(opt, x, g);
             for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
         }
         /* A callable beta_1 out of range fails the step and changes nothing. */
@@ -364,9 +229,7 @@ OPTIM_TEST(test_legacy_docstring)
     optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.1, " LEGACY));
     double ten = 10;
     optim_var *x = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten);
-    float g = 10.0f;
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), x};
-    ot_step(opt, &p, 1);
+    ot_step_dense(opt, x, (double[]){10});
     assert_close(optim_var_get(x, 0), 9.9, 1e-6, 0);
     optim_test_free(opt, x);
 }

@@ -1,22 +1,12 @@
-/* AdamW against independent references written here from the published
- * formulas, t = k + 1:
- *
- *   Keras 3 (keras/src/optimizers/adamw.py + base_optimizer weight decay):
- *     w = w - w * wd * lr                         before the Adam step
- *   Legacy (TF Addons tfa.optimizers.AdamW, DecoupledWeightDecayExtension):
- *     w = w - wd * w                              (not times lr), before the
- *                                                 Adam step; sparse: on the
- *                                                 indexed rows only
- *   Adam: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; vhat = max(vhat, v)
- *         w = w - lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v or vhat) + eps)
- *
- * in double precision (f32 and f64, amsgrad on and off, dense and sparse with
+/* AdamW against independent references written from the published
+ * formulas (tests/ref_adam.h: the Adam step after the decoupled weight decay
+ * of each generation) in double precision (f32 and f64, amsgrad on and off, dense and sparse with
  * duplicate indices), plus the float32 order of operations of each
  * generation emulated in float and compared bit for bit, the
  * exclude_from_weight_decay patterns, config key sets, defaults, round trips
  * and refusals, and the test values of Keras (adamw_test.py) and TF Addons
  * (weight_decay_optimizers_test.py). */
-#include "opt_table.h"
+#include "ref_adam.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,94 +20,27 @@
 #define ROWS 7
 #define COLS 3
 #define NIDX 5
-#define SSTEPS 21
-
-typedef struct ref {
-    double lr, b1, b2, eps, wd, decay;
-    int ams, legacy;
-} ref;
-
-/* One AdamW step in double on n elements; decay_row[i] says whether element
- * i is decayed (NULL: all). */
-static void ref_step(const ref *r, int k, double wd, double *w, double *m, double *v, double *vh,
-                     const double *g, const int *decay_row, int n)
-{
-    double t = k + 1, lr = r->lr / (1.0 + r->decay * k);
-    double a = lr * sqrt(1 - pow(r->b2, t)) / (1 - pow(r->b1, t));
-    for (int i = 0; i < n; i++) {
-        if (!decay_row || decay_row[i]) w[i] -= r->legacy ? wd * w[i] : w[i] * wd * lr;
-        m[i] = r->b1 * m[i] + (1 - r->b1) * g[i];
-        v[i] = r->b2 * v[i] + (1 - r->b2) * g[i] * g[i];
-        vh[i] = fmax(vh[i], v[i]);
-        w[i] -= a * m[i] / (sqrt(r->ams ? vh[i] : v[i]) + r->eps);
-    }
-}
-
-/* The drivers' form; state m, v, vhat. */
-static void ref_table(const void *r_, int k, double *w, double *const *st, const double *g, int n)
-{
-    const ref *r = r_;
-    ref_step(r, k, r->wd, w, st[0], st[1], st[2], g, NULL, n);
-}
-
-/* Legacy sparse: a row without a gradient is not decayed, Adam still moves it. */
-static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
-{
-    const ref *r = r_;
-    ref_step(r, k, 0.0, w, st[0], st[1], st[2], (double[COLS]){0}, NULL, n);
-}
-
-static ot_case make_case(const char *json, const ref *r)
-{
-    return (ot_case){json, ref_table, r, 3, {"m", "v", r->ams ? "vhat" : NULL}, r->ams ? NULL : "vhat",
-                     .tol = {2e-5, 2e-6, 1e-12, 1e-14}, .idle = r->legacy ? ref_idle : NULL};
-}
-
-static void check_trajectory(const char *json, const ref *r)
-{
-    ot_case c = make_case(json, r);
-    ot_check_dense(&OT_DENSE_SHRINK, &c);
-}
 
 OPTIM_TEST(test_dense_keras3)
 {
-    ref r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
-    check_trajectory(ADAMW(""), &r);
-    check_trajectory("\"AdamW\"", &r);
-    ref r2 = {0.05, 0.8, 0.99, 1e-5, 0.3, 0, 1, 0};
-    check_trajectory(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+    ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
+    ref_adam_check_dense(ADAMW(""), &r);
+    ref_adam_check_dense("\"AdamW\"", &r);
+    ref_adam r2 = {0.05, 0.8, 0.99, 1e-5, 0.3, 0, 1, 0};
+    ref_adam_check_dense(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
                            "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2);
 }
 
 OPTIM_TEST(test_dense_legacy)
 {
-    ref r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
-    check_trajectory(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
-    ref r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
-    check_trajectory(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+    ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
+    ref_adam_check_dense(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
+    ref_adam r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
+    ref_adam_check_dense(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
                            "\"epsilon\": 1e-5, \"amsgrad\": true, \"decay\": 0.1, " LEGACY), &r2);
 }
 
 /* ---- float32 order of operations ------------------------------------------------ */
-
-/* Keras 3: base decay w - (w * wd) * lr, then Adam.update_step with 1 - beta
- * in double cast to float. Legacy: w - wd * w, then TF's ApplyAdam (1 - beta
- * in float). */
-static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, float *vh, int k,
-                           const float *g, int n, double lr, double b1, double b2, double eps, double wd)
-{
-    float t = (float)(k + 1), fb1 = (float)b1, fb2 = (float)b2, l = (float)lr, fwd = (float)wd;
-    float alpha = l * sqrtf(1.0f - powf(fb2, t)) / (1.0f - powf(fb1, t));
-    float c1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1), c2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
-    for (int i = 0; i < n; i++) {
-        w[i] = legacy ? w[i] - fwd * w[i] : w[i] - w[i] * fwd * l;
-        m[i] += (g[i] - m[i]) * c1;
-        v[i] += (g[i] * g[i] - v[i]) * c2;
-        float d = v[i];
-        if (ams) d = vh[i] = fmaxf(vh[i], v[i]);
-        w[i] -= (m[i] * alpha) / (sqrtf(d) + (float)eps);
-    }
-}
 
 OPTIM_TEST(test_f32_operation_order)
 {
@@ -126,20 +49,7 @@ OPTIM_TEST(test_f32_operation_order)
             char json[256];
             snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s%s"),
                      ams ? "true" : "false", legacy ? ", " LEGACY : "");
-            optim_optimizer *opt = optim_test_make(json);
-            optim_var *x = ot_run_dense(opt, &OT_DENSE_SHRINK, OPTIM_F32);
-            float w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
-            for (int i = 0; i < N; i++) w[i] = (float)OT_DENSE_SHRINK.init(i);
-            for (int k = 0; k < OT_DENSE_SHRINK.steps; k++) {
-                float g[N];
-                for (int i = 0; i < N; i++) g[i] = (float)OT_DENSE_SHRINK.grad(k, i);
-                emul_dense_f32(legacy, ams, w, m, v, vh, k, g, N, 0.01, 0.9, 0.999, 1e-7, 0.03);
-            }
-            assert_var_floats(x, w, N);
-            assert_var_floats(optim_get_slot(opt, x, "m"), m, N);
-            assert_var_floats(optim_get_slot(opt, x, "v"), v, N);
-            if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, N);
-            optim_test_free(opt, x);
+            ref_adam_check_dense_f32(json, legacy, ams, 0.01, 0.03, NULL);
         }
 }
 
@@ -161,8 +71,8 @@ OPTIM_TEST(test_sparse_reference)
             char json[256];
             snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s%s"),
                      ams ? "true" : "false", legacy ? ", " LEGACY : "");
-            ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
-            ot_case c = make_case(json, &r);
+            ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
+            ot_case c = ref_adam_case(json, &r);
             ot_check_sparse(&SP, &c, 0);
         }
 }
@@ -174,42 +84,10 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
         int ams = cfg & 1;
-        const float l = cfg < 2 ? 0.01f : 0.7f;
         char json[256];
         snprintf(json, sizeof json, ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
                  cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *x = ot_run_sparse(opt, &SP, OPTIM_F32, 0);
-        float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0}, vh[ROWS * COLS] = {0};
-        for (int r = 0; r < ROWS; r++)
-            for (int c = 0; c < COLS; c++) w[r * COLS + c] = (float)SP.init(r, c);
-        const float b1 = 0.9f, b2 = 0.999f, wd = 0.05f;
-        for (int k = 0; k < SSTEPS; k++) {
-            float g[ROWS * COLS] = {0}, t = (float)(k + 1);
-            int touched[ROWS] = {0};
-            for (int j = 0; j < NIDX; j++) {
-                touched[SP.index(k, j)] = 1;
-                for (int c = 0; c < COLS; c++) g[SP.index(k, j) * COLS + c] += (float)SP.val(k, j, c);
-            }
-            float lr_t = l * (sqrtf(1.0f - powf(b2, t)) / (1.0f - powf(b1, t)));
-            for (int i = 0; i < ROWS * COLS; i++) {
-                if (touched[i / COLS]) w[i] = w[i] + (-wd * w[i]);
-                m[i] = m[i] * b1;
-                v[i] = v[i] * b2;
-                if (touched[i / COLS]) {
-                    m[i] = m[i] + g[i] * (1.0f - b1);
-                    v[i] = v[i] + (g[i] * g[i]) * (1.0f - b2);
-                }
-                float d = v[i];
-                if (ams) d = vh[i] = fmaxf(vh[i], v[i]);
-                w[i] = w[i] - lr_t * m[i] / (sqrtf(d) + 1e-7f);
-            }
-        }
-        assert_var_floats(x, w, ROWS * COLS);
-        assert_var_floats(optim_get_slot(opt, x, "m"), m, ROWS * COLS);
-        assert_var_floats(optim_get_slot(opt, x, "v"), v, ROWS * COLS);
-        if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, ROWS * COLS);
-        optim_test_free(opt, x);
+        ref_adam_check_legacy_sparse_f32(json, ams, cfg < 2 ? 0.01 : 0.7, 0.05);
     }
 }
 
@@ -255,7 +133,7 @@ OPTIM_TEST(test_exclude_from_weight_decay)
     int64_t shape[2] = {ROWS, COLS}, vs[2] = {NIDX, COLS};
     optim_var *emb = optim_test_var("emb_decay", OPTIM_F64, 2, shape, tinit);
     optim_var *skip = optim_test_var("emb_skip", OPTIM_F64, 2, shape, tinit);
-    ref r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, 0, 1};
+    ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, 0, 1};
     double wk[N], mk[N] = {0}, vk[N] = {0}, hk[N] = {0}, wb[N], mb[N] = {0}, vb[N] = {0}, hb[N] = {0};
     double we[ROWS * COLS], me[ROWS * COLS] = {0}, ve[ROWS * COLS] = {0}, he[ROWS * COLS] = {0};
     double ws[ROWS * COLS], ms[ROWS * COLS] = {0}, vsl[ROWS * COLS] = {0}, hs[ROWS * COLS] = {0};
@@ -276,10 +154,10 @@ OPTIM_TEST(test_exclude_from_weight_decay)
                 dec[idx[j] * COLS + c] = 1;
             }
         }
-        ref_step(&r, k, 0.05, wk, mk, vk, hk, g, NULL, N);
-        ref_step(&r, k, 0.0, wb, mb, vb, hb, g, NULL, N);
-        ref_step(&r, k, 0.05, we, me, ve, he, gt, dec, ROWS * COLS);
-        ref_step(&r, k, 0.0, ws, ms, vsl, hs, gt, dec, ROWS * COLS);
+        ref_adam_step(&r, k, r.b1, 0.05, wk, mk, vk, hk, g, NULL, N);
+        ref_adam_step(&r, k, r.b1, 0.0, wb, mb, vb, hb, g, NULL, N);
+        ref_adam_step(&r, k, r.b1, 0.05, we, me, ve, he, gt, dec, ROWS * COLS);
+        ref_adam_step(&r, k, r.b1, 0.0, ws, ms, vsl, hs, gt, dec, ROWS * COLS);
         optim_tensor gs = optim_tensor_make(OPTIM_F64, vals, 2, vs);
         optim_grad_var p[4] = {
             {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), kern},
@@ -322,14 +200,13 @@ OPTIM_TEST(test_legacy_dynamic_weight_decay)
         for (int i = 0; i < N; i++) w[i] = OT_DENSE_SHRINK.init(i);
         int64_t n = N;
         optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, w);
-        ref r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
+        ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
         for (int k = 0; k < 6; k++) {
             cur = 0.02 * (k % 3);
             double wd = kind == 0 ? cur : 0.1 / (1.0 + k), g[N];
             for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
-            ref_step(&r, k, wd, w, m, v, vh, g, NULL, N);
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), x};
-            ot_step(opt, &p, 1);
+            ref_adam_step(&r, k, r.b1, wd, w, m, v, vh, g, NULL, N);
+            ot_step_dense(opt, x, g);
             for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
         }
         /* A callable weight_decay out of range fails the step. */
@@ -370,37 +247,10 @@ OPTIM_TEST(test_keras_weight_decay)
  * eps)), lr 0.001, eps 1e-8, wd 0.01, 3 steps, dense and sparse. */
 OPTIM_TEST(test_tfa_values)
 {
+    const char *json = ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
+                             "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY);
     for (int sparse = 0; sparse < 2; sparse++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
-                                              "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY));
-            double i0[2] = {1, 2}, i1[2] = {3, 4};
-            int64_t n = 2, idx[2] = {0, 1};
-            optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
-            double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
-            float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
-            void *g0 = dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, *g1 = dt == OPTIM_F64 ? (void *)g1d : (void *)g1f;
-            double p0[2] = {1, 2}, p1[2] = {3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
-            for (int t = 1; t <= 3; t++) {
-                optim_tensor t0 = optim_tensor_make(dt, g0, 1, &n), t1 = optim_tensor_make(dt, g1, 1, &n);
-                optim_grad_var p[2] = {{sparse ? optim_grad_sparse(idx, 2, t0) : optim_grad_dense(t0), var0},
-                                       {sparse ? optim_grad_sparse(idx, 2, t1) : optim_grad_dense(t1), var1}};
-                ot_step(opt, p, 2);
-                double lr_t = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
-                m0 = 0.9 * m0 + 0.1 * 0.1;
-                v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
-                m1 = 0.9 * m1 + 0.1 * 0.01;
-                v1 = 0.999 * v1 + 0.001 * 0.01 * 0.01;
-                for (int i = 0; i < 2; i++) {
-                    p0[i] = p0[i] * (1 - 0.01) - lr_t * m0 / (sqrt(v0) + 1e-8);
-                    p1[i] = p1[i] * (1 - 0.01) - lr_t * m1 / (sqrt(v1) + 1e-8);
-                    /* assert_allclose_according_to_type: 1e-6 for float32 */
-                    assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-                    assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-                }
-            }
-            optim_test_free(opt, var0, var1);
-        }
+        ref_adam_check_tfa(json, sparse, 0.01, 1e-8, (double[]){1, 2}, (double[]){3, 4}, 2, (int64_t[]){0, 1}, 2);
 }
 
 /* ---- config -------------------------------------------------------------------------- */

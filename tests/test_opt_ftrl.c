@@ -53,31 +53,21 @@ static const char *cfg_json(const cfg *c, int legacy)
                   legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "");
 }
 
-/* One coordinate, one step, the paper's form (z is the paper's z). */
-static void ref_std(const cfg *c, int f32, double lr, double g, double *w, double *n, double *z)
+/* One coordinate, one step, the paper's form (z is the paper's z); scaled:
+ * tf.keras dense with l2_shrinkage > 0, the linear slot holds lr * z. */
+static void ref_coord(const cfg *c, int f32, int scaled, double lr, double g, double *w, double *n, double *z)
 {
     double e = -rd(f32, c->lr_power), l1 = rd(f32, c->l1), l2 = rd(f32, c->l2);
     double beta = rd(f32, c->beta), shr = rd(f32, c->shr);
     double gs = g + 2 * shr * *w;
     double n_new = *n + g * g;
-    *z += gs - (pow(n_new, e) - pow(*n, e)) / lr * *w;
+    if (scaled) *z += gs * lr - (pow(n_new, e) - pow(*n, e)) * *w;
+    else *z += gs - (pow(n_new, e) - pow(*n, e)) / lr * *w;
     *n = n_new;
-    if (fabs(*z) <= l1) *w = 0;
-    else *w = ((*z > 0 ? l1 : -l1) - *z) / ((beta + pow(n_new, e)) / lr + 2 * l2);
-}
-
-/* tf.keras dense with l2_shrinkage > 0: the linear slot holds lr * z. */
-static void ref_lr_scaled(const cfg *c, int f32, double lr, double g, double *w, double *n,
-                          double *zl)
-{
-    double e = -rd(f32, c->lr_power), l1 = rd(f32, c->l1), l2 = rd(f32, c->l2);
-    double beta = rd(f32, c->beta), shr = rd(f32, c->shr);
-    double gs = g + 2 * shr * *w;
-    double n_new = *n + g * g;
-    *zl += gs * lr - (pow(n_new, e) - pow(*n, e)) * *w;
-    *n = n_new;
-    if (fabs(*zl) <= l1 * lr) *w = 0;
-    else *w = ((*zl > 0 ? l1 * lr : -l1 * lr) - *zl) / (beta + pow(n_new, e) + 2 * l2 * lr);
+    double th = scaled ? l1 * lr : l1;
+    if (fabs(*z) <= th) *w = 0;
+    else if (scaled) *w = ((*z > 0 ? th : -th) - *z) / (beta + pow(n_new, e) + 2 * l2 * lr);
+    else *w = ((*z > 0 ? th : -th) - *z) / ((beta + pow(n_new, e)) / lr + 2 * l2);
 }
 
 static double ref_lr(const cfg *c, int legacy, int f32, int k)
@@ -103,8 +93,7 @@ static void check_dense(const cfg *c, int legacy)
         for (int k = 0; k < STEPS; k++)
             for (int i = 0; i < N; i++) {
                 double lr = ref_lr(c, legacy, f32, k), g = rd(f32, grad_at(k, i));
-                if (legacy && c->shr > 0) ref_lr_scaled(c, f32, lr, g, &w[i], &n[i], &z[i]);
-                else ref_std(c, f32, lr, g, &w[i], &n[i], &z[i]);
+                ref_coord(c, f32, legacy && c->shr > 0, lr, g, &w[i], &n[i], &z[i]);
             }
         optim_optimizer *opt = optim_test_make(json);
         optim_var *v = ot_run_dense(opt, &DENSE, f32 ? OPTIM_F32 : OPTIM_F64);
@@ -206,8 +195,8 @@ OPTIM_TEST(test_dense_legacy_decay)
     double w1 = 1, n1 = 0.1, z1 = 0, w2 = 1, n2 = 0.1, z2 = 0;
     for (int k = 0; k < STEPS; k++) {
         double lr = ref_lr(&c, 1, 0, k);
-        ref_std(&c, 0, lr, grad_at(k, 1), &w1, &n1, &z1);
-        ref_lr_scaled(&c, 0, lr, grad_at(k, 1), &w2, &n2, &z2);
+        ref_coord(&c, 0, 0, lr, grad_at(k, 1), &w1, &n1, &z1);
+        ref_coord(&c, 0, 1, lr, grad_at(k, 1), &w2, &n2, &z2);
     }
     assert_gt(fabs(w1 - w2), 1e-3);
 }
@@ -264,10 +253,9 @@ OPTIM_TEST(test_legacy_dynamic)
         double g[N];
         for (int i = 0; i < N; i++) {
             g[i] = grad_at(k, i);
-            ref_std(&c, 0, 0.3, g[i], &w[i], &n[i], &z[i]);
+            ref_coord(&c, 0, 0, 0.3, g[i], &w[i], &n[i], &z[i]);
         }
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-        ot_step(opt, &p, 1);
+        ot_step_dense(opt, v, g);
     }
     for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-12, 1e-14);
     /* A callable out of range fails the step; nothing changes. */
@@ -536,7 +524,7 @@ static void check_sparse_legacy(const cfg *c, int cols)
             double lr = ref_lr(c, 1, f32, k);
             for (int r = 0; r < ROWS; r++)
                 if (touched[r])
-                    for (int cc = 0; cc < cw; cc++) ref_std(c, f32, lr, rd(f32, g[r][cc]), &w[r][cc], &n[r][cc], &z[r][cc]);
+                    for (int cc = 0; cc < cw; cc++) ref_coord(c, f32, 0, lr, rd(f32, g[r][cc]), &w[r][cc], &n[r][cc], &z[r][cc]);
         }
         optim_var *acc = optim_get_slot(opt, v, "accumulator"), *lin = optim_get_slot(opt, v, "linear");
         double rtol = f32 ? 2e-5 : 1e-12, atol = f32 ? 2e-6 : 1e-13;

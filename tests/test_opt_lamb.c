@@ -392,12 +392,10 @@ OPTIM_TEST(test_dynamic_hypers)
             if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.9), 0);
             lref r = {legacy, 0.05 / (1.0 + k), b1, k >= 5 ? 0.9 : 0.999, legacy ? 1e-6 : 1e-7, wd, 0, 0};
             double g[7];
-            float unused[7];
             for (int i = 0; i < 7; i++) g[i] = grad_at(k, 0, i);
             /* The reference's lr already is this step's value (no decay). */
             ref_step(&r, &x, g, k);
-            optim_grad_var p = {dense_grad(OPTIM_F64, g, unused, 1, &n, 7), v};
-            ot_step(opt, &p, 1);
+            ot_step_dense(opt, v, g);
             check_var(v, x.w, 7, OPTIM_F64);
         }
         /* A callable giving beta_1 out of range fails the step, changes nothing. */
@@ -550,8 +548,7 @@ OPTIM_TEST(test_config_keras3)
     double z = 0;
     int64_t one = 1;
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, &one, &z);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, &z, 1, &one)), w};
-    ot_step(opt, &p, 1);
+    ot_step_dense(opt, w, &z);
     ot_expect_slot_names(opt, "m", "v", NULL);
     ot_expect_weight_names(opt, 1, "w/m", "w/v", NULL);
     optim_test_free(opt, w);
@@ -697,47 +694,9 @@ OPTIM_TEST(test_large_variable)
 
 OPTIM_TEST(test_threads_bitwise)
 {
-    const int64_t n = 100003;
-    double *init = malloc((size_t)n * sizeof *init);
-    float *g = malloc((size_t)n * sizeof *g);
-    for (int64_t i = 0; i < n; i++) init[i] = sin(0.001 * (double)i);
-    for (int legacy = 0; legacy < 2; legacy++) {
-        optim_var *big[2], *small[2], *emb[2];
-        optim_optimizer *opts[2];
-        for (int t = 0; t < 2; t++) {
-            opts[t] = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
-                                    "\"global_clipnorm\": 10, \"is_legacy_optimizer\": true}}"
-                                  : K3("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10"));
-            assert_eq(optim_set_num_threads(opts[t], t + 1), 0);
-            int64_t n1 = 1000, es[2] = {500, 8}, vs[2] = {3, 8};
-            big[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
-            small[t] = optim_test_var("small", OPTIM_F64, 1, &n1, init);
-            emb[t] = optim_test_var("emb", OPTIM_F32, 2, es, init);
-            int64_t idx[3] = {7, 499, 7};
-            float rows[24];
-            for (int i = 0; i < 24; i++) rows[i] = (float)(0.1 * i - 1);
-            for (int k = 0; k < 4; k++) {
-                double gd[1000];
-                for (int64_t i = 0; i < n; i++) g[i] = (float)cos(0.37 * (double)i + k);
-                for (int i = 0; i < 1000; i++) gd[i] = cos(0.11 * i - k);
-                optim_grad_var p[3] = {
-                    {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), big[t]},
-                    {optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, &n1)), small[t]},
-                    {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, vs)), emb[t]},
-                };
-                ot_step(opts[t], p, 3);
-            }
-        }
-        assert_vars_bitwise(big[0], big[1]);
-        assert_vars_bitwise(small[0], small[1]);
-        assert_vars_bitwise(emb[0], emb[1]);
-        assert_vars_bitwise(optim_get_slot(opts[0], big[0], "v"), optim_get_slot(opts[1], big[1], "v"));
-        for (int t = 0; t < 2; t++) {
-            optim_test_free(opts[t], big[t], small[t], emb[t]);
-        }
-    }
-    free(init);
-    free(g);
+    static const char *const slots[] = {"v", NULL};
+    ot_check_threads_mixed(K3("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10"), 2, 4, slots);
+    ot_check_threads_mixed(LEG("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10"), 2, 4, slots);
 }
 
 int main(void) { return optim_test_run(); }

@@ -13,7 +13,7 @@
  * (m + (g - m) * (1 - b1), 1 - b1 in double cast to float). Config key
  * sets, round trips, refusals (amsgrad), and TF Addons' lazy_adam_test
  * values. */
-#include "opt_table.h"
+#include "ref_adam.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,53 +28,18 @@
 #define NIDX 5
 #define SSTEPS 21
 
-typedef struct ref {
-    double lr, b1, b2, eps, decay;
-} ref;
-
-/* One Adam step in double on the elements with use[i] (NULL: all). */
-static void ref_step(const ref *r, int k, double *w, double *m, double *v, const double *g,
-                     const int *use, int n)
-{
-    double t = k + 1, lr = r->lr / (1.0 + r->decay * k);
-    double a = lr * sqrt(1 - pow(r->b2, t)) / (1 - pow(r->b1, t));
-    for (int i = 0; i < n; i++) {
-        if (use && !use[i]) continue;
-        m[i] = r->b1 * m[i] + (1 - r->b1) * g[i];
-        v[i] = r->b2 * v[i] + (1 - r->b2) * g[i] * g[i];
-        w[i] -= a * m[i] / (sqrt(v[i]) + r->eps);
-    }
-}
-
-/* The drivers' form; state m, v. */
-static void ref_table(const void *r_, int k, double *w, double *const *st, const double *g, int n)
-{
-    ref_step(r_, k, w, st[0], st[1], g, NULL, n);
-}
-
-static ot_case make_case(const char *json, const ref *r)
-{
-    return (ot_case){json, ref_table, r, 2, {"m", "v"}, "vhat", .tol = {2e-5, 2e-6, 1e-12, 1e-14}};
-}
-
 /* ---- dense --------------------------------------------------------------------- */
-
-static void check_dense(const char *json, const ref *r)
-{
-    ot_case c = make_case(json, r);
-    ot_check_dense(&OT_DENSE_SHRINK, &c);
-}
 
 OPTIM_TEST(test_dense)
 {
-    ref r = {0.001, 0.9, 0.999, 1e-7, 0};
-    check_dense(LAZY(""), &r);
-    check_dense(LAZY(LEGACY), &r);
-    check_dense("\"lazyadam\"", &r);
-    ref r2 = {0.05, 0.8, 0.99, 1e-4, 0.1};
-    check_dense(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4, \"decay\": 0.1, " LEGACY), &r2);
+    ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0, 0, 0, 0};
+    ref_adam_check_dense(LAZY(""), &r);
+    ref_adam_check_dense(LAZY(LEGACY), &r);
+    ref_adam_check_dense("\"lazyadam\"", &r);
+    ref_adam r2 = {0.05, 0.8, 0.99, 1e-4, 0, 0.1, 0, 0};
+    ref_adam_check_dense(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4, \"decay\": 0.1, " LEGACY), &r2);
     r2.decay = 0;
-    check_dense(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4"), &r2);
+    ref_adam_check_dense(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4"), &r2);
 }
 
 /* ---- sparse --------------------------------------------------------------------- */
@@ -90,9 +55,9 @@ static ot_sparse sp(void)
 OPTIM_TEST(test_sparse_reference)
 {
     ot_sparse t = sp();
-    ref r = {0.01, 0.9, 0.999, 1e-7, 0};
+    ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 0};
     for (int legacy = 0; legacy < 2; legacy++) {
-        ot_case c = make_case(ot_gen(LAZY("\"learning_rate\": 0.01"), legacy), &r);
+        ot_case c = ref_adam_case(ot_gen(LAZY("\"learning_rate\": 0.01"), legacy), &r);
         ot_check_sparse(&t, &c, 1);
         /* Rows 6 and 7 were never indexed: bit-identical to their start. */
         for (int d = 0; d < 2; d++) {
@@ -216,38 +181,7 @@ OPTIM_TEST(test_sparse_keras3_weight_decay)
  * (var0 [1, 1, 2], gradient 0.1 on rows 0 and 2, 3 steps): row 1 stays. */
 OPTIM_TEST(test_tfa_sparse_values)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(LAZY(LEGACY));
-        double i0[3] = {1, 1, 2}, i1[3] = {3, 3, 4};
-        int64_t n = 3, two = 2, idx[2] = {0, 2};
-        optim_var *var0 = optim_test_var("var0", dt, 1, &n, i0), *var1 = optim_test_var("var1", dt, 1, &n, i1);
-        double g0d[2] = {0.1, 0.1}, g1d[2] = {0.01, 0.01};
-        float g0f[2] = {0.1f, 0.1f}, g1f[2] = {0.01f, 0.01f};
-        double p0[3] = {1, 1, 2}, p1[3] = {3, 3, 4}, m0 = 0, v0 = 0, m1 = 0, v1 = 0;
-        for (int t = 0; t < 3; t++) {
-            optim_grad_var p[2] = {
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g0d : (void *)g0f, 1, &two)), var0},
-                {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1d : (void *)g1f, 1, &two)), var1},
-            };
-            ot_step(opt, p, 2);
-            double lr_t = 0.001 * sqrt(1 - pow(0.999, t + 1)) / (1 - pow(0.9, t + 1));
-            m0 = 0.9 * m0 + 0.1 * 0.1;
-            v0 = 0.999 * v0 + 0.001 * 0.1 * 0.1;
-            m1 = 0.9 * m1 + 0.1 * 0.01;
-            v1 = 0.999 * v1 + 0.001 * 0.01 * 0.01;
-            for (int i = 0; i < 3; i += 2) {
-                p0[i] -= lr_t * m0 / (sqrt(v0) + 1e-7);
-                p1[i] -= lr_t * m1 / (sqrt(v1) + 1e-7);
-            }
-            for (int i = 0; i < 3; i++) {
-                assert_close(optim_var_get(var0, i), p0[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-                assert_close(optim_var_get(var1, i), p1[i], dt == OPTIM_F64 ? 1e-12 : 1e-6, dt == OPTIM_F64 ? 1e-12 : 1e-6);
-            }
-        }
-        assert_eq(optim_var_get(var0, 1), 1);
-        assert_eq(optim_var_get(var1, 1), 3);
-        optim_test_free(opt, var0, var1);
-    }
+    ref_adam_check_tfa(LAZY(LEGACY), 1, 0, 1e-7, (double[]){1, 1, 2}, (double[]){3, 3, 4}, 3, (int64_t[]){0, 2}, 2);
 }
 
 /* ---- config ------------------------------------------------------------------------- */

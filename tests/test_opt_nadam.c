@@ -106,22 +106,6 @@ static double ref_prod(const ref *r, int steps)
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-/* A dense gradient pair for w from doubles (kept in static buffers per slot). */
-static optim_grad_var dense_pair(optim_var *w, const double *g, int slot)
-{
-    static float gf[4][64];
-    static double gd[4][64];
-    int64_t n = optim_var_numel(w);
-    optim_dtype dt = optim_var_dtype(w);
-    assert_le(n, 64);
-    assert_lt(slot, 4);
-    for (int64_t i = 0; i < n; i++) gf[slot][i] = (float)g[i], gd[slot][i] = g[i];
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf[slot] : (void *)gd[slot],
-                                                           optim_var_rank(w), optim_var_shape(w))),
-                        w};
-    return p;
-}
-
 static optim_var *new_w(optim_dtype dt, const char *name)
 {
     double init[N];
@@ -392,9 +376,10 @@ OPTIM_TEST(test_product_once_per_step)
             ot_ref_dense(&OT_DENSE, &(ot_case){.ref = ref_table, .hp = &r, .nstate = 2}, w, mv);
             double prod = ref_prod(&r, STEPS);
             for (int k = 0; k < STEPS; k++) {
-                double g[N];
+                double g[N], buf[2][N];
                 for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(k, i);
-                optim_grad_var p[2] = {dense_pair(f64_first ? b : a, g, 0), dense_pair(f64_first ? a : b, g, 1)};
+                optim_var *x = f64_first ? b : a, *y = f64_first ? a : b;
+                optim_grad_var p[2] = {{ot_grad_like(x, g, buf[0]), x}, {ot_grad_like(y, g, buf[1]), y}};
                 assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
             }
             optim_dtype cdt;
@@ -420,9 +405,9 @@ OPTIM_TEST(test_product_step_without_cache_dtype)
         optim_optimizer *opt = optim_test_make(legacy ? NADAM(OT_LEGACY)
                                            : "\"Nadam\"");
         optim_var *a = new_w(OPTIM_F32, "a"), *b = new_w(OPTIM_F64, "b");
-        double g[N];
+        double g[N], buf[2][N];
         for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(0, i);
-        optim_grad_var p[2] = {dense_pair(a, g, 0), dense_pair(b, g, 1)};
+        optim_grad_var p[2] = {{ot_grad_like(a, g, buf[0]), a}, {ot_grad_like(b, g, buf[1]), b}};
         assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
         double c1 = cache_value(opt, legacy, NULL);
         ref r = {legacy, 0.001, 0.9, 0.999, 1e-7, 0.004};
