@@ -90,8 +90,12 @@ void optim__mt_run(const optim__mt *mt, int nthreads, const optim__mt_fns *f)
         const int tid = omp_get_thread_num();
         for (int p = 0; p < mt->nphases; p++) {
             /* Each phase's batches, then its reductions; the implicit barrier
-             * of each loop orders them. */
-#pragma omp for schedule(dynamic, 1)
+             * of each loop orders them. Batch b runs on thread b mod n
+             * (static): batches are of equal size, and a fixed mapping lets
+             * the conformance check see a rule that depends on its thread
+             * (with dynamic scheduling and sleeping threads, thread 0 could
+             * take every batch before the others wake). */
+#pragma omp for schedule(static, 1)
             for (size_t b = mt->bfirst[p]; b < mt->bfirst[p + 1]; b++)
                 for (size_t t = mt->batch[b]; t < mt->batch[b + 1]; t++) f->run(f->ctx, &mt->tasks[t], tid);
 #pragma omp for schedule(dynamic, 1)
