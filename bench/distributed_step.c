@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "optim/distribute.h"
 #include "optim/optim.h"
 
@@ -29,18 +30,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void die(const char *what, const char *msg)
@@ -184,7 +173,7 @@ int main(int argc, char **argv)
     if (rank == 0) {
         /* reduce-scatter + all-gather (= all-reduce): each sends 2 (N-1)/N of the gradient bytes */
         double sent = 2.0 * (size - 1) / size * (double)params * sizeof(float);
-        double med = median(t, runs), pm = median(peer, runs);
+        double med = bench_median(t, runs), pm = bench_median(peer, runs);
         printf("{\"mode\": \"%s\", \"ranks\": %d, \"sharded\": %s, \"params\": %lld, \"steps\": %d, \"runs\": %d, "
                "\"median_seconds\": %.6g, \"one_process_seconds\": %.6g, \"ratio\": %.3f, "
                "\"bytes_sent_per_rank\": %.0f, \"slot_bytes_rank0\": %lld}\n",

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "optim/optim.h"
 
 #define BLOCK 512
@@ -28,15 +29,9 @@ static double cpu_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int cmp(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 static double median(double *t, int runs)
 {
-    qsort(t, (size_t)runs, sizeof *t, cmp);
+    qsort(t, (size_t)runs, sizeof *t, bench_cmp_double);
     return t[runs / 2];
 }
 

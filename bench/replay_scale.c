@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "optim/optim.h"
 
 static void die(const char *what, const char *msg)
@@ -87,12 +88,6 @@ static double run_once(const char *optim, const char *dir, double *cpu)
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     const char *optim = argc > 1 ? argv[1] : "build/optim";
@@ -113,8 +108,8 @@ int main(int argc, char **argv)
         write_inputs(dir, ns[k]);
         double t[100], c[100];
         for (int r = 0; r < runs; r++) t[r] = run_once(optim, dir, &c[r]);
-        qsort(t, (size_t)runs, sizeof *t, cmp_double);
-        qsort(c, (size_t)runs, sizeof *c, cmp_double);
+        qsort(t, (size_t)runs, sizeof *t, bench_cmp_double);
+        qsort(c, (size_t)runs, sizeof *c, bench_cmp_double);
         double med = t[runs / 2], cmed = c[runs / 2];
         if (k == 0) first = cmed;
         printf("replay, %7ld variables, one Adam step, median of %d runs: wall %.3f s, CPU %.3f s "

@@ -25,22 +25,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #define TRAIN_N 60000
 #define BATCH 128
 #define MAX_EPOCHS 100
 static const int dims[4] = {784, 256, 128, 10};
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Row-major C[m, n] = op(X) op(Y) + beta C, as the tape's gemm calls it. */
 static void gemm(int tx, int ty, int m, int n, int k, const float *x, const float *y, float beta, float *c)
@@ -151,7 +141,7 @@ static double round_ratio(net *m, const char *optim, int epochs, const char *dir
         return -1;
     }
     for (int i = before; i < epochs; i++) g[i] = gemm_epoch(m);
-    double me = median(ep, n), mg = median(g, epochs);
+    double me = bench_median(ep, n), mg = bench_median(g, epochs);
     printf("epoch %.3f s (median of %d), GEMMs alone %.3f s (median of %d), ratio %.2f, test_accuracy=%.4f\n", me,
            n, mg, epochs, me / mg, acc);
     return me / mg;
@@ -181,7 +171,7 @@ int main(int argc, char **argv)
     double r[100];
     int rc = 0;
     for (int i = 0; i < runs && !rc; i++) rc = (r[i] = round_ratio(&m, argv[1], epochs, dir)) < 0;
-    if (!rc) printf("median ratio over %d runs: %.2f\n", runs, median(r, runs));
+    if (!rc) printf("median ratio over %d runs: %.2f\n", runs, bench_median(r, runs));
     char path[512];
     snprintf(path, sizeof path, "%s/h.csv", dir), remove(path);
     snprintf(path, sizeof path, "%s/out", dir), remove(path);
