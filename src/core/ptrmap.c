@@ -93,3 +93,18 @@ void optim__ptrmap_free(optim__ptrmap *m)
     m->vals = NULL;
     m->cap = m->count = 0;
 }
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+const void *optim__ptrs_repeated(const void **ptrs, size_t n)
+{
+    if (n < 2) return NULL;
+    qsort(ptrs, n, sizeof *ptrs, cmp_ptr);
+    for (size_t i = 1; i < n; i++)
+        if (ptrs[i] == ptrs[i - 1]) return ptrs[i];
+    return NULL;
+}

@@ -19,4 +19,8 @@ int optim__ptrmap_put(optim__ptrmap *m, const void *key, size_t val);
 void optim__ptrmap_del(optim__ptrmap *m, const void *key);
 void optim__ptrmap_free(optim__ptrmap *m);
 
+/* Sorts ptrs[0..n) by address and returns a pointer that appears more than
+ * once, or NULL if each appears once (n log n, no memory). */
+const void *optim__ptrs_repeated(const void **ptrs, size_t n);
+
 #endif

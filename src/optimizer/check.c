@@ -123,13 +123,6 @@ static int check_sparse(const optim_optimizer *opt, const char *what, const opti
     return OPTIM_OK;
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-    const void *const *pa = a, *const *pb = b;
-    uintptr_t x = (uintptr_t)*pa, y = (uintptr_t)*pb;
-    return x < y ? -1 : x > y;
-}
-
 int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
                        size_t n, int require_any, optim_error *err)
 {
@@ -151,14 +144,10 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
     const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
     if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
-    qsort(ptrs, n, sizeof *ptrs, cmp_ptr);
-    for (size_t i = 1; i < n; i++)
-        if (ptrs[i] == ptrs[i - 1]) {
-            const char *vn = optim_var_name(ptrs[i]);
-            return optim__err(err, OPTIM_EINVAL,
-                              "%s: variable '%s' appears more than once in one apply_gradients call",
-                              cn, vn);
-        }
+    const optim_var *twice = optim__ptrs_repeated(ptrs, n);
+    if (twice)
+        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one apply_gradients call",
+                          cn, optim_var_name(twice));
     return OPTIM_OK;
 }
 

@@ -422,28 +422,18 @@ int optim_track_variables(optim_optimizer *opt, optim_var *const *vars, size_t n
     return track(opt, vars, n);
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Each of the n variables given once (sorted copy: n log n). */
 static int check_distinct(optim_optimizer *opt, optim_var *const *vars, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!vars[i]) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: vars[%zu] is NULL", i);
-    optim_var **sorted = optim__malloc(n * sizeof *sorted);
+    const void **sorted = optim__malloc(n * sizeof *sorted);
     if (n && !sorted) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
-    if (n) memcpy(sorted, vars, n * sizeof *sorted);
-    if (n) qsort(sorted, n, sizeof *sorted, cmp_ptr);
-    int rc = OPTIM_OK;
-    for (size_t i = 1; i < n && !rc; i++)
-        if (sorted[i] == sorted[i - 1])
-            rc = optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice",
-                                optim_var_name(sorted[i]));
+    for (size_t i = 0; i < n; i++) sorted[i] = vars[i];
+    optim_var *twice = (optim_var *)optim__ptrs_repeated(sorted, n);
     free(sorted);
-    return rc;
+    if (twice) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice", optim_var_name(twice));
+    return OPTIM_OK;
 }
 
 static int track(optim_optimizer *opt, optim_var *const *vars, size_t n)
