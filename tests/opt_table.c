@@ -43,9 +43,9 @@ static int64_t idle5_index(int k, int j)
 static double idle5_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) + 0.05; }
 
 const ot_sparse OT_SPARSE_IDLE5 = {6, 3, 4, 4, idle5_index, idle5_val, table_init};
-const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad};
+const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad, 0, NULL};
 const ot_sparse OT_SPARSE_ADAM = {7, 3, 21, 5, adam_index, adam_val, table_init};
-const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
+const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad, 0, NULL};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
 const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
 
@@ -154,13 +154,22 @@ double ot_tol(const ot_case *c, optim_dtype dt, int which)
     return set ? c->tol[i] : dflt[i];
 }
 
+/* The value an F32 variable holds for x, where f32. */
+static double rnd(int f32, double x) { return f32 ? (double)(float)x : x; }
+
+/* The dense problem's variable "w" of dtype dt holding x. */
+static optim_var *dense_var(const ot_dense *d, optim_dtype dt, const double *x)
+{
+    int64_t n = d->n;
+    return d->shape ? optim_test_var("w", dt, d->rank, d->shape, x) : optim_test_var("w", dt, 1, &n, x);
+}
+
 optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
 {
     double *x = malloc(sizeof(double) * (size_t)d->n);
     assert_non_null(x);
     for (int i = 0; i < d->n; i++) x[i] = d->init(i);
-    int64_t shape[1] = {d->n};
-    optim_var *w = optim_test_var("w", dt, 1, shape, x);
+    optim_var *w = dense_var(d, dt, x);
     for (int k = 0; k < d->steps; k++) {
         for (int i = 0; i < d->n; i++) x[i] = d->grad(k, i);
         ot_step_dense(opt, w, x);
@@ -175,10 +184,16 @@ static void state_ptrs(const ot_case *c, double *st, int stride, double **p)
     for (int i = 0; i < c->nstate; i++) p[i] = st + (size_t)i * (size_t)stride;
 }
 
-static void init_state(const ot_case *c, double **p, int n)
+static void init_state(const ot_case *c, double **p, int n, int f32)
 {
     for (int i = 0; i < c->nstate; i++)
-        for (int e = 0; e < n; e++) p[i][e] = c->state_init[i];
+        for (int e = 0; e < n; e++) p[i][e] = rnd(f32, c->state_init[i]);
+}
+
+/* The hyperparameters of the reference for dt. */
+static const void *case_hp(const ot_case *c, optim_dtype dt)
+{
+    return c->round32 && c->hp32 && dt == OPTIM_F32 ? c->hp32 : c->hp;
 }
 
 void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st)
@@ -186,7 +201,7 @@ void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st)
     double *g = malloc(sizeof(double) * (size_t)d->n), *p[OT_MAX_STATE];
     assert_non_null(g);
     state_ptrs(c, st, d->n, p);
-    init_state(c, p, d->n);
+    init_state(c, p, d->n, 0);
     for (int i = 0; i < d->n; i++) w[i] = d->init(i);
     for (int k = 0; k < d->steps; k++) {
         for (int i = 0; i < d->n; i++) g[i] = d->grad(k, i);
@@ -208,9 +223,10 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
         optim_var *s = optim_get_slot(opt, w, c->slots[i]);
         if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
         assert_eq(optim_var_dtype(s), dt);
-        double a = c->state_atol[i] ? c->state_atol[i] : atol;
+        double a = c->state_atol[i] == OT_ATOL_0 ? 0 : c->state_atol[i] ? c->state_atol[i] : atol;
         snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i], c->json);
-        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, a, what, __FILE__, __LINE__);
+        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, c->state_n[i] ? c->state_n[i] : n, rtol, a, what,
+                             __FILE__, __LINE__);
     }
     const char *names[OT_MAX_STATE + 1];
     int ns = optim_get_slot_names(opt, names, OT_MAX_STATE + 1), want = 0;
@@ -224,18 +240,48 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
         fail_msg("%s: unexpected slot '%s'", c->json, c->absent);
 }
 
-void ot_check_dense(const ot_dense *d, const ot_case *c)
+/* `steps` steps of the dense problem on a new variable of opt of dtype dt
+ * beside the reference for dt; before step k, set (if any) changes the
+ * hyperparameters (the reference's, case_hp). Compares w, and the case's
+ * slots if slots, after every step if every, else after the last. */
+static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c,
+                                 optim_dtype dt, void (*set)(optim_optimizer *, void *, int), int every, int slots)
 {
-    double *w = malloc(sizeof(double) * (size_t)(d->n * (1 + c->nstate)));
+    int n = d->n, r32 = c->round32 && dt == OPTIM_F32;
+    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c->nstate))), *g = w + n, *p[OT_MAX_STATE];
     assert_non_null(w);
-    ot_ref_dense(d, c, w, w + d->n);
-    for (int f64 = 0; f64 < 2; f64++) {
-        optim_optimizer *opt = optim_test_make(c->json);
-        optim_var *x = ot_run_dense(opt, d, f64 ? OPTIM_F64 : OPTIM_F32);
-        ot_check_state(opt, x, c, w, w + d->n, d->n);
-        optim_test_free(opt, x);
+    state_ptrs(c, g + n, n, p);
+    init_state(c, p, n, r32);
+    for (int i = 0; i < n; i++) w[i] = rnd(r32, d->init(i));
+    optim_var *x = dense_var(d, dt, w);
+    char what[600];
+    for (int k = 0; k < steps; k++) {
+        if (set) set(opt, (void *)case_hp(c, dt), k);
+        for (int i = 0; i < n; i++) g[i] = rnd(r32, d->grad(k, i));
+        c->ref(case_hp(c, dt), k, w, p, g, n);
+        ot_step_dense(opt, x, g);
+        if (!every && k < steps - 1) continue;
+        if (slots) ot_check_state(opt, x, c, w, g + n, n);
+        snprintf(what, sizeof what, "%s w after step %d of %s", optim_dtype_name(dt), k, c->json ? c->json : "");
+        if (!slots) optim_test_var_close(x, w, n, ot_tol(c, dt, 0), ot_tol(c, dt, 1), what, __FILE__, __LINE__);
     }
     free(w);
+    assert_eq(optim_iterations(opt), steps);
+    return x;
+}
+
+void ot_check_dense(const ot_dense *d, const ot_case *c)
+{
+    OPTIM_FOR_DTYPES(dt) {
+        optim_optimizer *opt = optim_test_make(c->json);
+        optim_test_free(opt, run_beside_ref(opt, d, d->steps, c, dt, NULL, c->every_step, 1));
+    }
+}
+
+optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c, optim_dtype dt,
+                            void (*set)(optim_optimizer *opt, void *hp, int k))
+{
+    return run_beside_ref(opt, d, steps, c, dt, set, 1, 0);
 }
 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
@@ -284,47 +330,69 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
     return v;
 }
 
-void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st)
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st)
 {
-    int n = s->rows * s->cols, cols = s->cols;
+    int cols = s->cols ? s->cols : 1, n = s->rows * cols, r32 = c->round32 && dt == OPTIM_F32;
     double *g = malloc(sizeof(double) * (size_t)n), *p[OT_MAX_STATE], *q[OT_MAX_STATE];
     char *touched = malloc((size_t)s->rows);
+    const void *hp = case_hp(c, dt);
     assert_true(g && touched);
     state_ptrs(c, st, n, p);
-    init_state(c, p, n);
-    for (int i = 0; i < n; i++) w[i] = s->init(i / cols, i % cols);
+    init_state(c, p, n, r32);
+    for (int i = 0; i < n; i++) w[i] = rnd(r32, s->init(i / cols, i % cols));
     for (int k = 0; k < s->steps; k++) {
         memset(g, 0, sizeof(double) * (size_t)n);
         memset(touched, 0, (size_t)s->rows);
         for (int j = 0; j < s->nidx; j++) {
             int64_t r = s->index(k, j);
             touched[r] = 1;
-            for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += s->val(k, j, cc);
+            for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += rnd(r32, s->val(k, j, cc));
         }
+        for (int i = 0; r32 && i < n; i++) g[i] = rnd(1, g[i]);
         if (!rows_only && !c->idle) {
-            c->ref(c->hp, k, w, p, g, n);
+            c->ref(hp, k, w, p, g, n);
             continue;
         }
         for (int r = 0; r < s->rows; r++) {
             for (int i = 0; i < c->nstate; i++) q[i] = p[i] + r * cols;
-            if (touched[r]) c->ref(c->hp, k, w + r * cols, q, g + r * cols, cols);
-            else if (c->idle) c->idle(c->hp, k, w + r * cols, q, cols);
+            if (touched[r]) c->ref(hp, k, w + r * cols, q, g + r * cols, cols);
+            else if (c->idle) c->idle(hp, k, w + r * cols, q, cols);
         }
     }
     free(g);
     free(touched);
 }
 
+/* Rows that no step indexes hold their first values (ref: the reference's
+ * w and state, where they never move) bit for bit, in x and its slots. */
+static void unindexed_rows_kept(optim_optimizer *opt, optim_var *x, const ot_case *c, const ot_sparse *s,
+                                const double *ref, double *want)
+{
+    int cols = s->cols ? s->cols : 1, n = s->rows * cols, f32 = optim_var_dtype(x) == OPTIM_F32;
+    char *seen = calloc((size_t)s->rows, 1);
+    assert_non_null(seen);
+    for (int k = 0; k < s->steps; k++)
+        for (int j = 0; j < s->nidx; j++) seen[s->index(k, j)] = 1;
+    for (int i = -1; i < c->nstate; i++) {
+        optim_var *v = i < 0 ? x : c->slots[i] ? optim_get_slot(opt, x, c->slots[i]) : NULL;
+        for (int e = 0; v && e < n; e++) /* indexed rows: their own values (not compared here) */
+            want[e] = seen[e / cols] ? optim_var_get(v, e) : rnd(f32, ref[(size_t)(i + 1) * (size_t)n + (size_t)e]);
+        if (v) optim_test_var_close(v, want, n, 0, 0, i < 0 ? "unindexed rows of w" : c->slots[i], __FILE__, __LINE__);
+    }
+    free(seen);
+}
+
 void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
 {
-    int n = s->rows * s->cols;
-    double *w = malloc(sizeof(double) * (size_t)(n * (1 + c->nstate)));
+    int n = s->rows * (s->cols ? s->cols : 1);
+    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c->nstate)));
     assert_non_null(w);
-    ot_ref_sparse(s, c, rows_only, w, w + n);
-    for (int f64 = 0; f64 < 2; f64++) {
+    OPTIM_FOR_DTYPES(dt) {
+        ot_ref_sparse(s, c, rows_only, dt, w, w + n);
         optim_optimizer *opt = optim_test_make(c->json);
-        optim_var *x = ot_run_sparse(opt, s, f64 ? OPTIM_F64 : OPTIM_F32, 0);
+        optim_var *x = ot_run_sparse(opt, s, dt, 0);
         ot_check_state(opt, x, c, w, w + n, n);
+        if (rows_only && !c->idle) unindexed_rows_kept(opt, x, c, s, w, w + n * (1 + c->nstate));
         optim_test_free(opt, x);
     }
     free(w);

@@ -21,11 +21,14 @@
  * state arrays st[0..nstate) in place with the gradient g. */
 typedef void (*ot_ref_fn)(const void *hp, int k, double *w, double *const *st, const double *g, int n);
 
-/* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k. */
+/* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k;
+ * shape, if set, is the variable's shape (rank dimensions, n elements). */
 typedef struct ot_dense {
     int n, steps;
     double (*init)(int i);
     double (*grad)(int k, int i);
+    int32_t rank;
+    const int64_t *shape;
 } ot_dense;
 
 /* A sparse problem: a rows x cols table from init(r, c); at step k, nidx
@@ -63,7 +66,10 @@ extern const ot_sparse OT_SPARSE_ADAM;
 /* One optimizer case. slots[i] names the optimizer slot that holds the
  * reference's state i (NULL: internal to the reference, not compared);
  * absent, if set, is a slot that must not exist. tol: f32 rtol, atol, f64
- * rtol, atol; all zero means 2e-5, 2e-6, 1e-12, 1e-13. */
+ * rtol, atol; all zero means 2e-5, 2e-6, 1e-12, 1e-13. round32: the f32
+ * run's reference starts from the values an F32 variable holds and gets
+ * the f32 gradients, with hp32 (if set) instead of hp. every_step: the
+ * dense checks compare after every step, not only after the last. */
 typedef struct ot_case {
     const char *json;
     ot_ref_fn ref;
@@ -72,14 +78,18 @@ typedef struct ot_case {
     const char *slots[OT_MAX_STATE];
     const char *absent;
     double tol[4];
-    double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes) */
+    double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes); OT_ATOL_0: 0 */
+    int64_t state_n[OT_MAX_STATE];    /* non-zero: this state's elements (at most n; the first ones) */
     double state_init[OT_MAX_STATE]; /* the reference state's initial value */
     int exact_slots; /* the optimizer has exactly the named slots, in this order */
     /* Optional, for sparse references: step k on a row that got no
      * gradient (legacy Nadam decays its moments; legacy AdamW moves it
      * without weight decay). */
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
+    int round32, every_step;
+    const void *hp32;
 } ot_case;
+#define OT_ATOL_0 (-1.0)
 
 /* printf into one of eight rotating buffers (the result lives until the
  * eighth ot_fmt or ot_gen call after this one). */
@@ -113,8 +123,17 @@ double ot_tol(const ot_case *c, optim_dtype dt, int which);
 optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt);
 /* The reference of the dense problem: w[n], st[i * n + e]. */
 void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st);
-/* The dense trajectory in f32 and f64: weights and slots against the reference. */
+/* The dense trajectory in f32 and f64: weights and slots against the
+ * reference (after the last step, or every step). */
 void ot_check_dense(const ot_dense *d, const ot_case *c);
+/* Dynamic hyperparameters: `steps` steps of the dense problem d on one
+ * variable "w" of dtype dt of opt; before step k, set(opt, hp, k) changes
+ * what opt reads (callables pointing into hp, optim_set_hyper) and the
+ * reference's hyperparameters (hp: c->hp, or c->hp32 for a round32 f32
+ * run) alike. After every step w is compared with the reference (the
+ * case's tolerances). Returns w. */
+optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c, optim_dtype dt,
+                            void (*set)(optim_optimizer *opt, void *hp, int k));
 /* Compares w and the case's slots of opt (of w's dtype) against the reference arrays. */
 void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
                     const double *ref_st, int n);
@@ -130,8 +149,9 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
  * every row, untouched ones with a zero gradient. A case with an idle hook
  * steps the rows without a gradient through it instead, in both modes. */
-void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st);
-/* The sparse problem in f32 and f64 against ot_ref_sparse. */
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st);
+/* The sparse problem in f32 and f64 against ot_ref_sparse; rows_only
+ * without an idle hook: rows never indexed keep their bits, slots too. */
 void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
 /* The sparse problem equals its dense equivalent bit for bit (f32 and f64),
  * weights and the named slots (NULL-terminated list; a slot absent from

@@ -61,27 +61,22 @@ OPTIM_TEST(test_trajectories)
 }
 
 /* Legacy rho is a hyper; Keras 3's is a number. */
+static void set_rho(optim_optimizer *opt, void *c, int k)
+{
+    (void)opt;
+    ((cfg *)c)->rho = 0.5 + 0.04 * k;
+}
+
 OPTIM_TEST(test_dynamic_rho)
 {
     optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
                                 "\"epsilon\": 1e-6, " OT_LEGACY));
-    double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
-    double init[N], w[N], acc[2 * N] = {0}, *st[2] = {acc, acc + N};
-    for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
-    int64_t n = N;
-    optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
-    for (int k = 0; k < 10; k++) {
-        rho = 0.5 + 0.04 * k;
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(k, i);
-        ref_step(&(cfg){1.0, rho, 1e-6, 0, 0}, k, w, st, g, N);
-        ot_step_dense(opt, var, g);
-    }
-    assert_var_close(var, w, N, 1e-12, 1e-13);
-    optim_test_free(opt, var);
+    cfg c = {1.0, 0.9, 1e-6, 0, 0};
+    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), 0);
+    ot_case oc = make_case(&c);
+    optim_test_free(opt, ot_check_dynamic(opt, &OT_DENSE, 10, &oc, OPTIM_F64, set_rho));
     optim_optimizer *k3 = optim_test_make("\"adadelta\"");
-    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &c.rho), OPTIM_ETYPE);
     optim_destroy(k3);
 }
 

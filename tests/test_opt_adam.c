@@ -171,30 +171,26 @@ OPTIM_TEST(test_sparse_rows_not_lazy)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + 0.5 * (double)step); }
 
+/* The bias correction uses this step's beta_1 to the power t. */
+static void set_hypers(optim_optimizer *opt, void *r, int k)
+{
+    (void)opt;
+    ((ref_adam *)r)->b1 = 0.5 + 0.05 * k;
+    ((ref_adam *)r)->lr = 0.05 / (1.0 + 0.5 * k);
+}
+
 OPTIM_TEST(test_dynamic)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(ADAM(""), legacy));
-        double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
+        ref_adam r = {0.05, 0.9, 0.99, 1e-7, 0, 0, 0, 0};
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.b1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
         assert_eq(optim_set_hyper(opt, "beta_2", 0.99), 0);
-        double init[N], w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
-        for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE_SHRINK.init(i);
-        int64_t shape[1] = {N};
-        optim_var *x = optim_test_var("w", OPTIM_F64, 1, shape, init);
-        for (int k = 0; k < 8; k++) {
-            b1 = 0.5 + 0.05 * k;
-            ref_adam r = {0.05 / (1.0 + 0.5 * k), 0, 0.99, 1e-7, 0, 0, 0, 0};
-            double g[N];
-            for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
-            /* The bias correction uses this step's beta_1 to the power t. */
-            ref_adam_step(&r, k, b1, 0, w, m, v, vh, g, NULL, N);
-            ot_step_dense(opt, x, g);
-            for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
-        }
+        ot_case c = ref_adam_case(NULL, &r);
+        optim_var *x = ot_check_dynamic(opt, &OT_DENSE_SHRINK, 8, &c, OPTIM_F64, set_hypers);
         /* A callable beta_1 out of range fails the step and changes nothing. */
-        b1 = 1.0;
+        r.b1 = 1.0;
         ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "beta_1");
         optim_test_free(opt, x);
     }

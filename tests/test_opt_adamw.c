@@ -186,6 +186,8 @@ OPTIM_TEST(test_exclude_from_weight_decay)
 }
 
 static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
+static void set_wd_fn(optim_optimizer *opt, void *r, int k) { (void)opt, ((ref_adam *)r)->wd = 0.02 * (k % 3); }
+static void set_wd_sched(optim_optimizer *opt, void *r, int k) { (void)opt, ((ref_adam *)r)->wd = 0.1 / (1.0 + k); }
 
 /* TF Addons' weight_decay is a hyperparameter: a callable or a schedule
  * (evaluated at iterations) is read at each step. */
@@ -193,24 +195,13 @@ OPTIM_TEST(test_legacy_dynamic_weight_decay)
 {
     for (int kind = 0; kind < 2; kind++) {
         optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
-        double cur = 0;
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &cur), 0);
-        else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
-        double w[N], m[N] = {0}, v[N] = {0}, vh[N] = {0};
-        for (int i = 0; i < N; i++) w[i] = OT_DENSE_SHRINK.init(i);
-        int64_t n = N;
-        optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, w);
         ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
-        for (int k = 0; k < 6; k++) {
-            cur = 0.02 * (k % 3);
-            double wd = kind == 0 ? cur : 0.1 / (1.0 + k), g[N];
-            for (int i = 0; i < N; i++) g[i] = OT_DENSE_SHRINK.grad(k, i);
-            ref_adam_step(&r, k, r.b1, wd, w, m, v, vh, g, NULL, N);
-            ot_step_dense(opt, x, g);
-            for (int i = 0; i < N; i++) assert_close(optim_var_get(x, i), w[i], 1e-12, 1e-14);
-        }
+        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &r.wd), 0);
+        else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
+        ot_case c = ref_adam_case(NULL, &r);
+        optim_var *x = ot_check_dynamic(opt, &OT_DENSE_SHRINK, 6, &c, OPTIM_F64, kind == 0 ? set_wd_fn : set_wd_sched);
         /* A callable weight_decay out of range fails the step. */
-        cur = -1;
+        r.wd = -1;
         if (kind == 0) ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "weight_decay");
         optim_test_free(opt, x);
     }

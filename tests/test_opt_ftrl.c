@@ -41,6 +41,12 @@ typedef struct cfg {
     double lr, lr_power, init_acc, l1, l2, shr, beta, decay;
 } cfg;
 
+/* The drivers' hyperparameters: a cfg in a generation and dtype. */
+typedef struct hp {
+    cfg c;
+    int legacy, f32, scaled;
+} hp;
+
 static const cfg DEFAULTS = {0.001, -0.5, 0.1, 0, 0, 0, 0, 0};
 
 /* The config as Keras JSON, every Ftrl key written out. */
@@ -80,35 +86,34 @@ static double ref_lr(const cfg *c, int legacy, int f32, int k)
 static double grad_at(int k, int i) { return sin(0.7 * k + 1.3 * i) * (1.0 + 0.2 * i) - 0.04 * k; }
 static double init_at(int i) { return 0.6 - 0.25 * i; }
 
-static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
+static const ot_dense DENSE = {N, STEPS, init_at, grad_at, 0, NULL};
 
-/* Runs the dense problem and compares the variable, "accumulator" and
- * "linear" with the reference of that dtype. */
-static void check_dense(const cfg *c, int legacy)
+/* The drivers' form: state accumulator, linear. */
+static void ref_table(const void *h_, int k, double *w, double *const *st, const double *g, int n)
 {
-    const char *json = cfg_json(c, legacy);
-    for (int f32 = 0; f32 < 2; f32++) {
-        double w[N], n[N], z[N];
-        for (int i = 0; i < N; i++) w[i] = rd(f32, init_at(i)), n[i] = rd(f32, c->init_acc), z[i] = 0;
-        for (int k = 0; k < STEPS; k++)
-            for (int i = 0; i < N; i++) {
-                double lr = ref_lr(c, legacy, f32, k), g = rd(f32, grad_at(k, i));
-                ref_coord(c, f32, legacy && c->shr > 0, lr, g, &w[i], &n[i], &z[i]);
-            }
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *v = ot_run_dense(opt, &DENSE, f32 ? OPTIM_F32 : OPTIM_F64);
-        double rtol = f32 ? 2e-5 : 1e-12, atol = f32 ? 2e-6 : 1e-13;
-        assert_var_close(v, w, N, rtol, atol);
-        assert_var_close(optim_get_slot(opt, v, "accumulator"), n, N, rtol, atol);
-        assert_var_close(optim_get_slot(opt, v, "linear"), z, N, rtol, atol);
-        optim_test_free(opt, v);
-    }
+    const hp *h = h_;
+    for (int i = 0; i < n; i++)
+        ref_coord(&h->c, h->f32, h->scaled, ref_lr(&h->c, h->legacy, h->f32, k), g[i], &w[i], &st[0][i], &st[1][i]);
+}
+
+/* c in one generation against the reference in each dtype (f32: the
+ * values a float32 run sees): the dense problem, variable and both slots
+ * (legacy with l2_shrinkage: the lr-scaled linear slot), or, legacy, the
+ * sparse problem sp on the indexed rows only. */
+static void check(const cfg *c, int legacy, const ot_sparse *sp)
+{
+    hp h = {*c, legacy, 0, legacy && c->shr > 0 && !sp}, h32 = h;
+    h32.f32 = 1;
+    ot_case oc = {cfg_json(c, legacy), ref_table, &h, 2, {"accumulator", "linear"}, .state_init = {c->init_acc},
+                  .round32 = 1, .hp32 = &h32};
+    if (sp) ot_check_sparse(sp, &oc, 1);
+    else ot_check_dense(&DENSE, &oc);
 }
 
 static void check_both(const cfg *c)
 {
-    check_dense(c, 0);
-    check_dense(c, 1);
+    check(c, 0, NULL);
+    check(c, 1, NULL);
 }
 
 OPTIM_TEST(test_dense_plain)
@@ -188,9 +193,9 @@ OPTIM_TEST(test_dense_all)
 OPTIM_TEST(test_dense_legacy_decay)
 {
     cfg c = {0.5, -0.5, 0.1, 0.02, 0.1, 0, 0.1, 0.3};
-    check_dense(&c, 1);
+    check(&c, 1, NULL);
     c.shr = 0.2;
-    check_dense(&c, 1);
+    check(&c, 1, NULL);
     /* The two recurrences part: same inputs, standard vs lr-scaled. */
     double w1 = 1, n1 = 0.1, z1 = 0, w2 = 1, n2 = 0.1, z2 = 0;
     for (int k = 0; k < STEPS; k++) {
@@ -234,30 +239,23 @@ OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 static double l1_now;
 static double l1_fn(void *user) { (void)user; return l1_now; }
 
+static void set_hypers(optim_optimizer *opt, void *c_, int k)
+{
+    cfg *c = &((hp *)c_)->c;
+    c->l1 = l1_now = 0.05 * (k % 4);
+    c->lr_power = k < 5 ? -0.5 : -0.7;
+    c->beta = k < 7 ? 0.0 : 0.3;
+    assert_eq(optim_set_hyper(opt, "learning_rate_power", c->lr_power), 0);
+    assert_eq(optim_set_hyper(opt, "beta", c->beta), 0);
+}
+
 OPTIM_TEST(test_legacy_dynamic)
 {
     optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, " OT_LEGACY));
     assert_eq(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
-    double init[N], w[N], n[N], z[N];
-    for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), n[i] = 0.1, z[i] = 0;
-    int64_t shape[1] = {N};
-    optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
-    cfg c = {0.3, -0.5, 0.1, 0, 0, 0, 0, 0};
-    for (int k = 0; k < 10; k++) {
-        l1_now = 0.05 * (k % 4);
-        c.l1 = l1_now;
-        c.lr_power = k < 5 ? -0.5 : -0.7;
-        c.beta = k < 7 ? 0.0 : 0.3;
-        assert_eq(optim_set_hyper(opt, "learning_rate_power", c.lr_power), 0);
-        assert_eq(optim_set_hyper(opt, "beta", c.beta), 0);
-        double g[N];
-        for (int i = 0; i < N; i++) {
-            g[i] = grad_at(k, i);
-            ref_coord(&c, 0, 0, 0.3, g[i], &w[i], &n[i], &z[i]);
-        }
-        ot_step_dense(opt, v, g);
-    }
-    for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-12, 1e-14);
+    hp h = {{0.3, -0.5, 0.1, 0, 0, 0, 0, 0}, 1, 0, 0};
+    ot_case oc = {NULL, ref_table, &h, 2, .state_init = {0.1}, .tol = {2e-5, 2e-6, 1e-12, 1e-14}};
+    optim_var *v = ot_check_dynamic(opt, &DENSE, 10, &oc, OPTIM_F64, set_hypers);
     /* A callable out of range fails the step; nothing changes. */
     l1_now = -0.1;
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "l1_regularization_strength");
@@ -442,14 +440,6 @@ static int64_t sp_index(int k, int j)
 static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * (1 + 0.1 * c); }
 static double table_init(int r, int c) { return 0.3 * r - 0.2 * c - 0.4; }
 
-/* SSTEPS sparse steps on a [ROWS, cols] table (rank 1 when cols == 0: rows
- * of one element), or the same gradients summed into dense ones. */
-static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int cols, int as_dense)
-{
-    ot_sparse sp = {ROWS, cols, SSTEPS, 5, sp_index, sp_val, table_init};
-    return ot_run_sparse(opt, &sp, dt, as_dense);
-}
-
 /* Keras 3: a sparse gradient gives exactly the dense-equivalent step (every
  * row, zero gradient where no index points), bit for bit, slots included. */
 OPTIM_TEST(test_sparse_keras3_equals_dense)
@@ -499,53 +489,8 @@ OPTIM_TEST(test_sparse_keras3_untouched_rows)
 
 /* Legacy: duplicates summed, then only the indexed rows of w, accumulator
  * and linear change (SparseApplyFtrl, linear not lr-scaled even with
- * l2_shrinkage); rows of one element take TF's scalar path. Rows never
- * indexed stay bit-identical. */
-static void check_sparse_legacy(const cfg *c, int cols)
-{
-    int cw = cols ? cols : 1;
-    const char *json = cfg_json(c, 1);
-    for (int d = 0; d < 2; d++) {
-        int f32 = d == 0;
-        optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *v = run_sparse(opt, dt, cols, 0);
-        double w[ROWS][3], n[ROWS][3], z[ROWS][3];
-        for (int r = 0; r < ROWS; r++)
-            for (int cc = 0; cc < cw; cc++)
-                w[r][cc] = rd(f32, table_init(r, cc)), n[r][cc] = rd(f32, c->init_acc), z[r][cc] = 0;
-        for (int k = 0; k < SSTEPS; k++) {
-            double g[ROWS][3] = {{0}};
-            int touched[ROWS] = {0};
-            for (int j = 0; j < 5; j++) {
-                touched[sp_index(k, j)] = 1;
-                for (int cc = 0; cc < cw; cc++) g[sp_index(k, j)][cc] += rd(f32, sp_val(k, j, cc));
-            }
-            double lr = ref_lr(c, 1, f32, k);
-            for (int r = 0; r < ROWS; r++)
-                if (touched[r])
-                    for (int cc = 0; cc < cw; cc++) ref_coord(c, f32, 0, lr, rd(f32, g[r][cc]), &w[r][cc], &n[r][cc], &z[r][cc]);
-        }
-        optim_var *acc = optim_get_slot(opt, v, "accumulator"), *lin = optim_get_slot(opt, v, "linear");
-        double rtol = f32 ? 2e-5 : 1e-12, atol = f32 ? 2e-6 : 1e-13;
-        for (int r = 0; r < ROWS; r++)
-            for (int cc = 0; cc < cw; cc++) {
-                int64_t i = r * cw + cc;
-                assert_close(optim_var_get(v, i), w[r][cc], rtol, atol);
-                assert_close(optim_var_get(acc, i), n[r][cc], rtol, atol);
-                assert_close(optim_var_get(lin, i), z[r][cc], rtol, atol);
-            }
-        /* Row 5 is never indexed: bit-identical to its start. */
-        for (int cc = 0; cc < cw; cc++) {
-            int64_t i = 5 * cw + cc;
-            assert_eq(optim_var_get(v, i), rd(f32, table_init(5, cc)));
-            assert_eq(optim_var_get(acc, i), rd(f32, c->init_acc));
-            assert_eq(optim_var_get(lin, i), 0.0);
-        }
-        optim_test_free(opt, v);
-    }
-}
-
+ * l2_shrinkage); rows of one element (a [ROWS] table) take TF's scalar
+ * path. Row 5, never indexed, stays bit-identical. */
 OPTIM_TEST(test_sparse_legacy_rows_only)
 {
     static const cfg cfgs[] = {
@@ -556,10 +501,9 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
         {0.2, -0.6, 0.2, 0.02, 0.1, 0.05, 0.2, 0.2},
         {0.2, 0.0, 0.1, 0.01, 0, 0.05, 0, 0},
     };
-    for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++) {
-        check_sparse_legacy(&cfgs[ci], 0);
-        check_sparse_legacy(&cfgs[ci], 3);
-    }
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++)
+        for (int cols = 0; cols <= 3; cols += 3)
+            check(&cfgs[ci], 1, &(ot_sparse){ROWS, cols, SSTEPS, 5, sp_index, sp_val, table_init});
 }
 
 /* Legacy with l2_shrinkage: the same gradient dense or sparse (every row

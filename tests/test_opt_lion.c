@@ -27,7 +27,7 @@ static double grad_at(int k, int i)
     return OT_DENSE.grad(k, i);
 }
 static double init_at(int i) { return OT_DENSE.init(i); }
-static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
+static const ot_dense DENSE = {N, STEPS, init_at, grad_at, 0, NULL};
 
 typedef struct ref {
     double lr, beta_1, beta_2, wd;
@@ -174,30 +174,27 @@ OPTIM_TEST(test_keras_weight_decay)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
+static void set_hypers(optim_optimizer *opt, void *r_, int k)
+{
+    ref *r = r_;
+    r->beta_1 = 0.5 + 0.05 * k;
+    r->lr = 0.1 / (1.0 + k);
+    if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.5), 0);
+    r->beta_2 = k >= 5 ? 0.5 : 0.99;
+}
+
 OPTIM_TEST(test_dynamic_hypers)
 {
     optim_optimizer *opt = optim_test_make("\"Lion\"");
-    double b1 = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
+    ref r = {0.1, 0.9, 0.99, 0};
+    assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.beta_1), 0);
     assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-    double init[N], w[N], m[N];
-    for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), m[i] = 0;
-    optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, init);
-    for (int k = 0; k < 8; k++) {
-        b1 = 0.5 + 0.05 * k;
-        if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.5), 0);
-        double b2 = k >= 5 ? 0.5 : 0.99, lr = 0.1 / (1.0 + k), g[N];
-        for (int i = 0; i < N; i++) {
-            g[i] = grad_at(k, i);
-            w[i] -= lr * sgn(b1 * m[i] + (1 - b1) * g[i]);
-            m[i] = b2 * m[i] + (1 - b2) * g[i];
-        }
-        ot_step_dense(opt, v, g);
-        for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-13, 1e-15);
-    }
+    ot_case c = make_case(NULL, &r);
+    c.tol[2] = 1e-13, c.tol[3] = 1e-15;
+    optim_var *v = ot_check_dynamic(opt, &DENSE, 8, &c, OPTIM_F64, set_hypers);
     /* A callable giving beta_1 = 0 fails the step, naming the key and range,
      * and changes nothing. */
-    b1 = 0.0;
+    r.beta_1 = 0.0;
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "beta_1");
     assert_contains(optim_errmsg(opt), "(0, 1]");
     optim_test_free(opt, v);

@@ -257,30 +257,20 @@ OPTIM_TEST(test_keras_weight_decay)
 
 /* Legacy rho is a hyper: a callable changing every step. Keras 3's rho is a
  * number. */
+static void set_rho(optim_optimizer *opt, void *c, int k)
+{
+    (void)opt;
+    ((cfg *)c)->rho = 0.5 + 0.04 * k;
+}
+
 OPTIM_TEST(test_dynamic_rho)
 {
     for (int centered = 0; centered < 2; centered++) {
-        optim_optimizer *opt = optim_test_make(centered ? RMSPROP("\"learning_rate\": 0.01, "
-                                               "\"centered\": true, \"momentum\": 0.5, " OT_LEGACY)
-                                             : RMSPROP("\"learning_rate\": 0.01, " OT_LEGACY));
-        double rho = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
-        double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
-        for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
-        int64_t n = N;
-        optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
-        for (int k = 0; k < 10; k++) {
-            rho = 0.5 + 0.04 * k;
-            cfg c = {0.01, rho, centered ? 0.5 : 0.0, 1e-7, 0, centered, 1};
-            double g[N];
-            for (int i = 0; i < N; i++) {
-                g[i] = OT_DENSE.grad(k, i);
-                ref_elem(&c, 0.01, g[i], &w[i], &v[i], &m[i], &a[i]);
-            }
-            ot_step_dense(opt, var, g);
-        }
-        for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-12, 1e-13);
-        optim_test_free(opt, var);
+        cfg c = {0.01, 0.9, centered ? 0.5 : 0.0, 1e-7, 0, centered, 1};
+        ot_case oc = make_case(&c);
+        optim_optimizer *opt = optim_test_make(oc.json);
+        assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), 0);
+        optim_test_free(opt, ot_check_dynamic(opt, &OT_DENSE, 10, &oc, OPTIM_F64, set_rho));
     }
     optim_optimizer *k3 = optim_test_make("\"rmsprop\"");
     double rho = 0.9;
