@@ -35,30 +35,41 @@ typedef struct lref {
     double decay; /* legacy lr decay */
 } lref;
 
-typedef struct rvar {
-    int n;
-    int use_wd, adapt; /* legacy name exclusions (1 = not excluded) */
-    double w[MAXN], m[MAXN], v[MAXN];
-} rvar;
+/* lref on one variable, with the legacy name exclusions (1 = not excluded). */
+typedef struct lvar {
+    lref r;
+    int use_wd, adapt;
+} lvar;
 
-/* One step of the published rule on one variable (t is 0-based). */
-static void ref_step(const lref *r, rvar *x, const double *g, int t)
+/* One step of the published rule on one variable (t is 0-based), the
+ * drivers' form: hp an lvar, state m, v. */
+static void ref_step(const void *x_, int t, double *w, double *const *st, const double *g, int n)
 {
-    double lr = r->lr / (1.0 + r->decay * t);
+    const lvar *x = x_;
+    const lref *r = &x->r;
+    double lr = r->lr / (1.0 + r->decay * t), *m = st[0], *v = st[1];
     double eps = r->legacy && r->epsilon == 0 ? 1e-7 : r->epsilon; /* TFA: epsilon or 1e-7 */
-    for (int i = 0; i < x->n; i++) x->w[i] -= x->w[i] * r->k3wd * r->lr;
+    for (int i = 0; i < n; i++) w[i] -= w[i] * r->k3wd * r->lr;
     double u[MAXN], sw = 0, su = 0;
-    for (int i = 0; i < x->n; i++) {
-        x->m[i] = r->beta_1 * x->m[i] + (1 - r->beta_1) * g[i];
-        x->v[i] = r->beta_2 * x->v[i] + (1 - r->beta_2) * g[i] * g[i];
-        double mh = x->m[i] / (1 - pow(r->beta_1, t + 1)), vh = x->v[i] / (1 - pow(r->beta_2, t + 1));
+    assert_in_range(n, 0, MAXN);
+    for (int i = 0; i < n; i++) {
+        m[i] = r->beta_1 * m[i] + (1 - r->beta_1) * g[i];
+        v[i] = r->beta_2 * v[i] + (1 - r->beta_2) * g[i] * g[i];
+        double mh = m[i] / (1 - pow(r->beta_1, t + 1)), vh = v[i] / (1 - pow(r->beta_2, t + 1));
         u[i] = mh / (sqrt(vh) + eps);
-        if (r->legacy && x->use_wd) u[i] += r->wd * x->w[i];
-        sw += x->w[i] * x->w[i];
+        if (r->legacy && x->use_wd) u[i] += r->wd * w[i];
+        sw += w[i] * w[i];
         su += u[i] * u[i];
     }
     double ratio = x->adapt && sw > 0 && su > 0 ? sqrt(sw) / sqrt(su) : 1.0;
-    for (int i = 0; i < x->n; i++) x->w[i] -= ratio * lr * u[i];
+    for (int i = 0; i < n; i++) w[i] -= ratio * lr * u[i];
+}
+
+/* The case of r on one variable without exclusions (x: its storage). */
+static ot_case make_case(const char *json, const lref *r, lvar *x)
+{
+    *x = (lvar){*r, 1, 1};
+    return (ot_case){json, ref_step, x, 2, {"m", "v"}, .round32 = 1};
 }
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -74,8 +85,7 @@ static optim_grad dense_grad(optim_dtype dt, const double *g, float *buf, int32_
 
 static void check_var(optim_var *var, const double *want, int n, optim_dtype dt)
 {
-    double rtol = dt == OPTIM_F32 ? 2e-5 : 1e-12, atol = dt == OPTIM_F32 ? 2e-6 : 1e-13;
-    for (int i = 0; i < n; i++) assert_close(optim_var_get(var, i), want[i], rtol, atol);
+    assert_var_close(var, want, n, dt == OPTIM_F32 ? 2e-5 : 1e-12, dt == OPTIM_F32 ? 2e-6 : 1e-13);
 }
 
 /* ---- dense trajectories ------------------------------------------------------------- */
@@ -108,41 +118,28 @@ static void check_case(const char *json, const lref *r, const vspec *vs, int nv,
         optim_optimizer *opt = optim_test_make(json);
         assert_eq(optim_generation_of(opt), r->legacy ? OPTIM_LEGACY : OPTIM_KERAS3);
         optim_var *vars[4];
-        rvar ref[4];
+        lvar x[4];
+        double w[4][MAXN], st[4][2 * MAXN] = {{0}}, g[4][MAXN], buf[4][MAXN];
         for (int j = 0; j < nv; j++) {
-            memset(&ref[j], 0, sizeof ref[j]);
-            ref[j].n = numel_of(&vs[j]);
-            ref[j].use_wd = vs[j].use_wd;
-            ref[j].adapt = vs[j].adapt;
-            for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = init_at(j, i);
-            vars[j] = optim_test_var(vs[j].name, dt, vs[j].rank, vs[j].shape, ref[j].w);
+            x[j] = (lvar){*r, vs[j].use_wd, vs[j].adapt};
+            for (int i = 0; i < numel_of(&vs[j]); i++) w[j][i] = init_at(j, i);
+            vars[j] = optim_test_var(vs[j].name, dt, vs[j].rank, vs[j].shape, w[j]);
             /* The reference starts from the variable's own (rounded) values. */
-            for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = optim_var_get(vars[j], i);
+            for (int i = 0; i < numel_of(&vs[j]); i++) w[j][i] = optim_var_get(vars[j], i);
         }
         for (int k = 0; k < steps; k++) {
-            double g[4][MAXN];
-            float gf[4][MAXN];
             optim_grad_var p[4];
             for (int j = 0; j < nv; j++) {
-                for (int i = 0; i < ref[j].n; i++) {
-                    g[j][i] = grad_at(k, j, i);
-                    if (dt == OPTIM_F32) g[j][i] = (float)g[j][i];
-                }
-                p[j].var = vars[j];
-                p[j].grad = dense_grad(dt, g[j], gf[j], vs[j].rank, vs[j].shape, ref[j].n);
-                ref_step(r, &ref[j], g[j], k);
+                int n = numel_of(&vs[j]);
+                for (int i = 0; i < n; i++) g[j][i] = dt == OPTIM_F32 ? (float)grad_at(k, j, i) : grad_at(k, j, i);
+                p[j] = (optim_grad_var){ot_grad_like(vars[j], g[j], buf[j]), vars[j]};
+                ref_step(&x[j], k, w[j], (double *[]){st[j], st[j] + n}, g[j], n);
             }
             ot_step(opt, p, (size_t)nv);
         }
         assert_eq(optim_iterations(opt), steps);
-        for (int j = 0; j < nv; j++) {
-            check_var(vars[j], ref[j].w, ref[j].n, dt);
-            optim_var *m = optim_get_slot(opt, vars[j], "m"), *v = optim_get_slot(opt, vars[j], "v");
-            assert_non_null(m);
-            assert_non_null(v);
-            check_var(m, ref[j].m, ref[j].n, dt);
-            check_var(v, ref[j].v, ref[j].n, dt);
-        }
+        ot_case c = {.json = json, .nstate = 2, .slots = {"m", "v"}};
+        for (int j = 0; j < nv; j++) ot_check_state(opt, vars[j], &c, w[j], st[j], numel_of(&vs[j]));
         optim_destroy(opt);
         for (int j = 0; j < nv; j++) optim_var_destroy(vars[j]);
     }
@@ -318,20 +315,20 @@ OPTIM_TEST(test_tfa_basic_with_decay)
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
                                     "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-7, "
                                     "\"weight_decay\": 0.01, \"decay\": 0.5, \"is_legacy_optimizer\": true}}");
-        lref r = {1, 0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0.5};
-        rvar x0 = {2, 1, 1, {1, 2}, {0}, {0}}, x1 = {2, 1, 1, {3, 4}, {0}, {0}};
+        lvar x = {{1, 0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0.5}, 1, 1};
+        double w0[2] = {1, 2}, w1[2] = {3, 4}, st[2][4] = {{0}};
         int64_t n = 2;
-        optim_var *v0 = optim_test_var("var0_0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1_0", dt, 1, &n, x1.w);
+        optim_var *v0 = optim_test_var("var0_0", dt, 1, &n, w0), *v1 = optim_test_var("var1_0", dt, 1, &n, w1);
         double g0[2] = {0.1, 0.1}, g1[2] = {0.01, 0.01};
         float f0[2], f1[2];
         for (int t = 0; t < 3; t++) {
             optim_grad_var p[2] = {{dense_grad(dt, g0, f0, 1, &n, 2), v0}, {dense_grad(dt, g1, f1, 1, &n, 2), v1}};
             ot_step(opt, p, 2);
             double q0[2] = {(float)g0[0], (float)g0[1]}, q1[2] = {(float)g1[0], (float)g1[1]};
-            ref_step(&r, &x0, dt == OPTIM_F64 ? g0 : q0, t);
-            ref_step(&r, &x1, dt == OPTIM_F64 ? g1 : q1, t);
-            check_var(v0, x0.w, 2, dt);
-            check_var(v1, x1.w, 2, dt);
+            ref_step(&x, t, w0, (double *[]){st[0], st[0] + 2}, dt == OPTIM_F64 ? g0 : q0, 2);
+            ref_step(&x, t, w1, (double *[]){st[1], st[1] + 2}, dt == OPTIM_F64 ? g1 : q1, 2);
+            check_var(v0, w0, 2, dt);
+            check_var(v1, w1, 2, dt);
         }
         optim_test_free(opt, v0, v1);
     }
@@ -343,10 +340,10 @@ OPTIM_TEST(test_tfa_sparse)
 {
     OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
-        lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
-        rvar x0 = {3, 1, 1, {1, 1, 2}, {0}, {0}}, x1 = {3, 1, 1, {3, 3, 4}, {0}, {0}};
+        lvar x = {{1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0}, 1, 1};
+        double w0[3] = {1, 1, 2}, w1[3] = {3, 3, 4}, st[2][6] = {{0}};
         int64_t n = 3, vs[1] = {2}, idx[2] = {0, 2};
-        optim_var *v0 = optim_test_var("var0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1", dt, 1, &n, x1.w);
+        optim_var *v0 = optim_test_var("var0", dt, 1, &n, w0), *v1 = optim_test_var("var1", dt, 1, &n, w1);
         double s0[2] = {0.1, 0.1}, s1[2] = {0.01, 0.01};
         float f0[2] = {0.1f, 0.1f}, f1[2] = {0.01f, 0.01f};
         double g0[3] = {dt == OPTIM_F64 ? 0.1 : (float)0.1, 0, dt == OPTIM_F64 ? 0.1 : (float)0.1};
@@ -357,10 +354,10 @@ OPTIM_TEST(test_tfa_sparse)
                 {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)s1 : (void *)f1, 1, vs)), v1},
             };
             ot_step(opt, p, 2);
-            ref_step(&r, &x0, g0, t);
-            ref_step(&r, &x1, g1, t);
-            check_var(v0, x0.w, 3, dt);
-            check_var(v1, x1.w, 3, dt);
+            ref_step(&x, t, w0, (double *[]){st[0], st[0] + 3}, g0, 3);
+            ref_step(&x, t, w1, (double *[]){st[1], st[1] + 3}, g1, 3);
+            check_var(v0, w0, 3, dt);
+            check_var(v1, w1, 3, dt);
             /* Element 1 never had a gradient: m = v = 0, u = 0, w unchanged. */
             assert_eq(optim_var_get(v0, 1), 1.0);
         }
@@ -372,34 +369,34 @@ OPTIM_TEST(test_tfa_sparse)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + (double)step); }
 
+/* The reference's lr is this step's value (no decay). */
+static void set_hypers(optim_optimizer *opt, void *x, int k)
+{
+    lref *r = &((lvar *)x)->r;
+    r->beta_1 = 0.5 + 0.05 * k;
+    r->wd = 0.01 * k;
+    if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.9), 0);
+    r->beta_2 = k >= 5 ? 0.9 : 0.999;
+    r->lr = 0.05 / (1.0 + k);
+}
+
+static double init_0(int i) { return init_at(0, i); }
+static double grad_0(int k, int i) { return grad_at(k, 0, i); }
+
 OPTIM_TEST(test_dynamic_hypers)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
                                              "\"is_legacy_optimizer\": true}}"
                                            : "\"Lamb\"");
-        double b1 = 0.9, wd = 0.1;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
+        lvar x;
+        ot_case c = make_case(NULL, &(lref){legacy, 0.05, 0.9, 0.999, legacy ? 1e-6 : 1e-7, 0.1, 0, 0}, &x);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &x.r.beta_1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &wd), 0);
-        rvar x = {7, 1, 1, {0}, {0}, {0}};
-        for (int i = 0; i < 7; i++) x.w[i] = init_at(0, i);
-        int64_t n = 7;
-        optim_var *v = optim_test_var("w", OPTIM_F64, 1, &n, x.w);
-        for (int k = 0; k < 8; k++) {
-            b1 = 0.5 + 0.05 * k;
-            wd = 0.01 * k;
-            if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.9), 0);
-            lref r = {legacy, 0.05 / (1.0 + k), b1, k >= 5 ? 0.9 : 0.999, legacy ? 1e-6 : 1e-7, wd, 0, 0};
-            double g[7];
-            for (int i = 0; i < 7; i++) g[i] = grad_at(k, 0, i);
-            /* The reference's lr already is this step's value (no decay). */
-            ref_step(&r, &x, g, k);
-            ot_step_dense(opt, v, g);
-            check_var(v, x.w, 7, OPTIM_F64);
-        }
+        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &x.r.wd), 0);
+        optim_var *v = ot_check_dynamic(opt, &(ot_dense){7, 8, init_0, grad_0, 0, NULL}, 8, &c, OPTIM_F64, set_hypers);
         /* A callable giving beta_1 out of range fails the step, changes nothing. */
-        b1 = 1.5;
+        x.r.beta_1 = 1.5;
         ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "beta_1");
         optim_test_free(opt, v);
     }
@@ -436,22 +433,14 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
             assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
             assert_vars_bitwise(x1, x2);
-            /* Reference: duplicates summed, every row with g = 0 where there
-             * is no index. */
-            lref r = {legacy, 0.1, 0.8, 0.9, legacy ? 1e-6 : 1e-7, legacy ? wd : 0, legacy ? 0 : wd, 0};
-            rvar x = {ROWS * COLS, 1, 1, {0}, {0}, {0}};
-            for (int i = 0; i < ROWS * COLS; i++) x.w[i] = SP.init(i / COLS, i % COLS);
-            for (int k = 0; k < SP_STEPS; k++) {
-                double g[ROWS * COLS] = {0};
-                for (int j = 0; j < 4; j++)
-                    for (int cc = 0; cc < COLS; cc++) g[SP.index(k, j) * COLS + cc] += SP.val(k, j, cc);
-                ref_step(&r, &x, g, k);
-            }
-            check_var(sv, x.w, ROWS * COLS, dt);
-            check_var(optim_get_slot(o1, sv, "m"), x.m, ROWS * COLS, dt);
-            check_var(optim_get_slot(o1, sv, "v"), x.v, ROWS * COLS, dt);
             optim_destroy(o1);
             optim_test_free(o2, sv, dv, x1, x2);
+            /* Reference: duplicates summed, every row with g = 0 where there
+             * is no index (in the f32 run too, from the doubles). */
+            lvar x;
+            ot_case oc = make_case(cfgs[c], &(lref){legacy, 0.1, 0.8, 0.9, legacy ? 1e-6 : 1e-7, legacy ? wd : 0, legacy ? 0 : wd, 0}, &x);
+            oc.round32 = 0;
+            if (dt == OPTIM_F64) ot_check_sparse(&SP, &oc, 0);
         }
 }
 
@@ -659,30 +648,17 @@ static int64_t big_index(int k, int j) { return (int64_t[]){3 + k, 50, 99, 3 + k
 static double big_val(int k, int j, int c) { return sin(0.3 * (j * 7 + c) + k); }
 static double big_init(int r, int c) { return cos(0.1 * (r * 7 + c)); }
 
+static double long_init(int i) { return sin(0.01 * i) + 0.1; }
+static double long_grad(int k, int i) { return cos(0.37 * i + k) * (1 + 0.001 * i); }
+
 OPTIM_TEST(test_large_variable)
 {
-    static rvar x; /* MAXN elements: static */
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY)
-                                                          : K3("\"learning_rate\": 0.01"));
-            lref r = {legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0};
-            x = (rvar){1037, 1, 1, {0}, {0}, {0}};
-            for (int i = 0; i < x.n; i++) x.w[i] = sin(0.01 * i) + 0.1;
-            optim_var *var = optim_test_var("big", dt, 1, &(int64_t){x.n}, x.w);
-            for (int i = 0; i < x.n; i++) x.w[i] = optim_var_get(var, i);
-            for (int k = 0; k < 5; k++) {
-                double g[MAXN];
-                for (int i = 0; i < x.n; i++) g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
-                if (dt == OPTIM_F32)
-                    for (int i = 0; i < x.n; i++) g[i] = (float)g[i];
-                ref_step(&r, &x, g, k);
-                ot_step_dense(opt, var, g);
-            }
-            check_var(var, x.w, x.n, dt);
-            check_var(optim_get_slot(opt, var, "v"), x.v, x.n, dt);
-            optim_test_free(opt, var);
-        }
+    for (int legacy = 0; legacy < 2; legacy++) {
+        lvar x;
+        ot_case c = make_case(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY) : K3("\"learning_rate\": 0.01"),
+                              &(lref){legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0}, &x);
+        ot_check_dense(&(ot_dense){1037, 5, long_init, long_grad, 0, NULL}, &c);
+    }
     /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
     static const char *const slots[] = {"m", "v", NULL};
     const ot_sparse big = {100, 7, 3, 5, big_index, big_val, big_init};
