@@ -230,10 +230,7 @@ OPTIM_TEST(test_zero_norms)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
-                                                 "\"epsilon\": 0.5, \"is_legacy_optimizer\": true}}"
-                                               : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
-                                                 "\"epsilon\": 0.5}}");
+            optim_optimizer *opt = optim_test_make(ot_gen(K3("\"learning_rate\": 0.5, \"epsilon\": 0.5"), legacy));
             double zeros[3] = {0, 0, 0}, ones[3] = {1, 2, 3};
             int64_t n = 3;
             optim_var *a = optim_test_var("a", dt, 1, &n, zeros); /* ||w|| = 0 */
@@ -386,9 +383,7 @@ static double grad_0(int k, int i) { return grad_at(k, 0, i); }
 OPTIM_TEST(test_dynamic_hypers)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
-                                             "\"is_legacy_optimizer\": true}}"
-                                           : "\"Lamb\"");
+        optim_optimizer *opt = optim_test_make(legacy ? K3("\"weight_decay\": 0.1, " OT_LEGACY) : "\"Lamb\"");
         lvar x;
         ot_case c = make_case(NULL, &(lref){legacy, 0.05, 0.9, 0.999, legacy ? 1e-6 : 1e-7, 0.1, 0, 0}, &x);
         assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &x.r.beta_1), 0);
@@ -451,9 +446,7 @@ OPTIM_TEST(test_sparse_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
-                                                 "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
-                                               : K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"));
+            optim_optimizer *opt = optim_test_make(ot_gen(K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"), legacy));
             double init[4] = {1, 2, 3, 4};
             optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){4, 1}, init);
             ot_step_row(opt, v, 0, (double[]){1});
@@ -605,14 +598,12 @@ OPTIM_TEST(test_config_legacy)
 
 OPTIM_TEST(test_bad_config)
 {
-    for (int g = 0; g < 2; g++) {
-        ot_expect_refused(g ? LEG("\"beta_1\": 1.5") : K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
-        ot_expect_refused(g ? LEG("\"beta_1\": -0.1") : K3("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1]");
-        ot_expect_refused(g ? LEG("\"beta_2\": 2") : K3("\"beta_2\": 2"), OPTIM_ERANGE, "beta_2", "[0, 1]");
-        ot_expect_refused(g ? LEG("\"epsilon\": -1e-7") : K3("\"epsilon\": -1e-7"), OPTIM_ERANGE, "epsilon", "[0, inf)");
-        ot_expect_refused(g ? LEG("\"epsilon\": null") : K3("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
-        ot_expect_refused(g ? LEG("\"momentum\": 0.9") : K3("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", "beta_1");
-    }
+    ot_expect_refused_gens(K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
+    ot_expect_refused_gens(K3("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1]");
+    ot_expect_refused_gens(K3("\"beta_2\": 2"), OPTIM_ERANGE, "beta_2", "[0, 1]");
+    ot_expect_refused_gens(K3("\"epsilon\": -1e-7"), OPTIM_ERANGE, "epsilon", "[0, inf)");
+    ot_expect_refused_gens(K3("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+    ot_expect_refused_gens(K3("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", "beta_1");
     ot_expect_refused(LEG("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
     ot_expect_refused(LEG("\"weight_decay_rate\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
     ot_expect_refused(LEG("\"weight_decay_rate\": \"x\""), OPTIM_ETYPE, "weight_decay_rate", NULL);

@@ -82,8 +82,7 @@ OPTIM_TEST(test_sparse_lazy_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *lazy = optim_test_make(ot_gen(LAZY("\"learning_rate\": 0.1"), legacy));
-        optim_optimizer *adam = optim_test_make(legacy ? "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, " LEGACY "}}"
-                                            : "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_optimizer *adam = optim_test_make(ot_gen("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}", legacy));
         double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         int64_t shape[2] = {4, 2};
         optim_var *xl = optim_test_var("e", OPTIM_F32, 2, shape, init), *xa = optim_test_var("e", OPTIM_F32, 2, shape, init);

@@ -402,8 +402,7 @@ OPTIM_TEST(test_product_once_per_step)
 OPTIM_TEST(test_product_step_without_cache_dtype)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? NADAM(OT_LEGACY)
-                                           : "\"Nadam\"");
+        optim_optimizer *opt = optim_test_make(legacy ? NADAM(OT_LEGACY) : "\"Nadam\"");
         optim_var *a = new_w(OPTIM_F32, "a"), *b = new_w(OPTIM_F64, "b");
         double g[N], buf[2][N];
         for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(0, i);

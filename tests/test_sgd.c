@@ -260,8 +260,7 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
 OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
-                                           : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5}}");
+        optim_optimizer *opt = optim_test_make(ot_gen(SGD("\"learning_rate\": 0.5, \"momentum\": 0.5"), legacy));
         optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
         ot_step_row(opt, v, 0, (double[]){1});
         /* m0 = -0.5, w0 = 0.5 */
