@@ -292,7 +292,13 @@ optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype d
 optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
                               optim_var *extra, const double *extra_g)
 {
-    int cw = s->cols ? s->cols : 1, rank = s->cols ? 2 : 1;
+    return ot_run_sparse_shaped(opt, s, dt, as_dense, extra, extra_g, s->cols ? 2 : 1, NULL);
+}
+
+optim_var *ot_run_sparse_shaped(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
+                                optim_var *extra, const double *extra_g, int32_t rank, const int64_t *vshape)
+{
+    int cw = s->cols ? s->cols : 1;
     int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
     double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
     float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
@@ -300,7 +306,10 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
     void *ebuf = malloc(extra ? (size_t)optim_var_numel(extra) * 8 + 8 : 8);
     assert_true(init && fd && idx && ebuf);
     for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
-    int64_t shape[2] = {s->rows, cw}, vs[2] = {s->nidx, cw};
+    int64_t shape[OPTIM_MAX_RANK] = {s->rows, cw}, vs[OPTIM_MAX_RANK];
+    if (vshape) memcpy(shape, vshape, sizeof(int64_t) * (size_t)rank);
+    memcpy(vs, shape, sizeof vs);
+    vs[0] = s->nidx;
     optim_var *v = optim_test_var("table", dt, rank, shape, init);
     for (int k = 0; k < s->steps; k++) {
         memset(dense, 0, sizeof(double) * (size_t)n);
