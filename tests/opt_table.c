@@ -284,6 +284,36 @@ optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, 
     return run_beside_ref(opt, d, steps, c, dt, set, 1, 0);
 }
 
+void ot_check_f32(const ot_dense *d, int steps, const ot_case *c, int sparse)
+{
+    int n = d->n;
+    float *w = malloc(sizeof(float) * (size_t)(n * (2 + c->nstate))), *g = w + n, *p[OT_MAX_STATE];
+    double *x = malloc(sizeof(double) * (size_t)n);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n), shape[2] = {n, 1};
+    assert_true(w && x && idx);
+    for (int s = 0; s < c->nstate; s++) {
+        p[s] = g + n + (size_t)s * (size_t)n;
+        for (int i = 0; i < n; i++) p[s][i] = (float)c->state_init[s];
+    }
+    for (int i = 0; i < n; i++) x[i] = d->init(i), w[i] = (float)x[i], idx[i] = i;
+    optim_optimizer *opt = optim_test_make(c->json);
+    optim_var *v = optim_test_var("w", OPTIM_F32, 2, shape, x);
+    for (int k = 0; k < steps; k++) {
+        for (int i = 0; i < n; i++) g[i] = (float)d->grad(k, i);
+        c->ref32(c->hp, k, w, p, g, n);
+        optim_tensor t = optim_tensor_make(OPTIM_F32, g, 2, shape);
+        optim_grad_var pg = {sparse ? optim_grad_sparse(idx, n, t) : optim_grad_dense(t), v};
+        ot_step(opt, &pg, 1);
+        assert_var_floats(v, w, n);
+        for (int s = 0; s < c->nstate; s++)
+            if (c->slots[s]) assert_var_floats(optim_get_slot(opt, v, c->slots[s]), p[s], n);
+    }
+    optim_test_free(opt, v);
+    free(w);
+    free(x);
+    free(idx);
+}
+
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
 {
     return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL);

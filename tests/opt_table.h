@@ -63,6 +63,10 @@ extern const ot_sparse OT_SPARSE_IDLE5;
 extern const ot_dense OT_DENSE_SHRINK;
 extern const ot_sparse OT_SPARSE_ADAM;
 
+/* The float32 operations of a generation, in its order: step k on n
+ * floats, updating w and the state arrays st[0..nstate). */
+typedef void (*ot_ref32_fn)(const void *hp, int k, float *w, float *const *st, const float *g, int n);
+
 /* One optimizer case. slots[i] names the optimizer slot that holds the
  * reference's state i (NULL: internal to the reference, not compared);
  * absent, if set, is a slot that must not exist. tol: f32 rtol, atol, f64
@@ -88,6 +92,7 @@ typedef struct ot_case {
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
     int round32, every_step;
     const void *hp32;
+    ot_ref32_fn ref32; /* for ot_check_f32 */
 } ot_case;
 #define OT_ATOL_0 (-1.0)
 
@@ -137,6 +142,12 @@ optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, 
 /* Compares w and the case's slots of opt (of w's dtype) against the reference arrays. */
 void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
                     const double *ref_st, int n);
+
+/* `steps` steps of the dense problem on an F32 [n, 1] variable of the
+ * case's optimizer, each gradient dense or (sparse) indexing every row,
+ * against c->ref32 (state from state_init): the variable and the case's
+ * slots bit for bit after every step. */
+void ot_check_f32(const ot_dense *d, int steps, const ot_case *c, int sparse);
 
 /* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
  * the dense equivalent, duplicates summed in order in the dtype). */

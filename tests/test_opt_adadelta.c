@@ -82,47 +82,36 @@ OPTIM_TEST(test_dynamic_rho)
 
 /* Each generation's float32 operation order, bit for bit (sparse with every
  * row indexed gives the same: Keras 3 dense equivalent, SparseApplyAdadelta). */
+static void ref_f32(const void *c_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const cfg *c = c_;
+    const float lr = (float)c->lr, rho = (float)c->rho, eps = (float)c->eps;
+    const float omr = c->legacy ? 1.0f - rho : (float)(1.0 - c->rho);
+    float *eg = st[0], *edx = st[1];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        if (c->legacy) { /* ApplyAdadelta */
+            eg[i] = eg[i] * rho + (g[i] * g[i]) * omr;
+            float u = (sqrtf(edx[i] + eps) * (1.0f / sqrtf(eg[i] + eps))) * g[i];
+            w[i] = w[i] - u * lr;
+            edx[i] = edx[i] * rho + (u * u) * omr;
+        } else { /* Adadelta.update_step */
+            eg[i] = rho * eg[i] + omr * (g[i] * g[i]);
+            float d = -((sqrtf(edx[i] + eps) * g[i]) / sqrtf(eg[i] + eps));
+            edx[i] = rho * edx[i] + omr * (d * d);
+            w[i] = w[i] + lr * d;
+        }
+    }
+}
+
 OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.5, 0.9, 1e-3, 0, legacy};
-            optim_optimizer *opt = optim_test_make(make_case(&c).json);
-            double init[N];
-            for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
-            int64_t shape[2] = {N, 1};
-            optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
-            float w[N], eg[N] = {0}, edx[N] = {0};
-            const float lr = 0.5f, rho = 0.9f, eps = 1e-3f;
-            const float omr = legacy ? 1.0f - rho : (float)(1.0 - 0.9);
-            for (int i = 0; i < N; i++) w[i] = (float)init[i];
-            for (int k = 0; k < 6; k++) {
-                float g[N];
-                int64_t idx[N];
-                for (int i = 0; i < N; i++) {
-                    g[i] = (float)OT_DENSE.grad(k, i);
-                    idx[i] = i;
-                    if (legacy) { /* ApplyAdadelta */
-                        eg[i] = eg[i] * rho + (g[i] * g[i]) * omr;
-                        float u = (sqrtf(edx[i] + eps) * (1.0f / sqrtf(eg[i] + eps))) * g[i];
-                        w[i] = w[i] - u * lr;
-                        edx[i] = edx[i] * rho + (u * u) * omr;
-                    } else { /* Adadelta.update_step */
-                        eg[i] = rho * eg[i] + omr * (g[i] * g[i]);
-                        float d = -((sqrtf(edx[i] + eps) * g[i]) / sqrtf(eg[i] + eps));
-                        edx[i] = rho * edx[i] + omr * (d * d);
-                        w[i] = w[i] + lr * d;
-                    }
-                }
-                optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_F32, g, 2, shape))
-                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)),
-                                    var};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            }
-            assert_var_floats(var, w, N);
-            assert_var_floats(optim_get_slot(opt, var, "accum_grad"), eg, N);
-            assert_var_floats(optim_get_slot(opt, var, "accum_var"), edx, N);
-            optim_test_free(opt, var);
+            ot_case oc = make_case(&c);
+            oc.ref32 = ref_f32;
+            ot_check_f32(&OT_DENSE, 6, &oc, sparse);
         }
 }
 

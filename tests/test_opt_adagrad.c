@@ -97,37 +97,26 @@ OPTIM_TEST(test_generations_differ)
 
 /* Each generation's float32 operation order, bit for bit: Keras 3
  * w - (lr * g) / sqrt(acc + eps); ApplyAdagradV2 w - (g * lr) / (sqrt(acc) + eps). */
+static void ref_f32(const void *c_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const cfg *c = c_;
+    const float lr = (float)c->lr, eps = (float)c->eps;
+    float *acc = st[0];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        acc[i] = acc[i] + g[i] * g[i];
+        w[i] = c->legacy ? w[i] - (g[i] * lr) / (sqrtf(acc[i]) + eps) : w[i] - (lr * g[i]) / sqrtf(acc[i] + eps);
+    }
+}
+
 OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.1, 0.1, 1e-3, 0, legacy};
-            optim_optimizer *opt = optim_test_make(make_case(&c).json);
-            double init[N];
-            for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
-            int64_t shape[2] = {N, 1};
-            optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
-            float w[N], acc[N];
-            const float lr = 0.1f, eps = 1e-3f;
-            for (int i = 0; i < N; i++) w[i] = (float)init[i], acc[i] = 0.1f;
-            for (int k = 0; k < 6; k++) {
-                float g[N];
-                int64_t idx[N];
-                for (int i = 0; i < N; i++) {
-                    g[i] = (float)OT_DENSE.grad(k, i);
-                    idx[i] = i;
-                    acc[i] = acc[i] + g[i] * g[i];
-                    w[i] = legacy ? w[i] - (g[i] * lr) / (sqrtf(acc[i]) + eps)
-                                  : w[i] - (lr * g[i]) / sqrtf(acc[i] + eps);
-                }
-                optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_F32, g, 2, shape))
-                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)),
-                                    var};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            }
-            assert_var_floats(var, w, N);
-            assert_var_floats(optim_get_slot(opt, var, "accumulator"), acc, N);
-            optim_test_free(opt, var);
+            ot_case oc = make_case(&c);
+            oc.ref32 = ref_f32;
+            ot_check_f32(&OT_DENSE, 6, &oc, sparse);
         }
 }
 

@@ -181,36 +181,30 @@ OPTIM_TEST(test_keras_weight_decay)
  * out in float in the order of its source: Keras 3 update_step (1 - beta_1
  * taken in Python, then cast), TF's ApplyAdaMax (1 - beta_1 in float;
  * lr / (1 - beta_1^t) first). The library must agree bit for bit. */
+static double f32_init(int i) { return (void)i, 0.7; }
+static double f32_grad(int k, int i) { return (void)i, (double)(float[]){0.3f, -1.7f, 0.05f}[k]; }
+
+static void ref_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const ref *r = r_;
+    const float b1 = (float)r->beta_1, lr = (float)r->lr, eps = (float)r->epsilon, power = powf(b1, (float)(k + 1));
+    float *m = st[0], *v = st[1];
+    for (int i = 0; i < n; i++) {
+        m[i] = m[i] + (g[i] - m[i]) * (r->legacy ? 1.0f - b1 : (float)(1.0 - r->beta_1));
+        float bv = (float)r->beta_2 * v[i];
+        v[i] = bv < fabsf(g[i]) ? fabsf(g[i]) : bv;
+        if (r->legacy) w[i] = w[i] - (lr / (1.0f - power)) * (m[i] / (v[i] + eps));
+        else w[i] = w[i] - (lr * m[i]) / ((1.0f - power) * (v[i] + eps));
+    }
+}
+
 OPTIM_TEST(test_f32_operation_order)
 {
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-7;
-    const float gs[3] = {0.3f, -1.7f, 0.05f};
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy));
-        double init = 0.7;
-        optim_var *var = optim_test_var("w", OPTIM_F32, 0, NULL, &init);
-        float w = 0.7f, m = 0, v = 0;
-        for (int k = 0; k < 3; k++) {
-            float g = gs[k], t = (float)(k + 1);
-            float power = powf((float)b1, t);
-            if (legacy) {
-                m = m + (g - m) * (1.0f - (float)b1);
-                float bv = (float)b2 * v;
-                v = bv < fabsf(g) ? fabsf(g) : bv;
-                w = w - ((float)lr / (1.0f - power)) * (m / (v + (float)eps));
-            } else {
-                m = m + (g - m) * (float)(1.0 - b1);
-                float bv = (float)b2 * v;
-                v = bv < fabsf(g) ? fabsf(g) : bv;
-                w = w - ((float)lr * m) / ((1.0f - power) * (v + (float)eps));
-            }
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), var};
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            assert_var_floats(var, &w, 1);
-            assert_var_floats(optim_get_slot(opt, var, "m"), &m, 1);
-            assert_var_floats(optim_get_slot(opt, var, "v"), &v, 1);
-        }
-        optim_test_free(opt, var);
+        ot_case c = make_case(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy), &(ref){legacy, lr, b1, b2, eps, 0});
+        c.ref32 = ref_f32;
+        ot_check_f32(&(ot_dense){1, 3, f32_init, f32_grad, 0, NULL}, 3, &c, 0);
     }
     /* Legacy sparse (_resource_apply_sparse): m * beta_1 + g * (1 - beta_1)
      * on the indexed row, w + (-lr / (1 - beta_1^t)) * (m / (v + eps)). */

@@ -126,29 +126,25 @@ OPTIM_TEST(test_sign_zero)
 /* f32 bit for bit with TF's op order and float32 constants: beta cast to
  * float32 first, 1 - beta in float32, w - lr * sign(m * b1 + g * c1),
  * m * b2 + g * c2. */
+static void ref_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const ref *r = r_;
+    const float lr = (float)r->lr, b1 = (float)r->beta_1, b2 = (float)r->beta_2, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    float *m = st[0];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        float c = m[i] * b1 + g[i] * c1;
+        w[i] = w[i] - lr * (c > 0 ? 1.0f : c < 0 ? -1.0f : 0.0f);
+        m[i] = m[i] * b2 + g[i] * c2;
+    }
+}
+
 OPTIM_TEST(test_f32_bitwise)
 {
-    optim_optimizer *opt = optim_test_make(LION("\"learning_rate\": 0.003"));
-    double init[N];
-    float w[N], m[N] = {0};
-    for (int i = 0; i < N; i++) init[i] = init_at(i), w[i] = (float)init[i];
-    int64_t n = N;
-    optim_var *v = optim_test_var("w", OPTIM_F32, 1, &n, init);
-    const float lr = 0.003f, b1 = 0.9f, b2 = 0.99f, c1 = 1.0f - b1, c2 = 1.0f - b2;
-    assert_ne(c1, (float)(1.0 - 0.9)); /* cast first, then 1 - beta */
-    for (int k = 0; k < STEPS; k++) {
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
-        ot_step_dense(opt, v, g);
-        for (int i = 0; i < N; i++) {
-            float gf = (float)g[i], c = m[i] * b1 + gf * c1;
-            w[i] = w[i] - lr * (c > 0 ? 1.0f : c < 0 ? -1.0f : 0.0f);
-            m[i] = m[i] * b2 + gf * c2;
-        }
-        assert_memory_equal(optim_var_data(v), w, sizeof w);
-        assert_memory_equal(optim_var_data(optim_get_slot(opt, v, "m")), m, sizeof m);
-    }
-    optim_test_free(opt, v);
+    assert_ne(1.0f - 0.9f, (float)(1.0 - 0.9)); /* cast first, then 1 - beta */
+    ot_case c = make_case(LION("\"learning_rate\": 0.003"), &(ref){0.003, 0.9, 0.99, 0});
+    c.ref32 = ref_f32;
+    ot_check_f32(&DENSE, STEPS, &c, 0);
 }
 
 /* ---- Keras's own tests (keras/src/optimizers/lion_test.py) ------------------------ */

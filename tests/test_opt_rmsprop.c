@@ -145,60 +145,58 @@ OPTIM_TEST(test_f32_one_minus_rho)
  * steps: Keras 3 update_step, legacy's TF ops (no momentum), ApplyRMSProp /
  * ApplyCenteredRMSProp, and SparseApplyRMSProp / SparseApplyCenteredRMSProp
  * (sparse = 1). Results must match bit for bit. */
+/* The case's cfg with the form of legacy momentum: ApplyRMSProp or (sparse)
+ * SparseApplyRMSProp. */
+typedef struct f32_cfg {
+    cfg c;
+    int sparse;
+} f32_cfg;
+
+static void ref_f32(const void *h_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const f32_cfg *h = h_;
+    const int legacy = h->c.legacy, mom = h->c.momentum > 0, centered = h->c.centered, sparse = h->sparse;
+    const float lr = (float)h->c.lr, rho = (float)h->c.rho, mu = (float)h->c.momentum, eps = (float)h->c.eps;
+    const float omr = legacy ? 1.0f - rho : (float)(1.0 - h->c.rho);
+    float *v = st[0], *m = st[1], *a = st[2];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        float d;
+        if (!legacy) {
+            v[i] = rho * v[i] + omr * (g[i] * g[i]);
+            if (centered) a[i] = rho * a[i] + omr * g[i];
+            d = centered ? (v[i] - a[i] * a[i]) + eps : v[i] + eps;
+            float inc = (lr * g[i]) / sqrtf(d);
+            if (mom) m[i] = mu * m[i] + inc;
+            w[i] = w[i] - (mom ? m[i] : inc);
+        } else if (!mom) {
+            v[i] = rho * v[i] + omr * (g[i] * g[i]);
+            if (centered) a[i] = rho * a[i] + omr * g[i];
+            d = centered ? v[i] - a[i] * a[i] : v[i];
+            w[i] = w[i] - (lr * g[i]) / (sqrtf(d) + eps);
+        } else if (!sparse) {
+            v[i] = v[i] + (g[i] * g[i] - v[i]) * omr;
+            if (centered) a[i] = a[i] + (g[i] - a[i]) * omr;
+            d = centered ? (v[i] - a[i] * a[i]) + eps : v[i] + eps;
+            m[i] = m[i] * mu + (g[i] * lr) / sqrtf(d);
+            w[i] = w[i] - m[i];
+        } else {
+            v[i] = v[i] * rho + (g[i] * g[i]) * omr;
+            if (centered) a[i] = a[i] * rho + g[i] * omr;
+            d = centered ? (v[i] + eps) - a[i] * a[i] : v[i] + eps;
+            m[i] = m[i] * mu + ((1.0f / sqrtf(d)) * lr) * g[i];
+            w[i] = w[i] - m[i];
+        }
+    }
+}
+
 static void f32_form(int legacy, int mom, int centered, int sparse)
 {
-    cfg c = {0.01, 0.9, mom ? 0.9 : 0.0, 1e-3, 0, centered, legacy};
-    optim_optimizer *opt = optim_test_make(make_case(&c).json);
-    double init[N];
-    for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
-    int64_t shape[2] = {N, 1};
-    optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
-    float w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
-    const float lr = 0.01f, rho = 0.9f, mu = mom ? 0.9f : 0.0f, eps = 1e-3f;
-    const float omr = legacy ? 1.0f - rho : (float)(1.0 - 0.9);
-    for (int i = 0; i < N; i++) w[i] = (float)init[i];
-    for (int k = 0; k < 6; k++) {
-        float g[N];
-        int64_t idx[N];
-        for (int i = 0; i < N; i++) g[i] = (float)OT_DENSE.grad(k, i), idx[i] = i;
-        for (int i = 0; i < N; i++) {
-            float d;
-            if (!legacy) {
-                v[i] = rho * v[i] + omr * (g[i] * g[i]);
-                if (centered) a[i] = rho * a[i] + omr * g[i];
-                d = centered ? (v[i] - a[i] * a[i]) + eps : v[i] + eps;
-                float inc = (lr * g[i]) / sqrtf(d);
-                if (mom) m[i] = mu * m[i] + inc;
-                w[i] = w[i] - (mom ? m[i] : inc);
-            } else if (!mom) {
-                v[i] = rho * v[i] + omr * (g[i] * g[i]);
-                if (centered) a[i] = rho * a[i] + omr * g[i];
-                d = centered ? v[i] - a[i] * a[i] : v[i];
-                w[i] = w[i] - (lr * g[i]) / (sqrtf(d) + eps);
-            } else if (!sparse) {
-                v[i] = v[i] + (g[i] * g[i] - v[i]) * omr;
-                if (centered) a[i] = a[i] + (g[i] - a[i]) * omr;
-                d = centered ? (v[i] - a[i] * a[i]) + eps : v[i] + eps;
-                m[i] = m[i] * mu + (g[i] * lr) / sqrtf(d);
-                w[i] = w[i] - m[i];
-            } else {
-                v[i] = v[i] * rho + (g[i] * g[i]) * omr;
-                if (centered) a[i] = a[i] * rho + g[i] * omr;
-                d = centered ? (v[i] + eps) - a[i] * a[i] : v[i] + eps;
-                m[i] = m[i] * mu + ((1.0f / sqrtf(d)) * lr) * g[i];
-                w[i] = w[i] - m[i];
-            }
-        }
-        optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_F32, g, 2, shape))
-                                   : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)),
-                            var};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-    }
-    assert_var_floats(var, w, N);
-    assert_var_floats(optim_get_slot(opt, var, "rms"), v, N);
-    if (mom) assert_var_floats(optim_get_slot(opt, var, "momentum"), m, N);
-    if (centered) assert_var_floats(optim_get_slot(opt, var, "mg"), a, N);
-    optim_test_free(opt, var);
+    f32_cfg h = {{0.01, 0.9, mom ? 0.9 : 0.0, 1e-3, 0, centered, legacy}, sparse};
+    ot_case oc = make_case(&h.c);
+    oc.hp = &h;
+    oc.ref32 = ref_f32;
+    ot_check_f32(&OT_DENSE, 6, &oc, sparse);
 }
 
 OPTIM_TEST(test_f32_operation_order)
