@@ -113,6 +113,16 @@ void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
     free(buf);
 }
 
+double ot_scalar_step(const char *json, optim_dtype dt, double w, double g)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *v = optim_test_var("v", dt, 0, NULL, &w);
+    ot_step_dense(opt, v, &g);
+    double r = optim_var_get(v, 0);
+    optim_test_free(opt, v);
+    return r;
+}
+
 void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals)
 {
     int32_t rank = optim_var_rank(w);

@@ -118,6 +118,9 @@ optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf);
  * (a hyperparameter out of range, say), the message naming needle, and
  * change nothing: w bit for bit, the iteration count. */
 void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle);
+/* The value of a scalar variable of dtype dt holding w after one step of
+ * json's optimizer with the gradient g. */
+double ot_scalar_step(const char *json, optim_dtype dt, double w, double g);
 /* One sparse step on w with a single gradient row: index row, values vals
  * (one row of w's trailing shape, doubles rounded to w's dtype). */
 void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals);

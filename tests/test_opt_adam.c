@@ -222,12 +222,7 @@ OPTIM_TEST(test_keras_weight_decay)
  * the first step is -lr * sign(grad), 9.9. */
 OPTIM_TEST(test_legacy_docstring)
 {
-    optim_optimizer *opt = optim_test_make(ADAM("\"learning_rate\": 0.1, " LEGACY));
-    double ten = 10;
-    optim_var *x = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten);
-    ot_step_dense(opt, x, (double[]){10});
-    assert_close(optim_var_get(x, 0), 9.9, 1e-6, 0);
-    optim_test_free(opt, x);
+    assert_close(ot_scalar_step(ADAM("\"learning_rate\": 0.1, " LEGACY), OPTIM_F32, 10, 10), 9.9, 1e-6, 0);
 }
 
 /* ---- config --------------------------------------------------------------------- */

@@ -293,12 +293,7 @@ OPTIM_TEST(test_keras_golden)
     ot_check_keras_golden(NADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-5"), OPTIM_F32,
                           golden[0], 10);
     /* The legacy docstring: lr 0.2, var 10, loss var^2 / 2: one step -> 9.8. */
-    optim_optimizer *opt = optim_test_make(NADAM("\"learning_rate\": 0.2, " OT_LEGACY));
-    double ten_d = 10.0;
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 0, NULL, &ten_d);
-    ot_step_dense(opt, v1, &ten_d);
-    assert_close(optim_var_get(v1, 0), 9.8, 0, 0.05);
-    optim_test_free(opt, v1);
+    assert_close(ot_scalar_step(NADAM("\"learning_rate\": 0.2, " OT_LEGACY), OPTIM_F32, 10.0, 10.0), 9.8, 0, 0.05);
 }
 
 /* keras test_weight_decay (Keras 3). */
