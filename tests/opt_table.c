@@ -469,6 +469,58 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
     }
 }
 
+/* Whether row r (had: the first step reached it) is one a rule of this kind is about. */
+static int rule_row(int kind, int r, int had, int row)
+{
+    return kind == OT_FIRST ? had : kind == OT_LEFT ? had && r != row : kind == OT_ROW ? r == row : !had && r != row;
+}
+
+/* The rules of the first step (first) or the second on x; was[i]: rule i's
+ * weight before the second step. */
+static void apply_rules(optim_optimizer *opt, optim_var *x, const ot_rule *rules, int nrules, int first,
+                        int all_had, int row, int cols, double was[][64])
+{
+    int f32 = optim_var_dtype(x) == OPTIM_F32, n = (int)optim_var_numel(x);
+    for (int i = 0; i < nrules; i++) {
+        const ot_rule *u = &rules[i];
+        optim_var *v = u->slot ? optim_get_slot(opt, x, u->slot) : x;
+        if (!v) fail_msg("no slot '%s'", u->slot);
+        for (int e = 0; e < n && (u->rows == OT_FIRST) == first; e++) {
+            if (!rule_row(u->rows, e / cols, all_had || e / cols == 0, row)) continue;
+            double now = optim_var_get(v, e), start = u->slot ? 0 : e + 1;
+            double before = u->rows == OT_FIRST || u->rows == OT_NEVER ? start : was[i][e];
+            double want = u->what == OT_SCALED ? (f32 ? (double)((float)before * (float)u->factor) : before * u->factor)
+                          : u->what == OT_CLOSE ? before * u->factor : before;
+            int ok = u->what == OT_LESS ? now < before : u->what == OT_MOVED ? now != before
+                     : u->what == OT_CLOSE ? fabs(now - want) <= (f32 ? 1e-6 : 1e-14) * fabs(want) : now == want;
+            if (!ok)
+                fail_msg("%s, element %d (rule %d): %a (%.17g), expected %s %a (%.17g)", u->slot ? u->slot : "w", e, i,
+                         now, now, (const char *[]){"==", "==", "close to", "<", "!="}[u->what], want, want);
+        }
+    }
+}
+
+void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols, const double *hist, int row,
+                            const double *vals, const ot_rule *rules, int nrules)
+{
+    double init[64], ones[64], was[8][64];
+    assert_in_range(rows * cols, 1, 64);
+    assert_in_range(nrules, 0, 8);
+    for (int i = 0; i < rows * cols; i++) init[i] = i + 1, ones[i] = 1;
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *x = optim_test_var("e", dt, 2, (int64_t[2]){rows, cols}, init);
+    if (hist) ot_step_dense(opt, x, hist);
+    else ot_step_row(opt, x, 0, ones);
+    apply_rules(opt, x, rules, nrules, 1, hist != NULL, row, cols, was);
+    for (int i = 0; i < nrules; i++) {
+        optim_var *v = rules[i].slot ? optim_get_slot(opt, x, rules[i].slot) : x;
+        for (int e = 0; v && e < rows * cols; e++) was[i][e] = optim_var_get(v, e);
+    }
+    ot_step_row(opt, x, row, vals);
+    apply_rules(opt, x, rules, nrules, 0, hist != NULL, row, cols, was);
+    optim_test_free(opt, x);
+}
+
 /* One thread against `threads`: the big F32 vector and, mixed, a small F64
  * vector and rows of an F32 table (sparse, index 7 twice). */
 static void check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots,

@@ -176,6 +176,26 @@ void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
  * both runs is skipped, as in ot_check_threads). */
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots);
 
+/* Rows a sparse step leaves out. json's optimizer on a [rows, cols] table
+ * of dtype dt holding 1, 2, 3, ...: a first step, dense with the gradient
+ * hist on every row or (hist NULL) sparse with ones on row 0; then a
+ * sparse step of vals on row `row` only. Each rule compares the elements
+ * of the variable (slot NULL) or a slot in some rows: OT_FIRST the first
+ * step's rows after it, with the start (slots: 0); OT_LEFT the first
+ * step's rows but `row` and OT_ROW row `row`, after the second step, with
+ * their values before it; OT_NEVER the other rows, after it, with the
+ * start. OT_SCALED: exactly the value times factor in the dtype (f32:
+ * float operands); OT_CLOSE: that to 1e-14 (f64) or 1e-6 (f32). */
+enum { OT_FIRST, OT_LEFT, OT_ROW, OT_NEVER };
+enum { OT_KEPT, OT_SCALED, OT_CLOSE, OT_LESS, OT_MOVED };
+typedef struct ot_rule {
+    int rows, what;
+    const char *slot;
+    double factor;
+} ot_rule;
+void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols, const double *hist, int row,
+                            const double *vals, const ot_rule *rules, int nrules);
+
 /* One thread against `threads` on 100003 F32 elements for `steps` steps of
  * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
 void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);

@@ -518,34 +518,16 @@ OPTIM_TEST(test_sparse_legacy)
 OPTIM_TEST(test_sparse_untouched_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            optim_optimizer *opt = optim_test_make(ot_gen(NADAM("\"learning_rate\": 0.5"), legacy));
-            double init[6] = {1, 2, 3, 4, 5, 6};
-            optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){6, 1}, init);
-            ot_step_row(opt, v, 0, (double[]){1});
-            double row0 = optim_var_get(v, 0);
-            optim_var *ms = optim_get_slot(opt, v, "m"), *vsl = optim_get_slot(opt, v, "v");
-            double m0 = optim_var_get(ms, 0), v0 = optim_var_get(vsl, 0);
-            assert_lt(row0, 1.0);
-            ot_step_row(opt, v, 3, (double[]){1});
+        OPTIM_FOR_DTYPES(dt) {
+            ot_rule rules[6] = {{OT_FIRST, OT_LESS, NULL, 0}, {OT_NEVER, OT_KEPT, NULL, 0}, {OT_ROW, OT_LESS, NULL, 0},
+                                {OT_LEFT, OT_LESS, NULL, 0}, {OT_LEFT, OT_LESS, "m", 0}};
             if (legacy) {
-                assert_eq(optim_var_get(v, 0), row0);
-                if (d) {
-                    assert_eq(optim_var_get(ms, 0), m0 * 0.9);
-                    assert_eq(optim_var_get(vsl, 0), v0 * 0.999);
-                } else {
-                    assert_eq((float)optim_var_get(ms, 0), (float)m0 * 0.9f);
-                    assert_eq((float)optim_var_get(vsl, 0), (float)v0 * 0.999f);
-                }
-            } else {
-                assert_lt(optim_var_get(v, 0), row0);
-                assert_lt(optim_var_get(ms, 0), m0);
+                rules[3].what = OT_KEPT;
+                rules[4] = (ot_rule){OT_LEFT, OT_SCALED, "m", 0.9};
+                rules[5] = (ot_rule){OT_LEFT, OT_SCALED, "v", 0.999};
             }
-            for (int r = 1; r < 6; r++)
-                if (r != 3) assert_eq(optim_var_get(v, r), init[r]);
-            assert_lt(optim_var_get(v, 3), 4.0);
-            optim_test_free(opt, v);
+            ot_check_rows_left_out(ot_gen(NADAM("\"learning_rate\": 0.5"), legacy), dt, 6, 1, NULL, 3, (double[]){1}, rules,
+                                   legacy ? 6 : 5);
         }
 }
 
