@@ -167,44 +167,38 @@ OPTIM_TEST(test_global_clipnorm)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
-OPTIM_TEST(test_dynamic_lr)
+static optim_var *lr_var;
+static int lr_kind;
+
+/* Step k's learning rate everywhere: the callable (reading h->lr), the
+ * variable, optim_set_hyper (kind 2) or the schedule; get_hyper agrees. */
+static void set_lr(optim_optimizer *opt, void *h, int k)
 {
     const double lrs[5] = {0.1, 0.05, 0.2, 0.01, 0.3};
-    for (int kind = 0; kind < 4; kind++) {
+    double lr = lr_kind == 3 ? 0.1 / (1.0 + k) : lrs[k], got;
+    ((hp *)h)->lr = lr;
+    *(double *)optim_var_data(lr_var) = lr;
+    if (lr_kind == 2) assert_eq(optim_set_hyper(opt, "learning_rate", lr), 0);
+    assert_eq(optim_get_hyper(opt, "learning_rate", &got), 0);
+    assert_close(got, lr, 0, 0);
+}
+
+OPTIM_TEST(test_dynamic_lr)
+{
+    for (lr_kind = 0; lr_kind < 4; lr_kind++) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
-        double cur = 0;
-        optim_var *lrv;
+        hp h = {0, 0.5, 0, 0};
         optim_error err;
-        assert_eq(optim_var_create(&lrv, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &cur), 0);
-        if (kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lrv), 0);
-        if (kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        double init[N], w[N], m[N];
-        for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i), m[i] = 0;
-        int64_t shape[1] = {N};
-        optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
-        for (int k = 0; k < 5; k++) {
-            double lr = kind == 3 ? 0.1 / (1.0 + k) : lrs[k];
-            cur = lr;
-            *(double *)optim_var_data(lrv) = lr;
-            if (kind == 2) assert_eq(optim_set_hyper(opt, "learning_rate", lr), 0);
-            double got;
-            assert_eq(optim_get_hyper(opt, "learning_rate", &got), 0);
-            assert_close(got, lr, 0, 0);
-            double g[N];
-            for (int i = 0; i < N; i++) {
-                g[i] = OT_DENSE.grad(k, i);
-                m[i] = 0.5 * m[i] - lr * g[i];
-                w[i] += m[i];
-            }
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-13, 1e-15);
-        }
+        assert_eq(optim_var_create(&lr_var, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
+        if (lr_kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &h.lr), 0);
+        if (lr_kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lr_var), 0);
+        if (lr_kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
+        ot_case c = {NULL, ref_step, &h, 1, .tol = {1e-5, 1e-6, 1e-13, 1e-15}};
+        optim_var *v = ot_check_dynamic(opt, &OT_DENSE, 5, &c, OPTIM_F64, set_lr);
         /* A callable returning a bad value fails the step and changes nothing. */
-        cur = -1;
-        if (kind == 0) ot_expect_step_refused(opt, v, 0, OPTIM_ERANGE, "learning_rate");
-        optim_test_free(opt, v, lrv);
+        h.lr = -1;
+        if (lr_kind == 0) ot_expect_step_refused(opt, v, 0, OPTIM_ERANGE, "learning_rate");
+        optim_test_free(opt, v, lr_var);
     }
 }
 
