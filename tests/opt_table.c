@@ -649,6 +649,17 @@ void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n)
     assert_eq(i, n);
 }
 
+cJSON *ot_config_of(const char *json, const char *name, const char *const *keys, size_t n)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    cJSON *c = ot_config(opt);
+    optim_destroy(opt);
+    if (keys) ot_assert_keys(c, keys, n);
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(c, "name");
+    if (name) assert_string_equal(cJSON_IsString(got) ? got->valuestring : "(no name)", name);
+    return c;
+}
+
 double ot_num(const cJSON *c, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);

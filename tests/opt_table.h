@@ -227,6 +227,11 @@ void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...);
 cJSON *ot_config(optim_optimizer *opt);
 /* The config's keys are exactly keys[0..n), in that order. */
 void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n);
+/* get_config of the optimizer made from json (then destroyed), parsed;
+ * its name is name and its keys exactly keys[0..n) in order (NULL: either
+ * not checked). OT_KEYS(array) passes a static array and its length. */
+cJSON *ot_config_of(const char *json, const char *name, const char *const *keys, size_t n);
+#define OT_KEYS(a) (a), sizeof(a) / sizeof *(a)
 /* The number under key (fails if absent or not a number). */
 double ot_num(const cJSON *c, const char *key);
 /* The config's numbers: (key, value) pairs ending with NULL, each value a

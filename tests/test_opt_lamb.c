@@ -462,7 +462,6 @@ static const char *const LEGACY_KEYS[] = {
     "name", "learning_rate", "weight_decay", "decay", "beta_1", "beta_2", "epsilon",
     "exclude_from_weight_decay", "exclude_from_layer_adaptation",
 };
-#define NK(a) (sizeof a / sizeof *a)
 
 static void rt_opt(optim_optimizer *opt)
 {
@@ -491,7 +490,7 @@ OPTIM_TEST(test_config_keras3)
     optim_error err;
     assert_eq(optim_create(&opt, &optim_lamb_class, NULL, &err), 0);
     cJSON *c = ot_config(opt);
-    ot_assert_keys(c, K3_KEYS, NK(K3_KEYS));
+    ot_assert_keys(c, OT_KEYS(K3_KEYS));
     ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
     assert_json(c, "weight_decay", "null");
     cJSON_Delete(c);
@@ -501,7 +500,7 @@ OPTIM_TEST(test_config_keras3)
     opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
                "\"beta_2\": 0.67, \"epsilon\": 1e-5, \"weight_decay\": 0.01}}");
     c = ot_config(opt);
-    ot_assert_keys(c, K3_KEYS, NK(K3_KEYS));
+    ot_assert_keys(c, OT_KEYS(K3_KEYS));
     assert_eq(ot_num(c, "beta_2"), 0.67);
     assert_eq(ot_num(c, "epsilon"), 1e-5);
     assert_eq(ot_num(c, "weight_decay"), 0.01);
@@ -520,28 +519,26 @@ OPTIM_TEST(test_config_keras3)
 OPTIM_TEST(test_config_legacy)
 {
     /* The config TF Addons writes for LAMB() (plus is_legacy_optimizer). */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
-                                "\"learning_rate\": 0.001, \"weight_decay\": 0.0, \"decay\": 0.0, "
-                                "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-06, "
-                                "\"exclude_from_weight_decay\": null, "
-                                "\"exclude_from_layer_adaptation\": null, \"is_legacy_optimizer\": true}}");
-    cJSON *c = ot_config(opt);
-    ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "LAMB");
+    const char *tfa = "{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
+                      "\"learning_rate\": 0.001, \"weight_decay\": 0.0, \"decay\": 0.0, "
+                      "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-06, "
+                      "\"exclude_from_weight_decay\": null, "
+                      "\"exclude_from_layer_adaptation\": null, \"is_legacy_optimizer\": true}}";
+    cJSON *c = ot_config_of(tfa, "LAMB", OT_KEYS(LEGACY_KEYS));
     ot_expect_numbers(c, "epsilon", 1e-6, "weight_decay", 0.0, "decay", 0.0, NULL);
     assert_json(c, "exclude_from_weight_decay", "null");
     assert_json(c, "exclude_from_layer_adaptation", "null");
     cJSON_Delete(c);
-    rt_opt(opt);
-    optim_destroy(opt);
+    ot_check_round_trip(tfa);
 
     /* Defaults from a bare legacy config. */
     optim_options o = optim_options_defaults();
     o.generation = OPTIM_LEGACY;
+    optim_optimizer *opt;
     optim_error err;
     assert_eq(optim_create(&opt, &optim_lamb_class, &o, &err), 0);
     c = ot_config(opt);
-    ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    ot_assert_keys(c, OT_KEYS(LEGACY_KEYS));
     assert_eq(ot_num(c, "learning_rate"), 0.001);
     assert_eq(ot_num(c, "epsilon"), 1e-6);
     assert_eq(ot_num(c, "beta_1"), 0.9);
@@ -551,16 +548,14 @@ OPTIM_TEST(test_config_legacy)
 
     /* Lists: the layer-adaptation list falls back to the weight-decay one
      * (as TFA stores it); explicit lists are kept. */
-    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
-               "\"exclude_from_weight_decay\": [\"var1\", \"b\\\\.c\"], \"is_legacy_optimizer\": true}}");
-    c = ot_config(opt);
-    ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    const char *lists = "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
+                        "\"exclude_from_weight_decay\": [\"var1\", \"b\\\\.c\"], \"is_legacy_optimizer\": true}}";
+    c = ot_config_of(lists, NULL, OT_KEYS(LEGACY_KEYS));
     assert_eq(ot_num(c, "weight_decay"), 0.01);
     assert_json(c, "exclude_from_weight_decay", "[\"var1\",\"b\\\\.c\"]");
     assert_json(c, "exclude_from_layer_adaptation", "[\"var1\",\"b\\\\.c\"]");
     cJSON_Delete(c);
-    rt_opt(opt);
-    optim_destroy(opt);
+    ot_check_round_trip(lists);
     opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"exclude_from_layer_adaptation\": [\"x\"], "
                "\"exclude_from_weight_decay\": [], \"clipnorm\": 1.0, \"is_legacy_optimizer\": true}}");
     c = ot_config(opt);

@@ -246,7 +246,6 @@ OPTIM_TEST(test_sparse_rows)
 /* ---- config ------------------------------------------------------------------------ */
 
 static const char *const KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2"};
-#define N_KEYS (sizeof KEYS / sizeof *KEYS)
 
 OPTIM_TEST(test_config)
 {
@@ -254,7 +253,7 @@ OPTIM_TEST(test_config)
     optim_error err;
     assert_eq(optim_create(&opt, &optim_lion_class, NULL, &err), 0);
     cJSON *c = ot_config(opt);
-    ot_assert_keys(c, KEYS, N_KEYS);
+    ot_assert_keys(c, OT_KEYS(KEYS));
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "lion");
     ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.99, NULL);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "weight_decay")));
@@ -270,7 +269,7 @@ OPTIM_TEST(test_config)
     c = cJSON_Parse(ser);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(c, "config");
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "class_name")->valuestring, "Lion");
-    ot_assert_keys(cfg, KEYS, N_KEYS);
+    ot_assert_keys(cfg, OT_KEYS(KEYS));
     ot_expect_numbers(cfg, "beta_2", 0.67, "clipnorm", 1.0, NULL);
     cJSON_Delete(c);
     optim_free(ser);
