@@ -287,32 +287,37 @@ OPTIM_TEST(test_keras3_golden_correctness)
     ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
 
-/* tf_keras/optimizers/legacy/ftrl_test.py: two variables, grads0 = [0.1, 0.2],
- * grads1 = [0.01, 0.02], lr 3.0, initial_accumulator_value 0.1, float32. */
+/* tf_keras/optimizers/legacy/ftrl_test.py's two float32 variables var0 and
+ * var1 stepped together `steps` times: grads0 = [0.1, 0.2] and grads1 =
+ * [0.01, 0.02] ([2]), or, sparse, 0.1 at row 0 of var0 and 0.02 at row 1
+ * of var1 ([2, 1], rows of one element). */
+static void run_two(optim_optimizer *opt, int sparse, const double *init0, const double *init1, int steps, optim_var **v)
+{
+    int64_t shape[2] = {2, 1}, vs[2] = {1, 1}, idx[2] = {0, 1};
+    float g[2][2] = {{0.1f, 0.2f}, {0.01f, 0.02f}}, s[2] = {0.1f, 0.02f};
+    v[0] = optim_test_var("var0", OPTIM_F32, sparse ? 2 : 1, shape, init0);
+    v[1] = optim_test_var("var1", OPTIM_F32, sparse ? 2 : 1, shape, init1);
+    for (int k = 0; k < steps; k++) {
+        optim_grad_var p[2];
+        for (int j = 0; j < 2; j++)
+            p[j] = (optim_grad_var){sparse ? optim_grad_sparse(&idx[j], 1, optim_tensor_make(OPTIM_F32, &s[j], 2, vs))
+                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g[j], 1, shape)),
+                                    v[j]};
+        ot_step(opt, p, 2);
+    }
+}
+
+/* The dense tests: lr 3.0, initial_accumulator_value 0.1. */
 static void legacy_golden(const char *extra, const double *init0, const double *init1, int steps,
                           const double *want0, const double *want1)
 {
-    char json[512];
-    snprintf(json, sizeof json,
-             FTRL("\"learning_rate\": 3.0, "
-             "\"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra);
-    optim_optimizer *opt = optim_test_make(json);
-    int64_t shape[1] = {2};
-    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 1, shape, init0);
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 1, shape, init1);
-    float g0[2] = {0.1f, 0.2f}, g1[2] = {0.01f, 0.02f};
-    for (int k = 0; k < steps; k++) {
-        optim_grad_var p[2] = {
-            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, shape)), v0},
-            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, shape)), v1},
-        };
-        ot_step(opt, p, 2);
-    }
-    for (int i = 0; i < 2; i++) {
-        assert_close(optim_var_get(v0, i), want0[i], 1e-5, 1e-6);
-        assert_close(optim_var_get(v1, i), want1[i], 1e-5, 1e-6);
-    }
-    optim_test_free(opt, v0, v1);
+    optim_optimizer *opt = optim_test_make(
+        ot_fmt(FTRL("\"learning_rate\": 3.0, \"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra));
+    optim_var *v[2];
+    run_two(opt, 0, init0, init1, steps, v);
+    assert_var_close(v[0], want0, 2, 1e-5, 1e-6);
+    assert_var_close(v[1], want1, 2, 1e-5, 1e-6);
+    optim_test_free(opt, v[0], v[1]);
 }
 
 OPTIM_TEST(test_legacy_golden)
@@ -342,23 +347,13 @@ OPTIM_TEST(test_legacy_golden_sparse)
                                 "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
                                 "\"l2_regularization_strength\": 2.0, "
                                 "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY));
-    static const int64_t shape[2] = {2, 1}, vs[2] = {1, 1};
-    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 2, shape, (double[]){1, 2});
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 2, shape, (double[]){4, 3});
-    float g0 = 0.1f, g1 = 0.02f;
-    int64_t i0 = 0, i1 = 1;
-    for (int k = 0; k < 10; k++) {
-        optim_grad_var p[2] = {
-            {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F32, &g0, 2, vs)), v0},
-            {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F32, &g1, 2, vs)), v1},
-        };
-        ot_step(opt, p, 2);
-    }
-    assert_close(optim_var_get(v0, 0), -0.22578995, 1e-5, 1e-6);
-    assert_eq(optim_var_get(v0, 1), 2.0);
-    assert_eq(optim_var_get(v1, 0), 4.0);
-    assert_close(optim_var_get(v1, 1), -0.13229476, 1e-5, 1e-6);
-    optim_test_free(opt, v0, v1);
+    optim_var *v[2];
+    run_two(opt, 1, (double[]){1, 2}, (double[]){4, 3}, 10, v);
+    assert_close(optim_var_get(v[0], 0), -0.22578995, 1e-5, 1e-6);
+    assert_eq(optim_var_get(v[0], 1), 2.0);
+    assert_eq(optim_var_get(v[1], 0), 4.0);
+    assert_close(optim_var_get(v[1], 1), -0.13229476, 1e-5, 1e-6);
+    optim_test_free(opt, v[0], v[1]);
 }
 
 /* testMinimizeSparseResourceVariable: var [[1, 2]], loss = (var[0] . [4, 5])^2,
@@ -384,23 +379,8 @@ OPTIM_TEST(test_legacy_equivalences)
             optim_optimizer *opt = optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
                                                   "\"learning_rate_power\": -0.0, " OT_LEGACY)
                                                 : FTRL("\"learning_rate\": 3.0, " OT_LEGACY));
-            int64_t shape1[1] = {2}, shape2[2] = {2, 1}, vs[2] = {1, 1};
-            double zeros[2] = {0, 0};
-            optim_var *v0 = optim_test_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
-            optim_var *v1 = optim_test_var("v1", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
-            float g0[2] = {0.1f, 0.2f}, g1[2] = {0.01f, 0.02f}, s0 = 0.1f, s1 = 0.02f;
-            int64_t i0 = 0, i1 = 1;
-            for (int k = 0; k < 5; k++) {
-                optim_grad_var p[2];
-                if (sparse) {
-                    p[0] = (optim_grad_var){optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F32, &s0, 2, vs)), v0};
-                    p[1] = (optim_grad_var){optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F32, &s1, 2, vs)), v1};
-                } else {
-                    p[0] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, shape1)), v0};
-                    p[1] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, shape1)), v1};
-                }
-                ot_step(opt, p, 2);
-            }
+            optim_var *v[2];
+            run_two(opt, sparse, (double[]){0, 0}, (double[]){0, 0}, 5, v);
             /* Adagrad (TF1 AdagradOptimizer): acc += g^2; w -= lr * g / sqrt(acc). */
             double want[2][2];
             for (int v = 0; v < 2; v++)
@@ -418,11 +398,9 @@ OPTIM_TEST(test_legacy_equivalences)
                     }
                     want[v][i] = w;
                 }
-            for (int i = 0; i < 2; i++) {
-                assert_close(optim_var_get(v0, i), want[0][i], 1e-5, 1e-6);
-                assert_close(optim_var_get(v1, i), want[1][i], 1e-5, 1e-6);
-            }
-            optim_test_free(opt, v0, v1);
+            assert_var_close(v[0], want[0], 2, 1e-5, 1e-6);
+            assert_var_close(v[1], want[1], 2, 1e-5, 1e-6);
+            optim_test_free(opt, v[0], v[1]);
         }
 }
 
