@@ -206,32 +206,45 @@ OPTIM_TEST(test_dense_legacy_decay)
     assert_gt(fabs(w1 - w2), 1e-3);
 }
 
+/* The optimizers of ja and jb on F64 [rows, cols] variables (cols 0:
+ * [rows]) from init, the same gradients grad_at(k, i) for `steps` steps
+ * (jb's sparse, every row indexed, if sparse_b): the same w, to 1e-12,
+ * and ja's linear slot `scale` times jb's. */
+static void check_linear_scale(const char *ja, const char *jb, int sparse_b, int rows, int cols, const double *init,
+                               int steps, double scale)
+{
+    optim_optimizer *o[2] = {optim_test_make(ja), optim_test_make(jb)};
+    int64_t shape[2] = {rows, cols}, idx[16];
+    int n = rows * (cols ? cols : 1);
+    optim_var *v[2] = {optim_test_var("a", OPTIM_F64, cols ? 2 : 1, shape, init),
+                       optim_test_var("b", OPTIM_F64, cols ? 2 : 1, shape, init)};
+    for (int r = 0; r < rows; r++) idx[r] = r;
+    for (int k = 0; k < steps; k++) {
+        double g[16];
+        for (int i = 0; i < n; i++) g[i] = grad_at(k, i);
+        for (int j = 0; j < 2; j++) {
+            optim_tensor t = optim_tensor_make(OPTIM_F64, g, cols ? 2 : 1, shape);
+            optim_grad_var p = {j && sparse_b ? optim_grad_sparse(idx, rows, t) : optim_grad_dense(t), v[j]};
+            ot_step(o[j], &p, 1);
+        }
+    }
+    optim_var *za = optim_get_slot(o[0], v[0], "linear"), *zb = optim_get_slot(o[1], v[1], "linear");
+    for (int i = 0; i < n; i++) {
+        assert_close(optim_var_get(v[0], i), optim_var_get(v[1], i), 1e-12, 1e-14);
+        assert_close(optim_var_get(za, i), scale * optim_var_get(zb, i), 1e-12, 1e-14);
+    }
+    optim_destroy(o[0]);
+    optim_test_free(o[1], v[0], v[1]);
+}
+
 /* With a constant learning rate the legacy dense l2_shrinkage kernel lands
  * on Keras 3's variable while its linear slot is lr times Keras 3's. */
 OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 {
     cfg c = {0.25, -0.5, 0.1, 0.01, 0.2, 0.1, 0.1, 0};
-    const char *j3 = cfg_json(&c, 0), *jl = cfg_json(&c, 1);
-    optim_optimizer *o3 = optim_test_make(j3), *ol = optim_test_make(jl);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
-    int64_t shape[1] = {N};
-    optim_var *v3 = optim_test_var("w", OPTIM_F64, 1, shape, init), *vl = optim_test_var("w", OPTIM_F64, 1, shape, init);
-    for (int k = 0; k < STEPS; k++) {
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
-        optim_grad_var p3 = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v3};
-        optim_grad_var pl = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), vl};
-        ot_step(o3, &p3, 1);
-        ot_step(ol, &pl, 1);
-    }
-    optim_var *z3 = optim_get_slot(o3, v3, "linear"), *zl = optim_get_slot(ol, vl, "linear");
-    for (int i = 0; i < N; i++) {
-        assert_close(optim_var_get(vl, i), optim_var_get(v3, i), 1e-12, 1e-14);
-        assert_close(optim_var_get(zl, i), 0.25 * optim_var_get(z3, i), 1e-12, 1e-14);
-    }
-    optim_destroy(o3);
-    optim_test_free(ol, v3, vl);
+    check_linear_scale(cfg_json(&c, 1), cfg_json(&c, 0), 0, N, 0, init, STEPS, 0.25);
 }
 
 /* Legacy hyperparameters (learning_rate_power, l1, l2, beta) may change
@@ -491,25 +504,7 @@ OPTIM_TEST(test_legacy_sparse_vs_dense_linear)
 {
     const char *json = FTRL("\"learning_rate\": 0.5, "
                        "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY);
-    optim_optimizer *od = optim_test_make(json), *os = optim_test_make(json);
-    int64_t shape[2] = {3, 2}, idx[3] = {0, 1, 2};
-    double init[6] = {1, -1, 0.5, 2, -0.3, 0};
-    optim_var *vd = optim_test_var("d", OPTIM_F64, 2, shape, init), *vs = optim_test_var("s", OPTIM_F64, 2, shape, init);
-    for (int k = 0; k < 8; k++) {
-        double g[6];
-        for (int i = 0; i < 6; i++) g[i] = grad_at(k, i);
-        optim_grad_var pd = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)), vd};
-        optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F64, g, 2, shape)), vs};
-        ot_step(od, &pd, 1);
-        ot_step(os, &ps, 1);
-    }
-    optim_var *ld = optim_get_slot(od, vd, "linear"), *ls = optim_get_slot(os, vs, "linear");
-    for (int i = 0; i < 6; i++) {
-        assert_close(optim_var_get(vd, i), optim_var_get(vs, i), 1e-12, 1e-14);
-        assert_close(optim_var_get(ld, i), 0.5 * optim_var_get(ls, i), 1e-12, 1e-14);
-    }
-    optim_destroy(od);
-    optim_test_free(os, vd, vs);
+    check_linear_scale(json, json, 1, 3, 2, (double[6]){1, -1, 0.5, 2, -0.3, 0}, 8, 0.5);
 }
 
 /* initial_accumulator_value 0 and a zero gradient: n' = 0 and the
