@@ -201,26 +201,15 @@ OPTIM_TEST(test_relative_step)
     check_all_shapes(AF("\"learning_rate\": 0.5, "
                      "\"relative_step\": false"), &h);
     /* Bit for bit the same. */
+    static const int64_t shape[2] = {4, 5};
+    ot_dense d = problem(2, shape, 10);
     OPTIM_FOR_DTYPES(dt) {
-        optim_var *w[2];
-        for (int rs = 0; rs < 2; rs++) {
-            optim_optimizer *opt = optim_test_make(rs ? AF("\"learning_rate\": 0.5")
-                                           : AF("\"learning_rate\": 0.5, \"relative_step\": false"));
-            double init[20], g[20];
-            float gf[20];
-            for (int i = 0; i < 20; i++) init[i] = init_at(i);
-            int64_t shape[2] = {4, 5};
-            w[rs] = optim_test_var("w", dt, 2, shape, init);
-            for (int k = 0; k < 10; k++) {
-                for (int i = 0; i < 20; i++) g[i] = grad_at(k, i), gf[i] = (float)g[i];
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w[rs]};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            }
-            optim_destroy(opt);
-        }
+        optim_optimizer *o[2] = {optim_test_make(AF("\"learning_rate\": 0.5, \"relative_step\": false")),
+                                 optim_test_make(AF("\"learning_rate\": 0.5"))};
+        optim_var *w[2] = {ot_run_dense(o[0], &d, dt), ot_run_dense(o[1], &d, dt)};
         assert_vars_bitwise(w[0], w[1]);
-        optim_var_destroy(w[0]);
-        optim_var_destroy(w[1]);
+        optim_destroy(o[0]);
+        optim_test_free(o[1], w[0], w[1]);
     }
 }
 
@@ -290,27 +279,15 @@ OPTIM_TEST(test_dynamic_lr)
 
 OPTIM_TEST(test_keras_single_steps)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        /* test_single_step_1d */
-        optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
-        double v1[4] = {1, 2, 3, 4}, g1[4] = {1, 6, 7, 2}, want1[4] = {-0.3693, 0.6307, 1.6307, 2.6307};
-        float g1f[4] = {1, 6, 7, 2};
-        int64_t n4 = 4;
-        optim_var *w = optim_test_var("w", dt, 1, &n4, v1);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1 : (void *)g1f, 1, &n4)), w};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        assert_var_close(w, want1, 4, 1e-4, 1e-4);
-        optim_test_free(opt, w);
-        /* test_single_step_2d */
-        opt = optim_test_make(AF("\"learning_rate\": 0.5"));
-        double v2[4] = {1, 2, 3, 4}, g2[4] = {1, 6, 7, 2}, want2[4] = {0.7007, -0.0081, 1.2492, 3.4407};
-        int64_t s22[2] = {2, 2};
-        w = optim_test_var("w", dt, 2, s22, v2);
-        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g2 : (void *)g1f, 2, s22)), w};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        assert_var_close(w, want2, 4, 1e-4, 1e-4);
-        optim_test_free(opt, w);
-    }
+    static const double want[2][4] = {{-0.3693, 0.6307, 1.6307, 2.6307}, {0.7007, -0.0081, 1.2492, 3.4407}};
+    OPTIM_FOR_DTYPES(dt) /* test_single_step_1d, then test_single_step_2d */
+        for (int rank = 1; rank <= 2; rank++) {
+            optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
+            optim_var *w = optim_test_var("w", dt, rank, (int64_t[2]){rank == 1 ? 4 : 2, 2}, (double[4]){1, 2, 3, 4});
+            ot_step_dense(opt, w, (double[4]){1, 6, 7, 2});
+            assert_var_close(w, want[rank - 1], 4, 1e-4, 1e-4);
+            optim_test_free(opt, w);
+        }
 }
 
 /* test_correctness_with_golden: x = ones(10); one step with 0.01, then
