@@ -294,6 +294,15 @@ OPTIM_TEST(test_legacy_minimize_sparse)
         }
 }
 
+/* Dense step k of OT_DENSE on var and on the reference (st: rms, momentum, mg). */
+static void step_both(optim_optimizer *opt, optim_var *var, const cfg *c, int k, double *w, double *const *st)
+{
+    double g[N];
+    for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(k, i);
+    ref_step(c, k, w, st, g, N);
+    ot_step_dense(opt, var, g);
+}
+
 /* Switching centered on (both) or momentum on (Keras 3) after the slots
  * exist is refused, as Keras would fail on the missing slot; legacy
  * momentum may change, and without its slot it stays unused (OptimizerV2's
@@ -307,17 +316,11 @@ OPTIM_TEST(test_slot_structure_fixed)
         assert_eq(optim_set_hyper(opt, "centered", 0), 0);
         assert_eq(optim_set_hyper(opt, "momentum", 0.9), 0);
         assert_eq(optim_set_hyper(opt, "momentum", 0.0), 0);
-        double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
-        for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
-        int64_t n = N;
-        optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
+        double w[N], st[3][N] = {{0}};
+        for (int i = 0; i < N; i++) w[i] = OT_DENSE.init(i);
+        optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, w);
         cfg c = {0.01, 0.9, 0.0, 1e-7, 0, 0, legacy};
-        double g[N];
-        for (int i = 0; i < N; i++) {
-            g[i] = OT_DENSE.grad(0, i);
-            ref_elem(&c, 0.01, g[i], &w[i], &v[i], &m[i], &a[i]);
-        }
-        ot_step_dense(opt, var, g);
+        step_both(opt, var, &c, 0, w, (double *[]){st[0], st[1], st[2]});
         assert_eq(optim_set_hyper(opt, "centered", 1), OPTIM_EINVAL);
         assert_contains(optim_errmsg(opt), "centered");
         assert_contains(optim_errmsg(opt), "mg");
@@ -331,39 +334,24 @@ OPTIM_TEST(test_slot_structure_fixed)
         } else {
             assert_eq(rc, 0);
             /* No momentum slot: the plain path continues, momentum unused. */
-            for (int i = 0; i < N; i++) {
-                g[i] = OT_DENSE.grad(1, i);
-                ref_elem(&c, 0.01, g[i], &w[i], &v[i], &m[i], &a[i]);
-            }
-            ot_step_dense(opt, var, g);
+            step_both(opt, var, &c, 1, w, (double *[]){st[0], st[1], st[2]});
             assert_null(optim_get_slot(opt, var, "momentum"));
         }
-        for (int i = 0; i < N; i++) assert_close(optim_var_get(var, i), w[i], 1e-13, 1e-14);
+        assert_var_close(var, w, N, 1e-13, 1e-14);
         optim_test_free(opt, var);
     }
     /* Keras 3: momentum switched off after the slots exist stops using it
      * (the slot stays as it was). */
     optim_optimizer *opt = optim_test_make(RMSPROP("\"learning_rate\": 0.01, \"momentum\": 0.9"));
-    double init[N], w[N], v[N] = {0}, m[N] = {0}, a[N] = {0};
-    for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
-    int64_t n = N;
-    optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
+    double w[N], st[3][N] = {{0}};
+    for (int i = 0; i < N; i++) w[i] = OT_DENSE.init(i);
+    optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, w);
     for (int k = 0; k < 2; k++) {
-        cfg c = {0.01, 0.9, k ? 0.0 : 0.9, 1e-7, 0, 0, 0};
         if (k) assert_eq(optim_set_hyper(opt, "momentum", 0.0), 0);
-        double g[N];
-        for (int i = 0; i < N; i++) {
-            g[i] = OT_DENSE.grad(k, i);
-            ref_elem(&c, 0.01, g[i], &w[i], &v[i], &m[i], &a[i]);
-        }
-        ot_step_dense(opt, var, g);
+        step_both(opt, var, &(cfg){0.01, 0.9, k ? 0.0 : 0.9, 1e-7, 0, 0, 0}, k, w, (double *[]){st[0], st[1], st[2]});
     }
-    optim_var *mom = optim_get_slot(opt, var, "momentum");
-    assert_non_null(mom);
-    for (int i = 0; i < N; i++) {
-        assert_close(optim_var_get(var, i), w[i], 1e-13, 1e-14);
-        assert_close(optim_var_get(mom, i), m[i], 1e-13, 1e-14);
-    }
+    assert_var_close(var, w, N, 1e-13, 1e-14);
+    assert_var_close(optim_get_slot(opt, var, "momentum"), st[1], N, 1e-13, 1e-14);
     optim_test_free(opt, var);
 }
 
