@@ -134,13 +134,9 @@ OPTIM_TEST(test_exclude_from_weight_decay)
     optim_var *emb = optim_test_var("emb_decay", OPTIM_F64, 2, shape, tinit);
     optim_var *skip = optim_test_var("emb_skip", OPTIM_F64, 2, shape, tinit);
     ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, 0, 1};
-    double wk[N], mk[N] = {0}, vk[N] = {0}, hk[N] = {0}, wb[N], mb[N] = {0}, vb[N] = {0}, hb[N] = {0};
-    double we[ROWS * COLS], me[ROWS * COLS] = {0}, ve[ROWS * COLS] = {0}, he[ROWS * COLS] = {0};
-    double ws[ROWS * COLS], ms[ROWS * COLS] = {0}, vsl[ROWS * COLS] = {0}, hs[ROWS * COLS] = {0};
-    memcpy(wk, init, sizeof wk);
-    memcpy(wb, init, sizeof wb);
-    memcpy(we, tinit, sizeof we);
-    memcpy(ws, tinit, sizeof ws);
+    /* The references of kernel, bias, emb_decay, emb_skip (odd: excluded): w, m, v, vhat. */
+    double w[4][ROWS * COLS], st[4][3][ROWS * COLS] = {{{0}}};
+    for (int j = 0; j < 4; j++) memcpy(w[j], j < 2 ? init : tinit, j < 2 ? sizeof init : sizeof tinit);
     for (int k = 0; k < 6; k++) {
         double g[N], vals[NIDX * COLS], gt[ROWS * COLS] = {0};
         int dec[ROWS * COLS] = {0};
@@ -154,10 +150,9 @@ OPTIM_TEST(test_exclude_from_weight_decay)
                 dec[idx[j] * COLS + c] = 1;
             }
         }
-        ref_adam_step(&r, k, r.b1, 0.05, wk, mk, vk, hk, g, NULL, N);
-        ref_adam_step(&r, k, r.b1, 0.0, wb, mb, vb, hb, g, NULL, N);
-        ref_adam_step(&r, k, r.b1, 0.05, we, me, ve, he, gt, dec, ROWS * COLS);
-        ref_adam_step(&r, k, r.b1, 0.0, ws, ms, vsl, hs, gt, dec, ROWS * COLS);
+        for (int j = 0; j < 4; j++)
+            ref_adam_step(&r, k, r.b1, j % 2 ? 0.0 : 0.05, w[j], st[j][0], st[j][1], st[j][2], j < 2 ? g : gt,
+                          j < 2 ? NULL : dec, j < 2 ? N : ROWS * COLS);
         optim_tensor gs = optim_tensor_make(OPTIM_F64, vals, 2, vs);
         optim_grad_var p[4] = {
             {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), kern},
@@ -167,14 +162,10 @@ OPTIM_TEST(test_exclude_from_weight_decay)
         };
         ot_step(opt, p, 4);
     }
-    for (int i = 0; i < N; i++) {
-        assert_close(optim_var_get(kern, i), wk[i], 1e-12, 1e-14);
-        assert_close(optim_var_get(bias, i), wb[i], 1e-12, 1e-14);
-    }
-    for (int i = 0; i < ROWS * COLS; i++) {
-        assert_close(optim_var_get(emb, i), we[i], 1e-12, 1e-14);
-        assert_close(optim_var_get(skip, i), ws[i], 1e-12, 1e-14);
-    }
+    assert_var_close(kern, w[0], N, 1e-12, 1e-14);
+    assert_var_close(bias, w[1], N, 1e-12, 1e-14);
+    assert_var_close(emb, w[2], ROWS * COLS, 1e-12, 1e-14);
+    assert_var_close(skip, w[3], ROWS * COLS, 1e-12, 1e-14);
     /* The patterns are part of the legacy config, and round-trip. */
     char *cfg = optim_get_config(opt);
     assert_contains(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]");
