@@ -704,6 +704,15 @@ void ot_expect_config(const char *json, const char *want)
     optim_destroy(opt);
 }
 
+void ot_expect_config_has(const char *json, const char *needle)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    char *cfg = optim_get_config(opt);
+    assert_contains(cfg, needle);
+    optim_free(cfg);
+    optim_destroy(opt);
+}
+
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2)
 {
     optim_optimizer *opt = NULL;

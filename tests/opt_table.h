@@ -245,6 +245,8 @@ void ot_expect_numbers(const cJSON *c, ...);
 void ot_check_round_trip(const char *json);
 /* get_config of the optimizer made from json is exactly want. */
 void ot_expect_config(const char *json, const char *want);
+/* get_config of the optimizer made from json contains needle. */
+void ot_expect_config_has(const char *json, const char *needle);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
 /* ot_expect_refused of json in both generations (ot_gen). */
