@@ -376,10 +376,8 @@ OPTIM_TEST(test_product_once_per_step)
             assert_close(c, prod, f64_first ? 1e-13 : 1e-5, 0);
             /* The variable of the other dtype sees the product rounded to the
              * cache's dtype (f32: about 1e-7 relative). */
-            for (int i = 0; i < N; i++) {
-                assert_close(optim_var_get(a, i), w[i], 2e-5, 2e-6);
-                assert_close(optim_var_get(b, i), w[i], f64_first ? 1e-12 : 1e-6, 1e-7);
-            }
+            assert_var_close(a, w, N, 2e-5, 2e-6);
+            assert_var_close(b, w, N, f64_first ? 1e-12 : 1e-6, 1e-7);
             optim_test_free(opt, a, b);
         }
 }

@@ -90,22 +90,11 @@ static void clip_case(const char *extra, int legacy, const double *ga, const dou
                       const double *want_a, const double *want_b)
 {
     OPTIM_FOR_DTYPES(dt) {
-        char json[512];
-        snprintf(json, sizeof json,
-                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, %s%s}}", extra,
-                 legacy ? ", \"is_legacy_optimizer\": true" : "");
-        optim_optimizer *opt = optim_test_make(json);
-        double zeros[3] = {0, 0, 0};
+        optim_optimizer *opt = optim_test_make(ot_gen(ot_fmt(SGD("\"learning_rate\": 1.0, %s"), extra), legacy));
+        double zeros[3] = {0, 0, 0}, buf[2][3];
         int64_t sa[1] = {3}, sb[1] = {2};
         optim_var *a = optim_test_var("a", dt, 1, sa, zeros), *b = optim_test_var("b", dt, 1, sb, zeros);
-        float fa[3], fb[2];
-        double da[3], db[2];
-        for (int i = 0; i < 3; i++) fa[i] = (float)ga[i], da[i] = ga[i];
-        for (int i = 0; i < 2; i++) fb[i] = (float)gb[i], db[i] = gb[i];
-        optim_grad_var p[2] = {
-            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)da : (void *)fa, 1, sa)), a},
-            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)db : (void *)fb, 1, sb)), b},
-        };
+        optim_grad_var p[2] = {{ot_grad_like(a, ga, buf[0]), a}, {ot_grad_like(b, gb, buf[1]), b}};
         assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
         double rtol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 3; i++) assert_close(optim_var_get(a, i), -want_a[i], rtol, 1e-15);
@@ -312,12 +301,10 @@ OPTIM_TEST(test_weight_decay)
             we[i] += me[i];
         }
     }
-    for (int i = 0; i < 4; i++) {
-        assert_close(optim_var_get(a, i), wa[i], 1e-14, 1e-15);
-        assert_close(optim_var_get(b, i), wb[i], 1e-14, 1e-15); /* excluded by pattern */
-        assert_close(optim_var_get(c, i), wb[i], 1e-14, 1e-15); /* excluded by pointer */
-        assert_close(optim_var_get(e, i), we[i], 1e-14, 1e-15);
-    }
+    assert_var_close(a, wa, 4, 1e-14, 1e-15);
+    assert_var_close(b, wb, 4, 1e-14, 1e-15); /* excluded by pattern */
+    assert_var_close(c, wb, 4, 1e-14, 1e-15); /* excluded by pointer */
+    assert_var_close(e, we, 4, 1e-14, 1e-15);
     optim_test_free(opt, a, b, c, e);
     /* The legacy generation has no weight_decay key. */
     optim_optimizer *legacy = NULL;
