@@ -62,18 +62,12 @@ OPTIM_TEST(test_trajectories)
 OPTIM_TEST(test_slot_initial_value)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            cfg c = {0.1, 0.3, 1e-7, 0, legacy};
-            optim_optimizer *opt = optim_test_make(make_case(&c).json);
-            int64_t n = 3;
-            optim_var *v = optim_test_var("v", dt, 1, &n, (double[3]){1, 2, 3});
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(make_case(&(cfg){0.1, 0.3, 1e-7, 0, legacy}).json);
+            optim_var *v = optim_test_var("v", dt, 1, (int64_t[1]){3}, (double[3]){1, 2, 3});
             assert_eq(optim_build(opt, &v, 1), 0);
-            optim_var *a = optim_get_slot(opt, v, "accumulator");
-            for (int i = 0; i < 3; i++) {
-                if (d) assert_eq(((double *)optim_var_data(a))[i], 0.3);
-                else assert_eq(((float *)optim_var_data(a))[i], 0.3f);
-            }
+            const double acc = dt == OPTIM_F64 ? 0.3 : (double)0.3f;
+            assert_var_eq(optim_get_slot(opt, v, "accumulator"), ((double[3]){acc, acc, acc}), 3);
             optim_test_free(opt, v);
         }
 }
