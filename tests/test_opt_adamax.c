@@ -204,8 +204,7 @@ OPTIM_TEST(test_f32_operation_order)
      * on the indexed row, w + (-lr / (1 - beta_1^t)) * (m / (v + eps)). */
     {
         optim_optimizer *opt = optim_test_make(ADAMAX("\"learning_rate\": 0.01, " OT_LEGACY));
-        int64_t shape[2] = {2, 1}, vs[2] = {1, 1}, idx = 1;
-        optim_var *var = optim_test_var("e", OPTIM_F32, 2, shape, (double[2]){0.7, -0.2});
+        optim_var *var = optim_test_var("e", OPTIM_F32, 2, (int64_t[2]){2, 1}, (double[2]){0.7, -0.2});
         float w = -0.2f, m = 0, v = 0;
         for (int k = 0; k < 10; k++) {
             float g = (float)(sin(0.9 * k + 0.3) * 1.3), t = (float)(k + 1);
@@ -215,8 +214,7 @@ OPTIM_TEST(test_f32_operation_order)
             float bv = v * (float)b2;
             v = bv < fabsf(g) ? fabsf(g) : bv;
             w = w + (-(float)lr / (1.0f - power)) * (m / (v + (float)eps));
-            optim_grad_var p = {optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F32, &g, 2, vs)), var};
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+            ot_step_row(opt, var, 1, &(double){g});
             assert_var_floats(var, ((float[2]){0.7f, w}), 2);
             assert_eq(((float *)optim_var_data(optim_get_slot(opt, var, "m")))[1], m);
         }

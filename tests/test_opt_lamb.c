@@ -74,15 +74,6 @@ static ot_case make_case(const char *json, const lref *r, lvar *x)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-/* A dense gradient tensor over g (converted to f32 into buf if needed). */
-static optim_grad dense_grad(optim_dtype dt, const double *g, float *buf, int32_t rank,
-                             const int64_t *shape, int64_t n)
-{
-    if (dt == OPTIM_F32)
-        for (int64_t i = 0; i < n; i++) buf[i] = (float)g[i];
-    return optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)buf : (void *)g, rank, shape));
-}
-
 static void check_var(optim_var *var, const double *want, int n, optim_dtype dt)
 {
     assert_var_close(var, want, n, dt == OPTIM_F32 ? 2e-5 : 1e-12, dt == OPTIM_F32 ? 2e-6 : 1e-13);
@@ -236,8 +227,8 @@ OPTIM_TEST(test_zero_norms)
             optim_var *a = optim_test_var("a", dt, 1, &n, zeros); /* ||w|| = 0 */
             optim_var *b = optim_test_var("b", dt, 1, &n, ones);  /* ||u|| = 0 (g = 0) */
             double ga[3] = {1, -1, 0}, gb[3] = {0, 0, 0};
-            float fa[3], fb[3];
-            optim_grad_var p[2] = {{dense_grad(dt, ga, fa, 1, &n, 3), a}, {dense_grad(dt, gb, fb, 1, &n, 3), b}};
+            double buf[2][3];
+            optim_grad_var p[2] = {{ot_grad_like(a, ga, buf[0]), a}, {ot_grad_like(b, gb, buf[1]), b}};
             ot_step(opt, p, 2);
             /* a: m_hat = g, v_hat = g^2, u = g / (|g| + 0.5), r = 1. */
             check_var(a, (const double[3]){-0.5 / 1.5, 0.5 / 1.5, 0}, 3, dt);
@@ -266,9 +257,8 @@ OPTIM_TEST(test_f32_moments_bitwise)
         for (int k = 0; k < 3; k++) {
             double g[5];
             float gf[5];
-            for (int i = 0; i < 5; i++) g[i] = grad_at(k, 1, i);
-            optim_grad_var p = {dense_grad(OPTIM_F32, g, gf, 1, &n, 5), w};
-            ot_step(opt, &p, 1);
+            for (int i = 0; i < 5; i++) g[i] = grad_at(k, 1, i), gf[i] = (float)g[i];
+            ot_step_dense(opt, w, g);
             for (int i = 0; i < 5; i++) {
                 if (legacy) {
                     m[i] = m[i] * b1 + gf[i] * c1;
@@ -317,9 +307,9 @@ OPTIM_TEST(test_tfa_basic_with_decay)
         int64_t n = 2;
         optim_var *v0 = optim_test_var("var0_0", dt, 1, &n, w0), *v1 = optim_test_var("var1_0", dt, 1, &n, w1);
         double g0[2] = {0.1, 0.1}, g1[2] = {0.01, 0.01};
-        float f0[2], f1[2];
         for (int t = 0; t < 3; t++) {
-            optim_grad_var p[2] = {{dense_grad(dt, g0, f0, 1, &n, 2), v0}, {dense_grad(dt, g1, f1, 1, &n, 2), v1}};
+            double buf[2][2];
+            optim_grad_var p[2] = {{ot_grad_like(v0, g0, buf[0]), v0}, {ot_grad_like(v1, g1, buf[1]), v1}};
             ot_step(opt, p, 2);
             double q0[2] = {(float)g0[0], (float)g0[1]}, q1[2] = {(float)g1[0], (float)g1[1]};
             ref_step(&x, t, w0, (double *[]){st[0], st[0] + 2}, dt == OPTIM_F64 ? g0 : q0, 2);

@@ -75,9 +75,7 @@ OPTIM_TEST(test_keras_docstring)
     double one = 1.0;
     optim_var *v = optim_test_var("var", OPTIM_F32, 0, NULL, &one);
     for (int k = 0; k < 2; k++) {
-        float g = (float)optim_var_get(v, 0);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), v};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+        ot_step_dense(opt, v, &(double){optim_var_get(v, 0)});
         assert_close(optim_var_get(v, 0), k == 0 ? 0.9 : 0.72, 1e-6, 0);
     }
     optim_test_free(opt, v);
