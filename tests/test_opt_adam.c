@@ -111,9 +111,7 @@ OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            char json[256];
-            snprintf(json, sizeof json, ADAM("\"learning_rate\": 0.01, \"amsgrad\": %s%s"),
-                     ams ? "true" : "false", legacy ? ", " LEGACY : "");
+            const char *json = ot_gen(ot_fmt(ADAM("\"learning_rate\": 0.01, \"amsgrad\": %s"), ams ? "true" : "false"), legacy);
             ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, ams, 0};
             ot_case c = ref_adam_case(json, &r);
             ot_check_sparse(&SP, &c, 0);
@@ -128,9 +126,7 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
     for (int c = 0; c < 4; c++) {
         int ams = c & 1;
         double lr = c < 2 ? 0.01 : 0.7;
-        char json[256];
-        snprintf(json, sizeof json, ADAM("\"learning_rate\": %g, \"amsgrad\": %s, " LEGACY), lr,
-                 ams ? "true" : "false");
+        const char *json = ot_fmt(ADAM("\"learning_rate\": %g, \"amsgrad\": %s, " LEGACY), lr, ams ? "true" : "false");
         ref_adam_check_legacy_sparse_f32(json, ams, lr, 0);
     }
 }

@@ -46,9 +46,8 @@ OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            char json[256];
-            snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s%s"),
-                     ams ? "true" : "false", legacy ? ", " LEGACY : "");
+            const char *json = ot_gen(ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s"),
+                                             ams ? "true" : "false"), legacy);
             ref_adam_check_dense_f32(json, legacy, ams, 0.01, 0.03, NULL);
         }
 }
@@ -68,9 +67,8 @@ OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            char json[256];
-            snprintf(json, sizeof json, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s%s"),
-                     ams ? "true" : "false", legacy ? ", " LEGACY : "");
+            const char *json = ot_gen(ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s"),
+                                             ams ? "true" : "false"), legacy);
             ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
             ot_case c = ref_adam_case(json, &r);
             ot_check_sparse(&SP, &c, 0);
@@ -84,9 +82,8 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
         int ams = cfg & 1;
-        char json[256];
-        snprintf(json, sizeof json, ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
-                 cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
+        const char *json = ot_fmt(ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
+                                  cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
         ref_adam_check_legacy_sparse_f32(json, ams, cfg < 2 ? 0.01 : 0.7, 0.05);
     }
 }

@@ -111,9 +111,7 @@ OPTIM_TEST(test_sparse_f32_operation_order)
     for (int cfg = 0; cfg < 4; cfg++) {
         int legacy = cfg & 1;
         const float l = cfg < 2 ? 0.01f : 0.7f;
-        char json[256];
-        snprintf(json, sizeof json, LAZY("\"learning_rate\": %s%s"), cfg < 2 ? "0.01" : "0.7",
-                 legacy ? ", " LEGACY : "");
+        const char *json = ot_gen(cfg < 2 ? LAZY("\"learning_rate\": 0.01") : LAZY("\"learning_rate\": 0.7"), legacy);
         optim_optimizer *opt = optim_test_make(json);
         ot_sparse tab = sp();
         optim_var *x = ot_run_sparse(opt, &tab, OPTIM_F32, 0);

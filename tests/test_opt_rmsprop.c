@@ -472,10 +472,9 @@ OPTIM_TEST(test_config_refused)
 
 OPTIM_TEST(test_threads_bitwise)
 {
-    const char *body = "\"learning_rate\": 0.01, \"rho\": 0.9, \"momentum\": 0.9, \"epsilon\": 1e-7, \"centered\": true";
-    char json[256];
     for (int legacy = 0; legacy < 2; legacy++) {
-        snprintf(json, sizeof json, RMSPROP("%s%s"), body, legacy ? ", " OT_LEGACY : "");
+        const char *json = ot_gen(RMSPROP("\"learning_rate\": 0.01, \"rho\": 0.9, \"momentum\": 0.9, \"epsilon\": 1e-7, "
+                                          "\"centered\": true"), legacy);
         ot_check_threads(json, 2, 4, 0, SLOTS);
     }
 }
