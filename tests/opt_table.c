@@ -490,12 +490,12 @@ static void apply_rules(optim_optimizer *opt, optim_var *x, const ot_rule *rules
             double now = optim_var_get(v, e), start = u->slot ? 0 : e + 1;
             double before = u->rows == OT_FIRST || u->rows == OT_NEVER ? start : was[i][e];
             double want = u->what == OT_SCALED ? (f32 ? (double)((float)before * (float)u->factor) : before * u->factor)
-                          : u->what == OT_CLOSE ? before * u->factor : before;
+                          : u->what == OT_CLOSE ? before * u->factor : u->what == OT_IS ? u->factor : before;
             int ok = u->what == OT_LESS ? now < before : u->what == OT_MOVED ? now != before
                      : u->what == OT_CLOSE ? fabs(now - want) <= (f32 ? 1e-6 : 1e-14) * fabs(want) : now == want;
             if (!ok)
                 fail_msg("%s, element %d (rule %d): %a (%.17g), expected %s %a (%.17g)", u->slot ? u->slot : "w", e, i,
-                         now, now, (const char *[]){"==", "==", "close to", "<", "!="}[u->what], want, want);
+                         now, now, (const char *[]){"==", "==", "close to", "<", "!=", "=="}[u->what], want, want);
         }
     }
 }

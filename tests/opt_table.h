@@ -185,9 +185,10 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
  * step's rows but `row` and OT_ROW row `row`, after the second step, with
  * their values before it; OT_NEVER the other rows, after it, with the
  * start. OT_SCALED: exactly the value times factor in the dtype (f32:
- * float operands); OT_CLOSE: that to 1e-14 (f64) or 1e-6 (f32). */
+ * float operands); OT_CLOSE: that to 1e-14 (f64) or 1e-6 (f32); OT_IS:
+ * exactly factor. */
 enum { OT_FIRST, OT_LEFT, OT_ROW, OT_NEVER };
-enum { OT_KEPT, OT_SCALED, OT_CLOSE, OT_LESS, OT_MOVED };
+enum { OT_KEPT, OT_SCALED, OT_CLOSE, OT_LESS, OT_MOVED, OT_IS };
 typedef struct ot_rule {
     int rows, what;
     const char *slot;

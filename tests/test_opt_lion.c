@@ -220,27 +220,14 @@ OPTIM_TEST(test_sparse_equals_dense)
  * decays (not lazy). */
 OPTIM_TEST(test_sparse_rows)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(LION("\"learning_rate\": 0.25, "
-                                    "\"beta_1\": 0.5, \"beta_2\": 0.5"));
-        optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
-        ot_step_row(opt, v, 0, (double[]){1});
-        optim_var *m = optim_get_slot(opt, v, "m");
-        assert_eq(optim_var_get(v, 0), 0.75);
-        assert_eq(optim_var_get(m, 0), 0.5);
-        ot_step_row(opt, v, 3, (double[]){1});
-        /* Row 0: sign(0.5 * 0.5) = 1 -> 0.5; m = 0.25. */
-        assert_eq(optim_var_get(v, 0), 0.5);
-        assert_eq(optim_var_get(m, 0), 0.25);
-        /* Rows 1, 2: never indexed, bit-identical. */
-        assert_eq(optim_var_get(v, 1), 2);
-        assert_eq(optim_var_get(v, 2), 3);
-        assert_eq(optim_var_get(m, 1), 0);
-        assert_eq(optim_var_get(m, 2), 0);
-        assert_eq(optim_var_get(v, 3), 3.75);
-        assert_eq(optim_var_get(m, 3), 0.5);
-        optim_test_free(opt, v);
-    }
+    /* Row 0: 0.75 and m = 0.5, then sign(0.5 * 0.5) = 1 -> 0.5 and m = 0.25;
+     * rows 1, 2 bit-identical, m = 0; row 3 like row 0's first step. */
+    static const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.75}, {OT_FIRST, OT_IS, "m", 0.5}, {OT_LEFT, OT_IS, NULL, 0.5},
+                                    {OT_LEFT, OT_IS, "m", 0.25}, {OT_NEVER, OT_KEPT, NULL, 0}, {OT_NEVER, OT_KEPT, "m", 0},
+                                    {OT_ROW, OT_IS, NULL, 3.75}, {OT_ROW, OT_IS, "m", 0.5}};
+    OPTIM_FOR_DTYPES(dt)
+        ot_check_rows_left_out(LION("\"learning_rate\": 0.25, \"beta_1\": 0.5, \"beta_2\": 0.5"), dt, 4, 1, NULL, 3,
+                               (double[]){1}, rules, 8);
 }
 
 /* ---- config ------------------------------------------------------------------------ */

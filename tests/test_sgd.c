@@ -240,19 +240,12 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
  * Keras 3 (momentum carried from an earlier step). */
 OPTIM_TEST(test_sparse_untouched_rows)
 {
+    /* m0 = -0.5, w0 = 0.5; Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(ot_gen(SGD("\"learning_rate\": 0.5, \"momentum\": 0.5"), legacy));
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
-        ot_step_row(opt, v, 0, (double[]){1});
-        /* m0 = -0.5, w0 = 0.5 */
-        assert_eq(optim_var_get(v, 0), 0.5);
-        ot_step_row(opt, v, 3, (double[]){1});
-        /* Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
-        assert_eq(optim_var_get(v, 0), (legacy ? 0.5 : 0.25));
-        assert_eq(optim_var_get(v, 1), 2);
-        assert_eq(optim_var_get(v, 2), 3);
-        assert_eq(optim_var_get(v, 3), 3.5);
-        optim_test_free(opt, v);
+        const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.5}, {OT_LEFT, OT_IS, NULL, legacy ? 0.5 : 0.25},
+                                 {OT_NEVER, OT_KEPT, NULL, 0}, {OT_ROW, OT_IS, NULL, 3.5}};
+        ot_check_rows_left_out(ot_gen(SGD("\"learning_rate\": 0.5, \"momentum\": 0.5"), legacy), OPTIM_F64, 4, 1, NULL, 3,
+                               (double[]){1}, rules, 4);
     }
 }
 
