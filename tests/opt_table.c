@@ -280,11 +280,11 @@ static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int st
     return x;
 }
 
-void ot_check_dense(const ot_dense *d, const ot_case *c)
+void ot_check_dense(const ot_dense *d, ot_case c)
 {
     OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(c->json);
-        optim_test_free(opt, run_beside_ref(opt, d, d->steps, c, dt, NULL, c->every_step, 1));
+        optim_optimizer *opt = optim_test_make(c.json);
+        optim_test_free(opt, run_beside_ref(opt, d, d->steps, &c, dt, NULL, c.every_step, 1));
     }
 }
 
@@ -431,17 +431,17 @@ static void unindexed_rows_kept(optim_optimizer *opt, optim_var *x, const ot_cas
     free(seen);
 }
 
-void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
+void ot_check_sparse(const ot_sparse *s, ot_case c, int rows_only)
 {
     int n = s->rows * (s->cols ? s->cols : 1);
-    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c->nstate)));
+    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c.nstate)));
     assert_non_null(w);
     OPTIM_FOR_DTYPES(dt) {
-        ot_ref_sparse(s, c, rows_only, dt, w, w + n);
-        optim_optimizer *opt = optim_test_make(c->json);
+        ot_ref_sparse(s, &c, rows_only, dt, w, w + n);
+        optim_optimizer *opt = optim_test_make(c.json);
         optim_var *x = ot_run_sparse(opt, s, dt, 0);
-        ot_check_state(opt, x, c, w, w + n, n);
-        if (rows_only && !c->idle) unindexed_rows_kept(opt, x, c, s, w, w + n * (1 + c->nstate));
+        ot_check_state(opt, x, &c, w, w + n, n);
+        if (rows_only && !c.idle) unindexed_rows_kept(opt, x, &c, s, w, w + n * (1 + c.nstate));
         optim_test_free(opt, x);
     }
     free(w);

@@ -133,7 +133,7 @@ optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
 void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st);
 /* The dense trajectory in f32 and f64: weights and slots against the
  * reference (after the last step, or every step). */
-void ot_check_dense(const ot_dense *d, const ot_case *c);
+void ot_check_dense(const ot_dense *d, ot_case c);
 /* Dynamic hyperparameters: `steps` steps of the dense problem d on one
  * variable "w" of dtype dt of opt; before step k, set(opt, hp, k) changes
  * what opt reads (callables pointing into hp, optim_set_hyper) and the
@@ -170,7 +170,7 @@ optim_var *ot_run_sparse_shaped(optim_optimizer *opt, const ot_sparse *s, optim_
 void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st);
 /* The sparse problem in f32 and f64 against ot_ref_sparse; rows_only
  * without an idle hook: rows never indexed keep their bits, slots too. */
-void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
+void ot_check_sparse(const ot_sparse *s, ot_case c, int rows_only);
 /* The sparse problem equals its dense equivalent bit for bit (f32 and f64),
  * weights and the named slots (NULL-terminated list; a slot absent from
  * both runs is skipped, as in ot_check_threads). */

@@ -41,12 +41,6 @@ ot_case ref_adam_case(const char *json, const ref_adam *r)
                      .tol = {2e-5, 2e-6, 1e-12, 1e-14}, .idle = r->legacy ? ref_idle : NULL};
 }
 
-void ref_adam_check_dense(const char *json, const ref_adam *r)
-{
-    ot_case c = ref_adam_case(json, r);
-    ot_check_dense(&OT_DENSE_SHRINK, &c);
-}
-
 /* Keras 3 (base decay w - (w * wd) * lr, then Adam.update_step) and legacy
  * dense (w - wd * w, then ApplyAdam), emulated in float: the other
  * difference is 1 - beta: Python double arithmetic cast to float32 in

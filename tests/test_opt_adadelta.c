@@ -44,20 +44,14 @@ static ot_case make_case(const cfg *c)
     return (ot_case){json, ref_step, c, 2, {"accum_grad", "accum_var"}, .state_atol = {0, 1e-12}, .exact_slots = 1};
 }
 
-static void check_trajectory(const cfg *c)
-{
-    ot_case oc = make_case(c);
-    ot_check_dense(&OT_DENSE, &oc);
-}
-
 OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        check_trajectory(&(cfg){1.0, 0.95, 1e-6, 0, legacy});
-        check_trajectory(&(cfg){0.5, 0.8, 1e-3, 0, legacy});
-        check_trajectory(&(cfg){0.001, 0.95, 1e-7, 0, legacy}); /* the defaults */
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){1.0, 0.95, 1e-6, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.5, 0.8, 1e-3, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.001, 0.95, 1e-7, 0, legacy})); /* the defaults */
     }
-    check_trajectory(&(cfg){1.0, 0.9, 1e-4, 0.3, 1}); /* legacy decay */
+    ot_check_dense(&OT_DENSE, make_case(&(cfg){1.0, 0.9, 1e-4, 0.3, 1})); /* legacy decay */
 }
 
 /* Legacy rho is a hyper; Keras 3's is a number. */
@@ -167,7 +161,7 @@ OPTIM_TEST(test_sparse)
         cfg c = {1.0, 0.9, 1e-4, 0, legacy};
         ot_case oc = make_case(&c);
         if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, oc.json, slots);
-        ot_check_sparse(&OT_SPARSE, &oc, legacy);
+        ot_check_sparse(&OT_SPARSE, oc, legacy);
     }
 }
 

@@ -151,7 +151,7 @@ static void check_trajectory(const char *json, const hp *h, int32_t rank, const 
     shaped s = {*h, rank, shape, 0}, s32 = {*h, rank, shape, 1};
     ot_dense d = problem(rank, shape, STEPS);
     ot_case c = make_case(json, &s, &s32, d.n);
-    ot_check_dense(&d, &c);
+    ot_check_dense(&d, c);
     optim_optimizer *opt = optim_test_make(json);
     optim_var *w = ot_run_dense(opt, &d, OPTIM_F32);
     assert_shape(optim_get_slot(opt, w, "v"), rank, shape);

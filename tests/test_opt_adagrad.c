@@ -41,21 +41,15 @@ static ot_case make_case(const cfg *c)
     return (ot_case){json, ref_step, c, 1, {"accumulator"}, .state_init = {c->init}, .exact_slots = 1};
 }
 
-static void check_trajectory(const cfg *c)
-{
-    ot_case oc = make_case(c);
-    ot_check_dense(&OT_DENSE, &oc);
-}
-
 OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        check_trajectory(&(cfg){0.1, 0.1, 1e-7, 0, legacy});
-        check_trajectory(&(cfg){0.05, 0.1, 0.1, 0, legacy}); /* epsilon placement visible */
-        check_trajectory(&(cfg){0.2, 0.0, 1e-3, 0, legacy});
-        check_trajectory(&(cfg){0.1, 2.5, 1e-7, 0, legacy});
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.1, 0.1, 1e-7, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.05, 0.1, 0.1, 0, legacy})); /* epsilon placement visible */
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.2, 0.0, 1e-3, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.1, 2.5, 1e-7, 0, legacy}));
     }
-    check_trajectory(&(cfg){0.5, 0.3, 1e-6, 0.2, 1}); /* legacy decay */
+    ot_check_dense(&OT_DENSE, make_case(&(cfg){0.5, 0.3, 1e-6, 0.2, 1})); /* legacy decay */
 }
 
 /* The slot starts at initial_accumulator_value (rounded to the dtype). */
@@ -204,9 +198,7 @@ OPTIM_TEST(test_sparse_keras3_dense_equivalent)
 OPTIM_TEST(test_sparse_rows_only)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        cfg c = {0.1, 0.1, 1e-2, 0, legacy};
-        ot_case oc = make_case(&c);
-        ot_check_sparse(&OT_SPARSE, &oc, 1);
+        ot_check_sparse(&OT_SPARSE, make_case(&(cfg){0.1, 0.1, 1e-2, 0, legacy}), 1);
     }
 }
 

@@ -21,16 +21,16 @@
 OPTIM_TEST(test_dense_defaults)
 {
     ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0, 0, 0, 0};
-    ref_adam_check_dense(ADAM(""), &r);
-    ref_adam_check_dense(ADAM(LEGACY), &r);
-    ref_adam_check_dense("\"adam\"", &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM(""), &r));
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM(LEGACY), &r));
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case("\"adam\"", &r));
 }
 
 OPTIM_TEST(test_dense_options)
 {
     ref_adam r = {0.05, 0.8, 0.95, 1e-3, 0, 0, 0, 0};
-    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"), &r);
-    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY), &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"), &r));
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY), &r));
 }
 
 OPTIM_TEST(test_amsgrad)
@@ -42,19 +42,19 @@ OPTIM_TEST(test_amsgrad)
     int differs = 0; /* the gradients make vhat exceed v somewhere */
     for (int i = 0; i < N; i++) differs += mvh[2 * N + i] > mvh[N + i] * 1.01;
     assert_gt(differs, 0);
-    ref_adam_check_dense(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true"), &r);
-    ref_adam_check_dense(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY), &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true"), &r));
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY), &r));
 }
 
 OPTIM_TEST(test_legacy_decay)
 {
     ref_adam r = {0.05, 0.9, 0.999, 1e-7, 0, 0.2, 0, 0};
-    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r));
     r.ams = 1;
-    ref_adam_check_dense(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, \"amsgrad\": true, " LEGACY), &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, \"amsgrad\": true, " LEGACY), &r));
     /* `lr` is the legacy alias of learning_rate. */
     r.ams = 0;
-    ref_adam_check_dense(ADAM("\"lr\": 0.05, \"decay\": 0.2, " LEGACY), &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"lr\": 0.05, \"decay\": 0.2, " LEGACY), &r));
 }
 
 /* Legacy: `epsilon or backend.epsilon()`, so 0 and None mean 1e-7 (and
@@ -112,9 +112,7 @@ OPTIM_TEST(test_sparse_reference)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
             const char *json = ot_gen(ot_fmt(ADAM("\"learning_rate\": 0.01, \"amsgrad\": %s"), ams ? "true" : "false"), legacy);
-            ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, ams, 0};
-            ot_case c = ref_adam_case(json, &r);
-            ot_check_sparse(&SP, &c, 0);
+            ot_check_sparse(&SP, ref_adam_case(json, &(ref_adam){0.01, 0.9, 0.999, 1e-7, 0, 0, ams, 0}), 0);
         }
 }
 

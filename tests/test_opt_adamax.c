@@ -53,8 +53,7 @@ static ot_case make_case(const char *json, const ref *r)
 
 static void check_trajectory(const char *json, const ref *r)
 {
-    ot_case c = make_case(json, r);
-    ot_check_dense(&OT_DENSE, &c);
+    ot_check_dense(&OT_DENSE, make_case(json, r));
     optim_optimizer *opt = optim_test_make(json);
     optim_var *w = ot_run_dense(opt, &OT_DENSE, OPTIM_F64);
     assert_eq(optim_weights_count(opt), 3);
@@ -232,17 +231,15 @@ OPTIM_TEST(test_sparse_keras3)
 {
     static const char *const slots[] = {"m", "v", NULL};
     const char *json = ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8");
-    ot_case c = make_case(json, &(ref){0, 0.05, 0.8, 0.999, 1e-7, 0});
-    ot_check_sparse(&OT_SPARSE_LONG, &c, 0);
+    ot_check_sparse(&OT_SPARSE_LONG, make_case(json, &(ref){0, 0.05, 0.8, 0.999, 1e-7, 0}), 0);
     ot_check_sparse_equals_dense(&OT_SPARSE_LONG, json, slots);
 }
 
 /* Legacy: only the indexed rows of m, v and w change (duplicates summed). */
 OPTIM_TEST(test_sparse_legacy)
 {
-    ot_case c = make_case(ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"decay\": 0.05, " OT_LEGACY),
-                          &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.05});
-    ot_check_sparse(&OT_SPARSE_LONG, &c, 1);
+    ot_check_sparse(&OT_SPARSE_LONG, make_case(ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"decay\": 0.05, " OT_LEGACY),
+                                               &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.05}), 1);
 }
 
 /* Row by row: after a step on row 0 then a step on row 3, row 0 moves again

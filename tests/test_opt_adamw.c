@@ -24,20 +24,20 @@
 OPTIM_TEST(test_dense_keras3)
 {
     ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0.004, 0, 0, 0};
-    ref_adam_check_dense(ADAMW(""), &r);
-    ref_adam_check_dense("\"AdamW\"", &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW(""), &r));
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case("\"AdamW\"", &r));
     ref_adam r2 = {0.05, 0.8, 0.99, 1e-5, 0.3, 0, 1, 0};
-    ref_adam_check_dense(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
-                           "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+                           "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2));
 }
 
 OPTIM_TEST(test_dense_legacy)
 {
     ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
-    ref_adam_check_dense(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r));
     ref_adam r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
-    ref_adam_check_dense(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
-                           "\"epsilon\": 1e-5, \"amsgrad\": true, \"decay\": 0.1, " LEGACY), &r2);
+    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+                           "\"epsilon\": 1e-5, \"amsgrad\": true, \"decay\": 0.1, " LEGACY), &r2));
 }
 
 /* ---- float32 order of operations ------------------------------------------------ */
@@ -69,9 +69,7 @@ OPTIM_TEST(test_sparse_reference)
         for (int ams = 0; ams < 2; ams++) {
             const char *json = ot_gen(ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s"),
                                              ams ? "true" : "false"), legacy);
-            ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy};
-            ot_case c = ref_adam_case(json, &r);
-            ot_check_sparse(&SP, &c, 0);
+            ot_check_sparse(&SP, ref_adam_case(json, &(ref_adam){0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy}), 0);
         }
 }
 

@@ -106,8 +106,8 @@ static void check(const cfg *c, int legacy, const ot_sparse *sp)
     h32.f32 = 1;
     ot_case oc = {cfg_json(c, legacy), ref_table, &h, 2, {"accumulator", "linear"}, .state_init = {c->init_acc},
                   .round32 = 1, .hp32 = &h32};
-    if (sp) ot_check_sparse(sp, &oc, 1);
-    else ot_check_dense(&DENSE, &oc);
+    if (sp) ot_check_sparse(sp, oc, 1);
+    else ot_check_dense(&DENSE, oc);
 }
 
 static void check_both(const cfg *c)

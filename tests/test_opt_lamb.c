@@ -425,7 +425,7 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             lvar x;
             ot_case oc = make_case(cfgs[c], &(lref){legacy, 0.1, 0.8, 0.9, legacy ? 1e-6 : 1e-7, legacy ? wd : 0, legacy ? 0 : wd, 0}, &x);
             oc.round32 = 0;
-            if (dt == OPTIM_F64) ot_check_sparse(&SP, &oc, 0);
+            if (dt == OPTIM_F64) ot_check_sparse(&SP, oc, 0);
         }
 }
 
@@ -612,9 +612,9 @@ OPTIM_TEST(test_large_variable)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         lvar x;
-        ot_case c = make_case(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY) : K3("\"learning_rate\": 0.01"),
-                              &(lref){legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0}, &x);
-        ot_check_dense(&(ot_dense){1037, 5, long_init, long_grad, 0, NULL}, &c);
+        ot_check_dense(&(ot_dense){1037, 5, long_init, long_grad, 0, NULL},
+                       make_case(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY) : K3("\"learning_rate\": 0.01"),
+                                 &(lref){legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0}, &x));
     }
     /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
     static const char *const slots[] = {"m", "v", NULL};

@@ -62,9 +62,8 @@ static ot_case make_case(const char *json, const ref *r)
 
 static void check_trajectory(const char *json, const ref *r)
 {
-    ot_case c = make_case(json, r);
     margin = INFINITY;
-    ot_check_dense(&DENSE, &c);
+    ot_check_dense(&DENSE, make_case(json, r));
     /* The test data keeps every non-zero sign argument well away from 0,
      * so f32 rounding cannot flip a sign. */
     assert_gt(margin, 1e-4);
@@ -211,7 +210,7 @@ OPTIM_TEST(test_sparse_equals_dense)
         ot_check_sparse_equals_dense(&OT_SPARSE_IDLE5, oc.json, slots);
         /* Reference: duplicates summed, every row updated with g = 0 where
          * there is no index. */
-        ot_check_sparse(&OT_SPARSE_IDLE5, &oc, 0);
+        ot_check_sparse(&OT_SPARSE_IDLE5, oc, 0);
     }
 }
 

@@ -147,8 +147,7 @@ static double cache_value(optim_optimizer *opt, int legacy, optim_dtype *dt)
 
 static void check_trajectory(const char *json, const ref *r)
 {
-    ot_case c = make_case(json, r);
-    ot_check_dense(&OT_DENSE, &c);
+    ot_check_dense(&OT_DENSE, make_case(json, r));
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32, cdt;
         optim_optimizer *opt = optim_test_make(json);
@@ -488,17 +487,15 @@ OPTIM_TEST(test_sparse_keras3)
 {
     static const char *const slots[] = {"m", "v", NULL};
     const char *json = NADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8");
-    ot_case c = make_case(json, &(ref){0, 0.05, 0.8, 0.999, 1e-7, 0});
-    ot_check_sparse(&OT_SPARSE_LONG, &c, 0);
+    ot_check_sparse(&OT_SPARSE_LONG, make_case(json, &(ref){0, 0.05, 0.8, 0.999, 1e-7, 0}), 0);
     ot_check_sparse_equals_dense(&OT_SPARSE_LONG, json, slots);
 }
 
 /* Legacy: moments decay on every row, w moves on the indexed rows. */
 OPTIM_TEST(test_sparse_legacy)
 {
-    ot_case c = make_case(NADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, " OT_LEGACY),
-                          &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.004});
-    ot_check_sparse(&OT_SPARSE_LONG, &c, 1);
+    ot_check_sparse(&OT_SPARSE_LONG, make_case(NADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, " OT_LEGACY),
+                                               &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.004}), 1);
 }
 
 /* Row by row: row 0 indexed at step 1, row 3 at step 2. Keras 3: row 0

@@ -37,9 +37,9 @@ static void ref_step(const void *h_, int k, double *w, double *const *st, const 
 static void check_trajectory(const char *k3, const char *legacy, hp h)
 {
     ot_case c = {k3, ref_step, &h, 1, {h.momentum ? "momentum" : NULL}, .absent = h.momentum ? NULL : "momentum"};
-    if (k3) ot_check_dense(&OT_DENSE, &c);
+    if (k3) ot_check_dense(&OT_DENSE, c);
     c.json = legacy;
-    if (legacy) ot_check_dense(&OT_DENSE, &c);
+    if (legacy) ot_check_dense(&OT_DENSE, c);
 }
 
 OPTIM_TEST(test_plain)
@@ -220,7 +220,7 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
         ot_case c = {nesterov ? SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, " OT_LEGACY)
                               : SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, " OT_LEGACY),
                      ref_step, &h, 1, {"momentum"}, .tol = {1e-5, 1e-7, 1e-13, 1e-7}};
-        ot_check_sparse(&t, &c, 1);
+        ot_check_sparse(&t, c, 1);
     }
     /* Without momentum: sequential scatter-add, same as the reference. */
     optim_optimizer *opt = optim_test_make(SGD("\"learning_rate\": 0.1, " OT_LEGACY));
