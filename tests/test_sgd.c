@@ -298,12 +298,7 @@ OPTIM_TEST(test_weight_decay)
     assert_var_close(e, we, 4, 1e-14, 1e-15);
     optim_test_free(opt, a, b, c, e);
     /* The legacy generation has no weight_decay key. */
-    optim_optimizer *legacy = NULL;
-    optim_error err;
-    assert_eq(optim_from_json(&legacy, "{\"class_name\": \"SGD\", \"config\": "
-                                              "{\"weight_decay\": 0.1, \"is_legacy_optimizer\": true}}", &err),
-                     OPTIM_EKEY);
-    assert_null(legacy);
+    ot_expect_refused(SGD("\"weight_decay\": 0.1, " OT_LEGACY), OPTIM_EKEY, NULL, NULL);
 }
 
 /* ---- threads ---------------------------------------------------------------------- */
