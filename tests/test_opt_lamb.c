@@ -453,14 +453,9 @@ static const char *const LEGACY_KEYS[] = {
     "exclude_from_weight_decay", "exclude_from_layer_adaptation",
 };
 
-static char *json_of(const cJSON *o, const char *key)
-{
-    return cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, key));
-}
-
 static void assert_json(const cJSON *o, const char *key, const char *want)
 {
-    char *t = json_of(o, key);
+    char *t = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, key));
     assert_non_null(t);
     if (strcmp(t, want)) print_error("config key '%s' is %s, expected %s\n", key, t, want);
     assert_string_equal(t, want);

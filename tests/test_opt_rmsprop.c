@@ -265,8 +265,7 @@ OPTIM_TEST(test_legacy_minimize_sparse)
         RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
         "\"epsilon\": 1.0, \"centered\": true, " OT_LEGACY)};
     for (int c = 0; c < 3; c++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+        OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(cfgs[c]);
             optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
@@ -274,7 +273,7 @@ OPTIM_TEST(test_legacy_minimize_sparse)
                 /* 1 - 112 / (112 + 1e-7), 2 - 140 / (140 + 1e-7): not 0 and 1 exactly. */
                 assert_close(optim_var_get(v, 0), 0.0, 0, 0.01);
                 assert_close(optim_var_get(v, 1), 1.0, 0, 0.01);
-                if (d) {
+                if (dt == OPTIM_F64) {
                     assert_close(optim_var_get(v, 0), 1 - 112 / (112 + 1e-7), 1e-6, 0);
                     assert_close(optim_var_get(v, 1), 2 - 140 / (140 + 1e-7), 1e-15, 0);
                 }
