@@ -326,17 +326,11 @@ void ot_check_f32(const ot_dense *d, int steps, const ot_case *c, int sparse)
 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
 {
-    return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL);
+    return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL, 0, NULL);
 }
 
 optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                              optim_var *extra, const double *extra_g)
-{
-    return ot_run_sparse_shaped(opt, s, dt, as_dense, extra, extra_g, s->cols ? 2 : 1, NULL);
-}
-
-optim_var *ot_run_sparse_shaped(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                                optim_var *extra, const double *extra_g, int32_t rank, const int64_t *vshape)
+                              optim_var *extra, const double *extra_g, int32_t rank, const int64_t *vshape)
 {
     int cw = s->cols ? s->cols : 1;
     int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
@@ -348,6 +342,7 @@ optim_var *ot_run_sparse_shaped(optim_optimizer *opt, const ot_sparse *s, optim_
     for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
     int64_t shape[OPTIM_MAX_RANK] = {s->rows, cw}, vs[OPTIM_MAX_RANK];
     if (vshape) memcpy(shape, vshape, sizeof(int64_t) * (size_t)rank);
+    else rank = s->cols ? 2 : 1;
     memcpy(vs, shape, sizeof vs);
     vs[0] = s->nidx;
     optim_var *v = optim_test_var("table", dt, rank, shape, init);

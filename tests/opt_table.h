@@ -155,14 +155,12 @@ void ot_check_f32(const ot_dense *d, int steps, const ot_case *c, int sparse);
 /* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
  * the dense equivalent, duplicates summed in order in the dtype). */
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
-/* The same, with a second variable extra stepped in the same calls with the
- * dense gradient extra_g (its numel values) every step. */
+/* The same, with a second variable extra (if not NULL) stepped in the same
+ * calls with the dense gradient extra_g (its numel values) every step, on
+ * a variable of this shape (shape[0] rows, the other dimensions cols
+ * elements; shape NULL: [rows, cols], rank 2 or 1). */
 optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                              optim_var *extra, const double *extra_g);
-/* The same on a variable of this shape (shape[0] rows, the other
- * dimensions cols elements; NULL: [rows, cols], rank 2 or 1). */
-optim_var *ot_run_sparse_shaped(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                                optim_var *extra, const double *extra_g, int32_t rank, const int64_t *shape);
+                              optim_var *extra, const double *extra_g, int32_t rank, const int64_t *shape);
 /* The reference of the sparse problem: duplicates summed; rows_only: only
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
  * every row, untouched ones with a zero gradient. A case with an idle hook

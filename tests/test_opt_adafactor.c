@@ -345,8 +345,8 @@ OPTIM_TEST(test_sparse_equals_dense)
             OPTIM_FOR_DTYPES(dt) {
                 optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
                 const ot_sparse sp = {(int)shapes[s][0], cols[s], 8, 5, sp_index, sp_val, inits[s]};
-                optim_var *sv = ot_run_sparse_shaped(o1, &sp, dt, 0, NULL, NULL, ranks[s], shapes[s]);
-                optim_var *dv = ot_run_sparse_shaped(o2, &sp, dt, 1, NULL, NULL, ranks[s], shapes[s]);
+                optim_var *sv = ot_run_sparse_with(o1, &sp, dt, 0, NULL, NULL, ranks[s], shapes[s]);
+                optim_var *dv = ot_run_sparse_with(o2, &sp, dt, 1, NULL, NULL, ranks[s], shapes[s]);
                 assert_vars_bitwise(sv, dv);
                 static const char *slots[] = {"r", "c", "v"};
                 for (int k = 0; k < 3; k++)

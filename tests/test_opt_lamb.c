@@ -413,7 +413,8 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             int64_t n5 = 5;
             optim_var *x1 = optim_test_var("x", dt, 1, &n5, e0), *x2 = optim_test_var("x", dt, 1, &n5, e0);
             const double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5}; /* a second variable in the same steps, dense */
-            optim_var *sv = ot_run_sparse_with(o1, &SP, dt, 0, x1, ge), *dv = ot_run_sparse_with(o2, &SP, dt, 1, x2, ge);
+            optim_var *sv = ot_run_sparse_with(o1, &SP, dt, 0, x1, ge, 0, NULL);
+            optim_var *dv = ot_run_sparse_with(o2, &SP, dt, 1, x2, ge, 0, NULL);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
             assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
