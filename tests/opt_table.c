@@ -697,6 +697,7 @@ void ot_expect_config(const char *json, const char *want)
     assert_string_equal(cfg, want);
     optim_free(cfg);
     optim_destroy(opt);
+    ot_check_round_trip(json);
 }
 
 void ot_expect_config_has(const char *json, const char *needle)

@@ -242,7 +242,8 @@ void ot_expect_numbers(const cJSON *c, ...);
         "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"
 /* serialize, from_json, serialize again: the same string. */
 void ot_check_round_trip(const char *json);
-/* get_config of the optimizer made from json is exactly want. */
+/* get_config of the optimizer made from json is exactly want, and json
+ * round-trips (ot_check_round_trip). */
 void ot_expect_config(const char *json, const char *want);
 /* get_config of the optimizer made from json contains needle. */
 void ot_expect_config_has(const char *json, const char *needle);

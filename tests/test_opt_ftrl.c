@@ -552,16 +552,9 @@ OPTIM_TEST(test_slots)
 
 /* keras.optimizers.Ftrl().get_config() and
  * tf.keras.optimizers.legacy.Ftrl().get_config(), keys in their order. */
-/* get_config is exactly want, and from_json(serialize(x)) serialises the same. */
-static void expect_config(const char *json, const char *want)
-{
-    ot_expect_config(json, want);
-    ot_check_round_trip(json);
-}
-
 OPTIM_TEST(test_config_defaults)
 {
-    expect_config("\"ftrl\"",
+    ot_expect_config("\"ftrl\"",
                   "{\"name\":\"ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
@@ -569,7 +562,7 @@ OPTIM_TEST(test_config_defaults)
                   "\"initial_accumulator_value\":0.1,\"l1_regularization_strength\":0.0,"
                   "\"l2_regularization_strength\":0.0,\"l2_shrinkage_regularization_strength\":0.0,"
                   "\"beta\":0.0}");
-    expect_config(FTRL("" OT_LEGACY),
+    ot_expect_config(FTRL("" OT_LEGACY),
                   "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"learning_rate_power\":-0.5,"
                   "\"l1_regularization_strength\":0.0,\"l2_regularization_strength\":0.0,\"beta\":0.0,"
@@ -579,7 +572,7 @@ OPTIM_TEST(test_config_defaults)
 OPTIM_TEST(test_config_round_trip)
 {
     /* keras ftrl_test.py test_config's values. */
-    expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
+    ot_expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
                   "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
                   "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
                   "\"beta\": 0.3, \"clipnorm\": 1.0"),
@@ -590,7 +583,7 @@ OPTIM_TEST(test_config_round_trip)
                   "\"initial_accumulator_value\":0.4,\"l1_regularization_strength\":0.05,"
                   "\"l2_regularization_strength\":0.15,\"l2_shrinkage_regularization_strength\":0.01,"
                   "\"beta\":0.3}");
-    expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
+    ot_expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
                   "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
                   "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
                   "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, " OT_LEGACY),
