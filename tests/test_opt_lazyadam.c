@@ -152,11 +152,8 @@ OPTIM_TEST(test_sparse_f32_operation_order)
 OPTIM_TEST(test_sparse_keras3_weight_decay)
 {
     optim_optimizer *opt = optim_test_make(LAZY("\"learning_rate\": 0.1, \"weight_decay\": 0.2"));
-    double init[3] = {1, 2, 3}, one = 1;
-    int64_t shape[2] = {3, 1}, vs[2] = {1, 1}, i1 = 1;
-    optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
-    optim_grad_var p = {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F64, &one, 2, vs)), x};
-    ot_step(opt, &p, 1);
+    optim_var *x = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){3, 1}, (double[3]){1, 2, 3});
+    ot_step_row(opt, x, 1, (double[]){1});
     assert_eq(optim_var_get(x, 0), 1 - 1 * 0.2 * 0.1);
     assert_eq(optim_var_get(x, 2), 3 - 3 * 0.2 * 0.1);
     assert_close(optim_var_get(x, 1), 2 - 2 * 0.2 * 0.1 - 0.1, 1e-6, 0);
