@@ -690,23 +690,29 @@ void ot_check_round_trip(const char *json)
     optim_destroy(b);
 }
 
-void ot_expect_config(const char *json, const char *want)
+/* get_config of the optimizer made from json (optim_free it). */
+static char *config_string(const char *json)
 {
     optim_optimizer *opt = optim_test_make(json);
     char *cfg = optim_get_config(opt);
+    optim_destroy(opt);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+void ot_expect_config(const char *json, const char *want)
+{
+    char *cfg = config_string(json);
     assert_string_equal(cfg, want);
     optim_free(cfg);
-    optim_destroy(opt);
     ot_check_round_trip(json);
 }
 
 void ot_expect_config_has(const char *json, const char *needle)
 {
-    optim_optimizer *opt = optim_test_make(json);
-    char *cfg = optim_get_config(opt);
+    char *cfg = config_string(json);
     assert_contains(cfg, needle);
     optim_free(cfg);
-    optim_destroy(opt);
 }
 
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2)
