@@ -152,20 +152,22 @@ static void check_trajectory(const char *json, const hp *h, int32_t rank, const 
     ot_dense d = problem(rank, shape, STEPS);
     ot_case c = make_case(json, &s, &s32, d.n);
     ot_check_dense(&d, c);
-    optim_optimizer *opt = optim_test_make(json);
-    optim_var *w = ot_run_dense(opt, &d, OPTIM_F32);
-    assert_shape(optim_get_slot(opt, w, "v"), rank, shape);
-    if (rank >= 2) {
-        int64_t cs[OPTIM_MAX_RANK];
-        memcpy(cs, shape, sizeof(int64_t) * (size_t)(rank - 2));
-        cs[rank - 2] = shape[rank - 1];
-        assert_shape(optim_get_slot(opt, w, "r"), rank - 1, shape);
-        assert_shape(optim_get_slot(opt, w, "c"), rank - 1, cs);
-    } else {
-        assert_shape(optim_get_slot(opt, w, "r"), 0, NULL);
-        assert_shape(optim_get_slot(opt, w, "c"), 0, NULL);
+    OPTIM_FOR_DTYPES(dt) {
+        optim_optimizer *opt = optim_test_make(json);
+        optim_var *w = ot_run_dense(opt, &d, dt);
+        assert_shape(optim_get_slot(opt, w, "v"), rank, shape);
+        if (rank >= 2) {
+            int64_t cs[OPTIM_MAX_RANK];
+            memcpy(cs, shape, sizeof(int64_t) * (size_t)(rank - 2));
+            cs[rank - 2] = shape[rank - 1];
+            assert_shape(optim_get_slot(opt, w, "r"), rank - 1, shape);
+            assert_shape(optim_get_slot(opt, w, "c"), rank - 1, cs);
+        } else {
+            assert_shape(optim_get_slot(opt, w, "r"), 0, NULL);
+            assert_shape(optim_get_slot(opt, w, "c"), 0, NULL);
+        }
+        optim_test_free(opt, w);
     }
-    optim_test_free(opt, w);
 }
 
 /* Ranks 0 to 4; rows longer than the kernels' blocks (512) with a ragged
