@@ -312,9 +312,13 @@ typedef double lamb_v4_double __attribute__((vector_size(4 * sizeof(double))));
             v[j] = (VNEW);                                                                      \
         }
 #define LAMB_KERNELS(T, SQRT)                                                                  \
+    /* Once beta^t rounds to 0, 1 - beta^t is 1 and x / 1 is x (m and v are results of      \
+     * arithmetic, never signalling NaNs): GCC unswitches the loops on the two tests, so a   \
+     * long run (float32: t >= 165 for beta_1 = 0.9) skips a division. */                    \
     static inline T u_##T(T m, T v, T w, const coef *k, int use_wd)                            \
     {                                                                                           \
-        T u = (m / (T)k->bc1) / (SQRT(v / (T)k->bc2) + (T)k->epsilon);                          \
+        const T bc1 = (T)k->bc1, bc2 = (T)k->bc2;                                               \
+        T u = (bc1 == 1 ? m : m / bc1) / (SQRT(bc2 == 1 ? v : v / bc2) + (T)k->epsilon);        \
         if (use_wd) u = u + (T)k->weight_decay * w;                                              \
         return u;                                                                               \
     }                                                                                           \
