@@ -5,9 +5,13 @@
  *
  * On one thread, in CPU time (the machine is shared), with the data in
  * cache. First the divide/square-root unit: ns per float32 element of a
- * division, a square root, a float -> double -> float round trip, Adam's
+ * division, a square root, a float -> double -> float round trip, a division
+ * followed by the round trip or by multiplications and additions (which of
+ * them share the unit: the sum of the two times, or the division's), Adam's
  * update w - a * m / (sqrt(v) + eps) (one division, one root) and Lamb's
- * u = (m / bc1) / (sqrt(v / bc2) + eps) (three divisions and a root; two
+ * u = (m / bc1) / (sqrt(v / bc2) + eps) (three divisions and a root; the
+ * same with the two constant divisions done as double products, which
+ * round the same for normal results but convert to double and back; two
  * once 1 - beta_1^t rounds to 1 in float32, at t >= 165 for 0.9; one once
  * 1 - beta_2^t does too, t >= 17320 for 0.999), over 2048-element arrays.
  * Then one library step per element on 16384 float32 parameters, the
@@ -70,6 +74,12 @@ static void k_adam(void)
 static void k_lamb_u(void)
 {
     for (int i = 0; i < K; i++) W[i] = (A[i] / 0.1f) / (sqrtf(B[i] / 0.001f) + 1e-7f);
+}
+static double rb1 = 1 / (double)0.1f, rb2 = 1 / (double)0.001f;
+static void k_lamb_u_recip(void) /* the two constant divisions as double products */
+{
+    for (int i = 0; i < K; i++)
+        W[i] = (float)((double)A[i] * rb1) / (sqrtf((float)((double)B[i] * rb2)) + 1e-7f);
 }
 static void k_lamb_u1(void) /* 1 - beta_1^t rounded to 1 */
 {
@@ -157,6 +167,7 @@ int main(int argc, char **argv)
     line("division and 4 multiplications, 2 additions", kernel_ns(k_div_mul, runs), 0);
     line("Adam update (1 division, 1 root)", adam, 0);
     line("Lamb u (3 divisions, 1 root)", u, 0);
+    line("Lamb u, divisions by constants as double products", kernel_ns(k_lamb_u_recip, runs), 0);
     line("Lamb u, 1 - beta_1^t = 1 (2 divisions, 1 root)", u1, 0);
     line("Lamb u, both = 1 (1 division, 1 root)", u2, 0);
     line("step: Adam", step_ns("\"adam\"", 0, runs), adam);
