@@ -53,15 +53,16 @@ for bad in "--dtype" "--dtype f8" "--dtype float16"; do
     [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"
 done
 
-# --sparse: today's keys plus rows, cols, indices and the dense step of the same table.
+# --sparse: today's keys plus rows, cols, indices, the dense step of the same table and the CPU time.
 "$optim" bench --json --runs 3 --sparse 300 7 50 lazyadam '{"class_name": "Adam", "config": {"is_legacy_optimizer": false}}' \
     >"$tmp/sp" 2>"$tmp/err" || fail "bench --sparse exited $?: $(cat "$tmp/err")"
 [ "$(wc -l <"$tmp/sp")" -eq 2 ] || fail "expected 2 JSON lines, got: $(cat "$tmp/sp")"
 for key in config class_name elements dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio \
-    rows cols indices dense_median_seconds; do
+    rows cols indices dense_median_seconds cpu_median_seconds; do
     [ "$(grep -c "\"$key\": " "$tmp/sp")" -eq 2 ] || fail "key $key missing: $(cat "$tmp/sp")"
 done
 grep -q '"elements": 2100,.*"rows": 300, "cols": 7, "indices": 50,' "$tmp/sp" || fail "sizes: $(cat "$tmp/sp")"
+grep -q '"cpu_median_seconds": [0-9]' "$tmp/sp" || fail "cpu time: $(cat "$tmp/sp")"
 "$optim" bench --runs 1 --sparse 10 2 5 sgd >"$tmp/spt" 2>"$tmp/err" || fail "bench --sparse text: $(cat "$tmp/err")"
 grep -q 'sparse/dense' "$tmp/spt" || fail "text line: $(cat "$tmp/spt")"
 
