@@ -334,6 +334,28 @@ OPTIM_TEST(name_in_key)
     optim_test_free(NULL, v[0], v[1], v[2]);
 }
 
+/* Off (absent, null, or set back to NAN from C) is round to nearest: the
+ * bits of an optimizer that never had the key. */
+OPTIM_TEST(off_is_round_to_nearest)
+{
+    enum { CAP = 8 * 3 * (20000 + 777 + 1) };
+    static unsigned char plain[CAP], other[CAP];
+    const size_t n = class_run("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}", 2, plain, CAP);
+    assert_int_equal(class_run("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": null}}", 3,
+                               other, CAP),
+                     n);
+    assert_int_equal(memcmp(plain, other, n), 0);
+    /* set, then unset from C before the steps */
+    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY
+                                           "\": 8}}");
+    assert_int_equal(optim_set_hyper(opt, KEY, NAN), 0);
+    char *cfg = optim_serialize(opt);
+    assert_int_equal(class_run(cfg, 1, other, CAP), n);
+    assert_int_equal(memcmp(plain, other, n), 0);
+    optim_free(cfg);
+    optim_destroy(opt);
+}
+
 /* F16, F32 and F64 variables are rounded (or not) exactly as without the key. */
 OPTIM_TEST(other_dtypes_untouched)
 {

@@ -1,10 +1,11 @@
 /* Half-precision arrays: n elements of F16 or BF16 to float32 and back,
  * the conversions a half-precision step does seven times per element of
- * Adam (half_step.c), and the opt-in stochastic rounding to BF16. On x86-64 the loops run in SSE2 (every x86-64 CPU has
- * it; tests/abi/portable.sh refuses AVX in the default build), eight
- * elements at a time, each lane computing exactly the scalar rule of
- * half.h, which does the tails and other machines (tests/test_half.c
- * compares the two on every pattern it converts). */
+ * Adam (half_step.c), and the opt-in stochastic rounding to BF16. On
+ * x86-64 the loops run in SSE2 (every x86-64 CPU has it;
+ * tests/abi/portable.sh refuses AVX in the default build), eight elements
+ * at a time, each lane computing exactly the scalar rule of half.h, which
+ * does the tails and other machines (tests/test_half.c and
+ * tests/test_half_sround.c compare the two). */
 #include "core/half.h"
 
 #if defined(__SSE2__)
