@@ -7,7 +7,7 @@
  * other tenants), over a 512-element block that stays in the L1 cache (the
  * pipeline's conversion block): the float32 -> F16/BF16 rounding and the
  * F16/BF16 -> float32 widening per element, and one Keras 3 Adam step per
- * element on float32 and on BF16 variables of 65536 elements (in cache:
+ * element on float32, BF16 and F16 variables of 65536 elements (in cache:
  * the compute cost, not the memory cost). Prints one JSON line per
  * measurement with the median of RUNS runs. */
 #define _POSIX_C_SOURCE 200809L
@@ -99,6 +99,8 @@ int main(int argc, char **argv)
                convert_ns(OPTIM_F32, f, half[d], h, runs));
     }
     printf("{\"what\": \"Adam step, float32, in cache\", \"ns_per_element\": %.3f}\n", adam_ns(OPTIM_F32, runs));
-    printf("{\"what\": \"Adam step, bfloat16, in cache\", \"ns_per_element\": %.3f}\n", adam_ns(OPTIM_BF16, runs));
+    for (int d = 0; d < 2; d++)
+        printf("{\"what\": \"Adam step, %s, in cache\", \"ns_per_element\": %.3f}\n", optim_dtype_name(half[d]),
+               adam_ns(half[d], runs));
     return 0;
 }

@@ -4,7 +4,8 @@
  *    against a decoder written here from the format's definition; rounding
  *    from float32 and float64 against a nearest-value search over the sorted
  *    table of all finite values (ties to the even pattern), at every midpoint
- *    and its neighbours and at random inputs.
+ *    and its neighbours and at random inputs; the vectorised bulk
+ *    conversions against the scalar rules.
  * 2. Every built-in optimizer on F16 and BF16 variables, step by step,
  *    against the same class on float32 copies of the half state, rounded
  *    once per write: bit for bit, with clipping, weight decay and
@@ -232,6 +233,40 @@ static void test_rounding(void **state)
     check_round_f32(OPTIM_F16, &T16, 0x1.ffcp-15f);
     check_round_f32(OPTIM_BF16, &TBF, 0x1.fffffep127f);
     check_round_f32(OPTIM_BF16, &TBF, 0x1p-149f);
+}
+
+/* The vectorised rounding (8 lanes at a time, NaN lanes on a second path)
+ * against the scalar rule, which a one-element conversion runs: every
+ * float32 high half with low halves at each rounding edge of both types
+ * (bfloat16 rounds at bit 16, float16 at bit 13 and, for subnormals,
+ * above), in runs where NaN, infinite and finite lanes share an 8. */
+static void test_bulk_sweep(void **state)
+{
+    (void)state;
+    static const uint16_t LOW[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2001,
+                                   0x3fff, 0x6000, 0x7fff, 0x8000, 0x8001, 0xa000, 0xe000, 0xffff};
+    enum { NLOW = sizeof LOW / sizeof *LOW, N = NLOW * 65536 };
+    float *x = malloc(N * sizeof *x);
+    uint16_t *got = malloc(N * sizeof *got);
+    assert_true(x && got);
+    for (int k = 0; k < NLOW; k++)
+        for (uint32_t hi = 0; hi < 65536; hi++) {
+            const uint32_t u = hi << 16 | LOW[k];
+            memcpy(&x[k * 65536 + (int)hi], &u, sizeof u);
+        }
+    const optim_dtype dts[2] = {OPTIM_BF16, OPTIM_F16};
+    for (int d = 0; d < 2; d++) {
+        assert_int_equal(optim_convert(got + 1, dts[d], x + 1, OPTIM_F32, N - 1), OPTIM_OK); /* unaligned too */
+        for (int i = 1; i < N; i++) {
+            uint16_t one;
+            optim_convert(&one, dts[d], &x[i], OPTIM_F32, 1);
+            if (got[i] != one)
+                fail_msg("%s of 0x%08x: bulk 0x%04x, one by one 0x%04x", optim_dtype_name(dts[d]),
+                         (unsigned)(LOW[i / 65536] | (uint32_t)(i % 65536) << 16), got[i], one);
+        }
+    }
+    free(x);
+    free(got);
 }
 
 static void test_convert_bad_input(void **state)
@@ -680,7 +715,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_exhaustive),  cmocka_unit_test(test_bf16_exhaustive),
-        cmocka_unit_test(test_rounding),        cmocka_unit_test(test_convert_bad_input),
+        cmocka_unit_test(test_rounding),        cmocka_unit_test(test_bulk_sweep),
+        cmocka_unit_test(test_convert_bad_input),
         cmocka_unit_test(test_builtins_f16),    cmocka_unit_test(test_builtins_bf16),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_var_get),         cmocka_unit_test(test_replay),

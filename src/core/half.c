@@ -8,26 +8,6 @@
 
 optim_dtype optim_compute_dtype(optim_dtype dtype) { return optim__is_half(dtype) ? OPTIM_F32 : dtype; }
 
-/* Portable code only (tests/abi/portable.sh: no AVX in the default build);
- * -DOPTIM_NATIVE=ON vectorises these loops for the machine. */
-void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
-{
-    const uint16_t *h = src;
-    if (dt == OPTIM_BF16)
-        for (int64_t i = 0; i < n; i++) dst[i] = optim__bf16_to_f32(h[i]);
-    else
-        for (int64_t i = 0; i < n; i++) dst[i] = optim__f16_to_f32(h[i]);
-}
-
-void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
-{
-    uint16_t *h = dst;
-    if (dt == OPTIM_BF16)
-        for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_bf16(src[i]);
-    else
-        for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
-}
-
 /* double -> float rounded to odd (truncated, last bit set when inexact):
  * rounding that to a half type afterwards is the same as rounding the
  * double directly, since float keeps more than two extra bits. */

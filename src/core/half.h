@@ -64,7 +64,8 @@ static inline uint16_t optim__f32_to_bf16(float f)
     return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : r);
 }
 
-/* n elements of a half dtype to f32 and back (dst, src not overlapping). */
+/* n elements of a half dtype to f32 and back (dst, src not overlapping;
+ * half_array.c). */
 void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n);
 void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n);
 

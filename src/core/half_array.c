@@ -1,0 +1,123 @@
+/* Half-precision arrays: n elements of F16 or BF16 to float32 and back,
+ * the conversions a half-precision step does seven times per element of
+ * Adam (half_step.c). On x86-64 the loops run in SSE2 (every x86-64 CPU has
+ * it; tests/abi/portable.sh refuses AVX in the default build), eight
+ * elements at a time, each lane computing exactly the scalar rule of
+ * half.h, which does the tails and other machines (tests/test_half.c
+ * compares the two on every pattern it converts). */
+#include "core/half.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+#define SET1 _mm_set1_epi32
+#define SELECT(m, a, b) _mm_or_si128(_mm_and_si128(m, a), _mm_andnot_si128(m, b)) /* m ? a : b */
+
+/* 4 float32 -> bfloat16 (optim__f32_to_bf16) in the low 16 bits of each
+ * lane, sign-extended, so that _mm_packs_epi32's signed saturation leaves
+ * them unchanged: x + 0x7fff + lsb, shifted. With `nan` (the NaN lanes,
+ * any other lane 0) those get no bias and the quiet bit (0x40 << 16). */
+static inline __m128i bf16_round4(__m128i x, __m128i nan)
+{
+    const __m128i bias = _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(x, 16), SET1(1)), SET1(0x7fff));
+    const __m128i r = _mm_add_epi32(x, _mm_andnot_si128(nan, bias));
+    return _mm_srai_epi32(_mm_or_si128(r, _mm_and_si128(nan, SET1(0x400000))), 16);
+}
+
+/* 8 float32 -> bfloat16. NaNs are rare: one unordered compare per 4 finds
+ * them (raising no flag but for a signalling NaN, as any float compare),
+ * and only an 8 with a NaN pays for their handling. */
+static inline __m128i bf16_round8(__m128 a, __m128 b)
+{
+    const __m128 na = _mm_cmpunord_ps(a, a), nb = _mm_cmpunord_ps(b, b);
+    const __m128i ia = _mm_castps_si128(a), ib = _mm_castps_si128(b);
+    if (_mm_movemask_ps(_mm_or_ps(na, nb)))
+        return _mm_packs_epi32(bf16_round4(ia, _mm_castps_si128(na)), bf16_round4(ib, _mm_castps_si128(nb)));
+    const __m128i none = _mm_setzero_si128();
+    return _mm_packs_epi32(bf16_round4(ia, none), bf16_round4(ib, none));
+}
+
+/* 4 binary16 in the high halves of h32 (h << 16) -> float32
+ * (optim__f16_to_f32, lane by lane). */
+static inline __m128 f16_widen4(__m128i h32)
+{
+    const __m128i ax = _mm_srli_epi32(_mm_and_si128(h32, SET1(0x7fff0000)), 3), e = _mm_and_si128(ax, SET1(0x0f800000));
+    const __m128i special = _mm_and_si128(_mm_cmpeq_epi32(e, SET1(0x0f800000)), SET1(0x38000000));
+    const __m128i normal = _mm_add_epi32(_mm_add_epi32(ax, SET1(0x38000000)), special);
+    const __m128 sub = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(ax, SET1(0x38800000))), _mm_set1_ps(6.103515625e-05f));
+    const __m128i r = SELECT(_mm_cmpeq_epi32(e, _mm_setzero_si128()), _mm_castps_si128(sub), normal);
+    return _mm_castsi128_ps(_mm_or_si128(r, _mm_and_si128(h32, SET1((int)0x80000000u))));
+}
+
+/* 4 float32 -> binary16 (optim__f32_to_f16), sign-extended as above. */
+static inline __m128i f16_round4(__m128i x)
+{
+    const __m128i ax = _mm_and_si128(x, SET1(0x7fffffff)), m13 = _mm_srli_epi32(ax, 13);
+    const __m128i normal =
+        _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(ax, SET1((int)0xc8000fffu)), _mm_and_si128(m13, SET1(1))), 13);
+    const __m128 subf = _mm_add_ps(_mm_castsi128_ps(ax), _mm_set1_ps(0.5f));
+    const __m128i sub = _mm_sub_epi32(_mm_castps_si128(subf), SET1(0x3f000000));
+    __m128i r = SELECT(_mm_cmpgt_epi32(SET1(0x38800000), ax), sub, normal);
+    r = SELECT(_mm_cmpgt_epi32(ax, SET1(0x477fffff)), SET1(0x7c00), r);
+    r = SELECT(_mm_cmpgt_epi32(ax, SET1(0x7f800000)), _mm_or_si128(_mm_and_si128(m13, SET1(0x3ff)), SET1(0x7e00)), r);
+    return _mm_or_si128(r, _mm_and_si128(_mm_srai_epi32(x, 16), SET1((int)0xffff8000u)));
+}
+
+/* Elements done 8 at a time; returns how many (the rest is the caller's). */
+static int64_t load8(optim_dtype dt, const uint16_t *h, float *dst, int64_t n)
+{
+    const __m128i zero = _mm_setzero_si128();
+    int64_t i = 0;
+    if (dt == OPTIM_BF16)
+        for (; i + 8 <= n; i += 8) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(h + i)); /* lanes h << 16 */
+            _mm_storeu_si128((__m128i *)(dst + i), _mm_unpacklo_epi16(zero, v));
+            _mm_storeu_si128((__m128i *)(dst + i + 4), _mm_unpackhi_epi16(zero, v));
+        }
+    else
+        for (; i + 8 <= n; i += 8) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+            _mm_storeu_ps(dst + i, f16_widen4(_mm_unpacklo_epi16(zero, v)));
+            _mm_storeu_ps(dst + i + 4, f16_widen4(_mm_unpackhi_epi16(zero, v)));
+        }
+    return i;
+}
+
+static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n)
+{
+    int64_t i = 0;
+    if (dt == OPTIM_BF16)
+        for (; i + 8 <= n; i += 8)
+            _mm_storeu_si128((__m128i *)(h + i), bf16_round8(_mm_loadu_ps(src + i), _mm_loadu_ps(src + i + 4)));
+    else
+        for (; i + 8 <= n; i += 8) {
+            const __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+            const __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 4));
+            _mm_storeu_si128((__m128i *)(h + i), _mm_packs_epi32(f16_round4(a), f16_round4(b)));
+        }
+    return i;
+}
+#else
+static int64_t load8(optim_dtype dt, const uint16_t *h, float *dst, int64_t n) { return 0; }
+static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n) { return 0; }
+#endif
+
+void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
+{
+    const uint16_t *h = src;
+    int64_t i = load8(dt, h, dst, n);
+    if (dt == OPTIM_BF16)
+        for (; i < n; i++) dst[i] = optim__bf16_to_f32(h[i]);
+    else
+        for (; i < n; i++) dst[i] = optim__f16_to_f32(h[i]);
+}
+
+void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
+{
+    uint16_t *h = dst;
+    int64_t i = store8(dt, src, h, n);
+    if (dt == OPTIM_BF16)
+        for (; i < n; i++) h[i] = optim__f32_to_bf16(src[i]);
+    else
+        for (; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
+}
