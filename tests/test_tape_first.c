@@ -7,7 +7,8 @@
  *   - when a later rule adds into what the op wrote, with the sum of the two
  *     contributions computed separately.
  * The upstream gradients include +0 and -0, where writing e instead of
- * 0 + e would leave a -0 that adding into zeros does not. */
+ * 0 + e would leave a -0 that adding into zeros does not. Also Dense's
+ * fused relu(x + bias) against the two ops it replaces. */
 #include "testutil.h"
 
 #include <math.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "optim/optim.h"
+#include "tape/impl.h" /* optim__tape_bias_relu */
 
 #define R 4
 #define C 6
@@ -186,11 +188,73 @@ static void test_dense_chain(void **s)
     }
 }
 
+/* optim__tape_bias_relu against optim_relu(optim_add(x, b)): values and the
+ * gradients of x and b bit for bit, in f32 and f64, with x's gradient
+ * written (x used once) and added to (x also used before). */
+static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char *val, unsigned char *gx,
+                            unsigned char *gb)
+{
+    double x0[N], b0[C];
+    for (int i = 0; i < N; i++) x0[i] = i % 5 == 0 ? -0.25 * i : 0.3 * sin(1.7 * i);
+    for (int i = 0; i < C; i++) b0[i] = i % 2 ? 0.125 * i : -0.2;
+    optim_var *v[2] = {optim_test_var("x", dt, 2, (int64_t[]){R, C}, x0), optim_test_var("b", dt, 1, (int64_t[]){C}, b0)};
+    optim_tape *t;
+    optim_error err;
+    assert_int_equal(optim_tape_create(&t, &err), 0);
+    optim_node *x = optim_tape_var(t, v[0]), *b = optim_tape_var(t, v[1]);
+    optim_node *other = twice ? optim_sum(t, optim_square(t, x), OPTIM_ALL_AXES) : NULL;
+    optim_node *y = fused ? optim__tape_bias_relu(t, x, b) : optim_relu(t, optim_add(t, x, b));
+    optim_node *loss = weighted(t, dt, y);
+    if (twice) loss = optim_add(t, loss, other);
+    optim_grad_var g[2];
+    if (!loss || optim_tape_gradient(t, loss, v, 2, g)) fail_msg("bias_relu: %s", optim_tape_errmsg(t));
+    size_t es = optim_dtype_size(dt);
+    memcpy(val, optim_node_value(y)->data, (size_t)N * es);
+    memcpy(gx, g[0].grad.dense.data, (size_t)N * es);
+    memcpy(gb, g[1].grad.dense.data, (size_t)C * es);
+    optim_tape_destroy(t);
+    optim_var_destroy(v[0]);
+    optim_var_destroy(v[1]);
+}
+
+static void test_bias_relu(void **s)
+{
+    (void)s;
+    for (int d = 0; d < 2; d++)
+        for (int twice = 0; twice < 2; twice++) {
+            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
+            size_t es = optim_dtype_size(dt);
+            unsigned char v[2][N * 8], gx[2][N * 8], gb[2][C * 8];
+            for (int fused = 0; fused < 2; fused++) bias_relu_grads(dt, fused, twice, v[fused], gx[fused], gb[fused]);
+            assert_memory_equal(v[0], v[1], (size_t)N * es);
+            assert_memory_equal(gx[0], gx[1], (size_t)N * es);
+            assert_memory_equal(gb[0], gb[1], (size_t)C * es);
+        }
+    /* bad input: the bias must be [n] for x [..., n], and another node */
+    optim_tape *t;
+    optim_error err;
+    assert_int_equal(optim_tape_create(&t, &err), 0);
+    double z[N] = {0};
+    optim_node *x = constant(t, OPTIM_F64, 2, (int64_t[]){R, C}, z), *b = constant(t, OPTIM_F64, 1, (int64_t[]){R}, z);
+    assert_null(optim__tape_bias_relu(t, x, b));
+    assert_non_null(strstr(optim_tape_errmsg(t), "bias_relu: x [4, 6] and bias [4], expected a bias of shape [n]"));
+    optim_tape_reset(t);
+    optim_node *r = constant(t, OPTIM_F64, 1, (int64_t[]){C}, z);
+    assert_null(optim__tape_bias_relu(t, r, r));
+    assert_non_null(strstr(optim_tape_errmsg(t), "bias_relu: x [6] and bias [6]"));
+    optim_tape_reset(t);
+    assert_null(optim__tape_bias_relu(t, constant(t, OPTIM_F32, 2, (int64_t[]){R, C}, z),
+                                      constant(t, OPTIM_F64, 1, (int64_t[]){C}, z)));
+    assert_non_null(strstr(optim_tape_errmsg(t), "expected one dtype"));
+    optim_tape_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_contribution),
         cmocka_unit_test(test_dense_chain),
+        cmocka_unit_test(test_bias_relu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,6 +147,13 @@ optim_node *optim__tape_clip(optim_tape *t, optim_node *a, double lo, double hi)
 
 /* ---- activations (activations.c) -------------------------------------------------- */
 
+/* relu(x + b) with b of shape [n] added to every row of x (last axis n),
+ * as optim_relu(optim_add(x, b)) computes it, bit for bit, values and
+ * gradients (the bias gradient summed over the rows in order), in one pass
+ * each way and without the sum's node. Internal: Dense with a bias and
+ * ReLU. NULL (tape message) on bad input. */
+optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b);
+
 /* The input of `n` when `n` is the output of optim_softmax (op "softmax",
  * over the last axis) or optim_sigmoid (op "sigmoid"), as named by `op`;
  * NULL otherwise (n NULL included). The cross-entropy losses given
