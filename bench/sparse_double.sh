@@ -8,6 +8,8 @@
 # indices, for LazyAdam and legacy Adagrad; prints each run's medians and,
 # per config, the median over the rounds of time(2 x ROWS) / time(ROWS).
 # A step that costs in proportion to the rows it touches gives about 1.
+# The same for the steps' CPU time (cpu_median_seconds), which a loaded
+# machine disturbs less (run with OMP_WAIT_POLICY=passive).
 set -euo pipefail
 optim=${1:-build/optim}
 rounds=${2:-3}
@@ -27,10 +29,11 @@ import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 base = int(sys.argv[2])
 for name in dict.fromkeys(r["config"] for r in runs):
-    one = [r["median_seconds"] for r in runs if r["config"] == name and r["rows"] == base]
-    two = [r["median_seconds"] for r in runs if r["config"] == name and r["rows"] == 2 * base]
-    ratios = [b / a for a, b in zip(one, two)]
-    print(f"{name}: {base} rows {1e3 * statistics.median(one):.3f} ms, {2 * base} rows "
-          f"{1e3 * statistics.median(two):.3f} ms, ratio per round {[round(x, 2) for x in ratios]}, "
-          f"median {statistics.median(ratios):.2f}")
+    for key in ("median_seconds", "cpu_median_seconds"):
+        one = [r[key] for r in runs if r["config"] == name and r["rows"] == base]
+        two = [r[key] for r in runs if r["config"] == name and r["rows"] == 2 * base]
+        ratios = [b / a for a, b in zip(one, two)]
+        print(f"{name} ({'CPU' if key.startswith('cpu') else 'wall'}): {base} rows "
+              f"{1e3 * statistics.median(one):.3f} ms, {2 * base} rows {1e3 * statistics.median(two):.3f} ms, "
+              f"ratio per round {[round(x, 2) for x in ratios]}, median {statistics.median(ratios):.2f}")
 PY

@@ -2,7 +2,7 @@
 """optim against PyTorch on the same work, measured in the same run.
 
     bench/torch_compare.py [--optim build/optim] [--threads T] [--runs R]
-                           [--sparse ROWS COLS INDICES] [--double]
+                           [--sparse ROWS COLS INDICES] [--double] [--cpu]
                            [--size N] [--tensors K...] [COMPARISON...]
 
 Each comparison is one function, compare_<name>(args): it runs
@@ -21,7 +21,11 @@ only, so SparseAdam is the peer for all of them), then Keras 3 Adam, whose
 dense-equivalent step touches the whole table (its line also gives the
 sparse step against a dense step of the same table). --double runs it
 again on 2 x ROWS rows and prints each config's time ratio (a lazy step
-should not grow with the table).
+should not grow with the table). --cpu compares the steps' CPU time (the
+process's, all threads) instead of the wall clock: on a machine loaded by
+other work a step's wall time mostly counts the waits for a core, its CPU
+time much less so. Run it with OMP_WAIT_POLICY=passive (so that neither
+side's waiting threads spin) and best with --threads 1.
 
 compare_dense: a float32 Adam step (PyTorch's defaults: lr 1e-3, betas
 0.9/0.999, eps 1e-8; optim's Keras 3 Adam with epsilon 1e-8) on N
@@ -84,18 +88,20 @@ def optim_bench(args, extra, configs):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def torch_sparse_adam(rows, cols, idx, vals, runs):
-    """Median seconds of a SparseAdam step after a warm-up step."""
+def torch_sparse_adam(rows, cols, idx, vals, runs, cpu=False):
+    """Median seconds of a SparseAdam step after a warm-up step (CPU
+    seconds of the process with cpu)."""
     w = torch.nn.Parameter(torch.zeros(rows, cols, dtype=torch.float32))
     opt = torch.optim.SparseAdam([w], lr=1e-3)
     grad = torch.sparse_coo_tensor(idx.unsqueeze(0), vals, (rows, cols))
+    clock = time.process_time if cpu else time.perf_counter
     times = []
     for r in range(runs + 1):
         w.grad = grad.clone()
-        t0 = time.perf_counter()
+        t0 = clock()
         opt.step()
         if r:
-            times.append(time.perf_counter() - t0)
+            times.append(clock() - t0)
     return statistics.median(times)
 
 
@@ -104,16 +110,18 @@ def sparse_once(args, rows):
     machine drifts: each ratio compares neighbouring measurements)."""
     cols, n = args.sparse[1], args.sparse[2]
     idx, vals = sparse_work(rows, cols, n)
-    print(f"sparse: {rows} x {cols} float32, {n} indices, {args.threads} threads, median of {args.runs}")
+    clock = "CPU time" if args.cpu else "wall clock"
+    print(f"sparse: {rows} x {cols} float32, {n} indices, {args.threads} threads, median of {args.runs}, {clock}")
     print(f"{'optim config':<84} {'optim ms':>9} {'torch ms':>9} {'torch/optim':>11} {'dense ms':>9} "
           f"{'sparse/dense':>12}")
     times = {}
     for config in SPARSE_CONFIGS:
         r = optim_bench(args, ["--sparse", str(rows), str(cols), str(n)], [config])[0]
-        peer = torch_sparse_adam(rows, cols, idx, vals, args.runs)
-        s, d = r["median_seconds"], r["dense_median_seconds"]
-        print(f"{config:<84} {1e3 * s:9.3f} {1e3 * peer:9.3f} {peer / s:11.2f} {1e3 * d:9.2f} {s / d:12.3f}",
-              flush=True)
+        peer = torch_sparse_adam(rows, cols, idx, vals, args.runs, args.cpu)
+        s = r["cpu_median_seconds" if args.cpu else "median_seconds"]
+        d = r["dense_median_seconds"]  # sparse/dense: both wall clock
+        print(f"{config:<84} {1e3 * s:9.3f} {1e3 * peer:9.3f} {peer / s:11.2f} {1e3 * d:9.2f} "
+              f"{r['median_seconds'] / d:12.3f}", flush=True)
         times[config] = s
     return times
 
@@ -168,6 +176,7 @@ def main():
     p.add_argument("--sparse", type=int, nargs=3, metavar=("ROWS", "COLS", "INDICES"),
                    default=[1000000, 64, 4096])
     p.add_argument("--double", action="store_true", help="also on twice the rows")
+    p.add_argument("--cpu", action="store_true", help="sparse: compare CPU time, not wall time")
     p.add_argument("--size", type=int, default=10000000, help="dense: parameters")
     p.add_argument("--tensors", type=int, nargs="+", default=[1, 10000], help="dense: tensor counts")
     p.add_argument("comparisons", nargs="*", default=list(COMPARISONS), help="sparse, dense")

@@ -23,6 +23,15 @@ grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam 
 "$optim" bench --json --size 3001 --runs 1 --tensors 7 adam lamb >"$tmp/k" 2>"$tmp/err" || fail "--tensors: $(cat "$tmp/err")"
 [ "$(grep -c '"elements": 3001, "tensors": 7,.*"bytes_per_param": 28,' "$tmp/k")" -eq 2 ] || fail "--tensors 7: $(cat "$tmp/k")"
 
+# --iterations I: the step counter starts at I (reported); at OPTIM_ITERATIONS_MAX - 1 the
+# warm-up step reaches the maximum and the timed step is refused, so the count reaches the optimizer.
+"$optim" bench --json --size 3001 --runs 1 --iterations 20000 lamb >"$tmp/it" 2>"$tmp/err" || fail "--iterations: $(cat "$tmp/err")"
+grep -q '"tensors": 1, "iterations": 20000,' "$tmp/it" || fail "--iterations 20000: $(cat "$tmp/it")"
+if "$optim" bench --size 100 --runs 1 --iterations 4611686018427387903 adam >"$tmp/o" 2>"$tmp/err"; then
+    fail "a step past OPTIM_ITERATIONS_MAX succeeded: $(cat "$tmp/o")"
+fi
+grep -q "OPTIM_ITERATIONS_MAX" "$tmp/err" || fail "--iterations near the maximum: $(cat "$tmp/err")"
+
 "$optim" bench --size 2000 --runs 1 adam >"$tmp/bare" 2>"$tmp/err" || fail "a bare class name: $(cat "$tmp/err")"
 grep -q '"adam"' "$tmp/bare" || fail "bare name not measured: $(cat "$tmp/bare")"
 
@@ -44,21 +53,23 @@ for bad in "--dtype" "--dtype f8" "--dtype float16"; do
     [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"
 done
 
-# --sparse: today's keys plus rows, cols, indices and the dense step of the same table.
+# --sparse: today's keys plus rows, cols, indices, the dense step of the same table and the CPU time.
 "$optim" bench --json --runs 3 --sparse 300 7 50 lazyadam '{"class_name": "Adam", "config": {"is_legacy_optimizer": false}}' \
     >"$tmp/sp" 2>"$tmp/err" || fail "bench --sparse exited $?: $(cat "$tmp/err")"
 [ "$(wc -l <"$tmp/sp")" -eq 2 ] || fail "expected 2 JSON lines, got: $(cat "$tmp/sp")"
 for key in config class_name elements dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio \
-    rows cols indices dense_median_seconds; do
+    rows cols indices dense_median_seconds cpu_median_seconds; do
     [ "$(grep -c "\"$key\": " "$tmp/sp")" -eq 2 ] || fail "key $key missing: $(cat "$tmp/sp")"
 done
 grep -q '"elements": 2100,.*"rows": 300, "cols": 7, "indices": 50,' "$tmp/sp" || fail "sizes: $(cat "$tmp/sp")"
+grep -q '"cpu_median_seconds": [0-9]' "$tmp/sp" || fail "cpu time: $(cat "$tmp/sp")"
 "$optim" bench --runs 1 --sparse 10 2 5 sgd >"$tmp/spt" 2>"$tmp/err" || fail "bench --sparse text: $(cat "$tmp/err")"
 grep -q 'sparse/dense' "$tmp/spt" || fail "text line: $(cat "$tmp/spt")"
 
 for bad in "--size x" "--size 0" "--runs" "--tensors 0" "--size 10 --tensors 11" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}' \
     "--sparse" "--sparse 10 2" "--sparse 0 2 5" "--sparse 10 0 5" "--sparse 10 2 0" "--sparse 10 2 x" \
-    "--sparse 4294967296 4294967296 1" "--sparse 10 2 5 lamb_nope" "--dtype bf16 --sparse 10 2 5"; do
+    "--sparse 4294967296 4294967296 1" "--sparse 10 2 5 lamb_nope" "--dtype bf16 --sparse 10 2 5" \
+    "--iterations" "--iterations -1" "--iterations x" "--iterations 4611686018427387905" "--iterations 3 --sparse 10 2 5"; do
     # shellcheck disable=SC2086
     if eval "\"$optim\" bench $bad" >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi
     [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "bench $bad: expected one stderr line, got: $(cat "$tmp/e")"

@@ -181,6 +181,65 @@ static void test_lamb_reference(void **st)
     free(g);
 }
 
+/* Lamb in float32, bit for bit against the documented order of operations
+ * (src/optimizers/lamb.c: float element-wise arithmetic, sums of double
+ * squares in lanes i % 4 per chunk of 8192, the chunks added in order), two
+ * steps from iterations `it`. From it = 40 on, beta_1 = 0.5 and beta_2 = 0.6
+ * make 1 - beta^t round to 1 in float32, where the kernels skip the two
+ * divisions by the bias corrections; beta_2 = 0.3 with beta_1 = 0.9 skips
+ * only the second. The reference always divides. */
+static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
+{
+    enum { N = 20001, CH = 8192 };
+    float *w = malloc(N * 4 * sizeof *w), *m = w + N, *v = m + N, *u = v + N;
+    double *g = malloc(N * sizeof *g);
+    assert_true(w && g);
+    for (int64_t i = 0; i < N; i++) w[i] = (float)sin(0.001 * (double)i), m[i] = v[i] = 0, g[i] = w[i];
+    optim_optimizer *opt = optim_test_make(json);
+    assert_int_equal(optim_set_num_threads(opt, 2), 0);
+    const int64_t n = N;
+    optim_var *var = optim_test_var("w", OPTIM_F32, 1, &n, g);
+    assert_int_equal(optim_set_iterations(opt, it), 0);
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < N; i++) g[i] = (float)grad_at(k, i);
+        ot_step_dense(opt, var, g);
+        const float t = (float)(it + k + 1), bc1 = 1.0f - powf((float)b1, t), bc2 = 1.0f - powf((float)b2, t);
+        const float c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2); /* Keras 3: 1 - beta in Python */
+        double tw = 0, tu = 0;
+        for (int64_t c0 = 0; c0 < N; c0 += CH) {
+            double sw[4] = {0}, su[4] = {0};
+            for (int64_t i = c0; i < N && i < c0 + CH; i++) {
+                const float gi = (float)g[i];
+                m[i] = m[i] + (gi - m[i]) * c1;
+                v[i] = v[i] + (gi * gi - v[i]) * c2;
+                u[i] = (m[i] / bc1) / (sqrtf(v[i] / bc2) + 1e-7f);
+                sw[i % 4] += (double)w[i] * (double)w[i];
+                su[i % 4] += (double)u[i] * (double)u[i];
+            }
+            tw += ((sw[0] + sw[1]) + sw[2]) + sw[3];
+            tu += ((su[0] + su[1]) + su[2]) + su[3];
+        }
+        const float rl = ((float)sqrt(tw) / (float)sqrt(tu)) * 0.01f;
+        for (int64_t i = 0; i < N; i++) w[i] = w[i] - rl * u[i];
+    }
+    assert_var_floats(var, w, N);
+    assert_var_floats(optim_get_slot(opt, var, "m"), m, N);
+    optim_destroy(opt);
+    optim_var_destroy(var);
+    free(w);
+    free(g);
+}
+
+static void test_lamb_f32_bias_corrections(void **st)
+{
+    (void)st;
+    const char *half = "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.5, \"beta_2\": 0.6}}";
+    lamb_f32_exact(half, 0.5, 0.6, 0);
+    lamb_f32_exact(half, 0.5, 0.6, 40);
+    lamb_f32_exact("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_2\": 0.3}}", 0.9, 0.3,
+                   40);
+}
+
 /* Adafactor on [B, R, C] (Keras 3 defaults, learning rate 0.01): r is
  * [B, R], c is [B, C]; the RMSs over the whole variable. */
 static void adafactor_ref(double *w, double *r, double *c, const double *g, int64_t B, int64_t R, int64_t C, int k)
@@ -380,7 +439,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lamb_threads),        cmocka_unit_test(test_adafactor_threads),
         cmocka_unit_test(test_sparse_equals_dense), cmocka_unit_test(test_lamb_reference),
-        cmocka_unit_test(test_adafactor_reference), cmocka_unit_test(test_user_class),
+        cmocka_unit_test(test_adafactor_reference), cmocka_unit_test(test_lamb_f32_bias_corrections),
+        cmocka_unit_test(test_user_class),
         cmocka_unit_test(test_bad_plan),            cmocka_unit_test(test_incomplete_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

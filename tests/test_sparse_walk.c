@@ -367,6 +367,7 @@ static void test_user_elementwise(void **state)
 static struct {
     int dense_calls, sparse_calls, mode, max_index_ok;
     int64_t dense_elems, sparse_idx, max_count, first_n[8], rows_total;
+    unsigned char starts[ROWS]; /* starts[i]: a call's first index was i */
 } seen;
 
 static void rec_dense(const optim_dense_update *u)
@@ -387,6 +388,8 @@ static void rec_sparse(const optim_sparse_update *u)
         seen.sparse_calls++;
         seen.sparse_idx += u->n;
         seen.rows_total += u->rows;
+        if (u->n > seen.max_count) seen.max_count = u->n;
+        if (u->n > 0 && u->indices[0] >= 0 && u->indices[0] < ROWS) seen.starts[u->indices[0]] = 1;
         for (int64_t j = 0; j < u->n; j++) seen.max_index_ok &= u->indices[j] >= 0 && u->indices[j] < u->rows;
     }
 }
@@ -429,16 +432,24 @@ static void test_modes_observed(void **state)
     assert_int_equal(seen.dense_elems, ROWS * COLS);
     assert_int_equal(seen.max_count, OPTIM__CHUNK);
     assert_int_equal(seen.sparse_calls, 0);
-    /* ROWS: 300 unique rows of 100 = 30000 elements: 3 equal ranges on 3 threads, 2 on 2. */
+    /* ROWS: 300 unique rows of 100 = 30000 elements: 3 equal ranges on 3
+     * threads, 2 on 2, each in calls of OPTIM__SPARSE_BATCH indices (a
+     * call starts at each range's first index). */
+    const int64_t nb = OPTIM__SPARSE_BATCH;
     seen.mode = OPTIM_SPARSE_ROWS;
     run_rec(&ew, 3, ROWS);
-    assert_int_equal(seen.sparse_calls, 3);
+    assert_int_equal(seen.sparse_calls, 3 * ((ROWS / 3 + nb - 1) / nb));
     assert_int_equal(seen.sparse_idx, ROWS);
-    for (int k = 0; k < 3; k++) assert_int_equal(seen.first_n[k], ROWS / 3);
+    assert_int_equal(seen.max_count, nb);
+    for (int64_t i = 0; i < ROWS; i++)
+        assert_int_equal(seen.starts[i], (i % (ROWS / 3)) % nb == 0);
     run_rec(&ew, 2, ROWS);
-    assert_int_equal(seen.sparse_calls, 2);
+    assert_int_equal(seen.sparse_calls, 2 * ((ROWS / 2 + nb - 1) / nb));
+    for (int64_t i = 0; i < ROWS; i++)
+        assert_int_equal(seen.starts[i], (i % (ROWS / 2)) % nb == 0);
     run_rec(&ew, 3, 10); /* 1000 elements: one range */
-    assert_int_equal(seen.sparse_calls, 1);
+    assert_int_equal(seen.sparse_calls, (10 + nb - 1) / nb);
+    assert_int_equal(seen.first_n[0], nb);
     /* ALL_ROWS: ranges of 81 rows (8192 / 100), each with its own indices rebased. */
     seen.mode = OPTIM_SPARSE_ALL_ROWS;
     run_rec(&ew, 3, 10);
@@ -558,6 +569,47 @@ static void test_sort(void **state)
     }
 }
 
+/* De-duplication's sum: unique indices ascending, each row zero plus its
+ * rows in order of position (-0 becomes +0), the same bits for any number
+ * of parts; against the sum written out directly. */
+static void test_sum(void **state)
+{
+    (void)state;
+    enum { N = 900, RS = 5, NR = 400 };
+    static optim__ipos a[N], tmp[N];
+    static float raw[N * RS], vals[N * RS], ref[N * RS];
+    static int64_t idx[N], first[N + 1], given[N];
+    uint64_t seed = 11;
+    for (int k = 0; k < N; k++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        given[k] = (int64_t)((seed >> 33) % NR);
+        a[k] = (optim__ipos){given[k], k};
+        for (int c = 0; c < RS; c++) raw[k * RS + c] = c == 0 ? -0.0f : (float)((int)(seed >> (8 + 4 * c)) % 97) / 7.0f;
+    }
+    optim__sparse_sort(a, tmp, N, NR);
+    const int64_t count = optim__sparse_groups(a, N, idx, first);
+    int64_t u = 0;
+    for (int64_t r = 0; r < NR; r++) { /* the reference: every row r that some index names */
+        int any = 0;
+        for (int c = 0; c < RS; c++) ref[u * RS + c] = 0.0f;
+        for (int pos = 0; pos < N; pos++)
+            if (given[pos] == r) {
+                any = 1;
+                for (int c = 0; c < RS; c++) ref[u * RS + c] += raw[pos * RS + c];
+            }
+        if (any) assert_int_equal(idx[u++], r);
+    }
+    assert_int_equal(count, u);
+    assert_int_equal(first[0], 0);
+    assert_int_equal(first[count], N);
+    for (int parts = 1; parts <= 5; parts++) {
+        memset(vals, 0xff, sizeof vals);
+        for (int k = 0; k < parts; k++) optim__sparse_sum_part(OPTIM_F32, RS, raw, a, first, count, parts, k, vals);
+        assert_memory_equal(vals, ref, (size_t)count * RS * sizeof *vals);
+        for (int64_t j = 0; j < count; j++) assert_false(signbit(vals[j * RS])); /* 0 + -0 is +0 */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -565,7 +617,7 @@ int main(void)
         cmocka_unit_test(test_lazy_rows_follow_dense_rule), cmocka_unit_test(test_user_elementwise),
         cmocka_unit_test(test_modes_observed),     cmocka_unit_test(test_refused_without_rule),
         cmocka_unit_test(test_chunk_grad),         cmocka_unit_test(test_sort),
-        cmocka_unit_test(test_modes_match_whole),
+        cmocka_unit_test(test_modes_match_whole),  cmocka_unit_test(test_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

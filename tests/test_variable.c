@@ -116,6 +116,64 @@ static void test_create_layout(void **state)
             }
 }
 
+/* THPeligible of the mapping that holds p in /proc/self/smaps: 1 or 0, -1
+ * where the system does not say (not Linux, or an older kernel). */
+static int thp_eligible(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0, r = -1;
+    while (r < 0 && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int v;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && sscanf(line, "THPeligible: %d", &v) == 1) r = v;
+    }
+    fclose(f);
+    return r;
+}
+
+/* Whether transparent huge pages are on for memory that asks (Linux). */
+static int thp_on(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char mode[128] = "";
+    if (!f) return 0;
+    const int ok = fgets(mode, sizeof mode, f) != NULL;
+    fclose(f);
+    return ok && !strstr(mode, "[never]");
+}
+
+/* Data of 2 MiB or more: its own block on 2 MiB boundaries, advised onto
+ * huge pages where the system has them (huge_pages.h); zeroed or copied as
+ * any other, the name intact. Below that, the one 64-byte aligned block. */
+static void test_create_large_on_huge_pages(void **state)
+{
+    (void)state;
+    const size_t mib2 = (size_t)2 << 20;
+    const int64_t sizes[] = {(int64_t)(mib2 / 4) - 16, (int64_t)(mib2 / 4), (int64_t)(mib2 / 4) + 1,
+                             (int64_t)(3 * mib2 / 4)};
+    float *init = malloc(3 * mib2);
+    assert_non_null(init);
+    for (size_t i = 0; i < 3 * mib2 / 4; i++) init[i] = (float)i;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int copy = 0; copy < 2; copy++) {
+            optim_var *v = NULL;
+            assert_int_equal(optim_var_create(&v, "big", OPTIM_F32, 1, &sizes[k], copy ? init : NULL, NULL), OPTIM_OK);
+            const float *d = optim_var_data(v);
+            const int big = (size_t)sizes[k] * 4 >= mib2;
+            assert_int_equal((uintptr_t)d % (big ? mib2 : 64), 0);
+            for (int64_t i = 0; i < sizes[k]; i += 4099) assert_float_equal(d[i], copy ? (float)i : 0.0f, 0);
+            assert_float_equal(d[sizes[k] - 1], copy ? (float)(sizes[k] - 1) : 0.0f, 0);
+            assert_string_equal(optim_var_name(v), "big");
+            if (big && thp_on() && thp_eligible(d) >= 0) assert_int_equal(thp_eligible(d), 1);
+            optim_var_destroy(v);
+        }
+    free(init);
+}
+
 static void test_accessors(void **state)
 {
     (void)state;
@@ -717,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_create_zeros_when_init_null),
         cmocka_unit_test(test_create_scalar_and_empty),
         cmocka_unit_test(test_create_layout),
+        cmocka_unit_test(test_create_large_on_huge_pages),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_wrap_borrows_memory),
         cmocka_unit_test(test_wrap_zero_elements_null_data),

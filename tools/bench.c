@@ -1,7 +1,7 @@
 /* optim bench: optimizer steps against this machine's memory bandwidth.
  *
  *     optim bench [--json] [--size N] [--runs R] [--threads T] [--dtype D] [--tensors K]
- *                 [--sparse ROWS COLS INDICES] [CONFIG...]
+ *                 [--iterations I] [--sparse ROWS COLS INDICES] [CONFIG...]
  *
  * For each optimizer config (default: every built-in), one dense step on an
  * N-element variable of dtype D (f32, f64, f16 or bf16; default f32), or on
@@ -10,7 +10,8 @@
  * the storage type: read the variable and gradient and each full-size slot,
  * write the variable and the slots) is compared with an
  * OpenMP triad measured in the same run (16 bytes per element with the
- * write-allocate). Prints the median of the R runs, one line per config, or
+ * write-allocate). --iterations I starts each optimizer's step counter at I
+ * (steps I + 1, I + 2, ...: a long run's state of the bias corrections). Prints the median of the R runs, one line per config, or
  * with --json one JSON object per line. --sparse times a sparse step on a
  * [ROWS, COLS] table instead (bench_sparse.c). */
 #define _POSIX_C_SOURCE 200809L
@@ -118,7 +119,7 @@ int optim_cmd_bench(int argc, char **argv)
 {
     int json = 0;
     optim_dtype dtype = OPTIM_F32;
-    long long n = 1 << 24, runs = 7, threads = 0, tensors = 1;
+    long long n = 1 << 24, runs = 7, threads = 0, tensors = 1, iterations = 0;
     const char **configs = NULL;
     int nconfigs = 0;
     bench_sparse_opts sp = {0};
@@ -127,7 +128,8 @@ int optim_cmd_bench(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         long long *target = !strcmp(a, "--size") ? &n : !strcmp(a, "--runs") ? &runs
-                            : !strcmp(a, "--threads") ? &threads : !strcmp(a, "--tensors") ? &tensors : NULL;
+                            : !strcmp(a, "--threads") ? &threads : !strcmp(a, "--tensors") ? &tensors
+                            : !strcmp(a, "--iterations") ? &iterations : NULL;
         if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--dtype")) {
@@ -138,12 +140,13 @@ int optim_cmd_bench(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--dtype f32|f64|f16|bf16] "
-                   "[--tensors K] [--sparse ROWS COLS INDICES] [CONFIG...]\n");
+                   "[--tensors K] [--iterations I] [--sparse ROWS COLS INDICES] [CONFIG...]\n");
             free(configs);
             return optim_tool_finish_stdout("bench", 0);
         } else if (target) {
-            long long max = target == &n || target == &tensors ? (1LL << 31) : target == &runs ? 1000 : 1024;
-            if (i + 1 >= argc || parse_count(argv[i + 1], target == &threads ? 0 : 1, max, target)) {
+            long long max = target == &n || target == &tensors ? (1LL << 31) : target == &runs ? 1000
+                            : target == &iterations ? OPTIM_ITERATIONS_MAX : 1024;
+            if (i + 1 >= argc || parse_count(argv[i + 1], target == &threads || target == &iterations ? 0 : 1, max, target)) {
                 free(configs);
                 return fail("%s needs a whole number in range (see optim bench --help)", a);
             }
@@ -163,6 +166,10 @@ int optim_cmd_bench(int argc, char **argv)
         } else {
             configs[nconfigs++] = a;
         }
+    }
+    if (sp.rows && iterations) {
+        free(configs);
+        return fail("%s is for dense steps, not --sparse", "--iterations");
     }
     if (sp.rows && dtype != OPTIM_F32) {
         free(configs);
@@ -235,6 +242,8 @@ int optim_cmd_bench(int argc, char **argv)
         optim_optimizer *opt = NULL;
         if (optim_from_json(&opt, config, &err) || bench_tensors_make(&w, n, tensors, dtype, gd, &err)) {
             rc = fail("%s", err.msg);
+        } else if (optim_set_iterations(opt, iterations)) {
+            rc = fail("%s", optim_errmsg(opt));
         } else {
             if (optim_apply_gradients(opt, w.pairs, (size_t)tensors, 0)) { /* warm-up: slots, page faults */
                 rc = fail("%s", optim_errmsg(opt));
@@ -253,11 +262,11 @@ int optim_cmd_bench(int argc, char **argv)
                 if (json) {
                     printf("{\"config\": ");
                     json_string(stdout, config);
-                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"tensors\": %lld, "
+                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"tensors\": %lld, \"iterations\": %lld, "
                            "\"dtype\": \"%s\", \"threads\": %d, \"bytes_per_param\": %.4g, "
                            "\"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
                            "\"ratio\": %.4g}\n",
-                           optim_class_of(opt)->name, n, tensors, optim_dtype_name(dtype), omp_get_max_threads(),
+                           optim_class_of(opt)->name, n, tensors, iterations, optim_dtype_name(dtype), omp_get_max_threads(),
                            bytes, secs, bw, limit, bw / limit);
                 } else {
                     printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes,

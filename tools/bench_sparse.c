@@ -15,6 +15,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "commands.h"
 #include "optim/optim.h"
@@ -30,8 +31,18 @@ static uint64_t splitmix(uint64_t *s)
 typedef struct sparse_work {
     int64_t *idx;
     float *vals, *dense, *a, *b, *c;
-    double *t;
+    double *t, *cpu; /* per run: seconds, and the process's CPU seconds */
 } sparse_work;
+
+/* CPU seconds of the process, all threads: unlike the wall clock, it does
+ * not count the time a thread waits to be scheduled on a loaded machine
+ * (with OMP_WAIT_POLICY=passive, no spinning at barriers either). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void work_free(sparse_work *w)
 {
@@ -42,6 +53,7 @@ static void work_free(sparse_work *w)
     free(w->b);
     free(w->c);
     free(w->t);
+    free(w->cpu);
 }
 
 /* Indices, rows of values, and the dense gradient of the same table. */
@@ -52,7 +64,8 @@ static int work_make(sparse_work *w, const bench_sparse_opts *o)
     w->vals = malloc(n * (size_t)o->cols * sizeof *w->vals);
     w->dense = malloc(numel * sizeof *w->dense);
     w->t = malloc((size_t)o->runs * sizeof *w->t);
-    if (!w->idx || !w->vals || !w->dense || !w->t) return -1;
+    w->cpu = malloc((size_t)o->runs * sizeof *w->cpu);
+    if (!w->idx || !w->vals || !w->dense || !w->t || !w->cpu) return -1;
     uint64_t seed = 20261201;
     for (size_t j = 0; j < n; j++) {
         const uint64_t r = splitmix(&seed);
@@ -63,35 +76,39 @@ static int work_make(sparse_work *w, const bench_sparse_opts *o)
     return 0;
 }
 
-/* Median seconds of R steps of p after a warm-up; -1 on error. */
-static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w, int runs)
+/* Median seconds of R steps of p after a warm-up, and into *cpu their
+ * median CPU seconds; -1 on error. */
+static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w, int runs, double *cpu)
 {
     if (optim_apply_gradients(opt, p, 1, 0)) return -1;
     for (int r = 0; r < runs; r++) {
-        const double t0 = optim_bench_now();
+        const double t0 = optim_bench_now(), c0 = cpu_now();
         if (optim_apply_gradients(opt, p, 1, 0)) return -1;
         w->t[r] = optim_bench_now() - t0;
+        w->cpu[r] = cpu_now() - c0;
     }
+    *cpu = optim_bench_median(w->cpu, runs);
     return optim_bench_median(w->t, runs);
 }
 
-static void report(const char *config, optim_optimizer *opt, const bench_sparse_opts *o, double secs,
+static void report(const char *config, optim_optimizer *opt, const bench_sparse_opts *o, double secs, double cpu,
                    double dense_secs, double triad)
 {
     const int64_t numel = o->rows * o->cols;
     const double bytes = optim_bench_bytes_per_param(opt, numel), bw = bytes * (double)numel / secs / 1e9;
     if (!o->json) {
-        printf("%-62s sparse %9.3f ms  dense %8.3f ms  sparse/dense %.3f\n", config, 1e3 * secs, 1e3 * dense_secs,
-               secs / dense_secs);
+        printf("%-62s sparse %9.3f ms (cpu %.3f ms)  dense %8.3f ms  sparse/dense %.3f\n", config, 1e3 * secs,
+               1e3 * cpu, 1e3 * dense_secs, secs / dense_secs);
         return;
     }
     printf("{\"config\": \"");
     for (const char *s = config; *s; s++) printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
     printf("\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"float32\", \"threads\": %d, "
            "\"bytes_per_param\": %.0f, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
-           "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g}\n",
+           "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g, "
+           "\"cpu_median_seconds\": %.9g}\n",
            optim_class_of(opt)->name, (long long)numel, omp_get_max_threads(), bytes, secs, bw, triad, bw / triad,
-           o->rows, o->cols, o->indices, dense_secs);
+           o->rows, o->cols, o->indices, dense_secs, cpu);
 }
 
 /* One config: dense steps of the table, then sparse steps. */
@@ -110,12 +127,14 @@ static int bench_one(const char *config, const bench_sparse_opts *o, sparse_work
         optim_grad_var pd = {optim_grad_dense(optim_tensor_make(OPTIM_F32, w->dense, 2, shape)), x};
         /* Dense first: it touches every page of the table and its slots, so
          * the sparse steps run on memory a training run has long faulted in. */
-        const double dense = time_steps(opt, &pd, w, o->runs), secs = dense < 0 ? -1 : time_steps(opt, &ps, w, o->runs);
+        double cpu = 0;
+        const double dense = time_steps(opt, &pd, w, o->runs, &cpu);
+        const double secs = dense < 0 ? -1 : time_steps(opt, &ps, w, o->runs, &cpu);
         if (secs < 0) {
             fprintf(stderr, "optim bench: %s\n", optim_errmsg(opt));
             rc = 1;
         } else {
-            report(config, opt, o, secs, dense, triad);
+            report(config, opt, o, secs, cpu, dense, triad);
         }
     }
     optim_destroy(opt);

@@ -1,5 +1,6 @@
 /* Variables: named, shaped f32/f64 storage, owned or borrowed. */
 #include "core/half.h"
+#include "core/huge_pages.h"
 #include "core/internal.h"
 #include "optim/variable.h"
 
@@ -20,6 +21,7 @@ struct optim_var {
     int trainable;
     optim_constraint constraint;
     char *errmsg; /* OPTIM_ERRMSG_MAX bytes from the first error on, else NULL */
+    void *own_data; /* owned data of OPTIM__HUGE_PAGE bytes or more, allocated apart; else NULL */
 };
 
 /* When the message buffer itself cannot be allocated. */
@@ -51,18 +53,25 @@ static void var_ok(optim_var *v)
  * next 64-byte boundary, padded to whole cache lines (vector kernels stay
  * on full lines), then the name. A model's 100k variables and their slots
  * were three allocations each, one of them aligned_alloc's slower kind
- * (docs/performance.md, optim replay). */
+ * (docs/performance.md, optim replay). Owned data of OPTIM__HUGE_PAGE bytes
+ * or more is a block of its own on huge pages (huge_pages.h: a lazy sparse
+ * step on a large table is bound by TLB misses on small pages). */
 static optim_var *var_block(const char *name, size_t data_bytes, int owned)
 {
     size_t len = strlen(name) + 1;
     size_t data = owned ? (data_bytes ? (data_bytes + 63) / 64 * 64 : 64) : 0;
     if (data_bytes > SIZE_MAX / 2 || len > SIZE_MAX / 4) return NULL;
-    optim_var *v = malloc(sizeof *v + (owned ? 63 : 0) + data + len);
+    const int apart = data >= OPTIM__HUGE_PAGE;
+    optim_var *v = malloc(sizeof *v + (owned && !apart ? 63 + data : 0) + len);
     if (!v) return NULL;
     memset(v, 0, sizeof *v);
     char *p = (char *)(v + 1);
-    if (owned) v->data = p = (char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
-    v->name = memcpy(p + data, name, len);
+    if (apart && !(v->data = v->own_data = optim__huge_alloc(data))) {
+        free(v);
+        return NULL;
+    }
+    if (owned && !apart) v->data = p = (char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+    v->name = memcpy(p + (apart ? 0 : data), name, len);
     return v;
 }
 
@@ -132,6 +141,7 @@ void optim_var_destroy(optim_var *var)
 {
     if (!var) return;
     if (var->errmsg != var_oom_msg) free(var->errmsg);
+    free(var->own_data);
     free(var);
 }
 

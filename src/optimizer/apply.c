@@ -120,34 +120,24 @@ static double clip_option(const step *s, int i)
 /* ---- sparse de-duplication --------------------------------------------------------- */
 
 /* Unique ascending indices; duplicate rows summed in their order of
- * appearance starting from zero (tf.math.unsorted_segment_sum). */
+ * appearance starting from zero (tf.math.unsorted_segment_sum), the rows
+ * split over the threads when there are several chunks of them. */
 static int dedup(step *s, work *w)
 {
-    int64_t n = w->raw_n, rs = w->row_size;
-    size_t esz = optim_dtype_size(w->dtype);
+    const int64_t n = w->raw_n, rs = w->row_size;
     optim__ipos *order = step_alloc(s, (size_t)n * sizeof *order), *tmp = step_alloc(s, (size_t)n * sizeof *tmp);
+    int64_t *first = step_alloc(s, (size_t)(n + 1) * sizeof *first);
     w->idx = step_alloc(s, (size_t)n * sizeof *w->idx);
-    w->vals = step_alloc(s, (size_t)n * (size_t)rs * esz);
-    if (!order || !tmp || !w->idx || !w->vals) return OPTIM_ENOMEM;
+    w->vals = step_alloc(s, (size_t)n * (size_t)rs * optim_dtype_size(w->dtype));
+    if (!order || !tmp || !first || !w->idx || !w->vals) return OPTIM_ENOMEM;
     for (int64_t k = 0; k < n; k++) order[k] = (optim__ipos){w->raw_idx[k], k};
     optim__sparse_sort(order, tmp, n, w->rows);
-    int64_t u = -1;
-    for (int64_t k = 0; k < n; k++) {
-        if (k == 0 || order[k].idx != order[k - 1].idx) {
-            w->idx[++u] = order[k].idx;
-            memset((char *)w->vals + (size_t)u * rs * esz, 0, (size_t)rs * esz);
-        }
-        if (w->dtype == OPTIM_F32) {
-            float *dst = (float *)w->vals + u * rs;
-            const float *src = (const float *)w->raw_vals + order[k].pos * rs;
-            for (int64_t j = 0; j < rs; j++) dst[j] += src[j];
-        } else {
-            double *dst = (double *)w->vals + u * rs;
-            const double *src = (const double *)w->raw_vals + order[k].pos * rs;
-            for (int64_t j = 0; j < rs; j++) dst[j] += src[j];
-        }
-    }
-    w->n = u + 1;
+    const int64_t count = optim__sparse_groups(order, n, w->idx, first);
+    const int nt = n * rs >= 4 * OPTIM__CHUNK ? s->nthreads : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    optim__sparse_sum_part(w->dtype, rs, w->raw_vals, order, first, count, omp_get_num_threads(),
+                           omp_get_thread_num(), w->vals);
+    w->n = count;
     return OPTIM_OK;
 }
 
@@ -479,6 +469,19 @@ static optim_sparse_update sparse_view(step *s, const work *w, void **slots)
                                  opt->hook_iterations};
 }
 
+/* The variable of sparse work w and its slots of its shape and dtype,
+ * whose rows a lazy update touches (to prefetch); returns how many. */
+static int row_bases(step *s, const work *w, void **bases)
+{
+    int n = 0;
+    bases[n++] = optim_var_data(w->var);
+    for (int k = 0; k < w->entry->nown; k++) {
+        optim_var *v = s->opt->slots[w->entry->slot_ids[k]].var;
+        if (optim_var_numel(v) == w->numel && optim_var_dtype(v) == w->dtype) bases[n++] = optim_var_data(v);
+    }
+    return n;
+}
+
 /* Turns u (whose slot pointers are slots) into row range k of a walk of
  * every row: a variable of its own, its indices rebased into w->rebased. */
 static void all_rows_range(const work *w, optim_sparse_update *u, void **slots, int64_t k)
@@ -508,10 +511,8 @@ static void run_sparse(step *s, const work *w, const task *t, int tid)
     if (w->mode == OPTIM_SPARSE_ROWS) {
         int64_t j0, j1, r0, r1;
         optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
-        u.indices = w->idx + j0;
-        u.n = j1 - j0;
-        u.values = (const char *)w->vals + (size_t)(j0 * w->row_size) * optim_dtype_size(w->dtype);
-        opt->cls.apply_sparse(&u);
+        void *bases[1 + OPTIM_MAX_SLOTS];
+        optim__sparse_rows_apply(&u, w->idx, w->vals, j0, j1, bases, row_bases(s, w, bases), opt->cls.apply_sparse);
         return;
     }
     if (w->mode == OPTIM_SPARSE_ALL_ROWS) {

@@ -17,8 +17,14 @@
  * every row on its own (OPTIM_SPARSE_ALL_ROWS) gets consecutive ranges of
  * about a chunk of rows each, as variables of their own.
  *
+ * A lazy range is given to apply_sparse a few rows at a time, the rows of
+ * the next calls prefetched first: the rows are scattered over a table far
+ * larger than the caches, and without this each row's loads waited on
+ * memory in turn (docs/performance.md, Sparse).
+ *
  * De-duplication (apply.c) sorts the indices with their positions by a
- * radix sort whose passes depend on the index bits, not on the table. */
+ * radix sort whose passes depend on the index bits, not on the table, then
+ * sums each group of rows, the groups split over the threads. */
 #include "optimizer/sparse_walk.h"
 
 #include <string.h>
@@ -41,6 +47,72 @@ void optim__sparse_sort(optim__ipos *a, optim__ipos *tmp, int64_t n, int64_t row
         for (int64_t k = 0; k < n; k++) tmp[count[(a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)]++] = a[k];
         memcpy(a, tmp, (size_t)n * sizeof *a);
     }
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define PREFETCH(p, rw) ((void)(p))
+#endif
+
+/* Every cache line of the n bytes at p (64-byte lines). */
+static void prefetch_bytes(const char *p, size_t n, int write)
+{
+    for (size_t b = 0; b < n; b += 64) {
+        if (write) PREFETCH(p + b, 1);
+        else PREFETCH(p + b, 0);
+    }
+}
+
+int64_t optim__sparse_groups(const optim__ipos *a, int64_t n, int64_t *idx, int64_t *first)
+{
+    int64_t count = 0;
+    for (int64_t k = 0; k < n; k++)
+        if (k == 0 || a[k].idx != a[k - 1].idx) {
+            idx[count] = a[k].idx;
+            first[count++] = k;
+        }
+    first[count] = n;
+    return count;
+}
+
+/* Start of range k of `pieces` equal ranges of n. */
+static int64_t range_start(int64_t n, int64_t pieces, int64_t k)
+{
+    return (n / pieces) * k + (k < n % pieces ? k : n % pieces);
+}
+
+/* Rows [u0, u1) of the sum (optim__sparse_sum_part) in T. The positions
+ * come in index order, so the source rows are read in random order: the
+ * one SUM_AHEAD entries on is prefetched. */
+#define SUM_AHEAD 8
+#define SUM_ROWS(T)                                                                                   \
+    static void sum_##T(int64_t rs, const T *raw, const optim__ipos *a, const int64_t *first,        \
+                        int64_t u0, int64_t u1, T *vals)                                             \
+    {                                                                                                 \
+        const int64_t end = first[u1];                                                                \
+        for (int64_t u = u0; u < u1; u++) {                                                           \
+            T *dst = vals + u * rs;                                                                   \
+            for (int64_t k = first[u]; k < first[u + 1]; k++) {                                       \
+                const T *src = raw + a[k].pos * rs;                                                   \
+                if (k + SUM_AHEAD < end)                                                              \
+                    prefetch_bytes((const char *)(raw + a[k + SUM_AHEAD].pos * rs), (size_t)rs * sizeof(T), 0); \
+                if (k == first[u]) /* zero plus the row: -0 becomes +0, as in a sum from zero */     \
+                    for (int64_t j = 0; j < rs; j++) dst[j] = (T)0 + src[j];                          \
+                else                                                                                  \
+                    for (int64_t j = 0; j < rs; j++) dst[j] += src[j];                                \
+            }                                                                                         \
+        }                                                                                             \
+    }
+SUM_ROWS(float)
+SUM_ROWS(double)
+
+void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a, const int64_t *first,
+                            int64_t count, int parts, int k, void *vals)
+{
+    const int64_t u0 = range_start(count, parts, k), u1 = range_start(count, parts, k + 1);
+    if (dt == OPTIM_F32) sum_float(rs, raw, a, first, u0, u1, vals);
+    else sum_double(rs, raw, a, first, u0, u1, vals);
 }
 
 optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_update *u)
@@ -98,10 +170,20 @@ int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads)
     return p < 1 ? 1 : p;
 }
 
-/* Start of range k of `pieces` equal ranges of n. */
-static int64_t range_start(int64_t n, int64_t pieces, int64_t k)
+void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const void *vals, int64_t j0, int64_t j1,
+                              void *const *bases, int nbases, void (*apply)(const optim_sparse_update *))
 {
-    return (n / pieces) * k + (k < n % pieces ? k : n % pieces);
+    const size_t rb = (size_t)u->row_size * optim_dtype_size(u->dtype);
+    int64_t ahead = j0; /* rows of idx[j0, ahead) are prefetched */
+    for (int64_t j = j0; j < j1; j += OPTIM__SPARSE_BATCH) {
+        const int64_t e = j1 - j > OPTIM__SPARSE_BATCH ? j + OPTIM__SPARSE_BATCH : j1;
+        for (const int64_t to = j1 - e > OPTIM__SPARSE_AHEAD ? e + OPTIM__SPARSE_AHEAD : j1; ahead < to; ahead++)
+            for (int b = 0; b < nbases; b++) prefetch_bytes((const char *)bases[b] + (size_t)idx[ahead] * rb, rb, 1);
+        u->indices = idx + j;
+        u->n = e - j;
+        u->values = (const char *)vals + (size_t)j * rb;
+        apply(u);
+    }
 }
 
 int64_t optim__sparse_row_ranges(int64_t rows, int64_t row_size)

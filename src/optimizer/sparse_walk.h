@@ -18,6 +18,20 @@ typedef struct optim__ipos {
  * O(rows). */
 void optim__sparse_sort(optim__ipos *a, optim__ipos *tmp, int64_t n, int64_t rows);
 
+/* The groups of equal indices of a[0..n), sorted as above: the unique
+ * indices into idx (ascending), the start of each group in a into first
+ * (first[count] = n). Returns count. */
+int64_t optim__sparse_groups(const optim__ipos *a, int64_t n, int64_t *idx, int64_t *first);
+
+/* Part k of `parts` equal parts of the de-duplicated rows, of the `count`
+ * groups: row u of vals is zero plus the rows a[first[u]] ... a[first[u +
+ * 1] - 1] of raw (positions in the gradient as given), added in that
+ * order (tf.math.unsorted_segment_sum); rows of rs elements of float32
+ * (dt OPTIM_F32) or float64. Each row is summed by one part alone, so any
+ * split gives the same bits. */
+void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a, const int64_t *first,
+                            int64_t count, int parts, int k, void *vals);
+
 /* The mode u runs in for class cls (optim_class.sparse_mode, resolved as
  * its comment says). */
 optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_update *u);
@@ -32,6 +46,21 @@ const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, 
  * is split into on nthreads threads: about one per OPTIM__CHUNK elements
  * of gradient, at most nthreads, at least 1. */
 int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads);
+
+/* Indices per apply_sparse call of a lazy range, and how many indices
+ * ahead of the call the rows it will touch are prefetched. */
+#define OPTIM__SPARSE_BATCH 8
+#define OPTIM__SPARSE_AHEAD 16
+
+/* apply(u) on indices [j0, j1) of the de-duplicated list idx / vals, in
+ * batches of OPTIM__SPARSE_BATCH (u->indices, u->values and u->n set to
+ * each batch), after prefetching the rows of bases[0..nbases) (the
+ * variable and its slots of the variable's shape and dtype) that the next
+ * OPTIM__SPARSE_AHEAD indices name. A lazy update touches rows scattered
+ * over a table far larger than the caches; one call per range left each
+ * row's loads waiting on memory in turn. */
+void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const void *vals, int64_t j0, int64_t j1,
+                              void *const *bases, int nbases, void (*apply)(const optim_sparse_update *));
 
 /* How many row ranges a walk of every row (OPTIM_SPARSE_ALL_ROWS) of rows
  * rows of row_size elements takes: about one per OPTIM__CHUNK elements, at

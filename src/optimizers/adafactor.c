@@ -338,6 +338,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
     {                                                                                              \
         const int64_t C = G->C;                                                                    \
         const T *g = gs->g, *cb = c + (q0 / G->R) * C;                                             \
+        const int d1 = d == 1; /* u / 1 is u: no division (unswitched) */                          \
         for (int64_t q = q0; q < q1; q++) {                                                        \
             const int64_t go = gsrc_offset(gs, q * C);                                             \
             const T a = r[q] / mr;                                                                 \
@@ -349,7 +350,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                     const T vv = a * cb[j0 + j];                                                   \
                     const T u = gb[j] / SQRT(vv);                                                  \
                     vr[j0 + j] = vv;                                                               \
-                    wr[j0 + j] = wr[j0 + j] - alpha * (u / d);                                     \
+                    wr[j0 + j] = wr[j0 + j] - alpha * (d1 ? u : u / d);                            \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
@@ -398,6 +399,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                        T alpha, T d)                                                               \
     {                                                                                              \
         const T *g = gs->g;                                                                        \
+        const int d1 = d == 1;                                                                     \
         const int64_t run = gs->idx ? 1 : e1 - e0;                                                 \
         for (int64_t st = e0; st < e1; st += run) {                                                \
             const int64_t go = gsrc_offset(gs, st);                                                \
@@ -408,7 +410,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                 const T *vb = v + st + b0;                                                         \
                 for (int64_t e = 0; e < m; e++) {                                                  \
                     const T u = gb[e] / SQRT(vb[e]);                                               \
-                    wb[e] = wb[e] - alpha * (u / d);                                               \
+                    wb[e] = wb[e] - alpha * (d1 ? u : u / d);                                      \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \

@@ -281,24 +281,64 @@ static double sums_total(const double *a)
     return t;
 }
 
+/* Four consecutive elements in lanes 0..3 as doubles, two lanes per register:
+ * GCC's vector extensions (also Clang's), lowered to SSE2 by default (cvtps2pd,
+ * mulpd, addpd), where the plain loop is left scalar. */
+typedef double lamb_d2 __attribute__((vector_size(2 * sizeof(double))));
+typedef double lamb_d4 __attribute__((vector_size(4 * sizeof(double))));
+typedef float lamb_v4_float __attribute__((vector_size(4 * sizeof(float))));
+typedef double lamb_v4_double __attribute__((vector_size(4 * sizeof(double))));
+
 /* Pass 1 over n elements starting at element `base` of the variable:
  * update m and v (g NULL: no gradient on these rows) and, with the trust
- * ratio on, add w^2 and u^2 to the sums. u is computed block by block into
- * a stack buffer (a vectorisable loop), then summed. Pass 2: recompute u
+ * ratio on, add w^2 and u^2 to the sums. One loop updates m and v and
+ * computes u into a stack block (vectorised; the divisions and square root
+ * overlap the rest), then the block's squares are added. Pass 2: recompute u
  * from the new m, v and the old w (the same operations, so the same u) and
  * apply w = w - rl * u. */
-#define LAMB_MOMENTS_LOOP(MNEW, VNEW)                                                          \
-    for (int64_t i = 0; i < nb; i++) {                                                          \
-        const int64_t j = off + i;                                                              \
-        m[j] = (MNEW);                                                                          \
-        v[j] = (VNEW);                                                                          \
-    }
-#define LAMB_KERNELS(T, SQRT)                                                                  \
+#define LAMB_MOMENTS_LOOP(T, MNEW, VNEW)                                                       \
+    if (r->adapt)                                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                      \
+            const int64_t j = off + i;                                                          \
+            const T mj = (MNEW), vj = (VNEW);                                                   \
+            m[j] = mj;                                                                          \
+            v[j] = vj;                                                                          \
+            ub[i] = u_##T(mj, vj, w[j], k, use_wd);                                             \
+        }                                                                                       \
+    else                                                                                        \
+        for (int64_t i = 0; i < nb; i++) {                                                      \
+            const int64_t j = off + i;                                                          \
+            m[j] = (MNEW);                                                                      \
+            v[j] = (VNEW);                                                                      \
+        }
+#define LAMB_KERNELS(T, SQRT, SKIP)                                                                  \
+    /* Once beta^t rounds to 0, 1 - beta^t is 1 and x / 1 is x (m and v are results of      \
+     * arithmetic, never signalling NaNs): GCC unswitches the float loops on the two tests,  \
+     * so a long run (t >= 165 for beta_1 = 0.9) skips a division. Not in float64 (SKIP 0), \
+     * where it takes t >= 356 and the tests kept GCC from vectorising pass 2. */             \
     static inline T u_##T(T m, T v, T w, const coef *k, int use_wd)                            \
     {                                                                                           \
-        T u = (m / (T)k->bc1) / (SQRT(v / (T)k->bc2) + (T)k->epsilon);                          \
+        const T bc1 = (T)k->bc1, bc2 = (T)k->bc2;                                               \
+        T u = (SKIP && bc1 == 1 ? m : m / bc1) / (SQRT(SKIP && bc2 == 1 ? v : v / bc2) + (T)k->epsilon); \
         if (use_wd) u = u + (T)k->weight_decay * w;                                              \
         return u;                                                                               \
+    }                                                                                           \
+    /* Whole groups of LANES elements, the first in lane 0. */                                 \
+    static void squares_##T(sums *s, const T *w, const T *u, int64_t groups)                   \
+    {                                                                                           \
+        lamb_d2 w0, w1, u0, u1;                                                                 \
+        memcpy(&w0, s->w, sizeof w0), memcpy(&w1, s->w + 2, sizeof w1);                         \
+        memcpy(&u0, s->u, sizeof u0), memcpy(&u1, s->u + 2, sizeof u1);                         \
+        for (int64_t q = 0; q < groups; q++) {                                                  \
+            lamb_v4_##T a, b;                                                                   \
+            memcpy(&a, w + LANES * q, sizeof a), memcpy(&b, u + LANES * q, sizeof b);           \
+            const lamb_d4 x = __builtin_convertvector(a, lamb_d4), y = __builtin_convertvector(b, lamb_d4); \
+            const lamb_d2 x0 = __builtin_shufflevector(x, x, 0, 1), x1 = __builtin_shufflevector(x, x, 2, 3); \
+            const lamb_d2 y0 = __builtin_shufflevector(y, y, 0, 1), y1 = __builtin_shufflevector(y, y, 2, 3); \
+            w0 += x0 * x0, w1 += x1 * x1, u0 += y0 * y0, u1 += y1 * y1;                         \
+        }                                                                                       \
+        memcpy(s->w, &w0, sizeof w0), memcpy(s->w + 2, &w1, sizeof w1);                         \
+        memcpy(s->u, &u0, sizeof u0), memcpy(s->u + 2, &u1, sizeof u1);                         \
     }                                                                                           \
     static void accumulate_##T(sums *s, const T *w, const T *u, int64_t n, int64_t base)       \
     {                                                                                           \
@@ -308,12 +348,8 @@ static double sums_total(const double *a)
             s->w[l] += (double)w[i] * (double)w[i];                                             \
             s->u[l] += (double)u[i] * (double)u[i];                                             \
         }                                                                                       \
-        for (; i + LANES <= n; i += LANES)                                                      \
-            for (int l = 0; l < LANES; l++) {                                                   \
-                s->w[l] += (double)w[i + l] * (double)w[i + l];                                 \
-                s->u[l] += (double)u[i + l] * (double)u[i + l];                                 \
-            }                                                                                   \
-        for (; i < n; i++) {                                                                    \
+        squares_##T(s, w + i, u + i, (n - i) / LANES);                                          \
+        for (i += (n - i) / LANES * LANES; i < n; i++) {                                        \
             const int l = (int)((base + i) % LANES);                                            \
             s->w[l] += (double)w[i] * (double)w[i];                                             \
             s->u[l] += (double)u[i] * (double)u[i];                                             \
@@ -329,18 +365,15 @@ static double sums_total(const double *a)
         for (int64_t off = 0; off < n; off += BLOCK) {                                          \
             const int64_t nb = n - off < BLOCK ? n - off : BLOCK;                               \
             if (k->legacy && g) {                                                               \
-                LAMB_MOMENTS_LOOP(m[j] * b1 + g[j] * c1, v[j] * b2 + (g[j] * g[j]) * c2)         \
+                LAMB_MOMENTS_LOOP(T, m[j] * b1 + g[j] * c1, v[j] * b2 + (g[j] * g[j]) * c2)      \
             } else if (k->legacy) {                                                             \
-                LAMB_MOMENTS_LOOP(m[j] * b1, v[j] * b2)                                         \
+                LAMB_MOMENTS_LOOP(T, m[j] * b1, v[j] * b2)                                      \
             } else if (g) {                                                                     \
-                LAMB_MOMENTS_LOOP(m[j] + (g[j] - m[j]) * c1, v[j] + (g[j] * g[j] - v[j]) * c2)   \
+                LAMB_MOMENTS_LOOP(T, m[j] + (g[j] - m[j]) * c1, v[j] + (g[j] * g[j] - v[j]) * c2) \
             } else {                                                                            \
-                LAMB_MOMENTS_LOOP(m[j] + ((T)0 - m[j]) * c1, v[j] + ((T)0 - v[j]) * c2)         \
+                LAMB_MOMENTS_LOOP(T, m[j] + ((T)0 - m[j]) * c1, v[j] + ((T)0 - v[j]) * c2)      \
             }                                                                                   \
-            if (!r->adapt) continue;                                                            \
-            for (int64_t i = 0; i < nb; i++)                                                    \
-                ub[i] = u_##T(m[off + i], v[off + i], w[off + i], k, use_wd);                   \
-            accumulate_##T(s, w + off, ub, nb, base + off);                                     \
+            if (r->adapt) accumulate_##T(s, w + off, ub, nb, base + off);                       \
         }                                                                                       \
     }                                                                                           \
     static void pass2_##T(T *restrict w, const T *restrict m, const T *restrict v, int64_t n,  \
@@ -361,8 +394,8 @@ static double sums_total(const double *a)
         const T ratio = wn > 0 ? (un > 0 ? wn / un : (T)1) : (T)1;                              \
         return ratio * lr;                                                                      \
     }
-LAMB_KERNELS(float, sqrtf)
-LAMB_KERNELS(double, sqrt)
+LAMB_KERNELS(float, sqrtf, 1)
+LAMB_KERNELS(double, sqrt, 0)
 
 static rule rule_for(const optim_optimizer *opt, const optim_var *var, const void *coef_)
 {
