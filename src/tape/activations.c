@@ -82,7 +82,9 @@ optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b)
     const optim_tensor *xv = &x->value, *bv = &b->value;
     if (xv->rank < 1 || bv->rank != 1 || bv->shape[0] != xv->shape[xv->rank - 1] || x == b) {
         char sx[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
-        optim__tape_err(t, OPTIM_ESHAPE, "%s: x %s and bias %s, expected a bias of shape [n] for x of shape [..., n]",
+        optim__tape_err(t, OPTIM_ESHAPE,
+                        "%s: x %s and bias %s, expected a bias of shape [n] for x of shape [..., n], "
+                        "another node than x",
                         op, optim__tape_shape(xv, sx), optim__tape_shape(bv, sb));
         return NULL;
     }
