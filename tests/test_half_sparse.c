@@ -11,12 +11,21 @@
  * 2. Duplicates are widened before they are summed: a closed form.
  * 3. A steady-state sparse half step allocates nothing.
  * 4. Refusals that remain, with messages naming the variable, the value
- *    and what was expected. */
+ *    and what was expected.
+ * 5. `optim replay` with sparse bfloat16 GRADS (a closed form). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
+
+#ifndef OPTIM_CLI_PATH
+#error "the build must define OPTIM_CLI_PATH"
+#endif
 
 /* ---- 1. every built-in against the float32 rule, rounded ------------------------------------- */
 
@@ -454,6 +463,65 @@ OPTIM_TEST(test_refusals)
     optim_destroy(ema);
     optim_destroy(lso);
     optim_var_destroy(w);
+}
+
+/* ---- 5. optim replay with sparse bfloat16 GRADS ------------------------------------------------ */
+
+static void write_st(const char *path, const char *const *names, const optim_tensor *t, int n)
+{
+    optim_st_writer *wr;
+    optim_error err;
+    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
+    for (int i = 0; i < n; i++)
+        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
+    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
+    optim_st_writer_destroy(wr);
+}
+
+/* SGD, learning rate 0.5, on a bfloat16 [4, 2] table 1..8 with rows
+ * [1, 0.5], [0.25, 1], [1, 1] at indices 1, 3, 1: row 1 becomes
+ * [3, 4] - 0.5 [2, 1.5] = [2, 3.25], row 3 [7, 8] - 0.5 [0.25, 1] =
+ * [6.875, 7.5] (all bfloat16 values), rows 0 and 2 stay. */
+OPTIM_TEST(test_replay_sparse_bf16)
+{
+    (void)state;
+    const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("i.safetensors"),
+               *grads = optim_test_tmpfile("g.safetensors"), *out = optim_test_tmpfile("o.safetensors");
+    const char *json = "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}";
+    assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+    const float w0[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g0[6] = {1, 0.5f, 0.25f, 1, 1, 1};
+    const float want[8] = {1, 2, 2, 3.25f, 5, 6, 6.875f, 7.5f};
+    uint16_t w[8], g[6];
+    optim_convert(w, OPTIM_BF16, w0, OPTIM_F32, 8);
+    optim_convert(g, OPTIM_BF16, g0, OPTIM_F32, 6);
+    int64_t idx[3] = {1, 3, 1};
+    const char *in_name[1] = {"w"}, *g_names[2] = {"0/w/indices", "0/w/values"};
+    optim_tensor in[1] = {optim_tensor_make(OPTIM_BF16, w, 2, (int64_t[]){4, 2})};
+    optim_tensor gt[2] = {optim_tensor_make(OPTIM_I64, idx, 1, (int64_t[]){3}),
+                          optim_tensor_make(OPTIM_BF16, g, 2, (int64_t[]){3, 2})};
+    write_st(init, in_name, in, 1);
+    write_st(grads, g_names, gt, 2);
+    fflush(NULL);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", cfg, init, grads, out, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    optim_st_file *o;
+    optim_error err;
+    if (optim_st_read(out, &o, &err)) fail_msg("%s", err.msg);
+    optim_tensor t;
+    assert_int_equal(optim_st_get(o, "w", &t), OPTIM_OK);
+    assert_int_equal(t.dtype, OPTIM_BF16);
+    float got[8];
+    optim_convert(got, OPTIM_F32, t.data, OPTIM_BF16, 8);
+    for (int i = 0; i < 8; i++)
+        if (got[i] != want[i]) fail_msg("replay: w[%d] is %g, expected %g", i, got[i], want[i]);
+    optim_st_free(o);
 }
 
 int main(void) { return optim_test_run(); }
