@@ -7,7 +7,10 @@
  *    with sparse gradients full of duplicates: step by step against the
  *    same class on float32 copies of the widened state and gradient rows,
  *    rounded once per write, bit for bit (clipping, weight decay and
- *    loss_scale_factor included); 1, 2 and 3 threads give the same bits.
+ *    loss_scale_factor included); 1, 2 and 3 threads give the same bits;
+ *    a user's class without a sparse_mode hook whose one call touches rows
+ *    without an index; a gradient transformer sees the clipped rows
+ *    rounded once.
  * 2. Duplicates are widened before they are summed: a closed form.
  * 3. A steady-state sparse half step allocates nothing.
  * 4. Refusals that remain, with messages naming the variable, the value
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "user_momentum.h"
 
 #ifndef OPTIM_CLI_PATH
 #error "the build must define OPTIM_CLI_PATH"
@@ -350,6 +354,73 @@ OPTIM_TEST(test_transformer_sees_rounded_clip)
     for (int v = 0; v < NV; v++) free(want[v]);
     free_grads(&g);
     free_pairing(&p);
+}
+
+/* A user's element-wise class without a sparse_mode hook (version 1-2
+ * style): its one apply_sparse call decays the momentum of every row, then
+ * moves the indexed ones, so it touches rows without an index. On a half
+ * table it must see the whole table in float32 (user_momentum.h: its
+ * dense rule). */
+static void u_sparse(const optim_sparse_update *u)
+{
+    const float lr = (float)((const ucoef *)u->coef)->lr;
+    float *w = u->param, *m = u->slots[0];
+    const float *g = u->values;
+    for (int64_t i = 0; i < u->rows * u->row_size; i++) m[i] *= 0.9f, w[i] += m[i];
+    for (int64_t j = 0; j < u->n; j++)
+        for (int64_t c = 0; c < u->row_size; c++) {
+            const int64_t i = u->indices[j] * u->row_size + c;
+            m[i] -= lr * g[j * u->row_size + c];
+            w[i] -= lr * g[j * u->row_size + c];
+        }
+}
+
+static const optim_class USER_WHOLE = {
+    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "HalfSparseUserWhole",
+    .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.05, .coef_size = sizeof(ucoef),
+    .create_slots = u_slots, .prepare = u_prepare, .apply_dense = u_dense, .apply_sparse = u_sparse,
+};
+
+OPTIM_TEST(test_user_class_whole_table)
+{
+    (void)state;
+    for (optim_dtype dt = OPTIM_F16; dt; dt = dt == OPTIM_F16 ? OPTIM_BF16 : OPTIM_DTYPE_INVALID) {
+        const int64_t shape[2] = {50, 3}, gshape[2] = {4, 3};
+        float f[150], gf[12];
+        uint16_t h[150], gh[12];
+        for (int i = 0; i < 150; i++) f[i] = (float)init_at(0, i);
+        for (int i = 0; i < 12; i++) gf[i] = (float)sin(1.3 * i) * 0.8f;
+        optim_convert(h, dt, f, OPTIM_F32, 150);
+        optim_convert(f, OPTIM_F32, h, dt, 150);
+        optim_convert(gh, dt, gf, OPTIM_F32, 12);
+        optim_convert(gf, OPTIM_F32, gh, dt, 12);
+        int64_t idx[2][4] = {{7, 3, 7, 41}, {10, 12, 10, 20}}; /* step 1: rows 3, 7, 41 only decay */
+        optim_var *va, *vr;
+        optim_optimizer *a, *r;
+        optim_error err;
+        assert_int_equal(optim_var_create(&va, "user/table", dt, 2, shape, h, NULL), OPTIM_OK);
+        assert_int_equal(optim_var_create(&vr, "user/table", OPTIM_F32, 2, shape, f, NULL), OPTIM_OK);
+        assert_int_equal(optim_create(&a, &USER_WHOLE, NULL, &err), OPTIM_OK);
+        assert_int_equal(optim_create(&r, &USER_WHOLE, NULL, &err), OPTIM_OK);
+        for (int k = 0; k < 2; k++) {
+            optim_grad_var pa = {optim_grad_sparse(idx[k], 4, optim_tensor_make(dt, gh, 2, gshape)), va};
+            optim_grad_var pr = {optim_grad_sparse(idx[k], 4, optim_tensor_make(OPTIM_F32, gf, 2, gshape)), vr};
+            if (k > 0) /* the reference restarts from the widened half state */
+                assert_int_equal(optim_convert(optim_var_data(optim_get_slot(r, vr, "momentum")), OPTIM_F32,
+                                               optim_var_cdata(optim_get_slot(a, va, "momentum")), dt, 150), OPTIM_OK);
+            if (optim_apply_gradients(a, &pa, 1, 0)) fail_msg("half step: %s", optim_errmsg(a));
+            if (optim_apply_gradients(r, &pr, 1, 0)) fail_msg("reference step: %s", optim_errmsg(r));
+            uint16_t want[150];
+            optim_convert(want, dt, optim_var_cdata(vr), OPTIM_F32, 150);
+            for (int i = 0; i < 150; i++)
+                if (want[i] != ((const uint16_t *)optim_var_cdata(va))[i])
+                    fail_msg("%s step %d: user/table[%d] is 0x%04x, the rounded float32 reference 0x%04x",
+                             optim_dtype_name(dt), k, i, ((const uint16_t *)optim_var_cdata(va))[i], want[i]);
+            assert_int_equal(optim_convert(optim_var_data(vr), OPTIM_F32, optim_var_cdata(va), dt, 150), OPTIM_OK);
+        }
+        optim_test_free(a, va);
+        optim_test_free(r, vr);
+    }
 }
 
 /* ---- 2. duplicates summed in float32 ----------------------------------------------------------- */

@@ -903,7 +903,9 @@ static int alloc_half_whole(step *s)
 }
 
 /* The buffers of sparse gradients on half variables of an element-wise
- * class with a sparse rule (half_sparse.h), once their slots exist. */
+ * class with a sparse rule (half_sparse.h), once their slots exist. A
+ * class without a sparse_mode hook runs one apply_sparse call that may
+ * touch any row: it gets the whole variable in float32. */
 static int alloc_half_sparse(step *s)
 {
     const optim_class *cls = &s->opt->cls;
@@ -911,7 +913,15 @@ static int alloc_half_sparse(step *s)
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         if (w->kind != OPTIM_GRAD_SPARSE || !optim__is_half(w->dtype)) continue;
-        const int ns = optim__var_entry_of(s->opt, w->var)->nown;
+        const optim__var_entry *e = optim__var_entry_of(s->opt, w->var);
+        const int ns = e->nown;
+        if (!cls->sparse_mode) {
+            if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
+                return OPTIM_ENOMEM;
+            if (!(s->half_whole[i] = step_alloc(s, optim__half_whole_floats(s->opt, e) * sizeof(float))))
+                return OPTIM_ENOMEM;
+            continue;
+        }
         if (optim__half_sparse_reserve(&s->opt->arena, &w->hs, w->n, w->raw_n, w->row_size, ns,
                                        cls->apply_sparse_duplicate_indices != NULL))
             return OPTIM_ENOMEM;

@@ -197,8 +197,8 @@ static int duplicates(const optim__half_sparse_job *j, const optim_sparse_update
     return cls->apply_sparse_duplicate_indices(&raw) != OPTIM_SPARSE_DEFAULT;
 }
 
-/* OPTIM_SPARSE_WHOLE of a class that is not element-wise: the variable
- * and its slots (of any shape) widened whole. */
+/* OPTIM_SPARSE_WHOLE on the variable and its slots (of any shape)
+ * widened whole. */
 static void whole_variable(const optim__half_sparse_job *j, float *buf)
 {
     const optim_optimizer *opt = j->u.opt;

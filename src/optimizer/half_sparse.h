@@ -17,10 +17,12 @@
  *    (indices 0 .. n - 1), and the rows are scattered back;
  *  - OPTIM_SPARSE_ALL_ROWS: a row range is widened whole into per-thread
  *    scratch and given to apply_sparse as a variable of its own;
- *  - OPTIM_SPARSE_WHOLE: an element-wise class gets all the unique rows
- *    gathered (the duplicates hook gets the rows as given, their indices
- *    mapped into the buffer); another class gets the whole variable and
- *    all its slots widened (the pipeline's whole-variable scratch).
+ *  - OPTIM_SPARSE_WHOLE: an element-wise class whose sparse_mode hook
+ *    asked for it gets all the unique rows gathered (the duplicates hook
+ *    gets the rows as given, their indices mapped into the buffer); a
+ *    class without the hook (its one call may touch any row) or one that
+ *    is not element-wise gets the whole variable and all its slots widened
+ *    (the pipeline's whole-variable scratch).
  *
  * Keras 3's decoupled weight decay (a sparse update decays the whole
  * variable) is applied in float32 before the update: rows without an index
@@ -75,8 +77,8 @@ void optim__half_sparse_rows(const optim__half_sparse_job *j, int64_t pieces, in
 void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float *scratch);
 
 /* OPTIM_SPARSE_WHOLE; whole: the whole-variable scratch
- * (optim__half_whole_floats) of a class that is not element-wise, else
- * NULL. */
+ * (optim__half_whole_floats) when the pipeline reserved it, else NULL (the
+ * gathered rows). */
 void optim__half_sparse_whole(const optim__half_sparse_job *j, float *whole);
 
 #endif
