@@ -92,7 +92,7 @@ typedef struct step {
     optim__mt mt;                  /* stage 7: the tasks and phased variables (multi_tensor.h) */
     void *scratch;                 /* per thread, one chunk of doubles */
     float *half;                   /* per thread, OPTIM__HALF_CHUNK_FLOATS (half_step.h) */
-    float **half_whole;            /* per work, a non-element-wise class's half variable */
+    float **half_whole;            /* per work, a half variable in float32 (non-element-wise, or sparse in one call) */
     float *half_range;             /* per thread, half_range_floats: lazy and row-range steps of half variables */
     size_t half_range_floats;
     int nthreads;
