@@ -10,7 +10,8 @@
  *    against the same class on float32 copies of the half state, rounded
  *    once per write: bit for bit, with clipping, weight decay and
  *    loss_scale_factor included.
- * 3. safetensors F16/BF16, `optim replay` on half files, and refusals. */
+ * 3. safetensors F16/BF16, `optim replay` on half files (rounding to nearest
+ *    and stochastically), and refusals. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -622,21 +623,15 @@ static int run_replay(const char *config, const char *init, const char *grads, c
 
 static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
 
-/* optim replay on a BF16 and an F16 variable gives what the library gives,
- * bit for bit, with the slots in the variables' dtypes; a float32 gradient
- * for a BF16 variable is refused and OUT is not created. */
-static void test_replay(void **state)
+/* optim replay of config (JSON) on a BF16 and an F16 variable gives what
+ * the library gives, bit for bit, with the slots in the variables' dtypes;
+ * the files are left in dir, the BF16 variable's result in a_out. */
+static void replay_matches(const char *config, const char *cfg, const char *init, const char *grads, const char *out,
+                           uint16_t a_out[12])
 {
-    (void)state;
-    char cfg[128], init[128], grads[128], out[128], bad[128];
-    path_in(cfg, sizeof cfg, "c.json");
-    path_in(init, sizeof init, "init.safetensors");
-    path_in(grads, sizeof grads, "grads.safetensors");
-    path_in(out, sizeof out, "out.safetensors");
-    path_in(bad, sizeof bad, "bad.safetensors");
     FILE *f = fopen(cfg, "w");
     assert_non_null(f);
-    fputs("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}", f);
+    fputs(config, f);
     assert_int_equal(fclose(f), 0);
     const int64_t s[2] = {3, 4};
     uint16_t a0[12], b0[12], ga[2][12], gb[2][12];
@@ -658,7 +653,7 @@ static void test_replay(void **state)
     assert_int_equal(run_replay(cfg, init, grads, out), 0);
 
     /* The same in the library. */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}");
+    optim_optimizer *opt = optim_test_make(config);
     optim_var *va, *vb;
     assert_int_equal(optim_var_create(&va, "a", OPTIM_BF16, 2, s, a0, NULL), OPTIM_OK);
     assert_int_equal(optim_var_create(&vb, "b", OPTIM_F16, 1, (int64_t[]){12}, b0, NULL), OPTIM_OK);
@@ -679,9 +674,35 @@ static void test_replay(void **state)
         assert_memory_equal(t.data, optim_var_cdata(want[i].v), 24);
     }
     assert_int_not_equal(memcmp(optim_var_cdata(va), a0, 24), 0);
+    memcpy(a_out, optim_var_cdata(va), 24);
     optim_st_free(o);
+    optim_destroy(opt);
+    optim_var_destroy(va);
+    optim_var_destroy(vb);
+}
+
+/* optim replay on half variables, rounding to nearest and (BF16) with
+ * stochastic rounding (docs/half-precision.md); a float32 gradient for a
+ * BF16 variable is refused and OUT is not created. */
+static void test_replay(void **state)
+{
+    (void)state;
+    char cfg[128], init[128], grads[128], out[128], bad[128];
+    path_in(cfg, sizeof cfg, "c.json");
+    path_in(init, sizeof init, "init.safetensors");
+    path_in(grads, sizeof grads, "grads.safetensors");
+    path_in(out, sizeof out, "out.safetensors");
+    path_in(bad, sizeof bad, "bad.safetensors");
+    uint16_t sr[12], nearest[12];
+    replay_matches("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0, "
+                   "\"bf16_stochastic_rounding_seed\": 3}}",
+                   cfg, init, grads, out, sr);
+    replay_matches("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}", cfg, init,
+                   grads, out, nearest);
+    assert_int_not_equal(memcmp(sr, nearest, sizeof sr), 0); /* the seed was used */
 
     /* A float32 gradient for the BF16 variable. */
+    const int64_t s[2] = {3, 4};
     float fg[12] = {0};
     const char *bad_names[1] = {"0/a"};
     optim_tensor bt[1] = {optim_tensor_make(OPTIM_F32, fg, 2, s)};
@@ -689,9 +710,6 @@ static void test_replay(void **state)
     unlink(out);
     assert_int_not_equal(run_replay(cfg, init, bad, out), 0);
     assert_int_equal(access(out, F_OK), -1);
-    optim_destroy(opt);
-    optim_var_destroy(va);
-    optim_var_destroy(vb);
     unlink(cfg), unlink(init), unlink(grads), unlink(bad);
 }
 

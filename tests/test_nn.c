@@ -299,6 +299,38 @@ static void test_sequential_lazy_build(void **s)
     optim_model_destroy(m2);
 }
 
+/* optim_model_call records a copy of x (fit, evaluate and predict let the
+ * tape view their batch instead): overwriting x after the call leaves the
+ * kernel's gradient, x^T dY, as it was. */
+static double kernel_grad_sum(int overwrite)
+{
+    optim_layer *ls[1] = {dense(3, OPTIM_ACT_LINEAR, 5)};
+    optim_model *m = model_of(OPTIM_F32, 3, ls, 1);
+    optim_tape *t = tape();
+    float x[8] = {0.5f, -1, 2, 0.25f, 1, 1.5f, -0.5f, 3};
+    optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){2, 4});
+    optim_node *y;
+    assert_int_equal(optim_model_call(m, t, &xt, 1, &y), 0);
+    if (overwrite) memset(x, 0, sizeof x);
+    optim_var *vars[2];
+    assert_int_equal(optim_model_trainable_variables(m, vars, 2), 2);
+    optim_grad_var g[2];
+    assert_int_equal(optim_tape_gradient(t, optim_sum(t, optim_square(t, y), OPTIM_ALL_AXES), vars, 2, g), 0);
+    double sum = 0;
+    for (int i = 0; i < 12; i++) sum += fabs(((const float *)g[0].grad.dense.data)[i]);
+    optim_tape_destroy(t);
+    optim_model_destroy(m);
+    return sum;
+}
+
+static void test_model_call_copies_input(void **s)
+{
+    (void)s;
+    double kept = kernel_grad_sum(0);
+    assert_true(kept > 0);
+    assert_eq(kernel_grad_sum(1), kept);
+}
+
 static void test_failed_first_call_leaves_model_unbuilt(void **s)
 {
     (void)s;
@@ -1564,6 +1596,7 @@ int main(void)
         cmocka_unit_test(test_dense_lazy_shapes),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_sequential_lazy_build),
+        cmocka_unit_test(test_model_call_copies_input),
         cmocka_unit_test(test_failed_first_call_leaves_model_unbuilt),
         cmocka_unit_test(test_dropout_flatten),
         cmocka_unit_test(test_losses_closed_forms),

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "optim/optim.h"
+#include "tape/impl.h" /* optim__tape_bias_relu */
 
 #define MAXV 3
 #define H 1e-5
@@ -234,6 +235,12 @@ static optim_node *b_dropout(optim_tape *t, optim_node **v, const gcase *c)
 {
     return optim_mul(t, optim_dropout(t, v[0], 0.4, 77, 1), v[0]);
 }
+/* Dense's fused relu(x + bias) (internal): the gradients of x and the bias. */
+static optim_node *b_bias_relu(optim_tape *t, optim_node **v, const gcase *c)
+{
+    (void)c;
+    return optim__tape_bias_relu(t, v[0], v[1]);
+}
 /* A small MLP: softmax cross-entropy of relu(x W1 + b1) W2 + b2. */
 static optim_node *b_mlp(optim_tape *t, optim_node **v, const gcase *c)
 {
@@ -441,6 +448,16 @@ static void test_dropout(void **s)
     gradcheck(&d, 0);
 }
 
+static void test_bias_relu(void **s)
+{
+    /* |x| >= 0.1 and |b| <= 0.05: x + b stays clear of ReLU's kink */
+    gcase c = {.name = "bias_relu", .nv = 2, .build = b_bias_relu, .v = {V(2, -2, 2, 5, 4), V(1, -0.05, 0.05, 4)}};
+    c.v[0].away = 1;
+    gradcheck(&c, 0);
+    gcase r3 = {.name = "bias_relu rank 3", .nv = 2, .build = b_bias_relu, .v = {V(3, 0.3, 2, 2, 3, 4), V(1, 0.3, 1, 4)}};
+    gradcheck(&r3, 0);
+}
+
 static void test_mlp(void **s)
 {
     gcase c = {.name = "mlp", .nv = 3, .build = b_mlp,
@@ -475,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_reshape),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_bias_relu),
         cmocka_unit_test(test_mlp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

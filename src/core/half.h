@@ -64,9 +64,49 @@ static inline uint16_t optim__f32_to_bf16(float f)
     return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : r);
 }
 
+/* float32 -> bfloat16, rounded stochastically: down or up to the two
+ * neighbouring bfloat16 values, up (away from zero) with probability
+ * (low 16 bits of f) / 65536, the distance fraction, given r uniform in
+ * [0, 65535]. The carry is round-to-nearest's: past the largest finite
+ * bfloat16 the next value up is infinity; inf stays inf; NaN stays NaN
+ * (quiet), as optim__f32_to_bf16. */
+static inline uint16_t optim__f32_to_bf16_sr(float f, uint32_t r)
+{
+    const uint32_t x = optim__f32_bits(f);
+    return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : (x + r) >> 16);
+}
+
+/* Counter-based random bits for stochastic rounding: a 64-bit key per run
+ * of elements (half_step.c derives it from the seed, step, variable, slot
+ * and the high half of the element index), mixed with the low half i of
+ * the element's index. optim__hash32 is Chris Wellons's "lowbias32"
+ * integer hash (a bijection of 32-bit values with full avalanche); one
+ * keyed hash of the pair index i / 2 gives 32 bits, the low 16 for the
+ * even element of the pair, the high 16 for the odd one. The SSE2 loop of
+ * half_array.c computes the same. */
+static inline uint32_t optim__hash32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+static inline uint32_t optim__sr_bits(uint64_t key, uint32_t i)
+{
+    const uint32_t x = optim__hash32((i >> 1) + (uint32_t)key) ^ (uint32_t)(key >> 32);
+    return (x >> ((i & 1u) * 16)) & 0xffffu;
+}
+
 /* n elements of a half dtype to f32 and back (dst, src not overlapping;
  * half_array.c). */
 void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n);
 void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n);
+/* n float32 to bfloat16 rounded stochastically (optim__f32_to_bf16_sr);
+ * element j takes the bits optim__sr_bits(key, (uint32_t)(first + j)).
+ * The caller splits runs at multiples of 2^32 and folds the high half of
+ * the index into key. */
+void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first);
 
 #endif

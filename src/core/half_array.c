@@ -1,10 +1,11 @@
 /* Half-precision arrays: n elements of F16 or BF16 to float32 and back,
  * the conversions a half-precision step does seven times per element of
- * Adam (half_step.c). On x86-64 the loops run in SSE2 (every x86-64 CPU has
- * it; tests/abi/portable.sh refuses AVX in the default build), eight
- * elements at a time, each lane computing exactly the scalar rule of
- * half.h, which does the tails and other machines (tests/test_half.c
- * compares the two on every pattern it converts). */
+ * Adam (half_step.c), and the opt-in stochastic rounding to BF16. On
+ * x86-64 the loops run in SSE2 (every x86-64 CPU has it;
+ * tests/abi/portable.sh refuses AVX in the default build), eight elements
+ * at a time, each lane computing exactly the scalar rule of half.h, which
+ * does the tails and other machines (tests/test_half.c and
+ * tests/test_half_sround.c compare the two). */
 #include "core/half.h"
 
 #if defined(__SSE2__)
@@ -17,11 +18,56 @@
  * lane, sign-extended, so that _mm_packs_epi32's signed saturation leaves
  * them unchanged: x + 0x7fff + lsb, shifted. With `nan` (the NaN lanes,
  * any other lane 0) those get no bias and the quiet bit (0x40 << 16). */
-static inline __m128i bf16_round4(__m128i x, __m128i nan)
+static inline __m128i bf16_round4_bias(__m128i x, __m128i nan, __m128i bias)
 {
-    const __m128i bias = _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(x, 16), SET1(1)), SET1(0x7fff));
     const __m128i r = _mm_add_epi32(x, _mm_andnot_si128(nan, bias));
     return _mm_srai_epi32(_mm_or_si128(r, _mm_and_si128(nan, SET1(0x400000))), 16);
+}
+
+static inline __m128i bf16_round4(__m128i x, __m128i nan)
+{
+    return bf16_round4_bias(x, nan, _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(x, 16), SET1(1)), SET1(0x7fff)));
+}
+
+/* Stochastic rounding (optim__f32_to_bf16_sr): 32-bit products lane by
+ * lane (SSE2 has only the 32x32->64 _mm_mul_epu32), optim__hash32, and
+ * 8 elements from an even index: 4 hashes, 16 bits each. */
+static inline __m128i mullo32(__m128i a, __m128i c)
+{
+    const __m128i even = _mm_mul_epu32(a, c), odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), c);
+    return _mm_unpacklo_epi32(_mm_shuffle_epi32(even, _MM_SHUFFLE(0, 0, 2, 0)),
+                              _mm_shuffle_epi32(odd, _MM_SHUFFLE(0, 0, 2, 0)));
+}
+
+static inline __m128i hash4(__m128i x)
+{
+    x = _mm_xor_si128(x, _mm_srli_epi32(x, 16));
+    x = mullo32(x, SET1(0x7feb352d));
+    x = _mm_xor_si128(x, _mm_srli_epi32(x, 15));
+    x = mullo32(x, SET1((int)0x846ca68bu));
+    return _mm_xor_si128(x, _mm_srli_epi32(x, 16));
+}
+
+static inline __m128i sr_round4(__m128 a, __m128i bits)
+{
+    return bf16_round4_bias(_mm_castps_si128(a), _mm_castps_si128(_mm_cmpunord_ps(a, a)), bits);
+}
+
+/* From an even `first` (the caller's rule: an odd one starts with a scalar
+ * element); pair j's 32 bits split into the 16 of elements 2j and 2j + 1. */
+static int64_t store8_sr(const float *src, uint16_t *h, int64_t n, uint64_t key, uint32_t first)
+{
+    const __m128i k0 = SET1((int)(uint32_t)key), k1 = SET1((int)(uint32_t)(key >> 32)), zero = _mm_setzero_si128();
+    __m128i pair = _mm_add_epi32(SET1((int)(first >> 1)), _mm_setr_epi32(0, 1, 2, 3));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i r = _mm_xor_si128(hash4(_mm_add_epi32(pair, k0)), k1);
+        const __m128i lo = sr_round4(_mm_loadu_ps(src + i), _mm_unpacklo_epi16(r, zero));
+        const __m128i hi = sr_round4(_mm_loadu_ps(src + i + 4), _mm_unpackhi_epi16(r, zero));
+        _mm_storeu_si128((__m128i *)(h + i), _mm_packs_epi32(lo, hi));
+        pair = _mm_add_epi32(pair, SET1(4));
+    }
+    return i;
 }
 
 /* 8 float32 -> bfloat16. NaNs are rare: one unordered compare per 4 finds
@@ -100,6 +146,7 @@ static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n)
 #else
 static int64_t load8(optim_dtype dt, const uint16_t *h, float *dst, int64_t n) { return 0; }
 static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n) { return 0; }
+static int64_t store8_sr(const float *src, uint16_t *h, int64_t n, uint64_t key, uint32_t first) { return 0; }
 #endif
 
 void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
@@ -120,4 +167,12 @@ void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
         for (; i < n; i++) h[i] = optim__f32_to_bf16(src[i]);
     else
         for (; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
+}
+
+void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first)
+{
+    const int64_t odd = n > 0 && (first & 1u);
+    if (odd) dst[0] = optim__f32_to_bf16_sr(src[0], optim__sr_bits(key, first));
+    for (int64_t i = odd + store8_sr(src + odd, dst + odd, n - odd, key, first + (uint32_t)odd); i < n; i++)
+        dst[i] = optim__f32_to_bf16_sr(src[i], optim__sr_bits(key, first + (uint32_t)i));
 }

@@ -2,6 +2,8 @@
  * ids, and tape error messages. */
 #include "nn/internal.h"
 
+#include "tape/impl.h" /* optim__tape_node_view */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,16 @@ optim_node *optim__nn_const(optim_tape *t, const optim_tensor *x, optim_dtype dt
     optim_tensor c = optim_tensor_make(dt, buf, x->rank, x->shape);
     optim_node *n = optim_tape_const(t, &c);
     free(buf);
+    if (!n) optim__nn_tape_err(err, t, "constant");
+    return n;
+}
+
+optim_node *optim__nn_input(optim_tape *t, const optim_tensor *x, optim_dtype dt, int borrow, optim_error *err)
+{
+    if (!borrow || x->dtype != dt) return optim__nn_const(t, x, dt, err);
+    /* x was checked by the caller (optim__model_call); the tape never writes
+     * into an input's value. */
+    optim_node *n = optim__tape_node_view(t, "const", dt, x->rank, x->shape, x->data, NULL, NULL);
     if (!n) optim__nn_tape_err(err, t, "constant");
     return n;
 }

@@ -4,6 +4,8 @@
  * +-sqrt(3 * scale), scale = 1 / max(1, (fan_in + fan_out) / 2)), bias zeros. */
 #include "nn/internal.h"
 
+#include "tape/impl.h" /* optim__tape_bias_relu */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,14 +76,16 @@ static int dense_call(optim_layer *l, optim_tape *t, optim_node *x, const optim_
         h = optim_reshape(t, h, 2, flat);
     }
     h = optim_matmul(t, h, optim_tape_var(t, l->vars[0]), 0, 0);
-    if (d->use_bias) h = optim_add(t, h, optim_tape_var(t, l->vars[1]));
+    int fused = d->use_bias && d->activation == OPTIM_ACT_RELU; /* relu(h + bias) in one op, same bits */
+    if (fused) h = optim__tape_bias_relu(t, h, optim_tape_var(t, l->vars[1]));
+    else if (d->use_bias) h = optim_add(t, h, optim_tape_var(t, l->vars[1]));
     if (rank > 2) {
         int64_t shape[OPTIM_MAX_RANK];
         memcpy(shape, xv->shape, (size_t)rank * sizeof *shape);
         shape[rank - 1] = d->units;
         h = optim_reshape(t, h, rank, shape);
     }
-    h = optim_activation_apply(t, d->activation, h);
+    if (!fused) h = optim_activation_apply(t, d->activation, h);
     if (!h) return optim__nn_tape_err(err, t, l->name);
     *out = h;
     return OPTIM_OK;

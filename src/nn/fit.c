@@ -110,7 +110,7 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
 {
     optim_tape_reset(t);
     optim_node *pred, *loss;
-    int rc = optim__model_call(m, t, xb, training, &pred, err);
+    int rc = optim__model_call(m, t, xb, training, 1, &pred, err); /* xb outlives the step */
     if (rc) return rc;
     if ((rc = optim_loss_call(&m->loss, t, yb, pred, NULL, &loss, err))) return rc;
     double value = optim_node_scalar(loss);
@@ -484,7 +484,7 @@ int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_siz
         optim_tensor xb = slice(x, start, bs, d.xrow);
         optim_node *pred;
         optim_tape_reset(t);
-        if ((rc = optim__model_call(m, t, &xb, 0, &pred, &e))) break;
+        if ((rc = optim__model_call(m, t, &xb, 0, 1, &pred, &e))) break;
         const optim_tensor *pv = optim_node_value(pred);
         if (optim_tensor_numel(pv) * (int64_t)es != (int64_t)(row * (size_t)bs)) {
             rc = optim__err(&e, OPTIM_ESHAPE, "predict: batch output has an unexpected size");

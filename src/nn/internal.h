@@ -34,6 +34,10 @@ void *optim__nn_convert(const optim_tensor *x, optim_dtype dt);
 /* x as a tape constant of dtype dt (converted when needed); NULL on error
  * (tape message) or out of memory (err). */
 optim_node *optim__nn_const(optim_tape *t, const optim_tensor *x, optim_dtype dt, optim_error *err);
+/* Same, for a model's input: with borrow (x stays valid and unchanged until
+ * the tape is reset) and x already of dtype dt, the node views x's data
+ * instead of copying it. */
+optim_node *optim__nn_input(optim_tape *t, const optim_tensor *x, optim_dtype dt, int borrow, optim_error *err);
 /* Integer ids (I32/I64, or whole F32/F64) of x into a malloc'd int64 array,
  * each checked to be in [0, limit). `what` names x in messages. */
 int optim__nn_ids(const optim_tensor *x, int64_t limit, const char *what, int64_t **out,
@@ -162,8 +166,10 @@ struct optim_model {
 int optim__model_fail(optim_model *m, const optim_error *err);
 /* Formats the model's message; returns code. */
 int optim__model_err(optim_model *m, int code, const char *fmt, ...) OPTIM__PRINTF(3, 4);
-/* model(x) with err non-NULL (no message on the model). */
-int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
+/* model(x) with err non-NULL (no message on the model). borrow: x stays
+ * valid and unchanged until the tape is reset, so the tape may view it
+ * instead of copying it (fit, evaluate, predict). */
+int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training, int borrow,
                       optim_node **out, optim_error *err);
 /* Output shape for a full input shape (batch first). */
 int optim__model_output_shape(const optim_model *m, int32_t rank, const int64_t *shape, int32_t *out_rank,

@@ -269,7 +269,7 @@ void optim__model_unbuild(optim_model *m)
     m->n_train_vars = 0;
 }
 
-int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
+int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training, int borrow,
                       optim_node **out, optim_error *err)
 {
     unsigned any = OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64);
@@ -278,7 +278,7 @@ int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int 
     int fresh = !m->built;
     if (fresh && (rc = model_build_full(m, x->rank, x->shape, err))) return rc;
     optim_node *h = NULL;
-    if (!m->layers[0]->ops->takes_ids && !(h = optim__nn_const(t, x, m->dtype, err))) rc = err->code;
+    if (!m->layers[0]->ops->takes_ids && !(h = optim__nn_input(t, x, m->dtype, borrow, err))) rc = err->code;
     for (size_t i = 0; i < m->n_layers && !rc; i++)
         rc = optim__layer_forward(m->layers[i], t, h, i == 0 && !h ? x : NULL, training, &h, err);
     if (rc && fresh) optim__model_unbuild(m);
@@ -297,7 +297,7 @@ int optim_model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int t
     *out = NULL;
     if (!t) return optim__model_err(m, OPTIM_EINVAL, "model call: the tape is NULL");
     if (!x) return optim__model_err(m, OPTIM_EINVAL, "model call: x is NULL");
-    int rc = optim__model_call(m, t, x, training, out, &e);
+    int rc = optim__model_call(m, t, x, training, 0, out, &e);
     return rc ? optim__model_fail(m, &e) : OPTIM_OK;
 }
 

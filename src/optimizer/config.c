@@ -393,7 +393,7 @@ static int put_tfk_params(optim_optimizer *opt, cJSON *o)
 {
     for (size_t i = 0; i < OPTIM__N_BASE; i++)
         if (optim__param_in_gen(opt, i) && i != OPTIM__P_LEARNING_RATE && i != OPTIM__P_LOSS_SCALE_FACTOR &&
-            i != OPTIM__P_GRADIENT_ACCUMULATION_STEPS && put_param(opt, o, i))
+            i != OPTIM__P_GRADIENT_ACCUMULATION_STEPS && i != OPTIM__P_BF16_SR_SEED && put_param(opt, o, i))
             return OPTIM_ENOMEM;
     if (!cJSON_AddBoolToObject(o, "jit_compile", opt->tfk.jit_compile) ||
         !cJSON_AddFalseToObject(o, "is_legacy_optimizer") || put_param(opt, o, OPTIM__P_LEARNING_RATE))
@@ -412,7 +412,8 @@ static int put_params(optim_optimizer *opt, cJSON *o)
         if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE && put_param(opt, o, (size_t)legacy_clips[k]))
             return OPTIM_ENOMEM;
     for (size_t i = 0; i < opt->nparams; i++)
-        if (optim__param_in_gen(opt, i) && !(legacy && is_clip(i)) && put_param(opt, o, i))
+        if (optim__param_in_gen(opt, i) && !(legacy && is_clip(i)) && i != OPTIM__P_BF16_SR_SEED &&
+            put_param(opt, o, i))
             return OPTIM_ENOMEM;
     return OPTIM_OK;
 }
@@ -443,6 +444,10 @@ static cJSON *config_obj(optim_optimizer *opt)
             return NULL;
         }
     }
+    /* optim's own key, unknown to Keras: last, and only when set, so that a
+     * Keras config comes back unchanged. */
+    if (!rc && opt->hypers[OPTIM__P_BF16_SR_SEED].kind != HYPER_NONE)
+        rc = put_param(opt, o, OPTIM__P_BF16_SR_SEED);
     if (!rc && opt->gen == OPTIM_LEGACY && !reads_as_legacy(opt, o) &&
         !cJSON_AddTrueToObject(o, "is_legacy_optimizer"))
         rc = OPTIM_ENOMEM;

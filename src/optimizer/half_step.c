@@ -52,10 +52,59 @@ void optim__half_load_run(const optim_optimizer *opt, const optim__var_entry *e,
     f->u.slots = f->slots;
 }
 
+/* splitmix64's finaliser (Steele, Lea, Flood 2014): a bijection of 64-bit
+ * values that changes about half the bits for any change of its input. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* The variable's name, hashed (FNV-1a, 64 bits). */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+/* Stores n floats of stream `stream` (0 the variable, 1 + k slot k) whose
+ * first element has index `first` in it, rounded stochastically: the bits
+ * of element i come from (seed, step, the variable's index in the
+ * optimizer and its name, stream, i) alone, so they do not depend on how
+ * the step is split into chunks and threads. */
+static void store_sr(const optim_optimizer *opt, const optim__var_entry *e, int stream, const float *src,
+                     uint16_t *dst, int64_t first, int64_t n)
+{
+    const uint64_t seed = (uint64_t)opt->hypers[OPTIM__P_BF16_SR_SEED].number;
+    const uint64_t var = (uint64_t)(e - opt->vars) << 8 | (uint64_t)stream;
+    const uint64_t base =
+        mix64(mix64(mix64(mix64(seed) + (uint64_t)opt->iterations) + name_hash(optim_var_name(e->var))) + var);
+    for (int64_t done = 0; done < n;) {
+        const uint64_t i = (uint64_t)(first + done);
+        const int64_t len = (int64_t)((i | 0xffffffffu) - i) + 1; /* up to the next multiple of 2^32 */
+        const int64_t m = n - done < len ? n - done : len;
+        optim__bf16_store_sr(src + done, dst + done, m, mix64(base + (i >> 32)), (uint32_t)i);
+        done += m;
+    }
+}
+
+/* Rounds n floats of stream `stream` back to h's storage type. */
+static void store(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h, int stream,
+                  const float *src, void *dst, int64_t first, int64_t n)
+{
+    if (h->dtype == OPTIM_BF16 && opt->hypers[OPTIM__P_BF16_SR_SEED].kind != HYPER_NONE)
+        store_sr(opt, e, stream, src, dst, first, n);
+    else
+        optim__half_store(h->dtype, src, dst, n);
+}
+
 void optim__half_store_run(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h,
                            const optim__half_view *f, int whole)
 {
-    optim__half_store(h->dtype, f->u.param, h->param, h->count);
+    store(opt, e, h, 0, f->u.param, h->param, h->offset, h->count);
     for (int k = 0; k < h->nslots; k++)
-        optim__half_store(h->dtype, f->slots[k], h->slots[k], slot_count(opt, e, k, h->count, whole));
+        store(opt, e, h, 1 + k, f->slots[k], h->slots[k], whole ? 0 : h->offset,
+              slot_count(opt, e, k, h->count, whole));
 }

@@ -31,6 +31,8 @@ static const optim_param base_params[OPTIM__N_BASE] = {
      0, INF, },
     {"gradient_accumulation_steps", OPTIM_PARAM_INT,
      OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 0, INF},
+    /* Every integer a JSON number (a double) holds exactly. */
+    {"bf16_stochastic_rounding_seed", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE, NAN, 0, 9007199254740991.0},
 };
 
 const optim_param *optim__base_params(void) { return base_params; }
@@ -63,8 +65,9 @@ static int range_err(const char *owner, const optim_param *p, double v, const ch
     int lo_ex = (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) != 0;
     int hi_ex = (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) != 0;
     char lo[32], hi[32];
-    snprintf(lo, sizeof lo, "%g", p->min);
-    snprintf(hi, sizeof hi, "%g", p->max);
+    /* Integers in full (2^53 - 1, not 9.0072e+15). */
+    snprintf(lo, sizeof lo, p->type == OPTIM_PARAM_INT ? "%.0f" : "%g", p->min);
+    snprintf(hi, sizeof hi, p->type == OPTIM_PARAM_INT ? "%.0f" : "%g", p->max);
     return optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a value in %c%s, %s%c", owner,
                       p->name, how, v, lo_ex ? '(' : '[', isinf(p->min) ? "-inf" : lo,
                       isinf(p->max) ? "inf" : hi, hi_ex || isinf(p->max) ? ')' : ']');

@@ -21,6 +21,9 @@ enum {
     OPTIM__P_EMA_OVERWRITE_FREQUENCY,
     OPTIM__P_LOSS_SCALE_FACTOR,
     OPTIM__P_GRADIENT_ACCUMULATION_STEPS,
+    /* optim's own, not Keras's: written only when set, after the class's
+     * keys (docs/half-precision.md, "Stochastic rounding"). */
+    OPTIM__P_BF16_SR_SEED,
     OPTIM__N_BASE
 };
 

@@ -34,6 +34,76 @@ optim_node *optim_sigmoid(optim_tape *t, optim_node *a)
 }
 optim_node *optim_relu(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &relu_k, a); }
 
+/* ---- relu(x + bias), fused (internal) ---------------------------------------------- */
+
+/* The upstream g through ReLU as 0 + (y > 0 ? g : 0) (what relu's rule
+ * writes into the sum's gradient), added into x's gradient (or written, on
+ * the first contribution) and into the bias's, row by row. */
+static int bias_relu_backward(optim_tape *t, optim_node *n)
+{
+    optim_node *x = n->in[0], *b = n->in[1];
+    int64_t cols = b->value.shape[0], rows = cols ? optim__node_numel(n) / cols : 0;
+    int set = 0;
+    void *dx = x->need ? optim__tape_grad_first(t, x, &set) : NULL;
+    void *db = b->need ? optim__tape_grad(t, b) : NULL;
+    if ((x->need && !dx) || (b->need && !db)) return OPTIM_ENOMEM;
+    OPTIM__TAPE_TYPED(n->value.dtype, T, {
+        OPTIM__OPAQUE_ZERO(T, zero);
+        /* a row at a time, each loop branch-free (y and g loaded before the
+         * select, so that it vectorises) */
+        for (int64_t r = 0; r < rows; r++) {
+            const T *restrict y = (const T *)n->value.data + r * cols, *restrict g = (const T *)n->grad + r * cols;
+            T *restrict d = dx ? (T *)dx + r * cols : NULL, *restrict bias = db;
+            if (d && set)
+                for (int64_t c = 0; c < cols; c++) {
+                    const T yc = y[c], gc = g[c];
+                    d[c] = zero + (yc > 0 ? gc : 0);
+                }
+            else if (d)
+                for (int64_t c = 0; c < cols; c++) {
+                    const T yc = y[c], gc = g[c];
+                    d[c] += zero + (yc > 0 ? gc : 0);
+                }
+            if (bias)
+                for (int64_t c = 0; c < cols; c++) {
+                    const T yc = y[c], gc = g[c];
+                    bias[c] += zero + (yc > 0 ? gc : 0);
+                }
+        }
+    });
+    return OPTIM_OK;
+}
+
+optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b)
+{
+    static const char op[] = "bias_relu";
+    optim_node *in[2] = {x, b};
+    if (optim__tape_check_inputs(t, op, in, 2)) return NULL;
+    const optim_tensor *xv = &x->value, *bv = &b->value;
+    if (xv->rank < 1 || bv->rank != 1 || bv->shape[0] != xv->shape[xv->rank - 1] || x == b) {
+        char sx[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
+        optim__tape_err(t, OPTIM_ESHAPE,
+                        "%s: x %s and bias %s, expected a bias of shape [n] for x of shape [..., n], "
+                        "another node than x",
+                        op, optim__tape_shape(xv, sx), optim__tape_shape(bv, sb));
+        return NULL;
+    }
+    optim_node *n = optim__tape_node(t, op, xv->dtype, xv->rank, xv->shape, x, b);
+    if (!n) return NULL;
+    n->backward = bias_relu_backward;
+    int64_t cols = bv->shape[0], rows = cols ? optim__node_numel(n) / cols : 0;
+    OPTIM__TAPE_TYPED(xv->dtype, T, {
+        const T *X = xv->data, *B = bv->data;
+        T *Y = n->value.data;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) {
+                const T s = X[r * cols + c] + B[c];
+                Y[r * cols + c] = s > 0 ? s : 0;
+            }
+    });
+    return n;
+}
+
 /* ---- softmax and log_softmax ------------------------------------------------------ */
 
 static int softmax_backward(optim_tape *t, optim_node *n)

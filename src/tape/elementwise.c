@@ -172,25 +172,46 @@ static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
 typedef struct binary {
     const char *name;
     const char *why;
+    int pass_a; /* GA is g itself (first_pass_a) */
     seg_fn fwd[2], ga[2], gb[2];
 } binary;
 
-#define DEF_BINARY(NAME, WHY, FWD, GA, GB, BAD)                             \
+#define DEF_BINARY(NAME, WHY, PASS_A, FWD, GA, GB, BAD)                     \
     DEF_BINARY_T(NAME, float, f32, FWD, GA, GB, BAD)                        \
     DEF_BINARY_T(NAME, double, f64, FWD, GA, GB, BAD)                       \
-    static const binary NAME##_k = {#NAME, WHY,                             \
+    static const binary NAME##_k = {#NAME, WHY, PASS_A,                     \
                                     {NAME##_fwd_f32, NAME##_fwd_f64},       \
                                     {NAME##_ga_f32, NAME##_ga_f64},         \
                                     {NAME##_gb_f32, NAME##_gb_f64}};
 
-DEF_BINARY(add, NULL, x + y, g, g, 0)
-DEF_BINARY(sub, NULL, x - y, g, -g, 0)
-DEF_BINARY(mul, NULL, x * y, g * y, g * x, 0)
+DEF_BINARY(add, NULL, 1, x + y, g, g, 0)
+DEF_BINARY(sub, NULL, 1, x - y, g, -g, 0)
+DEF_BINARY(mul, NULL, 0, x * y, g * y, g * x, 0)
 /* TF's RealDiv gradient: g / y and g * ((-x / y) / y). */
-DEF_BINARY(div, "division by zero", x / y, g / y, g * ((-x / y) / y), y == 0)
-DEF_BINARY(squared_error, NULL, (x - y) * (x - y), g * (2 * (x - y)), g * (-2 * (x - y)), 0)
+DEF_BINARY(div, "division by zero", 0, x / y, g / y, g * ((-x / y) / y), y == 0)
+DEF_BINARY(squared_error, NULL, 0, (x - y) * (x - y), g * (2 * (x - y)), g * (-2 * (x - y)), 0)
 
 /* ---- binary nodes ------------------------------------------------------------------- */
+
+/* Side a's gradient when it is g itself, a is not broadcast (its shape is
+ * n's, up to leading ones) and nothing has reached a yet: written as 0 + g
+ * (the bits of adding into zeros) without zeroing first. 1 if done, 0 if
+ * not applicable, -1 if out of memory. */
+static int first_pass_a(optim_tape *t, const binary *k, optim_node *n)
+{
+    optim_node *a = n->in[0];
+    int64_t numel = optim__node_numel(n);
+    if (!k->pass_a || !a->need || a->grad || optim__node_numel(a) != numel) return 0;
+    int fresh;
+    void *d = optim__tape_grad_first(t, a, &fresh);
+    if (!d) return -1;
+    OPTIM__TAPE_TYPED(n->value.dtype, T, {
+        const T *G = n->grad;
+        T *D = d;
+        for (int64_t i = 0; i < numel; i++) D[i] = (T)0 + G[i];
+    });
+    return 1;
+}
 
 static int binary_backward(optim_tape *t, optim_node *n)
 {
@@ -198,7 +219,9 @@ static int binary_backward(optim_tape *t, optim_node *n)
     int di = n->value.dtype == OPTIM_F64;
     bcast p;
     bcast_plan(&n->in[0]->value, &n->in[1]->value, n->value.rank, n->value.shape, &p);
-    for (int side = 0; side < 2; side++) {
+    int first = first_pass_a(t, k, n);
+    if (first < 0) return OPTIM_ENOMEM;
+    for (int side = first; side < 2; side++) {
         optim_node *x = n->in[side];
         if (!x->need) continue;
         bin_ctx c = {n->in[0]->value.data, n->in[1]->value.data, n->value.data, n->grad, NULL, -1};
@@ -255,9 +278,10 @@ static int unary_backward(optim_tape *t, optim_node *n)
     const optim__unary *k = n->aux;
     optim_node *x = n->in[0];
     int di = n->value.dtype == OPTIM_F64;
-    void *d = optim__tape_grad(t, x);
+    int fresh;
+    void *d = optim__tape_grad_first(t, x, &fresh);
     if (!d) return OPTIM_ENOMEM;
-    int64_t bad = k->bwd[di](x->value.data, n->value.data, n->grad, d, optim__node_numel(n));
+    int64_t bad = k->bwd[di](x->value.data, n->value.data, n->grad, d, optim__node_numel(n), fresh);
     if (bad >= 0) {
         char s[OPTIM__SHAPE_STR];
         double v = di ? ((const double *)x->value.data)[bad] : ((const float *)x->value.data)[bad];

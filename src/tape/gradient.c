@@ -3,7 +3,9 @@
  * Gradients are cleared, the loss gets 1, and the nodes are visited from
  * the loss back in reverse creation order; each node with a gradient runs
  * its rule, which adds into its inputs' gradients (allocated on first
- * contribution, only for inputs that lead to a watched variable).
+ * contribution, only for inputs that lead to a watched variable; a rule
+ * may write the first contribution instead of zeroing and adding,
+ * optim__tape_grad_first, with the same bits).
  *
  * Then each requested variable collects what reached it, as
  * tf.GradientTape aggregates (tensorflow/python/eager/backprop_util.py,

@@ -85,6 +85,12 @@ struct optim_node *optim__tape_node_view(optim_tape *t, const char *op, optim_dt
 /* The node's gradient buffer, zeroed on first use; NULL (message set) if
  * out of memory. Call only for nodes with `need`. */
 void *optim__tape_grad(optim_tape *t, struct optim_node *n);
+/* Same, for a rule that can write its first contribution instead of adding
+ * it (saving the zeroing and a read): *fresh = 1 when the buffer was
+ * allocated now and is uninitialised (write every element, as 0 + value so
+ * that the bits are those of adding into zeros), 0 when it holds earlier
+ * contributions (add into it). */
+void *optim__tape_grad_first(optim_tape *t, struct optim_node *n, int *fresh);
 
 /* Shape as "[2, 3]" into a buffer of OPTIM__SHAPE_STR bytes. */
 #define OPTIM__SHAPE_STR 160
@@ -120,13 +126,14 @@ static inline int32_t optim__tape_axis(int32_t axis, int32_t rank)
 /* ---- element-wise kernels (elementwise.c) ----------------------------------------- */
 
 /* A unary op as two kernels per dtype ([0] f32, [1] f64): forward o = f(x)
- * over n elements, and backward d += g * f'(x) (given x, o and g), which
+ * over n elements, and backward d += g * f'(x) (given x, o and g; with set,
+ * d = 0 + g * f'(x): the first contribution, d uninitialised), which
  * returns the first element where the gradient is undefined, or -1. */
 typedef struct optim__unary {
     const char *name;
     const char *why;           /* what is undefined, for the message */
     void (*fwd[2])(const void *x, void *o, int64_t n);
-    int64_t (*bwd[2])(const void *x, const void *o, const void *g, void *d, int64_t n);
+    int64_t (*bwd[2])(const void *x, const void *o, const void *g, void *d, int64_t n, int set);
 } optim__unary;
 
 /* Records a unary op of `a` (values computed now). */
@@ -139,6 +146,13 @@ optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *
 optim_node *optim__tape_clip(optim_tape *t, optim_node *a, double lo, double hi);
 
 /* ---- activations (activations.c) -------------------------------------------------- */
+
+/* relu(x + b) with b of shape [n] added to every row of x (last axis n),
+ * as optim_relu(optim_add(x, b)) computes it, bit for bit, values and
+ * gradients (the bias gradient summed over the rows in order), in one pass
+ * each way and without the sum's node. Internal: Dense with a bias and
+ * ReLU. NULL (tape message) on bad input. */
+optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b);
 
 /* The input of `n` when `n` is the output of optim_softmax (op "softmax",
  * over the last axis) or optim_sigmoid (op "sigmoid"), as named by `op`;
@@ -157,12 +171,32 @@ optim_node *optim__tape_logits(const optim_node *n, const char *op);
             O[i] = (EXPR);                                                \
         }                                                                 \
     }
-/* EXPR may use x, o (the op's value) and g (the upstream gradient). */
+/* Declares Z, a +0 of type T that the compiler cannot fold: Z + e has the
+ * bits of adding e into a zeroed buffer (+0 + -0 = +0), and a loop writing
+ * it vectorises where a literal 0 + e does not (GCC folds 0 + 0 in the
+ * branches of a conditional e, and the branches stay). */
+#define OPTIM__OPAQUE_ZERO(T, Z)                                          \
+    volatile T Z##_ = 0;                                                  \
+    const T Z = Z##_
+
+/* EXPR may use x, o (the op's value) and g (the upstream gradient). The
+ * loop is written twice so that each vectorises. */
 #define OPTIM__UNARY_BWD(NAME, T, EXPR)                                   \
-    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n) \
+    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n, \
+                        int set)                                          \
     {                                                                     \
         const T *X = x_, *O = o_, *G = g_;                                \
         T *D = d_;                                                        \
+        if (set) {                                                        \
+            OPTIM__OPAQUE_ZERO(T, zero);                                  \
+            for (int64_t i = 0; i < n; i++) {                             \
+                const T x = X[i], o = O[i], g = G[i];                     \
+                (void)x;                                                  \
+                (void)o;                                                  \
+                D[i] = zero + (EXPR);                                     \
+            }                                                             \
+            return -1;                                                    \
+        }                                                                 \
         for (int64_t i = 0; i < n; i++) {                                 \
             const T x = X[i], o = O[i], g = G[i];                         \
             (void)x;                                                      \
@@ -174,16 +208,20 @@ optim_node *optim__tape_logits(const optim_node *n, const char *op);
 /* Same, for ops with a domain: where BAD holds and g != 0 there is no
  * gradient; where g == 0 the contribution is exactly 0. */
 #define OPTIM__UNARY_BWD_CHECKED(NAME, T, BAD, EXPR)                      \
-    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n) \
+    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n, \
+                        int set)                                          \
     {                                                                     \
         const T *X = x_, *O = o_, *G = g_;                                \
         T *D = d_;                                                        \
         for (int64_t i = 0; i < n; i++) {                                 \
             const T x = X[i], o = O[i], g = G[i];                         \
             (void)o;                                                      \
-            if (g == 0) continue;                                         \
+            if (g == 0) {                                                 \
+                if (set) D[i] = 0;                                        \
+                continue;                                                 \
+            }                                                             \
             if (BAD) return i;                                            \
-            D[i] += (EXPR);                                               \
+            D[i] = (set ? (T)0 : D[i]) + (EXPR);                          \
         }                                                                 \
         return -1;                                                        \
     }

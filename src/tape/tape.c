@@ -133,14 +133,22 @@ optim_node *optim__tape_node_view(optim_tape *t, const char *op, optim_dtype dty
     return node_link(t, op, dtype, rank, shape, data, a, b);
 }
 
-void *optim__tape_grad(optim_tape *t, optim_node *n)
+void *optim__tape_grad_first(optim_tape *t, optim_node *n, int *fresh)
 {
+    *fresh = !n->grad;
     if (!n->grad) {
-        n->grad = optim__arena_calloc(&t->arena,
-                                      (size_t)optim__node_numel(n) * optim_dtype_size(n->value.dtype));
+        n->grad = optim__arena_alloc(&t->arena, (size_t)optim__node_numel(n) * optim_dtype_size(n->value.dtype));
         if (!n->grad) optim__tape_err(t, OPTIM_ENOMEM, "gradient of %s: out of memory", n->op);
     }
     return n->grad;
+}
+
+void *optim__tape_grad(optim_tape *t, optim_node *n)
+{
+    int fresh;
+    void *d = optim__tape_grad_first(t, n, &fresh);
+    if (d && fresh) memset(d, 0, (size_t)optim__node_numel(n) * optim_dtype_size(n->value.dtype));
+    return d;
 }
 
 /* ---- leaves ---------------------------------------------------------------- */
