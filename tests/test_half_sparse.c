@@ -423,6 +423,54 @@ OPTIM_TEST(test_user_class_whole_table)
     }
 }
 
+/* With bf16_stochastic_rounding_seed, each stored element's random bits
+ * depend on the element alone: Keras 3 Adam's sparse step (the dense
+ * equivalent, no duplicates) equals its dense step on the densified
+ * gradient bit for bit, and differs from rounding to nearest; LazyAdam's
+ * lazy rows give the same bits on 1 and 3 threads. */
+static void sr_run(const char *json, int sparse, int threads, uint16_t *out)
+{
+    enum { ROWS = 3000, RS = 4, N = 900 };
+    static float f[ROWS * RS], dense[ROWS * RS], gf[N * RS];
+    static uint16_t h[ROWS * RS], gd[ROWS * RS], gh[N * RS];
+    int64_t idx[N];
+    for (int i = 0; i < ROWS * RS; i++) f[i] = (float)init_at(0, i), dense[i] = 0;
+    for (int j = 0; j < N; j++) idx[j] = (int64_t)j * 3 + (j % 3); /* unique, ascending */
+    for (int i = 0; i < N * RS; i++) gf[i] = (float)sin(0.9 * i) * 0.7f, dense[idx[i / RS] * RS + i % RS] = gf[i];
+    optim_convert(h, OPTIM_BF16, f, OPTIM_F32, ROWS * RS);
+    optim_convert(gh, OPTIM_BF16, gf, OPTIM_F32, N * RS);
+    optim_convert(gd, OPTIM_BF16, dense, OPTIM_F32, ROWS * RS);
+    optim_var *w;
+    assert_int_equal(optim_var_create(&w, "sr/table", OPTIM_BF16, 2, (int64_t[]){ROWS, RS}, h, NULL), OPTIM_OK);
+    optim_optimizer *opt = optim_test_make(json);
+    assert_int_equal(optim_set_num_threads(opt, threads), OPTIM_OK);
+    optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_BF16, gh, 2, (int64_t[]){N, RS}))
+                               : optim_grad_dense(optim_tensor_make(OPTIM_BF16, gd, 2, (int64_t[]){ROWS, RS})), w};
+    for (int k = 0; k < 2; k++)
+        if (optim_apply_gradients(opt, &p, 1, 0)) fail_msg("%s: %s", json, optim_errmsg(opt));
+    memcpy(out, optim_var_cdata(w), sizeof h);
+    optim_test_free(opt, w);
+}
+
+OPTIM_TEST(test_stochastic_rounding)
+{
+    (void)state;
+    static uint16_t a[12000], b[12000], c[12000];
+    /* {seeded, unseeded} per class; Adam's check is against its dense step (b: sparse 0). */
+    const char *const cfg[2][2] = {
+        {"{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"bf16_stochastic_rounding_seed\": 42}}",
+         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}"},
+        {"{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.01, \"bf16_stochastic_rounding_seed\": 7}}",
+         "{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.01}}"}};
+    for (int c2 = 0; c2 < 2; c2++) {
+        sr_run(cfg[c2][0], 1, 1, a);
+        sr_run(cfg[c2][0], c2 == 1, 3, b);
+        if (memcmp(a, b, sizeof a)) fail_msg("%s: the two runs differ", cfg[c2][0]);
+        sr_run(cfg[c2][1], 1, 2, c);
+        if (!memcmp(a, c, sizeof a)) fail_msg("%s: the same bits as rounding to nearest", cfg[c2][0]);
+    }
+}
+
 /* ---- 2. duplicates summed in float32 ----------------------------------------------------------- */
 
 /* Rows 1, 2^-8, 2^-8 at one index: their float32 sum 1 + 2^-7 is a

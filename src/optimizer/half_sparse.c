@@ -47,7 +47,7 @@ static void decay_span(const optim__half_sparse_job *j, void *p, int64_t a, int6
         char *at = (char *)p + (size_t)off * es;
         optim__half_load(j->u.dtype, at, buf, m);
         optim__decay(OPTIM_F32, buf, m, j->wd, j->lr);
-        optim__half_store(j->u.dtype, buf, at, m);
+        optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, 0, buf, at, off, m);
     }
 }
 
@@ -78,7 +78,7 @@ static void move_rows(const optim__half_sparse_job *j, const int64_t *idx, int64
         for (int64_t q = 0; q < n; q++) {
             char *row = base + (size_t)(idx[q] * rs) * es;
             if (to) optim__half_load(j->u.dtype, row, buf + q * rs, rs);
-            else optim__half_store(j->u.dtype, buf + q * rs, row, rs);
+            else optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, k, buf + q * rs, row, idx[q] * rs, rs);
         }
     }
 }
@@ -158,7 +158,8 @@ void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float 
     u.values = (const float *)j->u.values + j0 * rs;
     j->u.opt->cls.apply_sparse(&u);
     for (int b = 0; b <= j->u.nslots; b++)
-        optim__half_store(j->u.dtype, scratch + b * cnt, (char *)base_of(j, b) + at, cnt);
+        optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, b, scratch + b * cnt, (char *)base_of(j, b) + at,
+                                 r0 * rs, cnt);
 }
 
 void optim__half_sparse_chunk(const optim__half_sparse_job *j, int64_t off, int64_t count, float *chunk, float *block)
@@ -179,7 +180,8 @@ void optim__half_sparse_chunk(const optim__half_sparse_job *j, int64_t off, int6
                                       j->u.nslots, j->u.coef, j->u.iterations};
         j->u.opt->cls.apply_dense(&u);
         for (int k = 0; k <= j->u.nslots; k++)
-            optim__half_store(j->u.dtype, block + (size_t)k * OPTIM__HALF_BLOCK, (char *)base_of(j, k) + at, m);
+            optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, k, block + (size_t)k * OPTIM__HALF_BLOCK,
+                                     (char *)base_of(j, k) + at, off + b, m);
     }
 }
 
@@ -222,7 +224,7 @@ static void whole_variable(const optim__half_sparse_job *j, float *buf)
     u.param = buf;
     u.slots = slots;
     if (!duplicates(j, &u, NULL)) opt->cls.apply_sparse(&u);
-    for (int k = 0; k <= u.nslots; k++) optim__half_store(j->u.dtype, at[k], base_of(j, k), n[k]);
+    for (int k = 0; k <= u.nslots; k++) optim__half_store_stream(opt, j->entry, j->u.dtype, k, at[k], base_of(j, k), 0, n[k]);
 }
 
 void optim__half_sparse_whole(const optim__half_sparse_job *j, float *whole)
