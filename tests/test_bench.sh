@@ -66,9 +66,14 @@ grep -q '"cpu_median_seconds": [0-9]' "$tmp/sp" || fail "cpu time: $(cat "$tmp/s
 "$optim" bench --runs 1 --sparse 10 2 5 sgd >"$tmp/spt" 2>"$tmp/err" || fail "bench --sparse text: $(cat "$tmp/err")"
 grep -q 'sparse/dense' "$tmp/spt" || fail "text line: $(cat "$tmp/spt")"
 
+# --sparse --dtype bf16: a bfloat16 table (half the bytes of float32: 14 for LazyAdam's variable and two slots).
+"$optim" bench --json --runs 1 --dtype bf16 --sparse 300 7 50 lazyadam >"$tmp/spb" 2>"$tmp/err" \
+    || fail "bench --dtype bf16 --sparse exited $?: $(cat "$tmp/err")"
+grep -q '"dtype": "bfloat16",.*"bytes_per_param": 14,' "$tmp/spb" || fail "bf16 sparse: $(cat "$tmp/spb")"
+
 for bad in "--size x" "--size 0" "--runs" "--tensors 0" "--size 10 --tensors 11" "--bogus" "-x" '"nope"' '{"class_name": "SGD", "config": {"momentum": 2}}' \
     "--sparse" "--sparse 10 2" "--sparse 0 2 5" "--sparse 10 0 5" "--sparse 10 2 0" "--sparse 10 2 x" \
-    "--sparse 4294967296 4294967296 1" "--sparse 10 2 5 lamb_nope" "--dtype bf16 --sparse 10 2 5" \
+    "--sparse 4294967296 4294967296 1" "--sparse 10 2 5 lamb_nope" \
     "--iterations" "--iterations -1" "--iterations x" "--iterations 4611686018427387905" "--iterations 3 --sparse 10 2 5"; do
     # shellcheck disable=SC2086
     if eval "\"$optim\" bench $bad" >"$tmp/o" 2>"$tmp/e"; then fail "bench $bad succeeded"; fi

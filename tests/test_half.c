@@ -536,8 +536,8 @@ static void test_refusals(void **state)
     optim_optimizer *adam = optim_test_make("\"adam\"");
     refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_F32, f, 2, shape)), OPTIM_EDTYPE, "expected float16");
     refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_BF16, h, 2, shape)), OPTIM_EDTYPE, "expected float16");
-    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, (int64_t[]){1, 2})),
-            OPTIM_ENOTSUP, "sparse gradients take float32 or float64");
+    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, f, 2, (int64_t[]){1, 2})),
+            OPTIM_EDTYPE, "expected float16"); /* sparse half gradients: tests/test_half_sparse.c */
     optim_optimizer *ema = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}");
     refused(ema, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "use_ema");
     optim_optimizer *acc = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"gradient_accumulation_steps\": 2}}");

@@ -15,6 +15,7 @@
 #include "opt_table.h"
 #include "optimizer/sparse_walk.h"
 #include "core/parallel.h"
+#include "user_momentum.h"
 
 #include <math.h>
 #include <omp.h>
@@ -293,30 +294,7 @@ static void test_lazy_rows_follow_dense_rule(void **state)
 
 /* ---- user classes ------------------------------------------------------------------------ */
 
-/* A user's element-wise SGD with momentum (no apply_sparse). */
-typedef struct ucoef {
-    double lr;
-} ucoef;
-
-static int u_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
-{
-    (void)err;
-    return optim_add_slot(opt, var, "momentum", OPTIM_SLOT_ZEROS, 0);
-}
-
-static void u_prepare(optim_optimizer *opt, optim_dtype dt, void *c) { ((ucoef *)c)->lr = optim_learning_rate(opt, dt); }
-
-static void u_dense(const optim_dense_update *u)
-{
-    const float lr = (float)((const ucoef *)u->coef)->lr;
-    float *w = u->param, *m = u->slots[0];
-    const float *g = u->grad;
-    for (int64_t i = 0; i < u->count; i++) {
-        m[i] = 0.9f * m[i] - lr * g[i];
-        w[i] = w[i] + m[i];
-    }
-}
-
+/* A user's element-wise SGD with momentum (user_momentum.h), no apply_sparse. */
 static const optim_class USER_EW = {
     .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "SparseWalkUserEW",
     .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.05, .coef_size = sizeof(ucoef),

@@ -10,22 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int counting;
-static long allocations;
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__real_aligned_alloc(size_t align, size_t n);
-int __real_posix_memalign(void **p, size_t align, size_t n);
-
-__attribute__((noinline)) void optim_test_alloc_hit(void) { __asm__ volatile(""); }
-#define COUNT() (counting ? optim_test_alloc_hit() : (void)0, __atomic_add_fetch(&allocations, counting, __ATOMIC_RELAXED))
-void *__wrap_malloc(size_t n) { COUNT(); return __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { COUNT(); return __real_calloc(n, size); }
-void *__wrap_realloc(void *p, size_t n) { COUNT(); return __real_realloc(p, n); }
-void *__wrap_aligned_alloc(size_t align, size_t n) { COUNT(); return __real_aligned_alloc(align, n); }
-int __wrap_posix_memalign(void **p, size_t align, size_t n) { COUNT(); return __real_posix_memalign(p, align, n); }
+#include "alloc_count.h"
 
 /* nvars variables of `each` f32 elements (a rank-2 shape when cols > 0),
  * stepped `steps` times; returns the allocations of steps 2..steps. */

@@ -13,7 +13,7 @@
  * write-allocate). --iterations I starts each optimizer's step counter at I
  * (steps I + 1, I + 2, ...: a long run's state of the bias corrections). Prints the median of the R runs, one line per config, or
  * with --json one JSON object per line. --sparse times a sparse step on a
- * [ROWS, COLS] table instead (bench_sparse.c). */
+ * [ROWS, COLS] table of dtype D instead (bench_sparse.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <omp.h>
@@ -171,11 +171,7 @@ int optim_cmd_bench(int argc, char **argv)
         free(configs);
         return fail("%s is for dense steps, not --sparse", "--iterations");
     }
-    if (sp.rows && dtype != OPTIM_F32) {
-        free(configs);
-        return fail("--sparse measures a float32 table; --dtype %s is for dense steps (sparse gradients "
-                    "take float32 or float64 variables)", optim_dtype_name(dtype));
-    }
+    sp.dtype = dtype;
     if (tensors > n) {
         free(configs);
         return fail("%s K must be at most --size N (one element per variable at least)", "--tensors");

@@ -1,5 +1,5 @@
 /* optim bench --sparse ROWS COLS INDICES: one sparse step of each config on
- * a [ROWS, COLS] float32 table, INDICES random row indices (fixed seed,
+ * a [ROWS, COLS] table (float32, or --dtype's type), INDICES random row indices (fixed seed,
  * about one in 16 a repeat of an earlier one, so duplicates are summed as
  * in an embedding's gradient), median of R runs after a warm-up step. The
  * same table's dense step (the gradient dense, same optimizer) is timed
@@ -30,7 +30,8 @@ static uint64_t splitmix(uint64_t *s)
 
 typedef struct sparse_work {
     int64_t *idx;
-    float *vals, *dense, *a, *b, *c;
+    void *vals, *dense; /* in o->dtype */
+    float *a, *b, *c;
     double *t, *cpu; /* per run: seconds, and the process's CPU seconds */
 } sparse_work;
 
@@ -56,23 +57,37 @@ static void work_free(sparse_work *w)
     free(w->cpu);
 }
 
+/* The floats of f in dtype dt, into dst (n elements). */
+static void put(void *dst, optim_dtype dt, const float *f, size_t n)
+{
+    optim_convert(dst, dt, f, OPTIM_F32, (int64_t)n);
+}
+
 /* Indices, rows of values, and the dense gradient of the same table. */
 static int work_make(sparse_work *w, const bench_sparse_opts *o)
 {
-    const size_t n = (size_t)o->indices, numel = (size_t)(o->rows * o->cols);
+    const size_t n = (size_t)o->indices, numel = (size_t)(o->rows * o->cols), es = optim_dtype_size(o->dtype);
+    const size_t nv = n * (size_t)o->cols, most = nv > numel ? nv : numel;
+    float *f = malloc(most * sizeof *f);
     w->idx = malloc(n * sizeof *w->idx);
-    w->vals = malloc(n * (size_t)o->cols * sizeof *w->vals);
-    w->dense = malloc(numel * sizeof *w->dense);
+    w->vals = malloc(nv * es);
+    w->dense = malloc(numel * es);
     w->t = malloc((size_t)o->runs * sizeof *w->t);
     w->cpu = malloc((size_t)o->runs * sizeof *w->cpu);
-    if (!w->idx || !w->vals || !w->dense || !w->t || !w->cpu) return -1;
+    if (!f || !w->idx || !w->vals || !w->dense || !w->t || !w->cpu) {
+        free(f);
+        return -1;
+    }
     uint64_t seed = 20261201;
     for (size_t j = 0; j < n; j++) {
         const uint64_t r = splitmix(&seed);
         w->idx[j] = j % 16 == 15 ? w->idx[r % j] : (int64_t)(r % (uint64_t)o->rows);
     }
-    for (size_t i = 0; i < n * (size_t)o->cols; i++) w->vals[i] = 1e-3f * (float)(splitmix(&seed) % 2001) - 1.0f;
-    for (size_t i = 0; i < numel; i++) w->dense[i] = 1e-3f * (float)(i % 7);
+    for (size_t i = 0; i < nv; i++) f[i] = 1e-3f * (float)(splitmix(&seed) % 2001) - 1.0f;
+    put(w->vals, o->dtype, f, nv);
+    for (size_t i = 0; i < numel; i++) f[i] = 1e-3f * (float)(i % 7);
+    put(w->dense, o->dtype, f, numel);
+    free(f);
     return 0;
 }
 
@@ -95,7 +110,8 @@ static void report(const char *config, optim_optimizer *opt, const bench_sparse_
                    double dense_secs, double triad)
 {
     const int64_t numel = o->rows * o->cols;
-    const double bytes = optim_bench_bytes_per_param(opt, numel), bw = bytes * (double)numel / secs / 1e9;
+    /* optim_bench_bytes_per_param counts float32 elements. */
+    const double bytes = optim_bench_bytes_per_param(opt, numel) * (double)optim_dtype_size(o->dtype) / 4.0, bw = bytes * (double)numel / secs / 1e9;
     if (!o->json) {
         printf("%-62s sparse %9.3f ms (cpu %.3f ms)  dense %8.3f ms  sparse/dense %.3f\n", config, 1e3 * secs,
                1e3 * cpu, 1e3 * dense_secs, secs / dense_secs);
@@ -103,11 +119,11 @@ static void report(const char *config, optim_optimizer *opt, const bench_sparse_
     }
     printf("{\"config\": \"");
     for (const char *s = config; *s; s++) printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
-    printf("\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"float32\", \"threads\": %d, "
+    printf("\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"%s\", \"threads\": %d, "
            "\"bytes_per_param\": %.0f, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
            "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g, "
            "\"cpu_median_seconds\": %.9g}\n",
-           optim_class_of(opt)->name, (long long)numel, omp_get_max_threads(), bytes, secs, bw, triad, bw / triad,
+           optim_class_of(opt)->name, (long long)numel, optim_dtype_name(o->dtype), omp_get_max_threads(), bytes, secs, bw, triad, bw / triad,
            o->rows, o->cols, o->indices, dense_secs, cpu);
 }
 
@@ -119,12 +135,12 @@ static int bench_one(const char *config, const bench_sparse_opts *o, sparse_work
     optim_optimizer *opt = NULL;
     const int64_t shape[2] = {o->rows, o->cols}, vshape[2] = {o->indices, o->cols};
     int rc = 0;
-    if (optim_from_json(&opt, config, &err) || optim_var_create(&x, "table", OPTIM_F32, 2, shape, NULL, &err)) {
+    if (optim_from_json(&opt, config, &err) || optim_var_create(&x, "table", o->dtype, 2, shape, NULL, &err)) {
         fprintf(stderr, "optim bench: %s\n", err.msg);
         rc = 1;
     } else {
-        optim_grad_var ps = {optim_grad_sparse(w->idx, o->indices, optim_tensor_make(OPTIM_F32, w->vals, 2, vshape)), x};
-        optim_grad_var pd = {optim_grad_dense(optim_tensor_make(OPTIM_F32, w->dense, 2, shape)), x};
+        optim_grad_var ps = {optim_grad_sparse(w->idx, o->indices, optim_tensor_make(o->dtype, w->vals, 2, vshape)), x};
+        optim_grad_var pd = {optim_grad_dense(optim_tensor_make(o->dtype, w->dense, 2, shape)), x};
         /* Dense first: it touches every page of the table and its slots, so
          * the sparse steps run on memory a training run has long faulted in. */
         double cpu = 0;
@@ -163,8 +179,8 @@ int optim_bench_sparse(const char *const *configs, int n, const bench_sparse_opt
     free(w.a), free(w.b), free(w.c);
     w.a = w.b = w.c = NULL;
     if (!o->json)
-        printf("triad: %.1f GB/s; sparse step: %lld x %lld float32 table, %lld indices, %d threads\n", triad, o->rows,
-               o->cols, o->indices, omp_get_max_threads());
+        printf("triad: %.1f GB/s; sparse step: %lld x %lld %s table, %lld indices, %d threads\n", triad, o->rows,
+               o->cols, optim_dtype_name(o->dtype), o->indices, omp_get_max_threads());
     for (int k = 0; k < n && !rc; k++) rc = bench_one(configs[k], o, &w, triad);
     work_free(&w);
     return rc;

@@ -1,5 +1,6 @@
 /* optim bench --sparse (internal to tools/): the sparse step of each
- * config on a [ROWS, COLS] float32 table, and what bench.c shares with it. */
+ * config on a [ROWS, COLS] table (float32 unless --dtype), and what bench.c
+ * shares with it. */
 #ifndef OPTIM_TOOLS_BENCH_SPARSE_H
 #define OPTIM_TOOLS_BENCH_SPARSE_H
 
@@ -10,6 +11,7 @@
 typedef struct bench_sparse_opts {
     long long rows, cols, indices; /* rows 0: no sparse mode */
     int runs, json;
+    optim_dtype dtype;             /* of the table, its gradients and slots */
 } bench_sparse_opts;
 
 /* Times configs[0..n) (JSON texts that load) as bench.c describes; returns

@@ -24,6 +24,7 @@
  * to step. Work is cut into the fixed chunks of core/parallel.h, and every
  * reduction adds fixed partial sums in a fixed order, so results are bitwise
  * identical for any number of threads. */
+#include "optimizer/half_sparse.h"
 #include "optimizer/half_step.h"
 #include "optimizer/impl.h"
 #include "optimizer/keras3_options.h"
@@ -66,6 +67,7 @@ typedef struct work {
     int fused;                     /* dense: transform per chunk while updating */
     optim_sparse_mode mode;        /* sparse: how stage 7 runs it (sparse_walk.h) */
     int64_t *rebased;              /* OPTIM_SPARSE_ALL_ROWS: idx relative to each range's first row */
+    optim__half_sparse hs;         /* sparse on a half variable: float32 rows and buffers (half_sparse.h) */
     double wd;                     /* Keras 3 weight decay factor, 0 for none */
     clip_desc clip;
 } work;
@@ -90,7 +92,9 @@ typedef struct step {
     optim__mt mt;                  /* stage 7: the tasks and phased variables (multi_tensor.h) */
     void *scratch;                 /* per thread, one chunk of doubles */
     float *half;                   /* per thread, OPTIM__HALF_CHUNK_FLOATS (half_step.h) */
-    float **half_whole;            /* per work, a non-element-wise class's half variable */
+    float **half_whole;            /* per work, a half variable in float32 (non-element-wise, or sparse in one call) */
+    float *half_range;             /* per thread, half_range_floats: lazy and row-range steps of half variables */
+    size_t half_range_floats;
     int nthreads;
     optim__k3 k3;                  /* Keras 3's options for this call */
     optim__k3_grad *k3g;           /* the gradients for the accumulation passes */
@@ -119,24 +123,28 @@ static double clip_option(const step *s, int i)
 
 /* ---- sparse de-duplication --------------------------------------------------------- */
 
+static int widen_rows(step *s, work *w);
+
 /* Unique ascending indices; duplicate rows summed in their order of
  * appearance starting from zero (tf.math.unsorted_segment_sum), the rows
  * split over the threads when there are several chunks of them. */
 static int dedup(step *s, work *w)
 {
     const int64_t n = w->raw_n, rs = w->row_size;
+    const optim_dtype vt = optim_compute_dtype(w->dtype); /* half rows are summed in float32 */
+    if (vt != w->dtype && widen_rows(s, w)) return OPTIM_ENOMEM;
     optim__ipos *order = step_alloc(s, (size_t)n * sizeof *order), *tmp = step_alloc(s, (size_t)n * sizeof *tmp);
     int64_t *first = step_alloc(s, (size_t)(n + 1) * sizeof *first);
     w->idx = step_alloc(s, (size_t)n * sizeof *w->idx);
-    w->vals = step_alloc(s, (size_t)n * (size_t)rs * optim_dtype_size(w->dtype));
+    w->vals = step_alloc(s, (size_t)n * (size_t)rs * optim_dtype_size(vt));
     if (!order || !tmp || !first || !w->idx || !w->vals) return OPTIM_ENOMEM;
     for (int64_t k = 0; k < n; k++) order[k] = (optim__ipos){w->raw_idx[k], k};
     optim__sparse_sort(order, tmp, n, w->rows);
     const int64_t count = optim__sparse_groups(order, n, w->idx, first);
     const int nt = n * rs >= 4 * OPTIM__CHUNK ? s->nthreads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
-    optim__sparse_sum_part(w->dtype, rs, w->raw_vals, order, first, count, omp_get_num_threads(),
-                           omp_get_thread_num(), w->vals);
+    optim__sparse_sum_part(vt, rs, vt != w->dtype ? (const void *)w->hs.raw : w->raw_vals, order, first, count,
+                           omp_get_num_threads(), omp_get_thread_num(), w->vals);
     w->n = count;
     return OPTIM_OK;
 }
@@ -178,6 +186,20 @@ static void clip_run(optim_dtype dt, const void *src, void *dst, int64_t n, cons
             clip_f32(b, b, m, c);
             optim__half_store(dt, b, (uint16_t *)dst + off, m);
         }
+}
+
+/* The rows of sparse work w on a half variable, as given, widened to
+ * float32 with the pending transform applied (not rounded: as the fused
+ * transform of a dense half gradient). */
+static int widen_rows(step *s, work *w)
+{
+    const int64_t n = w->raw_n * w->row_size;
+    float *r = step_alloc(s, (size_t)n * sizeof *r);
+    if (!r) return OPTIM_ENOMEM;
+    optim__half_load(w->dtype, w->raw_vals, r, n);
+    if (w->fused) clip_f32(r, r, n, &w->clip);
+    w->hs.raw = r;
+    return OPTIM_OK;
 }
 
 /* Sum of squares after unscaling and clipvalue, accumulated in double (TF
@@ -256,7 +278,7 @@ static int grad_norms(step *s, const clip_desc *base, double *norm2)
 static int set_clip(step *s, work *w, const clip_desc *c)
 {
     w->clip = *c;
-    if (w->kind != OPTIM_GRAD_SPARSE) {
+    if (w->kind != OPTIM_GRAD_SPARSE || optim__is_half(w->dtype)) { /* half rows: when widened (dedup) */
         w->fused = 1;
         return OPTIM_OK;
     }
@@ -316,6 +338,18 @@ static int materialize_dense(step *s, work *w)
     return OPTIM_OK;
 }
 
+/* The pending transform of half sparse rows, applied into a copy rounded
+ * once (as materialize_dense does), before user functions see them. */
+static int materialize_rows(step *s, work *w)
+{
+    void *copy = step_alloc(s, (size_t)(w->raw_n * w->row_size) * optim_dtype_size(w->dtype));
+    if (!copy) return OPTIM_ENOMEM;
+    clip_run(w->dtype, w->raw_vals, copy, w->raw_n * w->row_size, &w->clip);
+    w->raw_vals = copy;
+    w->fused = 0;
+    return OPTIM_OK;
+}
+
 /* ---- 3/4. user functions over the gradients ------------------------------------------ */
 
 /* Points the work at a (checked) gradient's data, as given. */
@@ -355,7 +389,7 @@ static int to_pairs(step *s)
         optim_grad_var *p = &s->pairs[i];
         p->var = w->var;
         if (w->kind == OPTIM_GRAD_SPARSE) {
-            if (sparse_pair(s, w, p)) return OPTIM_ENOMEM;
+            if ((w->fused && materialize_rows(s, w)) || sparse_pair(s, w, p)) return OPTIM_ENOMEM;
             continue;
         }
         if (materialize_dense(s, w)) return OPTIM_ENOMEM;
@@ -498,10 +532,30 @@ static void all_rows_range(const work *w, optim_sparse_update *u, void **slots, 
     u->values = (const char *)w->vals + (size_t)(j0 * w->row_size) * es;
 }
 
+/* One task of sparse work w on a half variable (half_sparse.h). */
+static void run_half_sparse(step *s, const work *w, const task *t, int tid)
+{
+    void *slots[OPTIM_MAX_SLOTS];
+    const optim__half_sparse_job j = {sparse_view(s, w, slots), &w->hs, w->entry, w->raw_idx, w->raw_n, w->rebased,
+                                      w->wd, optim_learning_rate(s->opt, OPTIM_F32)};
+    if (w->mode == OPTIM_SPARSE_DENSE)
+        optim__half_sparse_chunk(&j, t->off, t->count, thread_chunk(s, tid),
+                                 s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS);
+    else if (w->mode == OPTIM_SPARSE_ROWS)
+        optim__half_sparse_rows(&j, t->count, t->off, s->half_range + (size_t)tid * s->half_range_floats);
+    else if (w->mode == OPTIM_SPARSE_ALL_ROWS)
+        optim__half_sparse_range(&j, t->off, s->half_range + (size_t)tid * s->half_range_floats);
+    else optim__half_sparse_whole(&j, s->half_whole ? s->half_whole[t->w] : NULL);
+}
+
 /* One task of sparse work w in its mode (sparse_walk.h). */
 static void run_sparse(step *s, const work *w, const task *t, int tid)
 {
     optim_optimizer *opt = s->opt;
+    if (optim__is_half(w->dtype)) {
+        run_half_sparse(s, w, t, tid);
+        return;
+    }
     void *slots[OPTIM_MAX_SLOTS];
     optim_sparse_update u = sparse_view(s, w, slots);
     if (w->mode == OPTIM_SPARSE_DENSE) {
@@ -704,6 +758,8 @@ static void sparse_tasks(step *s)
         void *slots[OPTIM_MAX_SLOTS];
         optim_sparse_update u = sparse_view(s, w, slots);
         w->mode = optim__sparse_mode(&s->opt->cls, &u);
+        if (optim__is_half(w->dtype) && !(s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE))
+            w->mode = OPTIM_SPARSE_WHOLE; /* on the whole-variable scratch (half_sparse.h) */
         if (w->mode == OPTIM_SPARSE_DENSE) {
             OPTIM__FOR_CHUNKS(w->numel, off, len) s->tasks[s->ntasks++] = (task){i, off, len};
         } else if (w->mode == OPTIM_SPARSE_ROWS) {
@@ -846,6 +902,38 @@ static int alloc_half_whole(step *s)
     return OPTIM_OK;
 }
 
+/* The buffers of sparse gradients on half variables of an element-wise
+ * class with a sparse rule (half_sparse.h), once their slots exist. A
+ * class without a sparse_mode hook runs one apply_sparse call that may
+ * touch any row: it gets the whole variable in float32. */
+static int alloc_half_sparse(step *s)
+{
+    const optim_class *cls = &s->opt->cls;
+    if (!s->k3.update || !(cls->flags & OPTIM_CLASS_ELEMENTWISE) || !cls->apply_sparse) return OPTIM_OK;
+    for (size_t i = 0; i < s->nworks; i++) {
+        work *w = &s->works[i];
+        if (w->kind != OPTIM_GRAD_SPARSE || !optim__is_half(w->dtype)) continue;
+        const optim__var_entry *e = optim__var_entry_of(s->opt, w->var);
+        const int ns = e->nown;
+        if (!cls->sparse_mode) {
+            if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
+                return OPTIM_ENOMEM;
+            if (!(s->half_whole[i] = step_alloc(s, optim__half_whole_floats(s->opt, e) * sizeof(float))))
+                return OPTIM_ENOMEM;
+            continue;
+        }
+        if (optim__half_sparse_reserve(&s->opt->arena, &w->hs, w->n, w->raw_n, w->row_size, ns,
+                                       cls->apply_sparse_duplicate_indices != NULL))
+            return OPTIM_ENOMEM;
+        const size_t f = optim__half_sparse_range_floats(w->row_size, ns);
+        if (f > s->half_range_floats) s->half_range_floats = f;
+    }
+    if (s->half_range_floats &&
+        !(s->half_range = step_alloc(s, (size_t)s->nthreads * s->half_range_floats * sizeof(float))))
+        return OPTIM_ENOMEM;
+    return OPTIM_OK;
+}
+
 /* 5. Slots for variables seen for the first time, in pair order; nothing
  * can fail after this stage. */
 static int stage_create_slots(step *s, optim_error *err)
@@ -859,7 +947,7 @@ static int stage_create_slots(step *s, optim_error *err)
             return rc;
         }
     }
-    if (alloc_half_whole(s)) {
+    if (alloc_half_whole(s) || alloc_half_sparse(s)) {
         optim__rollback_vars(opt, nv, ns, nn);
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }

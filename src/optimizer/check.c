@@ -74,9 +74,6 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
         return optim__err(err, OPTIM_EINVAL, "%s: gradient of '%s' has unknown kind %d", cn, vn,
                           (int)p->grad.kind);
     snprintf(what, sizeof what, "%s: sparse gradient of '%s'", cn, vn);
-    if (optim_compute_dtype(vd) != vd)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: the variable is %s; sparse gradients take float32 or "
-                          "float64 variables (docs/half-precision.md)", what, optim_dtype_name(vd));
     return check_sparse(opt, what, &p->grad.sparse, v, err);
 }
 
@@ -99,7 +96,7 @@ static int check_sparse(const optim_optimizer *opt, const char *what, const opti
     if (vr < 1)
         return optim__err(err, OPTIM_ESHAPE, "%s: the variable is a scalar; sparse rows need rank >= 1",
                           what);
-    int rc = optim__tensor_check(&s->values, OPTIM__FLOAT_MASK, what, err);
+    int rc = optim__tensor_check(&s->values, OPTIM__VAR_MASK, what, err);
     if (rc) return rc;
     if (s->values.dtype != vd)
         return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)", what,

@@ -90,21 +90,20 @@ static void store_sr(const optim_optimizer *opt, const optim__var_entry *e, int 
     }
 }
 
-/* Rounds n floats of stream `stream` back to h's storage type. */
-static void store(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h, int stream,
-                  const float *src, void *dst, int64_t first, int64_t n)
+void optim__half_store_stream(const optim_optimizer *opt, const optim__var_entry *e, optim_dtype dt, int stream,
+                              const float *src, void *dst, int64_t first, int64_t n)
 {
-    if (h->dtype == OPTIM_BF16 && opt->hypers[OPTIM__P_BF16_SR_SEED].kind != HYPER_NONE)
+    if (dt == OPTIM_BF16 && opt->hypers[OPTIM__P_BF16_SR_SEED].kind != HYPER_NONE)
         store_sr(opt, e, stream, src, dst, first, n);
     else
-        optim__half_store(h->dtype, src, dst, n);
+        optim__half_store(dt, src, dst, n);
 }
 
 void optim__half_store_run(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h,
                            const optim__half_view *f, int whole)
 {
-    store(opt, e, h, 0, f->u.param, h->param, h->offset, h->count);
+    optim__half_store_stream(opt, e, h->dtype, 0, f->u.param, h->param, h->offset, h->count);
     for (int k = 0; k < h->nslots; k++)
-        store(opt, e, h, 1 + k, f->slots[k], h->slots[k], whole ? 0 : h->offset,
-              slot_count(opt, e, k, h->count, whole));
+        optim__half_store_stream(opt, e, h->dtype, 1 + k, f->slots[k], h->slots[k], whole ? 0 : h->offset,
+                                 slot_count(opt, e, k, h->count, whole));
 }

@@ -40,6 +40,14 @@ void optim__half_part(const optim_dense_update *h, int64_t off, int64_t len, opt
 void optim__half_load_run(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h,
                           float *buf, int whole, optim__half_view *f);
 
+/* Rounds n floats of stream `stream` (0 the variable, 1 + k its slot k)
+ * of e's variable, elements [first, first + n) of it, into dst of dtype dt:
+ * to nearest even, or stochastically for BF16 when the optimizer has a
+ * bf16_stochastic_rounding_seed (the bits depend on the element, not on
+ * the split). */
+void optim__half_store_stream(const optim_optimizer *opt, const optim__var_entry *e, optim_dtype dt, int stream,
+                              const float *src, void *dst, int64_t first, int64_t n);
+
 /* Rounds the param and slots of f back into h's storage. */
 void optim__half_store_run(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h,
                            const optim__half_view *f, int whole);

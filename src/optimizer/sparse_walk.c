@@ -124,8 +124,7 @@ optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_
     return mode == OPTIM_SPARSE_ROWS ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_WHOLE;
 }
 
-/* First j in [0, n) with idx[j] >= row, n if none. */
-static int64_t lower_bound(const int64_t *idx, int64_t n, int64_t row)
+int64_t optim__sparse_lower_bound(const int64_t *idx, int64_t n, int64_t row)
 {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
@@ -146,7 +145,7 @@ const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, 
 {
     const int64_t rs = u->row_size, end = off + len;
     if (rs <= 0 || len <= 0) return zero_chunk;
-    int64_t j = lower_bound(u->indices, u->n, off / rs);
+    int64_t j = optim__sparse_lower_bound(u->indices, u->n, off / rs);
     if (j == u->n || u->indices[j] * rs >= end) return zero_chunk;
     const size_t es = optim_dtype_size(u->dtype);
     char *out = buf;
@@ -198,8 +197,8 @@ void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j
     const int64_t per = rows_per_range(u->row_size);
     *r0 = k * per < u->rows ? k * per : u->rows;
     *r1 = u->rows - *r0 > per ? *r0 + per : u->rows;
-    *j0 = lower_bound(u->indices, u->n, *r0);
-    *j1 = lower_bound(u->indices, u->n, *r1);
+    *j0 = optim__sparse_lower_bound(u->indices, u->n, *r0);
+    *j1 = optim__sparse_lower_bound(u->indices, u->n, *r1);
 }
 
 void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0, int64_t *j1,

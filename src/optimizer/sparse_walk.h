@@ -32,6 +32,9 @@ int64_t optim__sparse_groups(const optim__ipos *a, int64_t n, int64_t *idx, int6
 void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a, const int64_t *first,
                             int64_t count, int parts, int k, void *vals);
 
+/* The first j in [0, n) with idx[j] >= row (idx ascending), n if none. */
+int64_t optim__sparse_lower_bound(const int64_t *idx, int64_t n, int64_t row);
+
 /* The mode u runs in for class cls (optim_class.sparse_mode, resolved as
  * its comment says). */
 optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_update *u);
