@@ -43,9 +43,9 @@ static int64_t idle5_index(int k, int j)
 static double idle5_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) + 0.05; }
 
 const ot_sparse OT_SPARSE_IDLE5 = {6, 3, 4, 4, idle5_index, idle5_val, table_init};
-const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad};
+const ot_dense OT_DENSE_SHRINK = {9, 25, dense_init, shrink_grad, 0, NULL};
 const ot_sparse OT_SPARSE_ADAM = {7, 3, 21, 5, adam_index, adam_val, table_init};
-const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad};
+const ot_dense OT_DENSE = {7, 25, dense_init, dense_grad, 0, NULL};
 const ot_sparse OT_SPARSE = {6, 3, 4, 4, table_index, table_val, table_init};
 const ot_sparse OT_SPARSE_LONG = {6, 3, 24, 4, long_index, long_val, table_init};
 
@@ -113,6 +113,16 @@ void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
     free(buf);
 }
 
+double ot_scalar_step(const char *json, optim_dtype dt, double w, double g)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *v = optim_test_var("v", dt, 0, NULL, &w);
+    ot_step_dense(opt, v, &g);
+    double r = optim_var_get(v, 0);
+    optim_test_free(opt, v);
+    return r;
+}
+
 void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals)
 {
     int32_t rank = optim_var_rank(w);
@@ -154,13 +164,22 @@ double ot_tol(const ot_case *c, optim_dtype dt, int which)
     return set ? c->tol[i] : dflt[i];
 }
 
+/* The value an F32 variable holds for x, where f32. */
+static double rnd(int f32, double x) { return f32 ? (double)(float)x : x; }
+
+/* The dense problem's variable "w" of dtype dt holding x. */
+static optim_var *dense_var(const ot_dense *d, optim_dtype dt, const double *x)
+{
+    int64_t n = d->n;
+    return d->shape ? optim_test_var("w", dt, d->rank, d->shape, x) : optim_test_var("w", dt, 1, &n, x);
+}
+
 optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
 {
     double *x = malloc(sizeof(double) * (size_t)d->n);
     assert_non_null(x);
     for (int i = 0; i < d->n; i++) x[i] = d->init(i);
-    int64_t shape[1] = {d->n};
-    optim_var *w = optim_test_var("w", dt, 1, shape, x);
+    optim_var *w = dense_var(d, dt, x);
     for (int k = 0; k < d->steps; k++) {
         for (int i = 0; i < d->n; i++) x[i] = d->grad(k, i);
         ot_step_dense(opt, w, x);
@@ -175,10 +194,16 @@ static void state_ptrs(const ot_case *c, double *st, int stride, double **p)
     for (int i = 0; i < c->nstate; i++) p[i] = st + (size_t)i * (size_t)stride;
 }
 
-static void init_state(const ot_case *c, double **p, int n)
+static void init_state(const ot_case *c, double **p, int n, int f32)
 {
     for (int i = 0; i < c->nstate; i++)
-        for (int e = 0; e < n; e++) p[i][e] = c->state_init[i];
+        for (int e = 0; e < n; e++) p[i][e] = rnd(f32, c->state_init[i]);
+}
+
+/* The hyperparameters of the reference for dt. */
+static const void *case_hp(const ot_case *c, optim_dtype dt)
+{
+    return c->round32 && c->hp32 && dt == OPTIM_F32 ? c->hp32 : c->hp;
 }
 
 void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st)
@@ -186,7 +211,7 @@ void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st)
     double *g = malloc(sizeof(double) * (size_t)d->n), *p[OT_MAX_STATE];
     assert_non_null(g);
     state_ptrs(c, st, d->n, p);
-    init_state(c, p, d->n);
+    init_state(c, p, d->n, 0);
     for (int i = 0; i < d->n; i++) w[i] = d->init(i);
     for (int k = 0; k < d->steps; k++) {
         for (int i = 0; i < d->n; i++) g[i] = d->grad(k, i);
@@ -208,9 +233,10 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
         optim_var *s = optim_get_slot(opt, w, c->slots[i]);
         if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
         assert_eq(optim_var_dtype(s), dt);
-        double a = c->state_atol[i] ? c->state_atol[i] : atol;
+        double a = c->state_atol[i] == OT_ATOL_0 ? 0 : c->state_atol[i] ? c->state_atol[i] : atol;
         snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i], c->json);
-        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, n, rtol, a, what, __FILE__, __LINE__);
+        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, c->state_n[i] ? c->state_n[i] : n, rtol, a, what,
+                             __FILE__, __LINE__);
     }
     const char *names[OT_MAX_STATE + 1];
     int ns = optim_get_slot_names(opt, names, OT_MAX_STATE + 1), want = 0;
@@ -224,29 +250,89 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
         fail_msg("%s: unexpected slot '%s'", c->json, c->absent);
 }
 
-void ot_check_dense(const ot_dense *d, const ot_case *c)
+/* `steps` steps of the dense problem on a new variable of opt of dtype dt
+ * beside the reference for dt; before step k, set (if any) changes the
+ * hyperparameters (the reference's, case_hp). Compares w, and the case's
+ * slots if slots, after every step if every, else after the last. */
+static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c,
+                                 optim_dtype dt, void (*set)(optim_optimizer *, void *, int), int every, int slots)
 {
-    double *w = malloc(sizeof(double) * (size_t)(d->n * (1 + c->nstate)));
+    int n = d->n, r32 = c->round32 && dt == OPTIM_F32;
+    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c->nstate))), *g = w + n, *p[OT_MAX_STATE];
     assert_non_null(w);
-    ot_ref_dense(d, c, w, w + d->n);
-    for (int f64 = 0; f64 < 2; f64++) {
-        optim_optimizer *opt = optim_test_make(c->json);
-        optim_var *x = ot_run_dense(opt, d, f64 ? OPTIM_F64 : OPTIM_F32);
-        ot_check_state(opt, x, c, w, w + d->n, d->n);
-        optim_test_free(opt, x);
+    state_ptrs(c, g + n, n, p);
+    init_state(c, p, n, r32);
+    for (int i = 0; i < n; i++) w[i] = rnd(r32, d->init(i));
+    optim_var *x = dense_var(d, dt, w);
+    char what[600];
+    for (int k = 0; k < steps; k++) {
+        if (set) set(opt, (void *)case_hp(c, dt), k);
+        for (int i = 0; i < n; i++) g[i] = rnd(r32, d->grad(k, i));
+        c->ref(case_hp(c, dt), k, w, p, g, n);
+        ot_step_dense(opt, x, g);
+        if (!every && k < steps - 1) continue;
+        if (slots) ot_check_state(opt, x, c, w, g + n, n);
+        snprintf(what, sizeof what, "%s w after step %d of %s", optim_dtype_name(dt), k, c->json ? c->json : "");
+        if (!slots) optim_test_var_close(x, w, n, ot_tol(c, dt, 0), ot_tol(c, dt, 1), what, __FILE__, __LINE__);
     }
     free(w);
+    assert_eq(optim_iterations(opt), steps);
+    return x;
+}
+
+void ot_check_dense(const ot_dense *d, ot_case c)
+{
+    OPTIM_FOR_DTYPES(dt) {
+        optim_optimizer *opt = optim_test_make(c.json);
+        optim_test_free(opt, run_beside_ref(opt, d, d->steps, &c, dt, NULL, c.every_step, 1));
+    }
+}
+
+optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c, optim_dtype dt,
+                            void (*set)(optim_optimizer *opt, void *hp, int k))
+{
+    return run_beside_ref(opt, d, steps, c, dt, set, 1, 0);
+}
+
+void ot_check_f32(const ot_dense *d, int steps, const ot_case *c, int sparse)
+{
+    int n = d->n;
+    float *w = malloc(sizeof(float) * (size_t)(n * (2 + c->nstate))), *g = w + n, *p[OT_MAX_STATE];
+    double *x = malloc(sizeof(double) * (size_t)n);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n), shape[2] = {n, 1};
+    assert_true(w && x && idx);
+    for (int s = 0; s < c->nstate; s++) {
+        p[s] = g + n + (size_t)s * (size_t)n;
+        for (int i = 0; i < n; i++) p[s][i] = (float)c->state_init[s];
+    }
+    for (int i = 0; i < n; i++) x[i] = d->init(i), w[i] = (float)x[i], idx[i] = i;
+    optim_optimizer *opt = optim_test_make(c->json);
+    optim_var *v = optim_test_var("w", OPTIM_F32, 2, shape, x);
+    for (int k = 0; k < steps; k++) {
+        for (int i = 0; i < n; i++) g[i] = (float)d->grad(k, i);
+        c->ref32(c->hp, k, w, p, g, n);
+        optim_tensor t = optim_tensor_make(OPTIM_F32, g, 2, shape);
+        optim_grad_var pg = {sparse ? optim_grad_sparse(idx, n, t) : optim_grad_dense(t), v};
+        ot_step(opt, &pg, 1);
+        assert_var_floats(v, w, n);
+        for (int s = 0; s < c->nstate; s++)
+            if (c->slots[s]) assert_var_floats(optim_get_slot(opt, v, c->slots[s]), p[s], n);
+    }
+    optim_test_free(opt, v);
+    free(w);
+    free(x);
+    free(idx);
 }
 
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense)
 {
-    return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL);
+    return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL, 0, NULL);
 }
 
 optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                              optim_var *extra, const double *extra_g)
+                              optim_var *extra, const double *extra_g, int32_t rank, const int64_t *vshape)
 {
-    int cw = s->cols ? s->cols : 1, rank = s->cols ? 2 : 1;
+    int cw = s->cols ? s->cols : 1;
     int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
     double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
     float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
@@ -254,7 +340,11 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
     void *ebuf = malloc(extra ? (size_t)optim_var_numel(extra) * 8 + 8 : 8);
     assert_true(init && fd && idx && ebuf);
     for (int i = 0; i < n; i++) init[i] = s->init(i / cw, i % cw);
-    int64_t shape[2] = {s->rows, cw}, vs[2] = {s->nidx, cw};
+    int64_t shape[OPTIM_MAX_RANK] = {s->rows, cw}, vs[OPTIM_MAX_RANK];
+    if (vshape) memcpy(shape, vshape, sizeof(int64_t) * (size_t)rank);
+    else rank = s->cols ? 2 : 1;
+    memcpy(vs, shape, sizeof vs);
+    vs[0] = s->nidx;
     optim_var *v = optim_test_var("table", dt, rank, shape, init);
     for (int k = 0; k < s->steps; k++) {
         memset(dense, 0, sizeof(double) * (size_t)n);
@@ -284,47 +374,69 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
     return v;
 }
 
-void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st)
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st)
 {
-    int n = s->rows * s->cols, cols = s->cols;
+    int cols = s->cols ? s->cols : 1, n = s->rows * cols, r32 = c->round32 && dt == OPTIM_F32;
     double *g = malloc(sizeof(double) * (size_t)n), *p[OT_MAX_STATE], *q[OT_MAX_STATE];
     char *touched = malloc((size_t)s->rows);
+    const void *hp = case_hp(c, dt);
     assert_true(g && touched);
     state_ptrs(c, st, n, p);
-    init_state(c, p, n);
-    for (int i = 0; i < n; i++) w[i] = s->init(i / cols, i % cols);
+    init_state(c, p, n, r32);
+    for (int i = 0; i < n; i++) w[i] = rnd(r32, s->init(i / cols, i % cols));
     for (int k = 0; k < s->steps; k++) {
         memset(g, 0, sizeof(double) * (size_t)n);
         memset(touched, 0, (size_t)s->rows);
         for (int j = 0; j < s->nidx; j++) {
             int64_t r = s->index(k, j);
             touched[r] = 1;
-            for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += s->val(k, j, cc);
+            for (int cc = 0; cc < cols; cc++) g[r * cols + cc] += rnd(r32, s->val(k, j, cc));
         }
+        for (int i = 0; r32 && i < n; i++) g[i] = rnd(1, g[i]);
         if (!rows_only && !c->idle) {
-            c->ref(c->hp, k, w, p, g, n);
+            c->ref(hp, k, w, p, g, n);
             continue;
         }
         for (int r = 0; r < s->rows; r++) {
             for (int i = 0; i < c->nstate; i++) q[i] = p[i] + r * cols;
-            if (touched[r]) c->ref(c->hp, k, w + r * cols, q, g + r * cols, cols);
-            else if (c->idle) c->idle(c->hp, k, w + r * cols, q, cols);
+            if (touched[r]) c->ref(hp, k, w + r * cols, q, g + r * cols, cols);
+            else if (c->idle) c->idle(hp, k, w + r * cols, q, cols);
         }
     }
     free(g);
     free(touched);
 }
 
-void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only)
+/* Rows that no step indexes hold their first values (ref: the reference's
+ * w and state, where they never move) bit for bit, in x and its slots. */
+static void unindexed_rows_kept(optim_optimizer *opt, optim_var *x, const ot_case *c, const ot_sparse *s,
+                                const double *ref, double *want)
 {
-    int n = s->rows * s->cols;
-    double *w = malloc(sizeof(double) * (size_t)(n * (1 + c->nstate)));
+    int cols = s->cols ? s->cols : 1, n = s->rows * cols, f32 = optim_var_dtype(x) == OPTIM_F32;
+    char *seen = calloc((size_t)s->rows, 1);
+    assert_non_null(seen);
+    for (int k = 0; k < s->steps; k++)
+        for (int j = 0; j < s->nidx; j++) seen[s->index(k, j)] = 1;
+    for (int i = -1; i < c->nstate; i++) {
+        optim_var *v = i < 0 ? x : c->slots[i] ? optim_get_slot(opt, x, c->slots[i]) : NULL;
+        for (int e = 0; v && e < n; e++) /* indexed rows: their own values (not compared here) */
+            want[e] = seen[e / cols] ? optim_var_get(v, e) : rnd(f32, ref[(size_t)(i + 1) * (size_t)n + (size_t)e]);
+        if (v) optim_test_var_close(v, want, n, 0, 0, i < 0 ? "unindexed rows of w" : c->slots[i], __FILE__, __LINE__);
+    }
+    free(seen);
+}
+
+void ot_check_sparse(const ot_sparse *s, ot_case c, int rows_only)
+{
+    int n = s->rows * (s->cols ? s->cols : 1);
+    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c.nstate)));
     assert_non_null(w);
-    ot_ref_sparse(s, c, rows_only, w, w + n);
-    for (int f64 = 0; f64 < 2; f64++) {
-        optim_optimizer *opt = optim_test_make(c->json);
-        optim_var *x = ot_run_sparse(opt, s, f64 ? OPTIM_F64 : OPTIM_F32, 0);
-        ot_check_state(opt, x, c, w, w + n, n);
+    OPTIM_FOR_DTYPES(dt) {
+        ot_ref_sparse(s, &c, rows_only, dt, w, w + n);
+        optim_optimizer *opt = optim_test_make(c.json);
+        optim_var *x = ot_run_sparse(opt, s, dt, 0);
+        ot_check_state(opt, x, &c, w, w + n, n);
+        if (rows_only && !c.idle) unindexed_rows_kept(opt, x, &c, s, w, w + n * (1 + c.nstate));
         optim_test_free(opt, x);
     }
     free(w);
@@ -350,6 +462,58 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
         optim_destroy(o1);
         optim_test_free(o2, sv, dv);
     }
+}
+
+/* Whether row r (had: the first step reached it) is one a rule of this kind is about. */
+static int rule_row(int kind, int r, int had, int row)
+{
+    return kind == OT_FIRST ? had : kind == OT_LEFT ? had && r != row : kind == OT_ROW ? r == row : !had && r != row;
+}
+
+/* The rules of the first step (first) or the second on x; was[i]: rule i's
+ * weight before the second step. */
+static void apply_rules(optim_optimizer *opt, optim_var *x, const ot_rule *rules, int nrules, int first,
+                        int all_had, int row, int cols, double was[][64])
+{
+    int f32 = optim_var_dtype(x) == OPTIM_F32, n = (int)optim_var_numel(x);
+    for (int i = 0; i < nrules; i++) {
+        const ot_rule *u = &rules[i];
+        optim_var *v = u->slot ? optim_get_slot(opt, x, u->slot) : x;
+        if (!v) fail_msg("no slot '%s'", u->slot);
+        for (int e = 0; e < n && (u->rows == OT_FIRST) == first; e++) {
+            if (!rule_row(u->rows, e / cols, all_had || e / cols == 0, row)) continue;
+            double now = optim_var_get(v, e), start = u->slot ? 0 : e + 1;
+            double before = u->rows == OT_FIRST || u->rows == OT_NEVER ? start : was[i][e];
+            double want = u->what == OT_SCALED ? (f32 ? (double)((float)before * (float)u->factor) : before * u->factor)
+                          : u->what == OT_CLOSE ? before * u->factor : u->what == OT_IS ? u->factor : before;
+            int ok = u->what == OT_LESS ? now < before : u->what == OT_MOVED ? now != before
+                     : u->what == OT_CLOSE ? fabs(now - want) <= (f32 ? 1e-6 : 1e-14) * fabs(want) : now == want;
+            if (!ok)
+                fail_msg("%s, element %d (rule %d): %a (%.17g), expected %s %a (%.17g)", u->slot ? u->slot : "w", e, i,
+                         now, now, (const char *[]){"==", "==", "close to", "<", "!=", "=="}[u->what], want, want);
+        }
+    }
+}
+
+void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols, const double *hist, int row,
+                            const double *vals, const ot_rule *rules, int nrules)
+{
+    double init[64], ones[64], was[8][64];
+    assert_in_range(rows * cols, 1, 64);
+    assert_in_range(nrules, 0, 8);
+    for (int i = 0; i < rows * cols; i++) init[i] = i + 1, ones[i] = 1;
+    optim_optimizer *opt = optim_test_make(json);
+    optim_var *x = optim_test_var("e", dt, 2, (int64_t[2]){rows, cols}, init);
+    if (hist) ot_step_dense(opt, x, hist);
+    else ot_step_row(opt, x, 0, ones);
+    apply_rules(opt, x, rules, nrules, 1, hist != NULL, row, cols, was);
+    for (int i = 0; i < nrules; i++) {
+        optim_var *v = rules[i].slot ? optim_get_slot(opt, x, rules[i].slot) : x;
+        for (int e = 0; v && e < rows * cols; e++) was[i][e] = optim_var_get(v, e);
+    }
+    ot_step_row(opt, x, row, vals);
+    apply_rules(opt, x, rules, nrules, 0, hist != NULL, row, cols, was);
+    optim_test_free(opt, x);
 }
 
 /* One thread against `threads`: the big F32 vector and, mixed, a small F64
@@ -480,6 +644,17 @@ void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n)
     assert_eq(i, n);
 }
 
+cJSON *ot_config_of(const char *json, const char *name, const char *const *keys, size_t n)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    cJSON *c = ot_config(opt);
+    optim_destroy(opt);
+    if (keys) ot_assert_keys(c, keys, n);
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(c, "name");
+    if (name) assert_string_equal(cJSON_IsString(got) ? got->valuestring : "(no name)", name);
+    return c;
+}
+
 double ot_num(const cJSON *c, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
@@ -515,13 +690,29 @@ void ot_check_round_trip(const char *json)
     optim_destroy(b);
 }
 
-void ot_expect_config(const char *json, const char *want)
+/* get_config of the optimizer made from json (optim_free it). */
+static char *config_string(const char *json)
 {
     optim_optimizer *opt = optim_test_make(json);
     char *cfg = optim_get_config(opt);
+    optim_destroy(opt);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+void ot_expect_config(const char *json, const char *want)
+{
+    char *cfg = config_string(json);
     assert_string_equal(cfg, want);
     optim_free(cfg);
-    optim_destroy(opt);
+    ot_check_round_trip(json);
+}
+
+void ot_expect_config_has(const char *json, const char *needle)
+{
+    char *cfg = config_string(json);
+    assert_contains(cfg, needle);
+    optim_free(cfg);
 }
 
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2)

@@ -21,11 +21,14 @@
  * state arrays st[0..nstate) in place with the gradient g. */
 typedef void (*ot_ref_fn)(const void *hp, int k, double *w, double *const *st, const double *g, int n);
 
-/* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k. */
+/* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k;
+ * shape, if set, is the variable's shape (rank dimensions, n elements). */
 typedef struct ot_dense {
     int n, steps;
     double (*init)(int i);
     double (*grad)(int k, int i);
+    int32_t rank;
+    const int64_t *shape;
 } ot_dense;
 
 /* A sparse problem: a rows x cols table from init(r, c); at step k, nidx
@@ -60,10 +63,17 @@ extern const ot_sparse OT_SPARSE_IDLE5;
 extern const ot_dense OT_DENSE_SHRINK;
 extern const ot_sparse OT_SPARSE_ADAM;
 
+/* The float32 operations of a generation, in its order: step k on n
+ * floats, updating w and the state arrays st[0..nstate). */
+typedef void (*ot_ref32_fn)(const void *hp, int k, float *w, float *const *st, const float *g, int n);
+
 /* One optimizer case. slots[i] names the optimizer slot that holds the
  * reference's state i (NULL: internal to the reference, not compared);
  * absent, if set, is a slot that must not exist. tol: f32 rtol, atol, f64
- * rtol, atol; all zero means 2e-5, 2e-6, 1e-12, 1e-13. */
+ * rtol, atol; all zero means 2e-5, 2e-6, 1e-12, 1e-13. round32: the f32
+ * run's reference starts from the values an F32 variable holds and gets
+ * the f32 gradients, with hp32 (if set) instead of hp. every_step: the
+ * dense checks compare after every step, not only after the last. */
 typedef struct ot_case {
     const char *json;
     ot_ref_fn ref;
@@ -72,14 +82,19 @@ typedef struct ot_case {
     const char *slots[OT_MAX_STATE];
     const char *absent;
     double tol[4];
-    double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes) */
+    double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes); OT_ATOL_0: 0 */
+    int64_t state_n[OT_MAX_STATE];    /* non-zero: this state's elements (at most n; the first ones) */
     double state_init[OT_MAX_STATE]; /* the reference state's initial value */
     int exact_slots; /* the optimizer has exactly the named slots, in this order */
     /* Optional, for sparse references: step k on a row that got no
      * gradient (legacy Nadam decays its moments; legacy AdamW moves it
      * without weight decay). */
     void (*idle)(const void *hp, int k, double *w, double *const *st, int n);
+    int round32, every_step;
+    const void *hp32;
+    ot_ref32_fn ref32; /* for ot_check_f32 */
 } ot_case;
+#define OT_ATOL_0 (-1.0)
 
 /* printf into one of eight rotating buffers (the result lives until the
  * eighth ot_fmt or ot_gen call after this one). */
@@ -103,6 +118,9 @@ optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf);
  * (a hyperparameter out of range, say), the message naming needle, and
  * change nothing: w bit for bit, the iteration count. */
 void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle);
+/* The value of a scalar variable of dtype dt holding w after one step of
+ * json's optimizer with the gradient g. */
+double ot_scalar_step(const char *json, optim_dtype dt, double w, double g);
 /* One sparse step on w with a single gradient row: index row, values vals
  * (one row of w's trailing shape, doubles rounded to w's dtype). */
 void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *vals);
@@ -113,30 +131,69 @@ double ot_tol(const ot_case *c, optim_dtype dt, int which);
 optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt);
 /* The reference of the dense problem: w[n], st[i * n + e]. */
 void ot_ref_dense(const ot_dense *d, const ot_case *c, double *w, double *st);
-/* The dense trajectory in f32 and f64: weights and slots against the reference. */
-void ot_check_dense(const ot_dense *d, const ot_case *c);
+/* The dense trajectory in f32 and f64: weights and slots against the
+ * reference (after the last step, or every step). */
+void ot_check_dense(const ot_dense *d, ot_case c);
+/* Dynamic hyperparameters: `steps` steps of the dense problem d on one
+ * variable "w" of dtype dt of opt; before step k, set(opt, hp, k) changes
+ * what opt reads (callables pointing into hp, optim_set_hyper) and the
+ * reference's hyperparameters (hp: c->hp, or c->hp32 for a round32 f32
+ * run) alike. After every step w is compared with the reference (the
+ * case's tolerances). Returns w. */
+optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c, optim_dtype dt,
+                            void (*set)(optim_optimizer *opt, void *hp, int k));
 /* Compares w and the case's slots of opt (of w's dtype) against the reference arrays. */
 void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
                     const double *ref_st, int n);
 
+/* `steps` steps of the dense problem on an F32 [n, 1] variable of the
+ * case's optimizer, each gradient dense or (sparse) indexing every row,
+ * against c->ref32 (state from state_init): the variable and the case's
+ * slots bit for bit after every step. */
+void ot_check_f32(const ot_dense *d, int steps, const ot_case *c, int sparse);
+
 /* Runs the sparse problem on a fresh variable "table" of dtype dt (as_dense:
  * the dense equivalent, duplicates summed in order in the dtype). */
 optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense);
-/* The same, with a second variable extra stepped in the same calls with the
- * dense gradient extra_g (its numel values) every step. */
+/* The same, with a second variable extra (if not NULL) stepped in the same
+ * calls with the dense gradient extra_g (its numel values) every step, on
+ * a variable of this shape (shape[0] rows, the other dimensions cols
+ * elements; shape NULL: [rows, cols], rank 2 or 1). */
 optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                              optim_var *extra, const double *extra_g);
+                              optim_var *extra, const double *extra_g, int32_t rank, const int64_t *shape);
 /* The reference of the sparse problem: duplicates summed; rows_only: only
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
  * every row, untouched ones with a zero gradient. A case with an idle hook
  * steps the rows without a gradient through it instead, in both modes. */
-void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, double *w, double *st);
-/* The sparse problem in f32 and f64 against ot_ref_sparse. */
-void ot_check_sparse(const ot_sparse *s, const ot_case *c, int rows_only);
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st);
+/* The sparse problem in f32 and f64 against ot_ref_sparse; rows_only
+ * without an idle hook: rows never indexed keep their bits, slots too. */
+void ot_check_sparse(const ot_sparse *s, ot_case c, int rows_only);
 /* The sparse problem equals its dense equivalent bit for bit (f32 and f64),
  * weights and the named slots (NULL-terminated list; a slot absent from
  * both runs is skipped, as in ot_check_threads). */
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots);
+
+/* Rows a sparse step leaves out. json's optimizer on a [rows, cols] table
+ * of dtype dt holding 1, 2, 3, ...: a first step, dense with the gradient
+ * hist on every row or (hist NULL) sparse with ones on row 0; then a
+ * sparse step of vals on row `row` only. Each rule compares the elements
+ * of the variable (slot NULL) or a slot in some rows: OT_FIRST the first
+ * step's rows after it, with the start (slots: 0); OT_LEFT the first
+ * step's rows but `row` and OT_ROW row `row`, after the second step, with
+ * their values before it; OT_NEVER the other rows, after it, with the
+ * start. OT_SCALED: exactly the value times factor in the dtype (f32:
+ * float operands); OT_CLOSE: that to 1e-14 (f64) or 1e-6 (f32); OT_IS:
+ * exactly factor. */
+enum { OT_FIRST, OT_LEFT, OT_ROW, OT_NEVER };
+enum { OT_KEPT, OT_SCALED, OT_CLOSE, OT_LESS, OT_MOVED, OT_IS };
+typedef struct ot_rule {
+    int rows, what;
+    const char *slot;
+    double factor;
+} ot_rule;
+void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols, const double *hist, int row,
+                            const double *vals, const ot_rule *rules, int nrules);
 
 /* One thread against `threads` on 100003 F32 elements for `steps` steps of
  * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
@@ -169,6 +226,11 @@ void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...);
 cJSON *ot_config(optim_optimizer *opt);
 /* The config's keys are exactly keys[0..n), in that order. */
 void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n);
+/* get_config of the optimizer made from json (then destroyed), parsed;
+ * its name is name and its keys exactly keys[0..n) in order (NULL: either
+ * not checked). OT_KEYS(array) passes a static array and its length. */
+cJSON *ot_config_of(const char *json, const char *name, const char *const *keys, size_t n);
+#define OT_KEYS(a) (a), sizeof(a) / sizeof *(a)
 /* The number under key (fails if absent or not a number). */
 double ot_num(const cJSON *c, const char *key);
 /* The config's numbers: (key, value) pairs ending with NULL, each value a
@@ -180,8 +242,11 @@ void ot_expect_numbers(const cJSON *c, ...);
         "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"
 /* serialize, from_json, serialize again: the same string. */
 void ot_check_round_trip(const char *json);
-/* get_config of the optimizer made from json is exactly want. */
+/* get_config of the optimizer made from json is exactly want, and json
+ * round-trips (ot_check_round_trip). */
 void ot_expect_config(const char *json, const char *want);
+/* get_config of the optimizer made from json contains needle. */
+void ot_expect_config_has(const char *json, const char *needle);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
 /* ot_expect_refused of json in both generations (ot_gen). */

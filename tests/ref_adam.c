@@ -41,30 +41,24 @@ ot_case ref_adam_case(const char *json, const ref_adam *r)
                      .tol = {2e-5, 2e-6, 1e-12, 1e-14}, .idle = r->legacy ? ref_idle : NULL};
 }
 
-void ref_adam_check_dense(const char *json, const ref_adam *r)
-{
-    ot_case c = ref_adam_case(json, r);
-    ot_check_dense(&OT_DENSE_SHRINK, &c);
-}
-
 /* Keras 3 (base decay w - (w * wd) * lr, then Adam.update_step) and legacy
  * dense (w - wd * w, then ApplyAdam), emulated in float: the other
  * difference is 1 - beta: Python double arithmetic cast to float32 in
  * Keras 3, float32 arithmetic in TF's kernel. */
-static void emul_dense_f32(int legacy, int ams, float *w, float *m, float *v, float *vh, int k,
-                           const float *g, int n, double lr, double b1, double b2, double eps, double wd)
+static void emul_dense_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
 {
-    float t = (float)(k + 1), fb1 = (float)b1, fb2 = (float)b2, l = (float)lr, fwd = (float)wd;
+    const ref_adam *r = r_;
+    float t = (float)(k + 1), fb1 = (float)r->b1, fb2 = (float)r->b2, l = (float)r->lr, fwd = (float)r->wd;
     float p1 = powf(fb1, t), p2 = powf(fb2, t);
     float alpha = l * sqrtf(1.0f - p2) / (1.0f - p1);
-    float c1 = legacy ? 1.0f - fb1 : (float)(1.0 - b1), c2 = legacy ? 1.0f - fb2 : (float)(1.0 - b2);
-    float e = (float)eps;
+    float c1 = r->legacy ? 1.0f - fb1 : (float)(1.0 - r->b1), c2 = r->legacy ? 1.0f - fb2 : (float)(1.0 - r->b2);
+    float e = (float)r->eps, *m = st[0], *v = st[1], *vh = st[2];
     for (int i = 0; i < n; i++) {
-        if (wd != 0) w[i] = legacy ? w[i] - fwd * w[i] : w[i] - w[i] * fwd * l;
+        if (r->wd != 0) w[i] = r->legacy ? w[i] - fwd * w[i] : w[i] - w[i] * fwd * l;
         m[i] += (g[i] - m[i]) * c1;
         v[i] += (g[i] * g[i] - v[i]) * c2;
         float d = v[i];
-        if (ams) d = vh[i] = fmaxf(vh[i], v[i]);
+        if (r->ams) d = vh[i] = fmaxf(vh[i], v[i]);
         w[i] -= (m[i] * alpha) / (sqrtf(d) + e);
     }
 }
@@ -107,18 +101,14 @@ static void assert_f32_state(optim_optimizer *opt, optim_var *x, const float *w,
 void ref_adam_check_dense_f32(const char *json, int legacy, int ams, double lr, double wd, float *last_w)
 {
     const ot_dense *d = &OT_DENSE_SHRINK;
-    assert_in_range(d->n, 1, MAX_N);
+    ref_adam r = {lr, 0.9, 0.999, 1e-7, wd, 0, ams, legacy};
+    ot_case c = ref_adam_case(json, &r);
+    c.ref32 = emul_dense_f32;
+    ot_check_f32(d, d->steps, &c, 0);
+    if (!last_w) return;
     optim_optimizer *opt = optim_test_make(json);
     optim_var *x = ot_run_dense(opt, d, OPTIM_F32);
-    float w[MAX_N], m[MAX_N] = {0}, v[MAX_N] = {0}, vh[MAX_N] = {0};
-    for (int i = 0; i < d->n; i++) w[i] = (float)d->init(i);
-    for (int k = 0; k < d->steps; k++) {
-        float g[MAX_N];
-        for (int i = 0; i < d->n; i++) g[i] = (float)d->grad(k, i);
-        emul_dense_f32(legacy, ams, w, m, v, vh, k, g, d->n, lr, 0.9, 0.999, 1e-7, wd);
-    }
-    assert_f32_state(opt, x, w, m, v, vh, ams, d->n);
-    if (last_w) memcpy(last_w, optim_var_data(x), d->n * sizeof *last_w);
+    memcpy(last_w, optim_var_data(x), (size_t)d->n * sizeof *last_w);
     optim_test_free(opt, x);
 }
 

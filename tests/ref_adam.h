@@ -33,9 +33,6 @@ void ref_adam_step(const ref_adam *r, int k, double b1, double wd, double *w, do
 /* The drivers' case: state m, v, vhat (vhat absent without amsgrad); legacy
  * sparse with weight decay: a row without a gradient is not decayed. */
 ot_case ref_adam_case(const char *json, const ref_adam *r);
-/* ot_check_dense on OT_DENSE_SHRINK with that case: the trajectory in f32
- * and f64 against the reference, slots included. */
-void ref_adam_check_dense(const char *json, const ref_adam *r);
 
 /* The float32 trajectory of OT_DENSE_SHRINK (legacy: ApplyAdam; Keras 3:
  * Adam.update_step) with lr, wd and the default betas and epsilon, checked

@@ -44,90 +44,68 @@ static ot_case make_case(const cfg *c)
     return (ot_case){json, ref_step, c, 2, {"accum_grad", "accum_var"}, .state_atol = {0, 1e-12}, .exact_slots = 1};
 }
 
-static void check_trajectory(const cfg *c)
-{
-    ot_case oc = make_case(c);
-    ot_check_dense(&OT_DENSE, &oc);
-}
-
 OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        check_trajectory(&(cfg){1.0, 0.95, 1e-6, 0, legacy});
-        check_trajectory(&(cfg){0.5, 0.8, 1e-3, 0, legacy});
-        check_trajectory(&(cfg){0.001, 0.95, 1e-7, 0, legacy}); /* the defaults */
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){1.0, 0.95, 1e-6, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.5, 0.8, 1e-3, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.001, 0.95, 1e-7, 0, legacy})); /* the defaults */
     }
-    check_trajectory(&(cfg){1.0, 0.9, 1e-4, 0.3, 1}); /* legacy decay */
+    ot_check_dense(&OT_DENSE, make_case(&(cfg){1.0, 0.9, 1e-4, 0.3, 1})); /* legacy decay */
 }
 
 /* Legacy rho is a hyper; Keras 3's is a number. */
+static void set_rho(optim_optimizer *opt, void *c, int k)
+{
+    (void)opt;
+    ((cfg *)c)->rho = 0.5 + 0.04 * k;
+}
+
 OPTIM_TEST(test_dynamic_rho)
 {
     optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
                                 "\"epsilon\": 1e-6, " OT_LEGACY));
-    double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &rho), 0);
-    double init[N], w[N], acc[2 * N] = {0}, *st[2] = {acc, acc + N};
-    for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i);
-    int64_t n = N;
-    optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, init);
-    for (int k = 0; k < 10; k++) {
-        rho = 0.5 + 0.04 * k;
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(k, i);
-        ref_step(&(cfg){1.0, rho, 1e-6, 0, 0}, k, w, st, g, N);
-        ot_step_dense(opt, var, g);
-    }
-    assert_var_close(var, w, N, 1e-12, 1e-13);
-    optim_test_free(opt, var);
+    cfg c = {1.0, 0.9, 1e-6, 0, 0};
+    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), 0);
+    ot_case oc = make_case(&c);
+    optim_test_free(opt, ot_check_dynamic(opt, &OT_DENSE, 10, &oc, OPTIM_F64, set_rho));
     optim_optimizer *k3 = optim_test_make("\"adadelta\"");
-    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
+    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &c.rho), OPTIM_ETYPE);
     optim_destroy(k3);
 }
 
 /* Each generation's float32 operation order, bit for bit (sparse with every
  * row indexed gives the same: Keras 3 dense equivalent, SparseApplyAdadelta). */
+static void ref_f32(const void *c_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const cfg *c = c_;
+    const float lr = (float)c->lr, rho = (float)c->rho, eps = (float)c->eps;
+    const float omr = c->legacy ? 1.0f - rho : (float)(1.0 - c->rho);
+    float *eg = st[0], *edx = st[1];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        if (c->legacy) { /* ApplyAdadelta */
+            eg[i] = eg[i] * rho + (g[i] * g[i]) * omr;
+            float u = (sqrtf(edx[i] + eps) * (1.0f / sqrtf(eg[i] + eps))) * g[i];
+            w[i] = w[i] - u * lr;
+            edx[i] = edx[i] * rho + (u * u) * omr;
+        } else { /* Adadelta.update_step */
+            eg[i] = rho * eg[i] + omr * (g[i] * g[i]);
+            float d = -((sqrtf(edx[i] + eps) * g[i]) / sqrtf(eg[i] + eps));
+            edx[i] = rho * edx[i] + omr * (d * d);
+            w[i] = w[i] + lr * d;
+        }
+    }
+}
+
 OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.5, 0.9, 1e-3, 0, legacy};
-            optim_optimizer *opt = optim_test_make(make_case(&c).json);
-            double init[N];
-            for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
-            int64_t shape[2] = {N, 1};
-            optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
-            float w[N], eg[N] = {0}, edx[N] = {0};
-            const float lr = 0.5f, rho = 0.9f, eps = 1e-3f;
-            const float omr = legacy ? 1.0f - rho : (float)(1.0 - 0.9);
-            for (int i = 0; i < N; i++) w[i] = (float)init[i];
-            for (int k = 0; k < 6; k++) {
-                float g[N];
-                int64_t idx[N];
-                for (int i = 0; i < N; i++) {
-                    g[i] = (float)OT_DENSE.grad(k, i);
-                    idx[i] = i;
-                    if (legacy) { /* ApplyAdadelta */
-                        eg[i] = eg[i] * rho + (g[i] * g[i]) * omr;
-                        float u = (sqrtf(edx[i] + eps) * (1.0f / sqrtf(eg[i] + eps))) * g[i];
-                        w[i] = w[i] - u * lr;
-                        edx[i] = edx[i] * rho + (u * u) * omr;
-                    } else { /* Adadelta.update_step */
-                        eg[i] = rho * eg[i] + omr * (g[i] * g[i]);
-                        float d = -((sqrtf(edx[i] + eps) * g[i]) / sqrtf(eg[i] + eps));
-                        edx[i] = rho * edx[i] + omr * (d * d);
-                        w[i] = w[i] + lr * d;
-                    }
-                }
-                optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_F32, g, 2, shape))
-                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)),
-                                    var};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            }
-            assert_var_floats(var, w, N);
-            assert_var_floats(optim_get_slot(opt, var, "accum_grad"), eg, N);
-            assert_var_floats(optim_get_slot(opt, var, "accum_var"), edx, N);
-            optim_test_free(opt, var);
+            ot_case oc = make_case(&c);
+            oc.ref32 = ref_f32;
+            ot_check_f32(&OT_DENSE, 6, &oc, sparse);
         }
 }
 
@@ -183,7 +161,7 @@ OPTIM_TEST(test_sparse)
         cfg c = {1.0, 0.9, 1e-4, 0, legacy};
         ot_case oc = make_case(&c);
         if (!legacy) ot_check_sparse_equals_dense(&OT_SPARSE, oc.json, slots);
-        ot_check_sparse(&OT_SPARSE, &oc, legacy);
+        ot_check_sparse(&OT_SPARSE, oc, legacy);
     }
 }
 
@@ -192,33 +170,13 @@ OPTIM_TEST(test_sparse)
  * leaves the variable but decays both accumulators. */
 OPTIM_TEST(test_sparse_untouched_rows)
 {
+    static const double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
     for (int legacy = 0; legacy < 2; legacy++) {
-        cfg c = {1.0, 0.9, 1e-3, 0, legacy};
-        optim_optimizer *opt = optim_test_make(make_case(&c).json);
-        int64_t shape[2] = {4, 2};
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, shape, (double[8]){1, 2, 3, 4, 5, 6, 7, 8});
-        double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g1, 2, shape)), v};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        optim_var *ag = optim_get_slot(opt, v, "accum_grad"), *av = optim_get_slot(opt, v, "accum_var");
-        double wb[8], agb[8], avb[8];
-        for (int i = 0; i < 8; i++) wb[i] = optim_var_get(v, i), agb[i] = optim_var_get(ag, i), avb[i] = optim_var_get(av, i);
-        ot_step_row(opt, v, 3, (double[]){0.25, -0.5});
-        for (int i = 0; i < 8; i++) {
-            if (i >= 6) {
-                assert_ne(optim_var_get(v, i), wb[i]);
-                continue;
-            }
-            assert_eq(optim_var_get(v, i), wb[i]);
-            if (legacy) {
-                assert_eq(optim_var_get(ag, i), agb[i]);
-                assert_eq(optim_var_get(av, i), avb[i]);
-            } else {
-                assert_eq(optim_var_get(ag, i), 0.9 * agb[i]);
-                assert_eq(optim_var_get(av, i), 0.9 * avb[i]);
-            }
-        }
-        optim_test_free(opt, v);
+        int kept = legacy ? OT_KEPT : OT_SCALED;
+        const ot_rule rules[] = {{OT_ROW, OT_MOVED, NULL, 0}, {OT_LEFT, OT_KEPT, NULL, 0}, {OT_LEFT, kept, "accum_grad", 0.9},
+                                 {OT_LEFT, kept, "accum_var", 0.9}};
+        ot_check_rows_left_out(make_case(&(cfg){1.0, 0.9, 1e-3, 0, legacy}).json, OPTIM_F64, 4, 2, g1, 3,
+                               (double[]){0.25, -0.5}, rules, 4);
     }
 }
 
@@ -247,14 +205,10 @@ OPTIM_TEST(test_config_keys)
 OPTIM_TEST(test_epsilon_zero)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0"), legacy));
-        double one = 1.0, g = 2.0;
-        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
-        ot_step_dense(opt, v, &g);
+        double w = ot_scalar_step(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0"), legacy), OPTIM_F64, 1.0, 2.0);
         double eg = 0.05 * 4;
-        if (legacy) assert_close(optim_var_get(v, 0), 1 - sqrt(1e-7) / sqrt(eg + 1e-7) * 2, 1e-13, 0);
-        else assert_eq(optim_var_get(v, 0), 1.0);
-        optim_test_free(opt, v);
+        if (legacy) assert_close(w, 1 - sqrt(1e-7) / sqrt(eg + 1e-7) * 2, 1e-13, 0);
+        else assert_eq(w, 1.0);
     }
 }
 

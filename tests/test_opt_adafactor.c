@@ -32,44 +32,18 @@ typedef struct hp {
 
 static const hp DEFAULTS = {0.001, -0.8, 1e-30, 1e-3, 1.0, 0};
 
-typedef struct ref {
+/* The drivers' hyperparameters: hp on a variable of this shape; f32: the
+ * learning rate as a float32 run sees it. */
+typedef struct shaped {
+    hp h;
     int32_t rank;
-    int64_t shape[OPTIM_MAX_RANK];
-    int64_t n, B, R, C; /* rank >= 2: w is [B, R, C] */
-    double *w, *r, *c, *v;
-    int64_t nr, nc;     /* elements of r and c (1 each for rank < 2: the placeholders) */
-    int clipped;        /* steps where max(1, RMS(u)/clip) > 1 */
-} ref;
+    const int64_t *shape;
+    int f32;
+} shaped;
 
-static void ref_init(ref *s, int32_t rank, const int64_t *shape, const double *w0)
-{
-    memset(s, 0, sizeof *s);
-    s->rank = rank;
-    s->n = 1;
-    for (int d = 0; d < rank; d++) s->shape[d] = shape[d], s->n *= shape[d];
-    if (rank >= 2) {
-        s->C = shape[rank - 1];
-        s->R = shape[rank - 2];
-        s->B = s->n / (s->R * s->C);
-        s->nr = s->B * s->R;
-        s->nc = s->B * s->C;
-    } else {
-        s->nr = s->nc = 1;
-    }
-    s->w = malloc((size_t)s->n * sizeof(double));
-    s->v = calloc((size_t)s->n, sizeof(double));
-    s->r = calloc((size_t)s->nr, sizeof(double));
-    s->c = calloc((size_t)s->nc, sizeof(double));
-    memcpy(s->w, w0, (size_t)s->n * sizeof(double));
-}
-
-static void ref_free(ref *s)
-{
-    free(s->w);
-    free(s->v);
-    free(s->r);
-    free(s->c);
-}
+/* Steps where max(1, RMS(u)/clip) > 1, over the reference runs of each
+ * dtype ([1]: f32). */
+static int clipped[2];
 
 static double rms(const double *x, int64_t n)
 {
@@ -78,45 +52,52 @@ static double rms(const double *x, int64_t n)
     return sqrt(s / (double)n);
 }
 
-/* One step with dense gradient g at t = step + 1; lr is this step's rate. */
-static void ref_step(ref *s, const hp *h, double lr, const double *g, int64_t step)
+/* The factored moments (rank >= 2, w is [B, R, C]): r = beta r + (1-beta)
+ * mean(G, -1), c = beta c + (1-beta) mean(G, -2), v = r / mean(r) (outer) c. */
+static void factored(const shaped *s, double beta, const double *G, double *r, double *c, double *v, int64_t n)
 {
-    const double t = (double)(step + 1);
-    const int64_t n = s->n;
-    if (h->wd > 0)
-        for (int64_t i = 0; i < n; i++) s->w[i] -= s->w[i] * h->wd * lr;
-    double rho = fmin(lr, 1.0 / sqrt(t));
-    double alpha = fmax(h->eps2, rms(s->w, n)) * rho;
-    double beta = 1.0 - pow(t, h->beta_2_decay);
-    double *G = malloc((size_t)n * sizeof *G), *u = malloc((size_t)n * sizeof *u);
-    for (int64_t i = 0; i < n; i++) G[i] = g[i] * g[i] + h->eps1;
-    if (s->rank >= 2) {
-        const int64_t B = s->B, R = s->R, C = s->C;
-        for (int64_t b = 0; b < B; b++) {
-            for (int64_t i = 0; i < R; i++) {
-                double m = 0;
-                for (int64_t j = 0; j < C; j++) m += G[(b * R + i) * C + j];
-                s->r[b * R + i] = beta * s->r[b * R + i] + (1 - beta) * (m / C);
-            }
-            for (int64_t j = 0; j < C; j++) {
-                double m = 0;
-                for (int64_t i = 0; i < R; i++) m += G[(b * R + i) * C + j];
-                s->c[b * C + j] = beta * s->c[b * C + j] + (1 - beta) * (m / R);
-            }
-            double mr = 0;
-            for (int64_t i = 0; i < R; i++) mr += s->r[b * R + i];
-            mr /= R;
-            for (int64_t i = 0; i < R; i++)
-                for (int64_t j = 0; j < C; j++)
-                    s->v[(b * R + i) * C + j] = s->r[b * R + i] / mr * s->c[b * C + j];
+    const int64_t C = s->shape[s->rank - 1], R = s->shape[s->rank - 2], B = n / (R * C);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < R; i++) {
+            double m = 0;
+            for (int64_t j = 0; j < C; j++) m += G[(b * R + i) * C + j];
+            r[b * R + i] = beta * r[b * R + i] + (1 - beta) * (m / C);
         }
-    } else {
-        for (int64_t i = 0; i < n; i++) s->v[i] = beta * s->v[i] + (1 - beta) * G[i];
+        for (int64_t j = 0; j < C; j++) {
+            double m = 0;
+            for (int64_t i = 0; i < R; i++) m += G[(b * R + i) * C + j];
+            c[b * C + j] = beta * c[b * C + j] + (1 - beta) * (m / R);
+        }
+        double mr = 0;
+        for (int64_t i = 0; i < R; i++) mr += r[b * R + i];
+        mr /= R;
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < C; j++) v[(b * R + i) * C + j] = r[b * R + i] / mr * c[b * C + j];
     }
-    for (int64_t i = 0; i < n; i++) u[i] = g[i] / sqrt(s->v[i]);
+}
+
+/* One step with dense gradient g at t = k + 1 (the drivers' form); state
+ * r, c (the first B R and B C elements; one placeholder below rank 2), v. */
+static void ref_step(const void *s_, int k, double *w, double *const *st, const double *g, int n)
+{
+    const shaped *s = s_;
+    const hp *h = &s->h;
+    const double t = (double)(k + 1), lr = h->lr;
+    if (h->wd > 0)
+        for (int i = 0; i < n; i++) w[i] -= w[i] * h->wd * lr;
+    double rho = fmin(lr, 1.0 / sqrt(t));
+    double alpha = fmax(h->eps2, rms(w, n)) * rho;
+    double beta = 1.0 - pow(t, h->beta_2_decay);
+    double *G = malloc((size_t)n * sizeof *G), *u = malloc((size_t)n * sizeof *u), *v = st[2];
+    assert_true(G && u);
+    for (int i = 0; i < n; i++) G[i] = g[i] * g[i] + h->eps1;
+    if (s->rank >= 2) factored(s, beta, G, st[0], st[1], v, n);
+    else
+        for (int i = 0; i < n; i++) v[i] = beta * v[i] + (1 - beta) * G[i];
+    for (int i = 0; i < n; i++) u[i] = g[i] / sqrt(v[i]);
     double d = fmax(1.0, rms(u, n) / h->clip);
-    if (d > 1) s->clipped++;
-    for (int64_t i = 0; i < n; i++) s->w[i] -= alpha * (u[i] / d);
+    if (d > 1) clipped[s->f32]++;
+    for (int i = 0; i < n; i++) w[i] -= alpha * (u[i] / d);
     free(G);
     free(u);
 }
@@ -125,18 +106,12 @@ static void ref_step(ref *s, const hp *h, double lr, const double *g, int64_t st
 
 /* A dense gradient whose scale changes from step to step (so that the
  * clipping threshold is crossed at some steps), some elements tiny. */
-static double grad_at(int k, int64_t i)
+static double grad_at(int k, int i)
 {
     double scale = 1.0 + 0.9 * sin(0.6 * k);
     return scale * sin(0.7 * k + 1.3 * (double)i + 0.2) * (1.0 + 0.05 * (double)(i % 7)) - 0.02 * k;
 }
-static double init_at(int64_t i) { return 0.5 - 0.13 * (double)(i % 11) + 0.2 * sin(0.05 * (double)i); }
-
-/* Copies a variable into doubles. */
-static void var_values(const optim_var *v, double *out)
-{
-    for (int64_t i = 0; i < optim_var_numel(v); i++) out[i] = optim_var_get(v, i);
-}
+static double init_at(int i) { return 0.5 - 0.13 * (double)(i % 11) + 0.2 * sin(0.05 * (double)i); }
 
 static void assert_shape(const optim_var *v, int32_t rank, const int64_t *shape)
 {
@@ -145,66 +120,54 @@ static void assert_shape(const optim_var *v, int32_t rank, const int64_t *shape)
     for (int d = 0; d < rank; d++) assert_eq(optim_var_shape(v)[d], shape[d]);
 }
 
-/* Runs `steps` dense steps of grad_at on a variable of this shape with the
- * optimizer from `json` and compares the variable and its slots with the
- * reference at every step. Returns how many steps clipped. */
-static int check_trajectory(const char *json, const hp *h, int32_t rank, const int64_t *shape,
-                            optim_dtype dt, int steps)
+/* The dense problem of grad_at on a variable of this shape. */
+static ot_dense problem(int32_t rank, const int64_t *shape, int steps)
 {
-    optim_optimizer *opt = optim_test_make(json);
-    int64_t n = 1;
-    for (int d = 0; d < rank; d++) n *= shape[d];
-    double *w0 = malloc((size_t)n * sizeof *w0), *gd = malloc((size_t)n * sizeof *gd);
-    float *gf = malloc((size_t)n * sizeof *gf);
-    for (int64_t i = 0; i < n; i++) w0[i] = init_at(i);
-    if (dt == OPTIM_F32)
-        for (int64_t i = 0; i < n; i++) w0[i] = (float)w0[i];
-    optim_var *w = optim_test_var("layer/w", dt, rank, shape, w0);
-    ref s;
-    ref_init(&s, rank, shape, w0);
-    const double rtol = dt == OPTIM_F32 ? 2e-5 : 1e-12, atol = dt == OPTIM_F32 ? 2e-6 : 1e-14;
-    for (int k = 0; k < steps; k++) {
-        for (int64_t i = 0; i < n; i++) {
-            gd[i] = grad_at(k, i);
-            gf[i] = (float)gd[i];
-            if (dt == OPTIM_F32) gd[i] = gf[i];
+    int n = 1;
+    for (int d = 0; d < rank; d++) n *= (int)shape[d];
+    return (ot_dense){n, steps, init_at, grad_at, rank, shape};
+}
+
+/* The case of json on s's shape (s32: its f32 reference): w after every
+ * step against the reference, and the moments relative to their size
+ * (they may be tiny). */
+static ot_case make_case(const char *json, const shaped *s, const shaped *s32, int n)
+{
+    int64_t nr = 1, nc = 1;
+    if (s->rank >= 2) {
+        nr = n / s->shape[s->rank - 1];
+        nc = n / s->shape[s->rank - 2];
+    }
+    return (ot_case){json, ref_step, s, 3, {"r", "c", "v"}, .tol = {2e-5, 2e-6, 1e-12, 1e-14},
+                     .state_atol = {OT_ATOL_0, OT_ATOL_0, OT_ATOL_0}, .state_n = {nr, nc, n}, .round32 = 1,
+                     .every_step = 1, .hp32 = s32};
+}
+
+/* The trajectory of json on a variable of this shape, then the slot shapes:
+ * r = shape[:-1], c = shape[:-2] + [C], v = shape; scalars as placeholders
+ * below rank 2. */
+static void check_trajectory(const char *json, const hp *h, int32_t rank, const int64_t *shape)
+{
+    shaped s = {*h, rank, shape, 0}, s32 = {*h, rank, shape, 1};
+    ot_dense d = problem(rank, shape, STEPS);
+    ot_case c = make_case(json, &s, &s32, d.n);
+    ot_check_dense(&d, c);
+    OPTIM_FOR_DTYPES(dt) {
+        optim_optimizer *opt = optim_test_make(json);
+        optim_var *w = ot_run_dense(opt, &d, dt);
+        assert_shape(optim_get_slot(opt, w, "v"), rank, shape);
+        if (rank >= 2) {
+            int64_t cs[OPTIM_MAX_RANK];
+            memcpy(cs, shape, sizeof(int64_t) * (size_t)(rank - 2));
+            cs[rank - 2] = shape[rank - 1];
+            assert_shape(optim_get_slot(opt, w, "r"), rank - 1, shape);
+            assert_shape(optim_get_slot(opt, w, "c"), rank - 1, cs);
+        } else {
+            assert_shape(optim_get_slot(opt, w, "r"), 0, NULL);
+            assert_shape(optim_get_slot(opt, w, "c"), 0, NULL);
         }
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)gd,
-                                                               rank, shape)),
-                            w};
-        int rc = optim_apply_gradients(opt, &p, 1, 0);
-        if (rc) print_error("%s\n", optim_errmsg(opt));
-        assert_eq(rc, 0);
-        ref_step(&s, h, h->lr, gd, k);
-        assert_var_close(w, s.w, n, rtol, atol);
-        /* The moments are compared relative to their size (they may be tiny). */
-        assert_var_close(optim_get_slot(opt, w, "v"), s.v, n, rtol, 0);
-        assert_var_close(optim_get_slot(opt, w, "r"), s.r, s.nr, rtol, 0);
-        assert_var_close(optim_get_slot(opt, w, "c"), s.c, s.nc, rtol, 0);
+        optim_test_free(opt, w);
     }
-    assert_eq(optim_iterations(opt), steps);
-    /* Slot shapes: r = shape[:-1], c = shape[:-2] + [C], v = shape; scalars
-     * as placeholders below rank 2. */
-    assert_shape(optim_get_slot(opt, w, "v"), rank, shape);
-    if (rank >= 2) {
-        int64_t cs[OPTIM_MAX_RANK];
-        memcpy(cs, shape, sizeof(int64_t) * (size_t)(rank - 2));
-        cs[rank - 2] = shape[rank - 1];
-        assert_shape(optim_get_slot(opt, w, "r"), rank - 1, shape);
-        assert_shape(optim_get_slot(opt, w, "c"), rank - 1, cs);
-    } else {
-        assert_shape(optim_get_slot(opt, w, "r"), 0, NULL);
-        assert_shape(optim_get_slot(opt, w, "c"), 0, NULL);
-        assert_eq(optim_var_get(optim_get_slot(opt, w, "r"), 0), 0);
-        assert_eq(optim_var_get(optim_get_slot(opt, w, "c"), 0), 0);
-    }
-    int clipped = s.clipped;
-    ref_free(&s);
-    optim_test_free(opt, w);
-    free(w0);
-    free(gd);
-    free(gf);
-    return clipped;
 }
 
 /* Ranks 0 to 4; rows longer than the kernels' blocks (512) with a ragged
@@ -214,14 +177,12 @@ static const int64_t SHAPES[][4] = {{0}, {7}, {5, 4}, {3, 4, 5}, {2, 2, 3, 4},
                                     {1300}, {3, 1100}, {1, 9}, {4, 1, 6}};
 #define NSHAPES 9
 
-/* Every shape, both dtypes. */
+/* Every shape, both dtypes; returns how many reference steps clipped. */
 static int check_all_shapes(const char *json, const hp *h)
 {
-    int clipped = 0;
-    for (int s = 0; s < NSHAPES; s++)
-        for (int d = 0; d < 2; d++)
-            clipped += check_trajectory(json, h, RANKS[s], SHAPES[s], d ? OPTIM_F64 : OPTIM_F32, STEPS);
-    return clipped;
+    clipped[0] = clipped[1] = 0;
+    for (int s = 0; s < NSHAPES; s++) check_trajectory(json, h, RANKS[s], SHAPES[s]);
+    return clipped[0] + clipped[1];
 }
 
 /* ---- trajectories ------------------------------------------------------------------- */
@@ -242,26 +203,15 @@ OPTIM_TEST(test_relative_step)
     check_all_shapes(AF("\"learning_rate\": 0.5, "
                      "\"relative_step\": false"), &h);
     /* Bit for bit the same. */
+    static const int64_t shape[2] = {4, 5};
+    ot_dense d = problem(2, shape, 10);
     OPTIM_FOR_DTYPES(dt) {
-        optim_var *w[2];
-        for (int rs = 0; rs < 2; rs++) {
-            optim_optimizer *opt = optim_test_make(rs ? AF("\"learning_rate\": 0.5")
-                                           : AF("\"learning_rate\": 0.5, \"relative_step\": false"));
-            double init[20], g[20];
-            float gf[20];
-            for (int i = 0; i < 20; i++) init[i] = init_at(i);
-            int64_t shape[2] = {4, 5};
-            w[rs] = optim_test_var("w", dt, 2, shape, init);
-            for (int k = 0; k < 10; k++) {
-                for (int i = 0; i < 20; i++) g[i] = grad_at(k, i), gf[i] = (float)g[i];
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w[rs]};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            }
-            optim_destroy(opt);
-        }
+        optim_optimizer *o[2] = {optim_test_make(AF("\"learning_rate\": 0.5, \"relative_step\": false")),
+                                 optim_test_make(AF("\"learning_rate\": 0.5"))};
+        optim_var *w[2] = {ot_run_dense(o[0], &d, dt), ot_run_dense(o[1], &d, dt)};
         assert_vars_bitwise(w[0], w[1]);
-        optim_var_destroy(w[0]);
-        optim_var_destroy(w[1]);
+        optim_destroy(o[0]);
+        optim_test_free(o[1], w[0], w[1]);
     }
 }
 
@@ -269,17 +219,18 @@ OPTIM_TEST(test_relative_step)
 OPTIM_TEST(test_clip_threshold)
 {
     hp h = {0.01, -0.65, 1e-15, 1e-4, 0.5, 0};
-    int clipped = check_all_shapes(AF("\"learning_rate\": 0.01, "
-                                   "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
-                                   "\"clip_threshold\": 0.5"),
-                                   &h);
-    assert_gt(clipped, NSHAPES * 2 * STEPS / 2); /* more than half the steps */
+    int all = check_all_shapes(AF("\"learning_rate\": 0.01, "
+                                  "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                                  "\"clip_threshold\": 0.5"),
+                               &h);
+    assert_gt(all, NSHAPES * 2 * STEPS / 2); /* more than half the steps */
     /* clip_threshold 1.2: some steps clip, some not. */
     hp h2 = {0.05, -0.8, 1e-30, 1e-3, 1.2, 0};
-    int c2 = check_trajectory(AF("\"learning_rate\": 0.05, "
-                              "\"clip_threshold\": 1.2"), &h2, 2, (int64_t[2]){6, 5}, OPTIM_F64, STEPS);
-    assert_gt(c2, 0);
-    assert_lt(c2, STEPS);
+    clipped[0] = 0;
+    check_trajectory(AF("\"learning_rate\": 0.05, "
+                     "\"clip_threshold\": 1.2"), &h2, 2, (int64_t[2]){6, 5});
+    assert_gt(clipped[0], 0); /* the f64 run */
+    assert_lt(clipped[0], STEPS);
     /* epsilon_2 dominating RMS(w) (variable near zero). */
     hp h3 = {0.3, -0.8, 1e-30, 2.0, 1.0, 0};
     check_all_shapes(AF("\"learning_rate\": 0.3, "
@@ -301,39 +252,28 @@ OPTIM_TEST(test_weight_decay_trajectory)
 
 /* A learning-rate schedule and a callable: rho = min(lr(step), 1/sqrt(t)). */
 static double sched(void *user, int64_t step) { (void)user; return 0.9 / (1.0 + 0.5 * (double)step); }
-static double lr_fn(void *user) { return *(const double *)user; }
+static double lr_now; /* the callable's value */
+
+static void set_lr(void *s_, double lr)
+{
+    shaped *s = s_;
+    s->h.lr = s->f32 ? (float)lr : lr;
+}
+static void set_lr_sched(optim_optimizer *opt, void *s, int k) { (void)opt, set_lr(s, sched(NULL, k)); }
+static void set_lr_fn(optim_optimizer *opt, void *s, int k) { (void)opt, set_lr(s, lr_now = k % 3 == 0 ? 0.7 : 0.02); }
 
 OPTIM_TEST(test_dynamic_lr)
 {
+    static const int64_t shape[2] = {3, 4};
+    ot_dense d = problem(2, shape, STEPS);
     for (int kind = 0; kind < 2; kind++)
         OPTIM_FOR_DTYPES(dt) {
             optim_optimizer *opt = optim_test_make(AF(""));
-            double cur = 0;
             if (kind == 0) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
-            else assert_eq(optim_set_hyper_fn(opt, "learning_rate", lr_fn, &cur), 0);
-            int64_t shape[2] = {3, 4};
-            double w0[12], g[12];
-            float gf[12];
-            for (int i = 0; i < 12; i++) w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
-            optim_var *w = optim_test_var("w", dt, 2, shape, w0);
-            ref s;
-            ref_init(&s, 2, shape, w0);
-            for (int k = 0; k < STEPS; k++) {
-                double lr = kind == 0 ? sched(NULL, k) : (k % 3 == 0 ? 0.7 : 0.02);
-                cur = lr;
-                if (dt == OPTIM_F32) lr = (float)lr;
-                for (int i = 0; i < 12; i++) {
-                    g[i] = grad_at(k, i);
-                    gf[i] = (float)g[i];
-                    if ((dt == OPTIM_F32)) g[i] = gf[i];
-                }
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 2, shape)), w};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-                ref_step(&s, &DEFAULTS, lr, g, k);
-                assert_var_close(w, s.w, 12, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
-            }
-            ref_free(&s);
-            optim_test_free(opt, w);
+            else assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &lr_now), 0);
+            shaped sh = {DEFAULTS, 2, shape, 0}, s32 = {DEFAULTS, 2, shape, 1};
+            ot_case c = make_case(NULL, &sh, &s32, d.n);
+            optim_test_free(opt, ot_check_dynamic(opt, &d, STEPS, &c, dt, kind == 0 ? set_lr_sched : set_lr_fn));
         }
 }
 
@@ -341,27 +281,15 @@ OPTIM_TEST(test_dynamic_lr)
 
 OPTIM_TEST(test_keras_single_steps)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        /* test_single_step_1d */
-        optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
-        double v1[4] = {1, 2, 3, 4}, g1[4] = {1, 6, 7, 2}, want1[4] = {-0.3693, 0.6307, 1.6307, 2.6307};
-        float g1f[4] = {1, 6, 7, 2};
-        int64_t n4 = 4;
-        optim_var *w = optim_test_var("w", dt, 1, &n4, v1);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g1 : (void *)g1f, 1, &n4)), w};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        assert_var_close(w, want1, 4, 1e-4, 1e-4);
-        optim_test_free(opt, w);
-        /* test_single_step_2d */
-        opt = optim_test_make(AF("\"learning_rate\": 0.5"));
-        double v2[4] = {1, 2, 3, 4}, g2[4] = {1, 6, 7, 2}, want2[4] = {0.7007, -0.0081, 1.2492, 3.4407};
-        int64_t s22[2] = {2, 2};
-        w = optim_test_var("w", dt, 2, s22, v2);
-        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g2 : (void *)g1f, 2, s22)), w};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        assert_var_close(w, want2, 4, 1e-4, 1e-4);
-        optim_test_free(opt, w);
-    }
+    static const double want[2][4] = {{-0.3693, 0.6307, 1.6307, 2.6307}, {0.7007, -0.0081, 1.2492, 3.4407}};
+    OPTIM_FOR_DTYPES(dt) /* test_single_step_1d, then test_single_step_2d */
+        for (int rank = 1; rank <= 2; rank++) {
+            optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
+            optim_var *w = optim_test_var("w", dt, rank, (int64_t[2]){rank == 1 ? 4 : 2, 2}, (double[4]){1, 2, 3, 4});
+            ot_step_dense(opt, w, (double[4]){1, 6, 7, 2});
+            assert_var_close(w, want[rank - 1], 4, 1e-4, 1e-4);
+            optim_test_free(opt, w);
+        }
 }
 
 /* test_correctness_with_golden: x = ones(10); one step with 0.01, then
@@ -393,53 +321,24 @@ OPTIM_TEST(test_keras_weight_decay)
 /* ---- sparse: the dense equivalent ----------------------------------------------------- */
 
 /* Sparse steps (duplicates, unsorted) on a variable of the given shape, or
- * the same gradients summed into a dense tensor in order of appearance. */
-static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int32_t rank, const int64_t *shape,
-                             int as_dense, int steps)
+ * the same gradients summed into a dense tensor in order of appearance:
+ * five rows a step of cos(1.1 k + 0.7 j + 0.3 e), from init_at. */
+static int64_t sp_index(int k, int j)
 {
     static const int64_t idx[4][5] = {{1, 3, 1, 1, 0}, {0, 3, 3, 2, 0}, {2, 2, 1, 3, 2}, {3, 0, 0, 0, 3}};
-    int64_t n = 1, rs = 1;
-    for (int d = 0; d < rank; d++) n *= shape[d];
-    rs = n / shape[0];
-    double *init = malloc((size_t)n * sizeof *init);
-    for (int64_t i = 0; i < n; i++) init[i] = init_at(i);
-    optim_var *v = optim_test_var("emb", dt, rank, shape, init);
-    free(init);
-    int64_t vshape[OPTIM_MAX_RANK];
-    memcpy(vshape, shape, sizeof vshape[0] * (size_t)rank);
-    vshape[0] = 5;
-    double *vals = malloc((size_t)(5 * rs) * sizeof *vals), *dense = malloc((size_t)n * sizeof *dense);
-    float *valsf = malloc((size_t)(5 * rs) * sizeof *valsf), *densef = malloc((size_t)n * sizeof *densef);
-    for (int k = 0; k < steps; k++) {
-        const int64_t *ix = idx[k % 4];
-        for (int64_t i = 0; i < n; i++) dense[i] = 0, densef[i] = 0;
-        for (int j = 0; j < 5; j++)
-            for (int64_t e = 0; e < rs; e++) {
-                double x = cos(1.1 * k + 0.7 * j + 0.3 * (double)e);
-                vals[j * rs + e] = x;
-                valsf[j * rs + e] = (float)x;
-                dense[ix[j] * rs + e] += x;
-                densef[ix[j] * rs + e] += (float)x;
-            }
-        int f = dt == OPTIM_F32;
-        optim_grad_var p = {as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)densef : (void *)dense, rank, shape))
-                                     : optim_grad_sparse(ix, 5, optim_tensor_make(dt, f ? (void *)valsf : (void *)vals, rank, vshape)),
-                            v};
-        int rc = optim_apply_gradients(opt, &p, 1, 0);
-        if (rc) print_error("%s\n", optim_errmsg(opt));
-        assert_eq(rc, 0);
-    }
-    free(vals);
-    free(dense);
-    free(valsf);
-    free(densef);
-    return v;
+    return idx[k % 4][j];
 }
+static double sp_val(int k, int j, int e) { return cos(1.1 * k + 0.7 * j + 0.3 * (double)e); }
+static double init_1(int r, int e) { return init_at(r + e); }
+static double init_3(int r, int e) { return init_at(r * 3 + e); }
+static double init_6(int r, int e) { return init_at(r * 6 + e); }
 
 OPTIM_TEST(test_sparse_equals_dense)
 {
     static const int32_t ranks[] = {1, 2, 3};
     static const int64_t shapes[][3] = {{6}, {6, 3}, {5, 2, 3}};
+    static const int cols[] = {0, 3, 6};
+    double (*const inits[])(int, int) = {init_1, init_3, init_6};
     const char *cfgs[] = {AF("\"learning_rate\": 0.1"),
                           AF("\"learning_rate\": 0.1, "
                           "\"clip_threshold\": 0.5, \"weight_decay\": 0.05")};
@@ -447,8 +346,9 @@ OPTIM_TEST(test_sparse_equals_dense)
         for (int s = 0; s < 3; s++)
             OPTIM_FOR_DTYPES(dt) {
                 optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
-                optim_var *sv = run_sparse(o1, dt, ranks[s], shapes[s], 0, 8);
-                optim_var *dv = run_sparse(o2, dt, ranks[s], shapes[s], 1, 8);
+                const ot_sparse sp = {(int)shapes[s][0], cols[s], 8, 5, sp_index, sp_val, inits[s]};
+                optim_var *sv = ot_run_sparse_with(o1, &sp, dt, 0, NULL, NULL, ranks[s], shapes[s]);
+                optim_var *dv = ot_run_sparse_with(o2, &sp, dt, 1, NULL, NULL, ranks[s], shapes[s]);
                 assert_vars_bitwise(sv, dv);
                 static const char *slots[] = {"r", "c", "v"};
                 for (int k = 0; k < 3; k++)
@@ -468,11 +368,10 @@ OPTIM_TEST(test_sparse_rows)
     int64_t idx[3] = {3, 1, 3};
     OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.2"));
-        double w0[15], g[15];
-        for (int i = 0; i < 15; i++) w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
+        double w0[15], g[15], rw[15], r[15] = {0}, c[15] = {0}, v[15] = {0}, *st[3] = {r, c, v};
+        for (int i = 0; i < 15; i++) rw[i] = w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
         optim_var *w = optim_test_var("emb", dt, 2, shape, w0);
-        ref s;
-        ref_init(&s, 2, shape, w0);
+        shaped sh = {{0.2, -0.8, 1e-30, 1e-3, 1.0, 0}, 2, shape, dt == OPTIM_F32};
         double prev_v[15];
         for (int k = 0; k < 6; k++) {
             double vals[9];
@@ -486,13 +385,13 @@ OPTIM_TEST(test_sparse_rows)
             for (int j = 0; j < 3; j++)
                 for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = dt == OPTIM_F64 ? g[idx[j] * 3 + e] + vals[j * 3 + e]
                                                                   : (float)(g[idx[j] * 3 + e] + vals[j * 3 + e]);
-            if (k > 0) var_values(optim_get_slot(opt, w, "v"), prev_v);
+            for (int i = 0; k > 0 && i < 15; i++) prev_v[i] = optim_var_get(optim_get_slot(opt, w, "v"), i);
             optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)valsf, 2, vs)), w};
             assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            ref_step(&s, &(hp){0.2, -0.8, 1e-30, 1e-3, 1.0, 0}, 0.2, g, k);
-            assert_var_close(w, s.w, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
-            assert_var_close(optim_get_slot(opt, w, "v"), s.v, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
-            assert_var_close(optim_get_slot(opt, w, "r"), s.r, 5, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
+            ref_step(&sh, k, rw, st, g, 15);
+            assert_var_close(w, rw, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
+            assert_var_close(optim_get_slot(opt, w, "v"), v, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
+            assert_var_close(optim_get_slot(opt, w, "r"), r, 5, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
             for (int r = 0; r < 5; r++) {
                 if (r == 1 || r == 3) continue;
                 for (int e = 0; e < 3; e++) {
@@ -501,7 +400,6 @@ OPTIM_TEST(test_sparse_rows)
                 }
             }
         }
-        ref_free(&s);
         optim_test_free(opt, w);
     }
 }
@@ -536,33 +434,20 @@ OPTIM_TEST(test_slots_and_weights)
 static const char *const KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_2_decay", "epsilon_1", "epsilon_2", "clip_threshold",
     "relative_step",
 };
-#define NKEYS (sizeof KEYS / sizeof *KEYS)
 
 OPTIM_TEST(test_config)
 {
     optim_optimizer *opt;
     optim_error err;
     assert_eq(optim_create(&opt, &optim_adafactor_class, NULL, &err), 0);
-    char *text = optim_get_config(opt);
-    cJSON *c = cJSON_Parse(text);
-    assert_non_null(c);
-    /* Exactly Keras 3's keys, in get_config's order. */
-    int i = 0;
-    for (cJSON *it = c->child; it; it = it->next, i++) {
-        assert_lt(i, (int)NKEYS);
-        assert_string_equal(it->string, KEYS[i]);
-    }
-    assert_eq(i, NKEYS);
+    cJSON *c = ot_config(opt);
+    ot_assert_keys(c, OT_KEYS(KEYS)); /* exactly Keras 3's keys, in get_config's order */
     assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "adafactor");
-    assert_eq(cJSON_GetObjectItem(c, "learning_rate")->valuedouble, 0.001);
-    assert_eq(cJSON_GetObjectItem(c, "beta_2_decay")->valuedouble, -0.8);
-    assert_eq(cJSON_GetObjectItem(c, "epsilon_1")->valuedouble, 1e-30);
-    assert_eq(cJSON_GetObjectItem(c, "epsilon_2")->valuedouble, 1e-3);
-    assert_eq(cJSON_GetObjectItem(c, "clip_threshold")->valuedouble, 1.0);
+    ot_expect_numbers(c, "learning_rate", 0.001, "beta_2_decay", -0.8, "epsilon_1", 1e-30, "epsilon_2", 1e-3,
+                      "clip_threshold", 1.0, NULL);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(c, "relative_step")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c, "weight_decay")));
     cJSON_Delete(c);
-    optim_free(text);
     optim_destroy(opt);
     /* By name, case-insensitively. */
     assert_eq(optim_create_by_name(&opt, "ADAFACTOR", NULL, &err), 0);
@@ -623,31 +508,24 @@ OPTIM_TEST(test_bad_config)
 }
 
 /* Hyperparameters set between steps take effect at the next step. */
+static void set_at_3(optim_optimizer *opt, void *s_, int k)
+{
+    shaped *s = s_;
+    if (k != 3) return;
+    s->h.clip = 0.3;
+    s->h.beta_2_decay = -0.5;
+    assert_eq(optim_set_hyper(opt, "clip_threshold", 0.3), 0);
+    assert_eq(optim_set_hyper(opt, "beta_2_decay", -0.5), 0);
+}
+
 OPTIM_TEST(test_set_hyper_between_steps)
 {
+    static const int64_t shape[2] = {3, 3};
+    ot_dense d = problem(2, shape, 6);
+    shaped sh = {DEFAULTS, 2, shape, 0};
+    ot_case c = make_case(NULL, &sh, NULL, d.n);
     optim_optimizer *opt = optim_test_make(AF(""));
-    int64_t shape[2] = {3, 3};
-    double w0[9], g[9];
-    for (int i = 0; i < 9; i++) w0[i] = init_at(i);
-    optim_var *w = optim_test_var("w", OPTIM_F64, 2, shape, w0);
-    ref s;
-    ref_init(&s, 2, shape, w0);
-    hp h = DEFAULTS;
-    for (int k = 0; k < 6; k++) {
-        if (k == 3) {
-            h.clip = 0.3;
-            h.beta_2_decay = -0.5;
-            assert_eq(optim_set_hyper(opt, "clip_threshold", 0.3), 0);
-            assert_eq(optim_set_hyper(opt, "beta_2_decay", -0.5), 0);
-        }
-        for (int i = 0; i < 9; i++) g[i] = grad_at(k, i);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)), w};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-        ref_step(&s, &h, h.lr, g, k);
-        assert_var_close(w, s.w, 9, 1e-12, 1e-14);
-    }
-    ref_free(&s);
-    optim_test_free(opt, w);
+    optim_test_free(opt, ot_check_dynamic(opt, &d, 6, &c, OPTIM_F64, set_at_3));
 }
 
 /* ---- threads --------------------------------------------------------------------------- */

@@ -41,39 +41,27 @@ static ot_case make_case(const cfg *c)
     return (ot_case){json, ref_step, c, 1, {"accumulator"}, .state_init = {c->init}, .exact_slots = 1};
 }
 
-static void check_trajectory(const cfg *c)
-{
-    ot_case oc = make_case(c);
-    ot_check_dense(&OT_DENSE, &oc);
-}
-
 OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        check_trajectory(&(cfg){0.1, 0.1, 1e-7, 0, legacy});
-        check_trajectory(&(cfg){0.05, 0.1, 0.1, 0, legacy}); /* epsilon placement visible */
-        check_trajectory(&(cfg){0.2, 0.0, 1e-3, 0, legacy});
-        check_trajectory(&(cfg){0.1, 2.5, 1e-7, 0, legacy});
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.1, 0.1, 1e-7, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.05, 0.1, 0.1, 0, legacy})); /* epsilon placement visible */
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.2, 0.0, 1e-3, 0, legacy}));
+        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.1, 2.5, 1e-7, 0, legacy}));
     }
-    check_trajectory(&(cfg){0.5, 0.3, 1e-6, 0.2, 1}); /* legacy decay */
+    ot_check_dense(&OT_DENSE, make_case(&(cfg){0.5, 0.3, 1e-6, 0.2, 1})); /* legacy decay */
 }
 
 /* The slot starts at initial_accumulator_value (rounded to the dtype). */
 OPTIM_TEST(test_slot_initial_value)
 {
     for (int legacy = 0; legacy < 2; legacy++)
-        for (int d = 0; d < 2; d++) {
-            optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-            cfg c = {0.1, 0.3, 1e-7, 0, legacy};
-            optim_optimizer *opt = optim_test_make(make_case(&c).json);
-            int64_t n = 3;
-            optim_var *v = optim_test_var("v", dt, 1, &n, (double[3]){1, 2, 3});
+        OPTIM_FOR_DTYPES(dt) {
+            optim_optimizer *opt = optim_test_make(make_case(&(cfg){0.1, 0.3, 1e-7, 0, legacy}).json);
+            optim_var *v = optim_test_var("v", dt, 1, (int64_t[1]){3}, (double[3]){1, 2, 3});
             assert_eq(optim_build(opt, &v, 1), 0);
-            optim_var *a = optim_get_slot(opt, v, "accumulator");
-            for (int i = 0; i < 3; i++) {
-                if (d) assert_eq(((double *)optim_var_data(a))[i], 0.3);
-                else assert_eq(((float *)optim_var_data(a))[i], 0.3f);
-            }
+            const double acc = dt == OPTIM_F64 ? 0.3 : (double)0.3f;
+            assert_var_eq(optim_get_slot(opt, v, "accumulator"), ((double[3]){acc, acc, acc}), 3);
             optim_test_free(opt, v);
         }
 }
@@ -82,52 +70,34 @@ OPTIM_TEST(test_slot_initial_value)
 OPTIM_TEST(test_generations_differ)
 {
     double w[2];
-    for (int legacy = 0; legacy < 2; legacy++) {
-        cfg c = {0.1, 0.0, 0.5, 0, legacy};
-        optim_optimizer *opt = optim_test_make(make_case(&c).json);
-        double one = 1.0, g = 2.0;
-        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
-        ot_step_dense(opt, v, &g);
-        w[legacy] = optim_var_get(v, 0);
-        optim_test_free(opt, v);
-    }
+    for (int legacy = 0; legacy < 2; legacy++)
+        w[legacy] = ot_scalar_step(make_case(&(cfg){0.1, 0.0, 0.5, 0, legacy}).json, OPTIM_F64, 1.0, 2.0);
     assert_close(w[0], 1 - 0.2 / sqrt(4.5), 1e-15, 0);
     assert_close(w[1], 1 - 0.2 / (2 + 0.5), 1e-15, 0);
 }
 
 /* Each generation's float32 operation order, bit for bit: Keras 3
  * w - (lr * g) / sqrt(acc + eps); ApplyAdagradV2 w - (g * lr) / (sqrt(acc) + eps). */
+static void ref_f32(const void *c_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const cfg *c = c_;
+    const float lr = (float)c->lr, eps = (float)c->eps;
+    float *acc = st[0];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        acc[i] = acc[i] + g[i] * g[i];
+        w[i] = c->legacy ? w[i] - (g[i] * lr) / (sqrtf(acc[i]) + eps) : w[i] - (lr * g[i]) / sqrtf(acc[i] + eps);
+    }
+}
+
 OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             cfg c = {0.1, 0.1, 1e-3, 0, legacy};
-            optim_optimizer *opt = optim_test_make(make_case(&c).json);
-            double init[N];
-            for (int i = 0; i < N; i++) init[i] = OT_DENSE.init(i);
-            int64_t shape[2] = {N, 1};
-            optim_var *var = optim_test_var("w", OPTIM_F32, 2, shape, init);
-            float w[N], acc[N];
-            const float lr = 0.1f, eps = 1e-3f;
-            for (int i = 0; i < N; i++) w[i] = (float)init[i], acc[i] = 0.1f;
-            for (int k = 0; k < 6; k++) {
-                float g[N];
-                int64_t idx[N];
-                for (int i = 0; i < N; i++) {
-                    g[i] = (float)OT_DENSE.grad(k, i);
-                    idx[i] = i;
-                    acc[i] = acc[i] + g[i] * g[i];
-                    w[i] = legacy ? w[i] - (g[i] * lr) / (sqrtf(acc[i]) + eps)
-                                  : w[i] - (lr * g[i]) / sqrtf(acc[i] + eps);
-                }
-                optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_F32, g, 2, shape))
-                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)),
-                                    var};
-                assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            }
-            assert_var_floats(var, w, N);
-            assert_var_floats(optim_get_slot(opt, var, "accumulator"), acc, N);
-            optim_test_free(opt, var);
+            ot_case oc = make_case(&c);
+            oc.ref32 = ref_f32;
+            ot_check_f32(&OT_DENSE, 6, &oc, sparse);
         }
 }
 
@@ -190,13 +160,12 @@ OPTIM_TEST(test_sparse_repeated_indices)
         double init[2] = {1, 2};
         int64_t shape[2] = {2, 1};
         optim_var *rep = optim_test_var("rep", OPTIM_F64, 2, shape, init), *agg = optim_test_var("agg", OPTIM_F64, 2, shape, init);
-        int64_t ri[2] = {1, 1}, ai[1] = {1}, rs[2] = {2, 1}, as[2] = {1, 1};
-        double rv[2] = {0.1, 0.1}, av[1] = {0.2};
+        int64_t ri[2] = {1, 1}, rs[2] = {2, 1};
+        double rv[2] = {0.1, 0.1};
         for (int k = 0; k < 3; k++) {
             optim_grad_var p1 = {optim_grad_sparse(ri, 2, optim_tensor_make(OPTIM_F64, rv, 2, rs)), rep};
-            optim_grad_var p2 = {optim_grad_sparse(ai, 1, optim_tensor_make(OPTIM_F64, av, 2, as)), agg};
-            assert_eq(optim_apply_gradients(o1, &p1, 1, 0), 0);
-            assert_eq(optim_apply_gradients(o2, &p2, 1, 0), 0);
+            ot_step(o1, &p1, 1);
+            ot_step_row(o2, agg, 1, (double[]){0.2});
             for (int i = 0; i < 2; i++) assert_close(optim_var_get(rep, i), optim_var_get(agg, i), 1e-15, 0);
         }
         optim_destroy(o1);
@@ -229,9 +198,7 @@ OPTIM_TEST(test_sparse_keras3_dense_equivalent)
 OPTIM_TEST(test_sparse_rows_only)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        cfg c = {0.1, 0.1, 1e-2, 0, legacy};
-        ot_case oc = make_case(&c);
-        ot_check_sparse(&OT_SPARSE, &oc, 1);
+        ot_check_sparse(&OT_SPARSE, make_case(&(cfg){0.1, 0.1, 1e-2, 0, legacy}), 1);
     }
 }
 
@@ -263,14 +230,10 @@ OPTIM_TEST(test_legacy_epsilon_zero)
         ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": null, " OT_LEGACY),
         ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0")};
     for (int c = 0; c < 3; c++) {
-        optim_optimizer *opt = optim_test_make(cfgs[c]);
-        double one = 1.0, g = 2.0;
-        optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
-        ot_step_dense(opt, v, &g);
+        double w = ot_scalar_step(cfgs[c], OPTIM_F64, 1.0, 2.0);
         /* legacy: 1 - 2 / (2 + 1e-7); Keras 3 keeps 0: 1 - 2 / 2 = 0 exactly. */
-        if (c < 2) assert_close(optim_var_get(v, 0), 1 - 2 / (2 + 1e-7), 1e-6, 0);
-        else assert_eq(optim_var_get(v, 0), 0.0);
-        optim_test_free(opt, v);
+        if (c < 2) assert_close(w, 1 - 2 / (2 + 1e-7), 1e-6, 0);
+        else assert_eq(w, 0.0);
     }
 }
 

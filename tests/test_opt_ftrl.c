@@ -41,6 +41,12 @@ typedef struct cfg {
     double lr, lr_power, init_acc, l1, l2, shr, beta, decay;
 } cfg;
 
+/* The drivers' hyperparameters: a cfg in a generation and dtype. */
+typedef struct hp {
+    cfg c;
+    int legacy, f32, scaled;
+} hp;
+
 static const cfg DEFAULTS = {0.001, -0.5, 0.1, 0, 0, 0, 0, 0};
 
 /* The config as Keras JSON, every Ftrl key written out. */
@@ -80,35 +86,34 @@ static double ref_lr(const cfg *c, int legacy, int f32, int k)
 static double grad_at(int k, int i) { return sin(0.7 * k + 1.3 * i) * (1.0 + 0.2 * i) - 0.04 * k; }
 static double init_at(int i) { return 0.6 - 0.25 * i; }
 
-static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
+static const ot_dense DENSE = {N, STEPS, init_at, grad_at, 0, NULL};
 
-/* Runs the dense problem and compares the variable, "accumulator" and
- * "linear" with the reference of that dtype. */
-static void check_dense(const cfg *c, int legacy)
+/* The drivers' form: state accumulator, linear. */
+static void ref_table(const void *h_, int k, double *w, double *const *st, const double *g, int n)
 {
-    const char *json = cfg_json(c, legacy);
-    for (int f32 = 0; f32 < 2; f32++) {
-        double w[N], n[N], z[N];
-        for (int i = 0; i < N; i++) w[i] = rd(f32, init_at(i)), n[i] = rd(f32, c->init_acc), z[i] = 0;
-        for (int k = 0; k < STEPS; k++)
-            for (int i = 0; i < N; i++) {
-                double lr = ref_lr(c, legacy, f32, k), g = rd(f32, grad_at(k, i));
-                ref_coord(c, f32, legacy && c->shr > 0, lr, g, &w[i], &n[i], &z[i]);
-            }
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *v = ot_run_dense(opt, &DENSE, f32 ? OPTIM_F32 : OPTIM_F64);
-        double rtol = f32 ? 2e-5 : 1e-12, atol = f32 ? 2e-6 : 1e-13;
-        assert_var_close(v, w, N, rtol, atol);
-        assert_var_close(optim_get_slot(opt, v, "accumulator"), n, N, rtol, atol);
-        assert_var_close(optim_get_slot(opt, v, "linear"), z, N, rtol, atol);
-        optim_test_free(opt, v);
-    }
+    const hp *h = h_;
+    for (int i = 0; i < n; i++)
+        ref_coord(&h->c, h->f32, h->scaled, ref_lr(&h->c, h->legacy, h->f32, k), g[i], &w[i], &st[0][i], &st[1][i]);
+}
+
+/* c in one generation against the reference in each dtype (f32: the
+ * values a float32 run sees): the dense problem, variable and both slots
+ * (legacy with l2_shrinkage: the lr-scaled linear slot), or, legacy, the
+ * sparse problem sp on the indexed rows only. */
+static void check(const cfg *c, int legacy, const ot_sparse *sp)
+{
+    hp h = {*c, legacy, 0, legacy && c->shr > 0 && !sp}, h32 = h;
+    h32.f32 = 1;
+    ot_case oc = {cfg_json(c, legacy), ref_table, &h, 2, {"accumulator", "linear"}, .state_init = {c->init_acc},
+                  .round32 = 1, .hp32 = &h32};
+    if (sp) ot_check_sparse(sp, oc, 1);
+    else ot_check_dense(&DENSE, oc);
 }
 
 static void check_both(const cfg *c)
 {
-    check_dense(c, 0);
-    check_dense(c, 1);
+    check(c, 0, NULL);
+    check(c, 1, NULL);
 }
 
 OPTIM_TEST(test_dense_plain)
@@ -188,9 +193,9 @@ OPTIM_TEST(test_dense_all)
 OPTIM_TEST(test_dense_legacy_decay)
 {
     cfg c = {0.5, -0.5, 0.1, 0.02, 0.1, 0, 0.1, 0.3};
-    check_dense(&c, 1);
+    check(&c, 1, NULL);
     c.shr = 0.2;
-    check_dense(&c, 1);
+    check(&c, 1, NULL);
     /* The two recurrences part: same inputs, standard vs lr-scaled. */
     double w1 = 1, n1 = 0.1, z1 = 0, w2 = 1, n2 = 0.1, z2 = 0;
     for (int k = 0; k < STEPS; k++) {
@@ -201,32 +206,45 @@ OPTIM_TEST(test_dense_legacy_decay)
     assert_gt(fabs(w1 - w2), 1e-3);
 }
 
+/* The optimizers of ja and jb on F64 [rows, cols] variables (cols 0:
+ * [rows]) from init, the same gradients grad_at(k, i) for `steps` steps
+ * (jb's sparse, every row indexed, if sparse_b): the same w, to 1e-12,
+ * and ja's linear slot `scale` times jb's. */
+static void check_linear_scale(const char *ja, const char *jb, int sparse_b, int rows, int cols, const double *init,
+                               int steps, double scale)
+{
+    optim_optimizer *o[2] = {optim_test_make(ja), optim_test_make(jb)};
+    int64_t shape[2] = {rows, cols}, idx[16];
+    int n = rows * (cols ? cols : 1);
+    optim_var *v[2] = {optim_test_var("a", OPTIM_F64, cols ? 2 : 1, shape, init),
+                       optim_test_var("b", OPTIM_F64, cols ? 2 : 1, shape, init)};
+    for (int r = 0; r < rows; r++) idx[r] = r;
+    for (int k = 0; k < steps; k++) {
+        double g[16];
+        for (int i = 0; i < n; i++) g[i] = grad_at(k, i);
+        for (int j = 0; j < 2; j++) {
+            optim_tensor t = optim_tensor_make(OPTIM_F64, g, cols ? 2 : 1, shape);
+            optim_grad_var p = {j && sparse_b ? optim_grad_sparse(idx, rows, t) : optim_grad_dense(t), v[j]};
+            ot_step(o[j], &p, 1);
+        }
+    }
+    optim_var *za = optim_get_slot(o[0], v[0], "linear"), *zb = optim_get_slot(o[1], v[1], "linear");
+    for (int i = 0; i < n; i++) {
+        assert_close(optim_var_get(v[0], i), optim_var_get(v[1], i), 1e-12, 1e-14);
+        assert_close(optim_var_get(za, i), scale * optim_var_get(zb, i), 1e-12, 1e-14);
+    }
+    optim_destroy(o[0]);
+    optim_test_free(o[1], v[0], v[1]);
+}
+
 /* With a constant learning rate the legacy dense l2_shrinkage kernel lands
  * on Keras 3's variable while its linear slot is lr times Keras 3's. */
 OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 {
     cfg c = {0.25, -0.5, 0.1, 0.01, 0.2, 0.1, 0.1, 0};
-    const char *j3 = cfg_json(&c, 0), *jl = cfg_json(&c, 1);
-    optim_optimizer *o3 = optim_test_make(j3), *ol = optim_test_make(jl);
     double init[N];
     for (int i = 0; i < N; i++) init[i] = init_at(i);
-    int64_t shape[1] = {N};
-    optim_var *v3 = optim_test_var("w", OPTIM_F64, 1, shape, init), *vl = optim_test_var("w", OPTIM_F64, 1, shape, init);
-    for (int k = 0; k < STEPS; k++) {
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
-        optim_grad_var p3 = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v3};
-        optim_grad_var pl = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), vl};
-        ot_step(o3, &p3, 1);
-        ot_step(ol, &pl, 1);
-    }
-    optim_var *z3 = optim_get_slot(o3, v3, "linear"), *zl = optim_get_slot(ol, vl, "linear");
-    for (int i = 0; i < N; i++) {
-        assert_close(optim_var_get(vl, i), optim_var_get(v3, i), 1e-12, 1e-14);
-        assert_close(optim_var_get(zl, i), 0.25 * optim_var_get(z3, i), 1e-12, 1e-14);
-    }
-    optim_destroy(o3);
-    optim_test_free(ol, v3, vl);
+    check_linear_scale(cfg_json(&c, 1), cfg_json(&c, 0), 0, N, 0, init, STEPS, 0.25);
 }
 
 /* Legacy hyperparameters (learning_rate_power, l1, l2, beta) may change
@@ -234,30 +252,23 @@ OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 static double l1_now;
 static double l1_fn(void *user) { (void)user; return l1_now; }
 
+static void set_hypers(optim_optimizer *opt, void *c_, int k)
+{
+    cfg *c = &((hp *)c_)->c;
+    c->l1 = l1_now = 0.05 * (k % 4);
+    c->lr_power = k < 5 ? -0.5 : -0.7;
+    c->beta = k < 7 ? 0.0 : 0.3;
+    assert_eq(optim_set_hyper(opt, "learning_rate_power", c->lr_power), 0);
+    assert_eq(optim_set_hyper(opt, "beta", c->beta), 0);
+}
+
 OPTIM_TEST(test_legacy_dynamic)
 {
     optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, " OT_LEGACY));
     assert_eq(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
-    double init[N], w[N], n[N], z[N];
-    for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), n[i] = 0.1, z[i] = 0;
-    int64_t shape[1] = {N};
-    optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
-    cfg c = {0.3, -0.5, 0.1, 0, 0, 0, 0, 0};
-    for (int k = 0; k < 10; k++) {
-        l1_now = 0.05 * (k % 4);
-        c.l1 = l1_now;
-        c.lr_power = k < 5 ? -0.5 : -0.7;
-        c.beta = k < 7 ? 0.0 : 0.3;
-        assert_eq(optim_set_hyper(opt, "learning_rate_power", c.lr_power), 0);
-        assert_eq(optim_set_hyper(opt, "beta", c.beta), 0);
-        double g[N];
-        for (int i = 0; i < N; i++) {
-            g[i] = grad_at(k, i);
-            ref_coord(&c, 0, 0, 0.3, g[i], &w[i], &n[i], &z[i]);
-        }
-        ot_step_dense(opt, v, g);
-    }
-    for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-12, 1e-14);
+    hp h = {{0.3, -0.5, 0.1, 0, 0, 0, 0, 0}, 1, 0, 0};
+    ot_case oc = {NULL, ref_table, &h, 2, .state_init = {0.1}, .tol = {2e-5, 2e-6, 1e-12, 1e-14}};
+    optim_var *v = ot_check_dynamic(opt, &DENSE, 10, &oc, OPTIM_F64, set_hypers);
     /* A callable out of range fails the step; nothing changes. */
     l1_now = -0.1;
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "l1_regularization_strength");
@@ -289,32 +300,37 @@ OPTIM_TEST(test_keras3_golden_correctness)
     ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
 
-/* tf_keras/optimizers/legacy/ftrl_test.py: two variables, grads0 = [0.1, 0.2],
- * grads1 = [0.01, 0.02], lr 3.0, initial_accumulator_value 0.1, float32. */
+/* tf_keras/optimizers/legacy/ftrl_test.py's two float32 variables var0 and
+ * var1 stepped together `steps` times: grads0 = [0.1, 0.2] and grads1 =
+ * [0.01, 0.02] ([2]), or, sparse, 0.1 at row 0 of var0 and 0.02 at row 1
+ * of var1 ([2, 1], rows of one element). */
+static void run_two(optim_optimizer *opt, int sparse, const double *init0, const double *init1, int steps, optim_var **v)
+{
+    int64_t shape[2] = {2, 1}, vs[2] = {1, 1}, idx[2] = {0, 1};
+    float g[2][2] = {{0.1f, 0.2f}, {0.01f, 0.02f}}, s[2] = {0.1f, 0.02f};
+    v[0] = optim_test_var("var0", OPTIM_F32, sparse ? 2 : 1, shape, init0);
+    v[1] = optim_test_var("var1", OPTIM_F32, sparse ? 2 : 1, shape, init1);
+    for (int k = 0; k < steps; k++) {
+        optim_grad_var p[2];
+        for (int j = 0; j < 2; j++)
+            p[j] = (optim_grad_var){sparse ? optim_grad_sparse(&idx[j], 1, optim_tensor_make(OPTIM_F32, &s[j], 2, vs))
+                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g[j], 1, shape)),
+                                    v[j]};
+        ot_step(opt, p, 2);
+    }
+}
+
+/* The dense tests: lr 3.0, initial_accumulator_value 0.1. */
 static void legacy_golden(const char *extra, const double *init0, const double *init1, int steps,
                           const double *want0, const double *want1)
 {
-    char json[512];
-    snprintf(json, sizeof json,
-             FTRL("\"learning_rate\": 3.0, "
-             "\"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra);
-    optim_optimizer *opt = optim_test_make(json);
-    int64_t shape[1] = {2};
-    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 1, shape, init0);
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 1, shape, init1);
-    float g0[2] = {0.1f, 0.2f}, g1[2] = {0.01f, 0.02f};
-    for (int k = 0; k < steps; k++) {
-        optim_grad_var p[2] = {
-            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, shape)), v0},
-            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, shape)), v1},
-        };
-        ot_step(opt, p, 2);
-    }
-    for (int i = 0; i < 2; i++) {
-        assert_close(optim_var_get(v0, i), want0[i], 1e-5, 1e-6);
-        assert_close(optim_var_get(v1, i), want1[i], 1e-5, 1e-6);
-    }
-    optim_test_free(opt, v0, v1);
+    optim_optimizer *opt = optim_test_make(
+        ot_fmt(FTRL("\"learning_rate\": 3.0, \"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra));
+    optim_var *v[2];
+    run_two(opt, 0, init0, init1, steps, v);
+    assert_var_close(v[0], want0, 2, 1e-5, 1e-6);
+    assert_var_close(v[1], want1, 2, 1e-5, 1e-6);
+    optim_test_free(opt, v[0], v[1]);
 }
 
 OPTIM_TEST(test_legacy_golden)
@@ -344,23 +360,13 @@ OPTIM_TEST(test_legacy_golden_sparse)
                                 "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
                                 "\"l2_regularization_strength\": 2.0, "
                                 "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY));
-    static const int64_t shape[2] = {2, 1}, vs[2] = {1, 1};
-    optim_var *v0 = optim_test_var("var0", OPTIM_F32, 2, shape, (double[]){1, 2});
-    optim_var *v1 = optim_test_var("var1", OPTIM_F32, 2, shape, (double[]){4, 3});
-    float g0 = 0.1f, g1 = 0.02f;
-    int64_t i0 = 0, i1 = 1;
-    for (int k = 0; k < 10; k++) {
-        optim_grad_var p[2] = {
-            {optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F32, &g0, 2, vs)), v0},
-            {optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F32, &g1, 2, vs)), v1},
-        };
-        ot_step(opt, p, 2);
-    }
-    assert_close(optim_var_get(v0, 0), -0.22578995, 1e-5, 1e-6);
-    assert_eq(optim_var_get(v0, 1), 2.0);
-    assert_eq(optim_var_get(v1, 0), 4.0);
-    assert_close(optim_var_get(v1, 1), -0.13229476, 1e-5, 1e-6);
-    optim_test_free(opt, v0, v1);
+    optim_var *v[2];
+    run_two(opt, 1, (double[]){1, 2}, (double[]){4, 3}, 10, v);
+    assert_close(optim_var_get(v[0], 0), -0.22578995, 1e-5, 1e-6);
+    assert_eq(optim_var_get(v[0], 1), 2.0);
+    assert_eq(optim_var_get(v[1], 0), 4.0);
+    assert_close(optim_var_get(v[1], 1), -0.13229476, 1e-5, 1e-6);
+    optim_test_free(opt, v[0], v[1]);
 }
 
 /* testMinimizeSparseResourceVariable: var [[1, 2]], loss = (var[0] . [4, 5])^2,
@@ -386,23 +392,8 @@ OPTIM_TEST(test_legacy_equivalences)
             optim_optimizer *opt = optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
                                                   "\"learning_rate_power\": -0.0, " OT_LEGACY)
                                                 : FTRL("\"learning_rate\": 3.0, " OT_LEGACY));
-            int64_t shape1[1] = {2}, shape2[2] = {2, 1}, vs[2] = {1, 1};
-            double zeros[2] = {0, 0};
-            optim_var *v0 = optim_test_var("v0", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
-            optim_var *v1 = optim_test_var("v1", OPTIM_F32, sparse ? 2 : 1, sparse ? shape2 : shape1, zeros);
-            float g0[2] = {0.1f, 0.2f}, g1[2] = {0.01f, 0.02f}, s0 = 0.1f, s1 = 0.02f;
-            int64_t i0 = 0, i1 = 1;
-            for (int k = 0; k < 5; k++) {
-                optim_grad_var p[2];
-                if (sparse) {
-                    p[0] = (optim_grad_var){optim_grad_sparse(&i0, 1, optim_tensor_make(OPTIM_F32, &s0, 2, vs)), v0};
-                    p[1] = (optim_grad_var){optim_grad_sparse(&i1, 1, optim_tensor_make(OPTIM_F32, &s1, 2, vs)), v1};
-                } else {
-                    p[0] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, shape1)), v0};
-                    p[1] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, shape1)), v1};
-                }
-                ot_step(opt, p, 2);
-            }
+            optim_var *v[2];
+            run_two(opt, sparse, (double[]){0, 0}, (double[]){0, 0}, 5, v);
             /* Adagrad (TF1 AdagradOptimizer): acc += g^2; w -= lr * g / sqrt(acc). */
             double want[2][2];
             for (int v = 0; v < 2; v++)
@@ -420,11 +411,9 @@ OPTIM_TEST(test_legacy_equivalences)
                     }
                     want[v][i] = w;
                 }
-            for (int i = 0; i < 2; i++) {
-                assert_close(optim_var_get(v0, i), want[0][i], 1e-5, 1e-6);
-                assert_close(optim_var_get(v1, i), want[1][i], 1e-5, 1e-6);
-            }
-            optim_test_free(opt, v0, v1);
+            assert_var_close(v[0], want[0], 2, 1e-5, 1e-6);
+            assert_var_close(v[1], want[1], 2, 1e-5, 1e-6);
+            optim_test_free(opt, v[0], v[1]);
         }
 }
 
@@ -441,14 +430,6 @@ static int64_t sp_index(int k, int j)
 }
 static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * (1 + 0.1 * c); }
 static double table_init(int r, int c) { return 0.3 * r - 0.2 * c - 0.4; }
-
-/* SSTEPS sparse steps on a [ROWS, cols] table (rank 1 when cols == 0: rows
- * of one element), or the same gradients summed into dense ones. */
-static optim_var *run_sparse(optim_optimizer *opt, optim_dtype dt, int cols, int as_dense)
-{
-    ot_sparse sp = {ROWS, cols, SSTEPS, 5, sp_index, sp_val, table_init};
-    return ot_run_sparse(opt, &sp, dt, as_dense);
-}
 
 /* Keras 3: a sparse gradient gives exactly the dense-equivalent step (every
  * row, zero gradient where no index points), bit for bit, slots included. */
@@ -499,53 +480,8 @@ OPTIM_TEST(test_sparse_keras3_untouched_rows)
 
 /* Legacy: duplicates summed, then only the indexed rows of w, accumulator
  * and linear change (SparseApplyFtrl, linear not lr-scaled even with
- * l2_shrinkage); rows of one element take TF's scalar path. Rows never
- * indexed stay bit-identical. */
-static void check_sparse_legacy(const cfg *c, int cols)
-{
-    int cw = cols ? cols : 1;
-    const char *json = cfg_json(c, 1);
-    for (int d = 0; d < 2; d++) {
-        int f32 = d == 0;
-        optim_dtype dt = f32 ? OPTIM_F32 : OPTIM_F64;
-        optim_optimizer *opt = optim_test_make(json);
-        optim_var *v = run_sparse(opt, dt, cols, 0);
-        double w[ROWS][3], n[ROWS][3], z[ROWS][3];
-        for (int r = 0; r < ROWS; r++)
-            for (int cc = 0; cc < cw; cc++)
-                w[r][cc] = rd(f32, table_init(r, cc)), n[r][cc] = rd(f32, c->init_acc), z[r][cc] = 0;
-        for (int k = 0; k < SSTEPS; k++) {
-            double g[ROWS][3] = {{0}};
-            int touched[ROWS] = {0};
-            for (int j = 0; j < 5; j++) {
-                touched[sp_index(k, j)] = 1;
-                for (int cc = 0; cc < cw; cc++) g[sp_index(k, j)][cc] += rd(f32, sp_val(k, j, cc));
-            }
-            double lr = ref_lr(c, 1, f32, k);
-            for (int r = 0; r < ROWS; r++)
-                if (touched[r])
-                    for (int cc = 0; cc < cw; cc++) ref_coord(c, f32, 0, lr, rd(f32, g[r][cc]), &w[r][cc], &n[r][cc], &z[r][cc]);
-        }
-        optim_var *acc = optim_get_slot(opt, v, "accumulator"), *lin = optim_get_slot(opt, v, "linear");
-        double rtol = f32 ? 2e-5 : 1e-12, atol = f32 ? 2e-6 : 1e-13;
-        for (int r = 0; r < ROWS; r++)
-            for (int cc = 0; cc < cw; cc++) {
-                int64_t i = r * cw + cc;
-                assert_close(optim_var_get(v, i), w[r][cc], rtol, atol);
-                assert_close(optim_var_get(acc, i), n[r][cc], rtol, atol);
-                assert_close(optim_var_get(lin, i), z[r][cc], rtol, atol);
-            }
-        /* Row 5 is never indexed: bit-identical to its start. */
-        for (int cc = 0; cc < cw; cc++) {
-            int64_t i = 5 * cw + cc;
-            assert_eq(optim_var_get(v, i), rd(f32, table_init(5, cc)));
-            assert_eq(optim_var_get(acc, i), rd(f32, c->init_acc));
-            assert_eq(optim_var_get(lin, i), 0.0);
-        }
-        optim_test_free(opt, v);
-    }
-}
-
+ * l2_shrinkage); rows of one element (a [ROWS] table) take TF's scalar
+ * path. Row 5, never indexed, stays bit-identical. */
 OPTIM_TEST(test_sparse_legacy_rows_only)
 {
     static const cfg cfgs[] = {
@@ -556,10 +492,9 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
         {0.2, -0.6, 0.2, 0.02, 0.1, 0.05, 0.2, 0.2},
         {0.2, 0.0, 0.1, 0.01, 0, 0.05, 0, 0},
     };
-    for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++) {
-        check_sparse_legacy(&cfgs[ci], 0);
-        check_sparse_legacy(&cfgs[ci], 3);
-    }
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++)
+        for (int cols = 0; cols <= 3; cols += 3)
+            check(&cfgs[ci], 1, &(ot_sparse){ROWS, cols, SSTEPS, 5, sp_index, sp_val, table_init});
 }
 
 /* Legacy with l2_shrinkage: the same gradient dense or sparse (every row
@@ -569,25 +504,7 @@ OPTIM_TEST(test_legacy_sparse_vs_dense_linear)
 {
     const char *json = FTRL("\"learning_rate\": 0.5, "
                        "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY);
-    optim_optimizer *od = optim_test_make(json), *os = optim_test_make(json);
-    int64_t shape[2] = {3, 2}, idx[3] = {0, 1, 2};
-    double init[6] = {1, -1, 0.5, 2, -0.3, 0};
-    optim_var *vd = optim_test_var("d", OPTIM_F64, 2, shape, init), *vs = optim_test_var("s", OPTIM_F64, 2, shape, init);
-    for (int k = 0; k < 8; k++) {
-        double g[6];
-        for (int i = 0; i < 6; i++) g[i] = grad_at(k, i);
-        optim_grad_var pd = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)), vd};
-        optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F64, g, 2, shape)), vs};
-        ot_step(od, &pd, 1);
-        ot_step(os, &ps, 1);
-    }
-    optim_var *ld = optim_get_slot(od, vd, "linear"), *ls = optim_get_slot(os, vs, "linear");
-    for (int i = 0; i < 6; i++) {
-        assert_close(optim_var_get(vd, i), optim_var_get(vs, i), 1e-12, 1e-14);
-        assert_close(optim_var_get(ld, i), 0.5 * optim_var_get(ls, i), 1e-12, 1e-14);
-    }
-    optim_destroy(od);
-    optim_test_free(os, vd, vs);
+    check_linear_scale(json, json, 1, 3, 2, (double[6]){1, -1, 0.5, 2, -0.3, 0}, 8, 0.5);
 }
 
 /* initial_accumulator_value 0 and a zero gradient: n' = 0 and the
@@ -599,13 +516,11 @@ OPTIM_TEST(test_zero_accumulator)
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
             optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.0"), legacy));
-            int64_t shape[2] = {2, 2}, idx = 0, vs[2] = {1, 2};
+            int64_t shape[2] = {2, 2};
             optim_var *v = optim_test_var("v", OPTIM_F64, 2, shape, (double[]){0, 0, 0, 0});
             double g[4] = {0, 0, 0, 0};
-            optim_grad_var p = {sparse ? optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, g, 2, vs))
-                                       : optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 2, shape)),
-                                v};
-            ot_step(opt, &p, 1);
+            if (sparse) ot_step_row(opt, v, 0, g);
+            else ot_step_dense(opt, v, g);
             if (legacy && !sparse) assert_eq(optim_var_get(v, 0), 0.0);
             else assert_nan(optim_var_get(v, 0));
             if (legacy && sparse) assert_eq(optim_var_get(v, 2), 0.0); /* row 1 untouched */
@@ -628,26 +543,18 @@ OPTIM_TEST(test_slots)
             ot_expect_slot_names(opt, "accumulator", "linear", NULL);
             assert_eq(optim_weights_count(opt), 5);
             ot_expect_weight_names(opt, 1, "a/accumulator", "a/linear", "b/accumulator", NULL);
-            for (int i = 0; i < 3; i++) {
-                assert_eq(optim_var_get(optim_get_slot(opt, a, "accumulator"), i), rd((dt == OPTIM_F32), 0.3));
-                assert_eq(optim_var_get(optim_get_slot(opt, b, "linear"), i), 0.0);
-            }
+            const double acc = rd(dt == OPTIM_F32, 0.3);
+            assert_var_eq(optim_get_slot(opt, a, "accumulator"), ((double[3]){acc, acc, acc}), 3);
+            assert_var_eq(optim_get_slot(opt, b, "linear"), ((double[3]){0, 0, 0}), 3);
             optim_test_free(opt, a, b);
         }
 }
 
 /* keras.optimizers.Ftrl().get_config() and
  * tf.keras.optimizers.legacy.Ftrl().get_config(), keys in their order. */
-/* get_config is exactly want, and from_json(serialize(x)) serialises the same. */
-static void expect_config(const char *json, const char *want)
-{
-    ot_expect_config(json, want);
-    ot_check_round_trip(json);
-}
-
 OPTIM_TEST(test_config_defaults)
 {
-    expect_config("\"ftrl\"",
+    ot_expect_config("\"ftrl\"",
                   "{\"name\":\"ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
                   "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
                   "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
@@ -655,7 +562,7 @@ OPTIM_TEST(test_config_defaults)
                   "\"initial_accumulator_value\":0.1,\"l1_regularization_strength\":0.0,"
                   "\"l2_regularization_strength\":0.0,\"l2_shrinkage_regularization_strength\":0.0,"
                   "\"beta\":0.0}");
-    expect_config(FTRL("" OT_LEGACY),
+    ot_expect_config(FTRL("" OT_LEGACY),
                   "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"decay\":0.0,"
                   "\"initial_accumulator_value\":0.1,\"learning_rate_power\":-0.5,"
                   "\"l1_regularization_strength\":0.0,\"l2_regularization_strength\":0.0,\"beta\":0.0,"
@@ -665,7 +572,7 @@ OPTIM_TEST(test_config_defaults)
 OPTIM_TEST(test_config_round_trip)
 {
     /* keras ftrl_test.py test_config's values. */
-    expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
+    ot_expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
                   "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
                   "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
                   "\"beta\": 0.3, \"clipnorm\": 1.0"),
@@ -676,7 +583,7 @@ OPTIM_TEST(test_config_round_trip)
                   "\"initial_accumulator_value\":0.4,\"l1_regularization_strength\":0.05,"
                   "\"l2_regularization_strength\":0.15,\"l2_shrinkage_regularization_strength\":0.01,"
                   "\"beta\":0.3}");
-    expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
+    ot_expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
                   "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
                   "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
                   "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, " OT_LEGACY),

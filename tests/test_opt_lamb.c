@@ -35,47 +35,48 @@ typedef struct lref {
     double decay; /* legacy lr decay */
 } lref;
 
-typedef struct rvar {
-    int n;
-    int use_wd, adapt; /* legacy name exclusions (1 = not excluded) */
-    double w[MAXN], m[MAXN], v[MAXN];
-} rvar;
+/* lref on one variable, with the legacy name exclusions (1 = not excluded). */
+typedef struct lvar {
+    lref r;
+    int use_wd, adapt;
+} lvar;
 
-/* One step of the published rule on one variable (t is 0-based). */
-static void ref_step(const lref *r, rvar *x, const double *g, int t)
+/* One step of the published rule on one variable (t is 0-based), the
+ * drivers' form: hp an lvar, state m, v. */
+static void ref_step(const void *x_, int t, double *w, double *const *st, const double *g, int n)
 {
-    double lr = r->lr / (1.0 + r->decay * t);
+    const lvar *x = x_;
+    const lref *r = &x->r;
+    double lr = r->lr / (1.0 + r->decay * t), *m = st[0], *v = st[1];
     double eps = r->legacy && r->epsilon == 0 ? 1e-7 : r->epsilon; /* TFA: epsilon or 1e-7 */
-    for (int i = 0; i < x->n; i++) x->w[i] -= x->w[i] * r->k3wd * r->lr;
+    for (int i = 0; i < n; i++) w[i] -= w[i] * r->k3wd * r->lr;
     double u[MAXN], sw = 0, su = 0;
-    for (int i = 0; i < x->n; i++) {
-        x->m[i] = r->beta_1 * x->m[i] + (1 - r->beta_1) * g[i];
-        x->v[i] = r->beta_2 * x->v[i] + (1 - r->beta_2) * g[i] * g[i];
-        double mh = x->m[i] / (1 - pow(r->beta_1, t + 1)), vh = x->v[i] / (1 - pow(r->beta_2, t + 1));
+    assert_in_range(n, 0, MAXN);
+    for (int i = 0; i < n; i++) {
+        m[i] = r->beta_1 * m[i] + (1 - r->beta_1) * g[i];
+        v[i] = r->beta_2 * v[i] + (1 - r->beta_2) * g[i] * g[i];
+        double mh = m[i] / (1 - pow(r->beta_1, t + 1)), vh = v[i] / (1 - pow(r->beta_2, t + 1));
         u[i] = mh / (sqrt(vh) + eps);
-        if (r->legacy && x->use_wd) u[i] += r->wd * x->w[i];
-        sw += x->w[i] * x->w[i];
+        if (r->legacy && x->use_wd) u[i] += r->wd * w[i];
+        sw += w[i] * w[i];
         su += u[i] * u[i];
     }
     double ratio = x->adapt && sw > 0 && su > 0 ? sqrt(sw) / sqrt(su) : 1.0;
-    for (int i = 0; i < x->n; i++) x->w[i] -= ratio * lr * u[i];
+    for (int i = 0; i < n; i++) w[i] -= ratio * lr * u[i];
+}
+
+/* The case of r on one variable without exclusions (x: its storage). */
+static ot_case make_case(const char *json, const lref *r, lvar *x)
+{
+    *x = (lvar){*r, 1, 1};
+    return (ot_case){json, ref_step, x, 2, {"m", "v"}, .round32 = 1};
 }
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-/* A dense gradient tensor over g (converted to f32 into buf if needed). */
-static optim_grad dense_grad(optim_dtype dt, const double *g, float *buf, int32_t rank,
-                             const int64_t *shape, int64_t n)
-{
-    if (dt == OPTIM_F32)
-        for (int64_t i = 0; i < n; i++) buf[i] = (float)g[i];
-    return optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)buf : (void *)g, rank, shape));
-}
-
 static void check_var(optim_var *var, const double *want, int n, optim_dtype dt)
 {
-    double rtol = dt == OPTIM_F32 ? 2e-5 : 1e-12, atol = dt == OPTIM_F32 ? 2e-6 : 1e-13;
-    for (int i = 0; i < n; i++) assert_close(optim_var_get(var, i), want[i], rtol, atol);
+    assert_var_close(var, want, n, dt == OPTIM_F32 ? 2e-5 : 1e-12, dt == OPTIM_F32 ? 2e-6 : 1e-13);
 }
 
 /* ---- dense trajectories ------------------------------------------------------------- */
@@ -108,41 +109,28 @@ static void check_case(const char *json, const lref *r, const vspec *vs, int nv,
         optim_optimizer *opt = optim_test_make(json);
         assert_eq(optim_generation_of(opt), r->legacy ? OPTIM_LEGACY : OPTIM_KERAS3);
         optim_var *vars[4];
-        rvar ref[4];
+        lvar x[4];
+        double w[4][MAXN], st[4][2 * MAXN] = {{0}}, g[4][MAXN], buf[4][MAXN];
         for (int j = 0; j < nv; j++) {
-            memset(&ref[j], 0, sizeof ref[j]);
-            ref[j].n = numel_of(&vs[j]);
-            ref[j].use_wd = vs[j].use_wd;
-            ref[j].adapt = vs[j].adapt;
-            for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = init_at(j, i);
-            vars[j] = optim_test_var(vs[j].name, dt, vs[j].rank, vs[j].shape, ref[j].w);
+            x[j] = (lvar){*r, vs[j].use_wd, vs[j].adapt};
+            for (int i = 0; i < numel_of(&vs[j]); i++) w[j][i] = init_at(j, i);
+            vars[j] = optim_test_var(vs[j].name, dt, vs[j].rank, vs[j].shape, w[j]);
             /* The reference starts from the variable's own (rounded) values. */
-            for (int i = 0; i < ref[j].n; i++) ref[j].w[i] = optim_var_get(vars[j], i);
+            for (int i = 0; i < numel_of(&vs[j]); i++) w[j][i] = optim_var_get(vars[j], i);
         }
         for (int k = 0; k < steps; k++) {
-            double g[4][MAXN];
-            float gf[4][MAXN];
             optim_grad_var p[4];
             for (int j = 0; j < nv; j++) {
-                for (int i = 0; i < ref[j].n; i++) {
-                    g[j][i] = grad_at(k, j, i);
-                    if (dt == OPTIM_F32) g[j][i] = (float)g[j][i];
-                }
-                p[j].var = vars[j];
-                p[j].grad = dense_grad(dt, g[j], gf[j], vs[j].rank, vs[j].shape, ref[j].n);
-                ref_step(r, &ref[j], g[j], k);
+                int n = numel_of(&vs[j]);
+                for (int i = 0; i < n; i++) g[j][i] = dt == OPTIM_F32 ? (float)grad_at(k, j, i) : grad_at(k, j, i);
+                p[j] = (optim_grad_var){ot_grad_like(vars[j], g[j], buf[j]), vars[j]};
+                ref_step(&x[j], k, w[j], (double *[]){st[j], st[j] + n}, g[j], n);
             }
             ot_step(opt, p, (size_t)nv);
         }
         assert_eq(optim_iterations(opt), steps);
-        for (int j = 0; j < nv; j++) {
-            check_var(vars[j], ref[j].w, ref[j].n, dt);
-            optim_var *m = optim_get_slot(opt, vars[j], "m"), *v = optim_get_slot(opt, vars[j], "v");
-            assert_non_null(m);
-            assert_non_null(v);
-            check_var(m, ref[j].m, ref[j].n, dt);
-            check_var(v, ref[j].v, ref[j].n, dt);
-        }
+        ot_case c = {.json = json, .nstate = 2, .slots = {"m", "v"}};
+        for (int j = 0; j < nv; j++) ot_check_state(opt, vars[j], &c, w[j], st[j], numel_of(&vs[j]));
         optim_destroy(opt);
         for (int j = 0; j < nv; j++) optim_var_destroy(vars[j]);
     }
@@ -233,17 +221,14 @@ OPTIM_TEST(test_zero_norms)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
-                                                 "\"epsilon\": 0.5, \"is_legacy_optimizer\": true}}"
-                                               : "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, "
-                                                 "\"epsilon\": 0.5}}");
+            optim_optimizer *opt = optim_test_make(ot_gen(K3("\"learning_rate\": 0.5, \"epsilon\": 0.5"), legacy));
             double zeros[3] = {0, 0, 0}, ones[3] = {1, 2, 3};
             int64_t n = 3;
             optim_var *a = optim_test_var("a", dt, 1, &n, zeros); /* ||w|| = 0 */
             optim_var *b = optim_test_var("b", dt, 1, &n, ones);  /* ||u|| = 0 (g = 0) */
             double ga[3] = {1, -1, 0}, gb[3] = {0, 0, 0};
-            float fa[3], fb[3];
-            optim_grad_var p[2] = {{dense_grad(dt, ga, fa, 1, &n, 3), a}, {dense_grad(dt, gb, fb, 1, &n, 3), b}};
+            double buf[2][3];
+            optim_grad_var p[2] = {{ot_grad_like(a, ga, buf[0]), a}, {ot_grad_like(b, gb, buf[1]), b}};
             ot_step(opt, p, 2);
             /* a: m_hat = g, v_hat = g^2, u = g / (|g| + 0.5), r = 1. */
             check_var(a, (const double[3]){-0.5 / 1.5, 0.5 / 1.5, 0}, 3, dt);
@@ -272,9 +257,8 @@ OPTIM_TEST(test_f32_moments_bitwise)
         for (int k = 0; k < 3; k++) {
             double g[5];
             float gf[5];
-            for (int i = 0; i < 5; i++) g[i] = grad_at(k, 1, i);
-            optim_grad_var p = {dense_grad(OPTIM_F32, g, gf, 1, &n, 5), w};
-            ot_step(opt, &p, 1);
+            for (int i = 0; i < 5; i++) g[i] = grad_at(k, 1, i), gf[i] = (float)g[i];
+            ot_step_dense(opt, w, g);
             for (int i = 0; i < 5; i++) {
                 if (legacy) {
                     m[i] = m[i] * b1 + gf[i] * c1;
@@ -284,8 +268,8 @@ OPTIM_TEST(test_f32_moments_bitwise)
                     v[i] = v[i] + (gf[i] * gf[i] - v[i]) * c2;
                 }
             }
-            assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "m")), m, sizeof m);
-            assert_memory_equal(optim_var_data(optim_get_slot(opt, w, "v")), v, sizeof v);
+            assert_var_floats(optim_get_slot(opt, w, "m"), m, 5);
+            assert_var_floats(optim_get_slot(opt, w, "v"), v, 5);
         }
         optim_test_free(opt, w);
     }
@@ -318,20 +302,20 @@ OPTIM_TEST(test_tfa_basic_with_decay)
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"learning_rate\": 0.001, "
                                     "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-7, "
                                     "\"weight_decay\": 0.01, \"decay\": 0.5, \"is_legacy_optimizer\": true}}");
-        lref r = {1, 0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0.5};
-        rvar x0 = {2, 1, 1, {1, 2}, {0}, {0}}, x1 = {2, 1, 1, {3, 4}, {0}, {0}};
+        lvar x = {{1, 0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0.5}, 1, 1};
+        double w0[2] = {1, 2}, w1[2] = {3, 4}, st[2][4] = {{0}};
         int64_t n = 2;
-        optim_var *v0 = optim_test_var("var0_0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1_0", dt, 1, &n, x1.w);
+        optim_var *v0 = optim_test_var("var0_0", dt, 1, &n, w0), *v1 = optim_test_var("var1_0", dt, 1, &n, w1);
         double g0[2] = {0.1, 0.1}, g1[2] = {0.01, 0.01};
-        float f0[2], f1[2];
         for (int t = 0; t < 3; t++) {
-            optim_grad_var p[2] = {{dense_grad(dt, g0, f0, 1, &n, 2), v0}, {dense_grad(dt, g1, f1, 1, &n, 2), v1}};
+            double buf[2][2];
+            optim_grad_var p[2] = {{ot_grad_like(v0, g0, buf[0]), v0}, {ot_grad_like(v1, g1, buf[1]), v1}};
             ot_step(opt, p, 2);
             double q0[2] = {(float)g0[0], (float)g0[1]}, q1[2] = {(float)g1[0], (float)g1[1]};
-            ref_step(&r, &x0, dt == OPTIM_F64 ? g0 : q0, t);
-            ref_step(&r, &x1, dt == OPTIM_F64 ? g1 : q1, t);
-            check_var(v0, x0.w, 2, dt);
-            check_var(v1, x1.w, 2, dt);
+            ref_step(&x, t, w0, (double *[]){st[0], st[0] + 2}, dt == OPTIM_F64 ? g0 : q0, 2);
+            ref_step(&x, t, w1, (double *[]){st[1], st[1] + 2}, dt == OPTIM_F64 ? g1 : q1, 2);
+            check_var(v0, w0, 2, dt);
+            check_var(v1, w1, 2, dt);
         }
         optim_test_free(opt, v0, v1);
     }
@@ -343,10 +327,10 @@ OPTIM_TEST(test_tfa_sparse)
 {
     OPTIM_FOR_DTYPES(dt) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"is_legacy_optimizer\": true}}");
-        lref r = {1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0};
-        rvar x0 = {3, 1, 1, {1, 1, 2}, {0}, {0}}, x1 = {3, 1, 1, {3, 3, 4}, {0}, {0}};
+        lvar x = {{1, 0.001, 0.9, 0.999, 1e-6, 0, 0, 0}, 1, 1};
+        double w0[3] = {1, 1, 2}, w1[3] = {3, 3, 4}, st[2][6] = {{0}};
         int64_t n = 3, vs[1] = {2}, idx[2] = {0, 2};
-        optim_var *v0 = optim_test_var("var0", dt, 1, &n, x0.w), *v1 = optim_test_var("var1", dt, 1, &n, x1.w);
+        optim_var *v0 = optim_test_var("var0", dt, 1, &n, w0), *v1 = optim_test_var("var1", dt, 1, &n, w1);
         double s0[2] = {0.1, 0.1}, s1[2] = {0.01, 0.01};
         float f0[2] = {0.1f, 0.1f}, f1[2] = {0.01f, 0.01f};
         double g0[3] = {dt == OPTIM_F64 ? 0.1 : (float)0.1, 0, dt == OPTIM_F64 ? 0.1 : (float)0.1};
@@ -357,10 +341,10 @@ OPTIM_TEST(test_tfa_sparse)
                 {optim_grad_sparse(idx, 2, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)s1 : (void *)f1, 1, vs)), v1},
             };
             ot_step(opt, p, 2);
-            ref_step(&r, &x0, g0, t);
-            ref_step(&r, &x1, g1, t);
-            check_var(v0, x0.w, 3, dt);
-            check_var(v1, x1.w, 3, dt);
+            ref_step(&x, t, w0, (double *[]){st[0], st[0] + 3}, g0, 3);
+            ref_step(&x, t, w1, (double *[]){st[1], st[1] + 3}, g1, 3);
+            check_var(v0, w0, 3, dt);
+            check_var(v1, w1, 3, dt);
             /* Element 1 never had a gradient: m = v = 0, u = 0, w unchanged. */
             assert_eq(optim_var_get(v0, 1), 1.0);
         }
@@ -372,34 +356,32 @@ OPTIM_TEST(test_tfa_sparse)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + (double)step); }
 
+/* The reference's lr is this step's value (no decay). */
+static void set_hypers(optim_optimizer *opt, void *x, int k)
+{
+    lref *r = &((lvar *)x)->r;
+    r->beta_1 = 0.5 + 0.05 * k;
+    r->wd = 0.01 * k;
+    if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.9), 0);
+    r->beta_2 = k >= 5 ? 0.9 : 0.999;
+    r->lr = 0.05 / (1.0 + k);
+}
+
+static double init_0(int i) { return init_at(0, i); }
+static double grad_0(int k, int i) { return grad_at(k, 0, i); }
+
 OPTIM_TEST(test_dynamic_hypers)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay\": 0.1, "
-                                             "\"is_legacy_optimizer\": true}}"
-                                           : "\"Lamb\"");
-        double b1 = 0.9, wd = 0.1;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
+        optim_optimizer *opt = optim_test_make(legacy ? K3("\"weight_decay\": 0.1, " OT_LEGACY) : "\"Lamb\"");
+        lvar x;
+        ot_case c = make_case(NULL, &(lref){legacy, 0.05, 0.9, 0.999, legacy ? 1e-6 : 1e-7, 0.1, 0, 0}, &x);
+        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &x.r.beta_1), 0);
         assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &wd), 0);
-        rvar x = {7, 1, 1, {0}, {0}, {0}};
-        for (int i = 0; i < 7; i++) x.w[i] = init_at(0, i);
-        int64_t n = 7;
-        optim_var *v = optim_test_var("w", OPTIM_F64, 1, &n, x.w);
-        for (int k = 0; k < 8; k++) {
-            b1 = 0.5 + 0.05 * k;
-            wd = 0.01 * k;
-            if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.9), 0);
-            lref r = {legacy, 0.05 / (1.0 + k), b1, k >= 5 ? 0.9 : 0.999, legacy ? 1e-6 : 1e-7, wd, 0, 0};
-            double g[7];
-            for (int i = 0; i < 7; i++) g[i] = grad_at(k, 0, i);
-            /* The reference's lr already is this step's value (no decay). */
-            ref_step(&r, &x, g, k);
-            ot_step_dense(opt, v, g);
-            check_var(v, x.w, 7, OPTIM_F64);
-        }
+        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &x.r.wd), 0);
+        optim_var *v = ot_check_dynamic(opt, &(ot_dense){7, 8, init_0, grad_0, 0, NULL}, 8, &c, OPTIM_F64, set_hypers);
         /* A callable giving beta_1 out of range fails the step, changes nothing. */
-        b1 = 1.5;
+        x.r.beta_1 = 1.5;
         ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "beta_1");
         optim_test_free(opt, v);
     }
@@ -431,27 +413,20 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             int64_t n5 = 5;
             optim_var *x1 = optim_test_var("x", dt, 1, &n5, e0), *x2 = optim_test_var("x", dt, 1, &n5, e0);
             const double ge[5] = {0.3, -0.2, 0.1, 0.0, 0.5}; /* a second variable in the same steps, dense */
-            optim_var *sv = ot_run_sparse_with(o1, &SP, dt, 0, x1, ge), *dv = ot_run_sparse_with(o2, &SP, dt, 1, x2, ge);
+            optim_var *sv = ot_run_sparse_with(o1, &SP, dt, 0, x1, ge, 0, NULL);
+            optim_var *dv = ot_run_sparse_with(o2, &SP, dt, 1, x2, ge, 0, NULL);
             assert_vars_bitwise(sv, dv);
             assert_vars_bitwise(optim_get_slot(o1, sv, "m"), optim_get_slot(o2, dv, "m"));
             assert_vars_bitwise(optim_get_slot(o1, sv, "v"), optim_get_slot(o2, dv, "v"));
             assert_vars_bitwise(x1, x2);
-            /* Reference: duplicates summed, every row with g = 0 where there
-             * is no index. */
-            lref r = {legacy, 0.1, 0.8, 0.9, legacy ? 1e-6 : 1e-7, legacy ? wd : 0, legacy ? 0 : wd, 0};
-            rvar x = {ROWS * COLS, 1, 1, {0}, {0}, {0}};
-            for (int i = 0; i < ROWS * COLS; i++) x.w[i] = SP.init(i / COLS, i % COLS);
-            for (int k = 0; k < SP_STEPS; k++) {
-                double g[ROWS * COLS] = {0};
-                for (int j = 0; j < 4; j++)
-                    for (int cc = 0; cc < COLS; cc++) g[SP.index(k, j) * COLS + cc] += SP.val(k, j, cc);
-                ref_step(&r, &x, g, k);
-            }
-            check_var(sv, x.w, ROWS * COLS, dt);
-            check_var(optim_get_slot(o1, sv, "m"), x.m, ROWS * COLS, dt);
-            check_var(optim_get_slot(o1, sv, "v"), x.v, ROWS * COLS, dt);
             optim_destroy(o1);
             optim_test_free(o2, sv, dv, x1, x2);
+            /* Reference: duplicates summed, every row with g = 0 where there
+             * is no index (in the f32 run too, from the doubles). */
+            lvar x;
+            ot_case oc = make_case(cfgs[c], &(lref){legacy, 0.1, 0.8, 0.9, legacy ? 1e-6 : 1e-7, legacy ? wd : 0, legacy ? 0 : wd, 0}, &x);
+            oc.round32 = 0;
+            if (dt == OPTIM_F64) ot_check_sparse(&SP, oc, 0);
         }
 }
 
@@ -462,33 +437,12 @@ OPTIM_TEST(test_sparse_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.1, "
-                                                 "\"beta_1\": 0.7, \"is_legacy_optimizer\": true}}"
-                                               : K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"));
-            double init[4] = {1, 2, 3, 4};
-            optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){4, 1}, init);
-            ot_step_row(opt, v, 0, (double[]){1});
-            optim_var *m = optim_get_slot(opt, v, "m"), *vv = optim_get_slot(opt, v, "v");
-            double m0 = optim_var_get(m, 0), v0 = optim_var_get(vv, 0), w0 = optim_var_get(v, 0);
-            assert_ne(m0, 0);
-            assert_ne(w0, 1);
-            ot_step_row(opt, v, 3, (double[]){1});
-            assert_ne(optim_var_get(v, 0), w0);
-            if (legacy) {
-                double bm = dt == OPTIM_F64 ? m0 * 0.7 : (double)((float)m0 * 0.7f);
-                double bv = dt == OPTIM_F64 ? v0 * 0.999 : (double)((float)v0 * 0.999f);
-                assert_eq(optim_var_get(m, 0), bm);
-                assert_eq(optim_var_get(vv, 0), bv);
-            } else {
-                assert_close(optim_var_get(m, 0), m0 * 0.7, dt == OPTIM_F64 ? 1e-14 : 1e-6, 0);
-                assert_close(optim_var_get(vv, 0), v0 * 0.999, dt == OPTIM_F64 ? 1e-14 : 1e-6, 0);
-            }
-            for (int r = 1; r <= 2; r++) {
-                assert_eq(optim_var_get(v, r), init[r]);
-                assert_eq(optim_var_get(m, r), 0);
-                assert_eq(optim_var_get(vv, r), 0);
-            }
-            optim_test_free(opt, v);
+            int decay = legacy ? OT_SCALED : OT_CLOSE;
+            const ot_rule rules[] = {{OT_FIRST, OT_MOVED, NULL, 0}, {OT_FIRST, OT_MOVED, "m", 0}, {OT_LEFT, OT_MOVED, NULL, 0},
+                                     {OT_LEFT, decay, "m", 0.7}, {OT_LEFT, decay, "v", 0.999}, {OT_NEVER, OT_KEPT, NULL, 0},
+                                     {OT_NEVER, OT_KEPT, "m", 0}, {OT_NEVER, OT_KEPT, "v", 0}};
+            ot_check_rows_left_out(ot_gen(K3("\"learning_rate\": 0.1, \"beta_1\": 0.7"), legacy), dt, 4, 1, NULL, 3,
+                                   (double[]){1}, rules, 8);
         }
 }
 
@@ -499,23 +453,10 @@ static const char *const LEGACY_KEYS[] = {
     "name", "learning_rate", "weight_decay", "decay", "beta_1", "beta_2", "epsilon",
     "exclude_from_weight_decay", "exclude_from_layer_adaptation",
 };
-#define NK(a) (sizeof a / sizeof *a)
-
-static void rt_opt(optim_optimizer *opt)
-{
-    char *ser = optim_serialize(opt);
-    ot_check_round_trip(ser);
-    optim_free(ser);
-}
-
-static char *json_of(const cJSON *o, const char *key)
-{
-    return cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, key));
-}
 
 static void assert_json(const cJSON *o, const char *key, const char *want)
 {
-    char *t = json_of(o, key);
+    char *t = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, key));
     assert_non_null(t);
     if (strcmp(t, want)) print_error("config key '%s' is %s, expected %s\n", key, t, want);
     assert_string_equal(t, want);
@@ -528,22 +469,22 @@ OPTIM_TEST(test_config_keras3)
     optim_error err;
     assert_eq(optim_create(&opt, &optim_lamb_class, NULL, &err), 0);
     cJSON *c = ot_config(opt);
-    ot_assert_keys(c, K3_KEYS, NK(K3_KEYS));
+    ot_assert_keys(c, OT_KEYS(K3_KEYS));
     ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
     assert_json(c, "weight_decay", "null");
     cJSON_Delete(c);
-    rt_opt(opt);
+    char *ser = optim_serialize(opt);
+    ot_check_round_trip(ser);
+    optim_free(ser);
     optim_destroy(opt);
     /* Keras's test_config values. */
-    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
-               "\"beta_2\": 0.67, \"epsilon\": 1e-5, \"weight_decay\": 0.01}}");
-    c = ot_config(opt);
-    ot_assert_keys(c, K3_KEYS, NK(K3_KEYS));
-    assert_eq(ot_num(c, "beta_2"), 0.67);
-    assert_eq(ot_num(c, "epsilon"), 1e-5);
-    assert_eq(ot_num(c, "weight_decay"), 0.01);
+    const char *keras = "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.5, \"beta_1\": 0.5, "
+                        "\"beta_2\": 0.67, \"epsilon\": 1e-5, \"weight_decay\": 0.01}}";
+    c = ot_config_of(keras, NULL, OT_KEYS(K3_KEYS));
+    ot_expect_numbers(c, "beta_2", 0.67, "epsilon", 1e-5, "weight_decay", 0.01, NULL);
     cJSON_Delete(c);
-    rt_opt(opt);
+    ot_check_round_trip(keras);
+    opt = optim_test_make(keras);
     /* Slots after a step: m then v. */
     double z = 0;
     int64_t one = 1;
@@ -557,28 +498,26 @@ OPTIM_TEST(test_config_keras3)
 OPTIM_TEST(test_config_legacy)
 {
     /* The config TF Addons writes for LAMB() (plus is_legacy_optimizer). */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
-                                "\"learning_rate\": 0.001, \"weight_decay\": 0.0, \"decay\": 0.0, "
-                                "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-06, "
-                                "\"exclude_from_weight_decay\": null, "
-                                "\"exclude_from_layer_adaptation\": null, \"is_legacy_optimizer\": true}}");
-    cJSON *c = ot_config(opt);
-    ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "LAMB");
+    const char *tfa = "{\"class_name\": \"LAMB\", \"config\": {\"name\": \"LAMB\", "
+                      "\"learning_rate\": 0.001, \"weight_decay\": 0.0, \"decay\": 0.0, "
+                      "\"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-06, "
+                      "\"exclude_from_weight_decay\": null, "
+                      "\"exclude_from_layer_adaptation\": null, \"is_legacy_optimizer\": true}}";
+    cJSON *c = ot_config_of(tfa, "LAMB", OT_KEYS(LEGACY_KEYS));
     ot_expect_numbers(c, "epsilon", 1e-6, "weight_decay", 0.0, "decay", 0.0, NULL);
     assert_json(c, "exclude_from_weight_decay", "null");
     assert_json(c, "exclude_from_layer_adaptation", "null");
     cJSON_Delete(c);
-    rt_opt(opt);
-    optim_destroy(opt);
+    ot_check_round_trip(tfa);
 
     /* Defaults from a bare legacy config. */
     optim_options o = optim_options_defaults();
     o.generation = OPTIM_LEGACY;
+    optim_optimizer *opt;
     optim_error err;
     assert_eq(optim_create(&opt, &optim_lamb_class, &o, &err), 0);
     c = ot_config(opt);
-    ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    ot_assert_keys(c, OT_KEYS(LEGACY_KEYS));
     assert_eq(ot_num(c, "learning_rate"), 0.001);
     assert_eq(ot_num(c, "epsilon"), 1e-6);
     assert_eq(ot_num(c, "beta_1"), 0.9);
@@ -588,24 +527,23 @@ OPTIM_TEST(test_config_legacy)
 
     /* Lists: the layer-adaptation list falls back to the weight-decay one
      * (as TFA stores it); explicit lists are kept. */
-    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
-               "\"exclude_from_weight_decay\": [\"var1\", \"b\\\\.c\"], \"is_legacy_optimizer\": true}}");
-    c = ot_config(opt);
-    ot_assert_keys(c, LEGACY_KEYS, NK(LEGACY_KEYS));
+    const char *lists = "{\"class_name\": \"Lamb\", \"config\": {\"weight_decay_rate\": 0.01, "
+                        "\"exclude_from_weight_decay\": [\"var1\", \"b\\\\.c\"], \"is_legacy_optimizer\": true}}";
+    c = ot_config_of(lists, NULL, OT_KEYS(LEGACY_KEYS));
     assert_eq(ot_num(c, "weight_decay"), 0.01);
     assert_json(c, "exclude_from_weight_decay", "[\"var1\",\"b\\\\.c\"]");
     assert_json(c, "exclude_from_layer_adaptation", "[\"var1\",\"b\\\\.c\"]");
     cJSON_Delete(c);
-    rt_opt(opt);
-    optim_destroy(opt);
-    opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"exclude_from_layer_adaptation\": [\"x\"], "
-               "\"exclude_from_weight_decay\": [], \"clipnorm\": 1.0, \"is_legacy_optimizer\": true}}");
-    c = ot_config(opt);
+    ot_check_round_trip(lists);
+    const char *x = "{\"class_name\": \"Lamb\", \"config\": {\"exclude_from_layer_adaptation\": [\"x\"], "
+                    "\"exclude_from_weight_decay\": [], \"clipnorm\": 1.0, \"is_legacy_optimizer\": true}}";
+    c = ot_config_of(x, NULL, NULL, 0);
     assert_json(c, "exclude_from_weight_decay", "[]");
     assert_json(c, "exclude_from_layer_adaptation", "[\"x\"]");
     assert_eq(ot_num(c, "clipnorm"), 1.0);
     cJSON_Delete(c);
-    rt_opt(opt);
+    ot_check_round_trip(x);
+    opt = optim_test_make(x);
     /* weight_decay is a legacy hyperparameter (settable). */
     assert_eq(optim_set_hyper(opt, "weight_decay", 0.5), 0);
     c = ot_config(opt);
@@ -616,14 +554,12 @@ OPTIM_TEST(test_config_legacy)
 
 OPTIM_TEST(test_bad_config)
 {
-    for (int g = 0; g < 2; g++) {
-        ot_expect_refused(g ? LEG("\"beta_1\": 1.5") : K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
-        ot_expect_refused(g ? LEG("\"beta_1\": -0.1") : K3("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1]");
-        ot_expect_refused(g ? LEG("\"beta_2\": 2") : K3("\"beta_2\": 2"), OPTIM_ERANGE, "beta_2", "[0, 1]");
-        ot_expect_refused(g ? LEG("\"epsilon\": -1e-7") : K3("\"epsilon\": -1e-7"), OPTIM_ERANGE, "epsilon", "[0, inf)");
-        ot_expect_refused(g ? LEG("\"epsilon\": null") : K3("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
-        ot_expect_refused(g ? LEG("\"momentum\": 0.9") : K3("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", "beta_1");
-    }
+    ot_expect_refused_gens(K3("\"beta_1\": 1.5"), OPTIM_ERANGE, "beta_1", "[0, 1]");
+    ot_expect_refused_gens(K3("\"beta_1\": -0.1"), OPTIM_ERANGE, "beta_1", "[0, 1]");
+    ot_expect_refused_gens(K3("\"beta_2\": 2"), OPTIM_ERANGE, "beta_2", "[0, 1]");
+    ot_expect_refused_gens(K3("\"epsilon\": -1e-7"), OPTIM_ERANGE, "epsilon", "[0, inf)");
+    ot_expect_refused_gens(K3("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
+    ot_expect_refused_gens(K3("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", "beta_1");
     ot_expect_refused(LEG("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
     ot_expect_refused(LEG("\"weight_decay_rate\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
     ot_expect_refused(LEG("\"weight_decay_rate\": \"x\""), OPTIM_ETYPE, "weight_decay_rate", NULL);
@@ -659,30 +595,17 @@ static int64_t big_index(int k, int j) { return (int64_t[]){3 + k, 50, 99, 3 + k
 static double big_val(int k, int j, int c) { return sin(0.3 * (j * 7 + c) + k); }
 static double big_init(int r, int c) { return cos(0.1 * (r * 7 + c)); }
 
+static double long_init(int i) { return sin(0.01 * i) + 0.1; }
+static double long_grad(int k, int i) { return cos(0.37 * i + k) * (1 + 0.001 * i); }
+
 OPTIM_TEST(test_large_variable)
 {
-    static rvar x; /* MAXN elements: static */
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY)
-                                                          : K3("\"learning_rate\": 0.01"));
-            lref r = {legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0};
-            x = (rvar){1037, 1, 1, {0}, {0}, {0}};
-            for (int i = 0; i < x.n; i++) x.w[i] = sin(0.01 * i) + 0.1;
-            optim_var *var = optim_test_var("big", dt, 1, &(int64_t){x.n}, x.w);
-            for (int i = 0; i < x.n; i++) x.w[i] = optim_var_get(var, i);
-            for (int k = 0; k < 5; k++) {
-                double g[MAXN];
-                for (int i = 0; i < x.n; i++) g[i] = cos(0.37 * i + k) * (1 + 0.001 * i);
-                if (dt == OPTIM_F32)
-                    for (int i = 0; i < x.n; i++) g[i] = (float)g[i];
-                ref_step(&r, &x, g, k);
-                ot_step_dense(opt, var, g);
-            }
-            check_var(var, x.w, x.n, dt);
-            check_var(optim_get_slot(opt, var, "v"), x.v, x.n, dt);
-            optim_test_free(opt, var);
-        }
+    for (int legacy = 0; legacy < 2; legacy++) {
+        lvar x;
+        ot_check_dense(&(ot_dense){1037, 5, long_init, long_grad, 0, NULL},
+                       make_case(legacy ? K3("\"learning_rate\": 0.01, \"weight_decay\": 0.02, " OT_LEGACY) : K3("\"learning_rate\": 0.01"),
+                                 &(lref){legacy, 0.01, 0.9, 0.999, legacy ? 1e-6 : 1e-7, legacy ? 0.02 : 0, 0, 0}, &x));
+    }
     /* Sparse [100, 7] (rows cross the partial sums) == dense, bitwise. */
     static const char *const slots[] = {"m", "v", NULL};
     const ot_sparse big = {100, 7, 3, 5, big_index, big_val, big_init};

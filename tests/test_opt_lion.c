@@ -27,7 +27,7 @@ static double grad_at(int k, int i)
     return OT_DENSE.grad(k, i);
 }
 static double init_at(int i) { return OT_DENSE.init(i); }
-static const ot_dense DENSE = {N, STEPS, init_at, grad_at};
+static const ot_dense DENSE = {N, STEPS, init_at, grad_at, 0, NULL};
 
 typedef struct ref {
     double lr, beta_1, beta_2, wd;
@@ -62,9 +62,8 @@ static ot_case make_case(const char *json, const ref *r)
 
 static void check_trajectory(const char *json, const ref *r)
 {
-    ot_case c = make_case(json, r);
     margin = INFINITY;
-    ot_check_dense(&DENSE, &c);
+    ot_check_dense(&DENSE, make_case(json, r));
     /* The test data keeps every non-zero sign argument well away from 0,
      * so f32 rounding cannot flip a sign. */
     assert_gt(margin, 1e-4);
@@ -126,29 +125,25 @@ OPTIM_TEST(test_sign_zero)
 /* f32 bit for bit with TF's op order and float32 constants: beta cast to
  * float32 first, 1 - beta in float32, w - lr * sign(m * b1 + g * c1),
  * m * b2 + g * c2. */
+static void ref_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
+{
+    const ref *r = r_;
+    const float lr = (float)r->lr, b1 = (float)r->beta_1, b2 = (float)r->beta_2, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    float *m = st[0];
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        float c = m[i] * b1 + g[i] * c1;
+        w[i] = w[i] - lr * (c > 0 ? 1.0f : c < 0 ? -1.0f : 0.0f);
+        m[i] = m[i] * b2 + g[i] * c2;
+    }
+}
+
 OPTIM_TEST(test_f32_bitwise)
 {
-    optim_optimizer *opt = optim_test_make(LION("\"learning_rate\": 0.003"));
-    double init[N];
-    float w[N], m[N] = {0};
-    for (int i = 0; i < N; i++) init[i] = init_at(i), w[i] = (float)init[i];
-    int64_t n = N;
-    optim_var *v = optim_test_var("w", OPTIM_F32, 1, &n, init);
-    const float lr = 0.003f, b1 = 0.9f, b2 = 0.99f, c1 = 1.0f - b1, c2 = 1.0f - b2;
-    assert_ne(c1, (float)(1.0 - 0.9)); /* cast first, then 1 - beta */
-    for (int k = 0; k < STEPS; k++) {
-        double g[N];
-        for (int i = 0; i < N; i++) g[i] = grad_at(k, i);
-        ot_step_dense(opt, v, g);
-        for (int i = 0; i < N; i++) {
-            float gf = (float)g[i], c = m[i] * b1 + gf * c1;
-            w[i] = w[i] - lr * (c > 0 ? 1.0f : c < 0 ? -1.0f : 0.0f);
-            m[i] = m[i] * b2 + gf * c2;
-        }
-        assert_memory_equal(optim_var_data(v), w, sizeof w);
-        assert_memory_equal(optim_var_data(optim_get_slot(opt, v, "m")), m, sizeof m);
-    }
-    optim_test_free(opt, v);
+    assert_ne(1.0f - 0.9f, (float)(1.0 - 0.9)); /* cast first, then 1 - beta */
+    ot_case c = make_case(LION("\"learning_rate\": 0.003"), &(ref){0.003, 0.9, 0.99, 0});
+    c.ref32 = ref_f32;
+    ot_check_f32(&DENSE, STEPS, &c, 0);
 }
 
 /* ---- Keras's own tests (keras/src/optimizers/lion_test.py) ------------------------ */
@@ -174,30 +169,27 @@ OPTIM_TEST(test_keras_weight_decay)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
+static void set_hypers(optim_optimizer *opt, void *r_, int k)
+{
+    ref *r = r_;
+    r->beta_1 = 0.5 + 0.05 * k;
+    r->lr = 0.1 / (1.0 + k);
+    if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.5), 0);
+    r->beta_2 = k >= 5 ? 0.5 : 0.99;
+}
+
 OPTIM_TEST(test_dynamic_hypers)
 {
     optim_optimizer *opt = optim_test_make("\"Lion\"");
-    double b1 = 0.9;
-    assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
+    ref r = {0.1, 0.9, 0.99, 0};
+    assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.beta_1), 0);
     assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-    double init[N], w[N], m[N];
-    for (int i = 0; i < N; i++) init[i] = w[i] = init_at(i), m[i] = 0;
-    optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, init);
-    for (int k = 0; k < 8; k++) {
-        b1 = 0.5 + 0.05 * k;
-        if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.5), 0);
-        double b2 = k >= 5 ? 0.5 : 0.99, lr = 0.1 / (1.0 + k), g[N];
-        for (int i = 0; i < N; i++) {
-            g[i] = grad_at(k, i);
-            w[i] -= lr * sgn(b1 * m[i] + (1 - b1) * g[i]);
-            m[i] = b2 * m[i] + (1 - b2) * g[i];
-        }
-        ot_step_dense(opt, v, g);
-        for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-13, 1e-15);
-    }
+    ot_case c = make_case(NULL, &r);
+    c.tol[2] = 1e-13, c.tol[3] = 1e-15;
+    optim_var *v = ot_check_dynamic(opt, &DENSE, 8, &c, OPTIM_F64, set_hypers);
     /* A callable giving beta_1 = 0 fails the step, naming the key and range,
      * and changes nothing. */
-    b1 = 0.0;
+    r.beta_1 = 0.0;
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "beta_1");
     assert_contains(optim_errmsg(opt), "(0, 1]");
     optim_test_free(opt, v);
@@ -218,7 +210,7 @@ OPTIM_TEST(test_sparse_equals_dense)
         ot_check_sparse_equals_dense(&OT_SPARSE_IDLE5, oc.json, slots);
         /* Reference: duplicates summed, every row updated with g = 0 where
          * there is no index. */
-        ot_check_sparse(&OT_SPARSE_IDLE5, &oc, 0);
+        ot_check_sparse(&OT_SPARSE_IDLE5, oc, 0);
     }
 }
 
@@ -227,33 +219,19 @@ OPTIM_TEST(test_sparse_equals_dense)
  * decays (not lazy). */
 OPTIM_TEST(test_sparse_rows)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(LION("\"learning_rate\": 0.25, "
-                                    "\"beta_1\": 0.5, \"beta_2\": 0.5"));
-        optim_var *v = optim_test_var("e", dt, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
-        ot_step_row(opt, v, 0, (double[]){1});
-        optim_var *m = optim_get_slot(opt, v, "m");
-        assert_eq(optim_var_get(v, 0), 0.75);
-        assert_eq(optim_var_get(m, 0), 0.5);
-        ot_step_row(opt, v, 3, (double[]){1});
-        /* Row 0: sign(0.5 * 0.5) = 1 -> 0.5; m = 0.25. */
-        assert_eq(optim_var_get(v, 0), 0.5);
-        assert_eq(optim_var_get(m, 0), 0.25);
-        /* Rows 1, 2: never indexed, bit-identical. */
-        assert_eq(optim_var_get(v, 1), 2);
-        assert_eq(optim_var_get(v, 2), 3);
-        assert_eq(optim_var_get(m, 1), 0);
-        assert_eq(optim_var_get(m, 2), 0);
-        assert_eq(optim_var_get(v, 3), 3.75);
-        assert_eq(optim_var_get(m, 3), 0.5);
-        optim_test_free(opt, v);
-    }
+    /* Row 0: 0.75 and m = 0.5, then sign(0.5 * 0.5) = 1 -> 0.5 and m = 0.25;
+     * rows 1, 2 bit-identical, m = 0; row 3 like row 0's first step. */
+    static const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.75}, {OT_FIRST, OT_IS, "m", 0.5}, {OT_LEFT, OT_IS, NULL, 0.5},
+                                    {OT_LEFT, OT_IS, "m", 0.25}, {OT_NEVER, OT_KEPT, NULL, 0}, {OT_NEVER, OT_KEPT, "m", 0},
+                                    {OT_ROW, OT_IS, NULL, 3.75}, {OT_ROW, OT_IS, "m", 0.5}};
+    OPTIM_FOR_DTYPES(dt)
+        ot_check_rows_left_out(LION("\"learning_rate\": 0.25, \"beta_1\": 0.5, \"beta_2\": 0.5"), dt, 4, 1, NULL, 3,
+                               (double[]){1}, rules, 8);
 }
 
 /* ---- config ------------------------------------------------------------------------ */
 
 static const char *const KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2"};
-#define N_KEYS (sizeof KEYS / sizeof *KEYS)
 
 OPTIM_TEST(test_config)
 {
@@ -261,7 +239,7 @@ OPTIM_TEST(test_config)
     optim_error err;
     assert_eq(optim_create(&opt, &optim_lion_class, NULL, &err), 0);
     cJSON *c = ot_config(opt);
-    ot_assert_keys(c, KEYS, N_KEYS);
+    ot_assert_keys(c, OT_KEYS(KEYS));
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "lion");
     ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.99, NULL);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "weight_decay")));
@@ -277,7 +255,7 @@ OPTIM_TEST(test_config)
     c = cJSON_Parse(ser);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(c, "config");
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "class_name")->valuestring, "Lion");
-    ot_assert_keys(cfg, KEYS, N_KEYS);
+    ot_assert_keys(cfg, OT_KEYS(KEYS));
     ot_expect_numbers(cfg, "beta_2", 0.67, "clipnorm", 1.0, NULL);
     cJSON_Delete(c);
     optim_free(ser);

@@ -37,9 +37,9 @@ static void ref_step(const void *h_, int k, double *w, double *const *st, const 
 static void check_trajectory(const char *k3, const char *legacy, hp h)
 {
     ot_case c = {k3, ref_step, &h, 1, {h.momentum ? "momentum" : NULL}, .absent = h.momentum ? NULL : "momentum"};
-    if (k3) ot_check_dense(&OT_DENSE, &c);
+    if (k3) ot_check_dense(&OT_DENSE, c);
     c.json = legacy;
-    if (legacy) ot_check_dense(&OT_DENSE, &c);
+    if (legacy) ot_check_dense(&OT_DENSE, c);
 }
 
 OPTIM_TEST(test_plain)
@@ -75,9 +75,7 @@ OPTIM_TEST(test_keras_docstring)
     double one = 1.0;
     optim_var *v = optim_test_var("var", OPTIM_F32, 0, NULL, &one);
     for (int k = 0; k < 2; k++) {
-        float g = (float)optim_var_get(v, 0);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, &g, 0, NULL)), v};
-        assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
+        ot_step_dense(opt, v, &(double){optim_var_get(v, 0)});
         assert_close(optim_var_get(v, 0), k == 0 ? 0.9 : 0.72, 1e-6, 0);
     }
     optim_test_free(opt, v);
@@ -90,22 +88,11 @@ static void clip_case(const char *extra, int legacy, const double *ga, const dou
                       const double *want_a, const double *want_b)
 {
     OPTIM_FOR_DTYPES(dt) {
-        char json[512];
-        snprintf(json, sizeof json,
-                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, %s%s}}", extra,
-                 legacy ? ", \"is_legacy_optimizer\": true" : "");
-        optim_optimizer *opt = optim_test_make(json);
-        double zeros[3] = {0, 0, 0};
+        optim_optimizer *opt = optim_test_make(ot_gen(ot_fmt(SGD("\"learning_rate\": 1.0, %s"), extra), legacy));
+        double zeros[3] = {0, 0, 0}, buf[2][3];
         int64_t sa[1] = {3}, sb[1] = {2};
         optim_var *a = optim_test_var("a", dt, 1, sa, zeros), *b = optim_test_var("b", dt, 1, sb, zeros);
-        float fa[3], fb[2];
-        double da[3], db[2];
-        for (int i = 0; i < 3; i++) fa[i] = (float)ga[i], da[i] = ga[i];
-        for (int i = 0; i < 2; i++) fb[i] = (float)gb[i], db[i] = gb[i];
-        optim_grad_var p[2] = {
-            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)da : (void *)fa, 1, sa)), a},
-            {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)db : (void *)fb, 1, sb)), b},
-        };
+        optim_grad_var p[2] = {{ot_grad_like(a, ga, buf[0]), a}, {ot_grad_like(b, gb, buf[1]), b}};
         assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
         double rtol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 3; i++) assert_close(optim_var_get(a, i), -want_a[i], rtol, 1e-15);
@@ -167,44 +154,38 @@ OPTIM_TEST(test_global_clipnorm)
 
 static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
 
-OPTIM_TEST(test_dynamic_lr)
+static optim_var *lr_var;
+static int lr_kind;
+
+/* Step k's learning rate everywhere: the callable (reading h->lr), the
+ * variable, optim_set_hyper (kind 2) or the schedule; get_hyper agrees. */
+static void set_lr(optim_optimizer *opt, void *h, int k)
 {
     const double lrs[5] = {0.1, 0.05, 0.2, 0.01, 0.3};
-    for (int kind = 0; kind < 4; kind++) {
+    double lr = lr_kind == 3 ? 0.1 / (1.0 + k) : lrs[k], got;
+    ((hp *)h)->lr = lr;
+    *(double *)optim_var_data(lr_var) = lr;
+    if (lr_kind == 2) assert_eq(optim_set_hyper(opt, "learning_rate", lr), 0);
+    assert_eq(optim_get_hyper(opt, "learning_rate", &got), 0);
+    assert_close(got, lr, 0, 0);
+}
+
+OPTIM_TEST(test_dynamic_lr)
+{
+    for (lr_kind = 0; lr_kind < 4; lr_kind++) {
         optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
-        double cur = 0;
-        optim_var *lrv;
+        hp h = {0, 0.5, 0, 0};
         optim_error err;
-        assert_eq(optim_var_create(&lrv, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &cur), 0);
-        if (kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lrv), 0);
-        if (kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        double init[N], w[N], m[N];
-        for (int i = 0; i < N; i++) init[i] = w[i] = OT_DENSE.init(i), m[i] = 0;
-        int64_t shape[1] = {N};
-        optim_var *v = optim_test_var("w", OPTIM_F64, 1, shape, init);
-        for (int k = 0; k < 5; k++) {
-            double lr = kind == 3 ? 0.1 / (1.0 + k) : lrs[k];
-            cur = lr;
-            *(double *)optim_var_data(lrv) = lr;
-            if (kind == 2) assert_eq(optim_set_hyper(opt, "learning_rate", lr), 0);
-            double got;
-            assert_eq(optim_get_hyper(opt, "learning_rate", &got), 0);
-            assert_close(got, lr, 0, 0);
-            double g[N];
-            for (int i = 0; i < N; i++) {
-                g[i] = OT_DENSE.grad(k, i);
-                m[i] = 0.5 * m[i] - lr * g[i];
-                w[i] += m[i];
-            }
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-            assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
-            for (int i = 0; i < N; i++) assert_close(optim_var_get(v, i), w[i], 1e-13, 1e-15);
-        }
+        assert_eq(optim_var_create(&lr_var, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
+        if (lr_kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &h.lr), 0);
+        if (lr_kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lr_var), 0);
+        if (lr_kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
+        ot_case c = {NULL, ref_step, &h, 1, .tol = {1e-5, 1e-6, 1e-13, 1e-15}};
+        optim_var *v = ot_check_dynamic(opt, &OT_DENSE, 5, &c, OPTIM_F64, set_lr);
         /* A callable returning a bad value fails the step and changes nothing. */
-        cur = -1;
-        if (kind == 0) ot_expect_step_refused(opt, v, 0, OPTIM_ERANGE, "learning_rate");
-        optim_test_free(opt, v, lrv);
+        h.lr = -1;
+        if (lr_kind == 0) ot_expect_step_refused(opt, v, 0, OPTIM_ERANGE, "learning_rate");
+        optim_test_free(opt, v, lr_var);
     }
 }
 
@@ -239,7 +220,7 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
         ot_case c = {nesterov ? SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, " OT_LEGACY)
                               : SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, " OT_LEGACY),
                      ref_step, &h, 1, {"momentum"}, .tol = {1e-5, 1e-7, 1e-13, 1e-7}};
-        ot_check_sparse(&t, &c, 1);
+        ot_check_sparse(&t, c, 1);
     }
     /* Without momentum: sequential scatter-add, same as the reference. */
     optim_optimizer *opt = optim_test_make(SGD("\"learning_rate\": 0.1, " OT_LEGACY));
@@ -259,20 +240,12 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
  * Keras 3 (momentum carried from an earlier step). */
 OPTIM_TEST(test_sparse_untouched_rows)
 {
+    /* m0 = -0.5, w0 = 0.5; Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5, \"is_legacy_optimizer\": true}}"
-                                           : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5, \"momentum\": 0.5}}");
-        optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
-        ot_step_row(opt, v, 0, (double[]){1});
-        /* m0 = -0.5, w0 = 0.5 */
-        assert_eq(optim_var_get(v, 0), 0.5);
-        ot_step_row(opt, v, 3, (double[]){1});
-        /* Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
-        assert_eq(optim_var_get(v, 0), (legacy ? 0.5 : 0.25));
-        assert_eq(optim_var_get(v, 1), 2);
-        assert_eq(optim_var_get(v, 2), 3);
-        assert_eq(optim_var_get(v, 3), 3.5);
-        optim_test_free(opt, v);
+        const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.5}, {OT_LEFT, OT_IS, NULL, legacy ? 0.5 : 0.25},
+                                 {OT_NEVER, OT_KEPT, NULL, 0}, {OT_ROW, OT_IS, NULL, 3.5}};
+        ot_check_rows_left_out(ot_gen(SGD("\"learning_rate\": 0.5, \"momentum\": 0.5"), legacy), OPTIM_F64, 4, 1, NULL, 3,
+                               (double[]){1}, rules, 4);
     }
 }
 
@@ -297,8 +270,9 @@ OPTIM_TEST(test_weight_decay)
     assert_contains(optim_errmsg(opt), "regular expression");
     double g[4] = {0.5, 0.5, -1, 2}, row = 1.0;
     int64_t idx = 2;
-    double wa[4], wb[4], ma[4] = {0}, mb[4] = {0}, we[4], me[4] = {0};
-    for (int i = 0; i < 4; i++) wa[i] = wb[i] = we[i] = init[i];
+    /* The references of kernel (decayed), bias and other (excluded), emb (decayed, row 2 only). */
+    double w[3][4], m[3][4] = {{0}}, ge[4] = {0, 0, 1, 0};
+    for (int j = 0; j < 3; j++) memcpy(w[j], init, sizeof init);
     for (int k = 0; k < 3; k++) {
         optim_grad_var p[4] = {
             {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n4)), a},
@@ -307,32 +281,18 @@ OPTIM_TEST(test_weight_decay)
             {optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, &row, 2, vs)), e},
         };
         assert_eq(optim_apply_gradients(opt, p, 4, 0), 0);
-        for (int i = 0; i < 4; i++) {
-            double ge = i == 2 ? 1.0 : 0.0;
-            wa[i] = wa[i] - wa[i] * 0.2 * 0.1;
-            we[i] = we[i] - we[i] * 0.2 * 0.1;
-            ma[i] = 0.5 * ma[i] - 0.1 * g[i];
-            mb[i] = 0.5 * mb[i] - 0.1 * g[i];
-            me[i] = 0.5 * me[i] - 0.1 * ge;
-            wa[i] += ma[i];
-            wb[i] += mb[i];
-            we[i] += me[i];
+        for (int j = 0; j < 3; j++) {
+            for (int i = 0; j != 1 && i < 4; i++) w[j][i] = w[j][i] - w[j][i] * 0.2 * 0.1;
+            ref_step(&(hp){0.1, 0.5, 0, 0}, k, w[j], (double *[]){m[j]}, j == 2 ? ge : g, 4);
         }
     }
-    for (int i = 0; i < 4; i++) {
-        assert_close(optim_var_get(a, i), wa[i], 1e-14, 1e-15);
-        assert_close(optim_var_get(b, i), wb[i], 1e-14, 1e-15); /* excluded by pattern */
-        assert_close(optim_var_get(c, i), wb[i], 1e-14, 1e-15); /* excluded by pointer */
-        assert_close(optim_var_get(e, i), we[i], 1e-14, 1e-15);
-    }
+    assert_var_close(a, w[0], 4, 1e-14, 1e-15);
+    assert_var_close(b, w[1], 4, 1e-14, 1e-15); /* excluded by pattern */
+    assert_var_close(c, w[1], 4, 1e-14, 1e-15); /* excluded by pointer */
+    assert_var_close(e, w[2], 4, 1e-14, 1e-15);
     optim_test_free(opt, a, b, c, e);
     /* The legacy generation has no weight_decay key. */
-    optim_optimizer *legacy = NULL;
-    optim_error err;
-    assert_eq(optim_from_json(&legacy, "{\"class_name\": \"SGD\", \"config\": "
-                                              "{\"weight_decay\": 0.1, \"is_legacy_optimizer\": true}}", &err),
-                     OPTIM_EKEY);
-    assert_null(legacy);
+    ot_expect_refused(SGD("\"weight_decay\": 0.1, " OT_LEGACY), OPTIM_EKEY, NULL, NULL);
 }
 
 /* ---- threads ---------------------------------------------------------------------- */
