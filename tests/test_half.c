@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "half_pair.h"
 #include "testutil.h"
 
 #ifndef OPTIM_CLI_PATH
@@ -294,7 +295,7 @@ static void test_convert_bad_input(void **state)
 /* ---- 2. every built-in on half variables --------------------------------------------------------- */
 
 #define NV 2
-static const int64_t SHAPES[NV][2] = {{26, 50}, {9, 1}}; /* 1300 elements: three conversion blocks */
+static const int64_t SHAPES[NV][3] = {{26, 50, 0}, {9, 1, 0}}; /* 1300 elements: three conversion blocks */
 static const int32_t RANKS[NV] = {2, 1};
 static const char *const NAMES[NV] = {"dense/kernel", "dense/bias"};
 
@@ -328,120 +329,12 @@ static const char *const CONFIGS[] = {
     "\"config\": {\"learning_rate\": 0.05}}}}, \"registered_name\": null}}}",
 };
 
-static double init_at(int v, int i) { return 0.5 - 0.0007 * i + 0.1 * v; }
+static double init_at(int v, int64_t i) { return 0.5 - 0.0007 * (double)i + 0.1 * v; }
+static const half_vars VARS = {NV, NAMES, RANKS, SHAPES, init_at};
 static double grad_at(int k, int v, int i) { return sin(0.7 * k + 1.3 * i + v) * (1 + 0.01 * (i % 10)); }
 
-typedef struct pairing {
-    optim_optimizer *a, *r;        /* a: half variables; r: the float32 reference */
-    optim_var *va[NV], *vr[NV];
-    optim_dtype dt;
-} pairing;
-
-/* Both optimizers' weight views (freed by the caller); returns the count. */
-static size_t weights_of(pairing *p, optim_tensor **wa, optim_tensor **wr)
-{
-    size_t n = optim_weights_count(p->a);
-    assert_int_equal(n, optim_weights_count(p->r));
-    *wa = calloc(n, sizeof **wa);
-    *wr = calloc(n, sizeof **wr);
-    assert_non_null(*wa);
-    assert_non_null(*wr);
-    optim_get_weights(p->a, *wa, n);
-    optim_get_weights(p->r, *wr, n);
-    return n;
-}
-
-/* A malloc'd copy of t's data in dtype `to` (converted when it differs). */
-static void *converted(const optim_tensor *t, optim_dtype to)
-{
-    const int64_t m = optim_tensor_numel(t);
-    void *c = malloc((size_t)m * optim_dtype_size(to) + 1);
-    assert_non_null(c);
-    if (t->dtype == to) memcpy(c, t->data, (size_t)m * optim_dtype_size(to));
-    else assert_int_equal(optim_convert(c, to, t->data, t->dtype, m), OPTIM_OK);
-    return c;
-}
-
-/* r's variables and weights := a's, converted to float32 (iterations copied). */
-static void copy_state(pairing *p)
-{
-    for (int v = 0; v < NV; v++)
-        assert_int_equal(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32, optim_var_cdata(p->va[v]), p->dt,
-                                       optim_var_numel(p->va[v])), OPTIM_OK);
-    optim_tensor *wa, *wr;
-    size_t n = weights_of(p, &wa, &wr);
-    for (size_t i = 0; i < n; i++) {
-        assert_int_equal(optim_tensor_numel(&wa[i]), optim_tensor_numel(&wr[i]));
-        wr[i].data = converted(&wa[i], wr[i].dtype);
-    }
-    assert_int_equal(optim_set_weights(p->r, wr, n), OPTIM_OK);
-    for (size_t i = 0; i < n; i++) free(wr[i].data);
-    free(wa);
-    free(wr);
-}
-
-/* a's state == r's rounded to a's storage type, bit for bit. */
-static void compare_state(pairing *p, const char *json, int k)
-{
-    uint16_t *h = malloc(1300 * sizeof *h);
-    assert_non_null(h);
-    for (int v = 0; v < NV; v++) {
-        int64_t m = optim_var_numel(p->va[v]);
-        optim_convert(h, p->dt, optim_var_cdata(p->vr[v]), OPTIM_F32, m);
-        for (int64_t i = 0; i < m; i++)
-            if (h[i] != ((const uint16_t *)optim_var_cdata(p->va[v]))[i])
-                fail_msg("%s %s step %d: %s[%lld] is 0x%04x, the rounded float32 reference 0x%04x", json,
-                         optim_dtype_name(p->dt), k, NAMES[v], (long long)i,
-                         ((const uint16_t *)optim_var_cdata(p->va[v]))[i], h[i]);
-    }
-    free(h);
-    optim_tensor *wa, *wr;
-    size_t n = weights_of(p, &wa, &wr);
-    for (size_t i = 0; i < n; i++) {
-        void *c = converted(&wr[i], wa[i].dtype);
-        if (memcmp(c, wa[i].data, (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype)))
-            fail_msg("%s %s step %d: weight %zu differs", json, optim_dtype_name(p->dt), k, i);
-        free(c);
-    }
-    free(wa);
-    free(wr);
-}
-
-static void make_pairing(pairing *p, const char *json, optim_dtype dt)
-{
-    p->dt = dt;
-    p->a = optim_test_make(json);
-    p->r = optim_test_make(json);
-    for (int v = 0; v < NV; v++) {
-        const int64_t n = SHAPES[v][0] * SHAPES[v][1];
-        float *f = malloc((size_t)n * sizeof *f);
-        uint16_t *h = malloc((size_t)n * sizeof *h);
-        assert_non_null(f);
-        assert_non_null(h);
-        for (int64_t i = 0; i < n; i++) f[i] = (float)init_at(v, (int)i);
-        optim_convert(h, dt, f, OPTIM_F32, n);
-        optim_error err;
-        assert_int_equal(optim_var_create(&p->va[v], NAMES[v], dt, RANKS[v], SHAPES[v], h, &err), OPTIM_OK);
-        assert_int_equal(optim_var_create(&p->vr[v], NAMES[v], OPTIM_F32, RANKS[v], SHAPES[v], f, &err), OPTIM_OK);
-        free(f);
-        free(h);
-    }
-    assert_int_equal(optim_build(p->a, p->va, NV), OPTIM_OK);
-    assert_int_equal(optim_build(p->r, p->vr, NV), OPTIM_OK);
-}
-
-static void free_pairing(pairing *p)
-{
-    optim_destroy(p->a);
-    optim_destroy(p->r);
-    for (int v = 0; v < NV; v++) {
-        optim_var_destroy(p->va[v]);
-        optim_var_destroy(p->vr[v]);
-    }
-}
-
 /* One step of both; returns how many elements of a's variables changed. */
-static int64_t step_both(pairing *p, int k)
+static int64_t step_both(half_pair *p, int k)
 {
     uint16_t gh[NV][1300];
     float gf[NV][1300];
@@ -467,16 +360,16 @@ static int64_t step_both(pairing *p, int k)
 
 static void run_config(const char *json, optim_dtype dt)
 {
-    pairing p;
-    make_pairing(&p, json, dt);
+    half_pair p;
+    half_pair_make(&p, &VARS, json, dt, 0);
     int64_t changed = 0;
     for (int k = 0; k < 4; k++) {
-        copy_state(&p);
+        half_pair_copy_state(&p);
         changed += step_both(&p, k);
-        compare_state(&p, json, k);
+        half_pair_compare(&p, json, k);
     }
     if (changed < 100) fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt), (long long)changed);
-    free_pairing(&p);
+    half_pair_free(&p);
 }
 
 static void test_builtins_f16(void **state)
@@ -497,12 +390,12 @@ static void test_threads(void **state)
     (void)state;
     uint16_t out[3][1300];
     for (int t = 1; t <= 3; t++) {
-        pairing p;
-        make_pairing(&p, CONFIGS[4], OPTIM_BF16);
+        half_pair p;
+        half_pair_make(&p, &VARS, CONFIGS[4], OPTIM_BF16, 0);
         optim_set_num_threads(p.a, t);
         for (int k = 0; k < 3; k++) step_both(&p, k);
         memcpy(out[t - 1], optim_var_cdata(p.va[0]), 1300 * 2);
-        free_pairing(&p);
+        half_pair_free(&p);
     }
     assert_memory_equal(out[0], out[1], sizeof out[0]);
     assert_memory_equal(out[0], out[2], sizeof out[0]);

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "half_pair.h"
 #include "testutil.h"
 #include "user_momentum.h"
 
@@ -75,14 +76,9 @@ static const char *const CONFIGS[] = {
     "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"is_legacy_optimizer\": true}}",
 };
 
-static int64_t numel_of(int v)
-{
-    int64_t n = 1;
-    for (int d = 0; d < RANKS[v]; d++) n *= SHAPES[v][d];
-    return n;
-}
-
 static double init_at(int v, int64_t i) { return 0.5 - 0.0007 * (double)(i % 1500) + 0.1 * v; }
+static const half_vars VARS = {NV, NAMES, RANKS, SHAPES, init_at};
+static int64_t numel_of(int v) { return half_vars_numel(&VARS, v); }
 
 static uint64_t rng_state;
 static uint64_t rng(void)
@@ -91,106 +87,6 @@ static uint64_t rng(void)
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return rng_state;
-}
-
-typedef struct pairing {
-    optim_optimizer *a, *r;        /* a: half variables; r: the float32 reference */
-    optim_var *va[NV], *vr[NV];
-    optim_dtype dt;
-} pairing;
-
-static void make_pairing(pairing *p, const char *json, optim_dtype dt, int threads)
-{
-    p->dt = dt;
-    p->a = optim_test_make(json);
-    p->r = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(p->a, threads), OPTIM_OK);
-    for (int v = 0; v < NV; v++) {
-        const int64_t n = numel_of(v);
-        float *f = malloc((size_t)n * sizeof *f);
-        uint16_t *h = malloc((size_t)n * sizeof *h);
-        assert_true(f && h);
-        for (int64_t i = 0; i < n; i++) f[i] = (float)init_at(v, i);
-        assert_int_equal(optim_convert(h, dt, f, OPTIM_F32, n), OPTIM_OK);
-        optim_error err;
-        assert_int_equal(optim_var_create(&p->va[v], NAMES[v], dt, RANKS[v], SHAPES[v], h, &err), OPTIM_OK);
-        assert_int_equal(optim_var_create(&p->vr[v], NAMES[v], OPTIM_F32, RANKS[v], SHAPES[v], f, &err), OPTIM_OK);
-        free(f);
-        free(h);
-    }
-    assert_int_equal(optim_build(p->a, p->va, NV), OPTIM_OK);
-    assert_int_equal(optim_build(p->r, p->vr, NV), OPTIM_OK);
-}
-
-static void free_pairing(pairing *p)
-{
-    optim_destroy(p->a);
-    optim_destroy(p->r);
-    for (int v = 0; v < NV; v++) {
-        optim_var_destroy(p->va[v]);
-        optim_var_destroy(p->vr[v]);
-    }
-}
-
-/* A malloc'd copy of t's data in dtype `to`. */
-static void *converted(const optim_tensor *t, optim_dtype to)
-{
-    const int64_t m = optim_tensor_numel(t);
-    void *c = malloc((size_t)m * optim_dtype_size(to) + 1);
-    assert_non_null(c);
-    if (t->dtype == to) memcpy(c, t->data, (size_t)m * optim_dtype_size(to)); /* iterations */
-    else assert_int_equal(optim_convert(c, to, t->data, t->dtype, m), OPTIM_OK);
-    return c;
-}
-
-/* r's variables and weights := a's, widened to float32 (iterations too). */
-static void copy_state(pairing *p)
-{
-    for (int v = 0; v < NV; v++)
-        assert_int_equal(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32, optim_var_cdata(p->va[v]), p->dt,
-                                       numel_of(v)), OPTIM_OK);
-    const size_t n = optim_weights_count(p->a);
-    if (n != optim_weights_count(p->r)) fail_msg("weights: %zu vs %zu", n, optim_weights_count(p->r));
-    optim_tensor *wa = calloc(n, sizeof *wa), *wr = calloc(n, sizeof *wr);
-    assert_true(wa && wr);
-    optim_get_weights(p->a, wa, n);
-    optim_get_weights(p->r, wr, n);
-    for (size_t i = 0; i < n; i++) wr[i].data = converted(&wa[i], wr[i].dtype);
-    assert_int_equal(optim_set_weights(p->r, wr, n), OPTIM_OK);
-    for (size_t i = 0; i < n; i++) free(wr[i].data);
-    free(wa);
-    free(wr);
-}
-
-/* a's variables and weights == r's rounded to a's type, bit for bit. */
-static void compare_state(pairing *p, const char *json, int k)
-{
-    for (int v = 0; v < NV; v++) {
-        const int64_t m = numel_of(v);
-        uint16_t *h = malloc((size_t)m * sizeof *h);
-        assert_non_null(h);
-        optim_convert(h, p->dt, optim_var_cdata(p->vr[v]), OPTIM_F32, m);
-        const uint16_t *got = optim_var_cdata(p->va[v]);
-        for (int64_t i = 0; i < m; i++)
-            if (h[i] != got[i])
-                fail_msg("%s %s step %d: %s[%lld] is 0x%04x, the rounded float32 reference 0x%04x", json,
-                         optim_dtype_name(p->dt), k, NAMES[v], (long long)i, got[i], h[i]);
-        free(h);
-    }
-    const size_t n = optim_weights_count(p->a);
-    optim_tensor *wa = calloc(n, sizeof *wa), *wr = calloc(n, sizeof *wr);
-    assert_true(wa && wr);
-    optim_get_weights(p->a, wa, n);
-    optim_get_weights(p->r, wr, n);
-    for (size_t i = 0; i < n; i++) {
-        void *c = converted(&wr[i], wa[i].dtype);
-        if (memcmp(c, wa[i].data, (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype)))
-            fail_msg("%s %s step %d: weight %zu differs from the rounded reference", json, optim_dtype_name(p->dt),
-                     k, i);
-        free(c);
-    }
-    free(wa);
-    free(wr);
 }
 
 /* The sparse gradient of variable v at step k: NIDX[v] random rows (many
@@ -234,7 +130,7 @@ static optim_grad sparse_of(optim_dtype dt, int v, const int64_t *idx, void *val
 
 /* One step of both (a only when r is NULL); returns how many elements of
  * a's variables changed. */
-static int64_t step_both(pairing *p, int k)
+static int64_t step_both(half_pair *p, int k)
 {
     grads g;
     make_grads(&g, p->dt, k);
@@ -260,17 +156,17 @@ static int64_t step_both(pairing *p, int k)
 
 static void run_config(const char *json, optim_dtype dt)
 {
-    pairing p;
-    make_pairing(&p, json, dt, 2);
+    half_pair p;
+    half_pair_make(&p, &VARS, json, dt, 2);
     int64_t changed = 0;
     for (int k = 0; k < 3; k++) {
-        copy_state(&p);
+        half_pair_copy_state(&p);
         changed += step_both(&p, k);
-        compare_state(&p, json, k);
+        half_pair_compare(&p, json, k);
     }
     if (changed < 1000)
         fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt), (long long)changed);
-    free_pairing(&p);
+    half_pair_free(&p);
 }
 
 OPTIM_TEST(test_builtins_f16)
@@ -292,8 +188,8 @@ OPTIM_TEST(test_threads)
     for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) {
         uint16_t *out[3];
         for (int t = 1; t <= 3; t++) {
-            pairing p;
-            make_pairing(&p, CONFIGS[c], OPTIM_BF16, t);
+            half_pair p;
+            half_pair_make(&p, &VARS, CONFIGS[c], OPTIM_BF16, t);
             optim_optimizer *r = p.r;
             p.r = NULL;
             for (int k = 0; k < 2; k++) step_both(&p, k);
@@ -301,7 +197,7 @@ OPTIM_TEST(test_threads)
             out[t - 1] = malloc((size_t)numel_of(0) * 2);
             assert_non_null(out[t - 1]);
             memcpy(out[t - 1], optim_var_cdata(p.va[0]), (size_t)numel_of(0) * 2);
-            free_pairing(&p);
+            half_pair_free(&p);
         }
         if (memcmp(out[0], out[1], (size_t)numel_of(0) * 2) || memcmp(out[0], out[2], (size_t)numel_of(0) * 2))
             fail_msg("%s: 1, 2 and 3 threads differ", CONFIGS[c]);
@@ -326,13 +222,13 @@ static int saw_clipped(void *user, optim_grad_var *pairs, size_t n, optim_error 
 OPTIM_TEST(test_transformer_sees_rounded_clip)
 {
     (void)state;
-    pairing p;
-    make_pairing(&p, "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipvalue\": 0.2}}",
+    half_pair p;
+    half_pair_make(&p, &VARS, "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipvalue\": 0.2}}",
                  OPTIM_BF16, 3);
     optim_destroy(p.r);
     p.r = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
     assert_int_equal(optim_build(p.r, p.vr, NV), OPTIM_OK);
-    copy_state(&p);
+    half_pair_copy_state(&p);
     grads g;
     make_grads(&g, OPTIM_BF16, 0);
     optim_grad_var pa[NV], pr[NV];
@@ -350,10 +246,10 @@ OPTIM_TEST(test_transformer_sees_rounded_clip)
     assert_int_equal(optim_add_gradient_transformer(p.a, saw_clipped, want[0]), OPTIM_OK);
     if (optim_apply_gradients(p.a, pa, NV, 0)) fail_msg("half step: %s", optim_errmsg(p.a));
     if (optim_apply_gradients(p.r, pr, NV, 0)) fail_msg("reference step: %s", optim_errmsg(p.r));
-    compare_state(&p, "Adam clipvalue with a transformer", 0);
+    half_pair_compare(&p, "Adam clipvalue with a transformer", 0);
     for (int v = 0; v < NV; v++) free(want[v]);
     free_grads(&g);
-    free_pairing(&p);
+    half_pair_free(&p);
 }
 
 /* A user's element-wise class without a sparse_mode hook (version 1-2
@@ -513,8 +409,8 @@ OPTIM_TEST(test_steady_state_allocates_nothing)
     /* CONFIGS: dense walk, clipped dense walk, lazy rows, duplicates hook, every row, whole variable */
     const int modes[] = {1, 3, 18, 19, 21, 15};
     for (size_t c = 0; c < sizeof modes / sizeof *modes; c++) {
-        pairing p;
-        make_pairing(&p, CONFIGS[modes[c]], OPTIM_BF16, 2);
+        half_pair p;
+        half_pair_make(&p, &VARS, CONFIGS[modes[c]], OPTIM_BF16, 2);
         grads g;
         make_grads(&g, OPTIM_BF16, 0);
         optim_grad_var pa[NV];
@@ -527,7 +423,7 @@ OPTIM_TEST(test_steady_state_allocates_nothing)
         }
         if (allocations) fail_msg("%s: %ld allocations in steady-state steps", CONFIGS[modes[c]], allocations);
         free_grads(&g);
-        free_pairing(&p);
+        half_pair_free(&p);
     }
 }
 
