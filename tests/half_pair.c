@@ -125,3 +125,14 @@ void half_pair_compare(half_pair *p, const char *json, int k)
     free(wa);
     free(wr);
 }
+
+int64_t half_pair_steps(half_pair *p, const char *json, int steps, int64_t (*step)(half_pair *p, int k))
+{
+    int64_t changed = 0;
+    for (int k = 0; k < steps; k++) {
+        half_pair_copy_state(p);
+        changed += step(p, k);
+        half_pair_compare(p, json, k);
+    }
+    return changed;
+}

@@ -47,4 +47,9 @@ void half_pair_copy_state(half_pair *p);
  * failure names json, the dtype, step k, the variable and the element. */
 void half_pair_compare(half_pair *p, const char *json, int k);
 
+/* Steps 0 .. steps - 1, each from a's state copied into r and compared
+ * after; step(p, k) gives both the same gradients and returns how many of
+ * a's elements it changed. Returns the total changed. */
+int64_t half_pair_steps(half_pair *p, const char *json, int steps, int64_t (*step)(half_pair *p, int k));
+
 #endif

@@ -158,12 +158,7 @@ static void run_config(const char *json, optim_dtype dt)
 {
     half_pair p;
     half_pair_make(&p, &VARS, json, dt, 2);
-    int64_t changed = 0;
-    for (int k = 0; k < 3; k++) {
-        half_pair_copy_state(&p);
-        changed += step_both(&p, k);
-        half_pair_compare(&p, json, k);
-    }
+    const int64_t changed = half_pair_steps(&p, json, 3, step_both);
     if (changed < 1000)
         fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt), (long long)changed);
     half_pair_free(&p);
