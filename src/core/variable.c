@@ -12,9 +12,8 @@
 #include <string.h>
 
 /* What a step reads of every variable (data, size, name, dtype, whether
- * trainable, the constraint's kind) comes first, in the first 64 bytes: a
- * step over thousands of small variables misses the cache once per
- * variable, not twice. */
+ * trainable, the constraint's kind) comes first, within 64 bytes, so a
+ * step over thousands of small variables touches few cache lines of each. */
 struct optim_var {
     void *data;
     int64_t numel;
