@@ -162,29 +162,6 @@ void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float 
                                  r0 * rs, cnt);
 }
 
-void optim__half_sparse_chunk(const optim__half_sparse_job *j, int64_t off, int64_t count, float *chunk, float *block)
-{
-    optim_sparse_update g = j->u; /* the float32 rows, for the chunk's gradient */
-    g.dtype = OPTIM_F32;
-    const float *grad = optim__sparse_chunk_grad(&g, off, count, chunk);
-    const size_t es = optim_dtype_size(j->u.dtype);
-    void *slots[OPTIM_MAX_SLOTS];
-    for (int k = 0; k < j->u.nslots; k++) slots[k] = block + (size_t)(k + 1) * OPTIM__HALF_BLOCK;
-    for (int64_t b = 0; b < count; b += OPTIM__HALF_BLOCK) {
-        const int64_t m = count - b < OPTIM__HALF_BLOCK ? count - b : OPTIM__HALF_BLOCK;
-        const size_t at = (size_t)(off + b) * es;
-        for (int k = 0; k <= j->u.nslots; k++)
-            optim__half_load(j->u.dtype, (char *)base_of(j, k) + at, block + (size_t)k * OPTIM__HALF_BLOCK, m);
-        if (j->wd != 0) optim__decay(OPTIM_F32, block, m, j->wd, j->lr);
-        const optim_dense_update u = {j->u.opt, j->u.var, OPTIM_F32, off + b, m, block, grad + b, slots,
-                                      j->u.nslots, j->u.coef, j->u.iterations};
-        j->u.opt->cls.apply_dense(&u);
-        for (int k = 0; k <= j->u.nslots; k++)
-            optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, k, block + (size_t)k * OPTIM__HALF_BLOCK,
-                                     (char *)base_of(j, k) + at, off + b, m);
-    }
-}
-
 /* The duplicates hook (when the class has one) on u with the rows as
  * given, their indices mapped by remap (NULL: u's indices are the
  * variable's rows); returns whether it did the update. */
