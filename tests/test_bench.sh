@@ -10,9 +10,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$optim" bench --json --size 20000 --runs 3 '"sgd"' '{"class_name": "Adam", "config": {"amsgrad": true}}' \
     >"$tmp/out" 2>"$tmp/err" || fail "bench exited $?: $(cat "$tmp/err")"
 [ "$(wc -l <"$tmp/out")" -eq 2 ] || fail "expected 2 JSON lines, got: $(cat "$tmp/out")"
-for key in config class_name elements tensors dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio; do
+for key in config class_name elements tensors dtype threads bytes_per_param median_seconds gb_per_s triad_gb_per_s ratio \
+    cpu_median_seconds; do
     [ "$(grep -c "\"$key\": " "$tmp/out")" -eq 2 ] || fail "key $key missing: $(cat "$tmp/out")"
 done
+grep -q '"cpu_median_seconds": [0-9]' "$tmp/out" || fail "cpu time: $(cat "$tmp/out")"
 grep -q '"class_name": "SGD".*"bytes_per_param": 12,' "$tmp/out" || fail "SGD moves 12 B/param: $(cat "$tmp/out")"
 grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam amsgrad moves 36 B/param: $(cat "$tmp/out")"
 

@@ -356,6 +356,47 @@ static void test_wrapper_arena_steady_state(void **s)
     }
 }
 
+/* A step finds each variable's slots without hashing when the pairs come in
+ * the order the optimizer first saw the variables (optim__var_entry_at);
+ * any other order, a subset, or a repeated variable must still find the
+ * right slots or be refused. x steps its variables in shuffled orders, y
+ * always in the first order: both end with the same bits. */
+static void test_pair_order_finds_the_right_slots(void **s)
+{
+    (void)s;
+    static const double ga[4] = {0.5, -1, 2, 0.25}, gb[4] = {-3, 0.5, 1, 4}, gc[4] = {1, 1, -2, 0.5};
+    static const char *const names[3] = {"a", "b", "c"};
+    optim_optimizer *x = optim_test_make("\"adam\""), *y = optim_test_make("\"adam\"");
+    optim_var *v[2][3];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 3; j++) v[k][j] = optim_test_var(names[j], OPTIM_F64, 1, (int64_t[]){4}, W0);
+    const double *g[3] = {ga, gb, gc};
+    static const int order[4][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, -1}, {2, 1, 0}};
+    for (int st = 0; st < 4; st++) {
+        optim_grad_var px[3], py[3];
+        size_t n = 0, m = 0;
+        for (; n < 3 && order[st][n] >= 0; n++) px[n] = pair_of(v[0][order[st][n]], g[order[st][n]]);
+        for (int j = 0; j < 3; j++) /* y: the same variables in the first order */
+            for (size_t q = 0; q < n; q++)
+                if (order[st][q] == j) py[m++] = pair_of(v[1][j], g[j]);
+        assert_int_equal(optim_apply_gradients(x, px, n, 0), 0);
+        assert_int_equal(optim_apply_gradients(y, py, m, 0), 0);
+    }
+    for (int j = 0; j < 3; j++) assert_vars_bitwise(v[0][j], v[1][j]);
+    /* In the first order but repeated, or repeated after a prefix of it. */
+    optim_grad_var rep[3] = {pair_of(v[0][0], ga), pair_of(v[0][1], gb), pair_of(v[0][0], ga)};
+    assert_int_equal(optim_apply_gradients(x, rep, 3, 0), OPTIM_EINVAL);
+    assert_contains(optim_errmsg(x), "'a' appears more than once");
+    rep[1] = rep[0];
+    assert_int_equal(optim_apply_gradients(x, rep, 2, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_iterations(x), 4);
+    for (int j = 0; j < 3; j++) assert_vars_bitwise(v[0][j], v[1][j]);
+    optim_destroy(x);
+    optim_destroy(y);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 3; j++) optim_var_destroy(v[k][j]);
+}
+
 /* optim_check_gradients on a built MultiOptimizer refuses a variable it
  * was not built for (its own question; each pair's shapes are its
  * sub-optimizer's, checked in its step). */
@@ -569,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_nested_wrappers),
         cmocka_unit_test(test_init_name_is_a_weight),
         cmocka_unit_test(test_failed_build_changes_nothing),
+        cmocka_unit_test(test_pair_order_finds_the_right_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,6 +41,13 @@ double optim_bench_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+double optim_bench_cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int cmp(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -113,6 +120,68 @@ static void json_string(FILE *f, const char *s)
         else fputc(*s, f);
     }
     fputc('"', f);
+}
+
+/* What a dense run of one config needs (optim_cmd_bench's options). */
+typedef struct dense_run {
+    long long n, tensors, iterations;
+    int runs;
+    optim_dtype dtype;
+    void *grad;         /* n elements of dtype */
+    int json;
+    double limit;       /* the triad's GB/s */
+    double *t, *cpu;    /* runs doubles each */
+} dense_run;
+
+/* R timed steps of opt after a warm-up (slots, page faults): wall and CPU
+ * seconds into d->t and d->cpu. */
+static int time_dense(optim_optimizer *opt, const bench_tensors *w, const dense_run *d)
+{
+    if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0)) return fail("%s", optim_errmsg(opt));
+    for (int r = 0; r < d->runs; r++) {
+        const double t0 = optim_bench_now(), c0 = optim_bench_cpu_now();
+        if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0)) return fail("%s", optim_errmsg(opt));
+        d->t[r] = optim_bench_now() - t0;
+        d->cpu[r] = optim_bench_cpu_now() - c0;
+    }
+    return 0;
+}
+
+static void report_dense(const char *config, optim_optimizer *opt, const bench_tensors *w, const dense_run *d)
+{
+    /* Full-size slots are read and written once each, in the storage type. */
+    const double full = (double)bench_tensors_full_slots(opt, w) / (double)d->n;
+    const double bytes = (double)optim_dtype_size(d->dtype) * (3.0 + 2.0 * full);
+    const double secs = optim_bench_median(d->t, d->runs), cpu = optim_bench_median(d->cpu, d->runs);
+    const double bw = bytes * (double)d->n / secs / 1e9;
+    if (!d->json) {
+        printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes, bw / d->limit);
+        return;
+    }
+    printf("{\"config\": ");
+    json_string(stdout, config);
+    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"tensors\": %lld, \"iterations\": %lld, "
+           "\"dtype\": \"%s\", \"threads\": %d, \"bytes_per_param\": %.4g, "
+           "\"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
+           "\"ratio\": %.4g, \"cpu_median_seconds\": %.9g}\n",
+           optim_class_of(opt)->name, d->n, d->tensors, d->iterations, optim_dtype_name(d->dtype),
+           omp_get_max_threads(), bytes, secs, bw, d->limit, bw / d->limit, cpu);
+}
+
+/* One config's dense step, timed and reported; returns the exit status. */
+static int bench_dense(const char *config, const dense_run *d)
+{
+    optim_error err;
+    bench_tensors w = {0};
+    optim_optimizer *opt = NULL;
+    int rc;
+    if (optim_from_json(&opt, config, &err) || bench_tensors_make(&w, d->n, d->tensors, d->dtype, d->grad, &err))
+        rc = fail("%s", err.msg);
+    else if (optim_set_iterations(opt, d->iterations)) rc = fail("%s", optim_errmsg(opt));
+    else if (!(rc = time_dense(opt, &w, d))) report_dense(config, opt, &w, d);
+    optim_destroy(opt);
+    bench_tensors_free(&w);
+    return rc;
 }
 
 int optim_cmd_bench(int argc, char **argv)
@@ -220,10 +289,10 @@ int optim_cmd_bench(int argc, char **argv)
     int rc = 0;
     float *g = malloc((size_t)n * sizeof *g), *a = malloc((size_t)n * sizeof *a);
     float *b = malloc((size_t)n * sizeof *b), *c = malloc((size_t)n * sizeof *c);
-    double *t = malloc((size_t)runs * sizeof *t);
+    double *t = malloc((size_t)runs * sizeof *t), *cpu = malloc((size_t)runs * sizeof *cpu);
     const size_t esz = optim_dtype_size(dtype);
     void *gd = malloc((size_t)n * esz); /* the gradient in the storage type */
-    if (!g || !a || !b || !c || !t || !gd) {
+    if (!g || !a || !b || !c || !t || !cpu || !gd) {
         rc = fail("%s", "out of memory");
         goto out;
     }
@@ -231,48 +300,8 @@ int optim_cmd_bench(int argc, char **argv)
     optim_convert(gd, dtype, g, OPTIM_F32, n);
     const double limit = optim_bench_triad(a, b, c, n, (int)runs, t);
     if (!json) printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n, omp_get_max_threads());
-    for (int k = 0; k < nconfigs && !rc; k++) {
-        const char *config = texts[k];
-        optim_error err;
-        bench_tensors w = {0};
-        optim_optimizer *opt = NULL;
-        if (optim_from_json(&opt, config, &err) || bench_tensors_make(&w, n, tensors, dtype, gd, &err)) {
-            rc = fail("%s", err.msg);
-        } else if (optim_set_iterations(opt, iterations)) {
-            rc = fail("%s", optim_errmsg(opt));
-        } else {
-            if (optim_apply_gradients(opt, w.pairs, (size_t)tensors, 0)) { /* warm-up: slots, page faults */
-                rc = fail("%s", optim_errmsg(opt));
-            } else {
-                for (int r = 0; r < runs && !rc; r++) {
-                    double t0 = optim_bench_now();
-                    if (optim_apply_gradients(opt, w.pairs, (size_t)tensors, 0)) rc = fail("%s", optim_errmsg(opt));
-                    t[r] = optim_bench_now() - t0;
-                }
-            }
-            if (!rc) {
-                /* Full-size slots are read and written once each, in the storage type. */
-                const double full = (double)bench_tensors_full_slots(opt, &w) / (double)n;
-                double bytes = (double)esz * (3.0 + 2.0 * full), secs = optim_bench_median(t, (int)runs);
-                double bw = bytes * (double)n / secs / 1e9;
-                if (json) {
-                    printf("{\"config\": ");
-                    json_string(stdout, config);
-                    printf(", \"class_name\": \"%s\", \"elements\": %lld, \"tensors\": %lld, \"iterations\": %lld, "
-                           "\"dtype\": \"%s\", \"threads\": %d, \"bytes_per_param\": %.4g, "
-                           "\"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
-                           "\"ratio\": %.4g}\n",
-                           optim_class_of(opt)->name, n, tensors, iterations, optim_dtype_name(dtype), omp_get_max_threads(),
-                           bytes, secs, bw, limit, bw / limit);
-                } else {
-                    printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes,
-                           bw / limit);
-                }
-            }
-        }
-        optim_destroy(opt);
-        bench_tensors_free(&w);
-    }
+    const dense_run d = {n, tensors, iterations, (int)runs, dtype, gd, json, limit, t, cpu};
+    for (int k = 0; k < nconfigs && !rc; k++) rc = bench_dense(texts[k], &d);
 out:
     free(gd);
     free(g);
@@ -280,6 +309,7 @@ out:
     free(b);
     free(c);
     free(t);
+    free(cpu);
     for (int k = 0; k < nconfigs; k++) free(texts[k]);
     free(texts);
     free(configs);

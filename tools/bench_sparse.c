@@ -35,16 +35,6 @@ typedef struct sparse_work {
     double *t, *cpu; /* per run: seconds, and the process's CPU seconds */
 } sparse_work;
 
-/* CPU seconds of the process, all threads: unlike the wall clock, it does
- * not count the time a thread waits to be scheduled on a loaded machine
- * (with OMP_WAIT_POLICY=passive, no spinning at barriers either). */
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void work_free(sparse_work *w)
 {
     free(w->idx);
@@ -97,10 +87,10 @@ static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w
 {
     if (optim_apply_gradients(opt, p, 1, 0)) return -1;
     for (int r = 0; r < runs; r++) {
-        const double t0 = optim_bench_now(), c0 = cpu_now();
+        const double t0 = optim_bench_now(), c0 = optim_bench_cpu_now();
         if (optim_apply_gradients(opt, p, 1, 0)) return -1;
         w->t[r] = optim_bench_now() - t0;
-        w->cpu[r] = cpu_now() - c0;
+        w->cpu[r] = optim_bench_cpu_now() - c0;
     }
     *cpu = optim_bench_median(w->cpu, runs);
     return optim_bench_median(w->t, runs);

@@ -21,6 +21,10 @@ int optim_bench_sparse(const char *const *configs, int n, const bench_sparse_opt
 /* bench.c: monotonic seconds; a triad over n floats, median of `runs`
  * (t holds runs doubles), as GB/s at 16 B/element; the median of t. */
 double optim_bench_now(void);
+/* CPU seconds of the process, all threads: unlike the wall clock, it does
+ * not count the time a thread waits to be scheduled on a loaded machine
+ * (with OMP_WAIT_POLICY=passive, no spinning at barriers either). */
+double optim_bench_cpu_now(void);
 double optim_bench_triad(float *a, const float *b, const float *c, int64_t n, int runs, double *t);
 double optim_bench_median(double *t, int runs);
 /* Bytes a dense float32 step of opt on its n-element variable moves per

@@ -11,17 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a step reads of every variable (data, size, name, dtype, whether
+ * trainable, the constraint's kind) comes first, within 64 bytes, so a
+ * step over thousands of small variables touches few cache lines of each. */
 struct optim_var {
+    void *data;
+    int64_t numel;
     char *name;
     optim_dtype dtype;
     int32_t rank;
-    int64_t shape[OPTIM_MAX_RANK];
-    int64_t numel;
-    void *data;
     int trainable;
     optim_constraint constraint;
     char *errmsg; /* OPTIM_ERRMSG_MAX bytes from the first error on, else NULL */
     void *own_data; /* owned data of OPTIM__HUGE_PAGE bytes or more, allocated apart; else NULL */
+    int64_t shape[OPTIM_MAX_RANK];
 };
 
 /* When the message buffer itself cannot be allocated. */

@@ -52,6 +52,8 @@ typedef struct clip_desc {
 
 typedef struct work {
     optim_var *var;
+    void *data;                    /* var's, and whether it has a constraint: read once, in stage 2 */
+    int constrained;
     optim__var_entry *entry;
     optim_grad_kind kind;
     optim_dtype dtype;
@@ -384,6 +386,7 @@ static int sparse_pair(step *s, const work *w, optim_grad_var *p)
 
 static int to_pairs(step *s)
 {
+    if (!s->pairs && !(s->pairs = step_calloc(s, s->nworks * sizeof *s->pairs))) return OPTIM_ENOMEM;
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         optim_grad_var *p = &s->pairs[i];
@@ -437,8 +440,8 @@ static optim_dense_update dense_view(step *s, const work *w, int64_t off, int64_
     optim_optimizer *opt = s->opt;
     const size_t at = (size_t)off * optim_dtype_size(w->dtype);
     for (int k = 0; k < w->entry->nown; k++)
-        slots[k] = (char *)optim_var_data(opt->slots[w->entry->slot_ids[k]].var) + at;
-    return (optim_dense_update){opt, w->var, w->dtype, off, count, (char *)optim_var_data(w->var) + at, g, slots,
+        slots[k] = (char *)w->entry->slot_data[k] + at;
+    return (optim_dense_update){opt, w->var, w->dtype, off, count, (char *)w->data + at, g, slots,
                                 w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
 }
 
@@ -496,8 +499,8 @@ static void run_dense(step *s, const work *w, const task *t, int tid)
 static optim_sparse_update sparse_view(step *s, const work *w, void **slots)
 {
     optim_optimizer *opt = s->opt;
-    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
-    return (optim_sparse_update){opt, w->var, w->dtype, w->rows, w->row_size, optim_var_data(w->var), slots,
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = w->entry->slot_data[k];
+    return (optim_sparse_update){opt, w->var, w->dtype, w->rows, w->row_size, w->data, slots,
                                  w->entry->nown, w->idx, w->n, w->vals, opt->coef[w->dtype == OPTIM_F64],
                                  opt->hook_iterations};
 }
@@ -507,7 +510,7 @@ static optim_sparse_update sparse_view(step *s, const work *w, void **slots)
 static int row_bases(step *s, const work *w, void **bases)
 {
     int n = 0;
-    bases[n++] = optim_var_data(w->var);
+    bases[n++] = w->data;
     for (int k = 0; k < w->entry->nown; k++) {
         optim_var *v = s->opt->slots[w->entry->slot_ids[k]].var;
         if (optim_var_numel(v) == w->numel && optim_var_dtype(v) == w->dtype) bases[n++] = optim_var_data(v);
@@ -610,8 +613,8 @@ static void task_elements(step *s, const work *w, const task *t, int64_t *off, i
 static optim_phase_update phase_update(step *s, const work *w, void **slots)
 {
     optim_optimizer *opt = s->opt;
-    for (int k = 0; k < w->entry->nown; k++) slots[k] = optim_var_data(opt->slots[w->entry->slot_ids[k]].var);
-    optim_dense_update d = {opt, w->var, w->dtype, 0, w->numel, optim_var_data(w->var), w->grad, slots,
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = w->entry->slot_data[k];
+    optim_dense_update d = {opt, w->var, w->dtype, 0, w->numel, w->data, w->grad, slots,
                             w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
     return (optim_phase_update){d, 0, 0, NULL, NULL, 0};
 }
@@ -623,7 +626,7 @@ static void run_phase(step *s, const optim__mt_task *t)
     const work *w = &s->works[t->item];
     const optim__mt_item *it = &s->mt.items[t->item];
     if (w->wd != 0 && t->phase == 0)
-        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)t->off * optim_dtype_size(w->dtype),
+        optim__decay(w->dtype, (char *)w->data + (size_t)t->off * optim_dtype_size(w->dtype),
                      t->count, w->wd, optim_learning_rate(s->opt, w->dtype));
     void *slots[OPTIM_MAX_SLOTS];
     optim_phase_update u = phase_update(s, w, slots);
@@ -678,7 +681,7 @@ static void run_task(step *s, const task *t, int tid)
          * the whole variable, as Keras 3 does). */
         int64_t off, n;
         task_elements(s, w, t, &off, &n);
-        optim__decay(w->dtype, (char *)optim_var_data(w->var) + (size_t)off * optim_dtype_size(w->dtype), n,
+        optim__decay(w->dtype, (char *)w->data + (size_t)off * optim_dtype_size(w->dtype), n,
                      w->wd, optim_learning_rate(s->opt, w->dtype));
     }
     if (w->kind == OPTIM_GRAD_DENSE) run_dense(s, w, t, tid);
@@ -801,7 +804,7 @@ static int accumulation(step *s, optim_error *err)
             }
             if (dedup(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
         }
-        *g = (optim__k3_grad){w->var, optim__var_entry_of(s->opt, w->var), w->dtype, w->numel,
+        *g = (optim__k3_grad){w->var, optim__var_entry_at(s->opt, w->var, i), w->dtype, w->numel,
                               w->kind == OPTIM_GRAD_DENSE ? w->grad : NULL, w->idx, w->vals, w->n,
                               w->row_size, NULL};
         if (k->update && !(g->out = step_alloc(s, (size_t)w->numel * esz)))
@@ -821,17 +824,16 @@ static int accumulation(step *s, optim_error *err)
 /* 2. The pairs with a gradient become the step's work. */
 static int stage_skip_absent(step *s, const optim_grad_var *pairs, size_t n, optim_error *err)
 {
-    s->works = step_calloc(s, n * sizeof *s->works);
-    s->pairs = step_calloc(s, n * sizeof *s->pairs);
-    if (!s->works || !s->pairs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    s->works = step_alloc(s, n * sizeof *s->works);
+    if (!s->works) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const optim_grad_var *p = &pairs[i];
         if (p->grad.kind == OPTIM_GRAD_NONE) continue;
         work *w = &s->works[s->nworks++];
-        w->var = p->var;
-        w->kind = p->grad.kind;
-        w->dtype = optim_var_dtype(p->var);
-        w->numel = optim_var_numel(p->var);
+        /* The rest zeroed in the same pass (not a memset of all n first:
+         * with thousands of variables the array outgrows the cache). */
+        *w = (work){.var = p->var, .data = optim_var_data(p->var), .constrained = optim_var_constraint(p->var) != NULL,
+                    .kind = p->grad.kind, .dtype = optim_var_dtype(p->var), .numel = optim_var_numel(p->var)};
         work_set_grad(w, &p->grad);
         if (w->kind == OPTIM_GRAD_SPARSE) {
             w->rows = optim_var_shape(p->var)[0];
@@ -898,7 +900,7 @@ static int alloc_half_whole(step *s)
         if (!optim__is_half(s->works[i].dtype)) continue;
         if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
             return OPTIM_ENOMEM;
-        const size_t n = optim__half_whole_floats(s->opt, optim__var_entry_of(s->opt, s->works[i].var));
+        const size_t n = optim__half_whole_floats(s->opt, optim__var_entry_at(s->opt, s->works[i].var, i));
         if (!(s->half_whole[i] = step_alloc(s, n * sizeof(float)))) return OPTIM_ENOMEM;
     }
     return OPTIM_OK;
@@ -915,7 +917,7 @@ static int alloc_half_sparse(step *s)
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         if (w->kind != OPTIM_GRAD_SPARSE || !optim__is_half(w->dtype)) continue;
-        const optim__var_entry *e = optim__var_entry_of(s->opt, w->var);
+        const optim__var_entry *e = optim__var_entry_at(s->opt, w->var, i);
         const int ns = e->nown;
         if (!cls->sparse_mode) {
             if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
@@ -943,6 +945,7 @@ static int stage_create_slots(step *s, optim_error *err)
     optim_optimizer *opt = s->opt;
     size_t nv = opt->nvars, ns = opt->nslots, nn = opt->nslot_names;
     for (size_t i = 0; i < s->nworks; i++) {
+        if (optim__var_entry_at(opt, s->works[i].var, i)) continue;
         int rc = optim__track_var(opt, s->works[i].var, err);
         if (rc) {
             optim__rollback_vars(opt, nv, ns, nn);
@@ -957,7 +960,7 @@ static int stage_create_slots(step *s, optim_error *err)
     double wd = opt->gen == OPTIM_KERAS3 ? opt->values[OPTIM__P_WEIGHT_DECAY] : 0;
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
-        w->entry = optim__var_entry_of(opt, w->var);
+        w->entry = optim__var_entry_at(opt, w->var, i);
         const double rate = opt->gen == OPTIM_KERAS3 && opt->cls.weight_decay
                                 ? opt->cls.weight_decay(opt, w->var, wd) : wd;
         w->wd = rate > 0 && optim__use_weight_decay(opt, w->var) ? rate : 0;
@@ -1000,10 +1003,11 @@ static void stage_update(step *s)
 static void stage_finish(step *s)
 {
     size_t constrained = 0; /* no region for none: a step of small tables pays for each */
-    for (size_t i = 0; i < s->nworks; i++) constrained += optim_var_constraint(s->works[i].var) != NULL;
+    for (size_t i = 0; i < s->nworks; i++) constrained += (size_t)s->works[i].constrained;
     if (constrained && !(s->o->flags & OPTIM_STEP_NO_CONSTRAINTS)) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nthreads) if (constrained > 1)
-        for (size_t i = 0; i < s->nworks; i++) optim_var_apply_constraint(s->works[i].var);
+        for (size_t i = 0; i < s->nworks; i++)
+            if (s->works[i].constrained) optim_var_apply_constraint(s->works[i].var);
     }
     if (!(s->o->flags & OPTIM_STEP_NO_ADVANCE)) s->opt->iterations++;
 }

@@ -27,14 +27,14 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
     optim_var *v = p->var;
     const char *vn = optim_var_name(v);
     if (p->grad.kind == OPTIM_GRAD_NONE) return OPTIM_OK;
-    if (opt->built && !optim__var_entry_of(opt, v))
+    const optim__var_entry *known = optim__var_entry_at(opt, v, i);
+    if (opt->built && !known)
         return optim__err(err, OPTIM_ENOTFOUND,
                           "%s: variable '%s' is unknown to this optimizer, which was built for "
                           "%zu variables",
                           cn, vn, opt->nvars);
     if (!optim_var_trainable(v))
         return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' is not trainable", cn, vn);
-    const optim__var_entry *known = optim__var_entry_of(opt, v);
     if (known && (known->numel != optim_var_numel(v) || known->dtype != optim_var_dtype(v)))
         return optim__err(err, OPTIM_ESTATE,
                           "%s: variable '%s' (%lld %s elements) is not the one this optimizer "
@@ -120,6 +120,32 @@ static int check_sparse(const optim_optimizer *opt, const char *what, const opti
     return OPTIM_OK;
 }
 
+/* Whether pair i's variable is the optimizer's i-th, for every i: then
+ * each appears once, as the optimizer tracks each once. */
+static int same_order(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n)
+{
+    if (n > opt->nvars) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (opt->vars[i].var != pairs[i].var) return 0;
+    return 1;
+}
+
+/* Each variable at most once: sorted in the optimizer's step arena (reset
+ * when its next step starts), O(n log n); one pair needs no memory. */
+static int check_unique(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs, size_t n,
+                        optim_error *err)
+{
+    if (n < 2 || same_order(opt, pairs, n)) return OPTIM_OK;
+    const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
+    if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
+    const optim_var *twice = optim__ptrs_repeated(ptrs, n);
+    if (twice)
+        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one apply_gradients call",
+                          cn, optim_var_name(twice));
+    return OPTIM_OK;
+}
+
 int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
                        size_t n, int require_any, optim_error *err)
 {
@@ -135,17 +161,7 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
                           "%s: no gradients provided for any variable (%zu pairs, all without "
                           "gradient)",
                           cn, n);
-    /* Each variable at most once: sorted in the optimizer's step arena
-     * (reset when its next step starts); one pair needs no memory. */
-    if (n < 2) return OPTIM_OK;
-    const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
-    if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
-    const optim_var *twice = optim__ptrs_repeated(ptrs, n);
-    if (twice)
-        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one apply_gradients call",
-                          cn, optim_var_name(twice));
-    return OPTIM_OK;
+    return check_unique(opt, cn, pairs, n, err);
 }
 
 /* The optimizer whose update rule finally runs: opt, or for a wrapper its
@@ -192,15 +208,10 @@ static int check_common(const optim_optimizer *opt, const optim_grad_var *pairs,
     for (size_t i = 0; i < n; i++) {
         if (!pairs[i].var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
         with_grad += pairs[i].grad.kind != OPTIM_GRAD_NONE;
-        for (size_t j = 0; j < i; j++)
-            if (pairs[j].var == pairs[i].var)
-                return optim__err(err, OPTIM_EINVAL,
-                                  "%s: variable '%s' appears more than once in one apply_gradients call", cn,
-                                  optim_var_name(pairs[i].var));
     }
     if (require_any && with_grad == 0)
         return optim__err(err, OPTIM_EINVAL, "%s: no gradients provided for any variable (%zu pairs)", cn, n);
-    return OPTIM_OK;
+    return check_unique(opt, cn, pairs, n, err);
 }
 
 int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err)

@@ -63,6 +63,8 @@ typedef struct optim__var_entry {
     int nslots;          /* all of them: the class's own, then the base's */
     int nown;            /* the class's own (create_slots), first in slot_ids */
     size_t slot_ids[OPTIM_MAX_SLOTS];
+    void *slot_data[OPTIM_MAX_SLOTS]; /* their data (owned slots never move): a step reads
+                                         these, not the slots' variables */
     optim_var *average;      /* Keras 3's base slots (keras3_options.h), NULL if none */
     optim_var *accumulator;
 } optim__var_entry;
@@ -169,6 +171,11 @@ int optim__validate(optim_optimizer *opt, optim_error *err);
 /* Slots: look up the entry of var (NULL if unseen); create entries and slots
  * for a var; roll back to earlier counts after a failure. */
 optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_var *var);
+/* The same, looked at index hint first: a step that passes its variables in
+ * the order the optimizer first saw them finds each there, with no hashing
+ * (thousands of small variables: the hash lookups' cache misses were a
+ * fifth of a step). */
+optim__var_entry *optim__var_entry_at(const optim_optimizer *opt, const optim_var *var, size_t hint);
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
 /* Frees the qualified weight names (weights.c). */

@@ -15,6 +15,12 @@ optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_va
     return optim__ptrmap_get(&opt->var_index, var, &i) ? &opt->vars[i] : NULL;
 }
 
+optim__var_entry *optim__var_entry_at(const optim_optimizer *opt, const optim_var *var, size_t hint)
+{
+    if (hint < opt->nvars && opt->vars[hint].var == var) return &opt->vars[hint];
+    return optim__var_entry_of(opt, var);
+}
+
 static int add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name, int32_t rank,
                     const int64_t *shape, optim_slot_init init, double value);
 
@@ -228,7 +234,10 @@ static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot
     sl->name_id = e ? (size_t)id : OPTIM__NO_OWNER;
     sl->owner = e ? (size_t)(e - opt->vars) : OPTIM__NO_OWNER;
     sl->k = e ? e->nslots : 0;
-    if (e) e->slot_ids[e->nslots++] = opt->nslots;
+    if (e) {
+        e->slot_data[e->nslots] = optim_var_data(v);
+        e->slot_ids[e->nslots++] = opt->nslots;
+    }
     opt->nslots++;
     opt->weights_version++;
     if (out) *out = v;
