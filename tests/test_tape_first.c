@@ -1,6 +1,7 @@
 /* The first contribution to a node's gradient is written, not added into a
- * zeroed buffer (optim__tape_grad_first, src/tape/impl.h): the unary rules
- * and the pass-through side of add and sub. For each op, in f32 and f64,
+ * zeroed buffer (optim__tape_grad_first, src/tape/impl.h): the unary rules,
+ * the pass-through side of add and sub, and matmul (a gemm with beta = 0;
+ * test_dense_chain). For each op, in f32 and f64,
  * the gradient of x is compared bit for bit
  *   - with the same graph where an earlier rule has already added 0 * x
  *     into x's gradient (so the op's rule adds into +0), and
@@ -148,43 +149,46 @@ static void test_first_contribution(void **s)
         }
 }
 
-/* The same for a matmul's inputs and a bias add, as Dense records them:
- * relu(x W + b), the gradients of W and b against a copy of the graph with
- * 0 * W and 0 * b added first. */
+/* The same for a matmul's inputs (both written by their gemm) and a bias
+ * add, as Dense records them: relu(x W + b), the gradients of x, W and b
+ * against a copy of the graph with 0 * x, 0 * W and 0 * b added first. */
 static void test_dense_chain(void **s)
 {
     (void)s;
+    static const int64_t shapes[3][2] = {{C, C}, {C, 0}, {R, C}};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        unsigned char res[2][2][C * C * 8];
+        unsigned char res[2][3][C * C * 8];
+        size_t bytes[3];
         for (int graph = 0; graph < 2; graph++) {
             double w0[C * C], b0[C], x0[N];
             for (int i = 0; i < C * C; i++) w0[i] = sin(1.0 + i) * 0.7;
             for (int i = 0; i < C; i++) b0[i] = 0.1 * i - 0.2;
             for (int i = 0; i < N; i++) x0[i] = cos(0.5 * i);
-            optim_var *v[2] = {optim_test_var("w", dt, 2, (int64_t[]){C, C}, w0),
-                               optim_test_var("b", dt, 1, (int64_t[]){C}, b0)};
+            const double *init[3] = {w0, b0, x0};
+            optim_var *v[3];
+            optim_node *n[3];
             optim_tape *t;
             optim_error err;
             assert_int_equal(optim_tape_create(&t, &err), 0);
-            optim_node *w = optim_tape_var(t, v[0]), *b = optim_tape_var(t, v[1]);
-            optim_node *h = optim_relu(t, optim_add(t, optim_matmul(t, constant(t, dt, 2, (int64_t[]){R, C}, x0), w, 0, 0), b));
-            optim_node *loss = weighted(t, dt, h);
-            if (graph) {
-                optim_node *zw = optim_sum(t, optim_mul(t, w, optim_tape_scalar(t, dt, 0)), OPTIM_ALL_AXES);
-                optim_node *zb = optim_sum(t, optim_mul(t, b, optim_tape_scalar(t, dt, 0)), OPTIM_ALL_AXES);
-                loss = optim_add(t, loss, optim_add(t, zw, zb));
+            for (int k = 0; k < 3; k++) {
+                v[k] = optim_test_var((const char *[]){"w", "b", "x"}[k], dt, k == 1 ? 1 : 2, shapes[k], init[k]);
+                n[k] = optim_tape_var(t, v[k]);
             }
-            optim_grad_var g[2];
-            if (optim_tape_gradient(t, loss, v, 2, g)) fail_msg("dense chain: %s", optim_tape_errmsg(t));
-            memcpy(res[graph][0], g[0].grad.dense.data, (size_t)(C * C) * optim_dtype_size(dt));
-            memcpy(res[graph][1], g[1].grad.dense.data, (size_t)C * optim_dtype_size(dt));
+            optim_node *h = optim_relu(t, optim_add(t, optim_matmul(t, n[2], n[0], 0, 0), n[1]));
+            optim_node *loss = weighted(t, dt, h);
+            for (int k = 0; graph && k < 3; k++)
+                loss = optim_add(t, loss, optim_sum(t, optim_mul(t, n[k], optim_tape_scalar(t, dt, 0)), OPTIM_ALL_AXES));
+            optim_grad_var g[3];
+            if (optim_tape_gradient(t, loss, v, 3, g)) fail_msg("dense chain: %s", optim_tape_errmsg(t));
+            for (int k = 0; k < 3; k++) {
+                bytes[k] = (size_t)optim_var_numel(v[k]) * optim_dtype_size(dt);
+                memcpy(res[graph][k], g[k].grad.dense.data, bytes[k]);
+            }
             optim_tape_destroy(t);
-            optim_var_destroy(v[0]);
-            optim_var_destroy(v[1]);
+            for (int k = 0; k < 3; k++) optim_var_destroy(v[k]);
         }
-        assert_memory_equal(res[0][0], res[1][0], (size_t)(C * C) * optim_dtype_size(dt));
-        assert_memory_equal(res[0][1], res[1][1], (size_t)C * optim_dtype_size(dt));
+        for (int k = 0; k < 3; k++) assert_memory_equal(res[0][k], res[1][k], bytes[k]);
     }
 }
 
