@@ -929,7 +929,7 @@ static int alloc_half_sparse(step *s)
         if (optim__half_sparse_reserve(&s->opt->arena, &w->hs, w->n, w->raw_n, w->row_size, ns,
                                        cls->apply_sparse_duplicate_indices != NULL))
             return OPTIM_ENOMEM;
-        const size_t f = optim__half_sparse_range_floats(w->row_size, ns);
+        const size_t f = optim__half_sparse_range_floats(w->n, w->row_size, ns);
         if (f > s->half_range_floats) s->half_range_floats = f;
     }
     if (s->half_range_floats &&

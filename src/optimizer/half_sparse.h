@@ -14,7 +14,8 @@
  *  - OPTIM_SPARSE_ROWS: each batch of indexed rows of the variable and its
  *    slots is gathered into per-thread scratch (it stays in the L1 cache),
  *    apply_sparse runs on it as a variable of OPTIM__SPARSE_BATCH rows
- *    (indices 0 .. n - 1), and the rows are scattered back;
+ *    (fewer when the step touches fewer; indices 0 .. n - 1), and the rows
+ *    are scattered back;
  *  - OPTIM_SPARSE_ALL_ROWS: a row range is widened whole into per-thread
  *    scratch and given to apply_sparse as a variable of its own;
  *  - OPTIM_SPARSE_WHOLE: an element-wise class whose sparse_mode hook
@@ -53,9 +54,9 @@ typedef struct optim__half_sparse_job {
 } optim__half_sparse_job;
 
 /* Floats of per-thread scratch a row range of OPTIM_SPARSE_ALL_ROWS or a
- * batch of OPTIM_SPARSE_ROWS needs for rows of row_size elements and
- * nslots slots. */
-size_t optim__half_sparse_range_floats(int64_t row_size, int nslots);
+ * batch of OPTIM_SPARSE_ROWS needs for n unique indices, rows of row_size
+ * elements and nslots slots. */
+size_t optim__half_sparse_range_floats(int64_t n, int64_t row_size, int nslots);
 
 /* Reserves b's buffers in the arena for n unique indices of rows of
  * row_size elements, raw_n as given, nslots slots; remap only when the
