@@ -1472,6 +1472,66 @@ static void test_name_patterns(void **state)
     optim_name_patterns_free(NULL);
 }
 
+/* glibc's regcomp copies a repeated subexpression once per repeat, and
+ * repeats of what can match empty cost more still: "b.*" and 12 '+' took
+ * 10 s and 880 MB, 16 more than 6 GB, 100 more memory than any machine has,
+ * from a config of 400 bytes (found by fuzz_config); (a*){30000} more than
+ * 4 GB. Python's re refuses a repeat of a repeat ("multiple repeat"). A
+ * pattern whose repeats expand it by more than OPTIM__REGEX_MAX nodes (an
+ * estimate) is refused with a message before regcomp; ordinary patterns,
+ * long literal ones included, still compile. (The refused cases below are
+ * ones main compiled in well under a second.) */
+static void test_name_patterns_size_bound(void **state)
+{
+    (void)state;
+    char stacked[64] = "b.*", literal[3001];
+    memset(stacked + 3, '+', 8);
+    memset(literal, 'n', 3000);
+    literal[3000] = '\0';
+    static const char *const big[] = {"(a*){2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}", "x(y{50}|(z+){60}){20}",
+                                      "b.*?+?+?+?+?+?+?+?"};
+    static const char *const fine[] = {"b.*+", "^(dense|conv)[0-9]{1,3}/(kernel|bias)$", "[[:alpha:]]{2,8}\\.w+",
+                                       "a{1000}", "[]{}*+]+", "a)", "((a|b)*c?){3}", ".*?kernel", NULL};
+    const char *list[sizeof fine / sizeof *fine];
+    memcpy(list, fine, sizeof fine);
+    list[sizeof fine / sizeof *fine - 1] = literal;
+    const char *one[1] = {stacked};
+    optim_name_patterns *p = NULL;
+    optim_error err;
+    assert_int_equal(optim_name_patterns_compile(&p, one, 1, "pats", &err), OPTIM_EINVAL);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "pats[0] ('b.*++++++++') is too large to compile"));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(optim_name_patterns_compile(&p, big + i, 1, "pats", &err), OPTIM_EINVAL);
+        assert_non_null(strstr(err.msg, "too large"));
+    }
+    /* Unfinished syntax: refused by regcomp, read to its end and no further. */
+    static const char *const cut[] = {"[[:", "[[.a", "[[=", "[^", "[", "\\", "a{2", "a{", "((", "[]"};
+    for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+        char *c = malloc(strlen(cut[i]) + 1); /* exactly, so that ASan sees a read past the end */
+        assert_non_null(c);
+        memcpy(c, cut[i], strlen(cut[i]) + 1);
+        const char *one_cut[1] = {c};
+        assert_int_equal(optim_name_patterns_compile(&p, one_cut, 1, "pats", &err), OPTIM_EINVAL);
+        free(c);
+    }
+    assert_int_equal(optim_name_patterns_compile(&p, list, sizeof fine / sizeof *fine, "pats", &err), OPTIM_OK);
+    assert_int_equal(optim_name_patterns_match(p, "conv12/kernel"), 1);
+    assert_int_equal(optim_name_patterns_match(p, literal), 1);
+    optim_name_patterns_free(p);
+    /* MultiOptimizer's optimizer_map keys are patterns too. */
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": "
+             "\"OptimizerMap\", \"config\": {\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {}}, "
+             "\"optimizer_map\": {\"%s\": {\"class_name\": \"Adam\", \"config\": {}}}}}}}",
+             stacked);
+    optim_optimizer *opt = NULL;
+    assert_int_equal(optim_from_json(&opt, json, &err), OPTIM_EINVAL);
+    assert_null(opt);
+    assert_non_null(strstr(err.msg, "too large"));
+}
+
 /* One reader: every nesting level refuses what the top level refuses. */
 static void test_nested_objects_equally_strict(void **state)
 {
@@ -1593,6 +1653,7 @@ int main(void)
         cmocka_unit_test(test_string_param_bad_tables),
         cmocka_unit_test(test_read_strings),
         cmocka_unit_test(test_name_patterns),
+        cmocka_unit_test(test_name_patterns_size_bound),
         cmocka_unit_test(test_nested_objects_equally_strict),
         cmocka_unit_test(test_generation_detection),
     };

@@ -569,4 +569,53 @@ OPTIM_TEST(test_threads_bitwise)
     }
 }
 
+/* A bfloat16 variable's step runs on float32 copies of the variable and its
+ * slots packed one after another (src/optimizer/half_step.c), so v, where
+ * the factored rule sums the columns of each chunk of rows as doubles, may
+ * start at a 4-byte offset: for [4001, 4] (two chunks of rows), after
+ * 2 * 16004 + 4001 + 4 floats. The step must equal the float32 step on the
+ * widened values, rounded (and, under UBSan, make no misaligned double
+ * access). Dense and sparse gradients, one step each from zero slots. */
+#define HR 4001
+#define HC 4
+#define HN (HR * HC)
+OPTIM_TEST(test_half_odd_slot_offset)
+{
+    const int64_t shape[2] = {HR, HC}, vshape[2] = {3, HC}, idx[3] = {HR - 1, 0, 2048};
+    float *init = malloc(2 * HN * sizeof *init), *g = init + HN, *back = malloc(HN * sizeof *back);
+    uint16_t *hinit = malloc(2 * HN * sizeof *hinit), *hg = hinit + HN, *want = malloc(HN * sizeof *want);
+    assert_true(init && back && hinit && want);
+    for (int i = 0; i < HN; i++) init[i] = (float)(0.5 - 0.0001 * i), g[i] = (float)cos(0.9 * i);
+    assert_eq(optim_convert(hinit, OPTIM_BF16, init, OPTIM_F32, 2 * HN), 0);
+    assert_eq(optim_convert(init, OPTIM_F32, hinit, OPTIM_BF16, 2 * HN), 0); /* the reference sees the rounded values */
+    for (int sparse = 0; sparse < 2; sparse++) {
+        optim_var *h = NULL, *r = NULL;
+        optim_error err;
+        assert_eq(optim_var_create(&h, "w", OPTIM_BF16, 2, shape, hinit, &err), 0);
+        assert_eq(optim_var_create(&r, "w", OPTIM_F32, 2, shape, init, &err), 0);
+        optim_optimizer *oh = optim_test_make(AF("\"learning_rate\": 0.05"));
+        optim_optimizer *orf = optim_test_make(AF("\"learning_rate\": 0.05"));
+        optim_grad_var ph = {sparse ? optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_BF16, hg, 2, vshape))
+                                    : optim_grad_dense(optim_tensor_make(OPTIM_BF16, hg, 2, shape)), h};
+        optim_grad_var pr = {sparse ? optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, g, 2, vshape))
+                                    : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)), r};
+        assert_eq(optim_apply_gradients(oh, &ph, 1, 0), 0);
+        assert_eq(optim_apply_gradients(orf, &pr, 1, 0), 0);
+        assert_eq(optim_convert(want, OPTIM_BF16, optim_var_cdata(r), OPTIM_F32, HN), 0);
+        assert_eq(optim_convert(back, OPTIM_F32, optim_var_cdata(h), OPTIM_BF16, HN), 0);
+        for (int i = 0; i < HN; i++)
+            if (want[i] != ((const uint16_t *)optim_var_cdata(h))[i])
+                fail_msg("%s gradient, element %d: bfloat16 step %g, float32 step rounded %#x",
+                         sparse ? "sparse" : "dense", i, (double)back[i], want[i]);
+        optim_destroy(oh);
+        optim_destroy(orf);
+        optim_var_destroy(h);
+        optim_var_destroy(r);
+    }
+    free(init);
+    free(back);
+    free(hinit);
+    free(want);
+}
+
 int main(void) { return optim_test_run(); }

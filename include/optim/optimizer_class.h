@@ -431,7 +431,8 @@ OPTIM_API void optim_strings_free(char **list);
  * extended regular expressions, each searched in the name as Python's
  * re.search does. compile copies list (n strings; list may be NULL when n
  * is 0) and refuses a bad pattern with a message naming `what` and the
- * pattern's index; match is 1 when any pattern is found in name; sources
+ * pattern's index (one whose repeats would expand it by more than 2048
+ * nodes included: glibc's regcomp copies repeated subexpressions); match is 1 when any pattern is found in name; sources
  * gives the patterns back (NULL-terminated, for get_config). */
 typedef struct optim_name_patterns optim_name_patterns;
 OPTIM_API int optim_name_patterns_compile(optim_name_patterns **out, const char *const *list, size_t n,

@@ -35,6 +35,13 @@ void *optim__malloc(size_t n);
 void *optim__calloc(size_t count, size_t size);
 char *optim__strdup(const char *s);
 
+/* Whether glibc's regcomp would build too much for a POSIX extended regular
+ * expression (patterns.c): nested repeats multiply its size, repeats of
+ * what can match empty faster still; 1 when the repeats add more than
+ * OPTIM__REGEX_MAX nodes (an estimate) to the pattern's own length. */
+#define OPTIM__REGEX_MAX 2048
+int optim__regex_too_large(const char *pattern);
+
 #define OPTIM__MASK(dt) (1u << (unsigned)(dt))
 #define OPTIM__FLOAT_MASK (OPTIM__MASK(OPTIM_F32) | OPTIM__MASK(OPTIM_F64))
 /* What optimizer variables may hold: FLOAT_MASK plus the half storage types

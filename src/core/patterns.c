@@ -4,6 +4,7 @@
  * and LAMB. */
 #define _POSIX_C_SOURCE 200809L
 #include <regex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,100 @@ void optim_name_patterns_free(optim_name_patterns *p)
     free(p);
 }
 
+/* ---- the size a pattern compiles to ----------------------------------------------------
+ * glibc's regcomp copies a repeated subexpression once per repeat (x{m,n}
+ * n times, x+ as x x*), and what it builds from a repeat of something that
+ * can match empty grows faster still: "b.*" and 12 '+' take 10 s and
+ * 880 MB, each further '+' about 4.5 times more; (a*){30000} more than
+ * 4 GB. The estimate: an item counts 1, a group or an alternation the sum
+ * of its parts, a repeat multiplies what it repeats (x+ by 4), saturated at
+ * CAP; a nesting deeper than DEPTH counts CAP (regcomp parses recursively). */
+#define DEPTH 256
+#define CAP ((uint64_t)1 << 40)
+
+static uint64_t cap(uint64_t x) { return x < CAP ? x : CAP; }
+static uint64_t mul(uint64_t a, uint64_t b) { return b && a > CAP / b ? CAP : cap(a * b); }
+
+/* The last character of the bracket expression opening at p. */
+static const char *bracket_end(const char *p)
+{
+    p += p[1] == '^' ? 2 : 1;
+    if (*p == ']') p++; /* a ']' first is literal */
+    for (; *p && *p != ']'; p++)
+        if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+            const char close = p[1];
+            for (p += 2; *p && !(p[0] == close && p[1] == ']'); p++) {}
+            if (!*p) break;
+            p++;
+        }
+    return *p ? p : p - 1;
+}
+
+/* The copies the interval at p ("{m}", "{m,}", "{m,n}", "{,n}") makes,
+ * *p moved to its '}'; 1 if malformed (regcomp refuses it). */
+static uint64_t interval(const char **p)
+{
+    uint64_t v[2] = {0, 0};
+    int k = 0;
+    const char *q = *p + 1;
+    for (; (*q >= '0' && *q <= '9') || (*q == ',' && !k); q++)
+        if (*q == ',') k = 1;
+        else v[k] = cap(mul(v[k], 10) + (uint64_t)(*q - '0'));
+    if (*q != '}') return 1;
+    *p = q;
+    const uint64_t n = k ? (v[1] ? v[1] : v[0] + 1) : v[0];
+    return n ? n : 1;
+}
+
+static uint64_t regex_size(const char *p)
+{
+    uint64_t total[DEPTH], last[DEPTH];
+    int d = 0;
+    total[0] = last[0] = 0;
+    for (; *p; p++) {
+        uint64_t atom = 1, mult = 0;
+        if (*p == '\\' && p[1]) p++;
+        else if (*p == '[') p = bracket_end(p);
+        else if (*p == '*' || *p == '?') mult = 1;
+        else if (*p == '+') mult = 4;
+        else if (*p == '{') mult = interval(&p);
+        else if (*p == '|') {
+            total[d] = cap(total[d] + last[d]);
+            last[d] = 0;
+            continue;
+        } else if (*p == '(') {
+            if (++d == DEPTH) return CAP;
+            total[d] = last[d] = 0;
+            continue;
+        } else if (*p == ')' && d > 0) {
+            atom = cap(total[d] + last[d]);
+            d--;
+        }
+        if (mult) {
+            last[d] = mul(last[d], mult);
+            continue;
+        }
+        total[d] = cap(total[d] + last[d]);
+        last[d] = atom;
+    }
+    for (; d > 0; d--) total[d - 1] = cap(total[d - 1] + last[d - 1] + total[d] + last[d]), last[d - 1] = 0;
+    return cap(total[0] + last[0]);
+}
+
+int optim__regex_too_large(const char *pattern)
+{
+    const size_t len = strlen(pattern);
+    const uint64_t size = regex_size(pattern);
+    return size > (uint64_t)len + OPTIM__REGEX_MAX;
+}
+
 static int add_one(optim_name_patterns *p, const char *pattern, const char *what, optim_error *err)
 {
     size_t i = p->n;
     if (!pattern) return optim__err(err, OPTIM_EINVAL, "%s[%zu] is NULL", what, i);
+    if (optim__regex_too_large(pattern))
+        return optim__err(err, OPTIM_EINVAL, "%s[%zu] ('%.200s') is too large to compile: its repeats (or "
+                          "nesting) expand it by more than %d nodes", what, i, pattern, OPTIM__REGEX_MAX);
     if (!(p->src[i] = optim__strdup(pattern))) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     int e = regcomp(&p->re[i], pattern, REG_EXTENDED | REG_NOSUB);
     if (e) {

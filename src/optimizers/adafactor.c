@@ -435,20 +435,23 @@ ADAFACTOR_KERNELS(double, sqrt)
         for (int64_t e = 0; e < G->n; e += CHUNK)                                                  \
             u1_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, alpha, d);                    \
     }                                                                                              \
-    /* Rank >= 2. The column sums live in v's memory, which pass 3 rewrites: C                 \
-     * doubles (R >= 2), 2 C with several chunks per matrix (then R > 4). */                       \
+    /* Rank >= 2. The column sums live in v's memory, which pass 3 rewrites: C                     \
+     * doubles (R >= 2), 2 C with several chunks per matrix (then R > 4); v may                    \
+     * start at any 4-byte offset (a half variable's float32 copy, half_step.c). */                \
     static void serial_factored_##T(T *w, gsrc *gs, T *r, T *c, T *v, const geom *G, const coef *k) \
     {                                                                                              \
-        double *total = (double *)(void *)v, *part = G->cpm > 1 ? total + G->C : total, tsw = 0, tsu = 0; \
+        unsigned char *total = (unsigned char *)v;                                                 \
+        unsigned char *part = G->cpm > 1 ? total + (size_t)G->C * sizeof(double) : total;          \
+        double tsw = 0, tsu = 0;                                                                   \
         int64_t q0, q1;                                                                            \
         gs->j = 0;                                                                                 \
         for (int64_t b = 0; b < G->B; b++) {                                                       \
             for (int64_t kk = 0; kk < G->cpm; kk++) {                                              \
                 chunk_rows(G, b, kk, &q0, &q1);                                                    \
-                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, (unsigned char *)(kk ? part : total));   \
-                for (int64_t j = 0; kk && G->R > 1 && j < G->C; j++) total[j] += part[j];          \
+                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, kk ? part : total);                       \
+                for (int64_t j = 0; kk && G->R > 1 && j < G->C; j++) colsum_add(total, j, colsum_get(part, j)); \
             }                                                                                      \
-            c_update_##T(c + b * G->C, (const unsigned char *)total, G, k);                        \
+            c_update_##T(c + b * G->C, total, G, k);                                               \
         }                                                                                          \
         const T alpha = alpha_##T(tsw, G->n, k);                                                   \
         gs->j = 0;                                                                                 \

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "core/json.h"
 #include "core/ptrmap.h"
 
@@ -108,6 +109,9 @@ static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error 
 {
     char where[300];
     snprintf(where, sizeof where, pattern ? "optimizer_map['%.200s']" : "default_optimizer", pattern);
+    if (pattern && optim__regex_too_large(pattern))
+        return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s: the pattern is too large to compile: its "
+                               "repeats (or nesting) expand it by more than %d nodes", where, OPTIM__REGEX_MAX);
     if (pattern) {
         size_t len = strlen(pattern);
         char *anchored = malloc(len + 5);
