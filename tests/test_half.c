@@ -10,6 +10,7 @@
  *    against the same class on float32 copies of the half state, rounded
  *    once per write: bit for bit, with clipping, weight decay and
  *    loss_scale_factor included.
+ *    A steady-state step allocates nothing.
  * 3. safetensors F16/BF16, `optim replay` on half files (rounding to nearest
  *    and stochastically), and refusals. */
 #define _POSIX_C_SOURCE 200809L
@@ -396,6 +397,48 @@ static void test_threads(void **state)
     assert_memory_equal(out[0], out[2], sizeof out[0]);
 }
 
+/* ---- no allocation in a steady-state step ----------------------------------------------------- */
+
+#include "alloc_count.h"
+
+/* Steps 2 and 3 of dense half steps on two threads allocate nothing:
+ * element-wise blocks (clipped, decayed, rounded stochastically) and a
+ * whole-variable class's scratch (the gradients are made before counting
+ * starts). */
+static void test_steady_state_allocates_nothing(void **state)
+{
+    (void)state;
+    const char *const configs[] = {
+        CONFIGS[2], CONFIGS[4], CONFIGS[19],
+        "{\"class_name\": \"Adam\", \"config\": {\"clipvalue\": 0.2, \"weight_decay\": 0.1, "
+        "\"bf16_stochastic_rounding_seed\": 7}}",
+    };
+    for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) {
+        half_pair p;
+        half_pair_make(&p, &VARS, configs[c], OPTIM_BF16, 2);
+        uint16_t gh[NV][1300];
+        optim_grad_var pa[NV];
+        for (int v = 0; v < NV; v++) {
+            float gf[1300];
+            const int64_t n = optim_var_numel(p.va[v]);
+            for (int64_t i = 0; i < n; i++) gf[i] = (float)grad_at(0, v, (int)i);
+            optim_convert(gh[v], OPTIM_BF16, gf, OPTIM_F32, n);
+            pa[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_BF16, gh[v], RANKS[v], SHAPES[v])),
+                                     p.va[v]};
+        }
+        const long before = allocations;
+        for (int k = 0; k < 3; k++) {
+            counting = k > 0;
+            const int rc = optim_apply_gradients(p.a, pa, NV, 0);
+            counting = 0;
+            if (rc) fail_msg("%s: %s", configs[c], optim_errmsg(p.a));
+        }
+        if (allocations != before)
+            fail_msg("%s: %ld allocations in steady-state steps", configs[c], allocations - before);
+        half_pair_free(&p);
+    }
+}
+
 /* ---- 3. refusals -------------------------------------------------------------------------------- */
 
 /* A step of opt on var with g must fail with code and a message holding
@@ -624,7 +667,8 @@ int main(void)
         cmocka_unit_test(test_rounding),        cmocka_unit_test(test_bulk_sweep),
         cmocka_unit_test(test_convert_bad_input),
         cmocka_unit_test(test_builtins_f16),    cmocka_unit_test(test_builtins_bf16),
-        cmocka_unit_test(test_threads),         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_threads),         cmocka_unit_test(test_steady_state_allocates_nothing),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_var_get),         cmocka_unit_test(test_replay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -397,6 +397,42 @@ static void test_pair_order_finds_the_right_slots(void **s)
         for (int j = 0; j < 3; j++) optim_var_destroy(v[k][j]);
 }
 
+/* optim_check_gradients gives back the memory of its each-once sort: called
+ * any number of times between steps, with pairs in an order that needs the
+ * sort, the optimizer's arena does not grow (a block started for the sort
+ * is freed, a block it fitted in is left as it was). */
+static void test_check_gradients_keeps_no_memory(void **s)
+{
+    (void)s;
+    enum { NV = 9000 }; /* 72 KB of pointers: more than the arena's first block */
+    optim_optimizer *opt = optim_test_make("\"sgd\"");
+    optim_var **v = calloc(NV, sizeof *v);
+    optim_grad_var *p = calloc(NV, sizeof *p);
+    assert_non_null(v);
+    assert_non_null(p);
+    for (int i = 0; i < NV; i++) {
+        v[i] = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
+        p[NV - 1 - i] = pair_of(v[i], G0); /* reversed: not the order first seen */
+    }
+    assert_int_equal(optim_build(opt, v, NV), 0);
+    for (int k = 0; k < 50; k++) assert_int_equal(optim_check_gradients(opt, p, NV, 1), 0);
+    assert_int_equal(opt->arena.reserved, 0);
+    assert_null(opt->arena.head);
+    assert_int_equal(optim_apply_gradients(opt, p, NV, 0), 0);
+    const size_t reserved = opt->arena.reserved, used = opt->arena.used_total;
+    for (int k = 0; k < 50; k++) assert_int_equal(optim_check_gradients(opt, p, NV, 1), 0);
+    assert_int_equal(opt->arena.reserved, reserved);
+    assert_int_equal(opt->arena.used_total, used);
+    p[1] = p[NV - 1]; /* still refused */
+    assert_int_equal(optim_check_gradients(opt, p, NV, 1), OPTIM_EINVAL);
+    assert_contains(optim_errmsg(opt), "appears more than once");
+    assert_int_equal(opt->arena.reserved, reserved);
+    optim_destroy(opt);
+    for (int i = 0; i < NV; i++) optim_var_destroy(v[i]);
+    free(v);
+    free(p);
+}
+
 /* optim_check_gradients on a built MultiOptimizer refuses a variable it
  * was not built for (its own question; each pair's shapes are its
  * sub-optimizer's, checked in its step). */
@@ -611,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_init_name_is_a_weight),
         cmocka_unit_test(test_failed_build_changes_nothing),
         cmocka_unit_test(test_pair_order_finds_the_right_slots),
+        cmocka_unit_test(test_check_gradients_keeps_no_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,3 +106,20 @@ void optim__arena_free(optim__arena *a)
     a->reserved = 0;
     a->used_total = 0;
 }
+
+optim__arena_point optim__arena_mark(const optim__arena *a)
+{
+    return (optim__arena_point){a->head, a->head ? a->head->used : 0, a->used_total};
+}
+
+void optim__arena_release(optim__arena *a, optim__arena_point p)
+{
+    while (a->head != p.head) { /* blocks started since */
+        optim__arena_block *b = a->head;
+        a->head = b->next;
+        a->reserved -= b->cap;
+        block_free(b);
+    }
+    if (a->head) a->head->used = p.used;
+    a->used_total = p.used_total;
+}

@@ -27,4 +27,14 @@ void optim__arena_reset(optim__arena *a);
 void optim__arena_settle(optim__arena *a);
 void optim__arena_free(optim__arena *a);
 
+/* A point to come back to: optim__arena_release gives back everything
+ * allocated since optim__arena_mark (for a short-lived buffer, such as
+ * a sort's, in a call that may come many times between resets). */
+typedef struct optim__arena_point {
+    optim__arena_block *head;
+    size_t used, used_total;
+} optim__arena_point;
+optim__arena_point optim__arena_mark(const optim__arena *a);
+void optim__arena_release(optim__arena *a, optim__arena_point p);
+
 #endif

@@ -453,27 +453,26 @@ static void dense_update(step *s, const work *w, int64_t off, int64_t count, con
     s->opt->cls.apply_dense(&u);
 }
 
-/* A half-precision run (half_step.h): the class's float32 rule on scratch,
- * after the fused transform and weight decay, rounded back once. */
-static void run_half(step *s, const work *w, const task *t, int tid)
+/* optim__half_run's transform: w's fused clipping, on a widened block. */
+static void clip_block(const void *clip, float *g, int64_t n)
 {
-    void *hslots[OPTIM_MAX_SLOTS];
-    const optim_dense_update h =
-        dense_view(s, w, t->off, t->count, (const char *)w->grad + (size_t)t->off * optim_dtype_size(w->dtype), hslots);
+    clip_f32(g, g, n, clip);
+}
+
+/* A half-precision run (half_step.h) of elements [t->off, t->off +
+ * t->count) of w: with g32, the chunk of a sparse gradient's dense
+ * equivalent (float32, its rows transformed when widened), else w's dense
+ * gradient, widened and transformed per block. */
+static void run_half(step *s, const work *w, const task *t, int tid, const float *g32)
+{
+    void *slots[OPTIM_MAX_SLOTS];
+    const void *g = g32 ? NULL : (const char *)w->grad + (size_t)t->off * optim_dtype_size(w->dtype);
+    const optim_dense_update h = dense_view(s, w, t->off, t->count, g, slots);
     const int whole = !(s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE);
-    float *buf = whole ? s->half_whole[t->w] : s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS;
-    const int64_t block = whole ? h.count : OPTIM__HALF_BLOCK;
-    for (int64_t off = 0; off < h.count; off += block) {
-        optim_dense_update part;
-        void *slots[OPTIM_MAX_SLOTS];
-        optim__half_part(&h, off, h.count - off < block ? h.count - off : block, &part, slots);
-        optim__half_view f;
-        optim__half_load_run(s->opt, w->entry, &part, buf, whole, &f);
-        if (w->fused) clip_f32(f.grad, f.grad, part.count, &w->clip);
-        if (w->wd != 0) optim__decay(OPTIM_F32, f.u.param, part.count, w->wd, optim_learning_rate(s->opt, OPTIM_F32));
-        s->opt->cls.apply_dense(&f.u);
-        optim__half_store_run(s->opt, w->entry, &part, &f, whole);
-    }
+    const optim__half_run r = {w->entry, whole ? s->half_whole[t->w] : s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS,
+                               whole, g32, w->fused && !g32 ? clip_block : NULL, &w->clip, w->wd,
+                               optim_learning_rate(s->opt, OPTIM_F32)};
+    optim__half_run_dense(&h, &r);
 }
 
 static void *thread_chunk(step *s, int tid)
@@ -484,7 +483,7 @@ static void *thread_chunk(step *s, int tid)
 static void run_dense(step *s, const work *w, const task *t, int tid)
 {
     if (optim__is_half(w->dtype)) {
-        run_half(s, w, t, tid);
+        run_half(s, w, t, tid, NULL);
         return;
     }
     const void *g = (const char *)w->grad + (size_t)t->off * optim_dtype_size(w->dtype);
@@ -539,12 +538,15 @@ static void all_rows_range(const work *w, optim_sparse_update *u, void **slots, 
 static void run_half_sparse(step *s, const work *w, const task *t, int tid)
 {
     void *slots[OPTIM_MAX_SLOTS];
-    const optim__half_sparse_job j = {sparse_view(s, w, slots), &w->hs, w->entry, w->raw_idx, w->raw_n, w->rebased,
-                                      w->wd, optim_learning_rate(s->opt, OPTIM_F32)};
-    if (w->mode == OPTIM_SPARSE_DENSE)
-        optim__half_sparse_chunk(&j, t->off, t->count, thread_chunk(s, tid),
-                                 s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS);
-    else if (w->mode == OPTIM_SPARSE_ROWS)
+    optim_sparse_update u = sparse_view(s, w, slots);
+    if (w->mode == OPTIM_SPARSE_DENSE) {
+        u.dtype = OPTIM_F32; /* the chunk's gradient, from the rows summed in float32 */
+        run_half(s, w, t, tid, optim__sparse_chunk_grad(&u, t->off, t->count, thread_chunk(s, tid)));
+        return;
+    }
+    const optim__half_sparse_job j = {u, &w->hs, w->entry, w->raw_idx, w->raw_n, w->rebased, w->wd,
+                                      optim_learning_rate(s->opt, OPTIM_F32)};
+    if (w->mode == OPTIM_SPARSE_ROWS)
         optim__half_sparse_rows(&j, t->count, t->off, s->half_range + (size_t)tid * s->half_range_floats);
     else if (w->mode == OPTIM_SPARSE_ALL_ROWS)
         optim__half_sparse_range(&j, t->off, s->half_range + (size_t)tid * s->half_range_floats);
@@ -927,7 +929,7 @@ static int alloc_half_sparse(step *s)
         if (optim__half_sparse_reserve(&s->opt->arena, &w->hs, w->n, w->raw_n, w->row_size, ns,
                                        cls->apply_sparse_duplicate_indices != NULL))
             return OPTIM_ENOMEM;
-        const size_t f = optim__half_sparse_range_floats(w->row_size, ns);
+        const size_t f = optim__half_sparse_range_floats(w->n, w->row_size, ns);
         if (f > s->half_range_floats) s->half_range_floats = f;
     }
     if (s->half_range_floats &&

@@ -130,16 +130,20 @@ static int same_order(const optim_optimizer *opt, const optim_grad_var *pairs, s
     return 1;
 }
 
-/* Each variable at most once: sorted in the optimizer's step arena (reset
- * when its next step starts), O(n log n); one pair needs no memory. */
+/* Each variable at most once: sorted in the optimizer's arena (the memory
+ * given back at once: optim_check_gradients may be called any number of
+ * times between steps), O(n log n); one pair needs no memory. */
 static int check_unique(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs, size_t n,
                         optim_error *err)
 {
     if (n < 2 || same_order(opt, pairs, n)) return OPTIM_OK;
-    const void **ptrs = optim__arena_alloc(&((optim_optimizer *)opt)->arena, n * sizeof *ptrs);
+    optim__arena *a = &((optim_optimizer *)opt)->arena;
+    const optim__arena_point at = optim__arena_mark(a);
+    const void **ptrs = optim__arena_alloc(a, n * sizeof *ptrs);
     if (!ptrs) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) ptrs[i] = pairs[i].var;
     const optim_var *twice = optim__ptrs_repeated(ptrs, n);
+    optim__arena_release(a, at);
     if (twice)
         return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one apply_gradients call",
                           cn, optim_var_name(twice));

@@ -13,10 +13,18 @@ static void *reserve(optim__arena *a, size_t bytes)
     return optim__arena_alloc(a, bytes + 64);
 }
 
-size_t optim__half_sparse_range_floats(int64_t row_size, int nslots)
+/* Rows of a lazy batch for n unique indices: OPTIM__SPARSE_BATCH, or fewer
+ * when fewer rows are touched (a step costs what it touches, even in
+ * scratch: one index into a table of long rows needs one row). */
+static int64_t batch_rows(int64_t n)
 {
-    /* A row range: about a chunk, or one row; a lazy batch: OPTIM__SPARSE_BATCH rows. */
-    const int64_t batch = OPTIM__SPARSE_BATCH * row_size, per = batch > OPTIM__CHUNK ? batch : OPTIM__CHUNK;
+    return n >= OPTIM__SPARSE_BATCH ? OPTIM__SPARSE_BATCH : n > 0 ? n : 1;
+}
+
+size_t optim__half_sparse_range_floats(int64_t n, int64_t row_size, int nslots)
+{
+    /* A row range: about a chunk, or one row; a lazy batch: batch_rows rows. */
+    const int64_t batch = batch_rows(n) * row_size, per = batch > OPTIM__CHUNK ? batch : OPTIM__CHUNK;
     return (size_t)(1 + nslots) * (size_t)per;
 }
 
@@ -98,11 +106,11 @@ static optim_sparse_update on_rows(const optim__half_sparse_job *j, float *buf, 
     return u;
 }
 
-/* apply_sparse on the unique indices [at, at + n) (n <= OPTIM__SPARSE_BATCH),
+/* apply_sparse on the unique indices [at, at + n) (n <= batch_rows),
  * their rows loaded into the per-thread buf and stored back after. */
 static void rows_update(const optim__half_sparse_job *j, int64_t at, int64_t n, float *buf)
 {
-    const int64_t rs = j->u.row_size, stride = OPTIM__SPARSE_BATCH * rs;
+    const int64_t rs = j->u.row_size, stride = batch_rows(j->u.n) * rs;
     move_rows(j, j->u.indices + at, n, buf, stride, 1);
     if (j->wd != 0) optim__decay(OPTIM_F32, buf, n * rs, j->wd, j->lr);
     void *slots[OPTIM_MAX_SLOTS];
@@ -160,29 +168,6 @@ void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float 
     for (int b = 0; b <= j->u.nslots; b++)
         optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, b, scratch + b * cnt, (char *)base_of(j, b) + at,
                                  r0 * rs, cnt);
-}
-
-void optim__half_sparse_chunk(const optim__half_sparse_job *j, int64_t off, int64_t count, float *chunk, float *block)
-{
-    optim_sparse_update g = j->u; /* the float32 rows, for the chunk's gradient */
-    g.dtype = OPTIM_F32;
-    const float *grad = optim__sparse_chunk_grad(&g, off, count, chunk);
-    const size_t es = optim_dtype_size(j->u.dtype);
-    void *slots[OPTIM_MAX_SLOTS];
-    for (int k = 0; k < j->u.nslots; k++) slots[k] = block + (size_t)(k + 1) * OPTIM__HALF_BLOCK;
-    for (int64_t b = 0; b < count; b += OPTIM__HALF_BLOCK) {
-        const int64_t m = count - b < OPTIM__HALF_BLOCK ? count - b : OPTIM__HALF_BLOCK;
-        const size_t at = (size_t)(off + b) * es;
-        for (int k = 0; k <= j->u.nslots; k++)
-            optim__half_load(j->u.dtype, (char *)base_of(j, k) + at, block + (size_t)k * OPTIM__HALF_BLOCK, m);
-        if (j->wd != 0) optim__decay(OPTIM_F32, block, m, j->wd, j->lr);
-        const optim_dense_update u = {j->u.opt, j->u.var, OPTIM_F32, off + b, m, block, grad + b, slots,
-                                      j->u.nslots, j->u.coef, j->u.iterations};
-        j->u.opt->cls.apply_dense(&u);
-        for (int k = 0; k <= j->u.nslots; k++)
-            optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, k, block + (size_t)k * OPTIM__HALF_BLOCK,
-                                     (char *)base_of(j, k) + at, off + b, m);
-    }
 }
 
 /* The duplicates hook (when the class has one) on u with the rows as

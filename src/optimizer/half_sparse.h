@@ -8,13 +8,14 @@
  * the class's float32 rule on float32 scratch and rounds each stored value
  * once:
  *
- *  - OPTIM_SPARSE_DENSE: a chunk's gradient is built in float32 (zero where
- *    no index points) and the chunk is converted in blocks, as a dense half
- *    step is (half_step.h);
+ *  - OPTIM_SPARSE_DENSE (not here: apply.c): a chunk's gradient is built in
+ *    float32 (zero where no index points) and the chunk runs through the
+ *    dense half runner, optim__half_run_dense (half_step.h);
  *  - OPTIM_SPARSE_ROWS: each batch of indexed rows of the variable and its
  *    slots is gathered into per-thread scratch (it stays in the L1 cache),
  *    apply_sparse runs on it as a variable of OPTIM__SPARSE_BATCH rows
- *    (indices 0 .. n - 1), and the rows are scattered back;
+ *    (fewer when the step touches fewer; indices 0 .. n - 1), and the rows
+ *    are scattered back;
  *  - OPTIM_SPARSE_ALL_ROWS: a row range is widened whole into per-thread
  *    scratch and given to apply_sparse as a variable of its own;
  *  - OPTIM_SPARSE_WHOLE: an element-wise class whose sparse_mode hook
@@ -53,20 +54,15 @@ typedef struct optim__half_sparse_job {
 } optim__half_sparse_job;
 
 /* Floats of per-thread scratch a row range of OPTIM_SPARSE_ALL_ROWS or a
- * batch of OPTIM_SPARSE_ROWS needs for rows of row_size elements and
- * nslots slots. */
-size_t optim__half_sparse_range_floats(int64_t row_size, int nslots);
+ * batch of OPTIM_SPARSE_ROWS needs for n unique indices, rows of row_size
+ * elements and nslots slots. */
+size_t optim__half_sparse_range_floats(int64_t n, int64_t row_size, int nslots);
 
 /* Reserves b's buffers in the arena for n unique indices of rows of
  * row_size elements, raw_n as given, nslots slots; remap only when the
  * class has a duplicates hook. Returns OPTIM_ENOMEM on failure. */
 int optim__half_sparse_reserve(optim__arena *a, optim__half_sparse *b, int64_t n, int64_t raw_n, int64_t row_size,
                                int nslots, int remap);
-
-/* OPTIM_SPARSE_DENSE: elements [off, off + count) (one chunk); chunk: a
- * per-thread OPTIM__CHUNK floats, block: per-thread OPTIM__HALF_CHUNK_FLOATS. */
-void optim__half_sparse_chunk(const optim__half_sparse_job *j, int64_t off, int64_t count, float *chunk,
-                              float *block);
 
 /* OPTIM_SPARSE_ROWS: range k of `pieces` of the unique indices, in
  * scratch of optim__half_sparse_range_floats floats. */

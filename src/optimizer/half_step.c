@@ -10,19 +10,6 @@ static int64_t slot_count(const optim_optimizer *opt, const optim__var_entry *e,
     return whole ? optim_var_numel(opt->slots[e->slot_ids[k]].var) : count;
 }
 
-void optim__half_part(const optim_dense_update *h, int64_t off, int64_t len, optim_dense_update *part,
-                      void **slots)
-{
-    const size_t at = (size_t)off * optim_dtype_size(h->dtype);
-    *part = *h;
-    part->offset = h->offset + off;
-    part->count = len;
-    part->param = (char *)h->param + at;
-    part->grad = (const char *)h->grad + at;
-    for (int k = 0; k < h->nslots; k++) slots[k] = (char *)h->slots[k] + at;
-    part->slots = slots;
-}
-
 size_t optim__half_whole_floats(const optim_optimizer *opt, const optim__var_entry *e)
 {
     size_t n = 2 * (size_t)e->numel;
@@ -30,24 +17,35 @@ size_t optim__half_whole_floats(const optim_optimizer *opt, const optim__var_ent
     return n;
 }
 
-void optim__half_load_run(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h,
-                          float *buf, int whole, optim__half_view *f)
+/* The float32 form of one block of a run. */
+typedef struct half_view {
+    optim_dense_update u;          /* what the class sees: dtype F32, pointers into the scratch */
+    void *slots[OPTIM_MAX_SLOTS];
+    float *grad;                   /* the widened gradient (transformed in place); NULL: r->grad */
+} half_view;
+
+/* Loads elements [off, off + n) of the run h (storage dtype) into r's
+ * buffer: the param, the gradient (unless r has it in float32) and the
+ * slots (whole: each of its own size). */
+static void load_block(const optim_dense_update *h, const optim__half_run *r, int64_t off, int64_t n, half_view *f)
 {
-    const optim_dtype dt = h->dtype;
-    float *p = buf;
+    const size_t at = (size_t)off * optim_dtype_size(h->dtype);
+    float *p = r->buf;
     f->u = *h;
     f->u.dtype = OPTIM_F32;
-    optim__half_load(dt, h->param, p, h->count);
+    f->u.offset = h->offset + off;
+    f->u.count = n;
+    optim__half_load(h->dtype, (const char *)h->param + at, p, n);
     f->u.param = p;
-    p += h->count;
-    optim__half_load(dt, h->grad, p, h->count);
-    f->u.grad = f->grad = p;
-    p += h->count;
+    f->grad = r->grad ? NULL : p + n;
+    if (f->grad) optim__half_load(h->dtype, (const char *)h->grad + at, f->grad, n);
+    f->u.grad = r->grad ? r->grad + off : f->grad;
+    p += 2 * n;
     for (int k = 0; k < h->nslots; k++) {
-        const int64_t n = slot_count(opt, e, k, h->count, whole);
-        optim__half_load(dt, h->slots[k], p, n);
+        const int64_t m = slot_count(h->opt, r->entry, k, n, r->whole);
+        optim__half_load(h->dtype, (const char *)h->slots[k] + at, p, m);
         f->slots[k] = p;
-        p += n;
+        p += m;
     }
     f->u.slots = f->slots;
 }
@@ -99,11 +97,27 @@ void optim__half_store_stream(const optim_optimizer *opt, const optim__var_entry
         optim__half_store(dt, src, dst, n);
 }
 
-void optim__half_store_run(const optim_optimizer *opt, const optim__var_entry *e, const optim_dense_update *h,
-                           const optim__half_view *f, int whole)
+/* Rounds the param and slots of f (elements [off, ...) of the run h) back
+ * into h's storage. */
+static void store_block(const optim_dense_update *h, const optim__half_run *r, int64_t off, const half_view *f)
 {
-    optim__half_store_stream(opt, e, h->dtype, 0, f->u.param, h->param, h->offset, h->count);
+    const size_t at = (size_t)off * optim_dtype_size(h->dtype);
+    const int64_t first = f->u.offset, n = f->u.count;
+    optim__half_store_stream(h->opt, r->entry, h->dtype, 0, f->u.param, (char *)h->param + at, first, n);
     for (int k = 0; k < h->nslots; k++)
-        optim__half_store_stream(opt, e, h->dtype, 1 + k, f->slots[k], h->slots[k], whole ? 0 : h->offset,
-                                 slot_count(opt, e, k, h->count, whole));
+        optim__half_store_stream(h->opt, r->entry, h->dtype, 1 + k, f->slots[k], (char *)h->slots[k] + at,
+                                 r->whole ? 0 : first, slot_count(h->opt, r->entry, k, n, r->whole));
+}
+
+void optim__half_run_dense(const optim_dense_update *h, const optim__half_run *r)
+{
+    const int64_t block = r->whole ? h->count : OPTIM__HALF_BLOCK;
+    for (int64_t off = 0; off < h->count; off += block) {
+        half_view f;
+        load_block(h, r, off, h->count - off < block ? h->count - off : block, &f);
+        if (r->transform) r->transform(r->ctx, f.grad, f.u.count);
+        if (r->wd != 0) optim__decay(OPTIM_F32, f.u.param, f.u.count, r->wd, r->lr);
+        h->opt->cls.apply_dense(&f.u);
+        store_block(h, r, off, &f);
+    }
 }

@@ -1,22 +1,11 @@
-/* Defects found by review18 in the half-precision sparse runner
- * (src/optimizer/half_sparse.c, src/optimizer/apply.c's alloc_half_sparse),
- * which another branch owns: this test is built but not run by ctest
- * (CMakeLists.txt, OPTIM_TESTS_PENDING) until the fix lands there.
- *
- * 1. A sparse step on a half variable reserves per-thread float32 scratch
- *    of OPTIM__SPARSE_BATCH (8) whole rows for the variable and each slot,
- *    on every thread, whatever the number of indices and whatever the mode
- *    (even OPTIM_SPARSE_DENSE, which never uses it): one index into a
- *    bfloat16 [2, 2^21] table (8 MB) with Adam on 2 threads reserves
- *    2 x 3 x 8 x 8 MB = 402 MB (the arena grows to 512 MB or more), where
- *    the float32 step reserves about 16 MB. DESIGN section 7: a sparse
- *    step costs in proportion to the rows it touches.
- *    Fix (checked against this test and test_half_sparse, ASan included):
- *    optim__half_sparse_range_floats takes the unique index count n and
- *    sizes a lazy batch by min(OPTIM__SPARSE_BATCH, max(n, 1)) rows (a row
- *    range still needs max(row_size, OPTIM__CHUNK)); apply.c's
- *    alloc_half_sparse passes w->n; rows_update's slot stride becomes
- *    min(j->u.n, OPTIM__SPARSE_BATCH) * row_size to match. */
+/* A sparse step on a half variable takes float32 scratch in proportion to
+ * the rows it touches (DESIGN section 7), not OPTIM__SPARSE_BATCH whole
+ * rows per thread whatever the indices: one index into a bfloat16
+ * [2, 2^21] table (8 MB) with Adam on 2 threads had reserved
+ * 2 x 3 x 8 x 8 MB of scratch (the arena grew to 537 MB, the float32 step's
+ * to 17 MB). Each config's bfloat16 step must hold at most 4x (the arena's
+ * power-of-two blocks) the float32 step's arena plus the touched row of the
+ * variable and each slot in float32 on each thread. */
 #include "testutil.h"
 
 #include <stdlib.h>
