@@ -50,9 +50,8 @@ static void batch_gemms(net *m, int b)
 {
     for (int l = 0; l < 3; l++) gemm(0, 0, b, dims[l + 1], dims[l], m->act[l], m->w[l], 0.0f, m->act[l + 1]);
     for (int l = 2; l >= 0; l--) {
-        /* Each is the first (and only) contribution to its gradient: beta 0. */
-        if (l > 0) gemm(0, 1, b, dims[l], dims[l + 1], m->dact[l + 1], m->w[l], 0.0f, m->dact[l]);
-        gemm(1, 0, dims[l], dims[l + 1], b, m->act[l], m->dact[l + 1], 0.0f, m->dw[l]);
+        if (l > 0) gemm(0, 1, b, dims[l], dims[l + 1], m->dact[l + 1], m->w[l], 1.0f, m->dact[l]);
+        gemm(1, 0, dims[l], dims[l + 1], b, m->act[l], m->dact[l + 1], 1.0f, m->dw[l]);
     }
 }
 

@@ -1,7 +1,8 @@
 /* The first contribution to a node's gradient is written, not added into a
- * zeroed buffer (optim__tape_grad_first, src/tape/impl.h): the unary rules,
- * the pass-through side of add and sub, and matmul (a gemm with beta = 0;
- * test_dense_chain). For each op, in f32 and f64,
+ * zeroed buffer (optim__tape_grad_first, src/tape/impl.h): the unary rules
+ * and the pass-through side of add and sub (matmul adds into a zeroed
+ * buffer: test_dense_chain checks its inputs too). For each op, in f32 and
+ * f64,
  * the gradient of x is compared bit for bit
  *   - with the same graph where an earlier rule has already added 0 * x
  *     into x's gradient (so the op's rule adds into +0), and
@@ -149,9 +150,9 @@ static void test_first_contribution(void **s)
         }
 }
 
-/* The same for a matmul's inputs (both written by their gemm) and a bias
- * add, as Dense records them: relu(x W + b), the gradients of x, W and b
- * against a copy of the graph with 0 * x, 0 * W and 0 * b added first. */
+/* The same for a matmul's inputs and a bias add, as Dense records them:
+ * relu(x W + b), the gradients of x, W and b against a copy of the graph
+ * with 0 * x, 0 * W and 0 * b added first. */
 static void test_dense_chain(void **s)
 {
     (void)s;

@@ -2,9 +2,7 @@
  *
  * With G the gradient of C, the rules for each transpose combination are
  * products of A, B and G with their own transpose flags, so every pass is
- * one gemm that adds into the input's gradient (beta = 1), or writes it
- * when it is the first contribution (beta = 0: BLAS zeroes C itself, on its
- * threads, and never reads it):
+ * one gemm that adds into the input's gradient (beta = 1):
  *
  *   ta tb | dA (shape of A)          | dB (shape of B)
  *   0  0  | G  B^T                   | A^T G
@@ -47,18 +45,17 @@ static int matmul_backward(optim_tape *t, optim_node *n)
     int64_t m = n->value.shape[0], nn = n->value.shape[1];
     int64_t k = ta ? a->value.shape[0] : a->value.shape[1];
     const void *A = a->value.data, *B = b->value.data, *G = n->grad;
-    int fresh;
     if (a->need) {
-        void *dA = optim__tape_grad_first(t, a, &fresh);
+        void *dA = optim__tape_grad(t, a);
         if (!dA) return OPTIM_ENOMEM;
-        if (!ta) gemm(dt, 0, !tb, m, k, nn, G, B, !fresh, dA);  /* [m, k] = G op(B)^T */
-        else gemm(dt, tb, 1, k, m, nn, B, G, !fresh, dA);       /* [k, m] = op(B) G^T */
+        if (!ta) gemm(dt, 0, !tb, m, k, nn, G, B, 1, dA);  /* [m, k] = G op(B)^T */
+        else gemm(dt, tb, 1, k, m, nn, B, G, 1, dA);       /* [k, m] = op(B) G^T */
     }
     if (b->need) {
-        void *dB = optim__tape_grad_first(t, b, &fresh);
+        void *dB = optim__tape_grad(t, b);
         if (!dB) return OPTIM_ENOMEM;
-        if (!tb) gemm(dt, !ta, 0, k, nn, m, A, G, !fresh, dB);  /* [k, n] = op(A)^T G */
-        else gemm(dt, 1, ta, nn, k, m, G, A, !fresh, dB);       /* [n, k] = G^T op(A) */
+        if (!tb) gemm(dt, !ta, 0, k, nn, m, A, G, 1, dB);  /* [k, n] = op(A)^T G */
+        else gemm(dt, 1, ta, nn, k, m, G, A, 1, dB);       /* [n, k] = G^T op(A) */
     }
     return OPTIM_OK;
 }
