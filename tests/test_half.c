@@ -14,13 +14,10 @@
  * 3. safetensors F16/BF16, `optim replay` on half files (rounding to nearest
  *    and stochastically), and refusals. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "half_pair.h"
@@ -525,31 +522,10 @@ static void test_var_get(void **state)
 
 static char dir[64];
 
-static void write_st(const char *path, const char *const *names, const optim_tensor *t, int n)
-{
-    optim_st_writer *wr;
-    optim_error err;
-    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
-    for (int i = 0; i < n; i++)
-        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
-    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
-    optim_st_writer_destroy(wr);
-}
-
 static int run_replay(const char *config, const char *init, const char *grads, const char *out)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_WRONLY);
-        if (nul < 0 || dup2(nul, 2) < 0 || dup2(nul, 1) < 0) _exit(126);
-        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", config, init, grads, out, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
+    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)config, (char *)init, (char *)grads, (char *)out, NULL};
+    return optim_test_exec(argv, 1);
 }
 
 static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
@@ -576,11 +552,11 @@ static void replay_matches(const char *config, const char *cfg, const char *init
     }
     const char *in_names[2] = {"a", "b"};
     optim_tensor in[2] = {optim_tensor_make(OPTIM_BF16, a0, 2, s), optim_tensor_make(OPTIM_F16, b0, 1, (int64_t[]){12})};
-    write_st(init, in_names, in, 2);
+    optim_test_write_st(init, in_names, in, 2);
     const char *g_names[4] = {"0/a", "0/b", "1/a", "1/b"};
     optim_tensor g[4] = {optim_tensor_make(OPTIM_BF16, ga[0], 2, s), optim_tensor_make(OPTIM_F16, gb[0], 1, (int64_t[]){12}),
                          optim_tensor_make(OPTIM_BF16, ga[1], 2, s), optim_tensor_make(OPTIM_F16, gb[1], 1, (int64_t[]){12})};
-    write_st(grads, g_names, g, 4);
+    optim_test_write_st(grads, g_names, g, 4);
     assert_int_equal(run_replay(cfg, init, grads, out), 0);
 
     /* The same in the library. */
@@ -637,7 +613,7 @@ static void test_replay(void **state)
     float fg[12] = {0};
     const char *bad_names[1] = {"0/a"};
     optim_tensor bt[1] = {optim_tensor_make(OPTIM_F32, fg, 2, s)};
-    write_st(bad, bad_names, bt, 1);
+    optim_test_write_st(bad, bad_names, bt, 1);
     unlink(out);
     assert_int_not_equal(run_replay(cfg, init, bad, out), 0);
     assert_int_equal(access(out, F_OK), -1);

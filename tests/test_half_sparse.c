@@ -21,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "half_pair.h"
 #include "testutil.h"
@@ -477,17 +475,6 @@ OPTIM_TEST(test_refusals)
 
 /* ---- 5. optim replay with sparse bfloat16 GRADS ------------------------------------------------ */
 
-static void write_st(const char *path, const char *const *names, const optim_tensor *t, int n)
-{
-    optim_st_writer *wr;
-    optim_error err;
-    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
-    for (int i = 0; i < n; i++)
-        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
-    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
-    optim_st_writer_destroy(wr);
-}
-
 /* SGD, learning rate 0.5, on a bfloat16 [4, 2] table 1..8 with rows
  * [1, 0.5], [0.25, 1], [1, 1] at indices 1, 3, 1: row 1 becomes
  * [3, 4] - 0.5 [2, 1.5] = [2, 3.25], row 3 [7, 8] - 0.5 [0.25, 1] =
@@ -509,18 +496,10 @@ OPTIM_TEST(test_replay_sparse_bf16)
     optim_tensor in[1] = {optim_tensor_make(OPTIM_BF16, w, 2, (int64_t[]){4, 2})};
     optim_tensor gt[2] = {optim_tensor_make(OPTIM_I64, idx, 1, (int64_t[]){3}),
                           optim_tensor_make(OPTIM_BF16, g, 2, (int64_t[]){3, 2})};
-    write_st(init, in_name, in, 1);
-    write_st(grads, g_names, gt, 2);
-    fflush(NULL);
-    const pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", cfg, init, grads, out, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    optim_test_write_st(init, in_name, in, 1);
+    optim_test_write_st(grads, g_names, gt, 2);
+    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    assert_int_equal(optim_test_exec(argv, 0), 0);
     optim_st_file *o;
     optim_error err;
     if (optim_st_read(out, &o, &err)) fail_msg("%s", err.msg);

@@ -1,12 +1,15 @@
 #define _XOPEN_SOURCE 700
 #include "testutil.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void optim_test_assert_close(double a, double b, double rtol, double atol, const char *expr,
@@ -164,6 +167,33 @@ int optim_test_write_file(const char *path, const void *data, size_t len)
     if (!f) return -1;
     size_t w = fwrite(data, 1, len, f);
     return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+void optim_test_write_st(const char *path, const char *const *names, const optim_tensor *t, int n)
+{
+    optim_st_writer *wr;
+    optim_error err;
+    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
+    for (int i = 0; i < n; i++)
+        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
+    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
+    optim_st_writer_destroy(wr);
+}
+
+int optim_test_exec(char *const *argv, int quiet)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int nul = quiet ? open("/dev/null", O_WRONLY) : 0;
+        if (quiet && (nul < 0 || dup2(nul, 2) < 0 || dup2(nul, 1) < 0)) _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
 }
 
 optim_optimizer *optim_test_make(const char *json)

@@ -98,4 +98,13 @@ const char *optim_test_tmpfile(const char *name);
 /* Writes len bytes to path; returns 0 on success. */
 int optim_test_write_file(const char *path, const void *data, size_t len);
 
+/* Writes n tensors named names[i] to a safetensors file at path (fails the
+ * test on error). */
+void optim_test_write_st(const char *path, const char *const *names, const optim_tensor *t, int n);
+
+/* Runs argv (argv[0] a path, NULL-terminated; with quiet, stdout and stderr
+ * to /dev/null) in a child and returns its exit status (1000 if it did not
+ * exit). */
+int optim_test_exec(char *const *argv, int quiet);
+
 #endif
