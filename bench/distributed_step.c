@@ -52,7 +52,8 @@ static optim_model *mlp(optim_optimizer *opt)
         if (optim_dense_create(&l, &o, &err) || optim_sequential_add(m, l)) die("layer", err.msg);
     }
     optim_loss loss = optim_loss_sparse_categorical_crossentropy(1);
-    if (optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY)) die("compile", optim_model_errmsg(m));
+    if (optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY))
+        die("compile", optim_model_errmsg(m));
     if (optim_model_build(m, 2, (int64_t[]){BATCH, 784})) die("build", optim_model_errmsg(m));
     return m;
 }
@@ -82,7 +83,8 @@ static void setup_make(setup *s, optim_group *g, int steps)
     for (size_t i = 0; i < n; i++) {
         int64_t k = optim_var_numel(s->vars[i]);
         s->grads[i] = malloc((size_t)k * sizeof(float));
-        for (int64_t j = 0; j < k; j++) s->grads[i][j] = (float)sin(0.1 * (double)j + (double)i) * 1e-3f;
+        for (int64_t j = 0; j < k; j++)
+            s->grads[i][j] = (float)sin(0.1 * (double)j + (double)i) * 1e-3f;
         optim_tensor t = optim_var_tensor(s->vars[i]);
         t.data = s->grads[i];
         s->pairs[i] = (optim_grad_var){optim_grad_dense(t), s->vars[i]};
@@ -90,7 +92,8 @@ static void setup_make(setup *s, optim_group *g, int steps)
     s->samples = (int64_t)steps * BATCH;
     s->x = malloc((size_t)s->samples * 784 * sizeof *s->x);
     s->y = malloc((size_t)s->samples * sizeof *s->y);
-    for (int64_t i = 0; i < s->samples * 784; i++) s->x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    for (int64_t i = 0; i < s->samples * 784; i++)
+        s->x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
     for (int64_t i = 0; i < s->samples; i++) s->y[i] = (int32_t)(i % 10);
 }
 
@@ -174,11 +177,12 @@ int main(int argc, char **argv)
         /* reduce-scatter + all-gather (= all-reduce): each sends 2 (N-1)/N of the gradient bytes */
         double sent = 2.0 * (size - 1) / size * (double)params * sizeof(float);
         double med = bench_median(t, runs), pm = bench_median(peer, runs);
-        printf("{\"mode\": \"%s\", \"ranks\": %d, \"sharded\": %s, \"params\": %lld, \"steps\": %d, \"runs\": %d, "
-               "\"median_seconds\": %.6g, \"one_process_seconds\": %.6g, \"ratio\": %.3f, "
-               "\"bytes_sent_per_rank\": %.0f, \"slot_bytes_rank0\": %lld}\n",
-               fit ? "fit" : "step", size, shard ? "true" : "false", (long long)params, steps, runs, med, pm, med / pm,
-               sent, (long long)slot_bytes);
+        printf(
+            "{\"mode\": \"%s\", \"ranks\": %d, \"sharded\": %s, \"params\": %lld, \"steps\": %d, \"runs\": %d, "
+            "\"median_seconds\": %.6g, \"one_process_seconds\": %.6g, \"ratio\": %.3f, "
+            "\"bytes_sent_per_rank\": %.0f, \"slot_bytes_rank0\": %lld}\n",
+            fit ? "fit" : "step", size, shard ? "true" : "false", (long long)params, steps, runs,
+            med, pm, med / pm, sent, (long long)slot_bytes);
     }
     setup_free(&s);
     optim_group_destroy(g);

@@ -62,12 +62,15 @@ static double adam_ns(optim_dtype dt, int runs)
     optim_var *w = NULL;
     optim_optimizer *opt = NULL;
     optim_error err;
-    if (optim_var_create(&w, "w", dt, 1, &n, NULL, &err) || optim_from_json(&opt, "\"adam\"", &err)) {
+    if (optim_var_create(&w, "w", dt, 1, &n, NULL, &err) ||
+        optim_from_json(&opt, "\"adam\"", &err)) {
         fprintf(stderr, "bench_half_step: %s\n", err.msg);
         exit(1);
     }
     optim_set_num_threads(opt, 1);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)g32 : (void *)g16, 1, &n)), w};
+    optim_grad_var p = {
+        optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)g32 : (void *)g16, 1, &n)),
+        w};
     double t[64];
     const int reps = 50;
     optim_apply_gradients(opt, &p, 1, 0);
@@ -93,14 +96,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < BLOCK; i++) f[i] = 0.37f * (float)i - 50.0f;
     const optim_dtype half[2] = {OPTIM_BF16, OPTIM_F16};
     for (int d = 0; d < 2; d++) {
-        printf("{\"what\": \"round f32 to %s\", \"ns_per_element\": %.3f}\n", optim_dtype_name(half[d]),
-               convert_ns(half[d], h, OPTIM_F32, f, runs));
-        printf("{\"what\": \"widen %s to f32\", \"ns_per_element\": %.3f}\n", optim_dtype_name(half[d]),
-               convert_ns(OPTIM_F32, f, half[d], h, runs));
+        printf("{\"what\": \"round f32 to %s\", \"ns_per_element\": %.3f}\n",
+               optim_dtype_name(half[d]), convert_ns(half[d], h, OPTIM_F32, f, runs));
+        printf("{\"what\": \"widen %s to f32\", \"ns_per_element\": %.3f}\n",
+               optim_dtype_name(half[d]), convert_ns(OPTIM_F32, f, half[d], h, runs));
     }
-    printf("{\"what\": \"Adam step, float32, in cache\", \"ns_per_element\": %.3f}\n", adam_ns(OPTIM_F32, runs));
+    printf("{\"what\": \"Adam step, float32, in cache\", \"ns_per_element\": %.3f}\n",
+           adam_ns(OPTIM_F32, runs));
     for (int d = 0; d < 2; d++)
-        printf("{\"what\": \"Adam step, %s, in cache\", \"ns_per_element\": %.3f}\n", optim_dtype_name(half[d]),
-               adam_ns(half[d], runs));
+        printf("{\"what\": \"Adam step, %s, in cache\", \"ns_per_element\": %.3f}\n",
+               optim_dtype_name(half[d]), adam_ns(half[d], runs));
     return 0;
 }

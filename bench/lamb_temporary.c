@@ -172,7 +172,8 @@ static optim_optimizer *library_lamb(optim_var **var, optim_grad_var *p, const l
     optim_optimizer *opt;
     optim_error err;
     int64_t shape[1] = {L->n};
-    if (optim_from_json(&opt, "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.001}}", &err) ||
+    if (optim_from_json(&opt, "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.001}}",
+                        &err) ||
         optim_var_create(var, "w", OPTIM_F32, 1, shape, L->w, &err)) {
         fprintf(stderr, "bench_lamb_temporary: %s\n", err.msg);
         exit(1);
@@ -194,7 +195,8 @@ static double time_case(lamb *L, int which, int64_t it, int runs, double *t, flo
         L->bc1 = 1.0f - powf(B1, ts);
         L->bc2 = 1.0f - powf(B2, ts);
         const double t0 = now();
-        if (opt && optim_apply_gradients(opt, &p, 1, 0)) fprintf(stderr, "%s\n", optim_errmsg(opt)), exit(1);
+        if (opt && optim_apply_gradients(opt, &p, 1, 0))
+            fprintf(stderr, "%s\n", optim_errmsg(opt)), exit(1);
         if (!opt) step(L, which);
         t[r] = now() - t0;
     }
@@ -208,11 +210,20 @@ int main(int argc, char **argv)
 {
     const int64_t n = (argc > 1 ? atoll(argv[1]) : 50000000) / BLOCK * BLOCK;
     const int runs = argc > 2 ? atoi(argv[2]) : 9;
-    if (n < 16 || runs < 1) return fprintf(stderr, "usage: bench_lamb_temporary [N >= 16 [RUNS >= 1]]\n"), 2;
-    lamb L = {malloc((size_t)n * 4), malloc((size_t)n * 4), malloc((size_t)n * 4), malloc((size_t)n * 4),
-              malloc((size_t)n * 4), n, 1, 1, 1e-3f};
+    if (n < 16 || runs < 1)
+        return fprintf(stderr, "usage: bench_lamb_temporary [N >= 16 [RUNS >= 1]]\n"), 2;
+    lamb L = {malloc((size_t)n * 4),
+              malloc((size_t)n * 4),
+              malloc((size_t)n * 4),
+              malloc((size_t)n * 4),
+              malloc((size_t)n * 4),
+              n,
+              1,
+              1,
+              1e-3f};
     double *t = malloc((size_t)runs * sizeof *t), *tt = malloc((size_t)runs * sizeof *tt);
-    if (!L.w || !L.g || !L.m || !L.v || !L.u || !t || !tt) return fprintf(stderr, "out of memory\n"), 1;
+    if (!L.w || !L.g || !L.m || !L.v || !L.u || !t || !tt)
+        return fprintf(stderr, "out of memory\n"), 1;
     const int64_t iters[2] = {9, 19999};
     for (int k = 0; k < 2; k++) {
         fill(&L);
@@ -226,9 +237,11 @@ int main(int argc, char **argv)
         secs[2] = time_case(&L, 1, iters[k], runs, t, wt);
         for (int i = 0; i < 16; i++)
             if (fabsf(wr[i] - wl[i]) > 1e-6f || wt[i] != wr[i])
-                return fprintf(stderr, "w[%d]: library %.9g, recompute %.9g, temporary %.9g\n", i, wl[i], wr[i], wt[i]), 1;
-        printf("from step %lld, %lld parameters, %d threads, triad %.1f GB/s:\n", (long long)iters[k] + 1,
-               (long long)n, omp_get_max_threads(), tri_gbs);
+                return fprintf(stderr, "w[%d]: library %.9g, recompute %.9g, temporary %.9g\n", i,
+                               wl[i], wr[i], wt[i]),
+                       1;
+        printf("from step %lld, %lld parameters, %d threads, triad %.1f GB/s:\n",
+               (long long)iters[k] + 1, (long long)n, omp_get_max_threads(), tri_gbs);
         for (int c = 0; c < 3; c++)
             printf("  %-22s %8.2f ms  ratio %.3f\n", names[c], 1e3 * secs[c],
                    28.0 * (double)n / secs[c] / 1e9 / tri_gbs);

@@ -34,7 +34,7 @@
 #include "bench_util.h"
 #include "optim/optim.h"
 
-#define K 2048  /* elements per kernel call (24 KB: L1) */
+#define K 2048 /* elements per kernel call (24 KB: L1) */
 #define N 16384 /* parameters per step (Lamb: 256 KB with g, m, v: L2) */
 
 static double cpu_now(void)
@@ -113,11 +113,13 @@ static double step_ns(const char *json, int64_t it, int runs)
     static float w[N], g[N];
     double t[64], s[100];
     const int64_t n = N;
-    for (int i = 0; i < N; i++) w[i] = sinf(0.001f * (float)i), g[i] = 1e-3f * (float)(i % 7) - 2e-3f;
+    for (int i = 0; i < N; i++)
+        w[i] = sinf(0.001f * (float)i), g[i] = 1e-3f * (float)(i % 7) - 2e-3f;
     optim_optimizer *opt;
     optim_var *var;
     optim_error err;
-    if (optim_from_json(&opt, json, &err) || optim_var_create(&var, "w", OPTIM_F32, 1, &n, w, &err)) {
+    if (optim_from_json(&opt, json, &err) ||
+        optim_var_create(&var, "w", OPTIM_F32, 1, &n, w, &err)) {
         fprintf(stderr, "bench_phase_floor: %s\n", err.msg);
         exit(1);
     }
@@ -144,10 +146,10 @@ static double step_ns(const char *json, int64_t it, int runs)
 static void line(const char *name, double ns, double floor_ns)
 {
     if (floor_ns > 0)
-        printf("{\"name\": \"%s\", \"ns_per_element\": %.4f, \"floor_ns\": %.4f, \"floor_over_step\": %.3f}\n", name, ns,
-               floor_ns, floor_ns / ns);
-    else
-        printf("{\"name\": \"%s\", \"ns_per_element\": %.4f}\n", name, ns);
+        printf(
+            "{\"name\": \"%s\", \"ns_per_element\": %.4f, \"floor_ns\": %.4f, \"floor_over_step\": %.3f}\n",
+            name, ns, floor_ns, floor_ns / ns);
+    else printf("{\"name\": \"%s\", \"ns_per_element\": %.4f}\n", name, ns);
 }
 
 int main(int argc, char **argv)
@@ -159,7 +161,8 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < K; i++) A[i] = 0.01f * (float)i - 1.0f, B[i] = 0.001f * (float)i + 0.1f;
     const double adam = kernel_ns(k_adam, runs), u = kernel_ns(k_lamb_u, runs);
-    const double u1 = kernel_ns(k_lamb_u1, runs), u2 = kernel_ns(k_lamb_u2, runs), cv = kernel_ns(k_cvt, runs);
+    const double u1 = kernel_ns(k_lamb_u1, runs), u2 = kernel_ns(k_lamb_u2, runs),
+                 cv = kernel_ns(k_cvt, runs);
     line("division", kernel_ns(k_div, runs), 0);
     line("square root", kernel_ns(k_sqrt, runs), 0);
     line("float -> double * c -> float", cv, 0);

@@ -30,7 +30,8 @@ static void write_inputs(const char *dir, long n)
 {
     optim_st_writer *wi, *wg;
     optim_error err;
-    if (optim_st_writer_create(&wi, &err) || optim_st_writer_create(&wg, &err)) die("writer", err.msg);
+    if (optim_st_writer_create(&wi, &err) || optim_st_writer_create(&wg, &err))
+        die("writer", err.msg);
     float one = 1;
     optim_tensor t = optim_tensor_make(OPTIM_F32, &one, 0, NULL);
     for (long i = 0; i < n; i++) {
@@ -59,7 +60,7 @@ static double cpu_of_children(void)
     struct rusage ru;
     getrusage(RUSAGE_CHILDREN, &ru);
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+        1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 /* Runs one replay; returns its wall time, and its CPU time (user + system)

@@ -33,14 +33,15 @@
 static const int dims[4] = {784, 256, 128, 10};
 
 /* Row-major C[m, n] = op(X) op(Y) + beta C, as the tape's gemm calls it. */
-static void gemm(int tx, int ty, int m, int n, int k, const float *x, const float *y, float beta, float *c)
+static void gemm(int tx, int ty, int m, int n, int k, const float *x, const float *y, float beta,
+                 float *c)
 {
-    cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, x,
-                tx ? m : k, y, ty ? k : n, beta, c, n);
+    cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans, m, n,
+                k, 1.0f, x, tx ? m : k, y, ty ? k : n, beta, c, n);
 }
 
 typedef struct net {
-    float *act[4];  /* act[0] the batch [BATCH, 784], act[l] layer l's output [BATCH, dims[l]] */
+    float *act[4]; /* act[0] the batch [BATCH, 784], act[l] layer l's output [BATCH, dims[l]] */
     float *dact[4]; /* their gradients (dact[0] unused: the batch is a constant) */
     float *w[3], *dw[3];
 } net;
@@ -48,7 +49,8 @@ typedef struct net {
 /* One batch of b rows: the forward products, then backward from the top. */
 static void batch_gemms(net *m, int b)
 {
-    for (int l = 0; l < 3; l++) gemm(0, 0, b, dims[l + 1], dims[l], m->act[l], m->w[l], 0.0f, m->act[l + 1]);
+    for (int l = 0; l < 3; l++)
+        gemm(0, 0, b, dims[l + 1], dims[l], m->act[l], m->w[l], 0.0f, m->act[l + 1]);
     for (int l = 2; l >= 0; l--) {
         if (l > 0) gemm(0, 1, b, dims[l], dims[l + 1], m->dact[l + 1], m->w[l], 1.0f, m->dact[l]);
         gemm(1, 0, dims[l], dims[l + 1], b, m->act[l], m->dact[l + 1], 1.0f, m->dw[l]);
@@ -58,14 +60,16 @@ static void batch_gemms(net *m, int b)
 static double gemm_epoch(net *m)
 {
     double t0 = omp_get_wtime();
-    for (int done = 0; done < TRAIN_N; done += BATCH) batch_gemms(m, TRAIN_N - done < BATCH ? TRAIN_N - done : BATCH);
+    for (int done = 0; done < TRAIN_N; done += BATCH)
+        batch_gemms(m, TRAIN_N - done < BATCH ? TRAIN_N - done : BATCH);
     return omp_get_wtime() - t0;
 }
 
 static float *filled(size_t n, unsigned *seed)
 {
     float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; p && i < n; i++) p[i] = (float)rand_r(seed) / (float)RAND_MAX * 0.02f - 0.01f;
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = (float)rand_r(seed) / (float)RAND_MAX * 0.02f - 0.01f;
     return p;
 }
 
@@ -108,7 +112,9 @@ static int train_run(const char *optim, int epochs, const char *dir, double *ep,
         _exit(127);
     }
     int status;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        return -1;
     FILE *f = fopen(csv, "r");
     int n = 0;
     double prev = 0, s;
@@ -136,14 +142,17 @@ static double round_ratio(net *m, const char *optim, int epochs, const char *dir
     for (int i = 0; i < before; i++) g[i] = gemm_epoch(m);
     int n = train_run(optim, epochs, dir, ep, &acc);
     if (n < 0) {
-        fprintf(stderr, "bench_train_gemm: %s train --epochs %d failed (or printed no history/test_accuracy)\n",
-                optim, epochs);
+        fprintf(
+            stderr,
+            "bench_train_gemm: %s train --epochs %d failed (or printed no history/test_accuracy)\n",
+            optim, epochs);
         return -1;
     }
     for (int i = before; i < epochs; i++) g[i] = gemm_epoch(m);
     double me = bench_median(ep, n), mg = bench_median(g, epochs);
-    printf("epoch %.3f s (median of %d), GEMMs alone %.3f s (median of %d), ratio %.2f, test_accuracy=%.4f\n", me,
-           n, mg, epochs, me / mg, acc);
+    printf(
+        "epoch %.3f s (median of %d), GEMMs alone %.3f s (median of %d), ratio %.2f, test_accuracy=%.4f\n",
+        me, n, mg, epochs, me / mg, acc);
     return me / mg;
 }
 
@@ -159,7 +168,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const int openmp = openblas_get_parallel() == 2;
-    if (!openmp && !getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1); /* as the command does */
+    if (!openmp && !getenv("OPENBLAS_NUM_THREADS"))
+        openblas_set_num_threads(1); /* as the command does */
     printf("OpenBLAS %s (%s build), %d OpenMP threads, BLAS threads %d\n", openblas_get_config(),
            openmp ? "OpenMP" : "not the OpenMP", omp_get_max_threads(), openblas_get_num_threads());
     char dir[] = "/tmp/bench_train_gemm.XXXXXX";

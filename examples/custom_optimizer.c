@@ -42,15 +42,14 @@ enum { P_MOMENTUM, P_USE_NESTEROV };
 
 static const optim_param heavy_ball_params[] = {
     /* A float in [0, 1) that may also be a variable, callable or schedule. */
-    {"momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0,
-     1.0},
+    {"momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0, 1.0},
     /* A plain bool: true/false in JSON, 0/1 in C. */
     {"use_nesterov", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
 };
 
 /* What prepare computes once per step and dtype; the update hooks read it. */
 typedef struct hb_coef {
-    double lr;       /* learning rate at this step, in the dtype's precision */
+    double lr; /* learning rate at this step, in the dtype's precision */
     double momentum; /* rounded through float for F32 */
     int nesterov;
 } hb_coef;
@@ -61,9 +60,9 @@ typedef struct hb_coef {
  * because the update hooks run on several threads at once. Real optimizers
  * rarely need state; none of it influences the numbers. */
 typedef struct hb_stats {
-    atomic_llong dense_calls;    /* apply_dense invocations (chunks) */
+    atomic_llong dense_calls; /* apply_dense invocations (chunks) */
     atomic_llong dense_elements; /* sum of u->count */
-    atomic_llong max_chunk;      /* largest u->count seen */
+    atomic_llong max_chunk; /* largest u->count seen */
     atomic_llong sparse_calls;
     atomic_llong sparse_unsorted; /* index pairs that were not strictly ascending */
 } hb_stats;
@@ -104,22 +103,22 @@ static void hb_prepare(optim_optimizer *opt, optim_dtype dtype, void *coef)
 
 /* The rule over n contiguous elements, in T's own arithmetic. Shared by the
  * dense hook (one chunk) and the sparse hook (one row). */
-#define HB_KERNEL(T)                                                                       \
+#define HB_KERNEL(T)                                                                        \
     static void hb_kernel_##T(T *restrict w, T *restrict a, const T *restrict g, int64_t n, \
-                              const hb_coef *c)                                            \
-    {                                                                                      \
-        const T lr = (T)c->lr, mu = (T)c->momentum;                                        \
-        if (c->nesterov) {                                                                 \
-            for (int64_t i = 0; i < n; i++) {                                              \
-                a[i] = a[i] * mu + g[i];                                                   \
-                w[i] = w[i] - (g[i] * lr + a[i] * mu * lr);                                \
-            }                                                                              \
-        } else {                                                                           \
-            for (int64_t i = 0; i < n; i++) {                                              \
-                a[i] = a[i] * mu + g[i];                                                   \
-                w[i] = w[i] - a[i] * lr;                                                   \
-            }                                                                              \
-        }                                                                                  \
+                              const hb_coef *c)                                             \
+    {                                                                                       \
+        const T lr = (T)c->lr, mu = (T)c->momentum;                                         \
+        if (c->nesterov) {                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                               \
+                a[i] = a[i] * mu + g[i];                                                    \
+                w[i] = w[i] - (g[i] * lr + a[i] * mu * lr);                                 \
+            }                                                                               \
+        } else {                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                               \
+                a[i] = a[i] * mu + g[i];                                                    \
+                w[i] = w[i] - a[i] * lr;                                                    \
+            }                                                                               \
+        }                                                                                   \
     }
 HB_KERNEL(float)
 HB_KERNEL(double)
@@ -127,8 +126,7 @@ HB_KERNEL(double)
 static void note_max(atomic_llong *m, long long v)
 {
     long long cur = atomic_load(m);
-    while (v > cur && !atomic_compare_exchange_weak(m, &cur, v)) {
-    }
+    while (v > cur && !atomic_compare_exchange_weak(m, &cur, v)) {}
 }
 
 /* apply_dense: u->count elements starting at u->offset. Because the class
@@ -216,7 +214,10 @@ static const spec SPECS[NVARS] = {
     {"chars/embeddings", OPTIM_F64, 2, {40, 6}, 1},
 };
 
-static int64_t numel_of(const spec *s) { return s->rank == 1 ? s->shape[0] : s->shape[0] * s->shape[1]; }
+static int64_t numel_of(const spec *s)
+{
+    return s->rank == 1 ? s->shape[0] : s->shape[0] * s->shape[1];
+}
 
 /* No gradient (Python's None) for these (step, variable) pairs. */
 static int is_none(int step, int v) { return (step == 4 && v == 2) || (step == 7 && v == 1); }
@@ -305,7 +306,8 @@ static void reference(double *w[NVARS], double *a[NVARS])
                 memset(gsum, 0, sizeof(double) * (size_t)(rows * rs));
                 for (int j = 0; j < NIDX; j++) {
                     touched[idx[j]] = 1;
-                    for (int64_t c = 0; c < rs; c++) gsum[idx[j] * rs + c] += get(sp->dtype, vals, j * rs + c);
+                    for (int64_t c = 0; c < rs; c++)
+                        gsum[idx[j] * rs + c] += get(sp->dtype, vals, j * rs + c);
                 }
             } else {
                 for (int64_t i = 0; i < n; i++) gsum[i] = get(sp->dtype, vals, i);
@@ -377,10 +379,12 @@ static int train(int threads, run *r)
             }
             gradient(k, v, grads[v], idx[v]);
             if (!sp->sparse) {
-                pairs[v].grad = optim_grad_dense(optim_tensor_make(sp->dtype, grads[v], sp->rank, sp->shape));
+                pairs[v].grad =
+                    optim_grad_dense(optim_tensor_make(sp->dtype, grads[v], sp->rank, sp->shape));
             } else {
                 int64_t vshape[2] = {NIDX, sp->shape[1]};
-                pairs[v].grad = optim_grad_sparse(idx[v], NIDX, optim_tensor_make(sp->dtype, grads[v], 2, vshape));
+                pairs[v].grad = optim_grad_sparse(
+                    idx[v], NIDX, optim_tensor_make(sp->dtype, grads[v], 2, vshape));
             }
         }
         if (optim_apply_gradients(r->opt, pairs, NVARS, 0)) {
@@ -391,7 +395,8 @@ static int train(int threads, run *r)
     for (int v = 0; v < NVARS; v++) free(grads[v]);
     free(vals);
     if (!rc && optim_iterations(r->opt) != STEPS) {
-        fprintf(stderr, "iterations is %lld, expected %d\n", (long long)optim_iterations(r->opt), STEPS);
+        fprintf(stderr, "iterations is %lld, expected %d\n", (long long)optim_iterations(r->opt),
+                STEPS);
         rc = 1;
     }
     return rc;
@@ -408,7 +413,8 @@ static int64_t compare(const char *what, optim_dtype dt, const void *got, const 
         double x = get(dt, got, i), d = fabs(x - ref[i]);
         if (!(d <= rtol * fabs(ref[i]) + atol)) {
             if (bad++ < 5)
-                fprintf(stderr, "MISMATCH %s[%lld]: got %.9g, reference %.9g\n", what, (long long)i, x, ref[i]);
+                fprintf(stderr, "MISMATCH %s[%lld]: got %.9g, reference %.9g\n", what, (long long)i,
+                        x, ref[i]);
         }
         double ratio = d / (rtol * fabs(ref[i]) + atol); /* 1.0 = at the tolerance */
         if (ratio > *worst) *worst = ratio;
@@ -426,13 +432,16 @@ static int show_errors(void)
 
     /* A value out of the declared range, in JSON: the error names the key,
      * the value and the range, and no optimizer is created. */
-    int rc = optim_from_json(&opt, "{\"class_name\": \"HeavyBall\", \"config\": {\"momentum\": 1.0}}", &err);
+    int rc = optim_from_json(
+        &opt, "{\"class_name\": \"HeavyBall\", \"config\": {\"momentum\": 1.0}}", &err);
     printf("  from_json momentum=1.0     -> %s: %s\n", optim_strerror(rc), err.msg);
     failures += rc != OPTIM_ERANGE || opt != NULL;
 
     /* The class's validate hook rejecting a combination. */
-    rc = optim_from_json(&opt, "{\"class_name\": \"HeavyBall\", \"config\": "
-                               "{\"momentum\": 0, \"use_nesterov\": true}}", &err);
+    rc = optim_from_json(&opt,
+                         "{\"class_name\": \"HeavyBall\", \"config\": "
+                         "{\"momentum\": 0, \"use_nesterov\": true}}",
+                         &err);
     printf("  from_json nesterov, mom. 0 -> %s: %s\n", optim_strerror(rc), err.msg);
     failures += rc != OPTIM_EINVAL || opt != NULL;
 
@@ -498,10 +507,9 @@ int main(void)
         snprintf(what, sizeof what, "%s", optim_var_name(slot)); /* "<var>/momentum" */
         bad += compare(what, sp->dtype, optim_var_cdata(slot), ref_a[v], n, &worst);
         printf("  %-18s %-7s %-10s %-6s %6lld elements + slot: worst error %.2g of tolerance  %s\n",
-               sp->name,
-               optim_dtype_name(sp->dtype),
-               optim_shape_str(sp->rank, sp->shape, shape, sizeof shape), sp->sparse ? "sparse" : "dense",
-               (long long)n, worst, bad ? "MISMATCH" : "ok");
+               sp->name, optim_dtype_name(sp->dtype),
+               optim_shape_str(sp->rank, sp->shape, shape, sizeof shape),
+               sp->sparse ? "sparse" : "dense", (long long)n, worst, bad ? "MISMATCH" : "ok");
         failures += bad != 0;
     }
 
@@ -510,13 +518,14 @@ int main(void)
     long long dense_var_steps = 0, dense_elems = 0;
     for (int k = 0; k < STEPS; k++)
         for (int v = 0; v < NVARS; v++)
-            if (!SPECS[v].sparse && !is_none(k, v)) dense_var_steps++, dense_elems += numel_of(&SPECS[v]);
+            if (!SPECS[v].sparse && !is_none(k, v))
+                dense_var_steps++, dense_elems += numel_of(&SPECS[v]);
     printf("  apply_dense: %lld calls for %lld dense updates (chunks of at most %lld elements), "
            "apply_sparse: %lld calls, unsorted index pairs seen: %lld\n",
            (long long)st->dense_calls, dense_var_steps, (long long)st->max_chunk,
            (long long)st->sparse_calls, (long long)st->sparse_unsorted);
-    if (st->dense_calls <= dense_var_steps || st->dense_elements != dense_elems || st->sparse_unsorted != 0 ||
-        st->sparse_calls != 2 * STEPS - 1) {
+    if (st->dense_calls <= dense_var_steps || st->dense_elements != dense_elems ||
+        st->sparse_unsorted != 0 || st->sparse_calls != 2 * STEPS - 1) {
         fprintf(stderr, "MISMATCH in what the hooks were given\n");
         failures++;
     }
@@ -531,10 +540,12 @@ int main(void)
         for (int v = 0; v < NVARS; v++) {
             size_t bytes = (size_t)numel_of(&SPECS[v]) * optim_dtype_size(SPECS[v].dtype);
             same &= memcmp(optim_var_cdata(r1.vars[v]), optim_var_cdata(r2.vars[v]), bytes) == 0;
-            same &= memcmp(optim_var_cdata(optim_get_slot(r1.opt, r1.vars[v], "momentum")),
-                           optim_var_cdata(optim_get_slot(r2.opt, r2.vars[v], "momentum")), bytes) == 0;
+            same &=
+                memcmp(optim_var_cdata(optim_get_slot(r1.opt, r1.vars[v], "momentum")),
+                       optim_var_cdata(optim_get_slot(r2.opt, r2.vars[v], "momentum")), bytes) == 0;
         }
-        printf("  1 thread vs 2 threads: %s\n", same ? "bitwise identical" : "MISMATCH (results differ)");
+        printf("  1 thread vs 2 threads: %s\n",
+               same ? "bitwise identical" : "MISMATCH (results differ)");
         failures += !same;
         run_free(&r1);
     }

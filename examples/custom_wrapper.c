@@ -44,7 +44,10 @@ typedef struct my_state {
     optim_wrapper_state w;
 } my_state;
 
-static optim_optimizer *my_inner(const optim_optimizer *opt) { return ((my_state *)optim_state(opt))->w.inner; }
+static optim_optimizer *my_inner(const optim_optimizer *opt)
+{
+    return ((my_state *)optim_state(opt))->w.inner;
+}
 
 static void my_destroy(optim_optimizer *opt)
 {
@@ -93,7 +96,8 @@ static int track_new(optim_optimizer *opt, const optim_grad_var *pairs, size_t n
 }
 
 /* The step hook: o holds what the wrapper's own caller asked for. */
-static int my_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
+static int my_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                   const optim_step_options *o)
 {
     optim_optimizer *in = my_inner(opt);
     int rc = optim_check_gradients(opt, pairs, n, 1); /* before anything changes */
@@ -146,7 +150,8 @@ static const optim_class my_average_class = {
 #define CLIPNORM 1.0
 #define DECAY 0.8
 
-static const char *INNER = "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}";
+static const char *INNER =
+    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}";
 
 static double grad_at(int k, int i) { return sin(1.3 * k + 0.7 * i) * (1 + i); }
 
@@ -163,7 +168,8 @@ static int run(const char *wrapper_json, double out[2][4], double avg[2][4])
     }
     const double init[4] = {0.5, -1.0, 2.0, 0.25};
     optim_var *v[2];
-    optim_var_create(&v[0], "a", OPTIM_F32, 1, (int64_t[]){4}, (float[]){0.5f, -1.0f, 2.0f, 0.25f}, &err);
+    optim_var_create(&v[0], "a", OPTIM_F32, 1, (int64_t[]){4}, (float[]){0.5f, -1.0f, 2.0f, 0.25f},
+                     &err);
     optim_var_create(&v[1], "b", OPTIM_F64, 1, (int64_t[]){4}, init, &err);
     int rc = 0;
     for (int k = 0; k < STEPS && !rc; k++) {
@@ -174,7 +180,8 @@ static int run(const char *wrapper_json, double out[2][4], double avg[2][4])
             {optim_grad_dense(optim_tensor_make(OPTIM_F32, g32, 1, (int64_t[]){4})), v[0]},
             {optim_grad_dense(optim_tensor_make(OPTIM_F64, g64, 1, (int64_t[]){4})), v[1]},
         };
-        if ((rc = optim_apply_gradients(w, p, 2, 0))) fprintf(stderr, "step %d: %s\n", k, optim_errmsg(w));
+        if ((rc = optim_apply_gradients(w, p, 2, 0)))
+            fprintf(stderr, "step %d: %s\n", k, optim_errmsg(w));
     }
     for (int j = 0; j < 2 && !rc; j++)
         for (int i = 0; i < 4; i++) {
@@ -222,8 +229,9 @@ static int refused_step_changes_nothing(void)
     double g[3] = {1, 2, 3};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){3})), v};
     int bad = optim_apply_gradients(w, &p, 1, 0) != OPTIM_ESHAPE || optim_weights_count(w) != 1 ||
-              optim_iterations(w) != 0;
-    if (bad) fprintf(stderr, "check 3: the refused step changed the wrapper (%s)\n", optim_errmsg(w));
+        optim_iterations(w) != 0;
+    if (bad)
+        fprintf(stderr, "check 3: the refused step changed the wrapper (%s)\n", optim_errmsg(w));
     optim_destroy(w);
     optim_var_destroy(v);
     return bad;
@@ -234,7 +242,8 @@ int main(void)
     optim_error err;
     if (optim_register_class(&my_average_class, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
     double mine[2][4], my_avg[2][4], theirs[2][4], their_avg[2][4], w[4], a[4];
-    if (run("{\"class_name\": \"MyAverage\", \"config\": {\"average_decay\": 0.8, \"clipnorm\": 1.0}}", mine, my_avg) ||
+    if (run("{\"class_name\": \"MyAverage\", \"config\": {\"average_decay\": 0.8, \"clipnorm\": 1.0}}",
+            mine, my_avg) ||
         run("{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.8, \"clipnorm\": 1.0}}",
             theirs, their_avg))
         return 1;
@@ -242,20 +251,22 @@ int main(void)
     for (int j = 0; j < 2; j++)
         for (int i = 0; i < 4; i++)
             if (mine[j][i] != theirs[j][i] || my_avg[j][i] != their_avg[j][i]) {
-                fprintf(stderr, "check 1: variable %d element %d: %.17g / %.17g, MovingAverage %.17g / %.17g\n",
-                        j, i, mine[j][i], my_avg[j][i], theirs[j][i], their_avg[j][i]);
+                fprintf(
+                    stderr,
+                    "check 1: variable %d element %d: %.17g / %.17g, MovingAverage %.17g / %.17g\n",
+                    j, i, mine[j][i], my_avg[j][i], theirs[j][i], their_avg[j][i]);
                 failures++;
             }
     reference(w, a);
     for (int i = 0; i < 4; i++)
         if (fabs(mine[1][i] - w[i]) > 1e-12 * fabs(w[i]) + 1e-12 ||
             fabs(my_avg[1][i] - a[i]) > 1e-12 * fabs(a[i]) + 1e-12) {
-            fprintf(stderr, "check 2: element %d: %.17g / %.17g, reference %.17g / %.17g\n", i, mine[1][i],
-                    my_avg[1][i], w[i], a[i]);
+            fprintf(stderr, "check 2: element %d: %.17g / %.17g, reference %.17g / %.17g\n", i,
+                    mine[1][i], my_avg[1][i], w[i], a[i]);
             failures++;
         }
     failures += refused_step_changes_nothing();
-    printf("MyAverage: %s (%d failures)\n", failures ? "FAILED" : "matches MovingAverage and the reference",
-           failures);
+    printf("MyAverage: %s (%d failures)\n",
+           failures ? "FAILED" : "matches MovingAverage and the reference", failures);
     return failures ? 1 : 0;
 }

@@ -83,7 +83,8 @@ int main(void)
     optim_error err;
     optim_model *model;
     optim_layer *hidden, *out;
-    optim_dense_options d1 = optim_dense_defaults(NUM_HIDDEN), d2 = optim_dense_defaults(NUM_CLASSES);
+    optim_dense_options d1 = optim_dense_defaults(NUM_HIDDEN),
+                        d2 = optim_dense_defaults(NUM_CLASSES);
     d1.activation = OPTIM_ACT_RELU;
     d2.activation = OPTIM_ACT_SIGMOID;
     if (optim_sequential_create(&model, NULL, &err) || optim_dense_create(&hidden, &d1, &err) ||
@@ -96,20 +97,24 @@ int main(void)
         return 1;
     }
     optim_optimizer *opt;
-    if (optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}",
-                        &err)) {
+    if (optim_from_json(
+            &opt,
+            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}",
+            &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    printf("before the first call: %zu variables\n", optim_model_trainable_variables(model, NULL, 0));
+    printf("before the first call: %zu variables\n",
+           optim_model_trainable_variables(model, NULL, 0));
 
     double first = NAN, last = NAN;
     for (int epoch = 0; epoch < EPOCHS; epoch++) {
         double sum = 0;
         for (int b = 0; b < NUM_SAMPLES / BATCH; b++) { /* for input, output in data: */
-            step_data sd = {model,
-                            optim_tensor_make(OPTIM_F32, x[b * BATCH], 2, (int64_t[]){BATCH, NUM_FEATURES}),
-                            optim_tensor_make(OPTIM_F32, y[b * BATCH], 2, (int64_t[]){BATCH, NUM_CLASSES})};
+            step_data sd = {
+                model,
+                optim_tensor_make(OPTIM_F32, x[b * BATCH], 2, (int64_t[]){BATCH, NUM_FEATURES}),
+                optim_tensor_make(OPTIM_F32, y[b * BATCH], 2, (int64_t[]){BATCH, NUM_CLASSES})};
             double loss;
             if (optim_minimize(opt, loss_fn, &sd, NULL, 0, var_list_fn, &loss)) {
                 fprintf(stderr, "minimize: %s\n", optim_errmsg(opt));
@@ -120,10 +125,12 @@ int main(void)
         double mean = sum / (NUM_SAMPLES / BATCH);
         if (epoch == 0) {
             first = mean;
-            printf("after the first call: %zu variables\n", optim_model_trainable_variables(model, NULL, 0));
+            printf("after the first call: %zu variables\n",
+                   optim_model_trainable_variables(model, NULL, 0));
         }
         last = mean;
-        if (epoch % 30 == 0 || epoch == EPOCHS - 1) printf("epoch %3d  mse %.5f\n", epoch + 1, mean);
+        if (epoch % 30 == 0 || epoch == EPOCHS - 1)
+            printf("epoch %3d  mse %.5f\n", epoch + 1, mean);
     }
     optim_model_summary(model, stdout);
     printf("loss %.5f -> %.5f (%.1fx lower) in %lld steps\n", first, last, first / last,

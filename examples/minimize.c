@@ -23,8 +23,10 @@ static int loss_fn(optim_tape *t, void *user, optim_node **loss)
 {
     model *m = user;
     optim_node *v1 = optim_tape_var(t, m->var1), *v2 = optim_tape_var(t, m->var2);
-    optim_node *three = optim_tape_scalar(t, OPTIM_F32, 3), *two = optim_tape_scalar(t, OPTIM_F32, 2);
-    *loss = optim_add(t, optim_mul(t, optim_mul(t, three, v1), v1), optim_mul(t, optim_mul(t, two, v2), v2));
+    optim_node *three = optim_tape_scalar(t, OPTIM_F32, 3),
+               *two = optim_tape_scalar(t, OPTIM_F32, 2);
+    *loss = optim_add(t, optim_mul(t, optim_mul(t, three, v1), v1),
+                      optim_mul(t, optim_mul(t, two, v2), v2));
     return *loss ? 0 : OPTIM_EINVAL; /* the reason is in optim_tape_errmsg(t) */
 }
 
@@ -39,7 +41,8 @@ int main(void)
         return 1;
     }
     optim_optimizer *opt;
-    if (optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}", &err)) {
+    if (optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}",
+                        &err)) {
         fprintf(stderr, "minimize: %s\n", err.msg);
         return 1;
     }
@@ -57,7 +60,9 @@ int main(void)
             printf("step %2d  loss %-12.6g var1 %-12.6g var2 %.6g\n", step, loss, v1, v2);
     }
     if (!rc && !converged) fprintf(stderr, "minimize: var1 and var2 did not reach 0\n");
-    else if (!rc) printf("var1 = var2 = 0 (within 1e-6) after %lld steps\n", (long long)optim_iterations(opt));
+    else if (!rc)
+        printf("var1 = var2 = 0 (within 1e-6) after %lld steps\n",
+               (long long)optim_iterations(opt));
     optim_destroy(opt);
     optim_var_destroy(m.var1);
     optim_var_destroy(m.var2);

@@ -54,8 +54,8 @@ int main(void)
     }
     double wf = optim_var_get(w, 0), bf = optim_var_get(b, 0);
     char *json = optim_serialize(opt);
-    printf("after %lld steps: w = %.4f, b = %.4f, loss %.6f\n",
-           (long long)optim_iterations(opt), wf, bf, loss);
+    printf("after %lld steps: w = %.4f, b = %.4f, loss %.6f\n", (long long)optim_iterations(opt),
+           wf, bf, loss);
     printf("optimizer: %s\n", json);
     optim_free(json);
     optim_destroy(opt);

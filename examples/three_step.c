@@ -55,7 +55,8 @@ int main(void)
         return 1;
     }
     optim_optimizer *opt;
-    if (optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}", &err)) {
+    if (optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}",
+                        &err)) {
         fprintf(stderr, "three_step: %s\n", err.msg);
         return 1;
     }
@@ -72,9 +73,11 @@ int main(void)
     for (int step = 0; step < 300; step++) {
         /* 1. the gradients, from a tape */
         optim_tape_reset(t);
-        optim_node *pred = optim_add(t, optim_matmul(t, optim_tape_const(t, &xs), optim_tape_var(t, w), 0, 0),
-                                     optim_tape_var(t, b));
-        optim_node *l = optim_mean(t, optim_squared_error(t, pred, optim_tape_const(t, &ys)), OPTIM_ALL_AXES);
+        optim_node *pred =
+            optim_add(t, optim_matmul(t, optim_tape_const(t, &xs), optim_tape_var(t, w), 0, 0),
+                      optim_tape_var(t, b));
+        optim_node *l =
+            optim_mean(t, optim_squared_error(t, pred, optim_tape_const(t, &ys)), OPTIM_ALL_AXES);
         optim_grad_var g[2];
         if ((rc = optim_tape_gradient(t, l, vars, 2, g))) {
             fprintf(stderr, "three_step: %s\n", optim_tape_errmsg(t));
@@ -94,7 +97,8 @@ int main(void)
     for (int j = 0; j < F; j++) ok &= fabs(optim_var_get(w, j) - w_true[j]) < 1e-3;
     if (!rc)
         printf("w = [%.4f, %.4f, %.4f] (true [2, -3, 0.5]), b = %.4f (true 1.5), loss %.3g\n",
-               optim_var_get(w, 0), optim_var_get(w, 1), optim_var_get(w, 2), optim_var_get(b, 0), loss);
+               optim_var_get(w, 0), optim_var_get(w, 1), optim_var_get(w, 2), optim_var_get(b, 0),
+               loss);
     if (!rc && !ok) fprintf(stderr, "three_step: the regression did not converge\n");
     optim_tape_destroy(t);
     optim_destroy(opt);

@@ -18,12 +18,34 @@ int __real_posix_memalign(void **p, size_t align, size_t n);
 
 /* A breakpoint for a counted allocation (gdb -ex 'b optim_test_alloc_hit'). */
 __attribute__((noinline)) void optim_test_alloc_hit(void) { __asm__ volatile(""); }
-#define COUNT() (counting ? optim_test_alloc_hit() : (void)0, __atomic_add_fetch(&allocations, counting, __ATOMIC_RELAXED))
-void *__wrap_malloc(size_t n) { COUNT(); return __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { COUNT(); return __real_calloc(n, size); }
-void *__wrap_realloc(void *p, size_t n) { COUNT(); return __real_realloc(p, n); }
-void *__wrap_aligned_alloc(size_t align, size_t n) { COUNT(); return __real_aligned_alloc(align, n); }
-int __wrap_posix_memalign(void **p, size_t align, size_t n) { COUNT(); return __real_posix_memalign(p, align, n); }
+#define COUNT()                                   \
+    (counting ? optim_test_alloc_hit() : (void)0, \
+     __atomic_add_fetch(&allocations, counting, __ATOMIC_RELAXED))
+void *__wrap_malloc(size_t n)
+{
+    COUNT();
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t n, size_t size)
+{
+    COUNT();
+    return __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t n)
+{
+    COUNT();
+    return __real_realloc(p, n);
+}
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+    COUNT();
+    return __real_aligned_alloc(align, n);
+}
+int __wrap_posix_memalign(void **p, size_t align, size_t n)
+{
+    COUNT();
+    return __real_posix_memalign(p, align, n);
+}
 #undef COUNT
 
 #endif

@@ -24,14 +24,18 @@ static void make_var(half_pair *p, int v)
     for (int64_t i = 0; i < n; i++) f[i] = (float)hv->init(v, i);
     assert_int_equal(optim_convert(h, p->dt, f, OPTIM_F32, n), OPTIM_OK);
     optim_error err;
-    assert_int_equal(optim_var_create(&p->va[v], hv->names[v], p->dt, hv->ranks[v], hv->shapes[v], h, &err), OPTIM_OK);
-    assert_int_equal(optim_var_create(&p->vr[v], hv->names[v], OPTIM_F32, hv->ranks[v], hv->shapes[v], f, &err),
-                     OPTIM_OK);
+    assert_int_equal(
+        optim_var_create(&p->va[v], hv->names[v], p->dt, hv->ranks[v], hv->shapes[v], h, &err),
+        OPTIM_OK);
+    assert_int_equal(
+        optim_var_create(&p->vr[v], hv->names[v], OPTIM_F32, hv->ranks[v], hv->shapes[v], f, &err),
+        OPTIM_OK);
     free(f);
     free(h);
 }
 
-void half_pair_make(half_pair *p, const half_vars *vars, const char *json, optim_dtype dt, int threads)
+void half_pair_make(half_pair *p, const half_vars *vars, const char *json, optim_dtype dt,
+                    int threads)
 {
     assert_in_range(vars->nv, 1, HALF_PAIR_MAX_VARS);
     p->vars = vars;
@@ -69,7 +73,8 @@ static void *converted(const optim_tensor *t, optim_dtype to)
 static size_t weights_of(half_pair *p, optim_tensor **wa, optim_tensor **wr)
 {
     const size_t n = optim_weights_count(p->a);
-    if (n != optim_weights_count(p->r)) fail_msg("weights: %zu vs %zu", n, optim_weights_count(p->r));
+    if (n != optim_weights_count(p->r))
+        fail_msg("weights: %zu vs %zu", n, optim_weights_count(p->r));
     *wa = calloc(n + 1, sizeof **wa);
     *wr = calloc(n + 1, sizeof **wr);
     assert_true(*wa && *wr);
@@ -81,8 +86,10 @@ static size_t weights_of(half_pair *p, optim_tensor **wa, optim_tensor **wr)
 void half_pair_copy_state(half_pair *p)
 {
     for (int v = 0; v < p->vars->nv; v++)
-        assert_int_equal(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32, optim_var_cdata(p->va[v]), p->dt,
-                                       half_vars_numel(p->vars, v)), OPTIM_OK);
+        assert_int_equal(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32,
+                                       optim_var_cdata(p->va[v]), p->dt,
+                                       half_vars_numel(p->vars, v)),
+                         OPTIM_OK);
     optim_tensor *wa, *wr;
     const size_t n = weights_of(p, &wa, &wr);
     for (size_t i = 0; i < n; i++) {
@@ -105,8 +112,9 @@ static void compare_var(half_pair *p, const char *json, int k, int v)
     const uint16_t *got = optim_var_cdata(p->va[v]);
     for (int64_t i = 0; i < m; i++)
         if (h[i] != got[i])
-            fail_msg("%s %s step %d: %s[%lld] is 0x%04x, the rounded float32 reference 0x%04x", json,
-                     optim_dtype_name(p->dt), k, p->vars->names[v], (long long)i, got[i], h[i]);
+            fail_msg("%s %s step %d: %s[%lld] is 0x%04x, the rounded float32 reference 0x%04x",
+                     json, optim_dtype_name(p->dt), k, p->vars->names[v], (long long)i, got[i],
+                     h[i]);
     free(h);
 }
 
@@ -117,16 +125,18 @@ void half_pair_compare(half_pair *p, const char *json, int k)
     const size_t n = weights_of(p, &wa, &wr);
     for (size_t i = 0; i < n; i++) {
         void *c = converted(&wr[i], wa[i].dtype);
-        if (memcmp(c, wa[i].data, (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype)))
-            fail_msg("%s %s step %d: weight %zu differs from the rounded reference", json, optim_dtype_name(p->dt),
-                     k, i);
+        if (memcmp(c, wa[i].data,
+                   (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype)))
+            fail_msg("%s %s step %d: weight %zu differs from the rounded reference", json,
+                     optim_dtype_name(p->dt), k, i);
         free(c);
     }
     free(wa);
     free(wr);
 }
 
-int64_t half_pair_steps(half_pair *p, const char *json, int steps, int64_t (*step)(half_pair *p, int k))
+int64_t half_pair_steps(half_pair *p, const char *json, int steps,
+                        int64_t (*step)(half_pair *p, int k))
 {
     int64_t changed = 0;
     for (int k = 0; k < steps; k++) {

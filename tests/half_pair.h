@@ -37,7 +37,8 @@ int64_t half_vars_numel(const half_vars *vars, int v);
 
 /* Both optimizers from json, built on vars in dt and float32; threads > 0
  * sets a's thread count. */
-void half_pair_make(half_pair *p, const half_vars *vars, const char *json, optim_dtype dt, int threads);
+void half_pair_make(half_pair *p, const half_vars *vars, const char *json, optim_dtype dt,
+                    int threads);
 void half_pair_free(half_pair *p);
 
 /* r's variables and weights := a's, widened to float32 (iterations too). */
@@ -50,6 +51,7 @@ void half_pair_compare(half_pair *p, const char *json, int k);
 /* Steps 0 .. steps - 1, each from a's state copied into r and compared
  * after; step(p, k) gives both the same gradients and returns how many of
  * a's elements it changed. Returns the total changed. */
-int64_t half_pair_steps(half_pair *p, const char *json, int steps, int64_t (*step)(half_pair *p, int k));
+int64_t half_pair_steps(half_pair *p, const char *json, int steps,
+                        int64_t (*step)(half_pair *p, int k));
 
 #endif

@@ -8,7 +8,10 @@
 #include <string.h>
 
 static double dense_init(int i) { return 0.5 - 0.3 * i; }
-static double dense_grad(int k, int i) { return sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.05 * k; }
+static double dense_grad(int k, int i)
+{
+    return sin(0.7 * k + 1.3 * i) * (1.0 + 0.1 * i) - 0.05 * k;
+}
 static double table_init(int r, int c) { return 0.1 * r - 0.2 * c + 0.05; }
 static int64_t table_index(int k, int j)
 {
@@ -33,7 +36,10 @@ static int64_t adam_index(int k, int j)
     static const int64_t idx[3][5] = {{1, 4, 1, 1, 0}, {0, 4, 5, 4, 2}, {2, 2, 3, 1, 5}};
     return idx[k % 3][j];
 }
-static double adam_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k); }
+static double adam_val(int k, int j, int c)
+{
+    return cos(1.1 * k + 0.7 * j + 0.3 * c) * exp(-0.1 * k);
+}
 
 static int64_t idle5_index(int k, int j)
 {
@@ -72,7 +78,8 @@ const char *ot_gen(const char *json, int legacy)
 {
     size_t n = strlen(json);
     if (!legacy) return json;
-    if (n < 3 || strcmp(json + n - 2, "}}") != 0) fail_msg("ot_gen: not a class_name/config object: %s", json);
+    if (n < 3 || strcmp(json + n - 2, "}}") != 0)
+        fail_msg("ot_gen: not a class_name/config object: %s", json);
     /* "{" then the config's keys: a comma unless the config is empty. */
     return ot_fmt("%.*s%s" OT_LEGACY "}}", (int)(n - 2), json, json[n - 3] == '{' ? "" : ", ");
 }
@@ -99,8 +106,8 @@ static optim_tensor tensor_like(optim_dtype dt, int32_t rank, const int64_t *sha
 
 optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf)
 {
-    return optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), g,
-                                        optim_var_numel(w), buf));
+    return optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w),
+                                        g, optim_var_numel(w), buf));
 }
 
 void ot_step_dense(optim_optimizer *opt, optim_var *w, const double *g)
@@ -132,12 +139,14 @@ void ot_step_row(optim_optimizer *opt, optim_var *w, int64_t row, const double *
     for (int d = 1; d < rank; d++) n *= shape[d];
     void *buf = malloc((size_t)n * 8);
     assert_non_null(buf);
-    optim_grad_var p = {optim_grad_sparse(&row, 1, tensor_like(optim_var_dtype(w), rank, shape, vals, n, buf)), w};
+    optim_grad_var p = {
+        optim_grad_sparse(&row, 1, tensor_like(optim_var_dtype(w), rank, shape, vals, n, buf)), w};
     ot_step(opt, &p, 1);
     free(buf);
 }
 
-void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle)
+void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code,
+                            const char *needle)
 {
     int64_t n = optim_var_numel(w), it = optim_iterations(opt);
     size_t bytes = (size_t)n * optim_dtype_size(optim_var_dtype(w));
@@ -146,7 +155,9 @@ void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int co
     assert_true(gs && before && buf);
     for (int64_t i = 0; i < n; i++) gs[i] = g;
     memcpy(before, optim_var_data(w), bytes);
-    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w), optim_var_shape(w), gs, n, buf)), w};
+    optim_grad_var p = {optim_grad_dense(tensor_like(optim_var_dtype(w), optim_var_rank(w),
+                                                     optim_var_shape(w), gs, n, buf)),
+                        w};
     assert_eq(optim_apply_gradients(opt, &p, 1, 0), code);
     assert_contains(optim_errmsg(opt), needle);
     assert_eq(optim_iterations(opt), it);
@@ -171,7 +182,8 @@ static double rnd(int f32, double x) { return f32 ? (double)(float)x : x; }
 static optim_var *dense_var(const ot_dense *d, optim_dtype dt, const double *x)
 {
     int64_t n = d->n;
-    return d->shape ? optim_test_var("w", dt, d->rank, d->shape, x) : optim_test_var("w", dt, 1, &n, x);
+    return d->shape ? optim_test_var("w", dt, d->rank, d->shape, x)
+                    : optim_test_var("w", dt, 1, &n, x);
 }
 
 optim_var *ot_run_dense(optim_optimizer *opt, const ot_dense *d, optim_dtype dt)
@@ -234,9 +246,10 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
         if (!s) fail_msg("%s: no slot '%s'", c->json, c->slots[i]);
         assert_eq(optim_var_dtype(s), dt);
         double a = c->state_atol[i] == OT_ATOL_0 ? 0 : c->state_atol[i] ? c->state_atol[i] : atol;
-        snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i], c->json);
-        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, c->state_n[i] ? c->state_n[i] : n, rtol, a, what,
-                             __FILE__, __LINE__);
+        snprintf(what, sizeof what, "%s slot '%s' of %s", optim_dtype_name(dt), c->slots[i],
+                 c->json);
+        optim_test_var_close(s, ref_st + (size_t)i * (size_t)n, c->state_n[i] ? c->state_n[i] : n,
+                             rtol, a, what, __FILE__, __LINE__);
     }
     const char *names[OT_MAX_STATE + 1];
     int ns = optim_get_slot_names(opt, names, OT_MAX_STATE + 1), want = 0;
@@ -254,11 +267,13 @@ void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const 
  * beside the reference for dt; before step k, set (if any) changes the
  * hyperparameters (the reference's, case_hp). Compares w, and the case's
  * slots if slots, after every step if every, else after the last. */
-static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c,
-                                 optim_dtype dt, void (*set)(optim_optimizer *, void *, int), int every, int slots)
+static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int steps,
+                                 const ot_case *c, optim_dtype dt,
+                                 void (*set)(optim_optimizer *, void *, int), int every, int slots)
 {
     int n = d->n, r32 = c->round32 && dt == OPTIM_F32;
-    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c->nstate))), *g = w + n, *p[OT_MAX_STATE];
+    double *w = malloc(sizeof(double) * (size_t)(n * (2 + c->nstate))), *g = w + n,
+           *p[OT_MAX_STATE];
     assert_non_null(w);
     state_ptrs(c, g + n, n, p);
     init_state(c, p, n, r32);
@@ -272,8 +287,11 @@ static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int st
         ot_step_dense(opt, x, g);
         if (!every && k < steps - 1) continue;
         if (slots) ot_check_state(opt, x, c, w, g + n, n);
-        snprintf(what, sizeof what, "%s w after step %d of %s", optim_dtype_name(dt), k, c->json ? c->json : "");
-        if (!slots) optim_test_var_close(x, w, n, ot_tol(c, dt, 0), ot_tol(c, dt, 1), what, __FILE__, __LINE__);
+        snprintf(what, sizeof what, "%s w after step %d of %s", optim_dtype_name(dt), k,
+                 c->json ? c->json : "");
+        if (!slots)
+            optim_test_var_close(x, w, n, ot_tol(c, dt, 0), ot_tol(c, dt, 1), what, __FILE__,
+                                 __LINE__);
     }
     free(w);
     assert_eq(optim_iterations(opt), steps);
@@ -282,14 +300,15 @@ static optim_var *run_beside_ref(optim_optimizer *opt, const ot_dense *d, int st
 
 void ot_check_dense(const ot_dense *d, ot_case c)
 {
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(c.json);
         optim_test_free(opt, run_beside_ref(opt, d, d->steps, &c, dt, NULL, c.every_step, 1));
     }
 }
 
-optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c, optim_dtype dt,
-                            void (*set)(optim_optimizer *opt, void *hp, int k))
+optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c,
+                            optim_dtype dt, void (*set)(optim_optimizer *opt, void *hp, int k))
 {
     return run_beside_ref(opt, d, steps, c, dt, set, 1, 0);
 }
@@ -329,12 +348,14 @@ optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype d
     return ot_run_sparse_with(opt, s, dt, as_dense, NULL, NULL, 0, NULL);
 }
 
-optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                              optim_var *extra, const double *extra_g, int32_t rank, const int64_t *vshape)
+optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt,
+                              int as_dense, optim_var *extra, const double *extra_g, int32_t rank,
+                              const int64_t *vshape)
 {
     int cw = s->cols ? s->cols : 1;
     int n = s->rows * cw, nv = s->nidx * cw, f = dt == OPTIM_F32;
-    double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n, *vals = dense + n;
+    double *init = calloc((size_t)(2 * n + nv), sizeof(double)), *dense = init + n,
+           *vals = dense + n;
     float *fd = calloc((size_t)(n + nv), sizeof(float)), *fv = fd + n;
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)s->nidx);
     void *ebuf = malloc(extra ? (size_t)optim_var_numel(extra) * 8 + 8 : 8);
@@ -359,12 +380,18 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
                 fd[idx[j] * cw + c] += fv[j * cw + c];
             }
         }
-        optim_grad_var p[2] = {{as_dense ? optim_grad_dense(optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
-                                         : optim_grad_sparse(idx, s->nidx, optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
-                                v},
-                               {optim_grad_none(), extra}};
-        if (extra) p[1].grad = optim_grad_dense(tensor_like(optim_var_dtype(extra), optim_var_rank(extra),
-                                                            optim_var_shape(extra), extra_g, optim_var_numel(extra), ebuf));
+        optim_grad_var p[2] = {
+            {as_dense ? optim_grad_dense(
+                            optim_tensor_make(dt, f ? (void *)fd : (void *)dense, rank, shape))
+                      : optim_grad_sparse(
+                            idx, s->nidx,
+                            optim_tensor_make(dt, f ? (void *)fv : (void *)vals, rank, vs)),
+             v},
+            {optim_grad_none(), extra}};
+        if (extra)
+            p[1].grad = optim_grad_dense(tensor_like(optim_var_dtype(extra), optim_var_rank(extra),
+                                                     optim_var_shape(extra), extra_g,
+                                                     optim_var_numel(extra), ebuf));
         ot_step(opt, p, extra ? 2 : 1);
     }
     free(ebuf);
@@ -374,7 +401,8 @@ optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dt
     return v;
 }
 
-void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st)
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w,
+                   double *st)
 {
     int cols = s->cols ? s->cols : 1, n = s->rows * cols, r32 = c->round32 && dt == OPTIM_F32;
     double *g = malloc(sizeof(double) * (size_t)n), *p[OT_MAX_STATE], *q[OT_MAX_STATE];
@@ -409,8 +437,8 @@ void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dt
 
 /* Rows that no step indexes hold their first values (ref: the reference's
  * w and state, where they never move) bit for bit, in x and its slots. */
-static void unindexed_rows_kept(optim_optimizer *opt, optim_var *x, const ot_case *c, const ot_sparse *s,
-                                const double *ref, double *want)
+static void unindexed_rows_kept(optim_optimizer *opt, optim_var *x, const ot_case *c,
+                                const ot_sparse *s, const double *ref, double *want)
 {
     int cols = s->cols ? s->cols : 1, n = s->rows * cols, f32 = optim_var_dtype(x) == OPTIM_F32;
     char *seen = calloc((size_t)s->rows, 1);
@@ -420,8 +448,11 @@ static void unindexed_rows_kept(optim_optimizer *opt, optim_var *x, const ot_cas
     for (int i = -1; i < c->nstate; i++) {
         optim_var *v = i < 0 ? x : c->slots[i] ? optim_get_slot(opt, x, c->slots[i]) : NULL;
         for (int e = 0; v && e < n; e++) /* indexed rows: their own values (not compared here) */
-            want[e] = seen[e / cols] ? optim_var_get(v, e) : rnd(f32, ref[(size_t)(i + 1) * (size_t)n + (size_t)e]);
-        if (v) optim_test_var_close(v, want, n, 0, 0, i < 0 ? "unindexed rows of w" : c->slots[i], __FILE__, __LINE__);
+            want[e] = seen[e / cols] ? optim_var_get(v, e)
+                                     : rnd(f32, ref[(size_t)(i + 1) * (size_t)n + (size_t)e]);
+        if (v)
+            optim_test_var_close(v, want, n, 0, 0, i < 0 ? "unindexed rows of w" : c->slots[i],
+                                 __FILE__, __LINE__);
     }
     free(seen);
 }
@@ -431,7 +462,8 @@ void ot_check_sparse(const ot_sparse *s, ot_case c, int rows_only)
     int n = s->rows * (s->cols ? s->cols : 1);
     double *w = malloc(sizeof(double) * (size_t)(n * (2 + c.nstate)));
     assert_non_null(w);
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         ot_ref_sparse(s, &c, rows_only, dt, w, w + n);
         optim_optimizer *opt = optim_test_make(c.json);
         optim_var *x = ot_run_sparse(opt, s, dt, 0);
@@ -454,7 +486,8 @@ static void slots_bitwise(optim_optimizer *o1, optim_var *a, optim_optimizer *o2
 
 void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const char *const *slots)
 {
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         optim_var *sv = ot_run_sparse(o1, s, dt, 0), *dv = ot_run_sparse(o2, s, dt, 1);
         assert_vars_bitwise(sv, dv);
@@ -467,13 +500,16 @@ void ot_check_sparse_equals_dense(const ot_sparse *s, const char *json, const ch
 /* Whether row r (had: the first step reached it) is one a rule of this kind is about. */
 static int rule_row(int kind, int r, int had, int row)
 {
-    return kind == OT_FIRST ? had : kind == OT_LEFT ? had && r != row : kind == OT_ROW ? r == row : !had && r != row;
+    return kind == OT_FIRST ? had
+        : kind == OT_LEFT   ? had && r != row
+        : kind == OT_ROW    ? r == row
+                            : !had && r != row;
 }
 
 /* The rules of the first step (first) or the second on x; was[i]: rule i's
  * weight before the second step. */
-static void apply_rules(optim_optimizer *opt, optim_var *x, const ot_rule *rules, int nrules, int first,
-                        int all_had, int row, int cols, double was[][64])
+static void apply_rules(optim_optimizer *opt, optim_var *x, const ot_rule *rules, int nrules,
+                        int first, int all_had, int row, int cols, double was[][64])
 {
     int f32 = optim_var_dtype(x) == OPTIM_F32, n = (int)optim_var_numel(x);
     for (int i = 0; i < nrules; i++) {
@@ -484,19 +520,27 @@ static void apply_rules(optim_optimizer *opt, optim_var *x, const ot_rule *rules
             if (!rule_row(u->rows, e / cols, all_had || e / cols == 0, row)) continue;
             double now = optim_var_get(v, e), start = u->slot ? 0 : e + 1;
             double before = u->rows == OT_FIRST || u->rows == OT_NEVER ? start : was[i][e];
-            double want = u->what == OT_SCALED ? (f32 ? (double)((float)before * (float)u->factor) : before * u->factor)
-                          : u->what == OT_CLOSE ? before * u->factor : u->what == OT_IS ? u->factor : before;
-            int ok = u->what == OT_LESS ? now < before : u->what == OT_MOVED ? now != before
-                     : u->what == OT_CLOSE ? fabs(now - want) <= (f32 ? 1e-6 : 1e-14) * fabs(want) : now == want;
+            double want = u->what == OT_SCALED
+                ? (f32 ? (double)((float)before * (float)u->factor) : before * u->factor)
+                : u->what == OT_CLOSE ? before * u->factor
+                : u->what == OT_IS    ? u->factor
+                                      : before;
+            int ok = u->what == OT_LESS ? now < before
+                : u->what == OT_MOVED   ? now != before
+                : u->what == OT_CLOSE   ? fabs(now - want) <= (f32 ? 1e-6 : 1e-14) * fabs(want)
+                                        : now == want;
             if (!ok)
-                fail_msg("%s, element %d (rule %d): %a (%.17g), expected %s %a (%.17g)", u->slot ? u->slot : "w", e, i,
-                         now, now, (const char *[]){"==", "==", "close to", "<", "!=", "=="}[u->what], want, want);
+                fail_msg("%s, element %d (rule %d): %a (%.17g), expected %s %a (%.17g)",
+                         u->slot ? u->slot : "w", e, i, now, now,
+                         (const char *[]){"==", "==", "close to", "<", "!=", "=="}[u->what], want,
+                         want);
         }
     }
 }
 
-void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols, const double *hist, int row,
-                            const double *vals, const ot_rule *rules, int nrules)
+void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols,
+                            const double *hist, int row, const double *vals, const ot_rule *rules,
+                            int nrules)
 {
     double init[64], ones[64], was[8][64];
     assert_in_range(rows * cols, 1, 64);
@@ -518,8 +562,8 @@ void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols
 
 /* One thread against `threads`: the big F32 vector and, mixed, a small F64
  * vector and rows of an F32 table (sparse, index 7 twice). */
-static void check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots,
-                          int mixed)
+static void check_threads(const char *json, int threads, int steps, double shrink,
+                          const char *const *slots, int mixed)
 {
     const int64_t n = 100003; /* many chunks, ragged end */
     const int64_t n1 = 1000, es[2] = {500, 8}, rs[2] = {3, 8};
@@ -541,7 +585,8 @@ static void check_threads(const char *json, int threads, int steps, double shrin
             vars[t][2] = optim_test_var("emb", OPTIM_F32, 2, es, init);
         }
         for (int k = 0; k < steps; k++) {
-            for (int64_t i = 0; i < n; i++) g[i] = (float)(cos(0.37 * (double)i + k) / (1 + shrink * k));
+            for (int64_t i = 0; i < n; i++)
+                g[i] = (float)(cos(0.37 * (double)i + k) / (1 + shrink * k));
             for (int i = 0; i < 1000; i++) gd[i] = cos(0.11 * i - k);
             optim_grad_var p[3] = {
                 {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), vars[t][0]},
@@ -558,7 +603,8 @@ static void check_threads(const char *json, int threads, int steps, double shrin
     free(g);
 }
 
-void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots)
+void ot_check_threads(const char *json, int threads, int steps, double shrink,
+                      const char *const *slots)
 {
     check_threads(json, threads, steps, shrink, slots, 0);
 }
@@ -603,7 +649,8 @@ void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
     for (int i = 0; i < 4; i++) v[i] = optim_test_var(names[i], dt, 0, NULL, &two);
     optim_optimizer *o[4];
     for (int i = 0; i < 4; i++) o[i] = optim_test_make(json);
-    optim_tensor gz = optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)&(float){0} : (void *)&zero, 0, NULL);
+    optim_tensor gz =
+        optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)&(float){0} : (void *)&zero, 0, NULL);
     const char *pat[1] = {"exclude"};
     assert_int_equal(optim_exclude_from_weight_decay(o[1], NULL, 0, pat, 1), 0);
     assert_int_equal(optim_exclude_from_weight_decay(o[2], &v[2], 1, NULL, 0), 0);
@@ -638,7 +685,8 @@ void ot_assert_keys(const cJSON *c, const char *const *keys, size_t n)
     cJSON_ArrayForEach(it, c)
     {
         if (i >= n || strcmp(it->string, keys[i]) != 0)
-            fail_msg("config key %zu is '%s', expected '%s'", i, it->string, i < n ? keys[i] : "(end)");
+            fail_msg("config key %zu is '%s', expected '%s'", i, it->string,
+                     i < n ? keys[i] : "(end)");
         i++;
     }
     assert_eq(i, n);
@@ -670,7 +718,8 @@ void ot_expect_numbers(const cJSON *c, ...)
         double want = va_arg(ap, double), got = ot_num(c, key);
         if (got != want) {
             va_end(ap);
-            fail_msg("config key '%s' is %a (%.17g), expected %a (%.17g)", key, got, got, want, want);
+            fail_msg("config key '%s' is %a (%.17g), expected %a (%.17g)", key, got, got, want,
+                     want);
         }
     }
     va_end(ap);
@@ -729,7 +778,8 @@ void ot_expect_refused(const char *json, int code, const char *needle1, const ch
 
 void ot_expect_refused_gens(const char *json, int code, const char *needle1, const char *needle2)
 {
-    for (int legacy = 0; legacy < 2; legacy++) ot_expect_refused(ot_gen(json, legacy), code, needle1, needle2);
+    for (int legacy = 0; legacy < 2; legacy++)
+        ot_expect_refused(ot_gen(json, legacy), code, needle1, needle2);
 }
 
 void ot_expect_slot_names(optim_optimizer *opt, ...)

@@ -19,7 +19,8 @@
 
 /* Reference step k (0-based) in double on n elements: updates w and the
  * state arrays st[0..nstate) in place with the gradient g. */
-typedef void (*ot_ref_fn)(const void *hp, int k, double *w, double *const *st, const double *g, int n);
+typedef void (*ot_ref_fn)(const void *hp, int k, double *w, double *const *st, const double *g,
+                          int n);
 
 /* A dense problem: an n-vector from init(i), gradient grad(k, i) at step k;
  * shape, if set, is the variable's shape (rank dimensions, n elements). */
@@ -65,7 +66,8 @@ extern const ot_sparse OT_SPARSE_ADAM;
 
 /* The float32 operations of a generation, in its order: step k on n
  * floats, updating w and the state arrays st[0..nstate). */
-typedef void (*ot_ref32_fn)(const void *hp, int k, float *w, float *const *st, const float *g, int n);
+typedef void (*ot_ref32_fn)(const void *hp, int k, float *w, float *const *st, const float *g,
+                            int n);
 
 /* One optimizer case. slots[i] names the optimizer slot that holds the
  * reference's state i (NULL: internal to the reference, not compared);
@@ -83,7 +85,7 @@ typedef struct ot_case {
     const char *absent;
     double tol[4];
     double state_atol[OT_MAX_STATE]; /* non-zero: this state's atol (both dtypes); OT_ATOL_0: 0 */
-    int64_t state_n[OT_MAX_STATE];    /* non-zero: this state's elements (at most n; the first ones) */
+    int64_t state_n[OT_MAX_STATE]; /* non-zero: this state's elements (at most n; the first ones) */
     double state_init[OT_MAX_STATE]; /* the reference state's initial value */
     int exact_slots; /* the optimizer has exactly the named slots, in this order */
     /* Optional, for sparse references: step k on a row that got no
@@ -117,7 +119,8 @@ optim_grad ot_grad_like(const optim_var *w, const double *g, void *buf);
 /* One dense step of the gradient g everywhere on w must fail with code
  * (a hyperparameter out of range, say), the message naming needle, and
  * change nothing: w bit for bit, the iteration count. */
-void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code, const char *needle);
+void ot_expect_step_refused(optim_optimizer *opt, optim_var *w, double g, int code,
+                            const char *needle);
 /* The value of a scalar variable of dtype dt holding w after one step of
  * json's optimizer with the gradient g. */
 double ot_scalar_step(const char *json, optim_dtype dt, double w, double g);
@@ -140,8 +143,8 @@ void ot_check_dense(const ot_dense *d, ot_case c);
  * reference's hyperparameters (hp: c->hp, or c->hp32 for a round32 f32
  * run) alike. After every step w is compared with the reference (the
  * case's tolerances). Returns w. */
-optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c, optim_dtype dt,
-                            void (*set)(optim_optimizer *opt, void *hp, int k));
+optim_var *ot_check_dynamic(optim_optimizer *opt, const ot_dense *d, int steps, const ot_case *c,
+                            optim_dtype dt, void (*set)(optim_optimizer *opt, void *hp, int k));
 /* Compares w and the case's slots of opt (of w's dtype) against the reference arrays. */
 void ot_check_state(optim_optimizer *opt, optim_var *w, const ot_case *c, const double *ref_w,
                     const double *ref_st, int n);
@@ -159,13 +162,15 @@ optim_var *ot_run_sparse(optim_optimizer *opt, const ot_sparse *s, optim_dtype d
  * calls with the dense gradient extra_g (its numel values) every step, on
  * a variable of this shape (shape[0] rows, the other dimensions cols
  * elements; shape NULL: [rows, cols], rank 2 or 1). */
-optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt, int as_dense,
-                              optim_var *extra, const double *extra_g, int32_t rank, const int64_t *shape);
+optim_var *ot_run_sparse_with(optim_optimizer *opt, const ot_sparse *s, optim_dtype dt,
+                              int as_dense, optim_var *extra, const double *extra_g, int32_t rank,
+                              const int64_t *shape);
 /* The reference of the sparse problem: duplicates summed; rows_only: only
  * the rows indexed at a step are updated (the lazy, row-wise rules), else
  * every row, untouched ones with a zero gradient. A case with an idle hook
  * steps the rows without a gradient through it instead, in both modes. */
-void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w, double *st);
+void ot_ref_sparse(const ot_sparse *s, const ot_case *c, int rows_only, optim_dtype dt, double *w,
+                   double *st);
 /* The sparse problem in f32 and f64 against ot_ref_sparse; rows_only
  * without an idle hook: rows never indexed keep their bits, slots too. */
 void ot_check_sparse(const ot_sparse *s, ot_case c, int rows_only);
@@ -192,12 +197,14 @@ typedef struct ot_rule {
     const char *slot;
     double factor;
 } ot_rule;
-void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols, const double *hist, int row,
-                            const double *vals, const ot_rule *rules, int nrules);
+void ot_check_rows_left_out(const char *json, optim_dtype dt, int rows, int cols,
+                            const double *hist, int row, const double *vals, const ot_rule *rules,
+                            int nrules);
 
 /* One thread against `threads` on 100003 F32 elements for `steps` steps of
  * cos(0.37 i + k) / (1 + shrink * k): weights and the named slots bit for bit. */
-void ot_check_threads(const char *json, int threads, int steps, double shrink, const char *const *slots);
+void ot_check_threads(const char *json, int threads, int steps, double shrink,
+                      const char *const *slots);
 /* The same (shrink 0) with two more variables in each call: 1000 F64
  * elements (gradient cos(0.11 i - k)) and three rows of a [500, 8] F32
  * table (sparse, a duplicate index); weights of all three bit for bit. */
@@ -237,9 +244,10 @@ double ot_num(const cJSON *c, const char *key);
  * double, compared exactly, e.g. ot_expect_numbers(c, "beta_1", 0.9, NULL). */
 void ot_expect_numbers(const cJSON *c, ...);
 /* The eleven keys every Keras 3 optimizer config starts with, in order. */
-#define OT_KERAS3_BASE_KEYS                                                                          \
-    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema", \
-        "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"
+#define OT_KERAS3_BASE_KEYS                                                              \
+    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", \
+        "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",       \
+        "gradient_accumulation_steps"
 /* serialize, from_json, serialize again: the same string. */
 void ot_check_round_trip(const char *json);
 /* get_config of the optimizer made from json is exactly want, and json

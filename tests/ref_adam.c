@@ -37,8 +37,14 @@ static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
 
 ot_case ref_adam_case(const char *json, const ref_adam *r)
 {
-    return (ot_case){json, ref_table, r, 3, {"m", "v", r->ams ? "vhat" : NULL}, r->ams ? NULL : "vhat",
-                     .tol = {2e-5, 2e-6, 1e-12, 1e-14}, .idle = r->legacy ? ref_idle : NULL};
+    return (ot_case){json,
+                     ref_table,
+                     r,
+                     3,
+                     {"m", "v", r->ams ? "vhat" : NULL},
+                     r->ams ? NULL : "vhat",
+                     .tol = {2e-5, 2e-6, 1e-12, 1e-14},
+                     .idle = r->legacy ? ref_idle : NULL};
 }
 
 /* Keras 3 (base decay w - (w * wd) * lr, then Adam.update_step) and legacy
@@ -48,10 +54,12 @@ ot_case ref_adam_case(const char *json, const ref_adam *r)
 static void emul_dense_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
 {
     const ref_adam *r = r_;
-    float t = (float)(k + 1), fb1 = (float)r->b1, fb2 = (float)r->b2, l = (float)r->lr, fwd = (float)r->wd;
+    float t = (float)(k + 1), fb1 = (float)r->b1, fb2 = (float)r->b2, l = (float)r->lr,
+          fwd = (float)r->wd;
     float p1 = powf(fb1, t), p2 = powf(fb2, t);
     float alpha = l * sqrtf(1.0f - p2) / (1.0f - p1);
-    float c1 = r->legacy ? 1.0f - fb1 : (float)(1.0 - r->b1), c2 = r->legacy ? 1.0f - fb2 : (float)(1.0 - r->b2);
+    float c1 = r->legacy ? 1.0f - fb1 : (float)(1.0 - r->b1),
+          c2 = r->legacy ? 1.0f - fb2 : (float)(1.0 - r->b2);
     float e = (float)r->eps, *m = st[0], *v = st[1], *vh = st[2];
     for (int i = 0; i < n; i++) {
         if (r->wd != 0) w[i] = r->legacy ? w[i] - fwd * w[i] : w[i] - w[i] * fwd * l;
@@ -98,7 +106,8 @@ static void assert_f32_state(optim_optimizer *opt, optim_var *x, const float *w,
     if (ams) assert_var_floats(optim_get_slot(opt, x, "vhat"), vh, n);
 }
 
-void ref_adam_check_dense_f32(const char *json, int legacy, int ams, double lr, double wd, float *last_w)
+void ref_adam_check_dense_f32(const char *json, int legacy, int ams, double lr, double wd,
+                              float *last_w)
 {
     const ot_dense *d = &OT_DENSE_SHRINK;
     ref_adam r = {lr, 0.9, 0.999, 1e-7, wd, 0, ams, legacy};
@@ -126,9 +135,11 @@ void ref_adam_check_legacy_sparse_f32(const char *json, int ams, double lr, doub
         int touched[MAX_N] = {0};
         for (int j = 0; j < s->nidx; j++) {
             touched[s->index(k, j)] = 1;
-            for (int c = 0; c < s->cols; c++) g[s->index(k, j) * s->cols + c] += (float)s->val(k, j, c);
+            for (int c = 0; c < s->cols; c++)
+                g[s->index(k, j) * s->cols + c] += (float)s->val(k, j, c);
         }
-        emul_legacy_sparse_f32(ams, w, m, v, vh, s->rows, s->cols, touched, g, k, lr, 0.9, 0.999, 1e-7, wd);
+        emul_legacy_sparse_f32(ams, w, m, v, vh, s->rows, s->cols, touched, g, k, lr, 0.9, 0.999,
+                               1e-7, wd);
     }
     assert_f32_state(opt, x, w, m, v, vh, ams, n);
     optim_test_free(opt, x);
@@ -139,9 +150,11 @@ void ref_adam_check_tfa(const char *json, int sparse, double wd, double eps, con
 {
     const double gv[2] = {0.1, 0.01};
     int64_t len = n, ni = nidx;
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(json);
-        optim_var *var[2] = {optim_test_var("var0", dt, 1, &len, i0), optim_test_var("var1", dt, 1, &len, i1)};
+        optim_var *var[2] = {optim_test_var("var0", dt, 1, &len, i0),
+                             optim_test_var("var1", dt, 1, &len, i1)};
         double gd[2][MAX_N], p[2][MAX_N], m[2] = {0}, v[2] = {0};
         float gf[2][MAX_N];
         int touched[MAX_N] = {0};
@@ -154,8 +167,10 @@ void ref_adam_check_tfa(const char *json, int sparse, double wd, double eps, con
         for (int t = 1; t <= 3; t++) {
             optim_grad_var pg[2];
             for (int j = 0; j < 2; j++) {
-                optim_tensor g = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gd[j] : (void *)gf[j], 1, &ni);
-                pg[j] = (optim_grad_var){sparse ? optim_grad_sparse(idx, nidx, g) : optim_grad_dense(g), var[j]};
+                optim_tensor g =
+                    optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)gd[j] : (void *)gf[j], 1, &ni);
+                pg[j] = (optim_grad_var){
+                    sparse ? optim_grad_sparse(idx, nidx, g) : optim_grad_dense(g), var[j]};
             }
             ot_step(opt, pg, 2);
             double lr_t = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
@@ -164,7 +179,8 @@ void ref_adam_check_tfa(const char *json, int sparse, double wd, double eps, con
                 v[j] = 0.999 * v[j] + 0.001 * gv[j] * gv[j];
                 for (int i = 0; i < n; i++) {
                     if (!touched[i]) {
-                        assert_eq(optim_var_get(var[j], i), dt == OPTIM_F32 ? (float)p[j][i] : p[j][i]);
+                        assert_eq(optim_var_get(var[j], i),
+                                  dt == OPTIM_F32 ? (float)p[j][i] : p[j][i]);
                         continue;
                     }
                     p[j][i] = p[j][i] * (1 - wd) - lr_t * m[j] / (sqrt(v[j]) + eps);

@@ -38,7 +38,8 @@ ot_case ref_adam_case(const char *json, const ref_adam *r);
  * Adam.update_step) with lr, wd and the default betas and epsilon, checked
  * bit for bit against opt's result; returns x's final weights in last_w
  * (OT_DENSE_SHRINK.n floats) when last_w is not NULL. */
-void ref_adam_check_dense_f32(const char *json, int legacy, int ams, double lr, double wd, float *last_w);
+void ref_adam_check_dense_f32(const char *json, int legacy, int ams, double lr, double wd,
+                              float *last_w);
 
 /* Legacy sparse in float32 on OT_SPARSE_ADAM: the indexed rows decayed
  * (scatter_add of -wd * w), then Adam._resource_apply_sparse moves every

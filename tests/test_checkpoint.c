@@ -79,7 +79,8 @@ static int save_hook(void *user, optim_model *m, int64_t epoch, optim_logs *logs
 
 /* fit from initial_epoch to epochs, saving a checkpoint after each epoch
  * when dir is non-NULL. */
-static void fit(optim_model *m, optim_optimizer *opt, int64_t initial, int64_t epochs, const char *dir)
+static void fit(optim_model *m, optim_optimizer *opt, int64_t initial, int64_t epochs,
+                const char *dir)
 {
     optim_tensor x = optim_tensor_make(OPTIM_F32, xs, 2, (int64_t[]){N, FEATURES});
     optim_tensor y = optim_tensor_make(OPTIM_I32, ys, 1, (int64_t[]){N});
@@ -101,14 +102,15 @@ static void fit(optim_model *m, optim_optimizer *opt, int64_t initial, int64_t e
 }
 
 /* Model variables and optimizer weights are bitwise equal. */
-static void assert_same_state(optim_model *a, optim_optimizer *oa, optim_model *b, optim_optimizer *ob,
-                              const char *cfg)
+static void assert_same_state(optim_model *a, optim_optimizer *oa, optim_model *b,
+                              optim_optimizer *ob, const char *cfg)
 {
     optim_var *va[MAXV], *vb[MAXV];
     size_t n = optim_model_variables(a, va, MAXV);
     assert_int_equal(optim_model_variables(b, vb, MAXV), n);
     for (size_t i = 0; i < n; i++)
-        if (memcmp(optim_var_cdata(va[i]), optim_var_cdata(vb[i]), (size_t)optim_var_numel(va[i]) * 4)) {
+        if (memcmp(optim_var_cdata(va[i]), optim_var_cdata(vb[i]),
+                   (size_t)optim_var_numel(va[i]) * 4)) {
             print_error("%s: variable %s differs after resume\n", cfg, optim_var_name(va[i]));
             fail();
         }
@@ -116,8 +118,10 @@ static void assert_same_state(optim_model *a, optim_optimizer *oa, optim_model *
     size_t nw = optim_get_weights(oa, wa, 64);
     assert_int_equal(optim_get_weights(ob, wb, 64), nw);
     for (size_t i = 0; i < nw; i++)
-        if (memcmp(wa[i].data, wb[i].data, (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype))) {
-            print_error("%s: optimizer weight %s differs after resume\n", cfg, optim_weight_name(oa, i));
+        if (memcmp(wa[i].data, wb[i].data,
+                   (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype))) {
+            print_error("%s: optimizer weight %s differs after resume\n", cfg,
+                        optim_weight_name(oa, i));
             fail();
         }
 }
@@ -127,12 +131,21 @@ static const char *const CONFIGS[] = {
     "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, \"momentum\": 0.9, \"nesterov\": true}}",
     "\"adam\"",
     "{\"class_name\": \"Adam\", \"config\": {\"amsgrad\": true, \"is_legacy_optimizer\": true}}",
-    "\"adamw\"", "\"adamax\"", "\"nadam\"",
+    "\"adamw\"",
+    "\"adamax\"",
+    "\"nadam\"",
     "{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}",
     "{\"class_name\": \"RMSprop\", \"config\": {\"momentum\": 0.5, \"centered\": true}}",
-    "\"adagrad\"", "\"adadelta\"", "\"ftrl\"",
+    "\"adagrad\"",
+    "\"adadelta\"",
+    "\"ftrl\"",
     "{\"class_name\": \"Ftrl\", \"config\": {\"l1_regularization_strength\": 0.01, \"is_legacy_optimizer\": true}}",
-    "\"lion\"", "\"adafactor\"", "\"lamb\"", "\"lazyadam\"", "\"muon\"", "\"schedulefreeadamw\"",
+    "\"lion\"",
+    "\"adafactor\"",
+    "\"lamb\"",
+    "\"lazyadam\"",
+    "\"muon\"",
+    "\"schedulefreeadamw\"",
     "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"Adam\", \"config\": {}}, "
     "\"sync_period\": 3}}",
     "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", \"config\": "
@@ -199,8 +212,9 @@ static void test_config_exact(void **s)
     (void)s;
     make_data();
     const char *dir = optim_test_tmpfile("ckx");
-    optim_optimizer *o = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": "
-                                         "0.009999999776482582, \"clipnorm\": 1, \"momentum\": 0.9}}");
+    optim_optimizer *o =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": "
+                        "0.009999999776482582, \"clipnorm\": 1, \"momentum\": 0.9}}");
     optim_model *m = make_model(o, 12);
     fit(m, o, 0, 1, dir);
     optim_checkpoint *c;

@@ -33,9 +33,19 @@ static char not_an_opt;
 #define SENTINEL ((optim_optimizer *)(void *)&not_an_opt)
 
 static const char *const KERAS3_KEYS[] = {
-    "name", "learning_rate", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
-    "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-    "gradient_accumulation_steps", "momentum", "nesterov",
+    "name",
+    "learning_rate",
+    "weight_decay",
+    "clipnorm",
+    "global_clipnorm",
+    "clipvalue",
+    "use_ema",
+    "ema_momentum",
+    "ema_overwrite_frequency",
+    "loss_scale_factor",
+    "gradient_accumulation_steps",
+    "momentum",
+    "nesterov",
 };
 #define N_KERAS3_KEYS (sizeof KERAS3_KEYS / sizeof *KERAS3_KEYS)
 
@@ -247,8 +257,8 @@ static void expect_set_fails(optim_optimizer *opt, const char *name, double valu
     char *before = serialize(opt);
     int rc = optim_set_hyper(opt, name, value);
     if (rc != code) {
-        print_error("optim_set_hyper(%s, %g): rc %d, expected %d; msg '%s'\n",
-                    name ? name : "NULL", value, rc, code, optim_errmsg(opt));
+        print_error("optim_set_hyper(%s, %g): rc %d, expected %d; msg '%s'\n", name ? name : "NULL",
+                    value, rc, code, optim_errmsg(opt));
         fail();
     }
     const char *msg = optim_errmsg(opt);
@@ -606,8 +616,8 @@ static void test_round_trip(void **state)
         assert_string_equal(sb, sa);
         assert_int_equal(optim_generation_of(b), optim_generation_of(a));
         assert_string_equal(optim_name(b), optim_name(a));
-        const char *hypers[] = {"learning_rate", "momentum", "nesterov", "clipnorm",
-                                "global_clipnorm", "clipvalue"};
+        const char *hypers[] = {"learning_rate", "momentum",        "nesterov",
+                                "clipnorm",      "global_clipnorm", "clipvalue"};
         for (size_t h = 0; h < sizeof hypers / sizeof *hypers; h++) {
             double va, vb;
             assert_int_equal(optim_get_hyper(a, hypers[h], &va), OPTIM_OK);
@@ -706,8 +716,10 @@ static void test_legacy_lr_alias(void **state)
     assert_hyper(opt, "learning_rate", 0.4);
     optim_destroy(opt);
     /* Keras 3 has no "lr" (and without is_legacy_optimizer, "lr" says legacy). */
-    expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3, \"is_legacy_optimizer\": "
-                      "false}}", OPTIM_EKEY, "'lr'", NULL);
+    expect_json_fails(
+        "{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3, \"is_legacy_optimizer\": "
+        "false}}",
+        OPTIM_EKEY, "'lr'", NULL);
     opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3}}");
     assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
     assert_hyper(opt, "learning_rate", 0.3);
@@ -749,8 +761,13 @@ static void test_keras_2_11_config_accepted(void **state)
      * no loss_scale_factor, gradient_accumulation_steps; learning_rate after
      * is_legacy_optimizer). Key order: tests/test_keras_fixtures.c. */
     static const char *const tfk_keys[] = {
-        "name", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema", "ema_momentum",
-        "ema_overwrite_frequency", "jit_compile", "is_legacy_optimizer", "learning_rate", "momentum", "nesterov",
+        "name",          "weight_decay",
+        "clipnorm",      "global_clipnorm",
+        "clipvalue",     "use_ema",
+        "ema_momentum",  "ema_overwrite_frequency",
+        "jit_compile",   "is_legacy_optimizer",
+        "learning_rate", "momentum",
+        "nesterov",
     };
     cJSON *c = config_of(opt);
     assert_keys_exactly(c, tfk_keys, sizeof tfk_keys / sizeof *tfk_keys);
@@ -769,17 +786,21 @@ static void test_keras_2_11_config_accepted(void **state)
                        "\"is_legacy_optimizer\": false}}");
     /* tf-keras's defaults: the class name as name; Keras 3's rules. */
     char *text = optim_serialize(opt);
-    assert_string_equal(text, "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,"
-                              "\"clipnorm\":null,\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,"
-                              "\"ema_momentum\":0.99,\"ema_overwrite_frequency\":null,\"jit_compile\":true,"
-                              "\"is_legacy_optimizer\":false,\"learning_rate\":0.01,\"momentum\":0.0,"
-                              "\"nesterov\":false}}");
+    assert_string_equal(
+        text,
+        "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,"
+        "\"clipnorm\":null,\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,"
+        "\"ema_momentum\":0.99,\"ema_overwrite_frequency\":null,\"jit_compile\":true,"
+        "\"is_legacy_optimizer\":false,\"learning_rate\":0.01,\"momentum\":0.0,"
+        "\"nesterov\":false}}");
     optim_free(text);
     /* A key tf-keras has no place for: Keras 3's form. */
     assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 2), 0);
     text = optim_serialize(opt);
-    assert_non_null(strstr(text, "{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
-                                 "\"learning_rate\":0.01,"));
+    assert_non_null(strstr(
+        text,
+        "{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
+        "\"learning_rate\":0.01,"));
     assert_null(strstr(text, "jit_compile"));
     optim_free(text);
     optim_destroy(opt);
@@ -787,12 +808,17 @@ static void test_keras_2_11_config_accepted(void **state)
     opt = from_json_ok("{\"class_name\": \"Custom>SGD\", \"config\": {\"momentum\": 0.5}}");
     assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
     text = optim_serialize(opt);
-    assert_non_null(strstr(text, "{\"class_name\":\"Custom>SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,"));
-    assert_non_null(strstr(text, "\"jit_compile\":true,\"is_legacy_optimizer\":false,\"learning_rate\":0.01,"
-                                 "\"momentum\":0.5,"));
+    assert_non_null(strstr(
+        text,
+        "{\"class_name\":\"Custom>SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,"));
+    assert_non_null(
+        strstr(text,
+               "\"jit_compile\":true,\"is_legacy_optimizer\":false,\"learning_rate\":0.01,"
+               "\"momentum\":0.5,"));
     optim_free(text);
     optim_destroy(opt);
-    expect_json_fails("{\"class_name\": \"Custom>Bogus\", \"config\": {}}", OPTIM_ENOTFOUND, "Custom>Bogus", NULL);
+    expect_json_fails("{\"class_name\": \"Custom>Bogus\", \"config\": {}}", OPTIM_ENOTFOUND,
+                      "Custom>Bogus", NULL);
 }
 
 /* ---- Bad configs ----------------------------------------------------------------------------- */
@@ -815,8 +841,8 @@ static void test_bad_class_and_keys(void **state)
     /* A mix reads as Keras 3, which names each side's keys. */
     expect_json_fails(J("{\"lr\": 0.01, \"use_ema\": false}"), OPTIM_EKEY, "'lr'",
                       "legacy-only keys here: lr", "Keras 3-only keys here: use_ema", NULL);
-    expect_json_fails(J("{\"lr\": 0.01, \"is_legacy_optimizer\": false}"), OPTIM_EKEY,
-                      "'lr'", "legacy-only keys here: lr", NULL);
+    expect_json_fails(J("{\"lr\": 0.01, \"is_legacy_optimizer\": false}"), OPTIM_EKEY, "'lr'",
+                      "legacy-only keys here: lr", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"weight_decay\": null}"), OPTIM_EKEY,
                       "'weight_decay'", "generation", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"use_ema\": false}"), OPTIM_EKEY,
@@ -832,8 +858,7 @@ static void test_bad_value_types(void **state)
     expect_json_fails(J("{\"learning_rate\": \"0.1\"}"), OPTIM_ETYPE, "learning_rate", "string",
                       "number", NULL);
     expect_json_fails(J("{\"learning_rate\": null}"), OPTIM_ETYPE, "learning_rate", "null", NULL);
-    expect_json_fails(J("{\"learning_rate\": [0.1]}"), OPTIM_ETYPE, "learning_rate", "array",
-                      NULL);
+    expect_json_fails(J("{\"learning_rate\": [0.1]}"), OPTIM_ETYPE, "learning_rate", "array", NULL);
     expect_json_fails(J("{\"nesterov\": 1}"), OPTIM_ETYPE, "nesterov", "number", "true or false",
                       NULL);
     expect_json_fails(J("{\"momentum\": true}"), OPTIM_ETYPE, "momentum", "boolean", "number",
@@ -843,10 +868,9 @@ static void test_bad_value_types(void **state)
     expect_json_fails(J("{\"gradient_accumulation_steps\": 2.5}"), OPTIM_ETYPE,
                       "gradient_accumulation_steps", "integer", NULL);
     expect_json_fails(J("{\"name\": 5}"), OPTIM_ETYPE, "name", "string", NULL);
-    expect_json_fails(J("{\"is_legacy_optimizer\": \"yes\"}"), OPTIM_ETYPE,
-                      "is_legacy_optimizer", "string", NULL);
-    expect_json_fails(J("{\"is_legacy_optimizer\": 1}"), OPTIM_ETYPE, "is_legacy_optimizer",
-                      NULL);
+    expect_json_fails(J("{\"is_legacy_optimizer\": \"yes\"}"), OPTIM_ETYPE, "is_legacy_optimizer",
+                      "string", NULL);
+    expect_json_fails(J("{\"is_legacy_optimizer\": 1}"), OPTIM_ETYPE, "is_legacy_optimizer", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"nesterov\": \"false\"}"), OPTIM_ETYPE,
                       "nesterov", NULL);
 }
@@ -854,8 +878,7 @@ static void test_bad_value_types(void **state)
 static void test_bad_value_ranges(void **state)
 {
     (void)state;
-    expect_json_fails(J("{\"learning_rate\": -0.5}"), OPTIM_ERANGE, "learning_rate", "-0.5",
-                      NULL);
+    expect_json_fails(J("{\"learning_rate\": -0.5}"), OPTIM_ERANGE, "learning_rate", "-0.5", NULL);
     expect_json_fails(J("{\"learning_rate\": 1e999}"), OPTIM_ERANGE, "learning_rate", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"learning_rate\": -1}"), OPTIM_ERANGE,
                       "learning_rate", "-1", NULL);
@@ -868,9 +891,10 @@ static void test_bad_value_ranges(void **state)
                       "clipnorm", NULL);
     expect_json_fails(J("{\"global_clipnorm\": -2}"), OPTIM_ERANGE, "global_clipnorm", NULL);
     expect_json_fails(J("{\"clipvalue\": -0.5}"), OPTIM_ERANGE, "clipvalue", NULL);
-    expect_json_fails(J("{\"is_legacy_optimizer\": true, \"decay\": -0.1}"), OPTIM_ERANGE,
-                      "decay", NULL);
-    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": -0.5}"), OPTIM_ERANGE, "ema_momentum", NULL);
+    expect_json_fails(J("{\"is_legacy_optimizer\": true, \"decay\": -0.1}"), OPTIM_ERANGE, "decay",
+                      NULL);
+    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": -0.5}"), OPTIM_ERANGE,
+                      "ema_momentum", NULL);
 }
 
 static void test_bad_clip_combinations(void **state)
@@ -909,8 +933,8 @@ static void test_bad_json_shapes(void **state)
     /* A duplicated config key. */
     expect_json_fails(J("{\"learning_rate\": 0.1, \"learning_rate\": 0.2}"), OPTIM_EPARSE,
                       "'learning_rate'", NULL);
-    expect_json_fails(J("{\"momentum\": 0.1, \"nesterov\": true, \"momentum\": 0.1}"),
-                      OPTIM_EPARSE, "'momentum'", NULL);
+    expect_json_fails(J("{\"momentum\": 0.1, \"nesterov\": true, \"momentum\": 0.1}"), OPTIM_EPARSE,
+                      "'momentum'", NULL);
     /* NULL arguments. */
     optim_error err;
     optim_optimizer *opt = SENTINEL;
@@ -970,12 +994,15 @@ static void test_legacy_lr_and_learning_rate(void **state)
 static void test_config_numbers_exact(void **state)
 {
     (void)state;
-    static const struct { const char *key; double value; } cases[] = {
-        {"learning_rate", 0.009999999776482582},   /* (double)0.01f */
-        {"momentum", 0.89999997615814209},         /* (double)0.9f */
-        {"ema_momentum", 0.99000000953674316},     /* (double)0.99f */
-        {"clipnorm", 9.9999997473787516e-05},      /* (double)1e-4f */
-        {"learning_rate", 0.1 + 0.2},              /* 0.30000000000000004 */
+    static const struct {
+        const char *key;
+        double value;
+    } cases[] = {
+        {"learning_rate", 0.009999999776482582}, /* (double)0.01f */
+        {"momentum", 0.89999997615814209}, /* (double)0.9f */
+        {"ema_momentum", 0.99000000953674316}, /* (double)0.99f */
+        {"clipnorm", 9.9999997473787516e-05}, /* (double)1e-4f */
+        {"learning_rate", 0.1 + 0.2}, /* 0.30000000000000004 */
         {"learning_rate", 1.0 / 3.0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
@@ -1011,7 +1038,8 @@ static void test_config_numbers_exact(void **state)
 static void test_config_text_form(void **state)
 {
     (void)state;
-    optim_optimizer *opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1}}");
+    optim_optimizer *opt =
+        from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1}}");
     char *text = optim_get_config(opt);
     assert_contains(text, "\"learning_rate\":1.0,");
     assert_contains(text, "\"momentum\":0.0,");
@@ -1022,17 +1050,20 @@ static void test_config_text_form(void **state)
     opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1e-5, "
                        "\"clipvalue\": 2, \"clipnorm\": 3.0, \"is_legacy_optimizer\": true}}");
     text = optim_get_config(opt);
-    assert_string_equal(text, "{\"name\":\"SGD\",\"clipnorm\":3.0,\"clipvalue\":2,"
-                              "\"learning_rate\":1e-05,\"decay\":0.0,\"momentum\":0.0,"
-                              "\"nesterov\":false}");
+    assert_string_equal(text,
+                        "{\"name\":\"SGD\",\"clipnorm\":3.0,\"clipvalue\":2,"
+                        "\"learning_rate\":1e-05,\"decay\":0.0,\"momentum\":0.0,"
+                        "\"nesterov\":false}");
     optim_free(text);
     optim_destroy(opt);
     /* Legacy keeps an int learning rate and decay (OptimizerV2's _hyper
      * holds the Python value until the first step); set from C, a float. */
-    opt = from_json_ok("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 1, \"decay\": 0, "
-                       "\"beta_1\": 0.5, \"epsilon\": 1, \"is_legacy_optimizer\": true}}");
+    opt =
+        from_json_ok("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 1, \"decay\": 0, "
+                     "\"beta_1\": 0.5, \"epsilon\": 1, \"is_legacy_optimizer\": true}}");
     text = optim_get_config(opt);
-    assert_contains(text, "\"learning_rate\":1,\"decay\":0,\"beta_1\":0.5,\"beta_2\":0.999,\"epsilon\":1,");
+    assert_contains(
+        text, "\"learning_rate\":1,\"decay\":0,\"beta_1\":0.5,\"beta_2\":0.999,\"epsilon\":1,");
     optim_free(text);
     assert_int_equal(optim_set_hyper(opt, "learning_rate", 2), 0);
     text = optim_get_config(opt);
@@ -1049,11 +1080,12 @@ static void test_not_yet_supported_options(void **state)
     expect_json_fails(J("{\"weight_decay\": -0.1}"), OPTIM_ERANGE, "weight_decay", "-0.1", NULL);
     expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
                       "gradient_accumulation_steps", NULL);
-    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": 1.5}"), OPTIM_ERANGE,
-                      "ema_momentum", NULL);
-    optim_optimizer *opt = from_json_ok(J("{\"weight_decay\": 0, \"use_ema\": true, "
-                                          "\"ema_overwrite_frequency\": 10, \"loss_scale_factor\": 128, "
-                                          "\"gradient_accumulation_steps\": 4}"));
+    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": 1.5}"), OPTIM_ERANGE, "ema_momentum",
+                      NULL);
+    optim_optimizer *opt =
+        from_json_ok(J("{\"weight_decay\": 0, \"use_ema\": true, "
+                       "\"ema_overwrite_frequency\": 10, \"loss_scale_factor\": 128, "
+                       "\"gradient_accumulation_steps\": 4}"));
     optim_destroy(opt);
 }
 
@@ -1319,7 +1351,8 @@ static void test_register_param_default_out_of_range(void **state)
             optim_destroy(opt);
         }
         print_error("registered a class whose param 'beta' defaults to 5 outside [0, 1]; its "
-                    "optimizers report beta = %g\n", v);
+                    "optimizers report beta = %g\n",
+                    v);
         fail();
     }
     assert_lt(rc, 0);
@@ -1364,7 +1397,8 @@ static void test_string_param_kind(void **state)
     assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
     assert_eq(v, 1.0);
     char *text = optim_get_config(opt);
-    assert_non_null(strstr(text, "\"sparse_mode\":\"lazy\",\"patterns\":[\"bias\",\"norm\"],\"none\":null"));
+    assert_non_null(
+        strstr(text, "\"sparse_mode\":\"lazy\",\"patterns\":[\"bias\",\"norm\"],\"none\":null"));
     optim_free(text);
     /* Out of the choices' range: refused, value unchanged. */
     assert_int_equal(optim_set_hyper(opt, "sparse_mode", 2), OPTIM_ERANGE);
@@ -1374,7 +1408,8 @@ static void test_string_param_kind(void **state)
     assert_non_null(strstr(text, "\"sparse_mode\":\"dense\""));
     optim_free(text);
     optim_destroy(opt);
-    opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"dense\"}}");
+    opt =
+        from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"dense\"}}");
     assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
     assert_eq(v, 0.0);
     optim_destroy(opt);
@@ -1490,12 +1525,34 @@ static void test_name_patterns_size_bound(void **state)
     memset(stacked + 3, '+', 8);
     memset(literal, 'n', 3000);
     literal[3000] = '\0';
-    static const char *const big[] = {"(a*){2}{2}", "x(y{50}|(z+){60}){20}", "b.*?+?", "^b*+++", "a**",
-                                      "^((((b*)+)+)+)+", "(x|y*|z)+++", "(a|b?){300}", "^((b*){1,2}){150}",
-                                      "(.*)+", "((b*c*)*){9}", "((^|/)+){100}"};
-    static const char *const fine[] = {"b.*+", "^(dense|conv)[0-9]{1,3}/(kernel|bias)$", "[[:alpha:]]{2,8}\\.w+",
-                                       "a{1000}", "[]{}*+]+", "a)", "((a|b)*c){3}", ".*?kernel", "(.*/)?bias",
-                                       "(a|b){300}", "b*+", "x{2}?", "^(a+)+$", "(^|/)?bias", "(|a)*", NULL};
+    static const char *const big[] = {"(a*){2}{2}",
+                                      "x(y{50}|(z+){60}){20}",
+                                      "b.*?+?",
+                                      "^b*+++",
+                                      "a**",
+                                      "^((((b*)+)+)+)+",
+                                      "(x|y*|z)+++",
+                                      "(a|b?){300}",
+                                      "^((b*){1,2}){150}",
+                                      "(.*)+",
+                                      "((b*c*)*){9}",
+                                      "((^|/)+){100}"};
+    static const char *const fine[] = {"b.*+",
+                                       "^(dense|conv)[0-9]{1,3}/(kernel|bias)$",
+                                       "[[:alpha:]]{2,8}\\.w+",
+                                       "a{1000}",
+                                       "[]{}*+]+",
+                                       "a)",
+                                       "((a|b)*c){3}",
+                                       ".*?kernel",
+                                       "(.*/)?bias",
+                                       "(a|b){300}",
+                                       "b*+",
+                                       "x{2}?",
+                                       "^(a+)+$",
+                                       "(^|/)?bias",
+                                       "(|a)*",
+                                       NULL};
     const char *list[sizeof fine / sizeof *fine];
     memcpy(list, fine, sizeof fine);
     list[sizeof fine / sizeof *fine - 1] = literal;
@@ -1506,11 +1563,13 @@ static void test_name_patterns_size_bound(void **state)
     assert_null(p);
     assert_non_null(strstr(err.msg, "pats[0] ('b.*++++++++') is too large to compile"));
     for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
-        if (optim_name_patterns_compile(&p, big + i, 1, "pats", &err) != OPTIM_EINVAL || !strstr(err.msg, "too large"))
+        if (optim_name_patterns_compile(&p, big + i, 1, "pats", &err) != OPTIM_EINVAL ||
+            !strstr(err.msg, "too large"))
             fail_msg("'%s' not refused as too large: %s", big[i], err.msg);
     }
     /* Unfinished syntax: refused by regcomp, read to its end and no further. */
-    static const char *const cut[] = {"[[:", "[[.a", "[[=", "[^", "[", "\\", "a{2", "a{", "((", "[]"};
+    static const char *const cut[] = {"[[:", "[[.a", "[[=", "[^", "[",
+                                      "\\",  "a{2",  "a{",  "((", "[]"};
     for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
         char *c = malloc(strlen(cut[i]) + 1); /* exactly, so that ASan sees a read past the end */
         assert_non_null(c);
@@ -1519,17 +1578,19 @@ static void test_name_patterns_size_bound(void **state)
         assert_int_equal(optim_name_patterns_compile(&p, one_cut, 1, "pats", &err), OPTIM_EINVAL);
         free(c);
     }
-    assert_int_equal(optim_name_patterns_compile(&p, list, sizeof fine / sizeof *fine, "pats", &err), OPTIM_OK);
+    assert_int_equal(
+        optim_name_patterns_compile(&p, list, sizeof fine / sizeof *fine, "pats", &err), OPTIM_OK);
     assert_int_equal(optim_name_patterns_match(p, "conv12/kernel"), 1);
     assert_int_equal(optim_name_patterns_match(p, literal), 1);
     optim_name_patterns_free(p);
     /* MultiOptimizer's optimizer_map keys are patterns too. */
     char json[512];
-    snprintf(json, sizeof json,
-             "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": "
-             "\"OptimizerMap\", \"config\": {\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {}}, "
-             "\"optimizer_map\": {\"%s\": {\"class_name\": \"Adam\", \"config\": {}}}}}}}",
-             stacked);
+    snprintf(
+        json, sizeof json,
+        "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": "
+        "\"OptimizerMap\", \"config\": {\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": {}}, "
+        "\"optimizer_map\": {\"%s\": {\"class_name\": \"Adam\", \"config\": {}}}}}}}",
+        stacked);
     optim_optimizer *opt = NULL;
     assert_int_equal(optim_from_json(&opt, json, &err), OPTIM_EINVAL);
     assert_null(opt);
@@ -1557,13 +1618,15 @@ static void test_nested_objects_equally_strict(void **state)
                       OPTIM_EKEY, "inner optimizer: SGD: unknown config key 'bogus'", NULL);
     optim_optimizer *inner = optim_test_make("\"sgd\""), *w = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}, "
-                                    "\"extra\": 1}", inner, &err),
+    assert_int_equal(optim_wrap(&w,
+                                "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}, "
+                                "\"extra\": 1}",
+                                inner, &err),
                      OPTIM_EKEY);
     assert_null(w);
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}",
-                                inner, &err),
-                     OPTIM_OK);
+    assert_int_equal(
+        optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}", inner, &err),
+        OPTIM_OK);
     optim_destroy(w);
 }
 
@@ -1572,23 +1635,32 @@ static void test_generation_detection(void **state)
 {
     (void)state;
     /* tfk: written back as tf-keras's new-style optimizers write it. */
-    static const struct { const char *json; optim_generation gen; int tfk; } cases[] = {
+    static const struct {
+        const char *json;
+        optim_generation gen;
+        int tfk;
+    } cases[] = {
         {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.0}}", OPTIM_LEGACY, 0},
         {"{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.1}}", OPTIM_LEGACY, 0},
         {"{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}", OPTIM_KERAS3, 0},
         {"{\"class_name\": \"Addons>LAMB\", \"config\": {}}", OPTIM_LEGACY, 0},
-        {"{\"module\": \"keras.optimizers.legacy\", \"class_name\": \"SGD\", \"config\": {}}", OPTIM_LEGACY, 0},
-        {"{\"module\": \"keras.optimizers\", \"class_name\": \"SGD\", \"config\": {}}", OPTIM_KERAS3, 0},
+        {"{\"module\": \"keras.optimizers.legacy\", \"class_name\": \"SGD\", \"config\": {}}",
+         OPTIM_LEGACY, 0},
+        {"{\"module\": \"keras.optimizers\", \"class_name\": \"SGD\", \"config\": {}}",
+         OPTIM_KERAS3, 0},
         /* Keras 3 pops `decay` and ignores it. */
-        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.5, \"is_legacy_optimizer\": false}}", OPTIM_KERAS3, 1},
-        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.5, \"use_ema\": false}}", OPTIM_KERAS3, 0},
+        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.5, \"is_legacy_optimizer\": false}}",
+         OPTIM_KERAS3, 1},
+        {"{\"class_name\": \"SGD\", \"config\": {\"decay\": 0.5, \"use_ema\": false}}",
+         OPTIM_KERAS3, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         optim_optimizer *opt = from_json_ok(cases[i].json);
         if (optim_generation_of(opt) != cases[i].gen) print_error("%s\n", cases[i].json);
         assert_int_equal(optim_generation_of(opt), cases[i].gen);
         char *out = optim_get_config(opt);
-        if (cases[i].tfk) assert_non_null(strstr(out, "\"jit_compile\":true,\"is_legacy_optimizer\":false,"));
+        if (cases[i].tfk)
+            assert_non_null(strstr(out, "\"jit_compile\":true,\"is_legacy_optimizer\":false,"));
         else assert_null(strstr(out, "is_legacy_optimizer"));
         if (cases[i].gen == OPTIM_KERAS3) assert_null(strstr(out, "\"decay\""));
         optim_free(out);
@@ -1596,17 +1668,25 @@ static void test_generation_detection(void **state)
     }
     optim_optimizer *opt = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_from_json_as(&opt, "{\"class_name\": \"SGD\", \"config\": {}}", OPTIM_LEGACY, &err), 0);
+    assert_int_equal(
+        optim_from_json_as(&opt, "{\"class_name\": \"SGD\", \"config\": {}}", OPTIM_LEGACY, &err),
+        0);
     assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
     assert_string_equal(optim_name(opt), "SGD");
     char *s = optim_serialize(opt);
-    assert_string_equal(s, "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,"
-                           "\"decay\":0.0,\"momentum\":0.0,\"nesterov\":false}}");
+    assert_string_equal(
+        s,
+        "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,"
+        "\"decay\":0.0,\"momentum\":0.0,\"nesterov\":false}}");
     optim_free(s);
     optim_destroy(opt);
     opt = SENTINEL;
-    assert_int_equal(optim_from_json_as(&opt, "{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": "
-                                              "false}}", OPTIM_LEGACY, &err), OPTIM_EINVAL);
+    assert_int_equal(
+        optim_from_json_as(&opt,
+                           "{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": "
+                           "false}}",
+                           OPTIM_LEGACY, &err),
+        OPTIM_EINVAL);
     assert_null(opt);
     assert_non_null(strstr(err.msg, "is_legacy_optimizer"));
     assert_int_equal(optim_from_json_as(&opt, "{}", (optim_generation)7, &err), OPTIM_EINVAL);
@@ -1615,8 +1695,10 @@ static void test_generation_detection(void **state)
     /* Lamb, legacy: TF Addons' class name and default name. */
     assert_int_equal(optim_from_json_as(&opt, "\"lamb\"", OPTIM_LEGACY, &err), 0);
     s = optim_serialize(opt);
-    assert_non_null(strstr(s, "{\"class_name\":\"Addons>LAMB\",\"config\":{\"name\":\"LAMB\",\"learning_rate\":0.001,"
-                              "\"weight_decay\":0.0,\"decay\":0.0,"));
+    assert_non_null(strstr(
+        s,
+        "{\"class_name\":\"Addons>LAMB\",\"config\":{\"name\":\"LAMB\",\"learning_rate\":0.001,"
+        "\"weight_decay\":0.0,\"decay\":0.0,"));
     optim_free(s);
     optim_destroy(opt);
 }

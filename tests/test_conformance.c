@@ -26,27 +26,41 @@ static void count(void *user, const optim_conformance_result *r)
     }
 }
 
-typedef struct coef { double lr; } coef;
-static void prepare(optim_optimizer *o, optim_dtype dt, void *c) { ((coef *)c)->lr = optim_learning_rate(o, dt); }
-#define RULE(NAME, SCALE)                                                                          \
-    static void NAME(const optim_dense_update *u)                                                  \
-    {                                                                                              \
-        double lr = ((const coef *)u->coef)->lr * (SCALE);                                         \
-        for (int64_t i = 0; i < u->count; i++)                                                     \
-            if (u->dtype == OPTIM_F32) ((float *)u->param)[i] -= (float)lr * ((const float *)u->grad)[i]; \
-            else ((double *)u->param)[i] -= lr * ((const double *)u->grad)[i];                     \
+typedef struct coef {
+    double lr;
+} coef;
+static void prepare(optim_optimizer *o, optim_dtype dt, void *c)
+{
+    ((coef *)c)->lr = optim_learning_rate(o, dt);
+}
+#define RULE(NAME, SCALE)                                                          \
+    static void NAME(const optim_dense_update *u)                                  \
+    {                                                                              \
+        double lr = ((const coef *)u->coef)->lr * (SCALE);                         \
+        for (int64_t i = 0; i < u->count; i++)                                     \
+            if (u->dtype == OPTIM_F32)                                             \
+                ((float *)u->param)[i] -= (float)lr * ((const float *)u->grad)[i]; \
+            else ((double *)u->param)[i] -= lr * ((const double *)u->grad)[i];     \
     }
 RULE(plain_sgd, 1)
 RULE(chunk_dependent_sgd, u->offset ? 0.5 : 1) /* the fault: depends on where its chunk starts */
 
-static const optim_class good = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
-                                 .name = "TestPlainSGD", .flags = OPTIM_CLASS_ELEMENTWISE,
-                                 .default_learning_rate = 0.01, .coef_size = sizeof(coef),
-                                 .prepare = prepare, .apply_dense = plain_sgd};
-static const optim_class bad = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
-                                .name = "TestChunkSGD", .flags = OPTIM_CLASS_ELEMENTWISE,
-                                .default_learning_rate = 0.01, .coef_size = sizeof(coef),
-                                .prepare = prepare, .apply_dense = chunk_dependent_sgd};
+static const optim_class good = {.size = sizeof(optim_class),
+                                 .version = OPTIM_CLASS_VERSION,
+                                 .name = "TestPlainSGD",
+                                 .flags = OPTIM_CLASS_ELEMENTWISE,
+                                 .default_learning_rate = 0.01,
+                                 .coef_size = sizeof(coef),
+                                 .prepare = prepare,
+                                 .apply_dense = plain_sgd};
+static const optim_class bad = {.size = sizeof(optim_class),
+                                .version = OPTIM_CLASS_VERSION,
+                                .name = "TestChunkSGD",
+                                .flags = OPTIM_CLASS_ELEMENTWISE,
+                                .default_learning_rate = 0.01,
+                                .coef_size = sizeof(coef),
+                                .prepare = prepare,
+                                .apply_dense = chunk_dependent_sgd};
 
 static void register_once(void)
 {
@@ -99,7 +113,8 @@ static void test_bad_input(void **state)
     assert_int_equal(optim_conformance_check(NULL, &o, &passed, &failed, &err), OPTIM_EINVAL);
     assert_non_null(strstr(err.msg, "class_name"));
     assert_int_equal(optim_conformance_check("SGD", &o, NULL, &failed, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err), OPTIM_ENOTFOUND);
+    assert_int_equal(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err),
+                     OPTIM_ENOTFOUND);
     assert_non_null(strstr(err.msg, "NoSuchClass"));
     o.generation = 7;
     assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EINVAL);
@@ -123,7 +138,8 @@ static void test_bad_input(void **state)
 static void test_error_set(void **state)
 {
     optim_error err;
-    assert_int_equal(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1), OPTIM_ERANGE);
+    assert_int_equal(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1),
+                     OPTIM_ERANGE);
     assert_int_equal(err.code, OPTIM_ERANGE);
     assert_string_equal(err.msg, "beta is 1.5, expected < 1");
     assert_int_equal(optim_error_set(NULL, OPTIM_EINVAL, "ignored"), OPTIM_EINVAL);

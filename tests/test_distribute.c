@@ -44,7 +44,10 @@ static optim_group *make_group(int sharded)
 
 /* Rank r's gradient element j of step k: not exactly representable, so the
  * order of the sum shows. */
-static float grad_value(int r, int64_t j, int k) { return (float)(sin(0.37 * (double)(j + 1) * (r + 1) + k) / 3.0); }
+static float grad_value(int r, int64_t j, int k)
+{
+    return (float)(sin(0.37 * (double)(j + 1) * (r + 1) + k) / 3.0);
+}
 
 /* The sum over ranks in rank order, in float (what the group must produce). */
 static float grad_sum(int size, int64_t j, int k)
@@ -73,12 +76,14 @@ static void test_dense_sum_rank_order(void **state)
     int size = optim_group_size(g), rank = optim_group_rank(g);
     enum { N = 1000 };
     optim_var *w = zeros("w", 1, (int64_t[]){N});
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}");
     assert_int_equal(optim_group_attach(g, opt), 0);
     float grad[N];
     for (int k = 0; k < 3; k++) {
         for (int64_t j = 0; j < N; j++) grad[j] = grad_value(rank, j, k);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, grad, 1, (int64_t[]){N})), w};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, grad, 1, (int64_t[]){N})),
+                            w};
         int rc = optim_apply_gradients(opt, &p, 1, 0);
         if (rc) print_error("%s\n", optim_errmsg(opt));
         assert_int_equal(rc, 0);
@@ -128,18 +133,22 @@ static void test_sparse_gather_matches_concatenation(void **state)
     float vals[256], all_vals[1024];
     for (int k = 0; k < 3; k++) {
         int64_t n = sparse_rows(rank, idx, vals, k), tot = 0;
-        optim_grad_var p = {optim_grad_sparse(idx, n, optim_tensor_make(OPTIM_F32, vals, 2, (int64_t[]){n, 4})), e};
+        optim_grad_var p = {
+            optim_grad_sparse(idx, n, optim_tensor_make(OPTIM_F32, vals, 2, (int64_t[]){n, 4})), e};
         int rc = optim_apply_gradients(opt, &p, 1, 0);
         if (rc) print_error("%s\n", optim_errmsg(opt));
         assert_int_equal(rc, 0);
         for (int r = 0; r < size; r++) tot += sparse_rows(r, all_idx + tot, all_vals + tot * 4, k);
-        optim_grad_var q = {optim_grad_sparse(all_idx, tot, optim_tensor_make(OPTIM_F32, all_vals, 2, (int64_t[]){tot, 4})),
-                            ref};
+        optim_grad_var q = {
+            optim_grad_sparse(all_idx, tot,
+                              optim_tensor_make(OPTIM_F32, all_vals, 2, (int64_t[]){tot, 4})),
+            ref};
         assert_int_equal(optim_apply_gradients(ropt, &q, 1, 0), 0);
     }
     assert_memory_equal(optim_var_data(e), optim_var_data(ref), 24 * sizeof(float));
     assert_memory_equal(optim_var_data(optim_get_slot(opt, e, "accumulator")),
-                        optim_var_data(optim_get_slot(ropt, ref, "accumulator")), 24 * sizeof(float));
+                        optim_var_data(optim_get_slot(ropt, ref, "accumulator")),
+                        24 * sizeof(float));
     optim_group_destroy(g);
     optim_destroy(opt);
     optim_destroy(ropt);
@@ -152,16 +161,19 @@ static void test_global_clipnorm_sees_the_sum(void **state)
     (void)state;
     optim_group *g = make_group(0);
     int size = optim_group_size(g), rank = optim_group_rank(g);
-    const char *cfg = "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"global_clipnorm\": 0.5}}";
+    const char *cfg =
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"global_clipnorm\": 0.5}}";
     enum { N = 300 };
     optim_var *a = zeros("a", 1, (int64_t[]){N});
     optim_var *b = zeros("b", 1, (int64_t[]){N});
     optim_optimizer *opt = optim_test_make(cfg);
     assert_int_equal(optim_group_attach(g, opt), 0);
     float ga[N], gb[N];
-    for (int64_t j = 0; j < N; j++) ga[j] = grad_value(rank, j, 0), gb[j] = grad_value(rank, j + N, 0);
-    optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 1, (int64_t[]){N})), a},
-                           {optim_grad_dense(optim_tensor_make(OPTIM_F32, gb, 1, (int64_t[]){N})), b}};
+    for (int64_t j = 0; j < N; j++)
+        ga[j] = grad_value(rank, j, 0), gb[j] = grad_value(rank, j + N, 0);
+    optim_grad_var p[2] = {
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 1, (int64_t[]){N})), a},
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, gb, 1, (int64_t[]){N})), b}};
     assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
     /* Reference in double: the global norm of the summed gradients. */
     double ss = 0;
@@ -191,8 +203,14 @@ static optim_model *embedding_model(optim_optimizer *opt)
     so.seed = 7;
     assert_int_equal(optim_sequential_create(&m, &so, &err), 0);
     optim_layer *l;
-    assert_int_equal(optim_embedding_create(&l, &(optim_embedding_options){.size = sizeof(optim_embedding_options),
-                                                 .input_dim = 20, .output_dim = 3, .seed = 1}, &err), 0);
+    assert_int_equal(
+        optim_embedding_create(&l,
+                               &(optim_embedding_options){.size = sizeof(optim_embedding_options),
+                                                          .input_dim = 20,
+                                                          .output_dim = 3,
+                                                          .seed = 1},
+                               &err),
+        0);
     assert_int_equal(optim_sequential_add(m, l), 0);
     assert_int_equal(optim_flatten_create(&l, NULL, &err), 0);
     assert_int_equal(optim_sequential_add(m, l), 0);
@@ -242,7 +260,8 @@ static void test_embedding_fit_matches_one_process(void **state)
     assert_int_equal(optim_logs_get(&h.logs[2], "accuracy", &loss), 0);
     assert_int_equal(optim_logs_get(&rh.logs[2], "accuracy", &rloss), 0);
     assert_close(loss, rloss, 0, 1e-9);
-    assert_same_on_all_ranks(g, optim_var_data(v[0]), (size_t)optim_var_numel(v[0]) * sizeof(float));
+    assert_same_on_all_ranks(g, optim_var_data(v[0]),
+                             (size_t)optim_var_numel(v[0]) * sizeof(float));
     optim_history_free(&h);
     optim_history_free(&rh);
     optim_model_destroy(m);
@@ -261,8 +280,9 @@ typedef struct sharded_case {
     int64_t n[4];
 } sharded_case;
 
-static void case_grads(sharded_case *c, int rank, int size, int k, optim_grad_var *mine, optim_grad_var *sum,
-                       int64_t *idx, float *vals, int64_t *all_idx, float *all_vals)
+static void case_grads(sharded_case *c, int rank, int size, int k, optim_grad_var *mine,
+                       optim_grad_var *sum, int64_t *idx, float *vals, int64_t *all_idx,
+                       float *all_vals)
 {
     for (int i = 0; i < 4; i++) {
         if (i == 1) continue;
@@ -275,18 +295,24 @@ static void case_grads(sharded_case *c, int rank, int size, int k, optim_grad_va
         sum[i].grad.dense.data = s;
     }
     int64_t n = sparse_rows(rank, idx, vals, k), tot = 0;
-    mine[1] = (optim_grad_var){optim_grad_sparse(idx, n, optim_tensor_make(OPTIM_F32, vals, 2, (int64_t[]){n, 4})), c->v[1]};
+    mine[1] = (optim_grad_var){
+        optim_grad_sparse(idx, n, optim_tensor_make(OPTIM_F32, vals, 2, (int64_t[]){n, 4})),
+        c->v[1]};
     for (int r = 0; r < size; r++) tot += sparse_rows(r, all_idx + tot, all_vals + tot * 4, k);
-    sum[1] = (optim_grad_var){optim_grad_sparse(all_idx, tot, optim_tensor_make(OPTIM_F32, all_vals, 2, (int64_t[]){tot, 4})),
-                              c->r[1]};
+    sum[1] = (optim_grad_var){
+        optim_grad_sparse(all_idx, tot,
+                          optim_tensor_make(OPTIM_F32, all_vals, 2, (int64_t[]){tot, 4})),
+        c->r[1]};
 }
 
-static void step_both(optim_group *g, optim_optimizer *opt, optim_optimizer *ropt, sharded_case *c, int k)
+static void step_both(optim_group *g, optim_optimizer *opt, optim_optimizer *ropt, sharded_case *c,
+                      int k)
 {
     optim_grad_var mine[4], sum[4];
     int64_t idx[64], all_idx[256];
     float vals[256], all_vals[1024];
-    case_grads(c, optim_group_rank(g), optim_group_size(g), k, mine, sum, idx, vals, all_idx, all_vals);
+    case_grads(c, optim_group_rank(g), optim_group_size(g), k, mine, sum, idx, vals, all_idx,
+               all_vals);
     int rc = optim_group_apply_gradients(g, opt, mine, 4, 0);
     if (rc) print_error("%s\n", optim_group_errmsg(g));
     assert_int_equal(rc, 0);
@@ -308,12 +334,14 @@ static void test_sharded_adam(void **state)
         c.n[i] = optim_var_numel(c.v[i]);
         c.g[i] = malloc(2 * (size_t)c.n[i] * sizeof(float));
     }
-    const char *cfg = "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, \"amsgrad\": true}}";
+    const char *cfg =
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1, \"amsgrad\": true}}";
     optim_optimizer *opt = optim_test_make(cfg), *ropt = optim_test_make(cfg);
     assert_int_equal(optim_group_attach(g, opt), 0);
     for (int k = 0; k < 4; k++) step_both(g, opt, ropt, &c, k);
     for (int i = 0; i < 4; i++) {
-        assert_memory_equal(optim_var_data(c.v[i]), optim_var_data(c.r[i]), (size_t)c.n[i] * sizeof(float));
+        assert_memory_equal(optim_var_data(c.v[i]), optim_var_data(c.r[i]),
+                            (size_t)c.n[i] * sizeof(float));
         assert_same_on_all_ranks(g, optim_var_data(c.v[i]), (size_t)c.n[i] * sizeof(float));
     }
     /* Slots: about 1/size here, and all ranks together hold one copy. */
@@ -325,9 +353,11 @@ static void test_sharded_adam(void **state)
     double total = (double)mine;
     assert_int_equal(optim_group_sum(g, &total, 1), 0);
     assert_eq(total, (double)full);
-    assert_le(mine, full / size + 3 * (5 + 4 + 1 + 1) * (int64_t)sizeof(float)); /* at most a row more each */
-    print_message("rank %d of %d: slot bytes %lld sharded, %lld unsharded\n", optim_group_rank(g), size,
-                  (long long)mine, (long long)full);
+    assert_le(mine,
+              full / size +
+                  3 * (5 + 4 + 1 + 1) * (int64_t)sizeof(float)); /* at most a row more each */
+    print_message("rank %d of %d: slot bytes %lld sharded, %lld unsharded\n", optim_group_rank(g),
+                  size, (long long)mine, (long long)full);
     assert_int_equal(optim_group_detach(g, ropt), 0);
     /* The gathered weights are the unsharded ones, names and bits. */
     size_t nw = 0;
@@ -339,7 +369,8 @@ static void test_sharded_adam(void **state)
         assert_string_equal(optim_weight_name(opt, i), optim_weight_name(ropt, i));
         assert_int_equal(w[i].rank, rw[i].rank);
         assert_int_equal(optim_tensor_numel(&w[i]), optim_tensor_numel(&rw[i]));
-        assert_memory_equal(w[i].data, rw[i].data, (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype));
+        assert_memory_equal(w[i].data, rw[i].data,
+                            (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype));
     }
     /* A one-process optimizer resumes from them: the same next steps, bit for bit. */
     optim_optimizer *resumed = optim_test_make(cfg);
@@ -354,7 +385,8 @@ static void test_sharded_adam(void **state)
     memcpy(c.r, rv, sizeof rv);
     for (int k = 4; k < 6; k++) step_both(g, opt, resumed, &c, k);
     for (int i = 0; i < 4; i++)
-        assert_memory_equal(optim_var_data(c.v[i]), optim_var_data(rv[i]), (size_t)c.n[i] * sizeof(float));
+        assert_memory_equal(optim_var_data(c.v[i]), optim_var_data(rv[i]),
+                            (size_t)c.n[i] * sizeof(float));
     /* And back: the one-process state loads into a fresh sharded optimizer. */
     optim_optimizer *back = optim_test_make(cfg);
     assert_int_equal(optim_group_attach(g, back), 0);
@@ -373,13 +405,16 @@ static void test_sharded_adam(void **state)
     assert_int_equal(optim_group_get_weights(g, back, w, 32, &nw), 0);
     assert_int_equal(nw, rn);
     for (size_t i = 0; i < nw; i++)
-        assert_memory_equal(w[i].data, rw[i].data, (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype));
+        assert_memory_equal(w[i].data, rw[i].data,
+                            (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype));
     optim_group_destroy(g);
     optim_destroy(back);
     optim_destroy(opt);
     optim_destroy(ropt);
     optim_destroy(resumed);
-    for (int i = 0; i < 4; i++) optim_var_destroy(c.v[i]), optim_var_destroy(keep[i]), optim_var_destroy(rv[i]), free(c.g[i]);
+    for (int i = 0; i < 4; i++)
+        optim_var_destroy(c.v[i]), optim_var_destroy(keep[i]), optim_var_destroy(rv[i]),
+            free(c.g[i]);
 }
 
 static void test_sharded_refusals(void **state)
@@ -393,8 +428,10 @@ static void test_sharded_refusals(void **state)
     optim_optimizer *lamb = optim_test_make("\"lamb\"");
     assert_int_equal(optim_group_attach(g, lamb), OPTIM_ENOTSUP);
     assert_contains(optim_group_errmsg(g), "Lamb cannot shard its state");
-    assert_int_equal(optim_group_apply_gradients(g, lamb, &p, 1, 0), OPTIM_EINVAL); /* not attached */
-    optim_optimizer *clip = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.0}}");
+    assert_int_equal(optim_group_apply_gradients(g, lamb, &p, 1, 0),
+                     OPTIM_EINVAL); /* not attached */
+    optim_optimizer *clip =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.0}}");
     assert_int_equal(optim_group_attach(g, clip), 0);
     assert_int_equal(optim_group_apply_gradients(g, clip, &p, 1, 0), OPTIM_ENOTSUP);
     assert_contains(optim_group_errmsg(g), "clipnorm");
@@ -416,7 +453,8 @@ static void test_sharded_refusals(void **state)
     double prev[12];
     for (int j = 0; j < 12; j++) prev[j] = optim_var_get(w, j);
     assert_int_equal(optim_group_apply_gradients(g, sgd, &p, 1, OPTIM_APPLY_NO_AGGREGATE), 0);
-    for (int j = 0; j < 12; j++) assert_close(optim_var_get(w, j), prev[j] - 0.01 * grad[j], 1e-6, 1e-9);
+    for (int j = 0; j < 12; j++)
+        assert_close(optim_var_get(w, j), prev[j] - 0.01 * grad[j], 1e-6, 1e-9);
     optim_group_destroy(g);
     optim_destroy(lamb);
     optim_destroy(clip);

@@ -47,7 +47,7 @@ static double decbf(uint16_t h) { return decode(h, 8, 7); }
 /* All finite non-negative values of a type, ascending (pattern = index). */
 typedef struct table {
     double v[0x8000];
-    int n;              /* patterns 0 .. n-1 are finite */
+    int n; /* patterns 0 .. n-1 are finite */
 } table;
 
 static table T16, TBF;
@@ -70,7 +70,7 @@ static uint16_t ref_round(const table *t, double x)
     const double a = fabs(x);
     const double top = t->v[t->n - 1], ulp = top - t->v[t->n - 2];
     if (a >= top + ulp / 2) return sign | (uint16_t)t->n; /* the infinity pattern */
-    int lo = 0, hi = t->n - 1;                            /* v[lo] <= a < v[hi] */
+    int lo = 0, hi = t->n - 1; /* v[lo] <= a < v[hi] */
     if (a >= top) return sign | (uint16_t)(t->n - 1);
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
@@ -91,14 +91,16 @@ static void check_round_f32(optim_dtype dt, const table *t, float x)
         assert_int_equal(got >> 15, signbit(x) ? 1 : 0);
         return;
     }
-    if (got != want) fail_msg("%s of %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
+    if (got != want)
+        fail_msg("%s of %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
 }
 
 static void check_round_f64(optim_dtype dt, const table *t, double x)
 {
     uint16_t got, want = ref_round(t, x);
     assert_int_equal(optim_convert(&got, dt, &x, OPTIM_F64, 1), OPTIM_OK);
-    if (got != want) fail_msg("%s of double %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
+    if (got != want)
+        fail_msg("%s of double %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
 }
 
 /* Every pattern decodes exactly (to float32 and to float64), and every
@@ -119,7 +121,8 @@ static void exhaustive_decode(optim_dtype dt, double (*dec)(uint16_t), uint16_t 
             assert_nan(f[i]);
             assert_nan(d[i]);
             assert_int_equal(signbit(f[i]) != 0, i >> 15);
-            assert_true((back[i] & 0x7fff) > inf && (back[i] & quiet) && (back[i] >> 15) == (i >> 15));
+            assert_true((back[i] & 0x7fff) > inf && (back[i] & quiet) &&
+                        (back[i] >> 15) == (i >> 15));
             if (in[i] & quiet) assert_int_equal(back[i], in[i]);
             continue;
         }
@@ -151,8 +154,9 @@ static void check_round_bulk(optim_dtype dt, const table *t, const float *x, int
     for (int64_t i = 0; i < n; i++) {
         uint16_t one;
         optim_convert(&one, dt, &x[i], OPTIM_F32, 1);
-        if (got[i] != one) fail_msg("%s of %a at %lld: bulk 0x%04x, one by one 0x%04x", optim_dtype_name(dt), x[i],
-                                    (long long)i, got[i], one);
+        if (got[i] != one)
+            fail_msg("%s of %a at %lld: bulk 0x%04x, one by one 0x%04x", optim_dtype_name(dt), x[i],
+                     (long long)i, got[i], one);
         check_round_f32(dt, t, x[i]);
     }
     free(got);
@@ -169,7 +173,8 @@ static void midpoints(optim_dtype dt, const table *t)
     assert_non_null(all);
     for (int i = 0; i + 1 <= t->n; i++) {
         const double a = t->v[i];
-        const double b = i + 1 < t->n ? t->v[i + 1] : a + (a - t->v[i - 1]); /* past the top: 2^(emax+1) */
+        const double b =
+            i + 1 < t->n ? t->v[i + 1] : a + (a - t->v[i - 1]); /* past the top: 2^(emax+1) */
         const double m = (a + b) / 2;
         for (int s = 0; s < 2; s++) {
             const double x = s ? -m : m;
@@ -218,7 +223,8 @@ static void test_rounding(void **state)
         if (!isnan(d)) {
             check_round_f64(OPTIM_F16, &T16, d);
             check_round_f64(OPTIM_BF16, &TBF, d);
-            check_round_f64(OPTIM_F16, &T16, ldexp(d, -(int)(r >> 58) - 940)); /* near the half range */
+            check_round_f64(OPTIM_F16, &T16,
+                            ldexp(d, -(int)(r >> 58) - 940)); /* near the half range */
         }
     }
     check_round_bulk(OPTIM_F16, &T16, rand32, NRAND);
@@ -256,7 +262,8 @@ static void test_bulk_sweep(void **state)
         }
     const optim_dtype dts[2] = {OPTIM_BF16, OPTIM_F16};
     for (int d = 0; d < 2; d++) {
-        assert_int_equal(optim_convert(got + 1, dts[d], x + 1, OPTIM_F32, N - 1), OPTIM_OK); /* unaligned too */
+        assert_int_equal(optim_convert(got + 1, dts[d], x + 1, OPTIM_F32, N - 1),
+                         OPTIM_OK); /* unaligned too */
         for (int i = 1; i < N; i++) {
             uint16_t one;
             optim_convert(&one, dts[d], &x[i], OPTIM_F32, 1);
@@ -293,7 +300,8 @@ static void test_convert_bad_input(void **state)
 /* ---- 2. every built-in on half variables --------------------------------------------------------- */
 
 #define NV 2
-static const int64_t SHAPES[NV][3] = {{26, 50, 0}, {9, 1, 0}}; /* 1300 elements: three conversion blocks */
+static const int64_t SHAPES[NV][3] = {{26, 50, 0},
+                                      {9, 1, 0}}; /* 1300 elements: three conversion blocks */
 static const int32_t RANKS[NV] = {2, 1};
 static const char *const NAMES[NV] = {"dense/kernel", "dense/bias"};
 
@@ -329,7 +337,10 @@ static const char *const CONFIGS[] = {
 
 static double init_at(int v, int64_t i) { return 0.5 - 0.0007 * (double)i + 0.1 * v; }
 static const half_vars VARS = {NV, NAMES, RANKS, SHAPES, init_at};
-static double grad_at(int k, int v, int i) { return sin(0.7 * k + 1.3 * i + v) * (1 + 0.01 * (i % 10)); }
+static double grad_at(int k, int v, int i)
+{
+    return sin(0.7 * k + 1.3 * i + v) * (1 + 0.01 * (i % 10));
+}
 
 /* One step of both; returns how many elements of a's variables changed. */
 static int64_t step_both(half_pair *p, int k)
@@ -345,8 +356,10 @@ static int64_t step_both(half_pair *p, int k)
         optim_convert(gh[v], p->dt, gf[v], OPTIM_F32, n);
         optim_convert(gf[v], OPTIM_F32, gh[v], p->dt, n); /* the reference sees the half gradient */
         memcpy(before[v], optim_var_cdata(p->va[v]), (size_t)n * 2);
-        pa[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(p->dt, gh[v], RANKS[v], SHAPES[v])), p->va[v]};
-        pr[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, gf[v], RANKS[v], SHAPES[v])), p->vr[v]};
+        pa[v] = (optim_grad_var){
+            optim_grad_dense(optim_tensor_make(p->dt, gh[v], RANKS[v], SHAPES[v])), p->va[v]};
+        pr[v] = (optim_grad_var){
+            optim_grad_dense(optim_tensor_make(OPTIM_F32, gf[v], RANKS[v], SHAPES[v])), p->vr[v]};
     }
     if (optim_apply_gradients(p->a, pa, NV, 0)) fail_msg("half step: %s", optim_errmsg(p->a));
     if (optim_apply_gradients(p->r, pr, NV, 0)) fail_msg("reference step: %s", optim_errmsg(p->r));
@@ -361,7 +374,9 @@ static void run_config(const char *json, optim_dtype dt)
     half_pair p;
     half_pair_make(&p, &VARS, json, dt, 0);
     const int64_t changed = half_pair_steps(&p, json, 4, step_both);
-    if (changed < 100) fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt), (long long)changed);
+    if (changed < 100)
+        fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt),
+                 (long long)changed);
     half_pair_free(&p);
 }
 
@@ -374,7 +389,8 @@ static void test_builtins_f16(void **state)
 static void test_builtins_bf16(void **state)
 {
     (void)state;
-    for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) run_config(CONFIGS[c], OPTIM_BF16);
+    for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++)
+        run_config(CONFIGS[c], OPTIM_BF16);
 }
 
 /* Thread counts give the same bits (the chunks and blocks are fixed). */
@@ -406,7 +422,9 @@ static void test_steady_state_allocates_nothing(void **state)
 {
     (void)state;
     const char *const configs[] = {
-        CONFIGS[2], CONFIGS[4], CONFIGS[19],
+        CONFIGS[2],
+        CONFIGS[4],
+        CONFIGS[19],
         "{\"class_name\": \"Adam\", \"config\": {\"clipvalue\": 0.2, \"weight_decay\": 0.1, "
         "\"bf16_stochastic_rounding_seed\": 7}}",
     };
@@ -420,8 +438,9 @@ static void test_steady_state_allocates_nothing(void **state)
             const int64_t n = optim_var_numel(p.va[v]);
             for (int64_t i = 0; i < n; i++) gf[i] = (float)grad_at(0, v, (int)i);
             optim_convert(gh[v], OPTIM_BF16, gf, OPTIM_F32, n);
-            pa[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_BF16, gh[v], RANKS[v], SHAPES[v])),
-                                     p.va[v]};
+            pa[v] = (optim_grad_var){
+                optim_grad_dense(optim_tensor_make(OPTIM_BF16, gh[v], RANKS[v], SHAPES[v])),
+                p.va[v]};
         }
         const long before = allocations;
         for (int k = 0; k < 3; k++) {
@@ -440,7 +459,8 @@ static void test_steady_state_allocates_nothing(void **state)
 
 /* A step of opt on var with g must fail with code and a message holding
  * needle, and change neither the variable nor the counter. */
-static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code, const char *needle)
+static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code,
+                    const char *needle)
 {
     uint16_t before[4];
     memcpy(before, optim_var_cdata(var), sizeof before);
@@ -462,17 +482,26 @@ static void test_refusals(void **state)
     optim_var *w;
     assert_int_equal(optim_var_create(&w, "w", OPTIM_F16, 2, shape, h, NULL), OPTIM_OK);
     optim_optimizer *adam = optim_test_make("\"adam\"");
-    refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_F32, f, 2, shape)), OPTIM_EDTYPE, "expected float16");
-    refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_BF16, h, 2, shape)), OPTIM_EDTYPE, "expected float16");
-    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, f, 2, (int64_t[]){1, 2})),
+    refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_F32, f, 2, shape)), OPTIM_EDTYPE,
+            "expected float16");
+    refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_BF16, h, 2, shape)), OPTIM_EDTYPE,
+            "expected float16");
+    refused(adam, w,
+            optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, f, 2, (int64_t[]){1, 2})),
             OPTIM_EDTYPE, "expected float16"); /* sparse half gradients: tests/test_half_sparse.c */
-    optim_optimizer *ema = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}");
-    refused(ema, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "use_ema");
-    optim_optimizer *acc = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"gradient_accumulation_steps\": 2}}");
-    refused(acc, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "gradient_accumulation_steps");
-    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                                           "{\"class_name\": \"SGD\", \"config\": {}}}}");
-    refused(lso, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP, "wrappers take float32");
+    optim_optimizer *ema =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}");
+    refused(ema, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP,
+            "use_ema");
+    optim_optimizer *acc = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"gradient_accumulation_steps\": 2}}");
+    refused(acc, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP,
+            "gradient_accumulation_steps");
+    optim_optimizer *lso = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+        "{\"class_name\": \"SGD\", \"config\": {}}}}");
+    refused(lso, w, optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), OPTIM_ENOTSUP,
+            "wrappers take float32");
     /* The wrapper's own functions on the gradients refuse them too (before writing). */
     optim_grad_var up = {optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), w};
     assert_int_equal(optim_unscale_gradients(lso, &up, 1), OPTIM_ENOTSUP);
@@ -497,7 +526,8 @@ static void test_refusals(void **state)
     optim_destroy(lso);
     optim_var_destroy(w);
     optim_error err;
-    assert_int_equal(optim_var_create(&w, "i", OPTIM_I32, 1, (int64_t[]){2}, NULL, &err), OPTIM_EDTYPE);
+    assert_int_equal(optim_var_create(&w, "i", OPTIM_I32, 1, (int64_t[]){2}, NULL, &err),
+                     OPTIM_EDTYPE);
     assert_contains(err.msg, "expected float32, float64, float16 or bfloat16");
 }
 
@@ -524,7 +554,8 @@ static char dir[64];
 
 static int run_replay(const char *config, const char *init, const char *grads, const char *out)
 {
-    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)config, (char *)init, (char *)grads, (char *)out, NULL};
+    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)config, (char *)init, (char *)grads,
+                    (char *)out,    NULL};
     return optim_test_exec(argv, 1);
 }
 
@@ -533,8 +564,8 @@ static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%
 /* optim replay of config (JSON) on a BF16 and an F16 variable gives what
  * the library gives, bit for bit, with the slots in the variables' dtypes;
  * the files are left in dir, the BF16 variable's result in a_out. */
-static void replay_matches(const char *config, const char *cfg, const char *init, const char *grads, const char *out,
-                           uint16_t a_out[12])
+static void replay_matches(const char *config, const char *cfg, const char *init, const char *grads,
+                           const char *out, uint16_t a_out[12])
 {
     FILE *f = fopen(cfg, "w");
     assert_non_null(f);
@@ -546,16 +577,20 @@ static void replay_matches(const char *config, const char *cfg, const char *init
         float x = (float)init_at(0, i), y = (float)init_at(1, i), g[4];
         optim_convert(&a0[i], OPTIM_BF16, &x, OPTIM_F32, 1);
         optim_convert(&b0[i], OPTIM_F16, &y, OPTIM_F32, 1);
-        for (int k = 0; k < 2; k++) g[k] = (float)grad_at(k, 0, i), g[2 + k] = (float)grad_at(k, 1, i);
+        for (int k = 0; k < 2; k++)
+            g[k] = (float)grad_at(k, 0, i), g[2 + k] = (float)grad_at(k, 1, i);
         for (int k = 0; k < 2; k++) optim_convert(&ga[k][i], OPTIM_BF16, &g[k], OPTIM_F32, 1);
         for (int k = 0; k < 2; k++) optim_convert(&gb[k][i], OPTIM_F16, &g[2 + k], OPTIM_F32, 1);
     }
     const char *in_names[2] = {"a", "b"};
-    optim_tensor in[2] = {optim_tensor_make(OPTIM_BF16, a0, 2, s), optim_tensor_make(OPTIM_F16, b0, 1, (int64_t[]){12})};
+    optim_tensor in[2] = {optim_tensor_make(OPTIM_BF16, a0, 2, s),
+                          optim_tensor_make(OPTIM_F16, b0, 1, (int64_t[]){12})};
     optim_test_write_st(init, in_names, in, 2);
     const char *g_names[4] = {"0/a", "0/b", "1/a", "1/b"};
-    optim_tensor g[4] = {optim_tensor_make(OPTIM_BF16, ga[0], 2, s), optim_tensor_make(OPTIM_F16, gb[0], 1, (int64_t[]){12}),
-                         optim_tensor_make(OPTIM_BF16, ga[1], 2, s), optim_tensor_make(OPTIM_F16, gb[1], 1, (int64_t[]){12})};
+    optim_tensor g[4] = {optim_tensor_make(OPTIM_BF16, ga[0], 2, s),
+                         optim_tensor_make(OPTIM_F16, gb[0], 1, (int64_t[]){12}),
+                         optim_tensor_make(OPTIM_BF16, ga[1], 2, s),
+                         optim_tensor_make(OPTIM_F16, gb[1], 1, (int64_t[]){12})};
     optim_test_write_st(grads, g_names, g, 4);
     assert_int_equal(run_replay(cfg, init, grads, out), 0);
 
@@ -565,15 +600,22 @@ static void replay_matches(const char *config, const char *cfg, const char *init
     assert_int_equal(optim_var_create(&va, "a", OPTIM_BF16, 2, s, a0, NULL), OPTIM_OK);
     assert_int_equal(optim_var_create(&vb, "b", OPTIM_F16, 1, (int64_t[]){12}, b0, NULL), OPTIM_OK);
     for (int k = 0; k < 2; k++) {
-        optim_grad_var p[2] = {{optim_grad_dense(g[2 * k]), va}, {optim_grad_dense(g[2 * k + 1]), vb}};
+        optim_grad_var p[2] = {{optim_grad_dense(g[2 * k]), va},
+                               {optim_grad_dense(g[2 * k + 1]), vb}};
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_OK);
     }
     optim_st_file *o;
     optim_error err;
     if (optim_st_read(out, &o, &err)) fail_msg("%s", err.msg);
-    const struct { const char *name; optim_var *v; } want[] = {
-        {"a", va}, {"b", vb}, {"a/m", optim_get_slot(opt, va, "m")}, {"a/v", optim_get_slot(opt, va, "v")},
-        {"b/m", optim_get_slot(opt, vb, "m")}, {"b/v", optim_get_slot(opt, vb, "v")}};
+    const struct {
+        const char *name;
+        optim_var *v;
+    } want[] = {{"a", va},
+                {"b", vb},
+                {"a/m", optim_get_slot(opt, va, "m")},
+                {"a/v", optim_get_slot(opt, va, "v")},
+                {"b/m", optim_get_slot(opt, vb, "m")},
+                {"b/v", optim_get_slot(opt, vb, "v")}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         optim_tensor t;
         assert_int_equal(optim_st_get(o, want[i].name, &t), OPTIM_OK);
@@ -601,11 +643,13 @@ static void test_replay(void **state)
     path_in(out, sizeof out, "out.safetensors");
     path_in(bad, sizeof bad, "bad.safetensors");
     uint16_t sr[12], nearest[12];
-    replay_matches("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0, "
-                   "\"bf16_stochastic_rounding_seed\": 3}}",
-                   cfg, init, grads, out, sr);
-    replay_matches("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}", cfg, init,
-                   grads, out, nearest);
+    replay_matches(
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0, "
+        "\"bf16_stochastic_rounding_seed\": 3}}",
+        cfg, init, grads, out, sr);
+    replay_matches(
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipnorm\": 1.0}}", cfg,
+        init, grads, out, nearest);
     assert_int_not_equal(memcmp(sr, nearest, sizeof sr), 0); /* the seed was used */
 
     /* A float32 gradient for the BF16 variable. */
@@ -639,13 +683,18 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_exhaustive),  cmocka_unit_test(test_bf16_exhaustive),
-        cmocka_unit_test(test_rounding),        cmocka_unit_test(test_bulk_sweep),
+        cmocka_unit_test(test_f16_exhaustive),
+        cmocka_unit_test(test_bf16_exhaustive),
+        cmocka_unit_test(test_rounding),
+        cmocka_unit_test(test_bulk_sweep),
         cmocka_unit_test(test_convert_bad_input),
-        cmocka_unit_test(test_builtins_f16),    cmocka_unit_test(test_builtins_bf16),
-        cmocka_unit_test(test_threads),         cmocka_unit_test(test_steady_state_allocates_nothing),
+        cmocka_unit_test(test_builtins_f16),
+        cmocka_unit_test(test_builtins_bf16),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_var_get),         cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_var_get),
+        cmocka_unit_test(test_replay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

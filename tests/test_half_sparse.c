@@ -104,8 +104,10 @@ static void make_grads(grads *g, optim_dtype dt, int k)
         g->h[v] = malloc((size_t)n * sizeof *g->h[v]);
         g->f[v] = malloc((size_t)n * sizeof *g->f[v]);
         assert_true(g->idx[v] && g->h[v] && g->f[v]);
-        for (int64_t j = 0; j < NIDX[v]; j++) g->idx[v][j] = (int64_t)(rng() % (uint64_t)SHAPES[v][0]);
-        for (int64_t i = 0; i < n; i++) g->f[v][i] = (float)sin(0.7 * k + 1.3 * (double)i + v) * 0.8f;
+        for (int64_t j = 0; j < NIDX[v]; j++)
+            g->idx[v][j] = (int64_t)(rng() % (uint64_t)SHAPES[v][0]);
+        for (int64_t i = 0; i < n; i++)
+            g->f[v][i] = (float)sin(0.7 * k + 1.3 * (double)i + v) * 0.8f;
         optim_convert(g->h[v], dt, g->f[v], OPTIM_F32, n);
         optim_convert(g->f[v], OPTIM_F32, g->h[v], dt, n); /* the reference sees the half rows */
     }
@@ -143,9 +145,11 @@ static int64_t step_both(half_pair *p, int k)
         pr[v] = (optim_grad_var){sparse_of(OPTIM_F32, v, g.idx[v], g.f[v]), p->vr[v]};
     }
     if (optim_apply_gradients(p->a, pa, NV, 0)) fail_msg("half step: %s", optim_errmsg(p->a));
-    if (p->r && optim_apply_gradients(p->r, pr, NV, 0)) fail_msg("reference step: %s", optim_errmsg(p->r));
+    if (p->r && optim_apply_gradients(p->r, pr, NV, 0))
+        fail_msg("reference step: %s", optim_errmsg(p->r));
     for (int v = 0; v < NV; v++) {
-        for (int64_t i = 0; i < numel_of(v); i++) changed += before[v][i] != ((const uint16_t *)optim_var_cdata(p->va[v]))[i];
+        for (int64_t i = 0; i < numel_of(v); i++)
+            changed += before[v][i] != ((const uint16_t *)optim_var_cdata(p->va[v]))[i];
         free(before[v]);
     }
     free_grads(&g);
@@ -158,7 +162,8 @@ static void run_config(const char *json, optim_dtype dt)
     half_pair_make(&p, &VARS, json, dt, 2);
     const int64_t changed = half_pair_steps(&p, json, 3, step_both);
     if (changed < 1000)
-        fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt), (long long)changed);
+        fail_msg("%s %s: only %lld elements ever changed", json, optim_dtype_name(dt),
+                 (long long)changed);
     half_pair_free(&p);
 }
 
@@ -171,7 +176,8 @@ OPTIM_TEST(test_builtins_f16)
 OPTIM_TEST(test_builtins_bf16)
 {
     (void)state;
-    for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) run_config(CONFIGS[c], OPTIM_BF16);
+    for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++)
+        run_config(CONFIGS[c], OPTIM_BF16);
 }
 
 /* 1, 2 and 3 threads give the same bits in every mode. */
@@ -192,7 +198,8 @@ OPTIM_TEST(test_threads)
             memcpy(out[t - 1], optim_var_cdata(p.va[0]), (size_t)numel_of(0) * 2);
             half_pair_free(&p);
         }
-        if (memcmp(out[0], out[1], (size_t)numel_of(0) * 2) || memcmp(out[0], out[2], (size_t)numel_of(0) * 2))
+        if (memcmp(out[0], out[1], (size_t)numel_of(0) * 2) ||
+            memcmp(out[0], out[2], (size_t)numel_of(0) * 2))
             fail_msg("%s: 1, 2 and 3 threads differ", CONFIGS[c]);
         for (int t = 0; t < 3; t++) free(out[t]);
     }
@@ -206,8 +213,11 @@ static int saw_clipped(void *user, optim_grad_var *pairs, size_t n, optim_error 
     (void)err;
     const uint16_t *want = user;
     for (size_t i = 0; i < n; i++) {
-        if (pairs[i].grad.kind != OPTIM_GRAD_SPARSE || pairs[i].grad.sparse.values.dtype != OPTIM_BF16) return OPTIM_EINVAL;
-        if (i == 0 && memcmp(pairs[i].grad.sparse.values.data, want, (size_t)NIDX[0] * 4 * 2)) return OPTIM_EINVAL;
+        if (pairs[i].grad.kind != OPTIM_GRAD_SPARSE ||
+            pairs[i].grad.sparse.values.dtype != OPTIM_BF16)
+            return OPTIM_EINVAL;
+        if (i == 0 && memcmp(pairs[i].grad.sparse.values.data, want, (size_t)NIDX[0] * 4 * 2))
+            return OPTIM_EINVAL;
     }
     return OPTIM_OK;
 }
@@ -216,8 +226,10 @@ OPTIM_TEST(test_transformer_sees_rounded_clip)
 {
     (void)state;
     half_pair p;
-    half_pair_make(&p, &VARS, "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipvalue\": 0.2}}",
-                 OPTIM_BF16, 3);
+    half_pair_make(
+        &p, &VARS,
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05, \"clipvalue\": 0.2}}",
+        OPTIM_BF16, 3);
     optim_destroy(p.r);
     p.r = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
     assert_int_equal(optim_build(p.r, p.vr, NV), OPTIM_OK);
@@ -265,9 +277,16 @@ static void u_sparse(const optim_sparse_update *u)
 }
 
 static const optim_class USER_WHOLE = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "HalfSparseUserWhole",
-    .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.05, .coef_size = sizeof(ucoef),
-    .create_slots = u_slots, .prepare = u_prepare, .apply_dense = u_dense, .apply_sparse = u_sparse,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "HalfSparseUserWhole",
+    .flags = OPTIM_CLASS_ELEMENTWISE,
+    .default_learning_rate = 0.05,
+    .coef_size = sizeof(ucoef),
+    .create_slots = u_slots,
+    .prepare = u_prepare,
+    .apply_dense = u_dense,
+    .apply_sparse = u_sparse,
 };
 
 OPTIM_TEST(test_user_class_whole_table)
@@ -283,29 +302,40 @@ OPTIM_TEST(test_user_class_whole_table)
         optim_convert(f, OPTIM_F32, h, dt, 150);
         optim_convert(gh, dt, gf, OPTIM_F32, 12);
         optim_convert(gf, OPTIM_F32, gh, dt, 12);
-        int64_t idx[2][4] = {{7, 3, 7, 41}, {10, 12, 10, 20}}; /* step 1: rows 3, 7, 41 only decay */
+        int64_t idx[2][4] = {{7, 3, 7, 41},
+                             {10, 12, 10, 20}}; /* step 1: rows 3, 7, 41 only decay */
         optim_var *va, *vr;
         optim_optimizer *a, *r;
         optim_error err;
         assert_int_equal(optim_var_create(&va, "user/table", dt, 2, shape, h, NULL), OPTIM_OK);
-        assert_int_equal(optim_var_create(&vr, "user/table", OPTIM_F32, 2, shape, f, NULL), OPTIM_OK);
+        assert_int_equal(optim_var_create(&vr, "user/table", OPTIM_F32, 2, shape, f, NULL),
+                         OPTIM_OK);
         assert_int_equal(optim_create(&a, &USER_WHOLE, NULL, &err), OPTIM_OK);
         assert_int_equal(optim_create(&r, &USER_WHOLE, NULL, &err), OPTIM_OK);
         for (int k = 0; k < 2; k++) {
-            optim_grad_var pa = {optim_grad_sparse(idx[k], 4, optim_tensor_make(dt, gh, 2, gshape)), va};
-            optim_grad_var pr = {optim_grad_sparse(idx[k], 4, optim_tensor_make(OPTIM_F32, gf, 2, gshape)), vr};
+            optim_grad_var pa = {optim_grad_sparse(idx[k], 4, optim_tensor_make(dt, gh, 2, gshape)),
+                                 va};
+            optim_grad_var pr = {
+                optim_grad_sparse(idx[k], 4, optim_tensor_make(OPTIM_F32, gf, 2, gshape)), vr};
             if (k > 0) /* the reference restarts from the widened half state */
-                assert_int_equal(optim_convert(optim_var_data(optim_get_slot(r, vr, "momentum")), OPTIM_F32,
-                                               optim_var_cdata(optim_get_slot(a, va, "momentum")), dt, 150), OPTIM_OK);
+                assert_int_equal(
+                    optim_convert(optim_var_data(optim_get_slot(r, vr, "momentum")), OPTIM_F32,
+                                  optim_var_cdata(optim_get_slot(a, va, "momentum")), dt, 150),
+                    OPTIM_OK);
             if (optim_apply_gradients(a, &pa, 1, 0)) fail_msg("half step: %s", optim_errmsg(a));
-            if (optim_apply_gradients(r, &pr, 1, 0)) fail_msg("reference step: %s", optim_errmsg(r));
+            if (optim_apply_gradients(r, &pr, 1, 0))
+                fail_msg("reference step: %s", optim_errmsg(r));
             uint16_t want[150];
             optim_convert(want, dt, optim_var_cdata(vr), OPTIM_F32, 150);
             for (int i = 0; i < 150; i++)
                 if (want[i] != ((const uint16_t *)optim_var_cdata(va))[i])
-                    fail_msg("%s step %d: user/table[%d] is 0x%04x, the rounded float32 reference 0x%04x",
-                             optim_dtype_name(dt), k, i, ((const uint16_t *)optim_var_cdata(va))[i], want[i]);
-            assert_int_equal(optim_convert(optim_var_data(vr), OPTIM_F32, optim_var_cdata(va), dt, 150), OPTIM_OK);
+                    fail_msg(
+                        "%s step %d: user/table[%d] is 0x%04x, the rounded float32 reference 0x%04x",
+                        optim_dtype_name(dt), k, i, ((const uint16_t *)optim_var_cdata(va))[i],
+                        want[i]);
+            assert_int_equal(
+                optim_convert(optim_var_data(vr), OPTIM_F32, optim_var_cdata(va), dt, 150),
+                OPTIM_OK);
         }
         optim_test_free(a, va);
         optim_test_free(r, vr);
@@ -325,16 +355,20 @@ static void sr_run(const char *json, int sparse, int threads, uint16_t *out)
     int64_t idx[N];
     for (int i = 0; i < ROWS * RS; i++) f[i] = (float)init_at(0, i), dense[i] = 0;
     for (int j = 0; j < N; j++) idx[j] = (int64_t)j * 3 + (j % 3); /* unique, ascending */
-    for (int i = 0; i < N * RS; i++) gf[i] = (float)sin(0.9 * i) * 0.7f, dense[idx[i / RS] * RS + i % RS] = gf[i];
+    for (int i = 0; i < N * RS; i++)
+        gf[i] = (float)sin(0.9 * i) * 0.7f, dense[idx[i / RS] * RS + i % RS] = gf[i];
     optim_convert(h, OPTIM_BF16, f, OPTIM_F32, ROWS * RS);
     optim_convert(gh, OPTIM_BF16, gf, OPTIM_F32, N * RS);
     optim_convert(gd, OPTIM_BF16, dense, OPTIM_F32, ROWS * RS);
     optim_var *w;
-    assert_int_equal(optim_var_create(&w, "sr/table", OPTIM_BF16, 2, (int64_t[]){ROWS, RS}, h, NULL), OPTIM_OK);
+    assert_int_equal(
+        optim_var_create(&w, "sr/table", OPTIM_BF16, 2, (int64_t[]){ROWS, RS}, h, NULL), OPTIM_OK);
     optim_optimizer *opt = optim_test_make(json);
     assert_int_equal(optim_set_num_threads(opt, threads), OPTIM_OK);
-    optim_grad_var p = {sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_BF16, gh, 2, (int64_t[]){N, RS}))
-                               : optim_grad_dense(optim_tensor_make(OPTIM_BF16, gd, 2, (int64_t[]){ROWS, RS})), w};
+    optim_grad_var p = {
+        sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_BF16, gh, 2, (int64_t[]){N, RS}))
+               : optim_grad_dense(optim_tensor_make(OPTIM_BF16, gd, 2, (int64_t[]){ROWS, RS})),
+        w};
     for (int k = 0; k < 2; k++)
         if (optim_apply_gradients(opt, &p, 1, 0)) fail_msg("%s: %s", json, optim_errmsg(opt));
     memcpy(out, optim_var_cdata(w), sizeof h);
@@ -356,7 +390,8 @@ OPTIM_TEST(test_stochastic_rounding)
         sr_run(cfg[c2][0], c2 == 1, 3, b);
         if (memcmp(a, b, sizeof a)) fail_msg("%s: the two runs differ", cfg[c2][0]);
         sr_run(cfg[c2][1], 1, 2, c);
-        if (!memcmp(a, c, sizeof a)) fail_msg("%s: the same bits as rounding to nearest", cfg[c2][0]);
+        if (!memcmp(a, c, sizeof a))
+            fail_msg("%s: the same bits as rounding to nearest", cfg[c2][0]);
     }
 }
 
@@ -368,23 +403,27 @@ OPTIM_TEST(test_stochastic_rounding)
 OPTIM_TEST(test_duplicates_summed_in_f32)
 {
     (void)state;
-    const char *const cfg[] = {"{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}",
-                               "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"momentum\": 0.5}}",
-                               "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"};
+    const char *const cfg[] = {
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}",
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"momentum\": 0.5}}",
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"};
     for (int c = 0; c < 3; c++) {
         uint16_t w0[2] = {0, 0}, g[3];
         const float gf[3] = {1.0f, 0x1p-8f, 0x1p-8f};
         assert_int_equal(optim_convert(g, OPTIM_BF16, gf, OPTIM_F32, 3), OPTIM_OK);
         int64_t idx[3] = {1, 1, 1};
         optim_var *w;
-        assert_int_equal(optim_var_create(&w, "w", OPTIM_BF16, 1, (int64_t[]){2}, w0, NULL), OPTIM_OK);
+        assert_int_equal(optim_var_create(&w, "w", OPTIM_BF16, 1, (int64_t[]){2}, w0, NULL),
+                         OPTIM_OK);
         optim_optimizer *opt = optim_test_make(cfg[c]);
-        optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){3})), w};
+        optim_grad_var p = {
+            optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){3})), w};
         if (optim_apply_gradients(opt, &p, 1, 0)) fail_msg("%s: %s", cfg[c], optim_errmsg(opt));
         float got[2];
         optim_convert(got, OPTIM_F32, optim_var_cdata(w), OPTIM_BF16, 2);
         /* Legacy SGD's scatter-add subtracts each duplicate in float32 (exact here), rounded once. */
-        if (got[1] != -(1.0f + 0x1p-7f)) fail_msg("%s: w[1] is %.9g, expected %.9g", cfg[c], got[1], -(1.0 + 0x1p-7));
+        if (got[1] != -(1.0f + 0x1p-7f))
+            fail_msg("%s: w[1] is %.9g, expected %.9g", cfg[c], got[1], -(1.0 + 0x1p-7));
         assert_float_equal(got[0], 0.0f, 0);
         optim_test_free(opt, w);
     }
@@ -407,14 +446,16 @@ OPTIM_TEST(test_steady_state_allocates_nothing)
         grads g;
         make_grads(&g, OPTIM_BF16, 0);
         optim_grad_var pa[NV];
-        for (int v = 0; v < NV; v++) pa[v] = (optim_grad_var){sparse_of(OPTIM_BF16, v, g.idx[v], g.h[v]), p.va[v]};
+        for (int v = 0; v < NV; v++)
+            pa[v] = (optim_grad_var){sparse_of(OPTIM_BF16, v, g.idx[v], g.h[v]), p.va[v]};
         for (int k = 0; k < 3; k++) {
             counting = k > 0;
             const int rc = optim_apply_gradients(p.a, pa, NV, 0);
             counting = 0;
             if (rc) fail_msg("%s: %s", CONFIGS[modes[c]], optim_errmsg(p.a));
         }
-        if (allocations) fail_msg("%s: %ld allocations in steady-state steps", CONFIGS[modes[c]], allocations);
+        if (allocations)
+            fail_msg("%s: %ld allocations in steady-state steps", CONFIGS[modes[c]], allocations);
         free_grads(&g);
         half_pair_free(&p);
     }
@@ -424,7 +465,8 @@ OPTIM_TEST(test_steady_state_allocates_nothing)
 
 /* A step of opt on var with g fails with code and a message holding every
  * needle, changing neither the variable nor the counter. */
-static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code, const char *n1, const char *n2)
+static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code, const char *n1,
+                    const char *n2)
 {
     uint16_t before[8];
     memcpy(before, optim_var_cdata(var), sizeof before);
@@ -448,24 +490,27 @@ OPTIM_TEST(test_refusals)
     assert_int_equal(optim_var_create(&w, "emb", OPTIM_F16, 2, shape, h, NULL), OPTIM_OK);
     const int64_t row[2] = {1, 2};
     optim_optimizer *adam = optim_test_make("\"adam\"");
-    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, f, 2, row)), OPTIM_EDTYPE, "'emb'",
-            "has dtype float32, expected float16");
-    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_BF16, h, 2, row)), OPTIM_EDTYPE, "'emb'",
-            "has dtype bfloat16, expected float16");
-    refused(adam, w, optim_grad_sparse(bad, 1, optim_tensor_make(OPTIM_F16, h, 2, row)), OPTIM_ERANGE, "'emb'",
-            "index 4 at position 0 is out of range, expected 0..3");
-    optim_optimizer *ema = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}");
-    refused(ema, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, row)), OPTIM_ENOTSUP, "'emb'",
-            "is float16; use_ema");
-    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                                           "{\"class_name\": \"SGD\", \"config\": {}}}}");
-    refused(lso, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, row)), OPTIM_ENOTSUP, "'emb' is float16",
-            "wrappers take float32");
+    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, f, 2, row)),
+            OPTIM_EDTYPE, "'emb'", "has dtype float32, expected float16");
+    refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_BF16, h, 2, row)),
+            OPTIM_EDTYPE, "'emb'", "has dtype bfloat16, expected float16");
+    refused(adam, w, optim_grad_sparse(bad, 1, optim_tensor_make(OPTIM_F16, h, 2, row)),
+            OPTIM_ERANGE, "'emb'", "index 4 at position 0 is out of range, expected 0..3");
+    optim_optimizer *ema =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"use_ema\": true}}");
+    refused(ema, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, row)),
+            OPTIM_ENOTSUP, "'emb'", "is float16; use_ema");
+    optim_optimizer *lso = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+        "{\"class_name\": \"SGD\", \"config\": {}}}}");
+    refused(lso, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, row)),
+            OPTIM_ENOTSUP, "'emb' is float16", "wrappers take float32");
     /* The refusal that went: the same sparse gradient now steps Adam. */
     optim_grad_var p = {optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, row)), w};
     assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), OPTIM_OK);
     assert_int_equal(optim_iterations(adam), 1);
-    assert_memory_equal(optim_var_cdata(w), h, 2 * sizeof *h); /* row 0 untouched (Keras 3 Adam: m, v only) */
+    assert_memory_equal(optim_var_cdata(w), h,
+                        2 * sizeof *h); /* row 0 untouched (Keras 3 Adam: m, v only) */
     assert_memory_not_equal((const uint16_t *)optim_var_cdata(w) + 2, h + 2, 2 * sizeof *h);
     optim_destroy(adam);
     optim_destroy(ema);
@@ -483,7 +528,8 @@ OPTIM_TEST(test_replay_sparse_bf16)
 {
     (void)state;
     const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("i.safetensors"),
-               *grads = optim_test_tmpfile("g.safetensors"), *out = optim_test_tmpfile("o.safetensors");
+               *grads = optim_test_tmpfile("g.safetensors"),
+               *out = optim_test_tmpfile("o.safetensors");
     const char *json = "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}";
     assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
     const float w0[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g0[6] = {1, 0.5f, 0.25f, 1, 1, 1};
@@ -498,7 +544,8 @@ OPTIM_TEST(test_replay_sparse_bf16)
                           optim_tensor_make(OPTIM_BF16, g, 2, (int64_t[]){3, 2})};
     optim_test_write_st(init, in_name, in, 1);
     optim_test_write_st(grads, g_names, gt, 2);
-    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    char *argv[] = {OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
+                    (char *)grads,  (char *)out, NULL};
     assert_int_equal(optim_test_exec(argv, 0), 0);
     optim_st_file *o;
     optim_error err;

@@ -40,9 +40,9 @@ static size_t reserved_after(const char *json, optim_dtype dt)
 }
 
 static const char *const CONFIGS[] = {
-    "{\"class_name\": \"Adam\", \"config\": {}}",                                   /* dense equivalent */
-    "{\"class_name\": \"LazyAdam\", \"config\": {}}",                               /* lazy rows */
-    "{\"class_name\": \"Adam\", \"config\": {\"is_legacy_optimizer\": true}}",      /* every-row walk */
+    "{\"class_name\": \"Adam\", \"config\": {}}", /* dense equivalent */
+    "{\"class_name\": \"LazyAdam\", \"config\": {}}", /* lazy rows */
+    "{\"class_name\": \"Adam\", \"config\": {\"is_legacy_optimizer\": true}}", /* every-row walk */
     "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9, \"is_legacy_optimizer\": true}}",
 };
 
@@ -52,13 +52,15 @@ OPTIM_TEST(test_sparse_scratch_follows_rows_touched)
     /* Per thread, the touched row of the variable and each slot in float32. */
     const size_t rows_touched = (size_t)THREADS * (1 + MAX_SLOTS) * (size_t)COLS * sizeof(float);
     for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) {
-        const size_t f32 = reserved_after(CONFIGS[c], OPTIM_F32), bf16 = reserved_after(CONFIGS[c], OPTIM_BF16);
+        const size_t f32 = reserved_after(CONFIGS[c], OPTIM_F32),
+                     bf16 = reserved_after(CONFIGS[c], OPTIM_BF16);
         /* 4x: the arena rounds its blocks up to powers of two. */
         if (bf16 > 4 * (f32 + rows_touched))
-            fail_msg("%s: the bfloat16 step's arena holds %.1f MB, the float32 step's %.1f MB (bound %.1f MB "
-                     "for one touched row of %lld elements)",
-                     CONFIGS[c], (double)bf16 / 1e6, (double)f32 / 1e6, 4.0 * (double)(f32 + rows_touched) / 1e6,
-                     (long long)COLS);
+            fail_msg(
+                "%s: the bfloat16 step's arena holds %.1f MB, the float32 step's %.1f MB (bound %.1f MB "
+                "for one touched row of %lld elements)",
+                CONFIGS[c], (double)bf16 / 1e6, (double)f32 / 1e6,
+                4.0 * (double)(f32 + rows_touched) / 1e6, (long long)COLS);
     }
 }
 

@@ -40,16 +40,21 @@ OPTIM_TEST(bulk_matches_scalar_and_neighbours)
     uint16_t out[N];
     for (int i = 0; i < N; i++) src[i] = optim__bits_f32(rnd());
     src[3] = NAN, src[4] = INFINITY, src[5] = -INFINITY, src[6] = 0.0f, src[7] = -0.0f;
-    const uint32_t firsts[] = {0, 5, 0xfffffdffu}; /* the last: no wrap within N (the caller splits there) */
+    const uint32_t firsts[] = {
+        0, 5, 0xfffffdffu}; /* the last: no wrap within N (the caller splits there) */
     for (int n = 0; n <= N; n += n < 40 ? 1 : 37)
         for (int f = 0; f < 3; f++) {
             const uint64_t key = 0x9e3779b97f4a7c15u * (uint64_t)(n + 1) + (uint64_t)f;
             optim__bf16_store_sr(src, out, n, key, firsts[f]);
             for (int i = 0; i < n; i++) {
                 const uint32_t x = optim__f32_bits(src[i]);
-                assert_eq(out[i], optim__f32_to_bf16_sr(src[i], optim__sr_bits(key, firsts[f] + (uint32_t)i)));
+                assert_eq(
+                    out[i],
+                    optim__f32_to_bf16_sr(src[i], optim__sr_bits(key, firsts[f] + (uint32_t)i)));
                 if (isnan(src[i])) assert_eq(out[i], optim__f32_to_bf16(src[i]));
-                else assert_true(out[i] == (uint16_t)(x >> 16) || out[i] == (uint16_t)((x >> 16) + 1));
+                else
+                    assert_true(out[i] == (uint16_t)(x >> 16) ||
+                                out[i] == (uint16_t)((x >> 16) + 1));
             }
         }
 }
@@ -80,7 +85,8 @@ static int64_t count_up(uint32_t x, int64_t n, uint64_t key)
 OPTIM_TEST(probability_is_the_distance_fraction)
 {
     const int64_t n = 1 << 16;
-    const uint32_t highs[] = {0x3f80u, 0xbf80u, 0x0001u /* subnormal */, 0x7f7fu /* -> inf above */, 0x4b12u};
+    const uint32_t highs[] = {0x3f80u, 0xbf80u, 0x0001u /* subnormal */, 0x7f7fu /* -> inf above */,
+                              0x4b12u};
     const uint32_t lows[] = {1, 0x1000, 0x4000, 0x8000, 0xa5a5, 0xffff};
     for (size_t a = 0; a < sizeof highs / sizeof *highs; a++)
         for (size_t b = 0; b < sizeof lows / sizeof *lows; b++) {
@@ -99,8 +105,17 @@ OPTIM_TEST(probability_is_the_distance_fraction)
  * largest finite bfloat16, inf with the distance fraction (above). */
 OPTIM_TEST(special_values)
 {
-    const float v[] = {0.0f, -0.0f, 1.0f, -2.5f, INFINITY, -INFINITY, NAN, -NAN, optim__bits_f32(0x7fa00001u),
-                       optim__bits_f32(0x7f7f0000u), optim__bits_f32(0x00010000u)};
+    const float v[] = {0.0f,
+                       -0.0f,
+                       1.0f,
+                       -2.5f,
+                       INFINITY,
+                       -INFINITY,
+                       NAN,
+                       -NAN,
+                       optim__bits_f32(0x7fa00001u),
+                       optim__bits_f32(0x7f7f0000u),
+                       optim__bits_f32(0x00010000u)};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         for (uint32_t r = 0; r < 0x10000u; r += 0x1111u) {
             const uint16_t want = optim__f32_to_bf16(v[i]), got = optim__f32_to_bf16_sr(v[i], r);
@@ -122,14 +137,17 @@ static optim_var *bf16_var2(const char *name, int64_t rows, int64_t n, float val
     for (int64_t i = 0; i < n; i++) h[i] = optim__f32_to_bf16(value);
     optim_var *v;
     optim_error err;
-    int rc = optim_var_create(&v, name, OPTIM_BF16, rows > 1 ? 2 : 1, rows > 1 ? (int64_t[]){rows, n / rows} : (int64_t[]){n},
-                              h, &err);
+    int rc = optim_var_create(&v, name, OPTIM_BF16, rows > 1 ? 2 : 1,
+                              rows > 1 ? (int64_t[]){rows, n / rows} : (int64_t[]){n}, h, &err);
     free(h);
     assert_int_equal(rc, 0);
     return v;
 }
 
-static optim_var *bf16_var(const char *name, int64_t n, float value) { return bf16_var2(name, 1, n, value); }
+static optim_var *bf16_var(const char *name, int64_t n, float value)
+{
+    return bf16_var2(name, 1, n, value);
+}
 
 /* T steps of opt on v with every gradient element g (v's dtype). */
 static void steps(optim_optimizer *opt, optim_var **v, size_t nv, double g, int T)
@@ -143,10 +161,13 @@ static void steps(optim_optimizer *opt, optim_var **v, size_t nv, double g, int 
         assert_non_null(bufs[k]);
         for (int64_t i = 0; i < n; i++) {
             const double gi = g * (1 + (double)(i % 7) / 8);
-            assert_int_equal(optim_convert((char *)bufs[k] + i * optim_dtype_size(dt), dt, &gi, OPTIM_F64, 1), 0);
+            assert_int_equal(
+                optim_convert((char *)bufs[k] + i * optim_dtype_size(dt), dt, &gi, OPTIM_F64, 1),
+                0);
         }
-        p[k] = (optim_grad_var){
-            optim_grad_dense(optim_tensor_make(dt, bufs[k], optim_var_rank(v[k]), optim_var_shape(v[k]))), v[k]};
+        p[k] = (optim_grad_var){optim_grad_dense(optim_tensor_make(
+                                    dt, bufs[k], optim_var_rank(v[k]), optim_var_shape(v[k]))),
+                                v[k]};
     }
     for (int t = 0; t < T; t++) assert_int_equal(optim_apply_gradients(opt, p, nv, 0), 0);
     for (size_t k = 0; k < nv; k++) free(bufs[k]);
@@ -164,7 +185,8 @@ OPTIM_TEST(sgd_tiny_learning_rate)
     const double lr = 1.0 / 1024, ulp = 1.0 / 256;
     for (int sr = 0; sr < 2; sr++) {
         char json[200];
-        snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %.17g%s}}", lr,
+        snprintf(json, sizeof json,
+                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %.17g%s}}", lr,
                  sr ? ", \"" KEY "\": 7" : "");
         optim_optimizer *opt = optim_test_make(json);
         optim_var *w = bf16_var("w", n, 1.0f);
@@ -173,15 +195,15 @@ OPTIM_TEST(sgd_tiny_learning_rate)
         uint16_t *g = malloc((size_t)n * sizeof *g);
         assert_non_null(g);
         for (int64_t i = 0; i < n; i++) g[i] = 0x3f80;
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})), w};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})),
+                            w};
         for (int t = 0; t < T; t++) assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         double mean = 0;
         for (int64_t i = 0; i < n; i++) mean += bf(h[i]);
         mean /= (double)n;
         if (!sr)
             for (int64_t i = 0; i < n; i++) assert_eq(h[i], 0x3f80); /* stalled */
-        else
-            assert_le(fabs(mean - (1 - T * lr)), 6 * sqrt(T * ulp * ulp / 4 / (double)n));
+        else assert_le(fabs(mean - (1 - T * lr)), 6 * sqrt(T * ulp * ulp / 4 / (double)n));
         free(g);
         optim_test_free(opt, w);
     }
@@ -196,13 +218,15 @@ OPTIM_TEST(slots_rounded_too)
     const int64_t n = 1 << 14;
     const double g = 1.0 / 64;
     for (int sr = 0; sr < 2; sr++) {
-        optim_optimizer *opt = optim_test_make(sr ? "{\"class_name\": \"Adagrad\", \"config\": {\"" KEY "\": 3}}"
-                                                  : "{\"class_name\": \"Adagrad\", \"config\": {}}");
+        optim_optimizer *opt =
+            optim_test_make(sr ? "{\"class_name\": \"Adagrad\", \"config\": {\"" KEY "\": 3}}"
+                               : "{\"class_name\": \"Adagrad\", \"config\": {}}");
         optim_var *w = bf16_var("w", n, 1.0f);
         uint16_t *gb = malloc((size_t)n * sizeof *gb);
         assert_non_null(gb);
         for (int64_t i = 0; i < n; i++) gb[i] = optim__f32_to_bf16((float)g);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, gb, 1, (int64_t[]){n})), w};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, gb, 1, (int64_t[]){n})),
+                            w};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         const uint16_t *acc = optim_var_data(optim_get_slot(opt, w, "accumulator"));
         const uint16_t a0 = optim__f32_to_bf16(0.1f);
@@ -229,7 +253,8 @@ static size_t class_run(const char *json, int threads, unsigned char *out, size_
 {
     optim_optimizer *opt = optim_test_make(json);
     assert_int_equal(optim_set_num_threads(opt, threads), 0);
-    optim_var *v[3] = {bf16_var2("a", 100, 20000, 0.3f), bf16_var("b", 777, -1.7f), bf16_var("c", 1, 2.0f)};
+    optim_var *v[3] = {bf16_var2("a", 100, 20000, 0.3f), bf16_var("b", 777, -1.7f),
+                       bf16_var("c", 1, 2.0f)};
     steps(opt, v, 3, 1e-3, 3);
     size_t at = 0;
     for (int k = 0; k < 3; k++) {
@@ -259,11 +284,14 @@ OPTIM_TEST(same_bits_for_any_thread_count_and_seed_dependence)
     const char *classes[] = {"Adam", "Lamb", "Adafactor"};
     for (int c = 0; c < 3; c++) {
         char seeded[160], seed12[160], plain[160];
-        snprintf(seeded, sizeof seeded, "{\"class_name\": \"%s\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 11}}",
+        snprintf(seeded, sizeof seeded,
+                 "{\"class_name\": \"%s\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 11}}",
                  classes[c]);
-        snprintf(seed12, sizeof seed12, "{\"class_name\": \"%s\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 12}}",
+        snprintf(seed12, sizeof seed12,
+                 "{\"class_name\": \"%s\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 12}}",
                  classes[c]);
-        snprintf(plain, sizeof plain, "{\"class_name\": \"%s\", \"config\": {\"learning_rate\": 0.01}}", classes[c]);
+        snprintf(plain, sizeof plain,
+                 "{\"class_name\": \"%s\", \"config\": {\"learning_rate\": 0.01}}", classes[c]);
         const size_t n = class_run(seeded, 1, one, CAP);
         for (int t = 2; t <= 3; t++) {
             assert_int_equal(class_run(seeded, t, other, CAP), n);
@@ -283,15 +311,17 @@ OPTIM_TEST(bits_differ_between_steps_elements_and_variables)
 {
     const int64_t n = 4096;
     /* SGD with lr 1 and g = -2^-8 from w = 1: w + 2^-8, a midpoint. */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"" KEY
-                                           "\": 5}}");
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"" KEY "\": 5}}");
     optim_var *v[2] = {bf16_var("a", n, 1.0f), bf16_var("b", n, 1.0f)};
     uint16_t *g = malloc((size_t)n * sizeof *g), *first = malloc((size_t)n * sizeof *first);
     assert_non_null(g);
     assert_non_null(first);
     for (int64_t i = 0; i < n; i++) g[i] = optim__f32_to_bf16(-1.0f / 256);
     optim_grad_var p[2];
-    for (int k = 0; k < 2; k++) p[k] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})), v[k]};
+    for (int k = 0; k < 2; k++)
+        p[k] = (optim_grad_var){
+            optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})), v[k]};
     assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
     const uint16_t *a = optim_var_data(v[0]), *b = optim_var_data(v[1]);
     memcpy(first, a, (size_t)n * sizeof *first);
@@ -319,12 +349,14 @@ OPTIM_TEST(name_in_key)
     optim_var *v[3];
     uint16_t *g = malloc((size_t)n * sizeof *g);
     assert_non_null(g);
-    for (int64_t i = 0; i < n; i++) g[i] = optim__f32_to_bf16(-1.0f / 256); /* w + 2^-8: a midpoint */
+    for (int64_t i = 0; i < n; i++)
+        g[i] = optim__f32_to_bf16(-1.0f / 256); /* w + 2^-8: a midpoint */
     for (int k = 0; k < 3; k++) {
-        optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"" KEY
-                                               "\": 5}}");
+        optim_optimizer *opt = optim_test_make(
+            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"" KEY "\": 5}}");
         v[k] = bf16_var(names[k], n, 1.0f);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})), v[k]};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})),
+                            v[k]};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         optim_destroy(opt);
     }
@@ -340,14 +372,17 @@ OPTIM_TEST(off_is_round_to_nearest)
 {
     enum { CAP = 8 * 3 * (20000 + 777 + 1) };
     static unsigned char plain[CAP], other[CAP];
-    const size_t n = class_run("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}", 2, plain, CAP);
-    assert_int_equal(class_run("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": null}}", 3,
-                               other, CAP),
-                     n);
+    const size_t n = class_run("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}",
+                               2, plain, CAP);
+    assert_int_equal(
+        class_run("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY
+                  "\": null}}",
+                  3, other, CAP),
+        n);
     assert_int_equal(memcmp(plain, other, n), 0);
     /* set, then unset from C before the steps */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY
-                                           "\": 8}}");
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 8}}");
     assert_int_equal(optim_set_hyper(opt, KEY, NAN), 0);
     char *cfg = optim_serialize(opt);
     assert_int_equal(class_run(cfg, 1, other, CAP), n);
@@ -363,20 +398,23 @@ OPTIM_TEST(other_dtypes_untouched)
     for (size_t d = 0; d < 3; d++) {
         optim_var *v[2];
         for (int sr = 0; sr < 2; sr++) {
-            optim_optimizer *opt = optim_test_make(sr ? "{\"class_name\": \"Adam\", \"config\": {\"" KEY "\": 9}}"
-                                                      : "{\"class_name\": \"Adam\", \"config\": {}}");
+            optim_optimizer *opt =
+                optim_test_make(sr ? "{\"class_name\": \"Adam\", \"config\": {\"" KEY "\": 9}}"
+                                   : "{\"class_name\": \"Adam\", \"config\": {}}");
             double init[1000];
             for (int i = 0; i < 1000; i++) init[i] = 0.5 + i * 1e-3;
             void *buf = malloc(1000 * 8);
             assert_non_null(buf);
             assert_int_equal(optim_convert(buf, dts[d], init, OPTIM_F64, 1000), 0);
             optim_error err;
-            assert_int_equal(optim_var_create(&v[sr], "w", dts[d], 1, (int64_t[]){1000}, buf, &err), 0);
+            assert_int_equal(optim_var_create(&v[sr], "w", dts[d], 1, (int64_t[]){1000}, buf, &err),
+                             0);
             free(buf);
             steps(opt, &v[sr], 1, 1e-3, 3);
             optim_destroy(opt);
         }
-        assert_int_equal(memcmp(optim_var_data(v[0]), optim_var_data(v[1]), 1000 * optim_dtype_size(dts[d])), 0);
+        assert_int_equal(
+            memcmp(optim_var_data(v[0]), optim_var_data(v[1]), 1000 * optim_dtype_size(dts[d])), 0);
         optim_var_destroy(v[0]);
         optim_var_destroy(v[1]);
     }
@@ -405,7 +443,8 @@ OPTIM_TEST(config_read_strictly)
     refused("1e16", OPTIM_ERANGE, "is 1e+16, expected a value in [0, 9007199254740991]");
     refused("2.5", OPTIM_ETYPE, "is 2.5, expected an integer");
     /* null is off, as absent */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"" KEY "\": null}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"" KEY "\": null}}");
     double s = 0;
     assert_int_equal(optim_get_hyper(opt, KEY, &s), 0);
     assert_nan(s);
@@ -417,11 +456,12 @@ OPTIM_TEST(config_read_strictly)
 
 OPTIM_TEST(config_written_only_when_set)
 {
-    const char *keras3 = "{\"module\": \"keras.optimizers\", \"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", "
-                         "\"learning_rate\": 0.01, \"weight_decay\": null, \"clipnorm\": null, \"global_clipnorm\": null, "
-                         "\"clipvalue\": null, \"use_ema\": false, \"ema_momentum\": 0.99, \"ema_overwrite_frequency\": "
-                         "null, \"loss_scale_factor\": null, \"gradient_accumulation_steps\": null, \"momentum\": 0.0, "
-                         "\"nesterov\": false}, \"registered_name\": null}";
+    const char *keras3 =
+        "{\"module\": \"keras.optimizers\", \"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", "
+        "\"learning_rate\": 0.01, \"weight_decay\": null, \"clipnorm\": null, \"global_clipnorm\": null, "
+        "\"clipvalue\": null, \"use_ema\": false, \"ema_momentum\": 0.99, \"ema_overwrite_frequency\": "
+        "null, \"loss_scale_factor\": null, \"gradient_accumulation_steps\": null, \"momentum\": 0.0, "
+        "\"nesterov\": false}, \"registered_name\": null}";
     optim_optimizer *opt = optim_test_make(keras3);
     char *a = optim_serialize(opt);
     assert_null(strstr(a, KEY));
@@ -443,19 +483,23 @@ OPTIM_TEST(config_written_only_when_set)
     optim_destroy(back);
     optim_destroy(opt);
     /* legacy: read and written back in the legacy form */
-    opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": 0.01, "
-                          "\"decay\": 0.0, \"momentum\": 0.0, \"nesterov\": false, \"" KEY "\": 4}}");
+    opt = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": 0.01, "
+        "\"decay\": 0.0, \"momentum\": 0.0, \"nesterov\": false, \"" KEY "\": 4}}");
     assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
     a = optim_serialize(opt);
-    assert_string_equal(a, "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,\"decay\":0.0,"
-                           "\"momentum\":0.0,\"nesterov\":false,\"" KEY "\":4}}");
+    assert_string_equal(
+        a,
+        "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,\"decay\":0.0,"
+        "\"momentum\":0.0,\"nesterov\":false,\"" KEY "\":4}}");
     optim_free(a);
     optim_destroy(opt);
     /* tf-keras's new-style form: kept, the key last */
-    const char *tfk = "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,\"clipnorm\":null,"
-                      "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                      "\"ema_overwrite_frequency\":null,\"jit_compile\":true,\"is_legacy_optimizer\":false,"
-                      "\"learning_rate\":0.01,\"momentum\":0.0,\"nesterov\":false,\"" KEY "\":0}}";
+    const char *tfk =
+        "{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\",\"weight_decay\":null,\"clipnorm\":null,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"jit_compile\":true,\"is_legacy_optimizer\":false,"
+        "\"learning_rate\":0.01,\"momentum\":0.0,\"nesterov\":false,\"" KEY "\":0}}";
     opt = optim_test_make(tfk);
     a = optim_serialize(opt);
     assert_string_equal(a, tfk);
@@ -465,7 +509,8 @@ OPTIM_TEST(config_written_only_when_set)
 
 OPTIM_TEST(config_set_from_c_checked)
 {
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"" KEY "\": 5}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"" KEY "\": 5}}");
     double s = 0;
     assert_int_equal(optim_set_hyper(opt, KEY, -3), OPTIM_ERANGE);
     assert_contains(optim_errmsg(opt), KEY " is -3, expected a value in [0, 9007199254740991]");
@@ -482,8 +527,12 @@ OPTIM_TEST(config_set_from_c_checked)
     /* A wrapper has no half variables: it refuses the key (a base option). */
     optim_optimizer *w = NULL;
     optim_error err;
-    assert_int_not_equal(optim_from_json(&w, "{\"class_name\": \"Addons>Lookahead\", \"config\": {\"optimizer\": "
-                                             "\"sgd\", \"" KEY "\": 1}}", &err), 0);
+    assert_int_not_equal(
+        optim_from_json(&w,
+                        "{\"class_name\": \"Addons>Lookahead\", \"config\": {\"optimizer\": "
+                        "\"sgd\", \"" KEY "\": 1}}",
+                        &err),
+        0);
     assert_contains(err.msg, KEY);
 }
 
@@ -491,7 +540,8 @@ OPTIM_TEST(config_set_from_c_checked)
  * 2 more steps: bit for bit the 4 steps of one optimizer. */
 OPTIM_TEST(resume_through_json)
 {
-    const char *json = "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 21}}";
+    const char *json =
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 21}}";
     optim_optimizer *a = optim_test_make(json), *b = optim_test_make(json);
     optim_var *va = bf16_var("w", 5000, 0.7f), *vb = bf16_var("w", 5000, 0.7f);
     steps(a, &va, 1, 1e-3, 4);

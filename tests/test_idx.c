@@ -39,7 +39,8 @@ static void put(bytes *b, const void *src, size_t n)
 
 static void put_be32(bytes *b, uint32_t v)
 {
-    unsigned char c[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8), (unsigned char)v};
+    unsigned char c[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
     put(b, c, 4);
 }
 
@@ -73,10 +74,22 @@ static void put_elem(bytes *b, int type, double v)
     size_t n;
     uint64_t u = 0;
     switch (type) {
-    case OPTIM_IDX_U8: c[0] = (unsigned char)(int)v; n = 1; break;
-    case OPTIM_IDX_I8: c[0] = (unsigned char)(int8_t)(int)v; n = 1; break;
-    case OPTIM_IDX_I16: u = (uint16_t)(int16_t)(int)v; n = 2; break;
-    case OPTIM_IDX_I32: u = (uint32_t)(int32_t)(int64_t)v; n = 4; break;
+    case OPTIM_IDX_U8:
+        c[0] = (unsigned char)(int)v;
+        n = 1;
+        break;
+    case OPTIM_IDX_I8:
+        c[0] = (unsigned char)(int8_t)(int)v;
+        n = 1;
+        break;
+    case OPTIM_IDX_I16:
+        u = (uint16_t)(int16_t)(int)v;
+        n = 2;
+        break;
+    case OPTIM_IDX_I32:
+        u = (uint32_t)(int32_t)(int64_t)v;
+        n = 4;
+        break;
     case OPTIM_IDX_F32: {
         float f = (float)v;
         uint32_t w;
@@ -131,7 +144,8 @@ static void expect_refused(const char *path, int code, const char *what)
     optim_idx *f = (optim_idx *)1;
     optim_error err;
     int rc = optim_idx_read(path, &f, &err);
-    if (rc != code || !strstr(err.msg, what)) print_error("%s: rc %d, message '%s'\n", path, rc, err.msg);
+    if (rc != code || !strstr(err.msg, what))
+        print_error("%s: rc %d, message '%s'\n", path, rc, err.msg);
     assert_int_equal(rc, code);
     assert_null(f);
     assert_contains(err.msg, what);
@@ -211,7 +225,8 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
 static void test_types_plain_and_gzip(void **s)
 {
     (void)s;
-    const int types[] = {OPTIM_IDX_U8, OPTIM_IDX_I8, OPTIM_IDX_I16, OPTIM_IDX_I32, OPTIM_IDX_F32, OPTIM_IDX_F64};
+    const int types[] = {OPTIM_IDX_U8,  OPTIM_IDX_I8,  OPTIM_IDX_I16,
+                         OPTIM_IDX_I32, OPTIM_IDX_F32, OPTIM_IDX_F64};
     const uint32_t shapes[3][3] = {{7, 0, 0}, {3, 5, 0}, {2, 3, 4}};
     for (size_t t = 0; t < 6; t++)
         for (int r = 1; r <= 3; r++) {
@@ -222,7 +237,8 @@ static void test_types_plain_and_gzip(void **s)
             /* the same data split over three gzip members */
             bytes multi = {NULL, 0};
             size_t cut1 = b.n / 3, cut2 = 2 * b.n / 3;
-            bytes m1 = gz(b.p, cut1), m2 = gz(b.p + cut1, cut2 - cut1), m3 = gz(b.p + cut2, b.n - cut2);
+            bytes m1 = gz(b.p, cut1), m2 = gz(b.p + cut1, cut2 - cut1),
+                  m3 = gz(b.p + cut2, b.n - cut2);
             put(&multi, m1.p, m1.n);
             put(&multi, m2.p, m2.n);
             put(&multi, m3.p, m3.n);
@@ -313,10 +329,12 @@ static void test_malformed_files(void **s)
     bytes bad = {NULL, 0};
     put(&bad, z.p, z.n);
     bad.p[bad.n - 6] ^= 0x55; /* CRC-32 */
-    expect_refused(write_bytes("crc.gz", &bad), OPTIM_EFORMAT, "corrupt gzip data (incorrect data check)");
+    expect_refused(write_bytes("crc.gz", &bad), OPTIM_EFORMAT,
+                   "corrupt gzip data (incorrect data check)");
     bad.p[bad.n - 6] ^= 0x55;
     bad.p[bad.n - 2] ^= 0x01; /* ISIZE */
-    expect_refused(write_bytes("isize.gz", &bad), OPTIM_EFORMAT, "corrupt gzip data (incorrect length check)");
+    expect_refused(write_bytes("isize.gz", &bad), OPTIM_EFORMAT,
+                   "corrupt gzip data (incorrect length check)");
     bad.p[bad.n - 2] ^= 0x01;
     bad.n -= 4; /* no ISIZE */
     expect_refused(write_bytes("short.gz", &bad), OPTIM_EFORMAT, "gzip data ends early");
@@ -330,10 +348,12 @@ static void test_malformed_files(void **s)
     assert_null(f);
     bad.p[12] ^= 0xFF;
     put(&bad, "garbage", 7);
-    expect_refused(write_bytes("trail.gz", &bad), OPTIM_EFORMAT, "bytes after the end of the gzip data");
+    expect_refused(write_bytes("trail.gz", &bad), OPTIM_EFORMAT,
+                   "bytes after the end of the gzip data");
     bad.n = z.n;
     put(&bad, "\x1f", 1); /* half a second member's magic */
-    expect_refused(write_bytes("trail1.gz", &bad), OPTIM_EFORMAT, "bytes after the end of the gzip data");
+    expect_refused(write_bytes("trail1.gz", &bad), OPTIM_EFORMAT,
+                   "bytes after the end of the gzip data");
     bad.n = z.n;
     put(&bad, "\x1f\x8b", 2); /* a second member that stops after its magic */
     expect_refused(write_bytes("trail2.gz", &bad), OPTIM_EFORMAT, "");
@@ -404,7 +424,8 @@ static void run_train(const char *const *args, result *r)
     pid_t pid = fork();
     assert_ge(pid, 0);
     if (pid == 0) {
-        int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+            fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
         execv(OPTIM_CLI_PATH, argv);
         _exit(127);
@@ -430,7 +451,8 @@ static void write_dataset(const char *dir, const char *prefix, uint32_t n, uint6
         for (int p = 0; p < 784; p++) {
             seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
             int row = p / 28;
-            unsigned char v = (unsigned char)((seed >> 40) % 60 + (row >= 2 * c + 4 && row < 2 * c + 7 ? 180 : 0));
+            unsigned char v = (unsigned char)((seed >> 40) % 60 +
+                                              (row >= 2 * c + 4 && row < 2 * c + 7 ? 180 : 0));
             put(&im, &v, 1);
         }
     }
@@ -467,8 +489,17 @@ static void test_train_command(void **s)
     write_dataset(dir, "train", 512, 1);
     write_dataset(dir, "t10k", 200, 2);
     result r;
-    const char *args[] = {"--data", dir, "--epochs", "3", "--batch-size", "32", "--seed", "5", "--optimizer",
-                          "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.003}}", NULL};
+    const char *args[] = {"--data",
+                          dir,
+                          "--epochs",
+                          "3",
+                          "--batch-size",
+                          "32",
+                          "--seed",
+                          "5",
+                          "--optimizer",
+                          "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.003}}",
+                          NULL};
     run_train(args, &r);
     if (r.status) print_error("status %d: %s\n", r.status, r.err);
     assert_int_equal(r.status, 0);
@@ -499,11 +530,16 @@ static void test_train_command(void **s)
         const char *args[8];
         const char *msg;
     } bad[] = {
-        {{"--data", "/nonexistent/fmnist", NULL}, "optim train: --data '/nonexistent/fmnist': No such file or directory\n"},
-        {{"--data", dir, "--optimizer", "{\"class_name\": \"Adam\"", NULL}, "optim train: --optimizer: "},
-        {{"--data", dir, "--optimizer", "{\"class_name\": \"Nope\", \"config\": {}}", NULL}, "Nope"},
-        {{"--data", dir, "--optimizer", "not json!", NULL}, "optim train: --optimizer 'not json!': expected"},
-        {{"--data", dir, "--epochs", "two", NULL}, "optim train: --epochs 'two': expected a whole number"},
+        {{"--data", "/nonexistent/fmnist", NULL},
+         "optim train: --data '/nonexistent/fmnist': No such file or directory\n"},
+        {{"--data", dir, "--optimizer", "{\"class_name\": \"Adam\"", NULL},
+         "optim train: --optimizer: "},
+        {{"--data", dir, "--optimizer", "{\"class_name\": \"Nope\", \"config\": {}}", NULL},
+         "Nope"},
+        {{"--data", dir, "--optimizer", "not json!", NULL},
+         "optim train: --optimizer 'not json!': expected"},
+        {{"--data", dir, "--epochs", "two", NULL},
+         "optim train: --epochs 'two': expected a whole number"},
         {{"--data", dir, "--epochs", "0", NULL}, "--epochs '0'"},
         {{"--data", dir, "--batch-size", "-3", NULL}, "--batch-size '-3'"},
         {{"--data", dir, "--batch-size", "12x", NULL}, "--batch-size '12x'"},
@@ -515,7 +551,8 @@ static void test_train_command(void **s)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         run_train(bad[i].args, &r);
-        if (r.status == 0 || !strstr(r.err, bad[i].msg)) print_error("case %zu: status %d, stderr '%s'\n", i, r.status, r.err);
+        if (r.status == 0 || !strstr(r.err, bad[i].msg))
+            print_error("case %zu: status %d, stderr '%s'\n", i, r.status, r.err);
         assert_int_not_equal(r.status, 0);
         assert_contains(r.err, bad[i].msg);
         assert_non_null(strchr(r.err, '\n'));

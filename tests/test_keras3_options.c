@@ -25,28 +25,37 @@
 /* ---- the reference ------------------------------------------------------------ */
 
 typedef struct cfg {
-    int adam;              /* 0: SGD, 1: Adam */
-    double lr, momentum;   /* SGD (momentum 0: none) */
+    int adam; /* 0: SGD, 1: Adam */
+    double lr, momentum; /* SGD (momentum 0: none) */
     int nesterov;
-    double b1, b2, eps;    /* Adam */
-    double lsf;            /* loss_scale_factor, 0: None */
-    int steps;             /* gradient_accumulation_steps, 0: None */
+    double b1, b2, eps; /* Adam */
+    double lsf; /* loss_scale_factor, 0: None */
+    int steps; /* gradient_accumulation_steps, 0: None */
     int ema;
     double ema_m;
-    int freq;              /* ema_overwrite_frequency, 0: None */
+    int freq; /* ema_overwrite_frequency, 0: None */
     double clipnorm, clipvalue, global_clipnorm, wd; /* 0: None */
-    int nvars;             /* 1 or 2 */
-    int sparse[NV];        /* variable v takes sparse gradients ([rows, 3]) */
-    int none_every;        /* > 0: variable 1 has no gradient at calls k % none_every == 2 */
-    int build;             /* optim_build all variables first */
-    int nonneg;            /* non_neg constraint on variable 0 */
+    int nvars; /* 1 or 2 */
+    int sparse[NV]; /* variable v takes sparse gradients ([rows, 3]) */
+    int none_every; /* > 0: variable 1 has no gradient at calls k % none_every == 2 */
+    int build; /* optim_build all variables first */
+    int nonneg; /* non_neg constraint on variable 0 */
 } cfg;
 
 static int numel_of(const cfg *c, int v) { return c->sparse[v] ? 6 * 3 : (v ? 5 : 7); }
 static double init_at(int v, int i) { return 0.4 - 0.13 * i + 0.2 * v; }
-static double gval(int k, int v, int i) { return sin(0.37 * k + 1.1 * i + 2.3 * v) * (1.0 + 0.05 * i) - 0.02 * k; }
-static int has_grad(const cfg *c, int k, int v) { return !(v == 1 && c->none_every && k % c->none_every == 2); }
-static int64_t sp_index(int k, int v, int j) { return j == 3 ? (k + v) % 6 : (k * 3 + j * 2 + v) % 6; }
+static double gval(int k, int v, int i)
+{
+    return sin(0.37 * k + 1.1 * i + 2.3 * v) * (1.0 + 0.05 * i) - 0.02 * k;
+}
+static int has_grad(const cfg *c, int k, int v)
+{
+    return !(v == 1 && c->none_every && k % c->none_every == 2);
+}
+static int64_t sp_index(int k, int v, int j)
+{
+    return j == 3 ? (k + v) % 6 : (k * 3 + j * 2 + v) % 6;
+}
 /* j == 3 repeats row (k + v) % 6, which is also j == 0's when (3k + v) % 6 == (k + v) % 6. */
 
 typedef struct ref {
@@ -69,12 +78,14 @@ static void ref_clip(const cfg *c, double g[NV][MAXN], const int *n, const int *
         double s = 0;
         for (int v = 0; v < c->nvars; v++)
             for (int i = 0; on[v] && i < n[v]; i++) s += g[v][i] * g[v][i];
-        double nrm = sqrt(s), scale = c->global_clipnorm * fmin(1.0 / nrm, 1.0 / c->global_clipnorm);
+        double nrm = sqrt(s),
+               scale = c->global_clipnorm * fmin(1.0 / nrm, 1.0 / c->global_clipnorm);
         for (int v = 0; v < c->nvars; v++)
             for (int i = 0; on[v] && i < n[v]; i++) g[v][i] *= scale;
     } else if (c->clipvalue > 0) {
         for (int v = 0; v < c->nvars; v++)
-            for (int i = 0; on[v] && i < n[v]; i++) g[v][i] = fmax(-c->clipvalue, fmin(c->clipvalue, g[v][i]));
+            for (int i = 0; on[v] && i < n[v]; i++)
+                g[v][i] = fmax(-c->clipvalue, fmin(c->clipvalue, g[v][i]));
     }
 }
 
@@ -96,16 +107,17 @@ static void ref_step(const cfg *c, ref *r, int k)
         for (int i = 0; on[v] && i < n[v]; i++) raw[v][i] = gval(k, v, i); /* already unscaled */
     }
     /* Rows to dense, duplicates summed. */
-#define DENSIFY(src)                                                                       \
-    for (int v = 0; v < c->nvars; v++) {                                                   \
-        if (!on[v]) continue;                                                              \
-        if (!c->sparse[v]) {                                                               \
-            memcpy(g[v], src[v], sizeof g[v]);                                             \
-            continue;                                                                      \
-        }                                                                                  \
-        memset(g[v], 0, sizeof g[v]);                                                      \
-        for (int j = 0; j < SPROWS; j++)                                                   \
-            for (int col = 0; col < 3; col++) g[v][sp_index(k, v, j) * 3 + col] += src[v][j * 3 + col]; \
+#define DENSIFY(src)                                                      \
+    for (int v = 0; v < c->nvars; v++) {                                  \
+        if (!on[v]) continue;                                             \
+        if (!c->sparse[v]) {                                              \
+            memcpy(g[v], src[v], sizeof g[v]);                            \
+            continue;                                                     \
+        }                                                                 \
+        memset(g[v], 0, sizeof g[v]);                                     \
+        for (int j = 0; j < SPROWS; j++)                                  \
+            for (int col = 0; col < 3; col++)                             \
+                g[v][sp_index(k, v, j) * 3 + col] += src[v][j * 3 + col]; \
     }
     int update = 1;
     int64_t it = k;
@@ -154,7 +166,8 @@ ema:
     if (c->ema) {
         double m = it != 0 ? c->ema_m : 0;
         for (int v = 0; v < c->nvars; v++)
-            for (int i = 0; i < numel_of(c, v); i++) r->avg[v][i] = m * r->avg[v][i] + (1 - m) * r->w[v][i];
+            for (int i = 0; i < numel_of(c, v); i++)
+                r->avg[v][i] = m * r->avg[v][i] + (1 - m) * r->w[v][i];
         if (c->freq && (it + 1) % c->freq == 0) memcpy(r->w, r->avg, sizeof r->w);
     }
     if (c->nonneg && on[0])
@@ -167,19 +180,24 @@ ema:
 
 static void cfg_json(const cfg *c, char *buf, size_t cap)
 {
-    int n = c->adam ? snprintf(buf, cap, "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": %.17g, "
-                                         "\"beta_1\": %.17g, \"beta_2\": %.17g, \"epsilon\": %.17g",
+    int n = c->adam ? snprintf(buf, cap,
+                               "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": %.17g, "
+                               "\"beta_1\": %.17g, \"beta_2\": %.17g, \"epsilon\": %.17g",
                                c->lr, c->b1, c->b2, c->eps)
-                    : snprintf(buf, cap, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %.17g, "
-                                         "\"momentum\": %.17g, \"nesterov\": %s",
+                    : snprintf(buf, cap,
+                               "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %.17g, "
+                               "\"momentum\": %.17g, \"nesterov\": %s",
                                c->lr, c->momentum, c->nesterov ? "true" : "false");
     if (c->lsf) n += snprintf(buf + n, cap - n, ", \"loss_scale_factor\": %.17g", c->lsf);
-    if (c->steps) n += snprintf(buf + n, cap - n, ", \"gradient_accumulation_steps\": %d", c->steps);
-    if (c->ema) n += snprintf(buf + n, cap - n, ", \"use_ema\": true, \"ema_momentum\": %.17g", c->ema_m);
+    if (c->steps)
+        n += snprintf(buf + n, cap - n, ", \"gradient_accumulation_steps\": %d", c->steps);
+    if (c->ema)
+        n += snprintf(buf + n, cap - n, ", \"use_ema\": true, \"ema_momentum\": %.17g", c->ema_m);
     if (c->freq) n += snprintf(buf + n, cap - n, ", \"ema_overwrite_frequency\": %d", c->freq);
     if (c->clipnorm) n += snprintf(buf + n, cap - n, ", \"clipnorm\": %.17g", c->clipnorm);
     if (c->clipvalue) n += snprintf(buf + n, cap - n, ", \"clipvalue\": %.17g", c->clipvalue);
-    if (c->global_clipnorm) n += snprintf(buf + n, cap - n, ", \"global_clipnorm\": %.17g", c->global_clipnorm);
+    if (c->global_clipnorm)
+        n += snprintf(buf + n, cap - n, ", \"global_clipnorm\": %.17g", c->global_clipnorm);
     if (c->wd) n += snprintf(buf + n, cap - n, ", \"weight_decay\": %.17g", c->wd);
     snprintf(buf + n, cap - n, "}}");
 }
@@ -225,12 +243,14 @@ static int run_call(run *R, const cfg *c, int k)
             continue;
         }
         int n = c->sparse[v] ? SPROWS * 3 : numel_of(c, v);
-        for (int i = 0; i < n; i++) fb[v][i] = (float)(gval(k, v, i) * scale), db[v][i] = gval(k, v, i) * scale;
+        for (int i = 0; i < n; i++)
+            fb[v][i] = (float)(gval(k, v, i) * scale), db[v][i] = gval(k, v, i) * scale;
         void *data = R->dt == OPTIM_F32 ? (void *)fb[v] : (void *)db[v];
         if (c->sparse[v]) {
             for (int j = 0; j < SPROWS; j++) idx[v][j] = sp_index(k, v, j);
             int64_t vs[2] = {SPROWS, 3};
-            pairs[v].grad = optim_grad_sparse(idx[v], SPROWS, optim_tensor_make(R->dt, data, 2, vs));
+            pairs[v].grad =
+                optim_grad_sparse(idx[v], SPROWS, optim_tensor_make(R->dt, data, 2, vs));
         } else {
             int64_t shape[1] = {n};
             pairs[v].grad = optim_grad_dense(optim_tensor_make(R->dt, data, 1, shape));
@@ -245,14 +265,15 @@ static void run_end(run *R, const cfg *c)
     for (int v = 0; v < c->nvars; v++) optim_var_destroy(R->vars[v]);
 }
 
-static void compare(const char *what, int k, const optim_var *got, const double *want, int n, double rtol,
-                    double atol)
+static void compare(const char *what, int k, const optim_var *got, const double *want, int n,
+                    double rtol, double atol)
 {
     assert_non_null(got);
     for (int i = 0; i < n; i++) {
         double a = optim_var_get(got, i);
         if (!(fabs(a - want[i]) <= atol + rtol * fabs(want[i]))) {
-            print_error("%s after call %d, element %d: %.17g, expected %.17g\n", what, k, i, a, want[i]);
+            print_error("%s after call %d, element %d: %.17g, expected %.17g\n", what, k, i, a,
+                        want[i]);
             fail();
         }
     }
@@ -284,17 +305,20 @@ static void check_cfg(const cfg *c0)
                     compare("m", k, optim_get_slot(R.opt, R.vars[v], "m"), r.m[v], n, rtol, atol);
                     compare("v", k, optim_get_slot(R.opt, R.vars[v], "v"), r.v[v], n, rtol, atol);
                 } else if (c.momentum) {
-                    compare("momentum", k, optim_get_slot(R.opt, R.vars[v], "momentum"), r.m[v], n, rtol, atol);
+                    compare("momentum", k, optim_get_slot(R.opt, R.vars[v], "momentum"), r.m[v], n,
+                            rtol, atol);
                 } else {
                     assert_null(optim_get_slot(R.opt, R.vars[v], "momentum"));
                 }
-                if (c.ema) compare("average", k, optim_get_slot(R.opt, R.vars[v], "average"), r.avg[v], n, rtol, atol);
+                if (c.ema)
+                    compare("average", k, optim_get_slot(R.opt, R.vars[v], "average"), r.avg[v], n,
+                            rtol, atol);
                 else assert_null(optim_get_slot(R.opt, R.vars[v], "average"));
                 if (c.steps)
-                    compare("gradient_accumulator", k, optim_get_slot(R.opt, R.vars[v], "gradient_accumulator"),
-                            r.acc[v], n, rtol, atol);
-                else
-                    assert_null(optim_get_slot(R.opt, R.vars[v], "gradient_accumulator"));
+                    compare("gradient_accumulator", k,
+                            optim_get_slot(R.opt, R.vars[v], "gradient_accumulator"), r.acc[v], n,
+                            rtol, atol);
+                else assert_null(optim_get_slot(R.opt, R.vars[v], "gradient_accumulator"));
             }
         }
         assert_int_equal(optim_iterations(R.opt), STEPS);
@@ -329,7 +353,13 @@ static void test_loss_scale_bitwise(void **s)
 {
     (void)s;
     const cfg base[] = {{.lr = 0.1, .momentum = 0.9, .clipnorm = 0.5, .nvars = 2, .sparse = {0, 1}},
-                        {.adam = 1, .lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-7, .global_clipnorm = 1, .nvars = 2}};
+                        {.adam = 1,
+                         .lr = 0.01,
+                         .b1 = 0.9,
+                         .b2 = 0.999,
+                         .eps = 1e-7,
+                         .global_clipnorm = 1,
+                         .nvars = 2}};
     for (int b = 0; b < 2; b++)
         for (int d = 0; d < 2; d++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -358,7 +388,8 @@ static void test_accumulation(void **s)
     check_cfg(&(cfg){.lr = 0.05, .momentum = 0.8, .nesterov = 1, .steps = 2, .nvars = 2});
     /* Adam's bias correction counts updates: t = iterations // steps + 1. */
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 4});
-    check_cfg(&(cfg){.adam = 1, .lr = 0.02, .b1 = 0.8, .b2 = 0.95, .eps = 1e-5, .steps = 2, .nvars = 2});
+    check_cfg(
+        &(cfg){.adam = 1, .lr = 0.02, .b1 = 0.8, .b2 = 0.95, .eps = 1e-5, .steps = 2, .nvars = 2});
 }
 
 /* Clipping and weight decay run only on the updating calls, on the mean. */
@@ -379,7 +410,8 @@ static void test_accumulation_sparse(void **s)
     (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .steps = 3, .nvars = 2, .sparse = {1, 0}});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 2, .lsf = 4, .nvars = 2, .sparse = {1, 1}});
-    check_cfg(&(cfg){.lr = 0.2, .steps = 2, .lsf = 3, .global_clipnorm = 0.7, .nvars = 2, .sparse = {0, 1}});
+    check_cfg(&(cfg){
+        .lr = 0.2, .steps = 2, .lsf = 3, .global_clipnorm = 0.7, .nvars = 2, .sparse = {0, 1}});
 }
 
 static void test_ema(void **s)
@@ -406,7 +438,13 @@ static void test_ema_with_accumulation(void **s)
 {
     (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .steps = 2, .ema = 1, .ema_m = 0.9, .freq = 2});
-    check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 3, .ema = 1, .ema_m = 0.9, .freq = 1, .nvars = 2,
+    check_cfg(&(cfg){.adam = 1,
+                     .lr = 0.01,
+                     .steps = 3,
+                     .ema = 1,
+                     .ema_m = 0.9,
+                     .freq = 1,
+                     .nvars = 2,
                      .sparse = {0, 1}});
     check_cfg(&(cfg){.lr = 0.1, .steps = 4, .ema = 1, .ema_m = 0.5});
 }
@@ -417,12 +455,38 @@ static void test_ema_with_accumulation(void **s)
 static void test_all_options(void **s)
 {
     (void)s;
-    check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 128, .steps = 2, .ema = 1, .ema_m = 0.9, .freq = 3,
-                     .clipnorm = 1.0, .wd = 0.01, .nvars = 2, .sparse = {0, 1}, .none_every = 3, .build = 1});
-    check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .lsf = 8, .steps = 3, .ema = 1, .ema_m = 0.95, .freq = 2,
-                     .global_clipnorm = 0.8, .nvars = 2, .none_every = 4, .build = 1});
-    check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .ema = 1, .ema_m = 0.6, .freq = 4, .nvars = 2,
-                     .none_every = 3, .build = 1});
+    check_cfg(&(cfg){.adam = 1,
+                     .lr = 0.01,
+                     .lsf = 128,
+                     .steps = 2,
+                     .ema = 1,
+                     .ema_m = 0.9,
+                     .freq = 3,
+                     .clipnorm = 1.0,
+                     .wd = 0.01,
+                     .nvars = 2,
+                     .sparse = {0, 1},
+                     .none_every = 3,
+                     .build = 1});
+    check_cfg(&(cfg){.lr = 0.1,
+                     .momentum = 0.9,
+                     .lsf = 8,
+                     .steps = 3,
+                     .ema = 1,
+                     .ema_m = 0.95,
+                     .freq = 2,
+                     .global_clipnorm = 0.8,
+                     .nvars = 2,
+                     .none_every = 4,
+                     .build = 1});
+    check_cfg(&(cfg){.lr = 0.1,
+                     .momentum = 0.9,
+                     .ema = 1,
+                     .ema_m = 0.6,
+                     .freq = 4,
+                     .nvars = 2,
+                     .none_every = 3,
+                     .build = 1});
 }
 
 /* Keras's order: update, moving average (of the unconstrained value),
@@ -439,13 +503,24 @@ static void test_constraint_order(void **s)
 static void test_slots_and_weights(void **s)
 {
     (void)s;
-    cfg c = {.lr = 0.1, .momentum = 0.9, .steps = 2, .ema = 1, .ema_m = 0.9, .freq = 3, .nvars = 2,
+    cfg c = {.lr = 0.1,
+             .momentum = 0.9,
+             .steps = 2,
+             .ema = 1,
+             .ema_m = 0.9,
+             .freq = 3,
+             .nvars = 2,
              .sparse = {0, 1}};
     run R;
     run_start(&R, &c, OPTIM_F32);
     assert_int_equal(run_call(&R, &c, 0), 0);
-    const char *want[] = {"iterations", "a/momentum", "b/momentum", "a/average", "b/average",
-                          "a/gradient_accumulator", "b/gradient_accumulator"};
+    const char *want[] = {"iterations",
+                          "a/momentum",
+                          "b/momentum",
+                          "a/average",
+                          "b/average",
+                          "a/gradient_accumulator",
+                          "b/gradient_accumulator"};
     assert_int_equal(optim_weights_count(R.opt), 7);
     for (size_t i = 0; i < 7; i++) assert_string_equal(optim_weight_name(R.opt, i), want[i]);
     assert_null(optim_weight_name(R.opt, 7));
@@ -461,7 +536,9 @@ static void test_slots_and_weights(void **s)
     run_start(&Q, &c2, OPTIM_F32);
     assert_int_equal(optim_build(Q.opt, Q.vars, 2), 0);
     for (int v = 0; v < 2; v++)
-        assert_int_equal(optim_var_assign(Q.vars[v], optim_var_data(R.vars[v]), OPTIM_F32, optim_var_numel(R.vars[v])), 0);
+        assert_int_equal(optim_var_assign(Q.vars[v], optim_var_data(R.vars[v]), OPTIM_F32,
+                                          optim_var_numel(R.vars[v])),
+                         0);
     optim_tensor w[7];
     assert_int_equal(optim_get_weights(R.opt, w, 7), 7);
     assert_int_equal(optim_set_weights(Q.opt, w, 7), 0);
@@ -473,15 +550,18 @@ static void test_slots_and_weights(void **s)
     optim_get_weights(R.opt, a, 7);
     optim_get_weights(Q.opt, b, 7);
     for (int i = 0; i < 7; i++)
-        assert_memory_equal(a[i].data, b[i].data, (size_t)optim_tensor_numel(&a[i]) * optim_dtype_size(a[i].dtype));
+        assert_memory_equal(a[i].data, b[i].data,
+                            (size_t)optim_tensor_numel(&a[i]) * optim_dtype_size(a[i].dtype));
     for (int v = 0; v < 2; v++)
-        assert_memory_equal(optim_var_data(R.vars[v]), optim_var_data(Q.vars[v]), (size_t)optim_var_numel(R.vars[v]) * 4);
+        assert_memory_equal(optim_var_data(R.vars[v]), optim_var_data(Q.vars[v]),
+                            (size_t)optim_var_numel(R.vars[v]) * 4);
     run_end(&R, &c);
     run_end(&Q, &c2);
 
     /* Adam: m, v (and vhat) first, then the base slots; by-variable
      * classes keep each variable's slots together. */
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"amsgrad\": true, \"use_ema\": true}}");
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"Adam\", \"config\": {\"amsgrad\": true, \"use_ema\": true}}");
     double z[3] = {0, 0, 0};
     int64_t sh[1] = {3};
     optim_var *x = optim_test_var("x", OPTIM_F64, 1, sh, z);
@@ -490,12 +570,20 @@ static void test_slots_and_weights(void **s)
     assert_int_equal(optim_weights_count(opt), 5);
     for (size_t i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, i), aw[i]);
     optim_destroy(opt);
-    opt = optim_test_make("{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 2, \"use_ema\": true}}");
+    opt = optim_test_make(
+        "{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 2, \"use_ema\": true}}");
     optim_var *y = optim_test_var("y", OPTIM_F64, 1, sh, z);
     optim_var *xy[2] = {x, y};
     assert_int_equal(optim_build(opt, xy, 2), 0);
-    const char *fw[] = {"iterations", "x/accumulator", "x/linear", "x/average", "x/gradient_accumulator",
-                        "y/accumulator", "y/linear", "y/average", "y/gradient_accumulator"};
+    const char *fw[] = {"iterations",
+                        "x/accumulator",
+                        "x/linear",
+                        "x/average",
+                        "x/gradient_accumulator",
+                        "y/accumulator",
+                        "y/linear",
+                        "y/average",
+                        "y/gradient_accumulator"};
     assert_int_equal(optim_weights_count(opt), 9);
     for (size_t i = 0; i < 9; i++) assert_string_equal(optim_weight_name(opt, i), fw[i]);
     optim_destroy(opt);
@@ -515,18 +603,22 @@ static void test_finalize_variable_values(void **s)
         for (int k = 0; k < 10; k++) assert_int_equal(run_call(&R, &c, k), 0);
         size_t esz = optim_dtype_size(dt);
         for (int v = 0; v < 2; v++)
-            assert_ne(memcmp(optim_var_data(R.vars[v]), optim_var_data(optim_get_slot(R.opt, R.vars[v], "average")),
-                               (size_t)optim_var_numel(R.vars[v]) * esz), 0);
+            assert_ne(memcmp(optim_var_data(R.vars[v]),
+                             optim_var_data(optim_get_slot(R.opt, R.vars[v], "average")),
+                             (size_t)optim_var_numel(R.vars[v]) * esz),
+                      0);
         assert_int_equal(optim_finalize_variable_values(R.opt), 0);
         for (int v = 0; v < 2; v++)
-            assert_memory_equal(optim_var_data(R.vars[v]), optim_var_data(optim_get_slot(R.opt, R.vars[v], "average")),
+            assert_memory_equal(optim_var_data(R.vars[v]),
+                                optim_var_data(optim_get_slot(R.opt, R.vars[v], "average")),
                                 (size_t)optim_var_numel(R.vars[v]) * esz);
         assert_int_equal(optim_iterations(R.opt), 10);
         run_end(&R, &c);
     }
     /* Without use_ema (and in the legacy generation) it changes nothing. */
-    const char *cfgs[] = {"{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}",
-                          "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}"};
+    const char *cfgs[] = {
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}",
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}"};
     for (int i = 0; i < 2; i++) {
         optim_optimizer *opt = optim_test_make(cfgs[i]);
         double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
@@ -548,11 +640,13 @@ static void test_finalize_variable_values(void **s)
 static void test_late_variable_average(void **s)
 {
     (void)s;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
-                                "\"use_ema\": true, \"ema_momentum\": 0.9}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+                        "\"use_ema\": true, \"ema_momentum\": 0.9}}");
     double w0[2] = {1, 2}, u0[2] = {3, -4}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
-    optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0), *u = optim_test_var("u", OPTIM_F64, 1, sh, u0);
+    optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0),
+              *u = optim_test_var("u", OPTIM_F64, 1, sh, u0);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
     p.var = u;
@@ -596,9 +690,13 @@ static double rec_sched(void *user, int64_t step)
 }
 
 static const optim_class rec_class = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "Recorder",
-    .default_learning_rate = 0.1, .coef_size = sizeof(double),
-    .prepare = rec_prepare, .apply_dense = rec_dense,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "Recorder",
+    .default_learning_rate = 0.1,
+    .coef_size = sizeof(double),
+    .prepare = rec_prepare,
+    .apply_dense = rec_dense,
 };
 
 /* Keras's `iterations` property (counter // steps) in the hooks; the
@@ -693,7 +791,8 @@ static void test_threads_bitwise(void **s)
             }
             for (int t = 1; t < 3; t++) {
                 assert_memory_equal(optim_var_data(big[0]), optim_var_data(big[t]), esz * BIG);
-                assert_memory_equal(optim_var_data(emb[0]), optim_var_data(emb[t]), esz * ROWS * COLS);
+                assert_memory_equal(optim_var_data(emb[0]), optim_var_data(emb[t]),
+                                    esz * ROWS * COLS);
                 size_t n = optim_weights_count(opt[0]);
                 assert_int_equal(optim_weights_count(opt[t]), n);
                 optim_tensor *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
@@ -701,7 +800,8 @@ static void test_threads_bitwise(void **s)
                 optim_get_weights(opt[t], b, n);
                 for (size_t i = 0; i < n; i++)
                     assert_memory_equal(a[i].data, b[i].data,
-                                        (size_t)optim_tensor_numel(&a[i]) * optim_dtype_size(a[i].dtype));
+                                        (size_t)optim_tensor_numel(&a[i]) *
+                                            optim_dtype_size(a[i].dtype));
                 free(a);
                 free(b);
             }
@@ -735,38 +835,58 @@ static void expect_json_fails(const char *json, int code, const char *s1, const 
 static void test_bad_configs(void **s)
 {
     (void)s;
-    expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE, "gradient_accumulation_steps", "1");
-    expect_json_fails(J("{\"gradient_accumulation_steps\": -3}"), OPTIM_ERANGE, "gradient_accumulation_steps", "-3");
-    expect_json_fails(J("{\"gradient_accumulation_steps\": 2.5}"), OPTIM_ETYPE, "gradient_accumulation_steps", "integer");
-    expect_json_fails(J("{\"gradient_accumulation_steps\": true}"), OPTIM_ETYPE, "gradient_accumulation_steps", NULL);
-    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": 1.5}"), OPTIM_ERANGE, "ema_momentum", "1.5");
-    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": -0.1}"), OPTIM_ERANGE, "ema_momentum", "-0.1");
+    expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
+                      "gradient_accumulation_steps", "1");
+    expect_json_fails(J("{\"gradient_accumulation_steps\": -3}"), OPTIM_ERANGE,
+                      "gradient_accumulation_steps", "-3");
+    expect_json_fails(J("{\"gradient_accumulation_steps\": 2.5}"), OPTIM_ETYPE,
+                      "gradient_accumulation_steps", "integer");
+    expect_json_fails(J("{\"gradient_accumulation_steps\": true}"), OPTIM_ETYPE,
+                      "gradient_accumulation_steps", NULL);
+    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": 1.5}"), OPTIM_ERANGE, "ema_momentum",
+                      "1.5");
+    expect_json_fails(J("{\"use_ema\": true, \"ema_momentum\": -0.1}"), OPTIM_ERANGE,
+                      "ema_momentum", "-0.1");
     expect_json_fails(J("{\"use_ema\": true, \"ema_overwrite_frequency\": -2}"), OPTIM_ERANGE,
                       "ema_overwrite_frequency", "-2");
     expect_json_fails(J("{\"use_ema\": true, \"ema_overwrite_frequency\": 1.5}"), OPTIM_ETYPE,
                       "ema_overwrite_frequency", NULL);
     expect_json_fails(J("{\"use_ema\": 1}"), OPTIM_ETYPE, "use_ema", NULL);
     expect_json_fails(J("{\"loss_scale_factor\": 0}"), OPTIM_ERANGE, "loss_scale_factor", "0");
-    expect_json_fails(J("{\"loss_scale_factor\": -128}"), OPTIM_ERANGE, "loss_scale_factor", "-128");
-    expect_json_fails(J("{\"loss_scale_factor\": \"big\"}"), OPTIM_ETYPE, "loss_scale_factor", NULL);
+    expect_json_fails(J("{\"loss_scale_factor\": -128}"), OPTIM_ERANGE, "loss_scale_factor",
+                      "-128");
+    expect_json_fails(J("{\"loss_scale_factor\": \"big\"}"), OPTIM_ETYPE, "loss_scale_factor",
+                      NULL);
     /* Keras 3 only. */
-    expect_json_fails(J("{\"use_ema\": true, \"is_legacy_optimizer\": true}"), OPTIM_EKEY, "use_ema", NULL);
-    expect_json_fails(J("{\"gradient_accumulation_steps\": 2, \"is_legacy_optimizer\": true}"), OPTIM_EKEY,
-                      "gradient_accumulation_steps", NULL);
+    expect_json_fails(J("{\"use_ema\": true, \"is_legacy_optimizer\": true}"), OPTIM_EKEY,
+                      "use_ema", NULL);
+    expect_json_fails(J("{\"gradient_accumulation_steps\": 2, \"is_legacy_optimizer\": true}"),
+                      OPTIM_EKEY, "gradient_accumulation_steps", NULL);
     expect_json_fails(J("{\"loss_scale_factor\": 2, \"is_legacy_optimizer\": true}"), OPTIM_EKEY,
                       "loss_scale_factor", NULL);
 
     /* optim_set_hyper: refused, nothing changes. */
-    optim_optimizer *opt = optim_test_make(J("{\"gradient_accumulation_steps\": 4, \"use_ema\": true, \"ema_momentum\": 0.5}"));
-    struct { const char *key; double v; int code; } bad[] = {
-        {"gradient_accumulation_steps", 1, OPTIM_ERANGE}, {"gradient_accumulation_steps", 3.5, OPTIM_ETYPE},
-        {"ema_momentum", 2, OPTIM_ERANGE}, {"ema_momentum", NAN, OPTIM_ERANGE}, {"ema_overwrite_frequency", -1, OPTIM_ERANGE},
-        {"loss_scale_factor", 0, OPTIM_ERANGE}, {"loss_scale_factor", INFINITY, OPTIM_ERANGE}, {"use_ema", 2, OPTIM_ETYPE},
+    optim_optimizer *opt = optim_test_make(
+        J("{\"gradient_accumulation_steps\": 4, \"use_ema\": true, \"ema_momentum\": 0.5}"));
+    struct {
+        const char *key;
+        double v;
+        int code;
+    } bad[] = {
+        {"gradient_accumulation_steps", 1, OPTIM_ERANGE},
+        {"gradient_accumulation_steps", 3.5, OPTIM_ETYPE},
+        {"ema_momentum", 2, OPTIM_ERANGE},
+        {"ema_momentum", NAN, OPTIM_ERANGE},
+        {"ema_overwrite_frequency", -1, OPTIM_ERANGE},
+        {"loss_scale_factor", 0, OPTIM_ERANGE},
+        {"loss_scale_factor", INFINITY, OPTIM_ERANGE},
+        {"use_ema", 2, OPTIM_ETYPE},
     };
     char *before = optim_serialize(opt);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = optim_set_hyper(opt, bad[i].key, bad[i].v);
-        if (rc != bad[i].code) print_error("%s = %g: %d %s\n", bad[i].key, bad[i].v, rc, optim_errmsg(opt));
+        if (rc != bad[i].code)
+            print_error("%s = %g: %d %s\n", bad[i].key, bad[i].v, rc, optim_errmsg(opt));
         assert_int_equal(rc, bad[i].code);
         assert_contains(optim_errmsg(opt), bad[i].key);
         char *now = optim_serialize(opt);
@@ -803,7 +923,8 @@ static void test_options_fixed_once_tracked(void **s)
     assert_int_equal(optim_weights_count(opt), 1);
     optim_destroy(opt);
 
-    opt = optim_test_make(J("{\"learning_rate\": 0.1, \"gradient_accumulation_steps\": 2, \"use_ema\": true}"));
+    opt = optim_test_make(
+        J("{\"learning_rate\": 0.1, \"gradient_accumulation_steps\": 2, \"use_ema\": true}"));
     assert_int_equal(optim_build(opt, &w, 1), 0);
     assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 5), 0);
     assert_int_equal(optim_set_hyper(opt, "ema_momentum", 0.5), 0);
@@ -832,8 +953,10 @@ static void snapshot(optim_optimizer *opt, optim_var *const *vars, int nv, char 
     size_t n = optim_weights_count(opt), total = 0;
     optim_tensor *w = calloc(n, sizeof *w);
     optim_get_weights(opt, w, n);
-    for (size_t i = 0; i < n; i++) total += (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype);
-    for (int v = 0; v < nv; v++) total += (size_t)optim_var_numel(vars[v]) * optim_dtype_size(optim_var_dtype(vars[v]));
+    for (size_t i = 0; i < n; i++)
+        total += (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype);
+    for (int v = 0; v < nv; v++)
+        total += (size_t)optim_var_numel(vars[v]) * optim_dtype_size(optim_var_dtype(vars[v]));
     char *buf = malloc(total), *p = buf;
     for (size_t i = 0; i < n; i++) {
         size_t b = (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype);
@@ -854,8 +977,15 @@ static void snapshot(optim_optimizer *opt, optim_var *const *vars, int nv, char 
 static void test_nothing_changes_on_error(void **s)
 {
     (void)s;
-    cfg c = {.lr = 0.1, .momentum = 0.9, .steps = 2, .ema = 1, .ema_m = 0.9, .freq = 2, .lsf = 4,
-             .nvars = 2, .sparse = {0, 1}};
+    cfg c = {.lr = 0.1,
+             .momentum = 0.9,
+             .steps = 2,
+             .ema = 1,
+             .ema_m = 0.9,
+             .freq = 2,
+             .lsf = 4,
+             .nvars = 2,
+             .sparse = {0, 1}};
     run R;
     run_start(&R, &c, OPTIM_F32);
     int refuse = 0;
@@ -868,8 +998,9 @@ static void test_nothing_changes_on_error(void **s)
         /* A bad pair (wrong shape) on an updating (k = 1) and an accumulating (k = 2) call. */
         float g[3] = {1, 2, 3};
         int64_t sh[1] = {3};
-        optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, sh)), R.vars[0]},
-                               {optim_grad_none(), R.vars[1]}};
+        optim_grad_var p[2] = {
+            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, sh)), R.vars[0]},
+            {optim_grad_none(), R.vars[1]}};
         assert_int_equal(optim_apply_gradients(R.opt, p, 2, 0), OPTIM_ESHAPE);
         snapshot(R.opt, R.vars, 2, &b, &lb);
         assert_int_equal(la, lb);
@@ -902,8 +1033,13 @@ static int rs_slots(optim_optimizer *o, optim_var *v, optim_error *err)
     return optim_add_slot(o, v, "average", OPTIM_SLOT_ZEROS, 0);
 }
 static const optim_class rs_class = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "ReservedSlot",
-    .default_learning_rate = 0.1, .prepare = rs_prepare, .apply_dense = rs_dense, .create_slots = rs_slots,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "ReservedSlot",
+    .default_learning_rate = 0.1,
+    .prepare = rs_prepare,
+    .apply_dense = rs_dense,
+    .create_slots = rs_slots,
 };
 
 /* "average" and "gradient_accumulator" belong to the base in Keras 3. */
@@ -955,8 +1091,8 @@ static void test_config_round_trip(void **s)
         optim_optimizer *back = optim_test_make(text);
         char *again = optim_serialize(back);
         assert_string_equal(text, again);
-        const char *keys[] = {"use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-                              "gradient_accumulation_steps"};
+        const char *keys[] = {"use_ema", "ema_momentum", "ema_overwrite_frequency",
+                              "loss_scale_factor", "gradient_accumulation_steps"};
         for (int k = 0; k < 5; k++) {
             double x, y;
             assert_int_equal(optim_get_hyper(opt, keys[k], &x), 0);
@@ -970,8 +1106,9 @@ static void test_config_round_trip(void **s)
     }
     optim_optimizer *opt = optim_test_make(cfgs[0]);
     char *text = optim_get_config(opt);
-    assert_contains(text, "\"use_ema\":true,\"ema_momentum\":0.95,\"ema_overwrite_frequency\":5,"
-                                 "\"loss_scale_factor\":256,\"gradient_accumulation_steps\":4");
+    assert_contains(text,
+                    "\"use_ema\":true,\"ema_momentum\":0.95,\"ema_overwrite_frequency\":5,"
+                    "\"loss_scale_factor\":256,\"gradient_accumulation_steps\":4");
     optim_free(text);
     optim_destroy(opt);
 }

@@ -27,8 +27,8 @@
 #define V2_KWARGS "clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"
 
 typedef struct legacy_class {
-    const char *name;   /* optim's class name */
-    int v2_kwargs;      /* takes OptimizerV2's **kwargs */
+    const char *name; /* optim's class name */
+    int v2_kwargs; /* takes OptimizerV2's **kwargs */
     const char *args[12];
 } legacy_class;
 
@@ -40,19 +40,30 @@ static const legacy_class legacy_classes[] = {
     {"RMSprop", 1, {"learning_rate", "rho", "momentum", "epsilon", "centered", "name"}},
     {"Adagrad", 1, {"learning_rate", "initial_accumulator_value", "epsilon", "name"}},
     {"Adadelta", 1, {"learning_rate", "rho", "epsilon", "name"}},
-    {"Ftrl", 1, {"learning_rate", "learning_rate_power", "initial_accumulator_value", "l1_regularization_strength",
-                 "l2_regularization_strength", "name", "l2_shrinkage_regularization_strength", "beta"}},
+    {"Ftrl",
+     1,
+     {"learning_rate", "learning_rate_power", "initial_accumulator_value",
+      "l1_regularization_strength", "l2_regularization_strength", "name",
+      "l2_shrinkage_regularization_strength", "beta"}},
     /* TF Addons: AdamW = DecoupledWeightDecayExtension(weight_decay,
      * exclude_from_weight_decay) over Adam's arguments. */
-    {"AdamW", 1, {"weight_decay", "exclude_from_weight_decay", "learning_rate", "beta_1", "beta_2", "epsilon",
-                  "amsgrad", "name"}},
-    {"Lamb", 1, {"learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "exclude_from_weight_decay",
-                 "exclude_from_layer_adaptation", "name"}},
+    {"AdamW",
+     1,
+     {"weight_decay", "exclude_from_weight_decay", "learning_rate", "beta_1", "beta_2", "epsilon",
+      "amsgrad", "name"}},
+    {"Lamb",
+     1,
+     {"learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "exclude_from_weight_decay",
+      "exclude_from_layer_adaptation", "name"}},
     {"LazyAdam", 1, {"learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad", "name"}},
-    {"MovingAverage", 1, {"optimizer", "average_decay", "num_updates", "start_step", "dynamic_decay", "name"}},
+    {"MovingAverage",
+     1,
+     {"optimizer", "average_decay", "num_updates", "start_step", "dynamic_decay", "name"}},
     {"SWA", 1, {"optimizer", "start_averaging", "average_period", "name"}},
     {"Lookahead", 1, {"optimizer", "sync_period", "slow_step_size", "name"}},
-    {"LossScaleOptimizer", 0, {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"}},
+    {"LossScaleOptimizer",
+     0,
+     {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"}},
 };
 #define N_LEGACY (sizeof legacy_classes / sizeof *legacy_classes)
 
@@ -88,8 +99,9 @@ static void assert_legacy_keys(const cJSON *obj)
     const cJSON *item;
     cJSON_ArrayForEach(item, cfg)
     {
-        if (!accepted(c, item->string)) print_error("%s: key '%s' is not an argument of its constructor\n",
-                                                     cn->valuestring, item->string);
+        if (!accepted(c, item->string))
+            print_error("%s: key '%s' is not an argument of its constructor\n", cn->valuestring,
+                        item->string);
         assert_true(accepted(c, item->string));
         if (strcmp(item->string, "optimizer") == 0 || strcmp(item->string, "inner_optimizer") == 0)
             assert_legacy_keys(item);
@@ -97,25 +109,33 @@ static void assert_legacy_keys(const cJSON *obj)
 }
 
 /* Configs that set every option a class has in the legacy generation. */
-#define INNER "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5, \"clipnorm\": 1.0, \"decay\": 0.1}}"
+#define INNER \
+    "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5, \"clipnorm\": 1.0, \"decay\": 0.1}}"
 static const char *const legacy_configs[][2] = {
-    {"SGD", "{\"momentum\": 0.9, \"nesterov\": true, \"clipnorm\": 1.0, \"clipvalue\": 2.0, \"decay\": 0.01}"},
+    {"SGD",
+     "{\"momentum\": 0.9, \"nesterov\": true, \"clipnorm\": 1.0, \"clipvalue\": 2.0, \"decay\": 0.01}"},
     {"Adam", "{\"amsgrad\": true, \"global_clipnorm\": 1.0, \"lr\": 0.1}"},
     {"Adamax", "{\"epsilon\": 1e-5, \"clipvalue\": 1.0}"},
     {"Nadam", "{\"beta_1\": 0.8, \"decay\": 0.5}"},
     {"RMSprop", "{\"centered\": true, \"momentum\": 0.5, \"clipnorm\": 2}"},
     {"Adagrad", "{\"initial_accumulator_value\": 0.5}"},
     {"Adadelta", "{\"rho\": 0.9}"},
-    {"Ftrl", "{\"l1_regularization_strength\": 0.1, \"l2_shrinkage_regularization_strength\": 0.2, \"beta\": 0.5}"},
-    {"AdamW", "{\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [\"bias\"], \"clipnorm\": 1.0}"},
-    {"Lamb", "{\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [\"bias\"], "
-             "\"exclude_from_layer_adaptation\": [\"norm\"]}"},
+    {"Ftrl",
+     "{\"l1_regularization_strength\": 0.1, \"l2_shrinkage_regularization_strength\": 0.2, \"beta\": 0.5}"},
+    {"AdamW",
+     "{\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [\"bias\"], \"clipnorm\": 1.0}"},
+    {"Lamb",
+     "{\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [\"bias\"], "
+     "\"exclude_from_layer_adaptation\": [\"norm\"]}"},
     {"LazyAdam", "{\"epsilon\": 1e-5, \"clipvalue\": 0.5}"},
-    {"MovingAverage", "{\"optimizer\": " INNER ", \"num_updates\": 3, \"start_step\": 1, \"dynamic_decay\": true}"},
+    {"MovingAverage",
+     "{\"optimizer\": " INNER ", \"num_updates\": 3, \"start_step\": 1, \"dynamic_decay\": true}"},
     {"SWA", "{\"optimizer\": " INNER ", \"start_averaging\": 2, \"average_period\": 3}"},
     {"Lookahead", "{\"optimizer\": " INNER ", \"sync_period\": 4}"},
-    {"LossScaleOptimizer", "{\"inner_optimizer\": " INNER ", \"initial_scale\": 8, \"dynamic_growth_steps\": 10}"},
-    {"LossScaleOptimizer", "{\"inner_optimizer\": " INNER ", \"dynamic\": false, \"initial_scale\": 8}"},
+    {"LossScaleOptimizer",
+     "{\"inner_optimizer\": " INNER ", \"initial_scale\": 8, \"dynamic_growth_steps\": 10}"},
+    {"LossScaleOptimizer",
+     "{\"inner_optimizer\": " INNER ", \"dynamic\": false, \"initial_scale\": 8}"},
 };
 
 static void check_legacy(const char *cls, const char *config)
@@ -142,13 +162,15 @@ static void test_legacy_output_has_only_constructor_keys(void **state)
 {
     (void)state;
     size_t checked = 0;
-#define CHECK_CLASS(sym)                                                                                   \
-    if (!(sym.flags & OPTIM_CLASS_KERAS3_ONLY) && strcmp(sym.name, "ApplyIfFinite") != 0) {               \
-        if (!legacy_entry(sym.name)) print_error("built-in legacy class %s: not in this test\n", sym.name); \
-        assert_non_null(legacy_entry(sym.name));                                                           \
-        if (!sym.apply_gradients && !sym.step) /* TF Addons' AdamW requires weight_decay */                \
-            check_legacy(sym.name, strcmp(sym.name, "AdamW") == 0 ? "{\"weight_decay\": 0.0}" : "{}");       \
-        checked++;                                                                                         \
+#define CHECK_CLASS(sym)                                                                     \
+    if (!(sym.flags & OPTIM_CLASS_KERAS3_ONLY) && strcmp(sym.name, "ApplyIfFinite") != 0) {  \
+        if (!legacy_entry(sym.name))                                                         \
+            print_error("built-in legacy class %s: not in this test\n", sym.name);           \
+        assert_non_null(legacy_entry(sym.name));                                             \
+        if (!sym.apply_gradients && !sym.step) /* TF Addons' AdamW requires weight_decay */  \
+            check_legacy(sym.name,                                                           \
+                         strcmp(sym.name, "AdamW") == 0 ? "{\"weight_decay\": 0.0}" : "{}"); \
+        checked++;                                                                           \
     }
     OPTIM_BUILTIN_CLASSES(CHECK_CLASS)
 #undef CHECK_CLASS
@@ -184,8 +206,8 @@ static int assert_envelopes(const cJSON *v)
         static const char *const keys[] = {"module", "class_name", "config", "registered_name"};
         for (int k = 0; k < 4; k++, c = c ? c->next : NULL) {
             if (!c || strcmp(c->string, keys[k]) != 0)
-                print_error("%s: key %d is '%s', expected '%s'\n", cn->valuestring, k, c ? c->string : "(none)",
-                            keys[k]);
+                print_error("%s: key %d is '%s', expected '%s'\n", cn->valuestring, k,
+                            c ? c->string : "(none)", keys[k]);
             assert_non_null(c);
             assert_string_equal(c->string, keys[k]);
         }
@@ -212,28 +234,32 @@ static void check_envelopes(const char *json, int objects, const char *module_of
 static void test_keras3_nested_schedule(void **state)
 {
     (void)state;
-    check_envelopes("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": {\"class_name\": \"CosineDecay\", "
-                    "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10}}}}",
-                    2, "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":\"CosineDecay\"");
+    check_envelopes(
+        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": {\"class_name\": \"CosineDecay\", "
+        "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10}}}}",
+        2,
+        "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":\"CosineDecay\"");
 }
 
 static void test_keras3_loss_scale_inner(void **state)
 {
     (void)state;
-    check_envelopes("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": "
-                    "\"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", \"config\": "
-                    "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5}}}}}}",
-                    3, "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
+    check_envelopes(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": "
+        "\"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", \"config\": "
+        "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5}}}}}}",
+        3, "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
 }
 
 static void test_keras3_multi_optimizer_subs(void **state)
 {
     (void)state;
     /* MultiOptimizer, its OptimizerMap, the default and one mapped optimizer. */
-    check_envelopes("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": "
-                    "\"OptimizerMap\", \"config\": {\"default_optimizer\": \"adam\", \"optimizer_map\": "
-                    "{\"dense/.*\": {\"class_name\": \"SGD\", \"config\": {}}}}}}}",
-                    4, "\"dense/.*\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
+    check_envelopes(
+        "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": "
+        "\"OptimizerMap\", \"config\": {\"default_optimizer\": \"adam\", \"optimizer_map\": "
+        "{\"dense/.*\": {\"class_name\": \"SGD\", \"config\": {}}}}}}}",
+        4, "\"dense/.*\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
 }
 
 int main(void)

@@ -29,27 +29,38 @@ static int diff(const cJSON *a, const cJSON *b, const char *path, char *why, siz
 {
     if ((a->type & 0xFF) != (b->type & 0xFF))
         return snprintf(why, n, "%s: %s in the fixture, %s written", path, optim__json_type_name(a),
-                        optim__json_type_name(b)), 1;
-    if (cJSON_IsNumber(a) && (a->valuedouble != b->valuedouble ||
-                              optim__json_number_form(a) != optim__json_number_form(b)))
-        return snprintf(why, n, "%s: %.17g (%s) in the fixture, %.17g (%s) written", path, a->valuedouble,
-                        form_name(optim__json_number_form(a)), b->valuedouble,
-                        form_name(optim__json_number_form(b))), 1;
+                        optim__json_type_name(b)),
+               1;
+    if (cJSON_IsNumber(a) &&
+        (a->valuedouble != b->valuedouble ||
+         optim__json_number_form(a) != optim__json_number_form(b)))
+        return snprintf(why, n, "%s: %.17g (%s) in the fixture, %.17g (%s) written", path,
+                        a->valuedouble, form_name(optim__json_number_form(a)), b->valuedouble,
+                        form_name(optim__json_number_form(b))),
+               1;
     if (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring) != 0)
         return snprintf(why, n, "%s: \"%s\" in the fixture, \"%s\" written", path, a->valuestring,
-                        b->valuestring), 1;
+                        b->valuestring),
+               1;
     const cJSON *x = a->child, *y = b->child;
     for (int k = 0; x && y; x = x->next, y = y->next, k++) {
         char sub[512];
         if (cJSON_IsObject(a) && strcmp(x->string, y->string) != 0)
-            return snprintf(why, n, "%s: key %d is '%s' in the fixture, '%s' written", path, k, x->string,
-                            y->string), 1;
+            return snprintf(why, n, "%s: key %d is '%s' in the fixture, '%s' written", path, k,
+                            x->string, y->string),
+                   1;
         if (cJSON_IsObject(a)) snprintf(sub, sizeof sub, "%s.%s", path, x->string);
         else snprintf(sub, sizeof sub, "%s[%d]", path, k);
         if (diff(x, y, sub, why, n)) return 1;
     }
-    if (x) return snprintf(why, n, "%s: '%s' missing from what is written", path, x->string ? x->string : "element"), 1;
-    if (y) return snprintf(why, n, "%s: '%s' written, not in the fixture", path, y->string ? y->string : "element"), 1;
+    if (x)
+        return snprintf(why, n, "%s: '%s' missing from what is written", path,
+                        x->string ? x->string : "element"),
+               1;
+    if (y)
+        return snprintf(why, n, "%s: '%s' written, not in the fixture", path,
+                        y->string ? y->string : "element"),
+               1;
     return 0;
 }
 
@@ -192,9 +203,10 @@ static void test_every_fixture_checked(void **state)
 static void test_comparison_catches_differences(void **state)
 {
     (void)state;
-    static const char want[] = "{\"class_name\": \"Adam\", \"config\": {\"name\": \"adam\", \"learning_rate\": "
-                               "{\"class_name\": \"S\", \"config\": {\"steps\": 1000}}, \"epsilon\": 1e-07, "
-                               "\"scale\": 1024.0, \"tags\": [\"a\", \"b\"], \"amsgrad\": false}}";
+    static const char want[] =
+        "{\"class_name\": \"Adam\", \"config\": {\"name\": \"adam\", \"learning_rate\": "
+        "{\"class_name\": \"S\", \"config\": {\"steps\": 1000}}, \"epsilon\": 1e-07, "
+        "\"scale\": 1024.0, \"tags\": [\"a\", \"b\"], \"amsgrad\": false}}";
     static const char *const bad[] = {
         /* a key missing, extra, reordered */
         "{\"class_name\":\"Adam\",\"config\":{\"name\":\"adam\",\"learning_rate\":{\"class_name\":\"S\",\"config\":"
@@ -222,13 +234,15 @@ static void test_comparison_catches_differences(void **state)
         "{\"steps\":1000}},\"epsilon\":1e-07,\"scale\":1024.0,\"tags\":[\"a\",\"b\"],\"amsgrad\":null}}",
     };
     char why[1024];
-    static const char same[] = "{\"class_name\":\"Adam\",\"config\":{\"name\":\"adam\",\"learning_rate\":"
-                               "{\"class_name\":\"S\",\"config\":{\"steps\":1000}},\"epsilon\":1e-07,\"scale\":"
-                               "1024.0,\"tags\":[\"a\",\"b\"],\"amsgrad\":false}}";
+    static const char same[] =
+        "{\"class_name\":\"Adam\",\"config\":{\"name\":\"adam\",\"learning_rate\":"
+        "{\"class_name\":\"S\",\"config\":{\"steps\":1000}},\"epsilon\":1e-07,\"scale\":"
+        "1024.0,\"tags\":[\"a\",\"b\"],\"amsgrad\":false}}";
     assert_true(same_as_fixture(want, same, why, sizeof why));
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         why[0] = '\0';
-        if (same_as_fixture(want, bad[i], why, sizeof why)) print_error("case %zu passed: %s\n", i, bad[i]);
+        if (same_as_fixture(want, bad[i], why, sizeof why))
+            print_error("case %zu passed: %s\n", i, bad[i]);
         assert_false(same_as_fixture(want, bad[i], why, sizeof why));
         assert_ne(why[0], '\0');
     }
@@ -238,8 +252,10 @@ int main(void)
 {
     struct CMUnitTest tests[N_FIXTURES + 2];
     for (size_t i = 0; i < N_FIXTURES; i++)
-        tests[i] = (struct CMUnitTest){fixtures[i].file, check_fixture, NULL, NULL, (void *)&fixtures[i]};
+        tests[i] =
+            (struct CMUnitTest){fixtures[i].file, check_fixture, NULL, NULL, (void *)&fixtures[i]};
     tests[N_FIXTURES] = (struct CMUnitTest)cmocka_unit_test(test_every_fixture_checked);
-    tests[N_FIXTURES + 1] = (struct CMUnitTest)cmocka_unit_test(test_comparison_catches_differences);
+    tests[N_FIXTURES + 1] =
+        (struct CMUnitTest)cmocka_unit_test(test_comparison_catches_differences);
     return _cmocka_run_group_tests("keras_fixtures", tests, N_FIXTURES + 2, NULL, NULL);
 }

@@ -58,7 +58,8 @@ static void test_iterations_limit(void **state)
         assert_int_equal(optim_iterations(o), OPTIM_ITERATIONS_MAX);
         /* Adafactor's own formula gives 0/0 on a first step there (its
          * 1 - t^-0.8 rounds to 1 in float32, as in Keras); the others stay finite. */
-        if (strcmp(classes[c], "adafactor") != 0) assert_lt(fabs(optim_var_get(v, 0)), INFINITY); /* finite */
+        if (strcmp(classes[c], "adafactor") != 0)
+            assert_lt(fabs(optim_var_get(v, 0)), INFINITY); /* finite */
         optim_destroy(o);
     }
     optim_destroy(opt);
@@ -79,8 +80,10 @@ static void test_huge_step_counts(void **state)
         optim_optimizer *opt = optim_test_make(configs[i]);
         optim_var *v = optim_test_var("v", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
         double g[2] = {0.5, 0.5};
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})), v};
-        for (int s = 0; s < 3; s++) assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})),
+                            v};
+        for (int s = 0; s < 3; s++)
+            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
         assert_int_equal(optim_iterations(opt), 3);
         /* Accumulating every 1e46 steps: the variable never moves. With an
          * overwrite frequency of 1e300, SGD moves it each step. */
@@ -103,7 +106,8 @@ static void test_empty_gradient_null_data(void **state)
     for (size_t i = 0; i < 2; i++) {
         optim_optimizer *opt = optim_test_make(configs[i]);
         optim_var *v = optim_test_var("v", OPTIM_F64, 1, (int64_t[]){0}, NULL);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, NULL, 1, (int64_t[]){0})), v};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, NULL, 1, (int64_t[]){0})),
+                            v};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
         assert_int_equal(optim_iterations(opt), 1);
         optim_destroy(opt);
@@ -120,10 +124,12 @@ static void test_sparse_row_size_overflow(void **state)
     optim_optimizer *opt = optim_test_make("\"sgd\"");
     const int64_t shape[3] = {0, (int64_t)1 << 52, (int64_t)1 << 52};
     optim_var *v = optim_test_var("emb", OPTIM_F32, 3, shape, NULL);
-    optim_grad_var p = {optim_grad_sparse(NULL, 0, optim_tensor_make(OPTIM_F32, NULL, 3, shape)), v};
+    optim_grad_var p = {optim_grad_sparse(NULL, 0, optim_tensor_make(OPTIM_F32, NULL, 3, shape)),
+                        v};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
     int64_t bad = 0;
-    p.grad = optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, NULL, 3, (int64_t[]){1, 0, 0}));
+    p.grad =
+        optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, NULL, 3, (int64_t[]){1, 0, 0}));
     assert_int_not_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
     assert_non_null(strstr(optim_errmsg(opt), "emb"));
     assert_int_equal(optim_iterations(opt), 1);
@@ -156,17 +162,19 @@ static void test_matmul_dims_beyond_blas(void **state)
     }
     optim_var *va, *vb;
     optim_error err;
-    assert_int_equal(optim_var_wrap(&va, "a", OPTIM_F32, 2, (int64_t[]){1, big}, a, &err), OPTIM_OK);
-    assert_int_equal(optim_var_wrap(&vb, "b", OPTIM_F32, 2, (int64_t[]){big, 1}, b, &err), OPTIM_OK);
+    assert_int_equal(optim_var_wrap(&va, "a", OPTIM_F32, 2, (int64_t[]){1, big}, a, &err),
+                     OPTIM_OK);
+    assert_int_equal(optim_var_wrap(&vb, "b", OPTIM_F32, 2, (int64_t[]){big, 1}, b, &err),
+                     OPTIM_OK);
     optim_tape *t;
     assert_int_equal(optim_tape_create(&t, &err), OPTIM_OK);
     optim_node *na = optim_tape_var(t, va), *nb = optim_tape_var(t, vb);
     assert_non_null(na);
     assert_non_null(nb);
-    assert_null(optim_matmul(t, na, nb, 0, 0));                 /* inner dim 2^31 */
+    assert_null(optim_matmul(t, na, nb, 0, 0)); /* inner dim 2^31 */
     assert_non_null(strstr(optim_tape_errmsg(t), "32-bit"));
-    assert_null(optim_matmul(t, nb, na, 0, 0));                 /* output [2^31, 2^31] */
-    assert_null(optim_matmul(t, na, na, 1, 0));                 /* [2^31, 1] x [1, 2^31] */
+    assert_null(optim_matmul(t, nb, na, 0, 0)); /* output [2^31, 2^31] */
+    assert_null(optim_matmul(t, na, na, 1, 0)); /* [2^31, 1] x [1, 2^31] */
     optim_tape_destroy(t);
     optim_var_destroy(va);
     optim_var_destroy(vb);

@@ -130,7 +130,8 @@ static void test_dense_lazy_shapes(void **s)
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 5; c++) {
             double ref = 0;
-            for (int k = 0; k < 4; k++) ref += (double)xf[r * 4 + k] * optim_var_get(vars[0], k * 5 + c);
+            for (int k = 0; k < 4; k++)
+                ref += (double)xf[r * 4 + k] * optim_var_get(vars[0], k * 5 + c);
             assert_close(val(yv, r * 5 + c), ref, 1e-5, 1e-6);
         }
     /* rank 3 input: Dense acts on the last axis */
@@ -143,7 +144,8 @@ static void test_dense_lazy_shapes(void **s)
     assert_int_equal(yv->shape[2], 5);
     for (int r = 0; r < 6; r++) {
         double ref = 0;
-        for (int k = 0; k < 4; k++) ref += (double)x3[r * 4 + k] * optim_var_get(vars[0], k * 5 + 2);
+        for (int k = 0; k < 4; k++)
+            ref += (double)x3[r * 4 + k] * optim_var_get(vars[0], k * 5 + 2);
         assert_close(val(yv, r * 5 + 2), ref, 1e-5, 1e-6);
     }
     /* after the build, the last axis must match; rank 1 is refused */
@@ -194,19 +196,21 @@ static void test_dense_lazy_shapes(void **s)
 static void test_activations(void **s)
 {
     (void)s;
-    const optim_activation acts[] = {OPTIM_ACT_LINEAR, OPTIM_ACT_RELU, OPTIM_ACT_SIGMOID, OPTIM_ACT_TANH,
-                                     OPTIM_ACT_SOFTMAX};
+    const optim_activation acts[] = {OPTIM_ACT_LINEAR, OPTIM_ACT_RELU, OPTIM_ACT_SIGMOID,
+                                     OPTIM_ACT_TANH, OPTIM_ACT_SOFTMAX};
     double x[6] = {-1.5, 0.2, 2.0, 0.7, -0.3, 0.0};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         for (size_t a = 0; a < 5; a++) {
             optim_activation back;
-            assert_int_equal(optim_activation_from_name(optim_activation_name(acts[a]), &back, NULL), 0);
+            assert_int_equal(
+                optim_activation_from_name(optim_activation_name(acts[a]), &back, NULL), 0);
             assert_int_equal(back, acts[a]);
             optim_tape *t = tape();
             void *b = fill_buf(dt, x, 6);
             optim_tensor xt = optim_tensor_make(dt, b, 2, (int64_t[]){2, 3});
-            const optim_tensor *yv = optim_node_value(optim_activation_apply(t, acts[a], optim_tape_const(t, &xt)));
+            const optim_tensor *yv =
+                optim_node_value(optim_activation_apply(t, acts[a], optim_tape_const(t, &xt)));
             assert_non_null(yv);
             for (int r = 0; r < 2; r++) {
                 double mx = fmax(x[3 * r], fmax(x[3 * r + 1], x[3 * r + 2])), z = 0;
@@ -239,7 +243,8 @@ static void test_activations(void **s)
 static void test_sequential_lazy_build(void **s)
 {
     (void)s;
-    optim_layer *ls[2] = {dense(8, OPTIM_ACT_RELU, OPTIM_SEED_AUTO), dense(3, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
+    optim_layer *ls[2] = {dense(8, OPTIM_ACT_RELU, OPTIM_SEED_AUTO),
+                          dense(3, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 5, ls, 2);
     assert_string_equal(optim_layer_name(ls[1]), "dense_1");
     assert_false(optim_model_built(m));
@@ -287,7 +292,8 @@ static void test_sequential_lazy_build(void **s)
     optim_model_destroy(m);
 
     /* the same model seed gives the same weights */
-    optim_layer *l1[1] = {dense(4, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)}, *l2[1] = {dense(4, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
+    optim_layer *l1[1] = {dense(4, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)},
+                *l2[1] = {dense(4, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m1 = model_of(OPTIM_F32, 9, l1, 1), *m2 = model_of(OPTIM_F32, 9, l2, 1);
     assert_int_equal(optim_model_build(m1, 1, (int64_t[]){5}), 0);
     assert_int_equal(optim_model_build(m2, 1, (int64_t[]){5}), 0);
@@ -315,7 +321,8 @@ static double kernel_grad_sum(int overwrite)
     optim_var *vars[2];
     assert_int_equal(optim_model_trainable_variables(m, vars, 2), 2);
     optim_grad_var g[2];
-    assert_int_equal(optim_tape_gradient(t, optim_sum(t, optim_square(t, y), OPTIM_ALL_AXES), vars, 2, g), 0);
+    assert_int_equal(
+        optim_tape_gradient(t, optim_sum(t, optim_square(t, y), OPTIM_ALL_AXES), vars, 2, g), 0);
     double sum = 0;
     for (int i = 0; i < 12; i++) sum += fabs(((const float *)g[0].grad.dense.data)[i]);
     optim_tape_destroy(t);
@@ -336,11 +343,14 @@ static void test_failed_first_call_leaves_model_unbuilt(void **s)
     (void)s;
     optim_error err;
     optim_layer *emb;
-    assert_int_equal(optim_embedding_create(&emb, &(optim_embedding_options){
-                                                      .size = sizeof(optim_embedding_options), .input_dim = 10,
-                                                      .output_dim = 2, .seed = OPTIM_SEED_AUTO},
-                                            &err),
-                     0);
+    assert_int_equal(
+        optim_embedding_create(&emb,
+                               &(optim_embedding_options){.size = sizeof(optim_embedding_options),
+                                                          .input_dim = 10,
+                                                          .output_dim = 2,
+                                                          .seed = OPTIM_SEED_AUTO},
+                               &err),
+        0);
     optim_layer *ls[2] = {dense(4, OPTIM_ACT_RELU, 0), emb};
     optim_model *m = model_of(OPTIM_F32, 0, ls, 2);
     optim_tape *t = tape();
@@ -420,7 +430,8 @@ static double clipd(double p)
 }
 
 /* Per-sample reference values. */
-static void ref_per_sample(const optim_loss *l, const double *z, const double *p, const int64_t *lab, double *per)
+static void ref_per_sample(const optim_loss *l, const double *z, const double *p,
+                           const int64_t *lab, double *per)
 {
     for (int b = 0; b < B; b++) {
         double acc = 0;
@@ -467,12 +478,14 @@ static void check_loss(optim_loss l, optim_dtype dt, const double *sw)
         optim_tensor yt;
         double zlab[B];
         for (int b = 0; b < B; b++) zlab[b] = (double)lab[b];
-        if (l.kind == OPTIM_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) yt = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){B});
+        if (l.kind == OPTIM_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+            yt = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){B});
         else yt = optim_tensor_make(OPTIM_F64, z, 2, (int64_t[]){B, K});
         optim_tensor swt = optim_tensor_make(OPTIM_F64, (void *)sw, 1, (int64_t[]){B});
         optim_node *out;
         optim_error err;
-        int rc = optim_loss_call(&l, t, &yt, optim_tape_const(t, &pt), sw ? &swt : NULL, &out, &err);
+        int rc =
+            optim_loss_call(&l, t, &yt, optim_tape_const(t, &pt), sw ? &swt : NULL, &out, &err);
         if (rc) print_error("%s\n", err.msg);
         assert_int_equal(rc, 0);
         double sum = 0, w[B];
@@ -530,7 +543,8 @@ static void test_loss_gradients_through_clip(void **s)
         optim_error err;
         assert_int_equal(optim_var_create(&v, "p", OPTIM_F64, 2, (int64_t[]){B, K}, p, &err), 0);
         optim_tape *t = tape();
-        optim_loss l = kind ? optim_loss_sparse_categorical_crossentropy(0) : optim_loss_binary_crossentropy(0);
+        optim_loss l = kind ? optim_loss_sparse_categorical_crossentropy(0)
+                            : optim_loss_binary_crossentropy(0);
         optim_tensor yt = kind ? optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){B})
                                : optim_tensor_make(OPTIM_F64, z, 2, (int64_t[]){B, K});
         optim_node *loss;
@@ -562,8 +576,8 @@ static void test_loss_gradients_through_clip(void **s)
 /* Loss and gradient of a cross-entropy against a variable x fed through
  * `act` (0: none, 1: optim_softmax, 2: optim_sigmoid, 3: softmax then * 1,
  * 4: sigmoid then * 1). */
-static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, const int64_t *xs, const double *x,
-                           const optim_tensor *yt, double *grad)
+static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, const int64_t *xs,
+                           const double *x, const optim_tensor *yt, double *grad)
 {
     optim_tensor h = optim_tensor_make(dt, NULL, xr, xs);
     int64_t n = optim_tensor_numel(&h);
@@ -640,7 +654,8 @@ static void test_loss_from_activation_logits(void **s)
         /* with label smoothing 0.2: targets 0.1, 0.9 */
         optim_loss bls = bce;
         bls.label_smoothing = 0.2;
-        double lsref = (xb[0] * (1 - 0.1) + log1p(exp(-20.0)) + (-xb[1] * 0.9 + log1p(exp(-20.0)))) / 2;
+        double lsref =
+            (xb[0] * (1 - 0.1) + log1p(exp(-20.0)) + (-xb[1] * 0.9 + log1p(exp(-20.0)))) / 2;
         assert_close(xent_through(bls, dt, 2, 2, (int64_t[]){1, 2}, xb, &yz, g), lsref, rtol, 0);
         assert_close(g[0], (q - 0.1) / 2, rtol, 1e-7);
         assert_close(g[1], ((1 - q) - 0.9) / 2, rtol, 1e-7);
@@ -651,11 +666,12 @@ static void test_loss_from_activation_logits(void **s)
         /* y_pred [1] of y_true [1, 1]: y_pred is reshaped (Keras: expand_dims), the clip */
         optim_tensor yz11 = optim_tensor_make(OPTIM_F64, (void *)zb, 2, (int64_t[]){1, 1});
         double lo = d ? 1e-7 : (double)(float)1e-7, hi = d ? 1 - 1e-7 : (double)(float)(1 - 1e-7);
-        assert_close(xent_through(bce, dt, 2, 1, (int64_t[]){1}, xb, &yz11, g), -log(1 - hi), 1e-5, 0);
+        assert_close(xent_through(bce, dt, 2, 1, (int64_t[]){1}, xb, &yz11, g), -log(1 - hi), 1e-5,
+                     0);
         assert_eq(g[0], 0);
         /* sigmoid, then another op: the clip */
-        assert_close(xent_through(bce, dt, 4, 2, (int64_t[]){1, 2}, xb, &yz, g), (-log(1 - hi) - log(lo)) / 2,
-                     1e-5, 0);
+        assert_close(xent_through(bce, dt, 4, 2, (int64_t[]){1, 2}, xb, &yz, g),
+                     (-log(1 - hi) - log(lo)) / 2, 1e-5, 0);
         assert_eq(g[0], 0);
         assert_eq(g[1], 0);
     }
@@ -673,7 +689,8 @@ static void test_loss_clip_infinities(void **s)
         optim_tensor yz = optim_tensor_make(OPTIM_F64, (void *)z, 2, (int64_t[]){1, 3});
         /* -log(1 - eps) twice, -log(0.5) */
         double ref = (2 * -log1p(-eps) + log(2.0)) / 3;
-        double r = xent_through(optim_loss_binary_crossentropy(0), dt, 0, 2, (int64_t[]){1, 3}, p, &yz, g);
+        double r =
+            xent_through(optim_loss_binary_crossentropy(0), dt, 0, 2, (int64_t[]){1, 3}, p, &yz, g);
         assert_close(r, ref, d ? 1e-12 : 1e-6, 0);
         assert_eq(g[0], 0);
         assert_eq(g[1], 0);
@@ -681,7 +698,8 @@ static void test_loss_clip_infinities(void **s)
         int64_t lab[1] = {0};
         optim_tensor yl = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){1});
         /* clipped [1 - eps, eps, 0.5]: -log(1 - eps) + log(1.5) */
-        r = xent_through(optim_loss_sparse_categorical_crossentropy(0), dt, 0, 2, (int64_t[]){1, 3}, p, &yl, g);
+        r = xent_through(optim_loss_sparse_categorical_crossentropy(0), dt, 0, 2, (int64_t[]){1, 3},
+                         p, &yl, g);
         assert_close(r, -log1p(-eps) + log(1.5), d ? 1e-12 : 1e-6, 0);
         assert_eq(g[0], 0);
         assert_eq(g[1], 0);
@@ -713,7 +731,8 @@ static void test_loss_shapes(void **s)
     assert_close(val(optim_node_value(out), 0), (0.04 + 0.36) / 2, 1e-6, 0);
     /* incompatible shapes */
     optim_tensor z3 = optim_tensor_make(OPTIM_F64, z, 2, (int64_t[]){1, 4});
-    assert_int_equal(optim_loss_call(&mse, t, &z3, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_ESHAPE);
+    assert_int_equal(optim_loss_call(&mse, t, &z3, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_ESHAPE);
     assert_contains(err.msg, "[1, 4]");
     assert_null(out);
     /* labels: [B, 1] accepted, out of range and fractional refused; rank-3 logits */
@@ -729,39 +748,48 @@ static void test_loss_shapes(void **s)
     optim_tensor lab1 = optim_tensor_make(OPTIM_I32, lab, 3, (int64_t[]){2, 2, 1});
     assert_int_equal(optim_loss_call(&sc, t, &lab1, optim_tape_const(t, &lt), NULL, &out, &err), 0);
     lab[2] = 3;
-    assert_int_equal(optim_loss_call(&sc, t, &labt, optim_tape_const(t, &lt), NULL, &out, &err), OPTIM_ERANGE);
+    assert_int_equal(optim_loss_call(&sc, t, &labt, optim_tape_const(t, &lt), NULL, &out, &err),
+                     OPTIM_ERANGE);
     assert_non_null(strstr(err.msg, "y_true[2] = 3 is not in [0, 3)"));
     double fl[4] = {0, 1.5, 2, 0};
     optim_tensor flt = optim_tensor_make(OPTIM_F64, fl, 2, (int64_t[]){2, 2});
-    assert_int_equal(optim_loss_call(&sc, t, &flt, optim_tape_const(t, &lt), NULL, &out, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_call(&sc, t, &flt, optim_tape_const(t, &lt), NULL, &out, &err),
+                     OPTIM_EINVAL);
     assert_contains(err.msg, "whole number");
     /* a sample_weight of the wrong shape */
     double sw[3] = {1, 1, 1};
     optim_tensor swt = optim_tensor_make(OPTIM_F64, sw, 1, (int64_t[]){3});
     mse.reduction = OPTIM_REDUCTION_SUM;
-    assert_int_equal(optim_loss_call(&mse, t, &zt, optim_tape_const(t, &pt), &swt, &out, &err), OPTIM_ESHAPE);
+    assert_int_equal(optim_loss_call(&mse, t, &zt, optim_tape_const(t, &pt), &swt, &out, &err),
+                     OPTIM_ESHAPE);
     assert_contains(err.msg, "sample_weight");
     /* bad loss structs */
     optim_loss bad = optim_loss_mean_squared_error();
     bad.reduction = (optim_reduction)7;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_EINVAL);
     assert_contains(err.msg, "reduction = 7");
     bad = optim_loss_binary_crossentropy(0);
     bad.label_smoothing = 1.5;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_EINVAL);
     assert_contains(err.msg, "label_smoothing");
     bad = optim_loss_mean_squared_error();
     bad.label_smoothing = 0.1;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_EINVAL);
     bad = optim_loss_mean_squared_error();
     bad.kind = (optim_loss_kind)0;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_EINVAL);
     bad = optim_loss_mean_squared_error();
     bad.size = 3;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_EVERSION);
+    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_EVERSION);
     assert_int_equal(optim_loss_call(&mse, t, &zt, NULL, NULL, &out, &err), OPTIM_EINVAL);
     assert_int_equal(optim_loss_call(&mse, NULL, &zt, NULL, NULL, &out, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_loss_call(&mse, t, NULL, optim_tape_const(t, &pt), NULL, &out, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_call(&mse, t, NULL, optim_tape_const(t, &pt), NULL, &out, &err),
+                     OPTIM_EINVAL);
     optim_tape_destroy(t);
 }
 
@@ -777,19 +805,26 @@ static void test_accuracy(void **s)
     optim_tensor lt1 = optim_tensor_make(OPTIM_I64, lab, 2, (int64_t[]){4, 1});
     double onehot[12] = {0, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1};
     optim_tensor oh = optim_tensor_make(OPTIM_F64, onehot, 2, (int64_t[]){4, 3});
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt, &pt), OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt1, &pt), OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &oh, &pt), OPTIM_METRIC_CATEGORICAL_ACCURACY);
+    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt, &pt),
+                     OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
+    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt1, &pt),
+                     OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
+    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &oh, &pt),
+                     OPTIM_METRIC_CATEGORICAL_ACCURACY);
     double total = 0, count = 0;
     optim_error err;
     /* argmax: 1, 0, 2 (first of ties would be 0: 0.3,0.3,0.4 -> 2), 1 */
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt, &pt, &total, &count, &err), 0);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt, &pt, &total, &count, &err),
+                     0);
     assert_close(total / count, 0.75, 0, 1e-15);
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt1, &pt, &total, &count, &err), 0);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt1, &pt, &total, &count, &err),
+                     0);
     assert_close(count, 8, 0, 0);
     total = count = 0;
     /* argmax of y_true: 1, 0, 0, 2; of y_pred: 1, 0, 2, 1 */
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_CATEGORICAL_ACCURACY, &oh, &pt, &total, &count, &err), 0);
+    assert_int_equal(
+        optim_accuracy_update(OPTIM_METRIC_CATEGORICAL_ACCURACY, &oh, &pt, &total, &count, &err),
+        0);
     assert_close(total / count, 0.5, 0, 1e-15);
     /* ties: argmax takes the first */
     float tie[3] = {0.5f, 0.5f, 0.1f};
@@ -797,16 +832,20 @@ static void test_accuracy(void **s)
     optim_tensor tt = optim_tensor_make(OPTIM_F32, tie, 2, (int64_t[]){1, 3});
     optim_tensor l0t = optim_tensor_make(OPTIM_I64, &l0, 1, (int64_t[]){1});
     total = count = 0;
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY, &l0t, &tt, &total, &count, &err), 0);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY, &l0t, &tt,
+                                           &total, &count, &err),
+                     0);
     assert_close(total, 1, 0, 0);
     /* binary: y_pred > 0.5; [4, 1] against [4]; 0.5 is not above */
     float bp[4] = {0.2f, 0.5f, 0.51f, 0.9f};
     double bz[4] = {0, 1, 1, 0};
     optim_tensor bpt = optim_tensor_make(OPTIM_F32, bp, 2, (int64_t[]){4, 1});
     optim_tensor bzt = optim_tensor_make(OPTIM_F64, bz, 1, (int64_t[]){4});
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &bzt, &bpt), OPTIM_METRIC_BINARY_ACCURACY);
+    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &bzt, &bpt),
+                     OPTIM_METRIC_BINARY_ACCURACY);
     total = count = 0;
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bzt, &bpt, &total, &count, &err), 0);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bzt, &bpt, &total, &count, &err),
+                     0);
     assert_close(total / count, 0.5, 0, 1e-15);
     /* multi-label binary accuracy: per-sample means, then their mean */
     float mp[6] = {0.9f, 0.9f, 0.1f, 0.1f, 0.1f, 0.1f};
@@ -814,15 +853,19 @@ static void test_accuracy(void **s)
     optim_tensor mpt = optim_tensor_make(OPTIM_F32, mp, 2, (int64_t[]){2, 3});
     optim_tensor mzt = optim_tensor_make(OPTIM_F64, mz, 2, (int64_t[]){2, 3});
     total = count = 0;
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_BINARY_ACCURACY, &mzt, &mpt, &total, &count, &err), 0);
+    assert_int_equal(
+        optim_accuracy_update(OPTIM_METRIC_BINARY_ACCURACY, &mzt, &mpt, &total, &count, &err), 0);
     assert_close(total, 2.0 / 3 + 1, 1e-15, 0);
     assert_close(count, 2, 0, 0);
     /* refusals */
     optim_tensor bad = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){3});
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bad, &pt, &total, &count, &err), OPTIM_ESHAPE);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bad, &pt, &total, &count, &err),
+                     OPTIM_ESHAPE);
     assert_contains(err.msg, "sparse_categorical_accuracy");
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_NONE, &lt, &pt, &total, &count, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, NULL, &pt, &total, &count, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_NONE, &lt, &pt, &total, &count, &err),
+                     OPTIM_EINVAL);
+    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, NULL, &pt, &total, &count, &err),
+                     OPTIM_EINVAL);
 }
 
 /* ---- Embedding: sparse gradients reach the optimizer -------------------------------- */
@@ -864,7 +907,8 @@ static void test_embedding_sparse_gradients(void **s)
     assert_int_equal(optim_flatten_create(&fl, NULL, &err), 0);
     optim_layer *ls[3] = {emb, fl, dense(1, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 3, ls, 3);
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
     grad_seen seen = {0};
     assert_int_equal(optim_add_gradient_transformer(opt, record_grads, &seen), 0);
     optim_loss mse = optim_loss_mean_squared_error();
@@ -929,7 +973,8 @@ static void circle_data(float *x, float *y, int n, uint64_t seed)
 
 static optim_model *circle_model(uint64_t seed, optim_optimizer *opt)
 {
-    optim_layer *ls[2] = {dense(16, OPTIM_ACT_TANH, OPTIM_SEED_AUTO), dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
+    optim_layer *ls[2] = {dense(16, OPTIM_ACT_TANH, OPTIM_SEED_AUTO),
+                          dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, seed, ls, 2);
     optim_loss bce = optim_loss_binary_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &bce, OPTIM_METRIC_ACCURACY), 0);
@@ -948,7 +993,8 @@ static void test_fit_converges(void **s)
     optim_tensor vyt = optim_tensor_make(OPTIM_F32, vy, 1, (int64_t[]){NS / 2});
     float *w[2] = {NULL, NULL};
     for (int run = 0; run < 2; run++) {
-        optim_optimizer *opt = make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
+        optim_optimizer *opt =
+            make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
         optim_model *m = circle_model(11, opt);
         optim_fit_options fo = optim_fit_defaults();
         fo.epochs = 60;
@@ -995,7 +1041,8 @@ static void test_fit_converges(void **s)
         assert_int_equal(p.rank, 2);
         assert_int_equal(p.shape[0], NS / 2);
         assert_int_equal(p.shape[1], 1);
-        for (int i = 0; i < NS / 2; i++) assert_close(val(&p, i), val(optim_node_value(pred), i), 1e-6, 1e-7);
+        for (int i = 0; i < NS / 2; i++)
+            assert_close(val(&p, i), val(optim_node_value(pred), i), 1e-6, 1e-7);
         optim_free(p.data);
         optim_tape_destroy(t);
         optim_history_free(&h);
@@ -1021,9 +1068,11 @@ static void test_fit_f64_and_progress_output(void **s)
     circle_data(xf, yf, NS, 3);
     for (int i = 0; i < NS * 2; i++) x[i] = xf[i];
     for (int i = 0; i < NS; i++) y[i] = yf[i];
-    optim_layer *ls[2] = {dense(8, OPTIM_ACT_RELU, OPTIM_SEED_AUTO), dense(2, OPTIM_ACT_SOFTMAX, OPTIM_SEED_AUTO)};
+    optim_layer *ls[2] = {dense(8, OPTIM_ACT_RELU, OPTIM_SEED_AUTO),
+                          dense(2, OPTIM_ACT_SOFTMAX, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F64, 1, ls, 2);
-    optim_optimizer *opt = make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_loss sc = optim_loss_sparse_categorical_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &sc, OPTIM_METRIC_ACCURACY), 0);
     optim_tensor xt = optim_tensor_make(OPTIM_F64, x, 2, (int64_t[]){NS, 2});
@@ -1034,7 +1083,8 @@ static void test_fit_f64_and_progress_output(void **s)
         fo.epochs = 2;
         fo.batch_size = 64;
         fo.out = f;
-        fo.verbose = verbose == 2 ? OPTIM_VERBOSE_AUTO : 1; /* a file is no terminal: AUTO is a line */
+        fo.verbose =
+            verbose == 2 ? OPTIM_VERBOSE_AUTO : 1; /* a file is no terminal: AUTO is a line */
         assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), 0);
         char buf[8192] = {0};
         rewind(f);
@@ -1100,7 +1150,8 @@ static void test_dense_kernel_constraint(void **s)
     assert_int_equal(optim_dense_create(&l, &o, &err), 0);
     optim_layer *ls[2] = {l, dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 4, ls, 2);
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_loss bce = optim_loss_binary_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &bce, OPTIM_METRIC_NONE), 0);
     assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
@@ -1179,8 +1230,8 @@ static int tr_fail(void *u, optim_model *m, int64_t e, optim_logs *logs, optim_e
 
 static optim_callback *trace_cb(trace *t)
 {
-    optim_callback_hooks h = {sizeof h, tr_train_begin, tr_epoch_begin, tr_batch_begin, tr_batch_end,
-                              tr_epoch_end, tr_train_end, NULL};
+    optim_callback_hooks h = {sizeof h,     tr_train_begin, tr_epoch_begin, tr_batch_begin,
+                              tr_batch_end, tr_epoch_end,   tr_train_end,   NULL};
     optim_callback *cb;
     optim_error err;
     assert_int_equal(optim_callback_create(&cb, &h, t, &err), 0);
@@ -1204,7 +1255,8 @@ static void test_callback_order_and_stop(void **s)
     fo.callbacks = &cb;
     fo.n_callbacks = 1;
     assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), 0);
-    assert_string_equal(tr.log, "TB2 EB0 bb0 be0 bb1 be1 bb2 be2 EE0 EB1 bb0 be0 bb1 be1 bb2 be2 EE1 TE2");
+    assert_string_equal(tr.log,
+                        "TB2 EB0 bb0 be0 bb1 be1 bb2 be2 EE0 EB1 bb0 be0 bb1 be1 bb2 be2 EE1 TE2");
     /* stop_training from a batch end stops after that batch */
     memset(&tr, 0, sizeof tr);
     tr.stop_at_batch = 2;
@@ -1238,7 +1290,8 @@ static void test_early_stopping(void **s)
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){NS});
     optim_error err;
     /* learning rate 0: the loss never improves; patience 2 stops at epoch 2 */
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
     optim_model *m = circle_model(1, opt);
     optim_early_stopping_options eo = optim_early_stopping_defaults();
     eo.monitor = "loss";
@@ -1329,7 +1382,8 @@ static void test_early_stopping_restores_best_weights(void **s)
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){NS, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){NS});
     optim_error err;
-    optim_optimizer *opt = make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_model *m = circle_model(2, opt);
     assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
     snap sn = {.n = 0};
@@ -1379,7 +1433,8 @@ static void test_lr_scheduler(void **s)
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){40, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){40});
     optim_error err;
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
     optim_model *m = circle_model(3, opt);
     int calls = 0;
     optim_callback *cb;
@@ -1422,8 +1477,9 @@ static void test_lr_scheduler(void **s)
     optim_destroy(opt);
 
     /* a learning rate given by a schedule cannot be set (Keras 3) */
-    opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", "
-                   "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.9}}}}");
+    opt = make_opt(
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", "
+        "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.9}}}}");
     m = circle_model(3, opt);
     assert_int_equal(optim_lr_scheduler_create(&cb, halve, &calls, NULL, &err), 0);
     assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ESTATE);
@@ -1536,7 +1592,8 @@ static void test_bad_inputs(void **s)
     assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EVERSION);
     fo = optim_fit_defaults();
     assert_int_equal(optim_model_fit(m, &xt, &y19, &fo, NULL), OPTIM_ESHAPE);
-    assert_contains(optim_model_errmsg(m), "Data cardinality is ambiguous: x sizes: 20, y sizes: 19");
+    assert_contains(optim_model_errmsg(m),
+                    "Data cardinality is ambiguous: x sizes: 20, y sizes: 19");
     assert_int_equal(optim_model_fit(m, &xt, &ybad, &fo, NULL), OPTIM_ESHAPE);
     assert_false(optim_model_built(m)); /* the probe build was undone */
     assert_int_equal(optim_model_fit(m, &xt, NULL, &fo, NULL), OPTIM_EINVAL);

@@ -39,9 +39,16 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
 static ot_case make_case(const cfg *c)
 {
     const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
-    const char *json = ot_fmt(ADADELTA("\"learning_rate\": %.17g, \"rho\": %.17g, \"epsilon\": %.17g%s"), c->lr,
-             c->rho, c->eps, decay);
-    return (ot_case){json, ref_step, c, 2, {"accum_grad", "accum_var"}, .state_atol = {0, 1e-12}, .exact_slots = 1};
+    const char *json =
+        ot_fmt(ADADELTA("\"learning_rate\": %.17g, \"rho\": %.17g, \"epsilon\": %.17g%s"), c->lr,
+               c->rho, c->eps, decay);
+    return (ot_case){json,
+                     ref_step,
+                     c,
+                     2,
+                     {"accum_grad", "accum_var"},
+                     .state_atol = {0, 1e-12},
+                     .exact_slots = 1};
 }
 
 OPTIM_TEST(test_trajectories)
@@ -49,7 +56,8 @@ OPTIM_TEST(test_trajectories)
     for (int legacy = 0; legacy < 2; legacy++) {
         ot_check_dense(&OT_DENSE, make_case(&(cfg){1.0, 0.95, 1e-6, 0, legacy}));
         ot_check_dense(&OT_DENSE, make_case(&(cfg){0.5, 0.8, 1e-3, 0, legacy}));
-        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.001, 0.95, 1e-7, 0, legacy})); /* the defaults */
+        ot_check_dense(&OT_DENSE,
+                       make_case(&(cfg){0.001, 0.95, 1e-7, 0, legacy})); /* the defaults */
     }
     ot_check_dense(&OT_DENSE, make_case(&(cfg){1.0, 0.9, 1e-4, 0.3, 1})); /* legacy decay */
 }
@@ -64,7 +72,7 @@ static void set_rho(optim_optimizer *opt, void *c, int k)
 OPTIM_TEST(test_dynamic_rho)
 {
     optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
-                                "\"epsilon\": 1e-6, " OT_LEGACY));
+                                                    "\"epsilon\": 1e-6, " OT_LEGACY));
     cfg c = {1.0, 0.9, 1e-6, 0, 0};
     assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), 0);
     ot_case oc = make_case(&c);
@@ -123,24 +131,30 @@ OPTIM_TEST(test_keras_single_step)
 OPTIM_TEST(test_keras_golden)
 {
     const double golden[5] = {0.9978, 0.9947, 0.9915, 0.9882, 0.9849};
-    OPTIM_FOR_DTYPES(dt) {
-        ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6"), dt, golden, 1);
-        ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6, " OT_LEGACY), dt, golden, 1);
+    OPTIM_FOR_DTYPES(dt)
+    {
+        ot_check_keras_golden(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6"),
+                              dt, golden, 1);
+        ot_check_keras_golden(
+            ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.8, \"epsilon\": 1e-6, " OT_LEGACY), dt,
+            golden, 1);
     }
 }
 
 OPTIM_TEST(test_keras_weight_decay)
 {
-    ot_check_keras_weight_decay(ADADELTA("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(ADADELTA("\"learning_rate\": 1.0, \"weight_decay\": 0.004"),
+                                OPTIM_F32);
 }
 
 /* tf_keras legacy adadelta_test testMinimizeSparseResourceVariable:
  * Adadelta(1.0, 1.0, 1.0), row 0 of [[1, 2]] gets [112, 140]: [[-111, -138]]. */
 OPTIM_TEST(test_legacy_minimize_sparse)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0"), legacy));
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
+            optim_optimizer *opt = optim_test_make(
+                ot_gen(ADADELTA("\"learning_rate\": 1.0, \"rho\": 1.0, \"epsilon\": 1.0"), legacy));
             optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             assert_eq(optim_var_get(v, 0), -111);
@@ -173,10 +187,12 @@ OPTIM_TEST(test_sparse_untouched_rows)
     static const double g1[8] = {1, -1, 0.5, 2, -0.3, 0.7, 1.5, -2};
     for (int legacy = 0; legacy < 2; legacy++) {
         int kept = legacy ? OT_KEPT : OT_SCALED;
-        const ot_rule rules[] = {{OT_ROW, OT_MOVED, NULL, 0}, {OT_LEFT, OT_KEPT, NULL, 0}, {OT_LEFT, kept, "accum_grad", 0.9},
+        const ot_rule rules[] = {{OT_ROW, OT_MOVED, NULL, 0},
+                                 {OT_LEFT, OT_KEPT, NULL, 0},
+                                 {OT_LEFT, kept, "accum_grad", 0.9},
                                  {OT_LEFT, kept, "accum_var", 0.9}};
-        ot_check_rows_left_out(make_case(&(cfg){1.0, 0.9, 1e-3, 0, legacy}).json, OPTIM_F64, 4, 2, g1, 3,
-                               (double[]){0.25, -0.5}, rules, 4);
+        ot_check_rows_left_out(make_case(&(cfg){1.0, 0.9, 1e-3, 0, legacy}).json, OPTIM_F64, 4, 2,
+                               g1, 3, (double[]){0.25, -0.5}, rules, 4);
     }
 }
 
@@ -184,20 +200,21 @@ OPTIM_TEST(test_sparse_untouched_rows)
 
 OPTIM_TEST(test_config_keys)
 {
-    ot_expect_config("\"adadelta\"",
-                  "{\"name\":\"adadelta\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
-                  "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                  "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                  "\"gradient_accumulation_steps\":null,\"rho\":0.95,\"epsilon\":1e-07}");
+    ot_expect_config(
+        "\"adadelta\"",
+        "{\"name\":\"adadelta\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"rho\":0.95,\"epsilon\":1e-07}");
     ot_expect_config(ADADELTA(OT_LEGACY),
-                  "{\"name\":\"Adadelta\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.95,"
-                  "\"epsilon\":1e-07}");
+                     "{\"name\":\"Adadelta\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.95,"
+                     "\"epsilon\":1e-07}");
     ot_expect_config(ADADELTA("\"epsilon\": null, " OT_LEGACY),
-                  "{\"name\":\"Adadelta\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.95,"
-                  "\"epsilon\":1e-07}");
+                     "{\"name\":\"Adadelta\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.95,"
+                     "\"epsilon\":1e-07}");
     ot_expect_config(ADADELTA("\"epsilon\": 0, " OT_LEGACY),
-                  "{\"name\":\"Adadelta\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.95,"
-                  "\"epsilon\":1e-07}");
+                     "{\"name\":\"Adadelta\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.95,"
+                     "\"epsilon\":1e-07}");
 }
 
 /* Legacy epsilon 0 is the backend epsilon 1e-7 in the update too; Keras 3
@@ -205,7 +222,9 @@ OPTIM_TEST(test_config_keys)
 OPTIM_TEST(test_epsilon_zero)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        double w = ot_scalar_step(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0"), legacy), OPTIM_F64, 1.0, 2.0);
+        double w =
+            ot_scalar_step(ot_gen(ADADELTA("\"learning_rate\": 1.0, \"epsilon\": 0"), legacy),
+                           OPTIM_F64, 1.0, 2.0);
         double eg = 0.05 * 4;
         if (legacy) assert_close(w, 1 - sqrt(1e-7) / sqrt(eg + 1e-7) * 2, 1e-13, 0);
         else assert_eq(w, 1.0);
@@ -217,9 +236,10 @@ OPTIM_TEST(test_config_round_trip)
     /* adadelta_test.py test_config. */
     ot_check_round_trip(ADADELTA("\"learning_rate\": 0.5, \"rho\": 0.9, \"epsilon\": 1e-5"));
     ot_check_round_trip(ADADELTA("\"learning_rate\": 0.5, \"rho\": 0.9, \"epsilon\": 1e-5, "
-               "\"decay\": 0.1, \"global_clipnorm\": 3.0, " OT_LEGACY));
+                                 "\"decay\": 0.1, \"global_clipnorm\": 3.0, " OT_LEGACY));
     /* The legacy alias lr (Adadelta(lr=1.0, ...)). */
-    optim_optimizer *o = optim_test_make(ADADELTA("\"lr\": 1.0, \"rho\": 0.9, \"epsilon\": 1.0, " OT_LEGACY));
+    optim_optimizer *o =
+        optim_test_make(ADADELTA("\"lr\": 1.0, \"rho\": 0.9, \"epsilon\": 1.0, " OT_LEGACY));
     double lr = 0;
     assert_eq(optim_get_hyper(o, "learning_rate", &lr), 0);
     assert_eq(lr, 1.0);
@@ -233,14 +253,13 @@ OPTIM_TEST(test_config_refused)
     optim_optimizer *o = optim_test_make(ADADELTA("\"rho\": 1.5, \"epsilon\": -1.0"));
     optim_destroy(o);
     ot_expect_refused(ADADELTA("\"rho\": null"), OPTIM_ETYPE, "rho", NULL);
-    ot_expect_refused(ADADELTA("\"rho\": null, " OT_LEGACY),
-                   OPTIM_ETYPE, "rho", NULL);
+    ot_expect_refused(ADADELTA("\"rho\": null, " OT_LEGACY), OPTIM_ETYPE, "rho", NULL);
     ot_expect_refused(ADADELTA("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     ot_expect_refused(ADADELTA("\"epsilon\": \"small\""), OPTIM_ETYPE, "epsilon", NULL);
     ot_expect_refused(ADADELTA("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", NULL);
-    ot_expect_refused(ADADELTA("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", "generation");
-    ot_expect_refused(ADADELTA("\"use_ema\": false, " OT_LEGACY),
-                   OPTIM_EKEY, "use_ema", NULL);
+    ot_expect_refused(ADADELTA("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr",
+                      "generation");
+    ot_expect_refused(ADADELTA("\"use_ema\": false, " OT_LEGACY), OPTIM_EKEY, "use_ema", NULL);
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
@@ -248,8 +267,12 @@ OPTIM_TEST(test_config_refused)
 OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accum_grad", "accum_var", NULL};
-    ot_check_threads(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.95, \"epsilon\": 1e-6"), 2, 4, 0, slots);
-    ot_check_threads(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.95, \"epsilon\": 1e-6, \"decay\": 0, " OT_LEGACY), 2, 4, 0, slots);
+    ot_check_threads(ADADELTA("\"learning_rate\": 1.0, \"rho\": 0.95, \"epsilon\": 1e-6"), 2, 4, 0,
+                     slots);
+    ot_check_threads(
+        ADADELTA(
+            "\"learning_rate\": 1.0, \"rho\": 0.95, \"epsilon\": 1e-6, \"decay\": 0, " OT_LEGACY),
+        2, 4, 0, slots);
 }
 
 int main(void) { return optim_test_run(); }

@@ -54,7 +54,8 @@ static double rms(const double *x, int64_t n)
 
 /* The factored moments (rank >= 2, w is [B, R, C]): r = beta r + (1-beta)
  * mean(G, -1), c = beta c + (1-beta) mean(G, -2), v = r / mean(r) (outer) c. */
-static void factored(const shaped *s, double beta, const double *G, double *r, double *c, double *v, int64_t n)
+static void factored(const shaped *s, double beta, const double *G, double *r, double *c, double *v,
+                     int64_t n)
 {
     const int64_t C = s->shape[s->rank - 1], R = s->shape[s->rank - 2], B = n / (R * C);
     for (int64_t b = 0; b < B; b++) {
@@ -72,7 +73,8 @@ static void factored(const shaped *s, double beta, const double *G, double *r, d
         for (int64_t i = 0; i < R; i++) mr += r[b * R + i];
         mr /= R;
         for (int64_t i = 0; i < R; i++)
-            for (int64_t j = 0; j < C; j++) v[(b * R + i) * C + j] = r[b * R + i] / mr * c[b * C + j];
+            for (int64_t j = 0; j < C; j++)
+                v[(b * R + i) * C + j] = r[b * R + i] / mr * c[b * C + j];
     }
 }
 
@@ -138,9 +140,17 @@ static ot_case make_case(const char *json, const shaped *s, const shaped *s32, i
         nr = n / s->shape[s->rank - 1];
         nc = n / s->shape[s->rank - 2];
     }
-    return (ot_case){json, ref_step, s, 3, {"r", "c", "v"}, .tol = {2e-5, 2e-6, 1e-12, 1e-14},
-                     .state_atol = {OT_ATOL_0, OT_ATOL_0, OT_ATOL_0}, .state_n = {nr, nc, n}, .round32 = 1,
-                     .every_step = 1, .hp32 = s32};
+    return (ot_case){json,
+                     ref_step,
+                     s,
+                     3,
+                     {"r", "c", "v"},
+                     .tol = {2e-5, 2e-6, 1e-12, 1e-14},
+                     .state_atol = {OT_ATOL_0, OT_ATOL_0, OT_ATOL_0},
+                     .state_n = {nr, nc, n},
+                     .round32 = 1,
+                     .every_step = 1,
+                     .hp32 = s32};
 }
 
 /* The trajectory of json on a variable of this shape, then the slot shapes:
@@ -152,7 +162,8 @@ static void check_trajectory(const char *json, const hp *h, int32_t rank, const 
     ot_dense d = problem(rank, shape, STEPS);
     ot_case c = make_case(json, &s, &s32, d.n);
     ot_check_dense(&d, c);
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(json);
         optim_var *w = ot_run_dense(opt, &d, dt);
         assert_shape(optim_get_slot(opt, w, "v"), rank, shape);
@@ -173,7 +184,7 @@ static void check_trajectory(const char *json, const hp *h, int32_t rank, const 
 /* Ranks 0 to 4; rows longer than the kernels' blocks (512) with a ragged
  * end; a single row (R = 1, the mean over an axis of 1), also batched. */
 static const int32_t RANKS[] = {0, 1, 2, 3, 4, 1, 2, 2, 3};
-static const int64_t SHAPES[][4] = {{0}, {7}, {5, 4}, {3, 4, 5}, {2, 2, 3, 4},
+static const int64_t SHAPES[][4] = {{0},    {7},       {5, 4}, {3, 4, 5}, {2, 2, 3, 4},
                                     {1300}, {3, 1100}, {1, 9}, {4, 1, 6}};
 #define NSHAPES 9
 
@@ -201,13 +212,16 @@ OPTIM_TEST(test_relative_step)
     h.lr = 0.5;
     check_all_shapes(AF("\"learning_rate\": 0.5"), &h);
     check_all_shapes(AF("\"learning_rate\": 0.5, "
-                     "\"relative_step\": false"), &h);
+                        "\"relative_step\": false"),
+                     &h);
     /* Bit for bit the same. */
     static const int64_t shape[2] = {4, 5};
     ot_dense d = problem(2, shape, 10);
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *o[2] = {optim_test_make(AF("\"learning_rate\": 0.5, \"relative_step\": false")),
-                                 optim_test_make(AF("\"learning_rate\": 0.5"))};
+    OPTIM_FOR_DTYPES(dt)
+    {
+        optim_optimizer *o[2] = {
+            optim_test_make(AF("\"learning_rate\": 0.5, \"relative_step\": false")),
+            optim_test_make(AF("\"learning_rate\": 0.5"))};
         optim_var *w[2] = {ot_run_dense(o[0], &d, dt), ot_run_dense(o[1], &d, dt)};
         assert_vars_bitwise(w[0], w[1]);
         optim_destroy(o[0]);
@@ -219,27 +233,31 @@ OPTIM_TEST(test_relative_step)
 OPTIM_TEST(test_clip_threshold)
 {
     hp h = {0.01, -0.65, 1e-15, 1e-4, 0.5, 0};
-    int all = check_all_shapes(AF("\"learning_rate\": 0.01, "
-                                  "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
-                                  "\"clip_threshold\": 0.5"),
-                               &h);
+    int all =
+        check_all_shapes(AF("\"learning_rate\": 0.01, "
+                            "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                            "\"clip_threshold\": 0.5"),
+                         &h);
     assert_gt(all, NSHAPES * 2 * STEPS / 2); /* more than half the steps */
     /* clip_threshold 1.2: some steps clip, some not. */
     hp h2 = {0.05, -0.8, 1e-30, 1e-3, 1.2, 0};
     clipped[0] = 0;
     check_trajectory(AF("\"learning_rate\": 0.05, "
-                     "\"clip_threshold\": 1.2"), &h2, 2, (int64_t[2]){6, 5});
+                        "\"clip_threshold\": 1.2"),
+                     &h2, 2, (int64_t[2]){6, 5});
     assert_gt(clipped[0], 0); /* the f64 run */
     assert_lt(clipped[0], STEPS);
     /* epsilon_2 dominating RMS(w) (variable near zero). */
     hp h3 = {0.3, -0.8, 1e-30, 2.0, 1.0, 0};
     check_all_shapes(AF("\"learning_rate\": 0.3, "
-                     "\"epsilon_2\": 2.0"), &h3);
+                        "\"epsilon_2\": 2.0"),
+                     &h3);
     /* A large epsilon_1, so that where it is added (to g^2, before the
      * means and the moving averages) shows. */
     hp h4 = {0.05, -0.8, 0.05, 1e-3, 1.0, 0};
     check_all_shapes(AF("\"learning_rate\": 0.05, "
-                     "\"epsilon_1\": 0.05"), &h4);
+                        "\"epsilon_1\": 0.05"),
+                     &h4);
 }
 
 /* Keras 3 weight decay (base option) before the update: RMS(w) sees it. */
@@ -247,11 +265,16 @@ OPTIM_TEST(test_weight_decay_trajectory)
 {
     hp h = {0.05, -0.8, 1e-30, 1e-3, 1.0, 0.1};
     check_all_shapes(AF("\"learning_rate\": 0.05, "
-                     "\"weight_decay\": 0.1"), &h);
+                        "\"weight_decay\": 0.1"),
+                     &h);
 }
 
 /* A learning-rate schedule and a callable: rho = min(lr(step), 1/sqrt(t)). */
-static double sched(void *user, int64_t step) { (void)user; return 0.9 / (1.0 + 0.5 * (double)step); }
+static double sched(void *user, int64_t step)
+{
+    (void)user;
+    return 0.9 / (1.0 + 0.5 * (double)step);
+}
 static double lr_now; /* the callable's value */
 
 static void set_lr(void *s_, double lr)
@@ -259,21 +282,30 @@ static void set_lr(void *s_, double lr)
     shaped *s = s_;
     s->h.lr = s->f32 ? (float)lr : lr;
 }
-static void set_lr_sched(optim_optimizer *opt, void *s, int k) { (void)opt, set_lr(s, sched(NULL, k)); }
-static void set_lr_fn(optim_optimizer *opt, void *s, int k) { (void)opt, set_lr(s, lr_now = k % 3 == 0 ? 0.7 : 0.02); }
+static void set_lr_sched(optim_optimizer *opt, void *s, int k)
+{
+    (void)opt, set_lr(s, sched(NULL, k));
+}
+static void set_lr_fn(optim_optimizer *opt, void *s, int k)
+{
+    (void)opt, set_lr(s, lr_now = k % 3 == 0 ? 0.7 : 0.02);
+}
 
 OPTIM_TEST(test_dynamic_lr)
 {
     static const int64_t shape[2] = {3, 4};
     ot_dense d = problem(2, shape, STEPS);
-    for (int kind = 0; kind < 2; kind++)
-        OPTIM_FOR_DTYPES(dt) {
+    for (int kind = 0; kind < 2; kind++) OPTIM_FOR_DTYPES(dt)
+        {
             optim_optimizer *opt = optim_test_make(AF(""));
-            if (kind == 0) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
+            if (kind == 0)
+                assert_eq(optim_set_hyper_schedule(opt, "learning_rate", sched, NULL), 0);
             else assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &lr_now), 0);
             shaped sh = {DEFAULTS, 2, shape, 0}, s32 = {DEFAULTS, 2, shape, 1};
             ot_case c = make_case(NULL, &sh, &s32, d.n);
-            optim_test_free(opt, ot_check_dynamic(opt, &d, STEPS, &c, dt, kind == 0 ? set_lr_sched : set_lr_fn));
+            optim_test_free(
+                opt,
+                ot_check_dynamic(opt, &d, STEPS, &c, dt, kind == 0 ? set_lr_sched : set_lr_fn));
         }
 }
 
@@ -281,15 +313,17 @@ OPTIM_TEST(test_dynamic_lr)
 
 OPTIM_TEST(test_keras_single_steps)
 {
-    static const double want[2][4] = {{-0.3693, 0.6307, 1.6307, 2.6307}, {0.7007, -0.0081, 1.2492, 3.4407}};
+    static const double want[2][4] = {{-0.3693, 0.6307, 1.6307, 2.6307},
+                                      {0.7007, -0.0081, 1.2492, 3.4407}};
     OPTIM_FOR_DTYPES(dt) /* test_single_step_1d, then test_single_step_2d */
-        for (int rank = 1; rank <= 2; rank++) {
-            optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
-            optim_var *w = optim_test_var("w", dt, rank, (int64_t[2]){rank == 1 ? 4 : 2, 2}, (double[4]){1, 2, 3, 4});
-            ot_step_dense(opt, w, (double[4]){1, 6, 7, 2});
-            assert_var_close(w, want[rank - 1], 4, 1e-4, 1e-4);
-            optim_test_free(opt, w);
-        }
+    for (int rank = 1; rank <= 2; rank++) {
+        optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5"));
+        optim_var *w = optim_test_var("w", dt, rank, (int64_t[2]){rank == 1 ? 4 : 2, 2},
+                                      (double[4]){1, 2, 3, 4});
+        ot_step_dense(opt, w, (double[4]){1, 6, 7, 2});
+        assert_var_close(w, want[rank - 1], 4, 1e-4, 1e-4);
+        optim_test_free(opt, w);
+    }
 }
 
 /* test_correctness_with_golden: x = ones(10); one step with 0.01, then
@@ -303,8 +337,9 @@ OPTIM_TEST(test_keras_golden)
         {0.0923, 0.0916, 0.0915, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914, 0.0914},
         {0.0554, 0.0548, 0.0546, 0.0546, 0.0546, 0.0546, 0.0546, 0.0545, 0.0545, 0.0545},
     };
-    const char *json = AF("\"learning_rate\": 0.5, \"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
-                          "\"clip_threshold\": 0.9, \"relative_step\": false");
+    const char *json = AF(
+        "\"learning_rate\": 0.5, \"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+        "\"clip_threshold\": 0.9, \"relative_step\": false");
     ot_check_keras_golden(json, OPTIM_F32, golden[0], 10);
     ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
@@ -325,7 +360,8 @@ OPTIM_TEST(test_keras_weight_decay)
  * five rows a step of cos(1.1 k + 0.7 j + 0.3 e), from init_at. */
 static int64_t sp_index(int k, int j)
 {
-    static const int64_t idx[4][5] = {{1, 3, 1, 1, 0}, {0, 3, 3, 2, 0}, {2, 2, 1, 3, 2}, {3, 0, 0, 0, 3}};
+    static const int64_t idx[4][5] = {
+        {1, 3, 1, 1, 0}, {0, 3, 3, 2, 0}, {2, 2, 1, 3, 2}, {3, 0, 0, 0, 3}};
     return idx[k % 4][j];
 }
 static double sp_val(int k, int j, int e) { return cos(1.1 * k + 0.7 * j + 0.3 * (double)e); }
@@ -341,10 +377,10 @@ OPTIM_TEST(test_sparse_equals_dense)
     double (*const inits[])(int, int) = {init_1, init_3, init_6};
     const char *cfgs[] = {AF("\"learning_rate\": 0.1"),
                           AF("\"learning_rate\": 0.1, "
-                          "\"clip_threshold\": 0.5, \"weight_decay\": 0.05")};
+                             "\"clip_threshold\": 0.5, \"weight_decay\": 0.05")};
     for (int c = 0; c < 2; c++)
-        for (int s = 0; s < 3; s++)
-            OPTIM_FOR_DTYPES(dt) {
+        for (int s = 0; s < 3; s++) OPTIM_FOR_DTYPES(dt)
+            {
                 optim_optimizer *o1 = optim_test_make(cfgs[c]), *o2 = optim_test_make(cfgs[c]);
                 const ot_sparse sp = {(int)shapes[s][0], cols[s], 8, 5, sp_index, sp_val, inits[s]};
                 optim_var *sv = ot_run_sparse_with(o1, &sp, dt, 0, NULL, NULL, ranks[s], shapes[s]);
@@ -352,7 +388,8 @@ OPTIM_TEST(test_sparse_equals_dense)
                 assert_vars_bitwise(sv, dv);
                 static const char *slots[] = {"r", "c", "v"};
                 for (int k = 0; k < 3; k++)
-                    assert_vars_bitwise(optim_get_slot(o1, sv, slots[k]), optim_get_slot(o2, dv, slots[k]));
+                    assert_vars_bitwise(optim_get_slot(o1, sv, slots[k]),
+                                        optim_get_slot(o2, dv, slots[k]));
                 optim_destroy(o1);
                 optim_test_free(o2, sv, dv);
             }
@@ -366,10 +403,12 @@ OPTIM_TEST(test_sparse_rows)
 {
     int64_t shape[2] = {5, 3}, vs[2] = {3, 3};
     int64_t idx[3] = {3, 1, 3};
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.2"));
         double w0[15], g[15], rw[15], r[15] = {0}, c[15] = {0}, v[15] = {0}, *st[3] = {r, c, v};
-        for (int i = 0; i < 15; i++) rw[i] = w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
+        for (int i = 0; i < 15; i++)
+            rw[i] = w0[i] = dt == OPTIM_F64 ? init_at(i) : (float)init_at(i);
         optim_var *w = optim_test_var("emb", dt, 2, shape, w0);
         shaped sh = {{0.2, -0.8, 1e-30, 1e-3, 1.0, 0}, 2, shape, dt == OPTIM_F32};
         double prev_v[15];
@@ -383,20 +422,30 @@ OPTIM_TEST(test_sparse_rows)
             }
             memset(g, 0, sizeof g);
             for (int j = 0; j < 3; j++)
-                for (int e = 0; e < 3; e++) g[idx[j] * 3 + e] = dt == OPTIM_F64 ? g[idx[j] * 3 + e] + vals[j * 3 + e]
-                                                                  : (float)(g[idx[j] * 3 + e] + vals[j * 3 + e]);
-            for (int i = 0; k > 0 && i < 15; i++) prev_v[i] = optim_var_get(optim_get_slot(opt, w, "v"), i);
-            optim_grad_var p = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)valsf, 2, vs)), w};
+                for (int e = 0; e < 3; e++)
+                    g[idx[j] * 3 + e] = dt == OPTIM_F64
+                        ? g[idx[j] * 3 + e] + vals[j * 3 + e]
+                        : (float)(g[idx[j] * 3 + e] + vals[j * 3 + e]);
+            for (int i = 0; k > 0 && i < 15; i++)
+                prev_v[i] = optim_var_get(optim_get_slot(opt, w, "v"), i);
+            optim_grad_var p = {
+                optim_grad_sparse(
+                    idx, 3,
+                    optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)valsf, 2, vs)),
+                w};
             assert_eq(optim_apply_gradients(opt, &p, 1, 0), 0);
             ref_step(&sh, k, rw, st, g, 15);
-            assert_var_close(w, rw, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, dt == OPTIM_F64 ? 1e-14 : 2e-6);
+            assert_var_close(w, rw, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5,
+                             dt == OPTIM_F64 ? 1e-14 : 2e-6);
             assert_var_close(optim_get_slot(opt, w, "v"), v, 15, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
             assert_var_close(optim_get_slot(opt, w, "r"), r, 5, dt == OPTIM_F64 ? 1e-12 : 2e-5, 0);
             for (int r = 0; r < 5; r++) {
                 if (r == 1 || r == 3) continue;
                 for (int e = 0; e < 3; e++) {
                     assert_eq(optim_var_get(w, r * 3 + e), w0[r * 3 + e]);
-                    if (k > 0) assert_ne(optim_var_get(optim_get_slot(opt, w, "v"), r * 3 + e), prev_v[r * 3 + e]);
+                    if (k > 0)
+                        assert_ne(optim_var_get(optim_get_slot(opt, w, "v"), r * 3 + e),
+                                  prev_v[r * 3 + e]);
                 }
             }
         }
@@ -411,7 +460,8 @@ OPTIM_TEST(test_slots_and_weights)
     optim_optimizer *opt = optim_test_make(AF(""));
     int64_t s1 = 4, s3[3] = {2, 3, 4};
     double z[24] = {0};
-    optim_var *a = optim_test_var("a", OPTIM_F32, 1, &s1, z), *b = optim_test_var("b", OPTIM_F64, 3, s3, z);
+    optim_var *a = optim_test_var("a", OPTIM_F32, 1, &s1, z),
+              *b = optim_test_var("b", OPTIM_F64, 3, s3, z);
     optim_var *vars[2] = {a, b};
     assert_eq(optim_build(opt, vars, 2), 0);
     ot_expect_slot_names(opt, "r", "c", "v", NULL);
@@ -431,8 +481,9 @@ OPTIM_TEST(test_slots_and_weights)
 
 /* ---- config ---------------------------------------------------------------------------- */
 
-static const char *const KEYS[] = {OT_KERAS3_BASE_KEYS, "beta_2_decay", "epsilon_1", "epsilon_2", "clip_threshold",
-    "relative_step",
+static const char *const KEYS[] = {
+    OT_KERAS3_BASE_KEYS, "beta_2_decay",   "epsilon_1",
+    "epsilon_2",         "clip_threshold", "relative_step",
 };
 
 OPTIM_TEST(test_config)
@@ -443,8 +494,8 @@ OPTIM_TEST(test_config)
     cJSON *c = ot_config(opt);
     ot_assert_keys(c, OT_KEYS(KEYS)); /* exactly Keras 3's keys, in get_config's order */
     assert_string_equal(cJSON_GetObjectItem(c, "name")->valuestring, "adafactor");
-    ot_expect_numbers(c, "learning_rate", 0.001, "beta_2_decay", -0.8, "epsilon_1", 1e-30, "epsilon_2", 1e-3,
-                      "clip_threshold", 1.0, NULL);
+    ot_expect_numbers(c, "learning_rate", 0.001, "beta_2_decay", -0.8, "epsilon_1", 1e-30,
+                      "epsilon_2", 1e-3, "clip_threshold", 1.0, NULL);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(c, "relative_step")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c, "weight_decay")));
     cJSON_Delete(c);
@@ -458,9 +509,10 @@ OPTIM_TEST(test_config)
 /* Keras's test_config values, through serialize and back. */
 OPTIM_TEST(test_round_trip)
 {
-    optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.5, "
-                                "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
-                                "\"clip_threshold\": 0.9, \"relative_step\": false, \"clipnorm\": 2.0"));
+    optim_optimizer *opt =
+        optim_test_make(AF("\"learning_rate\": 0.5, "
+                           "\"beta_2_decay\": -0.65, \"epsilon_1\": 1e-15, \"epsilon_2\": 1e-4, "
+                           "\"clip_threshold\": 0.9, \"relative_step\": false, \"clipnorm\": 2.0"));
     char *s1 = optim_serialize(opt);
     ot_check_round_trip(s1);
     optim_optimizer *back = optim_test_make(s1);
@@ -480,21 +532,17 @@ OPTIM_TEST(test_round_trip)
 OPTIM_TEST(test_bad_config)
 {
     /* No legacy Adafactor in tf.keras. */
-    ot_expect_refused(AF(OT_LEGACY), OPTIM_ENOTSUP,
-               "Adafactor", NULL);
+    ot_expect_refused(AF(OT_LEGACY), OPTIM_ENOTSUP, "Adafactor", NULL);
     ot_expect_refused(AF("\"beta_2\": 0.9"), OPTIM_EKEY, "beta_2", NULL);
     ot_expect_refused(AF("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
-    ot_expect_refused(AF("\"relative_step\": 1"), OPTIM_ETYPE,
-               "relative_step", NULL);
-    ot_expect_refused(AF("\"epsilon_1\": \"1e-30\""), OPTIM_ETYPE,
-               "epsilon_1", NULL);
-    ot_expect_refused(AF("\"learning_rate\": -0.1"), OPTIM_ERANGE,
-               "learning_rate", NULL);
-    ot_expect_refused(AF("\"clip_threshold\": 1e999"), OPTIM_ERANGE,
-               "clip_threshold", NULL);
+    ot_expect_refused(AF("\"relative_step\": 1"), OPTIM_ETYPE, "relative_step", NULL);
+    ot_expect_refused(AF("\"epsilon_1\": \"1e-30\""), OPTIM_ETYPE, "epsilon_1", NULL);
+    ot_expect_refused(AF("\"learning_rate\": -0.1"), OPTIM_ERANGE, "learning_rate", NULL);
+    ot_expect_refused(AF("\"clip_threshold\": 1e999"), OPTIM_ERANGE, "clip_threshold", NULL);
     /* Keras validates none of its own keys: any finite number goes. */
-    optim_optimizer *opt = optim_test_make(AF("\"beta_2_decay\": 0.3, "
-                                "\"epsilon_1\": 0, \"epsilon_2\": -1, \"clip_threshold\": 100"));
+    optim_optimizer *opt =
+        optim_test_make(AF("\"beta_2_decay\": 0.3, "
+                           "\"epsilon_1\": 0, \"epsilon_2\": -1, \"clip_threshold\": 100"));
     assert_eq(optim_set_hyper(opt, "clip_threshold", INFINITY), OPTIM_ERANGE);
     assert_contains(optim_errmsg(opt), "clip_threshold");
     assert_eq(optim_set_hyper(opt, "relative_step", 0.5), OPTIM_ETYPE);
@@ -536,7 +584,7 @@ OPTIM_TEST(test_threads_bitwise)
     optim_var *vars[2][3];
     for (int t = 0; t < 2; t++) {
         optim_optimizer *opt = optim_test_make(AF("\"learning_rate\": 0.05, "
-                                    "\"global_clipnorm\": 10"));
+                                                  "\"global_clipnorm\": 10"));
         assert_eq(optim_set_num_threads(opt, t ? 4 : 1), 0);
         double *init = malloc(301 * 257 * sizeof *init);
         for (int64_t i = 0; i < 301 * 257; i++) init[i] = sin(0.001 * (double)i);
@@ -583,11 +631,13 @@ OPTIM_TEST(test_half_odd_slot_offset)
 {
     const int64_t shape[2] = {HR, HC}, vshape[2] = {3, HC}, idx[3] = {HR - 1, 0, 2048};
     float *init = malloc(2 * HN * sizeof *init), *g = init + HN, *back = malloc(HN * sizeof *back);
-    uint16_t *hinit = malloc(2 * HN * sizeof *hinit), *hg = hinit + HN, *want = malloc(HN * sizeof *want);
+    uint16_t *hinit = malloc(2 * HN * sizeof *hinit), *hg = hinit + HN,
+             *want = malloc(HN * sizeof *want);
     assert_true(init && back && hinit && want);
     for (int i = 0; i < HN; i++) init[i] = (float)(0.5 - 0.0001 * i), g[i] = (float)cos(0.9 * i);
     assert_eq(optim_convert(hinit, OPTIM_BF16, init, OPTIM_F32, 2 * HN), 0);
-    assert_eq(optim_convert(init, OPTIM_F32, hinit, OPTIM_BF16, 2 * HN), 0); /* the reference sees the rounded values */
+    assert_eq(optim_convert(init, OPTIM_F32, hinit, OPTIM_BF16, 2 * HN),
+              0); /* the reference sees the rounded values */
     for (int sparse = 0; sparse < 2; sparse++) {
         optim_var *h = NULL, *r = NULL;
         optim_error err;
@@ -595,10 +645,14 @@ OPTIM_TEST(test_half_odd_slot_offset)
         assert_eq(optim_var_create(&r, "w", OPTIM_F32, 2, shape, init, &err), 0);
         optim_optimizer *oh = optim_test_make(AF("\"learning_rate\": 0.05"));
         optim_optimizer *orf = optim_test_make(AF("\"learning_rate\": 0.05"));
-        optim_grad_var ph = {sparse ? optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_BF16, hg, 2, vshape))
-                                    : optim_grad_dense(optim_tensor_make(OPTIM_BF16, hg, 2, shape)), h};
-        optim_grad_var pr = {sparse ? optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, g, 2, vshape))
-                                    : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)), r};
+        optim_grad_var ph = {
+            sparse ? optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_BF16, hg, 2, vshape))
+                   : optim_grad_dense(optim_tensor_make(OPTIM_BF16, hg, 2, shape)),
+            h};
+        optim_grad_var pr = {
+            sparse ? optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, g, 2, vshape))
+                   : optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, shape)),
+            r};
         assert_eq(optim_apply_gradients(oh, &ph, 1, 0), 0);
         assert_eq(optim_apply_gradients(orf, &pr, 1, 0), 0);
         assert_eq(optim_convert(want, OPTIM_BF16, optim_var_cdata(r), OPTIM_F32, HN), 0);

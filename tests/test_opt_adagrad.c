@@ -36,16 +36,21 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
 static ot_case make_case(const cfg *c)
 {
     const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
-    const char *json = ot_fmt(ADAGRAD("\"learning_rate\": %.17g, \"initial_accumulator_value\": %.17g, \"epsilon\": %.17g%s"),
-             c->lr, c->init, c->eps, decay);
-    return (ot_case){json, ref_step, c, 1, {"accumulator"}, .state_init = {c->init}, .exact_slots = 1};
+    const char *json = ot_fmt(
+        ADAGRAD(
+            "\"learning_rate\": %.17g, \"initial_accumulator_value\": %.17g, \"epsilon\": %.17g%s"),
+        c->lr, c->init, c->eps, decay);
+    return (ot_case){
+        json, ref_step, c, 1, {"accumulator"}, .state_init = {c->init}, .exact_slots = 1};
 }
 
 OPTIM_TEST(test_trajectories)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         ot_check_dense(&OT_DENSE, make_case(&(cfg){0.1, 0.1, 1e-7, 0, legacy}));
-        ot_check_dense(&OT_DENSE, make_case(&(cfg){0.05, 0.1, 0.1, 0, legacy})); /* epsilon placement visible */
+        ot_check_dense(
+            &OT_DENSE,
+            make_case(&(cfg){0.05, 0.1, 0.1, 0, legacy})); /* epsilon placement visible */
         ot_check_dense(&OT_DENSE, make_case(&(cfg){0.2, 0.0, 1e-3, 0, legacy}));
         ot_check_dense(&OT_DENSE, make_case(&(cfg){0.1, 2.5, 1e-7, 0, legacy}));
     }
@@ -55,9 +60,10 @@ OPTIM_TEST(test_trajectories)
 /* The slot starts at initial_accumulator_value (rounded to the dtype). */
 OPTIM_TEST(test_slot_initial_value)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(make_case(&(cfg){0.1, 0.3, 1e-7, 0, legacy}).json);
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
+            optim_optimizer *opt =
+                optim_test_make(make_case(&(cfg){0.1, 0.3, 1e-7, 0, legacy}).json);
             optim_var *v = optim_test_var("v", dt, 1, (int64_t[1]){3}, (double[3]){1, 2, 3});
             assert_eq(optim_build(opt, &v, 1), 0);
             const double acc = dt == OPTIM_F64 ? 0.3 : (double)0.3f;
@@ -71,7 +77,8 @@ OPTIM_TEST(test_generations_differ)
 {
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++)
-        w[legacy] = ot_scalar_step(make_case(&(cfg){0.1, 0.0, 0.5, 0, legacy}).json, OPTIM_F64, 1.0, 2.0);
+        w[legacy] =
+            ot_scalar_step(make_case(&(cfg){0.1, 0.0, 0.5, 0, legacy}).json, OPTIM_F64, 1.0, 2.0);
     assert_close(w[0], 1 - 0.2 / sqrt(4.5), 1e-15, 0);
     assert_close(w[1], 1 - 0.2 / (2 + 0.5), 1e-15, 0);
 }
@@ -86,7 +93,8 @@ static void ref_f32(const void *c_, int k, float *w, float *const *st, const flo
     (void)k;
     for (int i = 0; i < n; i++) {
         acc[i] = acc[i] + g[i] * g[i];
-        w[i] = c->legacy ? w[i] - (g[i] * lr) / (sqrtf(acc[i]) + eps) : w[i] - (lr * g[i]) / sqrtf(acc[i] + eps);
+        w[i] = c->legacy ? w[i] - (g[i] * lr) / (sqrtf(acc[i]) + eps)
+                         : w[i] - (lr * g[i]) / sqrtf(acc[i] + eps);
     }
 }
 
@@ -121,27 +129,35 @@ OPTIM_TEST(test_keras_golden)
         {0.9251, 0.8629, 0.8137, 0.7768, 0.7497, 0.7298, 0.7151, 0.704, 0.6956, 0.6891},
         {0.8903, 0.8012, 0.7342, 0.6862, 0.6521, 0.6277, 0.6099, 0.5967, 0.5867, 0.579},
         {0.856, 0.7422, 0.6604, 0.6037, 0.5644, 0.5367, 0.5168, 0.5021, 0.491, 0.4825}};
-    OPTIM_FOR_DTYPES(dt) {
-        ot_check_keras_golden(ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6"), dt,
-                              golden[0], 10);
-        ot_check_keras_golden(ADAGRAD("\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6, " OT_LEGACY),
-                              dt, golden[0], 10);
+    OPTIM_FOR_DTYPES(dt)
+    {
+        ot_check_keras_golden(
+            ADAGRAD(
+                "\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6"),
+            dt, golden[0], 10);
+        ot_check_keras_golden(
+            ADAGRAD(
+                "\"learning_rate\": 0.2, \"initial_accumulator_value\": 0.3, \"epsilon\": 1e-6, " OT_LEGACY),
+            dt, golden[0], 10);
     }
 }
 
 OPTIM_TEST(test_keras_weight_decay)
 {
-    ot_check_keras_weight_decay(ADAGRAD("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(ADAGRAD("\"learning_rate\": 1.0, \"weight_decay\": 0.004"),
+                                OPTIM_F32);
 }
 
 /* tf_keras legacy adagrad_test testMinimizeSparseResourceVariable: var
  * [[1, 2], [3, 4]], row 0 gets gradient [112, 140], lr 1: [[0, 1], [3, 4]]. */
 OPTIM_TEST(test_legacy_minimize_sparse)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(ot_gen(ADAGRAD("\"learning_rate\": 1.0"), legacy));
-            optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){2, 2}, (double[4]){1, 2, 3, 4});
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
+            optim_optimizer *opt =
+                optim_test_make(ot_gen(ADAGRAD("\"learning_rate\": 1.0"), legacy));
+            optim_var *v =
+                optim_test_var("var0", dt, 2, (int64_t[2]){2, 2}, (double[4]){1, 2, 3, 4});
             ot_step_row(opt, v, 0, (double[]){112, 140});
             const double want[4] = {0, 1, 3, 4};
             for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 0.01);
@@ -159,14 +175,17 @@ OPTIM_TEST(test_sparse_repeated_indices)
         optim_optimizer *o1 = optim_test_make(json), *o2 = optim_test_make(json);
         double init[2] = {1, 2};
         int64_t shape[2] = {2, 1};
-        optim_var *rep = optim_test_var("rep", OPTIM_F64, 2, shape, init), *agg = optim_test_var("agg", OPTIM_F64, 2, shape, init);
+        optim_var *rep = optim_test_var("rep", OPTIM_F64, 2, shape, init),
+                  *agg = optim_test_var("agg", OPTIM_F64, 2, shape, init);
         int64_t ri[2] = {1, 1}, rs[2] = {2, 1};
         double rv[2] = {0.1, 0.1};
         for (int k = 0; k < 3; k++) {
-            optim_grad_var p1 = {optim_grad_sparse(ri, 2, optim_tensor_make(OPTIM_F64, rv, 2, rs)), rep};
+            optim_grad_var p1 = {optim_grad_sparse(ri, 2, optim_tensor_make(OPTIM_F64, rv, 2, rs)),
+                                 rep};
             ot_step(o1, &p1, 1);
             ot_step_row(o2, agg, 1, (double[]){0.2});
-            for (int i = 0; i < 2; i++) assert_close(optim_var_get(rep, i), optim_var_get(agg, i), 1e-15, 0);
+            for (int i = 0; i < 2; i++)
+                assert_close(optim_var_get(rep, i), optim_var_get(agg, i), 1e-15, 0);
         }
         optim_destroy(o1);
         optim_test_free(o2, rep, agg);
@@ -206,28 +225,31 @@ OPTIM_TEST(test_sparse_rows_only)
 
 OPTIM_TEST(test_config_keys)
 {
-    ot_expect_config("\"adagrad\"",
-                  "{\"name\":\"adagrad\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
-                  "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                  "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                  "\"gradient_accumulation_steps\":null,\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
+    ot_expect_config(
+        "\"adagrad\"",
+        "{\"name\":\"adagrad\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
     ot_expect_config(ADAGRAD(OT_LEGACY),
-                  "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
+                     "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
+                     "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
     ot_expect_config(ADAGRAD("\"epsilon\": null, " OT_LEGACY),
-                  "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
+                     "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
+                     "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
     ot_expect_config(ADAGRAD("\"epsilon\": 0.0, " OT_LEGACY),
-                  "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
+                     "{\"name\":\"Adagrad\",\"learning_rate\":0.001,\"decay\":0.0,"
+                     "\"initial_accumulator_value\":0.1,\"epsilon\":1e-07}");
 }
 
 /* Legacy epsilon 0 is the backend epsilon 1e-7 in the update too. */
 OPTIM_TEST(test_legacy_epsilon_zero)
 {
     const char *cfgs[3] = {
-        ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0, " OT_LEGACY),
-        ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": null, " OT_LEGACY),
+        ADAGRAD(
+            "\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0, " OT_LEGACY),
+        ADAGRAD(
+            "\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": null, " OT_LEGACY),
         ADAGRAD("\"learning_rate\": 1.0, \"initial_accumulator_value\": 0.0, \"epsilon\": 0.0")};
     for (int c = 0; c < 3; c++) {
         double w = ot_scalar_step(cfgs[c], OPTIM_F64, 1.0, 2.0);
@@ -241,19 +263,24 @@ OPTIM_TEST(test_config_round_trip)
 {
     /* adagrad_test.py test_config. */
     ot_check_round_trip(ADAGRAD("\"learning_rate\": 0.5, "
-               "\"initial_accumulator_value\": 0.2, \"epsilon\": 1e-5"));
-    ot_check_round_trip(ADAGRAD("\"learning_rate\": 0.5, "
-               "\"initial_accumulator_value\": 0.2, \"epsilon\": 1e-5, \"decay\": 0.1, "
-               "\"clipvalue\": 2.0, " OT_LEGACY));
+                                "\"initial_accumulator_value\": 0.2, \"epsilon\": 1e-5"));
+    ot_check_round_trip(
+        ADAGRAD("\"learning_rate\": 0.5, "
+                "\"initial_accumulator_value\": 0.2, \"epsilon\": 1e-5, \"decay\": 0.1, "
+                "\"clipvalue\": 2.0, " OT_LEGACY));
 }
 
-static double eps_fn(void *user) { (void)user; return 1e-3; }
+static double eps_fn(void *user)
+{
+    (void)user;
+    return 1e-3;
+}
 
 OPTIM_TEST(test_config_refused)
 {
     /* Legacy: initial_accumulator_value must be non-negative. */
-    ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, " OT_LEGACY),
-                   OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
+    ot_expect_refused(ADAGRAD("\"initial_accumulator_value\": -0.1, " OT_LEGACY), OPTIM_ERANGE,
+                      "initial_accumulator_value", "[0, inf)");
     /* Keras 3 does not check it. */
     optim_optimizer *k3 = optim_test_make(ADAGRAD("\"initial_accumulator_value\": -0.1"));
     assert_eq(optim_set_hyper(k3, "initial_accumulator_value", 0.5), 0);
@@ -267,7 +294,8 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused(ADAGRAD("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     ot_expect_refused(ADAGRAD("\"epsilon\": true"), OPTIM_ETYPE, "epsilon", NULL);
     ot_expect_refused(ADAGRAD("\"rho\": 0.9"), OPTIM_EKEY, "rho", NULL);
-    ot_expect_refused(ADAGRAD("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", "generation");
+    ot_expect_refused(ADAGRAD("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr",
+                      "generation");
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
@@ -275,8 +303,13 @@ OPTIM_TEST(test_config_refused)
 OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accumulator", NULL};
-    ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7"), 2, 4, 0, slots);
-    ot_check_threads(ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7, " OT_LEGACY), 2, 4, 0, slots);
+    ot_check_threads(
+        ADAGRAD("\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7"),
+        2, 4, 0, slots);
+    ot_check_threads(
+        ADAGRAD(
+            "\"learning_rate\": 0.01, \"initial_accumulator_value\": 0.1, \"epsilon\": 1e-7, " OT_LEGACY),
+        2, 4, 0, slots);
 }
 
 int main(void) { return optim_test_run(); }

@@ -29,8 +29,17 @@ OPTIM_TEST(test_dense_defaults)
 OPTIM_TEST(test_dense_options)
 {
     ref_adam r = {0.05, 0.8, 0.95, 1e-3, 0, 0, 0, 0};
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"), &r));
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY), &r));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(
+            ADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001"),
+            &r));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(
+            ADAM(
+                "\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 0.001, " LEGACY),
+            &r));
 }
 
 OPTIM_TEST(test_amsgrad)
@@ -42,19 +51,29 @@ OPTIM_TEST(test_amsgrad)
     int differs = 0; /* the gradients make vhat exceed v somewhere */
     for (int i = 0; i < N; i++) differs += mvh[2 * N + i] > mvh[N + i] * 1.01;
     assert_gt(differs, 0);
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true"), &r));
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY), &r));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true"), &r));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(ADAM("\"learning_rate\": 0.02, \"beta_2\": 0.99, \"amsgrad\": true, " LEGACY),
+                      &r));
 }
 
 OPTIM_TEST(test_legacy_decay)
 {
     ref_adam r = {0.05, 0.9, 0.999, 1e-7, 0, 0.2, 0, 0};
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r));
+    ot_check_dense(&OT_DENSE_SHRINK,
+                   ref_adam_case(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, " LEGACY), &r));
     r.ams = 1;
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, \"amsgrad\": true, " LEGACY), &r));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(ADAM("\"learning_rate\": 0.05, \"decay\": 0.2, \"amsgrad\": true, " LEGACY),
+                      &r));
     /* `lr` is the legacy alias of learning_rate. */
     r.ams = 0;
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAM("\"lr\": 0.05, \"decay\": 0.2, " LEGACY), &r));
+    ot_check_dense(&OT_DENSE_SHRINK,
+                   ref_adam_case(ADAM("\"lr\": 0.05, \"decay\": 0.2, " LEGACY), &r));
 }
 
 /* Legacy: `epsilon or backend.epsilon()`, so 0 and None mean 1e-7 (and
@@ -63,12 +82,15 @@ OPTIM_TEST(test_epsilon_zero)
 {
     for (int c = 0; c < 3; c++) {
         int legacy = c > 0;
-        const char *json = c == 2 ? ADAM("\"epsilon\": null, \"learning_rate\": 0.1, \"amsgrad\": true, " LEGACY)
-                           : c == 1 ? ADAM("\"epsilon\": 0, \"learning_rate\": 0.1, " LEGACY)
-                                    : ADAM("\"epsilon\": 0, \"learning_rate\": 0.1");
-        ot_expect_config_has(json, !legacy ? "\"epsilon\":0,\"amsgrad\":false}" /* as given: Keras keeps the int */
-                                   : c == 2 ? "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":true}"
-                                            : "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false}");
+        const char *json = c == 2
+            ? ADAM("\"epsilon\": null, \"learning_rate\": 0.1, \"amsgrad\": true, " LEGACY)
+            : c == 1 ? ADAM("\"epsilon\": 0, \"learning_rate\": 0.1, " LEGACY)
+                     : ADAM("\"epsilon\": 0, \"learning_rate\": 0.1");
+        ot_expect_config_has(
+            json,
+            !legacy      ? "\"epsilon\":0,\"amsgrad\":false}" /* as given: Keras keeps the int */
+                : c == 2 ? "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":true}"
+                         : "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false}");
         double g = 1e-6, w = ot_scalar_step(json, OPTIM_F64, 0, g);
         double m = 0.1 * g, v = 0.001 * g * g, a = 0.1 * sqrt(1 - 0.999) / (1 - 0.9);
         assert_close(w, -a * m / (sqrt(v) + (legacy ? 1e-7 : 0.0)), 1e-12, 0);
@@ -82,12 +104,14 @@ OPTIM_TEST(test_f32_operation_order)
 {
     const char *cfg[2][2] = {
         {ADAM("\"learning_rate\": 0.01"), ADAM("\"learning_rate\": 0.01, \"amsgrad\": true")},
-        {ADAM("\"learning_rate\": 0.01, " LEGACY), ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, " LEGACY)},
+        {ADAM("\"learning_rate\": 0.01, " LEGACY),
+         ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, " LEGACY)},
     };
     float last_w[2][N];
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++)
-            ref_adam_check_dense_f32(cfg[legacy][ams], legacy, ams, 0.01, 0, ams ? NULL : last_w[legacy]);
+            ref_adam_check_dense_f32(cfg[legacy][ams], legacy, ams, 0.01, 0,
+                                     ams ? NULL : last_w[legacy]);
     /* The two generations round differently (0.1f vs 1.0f - 0.9f). */
     assert_ne(memcmp(last_w[0], last_w[1], sizeof last_w[0]), 0);
 }
@@ -111,8 +135,11 @@ OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            const char *json = ot_gen(ot_fmt(ADAM("\"learning_rate\": 0.01, \"amsgrad\": %s"), ams ? "true" : "false"), legacy);
-            ot_check_sparse(&SP, ref_adam_case(json, &(ref_adam){0.01, 0.9, 0.999, 1e-7, 0, 0, ams, 0}), 0);
+            const char *json = ot_gen(
+                ot_fmt(ADAM("\"learning_rate\": 0.01, \"amsgrad\": %s"), ams ? "true" : "false"),
+                legacy);
+            ot_check_sparse(
+                &SP, ref_adam_case(json, &(ref_adam){0.01, 0.9, 0.999, 1e-7, 0, 0, ams, 0}), 0);
         }
 }
 
@@ -124,7 +151,8 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
     for (int c = 0; c < 4; c++) {
         int ams = c & 1;
         double lr = c < 2 ? 0.01 : 0.7;
-        const char *json = ot_fmt(ADAM("\"learning_rate\": %g, \"amsgrad\": %s, " LEGACY), lr, ams ? "true" : "false");
+        const char *json = ot_fmt(ADAM("\"learning_rate\": %g, \"amsgrad\": %s, " LEGACY), lr,
+                                  ams ? "true" : "false");
         ref_adam_check_legacy_sparse_f32(json, ams, lr, 0);
     }
 }
@@ -135,7 +163,8 @@ OPTIM_TEST(test_sparse_rows_not_lazy)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(ADAM("\"learning_rate\": 0.1"), legacy));
-        optim_var *x = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
+        optim_var *x =
+            optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){4, 1}, (double[4]){1, 2, 3, 4});
         ot_step_row(opt, x, 0, (double[]){1});
         double after1 = optim_var_get(x, 0);
         assert_close(after1, 0.9, 1e-6, 0); /* first step: -lr * sign(g) */
@@ -143,7 +172,8 @@ OPTIM_TEST(test_sparse_rows_not_lazy)
         assert_lt(optim_var_get(x, 0), after1); /* m of row 0 still moves it */
         assert_non_null(optim_get_slot(opt, x, "m"));
         double m1 = 1.0 * (1 - 0.9); /* m of row 0 after the first step */
-        assert_eq(optim_var_get(optim_get_slot(opt, x, "m"), 0), (legacy ? m1 * 0.9 : m1 + (0 - m1) * (1 - 0.9)));
+        assert_eq(optim_var_get(optim_get_slot(opt, x, "m"), 0),
+                  (legacy ? m1 * 0.9 : m1 + (0 - m1) * (1 - 0.9)));
         assert_eq(optim_var_get(x, 1), 2);
         assert_eq(optim_var_get(x, 2), 3);
         /* Row 3's first gradient arrives at t = 2: bias-corrected by t = 2. */
@@ -155,7 +185,11 @@ OPTIM_TEST(test_sparse_rows_not_lazy)
 
 /* ---- dynamic hyperparameters ----------------------------------------------- */
 
-static double lr_sched(void *user, int64_t step) { (void)user; return 0.05 / (1.0 + 0.5 * (double)step); }
+static double lr_sched(void *user, int64_t step)
+{
+    (void)user;
+    return 0.05 / (1.0 + 0.5 * (double)step);
+}
 
 /* The bias correction uses this step's beta_1 to the power t. */
 static void set_hypers(optim_optimizer *opt, void *r, int k)
@@ -208,7 +242,8 @@ OPTIM_TEST(test_keras_weight_decay)
  * the first step is -lr * sign(grad), 9.9. */
 OPTIM_TEST(test_legacy_docstring)
 {
-    assert_close(ot_scalar_step(ADAM("\"learning_rate\": 0.1, " LEGACY), OPTIM_F32, 10, 10), 9.9, 1e-6, 0);
+    assert_close(ot_scalar_step(ADAM("\"learning_rate\": 0.1, " LEGACY), OPTIM_F32, 10, 10), 9.9,
+                 1e-6, 0);
 }
 
 /* ---- config --------------------------------------------------------------------- */
@@ -216,11 +251,13 @@ OPTIM_TEST(test_legacy_docstring)
 OPTIM_TEST(test_config_keys_and_defaults)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
-    static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
-                                     "amsgrad"};
+    static const char *const kl[] = {"name",   "learning_rate", "decay",  "beta_1",
+                                     "beta_2", "epsilon",       "amsgrad"};
     for (int legacy = 0; legacy < 2; legacy++) {
-        cJSON *c = legacy ? ot_config_of(ot_gen(ADAM(""), 1), "Adam", OT_KEYS(kl)) : ot_config_of(ADAM(""), "adam", OT_KEYS(k3));
-        ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
+        cJSON *c = legacy ? ot_config_of(ot_gen(ADAM(""), 1), "Adam", OT_KEYS(kl))
+                          : ot_config_of(ADAM(""), "adam", OT_KEYS(k3));
+        ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon",
+                          1e-7, NULL);
         assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
         if (!legacy) assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c, "weight_decay")));
         else assert_eq(ot_num(c, "decay"), 0);
@@ -239,9 +276,11 @@ OPTIM_TEST(test_config_keys_and_defaults)
 OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
-        ADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"amsgrad\": true"),
-        ADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"amsgrad\": true, "
-             "\"decay\": 0.01, \"clipnorm\": 1.5, " LEGACY),
+        ADAM(
+            "\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"amsgrad\": true"),
+        ADAM(
+            "\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"amsgrad\": true, "
+            "\"decay\": 0.01, \"clipnorm\": 1.5, " LEGACY),
         ADAM("\"weight_decay\": 0.01, \"global_clipnorm\": 2.0, \"name\": \"my_adam\""),
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
@@ -259,7 +298,8 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused_gens(ADAM("\"beta_2\": 1.0"), OPTIM_ERANGE, "beta_2", "[0, 1)");
     ot_expect_refused_gens(ADAM("\"beta_2\": -1"), OPTIM_ERANGE, "beta_2", "[0, 1)");
     ot_expect_refused_gens(ADAM("\"epsilon\": -1e-8"), OPTIM_ERANGE, "epsilon", "[0, inf)");
-    ot_expect_refused_gens(ADAM("\"learning_rate\": -0.1"), OPTIM_ERANGE, "learning_rate", "[0, inf)");
+    ot_expect_refused_gens(ADAM("\"learning_rate\": -0.1"), OPTIM_ERANGE, "learning_rate",
+                           "[0, inf)");
     ot_expect_refused_gens(ADAM("\"amsgrad\": 1"), OPTIM_ETYPE, "amsgrad", NULL);
     ot_expect_refused_gens(ADAM("\"beta_3\": 0.5"), OPTIM_EKEY, "beta_3", NULL);
     ot_expect_refused_gens(ADAM("\"momentum\": 0.5"), OPTIM_EKEY, "momentum", NULL);
@@ -291,7 +331,8 @@ OPTIM_TEST(test_config_refused)
 OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
-    ot_check_threads(ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, \"global_clipnorm\": 50"), 2, 4, 1, slots);
+    ot_check_threads(ADAM("\"learning_rate\": 0.01, \"amsgrad\": true, \"global_clipnorm\": 50"), 2,
+                     4, 1, slots);
 }
 
 int main(void) { return optim_test_run(); }

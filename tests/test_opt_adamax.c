@@ -75,21 +75,25 @@ OPTIM_TEST(test_options)
 {
     ref r = {0, 0.02, 0.8, 0.95, 1e-4, 0};
     check_trajectory(ADAMAX("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4"), &r);
+                            "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4"),
+                     &r);
     r.legacy = 1;
     check_trajectory(ADAMAX("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4, " OT_LEGACY), &r);
+                            "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-4, " OT_LEGACY),
+                     &r);
     /* beta_2 = 1 (a running maximum) and beta_1 = 0 are allowed. */
     ref e = {0, 0.01, 0.0, 1.0, 1e-7, 0};
     check_trajectory(ADAMAX("\"learning_rate\": 0.01, "
-                     "\"beta_1\": 0.0, \"beta_2\": 1.0"), &e);
+                            "\"beta_1\": 0.0, \"beta_2\": 1.0"),
+                     &e);
 }
 
 OPTIM_TEST(test_legacy_decay)
 {
     ref r = {1, 0.05, 0.9, 0.999, 1e-7, 0.2};
     check_trajectory(ADAMAX("\"learning_rate\": 0.05, "
-                     "\"decay\": 0.2, " OT_LEGACY), &r);
+                            "\"decay\": 0.2, " OT_LEGACY),
+                     &r);
 }
 
 /* OptimizerV2: epsilon = epsilon or backend.epsilon(), so 0 and None mean
@@ -153,15 +157,17 @@ OPTIM_TEST(test_keras_golden)
         {0.5333, 0.5407, 0.5431, 0.5444, 0.5451, 0.5456, 0.546, 0.5462, 0.5464, 0.5466},
         {0.368, 0.3773, 0.3804, 0.382, 0.3829, 0.3835, 0.384, 0.3843, 0.3846, 0.3848},
         {0.1933, 0.204, 0.2076, 0.2094, 0.2105, 0.2112, 0.2117, 0.2121, 0.2124, 0.2126}};
-    ot_check_keras_golden(ADAMAX("\"learning_rate\": 0.2, \"beta_1\": 0.85, \"beta_2\": 0.95, \"epsilon\": 1e-6"), OPTIM_F32,
-                          golden[0], 10);
+    ot_check_keras_golden(
+        ADAMAX("\"learning_rate\": 0.2, \"beta_1\": 0.85, \"beta_2\": 0.95, \"epsilon\": 1e-6"),
+        OPTIM_F32, golden[0], 10);
 }
 
 /* keras test_weight_decay: three optimizers (lr 1, weight_decay 0.004) on a
  * zero gradient; var1 decays three times, the excluded ones not at all. */
 OPTIM_TEST(test_keras_weight_decay)
 {
-    ot_check_keras_weight_decay(ADAMAX("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(ADAMAX("\"learning_rate\": 1.0, \"weight_decay\": 0.004"),
+                                OPTIM_F32);
 }
 
 /* ---- float32 order of operations ------------------------------------------------------- */
@@ -176,7 +182,8 @@ static double f32_grad(int k, int i) { return (void)i, (double)(float[]){0.3f, -
 static void ref_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
 {
     const ref *r = r_;
-    const float b1 = (float)r->beta_1, lr = (float)r->lr, eps = (float)r->epsilon, power = powf(b1, (float)(k + 1));
+    const float b1 = (float)r->beta_1, lr = (float)r->lr, eps = (float)r->epsilon,
+                power = powf(b1, (float)(k + 1));
     float *m = st[0], *v = st[1];
     for (int i = 0; i < n; i++) {
         m[i] = m[i] + (g[i] - m[i]) * (r->legacy ? 1.0f - b1 : (float)(1.0 - r->beta_1));
@@ -191,7 +198,8 @@ OPTIM_TEST(test_f32_operation_order)
 {
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-7;
     for (int legacy = 0; legacy < 2; legacy++) {
-        ot_case c = make_case(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy), &(ref){legacy, lr, b1, b2, eps, 0});
+        ot_case c = make_case(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy),
+                              &(ref){legacy, lr, b1, b2, eps, 0});
         c.ref32 = ref_f32;
         ot_check_f32(&(ot_dense){1, 3, f32_init, f32_grad, 0, NULL}, 3, &c, 0);
     }
@@ -199,7 +207,8 @@ OPTIM_TEST(test_f32_operation_order)
      * on the indexed row, w + (-lr / (1 - beta_1^t)) * (m / (v + eps)). */
     {
         optim_optimizer *opt = optim_test_make(ADAMAX("\"learning_rate\": 0.01, " OT_LEGACY));
-        optim_var *var = optim_test_var("e", OPTIM_F32, 2, (int64_t[2]){2, 1}, (double[2]){0.7, -0.2});
+        optim_var *var =
+            optim_test_var("e", OPTIM_F32, 2, (int64_t[2]){2, 1}, (double[2]){0.7, -0.2});
         float w = -0.2f, m = 0, v = 0;
         for (int k = 0; k < 10; k++) {
             float g = (float)(sin(0.9 * k + 0.3) * 1.3), t = (float)(k + 1);
@@ -234,8 +243,11 @@ OPTIM_TEST(test_sparse_keras3)
 /* Legacy: only the indexed rows of m, v and w change (duplicates summed). */
 OPTIM_TEST(test_sparse_legacy)
 {
-    ot_check_sparse(&OT_SPARSE_LONG, make_case(ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"decay\": 0.05, " OT_LEGACY),
-                                               &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.05}), 1);
+    ot_check_sparse(
+        &OT_SPARSE_LONG,
+        make_case(ADAMAX("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"decay\": 0.05, " OT_LEGACY),
+                  &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.05}),
+        1);
 }
 
 /* Row by row: after a step on row 0 then a step on row 3, row 0 moves again
@@ -244,12 +256,16 @@ OPTIM_TEST(test_sparse_legacy)
  * m moves it by 0. */
 OPTIM_TEST(test_sparse_untouched_rows)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
             int row0 = legacy ? OT_KEPT : OT_LESS;
-            const ot_rule rules[] = {{OT_FIRST, OT_LESS, NULL, 0}, {OT_LEFT, row0, NULL, 0}, {OT_LEFT, row0, "m", 0},
-                                     {OT_NEVER, OT_KEPT, NULL, 0}, {OT_ROW, OT_LESS, NULL, 0}};
-            ot_check_rows_left_out(ot_gen(ADAMAX("\"learning_rate\": 0.5"), legacy), dt, 6, 1, NULL, 3, (double[]){1}, rules, 5);
+            const ot_rule rules[] = {{OT_FIRST, OT_LESS, NULL, 0},
+                                     {OT_LEFT, row0, NULL, 0},
+                                     {OT_LEFT, row0, "m", 0},
+                                     {OT_NEVER, OT_KEPT, NULL, 0},
+                                     {OT_ROW, OT_LESS, NULL, 0}};
+            ot_check_rows_left_out(ot_gen(ADAMAX("\"learning_rate\": 0.5"), legacy), dt, 6, 1, NULL,
+                                   3, (double[]){1}, rules, 5);
         }
 }
 
@@ -263,12 +279,15 @@ static const char *const LEGACY_KEYS[] = {
 OPTIM_TEST(test_config_keys_and_defaults)
 {
     cJSON *o = ot_config_of("\"Adamax\"", "adamax", OT_KEYS(KERAS3_KEYS));
-    ot_expect_numbers(o, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
+    ot_expect_numbers(o, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7,
+                      NULL);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "weight_decay")));
     cJSON_Delete(o);
     o = ot_config_of(ADAMAX(OT_LEGACY), NULL, OT_KEYS(LEGACY_KEYS));
-    ot_expect_numbers(o, "learning_rate", 0.001, "decay", 0.0, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
-    assert_null(cJSON_GetObjectItemCaseSensitive(o, "is_legacy_optimizer")); /* OptimizerV2 refuses it */
+    ot_expect_numbers(o, "learning_rate", 0.001, "decay", 0.0, "beta_1", 0.9, "beta_2", 0.999,
+                      "epsilon", 1e-7, NULL);
+    assert_null(
+        cJSON_GetObjectItemCaseSensitive(o, "is_legacy_optimizer")); /* OptimizerV2 refuses it */
     cJSON_Delete(o);
 
     /* By class, in C. */
@@ -284,10 +303,11 @@ OPTIM_TEST(test_config_keys_and_defaults)
 OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
-        ADAMAX("\"name\": \"mine\", \"learning_rate\": 0.0125, "
-        "\"beta_1\": 0.75, \"beta_2\": 0.9375, \"epsilon\": 1e-05, \"clipnorm\": 2.5, \"weight_decay\": 0.01"),
+        ADAMAX(
+            "\"name\": \"mine\", \"learning_rate\": 0.0125, "
+            "\"beta_1\": 0.75, \"beta_2\": 0.9375, \"epsilon\": 1e-05, \"clipnorm\": 2.5, \"weight_decay\": 0.01"),
         ADAMAX("\"learning_rate\": 0.3, \"decay\": 0.01, \"beta_1\": 0.5, "
-        "\"epsilon\": 1e-3, \"clipvalue\": 1.5, \"global_clipnorm\": 3.0, " OT_LEGACY),
+               "\"epsilon\": 1e-3, \"clipvalue\": 1.5, \"global_clipnorm\": 3.0, " OT_LEGACY),
         ADAMAX("\"lr\": 0.25, " OT_LEGACY),
     };
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) ot_check_round_trip(cfgs[c]);
@@ -330,7 +350,8 @@ OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", NULL};
     ot_check_threads(ADAMAX("\"learning_rate\": 0.01, \"global_clipnorm\": 10"), 3, 4, 0, slots);
-    ot_check_threads(ADAMAX("\"learning_rate\": 0.01, \"global_clipnorm\": 10, " OT_LEGACY), 3, 4, 0, slots);
+    ot_check_threads(ADAMAX("\"learning_rate\": 0.01, \"global_clipnorm\": 10, " OT_LEGACY), 3, 4,
+                     0, slots);
 }
 
 int main(void) { return optim_test_run(); }

@@ -27,8 +27,13 @@ OPTIM_TEST(test_dense_keras3)
     ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW(""), &r));
     ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case("\"AdamW\"", &r));
     ref_adam r2 = {0.05, 0.8, 0.99, 1e-5, 0.3, 0, 1, 0};
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
-                           "\"epsilon\": 1e-5, \"amsgrad\": true"), &r2));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(
+            ADAMW(
+                "\"learning_rate\": 0.05, \"weight_decay\": 0.3, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+                "\"epsilon\": 1e-5, \"amsgrad\": true"),
+            &r2));
 }
 
 OPTIM_TEST(test_dense_legacy)
@@ -36,8 +41,13 @@ OPTIM_TEST(test_dense_legacy)
     ref_adam r = {0.001, 0.9, 0.999, 1e-7, 0.01, 0, 0, 1};
     ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW("\"weight_decay\": 0.01, " LEGACY), &r));
     ref_adam r2 = {0.05, 0.8, 0.99, 1e-5, 0.02, 0.1, 1, 1};
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(ADAMW("\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
-                           "\"epsilon\": 1e-5, \"amsgrad\": true, \"decay\": 0.1, " LEGACY), &r2));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(
+            ADAMW(
+                "\"learning_rate\": 0.05, \"weight_decay\": 0.02, \"beta_1\": 0.8, \"beta_2\": 0.99, "
+                "\"epsilon\": 1e-5, \"amsgrad\": true, \"decay\": 0.1, " LEGACY),
+            &r2));
 }
 
 /* ---- float32 order of operations ------------------------------------------------ */
@@ -46,8 +56,10 @@ OPTIM_TEST(test_f32_operation_order)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            const char *json = ot_gen(ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s"),
-                                             ams ? "true" : "false"), legacy);
+            const char *json = ot_gen(
+                ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.03, \"amsgrad\": %s"),
+                       ams ? "true" : "false"),
+                legacy);
             ref_adam_check_dense_f32(json, legacy, ams, 0.01, 0.03, NULL);
         }
 }
@@ -57,8 +69,10 @@ OPTIM_TEST(test_f32_operation_order)
 OPTIM_TEST(test_sparse_keras3_equals_dense)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
-    ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"), slots);
-    ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"amsgrad\": true"), slots);
+    ot_check_sparse_equals_dense(&SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1"),
+                                 slots);
+    ot_check_sparse_equals_dense(
+        &SP, ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"amsgrad\": true"), slots);
 }
 
 /* Legacy decays the indexed rows only, Keras 3 every row; Adam moves every
@@ -67,9 +81,13 @@ OPTIM_TEST(test_sparse_reference)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int ams = 0; ams < 2; ams++) {
-            const char *json = ot_gen(ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s"),
-                                             ams ? "true" : "false"), legacy);
-            ot_check_sparse(&SP, ref_adam_case(json, &(ref_adam){0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy}), 0);
+            const char *json = ot_gen(
+                ot_fmt(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, \"amsgrad\": %s"),
+                       ams ? "true" : "false"),
+                legacy);
+            ot_check_sparse(
+                &SP, ref_adam_case(json, &(ref_adam){0.01, 0.9, 0.999, 1e-7, 0.05, 0, ams, legacy}),
+                0);
         }
 }
 
@@ -80,8 +98,9 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
     /* lr 0.7: steps comparable to w, so that the rounding of lr_t shows. */
     for (int cfg = 0; cfg < 4; cfg++) {
         int ams = cfg & 1;
-        const char *json = ot_fmt(ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
-                                  cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
+        const char *json =
+            ot_fmt(ADAMW("\"learning_rate\": %s, \"weight_decay\": 0.05, \"amsgrad\": %s, " LEGACY),
+                   cfg < 2 ? "0.01" : "0.7", ams ? "true" : "false");
         ref_adam_check_legacy_sparse_f32(json, ams, cfg < 2 ? 0.01 : 0.7, 0.05);
     }
 }
@@ -92,11 +111,14 @@ OPTIM_TEST(test_sparse_legacy_f32_operation_order)
 OPTIM_TEST(test_sparse_decay_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(ot_gen(ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"), legacy));
+        optim_optimizer *opt =
+            optim_test_make(ot_gen(ADAMW("\"weight_decay\": 0.1, \"learning_rate\": 0.5"), legacy));
         double init[5] = {1, 2, 3, 4, 5};
         int64_t shape[2] = {5, 1}, vs[2] = {2, 1}, idx[2] = {1, 4};
         optim_var *x = optim_test_var("e", OPTIM_F64, 2, shape, init);
-        optim_grad_var p = {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, (double[2]){0.25, -0.5}, 2, vs)), x};
+        optim_grad_var p = {
+            optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, (double[2]){0.25, -0.5}, 2, vs)),
+            x};
         ot_step(opt, &p, 1);
         for (int r = 0; r < 5; r++) {
             int touched = r == 1 || r == 4;
@@ -104,7 +126,8 @@ OPTIM_TEST(test_sparse_decay_rows)
             double gr = r == 1 ? 0.25 : r == 4 ? -0.5 : 0;
             double m = 0.1 * gr, v = 0.001 * gr * gr;
             double a = 0.5 * sqrt(1 - 0.999) / (1 - 0.9);
-            double want = (touched || !legacy ? decayed : init[r]) - (touched ? a * m / (sqrt(v) + 1e-7) : 0);
+            double want =
+                (touched || !legacy ? decayed : init[r]) - (touched ? a * m / (sqrt(v) + 1e-7) : 0);
             assert_close(optim_var_get(x, r), want, 1e-14, 0);
             if (legacy && !touched) assert_eq(optim_var_get(x, r), init[r]);
         }
@@ -116,8 +139,9 @@ OPTIM_TEST(test_sparse_decay_rows)
 
 OPTIM_TEST(test_exclude_from_weight_decay)
 {
-    optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
-                                      "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
+    optim_optimizer *opt = optim_test_make(
+        ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
+              "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
     double init[N];
     for (int i = 0; i < N; i++) init[i] = OT_DENSE_SHRINK.init(i);
     int64_t n = N;
@@ -131,7 +155,8 @@ OPTIM_TEST(test_exclude_from_weight_decay)
     ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0.05, 0, 0, 1};
     /* The references of kernel, bias, emb_decay, emb_skip (odd: excluded): w, m, v, vhat. */
     double w[4][ROWS * COLS], st[4][3][ROWS * COLS] = {{{0}}};
-    for (int j = 0; j < 4; j++) memcpy(w[j], j < 2 ? init : tinit, j < 2 ? sizeof init : sizeof tinit);
+    for (int j = 0; j < 4; j++)
+        memcpy(w[j], j < 2 ? init : tinit, j < 2 ? sizeof init : sizeof tinit);
     for (int k = 0; k < 6; k++) {
         double g[N], vals[NIDX * COLS], gt[ROWS * COLS] = {0};
         int dec[ROWS * COLS] = {0};
@@ -146,8 +171,8 @@ OPTIM_TEST(test_exclude_from_weight_decay)
             }
         }
         for (int j = 0; j < 4; j++)
-            ref_adam_step(&r, k, r.b1, j % 2 ? 0.0 : 0.05, w[j], st[j][0], st[j][1], st[j][2], j < 2 ? g : gt,
-                          j < 2 ? NULL : dec, j < 2 ? N : ROWS * COLS);
+            ref_adam_step(&r, k, r.b1, j % 2 ? 0.0 : 0.05, w[j], st[j][0], st[j][1], st[j][2],
+                          j < 2 ? g : gt, j < 2 ? NULL : dec, j < 2 ? N : ROWS * COLS);
         optim_tensor gs = optim_tensor_make(OPTIM_F64, vals, 2, vs);
         optim_grad_var p[4] = {
             {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), kern},
@@ -171,21 +196,33 @@ OPTIM_TEST(test_exclude_from_weight_decay)
     optim_test_free(opt, kern, bias, emb, skip);
 }
 
-static double wd_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
-static void set_wd_fn(optim_optimizer *opt, void *r, int k) { (void)opt, ((ref_adam *)r)->wd = 0.02 * (k % 3); }
-static void set_wd_sched(optim_optimizer *opt, void *r, int k) { (void)opt, ((ref_adam *)r)->wd = 0.1 / (1.0 + k); }
+static double wd_sched(void *user, int64_t step)
+{
+    (void)user;
+    return 0.1 / (1.0 + (double)step);
+}
+static void set_wd_fn(optim_optimizer *opt, void *r, int k)
+{
+    (void)opt, ((ref_adam *)r)->wd = 0.02 * (k % 3);
+}
+static void set_wd_sched(optim_optimizer *opt, void *r, int k)
+{
+    (void)opt, ((ref_adam *)r)->wd = 0.1 / (1.0 + k);
+}
 
 /* TF Addons' weight_decay is a hyperparameter: a callable or a schedule
  * (evaluated at iterations) is read at each step. */
 OPTIM_TEST(test_legacy_dynamic_weight_decay)
 {
     for (int kind = 0; kind < 2; kind++) {
-        optim_optimizer *opt = optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
+        optim_optimizer *opt =
+            optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
         if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &r.wd), 0);
         else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
         ot_case c = ref_adam_case(NULL, &r);
-        optim_var *x = ot_check_dynamic(opt, &OT_DENSE_SHRINK, 6, &c, OPTIM_F64, kind == 0 ? set_wd_fn : set_wd_sched);
+        optim_var *x = ot_check_dynamic(opt, &OT_DENSE_SHRINK, 6, &c, OPTIM_F64,
+                                        kind == 0 ? set_wd_fn : set_wd_sched);
         /* A callable weight_decay out of range fails the step. */
         r.wd = -1;
         if (kind == 0) ot_expect_step_refused(opt, x, 0, OPTIM_ERANGE, "weight_decay");
@@ -198,7 +235,8 @@ OPTIM_TEST(test_legacy_dynamic_weight_decay)
 /* keras/src/optimizers/adamw_test.py: test_single_step (default wd 0.004). */
 OPTIM_TEST(test_keras_single_step)
 {
-    ot_check_keras_single_step(ADAMW("\"learning_rate\": 0.5"), (double[]){0.4980, 1.4960, 2.494, 3.492});
+    ot_check_keras_single_step(ADAMW("\"learning_rate\": 0.5"),
+                               (double[]){0.4980, 1.4960, 2.494, 3.492});
 }
 
 /* adamw_test.py: test_correctness_with_golden (lr 1, wd 0.5, epsilon 2). */
@@ -210,13 +248,15 @@ OPTIM_TEST(test_keras_golden)
         {0.1223, 0.1198, 0.1174, 0.1149, 0.1124, 0.11, 0.1075, 0.1051, 0.1027, 0.1003},
         {0.0586, 0.0549, 0.0512, 0.0475, 0.0439, 0.0402, 0.0366, 0.033, 0.0294, 0.0258},
         {0.0263, 0.0215, 0.0167, 0.012, 0.0073, 0.0026, -0.0021, -0.0067, -0.0113, -0.0159}};
-    ot_check_keras_golden(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"), OPTIM_F32, golden[0], 10);
+    ot_check_keras_golden(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.5, \"epsilon\": 2"),
+                          OPTIM_F32, golden[0], 10);
 }
 
 /* adamw_test.py: test_weight_decay (zero gradients: only the decay acts). */
 OPTIM_TEST(test_keras_weight_decay)
 {
-    ot_check_keras_weight_decay(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(ADAMW("\"learning_rate\": 1.0, \"weight_decay\": 0.004"),
+                                OPTIM_F32);
 }
 
 /* tensorflow_addons/optimizers/tests/weight_decay_optimizers_test.py:
@@ -227,7 +267,8 @@ OPTIM_TEST(test_tfa_values)
     const char *json = ADAMW("\"weight_decay\": 0.01, \"learning_rate\": 0.001, \"beta_1\": 0.9, "
                              "\"beta_2\": 0.999, \"epsilon\": 1e-8, " LEGACY);
     for (int sparse = 0; sparse < 2; sparse++)
-        ref_adam_check_tfa(json, sparse, 0.01, 1e-8, (double[]){1, 2}, (double[]){3, 4}, 2, (int64_t[]){0, 1}, 2);
+        ref_adam_check_tfa(json, sparse, 0.01, 1e-8, (double[]){1, 2}, (double[]){3, 4}, 2,
+                           (int64_t[]){0, 1}, 2);
 }
 
 /* ---- config -------------------------------------------------------------------------- */
@@ -235,11 +276,12 @@ OPTIM_TEST(test_tfa_values)
 OPTIM_TEST(test_config_keys_and_defaults)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
-    static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon", "amsgrad",
-                                     "weight_decay", "exclude_from_weight_decay"};
+    static const char *const kl[] = {"name",    "learning_rate", "decay",
+                                     "beta_1",  "beta_2",        "epsilon",
+                                     "amsgrad", "weight_decay",  "exclude_from_weight_decay"};
     cJSON *c = ot_config_of(ADAMW(""), "adam_w", OT_KEYS(k3));
-    ot_expect_numbers(c, "weight_decay", 0.004, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7,
-                      NULL);
+    ot_expect_numbers(c, "weight_decay", 0.004, "learning_rate", 0.001, "beta_1", 0.9, "beta_2",
+                      0.999, "epsilon", 1e-7, NULL);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
     cJSON_Delete(c);
     c = ot_config_of(ADAMW("\"weight_decay\": 0.01, " LEGACY), NULL, OT_KEYS(kl));
@@ -252,8 +294,9 @@ OPTIM_TEST(test_config_keys_and_defaults)
                          "\"exclude_from_weight_decay\":null}");
     ot_expect_refused(ADAMW("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     /* An empty list stays a list. */
-    ot_expect_config_has(ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY),
-                         "\"exclude_from_weight_decay\":[]");
+    ot_expect_config_has(
+        ADAMW("\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [], " LEGACY),
+        "\"exclude_from_weight_decay\":[]");
     /* Created from the class: Keras 3 defaults; legacy needs weight_decay. */
     optim_optimizer *opt;
     optim_error err;
@@ -271,10 +314,12 @@ OPTIM_TEST(test_config_keys_and_defaults)
 OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
-        ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
-              "\"amsgrad\": true"),
-        ADAMW("\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
-              "\"amsgrad\": true, \"decay\": 0.01, \"clipvalue\": 3.0, \"exclude_from_weight_decay\": [\"a\\\"b\"], " LEGACY),
+        ADAMW(
+            "\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
+            "\"amsgrad\": true"),
+        ADAMW(
+            "\"learning_rate\": 0.5, \"weight_decay\": 0.008, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, "
+            "\"amsgrad\": true, \"decay\": 0.01, \"clipvalue\": 3.0, \"exclude_from_weight_decay\": [\"a\\\"b\"], " LEGACY),
         ADAMW("\"weight_decay\": 0, \"name\": \"my_adamw\""),
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
@@ -288,25 +333,34 @@ OPTIM_TEST(test_config_round_trip)
 OPTIM_TEST(test_config_refused)
 {
     /* Both generations (legacy needs weight_decay). */
-    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"beta_1\": 1.0"), OPTIM_ERANGE, "beta_1", "[0, 1)");
-    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"beta_2\": -0.5"), OPTIM_ERANGE, "beta_2", "[0, 1)");
-    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"epsilon\": -1"), OPTIM_ERANGE, "epsilon", "[0, inf)");
-    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"amsgrad\": \"yes\""), OPTIM_ETYPE, "amsgrad", NULL);
-    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"beta_3\": 0.5"), OPTIM_EKEY, "beta_3", NULL);
+    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"beta_1\": 1.0"), OPTIM_ERANGE, "beta_1",
+                           "[0, 1)");
+    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"beta_2\": -0.5"), OPTIM_ERANGE,
+                           "beta_2", "[0, 1)");
+    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"epsilon\": -1"), OPTIM_ERANGE,
+                           "epsilon", "[0, inf)");
+    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"amsgrad\": \"yes\""), OPTIM_ETYPE,
+                           "amsgrad", NULL);
+    ot_expect_refused_gens(ADAMW("\"weight_decay\": 0.01, \"beta_3\": 0.5"), OPTIM_EKEY, "beta_3",
+                           NULL);
     /* weight_decay: Keras 3 refuses None and negatives; legacy requires it. */
     ot_expect_refused(ADAMW("\"weight_decay\": null"), OPTIM_EINVAL, "weight_decay", NULL);
     ot_expect_refused(ADAMW("\"weight_decay\": -0.1"), OPTIM_ERANGE, "weight_decay", "[0, inf)");
     ot_expect_refused(ADAMW(LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
     ot_expect_refused(ADAMW("\"weight_decay\": null, " LEGACY), OPTIM_EINVAL, "weight_decay", NULL);
-    ot_expect_refused(ADAMW("\"weight_decay\": -1, " LEGACY), OPTIM_ERANGE, "weight_decay", "[0, inf)");
+    ot_expect_refused(ADAMW("\"weight_decay\": -1, " LEGACY), OPTIM_ERANGE, "weight_decay",
+                      "[0, inf)");
     /* exclude_from_weight_decay: legacy only, a list of valid patterns. */
-    ot_expect_refused(ADAMW("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY, "exclude_from_weight_decay", NULL);
-    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": \"bias\", " LEGACY), OPTIM_ETYPE,
-                   "exclude_from_weight_decay", NULL);
-    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [1], " LEGACY), OPTIM_ETYPE,
-                   "exclude_from_weight_decay", NULL);
-    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [\"ok\", \"(\"], " LEGACY),
-                   OPTIM_EINVAL, "exclude_from_weight_decay[1]", NULL);
+    ot_expect_refused(ADAMW("\"exclude_from_weight_decay\": [\"bias\"]"), OPTIM_EKEY,
+                      "exclude_from_weight_decay", NULL);
+    ot_expect_refused(
+        ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": \"bias\", " LEGACY),
+        OPTIM_ETYPE, "exclude_from_weight_decay", NULL);
+    ot_expect_refused(ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [1], " LEGACY),
+                      OPTIM_ETYPE, "exclude_from_weight_decay", NULL);
+    ot_expect_refused(
+        ADAMW("\"weight_decay\": 0.1, \"exclude_from_weight_decay\": [\"ok\", \"(\"], " LEGACY),
+        OPTIM_EINVAL, "exclude_from_weight_decay[1]", NULL);
     ot_expect_refused(ADAMW("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     /* optim_set_hyper: Keras 3 weight_decay None refused, old value kept. */
     optim_optimizer *opt = optim_test_make(ADAMW(""));
@@ -330,7 +384,9 @@ OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", "vhat", NULL};
     ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"amsgrad\": true"), 2, 4, 1, slots);
-    ot_check_threads(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY), 2, 4, 1, slots);
+    ot_check_threads(
+        ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.01, \"amsgrad\": true, " LEGACY), 2, 4,
+        1, slots);
 }
 
 int main(void) { return optim_test_run(); }

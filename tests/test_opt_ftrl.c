@@ -52,16 +52,19 @@ static const cfg DEFAULTS = {0.001, -0.5, 0.1, 0, 0, 0, 0, 0};
 /* The config as Keras JSON, every Ftrl key written out. */
 static const char *cfg_json(const cfg *c, int legacy)
 {
-    return ot_fmt(FTRL("\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
-                       "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
-                       "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
-                  c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta,
-                  legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "");
+    return ot_fmt(
+        FTRL(
+            "\"learning_rate\": %.17g, \"learning_rate_power\": %.17g, \"initial_accumulator_value\": %.17g, "
+            "\"l1_regularization_strength\": %.17g, \"l2_regularization_strength\": %.17g, "
+            "\"l2_shrinkage_regularization_strength\": %.17g, \"beta\": %.17g%s"),
+        c->lr, c->lr_power, c->init_acc, c->l1, c->l2, c->shr, c->beta,
+        legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "");
 }
 
 /* One coordinate, one step, the paper's form (z is the paper's z); scaled:
  * tf.keras dense with l2_shrinkage > 0, the linear slot holds lr * z. */
-static void ref_coord(const cfg *c, int f32, int scaled, double lr, double g, double *w, double *n, double *z)
+static void ref_coord(const cfg *c, int f32, int scaled, double lr, double g, double *w, double *n,
+                      double *z)
 {
     double e = -rd(f32, c->lr_power), l1 = rd(f32, c->l1), l2 = rd(f32, c->l2);
     double beta = rd(f32, c->beta), shr = rd(f32, c->shr);
@@ -93,7 +96,8 @@ static void ref_table(const void *h_, int k, double *w, double *const *st, const
 {
     const hp *h = h_;
     for (int i = 0; i < n; i++)
-        ref_coord(&h->c, h->f32, h->scaled, ref_lr(&h->c, h->legacy, h->f32, k), g[i], &w[i], &st[0][i], &st[1][i]);
+        ref_coord(&h->c, h->f32, h->scaled, ref_lr(&h->c, h->legacy, h->f32, k), g[i], &w[i],
+                  &st[0][i], &st[1][i]);
 }
 
 /* c in one generation against the reference in each dtype (f32: the
@@ -104,8 +108,9 @@ static void check(const cfg *c, int legacy, const ot_sparse *sp)
 {
     hp h = {*c, legacy, 0, legacy && c->shr > 0 && !sp}, h32 = h;
     h32.f32 = 1;
-    ot_case oc = {cfg_json(c, legacy), ref_table, &h, 2, {"accumulator", "linear"}, .state_init = {c->init_acc},
-                  .round32 = 1, .hp32 = &h32};
+    ot_case oc = {
+        cfg_json(c, legacy),         ref_table,    &h,          2, {"accumulator", "linear"},
+        .state_init = {c->init_acc}, .round32 = 1, .hp32 = &h32};
     if (sp) ot_check_sparse(sp, oc, 1);
     else ot_check_dense(&DENSE, oc);
 }
@@ -210,8 +215,8 @@ OPTIM_TEST(test_dense_legacy_decay)
  * [rows]) from init, the same gradients grad_at(k, i) for `steps` steps
  * (jb's sparse, every row indexed, if sparse_b): the same w, to 1e-12,
  * and ja's linear slot `scale` times jb's. */
-static void check_linear_scale(const char *ja, const char *jb, int sparse_b, int rows, int cols, const double *init,
-                               int steps, double scale)
+static void check_linear_scale(const char *ja, const char *jb, int sparse_b, int rows, int cols,
+                               const double *init, int steps, double scale)
 {
     optim_optimizer *o[2] = {optim_test_make(ja), optim_test_make(jb)};
     int64_t shape[2] = {rows, cols}, idx[16];
@@ -224,11 +229,13 @@ static void check_linear_scale(const char *ja, const char *jb, int sparse_b, int
         for (int i = 0; i < n; i++) g[i] = grad_at(k, i);
         for (int j = 0; j < 2; j++) {
             optim_tensor t = optim_tensor_make(OPTIM_F64, g, cols ? 2 : 1, shape);
-            optim_grad_var p = {j && sparse_b ? optim_grad_sparse(idx, rows, t) : optim_grad_dense(t), v[j]};
+            optim_grad_var p = {
+                j && sparse_b ? optim_grad_sparse(idx, rows, t) : optim_grad_dense(t), v[j]};
             ot_step(o[j], &p, 1);
         }
     }
-    optim_var *za = optim_get_slot(o[0], v[0], "linear"), *zb = optim_get_slot(o[1], v[1], "linear");
+    optim_var *za = optim_get_slot(o[0], v[0], "linear"),
+              *zb = optim_get_slot(o[1], v[1], "linear");
     for (int i = 0; i < n; i++) {
         assert_close(optim_var_get(v[0], i), optim_var_get(v[1], i), 1e-12, 1e-14);
         assert_close(optim_var_get(za, i), scale * optim_var_get(zb, i), 1e-12, 1e-14);
@@ -250,7 +257,11 @@ OPTIM_TEST(test_legacy_shrinkage_linear_scale)
 /* Legacy hyperparameters (learning_rate_power, l1, l2, beta) may change
  * between steps, as tf.keras's _set_hyper values; the reference follows. */
 static double l1_now;
-static double l1_fn(void *user) { (void)user; return l1_now; }
+static double l1_fn(void *user)
+{
+    (void)user;
+    return l1_now;
+}
 
 static void set_hypers(optim_optimizer *opt, void *c_, int k)
 {
@@ -280,7 +291,8 @@ OPTIM_TEST(test_legacy_dynamic)
 /* keras/src/optimizers/ftrl_test.py test_single_step. */
 OPTIM_TEST(test_keras3_golden_single_step)
 {
-    ot_check_keras_single_step(FTRL("\"learning_rate\": 0.5"), (double[]){0.2218, 1.3954, 2.3651, 2.8814});
+    ot_check_keras_single_step(FTRL("\"learning_rate\": 0.5"),
+                               (double[]){0.2218, 1.3954, 2.3651, 2.8814});
 }
 
 /* keras/src/optimizers/ftrl_test.py test_correctness_with_golden. */
@@ -293,9 +305,10 @@ OPTIM_TEST(test_keras3_golden_correctness)
         {-0.0121, -0.0246, -0.0363, -0.0472, -0.0573, -0.0668, -0.0757, -0.0842, -0.0922, -0.0999},
         {-0.0164, -0.0328, -0.0481, -0.0623, -0.0753, -0.0875, -0.099, -0.1098, -0.1201, -0.1299},
     };
-    const char *json = FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
-                            "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
-                            "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.3");
+    const char *json = FTRL(
+        "\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
+        "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
+        "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.3");
     ot_check_keras_golden(json, OPTIM_F32, golden[0], 10);
     ot_check_keras_golden(json, OPTIM_F64, golden[0], 10);
 }
@@ -304,7 +317,8 @@ OPTIM_TEST(test_keras3_golden_correctness)
  * var1 stepped together `steps` times: grads0 = [0.1, 0.2] and grads1 =
  * [0.01, 0.02] ([2]), or, sparse, 0.1 at row 0 of var0 and 0.02 at row 1
  * of var1 ([2, 1], rows of one element). */
-static void run_two(optim_optimizer *opt, int sparse, const double *init0, const double *init1, int steps, optim_var **v)
+static void run_two(optim_optimizer *opt, int sparse, const double *init0, const double *init1,
+                    int steps, optim_var **v)
 {
     int64_t shape[2] = {2, 1}, vs[2] = {1, 1}, idx[2] = {0, 1};
     float g[2][2] = {{0.1f, 0.2f}, {0.01f, 0.02f}}, s[2] = {0.1f, 0.02f};
@@ -313,9 +327,10 @@ static void run_two(optim_optimizer *opt, int sparse, const double *init0, const
     for (int k = 0; k < steps; k++) {
         optim_grad_var p[2];
         for (int j = 0; j < 2; j++)
-            p[j] = (optim_grad_var){sparse ? optim_grad_sparse(&idx[j], 1, optim_tensor_make(OPTIM_F32, &s[j], 2, vs))
-                                           : optim_grad_dense(optim_tensor_make(OPTIM_F32, g[j], 1, shape)),
-                                    v[j]};
+            p[j] = (optim_grad_var){
+                sparse ? optim_grad_sparse(&idx[j], 1, optim_tensor_make(OPTIM_F32, &s[j], 2, vs))
+                       : optim_grad_dense(optim_tensor_make(OPTIM_F32, g[j], 1, shape)),
+                v[j]};
         ot_step(opt, p, 2);
     }
 }
@@ -324,8 +339,8 @@ static void run_two(optim_optimizer *opt, int sparse, const double *init0, const
 static void legacy_golden(const char *extra, const double *init0, const double *init1, int steps,
                           const double *want0, const double *want1)
 {
-    optim_optimizer *opt = optim_test_make(
-        ot_fmt(FTRL("\"learning_rate\": 3.0, \"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra));
+    optim_optimizer *opt = optim_test_make(ot_fmt(
+        FTRL("\"learning_rate\": 3.0, \"initial_accumulator_value\": 0.1%s, " OT_LEGACY), extra));
     optim_var *v[2];
     run_two(opt, 0, init0, init1, steps, v);
     assert_var_close(v[0], want0, 2, 1e-5, 1e-6);
@@ -338,28 +353,32 @@ OPTIM_TEST(test_legacy_golden)
     const double zero[2] = {0, 0}, a[2] = {1, 2}, b[2] = {4, 3};
     legacy_golden("", zero, zero, 3, (double[]){-2.60260963, -4.29698515},
                   (double[]){-0.28432083, -0.56694895});
-    legacy_golden("", a, b, 3, (double[]){-2.55607247, -3.98729396}, (double[]){-0.28232238, -0.56096673});
+    legacy_golden("", a, b, 3, (double[]){-2.55607247, -3.98729396},
+                  (double[]){-0.28232238, -0.56096673});
     legacy_golden(", \"l1_regularization_strength\": 0.001", a, b, 10,
                   (double[]){-7.66718769, -10.91273689}, (double[]){-0.93460727, -1.86147261});
     legacy_golden(", \"beta\": 0.1", a, b, 10, (double[]){-6.096838, -9.162214},
                   (double[]){-0.717741, -1.425132});
     legacy_golden(", \"l2_regularization_strength\": 0.1, \"beta\": 0.1", a, b, 10,
                   (double[]){-2.735487, -4.704625}, (double[]){-0.294335, -0.586556});
-    legacy_golden(", \"l1_regularization_strength\": 0.001, \"l2_regularization_strength\": 2.0", a, b,
-                  10, (double[]){-0.24059935, -0.46829352}, (double[]){-0.02406147, -0.04830509});
+    legacy_golden(", \"l1_regularization_strength\": 0.001, \"l2_regularization_strength\": 2.0", a,
+                  b, 10, (double[]){-0.24059935, -0.46829352},
+                  (double[]){-0.02406147, -0.04830509});
     legacy_golden(", \"l1_regularization_strength\": 0.001, \"l2_regularization_strength\": 2.0, "
                   "\"l2_shrinkage_regularization_strength\": 0.1",
-                  a, b, 10, (double[]){-0.22578995, -0.44345796}, (double[]){-0.14378493, -0.13229476});
+                  a, b, 10, (double[]){-0.22578995, -0.44345796},
+                  (double[]){-0.14378493, -0.13229476});
 }
 
 /* testFtrlWithL1_L2_L2ShrinkageSparse: one-element rows, index 0 of var0
  * and index 1 of var1; the other rows stay. */
 OPTIM_TEST(test_legacy_golden_sparse)
 {
-    optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 3.0, "
-                                "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
-                                "\"l2_regularization_strength\": 2.0, "
-                                "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY));
+    optim_optimizer *opt = optim_test_make(
+        FTRL("\"learning_rate\": 3.0, "
+             "\"initial_accumulator_value\": 0.1, \"l1_regularization_strength\": 0.001, "
+             "\"l2_regularization_strength\": 2.0, "
+             "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY));
     optim_var *v[2];
     run_two(opt, 1, (double[]){1, 2}, (double[]){4, 3}, 10, v);
     assert_close(optim_var_get(v[0], 0), -0.22578995, 1e-5, 1e-6);
@@ -373,7 +392,8 @@ OPTIM_TEST(test_legacy_golden_sparse)
  * so the sparse gradient of row 0 is 2 * 14 * [4, 5]; Ftrl(1.0), one step. */
 OPTIM_TEST(test_legacy_golden_minimize_sparse)
 {
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 1.0, " OT_LEGACY));
         optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[]){1, 2});
         ot_step_row(opt, v, 0, (double[]){112, 140});
@@ -389,9 +409,10 @@ OPTIM_TEST(test_legacy_equivalences)
 {
     for (int gd_case = 0; gd_case < 2; gd_case++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
-                                                  "\"learning_rate_power\": -0.0, " OT_LEGACY)
-                                                : FTRL("\"learning_rate\": 3.0, " OT_LEGACY));
+            optim_optimizer *opt =
+                optim_test_make(gd_case ? FTRL("\"learning_rate\": 3.0, "
+                                               "\"learning_rate_power\": -0.0, " OT_LEGACY)
+                                        : FTRL("\"learning_rate\": 3.0, " OT_LEGACY));
             optim_var *v[2];
             run_two(opt, sparse, (double[]){0, 0}, (double[]){0, 0}, 5, v);
             /* Adagrad (TF1 AdagradOptimizer): acc += g^2; w -= lr * g / sqrt(acc). */
@@ -425,10 +446,14 @@ OPTIM_TEST(test_legacy_equivalences)
 /* Step k: 5 indices over rows 0..4 (row 5 never indexed), with duplicates. */
 static int64_t sp_index(int k, int j)
 {
-    static const int64_t pat[4][5] = {{1, 4, 1, 1, 0}, {0, 4, 3, 4, 0}, {2, 2, 3, 1, 2}, {3, 0, 0, 4, 1}};
+    static const int64_t pat[4][5] = {
+        {1, 4, 1, 1, 0}, {0, 4, 3, 4, 0}, {2, 2, 3, 1, 2}, {3, 0, 0, 4, 1}};
     return pat[k % 4][j];
 }
-static double sp_val(int k, int j, int c) { return cos(1.1 * k + 0.7 * j + 0.3 * c) * (1 + 0.1 * c); }
+static double sp_val(int k, int j, int c)
+{
+    return cos(1.1 * k + 0.7 * j + 0.3 * c) * (1 + 0.1 * c);
+}
 static double table_init(int r, int c) { return 0.3 * r - 0.2 * c - 0.4; }
 
 /* Keras 3: a sparse gradient gives exactly the dense-equivalent step (every
@@ -456,12 +481,14 @@ OPTIM_TEST(test_sparse_keras3_equals_dense)
 OPTIM_TEST(test_sparse_keras3_untouched_rows)
 {
     for (int shrink = 0; shrink < 2; shrink++) {
-        optim_optimizer *opt = optim_test_make(shrink ? FTRL("\"learning_rate\": 0.5, "
-                                             "\"l2_shrinkage_regularization_strength\": 0.25")
-                                           : FTRL("\"learning_rate\": 0.5"));
+        optim_optimizer *opt =
+            optim_test_make(shrink ? FTRL("\"learning_rate\": 0.5, "
+                                          "\"l2_shrinkage_regularization_strength\": 0.25")
+                                   : FTRL("\"learning_rate\": 0.5"));
         optim_var *v = optim_test_var("e", OPTIM_F64, 2, (int64_t[2]){3, 1}, (double[]){1, 2, 3});
         ot_step_row(opt, v, 0, (double[]){1});
-        optim_var *lin = optim_get_slot(opt, v, "linear"), *acc = optim_get_slot(opt, v, "accumulator");
+        optim_var *lin = optim_get_slot(opt, v, "linear"),
+                  *acc = optim_get_slot(opt, v, "accumulator");
         for (int r = 1; r < 3; r++) {
             double w0 = r + 1.0, z = shrink ? 2 * 0.25 * w0 : 0.0;
             assert_eq(optim_var_get(acc, r), 0.1);
@@ -503,7 +530,7 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
 OPTIM_TEST(test_legacy_sparse_vs_dense_linear)
 {
     const char *json = FTRL("\"learning_rate\": 0.5, "
-                       "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY);
+                            "\"l2_shrinkage_regularization_strength\": 0.1, " OT_LEGACY);
     check_linear_scale(json, json, 1, 3, 2, (double[6]){1, -1, 0.5, 2, -0.3, 0}, 8, 0.5);
 }
 
@@ -515,7 +542,8 @@ OPTIM_TEST(test_zero_accumulator)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int sparse = 0; sparse < 2; sparse++) {
-            optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.0"), legacy));
+            optim_optimizer *opt =
+                optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.0"), legacy));
             int64_t shape[2] = {2, 2};
             optim_var *v = optim_test_var("v", OPTIM_F64, 2, shape, (double[]){0, 0, 0, 0});
             double g[4] = {0, 0, 0, 0};
@@ -532,9 +560,10 @@ OPTIM_TEST(test_zero_accumulator)
 
 OPTIM_TEST(test_slots)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.3"), legacy));
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
+            optim_optimizer *opt =
+                optim_test_make(ot_gen(FTRL("\"initial_accumulator_value\": 0.3"), legacy));
             int64_t n3 = 3;
             optim_var *a = optim_test_var("a", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *b = optim_test_var("b", dt, 1, &n3, (double[]){1, 2, 3});
@@ -554,63 +583,79 @@ OPTIM_TEST(test_slots)
  * tf.keras.optimizers.legacy.Ftrl().get_config(), keys in their order. */
 OPTIM_TEST(test_config_defaults)
 {
-    ot_expect_config("\"ftrl\"",
-                  "{\"name\":\"ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
-                  "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                  "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                  "\"gradient_accumulation_steps\":null,\"learning_rate_power\":-0.5,"
-                  "\"initial_accumulator_value\":0.1,\"l1_regularization_strength\":0.0,"
-                  "\"l2_regularization_strength\":0.0,\"l2_shrinkage_regularization_strength\":0.0,"
-                  "\"beta\":0.0}");
-    ot_expect_config(FTRL("" OT_LEGACY),
-                  "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"decay\":0.0,"
-                  "\"initial_accumulator_value\":0.1,\"learning_rate_power\":-0.5,"
-                  "\"l1_regularization_strength\":0.0,\"l2_regularization_strength\":0.0,\"beta\":0.0,"
-                  "\"l2_shrinkage_regularization_strength\":0.0}");
+    ot_expect_config(
+        "\"ftrl\"",
+        "{\"name\":\"ftrl\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"learning_rate_power\":-0.5,"
+        "\"initial_accumulator_value\":0.1,\"l1_regularization_strength\":0.0,"
+        "\"l2_regularization_strength\":0.0,\"l2_shrinkage_regularization_strength\":0.0,"
+        "\"beta\":0.0}");
+    ot_expect_config(
+        FTRL("" OT_LEGACY),
+        "{\"name\":\"Ftrl\",\"learning_rate\":0.001,\"decay\":0.0,"
+        "\"initial_accumulator_value\":0.1,\"learning_rate_power\":-0.5,"
+        "\"l1_regularization_strength\":0.0,\"l2_regularization_strength\":0.0,\"beta\":0.0,"
+        "\"l2_shrinkage_regularization_strength\":0.0}");
 }
 
 OPTIM_TEST(test_config_round_trip)
 {
     /* keras ftrl_test.py test_config's values. */
-    ot_expect_config(FTRL("\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
-                  "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
-                  "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
-                  "\"beta\": 0.3, \"clipnorm\": 1.0"),
-                  "{\"name\":\"ftrl\",\"learning_rate\":0.05,\"weight_decay\":null,\"clipnorm\":1.0,"
-                  "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                  "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                  "\"gradient_accumulation_steps\":null,\"learning_rate_power\":-0.2,"
-                  "\"initial_accumulator_value\":0.4,\"l1_regularization_strength\":0.05,"
-                  "\"l2_regularization_strength\":0.15,\"l2_shrinkage_regularization_strength\":0.01,"
-                  "\"beta\":0.3}");
-    ot_expect_config(FTRL("\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
-                  "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
-                  "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
-                  "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, " OT_LEGACY),
-                  "{\"name\":\"wide\",\"clipvalue\":2.0,\"learning_rate\":0.05,\"decay\":0.01,"
-                  "\"initial_accumulator_value\":0.4,\"learning_rate_power\":-0.2,"
-                  "\"l1_regularization_strength\":0.05,\"l2_regularization_strength\":0.15,\"beta\":-0.3,"
-                  "\"l2_shrinkage_regularization_strength\":0.01}");
+    ot_expect_config(
+        FTRL(
+            "\"learning_rate\": 0.05, \"learning_rate_power\": -0.2, "
+            "\"initial_accumulator_value\": 0.4, \"l1_regularization_strength\": 0.05, "
+            "\"l2_regularization_strength\": 0.15, \"l2_shrinkage_regularization_strength\": 0.01, "
+            "\"beta\": 0.3, \"clipnorm\": 1.0"),
+        "{\"name\":\"ftrl\",\"learning_rate\":0.05,\"weight_decay\":null,\"clipnorm\":1.0,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"learning_rate_power\":-0.2,"
+        "\"initial_accumulator_value\":0.4,\"l1_regularization_strength\":0.05,"
+        "\"l2_regularization_strength\":0.15,\"l2_shrinkage_regularization_strength\":0.01,"
+        "\"beta\":0.3}");
+    ot_expect_config(
+        FTRL(
+            "\"name\": \"wide\", \"lr\": 0.05, \"decay\": 0.01, "
+            "\"learning_rate_power\": -0.2, \"initial_accumulator_value\": 0.4, "
+            "\"l1_regularization_strength\": 0.05, \"l2_regularization_strength\": 0.15, "
+            "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": -0.3, \"clipvalue\": 2.0, " OT_LEGACY),
+        "{\"name\":\"wide\",\"clipvalue\":2.0,\"learning_rate\":0.05,\"decay\":0.01,"
+        "\"initial_accumulator_value\":0.4,\"learning_rate_power\":-0.2,"
+        "\"l1_regularization_strength\":0.05,\"l2_regularization_strength\":0.15,\"beta\":-0.3,"
+        "\"l2_shrinkage_regularization_strength\":0.01}");
 }
 
 OPTIM_TEST(test_config_ranges)
 {
-    ot_expect_refused_gens(FTRL("\"learning_rate_power\": 0.1"), OPTIM_ERANGE, "learning_rate_power", "[-inf, 0]");
-    ot_expect_refused_gens(FTRL("\"initial_accumulator_value\": -0.1"), OPTIM_ERANGE, "initial_accumulator_value", "[0, inf)");
-    ot_expect_refused_gens(FTRL("\"l1_regularization_strength\": -0.1"), OPTIM_ERANGE, "l1_regularization_strength", "[0, inf)");
-    ot_expect_refused_gens(FTRL("\"l2_regularization_strength\": -0.1"), OPTIM_ERANGE, "l2_regularization_strength", "[0, inf)");
-    ot_expect_refused_gens(FTRL("\"l2_shrinkage_regularization_strength\": -0.1"), OPTIM_ERANGE, "l2_shrinkage_regularization_strength", "[0, inf)");
-    ot_expect_refused_gens(FTRL("\"learning_rate\": -1"), OPTIM_ERANGE, "learning_rate", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"learning_rate_power\": 0.1"), OPTIM_ERANGE,
+                           "learning_rate_power", "[-inf, 0]");
+    ot_expect_refused_gens(FTRL("\"initial_accumulator_value\": -0.1"), OPTIM_ERANGE,
+                           "initial_accumulator_value", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l1_regularization_strength\": -0.1"), OPTIM_ERANGE,
+                           "l1_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l2_regularization_strength\": -0.1"), OPTIM_ERANGE,
+                           "l2_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"l2_shrinkage_regularization_strength\": -0.1"), OPTIM_ERANGE,
+                           "l2_shrinkage_regularization_strength", "[0, inf)");
+    ot_expect_refused_gens(FTRL("\"learning_rate\": -1"), OPTIM_ERANGE, "learning_rate",
+                           "[0, inf)");
     ot_expect_refused_gens(FTRL("\"beta\": true"), OPTIM_ETYPE, "beta", NULL);
     ot_expect_refused_gens(FTRL("\"l1\": 0.1"), OPTIM_EKEY, "l1", NULL);
-    ot_expect_refused_gens(FTRL("\"epsilon\": 0.1"), OPTIM_EKEY, "unknown config key 'epsilon'", NULL);
+    ot_expect_refused_gens(FTRL("\"epsilon\": 0.1"), OPTIM_EKEY, "unknown config key 'epsilon'",
+                           NULL);
     for (int legacy = 0; legacy < 2; legacy++) {
         /* beta has no range in either generation; 0 is allowed where >= 0. */
-        optim_optimizer *opt = optim_test_make(ot_gen(FTRL("\"beta\": -2.5, "
-                                             "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"), legacy));
+        optim_optimizer *opt = optim_test_make(
+            ot_gen(FTRL("\"beta\": -2.5, "
+                        "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"),
+                   legacy));
         /* optim_set_hyper checks the same ranges and changes nothing on error. */
         assert_eq(optim_set_hyper(opt, "learning_rate_power", 0.5), OPTIM_ERANGE);
-        assert_contains(optim_errmsg(opt), "learning_rate_power is 0.5, expected a value in [-inf, 0]");
+        assert_contains(optim_errmsg(opt),
+                        "learning_rate_power is 0.5, expected a value in [-inf, 0]");
         assert_eq(optim_set_hyper(opt, "l2_regularization_strength", -1), OPTIM_ERANGE);
         assert_contains(optim_errmsg(opt), "l2_regularization_strength");
         double v;
@@ -620,8 +665,10 @@ OPTIM_TEST(test_config_ranges)
         optim_destroy(opt);
     }
     /* Keys of the other generation. */
-    ot_expect_refused(FTRL("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", "other Keras generation");
-    ot_expect_refused(FTRL("\"use_ema\": false, " OT_LEGACY), OPTIM_EKEY, "use_ema", "other Keras generation");
+    ot_expect_refused(FTRL("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr",
+                      "other Keras generation");
+    ot_expect_refused(FTRL("\"use_ema\": false, " OT_LEGACY), OPTIM_EKEY, "use_ema",
+                      "other Keras generation");
 }
 
 /* Legacy learning_rate_power, l1, l2 and beta are hyperparameters (variables,
@@ -631,7 +678,8 @@ OPTIM_TEST(test_config_dynamic_kinds)
 {
     static const char *const hypers[] = {"learning_rate_power", "l1_regularization_strength",
                                          "l2_regularization_strength", "beta"};
-    static const char *const plain[] = {"initial_accumulator_value", "l2_shrinkage_regularization_strength"};
+    static const char *const plain[] = {"initial_accumulator_value",
+                                        "l2_shrinkage_regularization_strength"};
     optim_optimizer *k3 = optim_test_make("\"Ftrl\"");
     optim_optimizer *lg = optim_test_make(FTRL("" OT_LEGACY));
     for (int i = 0; i < 4; i++) {
@@ -651,11 +699,14 @@ OPTIM_TEST(test_config_dynamic_kinds)
 OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"accumulator", "linear", NULL};
+    ot_check_threads(
+        FTRL(
+            "\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
+            "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.1, \"learning_rate_power\": -0.6"),
+        2, 3, 0, slots);
     ot_check_threads(FTRL("\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
-                          "\"l2_shrinkage_regularization_strength\": 0.01, \"beta\": 0.1, \"learning_rate_power\": -0.6"),
+                          "\"l2_shrinkage_regularization_strength\": 0.01, " OT_LEGACY),
                      2, 3, 0, slots);
-    ot_check_threads(FTRL("\"learning_rate\": 0.05, \"l1_regularization_strength\": 0.01, "
-                          "\"l2_shrinkage_regularization_strength\": 0.01, " OT_LEGACY), 2, 3, 0, slots);
 }
 
 int main(void) { return optim_test_run(); }

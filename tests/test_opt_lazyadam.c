@@ -37,9 +37,18 @@ OPTIM_TEST(test_dense)
     ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(LAZY(LEGACY), &r));
     ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case("\"lazyadam\"", &r));
     ref_adam r2 = {0.05, 0.8, 0.99, 1e-4, 0, 0.1, 0, 0};
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4, \"decay\": 0.1, " LEGACY), &r2));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(
+            LAZY(
+                "\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4, \"decay\": 0.1, " LEGACY),
+            &r2));
     r2.decay = 0;
-    ot_check_dense(&OT_DENSE_SHRINK, ref_adam_case(LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4"), &r2));
+    ot_check_dense(
+        &OT_DENSE_SHRINK,
+        ref_adam_case(
+            LAZY("\"learning_rate\": 0.05, \"beta_1\": 0.8, \"beta_2\": 0.99, \"epsilon\": 1e-4"),
+            &r2));
 }
 
 /* ---- sparse --------------------------------------------------------------------- */
@@ -71,10 +80,12 @@ OPTIM_TEST(test_sparse_lazy_rows)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *lazy = optim_test_make(ot_gen(LAZY("\"learning_rate\": 0.1"), legacy));
-        optim_optimizer *adam = optim_test_make(ot_gen("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}", legacy));
+        optim_optimizer *adam = optim_test_make(
+            ot_gen("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}", legacy));
         double init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         int64_t shape[2] = {4, 2};
-        optim_var *xl = optim_test_var("e", OPTIM_F32, 2, shape, init), *xa = optim_test_var("e", OPTIM_F32, 2, shape, init);
+        optim_var *xl = optim_test_var("e", OPTIM_F32, 2, shape, init),
+                  *xa = optim_test_var("e", OPTIM_F32, 2, shape, init);
         const double g[2] = {1.0, -0.5};
         ot_step_row(lazy, xl, 0, g);
         ot_step_row(adam, xa, 0, g);
@@ -111,20 +122,23 @@ OPTIM_TEST(test_sparse_f32_operation_order)
     for (int cfg = 0; cfg < 4; cfg++) {
         int legacy = cfg & 1;
         const float l = cfg < 2 ? 0.01f : 0.7f;
-        const char *json = ot_gen(cfg < 2 ? LAZY("\"learning_rate\": 0.01") : LAZY("\"learning_rate\": 0.7"), legacy);
+        const char *json = ot_gen(
+            cfg < 2 ? LAZY("\"learning_rate\": 0.01") : LAZY("\"learning_rate\": 0.7"), legacy);
         optim_optimizer *opt = optim_test_make(json);
         ot_sparse tab = sp();
         optim_var *x = ot_run_sparse(opt, &tab, OPTIM_F32, 0);
         float w[ROWS * COLS], m[ROWS * COLS] = {0}, v[ROWS * COLS] = {0};
         for (int i = 0; i < ROWS * COLS; i++) w[i] = (float)tab.init(i / COLS, i % COLS);
         const float b1 = 0.9f, b2 = 0.999f, eps = 1e-7f;
-        const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9), c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
+        const float c1 = legacy ? 1.0f - b1 : (float)(1.0 - 0.9),
+                    c2 = legacy ? 1.0f - b2 : (float)(1.0 - 0.999);
         for (int k = 0; k < SSTEPS; k++) {
             float g[ROWS * COLS] = {0}, t = (float)(k + 1);
             int use[ROWS] = {0};
             for (int j = 0; j < NIDX; j++) {
                 use[tab.index(k, j)] = 1;
-                for (int c = 0; c < COLS; c++) g[tab.index(k, j) * COLS + c] += (float)tab.val(k, j, c);
+                for (int c = 0; c < COLS; c++)
+                    g[tab.index(k, j) * COLS + c] += (float)tab.val(k, j, c);
             }
             float lr = l * sqrtf(1.0f - powf(b2, t)) / (1.0f - powf(b1, t));
             for (int i = 0; i < ROWS * COLS; i++) {
@@ -164,7 +178,8 @@ OPTIM_TEST(test_sparse_keras3_weight_decay)
  * (var0 [1, 1, 2], gradient 0.1 on rows 0 and 2, 3 steps): row 1 stays. */
 OPTIM_TEST(test_tfa_sparse_values)
 {
-    ref_adam_check_tfa(LAZY(LEGACY), 1, 0, 1e-7, (double[]){1, 1, 2}, (double[]){3, 3, 4}, 3, (int64_t[]){0, 2}, 2);
+    ref_adam_check_tfa(LAZY(LEGACY), 1, 0, 1e-7, (double[]){1, 1, 2}, (double[]){3, 3, 4}, 3,
+                       (int64_t[]){0, 2}, 2);
 }
 
 /* ---- config ------------------------------------------------------------------------- */
@@ -172,12 +187,13 @@ OPTIM_TEST(test_tfa_sparse_values)
 OPTIM_TEST(test_config)
 {
     static const char *const k3[] = {OT_KERAS3_BASE_KEYS, "beta_1", "beta_2", "epsilon", "amsgrad"};
-    static const char *const kl[] = {"name", "learning_rate", "decay", "beta_1", "beta_2", "epsilon",
-                                     "amsgrad"};
+    static const char *const kl[] = {"name",   "learning_rate", "decay",  "beta_1",
+                                     "beta_2", "epsilon",       "amsgrad"};
     for (int legacy = 0; legacy < 2; legacy++) {
         cJSON *c = legacy ? ot_config_of(ot_gen(LAZY(""), 1), "LazyAdam", OT_KEYS(kl))
                           : ot_config_of(LAZY(""), "lazy_adam", OT_KEYS(k3));
-        ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
+        ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon",
+                          1e-7, NULL);
         assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "amsgrad")));
         cJSON_Delete(c);
         /* slots */
@@ -190,12 +206,15 @@ OPTIM_TEST(test_config)
     }
     /* Legacy epsilon 0 or None: 1e-7, written as such, keys in order. */
     for (int c = 0; c < 2; c++)
-        ot_expect_config_has(c ? LAZY("\"epsilon\": null, " LEGACY) : LAZY("\"epsilon\": 0, " LEGACY),
+        ot_expect_config_has(c ? LAZY("\"epsilon\": null, " LEGACY)
+                               : LAZY("\"epsilon\": 0, " LEGACY),
                              "\"beta_2\":0.999,\"epsilon\":1e-07,\"amsgrad\":false}");
     const char *cfgs[] = {
-        LAZY("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"clipnorm\": 1.0"),
-        LAZY("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"decay\": 0.5, "
-             "\"clipnorm\": 1.0, \"name\": \"lazy\", " LEGACY),
+        LAZY(
+            "\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"clipnorm\": 1.0"),
+        LAZY(
+            "\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-05, \"decay\": 0.5, "
+            "\"clipnorm\": 1.0, \"name\": \"lazy\", " LEGACY),
     };
     for (int i = 0; i < 2; i++) ot_check_round_trip(cfgs[i]);
 }

@@ -88,27 +88,31 @@ OPTIM_TEST(test_options)
 {
     ref r = {0.05, 0.7, 0.95, 0};
     check_trajectory(LION("\"learning_rate\": 0.05, "
-                     "\"beta_1\": 0.7, \"beta_2\": 0.95"), &r);
+                          "\"beta_1\": 0.7, \"beta_2\": 0.95"),
+                     &r);
     /* beta_1 = 1 is allowed (the range is (0, 1]): sign(m), m from beta_2. */
     ref one = {0.01, 1.0, 0.5, 0};
     check_trajectory(LION("\"learning_rate\": 0.01, "
-                     "\"beta_1\": 1.0, \"beta_2\": 0.5"), &one);
+                          "\"beta_1\": 1.0, \"beta_2\": 0.5"),
+                     &one);
 }
 
 OPTIM_TEST(test_weight_decay_trajectory)
 {
     ref r = {0.02, 0.9, 0.99, 0.3};
     check_trajectory(LION("\"learning_rate\": 0.02, "
-                     "\"weight_decay\": 0.3"), &r);
+                          "\"weight_decay\": 0.3"),
+                     &r);
 }
 
 /* sign(0) = 0: an exact zero argument leaves w unchanged (beta_1 = beta_2 =
  * 0.5: g = 1 gives m = 0.5; then g = -0.5 gives 0.25 - 0.25 = 0). */
 OPTIM_TEST(test_sign_zero)
 {
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(LION("\"learning_rate\": 0.25, "
-                                    "\"beta_1\": 0.5, \"beta_2\": 0.5"));
+                                                    "\"beta_1\": 0.5, \"beta_2\": 0.5"));
         double init = 1.0;
         optim_var *w = optim_test_var("w", dt, 0, NULL, &init);
         const double gs[4] = {1.0, -0.5, 0.0, -0.0};
@@ -128,7 +132,8 @@ OPTIM_TEST(test_sign_zero)
 static void ref_f32(const void *r_, int k, float *w, float *const *st, const float *g, int n)
 {
     const ref *r = r_;
-    const float lr = (float)r->lr, b1 = (float)r->beta_1, b2 = (float)r->beta_2, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    const float lr = (float)r->lr, b1 = (float)r->beta_1, b2 = (float)r->beta_2, c1 = 1.0f - b1,
+                c2 = 1.0f - b2;
     float *m = st[0];
     (void)k;
     for (int i = 0; i < n; i++) {
@@ -155,7 +160,8 @@ OPTIM_TEST(test_keras_single_step)
 
 OPTIM_TEST(test_keras_golden)
 {
-    ot_check_keras_golden("\"Lion\"", OPTIM_F32, (const double[5]){0.999, 0.998, 0.997, 0.996, 0.995}, 1);
+    ot_check_keras_golden("\"Lion\"", OPTIM_F32,
+                          (const double[5]){0.999, 0.998, 0.997, 0.996, 0.995}, 1);
 }
 
 /* Zero gradients, weight_decay 0.004, lr 1: var1 is decayed by three
@@ -167,7 +173,11 @@ OPTIM_TEST(test_keras_weight_decay)
 
 /* ---- dynamic hyperparameters ---------------------------------------------------- */
 
-static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
+static double lr_sched(void *user, int64_t step)
+{
+    (void)user;
+    return 0.1 / (1.0 + (double)step);
+}
 
 static void set_hypers(optim_optimizer *opt, void *r_, int k)
 {
@@ -204,8 +214,11 @@ OPTIM_TEST(test_sparse_equals_dense)
     static const char *const slots[] = {"m", NULL};
     for (int c = 0; c < 2; c++) {
         ref r = {0.1, 0.8, 0.9, c ? 0.5 : 0.0};
-        ot_case oc = make_case(c ? LION("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"weight_decay\": 0.5")
-                                 : LION("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9"), &r);
+        ot_case oc = make_case(
+            c ? LION(
+                    "\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9, \"weight_decay\": 0.5")
+              : LION("\"learning_rate\": 0.1, \"beta_1\": 0.8, \"beta_2\": 0.9"),
+            &r);
         oc.tol[1] = 1e-6, oc.tol[3] = 1e-6, oc.state_atol[0] = 1e-7;
         ot_check_sparse_equals_dense(&OT_SPARSE_IDLE5, oc.json, slots);
         /* Reference: duplicates summed, every row updated with g = 0 where
@@ -221,12 +234,13 @@ OPTIM_TEST(test_sparse_rows)
 {
     /* Row 0: 0.75 and m = 0.5, then sign(0.5 * 0.5) = 1 -> 0.5 and m = 0.25;
      * rows 1, 2 bit-identical, m = 0; row 3 like row 0's first step. */
-    static const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.75}, {OT_FIRST, OT_IS, "m", 0.5}, {OT_LEFT, OT_IS, NULL, 0.5},
-                                    {OT_LEFT, OT_IS, "m", 0.25}, {OT_NEVER, OT_KEPT, NULL, 0}, {OT_NEVER, OT_KEPT, "m", 0},
-                                    {OT_ROW, OT_IS, NULL, 3.75}, {OT_ROW, OT_IS, "m", 0.5}};
+    static const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.75}, {OT_FIRST, OT_IS, "m", 0.5},
+                                    {OT_LEFT, OT_IS, NULL, 0.5},   {OT_LEFT, OT_IS, "m", 0.25},
+                                    {OT_NEVER, OT_KEPT, NULL, 0},  {OT_NEVER, OT_KEPT, "m", 0},
+                                    {OT_ROW, OT_IS, NULL, 3.75},   {OT_ROW, OT_IS, "m", 0.5}};
     OPTIM_FOR_DTYPES(dt)
-        ot_check_rows_left_out(LION("\"learning_rate\": 0.25, \"beta_1\": 0.5, \"beta_2\": 0.5"), dt, 4, 1, NULL, 3,
-                               (double[]){1}, rules, 8);
+    ot_check_rows_left_out(LION("\"learning_rate\": 0.25, \"beta_1\": 0.5, \"beta_2\": 0.5"), dt, 4,
+                           1, NULL, 3, (double[]){1}, rules, 8);
 }
 
 /* ---- config ------------------------------------------------------------------------ */
@@ -248,7 +262,7 @@ OPTIM_TEST(test_config)
 
     /* Keras's test_config values, round trip through serialize. */
     opt = optim_test_make(LION("\"learning_rate\": 0.5, \"beta_1\": 0.5, "
-               "\"beta_2\": 0.67, \"weight_decay\": 0.01, \"clipnorm\": 1.0"));
+                               "\"beta_2\": 0.67, \"weight_decay\": 0.01, \"clipnorm\": 1.0"));
     char *ser = optim_serialize(opt);
     ot_check_round_trip(ser);
     optim_optimizer *back = optim_test_make(ser);
@@ -311,7 +325,9 @@ OPTIM_TEST(test_bad_config)
 OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", NULL};
-    ot_check_threads(LION("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10"), 2, 4, 0, slots);
+    ot_check_threads(
+        LION("\"learning_rate\": 0.01, \"weight_decay\": 0.1, \"global_clipnorm\": 10"), 2, 4, 0,
+        slots);
 }
 
 int main(void) { return optim_test_run(); }

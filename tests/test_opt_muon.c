@@ -31,7 +31,8 @@ typedef struct mref {
     int ns, nesterov;
 } mref;
 
-static const mref DEFAULTS = {0.001, 0.9, 0.999, 1e-7, 3.4445, -4.7750, 2.0315, 1, 0.95, 0.2, 0.004, 0.004, 5, 1};
+static const mref DEFAULTS = {0.001, 0.9,  0.999, 1e-7,  3.4445, -4.7750, 2.0315,
+                              1,     0.95, 0.2,   0.004, 0.004,  5,       1};
 
 typedef struct rvar {
     int rows, cols, adamw, n; /* cols 0: not a matrix */
@@ -92,18 +93,21 @@ static void ref_step(const mref *r, rvar *x, const double *g, int t)
     ns_ref(X, p, q, r);
     double scale = isnan(r->rms) ? 1 : sqrt((double)q) * r->rms;
     for (int i = 0; i < x->rows; i++)
-        for (int j = 0; j < x->cols; j++) x->w[i * x->cols + j] -= r->lr * X[tr ? j * q + i : i * x->cols + j] * scale;
+        for (int j = 0; j < x->cols; j++)
+            x->w[i * x->cols + j] -= r->lr * X[tr ? j * q + i : i * x->cols + j] * scale;
 }
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static optim_grad dense(optim_dtype dt, double *g, float *gf, int32_t rank, const int64_t *shape, int n)
+static optim_grad dense(optim_dtype dt, double *g, float *gf, int32_t rank, const int64_t *shape,
+                        int n)
 {
     for (int i = 0; i < n; i++) {
         gf[i] = (float)g[i];
         if (dt == OPTIM_F32) g[i] = gf[i];
     }
-    return optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)g, rank, shape));
+    return optim_grad_dense(
+        optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)gf : (void *)g, rank, shape));
 }
 
 typedef struct vspec {
@@ -116,21 +120,22 @@ typedef struct vspec {
 /* 2-D both ways round, a bias, an embedding by name, a 3-D kernel, and a
  * matrix excluded by the pattern "^out/". */
 static const vspec VARS[] = {
-    {"dense/kernel", 2, {3, 5, 0}, 0},
-    {"dense_1/kernel", 2, {6, 4, 0}, 0},
-    {"dense/bias", 1, {5, 0, 0}, 1},
-    {"token_Embedding/embeddings", 2, {4, 3, 0}, 1},
-    {"conv/kernel", 3, {2, 2, 3}, 1},
-    {"out/kernel", 2, {3, 3, 0}, 1},
+    {"dense/kernel", 2, {3, 5, 0}, 0}, {"dense_1/kernel", 2, {6, 4, 0}, 0},
+    {"dense/bias", 1, {5, 0, 0}, 1},   {"token_Embedding/embeddings", 2, {4, 3, 0}, 1},
+    {"conv/kernel", 3, {2, 2, 3}, 1},  {"out/kernel", 2, {3, 3, 0}, 1},
 };
 #define NV ((int)(sizeof VARS / sizeof *VARS))
 
 static double init_at(int v, int i) { return 0.5 - 0.13 * i + 0.3 * v; }
-static double grad_at(int k, int v, int i) { return sin(0.7 * k + 1.3 * i + 0.4 * v) * (1.0 + 0.05 * i) - 0.02 * k; }
+static double grad_at(int k, int v, int i)
+{
+    return sin(0.7 * k + 1.3 * i + 0.4 * v) * (1.0 + 0.05 * i) - 0.02 * k;
+}
 
 static void check_case(const char *json, const mref *r)
 {
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(json);
         optim_var *vars[NV];
         rvar ref[NV];
@@ -151,7 +156,8 @@ static void check_case(const char *json, const mref *r)
             optim_grad_var p[NV];
             for (int j = 0; j < NV; j++) {
                 for (int i = 0; i < ref[j].n; i++) g[j][i] = grad_at(k, j, i);
-                p[j] = (optim_grad_var){dense(dt, g[j], gf[j], VARS[j].rank, VARS[j].shape, ref[j].n), vars[j]};
+                p[j] = (optim_grad_var){
+                    dense(dt, g[j], gf[j], VARS[j].rank, VARS[j].shape, ref[j].n), vars[j]};
                 ref_step(r, &ref[j], g[j], k);
             }
             ot_step(opt, p, NV);
@@ -181,24 +187,29 @@ OPTIM_TEST(test_defaults)
     mref r = DEFAULTS;
     r.lr = 0.05;
     check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.05, "
-               "\"exclude_layers\": [\"^out/\"]}}", &r);
+               "\"exclude_layers\": [\"^out/\"]}}",
+               &r);
 }
 
 OPTIM_TEST(test_options)
 {
     mref r = {0.02, 0.8, 0.95, 1e-5, 3.0, -3.2, 1.2, 0.5, 0.9, NAN, 0.01, NAN, 3, 0};
-    check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.02, \"adam_beta_1\": 0.8, "
-               "\"adam_beta_2\": 0.95, \"epsilon\": 1e-5, \"muon_a\": 3.0, \"muon_b\": -3.2, "
-               "\"muon_c\": 1.2, \"adam_lr_ratio\": 0.5, \"momentum\": 0.9, \"ns_steps\": 3, "
-               "\"nesterov\": false, \"rms_rate\": null, \"weight_decay\": 0.01, "
-               "\"adam_weight_decay\": null, \"exclude_layers\": [\"^ou\", \"t/k\"]}}", &r);
+    check_case(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.02, \"adam_beta_1\": 0.8, "
+        "\"adam_beta_2\": 0.95, \"epsilon\": 1e-5, \"muon_a\": 3.0, \"muon_b\": -3.2, "
+        "\"muon_c\": 1.2, \"adam_lr_ratio\": 0.5, \"momentum\": 0.9, \"ns_steps\": 3, "
+        "\"nesterov\": false, \"rms_rate\": null, \"weight_decay\": 0.01, "
+        "\"adam_weight_decay\": null, \"exclude_layers\": [\"^ou\", \"t/k\"]}}",
+        &r);
     /* weight_decay None: the Muon variables are not decayed, the AdamW ones are. */
     mref n = DEFAULTS;
     n.lr = 0.1;
     n.wd = NAN;
     n.awd = 0.05;
-    check_case("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1, \"weight_decay\": null, "
-               "\"adam_weight_decay\": 0.05, \"exclude_layers\": [\"out\"]}}", &n);
+    check_case(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1, \"weight_decay\": null, "
+        "\"adam_weight_decay\": 0.05, \"exclude_layers\": [\"out\"]}}",
+        &n);
 }
 
 /* ---- Keras's own test values (muon_test.py) --------------------------------------------- */
@@ -225,33 +236,40 @@ OPTIM_TEST(test_keras_values)
      * decay, w = -NS(g). */
     const double z[4] = {0}, ns_in[4] = {0.2499, 0.9105, 0.2655, 0.8824};
     const double ns_out[4] = {-0.4422, 0.6457, 0.7285, 0.2968};
-    optim_var *v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"nesterov\": false, "
-                             "\"rms_rate\": null, \"weight_decay\": 0}}", "w", 2, sq, z, ns_in, &opt);
-    for (int i = 0; i < 4; i++) assert_close(-optim_var_get(v, i), ns_out[i], 1e-3, 1e-3); /* Keras's tolerance */
+    optim_var *v = step_once(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"nesterov\": false, "
+        "\"rms_rate\": null, \"weight_decay\": 0}}",
+        "w", 2, sq, z, ns_in, &opt);
+    for (int i = 0; i < 4; i++)
+        assert_close(-optim_var_get(v, i), ns_out[i], 1e-3, 1e-3); /* Keras's tolerance */
     optim_test_free(opt, v);
     /* test_muon_single_step: lr 0.5, weight_decay 0 (Keras allows 1e-2; the
      * six digits it gives are matched). */
     const double w0[4] = {1, 2, 3, 4}, g[4] = {1, 6, 7, 2};
     const double want[4] = {0.988775, 1.887053, 2.873428, 3.97035};
-    v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"weight_decay\": 0}}", "w", 2,
-                  sq, w0, g, &opt);
+    v = step_once(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"weight_decay\": 0}}",
+        "w", 2, sq, w0, g, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want[i], 0, 1e-6);
     optim_test_free(opt, v);
     /* test_adamw_single_step: a 1-D variable, lr 0.5 (no decay there). */
     const double want1[4] = {0.5, 1.5, 2.5, 3.5};
-    v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"adam_weight_decay\": 0}}",
-                  "test_vars", 1, &four, w0, g, &opt);
+    v = step_once(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"adam_weight_decay\": 0}}",
+        "test_vars", 1, &four, w0, g, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), want1[i], 1e-4, 1e-4);
     optim_test_free(opt, v);
     /* test_muon_weight_decay / test_adamw_weight_decay: lr 1, a zero
      * gradient moves nothing, the decay alone acts. */
-    v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.01}}", "w", 2,
-                  sq, w0, z, &opt);
+    v = step_once(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.01}}",
+        "w", 2, sq, w0, z, &opt);
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), w0[i] * 0.99, 1e-6, 0);
     optim_test_free(opt, v);
     const double two = 2.0;
-    v = step_once("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"adam_weight_decay\": 0.01}}",
-                  "s", 0, NULL, &two, z, &opt);
+    v = step_once(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 1.0, \"adam_weight_decay\": 0.01}}",
+        "s", 0, NULL, &two, z, &opt);
     assert_close(optim_var_get(v, 0), 1.98, 1e-6, 0);
     optim_test_free(opt, v);
 }
@@ -262,8 +280,9 @@ OPTIM_TEST(test_rule_choice)
     const char *names[4] = {"variable", "embedding/embeddings", "dense/kernel", "x"};
     const int64_t sq[2] = {2, 2};
     const double w[4] = {1, 2, 3, 4};
-    const char *cfg[2] = {"{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"var\"]}}",
-                          "{\"class_name\": \"Muon\", \"config\": {\"exclude_embeddings\": false}}"};
+    const char *cfg[2] = {
+        "{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"var\"]}}",
+        "{\"class_name\": \"Muon\", \"config\": {\"exclude_embeddings\": false}}"};
     const int want[2][4] = {{1, 1, 0, 0}, {0, 0, 0, 0}};
     for (int c = 0; c < 2; c++) {
         optim_optimizer *opt = optim_test_make(cfg[c]);
@@ -292,9 +311,12 @@ OPTIM_TEST(test_sparse_dense_equivalent)
     double init[15], rows[12];
     for (int i = 0; i < 15; i++) init[i] = 0.1 * i - 0.6;
     for (int i = 0; i < 12; i++) rows[i] = cos(0.9 * i);
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *os = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
-        optim_optimizer *od = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
+    OPTIM_FOR_DTYPES(dt)
+    {
+        optim_optimizer *os =
+            optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_optimizer *od =
+            optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.1}}");
         optim_var *vs[2], *vd[2];
         const char *names[2] = {"w", "embedding"};
         for (int j = 0; j < 2; j++) {
@@ -305,18 +327,23 @@ OPTIM_TEST(test_sparse_dense_equivalent)
             double dense_g[15] = {0}, vals[12];
             float vf[12], df[15];
             for (int i = 0; i < 12; i++) vals[i] = rows[i] + k, vf[i] = (float)vals[i];
-            for (int i = 0; i < 12; i++) dense_g[idx[i / 3] * 3 + i % 3] += dt == OPTIM_F64 ? vals[i] : (double)vf[i];
+            for (int i = 0; i < 12; i++)
+                dense_g[idx[i / 3] * 3 + i % 3] += dt == OPTIM_F64 ? vals[i] : (double)vf[i];
             for (int i = 0; i < 15; i++) df[i] = (float)dense_g[i];
-            optim_tensor tv = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape);
-            optim_tensor td = optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dense_g : (void *)df, 2, shape);
-            optim_grad_var ps[2] = {{optim_grad_sparse(idx, 4, tv), vs[0]}, {optim_grad_sparse(idx, 4, tv), vs[1]}};
+            optim_tensor tv =
+                optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape);
+            optim_tensor td =
+                optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dense_g : (void *)df, 2, shape);
+            optim_grad_var ps[2] = {{optim_grad_sparse(idx, 4, tv), vs[0]},
+                                    {optim_grad_sparse(idx, 4, tv), vs[1]}};
             optim_grad_var pd[2] = {{optim_grad_dense(td), vd[0]}, {optim_grad_dense(td), vd[1]}};
             ot_step(os, ps, 2);
             ot_step(od, pd, 2);
         }
         for (int j = 0; j < 2; j++) {
             assert_vars_bitwise(vs[j], vd[j]);
-            assert_vars_bitwise(optim_get_slot(os, vs[j], "momentum"), optim_get_slot(od, vd[j], "momentum"));
+            assert_vars_bitwise(optim_get_slot(os, vs[j], "momentum"),
+                                optim_get_slot(od, vd[j], "momentum"));
             optim_var_destroy(vs[j]);
             optim_var_destroy(vd[j]);
         }
@@ -335,10 +362,12 @@ OPTIM_TEST(test_config)
     /* Keras's keys after the base ones, in its order, with its defaults. */
     const char *tail = strstr(text, "\"adam_beta_1\"");
     assert_non_null(tail);
-    assert_string_equal(tail, "\"adam_beta_1\":0.9,\"adam_beta_2\":0.999,\"epsilon\":1e-07,\"exclude_layers\":[],"
-                              "\"muon_a\":3.4445,\"muon_b\":-4.775,\"muon_c\":2.0315,\"adam_lr_ratio\":1,"
-                              "\"momentum\":0.95,\"ns_steps\":5,\"nesterov\":true,\"exclude_embeddings\":true,"
-                              "\"adam_weight_decay\":0.004,\"rms_rate\":0.2}");
+    assert_string_equal(
+        tail,
+        "\"adam_beta_1\":0.9,\"adam_beta_2\":0.999,\"epsilon\":1e-07,\"exclude_layers\":[],"
+        "\"muon_a\":3.4445,\"muon_b\":-4.775,\"muon_c\":2.0315,\"adam_lr_ratio\":1,"
+        "\"momentum\":0.95,\"ns_steps\":5,\"nesterov\":true,\"exclude_embeddings\":true,"
+        "\"adam_weight_decay\":0.004,\"rms_rate\":0.2}");
     assert_eq(cJSON_GetObjectItem(c, "learning_rate")->valuedouble, 0.001);
     assert_eq(cJSON_GetObjectItem(c, "weight_decay")->valuedouble, 0.004);
     assert_null(cJSON_GetObjectItem(c, "is_legacy_optimizer"));
@@ -347,10 +376,12 @@ OPTIM_TEST(test_config)
     optim_destroy(opt);
     ot_check_round_trip("\"muon\"");
     /* Keras's test_config, and every option changed. */
-    ot_check_round_trip("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"epsilon\": 1e-5}}");
-    ot_check_round_trip("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"a\\\\.b\", \"^c\"], \"rms_rate\": null, "
-               "\"adam_weight_decay\": null, \"weight_decay\": null, \"nesterov\": false, \"ns_steps\": 7, "
-               "\"adam_lr_ratio\": 0.1, \"use_ema\": true, \"clipnorm\": 1.0}}");
+    ot_check_round_trip(
+        "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.5, \"epsilon\": 1e-5}}");
+    ot_check_round_trip(
+        "{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": [\"a\\\\.b\", \"^c\"], \"rms_rate\": null, "
+        "\"adam_weight_decay\": null, \"weight_decay\": null, \"nesterov\": false, \"ns_steps\": 7, "
+        "\"adam_lr_ratio\": 0.1, \"use_ema\": true, \"clipnorm\": 1.0}}");
     /* exclude_layers null is Keras's `exclude_layers or []`. */
     opt = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"exclude_layers\": null}}");
     text = optim_get_config(opt);
@@ -370,9 +401,11 @@ OPTIM_TEST(test_bad_input)
     ot_expect_refused(CFG("\"rms_rate\": -0.2"), OPTIM_ERANGE, "rms_rate", NULL);
     ot_expect_refused(CFG("\"adam_lr_ratio\": \"x\""), OPTIM_ETYPE, "adam_lr_ratio", NULL);
     ot_expect_refused(CFG("\"exclude_layers\": \"dense\""), OPTIM_ETYPE, "exclude_layers", NULL);
-    ot_expect_refused(CFG("\"exclude_layers\": [\"a\", 1]"), OPTIM_ETYPE, "exclude_layers[1]", NULL);
+    ot_expect_refused(CFG("\"exclude_layers\": [\"a\", 1]"), OPTIM_ETYPE, "exclude_layers[1]",
+                      NULL);
     ot_expect_refused(CFG("\"exclude_layers\": [\"(\"]"), OPTIM_EINVAL, "regular expression", NULL);
-    ot_expect_refused(CFG("\"lr\": 0.1"), OPTIM_EKEY, "lr", NULL); /* Keras 3 ignores decay; lr is legacy */
+    ot_expect_refused(CFG("\"lr\": 0.1"), OPTIM_EKEY, "lr",
+                      NULL); /* Keras 3 ignores decay; lr is legacy */
     ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "Muon", NULL);
     /* A refused set leaves the old value. */
     optim_optimizer *opt = optim_test_make("\"muon\"");
@@ -401,9 +434,12 @@ static void put_after_dense(const optim_dense_update *u) { (void)u; }
 
 OPTIM_TEST(test_config_put_after)
 {
-    static const optim_class cls = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
-                                    .name = "PutAfterProbe", .flags = OPTIM_CLASS_KERAS3_ONLY,
-                                    .apply_dense = put_after_dense, .get_config = put_after_config};
+    static const optim_class cls = {.size = sizeof(optim_class),
+                                    .version = OPTIM_CLASS_VERSION,
+                                    .name = "PutAfterProbe",
+                                    .flags = OPTIM_CLASS_KERAS3_ONLY,
+                                    .apply_dense = put_after_dense,
+                                    .get_config = put_after_config};
     optim_optimizer *opt;
     optim_error err;
     assert_int_equal(optim_create(&opt, &cls, NULL, &err), 0);
@@ -426,14 +462,16 @@ OPTIM_TEST(test_config_put_after)
  * transposed one, a vector and a sparse table. */
 OPTIM_TEST(test_threads_bitwise)
 {
-    const int64_t big[2] = {300, 200}, tall[2] = {90, 40}, vec = 1000, emb[2] = {50, 8}, vs[2] = {3, 8};
+    const int64_t big[2] = {300, 200}, tall[2] = {90, 40}, vec = 1000, emb[2] = {50, 8},
+                  vs[2] = {3, 8};
     double *init = malloc(60000 * sizeof *init);
     float *g = malloc(60000 * sizeof *g);
     for (int i = 0; i < 60000; i++) init[i] = sin(0.001 * i);
     optim_var *vars[3][4];
     optim_optimizer *opts[3];
     for (int t = 0; t < 3; t++) {
-        opts[t] = optim_test_make("{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.01, \"clipnorm\": 10}}");
+        opts[t] = optim_test_make(
+            "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.01, \"clipnorm\": 10}}");
         assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
         vars[t][0] = optim_test_var("big", OPTIM_F32, 2, big, init);
         vars[t][1] = optim_test_var("tall", OPTIM_F64, 2, tall, init);
@@ -459,7 +497,7 @@ OPTIM_TEST(test_threads_bitwise)
         for (int j = 0; j < 4; j++) {
             assert_vars_bitwise(vars[0][j], vars[t][j]);
             assert_vars_bitwise(optim_get_slot(opts[0], vars[0][j], "momentum"),
-                           optim_get_slot(opts[t], vars[t][j], "momentum"));
+                                optim_get_slot(opts[t], vars[t][j], "momentum"));
         }
     for (int t = 0; t < 3; t++) {
         for (int j = 0; j < 4; j++) optim_var_destroy(vars[t][j]);

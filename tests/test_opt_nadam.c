@@ -93,7 +93,8 @@ static void ref_idle(const void *r_, int k, double *w, double *const *st, int n)
 
 static ot_case make_case(const char *json, const ref *r)
 {
-    return (ot_case){json, ref_table, r, 2, {"m", "v"}, .exact_slots = 1, .idle = r->legacy ? ref_idle : NULL};
+    return (ot_case){
+        json, ref_table, r, 2, {"m", "v"}, .exact_slots = 1, .idle = r->legacy ? ref_idle : NULL};
 }
 
 /* The product after `steps` steps. */
@@ -152,7 +153,8 @@ static void check_trajectory(const char *json, const ref *r)
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32, cdt;
         optim_optimizer *opt = optim_test_make(json);
         optim_var *w = ot_run_dense(opt, &OT_DENSE, dt);
-        assert_close(cache_value(opt, r->legacy, &cdt), ref_prod(r, STEPS), d ? 1e-13 : 1e-5, 1e-300);
+        assert_close(cache_value(opt, r->legacy, &cdt), ref_prod(r, STEPS), d ? 1e-13 : 1e-5,
+                     1e-300);
         assert_eq(cdt, dt);
         assert_eq(optim_weights_count(opt), 4); /* iterations, cache, m, v */
         optim_test_free(opt, w);
@@ -174,14 +176,17 @@ OPTIM_TEST(test_options)
 {
     ref r = {0, 0.02, 0.8, 0.95, 1e-5, 0};
     check_trajectory(NADAM("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5"), &r);
+                           "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5"),
+                     &r);
     ref l = {1, 0.02, 0.8, 0.95, 1e-5, 0.004};
     check_trajectory(NADAM("\"learning_rate\": 0.02, "
-                     "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5, " OT_LEGACY), &l);
+                           "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-5, " OT_LEGACY),
+                     &l);
     /* beta_1 = 1 keeps m at 0 but the rule stays defined. */
     ref one = {0, 0.01, 1.0, 0.9, 1e-7, 0};
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
-                     "\"beta_1\": 1.0, \"beta_2\": 0.9"), &one);
+                           "\"beta_1\": 1.0, \"beta_2\": 0.9"),
+                     &one);
 }
 
 /* Legacy Nadam: `decay` is the momentum schedule's (OptimizerV2 Nadam
@@ -191,15 +196,19 @@ OPTIM_TEST(test_legacy_decay)
 {
     ref l = {1, 0.01, 0.9, 0.999, 1e-7, 0.004};
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
-                     "\"decay\": 0.3, " OT_LEGACY), &l);
+                           "\"decay\": 0.3, " OT_LEGACY),
+                     &l);
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
-                     "\"decay\": 0.004, " OT_LEGACY), &l);
+                           "\"decay\": 0.004, " OT_LEGACY),
+                     &l);
     /* schedule_decay sets it. */
     ref sd = {1, 0.01, 0.9, 0.999, 1e-7, 0.05};
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
-                     "\"schedule_decay\": 0.05, " OT_LEGACY), &sd);
+                           "\"schedule_decay\": 0.05, " OT_LEGACY),
+                     &sd);
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
-                     "\"schedule_decay\": 0.05, \"decay\": 0.9, " OT_LEGACY), &sd);
+                           "\"schedule_decay\": 0.05, \"decay\": 0.9, " OT_LEGACY),
+                     &sd);
     /* get_config writes the schedule decay as decay, no schedule_decay. */
     cJSON *o = ot_config_of(NADAM("\"schedule_decay\": 0.05, " OT_LEGACY), NULL, NULL, 0);
     ot_expect_numbers(o, "decay", 0.05, NULL);
@@ -207,7 +216,8 @@ OPTIM_TEST(test_legacy_decay)
     cJSON_Delete(o);
     /* Refused: negative (OptimizerV2: "decay cannot be less than 0"), not a
      * number, and in Keras 3 at all. */
-    ot_expect_refused(NADAM("\"schedule_decay\": -0.1, " OT_LEGACY), OPTIM_ERANGE, "schedule_decay", "[0, inf)");
+    ot_expect_refused(NADAM("\"schedule_decay\": -0.1, " OT_LEGACY), OPTIM_ERANGE, "schedule_decay",
+                      "[0, inf)");
     ot_expect_refused(NADAM("\"schedule_decay\": null, " OT_LEGACY), OPTIM_ERANGE, NULL, NULL);
     ot_expect_refused(NADAM("\"schedule_decay\": 0.004"), OPTIM_EKEY, "schedule_decay", NULL);
 }
@@ -267,23 +277,27 @@ OPTIM_TEST(test_dynamic_beta)
 OPTIM_TEST(test_keras_golden)
 {
     /* keras/src/optimizers/nadam_test.py test_single_step, test_correctness_with_golden. */
-    ot_check_keras_single_step(NADAM("\"learning_rate\": 0.5"), (double[]){0.4686, 1.4686, 2.4686, 3.4686});
+    ot_check_keras_single_step(NADAM("\"learning_rate\": 0.5"),
+                               (double[]){0.4686, 1.4686, 2.4686, 3.4686});
     static const double golden[5][10] = {
         {0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281, 0.4281},
         {-0.1738, -0.1731, -0.1726, -0.1723, -0.1721, -0.172, -0.1719, -0.1718, -0.1718, -0.1717},
         {-0.7115, -0.7103, -0.7096, -0.7092, -0.709, -0.7088, -0.7086, -0.7085, -0.7085, -0.7084},
         {-1.2335, -1.2322, -1.2313, -1.2309, -1.2306, -1.2304, -1.2302, -1.2301, -1.23, -1.2299},
         {-1.7492, -1.7478, -1.7469, -1.7464, -1.7461, -1.7459, -1.7457, -1.7456, -1.7455, -1.7454}};
-    ot_check_keras_golden(NADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-5"), OPTIM_F32,
-                          golden[0], 10);
+    ot_check_keras_golden(
+        NADAM("\"learning_rate\": 0.5, \"beta_1\": 0.5, \"beta_2\": 0.67, \"epsilon\": 1e-5"),
+        OPTIM_F32, golden[0], 10);
     /* The legacy docstring: lr 0.2, var 10, loss var^2 / 2: one step -> 9.8. */
-    assert_close(ot_scalar_step(NADAM("\"learning_rate\": 0.2, " OT_LEGACY), OPTIM_F32, 10.0, 10.0), 9.8, 0, 0.05);
+    assert_close(ot_scalar_step(NADAM("\"learning_rate\": 0.2, " OT_LEGACY), OPTIM_F32, 10.0, 10.0),
+                 9.8, 0, 0.05);
 }
 
 /* keras test_weight_decay (Keras 3). */
 OPTIM_TEST(test_keras_weight_decay)
 {
-    ot_check_keras_weight_decay(NADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(NADAM("\"learning_rate\": 1.0, \"weight_decay\": 0.004"),
+                                OPTIM_F32);
 }
 
 /* ---- float32 order of operations ------------------------------------------------------- */
@@ -347,7 +361,8 @@ OPTIM_TEST(test_product_once_per_step)
 {
     for (int legacy = 0; legacy < 2; legacy++)
         for (int f64_first = 0; f64_first < 2; f64_first++) {
-            optim_optimizer *opt = optim_test_make(ot_gen(NADAM("\"learning_rate\": 0.01"), legacy));
+            optim_optimizer *opt =
+                optim_test_make(ot_gen(NADAM("\"learning_rate\": 0.01"), legacy));
             optim_var *a = new_w(OPTIM_F32, "a"), *b = new_w(OPTIM_F64, "b");
             ref r = {legacy, 0.01, 0.9, 0.999, 1e-7, 0.004};
             double w[N], mv[2 * N];
@@ -357,7 +372,8 @@ OPTIM_TEST(test_product_once_per_step)
                 double g[N], buf[2][N];
                 for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(k, i);
                 optim_var *x = f64_first ? b : a, *y = f64_first ? a : b;
-                optim_grad_var p[2] = {{ot_grad_like(x, g, buf[0]), x}, {ot_grad_like(y, g, buf[1]), y}};
+                optim_grad_var p[2] = {{ot_grad_like(x, g, buf[0]), x},
+                                       {ot_grad_like(y, g, buf[1]), y}};
                 assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
             }
             optim_dtype cdt;
@@ -415,8 +431,8 @@ OPTIM_TEST(test_product_step_without_cache_dtype)
  * next 10 steps are bit-identical to an uninterrupted run. */
 OPTIM_TEST(test_resume_bitwise)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
             const char *json = ot_gen(NADAM("\"learning_rate\": 0.01"), legacy);
             optim_optimizer *a = optim_test_make(json);
             optim_var *wa = new_w(dt, "w");
@@ -430,7 +446,8 @@ OPTIM_TEST(test_resume_bitwise)
             static unsigned char saved[4][N * 8];
             optim_tensor snap[4];
             for (size_t i = 0; i < nw; i++) {
-                size_t bytes = (size_t)optim_tensor_numel(&views[i]) * optim_dtype_size(views[i].dtype);
+                size_t bytes =
+                    (size_t)optim_tensor_numel(&views[i]) * optim_dtype_size(views[i].dtype);
                 memcpy(saved[i], views[i].data, bytes);
                 snap[i] = views[i];
                 snap[i].data = saved[i];
@@ -485,8 +502,10 @@ OPTIM_TEST(test_sparse_keras3)
 /* Legacy: moments decay on every row, w moves on the indexed rows. */
 OPTIM_TEST(test_sparse_legacy)
 {
-    ot_check_sparse(&OT_SPARSE_LONG, make_case(NADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, " OT_LEGACY),
-                                               &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.004}), 1);
+    ot_check_sparse(&OT_SPARSE_LONG,
+                    make_case(NADAM("\"learning_rate\": 0.05, \"beta_1\": 0.8, " OT_LEGACY),
+                              &(ref){1, 0.05, 0.8, 0.999, 1e-7, 0.004}),
+                    1);
 }
 
 /* Row by row: row 0 indexed at step 1, row 3 at step 2. Keras 3: row 0
@@ -495,17 +514,20 @@ OPTIM_TEST(test_sparse_legacy)
  * (their moments are zero). */
 OPTIM_TEST(test_sparse_untouched_rows)
 {
-    for (int legacy = 0; legacy < 2; legacy++)
-        OPTIM_FOR_DTYPES(dt) {
-            ot_rule rules[6] = {{OT_FIRST, OT_LESS, NULL, 0}, {OT_NEVER, OT_KEPT, NULL, 0}, {OT_ROW, OT_LESS, NULL, 0},
-                                {OT_LEFT, OT_LESS, NULL, 0}, {OT_LEFT, OT_LESS, "m", 0}};
+    for (int legacy = 0; legacy < 2; legacy++) OPTIM_FOR_DTYPES(dt)
+        {
+            ot_rule rules[6] = {{OT_FIRST, OT_LESS, NULL, 0},
+                                {OT_NEVER, OT_KEPT, NULL, 0},
+                                {OT_ROW, OT_LESS, NULL, 0},
+                                {OT_LEFT, OT_LESS, NULL, 0},
+                                {OT_LEFT, OT_LESS, "m", 0}};
             if (legacy) {
                 rules[3].what = OT_KEPT;
                 rules[4] = (ot_rule){OT_LEFT, OT_SCALED, "m", 0.9};
                 rules[5] = (ot_rule){OT_LEFT, OT_SCALED, "v", 0.999};
             }
-            ot_check_rows_left_out(ot_gen(NADAM("\"learning_rate\": 0.5"), legacy), dt, 6, 1, NULL, 3, (double[]){1}, rules,
-                                   legacy ? 6 : 5);
+            ot_check_rows_left_out(ot_gen(NADAM("\"learning_rate\": 0.5"), legacy), dt, 6, 1, NULL,
+                                   3, (double[]){1}, rules, legacy ? 6 : 5);
         }
 }
 
@@ -519,7 +541,8 @@ static const char *const LEGACY_KEYS[] = {
 OPTIM_TEST(test_config_keys_and_defaults)
 {
     cJSON *o = ot_config_of("\"Nadam\"", "nadam", OT_KEYS(KERAS3_KEYS));
-    ot_expect_numbers(o, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7, NULL);
+    ot_expect_numbers(o, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7,
+                      NULL);
     cJSON_Delete(o);
 
     /* Legacy: decay is 0.004 (the schedule decay), written in the base's
@@ -527,14 +550,16 @@ OPTIM_TEST(test_config_keys_and_defaults)
      * OptimizerV2 Nadam.get_config orders it. */
     const char *legacy_cfgs[2] = {
         NADAM(OT_LEGACY),
-        NADAM("\"name\": \"Nadam\", \"learning_rate\": 0.001, "
-        "\"decay\": 0.004, \"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-07, " OT_LEGACY),
+        NADAM(
+            "\"name\": \"Nadam\", \"learning_rate\": 0.001, "
+            "\"decay\": 0.004, \"beta_1\": 0.9, \"beta_2\": 0.999, \"epsilon\": 1e-07, " OT_LEGACY),
     };
     for (int c = 0; c < 2; c++) {
         o = ot_config_of(legacy_cfgs[c], NULL, OT_KEYS(LEGACY_KEYS));
-        ot_expect_numbers(o, "learning_rate", 0.001, "decay", 0.004, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7,
-                          NULL);
-        assert_null(cJSON_GetObjectItemCaseSensitive(o, "is_legacy_optimizer")); /* OptimizerV2 refuses it */
+        ot_expect_numbers(o, "learning_rate", 0.001, "decay", 0.004, "beta_1", 0.9, "beta_2", 0.999,
+                          "epsilon", 1e-7, NULL);
+        assert_null(cJSON_GetObjectItemCaseSensitive(
+            o, "is_legacy_optimizer")); /* OptimizerV2 refuses it */
         cJSON_Delete(o);
     }
 }
@@ -542,10 +567,11 @@ OPTIM_TEST(test_config_keys_and_defaults)
 OPTIM_TEST(test_config_round_trip)
 {
     const char *cfgs[] = {
-        NADAM("\"name\": \"mine\", \"learning_rate\": 0.0125, "
-        "\"beta_1\": 0.75, \"beta_2\": 0.9375, \"epsilon\": 1e-05, \"clipnorm\": 2.5, \"weight_decay\": 0.01"),
+        NADAM(
+            "\"name\": \"mine\", \"learning_rate\": 0.0125, "
+            "\"beta_1\": 0.75, \"beta_2\": 0.9375, \"epsilon\": 1e-05, \"clipnorm\": 2.5, \"weight_decay\": 0.01"),
         NADAM("\"learning_rate\": 0.3, \"beta_1\": 0.5, "
-        "\"epsilon\": 1e-3, \"clipvalue\": 1.5, \"global_clipnorm\": 3.0, " OT_LEGACY),
+              "\"epsilon\": 1e-3, \"clipvalue\": 1.5, \"global_clipnorm\": 3.0, " OT_LEGACY),
         NADAM("\"lr\": 0.25, \"decay\": 0.004, " OT_LEGACY),
         NADAM(OT_LEGACY),
     };
@@ -585,7 +611,8 @@ OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"m", "v", NULL};
     ot_check_threads(NADAM("\"learning_rate\": 0.01, \"global_clipnorm\": 10"), 3, 4, 0, slots);
-    ot_check_threads(NADAM("\"learning_rate\": 0.01, \"global_clipnorm\": 10, " OT_LEGACY), 3, 4, 0, slots);
+    ot_check_threads(NADAM("\"learning_rate\": 0.01, \"global_clipnorm\": 10, " OT_LEGACY), 3, 4, 0,
+                     slots);
 }
 
 int main(void) { return optim_test_run(); }

@@ -58,9 +58,15 @@ static void ref_step(const void *c_, int k, double *w, double *const *st, const 
 static ot_case make_case(const cfg *c)
 {
     const char *decay = c->legacy ? ot_fmt(", \"decay\": %.17g, " OT_LEGACY, c->decay) : "";
-    const char *json = ot_fmt(RMSPROP("\"learning_rate\": %.17g, \"rho\": %.17g, \"momentum\": %.17g, \"epsilon\": %.17g, \"centered\": %s%s"),
-             c->lr, c->rho, c->momentum, c->eps, c->centered ? "true" : "false", decay);
-    return (ot_case){json, ref_step, c, 3, {"rms", c->momentum > 0 ? "momentum" : NULL, c->centered ? "mg" : NULL},
+    const char *json = ot_fmt(
+        RMSPROP(
+            "\"learning_rate\": %.17g, \"rho\": %.17g, \"momentum\": %.17g, \"epsilon\": %.17g, \"centered\": %s%s"),
+        c->lr, c->rho, c->momentum, c->eps, c->centered ? "true" : "false", decay);
+    return (ot_case){json,
+                     ref_step,
+                     c,
+                     3,
+                     {"rms", c->momentum > 0 ? "momentum" : NULL, c->centered ? "mg" : NULL},
                      .exact_slots = 1};
 }
 
@@ -96,7 +102,8 @@ OPTIM_TEST(test_generations_differ)
 {
     double w[2];
     for (int legacy = 0; legacy < 2; legacy++)
-        w[legacy] = ot_scalar_step(make_case(&(cfg){0.1, 0.9, 0.0, 0.5, 0, 0, legacy}).json, OPTIM_F64, 1.0, 2.0);
+        w[legacy] = ot_scalar_step(make_case(&(cfg){0.1, 0.9, 0.0, 0.5, 0, 0, legacy}).json,
+                                   OPTIM_F64, 1.0, 2.0);
     /* v = 0.1 * 4 = 0.4. Keras 3: 1 - 0.2 / sqrt(0.9); legacy: 1 - 0.2 / (sqrt(0.4) + 0.5). */
     assert_close(w[0], 1 - 0.2 / sqrt(0.9), 1e-15, 0);
     assert_close(w[1], 1 - 0.2 / (sqrt(0.4) + 0.5), 1e-15, 0);
@@ -138,8 +145,10 @@ typedef struct f32_cfg {
 static void ref_f32(const void *h_, int k, float *w, float *const *st, const float *g, int n)
 {
     const f32_cfg *h = h_;
-    const int legacy = h->c.legacy, mom = h->c.momentum > 0, centered = h->c.centered, sparse = h->sparse;
-    const float lr = (float)h->c.lr, rho = (float)h->c.rho, mu = (float)h->c.momentum, eps = (float)h->c.eps;
+    const int legacy = h->c.legacy, mom = h->c.momentum > 0, centered = h->c.centered,
+              sparse = h->sparse;
+    const float lr = (float)h->c.lr, rho = (float)h->c.rho, mu = (float)h->c.momentum,
+                eps = (float)h->c.eps;
     const float omr = legacy ? 1.0f - rho : (float)(1.0 - h->c.rho);
     float *v = st[0], *m = st[1], *a = st[2];
     (void)k;
@@ -195,10 +204,10 @@ OPTIM_TEST(test_f32_operation_order)
 /* The docstring of both generations: lr 0.1, var 10, loss var^2 / 2. */
 OPTIM_TEST(test_docstring)
 {
-    const char *cfgs[2] = {
-        RMSPROP("\"learning_rate\": 0.1"),
-        RMSPROP("\"learning_rate\": 0.1, " OT_LEGACY)};
-    for (int g = 0; g < 2; g++) assert_close(ot_scalar_step(cfgs[g], OPTIM_F32, 10.0, 10.0), 9.683772, 0, 1e-6);
+    const char *cfgs[2] = {RMSPROP("\"learning_rate\": 0.1"),
+                           RMSPROP("\"learning_rate\": 0.1, " OT_LEGACY)};
+    for (int g = 0; g < 2; g++)
+        assert_close(ot_scalar_step(cfgs[g], OPTIM_F32, 10.0, 10.0), 9.683772, 0, 1e-6);
 }
 
 /* keras/src/optimizers/rmsprop_test.py test_single_step (the legacy rule
@@ -222,7 +231,8 @@ OPTIM_TEST(test_keras_golden)
  * 0.004, three steps: 2 * 0.996^3. */
 OPTIM_TEST(test_keras_weight_decay)
 {
-    ot_check_keras_weight_decay(RMSPROP("\"learning_rate\": 1.0, \"weight_decay\": 0.004"), OPTIM_F32);
+    ot_check_keras_weight_decay(RMSPROP("\"learning_rate\": 1.0, \"weight_decay\": 0.004"),
+                                OPTIM_F32);
 }
 
 /* ---- legacy details ------------------------------------------------------------ */
@@ -257,15 +267,14 @@ OPTIM_TEST(test_dynamic_rho)
  * epsilon 0. And the centered variant with epsilon 1: [[-111, -138]]. */
 OPTIM_TEST(test_legacy_minimize_sparse)
 {
-    const char *cfgs[3] = {
-        RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
-        "\"epsilon\": 0.0, \"centered\": false, " OT_LEGACY),
-        RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
-        "\"epsilon\": null, \"centered\": false, " OT_LEGACY),
-        RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
-        "\"epsilon\": 1.0, \"centered\": true, " OT_LEGACY)};
-    for (int c = 0; c < 3; c++)
-        OPTIM_FOR_DTYPES(dt) {
+    const char *cfgs[3] = {RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
+                                   "\"epsilon\": 0.0, \"centered\": false, " OT_LEGACY),
+                           RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
+                                   "\"epsilon\": null, \"centered\": false, " OT_LEGACY),
+                           RMSPROP("\"learning_rate\": 1.0, \"rho\": 0.0, \"momentum\": 0.0, "
+                                   "\"epsilon\": 1.0, \"centered\": true, " OT_LEGACY)};
+    for (int c = 0; c < 3; c++) OPTIM_FOR_DTYPES(dt)
+        {
             optim_optimizer *opt = optim_test_make(cfgs[c]);
             optim_var *v = optim_test_var("var0", dt, 2, (int64_t[2]){1, 2}, (double[2]){1, 2});
             ot_step_row(opt, v, 0, (double[]){112, 140});
@@ -286,7 +295,8 @@ OPTIM_TEST(test_legacy_minimize_sparse)
 }
 
 /* Dense step k of OT_DENSE on var and on the reference (st: rms, momentum, mg). */
-static void step_both(optim_optimizer *opt, optim_var *var, const cfg *c, int k, double *w, double *const *st)
+static void step_both(optim_optimizer *opt, optim_var *var, const cfg *c, int k, double *w,
+                      double *const *st)
 {
     double g[N];
     for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(k, i);
@@ -339,7 +349,8 @@ OPTIM_TEST(test_slot_structure_fixed)
     optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, w);
     for (int k = 0; k < 2; k++) {
         if (k) assert_eq(optim_set_hyper(opt, "momentum", 0.0), 0);
-        step_both(opt, var, &(cfg){0.01, 0.9, k ? 0.0 : 0.9, 1e-7, 0, 0, 0}, k, w, (double *[]){st[0], st[1], st[2]});
+        step_both(opt, var, &(cfg){0.01, 0.9, k ? 0.0 : 0.9, 1e-7, 0, 0, 0}, k, w,
+                  (double *[]){st[0], st[1], st[2]});
     }
     assert_var_close(var, w, N, 1e-13, 1e-14);
     assert_var_close(optim_get_slot(opt, var, "momentum"), st[1], N, 1e-13, 1e-14);
@@ -381,11 +392,13 @@ OPTIM_TEST(test_sparse_untouched_rows)
                  * without: rms and mg decay; Keras 3: g = 0 elsewhere
                  * (w - 0 / sqrt(d), or w - m with m decayed). */
                 int slot = legacy && mom ? OT_KEPT : OT_SCALED, n = 2;
-                ot_rule rules[5] = {{OT_ROW, OT_MOVED, NULL, 0}, {OT_LEFT, legacy || !mom ? OT_KEPT : OT_MOVED, NULL, 0}};
+                ot_rule rules[5] = {{OT_ROW, OT_MOVED, NULL, 0},
+                                    {OT_LEFT, legacy || !mom ? OT_KEPT : OT_MOVED, NULL, 0}};
                 rules[n++] = (ot_rule){OT_LEFT, slot, "rms", 0.9};
                 if (mom) rules[n++] = (ot_rule){OT_LEFT, slot, "momentum", 0.5};
                 if (centered) rules[n++] = (ot_rule){OT_LEFT, slot, "mg", 0.9};
-                ot_check_rows_left_out(make_case(&c).json, OPTIM_F64, 4, 2, g1, 3, (double[]){0.25, -0.5}, rules, n);
+                ot_check_rows_left_out(make_case(&c).json, OPTIM_F64, 4, 2, g1, 3,
+                                       (double[]){0.25, -0.5}, rules, n);
             }
 }
 
@@ -393,22 +406,26 @@ OPTIM_TEST(test_sparse_untouched_rows)
 
 OPTIM_TEST(test_config_keys)
 {
-    ot_expect_config("\"rmsprop\"",
-                  "{\"name\":\"rm_sprop\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
-                  "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                  "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                  "\"gradient_accumulation_steps\":null,\"rho\":0.9,\"momentum\":0.0,\"epsilon\":1e-07,"
-                  "\"centered\":false}");
-    ot_expect_config(RMSPROP(OT_LEGACY),
-                  "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
-                  "\"epsilon\":1e-07,\"centered\":false}");
+    ot_expect_config(
+        "\"rmsprop\"",
+        "{\"name\":\"rm_sprop\",\"learning_rate\":0.001,\"weight_decay\":null,\"clipnorm\":null,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"rho\":0.9,\"momentum\":0.0,\"epsilon\":1e-07,"
+        "\"centered\":false}");
+    ot_expect_config(
+        RMSPROP(OT_LEGACY),
+        "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
+        "\"epsilon\":1e-07,\"centered\":false}");
     /* Legacy epsilon None or 0 is written as the backend epsilon, in place. */
-    ot_expect_config(RMSPROP("\"epsilon\": null, \"centered\": true, " OT_LEGACY),
-                  "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
-                  "\"epsilon\":1e-07,\"centered\":true}");
-    ot_expect_config(RMSPROP("\"epsilon\": 0, " OT_LEGACY),
-                  "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
-                  "\"epsilon\":1e-07,\"centered\":false}");
+    ot_expect_config(
+        RMSPROP("\"epsilon\": null, \"centered\": true, " OT_LEGACY),
+        "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
+        "\"epsilon\":1e-07,\"centered\":true}");
+    ot_expect_config(
+        RMSPROP("\"epsilon\": 0, " OT_LEGACY),
+        "{\"name\":\"RMSprop\",\"learning_rate\":0.001,\"decay\":0.0,\"rho\":0.9,\"momentum\":0.0,"
+        "\"epsilon\":1e-07,\"centered\":false}");
     /* Keras 3 keeps epsilon 0, as given (an int). */
     ot_expect_config_has(RMSPROP("\"epsilon\": 0"), "\"epsilon\":0,");
 }
@@ -417,10 +434,11 @@ OPTIM_TEST(test_config_round_trip)
 {
     /* rmsprop_test.py test_config. */
     ot_check_round_trip(RMSPROP("\"learning_rate\": 0.5, \"rho\": 0.8, "
-               "\"momentum\": 0.05, \"epsilon\": 1e-6, \"centered\": true"));
-    ot_check_round_trip(RMSPROP("\"learning_rate\": 0.5, \"rho\": 0.8, "
-               "\"momentum\": 0.05, \"epsilon\": 1e-6, \"centered\": true, \"decay\": 0.01, "
-               "\"clipnorm\": 1.0, " OT_LEGACY));
+                                "\"momentum\": 0.05, \"epsilon\": 1e-6, \"centered\": true"));
+    ot_check_round_trip(
+        RMSPROP("\"learning_rate\": 0.5, \"rho\": 0.8, "
+                "\"momentum\": 0.05, \"epsilon\": 1e-6, \"centered\": true, \"decay\": 0.01, "
+                "\"clipnorm\": 1.0, " OT_LEGACY));
     ot_check_round_trip(RMSPROP("\"epsilon\": null, " OT_LEGACY));
     /* The legacy alias lr. */
     optim_optimizer *o = optim_test_make(RMSPROP("\"lr\": 0.25, " OT_LEGACY));
@@ -433,10 +451,9 @@ OPTIM_TEST(test_config_round_trip)
 OPTIM_TEST(test_config_refused)
 {
     /* Legacy: momentum in [0, 1] (OptimizerV2 RMSprop.__init__). */
-    ot_expect_refused(RMSPROP("\"momentum\": 1.5, " OT_LEGACY),
-                   OPTIM_ERANGE, "momentum", "[0, 1]");
-    ot_expect_refused(RMSPROP("\"momentum\": -0.1, " OT_LEGACY),
-                   OPTIM_ERANGE, "momentum", "[0, 1]");
+    ot_expect_refused(RMSPROP("\"momentum\": 1.5, " OT_LEGACY), OPTIM_ERANGE, "momentum", "[0, 1]");
+    ot_expect_refused(RMSPROP("\"momentum\": -0.1, " OT_LEGACY), OPTIM_ERANGE, "momentum",
+                      "[0, 1]");
     /* Keras 3 checks none of its keys. */
     optim_optimizer *k3 = optim_test_make(RMSPROP("\"momentum\": 1.5, \"rho\": 2.0"));
     optim_destroy(k3);
@@ -445,9 +462,10 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused(RMSPROP("\"rho\": \"0.9\""), OPTIM_ETYPE, "rho", NULL);
     ot_expect_refused(RMSPROP("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     ot_expect_refused(RMSPROP("\"beta_1\": 0.9"), OPTIM_EKEY, "beta_1", NULL);
-    ot_expect_refused(RMSPROP("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", "generation");
-    ot_expect_refused(RMSPROP("\"weight_decay\": 0.1, " OT_LEGACY),
-                   OPTIM_EKEY, "weight_decay", NULL);
+    ot_expect_refused(RMSPROP("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr",
+                      "generation");
+    ot_expect_refused(RMSPROP("\"weight_decay\": 0.1, " OT_LEGACY), OPTIM_EKEY, "weight_decay",
+                      NULL);
     /* A legacy momentum callable out of range fails the step, nothing changes. */
     optim_optimizer *opt = optim_test_make(RMSPROP("\"momentum\": 0.5, " OT_LEGACY));
     double mu = 2.0;
@@ -464,8 +482,10 @@ OPTIM_TEST(test_config_refused)
 OPTIM_TEST(test_threads_bitwise)
 {
     for (int legacy = 0; legacy < 2; legacy++) {
-        const char *json = ot_gen(RMSPROP("\"learning_rate\": 0.01, \"rho\": 0.9, \"momentum\": 0.9, \"epsilon\": 1e-7, "
-                                          "\"centered\": true"), legacy);
+        const char *json = ot_gen(
+            RMSPROP("\"learning_rate\": 0.01, \"rho\": 0.9, \"momentum\": 0.9, \"epsilon\": 1e-7, "
+                    "\"centered\": true"),
+            legacy);
         ot_check_threads(json, 2, 4, 0, SLOTS);
     }
 }

@@ -51,7 +51,8 @@ static double grad_at(int k, int i) { return sin(0.8 * k + 1.1 * i) * (1 + 0.1 *
 static void check_case(const char *json, const sref *r)
 {
     const int64_t n = N;
-    OPTIM_FOR_DTYPES(dt) {
+    OPTIM_FOR_DTYPES(dt)
+    {
         optim_optimizer *opt = optim_test_make(json);
         rvar s;
         memset(&s, 0, sizeof s);
@@ -65,12 +66,15 @@ static void check_case(const char *json, const sref *r)
                 gf[i] = (float)grad_at(k, i);
                 g[i] = dt == OPTIM_F64 ? grad_at(k, i) : gf[i];
             }
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 1, &n)), var};
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(
+                                    dt, dt == OPTIM_F64 ? (void *)g : (void *)gf, 1, &n)),
+                                var};
             ot_step(opt, &p, 1);
             ref_step(r, &s, g, k);
         }
         double rtol = dt == OPTIM_F64 ? 1e-11 : 1e-4, atol = dt == OPTIM_F64 ? 1e-13 : 1e-5;
-        optim_var *z = optim_get_slot(opt, var, "momentum"), *v = optim_get_slot(opt, var, "velocity");
+        optim_var *z = optim_get_slot(opt, var, "momentum"),
+                  *v = optim_get_slot(opt, var, "velocity");
         assert_non_null(z);
         assert_non_null(v);
         for (int i = 0; i < N; i++) {
@@ -88,11 +92,15 @@ OPTIM_TEST(test_trajectories)
     sref def = {0.0025, 0.9, 0.999, 1e-8, 0, 0};
     check_case("\"schedulefreeadamw\"", &def);
     sref opt = {0.05, 0.8, 0.95, 1e-4, 0, 0};
-    check_case("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.05, \"beta_1\": 0.8, "
-               "\"beta_2\": 0.95, \"epsilon\": 1e-4}}", &opt);
+    check_case(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.05, \"beta_1\": 0.8, "
+        "\"beta_2\": 0.95, \"epsilon\": 1e-4}}",
+        &opt);
     sref warm = {0.05, 0.9, 0.999, 1e-8, 7, 0.01};
-    check_case("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.05, \"warmup_steps\": 7, "
-               "\"weight_decay\": 0.01}}", &warm);
+    check_case(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.05, \"warmup_steps\": 7, "
+        "\"weight_decay\": 0.01}}",
+        &warm);
 }
 
 /* The checks of schedule_free_adamw_test.py, with their numbers. */
@@ -101,9 +109,11 @@ OPTIM_TEST(test_keras_checks)
     const int64_t n3 = 3, n4 = 4;
     const double w4[4] = {1, 2, 3, 4}, w3[3] = {1, 2, 3};
     /* test_single_step: one step moves the variable. */
-    optim_optimizer *o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *o = optim_test_make(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5}}");
     optim_var *v = optim_test_var("v", OPTIM_F32, 1, &n4, w4);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, (float[4]){1, 6, 7, 2}, 1, &n4)), v};
+    optim_grad_var p = {
+        optim_grad_dense(optim_tensor_make(OPTIM_F32, (float[4]){1, 6, 7, 2}, 1, &n4)), v};
     ot_step(o, &p, 1);
     /* Step 1: z' = z - 0.5 g / (|g| + eps) = w - 0.5 sign(g); x' = z'; y = z'. */
     for (int i = 0; i < 4; i++) assert_close(optim_var_get(v, i), w4[i] - 0.5, 1e-6, 1e-6);
@@ -111,10 +121,12 @@ OPTIM_TEST(test_keras_checks)
     /* test_warmup: with warmup_steps 10 the first step is 10 times smaller. */
     double moved[2];
     for (int wu = 0; wu < 2; wu++) {
-        o = optim_test_make(wu ? "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5, \"warmup_steps\": 10}}"
-                               : "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5, \"warmup_steps\": 0}}");
+        o = optim_test_make(
+            wu ? "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5, \"warmup_steps\": 10}}"
+               : "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.5, \"warmup_steps\": 0}}");
         v = optim_test_var("v", OPTIM_F64, 1, &n3, w3);
-        p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F64, (double[3]){1, 1, 1}, 1, &n3)), v};
+        p = (optim_grad_var){
+            optim_grad_dense(optim_tensor_make(OPTIM_F64, (double[3]){1, 1, 1}, 1, &n3)), v};
         ot_step(o, &p, 1);
         moved[wu] = w3[0] - optim_var_get(v, 0);
         optim_test_free(o, v);
@@ -122,19 +134,23 @@ OPTIM_TEST(test_keras_checks)
     assert_close(moved[0], 0.5, 1e-7, 0);
     assert_close(moved[1], 0.05, 1e-7, 0);
     /* test_multiple_steps: 10 steps of +0.1 lower every element. */
-    o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.01}}");
+    o = optim_test_make(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.01}}");
     v = optim_test_var("v", OPTIM_F32, 1, &n3, w3);
-    p = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, (float[3]){0.1f, 0.1f, 0.1f}, 1, &n3)), v};
+    p = (optim_grad_var){
+        optim_grad_dense(optim_tensor_make(OPTIM_F32, (float[3]){0.1f, 0.1f, 0.1f}, 1, &n3)), v};
     for (int k = 0; k < 10; k++) ot_step(o, &p, 1);
     for (int i = 0; i < 3; i++) assert_lt(optim_var_get(v, i), w3[i]);
     optim_test_free(o, v);
     /* test_weight_decay: a zero gradient on a variable excluded by name
      * leaves it at 2.0; not excluded, it decays by lr * wd on step 1. */
-    o = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}");
+    o = optim_test_make(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}");
     const char *pat = "exclude";
     assert_int_equal(optim_exclude_from_weight_decay(o, NULL, 0, &pat, 1), 0);
     double two = 2.0, zero = 0.0;
-    optim_var *a = optim_test_var("var1", OPTIM_F64, 0, NULL, &two), *b = optim_test_var("exclude", OPTIM_F64, 0, NULL, &two);
+    optim_var *a = optim_test_var("var1", OPTIM_F64, 0, NULL, &two),
+              *b = optim_test_var("exclude", OPTIM_F64, 0, NULL, &two);
     optim_grad_var pp[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, &zero, 0, NULL)), a},
                             {optim_grad_dense(optim_tensor_make(OPTIM_F64, &zero, 0, NULL)), b}};
     ot_step(o, pp, 2);
@@ -153,10 +169,14 @@ OPTIM_TEST(test_sparse_dense_equivalent)
     const int64_t shape[2] = {5, 2}, idx[3] = {4, 1, 4}, vshape[2] = {3, 2};
     double init[10];
     for (int i = 0; i < 10; i++) init[i] = 0.3 * i - 1;
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *os = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
-        optim_optimizer *od = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
-        optim_var *vs = optim_test_var("t", dt, 2, shape, init), *vd = optim_test_var("t", dt, 2, shape, init);
+    OPTIM_FOR_DTYPES(dt)
+    {
+        optim_optimizer *os = optim_test_make(
+            "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_optimizer *od = optim_test_make(
+            "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_var *vs = optim_test_var("t", dt, 2, shape, init),
+                  *vd = optim_test_var("t", dt, 2, shape, init);
         for (int k = 0; k < 3; k++) {
             double vals[6], dg[10] = {0};
             float vf[6], df[10];
@@ -166,8 +186,14 @@ OPTIM_TEST(test_sparse_dense_equivalent)
                 dg[idx[i / 2] * 2 + i % 2] += vals[i];
             }
             for (int i = 0; i < 10; i++) df[i] = (float)dg[i];
-            optim_grad_var ps = {optim_grad_sparse(idx, 3, optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape)), vs};
-            optim_grad_var pd = {optim_grad_dense(optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)dg : (void *)df, 2, shape)), vd};
+            optim_grad_var ps = {
+                optim_grad_sparse(
+                    idx, 3,
+                    optim_tensor_make(dt, dt == OPTIM_F64 ? (void *)vals : (void *)vf, 2, vshape)),
+                vs};
+            optim_grad_var pd = {optim_grad_dense(optim_tensor_make(
+                                     dt, dt == OPTIM_F64 ? (void *)dg : (void *)df, 2, shape)),
+                                 vd};
             ot_step(os, &ps, 1);
             ot_step(od, &pd, 1);
         }
@@ -188,12 +214,14 @@ OPTIM_TEST(test_config)
     assert_contains(text, "\"learning_rate\":0.0025,\"weight_decay\":null,");
     const char *tail = strstr(text, "\"beta_1\"");
     assert_non_null(tail);
-    assert_string_equal(tail, "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-08,\"warmup_steps\":0}");
+    assert_string_equal(tail,
+                        "\"beta_1\":0.9,\"beta_2\":0.999,\"epsilon\":1e-08,\"warmup_steps\":0}");
     optim_free(text);
     /* Slots: each variable's momentum then velocity. */
     const int64_t two = 2;
     const double w[2] = {1, 2};
-    optim_var *a = optim_test_var("a", OPTIM_F64, 1, &two, w), *b = optim_test_var("b", OPTIM_F64, 1, &two, w);
+    optim_var *a = optim_test_var("a", OPTIM_F64, 1, &two, w),
+              *b = optim_test_var("b", OPTIM_F64, 1, &two, w);
     optim_var *vars[2] = {a, b};
     assert_int_equal(optim_build(opt, vars, 2), 0);
     const char *want[5] = {"iterations", "a/momentum", "a/velocity", "b/momentum", "b/velocity"};
@@ -202,10 +230,12 @@ OPTIM_TEST(test_config)
     optim_test_free(opt, a, b);
     ot_check_round_trip("\"ScheduleFreeAdamW\"");
     /* Keras's test_config. */
-    ot_check_round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.005, \"beta_1\": 0.95, "
-               "\"beta_2\": 0.99, \"epsilon\": 1e-6, \"warmup_steps\": 100}}");
-    ot_check_round_trip("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"weight_decay\": 0.01, \"clipvalue\": 0.5, "
-               "\"use_ema\": true, \"gradient_accumulation_steps\": 2}}");
+    ot_check_round_trip(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.005, \"beta_1\": 0.95, "
+        "\"beta_2\": 0.99, \"epsilon\": 1e-6, \"warmup_steps\": 100}}");
+    ot_check_round_trip(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"weight_decay\": 0.01, \"clipvalue\": 0.5, "
+        "\"use_ema\": true, \"gradient_accumulation_steps\": 2}}");
 }
 
 OPTIM_TEST(test_bad_input)
@@ -217,7 +247,8 @@ OPTIM_TEST(test_bad_input)
     ot_expect_refused(CFG("\"warmup_steps\": -1"), OPTIM_ERANGE, "warmup_steps", NULL);
     ot_expect_refused(CFG("\"warmup_steps\": 1.5"), OPTIM_ETYPE, "warmup_steps", NULL);
     ot_expect_refused(CFG("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", NULL);
-    ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "ScheduleFreeAdamW", NULL);
+    ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "ScheduleFreeAdamW",
+                      NULL);
     optim_optimizer *opt = optim_test_make("\"schedulefreeadamw\"");
     assert_int_equal(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE);
     double v;
@@ -237,7 +268,8 @@ OPTIM_TEST(test_threads_bitwise)
     optim_var *big[3], *tab[3];
     optim_optimizer *o[3];
     for (int t = 0; t < 3; t++) {
-        o[t] = optim_test_make("{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"warmup_steps\": 2, \"weight_decay\": 0.1}}");
+        o[t] = optim_test_make(
+            "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"warmup_steps\": 2, \"weight_decay\": 0.1}}");
         assert_int_equal(optim_set_num_threads(o[t], t + 1), 0);
         big[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         tab[t] = optim_test_var("tab", OPTIM_F64, 2, tshape, init);
@@ -245,15 +277,17 @@ OPTIM_TEST(test_threads_bitwise)
             for (int64_t i = 0; i < n; i++) g[i] = (float)sin(0.3 * (double)i + k);
             double r[8];
             for (int i = 0; i < 8; i++) r[i] = rows[i] * (k + 1);
-            optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), big[t]},
-                                   {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, r, 2, vshape)), tab[t]}};
+            optim_grad_var p[2] = {
+                {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, &n)), big[t]},
+                {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F64, r, 2, vshape)), tab[t]}};
             ot_step(o[t], p, 2);
         }
     }
     for (int t = 1; t < 3; t++) {
         assert_vars_bitwise(big[0], big[t]);
         assert_vars_bitwise(tab[0], tab[t]);
-        assert_vars_bitwise(optim_get_slot(o[0], big[0], "momentum"), optim_get_slot(o[t], big[t], "momentum"));
+        assert_vars_bitwise(optim_get_slot(o[0], big[0], "momentum"),
+                            optim_get_slot(o[t], big[t], "momentum"));
     }
     for (int t = 0; t < 3; t++) {
         optim_var_destroy(big[t]);

@@ -39,8 +39,8 @@ static int64_t numel(const shape_case *c)
 /* Every case stepped 3 times in one call per step on `threads` threads:
  * the optimizer's own setting, or with omp_threads OpenMP's default
  * (omp_set_num_threads) that an optimizer without a setting follows. */
-static void run_cases(const char *json, const shape_case *cs, int ncase, int threads, int omp_threads,
-                      optim_var **out, optim_optimizer **opt)
+static void run_cases(const char *json, const shape_case *cs, int ncase, int threads,
+                      int omp_threads, optim_var **out, optim_optimizer **opt)
 {
     const int omp_before = omp_get_max_threads();
     *opt = optim_test_make(json);
@@ -67,8 +67,9 @@ static void run_cases(const char *json, const shape_case *cs, int ncase, int thr
                 if (cs[c].dt == OPTIM_F32) ((float *)grads[c])[i] = (float)g;
                 else ((double *)grads[c])[i] = g;
             }
-            p[c] = (optim_grad_var){optim_grad_dense(optim_tensor_make(cs[c].dt, grads[c], cs[c].rank, cs[c].shape)),
-                                    out[c]};
+            p[c] = (optim_grad_var){
+                optim_grad_dense(optim_tensor_make(cs[c].dt, grads[c], cs[c].rank, cs[c].shape)),
+                out[c]};
         }
         ot_step(*opt, p, (size_t)ncase);
     }
@@ -76,7 +77,8 @@ static void run_cases(const char *json, const shape_case *cs, int ncase, int thr
     for (int c = 0; c < ncase; c++) free(grads[c]);
 }
 
-static void check_threads(const char *json, const shape_case *cs, int ncase, const char *const *slots)
+static void check_threads(const char *json, const shape_case *cs, int ncase,
+                          const char *const *slots)
 {
     optim_var *v[6][8];
     optim_optimizer *o[6];
@@ -85,7 +87,8 @@ static void check_threads(const char *json, const shape_case *cs, int ncase, con
         for (int c = 0; c < ncase; c++) {
             assert_vars_bitwise(v[0][c], v[t][c]);
             for (int s = 0; slots[s]; s++)
-                assert_vars_bitwise(optim_get_slot(o[0], v[0][c], slots[s]), optim_get_slot(o[t], v[t][c], slots[s]));
+                assert_vars_bitwise(optim_get_slot(o[0], v[0][c], slots[s]),
+                                    optim_get_slot(o[t], v[t][c], slots[s]));
         }
     for (int t = 0; t < 6; t++) {
         for (int c = 0; c < ncase; c++) optim_var_destroy(v[t][c]);
@@ -97,13 +100,20 @@ static void test_lamb_threads(void **st)
 {
     (void)st;
     static const shape_case cs[] = {
-        {OPTIM_F32, 1, {100003}}, {OPTIM_F64, 2, {3, 40001}}, {OPTIM_F32, 1, {5}}, {OPTIM_F32, 1, {0}},
+        {OPTIM_F32, 1, {100003}},
+        {OPTIM_F64, 2, {3, 40001}},
+        {OPTIM_F32, 1, {5}},
+        {OPTIM_F32, 1, {0}},
     };
     static const char *const slots[] = {"m", "v", NULL};
-    check_threads("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
-                  "\"global_clipnorm\": 10}}", cs, 4, slots);
-    check_threads("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
-                  "\"clipnorm\": 3, \"is_legacy_optimizer\": true}}", cs, 4, slots);
+    check_threads(
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+        "\"global_clipnorm\": 10}}",
+        cs, 4, slots);
+    check_threads(
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.1, "
+        "\"clipnorm\": 3, \"is_legacy_optimizer\": true}}",
+        cs, 4, slots);
 }
 
 static void test_adafactor_threads(void **st)
@@ -118,8 +128,10 @@ static void test_adafactor_threads(void **st)
         {OPTIM_F32, 3, {3, 5, 7}}, /* matrices at odd 4-byte offsets of v */
     };
     static const char *const slots[] = {"r", "c", "v", NULL};
-    check_threads("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.01, "
-                  "\"global_clipnorm\": 50}}", cs, 7, slots);
+    check_threads(
+        "{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01, \"weight_decay\": 0.01, "
+        "\"global_clipnorm\": 50}}",
+        cs, 7, slots);
 }
 
 /* ---- sparse (one thread) == dense phases, several chunks --------------------------- */
@@ -156,7 +168,8 @@ static void test_lamb_reference(void **st)
     double *w = malloc((size_t)n * 4 * sizeof *w), *m = w + n, *v = m + n, *u = v + n;
     assert_true(w);
     for (int64_t i = 0; i < n; i++) w[i] = sin(0.001 * (double)i), m[i] = v[i] = 0;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01}}");
     optim_var *var = optim_test_var("w", OPTIM_F64, 1, &n, w);
     double *g = malloc((size_t)n * sizeof *g);
     for (int k = 0; k < 3; k++) {
@@ -194,7 +207,8 @@ static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
     float *w = malloc(N * 4 * sizeof *w), *m = w + N, *v = m + N, *u = v + N;
     double *g = malloc(N * sizeof *g);
     assert_true(w && g);
-    for (int64_t i = 0; i < N; i++) w[i] = (float)sin(0.001 * (double)i), m[i] = v[i] = 0, g[i] = w[i];
+    for (int64_t i = 0; i < N; i++)
+        w[i] = (float)sin(0.001 * (double)i), m[i] = v[i] = 0, g[i] = w[i];
     optim_optimizer *opt = optim_test_make(json);
     assert_int_equal(optim_set_num_threads(opt, 2), 0);
     const int64_t n = N;
@@ -203,8 +217,10 @@ static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
     for (int k = 0; k < 2; k++) {
         for (int64_t i = 0; i < N; i++) g[i] = (float)grad_at(k, i);
         ot_step_dense(opt, var, g);
-        const float t = (float)(it + k + 1), bc1 = 1.0f - powf((float)b1, t), bc2 = 1.0f - powf((float)b2, t);
-        const float c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2); /* Keras 3: 1 - beta in Python */
+        const float t = (float)(it + k + 1), bc1 = 1.0f - powf((float)b1, t),
+                    bc2 = 1.0f - powf((float)b2, t);
+        const float c1 = (float)(1.0 - b1),
+                    c2 = (float)(1.0 - b2); /* Keras 3: 1 - beta in Python */
         double tw = 0, tu = 0;
         for (int64_t c0 = 0; c0 < N; c0 += CH) {
             double sw[4] = {0}, su[4] = {0};
@@ -233,18 +249,22 @@ static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
 static void test_lamb_f32_bias_corrections(void **st)
 {
     (void)st;
-    const char *half = "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.5, \"beta_2\": 0.6}}";
+    const char *half =
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.5, \"beta_2\": 0.6}}";
     lamb_f32_exact(half, 0.5, 0.6, 0);
     lamb_f32_exact(half, 0.5, 0.6, 40);
-    lamb_f32_exact("{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_2\": 0.3}}", 0.9, 0.3,
-                   40);
+    lamb_f32_exact(
+        "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_2\": 0.3}}", 0.9,
+        0.3, 40);
 }
 
 /* Adafactor on [B, R, C] (Keras 3 defaults, learning rate 0.01): r is
  * [B, R], c is [B, C]; the RMSs over the whole variable. */
-static void adafactor_ref(double *w, double *r, double *c, const double *g, int64_t B, int64_t R, int64_t C, int k)
+static void adafactor_ref(double *w, double *r, double *c, const double *g, int64_t B, int64_t R,
+                          int64_t C, int k)
 {
-    const double t = k + 1, rho = fmin(0.01, 1 / sqrt(t)), beta = 1 - pow(t, -0.8), n = (double)(B * R * C);
+    const double t = k + 1, rho = fmin(0.01, 1 / sqrt(t)), beta = 1 - pow(t, -0.8),
+                 n = (double)(B * R * C);
     double sw = 0, su = 0, mr[8] = {0};
     for (int64_t i = 0; i < B * R * C; i++) sw += w[i] * w[i];
     const double alpha = fmax(1e-3, sqrt(sw / n)) * rho;
@@ -272,12 +292,15 @@ static void adafactor_ref(double *w, double *r, double *c, const double *g, int6
 /* [300, 50]: 2 chunks of 164 rows; [3, 5, 7]: a chunk per matrix. */
 static void check_adafactor_reference(int32_t rank, const int64_t *shape)
 {
-    const int64_t C = shape[rank - 1], R = shape[rank - 2], B = rank == 3 ? shape[0] : 1, n = B * R * C;
-    double *w = malloc((size_t)(2 * n + B * (R + C)) * sizeof *w), *g = w + n, *r = g + n, *c = r + B * R;
+    const int64_t C = shape[rank - 1], R = shape[rank - 2], B = rank == 3 ? shape[0] : 1,
+                  n = B * R * C;
+    double *w = malloc((size_t)(2 * n + B * (R + C)) * sizeof *w), *g = w + n, *r = g + n,
+           *c = r + B * R;
     assert_true(w);
     for (int64_t i = 0; i < n; i++) w[i] = sin(0.001 * (double)i);
     memset(r, 0, (size_t)(B * (R + C)) * sizeof *r);
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01}}");
     optim_var *var = optim_test_var("w", OPTIM_F64, rank, shape, w);
     assert_int_equal(optim_set_num_threads(opt, 2), 0);
     for (int k = 0; k < 3; k++) {
@@ -328,7 +351,8 @@ static void nsgd_dense(const optim_dense_update *u)
 {
     if (u->dtype != OPTIM_F64) return;
     double s = 0;
-    for (int64_t o = 0; o < u->count; o += 1000) s += nsgd_sumsq((const double *)u->grad + o, u->count - o < 1000 ? u->count - o : 1000);
+    for (int64_t o = 0; o < u->count; o += 1000)
+        s += nsgd_sumsq((const double *)u->grad + o, u->count - o < 1000 ? u->count - o : 1000);
     nsgd_apply(u->param, u->grad, u->count, ((const nsgd_coef *)u->coef)->lr / sqrt(s));
 }
 
@@ -358,9 +382,16 @@ static void nsgd_reduce(const optim_phase_update *pu)
 }
 
 static const optim_class nsgd_class = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "TestNormSGD",
-    .default_learning_rate = 0.5, .coef_size = sizeof(nsgd_coef), .prepare = nsgd_prepare,
-    .apply_dense = nsgd_dense, .phase_plan = nsgd_plan, .apply_phase = nsgd_phase, .reduce_phase = nsgd_reduce,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "TestNormSGD",
+    .default_learning_rate = 0.5,
+    .coef_size = sizeof(nsgd_coef),
+    .prepare = nsgd_prepare,
+    .apply_dense = nsgd_dense,
+    .phase_plan = nsgd_plan,
+    .apply_phase = nsgd_phase,
+    .reduce_phase = nsgd_reduce,
 };
 
 static void test_user_class(void **st)
@@ -380,7 +411,8 @@ static void test_user_class(void **st)
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), a},
                                {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), b}};
         ot_step(opt, p, 2);
-        for (int64_t i = 0; i < n; i += 97) assert_close(optim_var_get(a, i), init[i] - 0.5 * g[i] / norm, 1e-14, 1e-15);
+        for (int64_t i = 0; i < n; i += 97)
+            assert_close(optim_var_get(a, i), init[i] - 0.5 * g[i] / norm, 1e-14, 1e-15);
         assert_vars_bitwise(a, b); /* the same sums in the same order, whole */
         if (first) assert_vars_bitwise(first, a);
         optim_var_destroy(b);
@@ -400,7 +432,8 @@ static void test_bad_plan(void **st)
     double init[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, g[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     for (int k = 0; k < 2; k++) {
         optim_optimizer *opt = optim_test_make("\"TestNormSGD\"");
-        optim_var *ok = optim_test_var("ok", OPTIM_F64, 1, &n, init), *bad = optim_test_var(names[k], OPTIM_F64, 1, &n, init);
+        optim_var *ok = optim_test_var("ok", OPTIM_F64, 1, &n, init),
+                  *bad = optim_test_var(names[k], OPTIM_F64, 1, &n, init);
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), ok},
                                {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), bad}};
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
@@ -437,11 +470,15 @@ int main(void)
     optim_error err;
     if (optim_register_class(&nsgd_class, &err)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lamb_threads),        cmocka_unit_test(test_adafactor_threads),
-        cmocka_unit_test(test_sparse_equals_dense), cmocka_unit_test(test_lamb_reference),
-        cmocka_unit_test(test_adafactor_reference), cmocka_unit_test(test_lamb_f32_bias_corrections),
+        cmocka_unit_test(test_lamb_threads),
+        cmocka_unit_test(test_adafactor_threads),
+        cmocka_unit_test(test_sparse_equals_dense),
+        cmocka_unit_test(test_lamb_reference),
+        cmocka_unit_test(test_adafactor_reference),
+        cmocka_unit_test(test_lamb_f32_bias_corrections),
         cmocka_unit_test(test_user_class),
-        cmocka_unit_test(test_bad_plan),            cmocka_unit_test(test_incomplete_table),
+        cmocka_unit_test(test_bad_plan),
+        cmocka_unit_test(test_incomplete_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,8 @@ static optim_var *vec(const char *name, optim_dtype dt, int64_t n, double start)
     for (int64_t i = 0; i < n; i++) b[i] = start + i, f[i] = (float)(start + i);
     optim_var *v;
     optim_error err;
-    assert_int_equal(optim_var_create(&v, name, dt, 1, &n, dt == OPTIM_F32 ? (void *)f : (void *)b, &err), 0);
+    assert_int_equal(
+        optim_var_create(&v, name, dt, 1, &n, dt == OPTIM_F32 ? (void *)f : (void *)b, &err), 0);
     free(b);
     free(f);
     return v;
@@ -48,8 +49,10 @@ static snap take(optim_optimizer *opt, optim_var **vars, size_t nv)
     snap s = {optim_iterations(opt), optim_weights_count(opt), NULL, 0};
     optim_tensor w[32];
     size_t n = optim_get_weights(opt, w, 32);
-    for (size_t i = 0; i < n; i++) s.len += (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype);
-    for (size_t i = 0; i < nv; i++) s.len += (size_t)optim_var_numel(vars[i]) * optim_dtype_size(optim_var_dtype(vars[i]));
+    for (size_t i = 0; i < n; i++)
+        s.len += (size_t)optim_tensor_numel(&w[i]) * optim_dtype_size(w[i].dtype);
+    for (size_t i = 0; i < nv; i++)
+        s.len += (size_t)optim_var_numel(vars[i]) * optim_dtype_size(optim_var_dtype(vars[i]));
     s.bytes = malloc(s.len + 1);
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
@@ -76,7 +79,8 @@ static void assert_unchanged(optim_optimizer *opt, optim_var **vars, size_t nv, 
     free(before->bytes);
 }
 
-static const char *MOMENTUM = "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}";
+static const char *MOMENTUM =
+    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}";
 
 static void test_absent_gradients_skipped(void **s)
 {
@@ -84,8 +88,9 @@ static void test_absent_gradients_skipped(void **s)
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 1), *b = vec("b", OPTIM_F32, 3, 1);
     float g[3] = {1, 1, 1};
-    optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
-                           {optim_grad_none(), b}};
+    optim_grad_var p[2] = {
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
+        {optim_grad_none(), b}};
     assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
     assert_eq(optim_var_get(a, 0), 0.9f);
     assert_eq(optim_var_get(b, 0), 1.0f);
@@ -183,13 +188,16 @@ static void test_constraints_after_update(void **s)
 {
     (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
-        optim_optimizer *opt = optim_test_make(legacy ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"
-                                           : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}");
+        optim_optimizer *opt = optim_test_make(
+            legacy
+                ? "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}"
+                : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}");
         optim_var *a = vec("a", OPTIM_F64, 3, 0); /* 0 1 2 */
         optim_constraint nn = optim_constraint_non_neg();
         assert_int_equal(optim_var_set_constraint(a, &nn), 0);
         double g[3] = {1, 0.5, 3};
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){3})), a};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){3})),
+                            a};
         assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         /* -1 -> -0, 0.5, -1 -> -0 */
         assert_eq(optim_var_get(a, 0), 0);
@@ -202,7 +210,8 @@ static void test_constraints_after_update(void **s)
         assert_int_equal(optim_var_set_constraint(e, &mx), 0);
         int64_t idx[1] = {2};
         float rows[2] = {1, 1};
-        optim_grad_var ps = {optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){1, 2})), e};
+        optim_grad_var ps = {
+            optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){1, 2})), e};
         snap before = take(opt, &e, 1);
         int rc = optim_apply_gradients(opt, &ps, 1, 0);
         if (legacy) {
@@ -238,8 +247,9 @@ static void test_bad_inputs_change_nothing(void **s)
     double gd[4] = {1, 2, 3, 4};
     int64_t idx[3] = {0, 4, 0};
     /* One good step first so slots exist. */
-    optim_grad_var good[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 1, (int64_t[]){4})), a},
-                              {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){3, 2})), e}};
+    optim_grad_var good[2] = {
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 1, (int64_t[]){4})), a},
+        {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){3, 2})), e}};
     assert_int_equal(optim_apply_gradients(opt, good, 2, 0), 0);
 
     struct {
@@ -265,7 +275,9 @@ static void test_bad_inputs_change_nothing(void **s)
         size_t n = 2;
         switch (c) {
         case 0: p[0].grad.dense.shape[0] = 3; break;
-        case 1: p[0].grad = optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, (int64_t[]){4})); break;
+        case 1:
+            p[0].grad = optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, (int64_t[]){4}));
+            break;
         case 2: p[1].grad.sparse.indices = bad_idx; break;
         case 3: p[1].grad.sparse.indices = neg_idx; break;
         case 4: p[1].grad.sparse.n = 2; break;
@@ -339,7 +351,8 @@ static int scale_fn(void *user, optim_grad_var *pairs, size_t n, optim_error *er
         return OPTIM_EINVAL;
     }
     for (size_t i = 0; i < n; i++) {
-        optim_tensor *t = pairs[i].grad.kind == OPTIM_GRAD_DENSE ? &pairs[i].grad.dense : &pairs[i].grad.sparse.values;
+        optim_tensor *t = pairs[i].grad.kind == OPTIM_GRAD_DENSE ? &pairs[i].grad.dense
+                                                                 : &pairs[i].grad.sparse.values;
         float *d = t->data;
         for (int64_t j = 0; j < optim_tensor_numel(t); j++) d[j] *= c->scale;
     }
@@ -349,15 +362,17 @@ static int scale_fn(void *user, optim_grad_var *pairs, size_t n, optim_error *er
 static void test_transformers_and_aggregator(void **s)
 {
     (void)s;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"clipvalue\": 1.0}}");
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"clipvalue\": 1.0}}");
     calls agg = {0, 0, 2.0f}, tr = {0, 0, 0.5f};
     assert_int_equal(optim_set_gradient_aggregator(opt, scale_fn, &agg), 0);
     assert_int_equal(optim_add_gradient_transformer(opt, scale_fn, &tr), 0);
     optim_var *a = vec("a", OPTIM_F32, 3, 0), *e = mat("e", 3, 1);
     float g[3] = {0.25f, 1.0f, -4.0f}, rows[2] = {0.25f, 0.25f};
     int64_t idx[2] = {1, 1};
-    optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
-                           {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){2, 1})), e}};
+    optim_grad_var p[2] = {
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
+        {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){2, 1})), e}};
     /* aggregate (x2) -> dedup -> clipvalue 1 -> transformer (x0.5) */
     assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
     assert_int_equal(agg.n, 1);
@@ -391,7 +406,8 @@ static void test_borrowed_variable(void **s)
     optim_var *v;
     optim_error err;
     assert_int_equal(optim_var_wrap(&v, "w", OPTIM_F64, 1, (int64_t[]){2}, mem, &err), 0);
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     double g[2] = {1, 1};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})), v};
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
@@ -415,7 +431,8 @@ static int rs_create_slots(optim_optimizer *opt, optim_var *var, optim_error *er
     (void)err;
     cstate *st = optim_state(opt);
     if (!st->count) {
-        int rc = optim_add_weight(opt, "count", OPTIM_F64, 0, NULL, OPTIM_SLOT_CONSTANT, 1.0, &st->count);
+        int rc = optim_add_weight(opt, "count", OPTIM_F64, 0, NULL, OPTIM_SLOT_CONSTANT, 1.0,
+                                  &st->count);
         if (rc) return rc;
     }
     if (strcmp(optim_var_name(var), "fail") == 0) return OPTIM_EINVAL;
@@ -434,8 +451,12 @@ static void rs_apply_dense(const optim_dense_update *u)
 }
 
 static const optim_class rowsum_class = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "RowSumTest",
-    .state_size = sizeof(cstate), .create_slots = rs_create_slots, .apply_dense = rs_apply_dense,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "RowSumTest",
+    .state_size = sizeof(cstate),
+    .create_slots = rs_create_slots,
+    .apply_dense = rs_apply_dense,
 };
 
 static void test_shaped_slots_and_weights(void **s)
@@ -446,8 +467,9 @@ static void test_shaped_slots_and_weights(void **s)
     assert_int_equal(optim_create(&opt, &rowsum_class, NULL, &err), 0);
     optim_var *a = mat("a", 2, 3), *bad = mat("fail", 2, 3);
     float g[6] = {1, 2, 3, 4, 5, 6};
-    optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), a},
-                           {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), bad}};
+    optim_grad_var p[2] = {
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), a},
+        {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), bad}};
     /* The second variable's create_slots fails: a's slot is rolled back,
      * the optimizer-level weight stays (the class state points at it). */
     assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
@@ -469,7 +491,8 @@ static void test_shaped_slots_and_weights(void **s)
     /* An element-wise class cannot have shaped slots. */
     optim_optimizer *sgd;
     assert_int_equal(optim_create_by_name(&sgd, "sgd", NULL, &err), 0);
-    assert_int_equal(optim_add_slot_shaped(sgd, a, "x", 1, (int64_t[]){2}, OPTIM_SLOT_ZEROS, 0), OPTIM_EINVAL);
+    assert_int_equal(optim_add_slot_shaped(sgd, a, "x", 1, (int64_t[]){2}, OPTIM_SLOT_ZEROS, 0),
+                     OPTIM_EINVAL);
     optim_destroy(sgd);
     optim_destroy(opt);
     optim_var_destroy(a);

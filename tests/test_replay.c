@@ -136,10 +136,7 @@ static unsigned char *slurp(const char *path, size_t *len)
     return b;
 }
 
-static int exists(const char *path)
-{
-    return access(path, F_OK) == 0;
-}
+static int exists(const char *path) { return access(path, F_OK) == 0; }
 
 /* ---- Building safetensors files --------------------------------------------- */
 
@@ -222,8 +219,8 @@ static void round_to(optim_dtype dt, double *v, size_t n)
 /* ---- Running the CLI ---------------------------------------------------------- */
 
 typedef struct result {
-    int status;      /* exit status, or 1000 + signal number */
-    char err[4096];  /* what it wrote on stderr (truncated) */
+    int status; /* exit status, or 1000 + signal number */
+    char err[4096]; /* what it wrote on stderr (truncated) */
     size_t err_len;
 } result;
 
@@ -308,15 +305,17 @@ static void check_failed(const result *r, const char *dir, const char *out, cons
 {
     if (getenv("OPTIM_TEST_VERBOSE")) fprintf(stderr, "    [exit %d] %s", r->status, r->err);
     int ok = r->status != 0 && r->status < 1000;
-    if (!ok) print_error("expected a non-zero exit status, got %d%s; stderr:\n%s\n", r->status,
-                         r->status >= 1000 ? " (killed by a signal)" : "", r->err);
+    if (!ok)
+        print_error("expected a non-zero exit status, got %d%s; stderr:\n%s\n", r->status,
+                    r->status >= 1000 ? " (killed by a signal)" : "", r->err);
     assert_true(ok);
     int lines = 0;
     for (size_t i = 0; i < r->err_len && i < sizeof r->err; i++) lines += r->err[i] == '\n';
     ok = r->err_len > 1 && r->err_len < sizeof r->err && lines == 1 &&
-         r->err[r->err_len - 1] == '\n';
-    if (!ok) print_error("expected exactly one line on stderr, got %zu bytes, %d newlines:\n%s\n",
-                         r->err_len, lines, r->err);
+        r->err[r->err_len - 1] == '\n';
+    if (!ok)
+        print_error("expected exactly one line on stderr, got %zu bytes, %d newlines:\n%s\n",
+                    r->err_len, lines, r->err);
     assert_true(ok);
     if (needle && !strstr(r->err, needle)) {
         print_error("stderr does not mention '%s':\n%s", needle, r->err);
@@ -365,7 +364,8 @@ static void check_f(const optim_st_file *f, const char *name, optim_dtype dt, in
     int64_t n = numel_of(rank, shape);
     double *got = keep(K_MEM, malloc((size_t)(n ? n : 1) * sizeof *got));
     get_f(f, name, dt, rank, shape, got);
-    double rtol = dt == OPTIM_F32 ? RTOL_F32 : RTOL_F64, atol = dt == OPTIM_F32 ? ATOL_F32 : ATOL_F64;
+    double rtol = dt == OPTIM_F32 ? RTOL_F32 : RTOL_F64,
+           atol = dt == OPTIM_F32 ? ATOL_F32 : ATOL_F64;
     for (int64_t i = 0; i < n; i++) {
         if (!(fabs(got[i] - expect[i]) <= atol + rtol * fabs(expect[i])))
             print_error("OUT '%s'[%lld] differs from the reference\n", name, (long long)i);
@@ -395,7 +395,8 @@ static void check_names(const optim_st_file *f, const char *const *names)
         }
     }
     if (optim_st_count(f) != n) {
-        for (size_t i = 0; i < optim_st_count(f); i++) print_error("OUT has '%s'\n", optim_st_name(f, i));
+        for (size_t i = 0; i < optim_st_count(f); i++)
+            print_error("OUT has '%s'\n", optim_st_name(f, i));
     }
     assert_int_equal(optim_st_count(f), n);
 }
@@ -406,8 +407,8 @@ typedef struct ropts {
     double lr, momentum;
     int nesterov;
     int legacy;
-    double decay;                          /* legacy only; 0: none */
-    double clipnorm, clipvalue, global;    /* NAN: none */
+    double decay; /* legacy only; 0: none */
+    double clipnorm, clipvalue, global; /* NAN: none */
 } ropts;
 
 static ropts ropts_sgd(double lr, double momentum, int nesterov)
@@ -425,9 +426,12 @@ static void config_of(const ropts *o, char *buf, size_t n)
                      o->lr, o->momentum, o->nesterov ? "true" : "false");
     if (o->legacy) u += snprintf(buf + u, n - (size_t)u, ", \"is_legacy_optimizer\": true");
     if (o->decay > 0) u += snprintf(buf + u, n - (size_t)u, ", \"decay\": %.17g", o->decay);
-    if (!isnan(o->clipnorm)) u += snprintf(buf + u, n - (size_t)u, ", \"clipnorm\": %.17g", o->clipnorm);
-    if (!isnan(o->clipvalue)) u += snprintf(buf + u, n - (size_t)u, ", \"clipvalue\": %.17g", o->clipvalue);
-    if (!isnan(o->global)) u += snprintf(buf + u, n - (size_t)u, ", \"global_clipnorm\": %.17g", o->global);
+    if (!isnan(o->clipnorm))
+        u += snprintf(buf + u, n - (size_t)u, ", \"clipnorm\": %.17g", o->clipnorm);
+    if (!isnan(o->clipvalue))
+        u += snprintf(buf + u, n - (size_t)u, ", \"clipvalue\": %.17g", o->clipvalue);
+    if (!isnan(o->global))
+        u += snprintf(buf + u, n - (size_t)u, ", \"global_clipnorm\": %.17g", o->global);
     snprintf(buf + u, n - (size_t)u, "}}");
 }
 
@@ -457,14 +461,16 @@ static void ref_clip(const ropts *o, double *const *g, const int64_t *n, int nv)
 {
     for (int v = 0; v < nv; v++)
         if (g[v] && !isnan(o->clipvalue))
-            for (int64_t i = 0; i < n[v]; i++) g[v][i] = fmin(fmax(g[v][i], -o->clipvalue), o->clipvalue);
+            for (int64_t i = 0; i < n[v]; i++)
+                g[v][i] = fmin(fmax(g[v][i], -o->clipvalue), o->clipvalue);
     if (!isnan(o->clipnorm)) {
         for (int v = 0; v < nv; v++) {
             if (!g[v]) continue;
             double s = 0;
             for (int64_t i = 0; i < n[v]; i++) s += g[v][i] * g[v][i];
             double norm = sqrt(s);
-            for (int64_t i = 0; i < n[v]; i++) g[v][i] = g[v][i] * o->clipnorm / fmax(norm, o->clipnorm);
+            for (int64_t i = 0; i < n[v]; i++)
+                g[v][i] = g[v][i] * o->clipnorm / fmax(norm, o->clipnorm);
         }
     } else if (!isnan(o->global)) {
         double s = 0;
@@ -474,7 +480,8 @@ static void ref_clip(const ropts *o, double *const *g, const int64_t *n, int nv)
         double norm = sqrt(s);
         for (int v = 0; v < nv; v++)
             if (g[v])
-                for (int64_t i = 0; i < n[v]; i++) g[v][i] = g[v][i] * o->global / fmax(norm, o->global);
+                for (int64_t i = 0; i < n[v]; i++)
+                    g[v][i] = g[v][i] * o->global / fmax(norm, o->global);
     }
 }
 
@@ -541,7 +548,7 @@ static void check_dense(optim_dtype dt, const ropts *o, const char *tag)
     config_of(o, cfg, sizeof cfg);
     optim_st_file *f = replay_ok(&p, cfg);
     if (o->momentum > 0) {
-        const char *names[] = {"dense/kernel", "dense/bias", "dense/kernel/momentum",
+        const char *names[] = {"dense/kernel",        "dense/bias", "dense/kernel/momentum",
                                "dense/bias/momentum", "iterations", NULL};
         check_names(f, names);
     } else {
@@ -728,8 +735,8 @@ static void check_missing(optim_dtype dt, const char *tag)
     st_save(wg, p.grads);
     optim_st_file *f = replay_ok(
         &p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}");
-    const char *expect[] = {"a", "b", "c", "d", "a/momentum", "b/momentum", "d/momentum",
-                            "iterations", NULL};
+    const char *expect[] = {"a",          "b",          "c",          "d", "a/momentum",
+                            "b/momentum", "d/momentum", "iterations", NULL};
     check_names(f, expect);
     for (int v = 0; v < NV; v++) {
         check_f(f, names[v], dt, 1, &shapes[v], w[v]);
@@ -784,8 +791,9 @@ static void test_mixed_dtypes_and_scalar(void **state)
     }
     st_save(wi, p.init);
     st_save(wg, p.grads);
-    optim_st_file *f = replay_ok(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, "
-                                     "\"momentum\": 0.5, \"nesterov\": true}}");
+    optim_st_file *f = replay_ok(&p,
+                                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.05, "
+                                 "\"momentum\": 0.5, \"nesterov\": true}}");
     const char *names[] = {"a", "b", "a/momentum", "b/momentum", "iterations", NULL};
     check_names(f, names);
     check_f(f, "a", OPTIM_F32, 1, sa, a);
@@ -936,8 +944,8 @@ static void build_sparse(const paths *p, optim_dtype dt, optim_dtype it, const r
             /* Only the indexed rows, duplicates summed. */
             for (int r = 0; r < SP_ROWS; r++)
                 if (touched[r])
-                    ref_sgd(emb + r * SP_COLS, mom_e ? mom_e + r * SP_COLS : NULL, gsum + r * SP_COLS,
-                            SP_COLS, lr, o->momentum, o->nesterov);
+                    ref_sgd(emb + r * SP_COLS, mom_e ? mom_e + r * SP_COLS : NULL,
+                            gsum + r * SP_COLS, SP_COLS, lr, o->momentum, o->nesterov);
         } else {
             /* The dense equivalent. */
             ref_sgd(emb, mom_e, gsum, SP_ROWS * SP_COLS, lr, o->momentum, o->nesterov);
@@ -1325,11 +1333,14 @@ static void test_bad_unknown_key(void **state)
     paths p;
     mkpaths(&p, "bad_key");
     valid_files(&p, NULL);
-    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"bogus_key\": 1}}",
+    expect_fail(&p,
+                "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"bogus_key\": 1}}",
                 "bogus_key");
     /* A config that mixes the generations' keys is refused, naming them. */
-    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"lr\": 0.5, "
-                "\"use_ema\": false}}", "lr");
+    expect_fail(&p,
+                "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"lr\": 0.5, "
+                "\"use_ema\": false}}",
+                "lr");
 }
 
 static void test_bad_hyperparameter_values(void **state)
@@ -1338,8 +1349,10 @@ static void test_bad_hyperparameter_values(void **state)
     paths p;
     mkpaths(&p, "bad_values");
     valid_files(&p, NULL);
-    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": -0.1}}", "learning_rate");
-    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": \"0.1\"}}", "learning_rate");
+    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": -0.1}}",
+                "learning_rate");
+    expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": \"0.1\"}}",
+                "learning_rate");
     expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 1.5}}", "momentum");
     expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"momentum\": -0.5}}", "momentum");
     expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": 1}}", "nesterov");
@@ -1478,9 +1491,9 @@ static void test_bad_grads_unknown_sparse_variable(void **state)
 static void test_bad_grads_name_without_step(void **state)
 {
     (void)state;
-    static const char *const bad[] = {"layer/w", "x/layer/w", "-1/layer/w", "+1/layer/w",
-                                      " 1/layer/w", "1x/layer/w", "/layer/w", "1", "1/",
-                                      "99999999999999999999/layer/w"};
+    static const char *const bad[] = {
+        "layer/w",    "x/layer/w", "-1/layer/w", "+1/layer/w", " 1/layer/w",
+        "1x/layer/w", "/layer/w",  "1",          "1/",         "99999999999999999999/layer/w"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char tag[64];
         snprintf(tag, sizeof tag, "bad_name_%zu", i);
@@ -1549,7 +1562,10 @@ static void test_bad_grad_shape(void **state)
     (void)state;
     const double g[4] = {1, 2, 3, 4};
     const int64_t s4[1] = {4}, s31[2] = {3, 1}, s0[1] = {0};
-    struct { int rank; const int64_t *shape; } cases[] = {{1, s4}, {2, s31}, {0, s0}};
+    struct {
+        int rank;
+        const int64_t *shape;
+    } cases[] = {{1, s4}, {2, s31}, {0, s0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char tag[64];
         snprintf(tag, sizeof tag, "bad_shape_%zu", i);
@@ -1900,8 +1916,8 @@ static void test_out_long_name(void **state)
 /* Whether dir has an entry other than the test's input files. */
 static int has_new_entry(const char *dir)
 {
-    static const char *const inputs[] = {"config.json", "init.safetensors", "grads.safetensors",
-                                         "stderr.txt", ".", ".."};
+    static const char *const inputs[] = {
+        "config.json", "init.safetensors", "grads.safetensors", "stderr.txt", ".", ".."};
     DIR *d = opendir(dir);
     assert_non_null(d);
     int found = 0;
@@ -2002,9 +2018,11 @@ static void test_many_variables_one_step(void **state)
     getrusage(RUSAGE_CHILDREN, &r0);
     optim_st_file *f = replay_ok(&p, NULL);
     getrusage(RUSAGE_CHILDREN, &r1);
-    double secs = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
-                  1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
-                                  r0.ru_stime.tv_usec);
+    double secs = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec -
+                           r0.ru_stime.tv_sec) +
+        1e-6 *
+            (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
+                     r0.ru_stime.tv_usec);
     assert_int_equal(optim_st_count(f), 3 * NV + 1); /* each variable, its m and v; iterations */
     optim_tensor t;
     assert_int_equal(optim_st_get(f, "v49999", &t), OPTIM_OK);

@@ -85,8 +85,10 @@ static void check_config(const char *json)
     for (int i = 0; i < 12; i++) k0[i] = (float)(0.1 * i - 0.4), e0[i] = 0.2 * i - 1.0;
     optim_var *vars[3];
     assert_int_equal(optim_var_create(&vars[0], "bias", OPTIM_F64, 0, NULL, &b0, &err), 0);
-    assert_int_equal(optim_var_create(&vars[1], "dense/kernel", OPTIM_F32, 2, (int64_t[]){4, 3}, k0, &err), 0);
-    assert_int_equal(optim_var_create(&vars[2], "emb", OPTIM_F64, 2, (int64_t[]){6, 2}, e0, &err), 0);
+    assert_int_equal(
+        optim_var_create(&vars[1], "dense/kernel", OPTIM_F32, 2, (int64_t[]){4, 3}, k0, &err), 0);
+    assert_int_equal(optim_var_create(&vars[2], "emb", OPTIM_F64, 2, (int64_t[]){6, 2}, e0, &err),
+                     0);
     optim_st_writer *w;
     assert_int_equal(optim_st_writer_create(&w, &err), 0);
     for (int i = 0; i < 3; i++) {
@@ -101,7 +103,8 @@ static void check_config(const char *json)
     optim_st_writer_destroy(w);
     /* The tool. */
     unlink(out);
-    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
+                    (char *)grads,          (char *)out, NULL};
     int rc = run_cli(argv);
     if (rc) print_error("replay failed (%d) for %s\n", rc, json);
     assert_int_equal(rc, 0);
@@ -168,15 +171,15 @@ static void test_every_config(void **s)
 static void test_every_class_covered(void **s)
 {
     (void)s;
-#define COVERED(sym)                                                                    \
-    {                                                                                   \
-        int found = 0;                                                                  \
-        char needle[96];                                                                \
-        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);            \
-        for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++)                   \
-            found |= strstr(CONFIGS[i], needle) != NULL;                                \
-        if (!found) print_error("no replay config for class %s\n", sym.name);           \
-        assert_true(found);                                                             \
+#define COVERED(sym)                                                          \
+    {                                                                         \
+        int found = 0;                                                        \
+        char needle[96];                                                      \
+        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);  \
+        for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++)         \
+            found |= strstr(CONFIGS[i], needle) != NULL;                      \
+        if (!found) print_error("no replay config for class %s\n", sym.name); \
+        assert_true(found);                                                   \
     }
     OPTIM_BUILTIN_CLASSES(COVERED)
 #undef COVERED

@@ -96,8 +96,8 @@ static void expect_bad_buf(int line, const unsigned char *buf, size_t len, int c
     memset(&err, 0, sizeof err);
     int rc = optim_st_parse(buf, len, &f, &err);
     if (rc != code || err.code != code || f != NULL) {
-        print_error("line %d: status %d (%s), expected %d (%s): %s\n", line, rc,
-                    optim_strerror(rc), code, optim_strerror(code), err.msg);
+        print_error("line %d: status %d (%s), expected %d (%s): %s\n", line, rc, optim_strerror(rc),
+                    code, optim_strerror(code), err.msg);
         _fail(__FILE__, line);
     }
     check_msg(line, &err, needles);
@@ -298,7 +298,8 @@ static void test_roundtrip_slash_names(void **state)
 static void test_roundtrip_escaped_names(void **state)
 {
     (void)state;
-    const char *names[] = {"q\"uote", "back\\slash", "new\nline", "caf\xc3\xa9", "tab\t", "\xf0\x9f\x98\x80"};
+    const char *names[] = {"q\"uote",     "back\\slash", "new\nline",
+                           "caf\xc3\xa9", "tab\t",       "\xf0\x9f\x98\x80"};
     const size_t n = sizeof names / sizeof *names;
     int32_t v[6] = {10, 11, 12, 13, 14, 15};
     optim_st_writer *w;
@@ -446,7 +447,8 @@ static void test_write_empty(void **state)
     optim_st_writer_destroy(w);
     size_t len;
     unsigned char *raw = slurp(path, &len);
-    const unsigned char expect[16] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
+    const unsigned char expect[16] = {8,   0,   0,   0,   0,   0,   0,   0,
+                                      '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
     assert_int_equal(len, 16);
     assert_memory_equal(raw, expect, 16);
     free(raw);
@@ -645,7 +647,8 @@ static void test_read_reference_example(void **state)
     const char *hdr = "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
     assert_int_equal(strlen(hdr), 0x3c);
     const int32_t v[4] = {1, -2, 3, -4};
-    const unsigned char le[16] = {1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff, 3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff};
+    const unsigned char le[16] = {1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff,
+                                  3, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff};
     optim_st_file *f = parse_ok(hdr, le, sizeof le);
     const int64_t s[2] = {2, 2};
     expect_tensor(f, "test", OPTIM_I32, 2, s, v, sizeof v);
@@ -665,10 +668,11 @@ static void test_read_foreign_layout(void **state)
     memcpy(data, a, 12);
     memcpy(data + 12, b, 16);
     memcpy(data + 28, &c, 4);
-    const char *hdr = "{\"c\":{\"shape\":[],\"dtype\":\"I32\",\"data_offsets\":[28,32]},"
-                      "\"__metadata__\":{\"format\":\"pt\",\"note\":\"x\"},"
-                      "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[12,28],\"extra\":1},"
-                      "\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}\n \t";
+    const char *hdr =
+        "{\"c\":{\"shape\":[],\"dtype\":\"I32\",\"data_offsets\":[28,32]},"
+        "\"__metadata__\":{\"format\":\"pt\",\"note\":\"x\"},"
+        "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[12,28],\"extra\":1},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}\n \t";
     optim_st_file *f = parse_ok(hdr, data, sizeof data);
     assert_int_equal(optim_st_count(f), 3);
     const int64_t sa[1] = {3}, sb[1] = {2};
@@ -702,8 +706,8 @@ static void test_empty_name_round_trip(void **state)
 {
     (void)state;
     const int32_t v = 5;
-    optim_st_file *f = parse_ok("{\"\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}",
-                                &v, 4);
+    optim_st_file *f =
+        parse_ok("{\"\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}", &v, 4);
     optim_tensor t;
     assert_int_equal(optim_st_get(f, "", &t), OPTIM_OK);
     optim_st_writer *w;
@@ -754,7 +758,8 @@ static void test_read_malformed_file_names_path(void **state)
     char path[700];
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("bf16.safetensors"));
     size_t len;
-    unsigned char *b = mk("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,4]}}", NULL, 4, &len);
+    unsigned char *b =
+        mk("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,4]}}", NULL, 4, &len);
     assert_int_equal(optim_test_write_file(path, b, len), 0);
     free(b);
     optim_st_file *f = (optim_st_file *)&f;
@@ -880,8 +885,10 @@ static void test_bad_dtype(void **state)
         "dtype is 32");
     BAD("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP,
         "tensor \"w\"", "dtype \"F8_E4M3\" is not supported");
-    BAD("{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, OPTIM_ENOTSUP, "\"U8\"");
-    BAD("{\"w\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP, "\"f32\"");
+    BAD("{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, OPTIM_ENOTSUP,
+        "\"U8\"");
+    BAD("{\"w\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP,
+        "\"f32\"");
     BAD("{\"w\":{\"dtype\":\"bogus\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_ENOTSUP,
         "\"bogus\"");
     BAD("{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
@@ -891,7 +898,8 @@ static void test_bad_dtype(void **state)
 static void test_bad_shape(void **state)
 {
     (void)state;
-    BAD("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT, "missing \"shape\"");
+    BAD("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
+        "missing \"shape\"");
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, OPTIM_EFORMAT,
         "shape is 4", "array");
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":{},\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
@@ -1026,8 +1034,8 @@ static void test_bad_message_quoting(void **state)
     char name[301];
     memset(name, 'n', 300);
     name[300] = '\0';
-    snprintf(hdr, sizeof hdr, "{\"%s\":{\"dtype\":\"F8_E4M3\",\"shape\":[1],\"data_offsets\":[0,2]}}",
-             name);
+    snprintf(hdr, sizeof hdr,
+             "{\"%s\":{\"dtype\":\"F8_E4M3\",\"shape\":[1],\"data_offsets\":[0,2]}}", name);
     BAD(hdr, 2, OPTIM_ENOTSUP, "nnnn...\"", "\"F8_E4M3\"");
     BAD("{\"a\\tb\\\"c\":5}", 0, OPTIM_EFORMAT, "tensor \"a\\x09b\\\"c\"");
 }

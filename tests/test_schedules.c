@@ -103,66 +103,123 @@ typedef struct sched_case {
 #define J(cls, cfg) "{\"class_name\": \"" cls "\", \"config\": {" cfg "}}"
 
 static const sched_case CASES[] = {
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5"),
-     ref_exponential, {0.1, 10, 0.5, 0}, 100},
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5"),
+     ref_exponential,
+     {0.1, 10, 0.5, 0},
+     100},
     {J("ExponentialDecay",
        "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, \"staircase\": true"),
-     ref_exponential, {0.1, 10, 0.5, 1}, 100},
+     ref_exponential,
+     {0.1, 10, 0.5, 1},
+     100},
     {J("ExponentialDecay",
        "\"initial_learning_rate\": 0.3, \"decay_steps\": 2.5, \"decay_rate\": 0.9, \"staircase\": true"),
-     ref_exponential, {0.3, 2.5, 0.9, 1}, 30},
+     ref_exponential,
+     {0.3, 2.5, 0.9, 1},
+     30},
     {J("PiecewiseConstantDecay", "\"boundaries\": [5, 10, 20], \"values\": [1.0, 0.5, 0.25, 0.1]"),
-     ref_piecewise, {3, 5, 10, 20, 1.0, 0.5, 0.25, 0.1}, 30},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [2.5, 7.9], \"values\": [0.3, 0.2, 0.1]"), ref_piecewise,
-     {2, 2.5, 7.9, 0.3, 0.2, 0.1}, 12},
+     ref_piecewise,
+     {3, 5, 10, 20, 1.0, 0.5, 0.25, 0.1},
+     30},
+    {J("PiecewiseConstantDecay", "\"boundaries\": [2.5, 7.9], \"values\": [0.3, 0.2, 0.1]"),
+     ref_piecewise,
+     {2, 2.5, 7.9, 0.3, 0.2, 0.1},
+     12},
     {J("PiecewiseConstantDecay", "\"values\": [0.5, 0.05], \"boundaries\": [0], \"name\": \"pw\""),
-     ref_piecewise, {1, 0, 0.5, 0.05}, 5},
+     ref_piecewise,
+     {1, 0, 0.5, 0.05},
+     5},
     {J("PolynomialDecay",
        "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"end_learning_rate\": 0.01, \"power\": 2.0"),
-     ref_polynomial, {0.1, 10, 0.01, 2.0, 0}, 40},
-    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"end_learning_rate\": 0.01, "
-                          "\"power\": 2.0, \"cycle\": true"),
-     ref_polynomial, {0.1, 10, 0.01, 2.0, 1}, 45},
-    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 20"), ref_polynomial,
-     {0.1, 20, 0.0001, 1.0, 0}, 30},
-    {J("PolynomialDecay", "\"initial_learning_rate\": 0.05, \"decay_steps\": 7, \"power\": 0.5, \"cycle\": true"),
-     ref_polynomial, {0.05, 7, 0.0001, 0.5, 1}, 50},
-    {J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 5, \"decay_rate\": 0.5"),
-     ref_inverse_time, {0.1, 5, 0.5, 0}, 50},
+     ref_polynomial,
+     {0.1, 10, 0.01, 2.0, 0},
+     40},
+    {J("PolynomialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"end_learning_rate\": 0.01, "
+       "\"power\": 2.0, \"cycle\": true"),
+     ref_polynomial,
+     {0.1, 10, 0.01, 2.0, 1},
+     45},
+    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 20"),
+     ref_polynomial,
+     {0.1, 20, 0.0001, 1.0, 0},
+     30},
+    {J("PolynomialDecay",
+       "\"initial_learning_rate\": 0.05, \"decay_steps\": 7, \"power\": 0.5, \"cycle\": true"),
+     ref_polynomial,
+     {0.05, 7, 0.0001, 0.5, 1},
+     50},
+    {J("InverseTimeDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 5, \"decay_rate\": 0.5"),
+     ref_inverse_time,
+     {0.1, 5, 0.5, 0},
+     50},
     {J("InverseTimeDecay",
        "\"initial_learning_rate\": 0.1, \"decay_steps\": 5, \"decay_rate\": 0.5, \"staircase\": true"),
-     ref_inverse_time, {0.1, 5, 0.5, 1}, 50},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 20, \"alpha\": 0.1"), ref_cosine,
-     {0.1, 20, 0.1, NAN, 0}, 40},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.0, \"decay_steps\": 20, \"alpha\": 0.05, "
-                      "\"warmup_target\": 0.1, \"warmup_steps\": 10"),
-     ref_cosine, {0.0, 20, 0.05, 0.1, 10}, 50},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.05, \"decay_steps\": 15, \"warmup_target\": 0.2"),
-     ref_cosine, {0.05, 15, 0.0, 0.2, 0}, 30},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 20, \"warmup_steps\": 10, "
-                      "\"warmup_target\": null"),
-     ref_cosine, {0.1, 20, 0.0, NAN, 10}, 30},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 2.0, "
-                              "\"m_mul\": 0.5, \"alpha\": 0.1"),
-     ref_restarts, {0.1, 10, 2.0, 0.5, 0.1}, 200},
+     ref_inverse_time,
+     {0.1, 5, 0.5, 1},
+     50},
+    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 20, \"alpha\": 0.1"),
+     ref_cosine,
+     {0.1, 20, 0.1, NAN, 0},
+     40},
+    {J("CosineDecay",
+       "\"initial_learning_rate\": 0.0, \"decay_steps\": 20, \"alpha\": 0.05, "
+       "\"warmup_target\": 0.1, \"warmup_steps\": 10"),
+     ref_cosine,
+     {0.0, 20, 0.05, 0.1, 10},
+     50},
+    {J("CosineDecay",
+       "\"initial_learning_rate\": 0.05, \"decay_steps\": 15, \"warmup_target\": 0.2"),
+     ref_cosine,
+     {0.05, 15, 0.0, 0.2, 0},
+     30},
+    {J("CosineDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 20, \"warmup_steps\": 10, "
+       "\"warmup_target\": null"),
+     ref_cosine,
+     {0.1, 20, 0.0, NAN, 10},
+     30},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 2.0, "
+       "\"m_mul\": 0.5, \"alpha\": 0.1"),
+     ref_restarts,
+     {0.1, 10, 2.0, 0.5, 0.1},
+     200},
     {J("CosineDecayRestarts",
        "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 1.0, \"m_mul\": 0.8"),
-     ref_restarts, {0.1, 10, 1.0, 0.8, 0.0}, 60},
+     ref_restarts,
+     {0.1, 10, 1.0, 0.8, 0.0},
+     60},
     {J("CosineDecayRestarts",
        "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 4, \"t_mul\": 1.5, \"m_mul\": 0.9"),
-     ref_restarts, {0.1, 4, 1.5, 0.9, 0.0}, 100},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.2, \"first_decay_steps\": 5, \"t_mul\": 3.0, "
-                              "\"alpha\": 0.2"),
-     ref_restarts, {0.2, 5, 3.0, 1.0, 0.2}, 250},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 8"), ref_restarts,
-     {0.1, 8, 2.0, 1.0, 0.0}, 130},
+     ref_restarts,
+     {0.1, 4, 1.5, 0.9, 0.0},
+     100},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.2, \"first_decay_steps\": 5, \"t_mul\": 3.0, "
+       "\"alpha\": 0.2"),
+     ref_restarts,
+     {0.2, 5, 3.0, 1.0, 0.2},
+     250},
+    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 8"),
+     ref_restarts,
+     {0.1, 8, 2.0, 1.0, 0.0},
+     130},
     /* Restarts where log() rounds the period index one low (at steps 121
      * and 211): the new period must start there. */
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 1, \"t_mul\": 3.0, "
-                              "\"m_mul\": 0.9"),
-     ref_restarts, {0.1, 1, 3.0, 0.9, 0.0}, 400},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 16, \"t_mul\": 1.5"),
-     ref_restarts, {0.1, 16, 1.5, 1.0, 0.0}, 260},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 1, \"t_mul\": 3.0, "
+       "\"m_mul\": 0.9"),
+     ref_restarts,
+     {0.1, 1, 3.0, 0.9, 0.0},
+     400},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 16, \"t_mul\": 1.5"),
+     ref_restarts,
+     {0.1, 16, 1.5, 1.0, 0.0},
+     260},
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
 
@@ -267,8 +324,9 @@ static void test_edges(void **st)
 static void test_restarts_horizon(void **st)
 {
     (void)st;
-    optim_schedule *s = parse(J("CosineDecayRestarts",
-                                "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5"));
+    optim_schedule *s =
+        parse(J("CosineDecayRestarts",
+                "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5"));
     /* Periods 10, 5, 2.5, 1.25, 0.625, ... starting at 0, 10, 15, 17.5, 18.75, 19.375. */
     const double starts[] = {0, 10, 15, 17.5, 18.75, 19.375, 19.6875};
     for (int64_t k = 0; k < 20; k++) {
@@ -307,44 +365,59 @@ static void expect_text(const char *json, const char *want)
 static void test_config_text(void **st)
 {
     (void)st;
-    expect_text(J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000, \"decay_rate\": "
-                                      "0.96, \"staircase\": true, \"name\": \"exp\""),
-                "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
-                "1000,\"decay_rate\":0.96,\"staircase\":true,\"name\":\"exp\"}}");
-    expect_text(J("ExponentialDecay", "\"decay_rate\": 0.5, \"decay_steps\": 1000.0, \"initial_learning_rate\": 1"),
-                "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":1,\"decay_steps\":"
-                "1000.0,\"decay_rate\":0.5,\"staircase\":false,\"name\":null}}");
-    expect_text(J("PiecewiseConstantDecay", "\"boundaries\": [100000, 110000], \"values\": [1.0, 0.5, 0.1]"),
-                "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[100000,110000],\"values\":"
-                "[1.0,0.5,0.1],\"name\":null}}");
-    expect_text(J("PiecewiseConstantDecay",
-                  "\"boundaries\": [2.5, 1e3], \"values\": [0.01, 2, 1e-7], \"name\": \"pc\""),
-                "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[2.5,1000.0],\"values\":"
-                "[0.01,2,1e-07],\"name\":\"pc\"}}");
-    expect_text(J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10000"),
-                "{\"class_name\":\"PolynomialDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
-                "10000,\"end_learning_rate\":0.0001,\"power\":1.0,\"cycle\":false,\"name\":null}}");
-    expect_text(J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 2.5, \"decay_rate\": 0.5"),
-                "{\"class_name\":\"InverseTimeDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
-                "2.5,\"decay_rate\":0.5,\"staircase\":false,\"name\":null}}");
+    expect_text(
+        J("ExponentialDecay",
+          "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000, \"decay_rate\": "
+          "0.96, \"staircase\": true, \"name\": \"exp\""),
+        "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
+        "1000,\"decay_rate\":0.96,\"staircase\":true,\"name\":\"exp\"}}");
+    expect_text(
+        J("ExponentialDecay",
+          "\"decay_rate\": 0.5, \"decay_steps\": 1000.0, \"initial_learning_rate\": 1"),
+        "{\"class_name\":\"ExponentialDecay\",\"config\":{\"initial_learning_rate\":1,\"decay_steps\":"
+        "1000.0,\"decay_rate\":0.5,\"staircase\":false,\"name\":null}}");
+    expect_text(
+        J("PiecewiseConstantDecay",
+          "\"boundaries\": [100000, 110000], \"values\": [1.0, 0.5, 0.1]"),
+        "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[100000,110000],\"values\":"
+        "[1.0,0.5,0.1],\"name\":null}}");
+    expect_text(
+        J("PiecewiseConstantDecay",
+          "\"boundaries\": [2.5, 1e3], \"values\": [0.01, 2, 1e-7], \"name\": \"pc\""),
+        "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":[2.5,1000.0],\"values\":"
+        "[0.01,2,1e-07],\"name\":\"pc\"}}");
+    expect_text(
+        J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10000"),
+        "{\"class_name\":\"PolynomialDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
+        "10000,\"end_learning_rate\":0.0001,\"power\":1.0,\"cycle\":false,\"name\":null}}");
+    expect_text(
+        J("InverseTimeDecay",
+          "\"initial_learning_rate\": 0.1, \"decay_steps\": 2.5, \"decay_rate\": 0.5"),
+        "{\"class_name\":\"InverseTimeDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
+        "2.5,\"decay_rate\":0.5,\"staircase\":false,\"name\":null}}");
     /* Keras 3 writes "name" between alpha and warmup_target; the base
      * writes it last (see docs/schedules.md). */
-    expect_text(J("CosineDecay", "\"initial_learning_rate\": 0.0, \"decay_steps\": 1000, \"warmup_target\": 0.1, "
-                                 "\"warmup_steps\": 100"),
-                "{\"class_name\":\"CosineDecay\",\"config\":{\"initial_learning_rate\":0.0,\"decay_steps\":1000,"
-                "\"alpha\":0.0,\"name\":null,\"warmup_target\":0.1,\"warmup_steps\":100}}");
-    expect_text(J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000"),
-                "{\"class_name\":\"CosineDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":1000,"
-                "\"alpha\":0.0,\"name\":null,\"warmup_target\":null,\"warmup_steps\":0}}");
-    expect_text(J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 1000"),
-                "{\"class_name\":\"CosineDecayRestarts\",\"config\":{\"initial_learning_rate\":0.1,"
-                "\"first_decay_steps\":1000,\"t_mul\":2.0,\"m_mul\":1.0,\"alpha\":0.0,\"name\":null}}");
+    expect_text(
+        J("CosineDecay",
+          "\"initial_learning_rate\": 0.0, \"decay_steps\": 1000, \"warmup_target\": 0.1, "
+          "\"warmup_steps\": 100"),
+        "{\"class_name\":\"CosineDecay\",\"config\":{\"initial_learning_rate\":0.0,\"decay_steps\":1000,"
+        "\"alpha\":0.0,\"name\":null,\"warmup_target\":0.1,\"warmup_steps\":100}}");
+    expect_text(
+        J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000"),
+        "{\"class_name\":\"CosineDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":1000,"
+        "\"alpha\":0.0,\"name\":null,\"warmup_target\":null,\"warmup_steps\":0}}");
+    expect_text(
+        J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 1000"),
+        "{\"class_name\":\"CosineDecayRestarts\",\"config\":{\"initial_learning_rate\":0.1,"
+        "\"first_decay_steps\":1000,\"t_mul\":2.0,\"m_mul\":1.0,\"alpha\":0.0,\"name\":null}}");
     /* Keras 3's serialize adds module and registered_name: read, not written. */
-    expect_text("{\"module\": \"keras.optimizers.schedules\", \"class_name\": \"InverseTimeDecay\", \"config\": "
-                "{\"initial_learning_rate\": 0.1, \"decay_steps\": 1, \"decay_rate\": 0.5, \"name\": "
-                "\"InverseTimeDecay\"}, \"registered_name\": null}",
-                "{\"class_name\":\"InverseTimeDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
-                "1,\"decay_rate\":0.5,\"staircase\":false,\"name\":\"InverseTimeDecay\"}}");
+    expect_text(
+        "{\"module\": \"keras.optimizers.schedules\", \"class_name\": \"InverseTimeDecay\", \"config\": "
+        "{\"initial_learning_rate\": 0.1, \"decay_steps\": 1, \"decay_rate\": 0.5, \"name\": "
+        "\"InverseTimeDecay\"}, \"registered_name\": null}",
+        "{\"class_name\":\"InverseTimeDecay\",\"config\":{\"initial_learning_rate\":0.1,\"decay_steps\":"
+        "1,\"decay_rate\":0.5,\"staircase\":false,\"name\":\"InverseTimeDecay\"}}");
 }
 
 /* PiecewiseConstantDecay's lists keep their numbers exactly, float32-derived
@@ -356,17 +429,20 @@ static void test_lists_keep_exact_numbers(void **st)
 {
     (void)st;
     const double f32_01 = 0.009999999776482582, f32_0001 = 0.0010000000474974513;
-    optim_schedule *s = parse(J("PiecewiseConstantDecay", "\"boundaries\": [10, 1000000000000001], "
-                                                          "\"values\": [0.009999999776482582, 0.0010000000474974513, 0.5]"));
+    optim_schedule *s = parse(J("PiecewiseConstantDecay",
+                                "\"boundaries\": [10, 1000000000000001], "
+                                "\"values\": [0.009999999776482582, 0.0010000000474974513, 0.5]"));
     double v0 = optim_schedule_value(s, 0), v1 = optim_schedule_value(s, 11);
     if (v0 != f32_01 || v1 != f32_0001) print_error("values %.17g %.17g: not exact\n", v0, v1);
     assert_eq(v0, f32_01);
     assert_eq(v1, f32_0001);
     char *text = optim_schedule_serialize(s);
     assert_non_null(text);
-    assert_string_equal(text, "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":"
-                              "[10,1000000000000001],\"values\":[0.009999999776482582,0.0010000000474974513,0.5],"
-                              "\"name\":null}}");
+    assert_string_equal(
+        text,
+        "{\"class_name\":\"PiecewiseConstantDecay\",\"config\":{\"boundaries\":"
+        "[10,1000000000000001],\"values\":[0.009999999776482582,0.0010000000474974513,0.5],"
+        "\"name\":null}}");
     optim_free(text);
     optim_schedule_destroy(s);
 }
@@ -398,8 +474,9 @@ static void test_round_trips(void **st)
 static void test_registry(void **st)
 {
     (void)st;
-    static const char *const names[] = {"ExponentialDecay", "PiecewiseConstantDecay", "PolynomialDecay",
-                                        "InverseTimeDecay", "CosineDecay", "CosineDecayRestarts"};
+    static const char *const names[] = {"ExponentialDecay", "PiecewiseConstantDecay",
+                                        "PolynomialDecay",  "InverseTimeDecay",
+                                        "CosineDecay",      "CosineDecayRestarts"};
     for (size_t i = 0; i < 6; i++) {
         const optim_schedule_class *c = optim_find_schedule_class(names[i]);
         assert_non_null(c);
@@ -409,14 +486,14 @@ static void test_registry(void **st)
     assert_null(optim_find_schedule_class("exponentialdecay"));
     assert_null(optim_find_schedule_class("SGDRDecay"));
     /* Every built-in has a closed-form case above. */
-#define COVERED(sym)                                                                  \
-    {                                                                                 \
-        char needle[96];                                                              \
-        int found = 0;                                                                \
-        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);          \
+#define COVERED(sym)                                                                         \
+    {                                                                                        \
+        char needle[96];                                                                     \
+        int found = 0;                                                                       \
+        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);                 \
         for (size_t i = 0; i < N_CASES; i++) found |= strstr(CASES[i].json, needle) != NULL; \
-        if (!found) print_error("no closed-form case for %s\n", sym.name);            \
-        assert_true(found);                                                           \
+        if (!found) print_error("no closed-form case for %s\n", sym.name);                   \
+        assert_true(found);                                                                  \
     }
     OPTIM_BUILTIN_SCHEDULES(COVERED)
 #undef COVERED
@@ -430,115 +507,191 @@ typedef struct bad_case {
 
 static const bad_case BAD[] = {
     /* decay_steps <= 0 */
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0, \"decay_rate\": 0.5"),
-     OPTIM_ERANGE, {"ExponentialDecay", "decay_steps", "is 0"}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": -10, \"decay_rate\": 0.5"),
-     OPTIM_ERANGE, {"decay_steps", "-10", "(0, inf)"}},
-    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0"), OPTIM_ERANGE,
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 0, \"decay_rate\": 0.5"),
+     OPTIM_ERANGE,
+     {"ExponentialDecay", "decay_steps", "is 0"}},
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": -10, \"decay_rate\": 0.5"),
+     OPTIM_ERANGE,
+     {"decay_steps", "-10", "(0, inf)"}},
+    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0"),
+     OPTIM_ERANGE,
      {"PolynomialDecay", "decay_steps", "is 0"}},
-    {J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": -1, \"decay_rate\": 0.5"),
-     OPTIM_ERANGE, {"InverseTimeDecay", "decay_steps", "-1"}},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0"), OPTIM_ERANGE,
+    {J("InverseTimeDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": -1, \"decay_rate\": 0.5"),
+     OPTIM_ERANGE,
+     {"InverseTimeDecay", "decay_steps", "-1"}},
+    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0"),
+     OPTIM_ERANGE,
      {"CosineDecay", "decay_steps", "is 0"}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 0"), OPTIM_ERANGE,
+    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 0"),
+     OPTIM_ERANGE,
      {"CosineDecayRestarts", "first_decay_steps", "is 0"}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": -5"), OPTIM_ERANGE,
+    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": -5"),
+     OPTIM_ERANGE,
      {"first_decay_steps", "-5", ""}},
     /* other ranges */
-    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"warmup_target\": 0.2, "
-                      "\"warmup_steps\": -1"),
-     OPTIM_ERANGE, {"warmup_steps", "-1", ""}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0"),
-     OPTIM_ERANGE, {"t_mul", "is 0", ""}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": -2.0"),
-     OPTIM_ERANGE, {"t_mul", "-2", ""}},
+    {J("CosineDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"warmup_target\": 0.2, "
+       "\"warmup_steps\": -1"),
+     OPTIM_ERANGE,
+     {"warmup_steps", "-1", ""}},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0"),
+     OPTIM_ERANGE,
+     {"t_mul", "is 0", ""}},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": -2.0"),
+     OPTIM_ERANGE,
+     {"t_mul", "-2", ""}},
     /* PiecewiseConstantDecay lists */
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10, 20], \"values\": [1.0, 0.5]"), OPTIM_EINVAL,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10, 20], \"values\": [1.0, 0.5]"),
+     OPTIM_EINVAL,
      {"PiecewiseConstantDecay", "one more element", "2"}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 0.5, 0.1]"), OPTIM_EINVAL,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 0.5, 0.1]"),
+     OPTIM_EINVAL,
      {"boundaries has 1", "values 3", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [20, 10], \"values\": [1.0, 0.5, 0.1]"), OPTIM_EINVAL,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [20, 10], \"values\": [1.0, 0.5, 0.1]"),
+     OPTIM_EINVAL,
      {"boundaries[1] is 10", "strictly increasing", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10, 10], \"values\": [1.0, 0.5, 0.1]"), OPTIM_EINVAL,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10, 10], \"values\": [1.0, 0.5, 0.1]"),
+     OPTIM_EINVAL,
      {"boundaries[1]", "strictly increasing", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [1, 5, 3, 9], \"values\": [1.0, 0.5, 0.1, 0.05, 0.01]"),
-     OPTIM_EINVAL, {"boundaries[2] is 3", "boundaries[1] = 5", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [], \"values\": [1.0]"), OPTIM_EINVAL,
+    {J("PiecewiseConstantDecay",
+       "\"boundaries\": [1, 5, 3, 9], \"values\": [1.0, 0.5, 0.1, 0.05, 0.01]"),
+     OPTIM_EINVAL,
+     {"boundaries[2] is 3", "boundaries[1] = 5", ""}},
+    {J("PiecewiseConstantDecay", "\"boundaries\": [], \"values\": [1.0]"),
+     OPTIM_EINVAL,
      {"boundaries is empty", "", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10]"), OPTIM_EKEY, {"'values' is required", "", ""}},
-    {J("PiecewiseConstantDecay", "\"values\": [1.0, 0.5]"), OPTIM_EKEY, {"'boundaries' is required", "", ""}},
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10]"),
+     OPTIM_EKEY,
+     {"'values' is required", "", ""}},
+    {J("PiecewiseConstantDecay", "\"values\": [1.0, 0.5]"),
+     OPTIM_EKEY,
+     {"'boundaries' is required", "", ""}},
     {J("PiecewiseConstantDecay", ""), OPTIM_EKEY, {"'boundaries' is required", "", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": 10, \"values\": [1.0, 0.5]"), OPTIM_ETYPE,
+    {J("PiecewiseConstantDecay", "\"boundaries\": 10, \"values\": [1.0, 0.5]"),
+     OPTIM_ETYPE,
      {"'boundaries' is a number", "expected a list of numbers", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": {\"a\": 1}"), OPTIM_ETYPE,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": {\"a\": 1}"),
+     OPTIM_ETYPE,
      {"'values' is an object", "", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10, \"20\"], \"values\": [1.0, 0.5, 0.1]"), OPTIM_ETYPE,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10, \"20\"], \"values\": [1.0, 0.5, 0.1]"),
+     OPTIM_ETYPE,
      {"'boundaries'", "element 1 is a string", "expected a finite number"}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, null]"), OPTIM_ETYPE,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, null]"),
+     OPTIM_ETYPE,
      {"'values'", "element 1 is null", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [true, 0.5]"), OPTIM_ETYPE,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [true, 0.5]"),
+     OPTIM_ETYPE,
      {"'values'", "element 0 is a boolean", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 1e999]"), OPTIM_ETYPE,
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 1e999]"),
+     OPTIM_ETYPE,
      {"'values'", "element 1", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 0.5], \"boundaries\": [20]"),
-     OPTIM_EPARSE, {"'boundaries' appears twice", "", ""}},
+    {J("PiecewiseConstantDecay",
+       "\"boundaries\": [10], \"values\": [1.0, 0.5], \"boundaries\": [20]"),
+     OPTIM_EPARSE,
+     {"'boundaries' appears twice", "", ""}},
     /* unknown class, malformed */
-    {J("ExponentialDecayy", "\"initial_learning_rate\": 0.1"), OPTIM_ENOTFOUND,
+    {J("ExponentialDecayy", "\"initial_learning_rate\": 0.1"),
+     OPTIM_ENOTFOUND,
      {"unknown schedule class 'ExponentialDecayy'", "", ""}},
     {J("SGD", "\"learning_rate\": 0.1"), OPTIM_ENOTFOUND, {"unknown schedule class 'SGD'", "", ""}},
     {"{\"config\": {\"initial_learning_rate\": 0.1}}", OPTIM_EKEY, {"class_name", "missing", ""}},
     {"{\"class_name\": 7, \"config\": {}}", OPTIM_ETYPE, {"class_name", "a number", ""}},
-    {"{\"class_name\": \"CosineDecay\", \"config\": {}, \"extra\": 1}", OPTIM_EKEY, {"'extra'", "", ""}},
+    {"{\"class_name\": \"CosineDecay\", \"config\": {}, \"extra\": 1}",
+     OPTIM_EKEY,
+     {"'extra'", "", ""}},
     {"[\"CosineDecay\"]", OPTIM_ETYPE, {"an array", "class_name", ""}},
-    {"{\"class_name\": \"CosineDecay\", \"config\": [1]}", OPTIM_ETYPE, {"CosineDecay", "config", "an array"}},
+    {"{\"class_name\": \"CosineDecay\", \"config\": [1]}",
+     OPTIM_ETYPE,
+     {"CosineDecay", "config", "an array"}},
     {"{\"class_name\": \"CosineDecay\", \"config\": {", OPTIM_EPARSE, {"malformed", "", ""}},
     /* missing required keys */
-    {J("ExponentialDecay", "\"decay_steps\": 10, \"decay_rate\": 0.5"), OPTIM_EKEY,
+    {J("ExponentialDecay", "\"decay_steps\": 10, \"decay_rate\": 0.5"),
+     OPTIM_EKEY,
      {"ExponentialDecay", "'initial_learning_rate' is required", ""}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_rate\": 0.5"), OPTIM_EKEY,
+    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_rate\": 0.5"),
+     OPTIM_EKEY,
      {"'decay_steps' is required", "", ""}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10"), OPTIM_EKEY,
+    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10"),
+     OPTIM_EKEY,
      {"'decay_rate' is required", "", ""}},
-    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1"), OPTIM_EKEY, {"'decay_steps' is required", "", ""}},
-    {J("PolynomialDecay", "\"decay_steps\": 10"), OPTIM_EKEY, {"'initial_learning_rate' is required", "", ""}},
-    {J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10"), OPTIM_EKEY,
-     {"InverseTimeDecay", "'decay_rate' is required", ""}},
-    {J("InverseTimeDecay", "\"decay_steps\": 10, \"decay_rate\": 0.5"), OPTIM_EKEY,
-     {"'initial_learning_rate' is required", "", ""}},
-    {J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_rate\": 0.5"), OPTIM_EKEY,
+    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1"),
+     OPTIM_EKEY,
      {"'decay_steps' is required", "", ""}},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.1"), OPTIM_EKEY, {"'decay_steps' is required", "", ""}},
-    {J("CosineDecay", "\"decay_steps\": 10"), OPTIM_EKEY, {"'initial_learning_rate' is required", "", ""}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1"), OPTIM_EKEY,
+    {J("PolynomialDecay", "\"decay_steps\": 10"),
+     OPTIM_EKEY,
+     {"'initial_learning_rate' is required", "", ""}},
+    {J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10"),
+     OPTIM_EKEY,
+     {"InverseTimeDecay", "'decay_rate' is required", ""}},
+    {J("InverseTimeDecay", "\"decay_steps\": 10, \"decay_rate\": 0.5"),
+     OPTIM_EKEY,
+     {"'initial_learning_rate' is required", "", ""}},
+    {J("InverseTimeDecay", "\"initial_learning_rate\": 0.1, \"decay_rate\": 0.5"),
+     OPTIM_EKEY,
+     {"'decay_steps' is required", "", ""}},
+    {J("CosineDecay", "\"initial_learning_rate\": 0.1"),
+     OPTIM_EKEY,
+     {"'decay_steps' is required", "", ""}},
+    {J("CosineDecay", "\"decay_steps\": 10"),
+     OPTIM_EKEY,
+     {"'initial_learning_rate' is required", "", ""}},
+    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1"),
+     OPTIM_EKEY,
      {"'first_decay_steps' is required", "", ""}},
-    {J("CosineDecayRestarts", "\"first_decay_steps\": 10"), OPTIM_EKEY,
+    {J("CosineDecayRestarts", "\"first_decay_steps\": 10"),
+     OPTIM_EKEY,
      {"'initial_learning_rate' is required", "", ""}},
     {"{\"class_name\": \"CosineDecay\"}", OPTIM_EKEY, {"is required", "", ""}},
     /* wrong types, unknown keys */
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": \"10\", \"decay_rate\": 0.5"),
-     OPTIM_ETYPE, {"'decay_steps' is a string", "a number", ""}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, "
-                           "\"staircase\": 1"),
-     OPTIM_ETYPE, {"'staircase' is a number", "true or false", ""}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": null, \"decay_steps\": 10, \"decay_rate\": 0.5"),
-     OPTIM_ETYPE, {"'initial_learning_rate' is null", "", ""}},
-    {J("PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"cycle\": \"yes\""),
-     OPTIM_ETYPE, {"'cycle' is a string", "", ""}},
-    {J("PolynomialDecay", "\"initial_learning_rate\": [0.1], \"decay_steps\": 10"), OPTIM_ETYPE,
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": \"10\", \"decay_rate\": 0.5"),
+     OPTIM_ETYPE,
+     {"'decay_steps' is a string", "a number", ""}},
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, "
+       "\"staircase\": 1"),
+     OPTIM_ETYPE,
+     {"'staircase' is a number", "true or false", ""}},
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": null, \"decay_steps\": 10, \"decay_rate\": 0.5"),
+     OPTIM_ETYPE,
+     {"'initial_learning_rate' is null", "", ""}},
+    {J("PolynomialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"cycle\": \"yes\""),
+     OPTIM_ETYPE,
+     {"'cycle' is a string", "", ""}},
+    {J("PolynomialDecay", "\"initial_learning_rate\": [0.1], \"decay_steps\": 10"),
+     OPTIM_ETYPE,
      {"'initial_learning_rate' is an array", "", ""}},
-    {J("CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"warmup_target\": \"0.2\""),
-     OPTIM_ETYPE, {"'warmup_target' is a string", "", ""}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"m_mul\": true"),
-     OPTIM_ETYPE, {"'m_mul' is a boolean", "", ""}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, "
-                           "\"name\": 3"),
-     OPTIM_ETYPE, {"'name' is a number", "", ""}},
-    {J("ExponentialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, "
-                           "\"decay\": 0.1"),
-     OPTIM_EKEY, {"unknown config key 'decay'", "decay_rate", ""}},
-    {J("CosineDecayRestarts", "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"_t_mul\": 2.0"),
-     OPTIM_EKEY, {"unknown config key '_t_mul'", "t_mul", ""}},
-    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 0.5], \"value\": 1"), OPTIM_EKEY,
+    {J("CosineDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"warmup_target\": \"0.2\""),
+     OPTIM_ETYPE,
+     {"'warmup_target' is a string", "", ""}},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"m_mul\": true"),
+     OPTIM_ETYPE,
+     {"'m_mul' is a boolean", "", ""}},
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, "
+       "\"name\": 3"),
+     OPTIM_ETYPE,
+     {"'name' is a number", "", ""}},
+    {J("ExponentialDecay",
+       "\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.5, "
+       "\"decay\": 0.1"),
+     OPTIM_EKEY,
+     {"unknown config key 'decay'", "decay_rate", ""}},
+    {J("CosineDecayRestarts",
+       "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"_t_mul\": 2.0"),
+     OPTIM_EKEY,
+     {"unknown config key '_t_mul'", "t_mul", ""}},
+    {J("PiecewiseConstantDecay", "\"boundaries\": [10], \"values\": [1.0, 0.5], \"value\": 1"),
+     OPTIM_EKEY,
      {"unknown config key 'value'", "", ""}},
 };
 
@@ -549,7 +702,8 @@ static void test_bad_configs(void **st)
         optim_schedule *s = (optim_schedule *)&s; /* must come back NULL */
         optim_error err;
         int rc = optim_schedule_from_json(&s, BAD[i].json, &err);
-        if (rc != BAD[i].code) print_error("%s: rc %d (%s), expected %d\n", BAD[i].json, rc, err.msg, BAD[i].code);
+        if (rc != BAD[i].code)
+            print_error("%s: rc %d (%s), expected %d\n", BAD[i].json, rc, err.msg, BAD[i].code);
         assert_int_equal(rc, BAD[i].code);
         assert_int_equal(err.code, rc);
         assert_null(s);
@@ -585,15 +739,18 @@ static void test_nested_in_optimizer(void **st)
     (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         char json[1024];
-        snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"momentum\": 0.5}}",
-                 CASES[i].json);
+        snprintf(
+            json, sizeof json,
+            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"momentum\": 0.5}}",
+            CASES[i].json);
         optim_optimizer *opt = make_opt(json);
         char *sched = serialize_of(CASES[i].json);
         char *cfg = optim_get_config(opt);
         assert_non_null(cfg);
         char want[1200];
         /* Nested in a Keras 3 config as serialize_keras_object writes it. */
-        snprintf(want, sizeof want, "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":");
+        snprintf(want, sizeof want,
+                 "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":");
         if (!strstr(cfg, want)) print_error("%s lacks %s\n", cfg, want);
         assert_contains(cfg, want);
         /* optim_serialize -> optim_from_json -> optim_serialize is the identity. */
@@ -616,8 +773,9 @@ static void test_nested_in_optimizer(void **st)
     }
     /* In the legacy generation too. */
     optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-        "PolynomialDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
-                                                                                  "\"is_legacy_optimizer\": true}}");
+        "PolynomialDecay",
+        "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
+                                                               "\"is_legacy_optimizer\": true}}");
     char *cfg = optim_get_config(opt);
     assert_contains(cfg, "\"learning_rate\":{\"class_name\":\"PolynomialDecay\",\"config\":{");
     optim_free(cfg);
@@ -625,22 +783,27 @@ static void test_nested_in_optimizer(void **st)
     /* A bad nested schedule: refused, the message names learning_rate and the schedule's key. */
     optim_error err;
     optim_optimizer *bad = NULL;
-    int rc = optim_from_json(&bad, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-                                       "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0") "}}",
-                             &err);
+    int rc = optim_from_json(
+        &bad,
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+            "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0") "}}",
+        &err);
     assert_int_equal(rc, OPTIM_ERANGE);
     assert_null(bad);
     assert_contains(err.msg, "learning_rate");
     assert_contains(err.msg, "decay_steps");
-    rc = optim_from_json(&bad, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-                                   "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
+    rc = optim_from_json(&bad,
+                         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+                             "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
                          &err);
     assert_int_equal(rc, OPTIM_ENOTFOUND);
     assert_contains(err.msg, "NoSuchDecay");
     /* Only hyperparameters may be schedules. */
-    rc = optim_from_json(&bad, "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
-                                   "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
-                         &err);
+    rc = optim_from_json(
+        &bad,
+        "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
+            "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
+        &err);
     assert_int_not_equal(rc, 0);
     assert_null(bad);
 }
@@ -670,10 +833,12 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
         }
         optim_var *w;
         optim_error err;
-        assert_int_equal(optim_var_create(&w, "w", dt, 1, (int64_t[]){N}, d ? (void *)wd : (void *)wf, &err), 0);
+        assert_int_equal(
+            optim_var_create(&w, "w", dt, 1, (int64_t[]){N}, d ? (void *)wd : (void *)wf, &err), 0);
         for (int k = 0; k < SGD_STEPS; k++) {
             for (int i = 0; i < N; i++) gd[i] = grad_at(k, i), gf[i] = (float)gd[i];
-            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gd : (void *)gf, 1, (int64_t[]){N})),
+            optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gd : (void *)gf,
+                                                                   1, (int64_t[]){N})),
                                 w};
             int rc = optim_apply_gradients(opt, &p, 1, 0);
             if (rc) print_error("%s\n", optim_errmsg(opt));
@@ -694,12 +859,14 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
         for (int i = 0; i < N; i++) {
             if (d) {
                 double got = optim_var_get(w, i);
-                if (got != ed[i]) print_error("%s f64 w[%d] = %.17g, expected %.17g\n", opt_json, i, got, ed[i]);
+                if (got != ed[i])
+                    print_error("%s f64 w[%d] = %.17g, expected %.17g\n", opt_json, i, got, ed[i]);
                 assert_eq(got, ed[i]);
                 assert_close(got, closed[i], 1e-12, 1e-13);
             } else {
                 float got = (float)optim_var_get(w, i);
-                if (got != ef[i]) print_error("%s f32 w[%d] = %.9g, expected %.9g\n", opt_json, i, got, ef[i]);
+                if (got != ef[i])
+                    print_error("%s f32 w[%d] = %.9g, expected %.9g\n", opt_json, i, got, ef[i]);
                 assert_eq(got, ef[i]);
                 assert_close(got, closed[i], 1e-5, 2e-6);
             }
@@ -715,11 +882,13 @@ static void test_sgd_with_each_schedule(void **st)
     (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
-        snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s}}", CASES[i].json);
-        check_sgd(json, &CASES[i], 0.0);
         snprintf(json, sizeof json,
-                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"is_legacy_optimizer\": true}}",
-                 CASES[i].json);
+                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s}}", CASES[i].json);
+        check_sgd(json, &CASES[i], 0.0);
+        snprintf(
+            json, sizeof json,
+            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"is_legacy_optimizer\": true}}",
+            CASES[i].json);
         check_sgd(json, &CASES[i], 0.0);
     }
 }
@@ -739,8 +908,10 @@ static void test_sgd_schedule_and_legacy_decay(void **st)
     /* lr is a legacy alias: Keras 3 refuses it. */
     optim_optimizer *opt = NULL;
     optim_error err;
-    snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"lr\": 0.05, "
-             "\"is_legacy_optimizer\": false}}", CASES[0].json);
+    snprintf(json, sizeof json,
+             "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"lr\": 0.05, "
+             "\"is_legacy_optimizer\": false}}",
+             CASES[0].json);
     assert_int_equal(optim_from_json(&opt, json, &err), OPTIM_EKEY);
     assert_null(opt);
 }
@@ -767,8 +938,10 @@ static void test_schedule_value_refused_at_step(void **st)
         optim_var *w;
         optim_error err;
         assert_int_equal(optim_var_create(&w, "w", OPTIM_F64, 1, (int64_t[]){2}, w0, &err), 0);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})), w};
-        for (int k = 0; k < first_bad[j]; k++) assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})),
+                            w};
+        for (int k = 0; k < first_bad[j]; k++)
+            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
         int rc = optim_apply_gradients(opt, &p, 1, 0);
         assert_int_equal(rc, OPTIM_ERANGE);
@@ -785,14 +958,17 @@ static void test_schedule_value_refused_at_step(void **st)
 static void test_set_schedule_object(void **st)
 {
     (void)st;
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+    optim_optimizer *opt =
+        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_schedule *s = parse(CASES[1].json);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
     double lr;
     assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
     assert_eq(lr, 0.1);
     char *cfg = optim_get_config(opt);
-    assert_contains(cfg, "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":\"ExponentialDecay\"");
+    assert_contains(
+        cfg,
+        "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":\"ExponentialDecay\"");
     optim_free(cfg);
     /* Replacing it frees the old one (ASan checks); a bad name leaves s with the caller. */
     optim_schedule *s2 = parse(CASES[3].json);
@@ -827,8 +1003,10 @@ static void test_replay_with_each_schedule(void **st)
 {
     (void)st;
     enum { STEPS = 40, NW = 4, NV = 3 };
-    const char *cfg = optim_test_tmpfile("sched_cfg.json"), *init = optim_test_tmpfile("sched_init.st");
-    const char *grads = optim_test_tmpfile("sched_grads.st"), *out = optim_test_tmpfile("sched_out.st");
+    const char *cfg = optim_test_tmpfile("sched_cfg.json"),
+               *init = optim_test_tmpfile("sched_init.st");
+    const char *grads = optim_test_tmpfile("sched_grads.st"),
+               *out = optim_test_tmpfile("sched_out.st");
     const char *errf = optim_test_tmpfile("sched_err.txt");
     optim_error err;
     /* INIT: "w" f64 [4], "v" f32 [3]. GRADS: K/w and K/v, dense, every step. */
@@ -863,10 +1041,12 @@ static void test_replay_with_each_schedule(void **st)
 
     for (size_t c = 0; c < N_CASES; c++) {
         char json[1024];
-        snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s}}", CASES[c].json);
+        snprintf(json, sizeof json,
+                 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s}}", CASES[c].json);
         assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
         unlink(out);
-        char *argv[] = {(char *)OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+        char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
+                        (char *)grads,          (char *)out, NULL};
         int rc = run_cli(argv, errf);
         if (rc) print_error("replay failed (%d) for %s\n", rc, json);
         assert_int_equal(rc, 0);
@@ -883,7 +1063,8 @@ static void test_replay_with_each_schedule(void **st)
         optim_tensor got;
         assert_int_equal(optim_st_get(o, "w", &got), 0);
         assert_int_equal(got.dtype, OPTIM_F64);
-        for (int i = 0; i < NW; i++) assert_close(((const double *)got.data)[i], ew[i], 1e-12, 1e-13);
+        for (int i = 0; i < NW; i++)
+            assert_close(((const double *)got.data)[i], ew[i], 1e-12, 1e-13);
         assert_int_equal(optim_st_get(o, "v", &got), 0);
         assert_int_equal(got.dtype, OPTIM_F32);
         for (int i = 0; i < NV; i++) assert_close(((const float *)got.data)[i], ev[i], 1e-5, 2e-6);
@@ -919,8 +1100,8 @@ static void test_schedule_plot(void **st)
 {
     (void)st;
     /* optim_test_tmpfile recycles 8 buffers: keep copies. */
-    char cfg[512], png[512], errf[512], missing[512], badjson[512], badcls[512], badcfg[512], dir[512],
-        nodir[512];
+    char cfg[512], png[512], errf[512], missing[512], badjson[512], badcls[512], badcfg[512],
+        dir[512], nodir[512];
     snprintf(cfg, sizeof cfg, "%s", optim_test_tmpfile("plot.json"));
     snprintf(png, sizeof png, "%s", optim_test_tmpfile("plot.png"));
     snprintf(errf, sizeof errf, "%s", optim_test_tmpfile("plot_err.txt"));
@@ -937,7 +1118,8 @@ static void test_schedule_plot(void **st)
         unlink(png);
         char steps[32];
         snprintf(steps, sizeof steps, "%lld", (long long)CASES[c].steps);
-        char *argv[] = {(char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, c % 2 ? steps : NULL, NULL};
+        char *argv[] = {
+            (char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, c % 2 ? steps : NULL, NULL};
         int rc = run_cli(argv, errf);
         if (rc) print_error("schedule-plot failed (%d) for %s\n", rc, CASES[c].json);
         assert_int_equal(rc, 0);
@@ -945,14 +1127,17 @@ static void test_schedule_plot(void **st)
         assert_int_equal(read_head(png, head, sizeof head), sizeof head);
         assert_memory_equal(head, sig, 8);
         assert_memory_equal(head + 12, "IHDR", 4);
-        uint32_t width = (uint32_t)head[16] << 24 | (uint32_t)head[17] << 16 | (uint32_t)head[18] << 8 | head[19];
-        uint32_t height = (uint32_t)head[20] << 24 | (uint32_t)head[21] << 16 | (uint32_t)head[22] << 8 | head[23];
+        uint32_t width = (uint32_t)head[16] << 24 | (uint32_t)head[17] << 16 |
+            (uint32_t)head[18] << 8 | head[19];
+        uint32_t height = (uint32_t)head[20] << 24 | (uint32_t)head[21] << 16 |
+            (uint32_t)head[22] << 8 | head[23];
         assert_int_equal(width, 640);
         assert_int_equal(height, 360);
     }
     /* Large STEPS are sampled; a schedule that goes NaN leaves a gap. */
-    const char *restart = J("CosineDecayRestarts",
-                            "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5");
+    const char *restart =
+        J("CosineDecayRestarts",
+          "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5");
     assert_int_equal(optim_test_write_file(cfg, restart, strlen(restart)), 0);
     {
         char *argv[] = {(char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, "1000000000", NULL};
@@ -966,7 +1151,8 @@ static void test_schedule_plot(void **st)
     assert_int_equal(optim_test_write_file(badjson, "{\"class_name\": ", 15), 0);
     const char *u = J("StepDecay", "\"initial_learning_rate\": 0.1");
     assert_int_equal(optim_test_write_file(badcls, u, strlen(u)), 0);
-    const char *b = J("PiecewiseConstantDecay", "\"boundaries\": [10, 5], \"values\": [1.0, 0.5, 0.1]");
+    const char *b =
+        J("PiecewiseConstantDecay", "\"boundaries\": [10, 5], \"values\": [1.0, 0.5, 0.1]");
     assert_int_equal(optim_test_write_file(badcfg, b, strlen(b)), 0);
     assert_int_equal(optim_test_write_file(cfg, CASES[0].json, strlen(CASES[0].json)), 0);
     struct {
@@ -996,14 +1182,16 @@ static void test_schedule_plot(void **st)
         char *argv[7] = {(char *)OPTIM_CLI_PATH, "schedule-plot"};
         for (int a = 0; a < 4 && bad[i].args[a]; a++) argv[2 + a] = (char *)bad[i].args[a];
         int rc = run_cli(argv, errf);
-        if (rc != bad[i].status) print_error("case %zu: status %d, expected %d\n", i, rc, bad[i].status);
+        if (rc != bad[i].status)
+            print_error("case %zu: status %d, expected %d\n", i, rc, bad[i].status);
         assert_int_equal(rc, bad[i].status);
         assert_false(file_exists(png));
         assert_false(file_exists(nodir));
         char msg[1024] = {0};
         size_t len = read_head(errf, (unsigned char *)msg, sizeof msg - 1);
         assert_gt(len, 0);
-        if (!strstr(msg, bad[i].word)) print_error("case %zu: stderr '%s' lacks '%s'\n", i, msg, bad[i].word);
+        if (!strstr(msg, bad[i].word))
+            print_error("case %zu: stderr '%s' lacks '%s'\n", i, msg, bad[i].word);
         assert_contains(msg, bad[i].word);
         char *nl = strchr(msg, '\n');
         assert_non_null(nl);
@@ -1034,15 +1222,20 @@ static void test_schedule_object_single_owner(void **state)
     (void)state;
     optim_schedule *s;
     optim_error err;
-    assert_int_equal(optim_schedule_from_json(&s, "{\"class_name\": \"ExponentialDecay\", \"config\": "
-                                                  "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
-                                                  "\"decay_rate\": 0.5}}", &err), 0);
+    assert_int_equal(
+        optim_schedule_from_json(&s,
+                                 "{\"class_name\": \"ExponentialDecay\", \"config\": "
+                                 "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
+                                 "\"decay_rate\": 0.5}}",
+                                 &err),
+        0);
     optim_optimizer *opt;
     assert_int_equal(optim_from_json(&opt, "\"sgd\"", &err), 0);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL);
     assert_contains(optim_errmsg(opt), "already belongs to 'learning_rate'");
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0); /* same owner: fine */
+    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s),
+                     0); /* same owner: fine */
     optim_destroy(opt); /* frees s once */
 }
 

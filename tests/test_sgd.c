@@ -36,7 +36,12 @@ static void ref_step(const void *h_, int k, double *w, double *const *st, const 
 /* The dense trajectory of json (with and without the legacy flag) against hp. */
 static void check_trajectory(const char *k3, const char *legacy, hp h)
 {
-    ot_case c = {k3, ref_step, &h, 1, {h.momentum ? "momentum" : NULL}, .absent = h.momentum ? NULL : "momentum"};
+    ot_case c = {k3,
+                 ref_step,
+                 &h,
+                 1,
+                 {h.momentum ? "momentum" : NULL},
+                 .absent = h.momentum ? NULL : "momentum"};
     if (k3) ot_check_dense(&OT_DENSE, c);
     c.json = legacy;
     if (legacy) ot_check_dense(&OT_DENSE, c);
@@ -44,25 +49,29 @@ static void check_trajectory(const char *k3, const char *legacy, hp h)
 
 OPTIM_TEST(test_plain)
 {
-    check_trajectory(SGD("\"learning_rate\": 0.1"), SGD("\"learning_rate\": 0.1, " OT_LEGACY), (hp){0.1, 0, 0, 0});
+    check_trajectory(SGD("\"learning_rate\": 0.1"), SGD("\"learning_rate\": 0.1, " OT_LEGACY),
+                     (hp){0.1, 0, 0, 0});
 }
 
 OPTIM_TEST(test_momentum)
 {
     check_trajectory(SGD("\"learning_rate\": 0.05, \"momentum\": 0.9"),
-                     SGD("\"learning_rate\": 0.05, \"momentum\": 0.9, " OT_LEGACY), (hp){0.05, 0.9, 0, 0});
+                     SGD("\"learning_rate\": 0.05, \"momentum\": 0.9, " OT_LEGACY),
+                     (hp){0.05, 0.9, 0, 0});
 }
 
 OPTIM_TEST(test_nesterov)
 {
-    check_trajectory(SGD("\"learning_rate\": 0.05, \"momentum\": 0.8, \"nesterov\": true"),
-                     SGD("\"learning_rate\": 0.05, \"momentum\": 0.8, \"nesterov\": true, " OT_LEGACY),
-                     (hp){0.05, 0.8, 0, 1});
+    check_trajectory(
+        SGD("\"learning_rate\": 0.05, \"momentum\": 0.8, \"nesterov\": true"),
+        SGD("\"learning_rate\": 0.05, \"momentum\": 0.8, \"nesterov\": true, " OT_LEGACY),
+        (hp){0.05, 0.8, 0, 1});
 }
 
 OPTIM_TEST(test_legacy_decay)
 {
-    check_trajectory(NULL, SGD("\"learning_rate\": 0.1, \"momentum\": 0.5, \"decay\": 0.3, " OT_LEGACY),
+    check_trajectory(NULL,
+                     SGD("\"learning_rate\": 0.1, \"momentum\": 0.5, \"decay\": 0.3, " OT_LEGACY),
                      (hp){0.1, 0.5, 0.3, 0});
 }
 
@@ -70,8 +79,9 @@ OPTIM_TEST(test_legacy_decay)
  * momentum 0.9: the first step moves by 0.1, the second by 0.18. */
 OPTIM_TEST(test_keras_docstring)
 {
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
-                                "\"momentum\": 0.9}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+                        "\"momentum\": 0.9}}");
     double one = 1.0;
     optim_var *v = optim_test_var("var", OPTIM_F32, 0, NULL, &one);
     for (int k = 0; k < 2; k++) {
@@ -87,11 +97,14 @@ OPTIM_TEST(test_keras_docstring)
 static void clip_case(const char *extra, int legacy, const double *ga, const double *gb,
                       const double *want_a, const double *want_b)
 {
-    OPTIM_FOR_DTYPES(dt) {
-        optim_optimizer *opt = optim_test_make(ot_gen(ot_fmt(SGD("\"learning_rate\": 1.0, %s"), extra), legacy));
+    OPTIM_FOR_DTYPES(dt)
+    {
+        optim_optimizer *opt =
+            optim_test_make(ot_gen(ot_fmt(SGD("\"learning_rate\": 1.0, %s"), extra), legacy));
         double zeros[3] = {0, 0, 0}, buf[2][3];
         int64_t sa[1] = {3}, sb[1] = {2};
-        optim_var *a = optim_test_var("a", dt, 1, sa, zeros), *b = optim_test_var("b", dt, 1, sb, zeros);
+        optim_var *a = optim_test_var("a", dt, 1, sa, zeros),
+                  *b = optim_test_var("b", dt, 1, sb, zeros);
         optim_grad_var p[2] = {{ot_grad_like(a, ga, buf[0]), a}, {ot_grad_like(b, gb, buf[1]), b}};
         assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
         double rtol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
@@ -152,7 +165,11 @@ OPTIM_TEST(test_global_clipnorm)
 
 /* ---- dynamic learning rates ------------------------------------------------- */
 
-static double lr_sched(void *user, int64_t step) { (void)user; return 0.1 / (1.0 + (double)step); }
+static double lr_sched(void *user, int64_t step)
+{
+    (void)user;
+    return 0.1 / (1.0 + (double)step);
+}
 
 static optim_var *lr_var;
 static int lr_kind;
@@ -173,13 +190,15 @@ static void set_lr(optim_optimizer *opt, void *h, int k)
 OPTIM_TEST(test_dynamic_lr)
 {
     for (lr_kind = 0; lr_kind < 4; lr_kind++) {
-        optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
+        optim_optimizer *opt =
+            optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
         hp h = {0, 0.5, 0, 0};
         optim_error err;
         assert_eq(optim_var_create(&lr_var, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
         if (lr_kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &h.lr), 0);
         if (lr_kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lr_var), 0);
-        if (lr_kind == 3) assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
+        if (lr_kind == 3)
+            assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
         ot_case c = {NULL, ref_step, &h, 1, .tol = {1e-5, 1e-6, 1e-13, 1e-15}};
         optim_var *v = ot_check_dynamic(opt, &OT_DENSE, 5, &c, OPTIM_F64, set_lr);
         /* A callable returning a bad value fails the step and changes nothing. */
@@ -206,7 +225,8 @@ OPTIM_TEST(test_sparse_keras3_equals_dense)
     static const char *const mom[] = {"momentum", NULL};
     ot_check_sparse_equals_dense(&t, SGD("\"learning_rate\": 0.1"), NULL);
     ot_check_sparse_equals_dense(&t, SGD("\"learning_rate\": 0.1, \"momentum\": 0.9"), mom);
-    ot_check_sparse_equals_dense(&t, SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true"), mom);
+    ot_check_sparse_equals_dense(
+        &t, SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true"), mom);
 }
 
 /* Legacy with momentum: duplicates summed, then only the indexed rows of the
@@ -217,9 +237,15 @@ OPTIM_TEST(test_sparse_legacy_rows_only)
     ot_sparse t = sp();
     for (int nesterov = 0; nesterov < 2; nesterov++) {
         hp h = {0.1, 0.9, 0, nesterov};
-        ot_case c = {nesterov ? SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, " OT_LEGACY)
-                              : SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, " OT_LEGACY),
-                     ref_step, &h, 1, {"momentum"}, .tol = {1e-5, 1e-7, 1e-13, 1e-7}};
+        ot_case c = {
+            nesterov
+                ? SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, \"nesterov\": true, " OT_LEGACY)
+                : SGD("\"learning_rate\": 0.1, \"momentum\": 0.9, " OT_LEGACY),
+            ref_step,
+            &h,
+            1,
+            {"momentum"},
+            .tol = {1e-5, 1e-7, 1e-13, 1e-7}};
         ot_check_sparse(&t, c, 1);
     }
     /* Without momentum: sequential scatter-add, same as the reference. */
@@ -242,10 +268,12 @@ OPTIM_TEST(test_sparse_untouched_rows)
 {
     /* m0 = -0.5, w0 = 0.5; Keras 3: row 0 gets m = -0.25 -> 0.25; legacy: row 0 unchanged. */
     for (int legacy = 0; legacy < 2; legacy++) {
-        const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.5}, {OT_LEFT, OT_IS, NULL, legacy ? 0.5 : 0.25},
-                                 {OT_NEVER, OT_KEPT, NULL, 0}, {OT_ROW, OT_IS, NULL, 3.5}};
-        ot_check_rows_left_out(ot_gen(SGD("\"learning_rate\": 0.5, \"momentum\": 0.5"), legacy), OPTIM_F64, 4, 1, NULL, 3,
-                               (double[]){1}, rules, 4);
+        const ot_rule rules[] = {{OT_FIRST, OT_IS, NULL, 0.5},
+                                 {OT_LEFT, OT_IS, NULL, legacy ? 0.5 : 0.25},
+                                 {OT_NEVER, OT_KEPT, NULL, 0},
+                                 {OT_ROW, OT_IS, NULL, 3.5}};
+        ot_check_rows_left_out(ot_gen(SGD("\"learning_rate\": 0.5, \"momentum\": 0.5"), legacy),
+                               OPTIM_F64, 4, 1, NULL, 3, (double[]){1}, rules, 4);
     }
 }
 
@@ -255,8 +283,9 @@ OPTIM_TEST(test_sparse_untouched_rows)
  * (by pointer or by name pattern); dense and sparse (which decays all rows). */
 OPTIM_TEST(test_weight_decay)
 {
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
-                                "\"momentum\": 0.5, \"weight_decay\": 0.2}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
+                        "\"momentum\": 0.5, \"weight_decay\": 0.2}}");
     double init[4] = {1, -2, 3, 4};
     int64_t n4 = 4, shape[2] = {4, 1}, vs[2] = {1, 1};
     optim_var *a = optim_test_var("dense/kernel", OPTIM_F64, 1, &n4, init);
@@ -300,8 +329,9 @@ OPTIM_TEST(test_weight_decay)
 OPTIM_TEST(test_threads_bitwise)
 {
     static const char *const slots[] = {"momentum", NULL};
-    ot_check_threads(SGD("\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10"), 2,
-                     4, 0, slots);
+    ot_check_threads(
+        SGD("\"learning_rate\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"global_clipnorm\": 10"),
+        2, 4, 0, slots);
 }
 
 int main(void) { return optim_test_run(); }

@@ -77,10 +77,13 @@ static void step_with(optim_optimizer *opt, optim_var *x, grads *g, int sparse)
     const int f64 = optim_var_dtype(x) == OPTIM_F64;
     optim_grad_var p = {optim_grad_none(), x};
     if (sparse)
-        p.grad = optim_grad_sparse(g->idx, NIDX, optim_tensor_make(optim_var_dtype(x), f64 ? (void *)g->vd : (void *)g->vf,
-                                                                     2, (int64_t[]){NIDX, COLS}));
+        p.grad = optim_grad_sparse(g->idx, NIDX,
+                                   optim_tensor_make(optim_var_dtype(x),
+                                                     f64 ? (void *)g->vd : (void *)g->vf, 2,
+                                                     (int64_t[]){NIDX, COLS}));
     else
-        p.grad = optim_grad_dense(optim_tensor_make(optim_var_dtype(x), f64 ? (void *)g->dense_d : (void *)g->dense_f,
+        p.grad = optim_grad_dense(optim_tensor_make(optim_var_dtype(x),
+                                                    f64 ? (void *)g->dense_d : (void *)g->dense_f,
                                                     2, (int64_t[]){ROWS, COLS}));
     assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
 }
@@ -124,7 +127,8 @@ static void check_equals_densified(const char *json, int threads)
     }
 }
 
-#define K3(cls, cfg) "{\"class_name\": \"" cls "\", \"config\": {\"is_legacy_optimizer\": false" cfg "}}"
+#define K3(cls, cfg) \
+    "{\"class_name\": \"" cls "\", \"config\": {\"is_legacy_optimizer\": false" cfg "}}"
 
 /* Where Keras 3 reads a sparse gradient as its dense equivalent; SGD
  * without momentum and Adagrad run lazily (OPTIM_SPARSE_ROWS) and still
@@ -163,13 +167,15 @@ static const struct {
 } LAZY[] = {
     {"{\"class_name\": \"LazyAdam\", \"config\": {}}", 1},
     {"{\"class_name\": \"LazyAdam\", \"config\": {\"is_legacy_optimizer\": true}}", 1},
-    {"{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true, \"momentum\": 0.9}}", 1},
+    {"{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true, \"momentum\": 0.9}}",
+     1},
     {"{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}", 1},
     {"{\"class_name\": \"Adagrad\", \"config\": {\"is_legacy_optimizer\": true}}", 1},
     {"{\"class_name\": \"Adadelta\", \"config\": {\"is_legacy_optimizer\": true}}", 1},
     {"{\"class_name\": \"Adamax\", \"config\": {\"is_legacy_optimizer\": true}}", 1},
     {"{\"class_name\": \"Ftrl\", \"config\": {\"is_legacy_optimizer\": true}}", 1},
-    {"{\"class_name\": \"RMSprop\", \"config\": {\"is_legacy_optimizer\": true, \"momentum\": 0.5}}", 1},
+    {"{\"class_name\": \"RMSprop\", \"config\": {\"is_legacy_optimizer\": true, \"momentum\": 0.5}}",
+     1},
     {"{\"class_name\": \"RMSprop\", \"config\": {\"is_legacy_optimizer\": true}}", 0},
     {"{\"class_name\": \"Adam\", \"config\": {\"is_legacy_optimizer\": true}}", 0},
     {"{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}", 0},
@@ -198,7 +204,8 @@ static void test_lazy_threads(void **state)
         }
         optim_var *init = table(OPTIM_F32);
         for (int64_t r = 1; LAZY[i].lazy && r < ROWS - 1; r += 2) /* odd rows: no index */
-            for (int c = 0; c < COLS; c++) assert_eq(optim_var_get(x[0], r * COLS + c), optim_var_get(init, r * COLS + c));
+            for (int c = 0; c < COLS; c++)
+                assert_eq(optim_var_get(x[0], r * COLS + c), optim_var_get(init, r * COLS + c));
         optim_var_destroy(init);
         for (int t = 0; t < 3; t++) {
             optim_destroy(o[t]);
@@ -217,9 +224,19 @@ static void test_modes_match_whole(void **state)
     static const struct {
         const char *cls, *extra;
     } cases[] = {
-        {"LazyAdam", ""}, {"Adam", ""}, {"Adam", ", \"amsgrad\": true"}, {"AdamW", ", \"weight_decay\": 0.01"}, {"Nadam", ""},
-        {"RMSprop", ""}, {"RMSprop", ", \"centered\": true"}, {"RMSprop", ", \"momentum\": 0.5"},
-        {"SGD", ", \"momentum\": 0.5"}, {"Adagrad", ""}, {"Adadelta", ""}, {"Adamax", ""}, {"Ftrl", ""},
+        {"LazyAdam", ""},
+        {"Adam", ""},
+        {"Adam", ", \"amsgrad\": true"},
+        {"AdamW", ", \"weight_decay\": 0.01"},
+        {"Nadam", ""},
+        {"RMSprop", ""},
+        {"RMSprop", ", \"centered\": true"},
+        {"RMSprop", ", \"momentum\": 0.5"},
+        {"SGD", ", \"momentum\": 0.5"},
+        {"Adagrad", ""},
+        {"Adadelta", ""},
+        {"Adamax", ""},
+        {"Ftrl", ""},
     };
     static char names[sizeof cases / sizeof *cases][64]; /* registered tables keep their name */
     static grads g;
@@ -236,7 +253,8 @@ static void test_modes_match_whole(void **state)
         optim_var *x[2];
         for (int k = 0; k < 2; k++) {
             char json[1024];
-            snprintf(json, sizeof json, "{\"class_name\": \"%s\", \"config\": {\"is_legacy_optimizer\": true%s}}",
+            snprintf(json, sizeof json,
+                     "{\"class_name\": \"%s\", \"config\": {\"is_legacy_optimizer\": true%s}}",
                      k ? names[c] : cases[c].cls, cases[c].extra);
             o[k] = optim_test_make(json);
             assert_int_equal(optim_set_num_threads(o[k], 3), 0);
@@ -277,15 +295,19 @@ static void test_lazy_rows_follow_dense_rule(void **state)
             small_g[u * COLS + c] = g.dense_f[uniq[u] * COLS + c];
         }
     optim_var *small;
-    assert_int_equal(optim_var_create(&small, "small", OPTIM_F32, 2, (int64_t[]){nu, COLS}, small_init, NULL), 0);
+    assert_int_equal(
+        optim_var_create(&small, "small", OPTIM_F32, 2, (int64_t[]){nu, COLS}, small_init, NULL),
+        0);
     const char *json = "{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.01}}";
     optim_optimizer *os = optim_test_make(json), *od = optim_test_make(json);
     omp_set_num_threads(3);
     step_with(os, x, &g, 1);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, small_g, 2, (int64_t[]){nu, COLS})), small};
+    optim_grad_var p = {
+        optim_grad_dense(optim_tensor_make(OPTIM_F32, small_g, 2, (int64_t[]){nu, COLS})), small};
     assert_int_equal(optim_apply_gradients(od, &p, 1, 0), 0);
     const float *a = optim_var_cdata(x), *b = optim_var_cdata(small);
-    for (int64_t u = 0; u < nu; u++) assert_memory_equal(a + uniq[u] * COLS, b + u * COLS, COLS * sizeof(float));
+    for (int64_t u = 0; u < nu; u++)
+        assert_memory_equal(a + uniq[u] * COLS, b + u * COLS, COLS * sizeof(float));
     optim_destroy(os);
     optim_destroy(od);
     optim_var_destroy(x);
@@ -296,9 +318,15 @@ static void test_lazy_rows_follow_dense_rule(void **state)
 
 /* A user's element-wise SGD with momentum (user_momentum.h), no apply_sparse. */
 static const optim_class USER_EW = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "SparseWalkUserEW",
-    .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.05, .coef_size = sizeof(ucoef),
-    .create_slots = u_slots, .prepare = u_prepare, .apply_dense = u_dense,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "SparseWalkUserEW",
+    .flags = OPTIM_CLASS_ELEMENTWISE,
+    .default_learning_rate = 0.05,
+    .coef_size = sizeof(ucoef),
+    .create_slots = u_slots,
+    .prepare = u_prepare,
+    .apply_dense = u_dense,
 };
 
 static optim_optimizer *make_user(const optim_class *cls)
@@ -328,7 +356,9 @@ static void test_user_elementwise(void **state)
         optim_var *before = table(OPTIM_F32);
         assert_int_equal(optim_var_assign(before, optim_var_cdata(xs), OPTIM_F32, ROWS * COLS), 0);
         int64_t bad = ROWS;
-        optim_grad_var p = {optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){1, COLS})), xs};
+        optim_grad_var p = {
+            optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){1, COLS})),
+            xs};
         assert_int_equal(optim_apply_gradients(os, &p, 1, 0), OPTIM_ERANGE);
         assert_contains(optim_errmsg(os), "table");
         assert_vars_bitwise(xs, before);
@@ -368,7 +398,8 @@ static void rec_sparse(const optim_sparse_update *u)
         seen.rows_total += u->rows;
         if (u->n > seen.max_count) seen.max_count = u->n;
         if (u->n > 0 && u->indices[0] >= 0 && u->indices[0] < ROWS) seen.starts[u->indices[0]] = 1;
-        for (int64_t j = 0; j < u->n; j++) seen.max_index_ok &= u->indices[j] >= 0 && u->indices[j] < u->rows;
+        for (int64_t j = 0; j < u->n; j++)
+            seen.max_index_ok &= u->indices[j] >= 0 && u->indices[j] < u->rows;
     }
 }
 
@@ -391,7 +422,10 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
     optim_var *x = table(OPTIM_F32);
     int64_t idx[NIDX];
     for (int64_t j = 0; j < nidx; j++) idx[j] = j % ROWS; /* unique up to ROWS */
-    optim_grad_var p = {optim_grad_sparse(idx, nidx, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){nidx, COLS})), x};
+    optim_grad_var p = {
+        optim_grad_sparse(idx, nidx,
+                          optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){nidx, COLS})),
+        x};
     assert_int_equal(optim_apply_gradients(o, &p, 1, 0), 0);
     optim_destroy(o);
     optim_var_destroy(x);
@@ -400,8 +434,12 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
 static void test_modes_observed(void **state)
 {
     (void)state;
-    optim_class ew = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "SparseWalkRec",
-                      .flags = OPTIM_CLASS_ELEMENTWISE, .apply_dense = rec_dense, .apply_sparse = rec_sparse,
+    optim_class ew = {.size = sizeof(optim_class),
+                      .version = OPTIM_CLASS_VERSION,
+                      .name = "SparseWalkRec",
+                      .flags = OPTIM_CLASS_ELEMENTWISE,
+                      .apply_dense = rec_dense,
+                      .apply_sparse = rec_sparse,
                       .sparse_mode = rec_mode};
     /* DENSE: one apply_dense per chunk of the table, none of apply_sparse. */
     seen.mode = OPTIM_SPARSE_DENSE;
@@ -419,12 +457,10 @@ static void test_modes_observed(void **state)
     assert_int_equal(seen.sparse_calls, 3 * ((ROWS / 3 + nb - 1) / nb));
     assert_int_equal(seen.sparse_idx, ROWS);
     assert_int_equal(seen.max_count, nb);
-    for (int64_t i = 0; i < ROWS; i++)
-        assert_int_equal(seen.starts[i], (i % (ROWS / 3)) % nb == 0);
+    for (int64_t i = 0; i < ROWS; i++) assert_int_equal(seen.starts[i], (i % (ROWS / 3)) % nb == 0);
     run_rec(&ew, 2, ROWS);
     assert_int_equal(seen.sparse_calls, 2 * ((ROWS / 2 + nb - 1) / nb));
-    for (int64_t i = 0; i < ROWS; i++)
-        assert_int_equal(seen.starts[i], (i % (ROWS / 2)) % nb == 0);
+    for (int64_t i = 0; i < ROWS; i++) assert_int_equal(seen.starts[i], (i % (ROWS / 2)) % nb == 0);
     run_rec(&ew, 3, 10); /* 1000 elements: one range */
     assert_int_equal(seen.sparse_calls, (10 + nb - 1) / nb);
     assert_int_equal(seen.first_n[0], nb);
@@ -440,7 +476,10 @@ static void test_modes_observed(void **state)
      * not element-wise: one call. */
     for (int m = 0; m < 4; m++) {
         optim_class c = ew;
-        seen.mode = m == 0 ? OPTIM_SPARSE_WHOLE : m == 1 ? 42 : m == 2 ? OPTIM_SPARSE_DENSE : OPTIM_SPARSE_ALL_ROWS;
+        seen.mode = m == 0 ? OPTIM_SPARSE_WHOLE
+            : m == 1       ? 42
+            : m == 2       ? OPTIM_SPARSE_DENSE
+                           : OPTIM_SPARSE_ALL_ROWS;
         if (m >= 2) c.flags = 0;
         run_rec(&c, 3, ROWS);
         assert_int_equal(seen.sparse_calls, 1);
@@ -459,13 +498,17 @@ static void test_modes_observed(void **state)
 static void test_refused_without_rule(void **state)
 {
     (void)state;
-    optim_class c = {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = "SparseWalkWhole",
+    optim_class c = {.size = sizeof(optim_class),
+                     .version = OPTIM_CLASS_VERSION,
+                     .name = "SparseWalkWhole",
                      .apply_dense = rec_dense};
     optim_optimizer *o = make_user(&c);
     optim_var *x = table(OPTIM_F32);
     static grads g;
     make_grads(&g, 0);
-    optim_grad_var p = {optim_grad_sparse(g.idx, 2, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){2, COLS})), x};
+    optim_grad_var p = {
+        optim_grad_sparse(g.idx, 2, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){2, COLS})),
+        x};
     assert_int_equal(optim_apply_gradients(o, &p, 1, 0), OPTIM_ENOTSUP);
     assert_contains(optim_errmsg(o), "no sparse update");
     assert_contains(optim_errmsg(o), "OPTIM_CLASS_ELEMENTWISE");
@@ -487,7 +530,8 @@ static void test_chunk_grad(void **state)
     double vals[5 * 7], dense[50 * 7] = {0}, buf[OPTIM__CHUNK];
     for (int j = 0; j < 5; j++)
         for (int c = 0; c < rs; c++) dense[idx[j] * rs + c] = vals[j * rs + c] = 1 + j * 10 + c;
-    optim_sparse_update u = {.dtype = OPTIM_F64, .rows = rows, .row_size = rs, .indices = idx, .n = 5, .values = vals};
+    optim_sparse_update u = {
+        .dtype = OPTIM_F64, .rows = rows, .row_size = rs, .indices = idx, .n = 5, .values = vals};
     for (int64_t off = 0; off < rows * rs; off++)
         for (int64_t len = 1; off + len <= rows * rs; len += 5) {
             const double *g = optim__sparse_chunk_grad(&u, off, len, buf);
@@ -562,7 +606,8 @@ static void test_sum(void **state)
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         given[k] = (int64_t)((seed >> 33) % NR);
         a[k] = (optim__ipos){given[k], k};
-        for (int c = 0; c < RS; c++) raw[k * RS + c] = c == 0 ? -0.0f : (float)((int)(seed >> (8 + 4 * c)) % 97) / 7.0f;
+        for (int c = 0; c < RS; c++)
+            raw[k * RS + c] = c == 0 ? -0.0f : (float)((int)(seed >> (8 + 4 * c)) % 97) / 7.0f;
     }
     optim__sparse_sort(a, tmp, N, NR);
     const int64_t count = optim__sparse_groups(a, N, idx, first);
@@ -582,7 +627,8 @@ static void test_sum(void **state)
     assert_int_equal(first[count], N);
     for (int parts = 1; parts <= 5; parts++) {
         memset(vals, 0xff, sizeof vals);
-        for (int k = 0; k < parts; k++) optim__sparse_sum_part(OPTIM_F32, RS, raw, a, first, count, parts, k, vals);
+        for (int k = 0; k < parts; k++)
+            optim__sparse_sum_part(OPTIM_F32, RS, raw, a, first, count, parts, k, vals);
         assert_memory_equal(vals, ref, (size_t)count * RS * sizeof *vals);
         for (int64_t j = 0; j < count; j++) assert_false(signbit(vals[j * RS])); /* 0 + -0 is +0 */
     }
@@ -591,11 +637,16 @@ static void test_sum(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_equivalent),   cmocka_unit_test(test_lazy_threads),
-        cmocka_unit_test(test_lazy_rows_follow_dense_rule), cmocka_unit_test(test_user_elementwise),
-        cmocka_unit_test(test_modes_observed),     cmocka_unit_test(test_refused_without_rule),
-        cmocka_unit_test(test_chunk_grad),         cmocka_unit_test(test_sort),
-        cmocka_unit_test(test_modes_match_whole),  cmocka_unit_test(test_sum),
+        cmocka_unit_test(test_dense_equivalent),
+        cmocka_unit_test(test_lazy_threads),
+        cmocka_unit_test(test_lazy_rows_follow_dense_rule),
+        cmocka_unit_test(test_user_elementwise),
+        cmocka_unit_test(test_modes_observed),
+        cmocka_unit_test(test_refused_without_rule),
+        cmocka_unit_test(test_chunk_grad),
+        cmocka_unit_test(test_sort),
+        cmocka_unit_test(test_modes_match_whole),
+        cmocka_unit_test(test_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,8 @@
 
 /* nvars variables of `each` f32 elements (a rank-2 shape when cols > 0),
  * stepped `steps` times; returns the allocations of steps 2..steps. */
-static long steady_allocations(const char *json, int nvars, int64_t each, int64_t cols, int threads, int steps)
+static long steady_allocations(const char *json, int nvars, int64_t each, int64_t cols, int threads,
+                               int steps)
 {
     optim_optimizer *opt = optim_test_make(json);
     assert_int_equal(optim_set_num_threads(opt, threads), 0);
@@ -24,12 +25,14 @@ static long steady_allocations(const char *json, int nvars, int64_t each, int64_
     double *init = malloc((size_t)each * sizeof *init);
     assert_true(vars && p && g && init);
     const int64_t shape[2] = {cols ? each / cols : each, cols};
-    for (int64_t i = 0; i < each; i++) init[i] = sin(0.01 * (double)i), g[i] = (float)cos(0.3 * (double)i);
+    for (int64_t i = 0; i < each; i++)
+        init[i] = sin(0.01 * (double)i), g[i] = (float)cos(0.3 * (double)i);
     for (int v = 0; v < nvars; v++) {
         char name[32];
         snprintf(name, sizeof name, "layer%d/kernel", v);
         vars[v] = optim_test_var(name, OPTIM_F32, cols ? 2 : 1, shape, init);
-        p[v] = (optim_grad_var){optim_grad_dense(optim_tensor_make(OPTIM_F32, g, cols ? 2 : 1, shape)), vars[v]};
+        p[v] = (optim_grad_var){
+            optim_grad_dense(optim_tensor_make(OPTIM_F32, g, cols ? 2 : 1, shape)), vars[v]};
     }
     long before = 0;
     for (int k = 0; k < steps; k++) {

@@ -23,7 +23,8 @@ static const double G0[4] = {3.0, -4.0, 0.5, 1.0};
 
 static optim_grad_var pair_of(optim_var *v, const double *g)
 {
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, (void *)g, 1, (int64_t[]){4})), v};
+    optim_grad_var p = {
+        optim_grad_dense(optim_tensor_make(OPTIM_F64, (void *)g, 1, (int64_t[]){4})), v};
     return p;
 }
 
@@ -31,8 +32,9 @@ static void assert_same_values(optim_var *a, optim_var *b)
 {
     for (int64_t i = 0; i < optim_var_numel(a); i++) {
         if (optim_var_get(a, i) != optim_var_get(b, i))
-            print_error("element %lld: %a (%.17g) != %a (%.17g)\n", (long long)i, optim_var_get(a, i),
-                        optim_var_get(a, i), optim_var_get(b, i), optim_var_get(b, i));
+            print_error("element %lld: %a (%.17g) != %a (%.17g)\n", (long long)i,
+                        optim_var_get(a, i), optim_var_get(a, i), optim_var_get(b, i),
+                        optim_var_get(b, i));
         assert_eq(optim_var_get(a, i), optim_var_get(b, i));
     }
 }
@@ -44,9 +46,12 @@ static void assert_same_values(optim_var *a, optim_var *b)
 static void test_clipping_from_another(void **s)
 {
     (void)s;
-    optim_optimizer *plain = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 1.0}}");
-    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 100.0}}");
-    optim_optimizer *src = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.0}}");
+    optim_optimizer *plain = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 1.0}}");
+    optim_optimizer *sgd = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 100.0}}");
+    optim_optimizer *src =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.0}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *b = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var pa = pair_of(a, G0), pb = pair_of(b, G0);
@@ -56,7 +61,8 @@ static void test_clipping_from_another(void **s)
     assert_int_equal(optim_step(sgd, &pb, 1, &o), 0);
     assert_same_values(a, b);
     /* The reference in closed form: w - 0.1 * g / |g|, |g| = sqrt(26.25). */
-    for (int i = 0; i < 4; i++) assert_close(optim_var_get(b, i), W0[i] - 0.1 * G0[i] / sqrt(26.25), 1e-15, 0);
+    for (int i = 0; i < 4; i++)
+        assert_close(optim_var_get(b, i), W0[i] - 0.1 * G0[i] / sqrt(26.25), 1e-15, 0);
     optim_destroy(plain);
     optim_destroy(sgd);
     optim_destroy(src);
@@ -68,8 +74,10 @@ static void test_clipping_from_another(void **s)
 static void test_counter_and_constraints(void **s)
 {
     (void)s;
-    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
-    optim_optimizer *ref = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
+    optim_optimizer *adam =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
+    optim_optimizer *ref =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *b = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_constraint nn = optim_constraint_non_neg();
@@ -114,7 +122,8 @@ static int halve(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
 static void test_inspect(void **s)
 {
     (void)s;
-    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}");
+    optim_optimizer *sgd = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     double g[4];
     memcpy(g, G0, sizeof g);
@@ -146,7 +155,10 @@ static int v1_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
     return optim_apply_gradients(optim_wrapper_inner(opt), pairs, n, flags);
 }
 
-static optim_optimizer *v1_inner(const optim_optimizer *opt) { return *(optim_optimizer **)optim_state(opt); }
+static optim_optimizer *v1_inner(const optim_optimizer *opt)
+{
+    return *(optim_optimizer **)optim_state(opt);
+}
 
 /* Bad input: nothing changes and the message names what is wrong. */
 static void test_bad_input(void **s)
@@ -172,8 +184,11 @@ static void test_bad_input(void **s)
     assert_int_equal(optim_iterations(sgd), 0);
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     /* A version-1 wrapper (apply_gradients only) takes default options only. */
-    static const optim_class v1 = {.size = sizeof(optim_class), .version = 1, .name = "V1Wrap",
-                                   .state_size = sizeof(optim_optimizer *), .apply_gradients = v1_apply,
+    static const optim_class v1 = {.size = sizeof(optim_class),
+                                   .version = 1,
+                                   .name = "V1Wrap",
+                                   .state_size = sizeof(optim_optimizer *),
+                                   .apply_gradients = v1_apply,
                                    .inner = v1_inner};
     optim_optimizer *w;
     optim_error err;
@@ -234,9 +249,11 @@ static void test_savepoint(void **s)
 static void test_base_option_changed(void **s)
 {
     (void)s;
-    optim_optimizer *sgd = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.5, \"use_ema\": true}}");
+    optim_optimizer *sgd = optim_test_make(
+        "{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.5, \"use_ema\": true}}");
     char have[64], want[64];
-    const char *name = optim_base_option_changed(sgd, NULL, 0, have, sizeof have, want, sizeof want);
+    const char *name =
+        optim_base_option_changed(sgd, NULL, 0, have, sizeof have, want, sizeof want);
     /* learning_rate is at the class's default, 0.01. */
     assert_string_equal(name, "clipnorm");
     assert_string_equal(have, "1.5");
@@ -273,7 +290,8 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
 static void test_arena_steady_state(void **s)
 {
     (void)s;
-    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
+    optim_optimizer *adam =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var p = pair_of(a, G0);
     assert_arena_steady(adam, &p, 1);
@@ -364,18 +382,21 @@ static void test_wrapper_arena_steady_state(void **s)
 static void test_pair_order_finds_the_right_slots(void **s)
 {
     (void)s;
-    static const double ga[4] = {0.5, -1, 2, 0.25}, gb[4] = {-3, 0.5, 1, 4}, gc[4] = {1, 1, -2, 0.5};
+    static const double ga[4] = {0.5, -1, 2, 0.25}, gb[4] = {-3, 0.5, 1, 4},
+                        gc[4] = {1, 1, -2, 0.5};
     static const char *const names[3] = {"a", "b", "c"};
     optim_optimizer *x = optim_test_make("\"adam\""), *y = optim_test_make("\"adam\"");
     optim_var *v[2][3];
     for (int k = 0; k < 2; k++)
-        for (int j = 0; j < 3; j++) v[k][j] = optim_test_var(names[j], OPTIM_F64, 1, (int64_t[]){4}, W0);
+        for (int j = 0; j < 3; j++)
+            v[k][j] = optim_test_var(names[j], OPTIM_F64, 1, (int64_t[]){4}, W0);
     const double *g[3] = {ga, gb, gc};
     static const int order[4][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, -1}, {2, 1, 0}};
     for (int st = 0; st < 4; st++) {
         optim_grad_var px[3], py[3];
         size_t n = 0, m = 0;
-        for (; n < 3 && order[st][n] >= 0; n++) px[n] = pair_of(v[0][order[st][n]], g[order[st][n]]);
+        for (; n < 3 && order[st][n] >= 0; n++)
+            px[n] = pair_of(v[0][order[st][n]], g[order[st][n]]);
         for (int j = 0; j < 3; j++) /* y: the same variables in the first order */
             for (size_t q = 0; q < n; q++)
                 if (order[st][q] == j) py[m++] = pair_of(v[1][j], g[j]);
@@ -439,8 +460,9 @@ static void test_check_gradients_keeps_no_memory(void **s)
 static void test_check_gradients_multi(void **s)
 {
     (void)s;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": "
-                                           "{\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": \"sgd\"}}}}");
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": "
+        "{\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": \"sgd\"}}}}");
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *x = optim_test_var("x", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var pw = pair_of(w, G0), px = pair_of(x, G0);
@@ -521,7 +543,8 @@ static void check_nested(const char *json)
     assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
     write_inputs(init, grads, NULL);
     unlink(out);
-    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
+                    (char *)grads,          (char *)out, NULL};
     int rc = run_cli(argv, NULL);
     if (rc) print_error("replay failed for %s\n", json);
     assert_int_equal(rc, 0);
@@ -545,7 +568,8 @@ static void check_nested(const char *json)
         for (size_t j = 0; j < i; j++) assert_string_not_equal(name, optim_weight_name(opt, j));
         optim_tensor got;
         assert_int_equal(optim_st_get(o, name, &got), 0);
-        assert_memory_equal(got.data, wts[i].data, (size_t)optim_tensor_numel(&got) * optim_dtype_size(got.dtype));
+        assert_memory_equal(got.data, wts[i].data,
+                            (size_t)optim_tensor_numel(&got) * optim_dtype_size(got.dtype));
     }
     free(wts);
     optim_st_free(o);
@@ -583,7 +607,8 @@ static void test_init_name_is_a_weight(void **s)
     assert_int_equal(optim_test_write_file(cfg, "\"adam\"", 6), 0);
     write_inputs(init, grads, "w/m");
     unlink(out);
-    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay", (char *)cfg, (char *)init, (char *)grads, (char *)out, NULL};
+    char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
+                    (char *)grads,          (char *)out, NULL};
     assert_int_not_equal(run_cli(argv, errf), 0);
     assert_int_not_equal(access(out, F_OK), 0);
     char msg[1024] = {0};

@@ -45,12 +45,14 @@ __attribute__((noinline)) static optim_node *cnode(optim_tape *t, optim_dtype dt
 static double at(const optim_node *n, int64_t i)
 {
     const optim_tensor *v = optim_node_value(n);
-    return v->dtype == OPTIM_F32 ? (double)((const float *)v->data)[i] : ((const double *)v->data)[i];
+    return v->dtype == OPTIM_F32 ? (double)((const float *)v->data)[i]
+                                 : ((const double *)v->data)[i];
 }
 
 static double tget(const optim_tensor *v, int64_t i)
 {
-    return v->dtype == OPTIM_F32 ? (double)((const float *)v->data)[i] : ((const double *)v->data)[i];
+    return v->dtype == OPTIM_F32 ? (double)((const float *)v->data)[i]
+                                 : ((const double *)v->data)[i];
 }
 
 static void assert_shape(const optim_node *n, int32_t rank, const int64_t *shape)
@@ -83,7 +85,8 @@ static void test_elementwise_values(void **s)
         optim_node *row = cnode(t, dt, 1, (int64_t[]){3}, R);
         optim_node *col = cnode(t, dt, 2, (int64_t[]){2, 1}, C);
         optim_node *sc = optim_tape_scalar(t, dt, 0.5);
-        optim_node *add = optim_add(t, a, row), *sub = optim_sub(t, col, a), *mul = optim_mul(t, sc, a);
+        optim_node *add = optim_add(t, a, row), *sub = optim_sub(t, col, a),
+                   *mul = optim_mul(t, sc, a);
         optim_node *dv = optim_div(t, a, col), *se = optim_squared_error(t, a, row);
         optim_node *outer = optim_mul(t, col, optim_reshape(t, row, 2, (int64_t[]){1, 3}));
         assert_shape(add, 2, (int64_t[]){2, 3});
@@ -149,7 +152,8 @@ static void test_matmul_values(void **s)
                     for (int j = 0; j < 4; j++) {
                         double ref = 0;
                         for (int k = 0; k < 3; k++)
-                            ref += (ta ? A[k * 2 + i] : A[i * 3 + k]) * (tb ? B[j * 3 + k] : B[k * 4 + j]);
+                            ref += (ta ? A[k * 2 + i] : A[i * 3 + k]) *
+                                (tb ? B[j * 3 + k] : B[k * 4 + j]);
                         assert_close(at(c, i * 4 + j), ref, dt == OPTIM_F32 ? 1e-5 : 1e-13, 1e-6);
                     }
             }
@@ -307,10 +311,11 @@ static void mlp_grads(optim_dtype dt, double *gw, double *gb)
     optim_var *w = optim_test_var("w", dt, 2, (int64_t[]){4, 3}, W0);
     optim_var *b = optim_test_var("b", dt, 1, (int64_t[]){3}, B0);
     optim_tape *t = tape();
-    optim_node *h = optim_add(t, optim_matmul(t, cnode(t, dt, 2, (int64_t[]){2, 4}, X), optim_tape_var(t, w), 0, 0),
-                              optim_tape_var(t, b));
-    optim_node *loss = optim_mean(t, optim_softmax_cross_entropy(t, optim_tanh(t, h), (int64_t[]){2, 1}, 2),
-                                  OPTIM_ALL_AXES);
+    optim_node *h = optim_add(
+        t, optim_matmul(t, cnode(t, dt, 2, (int64_t[]){2, 4}, X), optim_tape_var(t, w), 0, 0),
+        optim_tape_var(t, b));
+    optim_node *loss = optim_mean(
+        t, optim_softmax_cross_entropy(t, optim_tanh(t, h), (int64_t[]){2, 1}, 2), OPTIM_ALL_AXES);
     optim_grad_var g[2];
     assert_int_equal(optim_tape_gradient(t, loss, (optim_var *[]){w, b}, 2, g), 0);
     assert_int_equal(g[0].grad.kind, OPTIM_GRAD_DENSE);
@@ -346,7 +351,8 @@ static void test_none_and_watched(void **s)
     optim_node *side = optim_exp(t, optim_tape_var(t, branch)); /* never reaches the loss */
     assert_non_null(side);
     /* loss = sum(used * used * frozen): d/dused = 2 used frozen */
-    optim_node *loss = optim_sum(t, optim_mul(t, optim_mul(t, u1, u2), optim_tape_var(t, frozen)), OPTIM_ALL_AXES);
+    optim_node *loss =
+        optim_sum(t, optim_mul(t, optim_mul(t, u1, u2), optim_tape_var(t, frozen)), OPTIM_ALL_AXES);
     optim_node *after = optim_tape_var(t, unused); /* made after the loss */
     assert_non_null(after);
     optim_var *vars[5] = {used, unused, frozen, branch, used};
@@ -370,13 +376,15 @@ static void test_none_and_watched(void **s)
     optim_tape_reset(t);
     assert_int_equal(optim_tape_watch(t, frozen), 0);
     assert_int_equal(optim_tape_watch(t, frozen), 0); /* twice is fine */
-    loss = optim_sum(t, optim_mul(t, optim_tape_var(t, used), optim_tape_var(t, frozen)), OPTIM_ALL_AXES);
+    loss = optim_sum(t, optim_mul(t, optim_tape_var(t, used), optim_tape_var(t, frozen)),
+                     OPTIM_ALL_AXES);
     assert_int_equal(optim_tape_gradient(t, loss, (optim_var *[]){frozen}, 1, g), 0);
     assert_int_equal(g[0].grad.kind, OPTIM_GRAD_DENSE);
     assert_close(tget(&g[0].grad.dense, 1), 2, 1e-15, 0);
     /* a reset forgets the watch */
     optim_tape_reset(t);
-    loss = optim_sum(t, optim_mul(t, optim_tape_var(t, used), optim_tape_var(t, frozen)), OPTIM_ALL_AXES);
+    loss = optim_sum(t, optim_mul(t, optim_tape_var(t, used), optim_tape_var(t, frozen)),
+                     OPTIM_ALL_AXES);
     assert_int_equal(optim_tape_gradient(t, loss, (optim_var *[]){frozen}, 1, g), 0);
     assert_int_equal(g[0].grad.kind, OPTIM_GRAD_NONE);
 
@@ -415,7 +423,8 @@ static void test_sparse_structure(void **s)
         const int64_t idx[4] = {4, 1, 4, 4};
         const double W[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         optim_node *rows = optim_gather(t, optim_tape_var(t, emb), idx, 4);
-        optim_node *loss = optim_sum(t, optim_mul(t, rows, cnode(t, dt, 2, (int64_t[]){4, 2}, W)), OPTIM_ALL_AXES);
+        optim_node *loss =
+            optim_sum(t, optim_mul(t, rows, cnode(t, dt, 2, (int64_t[]){4, 2}, W)), OPTIM_ALL_AXES);
         optim_grad_var g;
         assert_int_equal(optim_tape_gradient(t, loss, &emb, 1, &g), 0);
         assert_int_equal(g.grad.kind, OPTIM_GRAD_SPARSE);
@@ -432,26 +441,30 @@ static void test_sparse_structure(void **s)
         optim_node *v = optim_tape_var(t, emb);
         optim_node *r1 = optim_gather(t, v, (int64_t[]){2, 0}, 2);
         optim_node *r2 = optim_gather(t, optim_tape_var(t, emb), (int64_t[]){0, 3, 3}, 3);
-        loss = optim_add(t, optim_sum(t, r1, OPTIM_ALL_AXES),
-                         optim_sum(t, optim_mul(t, optim_tape_scalar(t, dt, 2), r2), OPTIM_ALL_AXES));
+        loss =
+            optim_add(t, optim_sum(t, r1, OPTIM_ALL_AXES),
+                      optim_sum(t, optim_mul(t, optim_tape_scalar(t, dt, 2), r2), OPTIM_ALL_AXES));
         assert_int_equal(optim_tape_gradient(t, loss, &emb, 1, &g), 0);
         assert_int_equal(g.grad.kind, OPTIM_GRAD_SPARSE);
         assert_int_equal(g.grad.sparse.n, 5);
         const int64_t want[5] = {2, 0, 0, 3, 3};
         for (int i = 0; i < 5; i++) {
             assert_int_equal(g.grad.sparse.indices[i], want[i]);
-            for (int j = 0; j < 2; j++) assert_eq(tget(&g.grad.sparse.values, i * 2 + j), (i < 2 ? 1 : 2));
+            for (int j = 0; j < 2; j++)
+                assert_eq(tget(&g.grad.sparse.values, i * 2 + j), (i < 2 ? 1 : 2));
         }
 
         /* gathered and used densely: one dense gradient, rows added in */
         optim_tape_reset(t);
         v = optim_tape_var(t, emb);
         r1 = optim_gather(t, v, (int64_t[]){1, 1}, 2);
-        loss = optim_add(t, optim_sum(t, r1, OPTIM_ALL_AXES), optim_sum(t, optim_square(t, v), OPTIM_ALL_AXES));
+        loss = optim_add(t, optim_sum(t, r1, OPTIM_ALL_AXES),
+                         optim_sum(t, optim_square(t, v), OPTIM_ALL_AXES));
         assert_int_equal(optim_tape_gradient(t, loss, &emb, 1, &g), 0);
         assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
         for (int i = 0; i < 10; i++)
-            assert_close(tget(&g.grad.dense, i), 2 * E[i] + (i / 2 == 1 ? 2 : 0), rtol_of(dt), 1e-7);
+            assert_close(tget(&g.grad.dense, i), 2 * E[i] + (i / 2 == 1 ? 2 : 0), rtol_of(dt),
+                         1e-7);
 
         /* an empty gather still gives a (sparse, empty) gradient */
         optim_tape_reset(t);
@@ -463,16 +476,21 @@ static void test_sparse_structure(void **s)
 
         /* the sparse gradient goes straight into an optimizer (duplicates summed there) */
         optim_tape_reset(t);
-        loss = optim_sum(t, optim_square(t, optim_gather(t, optim_tape_var(t, emb), idx, 4)), OPTIM_ALL_AXES);
+        loss = optim_sum(t, optim_square(t, optim_gather(t, optim_tape_var(t, emb), idx, 4)),
+                         OPTIM_ALL_AXES);
         assert_int_equal(optim_tape_gradient(t, loss, &emb, 1, &g), 0);
         optim_optimizer *opt;
         optim_error err;
-        assert_int_equal(optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}", &err), 0);
+        assert_int_equal(
+            optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}",
+                            &err),
+            0);
         assert_int_equal(optim_apply_gradients(opt, &g, 1, 0), 0);
         for (int i = 0; i < 10; i++) {
             int row = i / 2, count = row == 4 ? 3 : row == 1 ? 1 : 0;
             double e = (double)(dt == OPTIM_F32 ? (float)E[i] : E[i]);
-            assert_close(optim_var_get(emb, i), e - 0.1 * count * 2 * e, dt == OPTIM_F32 ? 1e-6 : 1e-15, 1e-7);
+            assert_close(optim_var_get(emb, i), e - 0.1 * count * 2 * e,
+                         dt == OPTIM_F32 ? 1e-6 : 1e-15, 1e-7);
         }
         optim_destroy(opt);
         optim_tape_destroy(t);
@@ -488,8 +506,9 @@ static optim_node *batch(optim_tape *t, optim_var *w, int64_t rows)
     for (int64_t i = 0; i < rows * 8; i++) x[i] = sin((double)i);
     optim_node *xn = cnode(t, OPTIM_F32, 2, (int64_t[]){rows, 8}, x);
     free(x);
-    return optim_mean(t, optim_square(t, optim_tanh(t, optim_matmul(t, xn, optim_tape_var(t, w), 0, 0))),
-                      OPTIM_ALL_AXES);
+    return optim_mean(
+        t, optim_square(t, optim_tanh(t, optim_matmul(t, xn, optim_tape_var(t, w), 0, 0))),
+        OPTIM_ALL_AXES);
 }
 
 static void test_reset_reuse(void **s)
@@ -556,18 +575,20 @@ static void test_bad_shapes_and_args(void **s)
         optim_tape_reset(t);
         a = cnode(t, OPTIM_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
         b = cnode(t, OPTIM_F64, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6});
-        optim_node *r = k == 0 ? optim_sub(t, a, b) : k == 1 ? optim_mul(t, a, b) : k == 2 ? optim_div(t, a, b)
-                                                                                         : optim_squared_error(t, a, b);
+        optim_node *r = k == 0 ? optim_sub(t, a, b)
+            : k == 1           ? optim_mul(t, a, b)
+            : k == 2           ? optim_div(t, a, b)
+                               : optim_squared_error(t, a, b);
         assert_null(r);
         assert_has(m, binops[k]);
         assert_has(m, "[2, 3] and [3, 2]");
     }
 
-#define RESET()                                                                                  \
-    do {                                                                                         \
-        optim_tape_reset(t);                                                                     \
-        a = cnode(t, OPTIM_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});             \
-        b = cnode(t, OPTIM_F64, 1, (int64_t[]){4}, (double[]){1, 2, 3, 4});                      \
+#define RESET()                                                                      \
+    do {                                                                             \
+        optim_tape_reset(t);                                                         \
+        a = cnode(t, OPTIM_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}); \
+        b = cnode(t, OPTIM_F64, 1, (int64_t[]){4}, (double[]){1, 2, 3, 4});          \
     } while (0)
 
     RESET();
@@ -717,9 +738,11 @@ static void test_gradient_refusals(void **s)
     g[0].var = sentinel;
 
     /* a NULL loss: the message repeats why */
-    optim_node *loss = optim_sum(t, optim_add(t, optim_tape_var(t, x), cnode(t, OPTIM_F64, 1, (int64_t[]){3},
-                                                                            (double[]){1, 2, 3})),
-                                 OPTIM_ALL_AXES);
+    optim_node *loss =
+        optim_sum(t,
+                  optim_add(t, optim_tape_var(t, x),
+                            cnode(t, OPTIM_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3})),
+                  OPTIM_ALL_AXES);
     assert_null(loss);
     assert_int_equal(optim_tape_gradient(t, loss, &x, 1, g), OPTIM_EINVAL);
     assert_has(m, "loss is NULL");
@@ -759,7 +782,9 @@ static void test_gradient_refusals(void **s)
         case 0: r = optim_log(t, xv); break;
         case 1:
         case 2: r = optim_sqrt(t, xv); break;
-        default: r = optim_div(t, cnode(t, OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 1}), xv); break;
+        default:
+            r = optim_div(t, cnode(t, OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 1}), xv);
+            break;
         }
         loss = optim_sum(t, r, OPTIM_ALL_AXES);
         assert_non_null(loss);
@@ -769,19 +794,22 @@ static void test_gradient_refusals(void **s)
         assert_has(m, cases[k].op);
         assert_has(m, "element 1");
         assert_ptr_equal(g[0].var, sentinel);
-    assert_int_equal(g[0].grad.kind, OPTIM_GRAD_NONE);
+        assert_int_equal(g[0].grad.kind, OPTIM_GRAD_NONE);
     }
     /* where the upstream gradient is 0 there is nothing to differentiate */
     optim_tape_reset(t);
-    loss = optim_sum(t, optim_mul(t, optim_log(t, optim_tape_var(t, x)),
-                                  cnode(t, OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 0})),
+    loss = optim_sum(t,
+                     optim_mul(t, optim_log(t, optim_tape_var(t, x)),
+                               cnode(t, OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 0})),
                      OPTIM_ALL_AXES);
     assert_int_equal(optim_tape_gradient(t, loss, &x, 1, g), 0);
     assert_eq(tget(&g[0].grad.dense, 0), 1);
     assert_eq(tget(&g[0].grad.dense, 1), 0);
     /* the gradient's failure replaces an earlier op message; a success keeps it */
     optim_tape_reset(t);
-    assert_null(optim_relu(t, optim_add(t, optim_tape_var(t, x), cnode(t, OPTIM_F64, 1, (int64_t[]){3}, (double[]){0, 0, 0}))));
+    assert_null(optim_relu(t,
+                           optim_add(t, optim_tape_var(t, x),
+                                     cnode(t, OPTIM_F64, 1, (int64_t[]){3}, (double[]){0, 0, 0}))));
     loss = optim_sum(t, optim_tape_var(t, x), 0);
     assert_int_equal(optim_tape_gradient(t, loss, &x, 1, g), 0);
     assert_has(m, "add: shapes");
@@ -815,7 +843,8 @@ static int doc_loss(optim_tape *t, void *user, optim_node **loss)
 static optim_optimizer *sgd(double lr)
 {
     char json[128];
-    snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %g}}", lr);
+    snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %g}}",
+             lr);
     optim_optimizer *opt;
     optim_error err;
     assert_int_equal(optim_from_json(&opt, json, &err), 0);
@@ -826,10 +855,12 @@ static void test_minimize_array(void **s)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
-        keras_doc k = {optim_test_var("var1", dt, 0, NULL, (double[]){1}), optim_test_var("var2", dt, 0, NULL, (double[]){2}), 0};
+        keras_doc k = {optim_test_var("var1", dt, 0, NULL, (double[]){1}),
+                       optim_test_var("var2", dt, 0, NULL, (double[]){2}), 0};
         optim_optimizer *opt = sgd(0.1);
         double loss;
-        assert_int_equal(optim_minimize(opt, doc_loss, &k, (optim_var *[]){k.var1, k.var2}, 2, NULL, &loss), 0);
+        assert_int_equal(
+            optim_minimize(opt, doc_loss, &k, (optim_var *[]){k.var1, k.var2}, 2, NULL, &loss), 0);
         assert_close(loss, 3 * 1 + 2 * 4, 1e-15, 0);
         /* var1 -= 0.1 * 6 var1, var2 -= 0.1 * 4 var2 */
         assert_close(optim_var_get(k.var1, 0), 0.4, rtol_of(dt), 0);
@@ -837,9 +868,13 @@ static void test_minimize_array(void **s)
         assert_int_equal(optim_iterations(opt), 1);
         /* a trajectory: var1 = 0.4^k, var2 = 2 * 0.6^k */
         for (int step = 2; step <= 30; step++) {
-            assert_int_equal(optim_minimize(opt, doc_loss, &k, (optim_var *[]){k.var1, k.var2}, 2, NULL, NULL), 0);
-            assert_close(optim_var_get(k.var1, 0), pow(0.4, step), dt == OPTIM_F32 ? 1e-5 : 1e-12, 1e-30);
-            assert_close(optim_var_get(k.var2, 0), 2 * pow(0.6, step), dt == OPTIM_F32 ? 1e-5 : 1e-12, 1e-30);
+            assert_int_equal(
+                optim_minimize(opt, doc_loss, &k, (optim_var *[]){k.var1, k.var2}, 2, NULL, NULL),
+                0);
+            assert_close(optim_var_get(k.var1, 0), pow(0.4, step), dt == OPTIM_F32 ? 1e-5 : 1e-12,
+                         1e-30);
+            assert_close(optim_var_get(k.var2, 0), 2 * pow(0.6, step),
+                         dt == OPTIM_F32 ? 1e-5 : 1e-12, 1e-30);
         }
         assert_int_equal(optim_iterations(opt), 30);
         assert_int_equal(k.calls, 30);
@@ -865,15 +900,16 @@ static int lazy_loss(optim_tape *t, void *user, optim_node **loss)
             char name[32];
             snprintf(name, sizeof name, "dense/w%zu", i);
             optim_error err;
-            if (optim_var_create(&m->vars[i], name, OPTIM_F64, 1, (int64_t[]){2}, (double[]){1.0 + (double)i, -1},
-                                 &err))
+            if (optim_var_create(&m->vars[i], name, OPTIM_F64, 1, (int64_t[]){2},
+                                 (double[]){1.0 + (double)i, -1}, &err))
                 return err.code;
         }
     }
     /* loss = sum_i sum(w_i^2) / 2: the gradient is w_i */
     optim_node *acc = optim_tape_scalar(t, OPTIM_F64, 0);
     for (size_t i = 0; i < m->nvars; i++)
-        acc = optim_add(t, acc, optim_sum(t, optim_square(t, optim_tape_var(t, m->vars[i])), OPTIM_ALL_AXES));
+        acc = optim_add(
+            t, acc, optim_sum(t, optim_square(t, optim_tape_var(t, m->vars[i])), OPTIM_ALL_AXES));
     *loss = optim_mul(t, acc, optim_tape_scalar(t, OPTIM_F64, 0.5));
     return 0;
 }
@@ -898,7 +934,8 @@ static void test_minimize_var_list_fn(void **s)
         assert_true(m.list_after_loss);
         assert_int_equal(m.list_calls, counts[c] > 64 ? 2 : 1);
         double want = 0;
-        for (size_t i = 0; i < m.nvars; i++) want += ((1.0 + (double)i) * (1.0 + (double)i) + 1) / 2;
+        for (size_t i = 0; i < m.nvars; i++)
+            want += ((1.0 + (double)i) * (1.0 + (double)i) + 1) / 2;
         assert_close(loss, want, 1e-14, 0);
         for (size_t i = 0; i < m.nvars; i++) {
             assert_close(optim_var_get(m.vars[i], 0), 0.5 * (1.0 + (double)i), 1e-15, 0);
@@ -920,7 +957,8 @@ static int failing_loss(optim_tape *t, void *user, optim_node **loss)
 static int null_loss(optim_tape *t, void *user, optim_node **loss)
 {
     (void)user;
-    *loss = optim_matmul(t, optim_tape_scalar(t, OPTIM_F64, 1), optim_tape_scalar(t, OPTIM_F64, 1), 0, 0);
+    *loss = optim_matmul(t, optim_tape_scalar(t, OPTIM_F64, 1), optim_tape_scalar(t, OPTIM_F64, 1),
+                         0, 0);
     return 0;
 }
 
@@ -963,7 +1001,8 @@ static void test_minimize_errors(void **s)
     assert_has(optim_errmsg(opt), "both vars and var_list_fn");
     assert_int_equal(optim_minimize(opt, use_var_loss, v, NULL, 0, NULL, NULL), OPTIM_EINVAL);
     assert_has(optim_errmsg(opt), "vars and var_list_fn are both NULL");
-    assert_int_equal(optim_minimize(opt, use_var_loss, v, (optim_var *[]){v, NULL}, 2, NULL, NULL), OPTIM_EINVAL);
+    assert_int_equal(optim_minimize(opt, use_var_loss, v, (optim_var *[]){v, NULL}, 2, NULL, NULL),
+                     OPTIM_EINVAL);
     assert_has(optim_errmsg(opt), "vars[1] is NULL");
     assert_int_equal(optim_minimize(opt, use_var_loss, v, NULL, 0, null_list, NULL), OPTIM_EINVAL);
     assert_has(optim_errmsg(opt), "var_list_fn");
@@ -985,7 +1024,8 @@ static void test_minimize_errors(void **s)
     assert_close(loss, 1, 0, 0);
     /* a listed variable is watched (Keras's tape.watch(var_list)), so a
      * non-trainable one reaches apply_gradients, which refuses it */
-    assert_int_equal(optim_minimize(opt, use_var_loss, frozen, &frozen, 1, NULL, NULL), OPTIM_EINVAL);
+    assert_int_equal(optim_minimize(opt, use_var_loss, frozen, &frozen, 1, NULL, NULL),
+                     OPTIM_EINVAL);
     assert_has(optim_errmsg(opt), "not trainable");
     /* nothing changed */
     assert_int_equal(optim_iterations(opt), 0);
@@ -1003,7 +1043,8 @@ static void test_minimize_errors(void **s)
 
 static void test_loss_and_gradients(void **s)
 {
-    keras_doc k = {optim_test_var("var1", OPTIM_F32, 0, NULL, (double[]){1}), optim_test_var("var2", OPTIM_F32, 0, NULL, (double[]){2}), 0};
+    keras_doc k = {optim_test_var("var1", OPTIM_F32, 0, NULL, (double[]){1}),
+                   optim_test_var("var2", OPTIM_F32, 0, NULL, (double[]){2}), 0};
     optim_tape *t = tape();
     optim_var *vars[2] = {k.var1, k.var2};
     optim_grad_var g[2];
@@ -1023,19 +1064,24 @@ static void test_loss_and_gradients(void **s)
     assert_int_equal(optim_loss_and_gradients(t, doc_loss, &k, vars, 2, g, &loss, &err), 0);
     assert_int_equal(optim_tape_memory(t), mem);
     /* errors go to err */
-    assert_int_equal(optim_loss_and_gradients(NULL, doc_loss, &k, vars, 2, g, &loss, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_and_gradients(NULL, doc_loss, &k, vars, 2, g, &loss, &err),
+                     OPTIM_EINVAL);
     assert_has(err.msg, "tape is NULL");
     assert_nan(loss);
     assert_int_equal(optim_loss_and_gradients(t, NULL, &k, vars, 2, g, &loss, &err), OPTIM_EINVAL);
     assert_has(err.msg, "loss_fn is NULL");
-    assert_int_equal(optim_loss_and_gradients(t, doc_loss, &k, vars, 2, NULL, &loss, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_and_gradients(t, doc_loss, &k, vars, 2, NULL, &loss, &err),
+                     OPTIM_EINVAL);
     assert_has(err.msg, "out is NULL");
-    assert_int_equal(optim_loss_and_gradients(t, failing_loss, NULL, vars, 2, g, &loss, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_loss_and_gradients(t, failing_loss, NULL, vars, 2, g, &loss, &err),
+                     OPTIM_EINVAL);
     assert_has(err.msg, "loss_fn failed");
     assert_has(err.msg, "add");
-    assert_int_equal(optim_loss_and_gradients(t, vector_loss, k.var1, vars, 1, g, &loss, &err), 0); /* [] is scalar */
+    assert_int_equal(optim_loss_and_gradients(t, vector_loss, k.var1, vars, 1, g, &loss, &err),
+                     0); /* [] is scalar */
     optim_var *vec = optim_test_var("vec", OPTIM_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
-    assert_int_equal(optim_loss_and_gradients(t, vector_loss, vec, &vec, 1, g, &loss, &err), OPTIM_ESHAPE);
+    assert_int_equal(optim_loss_and_gradients(t, vector_loss, vec, &vec, 1, g, &loss, &err),
+                     OPTIM_ESHAPE);
     assert_has(err.msg, "optim_loss_and_gradients");
     assert_has(err.msg, "[3]");
     assert_nan(loss);
@@ -1074,7 +1120,8 @@ static void test_clip_op(void **s)
             if (isnan(want[i])) assert_nan(at(c, i));
             else assert_eq(at(c, i), want[i]);
         }
-        optim_node *loss = optim_sum(t, optim_mul(t, c, cnode(t, dt, 1, (int64_t[]){8}, w)), OPTIM_ALL_AXES);
+        optim_node *loss =
+            optim_sum(t, optim_mul(t, c, cnode(t, dt, 1, (int64_t[]){8}, w)), OPTIM_ALL_AXES);
         optim_grad_var g;
         int rc = optim_tape_gradient(t, loss, &v, 1, &g);
         if (rc) print_error("%s\n", optim_tape_errmsg(t));

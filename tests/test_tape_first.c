@@ -26,10 +26,11 @@
 #define N (R * C)
 
 typedef enum { NEG, SQUARE, SQRT, EXP, LOG, TANH, SIGMOID, RELU, ADD, ADD_ROW, SUB, NOPS } op_kind;
-static const char *const op_names[NOPS] = {"neg",  "square",  "sqrt", "exp", "log", "tanh",
-                                           "sigmoid", "relu", "add", "add (row)", "sub"};
+static const char *const op_names[NOPS] = {"neg",     "square", "sqrt", "exp",       "log", "tanh",
+                                           "sigmoid", "relu",   "add",  "add (row)", "sub"};
 
-static optim_node *constant(optim_tape *t, optim_dtype dt, int32_t rank, const int64_t *shape, const double *v)
+static optim_node *constant(optim_tape *t, optim_dtype dt, int32_t rank, const int64_t *shape,
+                            const double *v)
 {
     optim_tensor h = optim_tensor_make(dt, NULL, rank, shape);
     int64_t n = optim_tensor_numel(&h);
@@ -44,8 +45,8 @@ static optim_node *constant(optim_tape *t, optim_dtype dt, int32_t rank, const i
 
 static optim_node *apply(optim_tape *t, op_kind op, optim_dtype dt, optim_node *x)
 {
-    static const double y[N] = {0.5, -1.25, 2, 0, -0.0, 3, 1, 1, -2, 0.75, 4, -3,
-                                0.25, 0, 1.5, -1, 2.5, -0.5, 1, 2, -4, 0.125, 3, 0};
+    static const double y[N] = {0.5,  -1.25, 2,   0,  -0.0, 3,    1, 1, -2, 0.75,  4, -3,
+                                0.25, 0,     1.5, -1, 2.5,  -0.5, 1, 2, -4, 0.125, 3, 0};
     switch (op) {
     case NEG: return optim_neg(t, x);
     case SQUARE: return optim_square(t, x);
@@ -64,8 +65,8 @@ static optim_node *apply(optim_tape *t, op_kind op, optim_dtype dt, optim_node *
 /* sum(W * node), W with +0 and -0 among its values. */
 static optim_node *weighted(optim_tape *t, optim_dtype dt, optim_node *n)
 {
-    static const double w[N] = {1.5, 0, -0.0, -2, 0.25, 3, -0.0, 0, -1, 2, 0.5, -0.75,
-                                0, -0.0, 1, -3, 0.125, 2.5, -0.0, 0, 4, -1.5, 0.375, 1};
+    static const double w[N] = {1.5, 0,    -0.0, -2, 0.25,  3,   -0.0, 0, -1, 2,    0.5,   -0.75,
+                                0,   -0.0, 1,    -3, 0.125, 2.5, -0.0, 0, 4,  -1.5, 0.375, 1};
     return optim_sum(t, optim_mul(t, n, constant(t, dt, 2, (int64_t[]){R, C}, w)), OPTIM_ALL_AXES);
 }
 
@@ -80,29 +81,35 @@ static void grad_of(op_kind op, optim_dtype dt, int graph, unsigned char *out)
         double v = 0.3 + 0.17 * i;
         x0[i] = (op == SQRT || op == LOG) ? v : (i % 3 == 0 ? -v : i % 7 == 1 ? 0 : v);
     }
-    static const double more[N] = {2, -1, 0.5, 0, -0.0, 1, 3, -2, 0.25, 1, -1, 0,
-                                    1, 1, -0.5, 2, 0, -3, 0.75, 1, -0.0, 2, 1, -1};
+    static const double more[N] = {2, -1, 0.5,  0, -0.0, 1,  3,    -2, 0.25, 1, -1, 0,
+                                   1, 1,  -0.5, 2, 0,    -3, 0.75, 1,  -0.0, 2, 1,  -1};
     optim_var *x = optim_test_var("x", dt, 2, (int64_t[]){R, C}, x0);
     optim_tape *t;
     optim_error err;
     assert_int_equal(optim_tape_create(&t, &err), 0);
     optim_node *xv = optim_tape_var(t, x), *loss;
     if (graph == MORE_ALONE) {
-        loss = optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, more)), OPTIM_ALL_AXES);
+        loss = optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, more)),
+                         OPTIM_ALL_AXES);
     } else if (graph == THEN_MORE) { /* created first, so its rule runs after the op's */
-        optim_node *m = optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, more)), OPTIM_ALL_AXES);
+        optim_node *m = optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, more)),
+                                  OPTIM_ALL_AXES);
         loss = optim_add(t, weighted(t, dt, apply(t, op, dt, xv)), m);
     } else {
         loss = weighted(t, dt, apply(t, op, dt, xv));
-        if (graph == AFTER_ZERO) { /* created last, so its rule (0 * g into x's gradient) runs first */
+        if (graph ==
+            AFTER_ZERO) { /* created last, so its rule (0 * g into x's gradient) runs first */
             static const double zeros[N];
-            loss = optim_add(t, loss, optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, zeros)),
-                                                OPTIM_ALL_AXES));
+            loss = optim_add(
+                t, loss,
+                optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, zeros)),
+                          OPTIM_ALL_AXES));
         }
     }
     if (!loss) fail_msg("%s: %s", op_names[op], optim_tape_errmsg(t));
     optim_grad_var g;
-    if (optim_tape_gradient(t, loss, &x, 1, &g)) fail_msg("%s: %s", op_names[op], optim_tape_errmsg(t));
+    if (optim_tape_gradient(t, loss, &x, 1, &g))
+        fail_msg("%s: %s", op_names[op], optim_tape_errmsg(t));
     assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
     memcpy(out, g.grad.dense.data, (size_t)N * optim_dtype_size(dt));
     optim_tape_destroy(t);
@@ -111,17 +118,18 @@ static void grad_of(op_kind op, optim_dtype dt, int graph, unsigned char *out)
 
 static double elem(const unsigned char *p, optim_dtype dt, int i)
 {
-    return dt == OPTIM_F32 ? (double)((const float *)(const void *)p)[i] : ((const double *)(const void *)p)[i];
+    return dt == OPTIM_F32 ? (double)((const float *)(const void *)p)[i]
+                           : ((const double *)(const void *)p)[i];
 }
 
-static void assert_same_bits(const unsigned char *a, const unsigned char *b, optim_dtype dt, const char *what,
-                             op_kind op)
+static void assert_same_bits(const unsigned char *a, const unsigned char *b, optim_dtype dt,
+                             const char *what, op_kind op)
 {
     size_t es = optim_dtype_size(dt);
     for (int i = 0; i < N; i++)
         if (memcmp(a + i * es, b + i * es, es) != 0)
-            fail_msg("%s %s: element %d is %a, expected %a (%s)", op_names[op], optim_dtype_name(dt), i,
-                     elem(a, dt, i), elem(b, dt, i), what);
+            fail_msg("%s %s: element %d is %a, expected %a (%s)", op_names[op],
+                     optim_dtype_name(dt), i, elem(a, dt, i), elem(b, dt, i), what);
 }
 
 static void test_first_contribution(void **s)
@@ -136,15 +144,18 @@ static void test_first_contribution(void **s)
             grad_of(op, dt, AFTER_ZERO, after);
             assert_same_bits(alone, after, dt, "written against added into +0", op);
             int zeros = 0;
-            for (int i = 0; i < N; i++) zeros += elem(alone, dt, i) == 0 && !signbit(elem(alone, dt, i));
+            for (int i = 0; i < N; i++)
+                zeros += elem(alone, dt, i) == 0 && !signbit(elem(alone, dt, i));
             assert_true(zeros > 0); /* the signed zeros of W reached x */
             grad_of(op, dt, THEN_MORE, then);
             grad_of(op, dt, MORE_ALONE, more);
             for (int i = 0; i < N; i++) {
                 if (dt == OPTIM_F32)
-                    ((float *)(void *)sum)[i] = ((float *)(void *)alone)[i] + ((float *)(void *)more)[i];
+                    ((float *)(void *)sum)[i] =
+                        ((float *)(void *)alone)[i] + ((float *)(void *)more)[i];
                 else
-                    ((double *)(void *)sum)[i] = ((double *)(void *)alone)[i] + ((double *)(void *)more)[i];
+                    ((double *)(void *)sum)[i] =
+                        ((double *)(void *)alone)[i] + ((double *)(void *)more)[i];
             }
             assert_same_bits(then, sum, dt, "a later contribution added to the written one", op);
         }
@@ -173,15 +184,19 @@ static void test_dense_chain(void **s)
             optim_error err;
             assert_int_equal(optim_tape_create(&t, &err), 0);
             for (int k = 0; k < 3; k++) {
-                v[k] = optim_test_var((const char *[]){"w", "b", "x"}[k], dt, k == 1 ? 1 : 2, shapes[k], init[k]);
+                v[k] = optim_test_var((const char *[]){"w", "b", "x"}[k], dt, k == 1 ? 1 : 2,
+                                      shapes[k], init[k]);
                 n[k] = optim_tape_var(t, v[k]);
             }
             optim_node *h = optim_relu(t, optim_add(t, optim_matmul(t, n[2], n[0], 0, 0), n[1]));
             optim_node *loss = weighted(t, dt, h);
             for (int k = 0; graph && k < 3; k++)
-                loss = optim_add(t, loss, optim_sum(t, optim_mul(t, n[k], optim_tape_scalar(t, dt, 0)), OPTIM_ALL_AXES));
+                loss = optim_add(
+                    t, loss,
+                    optim_sum(t, optim_mul(t, n[k], optim_tape_scalar(t, dt, 0)), OPTIM_ALL_AXES));
             optim_grad_var g[3];
-            if (optim_tape_gradient(t, loss, v, 3, g)) fail_msg("dense chain: %s", optim_tape_errmsg(t));
+            if (optim_tape_gradient(t, loss, v, 3, g))
+                fail_msg("dense chain: %s", optim_tape_errmsg(t));
             for (int k = 0; k < 3; k++) {
                 bytes[k] = (size_t)optim_var_numel(v[k]) * optim_dtype_size(dt);
                 memcpy(res[graph][k], g[k].grad.dense.data, bytes[k]);
@@ -196,13 +211,14 @@ static void test_dense_chain(void **s)
 /* optim__tape_bias_relu against optim_relu(optim_add(x, b)): values and the
  * gradients of x and b bit for bit, in f32 and f64, with x's gradient
  * written (x used once) and added to (x also used before). */
-static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char *val, unsigned char *gx,
-                            unsigned char *gb)
+static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char *val,
+                            unsigned char *gx, unsigned char *gb)
 {
     double x0[N], b0[C];
     for (int i = 0; i < N; i++) x0[i] = i % 5 == 0 ? -0.25 * i : 0.3 * sin(1.7 * i);
     for (int i = 0; i < C; i++) b0[i] = i % 2 ? 0.125 * i : -0.2;
-    optim_var *v[2] = {optim_test_var("x", dt, 2, (int64_t[]){R, C}, x0), optim_test_var("b", dt, 1, (int64_t[]){C}, b0)};
+    optim_var *v[2] = {optim_test_var("x", dt, 2, (int64_t[]){R, C}, x0),
+                       optim_test_var("b", dt, 1, (int64_t[]){C}, b0)};
     optim_tape *t;
     optim_error err;
     assert_int_equal(optim_tape_create(&t, &err), 0);
@@ -212,7 +228,8 @@ static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char 
     optim_node *loss = weighted(t, dt, y);
     if (twice) loss = optim_add(t, loss, other);
     optim_grad_var g[2];
-    if (!loss || optim_tape_gradient(t, loss, v, 2, g)) fail_msg("bias_relu: %s", optim_tape_errmsg(t));
+    if (!loss || optim_tape_gradient(t, loss, v, 2, g))
+        fail_msg("bias_relu: %s", optim_tape_errmsg(t));
     size_t es = optim_dtype_size(dt);
     memcpy(val, optim_node_value(y)->data, (size_t)N * es);
     memcpy(gx, g[0].grad.dense.data, (size_t)N * es);
@@ -230,7 +247,8 @@ static void test_bias_relu(void **s)
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
             size_t es = optim_dtype_size(dt);
             unsigned char v[2][N * 8], gx[2][N * 8], gb[2][C * 8];
-            for (int fused = 0; fused < 2; fused++) bias_relu_grads(dt, fused, twice, v[fused], gx[fused], gb[fused]);
+            for (int fused = 0; fused < 2; fused++)
+                bias_relu_grads(dt, fused, twice, v[fused], gx[fused], gb[fused]);
             assert_memory_equal(v[0], v[1], (size_t)N * es);
             assert_memory_equal(gx[0], gx[1], (size_t)N * es);
             assert_memory_equal(gb[0], gb[1], (size_t)C * es);
@@ -240,9 +258,11 @@ static void test_bias_relu(void **s)
     optim_error err;
     assert_int_equal(optim_tape_create(&t, &err), 0);
     double z[N] = {0};
-    optim_node *x = constant(t, OPTIM_F64, 2, (int64_t[]){R, C}, z), *b = constant(t, OPTIM_F64, 1, (int64_t[]){R}, z);
+    optim_node *x = constant(t, OPTIM_F64, 2, (int64_t[]){R, C}, z),
+               *b = constant(t, OPTIM_F64, 1, (int64_t[]){R}, z);
     assert_null(optim__tape_bias_relu(t, x, b));
-    assert_non_null(strstr(optim_tape_errmsg(t), "bias_relu: x [4, 6] and bias [4], expected a bias of shape [n]"));
+    assert_non_null(strstr(optim_tape_errmsg(t),
+                           "bias_relu: x [4, 6] and bias [4], expected a bias of shape [n]"));
     optim_tape_reset(t);
     optim_node *r = constant(t, OPTIM_F64, 1, (int64_t[]){C}, z);
     assert_null(optim__tape_bias_relu(t, r, r));

@@ -23,8 +23,8 @@
 typedef struct vspec {
     int32_t rank;
     int64_t shape[4];
-    double lo, hi;   /* uniform init range */
-    int away;        /* |x| >= 0.1 (no kink at 0: relu) */
+    double lo, hi; /* uniform init range */
+    int away; /* |x| >= 0.1 (no kink at 0: relu) */
 } vspec;
 
 struct gcase;
@@ -35,12 +35,12 @@ typedef struct gcase {
     int nv;
     vspec v[MAXV];
     build_fn build;
-    int op;          /* which op, for shared builders */
+    int op; /* which op, for shared builders */
     int32_t axis;
     int ta, tb;
     int64_t idx[8];
     int64_t nidx;
-    int32_t rank;    /* reshape target */
+    int32_t rank; /* reshape target */
     int64_t shape[4];
 } gcase;
 
@@ -96,7 +96,8 @@ static void densify(const optim_grad *g, optim_var *var, double *out)
         int64_t rows = optim_var_shape(var)[0], row = rows ? n / rows : 0;
         for (int64_t k = 0; k < g->sparse.n; k++)
             for (int64_t j = 0; j < row; j++)
-                out[g->sparse.indices[k] * row + j] += ((const double *)g->sparse.values.data)[k * row + j];
+                out[g->sparse.indices[k] * row + j] +=
+                    ((const double *)g->sparse.values.data)[k * row + j];
     }
 }
 
@@ -116,7 +117,8 @@ static void gradcheck(const gcase *c, int expect_sparse)
         }
         char name[16];
         snprintf(name, sizeof name, "v%d", i);
-        assert_int_equal(optim_var_create(&vars[i], name, OPTIM_F64, s->rank, s->shape, init, &err), 0);
+        assert_int_equal(optim_var_create(&vars[i], name, OPTIM_F64, s->rank, s->shape, init, &err),
+                         0);
         free(init);
     }
     optim_tape *t;
@@ -150,8 +152,9 @@ static void gradcheck(const gcase *c, int expect_sparse)
             double rel = fabs(a - num) / fmax(fmax(fabs(a), fabs(num)), 1e-3);
             if (rel > worst) worst = rel;
             if (!(rel < TOL))
-                fail_msg("%s: variable %d element %lld: tape %.12g, finite difference %.12g (rel %.3g)",
-                         c->name, i, (long long)k, a, num, rel);
+                fail_msg(
+                    "%s: variable %d element %lld: tape %.12g, finite difference %.12g (rel %.3g)",
+                    c->name, i, (long long)k, a, num, rel);
         }
     }
     for (int i = 0; i < c->nv; i++) {
@@ -194,8 +197,14 @@ static optim_node *b_unary(optim_tape *t, optim_node **v, const gcase *c)
     }
 }
 
-static optim_node *b_sum(optim_tape *t, optim_node **v, const gcase *c) { return optim_sum(t, v[0], c->axis); }
-static optim_node *b_mean(optim_tape *t, optim_node **v, const gcase *c) { return optim_mean(t, v[0], c->axis); }
+static optim_node *b_sum(optim_tape *t, optim_node **v, const gcase *c)
+{
+    return optim_sum(t, v[0], c->axis);
+}
+static optim_node *b_mean(optim_tape *t, optim_node **v, const gcase *c)
+{
+    return optim_mean(t, v[0], c->axis);
+}
 static optim_node *b_matmul(optim_tape *t, optim_node **v, const gcase *c)
 {
     return optim_matmul(t, v[0], v[1], c->ta, c->tb);
@@ -229,7 +238,8 @@ static optim_node *b_concat(optim_tape *t, optim_node **v, const gcase *c)
 }
 static optim_node *b_reshape(optim_tape *t, optim_node **v, const gcase *c)
 {
-    return optim_mul(t, optim_reshape(t, v[0], c->rank, c->shape), optim_reshape(t, v[0], c->rank, c->shape));
+    return optim_mul(t, optim_reshape(t, v[0], c->rank, c->shape),
+                     optim_reshape(t, v[0], c->rank, c->shape));
 }
 static optim_node *b_dropout(optim_tape *t, optim_node **v, const gcase *c)
 {
@@ -255,7 +265,10 @@ static optim_node *b_mlp(optim_tape *t, optim_node **v, const gcase *c)
 
 /* ---- cases ---------------------------------------------------------------------------- */
 
-#define V(r, lo_, hi_, ...) {.rank = (r), .shape = {__VA_ARGS__}, .lo = (lo_), .hi = (hi_)}
+#define V(r, lo_, hi_, ...)                                           \
+    {                                                                 \
+        .rank = (r), .shape = {__VA_ARGS__}, .lo = (lo_), .hi = (hi_) \
+    }
 
 /* Broadcast forms: (a, b) shapes, both sides. */
 typedef struct form {
@@ -303,12 +316,16 @@ static void test_add(void **s) { check_binary(ADD, "add", -2, 2); }
 static void test_sub(void **s) { check_binary(SUB, "sub", -2, 2); }
 static void test_mul(void **s) { check_binary(MUL, "mul", -2, 2); }
 static void test_div(void **s) { check_binary(DIV, "div", 0.5, 2); }
-static void test_div_negative(void **s) { check_binary(DIV, "div (negative denominators)", -2, -0.5); }
+static void test_div_negative(void **s)
+{
+    check_binary(DIV, "div (negative denominators)", -2, -0.5);
+}
 static void test_squared_error(void **s) { check_binary(SQERR, "squared_error", -2, 2); }
 
 static void check_unary(int op, const char *name, double lo, double hi, int away)
 {
-    static const vspec shapes[] = {V(2, 0, 0, 3, 4), V(1, 0, 0, 5), V(0, 0, 0, 0), V(3, 0, 0, 2, 2, 3)};
+    static const vspec shapes[] = {V(2, 0, 0, 3, 4), V(1, 0, 0, 5), V(0, 0, 0, 0),
+                                   V(3, 0, 0, 2, 2, 3)};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         char full[96];
         snprintf(full, sizeof full, "%s (rank %d)", name, (int)shapes[k].rank);
@@ -338,13 +355,21 @@ static void test_sum_mean(void **s)
         for (size_t k = 0; k < sizeof axes / sizeof axes[0]; k++) {
             char name[64];
             snprintf(name, sizeof name, "%s axis %d", m ? "mean" : "sum", (int)axes[k]);
-            gcase c = {.name = name, .nv = 1, .build = m ? b_mean : b_sum, .axis = axes[k],
+            gcase c = {.name = name,
+                       .nv = 1,
+                       .build = m ? b_mean : b_sum,
+                       .axis = axes[k],
                        .v = {V(3, -2, 2, 2, 3, 4)}};
             gradcheck(&c, 0);
         }
-    gcase c1 = {.name = "sum of a vector", .nv = 1, .build = b_sum, .axis = 0, .v = {V(1, -2, 2, 5)}};
+    gcase c1 = {
+        .name = "sum of a vector", .nv = 1, .build = b_sum, .axis = 0, .v = {V(1, -2, 2, 5)}};
     gradcheck(&c1, 0);
-    gcase c2 = {.name = "mean of a scalar", .nv = 1, .build = b_mean, .axis = OPTIM_ALL_AXES, .v = {V(0, -2, 2, 0)}};
+    gcase c2 = {.name = "mean of a scalar",
+                .nv = 1,
+                .build = b_mean,
+                .axis = OPTIM_ALL_AXES,
+                .v = {V(0, -2, 2, 0)}};
     gradcheck(&c2, 0);
 }
 
@@ -360,40 +385,81 @@ static void test_matmul(void **s)
             c.v[1] = (vspec)V(2, -1, 1, tb ? 5 : 4, tb ? 4 : 5);
             gradcheck(&c, 0);
         }
-    gcase sq = {.name = "matmul square with itself", .nv = 2, .build = b_matmul, .v = {V(2, -1, 1, 3, 3), V(2, -1, 1, 3, 3)}};
+    gcase sq = {.name = "matmul square with itself",
+                .nv = 2,
+                .build = b_matmul,
+                .v = {V(2, -1, 1, 3, 3), V(2, -1, 1, 3, 3)}};
     gradcheck(&sq, 0);
-    gcase vec = {.name = "matmul [1,k] x [k,1]", .nv = 2, .build = b_matmul, .v = {V(2, -1, 1, 1, 6), V(2, -1, 1, 6, 1)}};
+    gcase vec = {.name = "matmul [1,k] x [k,1]",
+                 .nv = 2,
+                 .build = b_matmul,
+                 .v = {V(2, -1, 1, 1, 6), V(2, -1, 1, 6, 1)}};
     gradcheck(&vec, 0);
 }
 
 static void test_cross_entropies(void **s)
 {
-    gcase sce = {.name = "softmax_cross_entropy", .nv = 1, .build = b_sce, .idx = {0, 4, 2, 2}, .nidx = 4,
+    gcase sce = {.name = "softmax_cross_entropy",
+                 .nv = 1,
+                 .build = b_sce,
+                 .idx = {0, 4, 2, 2},
+                 .nidx = 4,
                  .v = {V(2, -3, 3, 4, 5)}};
     gradcheck(&sce, 0);
-    gcase sce1 = {.name = "softmax_cross_entropy one class", .nv = 1, .build = b_sce, .idx = {0, 0}, .nidx = 2,
+    gcase sce1 = {.name = "softmax_cross_entropy one class",
+                  .nv = 1,
+                  .build = b_sce,
+                  .idx = {0, 0},
+                  .nidx = 2,
                   .v = {V(2, -3, 3, 2, 1)}};
     gradcheck(&sce1, 0);
-    gcase bce = {.name = "sigmoid_cross_entropy", .nv = 2, .build = b_bce, .v = {V(2, -4, 4, 3, 4), V(2, 0, 1, 3, 4)}};
+    gcase bce = {.name = "sigmoid_cross_entropy",
+                 .nv = 2,
+                 .build = b_bce,
+                 .v = {V(2, -4, 4, 3, 4), V(2, 0, 1, 3, 4)}};
     gradcheck(&bce, 0);
-    gcase bce0 = {.name = "sigmoid_cross_entropy scalar", .nv = 2, .build = b_bce, .v = {V(0, -4, 4, 0), V(0, 0, 1, 0)}};
+    gcase bce0 = {.name = "sigmoid_cross_entropy scalar",
+                  .nv = 2,
+                  .build = b_bce,
+                  .v = {V(0, -4, 4, 0), V(0, 0, 1, 0)}};
     gradcheck(&bce0, 0);
 }
 
 static void test_gather(void **s)
 {
-    gcase g = {.name = "gather duplicates", .nv = 1, .build = b_gather, .idx = {3, 0, 3, 1, 3}, .nidx = 5,
+    gcase g = {.name = "gather duplicates",
+               .nv = 1,
+               .build = b_gather,
+               .idx = {3, 0, 3, 1, 3},
+               .nidx = 5,
                .v = {V(2, -2, 2, 5, 3)}};
     gradcheck(&g, 1);
-    gcase g1 = {.name = "gather rank 1", .nv = 1, .build = b_gather, .idx = {2, 2, 0}, .nidx = 3, .v = {V(1, -2, 2, 4)}};
+    gcase g1 = {.name = "gather rank 1",
+                .nv = 1,
+                .build = b_gather,
+                .idx = {2, 2, 0},
+                .nidx = 3,
+                .v = {V(1, -2, 2, 4)}};
     gradcheck(&g1, 1);
-    gcase g3 = {.name = "gather rank 3", .nv = 1, .build = b_gather, .idx = {1, 0, 1}, .nidx = 3,
+    gcase g3 = {.name = "gather rank 3",
+                .nv = 1,
+                .build = b_gather,
+                .idx = {1, 0, 1},
+                .nidx = 3,
                 .v = {V(3, -2, 2, 2, 2, 3)}};
     gradcheck(&g3, 1);
-    gcase gn = {.name = "gather of a computed node", .nv = 1, .build = b_gather_node, .idx = {1, 1, 0}, .nidx = 3,
+    gcase gn = {.name = "gather of a computed node",
+                .nv = 1,
+                .build = b_gather_node,
+                .idx = {1, 1, 0},
+                .nidx = 3,
                 .v = {V(2, -2, 2, 3, 2)}};
     gradcheck(&gn, 0);
-    gcase gm = {.name = "gather and dense use", .nv = 1, .build = b_gather_mixed, .idx = {2, 0, 2}, .nidx = 3,
+    gcase gm = {.name = "gather and dense use",
+                .nv = 1,
+                .build = b_gather_mixed,
+                .idx = {2, 0, 2},
+                .nidx = 3,
                 .v = {V(2, -2, 2, 4, 3)}};
     gradcheck(&gm, 0);
 }
@@ -407,60 +473,100 @@ static optim_node *b_two_gathers(optim_tape *t, optim_node **v, const gcase *c)
 
 static void test_gather_twice(void **s)
 {
-    gcase g = {.name = "two gathers of one variable", .nv = 1, .build = b_two_gathers, .idx = {1, 3, 1, 3, 0},
+    gcase g = {.name = "two gathers of one variable",
+               .nv = 1,
+               .build = b_two_gathers,
+               .idx = {1, 3, 1, 3, 0},
                .v = {V(2, -2, 2, 4, 2)}};
     gradcheck(&g, 1);
 }
 
 static void test_concat(void **s)
 {
-    gcase c0 = {.name = "concat axis 0", .nv = 3, .build = b_concat, .axis = 0,
+    gcase c0 = {.name = "concat axis 0",
+                .nv = 3,
+                .build = b_concat,
+                .axis = 0,
                 .v = {V(2, -2, 2, 2, 3), V(2, -2, 2, 1, 3), V(2, -2, 2, 3, 3)}};
     gradcheck(&c0, 0);
-    gcase c1 = {.name = "concat axis 1", .nv = 3, .build = b_concat, .axis = 1,
+    gcase c1 = {.name = "concat axis 1",
+                .nv = 3,
+                .build = b_concat,
+                .axis = 1,
                 .v = {V(2, -2, 2, 2, 3), V(2, -2, 2, 2, 1), V(2, -2, 2, 2, 2)}};
     gradcheck(&c1, 0);
-    gcase cm = {.name = "concat axis -1 rank 3", .nv = 2, .build = b_concat, .axis = -1,
+    gcase cm = {.name = "concat axis -1 rank 3",
+                .nv = 2,
+                .build = b_concat,
+                .axis = -1,
                 .v = {V(3, -2, 2, 2, 2, 3), V(3, -2, 2, 2, 2, 1)}};
     gradcheck(&cm, 0);
-    gcase cmid = {.name = "concat middle axis rank 3", .nv = 2, .build = b_concat, .axis = 1,
+    gcase cmid = {.name = "concat middle axis rank 3",
+                  .nv = 2,
+                  .build = b_concat,
+                  .axis = 1,
                   .v = {V(3, -2, 2, 2, 1, 3), V(3, -2, 2, 2, 3, 3)}};
     gradcheck(&cmid, 0);
-    gcase c1d = {.name = "concat rank 1", .nv = 2, .build = b_concat, .axis = 0, .v = {V(1, -2, 2, 3), V(1, -2, 2, 2)}};
+    gcase c1d = {.name = "concat rank 1",
+                 .nv = 2,
+                 .build = b_concat,
+                 .axis = 0,
+                 .v = {V(1, -2, 2, 3), V(1, -2, 2, 2)}};
     gradcheck(&c1d, 0);
 }
 
 static void test_reshape(void **s)
 {
-    gcase r = {.name = "reshape [2,3,4] -> [6,-1]", .nv = 1, .build = b_reshape, .rank = 2, .shape = {6, -1},
+    gcase r = {.name = "reshape [2,3,4] -> [6,-1]",
+               .nv = 1,
+               .build = b_reshape,
+               .rank = 2,
+               .shape = {6, -1},
                .v = {V(3, -2, 2, 2, 3, 4)}};
     gradcheck(&r, 0);
-    gcase r2 = {.name = "reshape [6] -> [3,1,2]", .nv = 1, .build = b_reshape, .rank = 3, .shape = {3, 1, 2},
+    gcase r2 = {.name = "reshape [6] -> [3,1,2]",
+                .nv = 1,
+                .build = b_reshape,
+                .rank = 3,
+                .shape = {3, 1, 2},
                 .v = {V(1, -2, 2, 6)}};
     gradcheck(&r2, 0);
-    gcase r3 = {.name = "reshape [1,1] -> []", .nv = 1, .build = b_reshape, .rank = 0, .v = {V(2, -2, 2, 1, 1)}};
+    gcase r3 = {.name = "reshape [1,1] -> []",
+                .nv = 1,
+                .build = b_reshape,
+                .rank = 0,
+                .v = {V(2, -2, 2, 1, 1)}};
     gradcheck(&r3, 0);
 }
 
 static void test_dropout(void **s)
 {
-    gcase d = {.name = "dropout (fixed seed)", .nv = 1, .build = b_dropout, .v = {V(2, -2, 2, 6, 7)}};
+    gcase d = {
+        .name = "dropout (fixed seed)", .nv = 1, .build = b_dropout, .v = {V(2, -2, 2, 6, 7)}};
     gradcheck(&d, 0);
 }
 
 static void test_bias_relu(void **s)
 {
     /* |x| >= 0.1 and |b| <= 0.05: x + b stays clear of ReLU's kink */
-    gcase c = {.name = "bias_relu", .nv = 2, .build = b_bias_relu, .v = {V(2, -2, 2, 5, 4), V(1, -0.05, 0.05, 4)}};
+    gcase c = {.name = "bias_relu",
+               .nv = 2,
+               .build = b_bias_relu,
+               .v = {V(2, -2, 2, 5, 4), V(1, -0.05, 0.05, 4)}};
     c.v[0].away = 1;
     gradcheck(&c, 0);
-    gcase r3 = {.name = "bias_relu rank 3", .nv = 2, .build = b_bias_relu, .v = {V(3, 0.3, 2, 2, 3, 4), V(1, 0.3, 1, 4)}};
+    gcase r3 = {.name = "bias_relu rank 3",
+                .nv = 2,
+                .build = b_bias_relu,
+                .v = {V(3, 0.3, 2, 2, 3, 4), V(1, 0.3, 1, 4)}};
     gradcheck(&r3, 0);
 }
 
 static void test_mlp(void **s)
 {
-    gcase c = {.name = "mlp", .nv = 3, .build = b_mlp,
+    gcase c = {.name = "mlp",
+               .nv = 3,
+               .build = b_mlp,
                .v = {V(2, -1, 1, 3, 5), V(2, -1, 1, 5, 3), V(1, -1, 1, 3)}};
     gradcheck(&c, 0);
 }

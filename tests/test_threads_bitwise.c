@@ -59,7 +59,8 @@ static void read_cases(void)
     while (fgets(line, sizeof line, f)) {
         char cls[64], gen[16];
         int used = 0;
-        if (line[0] < 'A' || line[0] > 'Z' || sscanf(line, "%63s %15s %n", cls, gen, &used) < 2) continue;
+        if (line[0] < 'A' || line[0] > 'Z' || sscanf(line, "%63s %15s %n", cls, gen, &used) < 2)
+            continue;
         assert_true(ncases < MAX_CASES);
         tcase *c = &cases[ncases++];
         snprintf(c->cls, sizeof c->cls, "%s", cls);
@@ -88,8 +89,10 @@ static void test_cases_cover_every_builtin(void **state)
     assert_true(ncases > 0);
     for (size_t b = 0; b < sizeof builtins / sizeof *builtins; b++) {
         int found = 0;
-        for (size_t i = 0; i < ncases && !found; i++) found = optim_find_class(cases[i].cls) == builtins[b];
-        if (!found) fail_msg("builtins.txt has no case for the built-in class %s", builtins[b]->name);
+        for (size_t i = 0; i < ncases && !found; i++)
+            found = optim_find_class(cases[i].cls) == builtins[b];
+        if (!found)
+            fail_msg("builtins.txt has no case for the built-in class %s", builtins[b]->name);
     }
 }
 
@@ -140,7 +143,10 @@ static void snap_free(snap *s)
 
 /* The gradients of step k: dense for the matrix and the bias, NIDX rows of
  * the table (duplicates: j and j + 16 share a row for j < 8). */
-static double grad_value(int v, int k, int64_t i) { return 0.01 * sin(0.37 * (double)i + 1.1 * k + v) + 0.002 * k; }
+static double grad_value(int v, int k, int64_t i)
+{
+    return 0.01 * sin(0.37 * (double)i + 1.1 * k + v) + 0.002 * k;
+}
 static int64_t sparse_row(int k, int j) { return ((j % 40) * 37 + 11 * k) % 300; }
 
 static void step(optim_optimizer *opt, optim_var **vars, int k)
@@ -155,7 +161,8 @@ static void step(optim_optimizer *opt, optim_var **vars, int k)
         for (int64_t i = 0; i < n; i++) g[v][i] = (float)grad_value(v, k, i);
         optim_tensor t = v == 1 ? optim_tensor_make(OPTIM_F32, g[v], 2, vshape)
                                 : optim_tensor_make(OPTIM_F32, g[v], var_ranks[v], var_shapes[v]);
-        p[v] = (optim_grad_var){v == 1 ? optim_grad_sparse(idx, NIDX, t) : optim_grad_dense(t), vars[v]};
+        p[v] = (optim_grad_var){v == 1 ? optim_grad_sparse(idx, NIDX, t) : optim_grad_dense(t),
+                                vars[v]};
     }
     int rc = optim_apply_gradients(opt, p, NVARS, 0);
     if (rc) fail_msg("step %d on %d threads: %s", k, omp_get_max_threads(), optim_errmsg(opt));
@@ -199,9 +206,10 @@ static void compare(const snap *a, const snap *b, const char *json, const char *
         assert_int_equal(a->bytes[i], b->bytes[i]);
         if (memcmp(a->data[i], b->data[i], a->bytes[i]) == 0) continue;
         size_t at = 0;
-        while (((const unsigned char *)a->data[i])[at] == ((const unsigned char *)b->data[i])[at]) at++;
-        fail_msg("%s: %s differs between 1 thread and %s (from byte %zu of %zu)", json, a->name[i], run, at,
-                 a->bytes[i]);
+        while (((const unsigned char *)a->data[i])[at] == ((const unsigned char *)b->data[i])[at])
+            at++;
+        fail_msg("%s: %s differs between 1 thread and %s (from byte %zu of %zu)", json, a->name[i],
+                 run, at, a->bytes[i]);
     }
 }
 
@@ -232,7 +240,8 @@ static int put_in_inner(cJSON *config, const char *key, double value)
         cJSON *in = cJSON_GetObjectItemCaseSensitive(config, inner_keys[i]);
         if (cJSON_IsObject(in)) put_in_sub(config, in, key, value), n++;
     }
-    cJSON *map = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(config, "optimizer_map"), "config");
+    cJSON *map = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(config, "optimizer_map"), "config");
     cJSON *def = cJSON_GetObjectItemCaseSensitive(map, "default_optimizer"), *sub;
     if (def) put_in_sub(map, def, key, value), n++;
     cJSON *subs = cJSON_GetObjectItemCaseSensitive(map, "optimizer_map");

@@ -106,7 +106,8 @@ static void test_create_layout(void **state)
                 name[len] = '\0';
                 optim_var *v = NULL;
                 const optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
-                assert_int_equal(optim_var_create(&v, name, dt, 1, &sizes[k], NULL, NULL), OPTIM_OK);
+                assert_int_equal(optim_var_create(&v, name, dt, 1, &sizes[k], NULL, NULL),
+                                 OPTIM_OK);
                 assert_int_equal((uintptr_t)optim_var_data(v) % 64, 0);
                 size_t bytes = (size_t)sizes[k] * optim_dtype_size(dt);
                 memset(optim_var_data(v), 0xA5, bytes);
@@ -127,8 +128,7 @@ static int thp_eligible(const void *p)
     while (r < 0 && fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
         int v;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
         else if (in && sscanf(line, "THPeligible: %d", &v) == 1) r = v;
     }
     fclose(f);
@@ -161,11 +161,14 @@ static void test_create_large_on_huge_pages(void **state)
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         for (int copy = 0; copy < 2; copy++) {
             optim_var *v = NULL;
-            assert_int_equal(optim_var_create(&v, "big", OPTIM_F32, 1, &sizes[k], copy ? init : NULL, NULL), OPTIM_OK);
+            assert_int_equal(
+                optim_var_create(&v, "big", OPTIM_F32, 1, &sizes[k], copy ? init : NULL, NULL),
+                OPTIM_OK);
             const float *d = optim_var_data(v);
             const int big = (size_t)sizes[k] * 4 >= mib2;
             assert_int_equal((uintptr_t)d % (big ? mib2 : 64), 0);
-            for (int64_t i = 0; i < sizes[k]; i += 4099) assert_float_equal(d[i], copy ? (float)i : 0.0f, 0);
+            for (int64_t i = 0; i < sizes[k]; i += 4099)
+                assert_float_equal(d[i], copy ? (float)i : 0.0f, 0);
             assert_float_equal(d[sizes[k] - 1], copy ? (float)(sizes[k] - 1) : 0.0f, 0);
             assert_string_equal(optim_var_name(v), "big");
             if (big && thp_on() && thp_eligible(d) >= 0) assert_int_equal(thp_eligible(d), 1);
@@ -324,7 +327,8 @@ static void expect_create_fails(int wrap, const char *name, optim_dtype dtype, i
     memset(&err, 0, sizeof err);
     int rc = wrap ? optim_var_wrap(&v, name, dtype, rank, shape, data, &err)
                   : optim_var_create(&v, name, dtype, rank, shape, data, &err);
-    if (rc != code) print_error("rc %d (%s), expected %d; msg '%s'\n", rc, optim_strerror(rc), code, err.msg);
+    if (rc != code)
+        print_error("rc %d (%s), expected %d; msg '%s'\n", rc, optim_strerror(rc), code, err.msg);
     assert_int_equal(rc, code);
     assert_null(v);
     assert_int_equal(err.code, code);
@@ -395,8 +399,7 @@ static double ref_scale(int kind, double n, double mn, double mx, double rate)
         double d = n < 0 ? 0 : (n > mx ? mx : n);
         return d / (KERAS_EPS + n);
     }
-    case REF_UNIT_NORM:
-        return 1.0 / (KERAS_EPS + n);
+    case REF_UNIT_NORM: return 1.0 / (KERAS_EPS + n);
     case REF_MIN_MAX_NORM: {
         double cl = n < mn ? mn : (n > mx ? mx : n);
         return (rate * cl + (1 - rate) * n) / (KERAS_EPS + n);
@@ -435,10 +438,8 @@ static void ref_rank2(int kind, const double *w, double *out, int r, int c, int 
 #define R 4
 #define C 5
 static const double W0[R * C] = {
-    0.30, -1.20, 0.0, 2.50, -0.05,
-    -0.40, 0.90, 0.0, -1.75, 0.02,
-    0.10, 1.10, 0.0, 3.00, -0.01,
-    -0.25, -0.60, -0.0, 0.80, 0.04,
+    0.30, -1.20, 0.0, 2.50, -0.05, -0.40, 0.90,  0.0,  -1.75, 0.02,
+    0.10, 1.10,  0.0, 3.00, -0.01, -0.25, -0.60, -0.0, 0.80,  0.04,
 };
 
 /* Applies constraint c to a fresh f32 and f64 copy of W0 and compares with
@@ -457,7 +458,8 @@ static void check_constraint(const optim_constraint *c, int kind, int ref_axis)
     optim_var_apply_constraint(v);
     for (int i = 0; i < R * C; i++) {
         assert_close(optim_var_get(v, i), ref[i], 1e-14, 1e-300);
-        if (kind == REF_NON_NEG) assert_int_equal(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
+        if (kind == REF_NON_NEG)
+            assert_int_equal(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
     }
     optim_var_destroy(v);
 
@@ -473,7 +475,8 @@ static void check_constraint(const optim_constraint *c, int kind, int ref_axis)
     optim_var_apply_constraint(v);
     for (int i = 0; i < R * C; i++) {
         assert_close(optim_var_get(v, i), ref[i], 3e-6, 1e-30);
-        if (kind == REF_NON_NEG) assert_int_equal(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
+        if (kind == REF_NON_NEG)
+            assert_int_equal(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
     }
     optim_var_destroy(v);
 }
@@ -542,11 +545,11 @@ static void test_constraint_unit_norm(void **state)
 static void test_constraint_min_max_norm(void **state)
 {
     (void)state;
-    const struct { double mn, mx, rate; } p[] = {
-        {0.0, 1.0, 1.0},   /* Keras's defaults */
-        {0.5, 2.0, 1.0},
-        {1.0, 2.5, 0.3},
-        {0.2, 0.2, 0.0},   /* rate 0: unchanged up to epsilon */
+    const struct {
+        double mn, mx, rate;
+    } p[] = {
+        {0.0, 1.0, 1.0}, /* Keras's defaults */
+        {0.5, 2.0, 1.0},  {1.0, 2.5, 0.3}, {0.2, 0.2, 0.0}, /* rate 0: unchanged up to epsilon */
         {2.0, 3.0, 0.75},
     };
     for (size_t k = 0; k < sizeof p / sizeof *p; k++) {
@@ -582,7 +585,8 @@ static void test_constraint_rank3_middle_axis(void **state)
             double n = sqrt(ss);
             double f = (n > 1.0 ? 1.0 : n) / (KERAS_EPS + n);
             for (int m = 0; m < 3; m++)
-                assert_close(optim_var_get(v, a * 6 + m * 2 + b), w[a * 6 + m * 2 + b] * f, 1e-14, 0);
+                assert_close(optim_var_get(v, a * 6 + m * 2 + b), w[a * 6 + m * 2 + b] * f, 1e-14,
+                             0);
         }
     optim_var_destroy(v);
 }
@@ -626,8 +630,7 @@ static void expect_constraint_rejected(optim_var *v, const optim_constraint *c, 
     assert_le(bytes, sizeof before);
     memcpy(before, optim_var_cdata(v), bytes);
     int rc = optim_var_set_constraint(v, c);
-    if (rc != code)
-        print_error("rc %d, expected %d; msg '%s'\n", rc, code, optim_var_errmsg(v));
+    if (rc != code) print_error("rc %d, expected %d; msg '%s'\n", rc, code, optim_var_errmsg(v));
     assert_int_equal(rc, code);
     const char *msg = optim_var_errmsg(v);
     char quoted[80];
@@ -754,8 +757,10 @@ static void test_constraint_custom_called(void **state)
      * gradient 2 -> w = 1 - 0.5 * 2 = 0 (then halved). */
     optim_optimizer *opt;
     optim_error err;
-    assert_int_equal(optim_from_json(&opt, "{\"class_name\": \"SGD\", \"config\": "
-                                           "{\"learning_rate\": 0.5}}", &err),
+    assert_int_equal(optim_from_json(&opt,
+                                     "{\"class_name\": \"SGD\", \"config\": "
+                                     "{\"learning_rate\": 0.5}}",
+                                     &err),
                      OPTIM_OK);
     float g[3] = {2, 2, 2};
     optim_grad_var pair = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, shape)), v};

@@ -19,7 +19,10 @@
 #define N 5
 
 /* Deterministic gradients (both signs) and initial values. */
-static double grad_at(int k, int i) { return sin(0.9 * k + 1.7 * i) * (1.0 + 0.2 * i) + 0.1 * cos(0.3 * k * i); }
+static double grad_at(int k, int i)
+{
+    return sin(0.9 * k + 1.7 * i) * (1.0 + 0.2 * i) + 0.1 * cos(0.3 * k * i);
+}
 static double init_at(int i) { return 0.3 - 0.25 * i; }
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
@@ -32,7 +35,8 @@ static void refuse(const char *json, int code, const char *needle)
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
     if (rc != code || !strstr(err.msg, needle))
-        print_error("json %s\n  rc %d (want %d), msg '%s' (want '%s')\n", json, rc, code, err.msg, needle);
+        print_error("json %s\n  rc %d (want %d), msg '%s' (want '%s')\n", json, rc, code, err.msg,
+                    needle);
     assert_int_equal(rc, code);
     assert_contains(err.msg, needle);
     assert_null(opt);
@@ -48,7 +52,8 @@ static optim_var *make_vec(const char *name, optim_dtype dt)
 }
 
 /* A dense gradient tensor for step k over n elements, kept in buf. */
-static optim_tensor grad_tensor(optim_dtype dt, void *buf, int k, int n, int32_t rank, const int64_t *shape)
+static optim_tensor grad_tensor(optim_dtype dt, void *buf, int k, int n, int32_t rank,
+                                const int64_t *shape)
 {
     for (int i = 0; i < n; i++) {
         if (dt == OPTIM_F32) ((float *)buf)[i] = (float)grad_at(k, i);
@@ -77,15 +82,15 @@ typedef enum { W_MA, W_SWA, W_LA } wrap_kind;
 
 typedef struct spec {
     inner_kind inner;
-    double lr, momentum;  /* SGD */
+    double lr, momentum; /* SGD */
     int nesterov;
-    double b1, b2, eps;   /* Adam */
+    double b1, b2, eps; /* Adam */
     wrap_kind wrap;
     double average_decay, num_updates; /* MA (num_updates NAN: None) */
     double start_step;
     int dynamic;
     int64_t period, start; /* SWA */
-    int64_t sync;          /* Lookahead */
+    int64_t sync; /* Lookahead */
     double alpha;
 } spec;
 
@@ -187,11 +192,14 @@ static void spec_json(const spec *s, int legacy, char *buf, size_t cap)
         snprintf(own, sizeof own, "\"average_period\": %lld, \"start_averaging\": %lld",
                  (long long)s->period, (long long)s->start);
     } else {
-        snprintf(own, sizeof own, "\"sync_period\": %lld, \"slow_step_size\": %.17g", (long long)s->sync,
-                 s->alpha);
+        snprintf(own, sizeof own, "\"sync_period\": %lld, \"slow_step_size\": %.17g",
+                 (long long)s->sync, s->alpha);
     }
     snprintf(buf, cap, "{\"class_name\": \"%s\", \"config\": {\"optimizer\": %s, %s%s}}",
-             s->wrap == W_MA ? "MovingAverage" : s->wrap == W_SWA ? "SWA" : "Lookahead", inner, own, lg);
+             s->wrap == W_MA        ? "MovingAverage"
+                 : s->wrap == W_SWA ? "SWA"
+                                    : "Lookahead",
+             inner, own, lg);
 }
 
 static void compare(const optim_var *v, const double *ref, int n, const char *what, int k)
@@ -221,7 +229,8 @@ static void check_dense(const spec *s, int legacy, optim_dtype dt, int steps)
     ref_init(s, &r, w0, N);
     for (int k = 0; k < steps; k++) {
         step_dense(opt, w, k);
-        for (int i = 0; i < N; i++) g[i] = dt == OPTIM_F32 ? (double)(float)grad_at(k, i) : grad_at(k, i);
+        for (int i = 0; i < N; i++)
+            g[i] = dt == OPTIM_F32 ? (double)(float)grad_at(k, i) : grad_at(k, i);
         ref_step(s, &r, k, g);
         compare(w, r.w, N, "variable", k);
         compare(optim_get_slot(opt, w, slot_name_of(s)), r.slot, N, slot_name_of(s), k);
@@ -338,9 +347,10 @@ static void test_schedule_edges_exact(void **state)
     (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
-        optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": "
-                                    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
-                                    "\"average_period\": 4, \"start_averaging\": 3}}");
+        optim_optimizer *swa =
+            optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": "
+                            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
+                            "\"average_period\": 4, \"start_averaging\": 3}}");
         optim_var *w = make_vec("w", dt);
         double before[N], cur[N];
         for (int k = 0; k < 20; k++) {
@@ -359,9 +369,10 @@ static void test_schedule_edges_exact(void **state)
         optim_destroy(swa);
         optim_var_destroy(w);
 
-        optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": "
-                                   "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
-                                   "\"sync_period\": 5, \"slow_step_size\": 0.0}}");
+        optim_optimizer *la =
+            optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": "
+                            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
+                            "\"sync_period\": 5, \"slow_step_size\": 0.0}}");
         w = make_vec("w", dt);
         for (int k = 0; k < 20; k++) {
             step_dense(la, w, k);
@@ -383,10 +394,11 @@ static void test_tfa_examples(void **state)
 {
     (void)state;
     /* moving_average_test.py: test_run */
-    optim_optimizer *ma = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
-                               "{\"class_name\": \"SGD\", \"config\": {\"lr\": 2.0, "
-                               "\"is_legacy_optimizer\": true}}, \"average_decay\": 0.5, "
-                               "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *ma =
+        optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
+                        "{\"class_name\": \"SGD\", \"config\": {\"lr\": 2.0, "
+                        "\"is_legacy_optimizer\": true}}, \"average_decay\": 0.5, "
+                        "\"is_legacy_optimizer\": true}}");
     int64_t two[1] = {2};
     optim_var *v0 = optim_test_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
     optim_var *v1 = optim_test_var("var1", OPTIM_F32, 1, two, (double[]){3.0, 4.0});
@@ -418,7 +430,8 @@ static void test_tfa_examples(void **state)
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", "
         "\"config\": {\"learning_rate\": 2.0, \"is_legacy_optimizer\": true}}, \"average_decay\": 0.5, "
         "\"dynamic_decay\": true, \"is_legacy_optimizer\": true}}"};
-    static const double want_var[2][2] = {{0.8, 1.8}, {0.6, 1.6}}, want_avg[2][2] = {{0.85, 1.85}, {0.64, 1.64}};
+    static const double want_var[2][2] = {{0.8, 1.8}, {0.6, 1.6}},
+                        want_avg[2][2] = {{0.85, 1.85}, {0.64, 1.64}};
     for (int c = 0; c < 2; c++) {
         ma = optim_test_make(cfgs[c]);
         v0 = optim_test_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
@@ -427,17 +440,19 @@ static void test_tfa_examples(void **state)
         assert_int_equal(optim_apply_gradients(ma, &q, 1, 0), 0);
         for (int i = 0; i < 2; i++) {
             assert_close(optim_var_get(v0, i), want_var[c][i], 1e-6, 1e-6);
-            assert_close(optim_var_get(optim_get_slot(ma, v0, "average"), i), want_avg[c][i], 1e-6, 1e-6);
+            assert_close(optim_var_get(optim_get_slot(ma, v0, "average"), i), want_avg[c][i], 1e-6,
+                         1e-6);
         }
         optim_destroy(ma);
         optim_var_destroy(v0);
     }
 
     /* stochastic_weight_averaging_test.py: test_averaging */
-    optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": {\"class_name\": "
-                                "\"SGD\", \"config\": {\"lr\": 1.0, \"is_legacy_optimizer\": true}}, "
-                                "\"start_averaging\": 0, \"average_period\": 1, "
-                                "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *swa =
+        optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": {\"class_name\": "
+                        "\"SGD\", \"config\": {\"lr\": 1.0, \"is_legacy_optimizer\": true}}, "
+                        "\"start_averaging\": 0, \"average_period\": 1, "
+                        "\"is_legacy_optimizer\": true}}");
     v0 = optim_test_var("var_0", OPTIM_F32, 1, two, (double[]){1.0, 1.0});
     v1 = optim_test_var("var_1", OPTIM_F32, 1, two, (double[]){2.0, 2.0});
     p[0].var = v0;
@@ -528,18 +543,22 @@ static void test_sparse(void **state)
                     /* Summed in order of appearance, as the library does. */
                     for (int j = 0; j < 4; j++)
                         for (int c = 0; c < COLS; c++) {
-                            if (dt == OPTIM_F32) g[idx[j] * COLS + c] = (float)(g[idx[j] * COLS + c] + vals[j * COLS + c]);
+                            if (dt == OPTIM_F32)
+                                g[idx[j] * COLS + c] =
+                                    (float)(g[idx[j] * COLS + c] + vals[j * COLS + c]);
                             else g[idx[j] * COLS + c] += vals[j * COLS + c];
                         }
                     int64_t vshape[2] = {4, COLS};
-                    optim_tensor t = optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)vals32 : (void *)vals, 2, vshape);
+                    optim_tensor t = optim_tensor_make(
+                        dt, dt == OPTIM_F32 ? (void *)vals32 : (void *)vals, 2, vshape);
                     optim_grad_var p = {optim_grad_sparse(idx, 4, t), emb};
                     int rc = optim_apply_gradients(opt, &p, 1, 0);
                     if (rc) print_error("%s\n", optim_errmsg(opt));
                     assert_int_equal(rc, 0);
                     ref_step(&s, &r, k, g);
                     compare(emb, r.w, ROWS * COLS, json, k);
-                    compare(optim_get_slot(opt, emb, slot_name_of(&s)), r.slot, ROWS * COLS, "slot", k);
+                    compare(optim_get_slot(opt, emb, slot_name_of(&s)), r.slot, ROWS * COLS, "slot",
+                            k);
                 }
                 optim_destroy(opt);
                 optim_var_destroy(emb);
@@ -551,8 +570,9 @@ static void test_sparse(void **state)
 static void test_weights_and_iterations(void **state)
 {
     (void)state;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
-                                "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
+                        "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}}}");
     optim_var *w = make_vec("w", OPTIM_F64), *b = make_vec("b", OPTIM_F32);
     double gw[N];
     float gb[N];
@@ -569,7 +589,8 @@ static void test_weights_and_iterations(void **state)
     assert_int_equal(optim_iterations(opt), 5);
     assert_int_equal(optim_iterations(inner), 5);
     /* iterations, the inner optimizer's slots, then the wrapper's. */
-    static const char *const names[] = {"iterations", "w/m", "b/m", "w/v", "b/v", "w/average", "b/average"};
+    static const char *const names[] = {"iterations", "w/m",       "b/m",      "w/v",
+                                        "b/v",        "w/average", "b/average"};
     assert_int_equal(optim_weights_count(opt), 7);
     for (size_t i = 0; i < 7; i++) assert_string_equal(optim_weight_name(opt, i), names[i]);
     assert_null(optim_weight_name(opt, 7));
@@ -583,7 +604,8 @@ static void test_weights_and_iterations(void **state)
     double saved[7][N];
     for (size_t i = 1; i < 7; i++)
         for (int j = 0; j < N; j++)
-            saved[i][j] = ws[i].dtype == OPTIM_F32 ? ((float *)ws[i].data)[j] : ((double *)ws[i].data)[j];
+            saved[i][j] =
+                ws[i].dtype == OPTIM_F32 ? ((float *)ws[i].data)[j] : ((double *)ws[i].data)[j];
     for (int k = 5; k < 8; k++) step_dense(opt, w, k);
     assert_int_equal(optim_iterations(inner), 8);
     float f32buf[4][N];
@@ -597,7 +619,8 @@ static void test_weights_and_iterations(void **state)
             if (dt == OPTIM_F32) f32buf[i / 2][j] = (float)saved[i][j];
             else f64buf[i / 2][j] = saved[i][j];
         }
-        back[i] = optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)f32buf[i / 2] : (void *)f64buf[i / 2], 1, shape);
+        back[i] = optim_tensor_make(
+            dt, dt == OPTIM_F32 ? (void *)f32buf[i / 2] : (void *)f64buf[i / 2], 1, shape);
     }
     assert_int_equal(optim_set_weights(opt, back, 7), 0);
     assert_int_equal(optim_iterations(opt), 5);
@@ -625,14 +648,16 @@ static void test_weights_and_iterations(void **state)
 static void test_inner_follows_wrapper_counter(void **state)
 {
     (void)state;
-    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
-                                 "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05}}");
+    optim_optimizer *adam =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
+                        "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05}}");
     optim_var *scratch = make_vec("scratch", OPTIM_F64);
     for (int k = 0; k < 3; k++) step_dense(adam, scratch, k);
     optim_optimizer *la;
     optim_error err;
-    assert_int_equal(optim_wrap(&la, "{\"class_name\": \"Lookahead\", \"config\": {\"sync_period\": 4, "
-                                     "\"slow_step_size\": 0.25}}",
+    assert_int_equal(optim_wrap(&la,
+                                "{\"class_name\": \"Lookahead\", \"config\": {\"sync_period\": 4, "
+                                "\"slow_step_size\": 0.25}}",
                                 adam, &err),
                      0);
     assert_int_equal(optim_iterations(la), 0);
@@ -674,14 +699,17 @@ static void test_gradient_processing_is_the_wrappers(void **state)
     for (int legacy = 0; legacy < 2; legacy++) {
         const char *lg = legacy ? ", \"is_legacy_optimizer\": true" : "";
         char json[600];
-        snprintf(json, sizeof json,
-                 "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
-                 "\"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 0.001%s}}, \"clipnorm\": "
-                 "0.5, \"average_decay\": 0.5%s}}",
-                 lg, lg);
+        snprintf(
+            json, sizeof json,
+            "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
+            "\"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 0.001%s}}, \"clipnorm\": "
+            "0.5, \"average_decay\": 0.5%s}}",
+            lg, lg);
         optim_optimizer *opt = optim_test_make(json);
         int inner_calls = 0, outer_calls = 0;
-        assert_int_equal(optim_add_gradient_transformer(optim_wrapper_inner(opt), double_grads, &inner_calls), 0);
+        assert_int_equal(
+            optim_add_gradient_transformer(optim_wrapper_inner(opt), double_grads, &inner_calls),
+            0);
         assert_int_equal(optim_add_gradient_transformer(opt, double_grads, &outer_calls), 0);
         optim_var *w = make_vec("w", OPTIM_F64);
         double avg[N], x[N];
@@ -692,7 +720,8 @@ static void test_gradient_processing_is_the_wrappers(void **state)
             for (int i = 0; i < N; i++) norm += grad_at(k, i) * grad_at(k, i);
             norm = sqrt(norm);
             for (int i = 0; i < N; i++) {
-                g[i] = 2 * (grad_at(k, i) * 0.5 / (norm > 0.5 ? norm : 0.5)); /* clip, then transform */
+                g[i] = 2 *
+                    (grad_at(k, i) * 0.5 / (norm > 0.5 ? norm : 0.5)); /* clip, then transform */
                 x[i] -= 0.1 * g[i];
                 avg[i] -= (avg[i] - x[i]) * 0.5;
             }
@@ -709,7 +738,8 @@ static void test_gradient_processing_is_the_wrappers(void **state)
         for (int i = 0; i < N; i++) norm += grad_at(0, i) * grad_at(0, i);
         norm = sqrt(norm);
         for (int i = 0; i < N; i++)
-            assert_close(optim_var_get(u, i), init_at(i) - 0.1 * 2 * grad_at(0, i) * 0.001 / norm, 1e-12, 1e-15);
+            assert_close(optim_var_get(u, i), init_at(i) - 0.1 * 2 * grad_at(0, i) * 0.001 / norm,
+                         1e-12, 1e-15);
         optim_destroy(opt);
         optim_var_destroy(w);
         optim_var_destroy(u);
@@ -724,8 +754,9 @@ static void test_constraint_after_rule(void **state)
     (void)state;
     optim_constraint nn = optim_constraint_non_neg();
     /* MovingAverage */
-    optim_optimizer *ma = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
-                               "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"average_decay\": 0.5}}");
+    optim_optimizer *ma = optim_test_make(
+        "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
+        "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"average_decay\": 0.5}}");
     optim_var *w = make_vec("w", OPTIM_F64);
     assert_int_equal(optim_var_set_constraint(w, &nn), 0);
     double x[N], avg[N];
@@ -743,9 +774,10 @@ static void test_constraint_after_rule(void **state)
     assert_non_null(optim_var_constraint(w)); /* still there */
     optim_destroy(ma);
     /* Lookahead: the slow weights keep the unconstrained step back. */
-    optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": "
-                               "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"sync_period\": 2, "
-                               "\"slow_step_size\": 0.5}}");
+    optim_optimizer *la = optim_test_make(
+        "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": "
+        "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"sync_period\": 2, "
+        "\"slow_step_size\": 0.5}}");
     optim_var *v = make_vec("v", OPTIM_F64);
     assert_int_equal(optim_var_set_constraint(v, &nn), 0);
     double slow[N];
@@ -791,7 +823,8 @@ static void test_threads(void **state)
             float *gf = malloc(BIG * sizeof *gf);
             for (int k = 0; k < 5; k++) {
                 for (int i = 0; i < BIG; i++) gf[i] = (float)cos(0.003 * i + k);
-                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, gf, 1, shape)), vs[r]};
+                optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, gf, 1, shape)),
+                                    vs[r]};
                 assert_int_equal(optim_apply_gradients(os[r], &p, 1, 0), 0);
             }
             free(gf);
@@ -816,18 +849,20 @@ static void test_swap_and_assign(void **state)
     (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
-        optim_optimizer *ma = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
-                                   "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
-                                   "\"average_decay\": 0.7}}");
+        optim_optimizer *ma =
+            optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
+                            "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
+                            "\"average_decay\": 0.7}}");
         optim_var *w = make_vec("w", dt), *b = make_vec("b", dt), *frozen = make_vec("frozen", dt);
         assert_int_equal(optim_swap_average_weights(ma), OPTIM_ESTATE); /* no step yet */
         assert_contains(optim_errmsg(ma), "before any step");
         double buf[2][N];
         int64_t shape[1] = {N};
         for (int k = 0; k < 6; k++) {
-            optim_grad_var p[3] = {{optim_grad_dense(grad_tensor(dt, buf[0], k, N, 1, shape)), w},
-                                   {optim_grad_dense(grad_tensor(dt, buf[1], k + 1, N, 1, shape)), b},
-                                   {optim_grad_none(), frozen}};
+            optim_grad_var p[3] = {
+                {optim_grad_dense(grad_tensor(dt, buf[0], k, N, 1, shape)), w},
+                {optim_grad_dense(grad_tensor(dt, buf[1], k + 1, N, 1, shape)), b},
+                {optim_grad_none(), frozen}};
             assert_int_equal(optim_apply_gradients(ma, p, 3, 0), 0);
         }
         size_t esz = optim_dtype_size(dt);
@@ -861,7 +896,8 @@ static void test_swap_and_assign(void **state)
         assert_int_equal(optim_assign_average_vars(ma, all, 3, &assigned), 0);
         assert_int_equal(assigned, 2);
         assert_memory_equal(optim_var_cdata(w), optim_var_cdata(aw), N * esz);
-        assert_memory_equal(optim_var_cdata(b), optim_var_cdata(optim_get_slot(ma, b, "average")), N * esz);
+        assert_memory_equal(optim_var_cdata(b), optim_var_cdata(optim_get_slot(ma, b, "average")),
+                            N * esz);
         assert_memory_equal(optim_var_cdata(frozen), f_before, N * esz);
 
         /* Refusals change nothing. */
@@ -876,21 +912,24 @@ static void test_swap_and_assign(void **state)
         assert_int_equal(optim_swap_average_weights(NULL), OPTIM_EINVAL);
         optim_destroy(ma);
 
-        optim_optimizer *la = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
+        optim_optimizer *la = optim_test_make(
+            "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
         step_dense(la, w, 0);
         assert_int_equal(optim_assign_average_vars(la, all, 1, NULL), OPTIM_EINVAL);
         assert_contains(optim_errmsg(la), "not MovingAverage or SWA");
         assert_int_equal(optim_swap_average_weights(la), OPTIM_EINVAL);
         optim_destroy(la);
-        optim_optimizer *swa = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", "
-                                    "\"average_period\": 1}}");
+        optim_optimizer *swa =
+            optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", "
+                            "\"average_period\": 1}}");
         step_dense(swa, w, 0);
         step_dense(swa, w, 1);
         assert_int_equal(optim_swap_average_weights(swa), OPTIM_EINVAL);
         assert_contains(optim_errmsg(swa), "not MovingAverage");
         assert_int_equal(optim_assign_average_vars(swa, all, 1, &assigned), 0);
         assert_int_equal(assigned, 1);
-        assert_memory_equal(optim_var_cdata(w), optim_var_cdata(optim_get_slot(swa, w, "average")), N * esz);
+        assert_memory_equal(optim_var_cdata(w), optim_var_cdata(optim_get_slot(swa, w, "average")),
+                            N * esz);
         optim_optimizer *sgd = optim_test_make("\"sgd\"");
         assert_int_equal(optim_assign_average_vars(sgd, all, 1, NULL), OPTIM_EINVAL);
         assert_int_equal(optim_swap_average_weights(sgd), OPTIM_EINVAL);
@@ -1032,35 +1071,42 @@ static void test_config_round_trips(void **state)
     optim_optimizer *opt = optim_test_make(cfgs[1]);
     char *s = optim_serialize(opt);
     /* Registered as "Addons>MovingAverage"; no is_legacy_optimizer (OptimizerV2 refuses it). */
-    assert_string_equal(s, "{\"class_name\":\"Addons>MovingAverage\",\"config\":{\"name\":\"MovingAverage\","
-                           "\"optimizer\":{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
-                           "\"learning_rate\":0.1,\"decay\":0.0,\"momentum\":0.9,\"nesterov\":false"
-                           "}},\"average_decay\":0.9,\"num_updates\":null,"
-                           "\"start_step\":2,\"dynamic_decay\":true}}");
+    assert_string_equal(
+        s,
+        "{\"class_name\":\"Addons>MovingAverage\",\"config\":{\"name\":\"MovingAverage\","
+        "\"optimizer\":{\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
+        "\"learning_rate\":0.1,\"decay\":0.0,\"momentum\":0.9,\"nesterov\":false"
+        "}},\"average_decay\":0.9,\"num_updates\":null,"
+        "\"start_step\":2,\"dynamic_decay\":true}}");
     optim_free(s);
     optim_destroy(opt);
     opt = optim_test_make(cfgs[4]);
     s = optim_get_config(opt);
-    assert_string_equal(s, "{\"name\":\"SWA\",\"clipnorm\":1.0,\"clipvalue\":2.0,\"optimizer\":{\"class_name\":"
-                           "\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,\"decay\":0.0,"
-                           "\"momentum\":0.0,\"nesterov\":false}},"
-                           "\"average_period\":10,\"start_averaging\":0}");
+    assert_string_equal(
+        s,
+        "{\"name\":\"SWA\",\"clipnorm\":1.0,\"clipvalue\":2.0,\"optimizer\":{\"class_name\":"
+        "\"SGD\",\"config\":{\"name\":\"SGD\",\"learning_rate\":0.01,\"decay\":0.0,"
+        "\"momentum\":0.0,\"nesterov\":false}},"
+        "\"average_period\":10,\"start_averaging\":0}");
     optim_free(s);
     optim_destroy(opt);
     opt = optim_test_make("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
     s = optim_get_config(opt);
-    assert_string_equal(s, "{\"name\":\"lookahead\",\"optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{"
-                           "\"name\":\"sgd\",\"learning_rate\":0.01,\"weight_decay\":null,\"clipnorm\":null,"
-                           "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
-                           "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                           "\"gradient_accumulation_steps\":null,\"momentum\":0.0,\"nesterov\":false},"
-                           "\"registered_name\":null},\"sync_period\":6,\"slow_step_size\":0.5}");
+    assert_string_equal(
+        s,
+        "{\"name\":\"lookahead\",\"optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{"
+        "\"name\":\"sgd\",\"learning_rate\":0.01,\"weight_decay\":null,\"clipnorm\":null,"
+        "\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,\"ema_momentum\":0.99,"
+        "\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"momentum\":0.0,\"nesterov\":false},"
+        "\"registered_name\":null},\"sync_period\":6,\"slow_step_size\":0.5}");
     optim_free(s);
     optim_destroy(opt);
 
     /* num_updates: TF Addons writes average_decay as the float32
      * min(average_decay, (1 + n) / (10 + n)). */
-    opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", \"num_updates\": 4}}");
+    opt = optim_test_make(
+        "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", \"num_updates\": 4}}");
     s = optim_get_config(opt);
     cJSON *root = cJSON_Parse(s);
     assert_non_null(root);
@@ -1097,7 +1143,8 @@ static void test_config_round_trips(void **state)
     assert_int_equal(optim_set_hyper(opt, "slow_step_size", 1.5), OPTIM_ERANGE);
     assert_int_equal(optim_set_hyper(opt, "sync_period", 2.5), OPTIM_ETYPE);
     optim_destroy(opt);
-    opt = optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}");
+    opt = optim_test_make(
+        "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}");
     assert_int_equal(optim_get_hyper(opt, "average_decay", &hv), 0);
     assert_eq(hv, 0.99);
     assert_int_equal(optim_get_hyper(opt, "num_updates", &hv), 0);
@@ -1115,13 +1162,15 @@ static void test_bad_configs(void **state)
 #define MA(x) "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
 #define SWA(x) "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
 #define LA(x) "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
-    refuse("{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.5}}", OPTIM_EINVAL,
-           "'optimizer'");
+    refuse("{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.5}}",
+           OPTIM_EINVAL, "'optimizer'");
     refuse("{\"class_name\": \"SWA\", \"config\": {}}", OPTIM_EINVAL, "no inner optimizer");
     refuse("\"lookahead\"", OPTIM_EINVAL, "no inner optimizer");
-    refuse("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"Nope\"}}}",
-           OPTIM_ENOTFOUND, "Nope");
-    refuse("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": null}}", OPTIM_ETYPE, "inner optimizer");
+    refuse(
+        "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"Nope\"}}}",
+        OPTIM_ENOTFOUND, "Nope");
+    refuse("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": null}}", OPTIM_ETYPE,
+           "inner optimizer");
     refuse("{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", "
            "\"config\": {\"momentum\": 2}}}}",
            OPTIM_ERANGE, "momentum");
@@ -1171,30 +1220,36 @@ static void test_bad_configs(void **state)
 static void test_wrap_from_c(void **state)
 {
     (void)state;
-    optim_optimizer *adam = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
-                                 "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05, "
-                                 "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *adam =
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
+                        "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05, "
+                        "\"is_legacy_optimizer\": true}}");
     optim_optimizer *w = NULL;
     optim_error err;
     /* Refusals: the caller keeps adam. */
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}",
-                                adam, &err),
-                     OPTIM_EINVAL);
+    assert_int_equal(
+        optim_wrap(&w, "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}",
+                   adam, &err),
+        OPTIM_EINVAL);
     assert_contains(err.msg, "twice");
     assert_null(w);
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"SWA\", \"config\": {\"average_period\": 0}}", adam, &err),
+    assert_int_equal(optim_wrap(&w,
+                                "{\"class_name\": \"SWA\", \"config\": {\"average_period\": 0}}",
+                                adam, &err),
                      OPTIM_ERANGE);
     assert_null(w);
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"Adam\", \"config\": {}}", adam, &err), OPTIM_EINVAL);
+    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"Adam\", \"config\": {}}", adam, &err),
+                     OPTIM_EINVAL);
     assert_int_equal(optim_wrap(&w, "{\"class_name\": \"SWA\"}", NULL, &err), OPTIM_EINVAL);
     assert_int_equal(optim_wrap(&w, NULL, adam, &err), OPTIM_EINVAL);
     assert_null(optim_wrapper_inner(adam));
     /* Success: MovingAverage(Adam) behaves as from JSON. */
-    assert_int_equal(optim_wrap(&w,
-                                "{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.9, "
-                                "\"dynamic_decay\": true, \"is_legacy_optimizer\": true}}",
-                                adam, &err),
-                     0);
+    assert_int_equal(
+        optim_wrap(&w,
+                   "{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.9, "
+                   "\"dynamic_decay\": true, \"is_legacy_optimizer\": true}}",
+                   adam, &err),
+        0);
     assert_ptr_equal(optim_wrapper_inner(w), adam);
     spec s = adam_spec(W_MA);
     s.dynamic = 1;

@@ -18,10 +18,10 @@
 
 #include "optim/optim.h"
 
-#define N 5      /* dense variable "w" */
-#define R 4      /* sparse variable "emb": [R, C] */
+#define N 5 /* dense variable "w" */
+#define R 4 /* sparse variable "emb": [R, C] */
 #define C 2
-#define NI 3     /* sparse indices per step: {1, 3, 1} (a duplicate) */
+#define NI 3 /* sparse indices per step: {1, 3, 1} (a duplicate) */
 #define STEPS 16
 
 static const int64_t SPARSE_IDX[NI] = {1, 3, 1};
@@ -85,8 +85,8 @@ typedef struct ref_state {
     int64_t counter, iterations, skipped;
 } ref_state;
 
-static void ref_inner_step(const inner_ref *r, double *x, double *m, double *v, const double *g, int n,
-                           int64_t iterations)
+static void ref_inner_step(const inner_ref *r, double *x, double *m, double *v, const double *g,
+                           int n, int64_t iterations)
 {
     if (!r->adam) {
         for (int i = 0; i < n; i++) x[i] -= r->lr * g[i];
@@ -187,10 +187,12 @@ static void fill_grads(grads *g, optim_dtype dt, int k, double scale, optim_var 
     }
     int f = dt == OPTIM_F32;
     g->p[0].var = w;
-    g->p[0].grad = optim_grad_dense(optim_tensor_make(dt, f ? (void *)g->wf : (void *)g->wd, 1, (int64_t[]){N}));
+    g->p[0].grad = optim_grad_dense(
+        optim_tensor_make(dt, f ? (void *)g->wf : (void *)g->wd, 1, (int64_t[]){N}));
     g->p[1].var = e;
-    g->p[1].grad = optim_grad_sparse(SPARSE_IDX, NI,
-                                     optim_tensor_make(dt, f ? (void *)g->ef : (void *)g->ed, 2, (int64_t[]){NI, C}));
+    g->p[1].grad = optim_grad_sparse(
+        SPARSE_IDX, NI,
+        optim_tensor_make(dt, f ? (void *)g->ef : (void *)g->ed, 2, (int64_t[]){NI, C}));
 }
 
 static void check_vars(optim_var *w, optim_var *e, const ref_state *s, optim_dtype dt)
@@ -216,7 +218,8 @@ static int64_t lso_counter(optim_optimizer *opt)
 
 /* Runs STEPS steps of `json` (mode as above) next to the reference and
  * checks variables, scale, counter, iterations and skips after every step. */
-static void check_trajectory(const char *json, int mode, const inner_ref *r, double init_scale, int growth)
+static void check_trajectory(const char *json, int mode, const inner_ref *r, double init_scale,
+                             int growth)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -258,8 +261,10 @@ static void check_trajectory(const char *json, int mode, const inner_ref *r, dou
 
 #define SGD_K3 "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}"
 #define ADAM_K3 "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}"
-#define SGD_LEG "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}"
-#define ADAM_LEG "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
+#define SGD_LEG \
+    "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"is_legacy_optimizer\": true}}"
+#define ADAM_LEG \
+    "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"is_legacy_optimizer\": true}}"
 
 static const inner_ref SGD_REF = {0, 0.1, 0, 0, 0};
 static const inner_ref ADAM_REF = {1, 0.01, 0.9, 0.999, 1e-7};
@@ -267,62 +272,73 @@ static const inner_ref ADAM_REF = {1, 0.01, 0.9, 0.999, 1e-7};
 static void test_keras3_sgd(void **st)
 {
     (void)st;
-    check_trajectory("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                     ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3}}",
-                     MODE_K3, &SGD_REF, 1024, 3);
+    check_trajectory(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3}}",
+        MODE_K3, &SGD_REF, 1024, 3);
 }
 
 static void test_keras3_adam(void **st)
 {
     (void)st;
-    check_trajectory("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
-                     ", \"initial_scale\": 256.0, \"dynamic_growth_steps\": 3}}",
-                     MODE_K3, &ADAM_REF, 256, 3);
+    check_trajectory(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
+        ", \"initial_scale\": 256.0, \"dynamic_growth_steps\": 3}}",
+        MODE_K3, &ADAM_REF, 256, 3);
     /* dynamic_growth_steps 1: the scale doubles after every finite step. */
-    check_trajectory("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
-                     ", \"initial_scale\": 4.0, \"dynamic_growth_steps\": 1}}",
-                     MODE_K3, &ADAM_REF, 4, 1);
+    check_trajectory(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
+        ", \"initial_scale\": 4.0, \"dynamic_growth_steps\": 1}}",
+        MODE_K3, &ADAM_REF, 4, 1);
 }
 
 static void test_legacy_sgd(void **st)
 {
     (void)st;
-    check_trajectory("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                     ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3, \"is_legacy_optimizer\": true}}",
-                     MODE_LEGACY, &SGD_REF, 1024, 3);
+    check_trajectory(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3, \"is_legacy_optimizer\": true}}",
+        MODE_LEGACY, &SGD_REF, 1024, 3);
 }
 
 static void test_legacy_adam(void **st)
 {
     (void)st;
     /* Adam's bias correction sees the iterations a skipped step added. */
-    check_trajectory("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
-                     ", \"initial_scale\": 256.0, \"dynamic_growth_steps\": 3, \"is_legacy_optimizer\": true}}",
-                     MODE_LEGACY, &ADAM_REF, 256, 3);
+    check_trajectory(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
+        ", \"initial_scale\": 256.0, \"dynamic_growth_steps\": 3, \"is_legacy_optimizer\": true}}",
+        MODE_LEGACY, &ADAM_REF, 256, 3);
     /* The floor of 1: from 2, two skips give 1 then 1. */
-    check_trajectory("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
-                     ", \"initial_scale\": 2.0, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}",
-                     MODE_LEGACY, &ADAM_REF, 2, 5);
+    check_trajectory(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
+        ", \"initial_scale\": 2.0, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}",
+        MODE_LEGACY, &ADAM_REF, 2, 5);
 }
 
 static void test_apply_if_finite(void **st)
 {
     (void)st;
-    check_trajectory("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}",
-                     MODE_AIF, &ADAM_REF, 1, 1);
-    check_trajectory("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                     ", \"is_legacy_optimizer\": true}}",
-                     MODE_AIF, &SGD_REF, 1, 1);
+    check_trajectory(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}",
+        MODE_AIF, &ADAM_REF, 1, 1);
+    check_trajectory(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"is_legacy_optimizer\": true}}",
+        MODE_AIF, &SGD_REF, 1, 1);
 }
 
 /* Keras 3 vs legacy on one skipped step, side by side. */
 static void test_iterations_on_skip(void **st)
 {
     (void)st;
-    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
-    optim_optimizer *lg = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                               ", \"is_legacy_optimizer\": true}}");
-    optim_optimizer *af = optim_test_make("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *k3 = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *lg = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"is_legacy_optimizer\": true}}");
+    optim_optimizer *af = optim_test_make(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     optim_var *w, *e;
     make_vars(OPTIM_F32, &w, &e);
     float g[N] = {1, 2, INFINITY, 4, 5};
@@ -332,8 +348,8 @@ static void test_iterations_on_skip(void **st)
         assert_int_equal(optim_apply_gradients(all[i], &p, 1, 0), 0);
         for (int j = 0; j < N; j++) assert_eq(optim_var_get(w, j), (double)(float)w_init(j));
     }
-    assert_int_equal(optim_iterations(k3), 0);  /* Keras 3: the inner did not run */
-    assert_int_equal(optim_iterations(lg), 1);  /* legacy: do_not_apply_fn */
+    assert_int_equal(optim_iterations(k3), 0); /* Keras 3: the inner did not run */
+    assert_int_equal(optim_iterations(lg), 1); /* legacy: do_not_apply_fn */
     assert_int_equal(optim_iterations(optim_wrapper_inner(lg)), 1);
     assert_int_equal(optim_iterations(af), 0);
     assert_int_equal(optim_skipped_steps(af), 1);
@@ -353,11 +369,13 @@ static void test_iterations_on_skip(void **st)
 static void test_scale_limits(void **st)
 {
     (void)st;
-    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                               ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1}}");
-    optim_optimizer *lg = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                               ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1, "
-                               "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *k3 = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1}}");
+    optim_optimizer *lg = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1, "
+        "\"is_legacy_optimizer\": true}}");
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     double g[N] = {0};
@@ -370,8 +388,9 @@ static void test_scale_limits(void **st)
     optim_destroy(k3);
     optim_destroy(lg);
     /* Keras 3 halves below 1: 2 -> 1 -> 0.5 -> 0.25. */
-    k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-              ", \"initial_scale\": 2.0}}");
+    k3 = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 2.0}}");
     g[1] = NAN;
     for (int i = 0; i < 3; i++) assert_int_equal(optim_apply_gradients(k3, &p, 1, 0), 0);
     assert_eq(lso_scale(k3), 0.25);
@@ -384,9 +403,10 @@ static void test_scale_limits(void **st)
 static void test_legacy_fixed(void **st)
 {
     (void)st;
-    const char *json = "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                       ", \"dynamic\": false, \"initial_scale\": 0.1, \"dynamic_growth_steps\": null, "
-                       "\"is_legacy_optimizer\": true}}";
+    const char *json =
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"dynamic\": false, \"initial_scale\": 0.1, \"dynamic_growth_steps\": null, "
+        "\"is_legacy_optimizer\": true}}";
     optim_optimizer *opt = optim_test_make(json);
     assert_eq(lso_scale(opt), (double)0.1f);
     int64_t c;
@@ -426,12 +446,15 @@ static void test_bit_exact_vs_inner(void **st)
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         size_t es = d ? 8 : 4;
-        optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                                    "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}, "
-                                    "\"initial_scale\": 1000.0, \"dynamic_growth_steps\": 100}}");
-        optim_optimizer *bare = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}");
+        optim_optimizer *lso = optim_test_make(
+            "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+            "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}, "
+            "\"initial_scale\": 1000.0, \"dynamic_growth_steps\": 100}}");
+        optim_optimizer *bare = optim_test_make(
+            "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"amsgrad\": true}}");
         double *zero = calloc(BIG, sizeof *zero);
-        optim_var *a1 = optim_test_var("big", dt, 1, (int64_t[]){BIG}, zero), *a2 = optim_test_var("big", dt, 1, (int64_t[]){BIG}, zero);
+        optim_var *a1 = optim_test_var("big", dt, 1, (int64_t[]){BIG}, zero),
+                  *a2 = optim_test_var("big", dt, 1, (int64_t[]){BIG}, zero);
         optim_var *w1, *e1, *w2, *e2;
         make_vars(dt, &w1, &e1);
         make_vars(dt, &w2, &e2);
@@ -447,17 +470,22 @@ static void test_bit_exact_vs_inner(void **st)
             h = g;
             /* The test's g / S: float32 divides by (float)S, float64 by S. */
             for (int i = 0; i < N; i++) h.wf[i] = g.wf[i] / 1000.0f, h.wd[i] = g.wd[i] / 1000.0;
-            for (int i = 0; i < NI * C; i++) h.ef[i] = g.ef[i] / 1000.0f, h.ed[i] = g.ed[i] / 1000.0;
+            for (int i = 0; i < NI * C; i++)
+                h.ef[i] = g.ef[i] / 1000.0f, h.ed[i] = g.ed[i] / 1000.0;
             for (int i = 0; i < BIG; i++) {
                 if (d) ((double *)gb2)[i] = ((double *)gb)[i] / 1000.0;
                 else ((float *)gb2)[i] = ((float *)gb)[i] / 1000.0f;
             }
-            optim_grad_var p1[3] = {{g.p[0].grad, w1}, {g.p[1].grad, e1},
-                                    {optim_grad_dense(optim_tensor_make(dt, gb, 1, (int64_t[]){BIG})), a1}};
+            optim_grad_var p1[3] = {
+                {g.p[0].grad, w1},
+                {g.p[1].grad, e1},
+                {optim_grad_dense(optim_tensor_make(dt, gb, 1, (int64_t[]){BIG})), a1}};
             p1[0].grad.dense.data = d ? (void *)g.wd : (void *)g.wf;
             p1[1].grad.sparse.values.data = d ? (void *)g.ed : (void *)g.ef;
-            optim_grad_var p2[3] = {{p1[0].grad, w2}, {p1[1].grad, e2},
-                                    {optim_grad_dense(optim_tensor_make(dt, gb2, 1, (int64_t[]){BIG})), a2}};
+            optim_grad_var p2[3] = {
+                {p1[0].grad, w2},
+                {p1[1].grad, e2},
+                {optim_grad_dense(optim_tensor_make(dt, gb2, 1, (int64_t[]){BIG})), a2}};
             p2[0].grad.dense.data = d ? (void *)h.wd : (void *)h.wf;
             p2[1].grad.sparse.values.data = d ? (void *)h.ed : (void *)h.ef;
             assert_int_equal(optim_apply_gradients(lso, p1, 3, 0), 0);
@@ -505,7 +533,8 @@ static int agg_double(void *user, optim_grad_var *pairs, size_t n, optim_error *
     agg_ctx *c = user;
     c->calls++;
     for (size_t i = 0; i < n; i++) {
-        optim_tensor *t = pairs[i].grad.kind == OPTIM_GRAD_DENSE ? &pairs[i].grad.dense : &pairs[i].grad.sparse.values;
+        optim_tensor *t = pairs[i].grad.kind == OPTIM_GRAD_DENSE ? &pairs[i].grad.dense
+                                                                 : &pairs[i].grad.sparse.values;
         int64_t m = optim_tensor_numel(t);
         for (int64_t j = 0; j < m; j++) {
             if (t->dtype == OPTIM_F32) ((float *)t->data)[j] *= 2;
@@ -535,8 +564,9 @@ static int transformer(void *user, optim_grad_var *pairs, size_t n, optim_error 
 static void test_aggregation(void **st)
 {
     (void)st;
-    const char *json = "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                       ", \"initial_scale\": 8.0}}";
+    const char *json =
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 8.0}}";
     optim_optimizer *opt = optim_test_make(json);
     agg_ctx c = {0, 0};
     assert_int_equal(optim_set_gradient_aggregator(optim_wrapper_inner(opt), agg_double, &c), 0);
@@ -560,7 +590,8 @@ static void test_aggregation(void **st)
     assert_int_equal(optim_apply_gradients(opt, &p, 1, OPTIM_APPLY_NO_AGGREGATE), 0);
     assert_int_equal(c.calls, 2);
     for (int i = 0; i < N; i++)
-        assert_close(optim_var_get(w, i), w_init(i) - 0.1 * (2.0 * (i + 1)) - 0.1 * (8.0 * (i + 1) / 4.0), 1e-15, 0);
+        assert_close(optim_var_get(w, i),
+                     w_init(i) - 0.1 * (2.0 * (i + 1)) - 0.1 * (8.0 * (i + 1) / 4.0), 1e-15, 0);
     /* A failing aggregator fails the step; nothing changes. */
     optim_set_gradient_aggregator(opt, agg_fail, NULL); /* the wrapper's own comes first */
     double before[N];
@@ -593,7 +624,8 @@ static void test_bad_input(void **st)
 {
     (void)st;
     const char *jsons[2] = {
-        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 ", \"initial_scale\": 8.0}}",
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 8.0}}",
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}",
     };
     for (int j = 0; j < 2; j++) {
@@ -603,13 +635,15 @@ static void test_bad_input(void **st)
         float g[N] = {1, 2, INFINITY, 4, 5}, g6[6] = {0};
         float rows[NI * C] = {0}, full[R * C] = {0};
         int64_t bad_idx[NI] = {0, 7, 1};
-        optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){N})), w},
-                               {optim_grad_dense(optim_tensor_make(OPTIM_F32, g6, 1, (int64_t[]){6})), e}};
+        optim_grad_var p[2] = {
+            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){N})), w},
+            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g6, 1, (int64_t[]){6})), e}};
         /* shape */
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
         assert_contains(optim_errmsg(opt), "'emb'");
         /* index range (sparse) */
-        p[1].grad = optim_grad_sparse(bad_idx, NI, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){NI, C}));
+        p[1].grad = optim_grad_sparse(bad_idx, NI,
+                                      optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){NI, C}));
         assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ERANGE);
         assert_contains(optim_errmsg(opt), "index 7");
         /* dtype */
@@ -644,7 +678,8 @@ static void test_bad_input(void **st)
         /* The inner optimizer failing on a finite step: its message, no
          * change of scale, counter, skips or iterations. */
         g[2] = 3;
-        assert_int_equal(optim_set_hyper_fn(optim_wrapper_inner(opt), "learning_rate", nan_lr, NULL), 0);
+        assert_int_equal(
+            optim_set_hyper_fn(optim_wrapper_inner(opt), "learning_rate", nan_lr, NULL), 0);
         int rc = optim_apply_gradients(opt, p, 1, 0);
         assert_int_equal(rc, OPTIM_ERANGE);
         assert_contains(optim_errmsg(opt), "inner optimizer");
@@ -686,7 +721,8 @@ static void test_bad_input(void **st)
     assert_int_equal(optim_skipped_steps(sgd), -1);
     assert_int_equal(optim_skipped_steps(NULL), -1);
     optim_destroy(sgd);
-    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *lso = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     assert_int_equal(optim_loss_scale_get(lso, NULL), OPTIM_EINVAL);
     assert_int_equal(optim_loss_scale_counter(lso, NULL), OPTIM_EINVAL);
     assert_int_equal(optim_scale_loss(lso, 1.0, NULL), OPTIM_EINVAL);
@@ -695,8 +731,9 @@ static void test_bad_input(void **st)
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     double g[N] = {1, 2, 3, 4, 5}, g2[3] = {1, 2, 3};
-    optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w},
-                           {optim_grad_dense(optim_tensor_make(OPTIM_F64, g2, 1, (int64_t[]){3})), e}};
+    optim_grad_var p[2] = {
+        {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w},
+        {optim_grad_dense(optim_tensor_make(OPTIM_F64, g2, 1, (int64_t[]){3})), e}};
     assert_int_equal(optim_unscale_gradients(lso, p, 2), OPTIM_ESHAPE);
     assert_eq(g[0], 1);
     assert_eq(g[4], 5);
@@ -713,10 +750,12 @@ static void test_bad_input(void **st)
 static void test_scale_loss(void **st)
 {
     (void)st;
-    optim_optimizer *k3 = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                               ", \"initial_scale\": 0.1}}");
-    optim_optimizer *lg = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                               ", \"initial_scale\": 0.1, \"is_legacy_optimizer\": true}}");
+    optim_optimizer *k3 = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 0.1}}");
+    optim_optimizer *lg = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"initial_scale\": 0.1, \"is_legacy_optimizer\": true}}");
     double s;
     assert_int_equal(optim_scale_loss(k3, 2.0, &s), 0);
     assert_eq(s, 2.0 * 0.1);
@@ -781,12 +820,14 @@ static void test_weights(void **st)
         assert_int_equal(wts[0].dtype, OPTIM_I64);
         assert_int_equal(*(int64_t *)wts[0].data, s.iterations);
         for (int i = 0; i < N; i++) assert_close(((double *)wts[1].data)[i], s.mw[i], 1e-11, 1e-13);
-        for (int i = 0; i < R * C; i++) assert_close(((double *)wts[4].data)[i], s.ve[i], 1e-11, 1e-13);
+        for (int i = 0; i < R * C; i++)
+            assert_close(((double *)wts[4].data)[i], s.ve[i], 1e-11, 1e-13);
         if (mode == MODE_AIF) {
             assert_int_equal(wts[5].dtype, OPTIM_F64);
             assert_eq(*(double *)wts[5].data, (double)s.skipped);
         } else {
-            const optim_tensor *sc = &wts[mode == MODE_K3 ? 6 : 5], *ct = &wts[mode == MODE_K3 ? 5 : 6];
+            const optim_tensor *sc = &wts[mode == MODE_K3 ? 6 : 5],
+                               *ct = &wts[mode == MODE_K3 ? 5 : 6];
             assert_int_equal(sc->dtype, OPTIM_F32);
             assert_int_equal(sc->rank, 0);
             assert_eq(*(float *)sc->data, (float)s.scale);
@@ -831,7 +872,8 @@ static void test_weights(void **st)
         optim_tensor bad[8];
         optim_get_weights(a, bad, 8);
         double d = 1; /* 8 bytes: enough for either dtype */
-        bad[nw - 1] = optim_tensor_make(bad[nw - 1].dtype == OPTIM_F64 ? OPTIM_F32 : OPTIM_F64, &d, 0, NULL);
+        bad[nw - 1] =
+            optim_tensor_make(bad[nw - 1].dtype == OPTIM_F64 ? OPTIM_F32 : OPTIM_F64, &d, 0, NULL);
         int64_t it_before = optim_iterations(b);
         assert_int_equal(optim_set_weights(b, bad, nw), OPTIM_EDTYPE);
         assert_int_equal(optim_iterations(b), it_before);
@@ -876,7 +918,8 @@ static void assert_keys(const char *json, const char *const *keys, size_t n)
     size_t i = 0;
     cJSON_ArrayForEach(it, cfg)
     {
-        if (i >= n || strcmp(it->string, keys[i])) print_error("key %zu is '%s' in %s\n", i, it->string, json);
+        if (i >= n || strcmp(it->string, keys[i]))
+            print_error("key %zu is '%s' in %s\n", i, it->string, json);
         assert_lt(i, n);
         assert_string_equal(it->string, keys[i]);
         i++;
@@ -888,20 +931,27 @@ static void assert_keys(const char *json, const char *const *keys, size_t n)
 static void test_config_keras3(void **st)
 {
     (void)st;
-    char *s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}");
-    static const char *const keys[] = {"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps"};
+    char *s = round_trip(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}");
+    static const char *const keys[] = {"name", "inner_optimizer", "initial_scale",
+                                       "dynamic_growth_steps"};
     assert_keys(s, keys, 4);
     assert_contains(s, "\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000}");
     /* Nested as serialize_keras_object writes it, with Keras 3.15+'s default name. */
-    assert_contains(s, "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"Adam\","
-                       "\"config\":{\"name\":\"adam\",");
+    assert_contains(s,
+                    "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"Adam\","
+                    "\"config\":{\"name\":\"adam\",");
     optim_free(s);
-    s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"name\": \"lso\", \"inner_optimizer\": " SGD_K3
-                   ", \"initial_scale\": 128, \"dynamic_growth_steps\": 7}}");
-    assert_contains(s, "{\"name\":\"lso\",\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
+    s = round_trip(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"name\": \"lso\", \"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 128, \"dynamic_growth_steps\": 7}}");
+    assert_contains(
+        s,
+        "{\"name\":\"lso\",\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
     /* Keras 3 keeps initial_scale as given (an int here); Keras's default is
      * the float 2.0**15. */
-    assert_contains(s, "\"initial_scale\":128,\"dynamic_growth_steps\":7},\"registered_name\":null}");
+    assert_contains(s,
+                    "\"initial_scale\":128,\"dynamic_growth_steps\":7},\"registered_name\":null}");
     /* The keys are exactly Keras 3's get_config: no base option leaks out. */
     cJSON *root = cJSON_Parse(s);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
@@ -910,19 +960,22 @@ static void test_config_keras3(void **st)
     optim_free(s);
     /* Keras 3 configs written before keras#21706 carry the base options at
      * their defaults, and `dynamic: true`: accepted, not written back. */
-    s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"name\": \"loss_scale_optimizer\", "
-                   "\"weight_decay\": null, \"clipnorm\": null, \"global_clipnorm\": null, \"clipvalue\": null, "
-                   "\"use_ema\": false, \"ema_momentum\": 0.99, \"ema_overwrite_frequency\": null, "
-                   "\"loss_scale_factor\": null, \"gradient_accumulation_steps\": null, \"dynamic\": true, "
-                   "\"inner_optimizer\": " SGD_K3 ", \"initial_scale\": 32768.0, \"dynamic_growth_steps\": 2000}}");
+    s = round_trip(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"name\": \"loss_scale_optimizer\", "
+        "\"weight_decay\": null, \"clipnorm\": null, \"global_clipnorm\": null, \"clipvalue\": null, "
+        "\"use_ema\": false, \"ema_momentum\": 0.99, \"ema_overwrite_frequency\": null, "
+        "\"loss_scale_factor\": null, \"gradient_accumulation_steps\": null, \"dynamic\": true, "
+        "\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 32768.0, \"dynamic_growth_steps\": 2000}}");
     assert_keys(s, keys, 4);
     optim_free(s);
     /* Keras 3's serialize_keras_object adds module and registered_name. */
-    optim_optimizer *o = optim_test_make("{\"module\": \"keras.optimizers\", \"class_name\": \"LossScaleOptimizer\", \"config\": "
-                              "{\"name\": \"loss_scale_optimizer\", \"inner_optimizer\": {\"module\": \"keras.optimizers\", "
-                              "\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": 0.5}, "
-                              "\"registered_name\": null}, \"initial_scale\": 4.0, \"dynamic_growth_steps\": 10}, "
-                              "\"registered_name\": null}");
+    optim_optimizer *o = optim_test_make(
+        "{\"module\": \"keras.optimizers\", \"class_name\": \"LossScaleOptimizer\", \"config\": "
+        "{\"name\": \"loss_scale_optimizer\", \"inner_optimizer\": {\"module\": \"keras.optimizers\", "
+        "\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": 0.5}, "
+        "\"registered_name\": null}, \"initial_scale\": 4.0, \"dynamic_growth_steps\": 10}, "
+        "\"registered_name\": null}");
     double v;
     assert_int_equal(optim_get_hyper(optim_wrapper_inner(o), "learning_rate", &v), 0);
     assert_eq(v, 0.5);
@@ -937,20 +990,25 @@ static void test_config_legacy(void **st)
     (void)st;
     /* tf.keras's LossScaleOptimizer.get_config; "dynamic" tells the
      * generation, so no is_legacy_optimizer (OptimizerV2 refuses it). */
-    static const char *const keys[] = {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"};
-    char *s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
-                         ", \"is_legacy_optimizer\": true}}");
+    static const char *const keys[] = {"inner_optimizer", "dynamic", "initial_scale",
+                                       "dynamic_growth_steps"};
+    char *s = round_trip(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
+        ", \"is_legacy_optimizer\": true}}");
     assert_keys(s, keys, 4);
-    assert_contains(s, "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000}}");
+    assert_contains(s,
+                    "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":2000}}");
     assert_contains(s, "}},\"dynamic\"");
     optim_free(s);
-    s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                   ", \"dynamic\": false, \"initial_scale\": 128, \"is_legacy_optimizer\": true}}");
+    s = round_trip(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"dynamic\": false, \"initial_scale\": 128, \"is_legacy_optimizer\": true}}");
     assert_keys(s, keys, 4);
     assert_contains(s, "\"dynamic\":false,\"initial_scale\":128.0,\"dynamic_growth_steps\":null}}");
     optim_free(s);
-    s = round_trip("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                   ", \"dynamic\": true, \"initial_scale\": null, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}");
+    s = round_trip(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"dynamic\": true, \"initial_scale\": null, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}");
     assert_contains(s, "\"dynamic\":true,\"initial_scale\":32768.0,\"dynamic_growth_steps\":5}}");
     optim_free(s);
 }
@@ -958,24 +1016,32 @@ static void test_config_legacy(void **st)
 static void test_config_apply_if_finite(void **st)
 {
     (void)st;
-    char *s = round_trip("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    char *s = round_trip(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     /* Not a Keras class: written as a custom object (no module). */
-    assert_string_equal(s, "{\"module\":null,\"class_name\":\"ApplyIfFinite\",\"config\":{\"name\":\"apply_if_finite\",\"inner_optimizer\":"
-                           "{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{\"name\":\"sgd\",\"learning_rate\":0.1,\"weight_decay\":null,"
-                           "\"clipnorm\":null,\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,"
-                           "\"ema_momentum\":0.99,\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
-                           "\"gradient_accumulation_steps\":null,\"momentum\":0.0,\"nesterov\":false},"
-                           "\"registered_name\":null}},\"registered_name\":\"ApplyIfFinite\"}");
+    assert_string_equal(
+        s,
+        "{\"module\":null,\"class_name\":\"ApplyIfFinite\",\"config\":{\"name\":\"apply_if_finite\",\"inner_optimizer\":"
+        "{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\",\"config\":{\"name\":\"sgd\",\"learning_rate\":0.1,\"weight_decay\":null,"
+        "\"clipnorm\":null,\"global_clipnorm\":null,\"clipvalue\":null,\"use_ema\":false,"
+        "\"ema_momentum\":0.99,\"ema_overwrite_frequency\":null,\"loss_scale_factor\":null,"
+        "\"gradient_accumulation_steps\":null,\"momentum\":0.0,\"nesterov\":false},"
+        "\"registered_name\":null}},\"registered_name\":\"ApplyIfFinite\"}");
     optim_free(s);
-    s = round_trip("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"name\": \"guard\", \"inner_optimizer\": " SGD_LEG
-                   ", \"is_legacy_optimizer\": true}}");
+    s = round_trip(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"name\": \"guard\", \"inner_optimizer\": " SGD_LEG
+        ", \"is_legacy_optimizer\": true}}");
     static const char *const keys[] = {"name", "inner_optimizer", "is_legacy_optimizer"};
     assert_keys(s, keys, 3);
     optim_free(s);
     /* Nested wrappers: ApplyIfFinite around a LossScaleOptimizer. */
-    s = round_trip("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": {\"class_name\": "
-                   "\"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 ", \"initial_scale\": 2.0}}}}");
-    assert_contains(s, "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"LossScaleOptimizer\",\"config\":{\"name\":");
+    s = round_trip(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": {\"class_name\": "
+        "\"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
+        ", \"initial_scale\": 2.0}}}}");
+    assert_contains(
+        s,
+        "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"LossScaleOptimizer\",\"config\":{\"name\":");
     optim_free(s);
 }
 
@@ -983,74 +1049,119 @@ static void test_config_refusals(void **st)
 {
     (void)st;
     /* no inner optimizer */
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 2.0}}", OPTIM_EINVAL,
-                      "inner_optimizer");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 2.0}}",
+        OPTIM_EINVAL, "inner_optimizer");
     expect_json_fails("\"LossScaleOptimizer\"", OPTIM_EINVAL, "inner_optimizer");
-    expect_json_fails("{\"class_name\": \"ApplyIfFinite\", \"config\": {}}", OPTIM_EINVAL, "inner_optimizer");
+    expect_json_fails("{\"class_name\": \"ApplyIfFinite\", \"config\": {}}", OPTIM_EINVAL,
+                      "inner_optimizer");
     optim_optimizer *o = (optim_optimizer *)1;
     optim_error err;
     assert_int_equal(optim_create(&o, &optim_loss_scale_class, NULL, &err), OPTIM_EINVAL);
     assert_null(o);
     /* initial_scale <= 0, dynamic_growth_steps < 1 or not an integer */
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"initial_scale\": 0}}", OPTIM_ERANGE, "initial_scale is 0");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"initial_scale\": -4.0}}", OPTIM_ERANGE, "initial_scale is -4");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                      ", \"initial_scale\": -1, \"is_legacy_optimizer\": true}}", OPTIM_ERANGE, "initial_scale");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"dynamic_growth_steps\": 0}}", OPTIM_ERANGE, "dynamic_growth_steps is 0");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"dynamic_growth_steps\": 2.5}}", OPTIM_ETYPE, "dynamic_growth_steps");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"dynamic_growth_steps\": null}}", OPTIM_ETYPE, "dynamic_growth_steps");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                      ", \"dynamic_growth_steps\": -3, \"is_legacy_optimizer\": true}}", OPTIM_ERANGE, "dynamic_growth_steps");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 0}}",
+        OPTIM_ERANGE, "initial_scale is 0");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": -4.0}}",
+        OPTIM_ERANGE, "initial_scale is -4");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"initial_scale\": -1, \"is_legacy_optimizer\": true}}",
+        OPTIM_ERANGE, "initial_scale");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"dynamic_growth_steps\": 0}}",
+        OPTIM_ERANGE, "dynamic_growth_steps is 0");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"dynamic_growth_steps\": 2.5}}",
+        OPTIM_ETYPE, "dynamic_growth_steps");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"dynamic_growth_steps\": null}}",
+        OPTIM_ETYPE, "dynamic_growth_steps");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"dynamic_growth_steps\": -3, \"is_legacy_optimizer\": true}}",
+        OPTIM_ERANGE, "dynamic_growth_steps");
     /* Keras 3: dynamic=False, base options off their defaults, learning_rate */
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"dynamic\": false, \"is_legacy_optimizer\": false}}", OPTIM_EINVAL, "dynamic");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"dynamic\": 1, \"is_legacy_optimizer\": false}}", OPTIM_ETYPE, "dynamic");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"clipnorm\": 1.0}}", OPTIM_EINVAL, "does not support `clipnorm`");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"ema_momentum\": 0.5}}", OPTIM_EINVAL, "`ema_momentum`");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"learning_rate\": 0.1}}", OPTIM_EINVAL, "`learning_rate`");
-    expect_json_fails("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"global_clipnorm\": 1.0}}", OPTIM_EINVAL, "`global_clipnorm`");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                      ", \"decay\": 0.1, \"is_legacy_optimizer\": true}}", OPTIM_EINVAL, "`decay`");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"dynamic\": false, \"is_legacy_optimizer\": false}}",
+        OPTIM_EINVAL, "dynamic");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"dynamic\": 1, \"is_legacy_optimizer\": false}}",
+        OPTIM_ETYPE, "dynamic");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"clipnorm\": 1.0}}",
+        OPTIM_EINVAL, "does not support `clipnorm`");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"ema_momentum\": 0.5}}",
+        OPTIM_EINVAL, "`ema_momentum`");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"learning_rate\": 0.1}}",
+        OPTIM_EINVAL, "`learning_rate`");
+    expect_json_fails(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"global_clipnorm\": 1.0}}",
+        OPTIM_EINVAL, "`global_clipnorm`");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"decay\": 0.1, \"is_legacy_optimizer\": true}}",
+        OPTIM_EINVAL, "`decay`");
     /* unknown keys, per generation */
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"loss_scale\": 2}}", OPTIM_EKEY, "loss_scale");
-    expect_json_fails("{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"initial_scale\": 2}}", OPTIM_EKEY, "initial_scale");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"loss_scale\": 2}}",
+        OPTIM_EKEY, "loss_scale");
+    expect_json_fails(
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"initial_scale\": 2}}",
+        OPTIM_EKEY, "initial_scale");
     /* generations must match; legacy rules of dynamic=false; LSO in LSO */
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG "}}",
-                      OPTIM_EINVAL, "is_legacy_optimizer");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"is_legacy_optimizer\": true}}", OPTIM_EINVAL, "legacy");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                      ", \"dynamic\": false, \"is_legacy_optimizer\": true}}", OPTIM_EINVAL,
-                      "\"initial_scale\" must be specified");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                      ", \"dynamic\": false, \"initial_scale\": 2, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}",
-                      OPTIM_EINVAL, "\"dynamic_growth_steps\" must be None");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                      "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-                      ", \"is_legacy_optimizer\": true}}, \"is_legacy_optimizer\": true}}",
-                      OPTIM_EINVAL, "cannot wrap another LossScaleOptimizer");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG "}}",
+        OPTIM_EINVAL, "is_legacy_optimizer");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"is_legacy_optimizer\": true}}",
+        OPTIM_EINVAL, "legacy");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"dynamic\": false, \"is_legacy_optimizer\": true}}",
+        OPTIM_EINVAL, "\"initial_scale\" must be specified");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"dynamic\": false, \"initial_scale\": 2, \"dynamic_growth_steps\": 5, \"is_legacy_optimizer\": true}}",
+        OPTIM_EINVAL, "\"dynamic_growth_steps\" must be None");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"is_legacy_optimizer\": true}}, \"is_legacy_optimizer\": true}}",
+        OPTIM_EINVAL, "cannot wrap another LossScaleOptimizer");
     /* a bad inner config, and the inner given twice */
     expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                      "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 2}}}}", OPTIM_ERANGE, "momentum");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"nope\"}}",
-                      OPTIM_ENOTFOUND, "nope");
-    expect_json_fails("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
-                      ", \"inner_optimizer\": " SGD_K3 "}}", OPTIM_EPARSE, "twice");
+                      "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 2}}}}",
+                      OPTIM_ERANGE, "momentum");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"nope\"}}",
+        OPTIM_ENOTFOUND, "nope");
+    expect_json_fails(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+        ", \"inner_optimizer\": " SGD_K3 "}}",
+        OPTIM_EPARSE, "twice");
 
     /* optim_set_hyper on a live wrapper: refused, unchanged. */
-    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
+    optim_optimizer *lso = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     assert_int_equal(optim_set_hyper(lso, "initial_scale", 0), OPTIM_ERANGE);
     assert_contains(optim_errmsg(lso), "initial_scale");
     assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", 0), OPTIM_ERANGE);
@@ -1065,8 +1176,9 @@ static void test_config_refusals(void **st)
     assert_eq(v, 3);
     optim_destroy(lso);
     /* Legacy: dynamic cannot turn false once the dynamic state exists. */
-    lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
-               ", \"initial_scale\": 4, \"is_legacy_optimizer\": true}}");
+    lso = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
+        ", \"initial_scale\": 4, \"is_legacy_optimizer\": true}}");
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     assert_int_equal(optim_build(lso, &w, 1), 0);
@@ -1085,9 +1197,10 @@ static void test_config_refusals(void **st)
 static void test_apply_if_finite_inside_lso(void **st)
 {
     (void)st;
-    optim_optimizer *opt = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                                "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}, "
-                                "\"initial_scale\": 1e-10, \"dynamic_growth_steps\": 5}}");
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+        "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}, "
+        "\"initial_scale\": 1e-10, \"dynamic_growth_steps\": 5}}");
     optim_optimizer *aif = optim_wrapper_inner(opt);
     optim_var *w, *e;
     make_vars(OPTIM_F32, &w, &e);
@@ -1120,13 +1233,16 @@ static void test_inner_loss_scale_factor_cleared(void **st)
     (void)st;
     optim_optimizer *probe = NULL;
     optim_error err;
-    if (optim_from_json(&probe, "{\"class_name\": \"SGD\", \"config\": {\"loss_scale_factor\": 128.0}}", &err)) {
+    if (optim_from_json(&probe,
+                        "{\"class_name\": \"SGD\", \"config\": {\"loss_scale_factor\": 128.0}}",
+                        &err)) {
         assert_int_equal(err.code, OPTIM_ENOTSUP); /* not in this build: nothing to clear */
         return;
     }
     optim_destroy(probe);
-    optim_optimizer *lso = optim_test_make("{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
-                                "{\"class_name\": \"SGD\", \"config\": {\"loss_scale_factor\": 128.0}}}}");
+    optim_optimizer *lso = optim_test_make(
+        "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
+        "{\"class_name\": \"SGD\", \"config\": {\"loss_scale_factor\": 128.0}}}}");
     double v = 0;
     assert_int_equal(optim_get_hyper(optim_wrapper_inner(lso), "loss_scale_factor", &v), 0);
     assert_nan(v);
@@ -1140,11 +1256,16 @@ static void test_wrap_from_c(void **st)
     (void)st;
     optim_error err;
     optim_optimizer *adam = optim_test_make(ADAM_K3), *lso;
-    assert_int_equal(optim_wrap(&lso, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 16.0, "
-                                      "\"dynamic_growth_steps\": 3}}", adam, &err), 0);
+    assert_int_equal(
+        optim_wrap(&lso,
+                   "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 16.0, "
+                   "\"dynamic_growth_steps\": 3}}",
+                   adam, &err),
+        0);
     assert_ptr_equal(optim_wrapper_inner(lso), adam);
     char *s = serialize(lso);
-    assert_contains(s, "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"Adam\"");
+    assert_contains(s,
+                    "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"Adam\"");
     assert_contains(s, "\"initial_scale\":16.0,\"dynamic_growth_steps\":3}");
     /* Same trajectory as the JSON-built one. */
     optim_optimizer *twin = optim_test_make(s);
@@ -1167,21 +1288,35 @@ static void test_wrap_from_c(void **st)
     optim_destroy(twin);
     /* A refused wrapper config leaves the inner optimizer with the caller. */
     optim_optimizer *sgd = optim_test_make(SGD_K3), *out = (optim_optimizer *)1;
-    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 0}}", sgd, &err),
-                     OPTIM_ERANGE);
+    assert_int_equal(
+        optim_wrap(&out,
+                   "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 0}}",
+                   sgd, &err),
+        OPTIM_ERANGE);
     assert_null(out);
-    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}",
-                                sgd, &err), OPTIM_EINVAL);
+    assert_int_equal(
+        optim_wrap(
+            &out,
+            "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
+            "}}",
+            sgd, &err),
+        OPTIM_EINVAL);
     assert_contains(err.msg, "twice");
     optim_optimizer *legacy_sgd = optim_test_make(SGD_LEG);
-    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}", legacy_sgd, &err),
+    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}",
+                                legacy_sgd, &err),
                      OPTIM_EINVAL);
-    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"is_legacy_optimizer\": true}}",
-                                legacy_sgd, &err), 0);
+    assert_int_equal(
+        optim_wrap(
+            &out,
+            "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"is_legacy_optimizer\": true}}",
+            legacy_sgd, &err),
+        0);
     optim_destroy(out);
     /* ApplyIfFinite from C; the wrapper takes the inner's iterations. */
     assert_int_equal(optim_set_iterations(sgd, 7), 0);
-    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"ApplyIfFinite\", \"config\": {}}", sgd, &err), 0);
+    assert_int_equal(
+        optim_wrap(&out, "{\"class_name\": \"ApplyIfFinite\", \"config\": {}}", sgd, &err), 0);
     assert_int_equal(optim_iterations(out), 7);
     optim_destroy(out);
     optim_var_destroy(w);
@@ -1218,7 +1353,8 @@ static void test_failed_inner_step_and_build(void **s)
         optim_var *v, *u;
         assert_int_equal(optim_var_create(&v, "v", OPTIM_F32, 1, (int64_t[]){2}, x, &err), 0);
         assert_int_equal(optim_var_create(&u, "u", OPTIM_F32, 1, (int64_t[]){2}, x, &err), 0);
-        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){2})), v};
+        optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){2})),
+                            v};
         assert_int_not_equal(optim_apply_gradients(w, &p, 1, 0), 0);
         assert_int_equal(optim_weights_count(w), 1);
         assert_int_equal(optim_iterations(w), 0);

@@ -41,7 +41,7 @@ void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb
                       int line)
 {
     /* NaN is unordered: only != holds (and SAME when both are NaN). */
-    if (holds(op, a < b, a == b, a > b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b))) ||
+    if (holds(op, a<b, a == b, a> b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b))) ||
         (op == OPTIM_TEST_SAME && isnan(a) && isnan(b)))
         return;
     print_error("%s %s %s failed:\n  left  %a (%.17g)\n  right %a (%.17g)\n", ea, op_names[op], eb,
@@ -52,7 +52,7 @@ void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb
 void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
                       const char *file, int line)
 {
-    if (holds(op, a < b, a == b, a > b)) return;
+    if (holds(op, a<b, a == b, a> b)) return;
     print_error("%s %s %s failed:\n  left  %lld\n  right %lld\n", ea, op_names[op], eb, a, b);
     _fail(file, line);
 }
@@ -76,7 +76,8 @@ void optim_test_var_close(const optim_var *v, const double *want, int64_t n, dou
                           double atol, const char *expr, const char *file, int line)
 {
     if (!v || optim_var_numel(v) != n) {
-        print_error("%s: %s, expected %lld elements\n", expr, v ? "wrong size" : "NULL", (long long)n);
+        print_error("%s: %s, expected %lld elements\n", expr, v ? "wrong size" : "NULL",
+                    (long long)n);
         _fail(file, line);
     }
     for (int64_t i = 0; i < n; i++) {
@@ -104,8 +105,8 @@ void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, con
     }
 }
 
-void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea,
-                             const char *eb, const char *file, int line)
+void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea, const char *eb,
+                             const char *file, int line)
 {
     if (!a || !b || optim_var_numel(a) != optim_var_numel(b) ||
         optim_var_dtype(a) != optim_var_dtype(b)) {

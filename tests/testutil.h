@@ -29,11 +29,21 @@ void optim_test_assert_close(double a, double b, double rtol, double atol, const
  * floating-point values with %a and as 17-digit decimals (so a one-ulp
  * difference shows). The operands are evaluated once; the comparison is done
  * in double when either side is floating-point, in long long otherwise. */
-enum { OPTIM_TEST_EQ, OPTIM_TEST_NE, OPTIM_TEST_LT, OPTIM_TEST_LE, OPTIM_TEST_GT, OPTIM_TEST_GE, OPTIM_TEST_SAME };
-#define assert_cmp_(a, op, b)                                                                       \
-    _Generic((a) + (b), float: optim_test_cmp_f, double: optim_test_cmp_f,                           \
-             long double: optim_test_cmp_f, default: optim_test_cmp_i)((a), (b), op, #a, #b,         \
-                                                                        __FILE__, __LINE__)
+enum {
+    OPTIM_TEST_EQ,
+    OPTIM_TEST_NE,
+    OPTIM_TEST_LT,
+    OPTIM_TEST_LE,
+    OPTIM_TEST_GT,
+    OPTIM_TEST_GE,
+    OPTIM_TEST_SAME
+};
+#define assert_cmp_(a, op, b)                \
+    _Generic((a) + (b), float                \
+             : optim_test_cmp_f, double      \
+             : optim_test_cmp_f, long double \
+             : optim_test_cmp_f, default     \
+             : optim_test_cmp_i)((a), (b), op, #a, #b, __FILE__, __LINE__)
 #define assert_eq(a, b) assert_cmp_(a, OPTIM_TEST_EQ, b)
 #define assert_ne(a, b) assert_cmp_(a, OPTIM_TEST_NE, b)
 #define assert_lt(a, b) assert_cmp_(a, OPTIM_TEST_LT, b)
@@ -64,21 +74,26 @@ void optim_test_assert_has(const char *s, const char *needle, const char *expr, 
  * assert_vars_bitwise: a and b (non-NULL) of the same size with equal bytes. */
 #define assert_var_close(v, want, n, rtol, atol) \
     optim_test_var_close((v), (want), (n), (rtol), (atol), #v, __FILE__, __LINE__)
-#define assert_var_eq(v, want, n) optim_test_var_close((v), (want), (n), 0, 0, #v, __FILE__, __LINE__)
-#define assert_var_floats(v, want, n) optim_test_var_floats((v), (want), (n), #v, __FILE__, __LINE__)
+#define assert_var_eq(v, want, n) \
+    optim_test_var_close((v), (want), (n), 0, 0, #v, __FILE__, __LINE__)
+#define assert_var_floats(v, want, n) \
+    optim_test_var_floats((v), (want), (n), #v, __FILE__, __LINE__)
 #define assert_vars_bitwise(a, b) optim_test_vars_bitwise((a), (b), #a, #b, __FILE__, __LINE__)
 void optim_test_var_close(const optim_var *v, const double *want, int64_t n, double rtol,
                           double atol, const char *expr, const char *file, int line);
 void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, const char *expr,
                            const char *file, int line);
-void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea,
-                             const char *eb, const char *file, int line);
+void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea, const char *eb,
+                             const char *file, int line);
 
 /* A test case: OPTIM_TEST(name) { body } defines it and registers it for
  * optim_test_run, so no list in main repeats the names. */
-#define OPTIM_TEST(name)                                                                           \
-    static void name(void **state);                                                                \
-    __attribute__((constructor)) static void name##_reg(void) { optim_test_register(#name, name, __LINE__); } \
+#define OPTIM_TEST(name)                                      \
+    static void name(void **state);                           \
+    __attribute__((constructor)) static void name##_reg(void) \
+    {                                                         \
+        optim_test_register(#name, name, __LINE__);           \
+    }                                                         \
     static void name(void **state)
 void optim_test_register(const char *name, CMUnitTestFunction fn, int line);
 /* Runs the registered tests in the order of their lines (cmocka's output). */

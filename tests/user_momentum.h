@@ -15,7 +15,10 @@ static int u_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     return optim_add_slot(opt, var, "momentum", OPTIM_SLOT_ZEROS, 0);
 }
 
-static void u_prepare(optim_optimizer *opt, optim_dtype dt, void *c) { ((ucoef *)c)->lr = optim_learning_rate(opt, dt); }
+static void u_prepare(optim_optimizer *opt, optim_dtype dt, void *c)
+{
+    ((ucoef *)c)->lr = optim_learning_rate(opt, dt);
+}
 
 static void u_dense(const optim_dense_update *u)
 {

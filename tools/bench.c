@@ -28,10 +28,14 @@
 #include "optim/optim.h"
 
 static const char *const DEFAULTS[] = {
-    "\"sgd\"", "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9}}", "\"adam\"",
-    "{\"class_name\": \"Adam\", \"config\": {\"is_legacy_optimizer\": true}}", "\"adamw\"",
-    "\"adamax\"", "\"nadam\"", "\"rmsprop\"", "\"adagrad\"", "\"adadelta\"", "\"ftrl\"", "\"lion\"",
-    "\"lamb\"", "\"adafactor\"", "\"lazyadam\"",
+    "\"sgd\"",      "{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.9}}",
+    "\"adam\"",     "{\"class_name\": \"Adam\", \"config\": {\"is_legacy_optimizer\": true}}",
+    "\"adamw\"",    "\"adamax\"",
+    "\"nadam\"",    "\"rmsprop\"",
+    "\"adagrad\"",  "\"adadelta\"",
+    "\"ftrl\"",     "\"lion\"",
+    "\"lamb\"",     "\"adafactor\"",
+    "\"lazyadam\"",
 };
 
 double optim_bench_now(void)
@@ -104,8 +108,10 @@ double optim_bench_triad(float *a, const float *b, const float *c, int64_t n, in
 /* --dtype's value: f32, f64, f16 or bf16 (0 for anything else). */
 static optim_dtype parse_dtype(const char *s)
 {
-    static const struct { const char *name; optim_dtype dt; } names[] = {
-        {"f32", OPTIM_F32}, {"f64", OPTIM_F64}, {"f16", OPTIM_F16}, {"bf16", OPTIM_BF16}};
+    static const struct {
+        const char *name;
+        optim_dtype dt;
+    } names[] = {{"f32", OPTIM_F32}, {"f64", OPTIM_F64}, {"f16", OPTIM_F16}, {"bf16", OPTIM_BF16}};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strcmp(s, names[i].name)) return names[i].dt;
     return OPTIM_DTYPE_INVALID;
@@ -127,32 +133,36 @@ typedef struct dense_run {
     long long n, tensors, iterations;
     int runs;
     optim_dtype dtype;
-    void *grad;         /* n elements of dtype */
+    void *grad; /* n elements of dtype */
     int json;
-    double limit;       /* the triad's GB/s */
-    double *t, *cpu;    /* runs doubles each */
+    double limit; /* the triad's GB/s */
+    double *t, *cpu; /* runs doubles each */
 } dense_run;
 
 /* R timed steps of opt after a warm-up (slots, page faults): wall and CPU
  * seconds into d->t and d->cpu. */
 static int time_dense(optim_optimizer *opt, const bench_tensors *w, const dense_run *d)
 {
-    if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0)) return fail("%s", optim_errmsg(opt));
+    if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0))
+        return fail("%s", optim_errmsg(opt));
     for (int r = 0; r < d->runs; r++) {
         const double t0 = optim_bench_now(), c0 = optim_bench_cpu_now();
-        if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0)) return fail("%s", optim_errmsg(opt));
+        if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0))
+            return fail("%s", optim_errmsg(opt));
         d->t[r] = optim_bench_now() - t0;
         d->cpu[r] = optim_bench_cpu_now() - c0;
     }
     return 0;
 }
 
-static void report_dense(const char *config, optim_optimizer *opt, const bench_tensors *w, const dense_run *d)
+static void report_dense(const char *config, optim_optimizer *opt, const bench_tensors *w,
+                         const dense_run *d)
 {
     /* Full-size slots are read and written once each, in the storage type. */
     const double full = (double)bench_tensors_full_slots(opt, w) / (double)d->n;
     const double bytes = (double)optim_dtype_size(d->dtype) * (3.0 + 2.0 * full);
-    const double secs = optim_bench_median(d->t, d->runs), cpu = optim_bench_median(d->cpu, d->runs);
+    const double secs = optim_bench_median(d->t, d->runs),
+                 cpu = optim_bench_median(d->cpu, d->runs);
     const double bw = bytes * (double)d->n / secs / 1e9;
     if (!d->json) {
         printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes, bw / d->limit);
@@ -175,7 +185,8 @@ static int bench_dense(const char *config, const dense_run *d)
     bench_tensors w = {0};
     optim_optimizer *opt = NULL;
     int rc;
-    if (optim_from_json(&opt, config, &err) || bench_tensors_make(&w, d->n, d->tensors, d->dtype, d->grad, &err))
+    if (optim_from_json(&opt, config, &err) ||
+        bench_tensors_make(&w, d->n, d->tensors, d->dtype, d->grad, &err))
         rc = fail("%s", err.msg);
     else if (optim_set_iterations(opt, d->iterations)) rc = fail("%s", optim_errmsg(opt));
     else if (!(rc = time_dense(opt, &w, d))) report_dense(config, opt, &w, d);
@@ -196,9 +207,12 @@ int optim_cmd_bench(int argc, char **argv)
     if (!configs) return fail("%s", "out of memory");
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        long long *target = !strcmp(a, "--size") ? &n : !strcmp(a, "--runs") ? &runs
-                            : !strcmp(a, "--threads") ? &threads : !strcmp(a, "--tensors") ? &tensors
-                            : !strcmp(a, "--iterations") ? &iterations : NULL;
+        long long *target = !strcmp(a, "--size") ? &n
+            : !strcmp(a, "--runs")               ? &runs
+            : !strcmp(a, "--threads")            ? &threads
+            : !strcmp(a, "--tensors")            ? &tensors
+            : !strcmp(a, "--iterations")         ? &iterations
+                                                 : NULL;
         if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--dtype")) {
@@ -208,25 +222,33 @@ int optim_cmd_bench(int argc, char **argv)
             }
             i++;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--dtype f32|f64|f16|bf16] "
-                   "[--tensors K] [--iterations I] [--sparse ROWS COLS INDICES] [CONFIG...]\n");
+            printf(
+                "usage: optim bench [--json] [--size N] [--runs R] [--threads T] [--dtype f32|f64|f16|bf16] "
+                "[--tensors K] [--iterations I] [--sparse ROWS COLS INDICES] [CONFIG...]\n");
             free(configs);
             return optim_tool_finish_stdout("bench", 0);
         } else if (target) {
-            long long max = target == &n || target == &tensors ? (1LL << 31) : target == &runs ? 1000
-                            : target == &iterations ? OPTIM_ITERATIONS_MAX : 1024;
-            if (i + 1 >= argc || parse_count(argv[i + 1], target == &threads || target == &iterations ? 0 : 1, max, target)) {
+            long long max = target == &n || target == &tensors ? (1LL << 31)
+                : target == &runs                              ? 1000
+                : target == &iterations                        ? OPTIM_ITERATIONS_MAX
+                                                               : 1024;
+            if (i + 1 >= argc ||
+                parse_count(argv[i + 1], target == &threads || target == &iterations ? 0 : 1, max,
+                            target)) {
                 free(configs);
                 return fail("%s needs a whole number in range (see optim bench --help)", a);
             }
             i++;
         } else if (!strcmp(a, "--sparse")) {
             if (i + 3 >= argc || parse_count(argv[i + 1], 1, 1LL << 40, &sp.rows) ||
-                parse_count(argv[i + 2], 1, 1LL << 20, &sp.cols) || parse_count(argv[i + 3], 1, 1LL << 30, &sp.indices) ||
+                parse_count(argv[i + 2], 1, 1LL << 20, &sp.cols) ||
+                parse_count(argv[i + 3], 1, 1LL << 30, &sp.indices) ||
                 sp.rows * sp.cols > (1LL << 31)) {
                 free(configs);
-                return fail("%s needs ROWS COLS INDICES, whole numbers >= 1 with ROWS * COLS <= 2^31 "
-                            "(see optim bench --help)", a);
+                return fail(
+                    "%s needs ROWS COLS INDICES, whole numbers >= 1 with ROWS * COLS <= 2^31 "
+                    "(see optim bench --help)",
+                    a);
             }
             i += 3;
         } else if (a[0] == '-') {
@@ -243,7 +265,8 @@ int optim_cmd_bench(int argc, char **argv)
     sp.dtype = dtype;
     if (tensors > n) {
         free(configs);
-        return fail("%s K must be at most --size N (one element per variable at least)", "--tensors");
+        return fail("%s K must be at most --size N (one element per variable at least)",
+                    "--tensors");
     }
     const char *const *list = nconfigs ? configs : DEFAULTS;
     if (!nconfigs) nconfigs = (int)(sizeof DEFAULTS / sizeof *DEFAULTS);
@@ -299,7 +322,9 @@ int optim_cmd_bench(int argc, char **argv)
     for (int64_t i = 0; i < n; i++) g[i] = 1e-3f * (float)(i % 7), a[i] = 0, b[i] = 1, c[i] = 2;
     optim_convert(gd, dtype, g, OPTIM_F32, n);
     const double limit = optim_bench_triad(a, b, c, n, (int)runs, t);
-    if (!json) printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n, omp_get_max_threads());
+    if (!json)
+        printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n,
+               omp_get_max_threads());
     const dense_run d = {n, tensors, iterations, (int)runs, dtype, gd, json, limit, t, cpu};
     for (int k = 0; k < nconfigs && !rc; k++) rc = bench_dense(texts[k], &d);
 out:

@@ -56,7 +56,8 @@ static void put(void *dst, optim_dtype dt, const float *f, size_t n)
 /* Indices, rows of values, and the dense gradient of the same table. */
 static int work_make(sparse_work *w, const bench_sparse_opts *o)
 {
-    const size_t n = (size_t)o->indices, numel = (size_t)(o->rows * o->cols), es = optim_dtype_size(o->dtype);
+    const size_t n = (size_t)o->indices, numel = (size_t)(o->rows * o->cols),
+                 es = optim_dtype_size(o->dtype);
     const size_t nv = n * (size_t)o->cols, most = nv > numel ? nv : numel;
     float *f = malloc(most * sizeof *f);
     w->idx = malloc(n * sizeof *w->idx);
@@ -83,7 +84,8 @@ static int work_make(sparse_work *w, const bench_sparse_opts *o)
 
 /* Median seconds of R steps of p after a warm-up, and into *cpu their
  * median CPU seconds; -1 on error. */
-static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w, int runs, double *cpu)
+static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w, int runs,
+                         double *cpu)
 {
     if (optim_apply_gradients(opt, p, 1, 0)) return -1;
     for (int r = 0; r < runs; r++) {
@@ -96,25 +98,29 @@ static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w
     return optim_bench_median(w->t, runs);
 }
 
-static void report(const char *config, optim_optimizer *opt, const bench_sparse_opts *o, double secs, double cpu,
-                   double dense_secs, double triad)
+static void report(const char *config, optim_optimizer *opt, const bench_sparse_opts *o,
+                   double secs, double cpu, double dense_secs, double triad)
 {
     const int64_t numel = o->rows * o->cols;
     /* optim_bench_bytes_per_param counts float32 elements. */
-    const double bytes = optim_bench_bytes_per_param(opt, numel) * (double)optim_dtype_size(o->dtype) / 4.0, bw = bytes * (double)numel / secs / 1e9;
+    const double bytes = optim_bench_bytes_per_param(opt, numel) *
+        (double)optim_dtype_size(o->dtype) / 4.0,
+                 bw = bytes * (double)numel / secs / 1e9;
     if (!o->json) {
-        printf("%-62s sparse %9.3f ms (cpu %.3f ms)  dense %8.3f ms  sparse/dense %.3f\n", config, 1e3 * secs,
-               1e3 * cpu, 1e3 * dense_secs, secs / dense_secs);
+        printf("%-62s sparse %9.3f ms (cpu %.3f ms)  dense %8.3f ms  sparse/dense %.3f\n", config,
+               1e3 * secs, 1e3 * cpu, 1e3 * dense_secs, secs / dense_secs);
         return;
     }
     printf("{\"config\": \"");
     for (const char *s = config; *s; s++) printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
-    printf("\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"%s\", \"threads\": %d, "
-           "\"bytes_per_param\": %.0f, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
-           "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g, "
-           "\"cpu_median_seconds\": %.9g}\n",
-           optim_class_of(opt)->name, (long long)numel, optim_dtype_name(o->dtype), omp_get_max_threads(), bytes, secs, bw, triad, bw / triad,
-           o->rows, o->cols, o->indices, dense_secs, cpu);
+    printf(
+        "\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"%s\", \"threads\": %d, "
+        "\"bytes_per_param\": %.0f, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
+        "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g, "
+        "\"cpu_median_seconds\": %.9g}\n",
+        optim_class_of(opt)->name, (long long)numel, optim_dtype_name(o->dtype),
+        omp_get_max_threads(), bytes, secs, bw, triad, bw / triad, o->rows, o->cols, o->indices,
+        dense_secs, cpu);
 }
 
 /* One config: dense steps of the table, then sparse steps. */
@@ -125,11 +131,14 @@ static int bench_one(const char *config, const bench_sparse_opts *o, sparse_work
     optim_optimizer *opt = NULL;
     const int64_t shape[2] = {o->rows, o->cols}, vshape[2] = {o->indices, o->cols};
     int rc = 0;
-    if (optim_from_json(&opt, config, &err) || optim_var_create(&x, "table", o->dtype, 2, shape, NULL, &err)) {
+    if (optim_from_json(&opt, config, &err) ||
+        optim_var_create(&x, "table", o->dtype, 2, shape, NULL, &err)) {
         fprintf(stderr, "optim bench: %s\n", err.msg);
         rc = 1;
     } else {
-        optim_grad_var ps = {optim_grad_sparse(w->idx, o->indices, optim_tensor_make(o->dtype, w->vals, 2, vshape)), x};
+        optim_grad_var ps = {
+            optim_grad_sparse(w->idx, o->indices, optim_tensor_make(o->dtype, w->vals, 2, vshape)),
+            x};
         optim_grad_var pd = {optim_grad_dense(optim_tensor_make(o->dtype, w->dense, 2, shape)), x};
         /* Dense first: it touches every page of the table and its slots, so
          * the sparse steps run on memory a training run has long faulted in. */
@@ -169,8 +178,9 @@ int optim_bench_sparse(const char *const *configs, int n, const bench_sparse_opt
     free(w.a), free(w.b), free(w.c);
     w.a = w.b = w.c = NULL;
     if (!o->json)
-        printf("triad: %.1f GB/s; sparse step: %lld x %lld %s table, %lld indices, %d threads\n", triad, o->rows,
-               o->cols, optim_dtype_name(o->dtype), o->indices, omp_get_max_threads());
+        printf("triad: %.1f GB/s; sparse step: %lld x %lld %s table, %lld indices, %d threads\n",
+               triad, o->rows, o->cols, optim_dtype_name(o->dtype), o->indices,
+               omp_get_max_threads());
     for (int k = 0; k < n && !rc; k++) rc = bench_one(configs[k], o, &w, triad);
     work_free(&w);
     return rc;

@@ -11,7 +11,7 @@
 typedef struct bench_sparse_opts {
     long long rows, cols, indices; /* rows 0: no sparse mode */
     int runs, json;
-    optim_dtype dtype;             /* of the table, its gradients and slots */
+    optim_dtype dtype; /* of the table, its gradients and slots */
 } bench_sparse_opts;
 
 /* Times configs[0..n) (JSON texts that load) as bench.c describes; returns

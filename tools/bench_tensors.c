@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, optim_dtype dt, void *g, optim_error *err)
+int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, optim_dtype dt, void *g,
+                       optim_error *err)
 {
     t->k = 0;
     t->vars = calloc((size_t)k, sizeof *t->vars);
@@ -23,7 +24,10 @@ int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, optim_dtype dt, v
             return -1;
         }
         t->k = j + 1;
-        t->pairs[j] = (optim_grad_var){optim_grad_dense(optim_tensor_make(dt, (char *)g + (size_t)off * optim_dtype_size(dt), 1, &len)), t->vars[j]};
+        t->pairs[j] =
+            (optim_grad_var){optim_grad_dense(optim_tensor_make(
+                                 dt, (char *)g + (size_t)off * optim_dtype_size(dt), 1, &len)),
+                             t->vars[j]};
         off += len;
     }
     return 0;
@@ -49,7 +53,8 @@ int64_t bench_tensors_full_slots(optim_optimizer *opt, const bench_tensors *t)
     for (int64_t j = 0; j < t->k; j++)
         for (size_t s = 0; s < nnames; s++) {
             const optim_var *slot = optim_get_slot(opt, t->vars[j], names[s]);
-            if (slot && optim_var_numel(slot) == optim_var_numel(t->vars[j])) full += optim_var_numel(slot);
+            if (slot && optim_var_numel(slot) == optim_var_numel(t->vars[j]))
+                full += optim_var_numel(slot);
         }
     free(names);
     return full;

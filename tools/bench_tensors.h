@@ -5,7 +5,7 @@
 #include "optim/optim.h"
 
 typedef struct bench_tensors {
-    int64_t k;             /* variables */
+    int64_t k; /* variables */
     optim_var **vars;
     optim_grad_var *pairs; /* each variable with its slice of the gradient */
 } bench_tensors;
@@ -14,7 +14,8 @@ typedef struct bench_tensors {
  * to n (the first n % K one element larger), zero-initialised, each paired
  * with its consecutive slice of g (n elements of dt, borrowed). 0, or -1
  * with err filled. */
-int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, optim_dtype dt, void *g, optim_error *err);
+int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, optim_dtype dt, void *g,
+                       optim_error *err);
 void bench_tensors_free(bench_tensors *t);
 
 /* Elements of the optimizer's weights that have the size of the variable

@@ -12,8 +12,9 @@
 int optim_cmd_check(int argc, char **argv)
 {
     if (argc == 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        if (printf("usage: optim check CONFIG\n\nLoads an optimizer config (a JSON file) and prints it with "
-                   "every default filled in.\n") < 0)
+        if (printf(
+                "usage: optim check CONFIG\n\nLoads an optimizer config (a JSON file) and prints it with "
+                "every default filled in.\n") < 0)
             return 1;
         return 0;
     }

@@ -50,8 +50,10 @@ static void label_of(const char *arg, optim_optimizer *opt, char labels[][LABEL_
     int same = 1;
     len = strlen(labels[i]);
     for (size_t k = 0; k < i; k++)
-        same += strncmp(labels[k], labels[i], len) == 0 && (labels[k][len] == '\0' || labels[k][len] == '#');
-    if (same > 1) snprintf(labels[i] + strlen(labels[i]), LABEL_MAX - strlen(labels[i]), "#%d", same);
+        same += strncmp(labels[k], labels[i], len) == 0 &&
+            (labels[k][len] == '\0' || labels[k][len] == '#');
+    if (same > 1)
+        snprintf(labels[i] + strlen(labels[i]), LABEL_MAX - strlen(labels[i]), "#%d", same);
 }
 
 /* All optimizers, before any training; every failure is reported. */
@@ -70,22 +72,23 @@ static int load_all(char **args, size_t n, optim_optimizer **opts, char labels[]
 
 static void print_table(const char *const *labels, const job_result *res, size_t n)
 {
-    printf("\n%-16s %10s %10s %14s %11s %13s %8s\n", "optimizer", "train_loss", "test_loss", "test_accuracy",
-           "best_epoch", "best_seconds", "step_ms");
+    printf("\n%-16s %10s %10s %14s %11s %13s %8s\n", "optimizer", "train_loss", "test_loss",
+           "test_accuracy", "best_epoch", "best_seconds", "step_ms");
     for (size_t i = 0; i < n; i++) {
         const job_result *r = &res[i];
         size_t best = 0;
         for (size_t k = 1; k < r->n; k++)
             if (r->rows[k].val_accuracy > r->rows[best].val_accuracy) best = k;
-        printf("%-16s %10.4f %10.4f %14.4f %11lld %13.2f %8.3f\n", labels[i], r->n ? r->rows[r->n - 1].loss : NAN,
-               r->test_loss, r->test_accuracy, r->n ? (long long)r->rows[best].epoch : 0LL,
-               r->n ? r->rows[best].seconds : NAN, 1e3 * r->step_seconds);
+        printf("%-16s %10.4f %10.4f %14.4f %11lld %13.2f %8.3f\n", labels[i],
+               r->n ? r->rows[r->n - 1].loss : NAN, r->test_loss, r->test_accuracy,
+               r->n ? (long long)r->rows[best].epoch : 0LL, r->n ? r->rows[best].seconds : NAN,
+               1e3 * r->step_seconds);
     }
 }
 
 /* One run per optimizer, then the table and the files. */
-static int run_all(const compare_args *a, const job_data *d, optim_optimizer **opts, const char *const *labels,
-                   size_t n)
+static int run_all(const compare_args *a, const job_data *d, optim_optimizer **opts,
+                   const char *const *labels, size_t n)
 {
     job_result res[MAX_RUNS];
     memset(res, 0, sizeof res);
@@ -105,7 +108,8 @@ static int run_all(const compare_args *a, const job_data *d, optim_optimizer **o
     if (!rc && a->history) rc = optim_job_write_csv(CMD, a->history, labels, res, n);
     if (!rc && a->plot) rc = optim_job_plot(CMD, a->plot, "optim compare", labels, res, n);
     for (size_t i = 0; i < n; i++) optim_job_result_free(&res[i]);
-    if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = optim_tool_fail(CMD, "write error on standard output");
+    if (!rc && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = optim_tool_fail(CMD, "write error on standard output");
     return rc;
 }
 
@@ -114,14 +118,26 @@ int optim_cmd_compare(int argc, char **argv)
     compare_args a = {optim_job_defaults(), NULL, NULL};
     tool_option t[JOB_N_OPTIONS + 2];
     size_t n = optim_job_options(&a.c, t), npos;
-    t[n++] = (tool_option){"--plot", "PNG", TOOL_TEXT, &a.plot, 0, 0, "draw loss and accuracy of every run into PNG", 0};
-    t[n++] = (tool_option){"--history", "CSV", TOOL_TEXT, &a.history, 0, 0,
-                           "write every epoch of every run:\noptimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds", 0};
+    t[n++] = (tool_option){
+        "--plot", "PNG", TOOL_TEXT, &a.plot, 0, 0, "draw loss and accuracy of every run into PNG",
+        0};
+    t[n++] = (tool_option){
+        "--history",
+        "CSV",
+        TOOL_TEXT,
+        &a.history,
+        0,
+        0,
+        "write every epoch of every run:\noptimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds",
+        0};
     char *args[MAX_RUNS];
     int rc = optim_tool_parse(CMD, t, n, argc, argv, args, MAX_RUNS, &npos);
     if (rc == 2) usage(t, n);
     if (rc) return rc == 2 ? optim_tool_finish_stdout(CMD, 0) : rc;
-    if (npos < 2) return optim_tool_fail(CMD, "expected 2 to %d optimizers, got %zu (try 'optim compare --help')", MAX_RUNS, npos);
+    if (npos < 2)
+        return optim_tool_fail(CMD,
+                               "expected 2 to %d optimizers, got %zu (try 'optim compare --help')",
+                               MAX_RUNS, npos);
     if (optim_job_check(CMD, &a.c, 1)) return 1;
     optim_optimizer *opts[MAX_RUNS] = {NULL};
     char labels[MAX_RUNS][LABEL_MAX];

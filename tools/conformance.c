@@ -22,14 +22,16 @@ static void print(void *user, const optim_conformance_result *r)
 {
     int *write_failed = user;
     const char *tag = r->passed > 0 ? "PASS" : r->passed == 0 ? "FAIL" : "SKIP";
-    if (printf("%s %s: expected %s; seen %s\n", tag, r->check, r->expected, r->seen) < 0) *write_failed = 1;
+    if (printf("%s %s: expected %s; seen %s\n", tag, r->check, r->expected, r->seen) < 0)
+        *write_failed = 1;
 }
 
 static int parse(int argc, char **argv, const char **name, optim_conformance_options *o)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return fputs(usage_text, stdout) < 0 ? 1 : -1;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return fputs(usage_text, stdout) < 0 ? 1 : -1;
         if ((strcmp(a, "--generation") == 0 || strcmp(a, "--config") == 0) && i + 1 >= argc) {
             fprintf(stderr, "optim conformance: %s needs a value\n", a);
             return 2;
@@ -37,21 +39,26 @@ static int parse(int argc, char **argv, const char **name, optim_conformance_opt
         if (strcmp(a, "--generation") == 0) {
             const char *g = argv[++i];
             if (strcmp(g, "keras3") && strcmp(g, "legacy")) {
-                fprintf(stderr, "optim conformance: --generation '%s', expected keras3 or legacy\n", g);
+                fprintf(stderr, "optim conformance: --generation '%s', expected keras3 or legacy\n",
+                        g);
                 return 2;
             }
             o->generation = strcmp(g, "legacy") == 0 ? OPTIM_LEGACY : OPTIM_KERAS3;
         } else if (strcmp(a, "--config") == 0) {
             o->config = argv[++i];
         } else if (a[0] == '-' || *name) {
-            fprintf(stderr, "optim conformance: unexpected argument '%s' (see optim conformance --help)\n", a);
+            fprintf(stderr,
+                    "optim conformance: unexpected argument '%s' (see optim conformance --help)\n",
+                    a);
             return 2;
         } else {
             *name = a;
         }
     }
     if (!*name) {
-        fprintf(stderr, "usage: optim conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n");
+        fprintf(
+            stderr,
+            "usage: optim conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n");
         return 2;
     }
     return 0;

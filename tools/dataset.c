@@ -30,10 +30,13 @@ static int find_file(const char *cmd, const char *dir, const char *name, char *p
     if (stat(path, &st) == 0) return 0;
     snprintf(path, n, "%s/%s.gz", dir, name);
     if (strcmp(dir, JOB_DEFAULT_DATA) == 0)
-        return optim_tool_fail(cmd, "Fashion-MNIST is not installed (no %s); install it with: " INSTALL_HINT,
-                               path);
-    return optim_tool_fail(cmd, "--data %s: %s/%s.gz: No such file or directory (nor uncompressed); Fashion-MNIST "
-                                "comes with: " INSTALL_HINT, dir, dir, name);
+        return optim_tool_fail(
+            cmd, "Fashion-MNIST is not installed (no %s); install it with: " INSTALL_HINT, path);
+    return optim_tool_fail(
+        cmd,
+        "--data %s: %s/%s.gz: No such file or directory (nor uncompressed); Fashion-MNIST "
+        "comes with: " INSTALL_HINT,
+        dir, dir, name);
 }
 
 static int check_idx(const char *cmd, const char *path, const optim_idx *f, int32_t rank)
@@ -66,14 +69,15 @@ static void *images_alloc(size_t bytes)
 
 /* The first `limit` (0: all) images and labels of PREFIX, as floats in
  * [0, 1] and int32 labels. */
-static int convert(const char *cmd, const char *lpath, const optim_idx *im, const optim_idx *lb, int64_t limit,
-                   job_split *s)
+static int convert(const char *cmd, const char *lpath, const optim_idx *im, const optim_idx *lb,
+                   int64_t limit, job_split *s)
 {
     int64_t n = optim_idx_shape(im)[0], features = optim_idx_shape(im)[1] * optim_idx_shape(im)[2];
     float *x = images_alloc((size_t)(n * features) * sizeof *x + 1);
     int32_t *y = malloc((size_t)n * sizeof *y + 1);
     optim_error err;
-    if (!x || !y || optim_idx_convert(im, OPTIM_F32, 1.0 / 255.0, x, &err) || optim_idx_convert(lb, OPTIM_I32, 1, y, &err)) {
+    if (!x || !y || optim_idx_convert(im, OPTIM_F32, 1.0 / 255.0, x, &err) ||
+        optim_idx_convert(lb, OPTIM_I32, 1, y, &err)) {
         int oom = !x || !y;
         free(x), free(y);
         return optim_tool_fail(cmd, "%s", oom ? "out of memory for the dataset" : err.msg);
@@ -82,14 +86,15 @@ static int convert(const char *cmd, const char *lpath, const optim_idx *im, cons
         if (y[i] >= JOB_CLASSES) {
             int label = (int)y[i];
             free(x), free(y);
-            return optim_tool_fail(cmd, "%s: label %d at index %lld, expected 0 to %d", lpath, label, (long long)i,
-                                   JOB_CLASSES - 1);
+            return optim_tool_fail(cmd, "%s: label %d at index %lld, expected 0 to %d", lpath,
+                                   label, (long long)i, JOB_CLASSES - 1);
         }
     *s = (job_split){x, y, limit && limit < n ? limit : n, features};
     return 0;
 }
 
-static int load_split(const char *cmd, const char *dir, const char *prefix, int64_t limit, job_split *s)
+static int load_split(const char *cmd, const char *dir, const char *prefix, int64_t limit,
+                      job_split *s)
 {
     char ipath[4096], lpath[4096], name[64];
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
@@ -99,11 +104,13 @@ static int load_split(const char *cmd, const char *dir, const char *prefix, int6
     optim_idx *im = NULL, *lb = NULL;
     optim_error err;
     int rc = 1;
-    if (optim_idx_read(ipath, &im, &err) || optim_idx_read(lpath, &lb, &err)) optim_tool_fail(cmd, "%s", err.msg);
+    if (optim_idx_read(ipath, &im, &err) || optim_idx_read(lpath, &lb, &err))
+        optim_tool_fail(cmd, "%s", err.msg);
     else if (check_idx(cmd, ipath, im, 3) || check_idx(cmd, lpath, lb, 1)) rc = 1;
     else if (optim_idx_shape(lb)[0] != optim_idx_shape(im)[0])
-        optim_tool_fail(cmd, "%s has %lld labels for %lld images in %s", lpath, (long long)optim_idx_shape(lb)[0],
-                        (long long)optim_idx_shape(im)[0], ipath);
+        optim_tool_fail(cmd, "%s has %lld labels for %lld images in %s", lpath,
+                        (long long)optim_idx_shape(lb)[0], (long long)optim_idx_shape(im)[0],
+                        ipath);
     else if (optim_idx_shape(im)[0] == 0 || optim_idx_shape(im)[1] * optim_idx_shape(im)[2] == 0)
         optim_tool_fail(cmd, "%s: no images", ipath);
     else rc = convert(cmd, lpath, im, lb, limit, s);
@@ -118,7 +125,9 @@ int optim_job_load(const char *cmd, const job_config *c, job_data *d)
     struct stat st;
     if (stat(c->data, &st) != 0) {
         if (strcmp(c->data, JOB_DEFAULT_DATA) == 0)
-            return optim_tool_fail(cmd, "Fashion-MNIST is not installed (no %s); install it with: " INSTALL_HINT, c->data);
+            return optim_tool_fail(
+                cmd, "Fashion-MNIST is not installed (no %s); install it with: " INSTALL_HINT,
+                c->data);
         return optim_tool_fail(cmd, "--data '%s': %s", c->data, strerror(errno));
     }
     if (!S_ISDIR(st.st_mode)) return optim_tool_fail(cmd, "--data '%s': not a directory", c->data);
@@ -132,10 +141,12 @@ int optim_job_load(const char *cmd, const job_config *c, job_data *d)
         int64_t n = d->train.n, at = (int64_t)ceil((double)n * (1.0 - c->validation_split));
         if (at < 1 || at >= n) {
             optim_job_data_free(d);
-            return optim_tool_fail(cmd, "--validation-split %g leaves no %s data of %lld examples", c->validation_split,
-                                   at < 1 ? "training" : "validation", (long long)n);
+            return optim_tool_fail(cmd, "--validation-split %g leaves no %s data of %lld examples",
+                                   c->validation_split, at < 1 ? "training" : "validation",
+                                   (long long)n);
         }
-        d->val = (job_split){d->train.x + at * d->train.features, d->train.y + at, n - at, d->train.features};
+        d->val = (job_split){d->train.x + at * d->train.features, d->train.y + at, n - at,
+                             d->train.features};
         d->train.n = at;
     }
     return 0;

@@ -28,7 +28,8 @@ static void put_num(FILE *f, double v)
     else fputs(",", f);
 }
 
-int optim_job_write_csv(const char *cmd, const char *path, const char *const *labels, const job_result *res, size_t n)
+int optim_job_write_csv(const char *cmd, const char *path, const char *const *labels,
+                        const job_result *res, size_t n)
 {
     optim_error err;
     optim_atomic_file *af;
@@ -41,7 +42,8 @@ int optim_job_write_csv(const char *cmd, const char *path, const char *const *la
             const job_row *r = &res[i].rows[k];
             put_field(f, labels[i]);
             fprintf(f, ",%lld", (long long)r->epoch);
-            put_num(f, r->loss), put_num(f, r->accuracy), put_num(f, r->val_loss), put_num(f, r->val_accuracy);
+            put_num(f, r->loss), put_num(f, r->accuracy), put_num(f, r->val_loss),
+                put_num(f, r->val_accuracy);
             put_num(f, r->seconds);
             fputc('\n', f);
         }
@@ -52,7 +54,8 @@ int optim_job_write_csv(const char *cmd, const char *path, const char *const *la
 
 /* Series of one metric (0: loss, 1: accuracy) for every run, train and
  * validation, into s (2n entries); xs and ys hold the numbers. */
-static size_t metric_series(const job_result *res, size_t n, int metric, double *xs, double *ys, plot_series *s)
+static size_t metric_series(const job_result *res, size_t n, int metric, double *xs, double *ys,
+                            plot_series *s)
 {
     size_t k = 0, off = 0;
     for (size_t i = 0; i < n; i++)
@@ -60,7 +63,8 @@ static size_t metric_series(const job_result *res, size_t n, int metric, double 
             const job_row *r = res[i].rows;
             for (size_t e = 0; e < res[i].n; e++) {
                 xs[off + e] = (double)r[e].epoch;
-                ys[off + e] = metric ? (val ? r[e].val_accuracy : r[e].accuracy) : (val ? r[e].val_loss : r[e].loss);
+                ys[off + e] = metric ? (val ? r[e].val_accuracy : r[e].accuracy)
+                                     : (val ? r[e].val_loss : r[e].loss);
             }
             s[k++] = (plot_series){xs + off, ys + off, res[i].n, (int)i, val, 1};
             off += res[i].n;
@@ -80,7 +84,8 @@ int optim_job_plot(const char *cmd, const char *path, const char *title, const c
         free(buf), free(s), free(keys);
         return optim_tool_fail(cmd, "--plot: out of memory");
     }
-    plot_panel p[2] = {{"loss", "epoch", "loss", s, 0, 0, 0, 0, 0, 1}, {"accuracy", "epoch", "accuracy", s, 0, 0, 0, 0, 0, 1}};
+    plot_panel p[2] = {{"loss", "epoch", "loss", s, 0, 0, 0, 0, 0, 1},
+                       {"accuracy", "epoch", "accuracy", s, 0, 0, 0, 0, 0, 1}};
     p[0].n_series = metric_series(res, n, 0, buf, buf + 2 * total, s);
     p[1].series = s + p[0].n_series;
     p[1].n_series = metric_series(res, n, 1, buf + 4 * total, buf + 6 * total, s + p[0].n_series);
@@ -91,7 +96,8 @@ int optim_job_plot(const char *cmd, const char *path, const char *title, const c
         rc = optim_tool_fail(cmd, "--plot %s: no finite loss or accuracy to draw", path);
     plot_figure fig = {800, 500, title, p, 2, keys, n + 2};
     char msg[512];
-    if (!rc && optim_plot_write_png(&fig, path, msg, sizeof msg)) rc = optim_tool_fail(cmd, "--plot %s", msg);
+    if (!rc && optim_plot_write_png(&fig, path, msg, sizeof msg))
+        rc = optim_tool_fail(cmd, "--plot %s", msg);
     free(buf), free(s), free(keys);
     return rc;
 }

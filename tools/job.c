@@ -40,7 +40,8 @@ static int add_dense(const char *cmd, optim_model *m, int64_t units, optim_activ
     return add_layer(cmd, m, l);
 }
 
-int optim_job_model(const char *cmd, const job_config *c, int64_t features, optim_optimizer *opt, optim_model **out)
+int optim_job_model(const char *cmd, const job_config *c, int64_t features, optim_optimizer *opt,
+                    optim_model **out)
 {
     optim_error err;
     optim_model *m;
@@ -52,12 +53,15 @@ int optim_job_model(const char *cmd, const job_config *c, int64_t features, opti
         rc = add_dense(cmd, m, c->hidden.v[i], OPTIM_ACT_RELU);
         optim_layer *l;
         if (!rc && c->dropout > 0)
-            rc = optim_dropout_create(&l, c->dropout, OPTIM_SEED_AUTO, NULL, &err) ? optim_tool_fail(cmd, "%s", err.msg)
-                                                                                  : add_layer(cmd, m, l);
+            rc = optim_dropout_create(&l, c->dropout, OPTIM_SEED_AUTO, NULL, &err)
+                ? optim_tool_fail(cmd, "%s", err.msg)
+                : add_layer(cmd, m, l);
     }
     if (!rc) rc = add_dense(cmd, m, JOB_CLASSES, OPTIM_ACT_LINEAR);
     optim_loss loss = optim_loss_sparse_categorical_crossentropy(1);
-    if (!rc && (optim_model_build(m, 1, &features) || optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY)))
+    if (!rc &&
+        (optim_model_build(m, 1, &features) ||
+         optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY)))
         rc = optim_tool_fail(cmd, "%s", optim_model_errmsg(m));
     if (!rc && c->threads > 0 && optim_set_num_threads(opt, (int)c->threads))
         rc = optim_tool_fail(cmd, "--threads: %s", optim_errmsg(opt));
@@ -84,14 +88,16 @@ static int on_train_begin(void *user, optim_model *m, optim_logs *logs, optim_er
     return 0;
 }
 
-static int on_batch_begin(void *user, optim_model *m, int64_t batch, optim_logs *logs, optim_error *err)
+static int on_batch_begin(void *user, optim_model *m, int64_t batch, optim_logs *logs,
+                          optim_error *err)
 {
     (void)m, (void)batch, (void)logs, (void)err;
     ((job_state *)user)->t_batch = now();
     return 0;
 }
 
-static int on_batch_end(void *user, optim_model *m, int64_t batch, optim_logs *logs, optim_error *err)
+static int on_batch_end(void *user, optim_model *m, int64_t batch, optim_logs *logs,
+                        optim_error *err)
 {
     (void)batch, (void)logs, (void)err;
     job_state *s = user;
@@ -110,7 +116,8 @@ static double log_or_nan(const optim_logs *logs, const char *name)
     return optim_logs_get(logs, name, &v) ? NAN : v;
 }
 
-static int on_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *logs, optim_error *err)
+static int on_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *logs,
+                        optim_error *err)
 {
     job_state *s = user;
     job_result *res = s->res;
@@ -120,8 +127,11 @@ static int on_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *l
         return OPTIM_ENOMEM;
     }
     res->rows = rows;
-    rows[res->n++] = (job_row){epoch + 1, log_or_nan(logs, "loss"), log_or_nan(logs, "accuracy"),
-                               log_or_nan(logs, "val_loss"), log_or_nan(logs, "val_accuracy"),
+    rows[res->n++] = (job_row){epoch + 1,
+                               log_or_nan(logs, "loss"),
+                               log_or_nan(logs, "accuracy"),
+                               log_or_nan(logs, "val_loss"),
+                               log_or_nan(logs, "val_accuracy"),
                                s->seconds_before + now() - s->t_start};
     /* An epoch cut short by --steps is not one to resume from. */
     if (!s->r->checkpoint_dir || s->stopped_by_steps) return 0;
@@ -140,7 +150,10 @@ static int on_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *l
     return rc;
 }
 
-static double lr_decay(void *user, int64_t epoch, double lr) { return epoch == 0 ? lr : lr * *(const double *)user; }
+static double lr_decay(void *user, int64_t epoch, double lr)
+{
+    return epoch == 0 ? lr : lr * *(const double *)user;
+}
 
 /* The callbacks the options ask for: the job's own, then EarlyStopping and
  * LearningRateScheduler. Returns their count, -1 after a message. */
@@ -153,20 +166,29 @@ static int make_callbacks(const char *cmd, const job_run *r, job_state *s, optim
     h.on_train_begin = on_train_begin, h.on_train_batch_begin = on_batch_begin;
     h.on_train_batch_end = on_batch_end, h.on_epoch_end = on_epoch_end;
     int n = 0;
-    if (optim_callback_create(&cbs[n++], &h, s, &err)) return optim_tool_fail(cmd, "%s", err.msg), -1;
+    if (optim_callback_create(&cbs[n++], &h, s, &err))
+        return optim_tool_fail(cmd, "%s", err.msg), -1;
     if (r->c->patience >= 0) {
         optim_early_stopping_options o = optim_early_stopping_defaults();
         o.monitor = r->c->monitor ? r->c->monitor : r->d->val.n ? "val_loss" : "loss";
         o.patience = r->c->patience, o.min_delta = r->c->min_delta, o.out = r->out;
-        if (optim_early_stopping_create(&cbs[n++], &o, &err)) return optim_tool_fail(cmd, "%s", err.msg), -1;
+        if (optim_early_stopping_create(&cbs[n++], &o, &err))
+            return optim_tool_fail(cmd, "%s", err.msg), -1;
     }
-    if (r->c->lr_decay > 0 && optim_lr_scheduler_create(&cbs[n++], lr_decay, (void *)&r->c->lr_decay, r->out, &err))
+    if (r->c->lr_decay > 0 &&
+        optim_lr_scheduler_create(&cbs[n++], lr_decay, (void *)&r->c->lr_decay, r->out, &err))
         return optim_tool_fail(cmd, "%s", err.msg), -1;
     return n;
 }
 
-static optim_tensor x_of(const job_split *s) { return optim_tensor_make(OPTIM_F32, s->x, 2, (int64_t[]){s->n, s->features}); }
-static optim_tensor y_of(const job_split *s) { return optim_tensor_make(OPTIM_I32, s->y, 1, (int64_t[]){s->n}); }
+static optim_tensor x_of(const job_split *s)
+{
+    return optim_tensor_make(OPTIM_F32, s->x, 2, (int64_t[]){s->n, s->features});
+}
+static optim_tensor y_of(const job_split *s)
+{
+    return optim_tensor_make(OPTIM_I32, s->y, 1, (int64_t[]){s->n});
+}
 
 /* fit from the epochs res already has up to c->epochs. */
 static int fit(const char *cmd, const job_run *r, job_result *res)
@@ -179,10 +201,12 @@ static int fit(const char *cmd, const job_run *r, job_result *res)
     fo.epochs = r->c->epochs, fo.initial_epoch = (int64_t)res->n, fo.batch_size = r->c->batch;
     fo.seed = (uint64_t)r->c->seed, fo.out = r->out, fo.verbose = r->verbose;
     fo.callbacks = cbs, fo.n_callbacks = n < 0 ? 0 : (size_t)n;
-    optim_tensor x = x_of(&r->d->train), y = y_of(&r->d->train), vx = x_of(&r->d->val), vy = y_of(&r->d->val);
+    optim_tensor x = x_of(&r->d->train), y = y_of(&r->d->train), vx = x_of(&r->d->val),
+                 vy = y_of(&r->d->val);
     if (r->d->val.n) fo.validation_x = &vx, fo.validation_y = &vy;
     int stepped = !rc && r->c->steps && res->steps >= r->c->steps;
-    if (!rc && !stepped && (int64_t)res->n < r->c->epochs && optim_model_fit(r->m, &x, &y, &fo, NULL))
+    if (!rc && !stepped && (int64_t)res->n < r->c->epochs &&
+        optim_model_fit(r->m, &x, &y, &fo, NULL))
         rc = optim_tool_fail(cmd, "fit: %s", optim_model_errmsg(r->m));
     res->step_seconds = res->steps ? res->step_seconds / (double)res->steps : NAN;
     for (int i = 0; i < 3; i++) optim_callback_destroy(cbs[i]);
@@ -210,16 +234,19 @@ int optim_job_optimizer(const char *cmd, const char *what, const char *text, opt
     size_t len = strlen(text);
     int is_name = len > 0;
     for (size_t i = 0; i < len; i++)
-        is_name &= text[i] == '_' || (text[i] >= '0' && text[i] <= '9') || (text[i] >= 'a' && text[i] <= 'z') ||
-                    (text[i] >= 'A' && text[i] <= 'Z');
+        is_name &= text[i] == '_' || (text[i] >= '0' && text[i] <= '9') ||
+            (text[i] >= 'a' && text[i] <= 'z') || (text[i] >= 'A' && text[i] <= 'Z');
     if (is_name) {
         json = malloc(len + 3);
         if (!json) return optim_tool_fail(cmd, "out of memory");
         snprintf(json, len + 3, "\"%s\"", text);
     } else if (text[0] != '{' && text[0] != '"') {
         if (!(json = optim_tool_read_text(text, &err)))
-            return optim_tool_fail(cmd, "%s '%s': expected a JSON config {\"class_name\": ..., \"config\": {...}}, "
-                                        "a file holding one, or an optimizer name (%s)", what, text, err.msg);
+            return optim_tool_fail(
+                cmd,
+                "%s '%s': expected a JSON config {\"class_name\": ..., \"config\": {...}}, "
+                "a file holding one, or an optimizer name (%s)",
+                what, text, err.msg);
     }
     int rc = optim_from_json(opt, json ? json : text, &err);
     free(json);

@@ -64,7 +64,7 @@ typedef struct job_result {
     size_t n;
     double test_loss, test_accuracy;
     double step_seconds; /* mean wall time of a training step */
-    int64_t steps;       /* optimizer steps taken in total */
+    int64_t steps; /* optimizer steps taken in total */
 } job_result;
 
 void optim_job_result_free(job_result *r);
@@ -81,8 +81,8 @@ typedef struct job_run {
     optim_model *m;
     optim_optimizer *opt;
     const char *checkpoint_dir; /* NULL: none */
-    FILE *out;                  /* progress (NULL: silent) */
-    int verbose;                /* fit's verbose */
+    FILE *out; /* progress (NULL: silent) */
+    int verbose; /* fit's verbose */
 } job_run;
 
 /* Trains r->m from the state it is in (res holds the rows of the epochs
@@ -96,10 +96,11 @@ int optim_job_fit(const char *cmd, const job_run *r, job_result *res);
  * value. Then restore: creates *opt from the checkpoint (refusing another
  * class chain than opt_text's, when given) and the model with its state,
  * and fills res with the earlier epochs. Both: 1 after a message. */
-int optim_job_resume_config(const char *cmd, const char *dir, job_config *c, const tool_option *opts, size_t n_opts,
-                            optim_checkpoint **ck);
-int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const job_config *c, const char *opt_text,
-                           int64_t features, optim_optimizer **opt, optim_model **m, job_result *res);
+int optim_job_resume_config(const char *cmd, const char *dir, job_config *c,
+                            const tool_option *opts, size_t n_opts, optim_checkpoint **ck);
+int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const job_config *c,
+                           const char *opt_text, int64_t features, optim_optimizer **opt,
+                           optim_model **m, job_result *res);
 
 /* The checkpoint's "extra" object: c's model and data settings and res's
  * rows and step counts. malloc'd JSON, NULL when out of memory. */
@@ -113,8 +114,8 @@ int optim_job_optimizer(const char *cmd, const char *what, const char *text, opt
 
 /* optimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds: one row per
  * run per epoch. 1 after a message. */
-int optim_job_write_csv(const char *cmd, const char *path, const char *const *labels, const job_result *res,
-                        size_t n);
+int optim_job_write_csv(const char *cmd, const char *path, const char *const *labels,
+                        const job_result *res, size_t n);
 /* Loss and accuracy per epoch, train solid and validation dashed, one
  * colour per run, legend naming each. 1 after a message. */
 int optim_job_plot(const char *cmd, const char *path, const char *title, const char *const *labels,

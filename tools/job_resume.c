@@ -36,9 +36,11 @@ static void settings_of(job_config *c, setting *s)
 
 static cJSON *row_json(const job_row *r)
 {
-    double v[6] = {(double)r->epoch, r->loss, r->accuracy, r->val_loss, r->val_accuracy, r->seconds};
+    double v[6] = {(double)r->epoch, r->loss,         r->accuracy,
+                   r->val_loss,      r->val_accuracy, r->seconds};
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; a && i < 6; i++) cJSON_AddItemToArray(a, isfinite(v[i]) ? cJSON_CreateNumber(v[i]) : cJSON_CreateNull());
+    for (int i = 0; a && i < 6; i++)
+        cJSON_AddItemToArray(a, isfinite(v[i]) ? cJSON_CreateNumber(v[i]) : cJSON_CreateNull());
     return a;
 }
 
@@ -51,7 +53,8 @@ char *optim_job_extra_json(const job_config *c, const job_result *res)
     for (int i = 0; o && i < N_SETTINGS; i++) {
         if (s[i].list) {
             cJSON *a = cJSON_AddArrayToObject(o, s[i].key);
-            for (size_t k = 0; a && k < s[i].list->n; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s[i].list->v[k]));
+            for (size_t k = 0; a && k < s[i].list->n; k++)
+                cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s[i].list->v[k]));
         } else cJSON_AddNumberToObject(o, s[i].key, s[i].i ? (double)*s[i].i : *s[i].d);
     }
     cJSON *rows = cJSON_AddArrayToObject(o, "history");
@@ -65,7 +68,8 @@ char *optim_job_extra_json(const job_config *c, const job_result *res)
 
 /* The checkpoint's value of one setting into c; 1 after a message if the
  * command line gave another. */
-static int take_setting(const char *cmd, const char *dir, const cJSON *extra, const setting *s, const tool_option *o)
+static int take_setting(const char *cmd, const char *dir, const cJSON *extra, const setting *s,
+                        const tool_option *o)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(extra, s->key);
     char have[160] = "", want[160] = "";
@@ -73,10 +77,14 @@ static int take_setting(const char *cmd, const char *dir, const cJSON *extra, co
     double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
     if (s->list) {
         const cJSON *e;
-        cJSON_ArrayForEach(e, v) if (l.n < TOOL_LIST_MAX && cJSON_IsNumber(e)) l.v[l.n++] = (int64_t)e->valuedouble;
-        for (size_t k = 0; k < l.n; k++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "," : "", (long long)l.v[k]);
+        cJSON_ArrayForEach(e, v) if (l.n < TOOL_LIST_MAX && cJSON_IsNumber(e)) l.v[l.n++] =
+            (int64_t)e->valuedouble;
+        for (size_t k = 0; k < l.n; k++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "," : "",
+                     (long long)l.v[k]);
         for (size_t k = 0; k < s->list->n; k++)
-            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", k ? "," : "", (long long)s->list->v[k]);
+            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", k ? "," : "",
+                     (long long)s->list->v[k]);
     } else {
         snprintf(want, sizeof want, "%.17g", d);
         snprintf(have, sizeof have, "%.17g", s->i ? (double)*s->i : *s->d);
@@ -84,16 +92,17 @@ static int take_setting(const char *cmd, const char *dir, const cJSON *extra, co
     if ((!s->list && !cJSON_IsNumber(v)) || (s->list && !cJSON_IsArray(v)))
         return optim_tool_fail(cmd, "--resume %s: the checkpoint has no valid \"%s\"", dir, s->key);
     if (o && o->given && strcmp(have, want) != 0)
-        return optim_tool_fail(cmd, "--resume %s: the checkpoint is of a run with %s %s, this one asks for %s %s", dir,
-                               s->option, want, s->option, have);
+        return optim_tool_fail(
+            cmd, "--resume %s: the checkpoint is of a run with %s %s, this one asks for %s %s", dir,
+            s->option, want, s->option, have);
     if (s->list) *s->list = l;
     else if (s->i) *s->i = (long long)d;
     else *s->d = d;
     return 0;
 }
 
-int optim_job_resume_config(const char *cmd, const char *dir, job_config *c, const tool_option *opts, size_t n_opts,
-                            optim_checkpoint **ck)
+int optim_job_resume_config(const char *cmd, const char *dir, job_config *c,
+                            const tool_option *opts, size_t n_opts, optim_checkpoint **ck)
 {
     optim_error err;
     if (optim_checkpoint_read(dir, ck, &err)) return optim_tool_fail(cmd, "--resume: %s", err.msg);
@@ -120,7 +129,8 @@ static void chain(const optim_optimizer *o, char *buf, size_t n)
 {
     buf[0] = '\0';
     for (; o; o = optim_wrapper_inner(o))
-        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? ">" : "", optim_class_of(o)->name);
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? ">" : "",
+                 optim_class_of(o)->name);
 }
 
 static double num(const cJSON *a, int i)
@@ -140,26 +150,31 @@ static int take_history(const char *cmd, const optim_checkpoint *ck, job_result 
         cJSON_Delete(extra);
         return optim_tool_fail(cmd, "out of memory");
     }
-    cJSON_ArrayForEach(r, rows) res->rows[res->n++] = (job_row){(int64_t)num(r, 0), num(r, 1), num(r, 2), num(r, 3), num(r, 4), num(r, 5)};
+    cJSON_ArrayForEach(r, rows) res->rows[res->n++] =
+        (job_row){(int64_t)num(r, 0), num(r, 1), num(r, 2), num(r, 3), num(r, 4), num(r, 5)};
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(extra, "steps");
     const cJSON *secs = cJSON_GetObjectItemCaseSensitive(extra, "step_seconds_total");
     res->steps = cJSON_IsNumber(steps) ? (int64_t)steps->valuedouble : 0;
-    res->step_seconds = res->steps && cJSON_IsNumber(secs) ? secs->valuedouble / (double)res->steps : 0;
+    res->step_seconds =
+        res->steps && cJSON_IsNumber(secs) ? secs->valuedouble / (double)res->steps : 0;
     cJSON_Delete(extra);
     if ((int64_t)res->n != optim_checkpoint_epoch(ck))
-        return optim_tool_fail(cmd, "--resume: the checkpoint has %zu epochs of history for %lld epochs done", res->n,
-                               (long long)optim_checkpoint_epoch(ck));
+        return optim_tool_fail(
+            cmd, "--resume: the checkpoint has %zu epochs of history for %lld epochs done", res->n,
+            (long long)optim_checkpoint_epoch(ck));
     return 0;
 }
 
-int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const job_config *c, const char *opt_text,
-                           int64_t features, optim_optimizer **opt, optim_model **m, job_result *res)
+int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const job_config *c,
+                           const char *opt_text, int64_t features, optim_optimizer **opt,
+                           optim_model **m, job_result *res)
 {
     optim_optimizer *given = NULL;
     optim_error err;
     *m = NULL;
     if (opt_text && optim_job_optimizer(cmd, "--optimizer", opt_text, &given)) return 1;
-    if (optim_job_optimizer(cmd, "--resume: the checkpoint's optimizer", optim_checkpoint_optimizer_json(ck), opt)) {
+    if (optim_job_optimizer(cmd, "--resume: the checkpoint's optimizer",
+                            optim_checkpoint_optimizer_json(ck), opt)) {
         optim_destroy(given);
         return 1;
     }
@@ -167,9 +182,14 @@ int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const jo
     chain(*opt, a, sizeof a);
     chain(given ? given : *opt, b, sizeof b);
     optim_destroy(given);
-    int rc = strcmp(a, b) ? optim_tool_fail(cmd, "--resume: the checkpoint was written with optimizer %s, --optimizer is %s", a, b) : 0;
+    int rc = strcmp(a, b)
+        ? optim_tool_fail(
+              cmd, "--resume: the checkpoint was written with optimizer %s, --optimizer is %s", a,
+              b)
+        : 0;
     if (!rc) rc = optim_job_model(cmd, c, features, *opt, m);
-    if (!rc && optim_checkpoint_restore(ck, *m, *opt, &err)) rc = optim_tool_fail(cmd, "--resume: %s", err.msg);
+    if (!rc && optim_checkpoint_restore(ck, *m, *opt, &err))
+        rc = optim_tool_fail(cmd, "--resume: %s", err.msg);
     if (!rc) rc = take_history(cmd, ck, res);
     if (rc) {
         optim_model_destroy(*m);

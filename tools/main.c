@@ -12,30 +12,31 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: optim [--plugin PATH]... COMMAND [ARGS]\n"
-            "\n"
-            "  --plugin PATH                  load a plugin (a shared library defining\n"
-            "                                 optim_plugin_init) before the command; also\n"
-            "                                 every path in OPTIM_PLUGINS (colon-separated)\n"
-            "\n"
-            "commands:\n"
-            "  replay CONFIG INIT GRADS OUT   apply recorded gradients with an optimizer\n"
-            "                                 (JSON config, safetensors in and out)\n"
-            "  schedule-plot SCHEDULE_JSON OUT.png [STEPS]\n"
-            "                                 draw a learning-rate schedule over steps\n"
-            "                                 0..STEPS (default 1000) as a PNG\n"
-            "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
-            "  compare CONFIG... [OPTIONS]    train it once per optimizer and compare (optim compare --help)\n"
-            "  bench [--json] [CONFIG...]     optimizer steps against this machine's memory\n"
-            "                                 bandwidth (see optim bench --help)\n"
-            "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
-            "                                 with every default filled in\n"
-            "  conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n"
-            "                                 check an optimizer class (a plugin's) against\n"
-            "                                 the contract; exit 0 only if every check passes\n"
-            "  version                        print the version\n"
-            "  help                           print this help\n");
+    fprintf(
+        f,
+        "usage: optim [--plugin PATH]... COMMAND [ARGS]\n"
+        "\n"
+        "  --plugin PATH                  load a plugin (a shared library defining\n"
+        "                                 optim_plugin_init) before the command; also\n"
+        "                                 every path in OPTIM_PLUGINS (colon-separated)\n"
+        "\n"
+        "commands:\n"
+        "  replay CONFIG INIT GRADS OUT   apply recorded gradients with an optimizer\n"
+        "                                 (JSON config, safetensors in and out)\n"
+        "  schedule-plot SCHEDULE_JSON OUT.png [STEPS]\n"
+        "                                 draw a learning-rate schedule over steps\n"
+        "                                 0..STEPS (default 1000) as a PNG\n"
+        "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
+        "  compare CONFIG... [OPTIONS]    train it once per optimizer and compare (optim compare --help)\n"
+        "  bench [--json] [CONFIG...]     optimizer steps against this machine's memory\n"
+        "                                 bandwidth (see optim bench --help)\n"
+        "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
+        "                                 with every default filled in\n"
+        "  conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n"
+        "                                 check an optimizer class (a plugin's) against\n"
+        "                                 the contract; exit 0 only if every check passes\n"
+        "  version                        print the version\n"
+        "  help                           print this help\n");
 }
 
 /* Settings the OpenMP and BLAS runtimes read from the environment when they

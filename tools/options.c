@@ -35,7 +35,8 @@ static int parse_list(const char *s, double lo, double hi, tool_int_list *out)
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
-        if (end == s || errno == ERANGE || (double)v < lo || (double)v > hi || l.n == TOOL_LIST_MAX) return -1;
+        if (end == s || errno == ERANGE || (double)v < lo || (double)v > hi || l.n == TOOL_LIST_MAX)
+            return -1;
         if (*end && *end != ',') return -1;
         l.v[l.n++] = v;
         s = *end ? end + 1 : end;
@@ -53,21 +54,24 @@ static int set_value(const char *cmd, tool_option *o, const char *val)
     switch (o->kind) {
     case TOOL_INT:
         if (parse_int(val, o->lo, o->hi, &i))
-            return optim_tool_fail(cmd, "%s '%s': expected a whole number from %.0f to %.0f", o->name, val, o->lo, o->hi);
+            return optim_tool_fail(cmd, "%s '%s': expected a whole number from %.0f to %.0f",
+                                   o->name, val, o->lo, o->hi);
         *(long long *)o->target = i;
         break;
     case TOOL_REAL:
         errno = 0;
         d = strtod(val, &end);
         if (!*val || *end || errno == ERANGE || !isfinite(d) || d < o->lo || d > o->hi)
-            return optim_tool_fail(cmd, "%s '%s': expected a number from %g to %g", o->name, val, o->lo, o->hi);
+            return optim_tool_fail(cmd, "%s '%s': expected a number from %g to %g", o->name, val,
+                                   o->lo, o->hi);
         *(double *)o->target = d;
         break;
     case TOOL_TEXT: *(const char **)o->target = val; break;
     case TOOL_LIST:
         if (parse_list(val, o->lo, o->hi, o->target))
-            return optim_tool_fail(cmd, "%s '%s': expected up to %d comma-separated whole numbers from %.0f to %.0f",
-                                   o->name, val, TOOL_LIST_MAX, o->lo, o->hi);
+            return optim_tool_fail(
+                cmd, "%s '%s': expected up to %d comma-separated whole numbers from %.0f to %.0f",
+                o->name, val, TOOL_LIST_MAX, o->lo, o->hi);
         break;
     }
     o->given = 1;
@@ -81,15 +85,17 @@ tool_option *optim_tool_find(tool_option *opts, size_t n, const char *name)
     return NULL;
 }
 
-int optim_tool_parse(const char *cmd, tool_option *opts, size_t n, int argc, char **argv, char **pos,
-                     size_t max_pos, size_t *n_pos)
+int optim_tool_parse(const char *cmd, tool_option *opts, size_t n, int argc, char **argv,
+                     char **pos, size_t max_pos, size_t *n_pos)
 {
     *n_pos = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 2;
         if (strncmp(a, "--", 2) != 0) {
-            if (*n_pos == max_pos) return optim_tool_fail(cmd, "unexpected argument '%s' (try 'optim %s --help')", a, cmd);
+            if (*n_pos == max_pos)
+                return optim_tool_fail(cmd, "unexpected argument '%s' (try 'optim %s --help')", a,
+                                       cmd);
             pos[(*n_pos)++] = argv[i];
             continue;
         }
@@ -98,7 +104,9 @@ int optim_tool_parse(const char *cmd, tool_option *opts, size_t n, int argc, cha
         tool_option *o = NULL;
         for (size_t k = 0; k < n && !o; k++)
             if (strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0) o = &opts[k];
-        if (!o) return optim_tool_fail(cmd, "unknown argument '%.*s' (try 'optim %s --help')", (int)len, a, cmd);
+        if (!o)
+            return optim_tool_fail(cmd, "unknown argument '%.*s' (try 'optim %s --help')", (int)len,
+                                   a, cmd);
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
         else return optim_tool_fail(cmd, "%s needs a value (try 'optim %s --help')", a, cmd);

@@ -10,10 +10,10 @@
 #include <stdio.h>
 
 typedef enum tool_opt_kind {
-    TOOL_INT,  /* long long in [lo, hi] */
+    TOOL_INT, /* long long in [lo, hi] */
     TOOL_REAL, /* double in [lo, hi] (finite) */
     TOOL_TEXT, /* const char *, the argument itself */
-    TOOL_LIST  /* tool_int_list: comma-separated whole numbers in [lo, hi], "" for none */
+    TOOL_LIST /* tool_int_list: comma-separated whole numbers in [lo, hi], "" for none */
 } tool_opt_kind;
 
 #define TOOL_LIST_MAX 8
@@ -23,20 +23,20 @@ typedef struct tool_int_list {
 } tool_int_list;
 
 typedef struct tool_option {
-    const char *name;    /* "--epochs" */
+    const char *name; /* "--epochs" */
     const char *metavar; /* "N" */
     tool_opt_kind kind;
     void *target;
     double lo, hi;
     const char *help; /* may hold '\n' for more lines */
-    int given;        /* set by the parser */
+    int given; /* set by the parser */
 } tool_option;
 
 /* Parses argv into the table's targets. Arguments not starting with "--"
  * go to pos (up to max_pos; *n_pos their count). Returns 0, 1 after a
  * message on stderr ("optim CMD: ..."), or 2 for --help / -h. */
-int optim_tool_parse(const char *cmd, tool_option *opts, size_t n, int argc, char **argv, char **pos,
-                     size_t max_pos, size_t *n_pos);
+int optim_tool_parse(const char *cmd, tool_option *opts, size_t n, int argc, char **argv,
+                     char **pos, size_t max_pos, size_t *n_pos);
 
 /* The option rows of a usage text. */
 void optim_tool_usage(FILE *f, const tool_option *opts, size_t n);

@@ -17,9 +17,10 @@
 /* Tableau 10, grey for -1. */
 static void set_color(cairo_t *cr, int i)
 {
-    static const double pal[10][3] = {{0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16},
-                                      {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29}, {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50},
-                                      {0.74, 0.74, 0.13}, {0.09, 0.75, 0.81}};
+    static const double pal[10][3] = {{0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0.63, 0.17},
+                                      {0.84, 0.15, 0.16}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
+                                      {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
+                                      {0.09, 0.75, 0.81}};
     if (i < 0) cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
     else cairo_set_source_rgb(cr, pal[i % 10][0], pal[i % 10][1], pal[i % 10][2]);
 }
@@ -67,8 +68,14 @@ typedef struct area {
     double x0, x1, y0, y1; /* plot area: x0 left, y0 bottom (pixels) */
 } area;
 
-static double px(const area *a, const plot_panel *p, double x) { return a->x0 + (x - p->xmin) * (a->x1 - a->x0) / (p->xmax - p->xmin); }
-static double py(const area *a, const plot_panel *p, double y) { return a->y0 - (y - p->ymin) * (a->y0 - a->y1) / (p->ymax - p->ymin); }
+static double px(const area *a, const plot_panel *p, double x)
+{
+    return a->x0 + (x - p->xmin) * (a->x1 - a->x0) / (p->xmax - p->xmin);
+}
+static double py(const area *a, const plot_panel *p, double y)
+{
+    return a->y0 - (y - p->ymin) * (a->y0 - a->y1) / (p->ymax - p->ymin);
+}
 
 /* Grid lines, tick marks and tick labels of both axes. */
 static void draw_ticks(cairo_t *cr, const area *a, const plot_panel *p)

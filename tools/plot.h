@@ -13,8 +13,8 @@
 typedef struct plot_series {
     const double *x, *y;
     size_t n;
-    int color;   /* index into the palette (wraps) */
-    int dashed;  /* 0: solid */
+    int color; /* index into the palette (wraps) */
+    int dashed; /* 0: solid */
     int markers; /* 1: a dot at each point */
 } plot_series;
 
@@ -23,7 +23,7 @@ typedef struct plot_panel {
     const plot_series *series;
     size_t n_series;
     double xmin, xmax, ymin, ymax; /* the ranges shown (see plot_autoscale) */
-    int integer_x;                 /* x ticks at whole numbers only */
+    int integer_x; /* x ticks at whole numbers only */
 } plot_panel;
 
 /* A legend entry: a colour (palette index, or -1 for grey) and a dash. */

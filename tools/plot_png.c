@@ -24,7 +24,8 @@ int optim_plot_write_png(const plot_figure *fig, const char *path, char *msg, si
         cairo_surface_destroy(s);
         return -1;
     }
-    cairo_status_t st = cairo_surface_write_to_png_stream(s, write_fn, optim_atomic_file_stream(af));
+    cairo_status_t st =
+        cairo_surface_write_to_png_stream(s, write_fn, optim_atomic_file_stream(af));
     cairo_surface_destroy(s);
     if (st != CAIRO_STATUS_SUCCESS) {
         optim_atomic_file_abort(af);

@@ -26,10 +26,10 @@ typedef struct replay {
     optim_st_file *init, *grads;
     optim_var **vars;
     size_t nvars;
-    grad_ref *refs;      /* [steps][nvars] */
+    grad_ref *refs; /* [steps][nvars] */
     int64_t steps;
     optim_grad_var *pairs;
-    int64_t **idx_buf;   /* per variable, converted indices */
+    int64_t **idx_buf; /* per variable, converted indices */
 } replay;
 
 static int fail(const char *fmt, ...)
@@ -78,7 +78,8 @@ static int64_t parse_step(const char *name, const char **rest)
 {
     int64_t k = 0;
     const char *p = name;
-    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return -1; /* no leading zeros */
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+        return -1; /* no leading zeros */
     for (; *p >= '0' && *p <= '9'; p++) {
         k = k * 10 + (*p - '0');
         if (k >= MAX_STEPS) return -1;
@@ -121,7 +122,8 @@ static int index_grads(replay *r)
     for (size_t t = 0; t < n && ks[t] <= expect; t++)
         if (ks[t] == expect) expect++;
     free(ks);
-    if (expect <= max_k) return fail("GRADS step %lld has no gradient for any variable", (long long)expect);
+    if (expect <= max_k)
+        return fail("GRADS step %lld has no gradient for any variable", (long long)expect);
     r->steps = max_k + 1;
     r->refs = calloc((size_t)r->steps * (r->nvars ? r->nvars : 1), sizeof *r->refs);
     if (!r->refs) return fail("out of memory for %lld steps", (long long)r->steps);
@@ -145,8 +147,8 @@ static int index_grads(replay *r)
             size_t len = strlen(rest);
             if (ends_with(rest, "/indices")) len -= 8;
             else if (ends_with(rest, "/values")) len -= 7;
-            return fail("GRADS tensor '%s': gradient for unknown variable '%.*s' (not in INIT)", name,
-                        (int)len, rest);
+            return fail("GRADS tensor '%s': gradient for unknown variable '%.*s' (not in INIT)",
+                        name, (int)len, rest);
         }
         if (*slot) return fail("GRADS tensors '%s' and '%s' are the same gradient", *slot, name);
         *slot = name;
@@ -160,9 +162,10 @@ static int index_grads(replay *r)
                 return fail("GRADS step %lld: variable '%s' has both a dense and a sparse gradient",
                             (long long)k, vn);
             if (!g->dense && (!g->indices != !g->values))
-                return fail("GRADS step %lld: sparse gradient of '%s' needs both '%lld/%s/indices' and "
-                            "'%lld/%s/values'",
-                            (long long)k, vn, (long long)k, vn, (long long)k, vn);
+                return fail(
+                    "GRADS step %lld: sparse gradient of '%s' needs both '%lld/%s/indices' and "
+                    "'%lld/%s/values'",
+                    (long long)k, vn, (long long)k, vn, (long long)k, vn);
             any |= g->dense || g->indices;
         }
         if (!any) return fail("GRADS step %lld has no gradient for any variable", (long long)k);
@@ -183,13 +186,16 @@ static int load_vars(replay *r)
         optim_tensor t;
         optim_error err;
         optim_st_get(r->init, name, &t);
-        if (t.dtype != OPTIM_F32 && t.dtype != OPTIM_F64 && t.dtype != OPTIM_F16 && t.dtype != OPTIM_BF16)
-            return fail("INIT tensor '%s' has dtype %s, expected float32, float64, float16 or bfloat16", name,
-                        optim_dtype_name(t.dtype));
+        if (t.dtype != OPTIM_F32 && t.dtype != OPTIM_F64 && t.dtype != OPTIM_F16 &&
+            t.dtype != OPTIM_BF16)
+            return fail(
+                "INIT tensor '%s' has dtype %s, expected float32, float64, float16 or bfloat16",
+                name, optim_dtype_name(t.dtype));
         if (optim_var_create(&r->vars[i], name, t.dtype, t.rank, t.shape, t.data, &err))
             return fail("INIT tensor '%s': %s", name, err.msg);
         if (strcmp(name, "iterations") == 0)
-            return fail("INIT tensor 'iterations': the name is reserved for the step counter in OUT");
+            return fail(
+                "INIT tensor 'iterations': the name is reserved for the step counter in OUT");
     }
     /* "K/a/values" must name one thing: not both a sparse part of 'a' and
      * a dense gradient of a variable 'a/values'. */
@@ -229,8 +235,8 @@ static int make_pair(replay *r, int64_t k, size_t v)
     r->idx_buf[v] = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!r->idx_buf[v]) return fail("out of memory");
     for (int64_t j = 0; j < n; j++)
-        r->idx_buf[v][j] = it.dtype == OPTIM_I64 ? ((const int64_t *)it.data)[j]
-                                                 : ((const int32_t *)it.data)[j];
+        r->idx_buf[v][j] =
+            it.dtype == OPTIM_I64 ? ((const int64_t *)it.data)[j] : ((const int32_t *)it.data)[j];
     p->grad = optim_grad_sparse(r->idx_buf[v], n, vt);
     return 0;
 }
@@ -318,7 +324,8 @@ static int check_names(replay *r, const char *config)
     if (built && !names) rc = fail("out of memory");
     free(used);
     for (size_t i = 0; names && !rc && i < n; i++)
-        if (!(names[i] = i < r->nvars ? optim_var_name(r->vars[i]) : optim_weight_name(probe, i - r->nvars)))
+        if (!(names[i] = i < r->nvars ? optim_var_name(r->vars[i])
+                                      : optim_weight_name(probe, i - r->nvars)))
             rc = fail("out of memory");
     int oom = 0;
     const char *dup = names && !rc ? first_repeated(names, n, &oom) : NULL;

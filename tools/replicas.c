@@ -29,12 +29,16 @@ int optim_tool_group_open(int shard, double timeout, optim_group **g, char *msg,
     int n = optim_tool_launch_size();
     *g = NULL;
     if (n > 1 && !optim_mpi_available()) {
-        snprintf(msg, cap, "started as one of %d processes (mpirun) but this optim was built without MPI; install "
-                 "Open MPI (scripts/deps.sh) and rebuild", n);
+        snprintf(
+            msg, cap,
+            "started as one of %d processes (mpirun) but this optim was built without MPI; install "
+            "Open MPI (scripts/deps.sh) and rebuild",
+            n);
         return 1;
     }
     if (n == 1 && !shard) return 0; /* one process: no group at all */
-    int rc = n > 1 ? optim_group_create_mpi(g, NULL, &o, &err) : optim_group_create_single(g, &o, &err);
+    int rc =
+        n > 1 ? optim_group_create_mpi(g, NULL, &o, &err) : optim_group_create_single(g, &o, &err);
     if (rc) snprintf(msg, cap, "%s", err.msg);
     return rc ? 1 : 0;
 }

@@ -54,8 +54,8 @@ static int parse_steps(const char *s, int64_t *out)
 }
 
 /* The schedule as one line over steps 0..last, into OUT. */
-static int draw(const char *title, const int64_t *steps, const double *values, size_t n, int64_t last, double ymin,
-                double ymax, const char *out)
+static int draw(const char *title, const int64_t *steps, const double *values, size_t n,
+                int64_t last, double ymin, double ymax, const char *out)
 {
     double *x = malloc(n * sizeof *x);
     if (!x) return fail("out of memory");
@@ -97,8 +97,9 @@ int optim_cmd_schedule_plot(int argc, char **argv)
     }
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < n; i++) {
-        steps[i] = n == (size_t)last + 1 ? (int64_t)i
-                                         : (int64_t)llround((double)i * (double)last / (double)(n - 1));
+        steps[i] = n == (size_t)last + 1
+            ? (int64_t)i
+            : (int64_t)llround((double)i * (double)last / (double)(n - 1));
         values[i] = optim_schedule_value(s, steps[i]);
         if (isfinite(values[i])) {
             if (values[i] < lo) lo = values[i];
@@ -106,7 +107,8 @@ int optim_cmd_schedule_plot(int argc, char **argv)
         }
     }
     if (!(lo <= hi)) {
-        rc = fail("SCHEDULE_JSON %s: the schedule has no finite value at steps 0..%lld", argv[0], (long long)last);
+        rc = fail("SCHEDULE_JSON %s: the schedule has no finite value at steps 0..%lld", argv[0],
+                  (long long)last);
     } else {
         /* From 0 (or below, for negative values) to a little above the top. */
         double ymin = lo < 0 ? lo : 0.0, ymax = hi > 0 ? hi : 0.0;

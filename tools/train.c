@@ -32,11 +32,14 @@ static size_t options(train_args *a, tool_option *t)
     const tool_option own[N_TRAIN_OPTIONS] = {
         {"--optimizer", "JSON", TOOL_TEXT, &a->optimizer, 0, 0,
          "a Keras optimizer config, e.g. '{\"class_name\": \"SGD\", \"config\":\n{\"learning_rate\": 0.1}}', a file "
-         "holding one, or a name such as adam\n(default Adam)", 0},
-        {"--plot", "PNG", TOOL_TEXT, &a->plot, 0, 0, "draw loss and accuracy per epoch into PNG", 0},
+         "holding one, or a name such as adam\n(default Adam)",
+         0},
+        {"--plot", "PNG", TOOL_TEXT, &a->plot, 0, 0, "draw loss and accuracy per epoch into PNG",
+         0},
         {"--history", "CSV", TOOL_TEXT, &a->history, 0, 0,
          "write every epoch: optimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds", 0},
-        {"--save-weights", "PATH", TOOL_TEXT, &a->save_weights, 0, 0, "write the model's variables (safetensors) at the end", 0},
+        {"--save-weights", "PATH", TOOL_TEXT, &a->save_weights, 0, 0,
+         "write the model's variables (safetensors) at the end", 0},
         {"--checkpoint", "DIR", TOOL_TEXT, &a->checkpoint, 0, 0,
          "after every epoch, save the whole run into DIR (atomically)", 0},
         {"--resume", "DIR", TOOL_TEXT, &a->resume, 0, 0,
@@ -80,11 +83,13 @@ static int save_weights(optim_model *m, const char *path)
 
 /* The optimizer and model, fresh or from --resume; res gets the epochs
  * already done. */
-static int setup(train_args *a, optim_checkpoint *ck, const job_data *d, optim_optimizer **opt, optim_model **m,
-                 job_result *res)
+static int setup(train_args *a, optim_checkpoint *ck, const job_data *d, optim_optimizer **opt,
+                 optim_model **m, job_result *res)
 {
-    if (ck) return optim_job_resume_state(CMD, ck, &a->c, a->optimizer, d->train.features, opt, m, res);
-    if (optim_job_optimizer(CMD, "--optimizer", a->optimizer ? a->optimizer : "adam", opt)) return 1;
+    if (ck)
+        return optim_job_resume_state(CMD, ck, &a->c, a->optimizer, d->train.features, opt, m, res);
+    if (optim_job_optimizer(CMD, "--optimizer", a->optimizer ? a->optimizer : "adam", opt))
+        return 1;
     if (optim_job_model(CMD, &a->c, d->train.features, *opt, m)) {
         optim_destroy(*opt);
         return 1;
@@ -100,7 +105,8 @@ static int outputs(const train_args *a, optim_model *m, optim_optimizer *opt, co
     if (a->history && optim_job_write_csv(CMD, a->history, &label, res, 1)) return 1;
     if (a->plot && optim_job_plot(CMD, a->plot, label, &label, res, 1)) return 1;
     printf("test_accuracy=%.4f\n", res->test_accuracy);
-    if (fflush(stdout) != 0 || ferror(stdout)) return optim_tool_fail(CMD, "write error on standard output");
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return optim_tool_fail(CMD, "write error on standard output");
     return 0;
 }
 
@@ -108,7 +114,8 @@ static int outputs(const train_args *a, optim_model *m, optim_optimizer *opt, co
 static int report_slots(optim_group *g, optim_optimizer *opt)
 {
     int64_t mine = 0;
-    if (optim_group_slot_bytes(g, opt, &mine)) return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
+    if (optim_group_slot_bytes(g, opt, &mine))
+        return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
     double all = (double)mine;
     if (optim_group_sum(g, &all, 1)) {
         optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
@@ -116,27 +123,36 @@ static int report_slots(optim_group *g, optim_optimizer *opt)
         return 1;
     }
     if (optim_group_rank(g) == 0)
-        printf("optimizer slot bytes per rank: %lld on rank 0, %.0f on all %d ranks together\n", (long long)mine, all,
-               optim_group_size(g));
+        printf("optimizer slot bytes per rank: %lld on rank 0, %.0f on all %d ranks together\n",
+               (long long)mine, all, optim_group_size(g));
     return 0;
 }
 
 /* Training under the group g (NULL: one process); rank 0 prints and writes. */
-static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_data *d, optim_optimizer *opt,
-                 optim_model *m, job_result *res)
+static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_data *d,
+                 optim_optimizer *opt, optim_model *m, job_result *res)
 {
     const int rank = optim_group_rank(g) > 0 ? optim_group_rank(g) : 0;
     if (g && (optim_group_attach(g, opt) || optim_model_distribute(m, g)))
         return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
     char *cfg = optim_serialize(opt);
     if (rank == 0)
-        printf("Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; replicas=%d%s; "
-               "optimizer %s\n", (long long)d->train.n, (long long)d->val.n, (long long)d->test.n,
-               (long long)d->train.features, g ? optim_group_size(g) : 1,
-               optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
+        printf(
+            "Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; replicas=%d%s; "
+            "optimizer %s\n",
+            (long long)d->train.n, (long long)d->val.n, (long long)d->test.n,
+            (long long)d->train.features, g ? optim_group_size(g) : 1,
+            optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
     optim_free(cfg);
-    if (ck) printf("resuming %s after epoch %lld\n", a->resume, (long long)optim_checkpoint_epoch(ck));
-    job_run r = {&a->c, d, m, opt, a->checkpoint, rank == 0 ? stdout : NULL, rank == 0 ? OPTIM_VERBOSE_AUTO : 0};
+    if (ck)
+        printf("resuming %s after epoch %lld\n", a->resume, (long long)optim_checkpoint_epoch(ck));
+    job_run r = {&a->c,
+                 d,
+                 m,
+                 opt,
+                 a->checkpoint,
+                 rank == 0 ? stdout : NULL,
+                 rank == 0 ? OPTIM_VERBOSE_AUTO : 0};
     if (optim_job_fit(CMD, &r, res)) {
         optim_group_abort(g, 1); /* the other ranks may wait in a collective */
         return 1;
@@ -153,8 +169,10 @@ static int run(train_args *a, optim_checkpoint *ck)
         return optim_tool_fail(CMD, "%s", msg);
     if (g && optim_group_size(g) > 1 && (a->checkpoint || a->resume)) {
         optim_group_destroy(g);
-        return optim_tool_fail(CMD, "--checkpoint and --resume work in one process only, not under mpirun (yet); "
-                               "--save-weights works");
+        return optim_tool_fail(
+            CMD,
+            "--checkpoint and --resume work in one process only, not under mpirun (yet); "
+            "--save-weights works");
     }
     job_data d;
     if (optim_job_load(CMD, &a->c, &d)) {

@@ -37,7 +37,7 @@ static const optim_param adabelief_params[] = {
 };
 
 typedef struct ab_coef {
-    double step;   /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) */
+    double step; /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) */
     double b1, b2; /* beta_1, beta_2 */
     double eps;
 } ab_coef;
@@ -65,16 +65,16 @@ static void ab_prepare(optim_optimizer *opt, optim_dtype dtype, void *coef)
 }
 
 /* The rule over n contiguous elements in T's arithmetic. */
-#define AB_KERNEL(T, SQRT)                                                            \
-    static void ab_##T(T *w, const T *g, T *m, T *v, int64_t n, const ab_coef *k)     \
-    {                                                                                 \
-        const T b1 = (T)k->b1, b2 = (T)k->b2, eps = (T)k->eps, step = (T)k->step;     \
-        for (int64_t i = 0; i < n; i++) {                                             \
-            m[i] = b1 * m[i] + (1 - b1) * g[i];                                       \
-            T d = g[i] - m[i];                                                        \
-            v[i] = b2 * v[i] + (1 - b2) * d * d + eps;                                \
-            w[i] -= step * m[i] / (SQRT(v[i]) + eps);                                 \
-        }                                                                             \
+#define AB_KERNEL(T, SQRT)                                                        \
+    static void ab_##T(T *w, const T *g, T *m, T *v, int64_t n, const ab_coef *k) \
+    {                                                                             \
+        const T b1 = (T)k->b1, b2 = (T)k->b2, eps = (T)k->eps, step = (T)k->step; \
+        for (int64_t i = 0; i < n; i++) {                                         \
+            m[i] = b1 * m[i] + (1 - b1) * g[i];                                   \
+            T d = g[i] - m[i];                                                    \
+            v[i] = b2 * v[i] + (1 - b2) * d * d + eps;                            \
+            w[i] -= step * m[i] / (SQRT(v[i]) + eps);                             \
+        }                                                                         \
     }
 AB_KERNEL(float, sqrtf)
 AB_KERNEL(double, sqrt)
@@ -83,8 +83,7 @@ static void ab_apply_dense(const optim_dense_update *u)
 {
     if (u->dtype == OPTIM_F32)
         ab_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
-    else
-        ab_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+    else ab_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
 }
 
 /* Lazy: the dense rule on each indexed row only. */
@@ -122,7 +121,8 @@ enum { S_INITIAL, S_STEP_SIZE, S_GAMMA };
 
 static const optim_param step_decay_params[] = {
     {"initial_learning_rate", OPTIM_PARAM_FLOAT, 0, 0.001, 0.0, INFINITY},
-    {"step_size", OPTIM_PARAM_FLOAT, OPTIM_PARAM_COUNT | OPTIM_PARAM_MIN_EXCLUSIVE, 10, 0.0, INFINITY},
+    {"step_size", OPTIM_PARAM_FLOAT, OPTIM_PARAM_COUNT | OPTIM_PARAM_MIN_EXCLUSIVE, 10, 0.0,
+     INFINITY},
     {"gamma", OPTIM_PARAM_FLOAT, OPTIM_PARAM_MIN_EXCLUSIVE, 0.1, 0.0, 1.0},
 };
 

@@ -52,8 +52,8 @@ typedef struct optim_checkpoint optim_checkpoint;
  * Returns OPTIM_EINVAL (bad argument, model not built, extra_json not an
  * object), OPTIM_EIO (with the path and the system's reason) or
  * OPTIM_ENOMEM; on error the previous checkpoint in dir is untouched. */
-OPTIM_API int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt, int64_t epoch,
-                                    const char *extra_json, optim_error *err);
+OPTIM_API int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt,
+                                    int64_t epoch, const char *extra_json, optim_error *err);
 
 /* Reads the checkpoint in dir (its JSON and tensors, checked for
  * consistency). *out is the caller's: free it with optim_checkpoint_free.
@@ -76,8 +76,8 @@ OPTIM_API const char *optim_checkpoint_extra_json(const optim_checkpoint *c);
  * created for m's trainable variables and all its weights set. Anything
  * that does not match is refused (OPTIM_ESTATE) with a message naming what
  * differs, before m or opt change. */
-OPTIM_API int optim_checkpoint_restore(const optim_checkpoint *c, optim_model *m, optim_optimizer *opt,
-                                       optim_error *err);
+OPTIM_API int optim_checkpoint_restore(const optim_checkpoint *c, optim_model *m,
+                                       optim_optimizer *opt, optim_error *err);
 
 #ifdef __cplusplus
 }

@@ -61,10 +61,10 @@ extern "C" {
 
 /* One check's outcome. The strings are valid during the report call. */
 typedef struct optim_conformance_result {
-    const char *check;    /* "config.round_trip", "sparse.rule", ... */
-    int passed;           /* 1 passed, 0 failed, -1 skipped (does not apply) */
+    const char *check; /* "config.round_trip", "sparse.rule", ... */
+    int passed; /* 1 passed, 0 failed, -1 skipped (does not apply) */
     const char *expected; /* what the contract says */
-    const char *seen;     /* what the class did */
+    const char *seen; /* what the class did */
 } optim_conformance_result;
 
 typedef void (*optim_conformance_report_fn)(void *user, const optim_conformance_result *r);
@@ -72,12 +72,12 @@ typedef void (*optim_conformance_report_fn)(void *user, const optim_conformance_
 #define OPTIM_CONFORMANCE_AUTO (-1) /* Keras 3, unless the class is legacy-only */
 
 typedef struct optim_conformance_options {
-    uint32_t size;      /* sizeof(optim_conformance_options) */
-    int generation;     /* OPTIM_KERAS3, OPTIM_LEGACY or OPTIM_CONFORMANCE_AUTO */
+    uint32_t size; /* sizeof(optim_conformance_options) */
+    int generation; /* OPTIM_KERAS3, OPTIM_LEGACY or OPTIM_CONFORMANCE_AUTO */
     const char *config; /* JSON object of config keys for every optimizer the
                            checker creates ({"momentum": 0.9}, a wrapper's inner
                            optimizer...), or NULL for the defaults */
-    uint64_t seed;      /* of the random data */
+    uint64_t seed; /* of the random data */
     optim_conformance_report_fn report; /* called once per check; may be NULL */
     void *user;
 } optim_conformance_options;

@@ -60,9 +60,9 @@ typedef struct optim_group optim_group;
 typedef struct optim_model optim_model;
 
 typedef struct optim_group_options {
-    uint32_t size;              /* sizeof(optim_group_options) */
-    int shard_optimizer_state;  /* 0: every rank keeps all slots; 1: ZeRO-1 */
-    double timeout_seconds;     /* > 0: longest wait in one collective (30) */
+    uint32_t size; /* sizeof(optim_group_options) */
+    int shard_optimizer_state; /* 0: every rank keeps all slots; 1: ZeRO-1 */
+    double timeout_seconds; /* > 0: longest wait in one collective (30) */
 } optim_group_options;
 
 OPTIM_API optim_group_options optim_group_defaults(void);
@@ -79,8 +79,8 @@ OPTIM_API int optim_group_create_single(optim_group **out, const optim_group_opt
  * return instead of aborting. Initialises MPI if the caller has not (and
  * then finalises it when the program exits). Collective: every rank of the
  * communicator must call it. OPTIM_ENOTSUP in a build without MPI. */
-OPTIM_API int optim_group_create_mpi(optim_group **out, const void *comm, const optim_group_options *opts,
-                                     optim_error *err);
+OPTIM_API int optim_group_create_mpi(optim_group **out, const void *comm,
+                                     const optim_group_options *opts, optim_error *err);
 
 /* Frees the group, detaching it from its optimizers and models (which must
  * still exist). Collective for an MPI group. NULL is a no-op. */
@@ -115,8 +115,8 @@ OPTIM_API int optim_group_detach(optim_group *g, optim_optimizer *opt);
  * a message naming that rank) and nothing is updated anywhere; stepping an
  * unsharded optimizer with optim_apply_gradients directly instead leaves
  * the other ranks waiting until the timeout. */
-OPTIM_API int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const optim_grad_var *pairs,
-                                          size_t n, uint32_t flags);
+OPTIM_API int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt,
+                                          const optim_grad_var *pairs, size_t n, uint32_t flags);
 
 /* Sums values[0..n) across the ranks in rank order, in place (every rank
  * gets bitwise the same sums). Collective. */
@@ -127,20 +127,22 @@ OPTIM_API int optim_group_sum(optim_group *g, double *values, size_t n);
  * are gathered from all ranks. Collective. Writes up to cap views into
  * memory the group owns (valid until its next call) and sets *count to the
  * number of weights. */
-OPTIM_API int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *out, size_t cap,
-                                      size_t *count);
+OPTIM_API int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *out,
+                                      size_t cap, size_t *count);
 
 /* optim_build across the group: creates opt's slots for these variables
  * now (sharded: for this rank's blocks) and fixes its variable set. Every
  * rank passes the same variables. */
-OPTIM_API int optim_group_build(optim_group *g, optim_optimizer *opt, optim_var *const *vars, size_t n);
+OPTIM_API int optim_group_build(optim_group *g, optim_optimizer *opt, optim_var *const *vars,
+                                size_t n);
 
 /* Sets opt's weights from full ones in optim_group_get_weights's order (a
  * one-process checkpoint, or what optim_group_get_weights gave): sharded,
  * each rank takes its blocks. The slots must exist (optim_group_build or a
  * step); counts, dtypes and shapes are checked as optim_set_weights does,
  * and on error nothing changes on this rank. Not collective. */
-OPTIM_API int optim_group_set_weights(optim_group *g, optim_optimizer *opt, const optim_tensor *weights, size_t n);
+OPTIM_API int optim_group_set_weights(optim_group *g, optim_optimizer *opt,
+                                      const optim_tensor *weights, size_t n);
 
 /* Bytes of slot storage this rank holds for opt (every weight but
  * iterations): about 1/size of the unsharded figure when sharded. */

@@ -9,11 +9,11 @@
 #define OPTIM_EXPORT_H
 
 #if defined(_WIN32) || defined(__CYGWIN__)
-#  define OPTIM_API
+#define OPTIM_API
 #elif defined(__GNUC__) || defined(__clang__)
-#  define OPTIM_API __attribute__((visibility("default")))
+#define OPTIM_API __attribute__((visibility("default")))
 #else
-#  define OPTIM_API
+#define OPTIM_API
 #endif
 
 #endif

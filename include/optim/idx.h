@@ -74,7 +74,8 @@ OPTIM_API double optim_idx_get(const optim_idx *f, int64_t i);
 /* Writes every element to out (numel elements of dtype): for OPTIM_F32 and
  * OPTIM_F64, value * scale; for OPTIM_I32 and OPTIM_I64 (integer types only,
  * scale must be 1), the value. */
-OPTIM_API int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void *out, optim_error *err);
+OPTIM_API int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void *out,
+                                optim_error *err);
 
 #ifdef __cplusplus
 }

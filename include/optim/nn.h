@@ -118,26 +118,27 @@ OPTIM_API optim_node *optim_activation_apply(optim_tape *t, optim_activation a, 
 #define OPTIM_SEED_AUTO (-1)
 
 typedef struct optim_dense_options {
-    uint32_t size;                       /* sizeof(optim_dense_options) */
-    int64_t units;                       /* > 0 */
-    optim_activation activation;         /* OPTIM_ACT_LINEAR */
-    int use_bias;                        /* 1 */
-    int64_t seed;                        /* kernel initializer seed >= 0, or OPTIM_SEED_AUTO */
+    uint32_t size; /* sizeof(optim_dense_options) */
+    int64_t units; /* > 0 */
+    optim_activation activation; /* OPTIM_ACT_LINEAR */
+    int use_bias; /* 1 */
+    int64_t seed; /* kernel initializer seed >= 0, or OPTIM_SEED_AUTO */
     const optim_constraint *kernel_constraint; /* NULL: none (copied) */
-    const optim_constraint *bias_constraint;   /* NULL: none (copied) */
-    const char *name;                    /* NULL: "dense", made unique in a model */
+    const optim_constraint *bias_constraint; /* NULL: none (copied) */
+    const char *name; /* NULL: "dense", made unique in a model */
 } optim_dense_options;
 
 OPTIM_API optim_dense_options optim_dense_defaults(int64_t units);
-OPTIM_API int optim_dense_create(optim_layer **out, const optim_dense_options *opts, optim_error *err);
+OPTIM_API int optim_dense_create(optim_layer **out, const optim_dense_options *opts,
+                                 optim_error *err);
 
 typedef struct optim_embedding_options {
-    uint32_t size;              /* sizeof(optim_embedding_options) */
-    int64_t input_dim;          /* > 0: ids are 0 .. input_dim-1 */
-    int64_t output_dim;         /* > 0 */
-    int64_t seed;               /* >= 0 or OPTIM_SEED_AUTO */
+    uint32_t size; /* sizeof(optim_embedding_options) */
+    int64_t input_dim; /* > 0: ids are 0 .. input_dim-1 */
+    int64_t output_dim; /* > 0 */
+    int64_t seed; /* >= 0 or OPTIM_SEED_AUTO */
     const optim_constraint *embeddings_constraint; /* NULL: none (copied) */
-    const char *name;           /* NULL: "embedding" */
+    const char *name; /* NULL: "embedding" */
 } optim_embedding_options;
 
 OPTIM_API optim_embedding_options optim_embedding_defaults(int64_t input_dim, int64_t output_dim);
@@ -145,7 +146,8 @@ OPTIM_API optim_embedding_options optim_embedding_defaults(int64_t input_dim, in
  * holding whole numbers: Keras truncates fractions, optim refuses them) and
  * gives [ids shape..., output_dim]. In a Sequential it must be the first
  * layer and takes the model's dtype; called on its own it is float32. */
-OPTIM_API int optim_embedding_create(optim_layer **out, const optim_embedding_options *opts, optim_error *err);
+OPTIM_API int optim_embedding_create(optim_layer **out, const optim_embedding_options *opts,
+                                     optim_error *err);
 
 /* Flatten: [batch, d1, d2, ...] -> [batch, d1*d2*...]. name NULL: "flatten". */
 OPTIM_API int optim_flatten_create(optim_layer **out, const char *name, optim_error *err);
@@ -153,7 +155,7 @@ OPTIM_API int optim_flatten_create(optim_layer **out, const char *name, optim_er
 /* Dropout: rate in [0, 1); active only when called with training != 0.
  * Each training call draws a fresh mask from (seed, call count). */
 OPTIM_API int optim_dropout_create(optim_layer **out, double rate, int64_t seed, const char *name,
-                         optim_error *err);
+                                   optim_error *err);
 
 /* Frees a layer that no model owns (a model frees its own). NULL: no-op. */
 OPTIM_API void optim_layer_destroy(optim_layer *l);
@@ -167,8 +169,8 @@ OPTIM_API size_t optim_layer_variables(const optim_layer *l, optim_var **vars, s
 /* Calls the layer on a tape, building it first if needed (input node of the
  * layer's dtype; an Embedding takes `ids` instead, x must be NULL).
  * *out lives on the tape. Message in optim_layer_errmsg. */
-OPTIM_API int optim_layer_call(optim_layer *l, optim_tape *t, optim_node *x, const optim_tensor *ids,
-                     int training, optim_node **out);
+OPTIM_API int optim_layer_call(optim_layer *l, optim_tape *t, optim_node *x,
+                               const optim_tensor *ids, int training, optim_node **out);
 OPTIM_API const char *optim_layer_errmsg(const optim_layer *l);
 /* Training calls made so far (a Dropout layer's masks are drawn from its
  * seed and this count). Checkpoints save and restore it so a resumed run
@@ -181,8 +183,8 @@ OPTIM_API int optim_layer_set_training_calls(optim_layer *l, uint64_t calls);
 
 typedef enum optim_reduction {
     OPTIM_REDUCTION_SUM_OVER_BATCH_SIZE = 0, /* sum / number of per-sample values (default) */
-    OPTIM_REDUCTION_SUM,                     /* sum */
-    OPTIM_REDUCTION_NONE                     /* per-sample values, shape y_pred.shape[:-1] */
+    OPTIM_REDUCTION_SUM, /* sum */
+    OPTIM_REDUCTION_NONE /* per-sample values, shape y_pred.shape[:-1] */
 } optim_reduction;
 
 typedef enum optim_loss_kind {
@@ -192,11 +194,11 @@ typedef enum optim_loss_kind {
 } optim_loss_kind;
 
 typedef struct optim_loss {
-    uint32_t size;            /* sizeof(optim_loss) */
+    uint32_t size; /* sizeof(optim_loss) */
     optim_loss_kind kind;
     optim_reduction reduction;
-    int from_logits;          /* cross-entropies: y_pred are logits (0) */
-    double label_smoothing;   /* BinaryCrossentropy: z -> z (1 - s) + s / 2, s in [0, 1] (0) */
+    int from_logits; /* cross-entropies: y_pred are logits (0) */
+    double label_smoothing; /* BinaryCrossentropy: z -> z (1 - s) + s / 2, s in [0, 1] (0) */
 } optim_loss;
 
 OPTIM_API optim_loss optim_loss_mean_squared_error(void);
@@ -213,31 +215,31 @@ OPTIM_API const char *optim_loss_name(const optim_loss *loss);
  * 0 .. classes-1. sample_weight (NULL: none) has the per-sample shape.
  * *out is a scalar, or per-sample values for OPTIM_REDUCTION_NONE. */
 OPTIM_API int optim_loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
-                    optim_node *y_pred, const optim_tensor *sample_weight, optim_node **out,
-                    optim_error *err);
+                              optim_node *y_pred, const optim_tensor *sample_weight,
+                              optim_node **out, optim_error *err);
 
 /* ---- metrics ----------------------------------------------------------------------- */
 
 typedef enum optim_metric_kind {
     OPTIM_METRIC_NONE = 0,
-    OPTIM_METRIC_ACCURACY,                    /* "accuracy": one of the three below, by shape */
-    OPTIM_METRIC_BINARY_ACCURACY,             /* (y_pred > 0.5) == y_true */
+    OPTIM_METRIC_ACCURACY, /* "accuracy": one of the three below, by shape */
+    OPTIM_METRIC_BINARY_ACCURACY, /* (y_pred > 0.5) == y_true */
     OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY, /* argmax(y_pred) == label */
-    OPTIM_METRIC_CATEGORICAL_ACCURACY         /* argmax(y_pred) == argmax(y_true) */
+    OPTIM_METRIC_CATEGORICAL_ACCURACY /* argmax(y_pred) == argmax(y_true) */
 } optim_metric_kind;
 
 /* Keras 3's choice for "accuracy": binary if y_pred's last dim is 1, sparse
  * categorical if y_true has a lower rank (or a last dim of 1), else
  * categorical. Other kinds are returned as they are. */
 OPTIM_API optim_metric_kind optim_metric_resolve(optim_metric_kind kind, const optim_tensor *y_true,
-                                       const optim_tensor *y_pred);
+                                                 const optim_tensor *y_pred);
 
 /* Accumulates an accuracy like Keras's MeanMetricWrapper: adds the sum of
  * the per-sample values (each sample's mean over its remaining axes) to
  * *total and the number of samples to *count. accuracy = total / count. */
 OPTIM_API int optim_accuracy_update(optim_metric_kind kind, const optim_tensor *y_true,
-                          const optim_tensor *y_pred, double *total, double *count,
-                          optim_error *err);
+                                    const optim_tensor *y_pred, double *total, double *count,
+                                    optim_error *err);
 
 /* ---- logs (Keras's `logs` dict) ---------------------------------------------------- */
 
@@ -258,16 +260,16 @@ OPTIM_API int optim_logs_set(optim_logs *logs, const char *name, double value);
 /* ---- Sequential ---------------------------------------------------------------------- */
 
 typedef struct optim_sequential_options {
-    uint32_t size;      /* sizeof(optim_sequential_options) */
-    const char *name;   /* "sequential" */
-    optim_dtype dtype;  /* variables and computation: OPTIM_F32 (default) or OPTIM_F64 */
-    uint64_t seed;      /* where layers without a seed get theirs (0) */
+    uint32_t size; /* sizeof(optim_sequential_options) */
+    const char *name; /* "sequential" */
+    optim_dtype dtype; /* variables and computation: OPTIM_F32 (default) or OPTIM_F64 */
+    uint64_t seed; /* where layers without a seed get theirs (0) */
 } optim_sequential_options;
 
 OPTIM_API optim_sequential_options optim_sequential_defaults(void);
 /* opts NULL: the defaults. */
 OPTIM_API int optim_sequential_create(optim_model **out, const optim_sequential_options *opts,
-                            optim_error *err);
+                                      optim_error *err);
 /* Frees the model, its layers and their variables. NULL is a no-op. */
 OPTIM_API void optim_model_destroy(optim_model *m);
 OPTIM_API const char *optim_model_errmsg(const optim_model *m);
@@ -285,19 +287,20 @@ OPTIM_API int optim_model_build(optim_model *m, int32_t rank, const int64_t *inp
 OPTIM_API int optim_model_built(const optim_model *m);
 /* Output shape for one input shape (batch dim included), after build. */
 OPTIM_API int optim_model_output_shape(optim_model *m, int32_t rank, const int64_t *input_shape,
-                             int32_t *out_rank, int64_t *out_shape);
+                                       int32_t *out_rank, int64_t *out_shape);
 
 /* model(x, training=...): x is a tensor of any float or integer dtype
  * (converted to the model's dtype; ids for an Embedding first layer).
  * Builds the model on the first call; if that call fails, the model is
  * left unbuilt. *out lives on the tape. */
 OPTIM_API int optim_model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
-                     optim_node **out);
+                               optim_node **out);
 
 /* Variables of all layers in order (model.weights / trainable_weights).
  * Write up to cap; return the total. */
 OPTIM_API size_t optim_model_variables(const optim_model *m, optim_var **vars, size_t cap);
-OPTIM_API size_t optim_model_trainable_variables(const optim_model *m, optim_var **vars, size_t cap);
+OPTIM_API size_t optim_model_trainable_variables(const optim_model *m, optim_var **vars,
+                                                 size_t cap);
 OPTIM_API int64_t optim_model_count_params(const optim_model *m);
 /* model.summary(): a table of layers, output shapes and parameter counts. */
 OPTIM_API int optim_model_summary(optim_model *m, FILE *out);
@@ -306,7 +309,7 @@ OPTIM_API int optim_model_summary(optim_model *m, FILE *out);
  * borrowed (it must outlive the model's use); the loss is copied. Its
  * reduction must not be NONE (fit needs a scalar). metric may be NONE. */
 OPTIM_API int optim_model_compile(optim_model *m, optim_optimizer *opt, const optim_loss *loss,
-                        optim_metric_kind metric);
+                                  optim_metric_kind metric);
 OPTIM_API optim_optimizer *optim_model_optimizer(const optim_model *m);
 
 /* model.stop_training = True (from a callback): fit stops after the current
@@ -336,28 +339,33 @@ typedef struct optim_callback_hooks {
     void (*destroy)(void *user);
 } optim_callback_hooks;
 
-OPTIM_API int optim_callback_create(optim_callback **out, const optim_callback_hooks *hooks, void *user,
-                          optim_error *err);
+OPTIM_API int optim_callback_create(optim_callback **out, const optim_callback_hooks *hooks,
+                                    void *user, optim_error *err);
 OPTIM_API void optim_callback_destroy(optim_callback *cb); /* NULL is a no-op */
 
-typedef enum optim_monitor_mode { OPTIM_MODE_AUTO = 0, OPTIM_MODE_MIN, OPTIM_MODE_MAX } optim_monitor_mode;
+typedef enum optim_monitor_mode {
+    OPTIM_MODE_AUTO = 0,
+    OPTIM_MODE_MIN,
+    OPTIM_MODE_MAX
+} optim_monitor_mode;
 
 /* keras.callbacks.EarlyStopping (callbacks/early_stopping.py). */
 typedef struct optim_early_stopping_options {
-    uint32_t size;              /* sizeof(optim_early_stopping_options) */
-    const char *monitor;        /* "val_loss" (copied) */
-    double min_delta;           /* 0; its absolute value is used */
-    int64_t patience;           /* 0 */
-    optim_monitor_mode mode;    /* AUTO: "loss"-like -> min, "accuracy"-like -> max */
-    double baseline;            /* NAN: none */
-    int restore_best_weights;   /* 0 */
-    int64_t start_from_epoch;   /* 0 */
-    FILE *out;                  /* verbose messages ("Epoch 5: early stopping"); NULL: none */
+    uint32_t size; /* sizeof(optim_early_stopping_options) */
+    const char *monitor; /* "val_loss" (copied) */
+    double min_delta; /* 0; its absolute value is used */
+    int64_t patience; /* 0 */
+    optim_monitor_mode mode; /* AUTO: "loss"-like -> min, "accuracy"-like -> max */
+    double baseline; /* NAN: none */
+    int restore_best_weights; /* 0 */
+    int64_t start_from_epoch; /* 0 */
+    FILE *out; /* verbose messages ("Epoch 5: early stopping"); NULL: none */
 } optim_early_stopping_options;
 
 OPTIM_API optim_early_stopping_options optim_early_stopping_defaults(void);
-OPTIM_API int optim_early_stopping_create(optim_callback **out, const optim_early_stopping_options *opts,
-                                optim_error *err);
+OPTIM_API int optim_early_stopping_create(optim_callback **out,
+                                          const optim_early_stopping_options *opts,
+                                          optim_error *err);
 /* 0-based epoch at which it stopped training (0: it did not). -1 if cb is
  * not an EarlyStopping. */
 OPTIM_API int64_t optim_early_stopping_stopped_epoch(const optim_callback *cb);
@@ -370,26 +378,26 @@ OPTIM_API double optim_early_stopping_best(const optim_callback *cb, int64_t *be
  * variable or callable: Keras 3 refuses to set those). Adds "learning_rate"
  * to the epoch logs. */
 typedef double (*optim_epoch_schedule_fn)(void *user, int64_t epoch, double lr);
-OPTIM_API int optim_lr_scheduler_create(optim_callback **out, optim_epoch_schedule_fn fn, void *user,
-                              FILE *verbose_out, optim_error *err);
+OPTIM_API int optim_lr_scheduler_create(optim_callback **out, optim_epoch_schedule_fn fn,
+                                        void *user, FILE *verbose_out, optim_error *err);
 
 /* ---- fit / evaluate / predict ------------------------------------------------------ */
 
 #define OPTIM_VERBOSE_AUTO (-1) /* a bar if out is a terminal, else one line per epoch */
 
 typedef struct optim_fit_options {
-    uint32_t size;                     /* sizeof(optim_fit_options) */
-    int64_t epochs;                    /* 1 */
-    int64_t batch_size;                /* 32 */
-    int shuffle;                       /* 1: reshuffle every epoch */
-    uint64_t seed;                     /* shuffling seed (0) */
-    const optim_tensor *validation_x;  /* NULL: no validation */
+    uint32_t size; /* sizeof(optim_fit_options) */
+    int64_t epochs; /* 1 */
+    int64_t batch_size; /* 32 */
+    int shuffle; /* 1: reshuffle every epoch */
+    uint64_t seed; /* shuffling seed (0) */
+    const optim_tensor *validation_x; /* NULL: no validation */
     const optim_tensor *validation_y;
-    optim_callback *const *callbacks;  /* borrowed */
+    optim_callback *const *callbacks; /* borrowed */
     size_t n_callbacks;
-    int64_t initial_epoch;             /* 0 */
-    FILE *out;                         /* progress; NULL: silent */
-    int verbose;                       /* OPTIM_VERBOSE_AUTO, 0 (silent), 1 (bar), 2 (line) */
+    int64_t initial_epoch; /* 0 */
+    FILE *out; /* progress; NULL: silent */
+    int verbose; /* OPTIM_VERBOSE_AUTO, 0 (silent), 1 (bar), 2 (line) */
 } optim_fit_options;
 
 OPTIM_API optim_fit_options optim_fit_defaults(void);
@@ -397,7 +405,7 @@ OPTIM_API optim_fit_options optim_fit_defaults(void);
 /* Keras's History: one logs entry per epoch run. */
 typedef struct optim_history {
     size_t epochs;
-    int64_t *epoch;     /* 0-based epoch numbers */
+    int64_t *epoch; /* 0-based epoch numbers */
     optim_logs *logs;
 } optim_history;
 OPTIM_API void optim_history_free(optim_history *h); /* frees the arrays, zeroes *h */
@@ -409,19 +417,19 @@ OPTIM_API void optim_history_free(optim_history *h); /* frees the arrays, zeroes
  * history (NULL: not kept) gets malloc'd arrays, also when fit fails after
  * some epochs: free them with optim_history_free. */
 OPTIM_API int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y,
-                    const optim_fit_options *opts, optim_history *history);
+                              const optim_fit_options *opts, optim_history *history);
 
 /* model.evaluate: loss (and the metric) over all of x, weighted by batch
  * size, into *logs ("loss", "accuracy"). out: a progress bar or line
  * (OPTIM_VERBOSE_AUTO behaviour), NULL: silent. */
 OPTIM_API int optim_model_evaluate(optim_model *m, const optim_tensor *x, const optim_tensor *y,
-                         int64_t batch_size, FILE *out, optim_logs *logs);
+                                   int64_t batch_size, FILE *out, optim_logs *logs);
 
 /* model.predict: y gets the outputs for all of x ([n, output shape...], the
  * model's dtype) in memory the library allocates; free y->data with
  * optim_free. */
 OPTIM_API int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_size,
-                        optim_tensor *y);
+                                  optim_tensor *y);
 
 #ifdef __cplusplus
 }

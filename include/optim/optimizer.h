@@ -54,9 +54,9 @@ typedef struct optim_class optim_class;
 /* ---- gradients -------------------------------------------------------- */
 
 typedef enum optim_grad_kind {
-    OPTIM_GRAD_NONE = 0,   /* no gradient (Python's None): the pair is skipped */
-    OPTIM_GRAD_DENSE = 1,  /* `dense` has the variable's dtype and shape */
-    OPTIM_GRAD_SPARSE = 2  /* `sparse` rows index the variable's first dim */
+    OPTIM_GRAD_NONE = 0, /* no gradient (Python's None): the pair is skipped */
+    OPTIM_GRAD_DENSE = 1, /* `dense` has the variable's dtype and shape */
+    OPTIM_GRAD_SPARSE = 2 /* `sparse` rows index the variable's first dim */
 } optim_grad_kind;
 
 typedef struct optim_grad {
@@ -78,13 +78,13 @@ OPTIM_API optim_grad optim_grad_sparse(const int64_t *indices, int64_t n, optim_
 
 typedef enum optim_generation {
     OPTIM_KERAS3 = 0, /* Keras 3 (keras.optimizers) */
-    OPTIM_LEGACY = 1  /* tf.keras.optimizers.legacy (OptimizerV2) */
+    OPTIM_LEGACY = 1 /* tf.keras.optimizers.legacy (OptimizerV2) */
 } optim_generation;
 
 typedef struct optim_options {
-    uint32_t size;               /* sizeof(optim_options) */
+    uint32_t size; /* sizeof(optim_options) */
     optim_generation generation;
-    const char *name;            /* the optimizer's name; NULL: the default Keras gives
+    const char *name; /* the optimizer's name; NULL: the default Keras gives
                                     (legacy: "Adam"; Keras 3.15+: "adam", "adam_w") */
 } optim_options;
 
@@ -94,11 +94,11 @@ OPTIM_API optim_options optim_options_defaults(void);
  * table is copied; its strings and param array must stay valid (static).
  * opts may be NULL (defaults). */
 OPTIM_API int optim_create(optim_optimizer **out, const optim_class *cls, const optim_options *opts,
-                 optim_error *err);
+                           optim_error *err);
 
 /* Same, looking the class up by Keras name, case-insensitively ("sgd"). */
 OPTIM_API int optim_create_by_name(optim_optimizer **out, const char *class_name,
-                         const optim_options *opts, optim_error *err);
+                                   const optim_options *opts, optim_error *err);
 
 /* Creates an optimizer from Keras JSON: {"class_name": "SGD", "config": {...}}
  * (tf.keras.optimizers.serialize's format), or a bare string "sgd" (the
@@ -121,8 +121,8 @@ OPTIM_API int optim_from_json_as(optim_optimizer **out, const char *json, optim_
                                  optim_error *err);
 
 /* Creates from a class name and a config object alone (Optimizer.from_config). */
-OPTIM_API int optim_from_config(optim_optimizer **out, const char *class_name, const char *config_json,
-                      optim_error *err);
+OPTIM_API int optim_from_config(optim_optimizer **out, const char *class_name,
+                                const char *config_json, optim_error *err);
 
 /* Frees the optimizer and its slots (never the variables). NULL is a no-op. */
 OPTIM_API void optim_destroy(optim_optimizer *opt);
@@ -162,13 +162,14 @@ OPTIM_API int optim_set_hyper_var(optim_optimizer *opt, const char *name, optim_
 
 /* Makes a hyperparameter a zero-argument callable, evaluated once per step. */
 typedef double (*optim_hyper_fn)(void *user);
-OPTIM_API int optim_set_hyper_fn(optim_optimizer *opt, const char *name, optim_hyper_fn fn, void *user);
+OPTIM_API int optim_set_hyper_fn(optim_optimizer *opt, const char *name, optim_hyper_fn fn,
+                                 void *user);
 
 /* Makes a hyperparameter a function of the step counter (a learning-rate
  * schedule), evaluated once per step at `iterations` before its increment. */
 typedef double (*optim_schedule_fn)(void *user, int64_t step);
 OPTIM_API int optim_set_hyper_schedule(optim_optimizer *opt, const char *name, optim_schedule_fn fn,
-                             void *user);
+                                       void *user);
 
 /* The value the hyperparameter has at the current step (NAN for None). */
 OPTIM_API int optim_get_hyper(optim_optimizer *opt, const char *name, double *value);
@@ -186,8 +187,9 @@ OPTIM_API int optim_set_num_threads(optim_optimizer *opt, int n);
  * regular expressions, searched anywhere in the name like Python's
  * re.search). May be called again to add more; a bad pattern changes
  * nothing. */
-OPTIM_API int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars, size_t nvars,
-                                    const char *const *name_patterns, size_t npatterns);
+OPTIM_API int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars,
+                                              size_t nvars, const char *const *name_patterns,
+                                              size_t npatterns);
 
 /* ---- gradient processing ------------------------------------------------ */
 
@@ -217,7 +219,7 @@ OPTIM_API int optim_set_gradient_aggregator(optim_optimizer *opt, optim_grad_fn 
  * gradient, the call fails with OPTIM_EINVAL (Keras: "No gradients provided
  * for any variable") and nothing changes. */
 OPTIM_API int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                          uint32_t flags);
+                                    uint32_t flags);
 
 /* Creates slots for these variables now and fixes the optimizer's variable
  * set, like Keras 3's optimizer.build(var_list): afterwards, a gradient for
@@ -242,7 +244,7 @@ OPTIM_API int optim_set_iterations(optim_optimizer *opt, int64_t iterations);
 
 /* The slot `slot_name` of `var`, or NULL if none was created. */
 OPTIM_API optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var,
-                          const char *slot_name);
+                                    const char *slot_name);
 
 /* Names of the slots the optimizer created, in creation order, each once.
  * Writes up to cap names and returns the total count. */

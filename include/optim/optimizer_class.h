@@ -65,19 +65,20 @@ struct optim_step_options;
 
 typedef enum optim_param_type {
     OPTIM_PARAM_FLOAT = 0, /* JSON number */
-    OPTIM_PARAM_BOOL = 1,  /* JSON true/false; 0 or 1 in C */
-    OPTIM_PARAM_INT = 2,   /* JSON integer */
+    OPTIM_PARAM_BOOL = 1, /* JSON true/false; 0 or 1 in C */
+    OPTIM_PARAM_INT = 2, /* JSON integer */
     OPTIM_PARAM_STRING = 3 /* JSON string, one of the class's param_choices; in C
                               (defaults, optim_set_hyper, optim_param_value) its index */
 } optim_param_type;
 
-#define OPTIM_PARAM_DYNAMIC 1u       /* may be a variable, callable or schedule (a Keras hyper) */
-#define OPTIM_PARAM_NULLABLE 2u      /* may be None (null in JSON, NAN in C) */
-#define OPTIM_PARAM_LEGACY_ONLY 4u   /* exists only in the legacy generation */
-#define OPTIM_PARAM_KERAS3_ONLY 8u   /* exists only in the Keras 3 generation */
+#define OPTIM_PARAM_DYNAMIC 1u /* may be a variable, callable or schedule (a Keras hyper) */
+#define OPTIM_PARAM_NULLABLE 2u /* may be None (null in JSON, NAN in C) */
+#define OPTIM_PARAM_LEGACY_ONLY 4u /* exists only in the legacy generation */
+#define OPTIM_PARAM_KERAS3_ONLY 8u /* exists only in the Keras 3 generation */
 #define OPTIM_PARAM_MIN_EXCLUSIVE 16u
 #define OPTIM_PARAM_MAX_EXCLUSIVE 32u
-#define OPTIM_PARAM_COUNT 128u       /* a float Keras documents as an int (decay_steps):
+#define OPTIM_PARAM_COUNT \
+    128u /* a float Keras documents as an int (decay_steps):
                                         whole values are written without ".0" */
 
 /* One config key of the class, in the order get_config writes them. The base
@@ -87,7 +88,7 @@ typedef struct optim_param {
     optim_param_type type;
     uint32_t flags;
     double default_value; /* NAN for None (with OPTIM_PARAM_NULLABLE) */
-    double min, max;      /* use -INFINITY / INFINITY for no bound */
+    double min, max; /* use -INFINITY / INFINITY for no bound */
 } optim_param;
 
 /* ---- what the update hooks receive ----------------------------------------- */
@@ -97,17 +98,17 @@ typedef struct optim_param {
 typedef struct optim_dense_update {
     optim_optimizer *opt;
     optim_var *var;
-    optim_dtype dtype;    /* F32 or F64: param, grad and slots all have it (an F16 or
+    optim_dtype dtype; /* F32 or F64: param, grad and slots all have it (an F16 or
                              BF16 variable's run arrives as F32 scratch, rounded
                              back after the hook: docs/half-precision.md) */
-    int64_t offset;       /* first element of the run within the variable */
-    int64_t count;        /* elements in the run */
-    void *param;          /* the variable's data + offset */
-    const void *grad;     /* the gradient for these elements (after clipping) */
-    void *const *slots;   /* each slot's data + offset, in create_slots order */
-    int nslots;           /* how many slots this variable has */
-    const void *coef;     /* what prepare wrote for this dtype */
-    int64_t iterations;   /* the count the update rule sees: the step counter before
+    int64_t offset; /* first element of the run within the variable */
+    int64_t count; /* elements in the run */
+    void *param; /* the variable's data + offset */
+    const void *grad; /* the gradient for these elements (after clipping) */
+    void *const *slots; /* each slot's data + offset, in create_slots order */
+    int nslots; /* how many slots this variable has */
+    const void *coef; /* what prepare wrote for this dtype */
+    int64_t iterations; /* the count the update rule sees: the step counter before
                              this step's increment (Keras 3 with
                              gradient_accumulation_steps S: counter // S) */
 } optim_dense_update;
@@ -117,15 +118,15 @@ typedef struct optim_sparse_update {
     optim_optimizer *opt;
     optim_var *var;
     optim_dtype dtype;
-    int64_t rows;          /* the variable's first dim */
-    int64_t row_size;      /* elements per row */
-    void *param;           /* the whole variable */
-    void *const *slots;    /* whole slots, in create_slots order */
+    int64_t rows; /* the variable's first dim */
+    int64_t row_size; /* elements per row */
+    void *param; /* the whole variable */
+    void *const *slots; /* whole slots, in create_slots order */
     int nslots;
     const int64_t *indices; /* n indices in [0, rows); for apply_sparse unique
                                and ascending, duplicates summed in order */
     int64_t n;
-    const void *values;    /* n * row_size gradient values */
+    const void *values; /* n * row_size gradient values */
     const void *coef;
     int64_t iterations;
 } optim_sparse_update;
@@ -147,13 +148,13 @@ typedef struct optim_sparse_update {
 #define OPTIM_MAX_PHASES 4
 
 typedef struct optim_phase_plan {
-    int nphases;          /* 1..OPTIM_MAX_PHASES; 0 (as given): no phases for this
+    int nphases; /* 1..OPTIM_MAX_PHASES; 0 (as given): no phases for this
                              variable, apply_dense gets it whole */
-    int64_t chunk;        /* elements per chunk (>= 1; the last chunk may be short) */
-    size_t npartial;      /* doubles each chunk writes per phase (<= 2^20) */
-    size_t nshared;       /* doubles per variable kept across the phases of one
+    int64_t chunk; /* elements per chunk (>= 1; the last chunk may be short) */
+    size_t npartial; /* doubles each chunk writes per phase (<= 2^20) */
+    size_t nshared; /* doubles per variable kept across the phases of one
                              step, zero at its start (<= 2^20) */
-    uint64_t user;        /* the class's own per-variable word (flags worked out
+    uint64_t user; /* the class's own per-variable word (flags worked out
                              once per step), handed back in optim_phase_update */
 } optim_phase_plan;
 
@@ -162,20 +163,20 @@ typedef struct optim_phase_update {
      * at the chunk); offset and count are the chunk's in apply_phase, 0 and
      * the variable's size in reduce_phase. */
     optim_dense_update dense;
-    int phase;            /* 0..nphases-1 */
-    int64_t chunk;        /* apply_phase: this chunk's index; reduce_phase: how many */
-    double *partial;      /* apply_phase: this chunk's npartial doubles (write them
+    int phase; /* 0..nphases-1 */
+    int64_t chunk; /* apply_phase: this chunk's index; reduce_phase: how many */
+    double *partial; /* apply_phase: this chunk's npartial doubles (write them
                              all); reduce_phase: every chunk's, chunk after chunk */
-    double *shared;       /* the variable's nshared doubles: read in apply_phase,
+    double *shared; /* the variable's nshared doubles: read in apply_phase,
                              written in reduce_phase */
-    uint64_t user;        /* the plan's `user` for this variable */
+    uint64_t user; /* the plan's `user` for this variable */
 } optim_phase_update;
 
 /* ---- the class table -------------------------------------------------------- */
 
-#define OPTIM_CLASS_ELEMENTWISE 1u  /* apply_dense may be called on any chunk */
-#define OPTIM_CLASS_KERAS3_ONLY 2u  /* no legacy form (Lion, Adafactor...) */
-#define OPTIM_CLASS_LEGACY_ONLY 4u  /* no Keras 3 form */
+#define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
+#define OPTIM_CLASS_KERAS3_ONLY 2u /* no legacy form (Lion, Adafactor...) */
+#define OPTIM_CLASS_LEGACY_ONLY 4u /* no Keras 3 form */
 
 /* apply_sparse_duplicate_indices returns this to ask for the default:
  * de-duplicate, then apply_sparse. */
@@ -208,10 +209,10 @@ typedef enum optim_sparse_mode {
 } optim_sparse_mode;
 
 struct optim_class {
-    uint32_t size;        /* sizeof(optim_class) as compiled */
-    uint32_t version;     /* OPTIM_CLASS_VERSION as compiled */
-    const char *name;     /* Keras class name ("SGD"); JSON "class_name" */
-    uint32_t flags;       /* OPTIM_CLASS_* */
+    uint32_t size; /* sizeof(optim_class) as compiled */
+    uint32_t version; /* OPTIM_CLASS_VERSION as compiled */
+    const char *name; /* Keras class name ("SGD"); JSON "class_name" */
+    uint32_t flags; /* OPTIM_CLASS_* */
     double default_learning_rate;
     /* Keras 3's base option weight_decay defaults to None; a class such as
      * AdamW sets its own default here (0 keeps None). */
@@ -221,8 +222,8 @@ struct optim_class {
      * is how a key gets a per-generation default or meaning. */
     const optim_param *params;
     size_t n_params;
-    size_t coef_size;     /* bytes prepare may write, per dtype */
-    size_t state_size;    /* bytes of zeroed per-optimizer state (optim_state) */
+    size_t coef_size; /* bytes prepare may write, per dtype */
+    size_t state_size; /* bytes of zeroed per-optimizer state (optim_state) */
 
     /* Optional. After creation and every config change: check cross-key
      * rules the per-key ranges cannot express. Non-zero rejects the change. */
@@ -346,13 +347,13 @@ OPTIM_API const optim_class *optim_find_class(const char *name);
 typedef enum optim_slot_init {
     OPTIM_SLOT_ZEROS = 0,
     OPTIM_SLOT_CONSTANT = 1, /* every element = value */
-    OPTIM_SLOT_COPY = 2      /* a copy of the variable */
+    OPTIM_SLOT_COPY = 2 /* a copy of the variable */
 } optim_slot_init;
 
 /* In create_slots: adds slot `slot_name` to `var` (same dtype and shape).
  * Adding an existing slot again is a no-op. */
 OPTIM_API int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
-                   optim_slot_init init, double value);
+                             optim_slot_init init, double value);
 
 /* The order of the weights a step creates, to match the class's Keras
  * _create_slots / build: by kind (the default: every variable's "m", then
@@ -373,15 +374,17 @@ OPTIM_API int optim_track_variables(optim_optimizer *opt, optim_var *const *vars
  * with a shape of its own (e.g. Adafactor's factored row and column
  * moments). Its data comes to the update hooks whole, like the others. */
 OPTIM_API int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
-                          int32_t rank, const int64_t *shape, optim_slot_init init, double value);
+                                    int32_t rank, const int64_t *shape, optim_slot_init init,
+                                    double value);
 
 /* An optimizer-level weight (Keras's add_weight outside slots, e.g. legacy
  * Nadam's momentum_cache): owned by the optimizer, part of get_weights /
  * set_weights in creation order, under `name`. Typically created in
  * create_slots when still missing (kept in the class state). *out is the
  * weight (optional). */
-OPTIM_API int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, int32_t rank,
-                     const int64_t *shape, optim_slot_init init, double value, optim_var **out);
+OPTIM_API int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype,
+                               int32_t rank, const int64_t *shape, optim_slot_init init,
+                               double value, optim_var **out);
 
 /* The class's own parameter i (its order in params), resolved for the
  * current step (callables called once per step). Meaningful inside hooks
@@ -436,8 +439,8 @@ OPTIM_API void optim_strings_free(char **list);
  * and holds a repeat, repeats that expand it by more than 2048 nodes); match is 1 when any pattern is found in name; sources
  * gives the patterns back (NULL-terminated, for get_config). */
 typedef struct optim_name_patterns optim_name_patterns;
-OPTIM_API int optim_name_patterns_compile(optim_name_patterns **out, const char *const *list, size_t n,
-                                          const char *what, optim_error *err);
+OPTIM_API int optim_name_patterns_compile(optim_name_patterns **out, const char *const *list,
+                                          size_t n, const char *what, optim_error *err);
 OPTIM_API int optim_name_patterns_match(const optim_name_patterns *p, const char *name);
 OPTIM_API const char *const *optim_name_patterns_sources(const optim_name_patterns *p);
 OPTIM_API void optim_name_patterns_free(optim_name_patterns *p);

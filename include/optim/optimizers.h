@@ -17,28 +17,28 @@ extern "C" {
 
 /* The registry line of each built-in: adding an optimizer is one line here
  * and one file under src/optimizers/. */
-#define OPTIM_BUILTIN_CLASSES(X) \
-    X(optim_sgd_class) \
-    X(optim_adam_class) \
-    X(optim_adamw_class) \
-    X(optim_adamax_class) \
-    X(optim_nadam_class) \
-    X(optim_rmsprop_class) \
-    X(optim_adagrad_class) \
-    X(optim_adadelta_class) \
-    X(optim_ftrl_class) \
-    X(optim_lion_class) \
-    X(optim_adafactor_class) \
-    X(optim_lamb_class) \
-    X(optim_muon_class) \
+#define OPTIM_BUILTIN_CLASSES(X)       \
+    X(optim_sgd_class)                 \
+    X(optim_adam_class)                \
+    X(optim_adamw_class)               \
+    X(optim_adamax_class)              \
+    X(optim_nadam_class)               \
+    X(optim_rmsprop_class)             \
+    X(optim_adagrad_class)             \
+    X(optim_adadelta_class)            \
+    X(optim_ftrl_class)                \
+    X(optim_lion_class)                \
+    X(optim_adafactor_class)           \
+    X(optim_lamb_class)                \
+    X(optim_muon_class)                \
     X(optim_schedule_free_adamw_class) \
-    X(optim_lazyadam_class) \
-    X(optim_loss_scale_class) \
-    X(optim_apply_if_finite_class) \
-    X(optim_moving_average_class) \
-    X(optim_swa_class) \
-    X(optim_lookahead_class) \
-    X(optim_multi_optimizer_class) \
+    X(optim_lazyadam_class)            \
+    X(optim_loss_scale_class)          \
+    X(optim_apply_if_finite_class)     \
+    X(optim_moving_average_class)      \
+    X(optim_swa_class)                 \
+    X(optim_lookahead_class)           \
+    X(optim_multi_optimizer_class)     \
     /* end of the list */
 
 #define OPTIM__BUILTIN_DECL(sym) OPTIM_API extern const optim_class sym;

@@ -31,9 +31,9 @@
 #include "optim/optim.h"
 
 #ifdef __cplusplus
-#  define OPTIM__PLUGIN_EXTERN extern "C"
+#define OPTIM__PLUGIN_EXTERN extern "C"
 #else
-#  define OPTIM__PLUGIN_EXTERN
+#define OPTIM__PLUGIN_EXTERN
 #endif
 
 /* The entry point's name, as the command looks it up. */

@@ -130,7 +130,7 @@ OPTIM_API int optim_st_writer_create(optim_st_writer **out, optim_error *err);
  * argument, bad or duplicate name, NULL data), OPTIM_EDTYPE, OPTIM_ESHAPE or
  * OPTIM_ENOMEM; on error the writer is unchanged. */
 OPTIM_API int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor *t,
-                        optim_error *err);
+                                  optim_error *err);
 
 /* Writes all added tensors to `path` atomically: to a temporary file in the
  * same directory, fsync, then publish it under path (and a best-effort fsync

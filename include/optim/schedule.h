@@ -40,12 +40,12 @@ typedef struct optim_schedule optim_schedule;
 #define OPTIM_PARAM_AFTER_NAME 256u
 
 typedef struct optim_schedule_class {
-    uint32_t size;              /* sizeof(optim_schedule_class) as compiled */
-    uint32_t version;           /* OPTIM_SCHEDULE_CLASS_VERSION */
-    const char *name;           /* Keras class name ("ExponentialDecay") */
-    const optim_param *params;  /* numeric and boolean config keys, in get_config order */
+    uint32_t size; /* sizeof(optim_schedule_class) as compiled */
+    uint32_t version; /* OPTIM_SCHEDULE_CLASS_VERSION */
+    const char *name; /* Keras class name ("ExponentialDecay") */
+    const optim_param *params; /* numeric and boolean config keys, in get_config order */
     size_t n_params;
-    size_t state_size;          /* zeroed per-schedule state (optim_schedule_state) */
+    size_t state_size; /* zeroed per-schedule state (optim_schedule_state) */
     /* Optional: cross-key rules; fill err. */
     int (*validate)(const optim_schedule *s, optim_error *err);
     /* Required: the value at `step` (>= 0). Must not fail. */
@@ -53,8 +53,7 @@ typedef struct optim_schedule_class {
     /* Optional: keys that are not numbers (lists such as boundaries),
      * written with optim_config_put and read back by set_config. */
     int (*get_config)(const optim_schedule *s, optim_config *cfg);
-    int (*set_config)(optim_schedule *s, const char *key, const char *json_value,
-                      optim_error *err);
+    int (*set_config)(optim_schedule *s, const char *key, const char *json_value, optim_error *err);
     /* Optional: frees what the class allocated in its state. */
     void (*destroy)(optim_schedule *s);
 } optim_schedule_class;
@@ -89,7 +88,8 @@ OPTIM_API void *optim_schedule_state(const optim_schedule *s);
  * the optimizer owns s (freed with it or when replaced); on error the caller
  * keeps it. A schedule object belongs to one hyperparameter: giving it to a
  * second is refused. */
-OPTIM_API int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name, optim_schedule *s);
+OPTIM_API int optim_set_hyper_schedule_object(optim_optimizer *opt, const char *name,
+                                              optim_schedule *s);
 
 #ifdef __cplusplus
 }

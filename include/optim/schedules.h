@@ -13,13 +13,13 @@ extern "C" {
 #endif
 
 /* The registry line of each built-in schedule. */
-#define OPTIM_BUILTIN_SCHEDULES(X) \
-    X(optim_exponential_decay_class) \
+#define OPTIM_BUILTIN_SCHEDULES(X)          \
+    X(optim_exponential_decay_class)        \
     X(optim_piecewise_constant_decay_class) \
-    X(optim_polynomial_decay_class) \
-    X(optim_inverse_time_decay_class) \
-    X(optim_cosine_decay_class) \
-    X(optim_cosine_decay_restarts_class) \
+    X(optim_polynomial_decay_class)         \
+    X(optim_inverse_time_decay_class)       \
+    X(optim_cosine_decay_class)             \
+    X(optim_cosine_decay_restarts_class)    \
     /* end of the list */
 
 #define OPTIM__SCHEDULE_DECL(sym) OPTIM_API extern const optim_schedule_class sym;

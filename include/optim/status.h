@@ -27,21 +27,21 @@ extern "C" {
 #endif
 
 /* X(NAME, value, description) */
-#define OPTIM_STATUS_LIST(X)                                              \
-    X(OK, 0, "success")                                                   \
-    X(EINVAL, -1, "invalid argument")                                     \
-    X(ENOMEM, -2, "out of memory")                                        \
-    X(ESHAPE, -3, "shape mismatch")                                       \
-    X(EDTYPE, -4, "dtype mismatch")                                       \
-    X(ERANGE, -5, "value out of range")                                   \
-    X(ENOTFOUND, -6, "not found")                                         \
-    X(EKEY, -7, "unknown key")                                            \
-    X(ETYPE, -8, "wrong value type")                                      \
-    X(EPARSE, -9, "malformed JSON")                                       \
-    X(EIO, -10, "input/output error")                                     \
-    X(EFORMAT, -11, "malformed file")                                     \
-    X(ENOTSUP, -12, "not supported")                                      \
-    X(ESTATE, -13, "invalid state")                                       \
+#define OPTIM_STATUS_LIST(X)            \
+    X(OK, 0, "success")                 \
+    X(EINVAL, -1, "invalid argument")   \
+    X(ENOMEM, -2, "out of memory")      \
+    X(ESHAPE, -3, "shape mismatch")     \
+    X(EDTYPE, -4, "dtype mismatch")     \
+    X(ERANGE, -5, "value out of range") \
+    X(ENOTFOUND, -6, "not found")       \
+    X(EKEY, -7, "unknown key")          \
+    X(ETYPE, -8, "wrong value type")    \
+    X(EPARSE, -9, "malformed JSON")     \
+    X(EIO, -10, "input/output error")   \
+    X(EFORMAT, -11, "malformed file")   \
+    X(ENOTSUP, -12, "not supported")    \
+    X(ESTATE, -13, "invalid state")     \
     X(EVERSION, -14, "incompatible version")
 
 typedef enum optim_status {

@@ -61,8 +61,8 @@ extern "C" {
  * that gets options passes them on to its inner step, changing only what it
  * adds: the outermost caller's choice wins. */
 typedef struct optim_step_options {
-    uint32_t size;                          /* sizeof(optim_step_options) */
-    uint32_t flags;                         /* OPTIM_STEP_* */
+    uint32_t size; /* sizeof(optim_step_options) */
+    uint32_t flags; /* OPTIM_STEP_* */
     /* Whose options and functions process the gradients; NULL: the
      * stepping optimizer's own. `aggregation`: the gradient aggregator
      * (none if that optimizer has none); `clipping`: clipvalue, clipnorm
@@ -70,8 +70,8 @@ typedef struct optim_step_options {
     const optim_optimizer *aggregation;
     const optim_optimizer *clipping;
     const optim_optimizer *transformers;
-    int64_t iterations;                     /* with OPTIM_STEP_SET_ITERATIONS */
-    int num_threads;                        /* 0: the stepping optimizer's own */
+    int64_t iterations; /* with OPTIM_STEP_SET_ITERATIONS */
+    int num_threads; /* 0: the stepping optimizer's own */
     /* Optional: runs once, after aggregation and before clipping, on
      * copies of the gradients that the step owns (pairs without a gradient
      * left out; it may change values in place). Return 0 to go on,
@@ -164,9 +164,10 @@ OPTIM_API void *optim_step_scratch(optim_optimizer *opt, size_t bytes);
  * except, or NULL if there is none; have and want (may be NULL) get the
  * value set and the default as text ("None", "true", "0.5", "a variable,
  * callable or schedule"). */
-OPTIM_API const char *optim_base_option_changed(const optim_optimizer *opt, const char *const *except,
-                                                size_t n_except, char *have, size_t have_len,
-                                                char *want, size_t want_len);
+OPTIM_API const char *optim_base_option_changed(const optim_optimizer *opt,
+                                                const char *const *except, size_t n_except,
+                                                char *have, size_t have_len, char *want,
+                                                size_t want_len);
 
 /* For get_config hooks of wrappers: keeps only the keys named in keys, in
  * that order (absent ones skipped), dropping every other key written so

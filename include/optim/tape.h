@@ -114,9 +114,11 @@ OPTIM_API optim_node *optim_div(optim_tape *t, optim_node *a, optim_node *b);
 OPTIM_API optim_node *optim_neg(optim_tape *t, optim_node *a);
 /* [m, k] x [k, n] through CBLAS (sgemm/dgemm); transpose flags as BLAS
  * (a transposed `a` is stored [k, m], a transposed `b` [n, k]). Rank 2 only. */
-OPTIM_API optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transpose_a, int transpose_b);
+OPTIM_API optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transpose_a,
+                                   int transpose_b);
 /* Same elements, new shape (rank 0..OPTIM_MAX_RANK); one dim may be -1 (inferred). */
-OPTIM_API optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank, const int64_t *shape);
+OPTIM_API optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank,
+                                    const int64_t *shape);
 /* Reductions over one axis (negative from the end; the axis is removed, as
  * tf.reduce_sum without keepdims) or OPTIM_ALL_AXES (a scalar). Sums
  * accumulate in double. The mean of zero elements is NaN. */
@@ -139,19 +141,21 @@ OPTIM_API optim_node *optim_log_softmax(optim_tape *t, optim_node *a);
  * labels (0..classes-1, n == batch; copied), fused and numerically stable:
  * logsumexp(logits) - logits[label], as
  * tf.nn.sparse_softmax_cross_entropy_with_logits. */
-OPTIM_API optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const int64_t *labels,
-                                        int64_t n);
+OPTIM_API optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits,
+                                                  const int64_t *labels, int64_t n);
 /* Element-wise sigmoid cross-entropy of logits against targets in [0, 1]
  * (same shape), the stable form max(x,0) - x*z + log(1 + exp(-|x|)), as
  * tf.nn.sigmoid_cross_entropy_with_logits; differentiable in both. */
-OPTIM_API optim_node *optim_sigmoid_cross_entropy(optim_tape *t, optim_node *logits, optim_node *targets);
+OPTIM_API optim_node *optim_sigmoid_cross_entropy(optim_tape *t, optim_node *logits,
+                                                  optim_node *targets);
 /* Element-wise squared error (a - b)^2, broadcasting like optim_sub. */
 OPTIM_API optim_node *optim_squared_error(optim_tape *t, optim_node *a, optim_node *b);
 /* Rows of a [rows, ...] node: [n, ...] (indices copied, each in 0..rows-1).
  * When `params` is a variable's node, the variable's gradient is sparse
  * (indices as given, duplicates kept, values [n, ...]), like tf.gather's
  * IndexedSlices; otherwise the rows are scattered back (summed). */
-OPTIM_API optim_node *optim_gather(optim_tape *t, optim_node *params, const int64_t *indices, int64_t n);
+OPTIM_API optim_node *optim_gather(optim_tape *t, optim_node *params, const int64_t *indices,
+                                   int64_t n);
 /* Joins n >= 1 nodes of one rank (>= 1) along an axis (negative from the
  * end); every other dim must agree. */
 OPTIM_API optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int32_t axis);
@@ -159,7 +163,8 @@ OPTIM_API optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size
  * rest by 1/(1-rate); returns `a` itself when !training or rate == 0.
  * Seeded: the same seed gives the same mask (element i's draw depends only
  * on seed and i), so the op is differentiable with a fixed mask. */
-OPTIM_API optim_node *optim_dropout(optim_tape *t, optim_node *a, double rate, uint64_t seed, int training);
+OPTIM_API optim_node *optim_dropout(optim_tape *t, optim_node *a, double rate, uint64_t seed,
+                                    int training);
 
 /* ---- gradients ------------------------------------------------------------------ */
 
@@ -179,7 +184,7 @@ OPTIM_API optim_node *optim_dropout(optim_tape *t, optim_node *a, double rate, u
  * a gradient is not defined (see the top of this header). On failure out[]
  * is not written. */
 OPTIM_API int optim_tape_gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n,
-                        optim_grad_var *out);
+                                  optim_grad_var *out);
 
 /* ---- minimize ------------------------------------------------------------------- */
 
@@ -197,15 +202,17 @@ typedef size_t (*optim_var_list_fn)(void *user, optim_var **vars, size_t cap);
  * optim_apply_gradients. *loss_value (may be NULL) gets the loss, or NaN if
  * it could not be computed. Errors from any stage are reported on the
  * optimizer (optim_errmsg); nothing is applied then. */
-OPTIM_API int optim_minimize(optim_optimizer *opt, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
-                   size_t n, optim_var_list_fn var_list_fn, double *loss_value);
+OPTIM_API int optim_minimize(optim_optimizer *opt, optim_loss_fn loss_fn, void *user,
+                             optim_var *const *vars, size_t n, optim_var_list_fn var_list_fn,
+                             double *loss_value);
 
 /* The "loss and gradient" entry for callers that apply gradients themselves:
  * like optim_minimize without the apply (and with an array only). Resets `t`
  * first, watches vars, runs loss_fn, fills out[0..n-1]. The gradients live on
  * `t` until its next reset. *loss_value (may be NULL) as in optim_minimize. */
-OPTIM_API int optim_loss_and_gradients(optim_tape *t, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
-                             size_t n, optim_grad_var *out, double *loss_value, optim_error *err);
+OPTIM_API int optim_loss_and_gradients(optim_tape *t, optim_loss_fn loss_fn, void *user,
+                                       optim_var *const *vars, size_t n, optim_grad_var *out,
+                                       double *loss_value, optim_error *err);
 
 #ifdef __cplusplus
 }

@@ -30,20 +30,20 @@ typedef enum optim_dtype {
     OPTIM_F64 = 2,
     OPTIM_I32 = 3,
     OPTIM_I64 = 4,
-    OPTIM_F16 = 5,   /* IEEE 754 binary16 (Keras "float16") */
-    OPTIM_BF16 = 6   /* bfloat16: the top 16 bits of a float32 (Keras "bfloat16") */
+    OPTIM_F16 = 5, /* IEEE 754 binary16 (Keras "float16") */
+    OPTIM_BF16 = 6 /* bfloat16: the top 16 bits of a float32 (Keras "bfloat16") */
 } optim_dtype;
 
 typedef struct optim_tensor {
     optim_dtype dtype;
-    int32_t rank;                    /* 0 (scalar) .. OPTIM_MAX_RANK */
+    int32_t rank; /* 0 (scalar) .. OPTIM_MAX_RANK */
     int64_t shape[OPTIM_MAX_RANK];
-    void *data;                      /* borrowed; row-major, contiguous */
+    void *data; /* borrowed; row-major, contiguous */
 } optim_tensor;
 
 /* Sparse gradient (tf.IndexedSlices). `values` has shape [n, row shape...]. */
 typedef struct optim_slices {
-    const int64_t *indices;          /* borrowed, n entries, may repeat */
+    const int64_t *indices; /* borrowed, n entries, may repeat */
     int64_t n;
     optim_tensor values;
 } optim_slices;
@@ -65,12 +65,13 @@ OPTIM_API optim_dtype optim_compute_dtype(optim_dtype dtype);
  * subnormals are kept, NaN stays NaN (quiet, sign and top payload bits
  * kept). dst and src must not overlap. Returns 0, or OPTIM_EDTYPE for
  * another dtype, OPTIM_EINVAL for n < 0 or a NULL pointer with n > 0. */
-OPTIM_API int optim_convert(void *dst, optim_dtype to, const void *src, optim_dtype from, int64_t n);
+OPTIM_API int optim_convert(void *dst, optim_dtype to, const void *src, optim_dtype from,
+                            int64_t n);
 
 /* Builds a view; copies `rank` dims from `shape` (rank is clamped to
  * OPTIM_MAX_RANK; check with optim_tensor_check when it comes from users). */
 OPTIM_API optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank,
-                               const int64_t *shape);
+                                         const int64_t *shape);
 
 /* Number of elements (1 for a scalar). Returns -1 if a dim is negative or the
  * product overflows int64. */

@@ -40,11 +40,11 @@ typedef struct optim_var optim_var;
 
 typedef enum optim_constraint_kind {
     OPTIM_CONSTRAINT_NONE = 0,
-    OPTIM_CONSTRAINT_NON_NEG,      /* w * (w >= 0) */
-    OPTIM_CONSTRAINT_MAX_NORM,     /* w * clip(n, 0, max) / (eps + n) */
-    OPTIM_CONSTRAINT_UNIT_NORM,    /* w / (eps + n) */
+    OPTIM_CONSTRAINT_NON_NEG, /* w * (w >= 0) */
+    OPTIM_CONSTRAINT_MAX_NORM, /* w * clip(n, 0, max) / (eps + n) */
+    OPTIM_CONSTRAINT_UNIT_NORM, /* w / (eps + n) */
     OPTIM_CONSTRAINT_MIN_MAX_NORM, /* w * (rate*clip(n,min,max) + (1-rate)*n) / (eps + n) */
-    OPTIM_CONSTRAINT_CUSTOM        /* fn(var, user) */
+    OPTIM_CONSTRAINT_CUSTOM /* fn(var, user) */
 } optim_constraint_kind;
 
 /* Keras's backend.epsilon(), used by the norm constraints. */
@@ -71,22 +71,20 @@ OPTIM_API optim_constraint optim_constraint_non_neg(void);
 OPTIM_API optim_constraint optim_constraint_max_norm(double max_value, int32_t axis);
 OPTIM_API optim_constraint optim_constraint_unit_norm(int32_t axis);
 OPTIM_API optim_constraint optim_constraint_min_max_norm(double min_value, double max_value,
-                                               double rate, int32_t axis);
+                                                         double rate, int32_t axis);
 
 /* Creates a variable owning a copy of `init` (zeros when init is NULL).
  * dtype must be OPTIM_F32, OPTIM_F64, OPTIM_F16 or OPTIM_BF16 (half-precision
  * storage: optimizers compute in float32 and round once per write,
  * docs/half-precision.md), rank 0..OPTIM_MAX_RANK, dims >= 0,
  * name non-empty. On error *out is NULL and err (if not NULL) says why. */
-OPTIM_API int optim_var_create(optim_var **out, const char *name, optim_dtype dtype,
-                     int32_t rank, const int64_t *shape, const void *init,
-                     optim_error *err);
+OPTIM_API int optim_var_create(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
+                               const int64_t *shape, const void *init, optim_error *err);
 
 /* Creates a variable over caller-owned memory `data` (borrowed: it must
  * outlive the variable and is never freed by the library). */
-OPTIM_API int optim_var_wrap(optim_var **out, const char *name, optim_dtype dtype,
-                   int32_t rank, const int64_t *shape, void *data,
-                   optim_error *err);
+OPTIM_API int optim_var_wrap(optim_var **out, const char *name, optim_dtype dtype, int32_t rank,
+                             const int64_t *shape, void *data, optim_error *err);
 
 /* Frees the variable (and its storage if owned). NULL is a no-op. */
 OPTIM_API void optim_var_destroy(optim_var *var);
@@ -110,8 +108,7 @@ OPTIM_API int optim_var_trainable(const optim_var *var);
 OPTIM_API void optim_var_set_trainable(optim_var *var, int trainable);
 
 /* Copies `src` (same dtype and numel as the variable) into the variable. */
-OPTIM_API int optim_var_assign(optim_var *var, const void *src, optim_dtype dtype,
-                     int64_t numel);
+OPTIM_API int optim_var_assign(optim_var *var, const void *src, optim_dtype dtype, int64_t numel);
 
 /* Sets (a copy of) the constraint; NULL or kind NONE removes it. Checks the
  * parameters (axis in range, min <= max, rate in [0, 1], fn for CUSTOM).

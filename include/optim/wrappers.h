@@ -44,7 +44,7 @@ typedef struct optim_wrapper_state {
  * "config": {...}} without the inner key) around `inner`. On success the
  * wrapper owns inner; on error the caller still does. */
 OPTIM_API int optim_wrap(optim_optimizer **out, const char *wrapper_json, optim_optimizer *inner,
-               optim_error *err);
+                         optim_error *err);
 
 /* The wrapped optimizer, or NULL if opt is not a wrapper. */
 OPTIM_API optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt);
@@ -68,7 +68,8 @@ OPTIM_API optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, si
  * optim_wrapper_inner_at) before their first step, overriding the patterns
  * (the C form of Keras's callable selector; not part of the config).
  * OPTIM_ESTATE if a variable already has its slots in another one. */
-OPTIM_API int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t k);
+OPTIM_API int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, size_t n,
+                                           size_t k);
 
 /* ---- LossScaleOptimizer (Keras's mixed-precision loss scaling) -----------
  *
@@ -156,7 +157,7 @@ OPTIM_API int64_t optim_skipped_steps(const optim_optimizer *opt);
  * is another class, vars or an entry is NULL) or OPTIM_ESTATE (a variable is
  * not the one the average was made for), and then nothing changes. */
 OPTIM_API int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n,
-                              size_t *assigned);
+                                        size_t *assigned);
 
 /* MovingAverage (swap_weights): exchanges the values of the variables of the
  * latest optim_apply_gradients call (those that had a gradient, TF Addons'

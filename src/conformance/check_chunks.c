@@ -25,7 +25,8 @@ typedef struct run {
  * before apply_dense (AdamW defaults to 0.004): weight_decay 0. */
 static int create_plain(cf_ctx *c, optim_optimizer **opt, char *why, size_t n)
 {
-    if (c->generation == OPTIM_KERAS3 && optim__cf_create(c, NULL, "{\"weight_decay\": 0.0}", opt, why, n) == 0)
+    if (c->generation == OPTIM_KERAS3 &&
+        optim__cf_create(c, NULL, "{\"weight_decay\": 0.0}", opt, why, n) == 0)
         return 0;
     return optim__cf_create(c, NULL, NULL, opt, why, n);
 }
@@ -38,7 +39,8 @@ static int start(cf_ctx *c, run *r, optim_dtype dt, char *why, size_t n)
     if (create_plain(c, &r->opt, why, n)) return 1;
     if (optim__cf_problem_init(&r->p, dt, 1u << CF_LARGE, c->seed)) return 1;
     optim_var *var = r->p.vars[0];
-    if (optim_build(r->opt, &var, 1)) return snprintf(why, n, "optim_build: %s", optim_errmsg(r->opt)), 1;
+    if (optim_build(r->opt, &var, 1))
+        return snprintf(why, n, "optim_build: %s", optim_errmsg(r->opt)), 1;
     const char *names[OPTIM_MAX_SLOTS * 4];
     size_t ns = optim_get_slot_names(r->opt, names, OPTIM_MAX_SLOTS * 4);
     int64_t numel = optim_var_numel(var);
@@ -48,7 +50,8 @@ static int start(cf_ctx *c, run *r, optim_dtype dt, char *why, size_t n)
     r->coef = calloc(1, c->cls->coef_size + 16);
     if (!r->state[0] || !r->grad || !r->coef) return 1;
     memcpy(r->state[0], optim_var_cdata(var), bytes);
-    for (int64_t i = 0; i < numel; i++) optim__cf_put(r->grad, dt, i, optim__cf_rand(c->seed, 2000, 0, i));
+    for (int64_t i = 0; i < numel; i++)
+        optim__cf_put(r->grad, dt, i, optim__cf_rand(c->seed, 2000, 0, i));
     for (size_t s = 0; s < ns && r->nslots < OPTIM_MAX_SLOTS; s++) {
         optim_var *slot = optim_get_slot(r->opt, var, names[s]);
         if (!slot) continue;
@@ -82,7 +85,8 @@ static int chunk(cf_ctx *c, run *r, optim_dtype dt, int64_t off, int64_t cnt, ch
     }
     void *slots[OPTIM_MAX_SLOTS];
     for (int s = 0; s < r->nslots; s++) slots[s] = ptr[2 + s];
-    optim_dense_update u = {r->opt, r->p.vars[0], dt, off, cnt, ptr[0], ptr[1], slots, r->nslots, r->coef, 0};
+    optim_dense_update u = {r->opt, r->p.vars[0], dt,        off,     cnt, ptr[0],
+                            ptr[1], slots,        r->nslots, r->coef, 0};
     c->cls->apply_dense(&u);
     int bad = 0;
     char nan_bits[8];
@@ -90,7 +94,8 @@ static int chunk(cf_ctx *c, run *r, optim_dtype dt, int64_t off, int64_t cnt, ch
     for (int b = 0; b < r->nslots + 2; b++) {
         char *z = buf + (size_t)b * span;
         for (int64_t i = 0; i < GUARD; i++)
-            bad |= memcmp(z + i * (int64_t)es, nan_bits, es) || memcmp(z + (GUARD + cnt + i) * (int64_t)es, nan_bits, es);
+            bad |= memcmp(z + i * (int64_t)es, nan_bits, es) ||
+                memcmp(z + (GUARD + cnt + i) * (int64_t)es, nan_bits, es);
         char *dst = b == 0 ? r->state[0] : b == 1 ? NULL : r->state[b - 1];
         if (dst) memcpy(dst + off * (int64_t)es, ptr[b], (size_t)cnt * es);
     }
@@ -132,18 +137,24 @@ static int chunked(cf_ctx *c, optim_dtype dt, const run *ref, int64_t size, char
     for (int64_t off = 0; !bad && off < numel; off += csize) {
         int64_t cnt = numel - off < csize ? numel - off : csize;
         if (chunk(c, &r, dt, off, cnt, buf)) {
-            snprintf(why, n, "%s, chunks of %lld: the chunk at %lld wrote into the guard zone around it",
+            snprintf(why, n,
+                     "%s, chunks of %lld: the chunk at %lld wrote into the guard zone around it",
                      optim_dtype_name(dt), (long long)csize, (long long)off);
             bad = 2;
         }
     }
     for (int b = 0; !bad && b <= r.nslots; b++)
         for (int64_t i = 0; i < numel && !bad; i++) {
-            if (!memcmp((char *)r.state[b] + i * (int64_t)es, (char *)ref->state[b] + i * (int64_t)es, es)) continue;
-            double got = optim__cf_get(r.state[b], dt, i), want = optim__cf_get(ref->state[b], dt, i);
-            snprintf(why, n, "%s, chunks of %lld: %s element %lld is %.17g, the pipeline's step gives %.17g%s",
-                     optim_dtype_name(dt), (long long)csize, b ? "slot" : "variable", (long long)i, got, want,
-                     isnan(got) ? " (NaN: read from the guard zone outside the chunk)" : "");
+            if (!memcmp((char *)r.state[b] + i * (int64_t)es,
+                        (char *)ref->state[b] + i * (int64_t)es, es))
+                continue;
+            double got = optim__cf_get(r.state[b], dt, i),
+                   want = optim__cf_get(ref->state[b], dt, i);
+            snprintf(
+                why, n,
+                "%s, chunks of %lld: %s element %lld is %.17g, the pipeline's step gives %.17g%s",
+                optim_dtype_name(dt), (long long)csize, b ? "slot" : "variable", (long long)i, got,
+                want, isnan(got) ? " (NaN: read from the guard zone outside the chunk)" : "");
             bad = isnan(got) ? 2 : 1;
         }
     free(buf);
@@ -153,8 +164,10 @@ static int chunked(cf_ctx *c, optim_dtype dt, const run *ref, int64_t size, char
 
 void optim__cf_check_chunks(cf_ctx *c)
 {
-    const char *e1 = "apply_dense on chunks of 1, 7, 1000 and all elements gives the pipeline's step bit for bit (f32, f64)";
-    const char *e2 = "apply_dense neither writes nor reads outside its chunk (NaN guard zones around each chunk)";
+    const char *e1 =
+        "apply_dense on chunks of 1, 7, 1000 and all elements gives the pipeline's step bit for bit (f32, f64)";
+    const char *e2 =
+        "apply_dense neither writes nor reads outside its chunk (NaN guard zones around each chunk)";
     if (!(c->cls->flags & OPTIM_CLASS_ELEMENTWISE)) {
         optim__cf_report(c, "elementwise.chunking", -1, e1, "not OPTIM_CLASS_ELEMENTWISE: skipped");
         optim__cf_report(c, "elementwise.guards", -1, e2, "not OPTIM_CLASS_ELEMENTWISE: skipped");
@@ -175,6 +188,8 @@ void optim__cf_check_chunks(cf_ctx *c)
         if (rc && !why_chunk[0]) snprintf(why_chunk, sizeof why_chunk, "%s", why);
         finish(&ref);
     }
-    optim__cf_report(c, "elementwise.chunking", !why_chunk[0], e1, "%s", why_chunk[0] ? why_chunk : "identical");
-    optim__cf_report(c, "elementwise.guards", !why_guard[0], e2, "%s", why_guard[0] ? why_guard : "guards intact");
+    optim__cf_report(c, "elementwise.chunking", !why_chunk[0], e1, "%s",
+                     why_chunk[0] ? why_chunk : "identical");
+    optim__cf_report(c, "elementwise.guards", !why_guard[0], e2, "%s",
+                     why_guard[0] ? why_guard : "guards intact");
 }

@@ -12,7 +12,8 @@
 
 static int in_generation(const cf_ctx *c, const optim_param *p)
 {
-    uint32_t other = c->generation == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
+    uint32_t other =
+        c->generation == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
     return !(p->flags & other);
 }
 
@@ -20,19 +21,22 @@ static void keys_written(cf_ctx *c)
 {
     optim_optimizer *opt;
     char why[CF_TEXT] = "", *text = NULL;
-    if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why) == 0 && !(text = optim_get_config(opt)))
+    if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why) == 0 &&
+        !(text = optim_get_config(opt)))
         snprintf(why, sizeof why, "optim_get_config returned NULL: %s", optim_errmsg(opt));
     cJSON *cfg = text ? cJSON_Parse(text) : NULL;
     if (text && !cJSON_IsObject(cfg)) snprintf(why, sizeof why, "not a JSON object: %.200s", text);
     /* (legacy LossScaleOptimizer writes no name, as tf.keras) */
-    if (cfg && !c->wrapper && !cJSON_GetObjectItemCaseSensitive(cfg, "name")) snprintf(why, sizeof why, "no 'name' key");
+    if (cfg && !c->wrapper && !cJSON_GetObjectItemCaseSensitive(cfg, "name"))
+        snprintf(why, sizeof why, "no 'name' key");
     for (size_t i = 0; cfg && !why[0] && i < c->cls->n_params; i++) {
         const char *key = c->cls->params[i].name;
         if (in_generation(c, &c->cls->params[i]) && !cJSON_GetObjectItemCaseSensitive(cfg, key))
             snprintf(why, sizeof why, "declared key '%s' missing from %.200s", key, text);
     }
-    optim__cf_report(c, "config.keys_written", !why[0], "name (update rules) and every declared key of the generation",
-                     "%s", why[0] ? why : "all written");
+    optim__cf_report(c, "config.keys_written", !why[0],
+                     "name (update rules) and every declared key of the generation", "%s",
+                     why[0] ? why : "all written");
     cJSON_Delete(cfg);
     optim_free(text);
     optim_destroy(opt);
@@ -48,11 +52,25 @@ static int round_trip(cf_ctx *c, optim_dtype dt, char *why, size_t n)
     optim_error err = {0};
     int bad = 1;
     if (optim__cf_create(c, NULL, NULL, &a, why, n)) goto done;
-    if (!(t1 = optim_get_config(a))) { snprintf(why, n, "get_config: %s", optim_errmsg(a)); goto done; }
-    if (optim_from_config(&b, c->cls->name, t1, &err)) { snprintf(why, n, "from_config(get_config) refused: %s", err.msg); goto done; }
-    if (!(t2 = optim_get_config(b))) { snprintf(why, n, "get_config: %s", optim_errmsg(b)); goto done; }
-    if (strcmp(t1, t2)) { snprintf(why, n, "config %.200s became %.200s", t1, t2); goto done; }
-    if (optim__cf_problem_init(&pa, dt, 0x1f, c->seed) || optim__cf_problem_init(&pb, dt, 0x1f, c->seed)) goto done;
+    if (!(t1 = optim_get_config(a))) {
+        snprintf(why, n, "get_config: %s", optim_errmsg(a));
+        goto done;
+    }
+    if (optim_from_config(&b, c->cls->name, t1, &err)) {
+        snprintf(why, n, "from_config(get_config) refused: %s", err.msg);
+        goto done;
+    }
+    if (!(t2 = optim_get_config(b))) {
+        snprintf(why, n, "get_config: %s", optim_errmsg(b));
+        goto done;
+    }
+    if (strcmp(t1, t2)) {
+        snprintf(why, n, "config %.200s became %.200s", t1, t2);
+        goto done;
+    }
+    if (optim__cf_problem_init(&pa, dt, 0x1f, c->seed) ||
+        optim__cf_problem_init(&pb, dt, 0x1f, c->seed))
+        goto done;
     for (int k = 0; k < 2; k++)
         if (optim__cf_step_dense(a, &pa, k) || optim__cf_step_dense(b, &pb, k)) {
             snprintf(why, n, "step %d failed: %s%s", k, optim_errmsg(a), optim_errmsg(b));
@@ -102,9 +120,11 @@ static int bad_values_refused(cf_ctx *c, char *why, size_t n)
         if (p->type == OPTIM_PARAM_INT && !refused(c, p->name, "1.5", why, n)) return 0;
         if (p->type == OPTIM_PARAM_BOOL) continue;
         /* just outside the range (fmax: p->max + 1 == p->max for 2^53) */
-        snprintf(v, sizeof v, "%.17g", (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) ? p->min : p->min - fmax(1, fabs(p->min)));
+        snprintf(v, sizeof v, "%.17g",
+                 (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) ? p->min : p->min - fmax(1, fabs(p->min)));
         if (isfinite(p->min) && !refused(c, p->name, v, why, n)) return 0;
-        snprintf(v, sizeof v, "%.17g", (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) ? p->max : p->max + fmax(1, fabs(p->max)));
+        snprintf(v, sizeof v, "%.17g",
+                 (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) ? p->max : p->max + fmax(1, fabs(p->max)));
         if (isfinite(p->max) && !refused(c, p->name, v, why, n)) return 0;
     }
     return 1;
@@ -114,13 +134,16 @@ void optim__cf_check_config(cf_ctx *c)
 {
     char why[CF_TEXT] = "";
     keys_written(c);
-    int bad = round_trip(c, OPTIM_F32, why, sizeof why) || round_trip(c, OPTIM_F64, why, sizeof why);
-    optim__cf_report(c, "config.round_trip", !bad,
-                     "from_config(get_config()) writes the same config and takes the same 2 steps, bit for bit (f32, f64)",
-                     "%s", bad ? why : "same config, same steps");
+    int bad =
+        round_trip(c, OPTIM_F32, why, sizeof why) || round_trip(c, OPTIM_F64, why, sizeof why);
+    optim__cf_report(
+        c, "config.round_trip", !bad,
+        "from_config(get_config()) writes the same config and takes the same 2 steps, bit for bit (f32, f64)",
+        "%s", bad ? why : "same config, same steps");
     why[0] = '\0';
     int ok = bad_values_refused(c, why, sizeof why);
-    optim__cf_report(c, "config.bad_values", ok,
-                     "an unknown key, a string, and each param out of its type or range refused, naming the key",
-                     "%s", ok ? "all refused" : why);
+    optim__cf_report(
+        c, "config.bad_values", ok,
+        "an unknown key, a string, and each param out of its type or range refused, naming the key",
+        "%s", ok ? "all refused" : why);
 }

@@ -19,12 +19,14 @@ static int wrong_shape(cf_ctx *c, optim_optimizer *opt, cf_problem *p, char *why
     if (!g || !g2) return free(g), free(g2), 1;
     optim_grad_var pairs[2] = {
         {optim_grad_dense(optim_tensor_make(p->dtype, g2, 1, (int64_t[]){37})), p->vars[1]},
-        {optim_grad_dense(optim_tensor_make(p->dtype, g, 2, (int64_t[]){CF_ROWS, CF_COLS + 1})), p->vars[2]},
+        {optim_grad_dense(optim_tensor_make(p->dtype, g, 2, (int64_t[]){CF_ROWS, CF_COLS + 1})),
+         p->vars[2]},
     };
     int rc = optim_apply_gradients(opt, pairs, 2, 0);
     free(g);
     free(g2);
-    return rc == 0 ? (snprintf(why, n, "a [16, 6] gradient for a [16, 5] variable was accepted"), 1) : 0;
+    return rc == 0 ? (snprintf(why, n, "a [16, 6] gradient for a [16, 5] variable was accepted"), 1)
+                   : 0;
 }
 
 static int bad_index(cf_ctx *c, optim_optimizer *opt, cf_problem *p, char *why, size_t n)
@@ -32,15 +34,23 @@ static int bad_index(cf_ctx *c, optim_optimizer *opt, cf_problem *p, char *why, 
     if (!c->sparse) return 0;
     const int64_t idx[] = {2, CF_ROWS};
     int rc = optim__cf_step_sparse(opt, p, 2, 5, idx, 2, CF_AS_GIVEN);
-    return rc == 0 ? (snprintf(why, n, "sparse index %d of a %d-row variable was accepted", CF_ROWS, CF_ROWS), 1) : 0;
+    return rc == 0
+        ? (snprintf(why, n, "sparse index %d of a %d-row variable was accepted", CF_ROWS, CF_ROWS),
+           1)
+        : 0;
 }
 
-static double nan_fn(void *user) { (void)user; return NAN; }
+static double nan_fn(void *user)
+{
+    (void)user;
+    return NAN;
+}
 
 static int nan_lr(cf_ctx *c, optim_optimizer *opt, cf_problem *p, char *why, size_t n)
 {
     double lr;
-    if (optim_get_hyper(opt, "learning_rate", &lr) || optim_set_hyper_fn(opt, "learning_rate", nan_fn, NULL))
+    if (optim_get_hyper(opt, "learning_rate", &lr) ||
+        optim_set_hyper_fn(opt, "learning_rate", nan_fn, NULL))
         return 0; /* no settable learning rate: nothing to fail */
     int rc = optim__cf_step_dense(opt, p, 7);
     optim_set_hyper(opt, "learning_rate", lr);
@@ -101,15 +111,19 @@ static int changed(const cf_snapshot *before, const cf_snapshot *after, char *wh
 /* Runs f on a fresh optimizer (after one step when warm): nothing may
  * change, and the next step must equal that of an optimizer that never
  * failed. 0 ok, 1 failed, -1 when f found nothing to fail. */
-static int after_failure(cf_ctx *c, const char *cls, fail_fn f, int warm, optim_dtype dt, char *why, size_t n)
+static int after_failure(cf_ctx *c, const char *cls, fail_fn f, int warm, optim_dtype dt, char *why,
+                         size_t n)
 {
     optim_optimizer *a = NULL, *b = NULL;
     cf_problem pa = {0}, pb = {0};
     cf_snapshot s0 = {0}, s1 = {0};
     char sub[CF_TEXT];
     int bad = 1;
-    if (optim__cf_create(c, cls, NULL, &a, why, n) || optim__cf_create(c, cls, NULL, &b, why, n)) goto done;
-    if (optim__cf_problem_init(&pa, dt, 0x1f, c->seed) || optim__cf_problem_init(&pb, dt, 0x1f, c->seed)) goto done;
+    if (optim__cf_create(c, cls, NULL, &a, why, n) || optim__cf_create(c, cls, NULL, &b, why, n))
+        goto done;
+    if (optim__cf_problem_init(&pa, dt, 0x1f, c->seed) ||
+        optim__cf_problem_init(&pb, dt, 0x1f, c->seed))
+        goto done;
     if (warm && (optim__cf_step_dense(a, &pa, 0) || optim__cf_step_dense(b, &pb, 0))) {
         snprintf(why, n, "step: %s", optim_errmsg(a));
         goto done;
@@ -125,12 +139,16 @@ static int after_failure(cf_ctx *c, const char *cls, fail_fn f, int warm, optim_
     optim__cf_snap_free(&s0);
     optim__cf_snap_free(&s1);
     if (optim__cf_step_dense(a, &pa, 1) || optim__cf_step_dense(b, &pb, 1)) {
-        snprintf(why, n, "the step after the failure failed: %s%s", optim_errmsg(a), optim_errmsg(b));
+        snprintf(why, n, "the step after the failure failed: %s%s", optim_errmsg(a),
+                 optim_errmsg(b));
         goto done;
     }
     if (optim__cf_snap(&s0, a, &pa) || optim__cf_snap(&s1, b, &pb)) goto done;
     bad = optim__cf_snap_diff(&s1, &s0, 0, sub, sizeof sub);
-    if (bad) snprintf(why, n, "%s, the next step differs from that of an optimizer that never failed: %s", optim_dtype_name(dt), sub);
+    if (bad)
+        snprintf(why, n,
+                 "%s, the next step differs from that of an optimizer that never failed: %s",
+                 optim_dtype_name(dt), sub);
 done:
     optim__cf_snap_free(&s0);
     optim__cf_snap_free(&s1);
@@ -141,7 +159,8 @@ done:
     return bad;
 }
 
-static void report(cf_ctx *c, const char *check, const char *expected, const char *cls, fail_fn f, fail_fn g, int warm)
+static void report(cf_ctx *c, const char *check, const char *expected, const char *cls, fail_fn f,
+                   fail_fn g, int warm)
 {
     char why[CF_TEXT] = "";
     int bad = 0;
@@ -150,18 +169,25 @@ static void report(cf_ctx *c, const char *check, const char *expected, const cha
         bad = after_failure(c, cls, f, warm, dt, why, sizeof why);
         if (!bad && g) bad = after_failure(c, cls, g, warm, dt, why, sizeof why);
     }
-    if (bad < 0) optim__cf_report(c, check, -1, expected, "the class never ran create_slots during a step: skipped");
+    if (bad < 0)
+        optim__cf_report(c, check, -1, expected,
+                         "the class never ran create_slots during a step: skipped");
     else optim__cf_report(c, check, !bad, expected, "%s", bad ? why : "nothing changed");
 }
 
 void optim__cf_check_failure(cf_ctx *c)
 {
-    report(c, "failure.bad_pair",
-           "a step refused for a bad pair (wrong gradient shape; sparse index out of range) changes no variable, "
-           "slot or counter, nor the next step (f32, f64)", NULL, wrong_shape, bad_index, 1);
+    report(
+        c, "failure.bad_pair",
+        "a step refused for a bad pair (wrong gradient shape; sparse index out of range) changes no variable, "
+        "slot or counter, nor the next step (f32, f64)",
+        NULL, wrong_shape, bad_index, 1);
     char why[CF_TEXT] = "", probe[CF_TEXT];
-    const char *e = "a step refused for a learning rate that turns NaN changes nothing, nor the next step (f32, f64)";
-    if (!c->has_lr) optim__cf_report(c, "failure.hyper", -1, e, "a wrapper (no learning_rate of its own): skipped");
+    const char *e =
+        "a step refused for a learning rate that turns NaN changes nothing, nor the next step (f32, f64)";
+    if (!c->has_lr)
+        optim__cf_report(c, "failure.hyper", -1, e,
+                         "a wrapper (no learning_rate of its own): skipped");
     else report(c, "failure.hyper", e, NULL, nan_lr, NULL, 1);
     e = "a step whose create_slots fails (after the class's own hook ran, on the last variable) changes nothing, "
         "nor the next step (f32, f64)";

@@ -12,13 +12,19 @@ enum { NUMBER, VARIABLE, CALLABLE, SCHEDULE, NKINDS };
 static const char *const kind_names[NKINDS] = {"number", "variable", "callable", "schedule"};
 
 static double constant_fn(void *user) { return *(const double *)user; }
-static double constant_schedule(void *user, int64_t step) { (void)step; return *(const double *)user; }
+static double constant_schedule(void *user, int64_t step)
+{
+    (void)step;
+    return *(const double *)user;
+}
 
 static int set(optim_optimizer *opt, const char *name, int kind, double *value, optim_var *scalar)
 {
     switch (kind) {
     case NUMBER: return optim_set_hyper(opt, name, *value);
-    case VARIABLE: *(double *)optim_var_data(scalar) = *value; return optim_set_hyper_var(opt, name, scalar);
+    case VARIABLE:
+        *(double *)optim_var_data(scalar) = *value;
+        return optim_set_hyper_var(opt, name, scalar);
     case CALLABLE: return optim_set_hyper_fn(opt, name, constant_fn, value);
     default: return optim_set_hyper_schedule(opt, name, constant_schedule, value);
     }
@@ -26,7 +32,8 @@ static int set(optim_optimizer *opt, const char *name, int kind, double *value, 
 
 /* Three steps on f32 and f64 variables with `name` set to value as `kind`:
  * s[0] has the f32 variables and every weight, s[1] the f64 variables. */
-static int run(cf_ctx *c, const char *name, int kind, double value, cf_snapshot s[2], char *why, size_t n)
+static int run(cf_ctx *c, const char *name, int kind, double value, cf_snapshot s[2], char *why,
+               size_t n)
 {
     optim_optimizer *opt;
     optim_var *scalar = NULL;
@@ -35,7 +42,8 @@ static int run(cf_ctx *c, const char *name, int kind, double value, cf_snapshot 
     if (optim__cf_create(c, NULL, NULL, &opt, why, n)) return 1;
     int rc = optim_var_create(&scalar, "hyper", OPTIM_F64, 0, NULL, NULL, NULL);
     if (!rc && (rc = set(opt, name, kind, &value, scalar)))
-        snprintf(why, n, "%s as a %s (%g) refused: %s", name, kind_names[kind], value, optim_errmsg(opt));
+        snprintf(why, n, "%s as a %s (%g) refused: %s", name, kind_names[kind], value,
+                 optim_errmsg(opt));
     if (!rc) rc = optim__cf_problem_init(&p32, OPTIM_F32, 0x1f, c->seed);
     if (!rc) rc = optim__cf_problem_init(&p64, OPTIM_F64, 0x1f, c->seed);
     for (int k = 0; !rc && k < 3; k++)
@@ -52,7 +60,8 @@ static int run(cf_ctx *c, const char *name, int kind, double value, cf_snapshot 
 
 static int diff2(const cf_snapshot *a, const cf_snapshot *b, char *why, size_t n)
 {
-    return optim__cf_snap_diff(&a[0], &b[0], 0, why, n) || optim__cf_snap_diff(&a[1], &b[1], 0, why, n);
+    return optim__cf_snap_diff(&a[0], &b[0], 0, why, n) ||
+        optim__cf_snap_diff(&a[1], &b[1], 0, why, n);
 }
 
 static void free2(cf_snapshot *s)
@@ -72,8 +81,8 @@ static int in_range(const optim_param *p, double v)
 static double other_value(cf_ctx *c, const optim_param *p, double now)
 {
     const double hi = p ? p->max : INFINITY, lo = p ? p->min : 0;
-    const double cand[] = {now * 0.5, now * 0.8, (now + hi) / 2, (now + lo) / 2,
-                           now + 0.25, now - 0.25, 0.5, 0.1};
+    const double cand[] = {
+        now * 0.5, now * 0.8, (now + hi) / 2, (now + lo) / 2, now + 0.25, now - 0.25, 0.5, 0.1};
     optim_optimizer *opt;
     char why[CF_TEXT];
     if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why)) return NAN;
@@ -88,12 +97,14 @@ static double other_value(cf_ctx *c, const optim_param *p, double now)
 
 /* Both checks for one hyperparameter: a failure's message goes to the
  * check's buffer (the first one stays). */
-static void one(cf_ctx *c, const char *name, const optim_param *p, char *kinds, char *change, size_t n)
+static void one(cf_ctx *c, const char *name, const optim_param *p, char *kinds, char *change,
+                size_t n)
 {
     optim_optimizer *opt;
     double now = NAN, other;
     char why[CF_TEXT];
-    if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why) == 0) optim_get_hyper(opt, name, &now);
+    if (optim__cf_create(c, NULL, NULL, &opt, why, sizeof why) == 0)
+        optim_get_hyper(opt, name, &now);
     optim_destroy(opt);
     if (isnan(now) || isnan(other = other_value(c, p, now))) {
         if (!change[0]) snprintf(change, n, "%s: no value other than %g is accepted", name, now);
@@ -109,10 +120,12 @@ static void one(cf_ctx *c, const char *name, const optim_param *p, char *kinds, 
         char sub[CF_TEXT];
         if (run(c, name, k, other, s, why, sizeof why)) snprintf(kinds, n, "%s", why);
         else if (diff2(ref, s, sub, sizeof sub))
-            snprintf(kinds, n, "%s = %g as a %s and as a number: %s", name, other, kind_names[k], sub);
+            snprintf(kinds, n, "%s = %g as a %s and as a number: %s", name, other, kind_names[k],
+                     sub);
         free2(s);
     }
-    if (!run(c, name, NUMBER, now, s, why, sizeof why) && !diff2(ref, s, why, sizeof why) && !change[0])
+    if (!run(c, name, NUMBER, now, s, why, sizeof why) && !diff2(ref, s, why, sizeof why) &&
+        !change[0])
         snprintf(change, n, "%s = %g and %g give the same 3 steps", name, now, other);
     free2(s);
     free2(ref);
@@ -120,12 +133,14 @@ static void one(cf_ctx *c, const char *name, const optim_param *p, char *kinds, 
 
 void optim__cf_check_hypers(cf_ctx *c)
 {
-    const char *e1 = "learning_rate and each dynamic param give the same 3 steps as a number, a variable, a callable and a schedule";
+    const char *e1 =
+        "learning_rate and each dynamic param give the same 3 steps as a number, a variable, a callable and a schedule";
     const char *e2 = "another value of learning_rate or of a dynamic param changes the 3 steps";
     char kinds[CF_TEXT] = "", change[CF_TEXT] = "", names[CF_TEXT] = "learning_rate";
     int have_lr = c->has_lr, count = have_lr;
     if (have_lr) one(c, "learning_rate", NULL, kinds, change, sizeof kinds);
-    uint32_t other = c->generation == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
+    uint32_t other =
+        c->generation == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
     for (size_t i = 0; i < c->cls->n_params; i++) {
         const optim_param *p = &c->cls->params[i];
         if (!(p->flags & OPTIM_PARAM_DYNAMIC) || (p->flags & other)) continue;
@@ -135,11 +150,15 @@ void optim__cf_check_hypers(cf_ctx *c)
         count++;
     }
     if (!count) {
-        optim__cf_report(c, "hyper.kinds", -1, e1, "no learning_rate and no dynamic param: skipped");
-        optim__cf_report(c, "hyper.changes_step", -1, e2, "no learning_rate and no dynamic param: skipped");
+        optim__cf_report(c, "hyper.kinds", -1, e1,
+                         "no learning_rate and no dynamic param: skipped");
+        optim__cf_report(c, "hyper.changes_step", -1, e2,
+                         "no learning_rate and no dynamic param: skipped");
         return;
     }
-    if (!have_lr) memmove(names, names + strlen("learning_rate"), strlen(names) - strlen("learning_rate") + 1);
+    if (!have_lr)
+        memmove(names, names + strlen("learning_rate"),
+                strlen(names) - strlen("learning_rate") + 1);
     optim__cf_report(c, "hyper.kinds", !kinds[0], e1, "%s", kinds[0] ? kinds : names);
     optim__cf_report(c, "hyper.changes_step", !change[0], e2, "%s", change[0] ? change : names);
 }

@@ -20,13 +20,16 @@ static int shapes_ok(cf_ctx *c, optim_optimizer *opt, const cf_problem *p, char 
             optim_var *var = p->vars[v], *slot = optim_get_slot(opt, var, names[s]);
             if (!slot) continue;
             int same_shape = optim_var_rank(slot) == optim_var_rank(var) &&
-                             !memcmp(optim_var_shape(slot), optim_var_shape(var), sizeof(int64_t) * (size_t)optim_var_rank(var));
+                !memcmp(optim_var_shape(slot), optim_var_shape(var),
+                        sizeof(int64_t) * (size_t)optim_var_rank(var));
             if (optim_var_dtype(slot) != optim_var_dtype(var) ||
                 ((c->cls->flags & OPTIM_CLASS_ELEMENTWISE) && !same_shape)) {
-                snprintf(why, n, "slot '%s' of '%s' is %s [%lld elements]; the variable is %s [%lld elements]",
-                         names[s], optim_var_name(var), optim_dtype_name(optim_var_dtype(slot)),
-                         (long long)optim_var_numel(slot), optim_dtype_name(optim_var_dtype(var)),
-                         (long long)optim_var_numel(var));
+                snprintf(
+                    why, n,
+                    "slot '%s' of '%s' is %s [%lld elements]; the variable is %s [%lld elements]",
+                    names[s], optim_var_name(var), optim_dtype_name(optim_var_dtype(slot)),
+                    (long long)optim_var_numel(slot), optim_dtype_name(optim_var_dtype(var)),
+                    (long long)optim_var_numel(var));
                 return 0;
             }
         }
@@ -38,20 +41,28 @@ static int lazy_once(cf_ctx *c, optim_optimizer *opt, cf_problem *p, char *why, 
 {
     const char *early[MAXW];
     size_t s0 = optim_get_slot_names(opt, early, MAXW);
-    if (s0) return snprintf(why, n, "%zu slots (first '%s') before the first step", s0, early[0]), 0;
-    if (optim__cf_step_dense(opt, p, 0)) return snprintf(why, n, "step 0: %s", optim_errmsg(opt)), 0;
+    if (s0)
+        return snprintf(why, n, "%zu slots (first '%s') before the first step", s0, early[0]), 0;
+    if (optim__cf_step_dense(opt, p, 0))
+        return snprintf(why, n, "step 0: %s", optim_errmsg(opt)), 0;
     const char *names[MAXW];
     optim_var *first[CF_NSHAPES + 1][MAXW] = {{0}};
     size_t ns = optim_get_slot_names(opt, names, MAXW), w1 = optim_weights_count(opt);
     for (size_t v = 0; v < p->n; v++)
-        for (size_t s = 0; s < ns && s < MAXW; s++) first[v][s] = optim_get_slot(opt, p->vars[v], names[s]);
-    if (optim__cf_step_dense(opt, p, 1)) return snprintf(why, n, "step 1: %s", optim_errmsg(opt)), 0;
+        for (size_t s = 0; s < ns && s < MAXW; s++)
+            first[v][s] = optim_get_slot(opt, p->vars[v], names[s]);
+    if (optim__cf_step_dense(opt, p, 1))
+        return snprintf(why, n, "step 1: %s", optim_errmsg(opt)), 0;
     if (optim_weights_count(opt) != w1)
-        return snprintf(why, n, "%zu weights after step 1, %zu after step 2", w1, optim_weights_count(opt)), 0;
+        return snprintf(why, n, "%zu weights after step 1, %zu after step 2", w1,
+                        optim_weights_count(opt)),
+               0;
     for (size_t v = 0; v < p->n; v++)
         for (size_t s = 0; s < ns && s < MAXW; s++)
             if (optim_get_slot(opt, p->vars[v], names[s]) != first[v][s])
-                return snprintf(why, n, "slot '%s' of '%s' was created again on step 2", names[s], optim_var_name(p->vars[v])), 0;
+                return snprintf(why, n, "slot '%s' of '%s' was created again on step 2", names[s],
+                                optim_var_name(p->vars[v])),
+                       0;
     return 1;
 }
 
@@ -66,10 +77,13 @@ static int same_order(cf_ctx *c, optim_optimizer *a, char *why, size_t n)
     if (ok && optim_weights_count(a) != optim_weights_count(b)) ok = 0;
     for (size_t i = 0; ok && i < optim_weights_count(a); i++)
         if (strcmp(optim_weight_name(a, i), optim_weight_name(b, i))) {
-            snprintf(why, n, "weight %zu is '%s' in one run and '%s' in another", i, optim_weight_name(a, i), optim_weight_name(b, i));
+            snprintf(why, n, "weight %zu is '%s' in one run and '%s' in another", i,
+                     optim_weight_name(a, i), optim_weight_name(b, i));
             ok = 0;
         }
-    if (!ok && !why[0]) snprintf(why, n, "a second run made %zu weights, the first %zu", optim_weights_count(b), optim_weights_count(a));
+    if (!ok && !why[0])
+        snprintf(why, n, "a second run made %zu weights, the first %zu", optim_weights_count(b),
+                 optim_weights_count(a));
     optim__cf_problem_free(&p);
     optim_destroy(b);
     return ok;
@@ -83,14 +97,20 @@ static int resume(cf_ctx *c, optim_dtype dt, char *why, size_t n)
     cf_snapshot sa = {0}, sb = {0};
     optim_tensor w[MAXW];
     int bad = 1;
-    if (optim__cf_create(c, NULL, NULL, &a, why, n) || optim__cf_create(c, NULL, NULL, &b, why, n)) goto done;
-    if (optim__cf_problem_init(&p1, dt, 0x1f, c->seed) || optim__cf_problem_init(&p2, dt, 0x1f, c->seed)) goto done;
+    if (optim__cf_create(c, NULL, NULL, &a, why, n) || optim__cf_create(c, NULL, NULL, &b, why, n))
+        goto done;
+    if (optim__cf_problem_init(&p1, dt, 0x1f, c->seed) ||
+        optim__cf_problem_init(&p2, dt, 0x1f, c->seed))
+        goto done;
     if (optim__cf_step_dense(a, &p1, 0) || optim__cf_step_dense(a, &p1, 1)) {
         snprintf(why, n, "step: %s", optim_errmsg(a));
         goto done;
     }
     optim__cf_problem_copy_values(&p2, &p1);
-    if (optim_build(b, p2.vars, p2.n)) { snprintf(why, n, "optim_build: %s", optim_errmsg(b)); goto done; }
+    if (optim_build(b, p2.vars, p2.n)) {
+        snprintf(why, n, "optim_build: %s", optim_errmsg(b));
+        goto done;
+    }
     size_t nw = optim_get_weights(a, w, MAXW);
     if (nw > MAXW || optim_set_weights(b, w, nw)) {
         snprintf(why, n, "set_weights of %zu weights after optim_build: %s", nw, optim_errmsg(b));
@@ -129,16 +149,25 @@ void optim__cf_check_slots(cf_ctx *c)
         }
         optim_destroy(opt);
     }
-    optim__cf_report(c, "slots.lazy_once", once, "no slot before the first step; the same slots after the second",
-                     "%s", once ? "created on the first step, once" : why);
-    optim__cf_report(c, "slots.shapes", once ? shapes : -1, "each slot has its variable's dtype (and shape, for an element-wise class)",
-                     "%s", !once ? "slots.lazy_once failed: skipped" : shapes ? "as declared" : w2);
-    optim__cf_report(c, "slots.order", once ? order : -1, "the same weight names in the same order on another run (3 threads)",
-                     "%s", !once ? "slots.lazy_once failed: skipped" : order ? "the same" : w3);
+    optim__cf_report(c, "slots.lazy_once", once,
+                     "no slot before the first step; the same slots after the second", "%s",
+                     once ? "created on the first step, once" : why);
+    optim__cf_report(c, "slots.shapes", once ? shapes : -1,
+                     "each slot has its variable's dtype (and shape, for an element-wise class)",
+                     "%s",
+                     !once        ? "slots.lazy_once failed: skipped"
+                         : shapes ? "as declared"
+                                  : w2);
+    optim__cf_report(c, "slots.order", once ? order : -1,
+                     "the same weight names in the same order on another run (3 threads)", "%s",
+                     !once       ? "slots.lazy_once failed: skipped"
+                         : order ? "the same"
+                                 : w3);
     why[0] = '\0';
     int bad = resume(c, OPTIM_F32, why, sizeof why) || resume(c, OPTIM_F64, why, sizeof why);
-    optim__cf_report(c, "slots.resume", !bad,
-                     "2 steps, get_weights, a fresh optimizer built on copies of the variables, set_weights: "
-                     "the next step is the same bit for bit (f32, f64)",
-                     "%s", bad ? why : "resumed");
+    optim__cf_report(
+        c, "slots.resume", !bad,
+        "2 steps, get_weights, a fresh optimizer built on copies of the variables, set_weights: "
+        "the next step is the same bit for bit (f32, f64)",
+        "%s", bad ? why : "resumed");
 }

@@ -16,8 +16,11 @@ static int run(cf_ctx *c, optim_dtype dt, int threads, cf_snapshot *s, char *why
     int rc = optim__cf_problem_init(&p, dt, 0x1f, c->seed);
     if (!rc) optim_set_num_threads(opt, threads);
     for (int k = 0; !rc && k < 2; k++) rc = optim__cf_step_dense(opt, &p, k);
-    if (!rc && c->sparse) rc = optim__cf_step_sparse(opt, &p, CF_MATRIX, 2, dup_idx, 6, CF_AS_GIVEN);
-    if (rc) snprintf(why, n, "%s step on %d threads failed: %s", optim_dtype_name(dt), threads, optim_errmsg(opt));
+    if (!rc && c->sparse)
+        rc = optim__cf_step_sparse(opt, &p, CF_MATRIX, 2, dup_idx, 6, CF_AS_GIVEN);
+    if (rc)
+        snprintf(why, n, "%s step on %d threads failed: %s", optim_dtype_name(dt), threads,
+                 optim_errmsg(opt));
     if (!rc) rc = optim__cf_snap(s, opt, &p);
     optim__cf_problem_free(&p);
     optim_destroy(opt);
@@ -46,8 +49,9 @@ void optim__cf_check_threads(cf_ctx *c)
 {
     char why[CF_TEXT] = "";
     int bad = differs(c, OPTIM_F32, why, sizeof why) || differs(c, OPTIM_F64, why, sizeof why);
-    optim__cf_report(c, "threads.independent", !bad,
-                     "3 steps (2 dense, 1 sparse with duplicates when taken) give the same variables and "
-                     "weights on 1, 2 and 3 threads, bit for bit, f32 and f64",
-                     "%s", bad ? why : "identical");
+    optim__cf_report(
+        c, "threads.independent", !bad,
+        "3 steps (2 dense, 1 sparse with duplicates when taken) give the same variables and "
+        "weights on 1, 2 and 3 threads, bit for bit, f32 and f64",
+        "%s", bad ? why : "identical");
 }

@@ -34,8 +34,7 @@ static char *merge(const char *base, const char *extra)
             if (!copy) goto done;
             if (cJSON_GetObjectItemCaseSensitive(b, it->string))
                 cJSON_ReplaceItemInObjectCaseSensitive(b, it->string, copy);
-            else
-                cJSON_AddItemToObject(b, it->string, copy);
+            else cJSON_AddItemToObject(b, it->string, copy);
         }
         out = cJSON_PrintUnformatted(b);
     }

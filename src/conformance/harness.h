@@ -20,12 +20,12 @@
 
 typedef struct cf_ctx {
     const optim_class *cls;
-    char *config;            /* config object with is_legacy_optimizer set (malloc'd) */
+    char *config; /* config object with is_legacy_optimizer set (malloc'd) */
     optim_generation generation;
     uint64_t seed;
-    int wrapper;             /* the class overrides apply_gradients */
-    int sparse;              /* sparse gradients are accepted */
-    int has_lr;              /* an update rule with a learning_rate (not a wrapper,
+    int wrapper; /* the class overrides apply_gradients */
+    int sparse; /* sparse gradients are accepted */
+    int has_lr; /* an update rule with a learning_rate (not a wrapper,
                                 whose inner optimizer has the learning rate) */
     optim_conformance_report_fn report;
     void *user;
@@ -55,9 +55,9 @@ enum { CF_SCALAR, CF_VECTOR, CF_MATRIX, CF_LARGE, CF_EMPTY, CF_NSHAPES };
 
 typedef struct cf_problem {
     optim_dtype dtype;
-    size_t n;                       /* variables */
+    size_t n; /* variables */
     optim_var *vars[CF_NSHAPES + 1];
-    void *init[CF_NSHAPES + 1];     /* initial values, to reset */
+    void *init[CF_NSHAPES + 1]; /* initial values, to reset */
     uint64_t seed;
 } cf_problem;
 
@@ -81,8 +81,8 @@ int optim__cf_step_dense(optim_optimizer *opt, cf_problem *p, int k);
  * in order of appearance: into a dense gradient (CF_DENSE), or at unique
  * ascending indices (CF_SUMMED). */
 enum { CF_AS_GIVEN, CF_DENSE, CF_SUMMED };
-int optim__cf_step_sparse(optim_optimizer *opt, cf_problem *p, size_t v, int k,
-                          const int64_t *idx, int64_t n, int form);
+int optim__cf_step_sparse(optim_optimizer *opt, cf_problem *p, size_t v, int k, const int64_t *idx,
+                          int64_t n, int form);
 
 /* The whole state: every variable's bytes, every weight's name and bytes. */
 typedef struct cf_snapshot {

@@ -39,7 +39,10 @@ int optim__cf_probe(const cf_ctx *c, char *name, size_t n, char *why, size_t wn)
 {
     snprintf(name, n, "%s%s", c->cls->name, SUFFIX);
     const optim_class *have = optim_find_class(name);
-    if (have) return have->create_slots == probe_create_slots ? 0 : (snprintf(why, wn, "'%s' is taken", name), 1);
+    if (have)
+        return have->create_slots == probe_create_slots
+            ? 0
+            : (snprintf(why, wn, "'%s' is taken", name), 1);
     optim_class probe = *c->cls;
     /* The registry borrows the name for the process: it stays allocated. */
     char *kept = malloc(strlen(name) + 1);

@@ -9,13 +9,14 @@
 
 static const char *const shape_names[CF_NSHAPES] = {"scalar", "vector", "matrix", "large", "empty"};
 static const int32_t ranks[CF_NSHAPES] = {0, 1, 2, 1, 2};
-static const int64_t shapes[CF_NSHAPES][2] = {{0, 0}, {37, 0}, {CF_ROWS, CF_COLS}, {20011, 0}, {0, CF_COLS}};
+static const int64_t shapes[CF_NSHAPES][2] = {
+    {0, 0}, {37, 0}, {CF_ROWS, CF_COLS}, {20011, 0}, {0, CF_COLS}};
 
 double optim__cf_rand(uint64_t seed, uint64_t a, uint64_t b, uint64_t i)
 {
     /* splitmix64 over the mixed inputs */
     uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ a * 0xBF58476D1CE4E5B9ull ^
-                 b * 0x94D049BB133111EBull ^ (i + 1) * 0xD6E8FEB86659FD93ull;
+        b * 0x94D049BB133111EBull ^ (i + 1) * 0xD6E8FEB86659FD93ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
@@ -46,9 +47,11 @@ int optim__cf_problem_init(cf_problem *p, optim_dtype dtype, unsigned mask, uint
         int64_t numel = ranks[s] == 0 ? 1 : shapes[s][0] * (ranks[s] == 2 ? shapes[s][1] : 1);
         void *init = malloc((size_t)(numel ? numel : 1) * es);
         if (!init) goto fail;
-        for (int64_t i = 0; i < numel; i++) optim__cf_put(init, dtype, i, optim__cf_rand(seed, 1000 + s, 0, i));
+        for (int64_t i = 0; i < numel; i++)
+            optim__cf_put(init, dtype, i, optim__cf_rand(seed, 1000 + s, 0, i));
         p->init[p->n] = init;
-        if (optim_var_create(&p->vars[p->n], shape_names[s], dtype, ranks[s], shapes[s], init, NULL)) {
+        if (optim_var_create(&p->vars[p->n], shape_names[s], dtype, ranks[s], shapes[s], init,
+                             NULL)) {
             free(init);
             p->init[p->n] = NULL;
             goto fail;
@@ -107,14 +110,15 @@ static int64_t summed(const int64_t *idx, int64_t n, int64_t row, optim_dtype dt
         int hit = 0;
         for (int64_t j = 0; j < n; j++) hit |= idx[j] == r;
         if (!hit) continue;
-        for (int64_t e = 0; e < row; e++) optim__cf_put(rows, dt, m * row + e, optim__cf_get(full, dt, r * row + e));
+        for (int64_t e = 0; e < row; e++)
+            optim__cf_put(rows, dt, m * row + e, optim__cf_get(full, dt, r * row + e));
         uniq[m++] = r;
     }
     return m;
 }
 
-int optim__cf_step_sparse(optim_optimizer *opt, cf_problem *p, size_t v, int k,
-                          const int64_t *idx, int64_t n, int form)
+int optim__cf_step_sparse(optim_optimizer *opt, cf_problem *p, size_t v, int k, const int64_t *idx,
+                          int64_t n, int form)
 {
     optim_var *var = p->vars[v];
     const int64_t *shape = optim_var_shape(var);

@@ -25,7 +25,8 @@ static int make_config(cf_ctx *c, const char *text, optim_error *err)
     cJSON *cfg = root, *inner = cJSON_GetObjectItemCaseSensitive(root, "config");
     if (cJSON_GetObjectItemCaseSensitive(root, "class_name") && cJSON_IsObject(inner)) cfg = inner;
     cJSON_DeleteItemFromObjectCaseSensitive(cfg, "is_legacy_optimizer");
-    int ok = cJSON_AddBoolToObject(cfg, "is_legacy_optimizer", c->generation == OPTIM_LEGACY) != NULL;
+    int ok =
+        cJSON_AddBoolToObject(cfg, "is_legacy_optimizer", c->generation == OPTIM_LEGACY) != NULL;
     c->config = ok ? cJSON_PrintUnformatted(cfg) : NULL;
     cJSON_Delete(root);
     return c->config ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "conformance: out of memory");
@@ -54,12 +55,18 @@ static int setup(cf_ctx *c, const char *class_name, const optim_conformance_opti
                  optim_error *err)
 {
     c->cls = optim_find_class(class_name);
-    if (!c->cls) return optim__err(err, OPTIM_ENOTFOUND, "conformance: no class named '%s' is registered", class_name);
-    if (o->generation != OPTIM_CONFORMANCE_AUTO && o->generation != OPTIM_KERAS3 && o->generation != OPTIM_LEGACY)
-        return optim__err(err, OPTIM_EINVAL, "conformance: generation %d, expected OPTIM_KERAS3, OPTIM_LEGACY or OPTIM_CONFORMANCE_AUTO", o->generation);
+    if (!c->cls)
+        return optim__err(err, OPTIM_ENOTFOUND, "conformance: no class named '%s' is registered",
+                          class_name);
+    if (o->generation != OPTIM_CONFORMANCE_AUTO && o->generation != OPTIM_KERAS3 &&
+        o->generation != OPTIM_LEGACY)
+        return optim__err(
+            err, OPTIM_EINVAL,
+            "conformance: generation %d, expected OPTIM_KERAS3, OPTIM_LEGACY or OPTIM_CONFORMANCE_AUTO",
+            o->generation);
     c->generation = o->generation == OPTIM_CONFORMANCE_AUTO
-                        ? ((c->cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3)
-                        : (optim_generation)o->generation;
+        ? ((c->cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3)
+        : (optim_generation)o->generation;
     c->seed = o->seed;
     c->report = o->report;
     c->user = o->user;
@@ -81,11 +88,14 @@ int optim_conformance_check(const char *class_name, const optim_conformance_opti
                             int *passed, int *failed, optim_error *err)
 {
     if (!class_name || !passed || !failed)
-        return optim__err(err, OPTIM_EINVAL, "conformance: class_name, passed and failed must not be NULL");
+        return optim__err(err, OPTIM_EINVAL,
+                          "conformance: class_name, passed and failed must not be NULL");
     optim_conformance_options o = optim_conformance_defaults();
     if (opts && opts->size < sizeof o)
-        return optim__err(err, OPTIM_EVERSION, "conformance: options size %u, expected %zu (use optim_conformance_defaults)",
-                          (unsigned)opts->size, sizeof o);
+        return optim__err(
+            err, OPTIM_EVERSION,
+            "conformance: options size %u, expected %zu (use optim_conformance_defaults)",
+            (unsigned)opts->size, sizeof o);
     if (opts) o = *opts;
     cf_ctx c = {0};
     int rc = setup(&c, class_name, &o, err);

@@ -83,14 +83,16 @@ int optim__cf_snap_diff(const cf_snapshot *a, const cf_snapshot *b, double tol, 
         return 1;
     }
     for (size_t i = 0; i < a->n; i++) {
-        if (strcmp(a->names[i], b->names[i]) || a->dtypes[i] != b->dtypes[i] || a->sizes[i] != b->sizes[i]) {
+        if (strcmp(a->names[i], b->names[i]) || a->dtypes[i] != b->dtypes[i] ||
+            a->sizes[i] != b->sizes[i]) {
             snprintf(why, n, "'%s' (%lld elements) vs '%s' (%lld elements)", a->names[i],
                      (long long)a->sizes[i], b->names[i], (long long)b->sizes[i]);
             return 1;
         }
         size_t es = optim_dtype_size(a->dtypes[i]);
         for (int64_t e = 0; e < a->sizes[i]; e++) {
-            if (!memcmp((const char *)a->data[i] + e * es, (const char *)b->data[i] + e * es, es)) continue;
+            if (!memcmp((const char *)a->data[i] + e * es, (const char *)b->data[i] + e * es, es))
+                continue;
             double x = value(a->dtypes[i], a->data[i], e), y = value(b->dtypes[i], b->data[i], e);
             if (tol > 0 && fabs(x - y) <= tol * (fabs(x) + fabs(y) + 1e-3)) continue;
             snprintf(why, n, "'%s' element %lld: %.17g vs %.17g", a->names[i], (long long)e, x, y);

@@ -8,9 +8,9 @@
 typedef struct optim__arena_block optim__arena_block;
 
 typedef struct optim__arena {
-    optim__arena_block *head;  /* current block first */
-    size_t reserved;           /* bytes of all blocks */
-    size_t used_total;         /* bytes handed out since the last reset */
+    optim__arena_block *head; /* current block first */
+    size_t reserved; /* bytes of all blocks */
+    size_t used_total; /* bytes handed out since the last reset */
 } optim__arena;
 
 /* 64-byte aligned memory from the arena, NULL if out of memory. */

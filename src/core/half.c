@@ -6,7 +6,10 @@
 
 #include <math.h>
 
-optim_dtype optim_compute_dtype(optim_dtype dtype) { return optim__is_half(dtype) ? OPTIM_F32 : dtype; }
+optim_dtype optim_compute_dtype(optim_dtype dtype)
+{
+    return optim__is_half(dtype) ? OPTIM_F32 : dtype;
+}
 
 /* double -> float rounded to odd (truncated, last bit set when inexact):
  * rounding that to a half type afterwards is the same as rounding the

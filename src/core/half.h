@@ -30,8 +30,8 @@ static inline int optim__is_half(optim_dtype dt) { return dt == OPTIM_F16 || dt 
 static inline float optim__f16_to_f32(uint16_t h)
 {
     const uint32_t ax = (uint32_t)(h & 0x7fffu) << 13, e = ax & 0x0f800000u;
-    const uint32_t normal = ax + 0x38000000u;            /* rebias 15 -> 127 */
-    const uint32_t special = ax + 0x70000000u;           /* inf and NaN: exponent 255 */
+    const uint32_t normal = ax + 0x38000000u; /* rebias 15 -> 127 */
+    const uint32_t special = ax + 0x70000000u; /* inf and NaN: exponent 255 */
     /* Subnormal: 1.m * 2^-14 minus the implicit 2^-14, exact in float. */
     const uint32_t sub = optim__f32_bits(optim__bits_f32(ax + 0x38800000u) - 6.103515625e-05f);
     const uint32_t r = e == 0x0f800000u ? special : (e == 0 ? sub : normal);

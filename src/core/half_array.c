@@ -26,7 +26,8 @@ static inline __m128i bf16_round4_bias(__m128i x, __m128i nan, __m128i bias)
 
 static inline __m128i bf16_round4(__m128i x, __m128i nan)
 {
-    return bf16_round4_bias(x, nan, _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(x, 16), SET1(1)), SET1(0x7fff)));
+    return bf16_round4_bias(
+        x, nan, _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(x, 16), SET1(1)), SET1(0x7fff)));
 }
 
 /* Stochastic rounding (optim__f32_to_bf16_sr): 32-bit products lane by
@@ -57,7 +58,8 @@ static inline __m128i sr_round4(__m128 a, __m128i bits)
  * element); pair j's 32 bits split into the 16 of elements 2j and 2j + 1. */
 static int64_t store8_sr(const float *src, uint16_t *h, int64_t n, uint64_t key, uint32_t first)
 {
-    const __m128i k0 = SET1((int)(uint32_t)key), k1 = SET1((int)(uint32_t)(key >> 32)), zero = _mm_setzero_si128();
+    const __m128i k0 = SET1((int)(uint32_t)key), k1 = SET1((int)(uint32_t)(key >> 32)),
+                  zero = _mm_setzero_si128();
     __m128i pair = _mm_add_epi32(SET1((int)(first >> 1)), _mm_setr_epi32(0, 1, 2, 3));
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -78,7 +80,8 @@ static inline __m128i bf16_round8(__m128 a, __m128 b)
     const __m128 na = _mm_cmpunord_ps(a, a), nb = _mm_cmpunord_ps(b, b);
     const __m128i ia = _mm_castps_si128(a), ib = _mm_castps_si128(b);
     if (_mm_movemask_ps(_mm_or_ps(na, nb)))
-        return _mm_packs_epi32(bf16_round4(ia, _mm_castps_si128(na)), bf16_round4(ib, _mm_castps_si128(nb)));
+        return _mm_packs_epi32(bf16_round4(ia, _mm_castps_si128(na)),
+                               bf16_round4(ib, _mm_castps_si128(nb)));
     const __m128i none = _mm_setzero_si128();
     return _mm_packs_epi32(bf16_round4(ia, none), bf16_round4(ib, none));
 }
@@ -87,11 +90,14 @@ static inline __m128i bf16_round8(__m128 a, __m128 b)
  * (optim__f16_to_f32, lane by lane). */
 static inline __m128 f16_widen4(__m128i h32)
 {
-    const __m128i ax = _mm_srli_epi32(_mm_and_si128(h32, SET1(0x7fff0000)), 3), e = _mm_and_si128(ax, SET1(0x0f800000));
+    const __m128i ax = _mm_srli_epi32(_mm_and_si128(h32, SET1(0x7fff0000)), 3),
+                  e = _mm_and_si128(ax, SET1(0x0f800000));
     const __m128i special = _mm_and_si128(_mm_cmpeq_epi32(e, SET1(0x0f800000)), SET1(0x38000000));
     const __m128i normal = _mm_add_epi32(_mm_add_epi32(ax, SET1(0x38000000)), special);
-    const __m128 sub = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(ax, SET1(0x38800000))), _mm_set1_ps(6.103515625e-05f));
-    const __m128i r = SELECT(_mm_cmpeq_epi32(e, _mm_setzero_si128()), _mm_castps_si128(sub), normal);
+    const __m128 sub = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(ax, SET1(0x38800000))),
+                                  _mm_set1_ps(6.103515625e-05f));
+    const __m128i r =
+        SELECT(_mm_cmpeq_epi32(e, _mm_setzero_si128()), _mm_castps_si128(sub), normal);
     return _mm_castsi128_ps(_mm_or_si128(r, _mm_and_si128(h32, SET1((int)0x80000000u))));
 }
 
@@ -99,13 +105,14 @@ static inline __m128 f16_widen4(__m128i h32)
 static inline __m128i f16_round4(__m128i x)
 {
     const __m128i ax = _mm_and_si128(x, SET1(0x7fffffff)), m13 = _mm_srli_epi32(ax, 13);
-    const __m128i normal =
-        _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(ax, SET1((int)0xc8000fffu)), _mm_and_si128(m13, SET1(1))), 13);
+    const __m128i normal = _mm_srli_epi32(
+        _mm_add_epi32(_mm_add_epi32(ax, SET1((int)0xc8000fffu)), _mm_and_si128(m13, SET1(1))), 13);
     const __m128 subf = _mm_add_ps(_mm_castsi128_ps(ax), _mm_set1_ps(0.5f));
     const __m128i sub = _mm_sub_epi32(_mm_castps_si128(subf), SET1(0x3f000000));
     __m128i r = SELECT(_mm_cmpgt_epi32(SET1(0x38800000), ax), sub, normal);
     r = SELECT(_mm_cmpgt_epi32(ax, SET1(0x477fffff)), SET1(0x7c00), r);
-    r = SELECT(_mm_cmpgt_epi32(ax, SET1(0x7f800000)), _mm_or_si128(_mm_and_si128(m13, SET1(0x3ff)), SET1(0x7e00)), r);
+    r = SELECT(_mm_cmpgt_epi32(ax, SET1(0x7f800000)),
+               _mm_or_si128(_mm_and_si128(m13, SET1(0x3ff)), SET1(0x7e00)), r);
     return _mm_or_si128(r, _mm_and_si128(_mm_srai_epi32(x, 16), SET1((int)0xffff8000u)));
 }
 
@@ -134,7 +141,8 @@ static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n)
     int64_t i = 0;
     if (dt == OPTIM_BF16)
         for (; i + 8 <= n; i += 8)
-            _mm_storeu_si128((__m128i *)(h + i), bf16_round8(_mm_loadu_ps(src + i), _mm_loadu_ps(src + i + 4)));
+            _mm_storeu_si128((__m128i *)(h + i),
+                             bf16_round8(_mm_loadu_ps(src + i), _mm_loadu_ps(src + i + 4)));
     else
         for (; i + 8 <= n; i += 8) {
             const __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
@@ -146,7 +154,10 @@ static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n)
 #else
 static int64_t load8(optim_dtype dt, const uint16_t *h, float *dst, int64_t n) { return 0; }
 static int64_t store8(optim_dtype dt, const float *src, uint16_t *h, int64_t n) { return 0; }
-static int64_t store8_sr(const float *src, uint16_t *h, int64_t n, uint64_t key, uint32_t first) { return 0; }
+static int64_t store8_sr(const float *src, uint16_t *h, int64_t n, uint64_t key, uint32_t first)
+{
+    return 0;
+}
 #endif
 
 void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
@@ -173,6 +184,7 @@ void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t k
 {
     const int64_t odd = n > 0 && (first & 1u);
     if (odd) dst[0] = optim__f32_to_bf16_sr(src[0], optim__sr_bits(key, first));
-    for (int64_t i = odd + store8_sr(src + odd, dst + odd, n - odd, key, first + (uint32_t)odd); i < n; i++)
+    for (int64_t i = odd + store8_sr(src + odd, dst + odd, n - odd, key, first + (uint32_t)odd);
+         i < n; i++)
         dst[i] = optim__f32_to_bf16_sr(src[i], optim__sr_bits(key, first + (uint32_t)i));
 }

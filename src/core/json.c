@@ -62,7 +62,8 @@ int optim__kobj_read(const void *root_item, const char *what, int allow_bare, op
         return optim__err(err, OPTIM_ETYPE,
                           "%s JSON is %s, expected an object {\"class_name\": ..., \"config\": "
                           "{...}}%s",
-                          what, optim__json_type_name(root), allow_bare ? " or a class name string" : "");
+                          what, optim__json_type_name(root),
+                          allow_bare ? " or a class name string" : "");
     int rc = optim__json_unique_keys(root, what, err);
     cJSON_ArrayForEach(item, root) if (!rc) rc = kobj_member(item, what, out, &cn, err);
     if (rc) return rc;
@@ -159,7 +160,9 @@ optim__num_form optim__json_number_form(const void *item)
 {
     const cJSON *v = item;
     if (!cJSON_IsNumber(v)) return OPTIM__NUM_ANY;
-    return (v->type & FORM_INT) ? OPTIM__NUM_INT : (v->type & FORM_FLOAT) ? OPTIM__NUM_FLOAT : OPTIM__NUM_ANY;
+    return (v->type & FORM_INT)  ? OPTIM__NUM_INT
+        : (v->type & FORM_FLOAT) ? OPTIM__NUM_FLOAT
+                                 : OPTIM__NUM_ANY;
 }
 
 /* The shortest of %.15g..%.17g that reads back exactly (cJSON's own printer
@@ -235,11 +238,14 @@ int optim_config_put(optim_config *cfg, const char *key, const char *json_value)
     return put_item(cfg, key, cJSON_CreateRaw(json_value));
 }
 
-int optim_config_put_after(optim_config *cfg, const char *key, const char *json_value, const char *after)
+int optim_config_put_after(optim_config *cfg, const char *key, const char *json_value,
+                           const char *after)
 {
     int rc = optim_config_put(cfg, key, json_value);
     cJSON *obj = cfg ? cfg->obj : NULL;
-    cJSON *at = rc || !after || strcmp(key, after) == 0 ? NULL : cJSON_GetObjectItemCaseSensitive(obj, after);
+    cJSON *at = rc || !after || strcmp(key, after) == 0
+        ? NULL
+        : cJSON_GetObjectItemCaseSensitive(obj, after);
     if (!at) return rc;
     cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(obj, key);
     item->prev = at;
@@ -288,8 +294,8 @@ static int strings_copy(const cJSON *v, const char *key, char ***out, optim_erro
         if (!cJSON_IsString(item)) {
             optim_strings_free(list);
             return optim__err(err, OPTIM_ETYPE,
-                              "config key '%s': element %zu is %s (%s[%zu]), expected a string", key,
-                              i, optim__json_type_name(item), key, i);
+                              "config key '%s': element %zu is %s (%s[%zu]), expected a string",
+                              key, i, optim__json_type_name(item), key, i);
         }
         if (!(list[i++] = optim__strdup(item->valuestring))) {
             optim_strings_free(list);
@@ -313,8 +319,9 @@ int optim_config_read_strings(const char *key, const char *json_value, char ***o
     if (!v) rc = optim__err(err, OPTIM_EPARSE, "config key '%s' is not valid JSON", key);
     else if (cJSON_IsArray(v)) rc = strings_copy(v, key, out, err);
     else if (!cJSON_IsNull(v))
-        rc = optim__err(err, OPTIM_ETYPE, "config key '%s' is %s, expected a list of strings or null",
-                        key, optim__json_type_name(v));
+        rc = optim__err(err, OPTIM_ETYPE,
+                        "config key '%s' is %s, expected a list of strings or null", key,
+                        optim__json_type_name(v));
     cJSON_Delete(v);
     return rc;
 }

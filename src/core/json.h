@@ -18,8 +18,8 @@ struct optim_config {
  * {"class_name", "config"}. Pointers into the parsed document. */
 typedef struct optim__kobj {
     const char *class_name;
-    const void *config;          /* cJSON object, NULL when absent */
-    const char *module;          /* NULL when absent or null */
+    const void *config; /* cJSON object, NULL when absent */
+    const char *module; /* NULL when absent or null */
     const char *registered_name; /* NULL when absent or null */
 } optim__kobj;
 
@@ -41,8 +41,8 @@ const char *optim__json_type_name(const void *cjson_item);
  * keeps only the double, so optim__json_parse records the form. */
 typedef enum optim__num_form {
     OPTIM__NUM_ANY = 0, /* not known (a number not read by optim__json_parse) */
-    OPTIM__NUM_INT,     /* digits only: 1024, -3 */
-    OPTIM__NUM_FLOAT    /* with a fraction or an exponent: 1024.0, 1e-07 */
+    OPTIM__NUM_INT, /* digits only: 1024, -3 */
+    OPTIM__NUM_FLOAT /* with a fraction or an exponent: 1024.0, 1e-07 */
 } optim__num_form;
 
 /* cJSON_ParseWithOpts(text, end, require_null_terminated), with each

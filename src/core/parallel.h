@@ -23,7 +23,7 @@ static inline int64_t optim__chunk_len(int64_t n, int64_t off)
 
 /* for (each chunk of n elements) { body with `off` and `len` }, serially;
  * inside `#pragma omp for` loops use optim__nchunks and optim__chunk_len. */
-#define OPTIM__FOR_CHUNKS(n, off, len)                                                \
+#define OPTIM__FOR_CHUNKS(n, off, len)                                                   \
     for (int64_t off = 0, len = 0; off < (n) && ((len = optim__chunk_len((n), off)), 1); \
          off += OPTIM__CHUNK)
 

@@ -138,7 +138,8 @@ static uint64_t regex_size(const char *p)
         } else if (*p == ')' && d > 0) {
             rx_item(&f[d], 0, 1, 0);
             d--;
-            rx_item(&f[d], f[d + 1].total, f[d + 1].alt_empty || f[d + 1].seq_empty, f[d + 1].has_repeat);
+            rx_item(&f[d], f[d + 1].total, f[d + 1].alt_empty || f[d + 1].seq_empty,
+                    f[d + 1].has_repeat);
         } else {
             if (*p == '\\' && p[1]) p++;
             else if (*p == '[') p = bracket_end(p);
@@ -161,10 +162,13 @@ static int add_one(optim_name_patterns *p, const char *pattern, const char *what
     size_t i = p->n;
     if (!pattern) return optim__err(err, OPTIM_EINVAL, "%s[%zu] is NULL", what, i);
     if (optim__regex_too_large(pattern))
-        return optim__err(err, OPTIM_EINVAL, "%s[%zu] ('%.200s') is too large to compile: a repeat of a repeat "
-                          "or of what can match empty, or repeats that expand it by more than %d nodes", what, i,
-                          pattern, OPTIM__REGEX_MAX);
-    if (!(p->src[i] = optim__strdup(pattern))) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+        return optim__err(
+            err, OPTIM_EINVAL,
+            "%s[%zu] ('%.200s') is too large to compile: a repeat of a repeat "
+            "or of what can match empty, or repeats that expand it by more than %d nodes",
+            what, i, pattern, OPTIM__REGEX_MAX);
+    if (!(p->src[i] = optim__strdup(pattern)))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     int e = regcomp(&p->re[i], pattern, REG_EXTENDED | REG_NOSUB);
     if (e) {
         char why[160];
@@ -172,8 +176,8 @@ static int add_one(optim_name_patterns *p, const char *pattern, const char *what
         free(p->src[i]);
         p->src[i] = NULL;
         return optim__err(err, OPTIM_EINVAL,
-                          "%s[%zu] ('%.200s') is not a valid regular expression: %s", what,
-                          i, pattern, why);
+                          "%s[%zu] ('%.200s') is not a valid regular expression: %s", what, i,
+                          pattern, why);
     }
     p->n++;
     return OPTIM_OK;

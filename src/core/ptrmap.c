@@ -96,7 +96,7 @@ void optim__ptrmap_free(optim__ptrmap *m)
 
 static int cmp_ptr(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
     return x < y ? -1 : x > y;
 }
 

@@ -7,7 +7,7 @@
 typedef struct optim__ptrmap {
     const void **keys;
     size_t *vals;
-    size_t cap;   /* power of two or 0 */
+    size_t cap; /* power of two or 0 */
     size_t count;
 } optim__ptrmap;
 

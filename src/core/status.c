@@ -8,12 +8,10 @@ const char *optim_strerror(int status)
 {
     switch (status) {
 #define OPTIM__STATUS_CASE(name, value, text) \
-    case value:                                 \
-        return text;
+    case value: return text;
         OPTIM_STATUS_LIST(OPTIM__STATUS_CASE)
 #undef OPTIM__STATUS_CASE
-    default:
-        return "unknown status";
+    default: return "unknown status";
     }
 }
 

@@ -8,9 +8,12 @@
 size_t optim_dtype_size(optim_dtype dtype)
 {
     switch (dtype) {
-    case OPTIM_F32: case OPTIM_I32: return 4;
-    case OPTIM_F64: case OPTIM_I64: return 8;
-    case OPTIM_F16: case OPTIM_BF16: return 2;
+    case OPTIM_F32:
+    case OPTIM_I32: return 4;
+    case OPTIM_F64:
+    case OPTIM_I64: return 8;
+    case OPTIM_F16:
+    case OPTIM_BF16: return 2;
     default: return 0;
     }
 }
@@ -28,8 +31,7 @@ const char *optim_dtype_name(optim_dtype dtype)
     }
 }
 
-optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank,
-                               const int64_t *shape)
+optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank, const int64_t *shape)
 {
     optim_tensor t;
     memset(&t, 0, sizeof t);
@@ -64,18 +66,15 @@ char *optim_shape_str(int32_t rank, const int64_t *shape, char *buf, size_t n)
     buf[0] = '\0';
     used += (size_t)snprintf(buf, n, "[");
     for (int32_t i = 0; i < rank && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld",
-                                 (long long)shape[i]);
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld", (long long)shape[i]);
     if (used < n) snprintf(buf + used, n - used, "]");
     return buf;
 }
 
-int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *what,
-                        optim_error *err)
+int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *what, optim_error *err)
 {
     if (!t) return optim__err(err, OPTIM_EINVAL, "%s: tensor is NULL", what);
-    if (optim_dtype_size(t->dtype) == 0 || !(allowed & OPTIM__MASK(t->dtype)))
-    {
+    if (optim_dtype_size(t->dtype) == 0 || !(allowed & OPTIM__MASK(t->dtype))) {
         char allowed_names[96] = "";
         for (int d = OPTIM_F32; d <= OPTIM_BF16; d++)
             if (allowed & OPTIM__MASK(d)) {
@@ -86,20 +85,23 @@ int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *wha
                           optim_dtype_name(t->dtype), (int)t->dtype, allowed_names);
     }
     if (t->rank < 0 || t->rank > OPTIM_MAX_RANK)
-        return optim__err(err, OPTIM_ESHAPE, "%s: rank %d, expected 0..%d", what,
-                          (int)t->rank, OPTIM_MAX_RANK);
+        return optim__err(err, OPTIM_ESHAPE, "%s: rank %d, expected 0..%d", what, (int)t->rank,
+                          OPTIM_MAX_RANK);
     int64_t n = optim_tensor_numel(t);
     if (n < 0) {
         char s[160];
-        return optim__err(err, OPTIM_ESHAPE, "%s: shape %s has a negative dim or overflows",
-                          what, optim_shape_str(t->rank, t->shape, s, sizeof s));
+        return optim__err(err, OPTIM_ESHAPE, "%s: shape %s has a negative dim or overflows", what,
+                          optim_shape_str(t->rank, t->shape, s, sizeof s));
     }
     if (n > 0 && !t->data) return optim__err(err, OPTIM_EINVAL, "%s: data is NULL", what);
     return OPTIM_OK;
 }
 
 void *optim__malloc(size_t n) { return malloc(n ? n : 1); }
-void *optim__calloc(size_t count, size_t size) { return calloc(count ? count : 1, size ? size : 1); }
+void *optim__calloc(size_t count, size_t size)
+{
+    return calloc(count ? count : 1, size ? size : 1);
+}
 
 char *optim__strdup(const char *s)
 {

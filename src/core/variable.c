@@ -88,8 +88,10 @@ static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t
     if (!name || !name[0])
         return optim__err(err, OPTIM_EINVAL, "variable name is %s, expected a non-empty string",
                           name ? "empty" : "NULL");
-    if (dtype <= OPTIM_DTYPE_INVALID || dtype > OPTIM_BF16 || !(OPTIM__VAR_MASK & OPTIM__MASK(dtype)))
-        return optim__err(err, OPTIM_EDTYPE, "variable '%s': dtype %s, expected float32, float64, "
+    if (dtype <= OPTIM_DTYPE_INVALID || dtype > OPTIM_BF16 ||
+        !(OPTIM__VAR_MASK & OPTIM__MASK(dtype)))
+        return optim__err(err, OPTIM_EDTYPE,
+                          "variable '%s': dtype %s, expected float32, float64, "
                           "float16 or bfloat16",
                           name, optim_dtype_name(dtype));
     if (rank < 0 || rank > OPTIM_MAX_RANK)
@@ -238,12 +240,12 @@ int optim_var_set_constraint(optim_var *v, const optim_constraint *c)
         return OPTIM_OK;
     }
     if (optim__is_half(v->dtype) && c->kind != OPTIM_CONSTRAINT_CUSTOM)
-        return var_err(v, OPTIM_ENOTSUP, "variable '%s': built-in constraint kind %d on a %s variable, "
-                       "expected a float32 or float64 variable (or a custom constraint)", v->name,
-                       (int)c->kind, optim_dtype_name(v->dtype));
+        return var_err(v, OPTIM_ENOTSUP,
+                       "variable '%s': built-in constraint kind %d on a %s variable, "
+                       "expected a float32 or float64 variable (or a custom constraint)",
+                       v->name, (int)c->kind, optim_dtype_name(v->dtype));
     switch (c->kind) {
-    case OPTIM_CONSTRAINT_NON_NEG:
-        break;
+    case OPTIM_CONSTRAINT_NON_NEG: break;
     case OPTIM_CONSTRAINT_MAX_NORM:
     case OPTIM_CONSTRAINT_UNIT_NORM:
     case OPTIM_CONSTRAINT_MIN_MAX_NORM: {
@@ -270,8 +272,7 @@ int optim_var_set_constraint(optim_var *v, const optim_constraint *c)
     }
     case OPTIM_CONSTRAINT_CUSTOM:
         if (!c->fn)
-            return var_err(v, OPTIM_EINVAL, "variable '%s': custom constraint has no fn",
-                           v->name);
+            return var_err(v, OPTIM_EINVAL, "variable '%s': custom constraint has no fn", v->name);
         break;
     default:
         return var_err(v, OPTIM_EINVAL, "variable '%s': constraint kind %d is unknown", v->name,
@@ -289,18 +290,18 @@ const optim_constraint *optim_var_constraint(const optim_var *v)
 
 /* Scales each fibre along `axis` by factor(norm) exactly as Keras:
  * w * (desired / (epsilon + norm)), computed in the variable's precision. */
-#define NORM_CONSTRAINT(T, SQRT)                                                          \
-    static void norm_constraint_##T(T *w, const optim_var *v, int32_t axis,               \
-                                    const optim_constraint *c)                            \
+#define NORM_CONSTRAINT(T, SQRT)                                                           \
+    static void norm_constraint_##T(T *w, const optim_var *v, int32_t axis,                \
+                                    const optim_constraint *c)                             \
     {                                                                                      \
-        int64_t outer = 1, inner = 1, len = v->shape[axis];                               \
+        int64_t outer = 1, inner = 1, len = v->shape[axis];                                \
         for (int32_t i = 0; i < axis; i++) outer *= v->shape[i];                           \
         for (int32_t i = axis + 1; i < v->rank; i++) inner *= v->shape[i];                 \
         const T eps = (T)OPTIM_KERAS_EPSILON;                                              \
         for (int64_t o = 0; o < outer; o++)                                                \
             for (int64_t in = 0; in < inner; in++) {                                       \
                 T *base = w + o * len * inner + in;                                        \
-                T ss = 0;                                                                   \
+                T ss = 0;                                                                  \
                 for (int64_t k = 0; k < len; k++) ss += base[k * inner] * base[k * inner]; \
                 T norm = SQRT(ss), desired;                                                \
                 if (c->kind == OPTIM_CONSTRAINT_UNIT_NORM) {                               \
@@ -327,11 +328,8 @@ void optim_var_apply_constraint(optim_var *v)
 {
     const optim_constraint *c = &v->constraint;
     switch (c->kind) {
-    case OPTIM_CONSTRAINT_NONE:
-        return;
-    case OPTIM_CONSTRAINT_CUSTOM:
-        c->fn(v, c->user);
-        return;
+    case OPTIM_CONSTRAINT_NONE: return;
+    case OPTIM_CONSTRAINT_CUSTOM: c->fn(v, c->user); return;
     case OPTIM_CONSTRAINT_NON_NEG:
         /* w * cast(w >= 0): negative entries become -0.0, as in Keras. */
         if (v->dtype == OPTIM_F32) {

@@ -11,10 +11,11 @@
 
 static int broken(optim_group *g, optim_error *err)
 {
-    return optim__err(err, OPTIM_ESTATE,
-                      "replica group: an earlier collective call failed on rank %d of %d; the group "
-                      "cannot be used any more (call optim_group_abort)",
-                      g->rank, g->size);
+    return optim__err(
+        err, OPTIM_ESTATE,
+        "replica group: an earlier collective call failed on rank %d of %d; the group "
+        "cannot be used any more (call optim_group_abort)",
+        g->rank, g->size);
 }
 
 #ifdef OPTIM_HAVE_MPI
@@ -40,7 +41,8 @@ static int wait_req(optim_group *g, MPI_Request *req, const char *what, optim_er
             int len = 0;
             MPI_Error_string(rc, msg, &len);
             g->broken = 1;
-            return optim__err(err, OPTIM_EIO, "replica group: %s failed on rank %d of %d: %s (did a rank die?)",
+            return optim__err(err, OPTIM_EIO,
+                              "replica group: %s failed on rank %d of %d: %s (did a rank die?)",
                               what, g->rank, g->size, msg);
         }
         if (done) return OPTIM_OK;
@@ -48,10 +50,11 @@ static int wait_req(optim_group *g, MPI_Request *req, const char *what, optim_er
         double waited = now() - start;
         if (waited > g->timeout) {
             g->broken = 1;
-            return optim__err(err, OPTIM_EIO,
-                              "replica group: rank %d of %d waited more than %g s in %s for the other ranks "
-                              "(did a rank die or stop calling?)",
-                              g->rank, g->size, g->timeout, what);
+            return optim__err(
+                err, OPTIM_EIO,
+                "replica group: rank %d of %d waited more than %g s in %s for the other ranks "
+                "(did a rank die or stop calling?)",
+                g->rank, g->size, g->timeout, what);
         }
         nanosleep(&(struct timespec){0, waited < 1 ? 20000 : 1000000}, NULL);
     }
@@ -63,8 +66,10 @@ static int to_ints(optim_group *g, const size_t *bytes, int *counts, int *displs
     size_t off = 0;
     for (int r = 0; r < g->size; r++) {
         if (bytes[r] > INT_MAX || off > INT_MAX)
-            return optim__err(err, OPTIM_ERANGE, "replica group: a message of %zu bytes (offset %zu) exceeds MPI's "
-                              "int counts (%d)", bytes[r], off, INT_MAX);
+            return optim__err(err, OPTIM_ERANGE,
+                              "replica group: a message of %zu bytes (offset %zu) exceeds MPI's "
+                              "int counts (%d)",
+                              bytes[r], off, INT_MAX);
         counts[r] = (int)bytes[r];
         displs[r] = (int)off;
         off += bytes[r];
@@ -79,7 +84,8 @@ static int started(optim_group *g, int rc, const char *what, optim_error *err)
     int len = 0;
     MPI_Error_string(rc, msg, &len);
     g->broken = 1;
-    return optim__err(err, OPTIM_EIO, "replica group: %s failed on rank %d of %d: %s", what, g->rank, g->size, msg);
+    return optim__err(err, OPTIM_EIO, "replica group: %s failed on rank %d of %d: %s", what,
+                      g->rank, g->size, msg);
 }
 #endif
 
@@ -91,8 +97,8 @@ int optim__allgather(optim_group *g, const void *send, size_t bytes, void *recv,
     return optim__allgatherv(g, send, bytes, recv, counts, err);
 }
 
-int optim__allgatherv(optim_group *g, const void *send, size_t sbytes, void *recv, const size_t *rbytes,
-                      optim_error *err)
+int optim__allgatherv(optim_group *g, const void *send, size_t sbytes, void *recv,
+                      const size_t *rbytes, optim_error *err)
 {
     if (g->broken) return broken(g, err);
     if (g->size == 1) {
@@ -105,10 +111,11 @@ int optim__allgatherv(optim_group *g, const void *send, size_t sbytes, void *rec
     int rc = to_ints(g, rbytes, counts, counts + g->size, err);
     if (rc) return rc;
     if (sbytes != rbytes[g->rank])
-        return optim__err(err, OPTIM_EINVAL, "replica group: all-gather of %zu bytes, expected %zu", sbytes,
-                          rbytes[g->rank]);
+        return optim__err(err, OPTIM_EINVAL, "replica group: all-gather of %zu bytes, expected %zu",
+                          sbytes, rbytes[g->rank]);
     MPI_Request req;
-    rc = MPI_Iallgatherv(send, counts[g->rank], MPI_BYTE, recv, counts, counts + g->size, MPI_BYTE, g->comm, &req);
+    rc = MPI_Iallgatherv(send, counts[g->rank], MPI_BYTE, recv, counts, counts + g->size, MPI_BYTE,
+                         g->comm, &req);
     if ((rc = started(g, rc, "all-gather", err))) return rc;
     return wait_req(g, &req, "all-gather", err);
 #else
@@ -116,8 +123,8 @@ int optim__allgatherv(optim_group *g, const void *send, size_t sbytes, void *rec
 #endif
 }
 
-int optim__alltoallv(optim_group *g, const void *send, const size_t *sbytes, void *recv, const size_t *rbytes,
-                     optim_error *err)
+int optim__alltoallv(optim_group *g, const void *send, const size_t *sbytes, void *recv,
+                     const size_t *rbytes, optim_error *err)
 {
     if (g->broken) return broken(g, err);
     if (g->size == 1) {
@@ -131,7 +138,8 @@ int optim__alltoallv(optim_group *g, const void *send, const size_t *sbytes, voi
     if (!rc) rc = to_ints(g, rbytes, c + 2 * n, c + 3 * n, err);
     if (rc) return rc;
     MPI_Request req;
-    rc = MPI_Ialltoallv(send, c, c + n, MPI_BYTE, recv, c + 2 * n, c + 3 * n, MPI_BYTE, g->comm, &req);
+    rc = MPI_Ialltoallv(send, c, c + n, MPI_BYTE, recv, c + 2 * n, c + 3 * n, MPI_BYTE, g->comm,
+                        &req);
     if ((rc = started(g, rc, "all-to-all", err))) return rc;
     return wait_req(g, &req, "all-to-all", err);
 #else

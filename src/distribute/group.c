@@ -66,13 +66,16 @@ static int group_err(optim_group *g, int code, const char *fmt, ...)
 static int check_options(const optim_group_options *o, optim_error *err)
 {
     if (o->size != sizeof *o)
-        return optim__err(err, OPTIM_EVERSION, "replica group: options size %u, expected %zu (use optim_group_defaults)",
+        return optim__err(err, OPTIM_EVERSION,
+                          "replica group: options size %u, expected %zu (use optim_group_defaults)",
                           (unsigned)o->size, sizeof *o);
     if (o->shard_optimizer_state != 0 && o->shard_optimizer_state != 1)
-        return optim__err(err, OPTIM_EINVAL, "replica group: shard_optimizer_state = %d, expected 0 or 1",
+        return optim__err(err, OPTIM_EINVAL,
+                          "replica group: shard_optimizer_state = %d, expected 0 or 1",
                           o->shard_optimizer_state);
     if (!(o->timeout_seconds > 0) || isinf(o->timeout_seconds))
-        return optim__err(err, OPTIM_EINVAL, "replica group: timeout_seconds = %g, expected a finite number > 0",
+        return optim__err(err, OPTIM_EINVAL,
+                          "replica group: timeout_seconds = %g, expected a finite number > 0",
                           o->timeout_seconds);
     return OPTIM_OK;
 }
@@ -110,7 +113,8 @@ static void finalize_at_exit(void)
 }
 #endif
 
-int optim_group_create_mpi(optim_group **out, const void *comm, const optim_group_options *opts, optim_error *err)
+int optim_group_create_mpi(optim_group **out, const void *comm, const optim_group_options *opts,
+                           optim_error *err)
 {
     if (out) *out = NULL;
     if (!out) return optim__err(err, OPTIM_EINVAL, "optim_group_create_mpi: out is NULL");
@@ -123,7 +127,8 @@ int optim_group_create_mpi(optim_group **out, const void *comm, const optim_grou
         int provided;
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (finalized || MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        if (finalized ||
+            MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
             free(g);
             return optim__err(err, OPTIM_EIO, "optim_group_create_mpi: MPI_Init failed%s",
                               finalized ? " (MPI was already finalised)" : "");
@@ -133,7 +138,9 @@ int optim_group_create_mpi(optim_group **out, const void *comm, const optim_grou
     MPI_Comm base = comm ? *(const MPI_Comm *)comm : MPI_COMM_WORLD;
     if (MPI_Comm_dup(base, &g->comm) != MPI_SUCCESS) {
         free(g);
-        return optim__err(err, OPTIM_EIO, "optim_group_create_mpi: MPI_Comm_dup failed (is comm a valid communicator?)");
+        return optim__err(
+            err, OPTIM_EIO,
+            "optim_group_create_mpi: MPI_Comm_dup failed (is comm a valid communicator?)");
     }
     MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g->comm, &g->rank);
@@ -143,8 +150,10 @@ int optim_group_create_mpi(optim_group **out, const void *comm, const optim_grou
     return OPTIM_OK;
 #else
     (void)comm, (void)opts;
-    return optim__err(err, OPTIM_ENOTSUP, "optim_group_create_mpi: this optim was built without MPI (install "
-                      "libopenmpi-dev and rebuild, or configure with -DOPTIM_MPI=ON to require it)");
+    return optim__err(
+        err, OPTIM_ENOTSUP,
+        "optim_group_create_mpi: this optim was built without MPI (install "
+        "libopenmpi-dev and rebuild, or configure with -DOPTIM_MPI=ON to require it)");
 #endif
 }
 
@@ -171,7 +180,10 @@ void optim_group_destroy(optim_group *g)
 int optim_group_rank(const optim_group *g) { return g ? g->rank : -1; }
 int optim_group_size(const optim_group *g) { return g ? g->size : 0; }
 int optim_group_sharded(const optim_group *g) { return g ? g->sharded : 0; }
-const char *optim_group_errmsg(const optim_group *g) { return g ? g->errmsg : "replica group is NULL"; }
+const char *optim_group_errmsg(const optim_group *g)
+{
+    return g ? g->errmsg : "replica group is NULL";
+}
 
 void optim_group_abort(optim_group *g, int code)
 {
@@ -196,8 +208,10 @@ static int half_refused(const optim_grad_var *pairs, size_t n, optim_error *err)
     for (size_t i = 0; i < n; i++) {
         optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
         if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim_compute_dtype(dt) != dt)
-            return optim__err(err, OPTIM_ENOTSUP, "replica group: variable '%s' is %s; replicas sum float32 "
-                              "and float64 gradients only", optim_var_name(pairs[i].var), optim_dtype_name(dt));
+            return optim__err(err, OPTIM_ENOTSUP,
+                              "replica group: variable '%s' is %s; replicas sum float32 "
+                              "and float64 gradients only",
+                              optim_var_name(pairs[i].var), optim_dtype_name(dt));
     }
     return OPTIM_OK;
 }
@@ -209,7 +223,8 @@ static int aggregate(void *user, optim_grad_var *pairs, size_t n, optim_error *e
     optim_group *g = a->g;
     a->aggregated = 1;
     if (g->sharded)
-        return optim__err(err, OPTIM_ESTATE, "the optimizer is attached to a sharded replica group: step it with "
+        return optim__err(err, OPTIM_ESTATE,
+                          "the optimizer is attached to a sharded replica group: step it with "
                           "optim_group_apply_gradients");
     if (g->size == 1) return OPTIM_OK; /* the sum of one */
     optim__group_scratch_free(g);
@@ -226,7 +241,8 @@ int optim_group_attach(optim_group *g, optim_optimizer *opt)
     g->errmsg[0] = '\0';
     if (!opt) return group_err(g, OPTIM_EINVAL, "optim_group_attach: opt is NULL");
     if (optim__attached_of(g, opt))
-        return group_err(g, OPTIM_EINVAL, "optim_group_attach: optimizer '%s' is already attached to this group",
+        return group_err(g, OPTIM_EINVAL,
+                         "optim_group_attach: optimizer '%s' is already attached to this group",
                          optim_name(opt));
     optim_error err;
     if (g->sharded && optim__check_shardable_class(opt, &err)) return optim__group_fail(g, &err);
@@ -254,7 +270,8 @@ int optim_group_detach(optim_group *g, optim_optimizer *opt)
             g->att[i] = g->att[--g->natt];
             return OPTIM_OK;
         }
-    return group_err(g, OPTIM_ENOTFOUND, "optim_group_detach: optimizer '%s' is not attached to this group",
+    return group_err(g, OPTIM_ENOTFOUND,
+                     "optim_group_detach: optimizer '%s' is not attached to this group",
                      opt ? optim_name(opt) : "(NULL)");
 }
 
@@ -265,13 +282,15 @@ static optim__attached *attached_or_fail(optim_group *g, const optim_optimizer *
         return NULL;
     }
     optim__attached *a = optim__attached_of(g, opt);
-    if (!a) group_err(g, OPTIM_ENOTFOUND, "%s: optimizer '%s' is not attached to this group (optim_group_attach)", fn,
-                      optim_name(opt));
+    if (!a)
+        group_err(g, OPTIM_ENOTFOUND,
+                  "%s: optimizer '%s' is not attached to this group (optim_group_attach)", fn,
+                  optim_name(opt));
     return a;
 }
 
-int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                                uint32_t flags)
+int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const optim_grad_var *pairs,
+                                size_t n, uint32_t flags)
 {
     if (!g) return OPTIM_EINVAL;
     g->errmsg[0] = '\0';
@@ -286,7 +305,8 @@ int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt, const opti
         if (!rc) return OPTIM_OK;
         group_err(g, rc, "%s", optim_errmsg(opt));
         /* Refused before the sum: tell the other ranks, which wait in it. */
-        if (!a->aggregated && !(flags & OPTIM_APPLY_NO_AGGREGATE) && optim__agree(g, NULL, 0, rc, &err) == OPTIM_EIO)
+        if (!a->aggregated && !(flags & OPTIM_APPLY_NO_AGGREGATE) &&
+            optim__agree(g, NULL, 0, rc, &err) == OPTIM_EIO)
             optim__group_fail(g, &err);
         return rc;
     }
@@ -300,7 +320,8 @@ int optim_group_sum(optim_group *g, double *values, size_t n)
 {
     if (!g) return OPTIM_EINVAL;
     g->errmsg[0] = '\0';
-    if (n && !values) return group_err(g, OPTIM_EINVAL, "optim_group_sum: values is NULL for n = %zu", n);
+    if (n && !values)
+        return group_err(g, OPTIM_EINVAL, "optim_group_sum: values is NULL for n = %zu", n);
     optim__group_scratch_free(g);
     optim_error err;
     optim__err_clear(&err);
@@ -316,7 +337,8 @@ int optim_group_sum(optim_group *g, double *values, size_t n)
     return OPTIM_OK;
 }
 
-int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *out, size_t cap, size_t *count)
+int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *out, size_t cap,
+                            size_t *count)
 {
     if (!g) return OPTIM_EINVAL;
     g->errmsg[0] = '\0';
@@ -324,7 +346,9 @@ int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *
     optim__attached *a = attached_or_fail(g, opt, "optim_group_get_weights");
     if (!a) return OPTIM_EINVAL;
     if (!count) return group_err(g, OPTIM_EINVAL, "optim_group_get_weights: count is NULL");
-    if (cap && !out) return group_err(g, OPTIM_EINVAL, "optim_group_get_weights: out is NULL for cap = %zu", cap);
+    if (cap && !out)
+        return group_err(g, OPTIM_EINVAL, "optim_group_get_weights: out is NULL for cap = %zu",
+                         cap);
     if (!g->sharded) {
         *count = optim_get_weights(opt, out, cap);
         return OPTIM_OK;
@@ -346,7 +370,8 @@ int optim_group_slot_bytes(optim_group *g, const optim_optimizer *opt, int64_t *
     if (!w) return group_err(g, OPTIM_ENOMEM, "optim_group_slot_bytes: out of memory");
     optim_get_weights((optim_optimizer *)opt, w, n);
     int64_t b = 0;
-    for (size_t i = 1; i < n; i++) b += optim_tensor_numel(&w[i]) * (int64_t)optim_dtype_size(w[i].dtype);
+    for (size_t i = 1; i < n; i++)
+        b += optim_tensor_numel(&w[i]) * (int64_t)optim_dtype_size(w[i].dtype);
     free(w);
     *bytes = b;
     return OPTIM_OK;
@@ -359,7 +384,8 @@ int optim_group_build(optim_group *g, optim_optimizer *opt, optim_var *const *va
     optim__group_scratch_free(g);
     optim__attached *a = attached_or_fail(g, opt, "optim_group_build");
     if (!a) return OPTIM_EINVAL;
-    if (n && !vars) return group_err(g, OPTIM_EINVAL, "optim_group_build: vars is NULL for n = %zu", n);
+    if (n && !vars)
+        return group_err(g, OPTIM_EINVAL, "optim_group_build: vars is NULL for n = %zu", n);
     if (!g->sharded) {
         int rc = optim_build(opt, vars, n);
         return rc ? group_err(g, rc, "%s", optim_errmsg(opt)) : OPTIM_OK;
@@ -370,14 +396,17 @@ int optim_group_build(optim_group *g, optim_optimizer *opt, optim_var *const *va
     return rc ? optim__group_fail(g, &err) : OPTIM_OK;
 }
 
-int optim_group_set_weights(optim_group *g, optim_optimizer *opt, const optim_tensor *weights, size_t n)
+int optim_group_set_weights(optim_group *g, optim_optimizer *opt, const optim_tensor *weights,
+                            size_t n)
 {
     if (!g) return OPTIM_EINVAL;
     g->errmsg[0] = '\0';
     optim__group_scratch_free(g);
     optim__attached *a = attached_or_fail(g, opt, "optim_group_set_weights");
     if (!a) return OPTIM_EINVAL;
-    if (n && !weights) return group_err(g, OPTIM_EINVAL, "optim_group_set_weights: weights is NULL for n = %zu", n);
+    if (n && !weights)
+        return group_err(g, OPTIM_EINVAL, "optim_group_set_weights: weights is NULL for n = %zu",
+                         n);
     if (!g->sharded) {
         int rc = optim_set_weights(opt, weights, n);
         return rc ? group_err(g, rc, "%s", optim_errmsg(opt)) : OPTIM_OK;

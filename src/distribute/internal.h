@@ -13,9 +13,9 @@
 /* A rank's block of a variable: rows [row0, row0 + rows) of `full`, seen
  * as the variable `part` over the same storage (sharded groups). */
 typedef struct optim__shard {
-    optim_var *full;   /* borrowed */
-    optim_var *part;   /* owned; borrows full's storage */
-    int64_t numel;     /* full's, as first seen */
+    optim_var *full; /* borrowed */
+    optim_var *part; /* owned; borrows full's storage */
+    int64_t numel; /* full's, as first seen */
     optim_dtype dtype;
 } optim__shard;
 
@@ -25,13 +25,13 @@ typedef struct optim__attached {
     optim_optimizer *opt;
     optim__shard *shards;
     size_t nshards, cap;
-    int aggregated;     /* the aggregator ran in this step */
+    int aggregated; /* the aggregator ran in this step */
 } optim__attached;
 
 struct optim_group {
     int rank, size;
     int sharded;
-    int broken;                 /* a collective failed: refuse further work */
+    int broken; /* a collective failed: refuse further work */
     double timeout;
 #ifdef OPTIM_HAVE_MPI
     int is_mpi;
@@ -39,7 +39,7 @@ struct optim_group {
 #endif
     optim__attached **att;
     size_t natt;
-    void **scratch;             /* freed at the start of the next call */
+    void **scratch; /* freed at the start of the next call */
     size_t nscratch, cap_scratch;
     char errmsg[OPTIM_ERRMSG_MAX];
 };
@@ -53,10 +53,10 @@ void optim__group_scratch_free(optim_group *g);
  * rank order. They wait at most g->timeout, then fail (OPTIM_EIO) and
  * mark the group broken. With one rank they copy. */
 int optim__allgather(optim_group *g, const void *send, size_t bytes, void *recv, optim_error *err);
-int optim__allgatherv(optim_group *g, const void *send, size_t sbytes, void *recv, const size_t *rbytes,
-                      optim_error *err);
-int optim__alltoallv(optim_group *g, const void *send, const size_t *sbytes, void *recv, const size_t *rbytes,
-                     optim_error *err);
+int optim__allgatherv(optim_group *g, const void *send, size_t sbytes, void *recv,
+                      const size_t *rbytes, optim_error *err);
+int optim__alltoallv(optim_group *g, const void *send, const size_t *sbytes, void *recv,
+                     const size_t *rbytes, optim_error *err);
 
 /* Tensors of one dtype split across the ranks: tensor i's rank-r block is
  * elements [lo[i*size + r], lo[i*size + r + 1]) (lo has size + 1 entries per
@@ -69,7 +69,8 @@ typedef struct optim__layout {
 
 /* Fills lo for tensor i: `rows` rows of `row_size` elements, rows split in
  * balanced contiguous blocks. */
-void optim__layout_rows(const optim_group *g, optim__layout *l, size_t i, int64_t rows, int64_t row_size);
+void optim__layout_rows(const optim_group *g, optim__layout *l, size_t i, int64_t rows,
+                        int64_t row_size);
 /* Rank r's block of tensor i. */
 static inline int64_t optim__block_lo(const optim_group *g, const optim__layout *l, size_t i, int r)
 {
@@ -82,14 +83,15 @@ static inline int64_t optim__block_n(const optim_group *g, const optim__layout *
 
 /* own[i] (this rank's block of tensor i) = the sum over ranks, in rank
  * order, of their full[i]'s block. */
-int optim__reduce_scatter(optim_group *g, const optim__layout *l, const void *const *full, void *const *own,
-                          optim_error *err);
+int optim__reduce_scatter(optim_group *g, const optim__layout *l, const void *const *full,
+                          void *const *own, optim_error *err);
 /* full[i] gets every rank's block of tensor i (this rank's taken from full[i] itself). */
 int optim__all_gather(optim_group *g, const optim__layout *l, void *const *full, optim_error *err);
 
 /* Every rank passes the same n pairs (kinds, dtypes, sizes) and no rank
  * failed its local checks (local_rc): else all fail alike. */
-int optim__agree(optim_group *g, const optim_grad_var *pairs, size_t n, int local_rc, optim_error *err);
+int optim__agree(optim_group *g, const optim_grad_var *pairs, size_t n, int local_rc,
+                 optim_error *err);
 
 /* Concatenates every rank's sparse gradients in rank order (pairs changed to
  * point at group memory). */
@@ -104,10 +106,13 @@ int optim__group_fail(optim_group *g, const optim_error *err);
 /* Sharded step, weights and checks (shard.c). */
 int optim__check_shardable_class(const optim_optimizer *opt, optim_error *err);
 optim__attached *optim__attached_of(const optim_group *g, const optim_optimizer *opt);
-int optim__shard_step(optim__attached *a, const optim_grad_var *pairs, size_t n, uint32_t flags, optim_error *err);
+int optim__shard_step(optim__attached *a, const optim_grad_var *pairs, size_t n, uint32_t flags,
+                      optim_error *err);
 int optim__shard_build(optim__attached *a, optim_var *const *vars, size_t n, optim_error *err);
-int optim__shard_set_weights(optim__attached *a, const optim_tensor *weights, size_t n, optim_error *err);
-int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size_t *count, optim_error *err);
+int optim__shard_set_weights(optim__attached *a, const optim_tensor *weights, size_t n,
+                             optim_error *err);
+int optim__shard_weights(optim__attached *a, optim_tensor *out, size_t cap, size_t *count,
+                         optim_error *err);
 void optim__shards_free(optim__attached *a);
 
 #endif

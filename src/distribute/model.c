@@ -5,11 +5,14 @@
 
 #include <string.h>
 
-static int apply(void *user, optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err)
+static int apply(void *user, optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                 optim_error *err)
 {
     optim_group *g = user;
     int rc = optim_group_apply_gradients(g, opt, pairs, n, 0);
-    return rc ? optim__err(err, rc, "optimizer step on rank %d of %d: %s", g->rank, g->size, g->errmsg) : OPTIM_OK;
+    return rc
+        ? optim__err(err, rc, "optimizer step on rank %d of %d: %s", g->rank, g->size, g->errmsg)
+        : OPTIM_OK;
 }
 
 static int sum(void *user, double *values, size_t n, optim_error *err)

@@ -13,7 +13,8 @@
 
 static const char *not_regular(mode_t m)
 {
-    if (S_ISLNK(m)) return "exists and is a symbolic link, not a regular file: refusing to replace it";
+    if (S_ISLNK(m))
+        return "exists and is a symbolic link, not a regular file: refusing to replace it";
     if (S_ISDIR(m)) return "exists and is a directory, not a regular file: refusing to replace it";
     if (S_ISCHR(m) || S_ISBLK(m))
         return "exists and is a device, not a regular file: refusing to replace it";
@@ -118,11 +119,12 @@ int optim__atomic_commit(optim__atomic_file *f, const char **what)
 {
     if (fsync(f->fd) != 0) return fail(f, what, "cannot fsync the temporary file");
     int direct = 0; /* published already: path did not exist */
-    if (!f->tmp) {  /* unnamed: give it a name before closing it */
+    if (!f->tmp) { /* unnamed: give it a name before closing it */
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", f->fd);
         direct = linkat(AT_FDCWD, proc, AT_FDCWD, f->path, AT_SYMLINK_FOLLOW) == 0;
-        if (!direct && errno != EEXIST) return fail(f, what, "cannot link the temporary file to it");
+        if (!direct && errno != EEXIST)
+            return fail(f, what, "cannot link the temporary file to it");
         if (!direct && make_named(f, link_named) != 0)
             return fail(f, what, "cannot link the temporary file in its directory");
     }

@@ -8,10 +8,10 @@
 #define OPTIM_IO_ATOMIC_FILE_H
 
 typedef struct optim__atomic_file {
-    int fd;           /* write the content here */
+    int fd; /* write the content here */
     const char *path; /* borrowed */
-    char *dir;        /* path's directory */
-    char *tmp;        /* the temporary file's name while it has one, else NULL */
+    char *dir; /* path's directory */
+    char *tmp; /* the temporary file's name while it has one, else NULL */
 } optim__atomic_file;
 
 /* Checks path and opens the temporary file. Returns 0, or -1 with *what

@@ -11,7 +11,7 @@
 
 struct optim_atomic_file {
     optim__atomic_file file;
-    char *path;   /* a copy: the caller's string may go away before commit */
+    char *path; /* a copy: the caller's string may go away before commit */
     FILE *stream; /* on a duplicate of file.fd, so closing it keeps file.fd */
 };
 
@@ -26,7 +26,8 @@ int optim_atomic_file_open(optim_atomic_file **out, const char *path, optim_erro
     if (!out) return optim_error_set(err, OPTIM_EINVAL, "optim_atomic_file_open: out is NULL");
     *out = NULL;
     if (!path || !*path)
-        return optim_error_set(err, OPTIM_EINVAL, "optim_atomic_file_open: path is %s, expected a file name",
+        return optim_error_set(err, OPTIM_EINVAL,
+                               "optim_atomic_file_open: path is %s, expected a file name",
                                path ? "empty" : "NULL");
     optim_atomic_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {

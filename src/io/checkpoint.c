@@ -65,7 +65,9 @@ static int write_atomic(const char *dir, const char *name, const char *text, opt
         rc = -1, what = "write error";
     }
     if (!rc) rc = optim__atomic_commit(&f, &what);
-    if (rc && errno) return optim__err(err, OPTIM_EIO, "checkpoint: cannot write %s: %s: %s", path, what, strerror(errno));
+    if (rc && errno)
+        return optim__err(err, OPTIM_EIO, "checkpoint: cannot write %s: %s: %s", path, what,
+                          strerror(errno));
     if (rc) return optim__err(err, OPTIM_EIO, "checkpoint: cannot write %s: %s", path, what);
     return OPTIM_OK;
 }
@@ -107,7 +109,8 @@ static void remove_stale(const char *dir, const char *keep)
 static cJSON *shape_json(int32_t rank, const int64_t *shape)
 {
     cJSON *a = cJSON_CreateArray();
-    for (int32_t i = 0; a && i < rank; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
+    for (int32_t i = 0; a && i < rank; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
     return a;
 }
 
@@ -116,8 +119,10 @@ static int add_model(cJSON *root, optim_st_writer *w, optim_model *m, optim_erro
 {
     optim_var *vars[CK_MAX_VARS];
     size_t n = optim_model_variables(m, vars, CK_MAX_VARS);
-    if (n > CK_MAX_VARS) return optim__err(err, OPTIM_ENOTSUP, "checkpoint: more than %d variables", CK_MAX_VARS);
-    cJSON *jv = cJSON_AddArrayToObject(root, "variables"), *jl = cJSON_AddArrayToObject(root, "layers");
+    if (n > CK_MAX_VARS)
+        return optim__err(err, OPTIM_ENOTSUP, "checkpoint: more than %d variables", CK_MAX_VARS);
+    cJSON *jv = cJSON_AddArrayToObject(root, "variables"),
+          *jl = cJSON_AddArrayToObject(root, "layers");
     if (!jv || !jl) return optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
     char name[CK_MAX_PATH];
     int rc = OPTIM_OK;
@@ -126,7 +131,8 @@ static int add_model(cJSON *root, optim_st_writer *w, optim_model *m, optim_erro
         cJSON_AddItemToArray(jv, o);
         cJSON_AddStringToObject(o, "name", optim_var_name(vars[i]));
         cJSON_AddStringToObject(o, "dtype", optim_dtype_name(optim_var_dtype(vars[i])));
-        cJSON_AddItemToObject(o, "shape", shape_json(optim_var_rank(vars[i]), optim_var_shape(vars[i])));
+        cJSON_AddItemToObject(o, "shape",
+                              shape_json(optim_var_rank(vars[i]), optim_var_shape(vars[i])));
         snprintf(name, sizeof name, "model/%s", optim_var_name(vars[i]));
         optim_tensor t = optim_var_tensor(vars[i]);
         rc = optim_st_writer_add(w, name, &t, err);
@@ -148,8 +154,9 @@ static void class_chain(const optim_optimizer *opt, char *buf, size_t n)
     size_t len = 0;
     buf[0] = '\0';
     for (const optim_optimizer *o = opt; o && len < n; o = optim_wrapper_inner(o))
-        len += (size_t)snprintf(buf + len, n - len, "%s%s%s", len ? ">" : "", optim_class_of(o)->name,
-                                optim_generation_of(o) == OPTIM_LEGACY ? "(legacy)" : "");
+        len +=
+            (size_t)snprintf(buf + len, n - len, "%s%s%s", len ? ">" : "", optim_class_of(o)->name,
+                             optim_generation_of(o) == OPTIM_LEGACY ? "(legacy)" : "");
 }
 
 /* The optimizer's class chain, config and weights. */
@@ -162,7 +169,9 @@ static int add_optimizer(cJSON *root, optim_st_writer *w, optim_optimizer *opt, 
      * write 1.0 as 1). */
     cJSON *c = cfg ? cJSON_CreateRaw(cfg) : NULL;
     optim_free(cfg);
-    if (!c) return optim__err(err, OPTIM_ENOMEM, "checkpoint: cannot serialize the optimizer: %s", optim_errmsg(opt));
+    if (!c)
+        return optim__err(err, OPTIM_ENOMEM, "checkpoint: cannot serialize the optimizer: %s",
+                          optim_errmsg(opt));
     cJSON_AddItemToObject(root, "optimizer", c);
     cJSON_AddStringToObject(root, "optimizer_classes", chain);
     size_t n = optim_weights_count(opt);
@@ -183,17 +192,26 @@ static int add_optimizer(cJSON *root, optim_st_writer *w, optim_optimizer *opt, 
     return rc;
 }
 
-static int save_checks(const char *dir, optim_model *m, optim_optimizer *opt, int64_t epoch, optim_error *err)
+static int save_checks(const char *dir, optim_model *m, optim_optimizer *opt, int64_t epoch,
+                       optim_error *err)
 {
     if (!dir || !m || !opt)
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: %s is NULL", !dir ? "dir" : !m ? "model" : "opt");
+        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: %s is NULL",
+                          !dir     ? "dir"
+                              : !m ? "model"
+                                   : "opt");
     if (!dir[0] || strlen(dir) > CK_MAX_PATH - 64)
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: dir '%s' is empty or too long", dir);
-    if (epoch < 0) return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: epoch = %lld, expected >= 0", (long long)epoch);
+        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: dir '%s' is empty or too long",
+                          dir);
+    if (epoch < 0)
+        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: epoch = %lld, expected >= 0",
+                          (long long)epoch);
     if (!optim_model_built(m))
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: model \"%s\" is not built yet", optim_model_name(m));
+        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: model \"%s\" is not built yet",
+                          optim_model_name(m));
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return optim__err(err, OPTIM_EIO, "checkpoint: cannot create directory %s: %s", dir, strerror(errno));
+        return optim__err(err, OPTIM_EIO, "checkpoint: cannot create directory %s: %s", dir,
+                          strerror(errno));
     return OPTIM_OK;
 }
 
@@ -205,7 +223,9 @@ int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt,
     cJSON *extra = cJSON_Parse(extra_json ? extra_json : "{}");
     if (!cJSON_IsObject(extra)) {
         cJSON_Delete(extra);
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_save: extra_json '%s' is not a JSON object", extra_json);
+        return optim__err(err, OPTIM_EINVAL,
+                          "optim_checkpoint_save: extra_json '%s' is not a JSON object",
+                          extra_json);
     }
     cJSON *root = cJSON_CreateObject();
     optim_st_writer *w = NULL;
@@ -226,7 +246,8 @@ int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt,
     if (!rc) rc = add_model(root, w, m, err);
     if (!rc) rc = add_optimizer(root, w, opt, err);
     if (!rc) rc = optim_st_writer_save(w, path, err);
-    if (!rc && !(text = cJSON_Print(root))) rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
+    if (!rc && !(text = cJSON_Print(root)))
+        rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
     if (!rc) rc = write_atomic(dir, CK_JSON, text, err);
     if (!rc) remove_stale(dir, file);
     else unlink(path);
@@ -250,42 +271,59 @@ void optim_checkpoint_free(optim_checkpoint *c)
 }
 
 int64_t optim_checkpoint_epoch(const optim_checkpoint *c) { return c ? c->epoch : -1; }
-const char *optim_checkpoint_optimizer_json(const optim_checkpoint *c) { return c ? c->optimizer_json : NULL; }
-const char *optim_checkpoint_extra_json(const optim_checkpoint *c) { return c ? c->extra_json : NULL; }
+const char *optim_checkpoint_optimizer_json(const optim_checkpoint *c)
+{
+    return c ? c->optimizer_json : NULL;
+}
+const char *optim_checkpoint_extra_json(const optim_checkpoint *c)
+{
+    return c ? c->extra_json : NULL;
+}
 
-static const cJSON *item(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+static const cJSON *item(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
 
 /* Checks checkpoint.json's fields; fills epoch and the two JSON texts. */
 static int parse_root(optim_checkpoint *c, const char *path, optim_error *err)
 {
-    const cJSON *r = c->root, *fmt = item(r, "format"), *ver = item(r, "version"), *ep = item(r, "epoch");
+    const cJSON *r = c->root, *fmt = item(r, "format"), *ver = item(r, "version"),
+                *ep = item(r, "epoch");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CK_FORMAT) != 0)
-        return optim__err(err, OPTIM_EFORMAT, "%s: not an optim checkpoint (\"format\" is not \"%s\")", path, CK_FORMAT);
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: not an optim checkpoint (\"format\" is not \"%s\")", path,
+                          CK_FORMAT);
     if (!cJSON_IsNumber(ver) || ver->valuedouble != CK_VERSION)
         return optim__err(err, OPTIM_EFORMAT, "%s: checkpoint version %g, expected %d", path,
                           cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, CK_VERSION);
-    if (!cJSON_IsNumber(ep) || ep->valuedouble < 0 || ep->valuedouble != (double)(int64_t)ep->valuedouble)
+    if (!cJSON_IsNumber(ep) || ep->valuedouble < 0 ||
+        ep->valuedouble != (double)(int64_t)ep->valuedouble)
         return optim__err(err, OPTIM_EFORMAT, "%s: \"epoch\" is not a whole number >= 0", path);
     c->epoch = (int64_t)ep->valuedouble;
     const char *keys[] = {"tensors", "optimizer_classes"};
     for (size_t i = 0; i < 2; i++)
         if (!cJSON_IsString(item(r, keys[i])))
-            return optim__err(err, OPTIM_EFORMAT, "%s: \"%s\" is missing or not a string", path, keys[i]);
+            return optim__err(err, OPTIM_EFORMAT, "%s: \"%s\" is missing or not a string", path,
+                              keys[i]);
     const char *arrays[] = {"variables", "layers", "optimizer_weights"};
     for (size_t i = 0; i < 3; i++)
         if (!cJSON_IsArray(item(r, arrays[i])))
-            return optim__err(err, OPTIM_EFORMAT, "%s: \"%s\" is missing or not an array", path, arrays[i]);
+            return optim__err(err, OPTIM_EFORMAT, "%s: \"%s\" is missing or not an array", path,
+                              arrays[i]);
     if (!cJSON_IsObject(item(r, "optimizer")) || !cJSON_IsObject(item(r, "extra")))
-        return optim__err(err, OPTIM_EFORMAT, "%s: \"optimizer\" or \"extra\" is not an object", path);
+        return optim__err(err, OPTIM_EFORMAT, "%s: \"optimizer\" or \"extra\" is not an object",
+                          path);
     c->optimizer_json = optim__json_print_exact(item(r, "optimizer"));
     c->extra_json = cJSON_PrintUnformatted(item(r, "extra"));
-    if (!c->optimizer_json || !c->extra_json) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
+    if (!c->optimizer_json || !c->extra_json)
+        return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     return OPTIM_OK;
 }
 
 /* Every name listed under `key` has its tensor PREFIX/NAME in the file. */
-static int check_listed(const optim_checkpoint *c, const char *key, const char *prefix, const char *file,
-                        optim_error *err)
+static int check_listed(const optim_checkpoint *c, const char *key, const char *prefix,
+                        const char *file, optim_error *err)
 {
     const cJSON *e;
     char name[CK_MAX_PATH];
@@ -293,7 +331,8 @@ static int check_listed(const optim_checkpoint *c, const char *key, const char *
     cJSON_ArrayForEach(e, item(c->root, key))
     {
         const cJSON *n = cJSON_IsObject(e) ? item(e, "name") : e;
-        if (!cJSON_IsString(n)) return optim__err(err, OPTIM_EFORMAT, "%s: an entry of \"%s\" has no name", file, key);
+        if (!cJSON_IsString(n))
+            return optim__err(err, OPTIM_EFORMAT, "%s: an entry of \"%s\" has no name", file, key);
         snprintf(name, sizeof name, "%s/%s", prefix, n->valuestring);
         if (optim_st_get(c->st, name, &t))
             return optim__err(err, OPTIM_EFORMAT, "%s: tensor \"%s\" is missing", file, name);
@@ -305,7 +344,8 @@ static int read_tensors(optim_checkpoint *c, const char *dir, optim_error *err)
 {
     const char *file = item(c->root, "tensors")->valuestring;
     if (strchr(file, '/') || strncmp(file, "ckpt-", 5) != 0)
-        return optim__err(err, OPTIM_EFORMAT, "%s/%s: \"tensors\" '%s' is not a ckpt-N file", dir, CK_JSON, file);
+        return optim__err(err, OPTIM_EFORMAT, "%s/%s: \"tensors\" '%s' is not a ckpt-N file", dir,
+                          CK_JSON, file);
     char path[CK_MAX_PATH];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     int rc = optim_st_read(path, &c->st, err);
@@ -353,11 +393,14 @@ int optim_checkpoint_read(const char *dir, optim_checkpoint **out, optim_error *
     if (!out) return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_read: out is NULL");
     *out = NULL;
     if (!dir || !dir[0] || strlen(dir) > CK_MAX_PATH - 64)
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_read: dir is NULL, empty or too long");
+        return optim__err(err, OPTIM_EINVAL,
+                          "optim_checkpoint_read: dir is NULL, empty or too long");
     char path[CK_MAX_PATH];
     snprintf(path, sizeof path, "%s/%s", dir, CK_JSON);
     char *text = read_text(path);
-    if (!text) return optim__err(err, OPTIM_EIO, "%s holds no checkpoint (%s: %s)", dir, path, strerror(errno));
+    if (!text)
+        return optim__err(err, OPTIM_EIO, "%s holds no checkpoint (%s: %s)", dir, path,
+                          strerror(errno));
     optim_checkpoint *c = optim__calloc(1, sizeof *c);
     int rc = c ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     if (!rc && !cJSON_IsObject(c->root = optim__json_parse(text, NULL, 0)))
@@ -381,15 +424,17 @@ static int same_shape(const optim_tensor *t, optim_dtype dt, int32_t rank, const
 }
 
 /* The model has exactly the checkpoint's layers and variables. */
-static int check_model(const optim_checkpoint *c, optim_model *m, optim_var **vars, size_t n, optim_error *err)
+static int check_model(const optim_checkpoint *c, optim_model *m, optim_var **vars, size_t n,
+                       optim_error *err)
 {
     const cJSON *jv = item(c->root, "variables"), *jl = item(c->root, "layers");
     size_t nl = optim_model_layer_count(m);
     if ((size_t)cJSON_GetArraySize(jv) != n || (size_t)cJSON_GetArraySize(jl) != nl)
-        return optim__err(err, OPTIM_ESTATE,
-                          "checkpoint is of a different model: it has %d variables in %d layers, model \"%s\" has "
-                          "%zu in %zu",
-                          cJSON_GetArraySize(jv), cJSON_GetArraySize(jl), optim_model_name(m), n, nl);
+        return optim__err(
+            err, OPTIM_ESTATE,
+            "checkpoint is of a different model: it has %d variables in %d layers, model \"%s\" has "
+            "%zu in %zu",
+            cJSON_GetArraySize(jv), cJSON_GetArraySize(jl), optim_model_name(m), n, nl);
     char name[CK_MAX_PATH], want[128], have[128];
     for (size_t i = 0; i < n; i++) {
         const char *vn = item(cJSON_GetArrayItem(jv, (int)i), "name")->valuestring;
@@ -397,48 +442,61 @@ static int check_model(const optim_checkpoint *c, optim_model *m, optim_var **va
         snprintf(name, sizeof name, "model/%s", vn);
         optim_st_get(c->st, name, &t);
         if (strcmp(vn, optim_var_name(vars[i])) != 0 ||
-            !same_shape(&t, optim_var_dtype(vars[i]), optim_var_rank(vars[i]), optim_var_shape(vars[i])))
-            return optim__err(err, OPTIM_ESTATE,
-                              "checkpoint is of a different model: its variable %zu is %s %s %s, the model's is "
-                              "%s %s %s",
-                              i, vn, optim_dtype_name(t.dtype), optim_shape_str(t.rank, t.shape, want, sizeof want),
-                              optim_var_name(vars[i]), optim_dtype_name(optim_var_dtype(vars[i])),
-                              optim_shape_str(optim_var_rank(vars[i]), optim_var_shape(vars[i]), have, sizeof have));
+            !same_shape(&t, optim_var_dtype(vars[i]), optim_var_rank(vars[i]),
+                        optim_var_shape(vars[i])))
+            return optim__err(
+                err, OPTIM_ESTATE,
+                "checkpoint is of a different model: its variable %zu is %s %s %s, the model's is "
+                "%s %s %s",
+                i, vn, optim_dtype_name(t.dtype),
+                optim_shape_str(t.rank, t.shape, want, sizeof want), optim_var_name(vars[i]),
+                optim_dtype_name(optim_var_dtype(vars[i])),
+                optim_shape_str(optim_var_rank(vars[i]), optim_var_shape(vars[i]), have,
+                                sizeof have));
     }
     for (size_t i = 0; i < nl; i++) {
         const cJSON *l = cJSON_GetArrayItem(jl, (int)i);
         if (strcmp(l->valuestring, optim_layer_name(optim_model_layer(m, i))) != 0)
-            return optim__err(err, OPTIM_ESTATE, "checkpoint is of a different model: layer %zu is %s, the model's is %s",
-                              i, l->valuestring, optim_layer_name(optim_model_layer(m, i)));
+            return optim__err(
+                err, OPTIM_ESTATE,
+                "checkpoint is of a different model: layer %zu is %s, the model's is %s", i,
+                l->valuestring, optim_layer_name(optim_model_layer(m, i)));
     }
     return OPTIM_OK;
 }
 
 /* The weights opt will have once built for vars match the checkpoint's
  * (checked on a scratch copy, so opt itself stays untouched). */
-static int check_optimizer(const optim_checkpoint *c, optim_optimizer *opt, optim_var *const *vars, size_t n,
-                           int *build, optim_error *err)
+static int check_optimizer(const optim_checkpoint *c, optim_optimizer *opt, optim_var *const *vars,
+                           size_t n, int *build, optim_error *err)
 {
     char chain[512];
     class_chain(opt, chain, sizeof chain);
     const char *want = item(c->root, "optimizer_classes")->valuestring;
     if (strcmp(chain, want) != 0)
-        return optim__err(err, OPTIM_ESTATE, "checkpoint was written with optimizer %s, this run's is %s", want, chain);
+        return optim__err(err, OPTIM_ESTATE,
+                          "checkpoint was written with optimizer %s, this run's is %s", want,
+                          chain);
     char *cfg = optim_serialize(opt);
     optim_optimizer *scratch = NULL;
-    int rc = cfg ? optim_from_json(&scratch, cfg, err) : optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
+    int rc = cfg ? optim_from_json(&scratch, cfg, err)
+                 : optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
     optim_free(cfg);
-    if (!rc && (optim_iterations(opt) != 0 || optim_weights_count(opt) != optim_weights_count(scratch)))
-        rc = optim__err(err, OPTIM_ESTATE, "checkpoint: restore needs an optimizer that has not stepped yet");
+    if (!rc &&
+        (optim_iterations(opt) != 0 || optim_weights_count(opt) != optim_weights_count(scratch)))
+        rc = optim__err(err, OPTIM_ESTATE,
+                        "checkpoint: restore needs an optimizer that has not stepped yet");
     const cJSON *names = item(c->root, "optimizer_weights");
     /* A checkpoint taken before the first step has no slots: nothing to build. */
     *build = !rc && (size_t)cJSON_GetArraySize(names) != optim_weights_count(scratch);
-    if (*build && (rc = optim_build(scratch, vars, n))) optim__err(err, rc, "checkpoint: %s", optim_errmsg(scratch));
+    if (*build && (rc = optim_build(scratch, vars, n)))
+        optim__err(err, rc, "checkpoint: %s", optim_errmsg(scratch));
     size_t nw = rc ? 0 : optim_weights_count(scratch);
     optim_tensor *ws = nw ? optim__calloc(nw, sizeof *ws) : NULL;
     if (!rc && !ws) rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
     if (!rc && (size_t)cJSON_GetArraySize(names) != nw)
-        rc = optim__err(err, OPTIM_ESTATE, "checkpoint has %d optimizer weights, the optimizer has %zu",
+        rc = optim__err(err, OPTIM_ESTATE,
+                        "checkpoint has %d optimizer weights, the optimizer has %zu",
                         cJSON_GetArraySize(names), nw);
     if (!rc) optim_get_weights(scratch, ws, nw);
     for (size_t i = 0; !rc && i < nw; i++) {
@@ -447,8 +505,10 @@ static int check_optimizer(const optim_checkpoint *c, optim_optimizer *opt, opti
         optim_tensor t;
         snprintf(name, sizeof name, "optimizer/%s", wn);
         optim_st_get(c->st, name, &t);
-        if (strcmp(wn, optim_weight_name(scratch, i)) != 0 || !same_shape(&t, ws[i].dtype, ws[i].rank, ws[i].shape))
-            rc = optim__err(err, OPTIM_ESTATE, "checkpoint's optimizer weight %zu is %s, the optimizer's is %s", i, wn,
+        if (strcmp(wn, optim_weight_name(scratch, i)) != 0 ||
+            !same_shape(&t, ws[i].dtype, ws[i].rank, ws[i].shape))
+            rc = optim__err(err, OPTIM_ESTATE,
+                            "checkpoint's optimizer weight %zu is %s, the optimizer's is %s", i, wn,
                             optim_weight_name(scratch, i));
     }
     free(ws);
@@ -473,19 +533,28 @@ static int set_optimizer(const optim_checkpoint *c, optim_optimizer *opt, optim_
     return rc ? optim__err(err, rc, "checkpoint: %s", optim_errmsg(opt)) : OPTIM_OK;
 }
 
-int optim_checkpoint_restore(const optim_checkpoint *c, optim_model *m, optim_optimizer *opt, optim_error *err)
+int optim_checkpoint_restore(const optim_checkpoint *c, optim_model *m, optim_optimizer *opt,
+                             optim_error *err)
 {
     if (!c || !m || !opt)
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_restore: %s is NULL", !c ? "checkpoint" : !m ? "model" : "opt");
+        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_restore: %s is NULL",
+                          !c       ? "checkpoint"
+                              : !m ? "model"
+                                   : "opt");
     if (!optim_model_built(m))
-        return optim__err(err, OPTIM_EINVAL, "optim_checkpoint_restore: model \"%s\" is not built yet", optim_model_name(m));
+        return optim__err(err, OPTIM_EINVAL,
+                          "optim_checkpoint_restore: model \"%s\" is not built yet",
+                          optim_model_name(m));
     optim_var *vars[CK_MAX_VARS], *train[CK_MAX_VARS];
-    size_t n = optim_model_variables(m, vars, CK_MAX_VARS), nt = optim_model_trainable_variables(m, train, CK_MAX_VARS);
-    if (n > CK_MAX_VARS) return optim__err(err, OPTIM_ENOTSUP, "checkpoint: more than %d variables", CK_MAX_VARS);
+    size_t n = optim_model_variables(m, vars, CK_MAX_VARS),
+           nt = optim_model_trainable_variables(m, train, CK_MAX_VARS);
+    if (n > CK_MAX_VARS)
+        return optim__err(err, OPTIM_ENOTSUP, "checkpoint: more than %d variables", CK_MAX_VARS);
     int build = 0, rc = check_model(c, m, vars, n, err);
     if (!rc) rc = check_optimizer(c, opt, train, nt, &build, err);
     if (rc) return rc;
-    if (build && (rc = optim_build(opt, train, nt))) return optim__err(err, rc, "checkpoint: %s", optim_errmsg(opt));
+    if (build && (rc = optim_build(opt, train, nt)))
+        return optim__err(err, rc, "checkpoint: %s", optim_errmsg(opt));
     if ((rc = set_optimizer(c, opt, err))) return rc;
     char name[CK_MAX_PATH];
     optim_tensor t;

@@ -23,9 +23,11 @@
 #include <string.h>
 #include <zlib.h>
 
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define IDX_HOST_LITTLE 1
-#elif defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#elif defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define IDX_HOST_LITTLE 0
 #else
 #error "optim idx: cannot tell this host's byte order (need __BYTE_ORDER__)"
@@ -47,8 +49,8 @@ typedef struct source {
     const char *path;
     FILE *f;
     int gz;
-    int z_live;           /* inflateInit2 done */
-    int done;             /* no more bytes */
+    int z_live; /* inflateInit2 done */
+    int done; /* no more bytes */
     z_stream zs;
     unsigned char in[IDX_CHUNK + 1]; /* + 1: room to prepend a carried-over byte */
     size_t in_pos, in_len; /* plain: buffered bytes not yet consumed */
@@ -116,18 +118,21 @@ static int src_read(source *s, unsigned char *dst, size_t n, size_t *got, optim_
                 s->zs.avail_in = (uInt)s->in_len;
             }
             if (s->zs.avail_in < 2 || s->zs.next_in[0] != 0x1f || s->zs.next_in[1] != 0x8b)
-                return optim__err(err, OPTIM_EFORMAT, "%s: bytes after the end of the gzip data", s->path);
+                return optim__err(err, OPTIM_EFORMAT, "%s: bytes after the end of the gzip data",
+                                  s->path);
             if (inflateReset(&s->zs) != Z_OK)
                 return optim__err(err, OPTIM_EFORMAT, "%s: cannot restart gzip inflation", s->path);
             continue;
         }
-        if (z == Z_MEM_ERROR) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory inflating", s->path);
+        if (z == Z_MEM_ERROR)
+            return optim__err(err, OPTIM_ENOMEM, "%s: out of memory inflating", s->path);
         if (z == Z_DATA_ERROR || z == Z_NEED_DICT || z == Z_STREAM_ERROR)
             return optim__err(err, OPTIM_EFORMAT, "%s: corrupt gzip data (%s)", s->path,
                               s->zs.msg ? s->zs.msg : "inflate failed");
         if (z == Z_BUF_ERROR && s->zs.avail_in == 0 && feof(s->f))
             /* no progress possible: the input ended inside a gzip member */
-            return optim__err(err, OPTIM_EFORMAT, "%s: the gzip data ends early (truncated file)", s->path);
+            return optim__err(err, OPTIM_EFORMAT, "%s: the gzip data ends early (truncated file)",
+                              s->path);
     }
     return OPTIM_OK;
 }
@@ -166,8 +171,8 @@ static int read_exact(source *s, unsigned char *dst, size_t n, const char *what,
     int rc = src_read(s, dst, n, &got, err);
     if (rc) return rc;
     if (got < n)
-        return optim__err(err, OPTIM_EFORMAT, "%s: the file ends inside the %s (%zu of %zu bytes)", s->path, what,
-                          got, n);
+        return optim__err(err, OPTIM_EFORMAT, "%s: the file ends inside the %s (%zu of %zu bytes)",
+                          s->path, what, got, n);
     return OPTIM_OK;
 }
 
@@ -182,41 +187,59 @@ static void to_host(unsigned char *p, size_t nbytes, size_t es)
             }
 }
 
-static int read_file(source *s, optim_idx *f, optim_error *err)
+/* The magic number and dimensions: f's type, rank, shape and numel; *bytes the data's size. */
+static int read_header(source *s, optim_idx *f, size_t *es_out, int64_t *bytes_out,
+                       optim_error *err)
 {
     unsigned char magic[4];
     int rc = read_exact(s, magic, 4, "magic number", err);
     if (rc) return rc;
     if (magic[0] || magic[1])
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: bad magic number %02x %02x %02x %02x, expected two zero bytes, a type code "
-                          "and the number of dimensions",
-                          s->path, magic[0], magic[1], magic[2], magic[3]);
+        return optim__err(
+            err, OPTIM_EFORMAT,
+            "%s: bad magic number %02x %02x %02x %02x, expected two zero bytes, a type code "
+            "and the number of dimensions",
+            s->path, magic[0], magic[1], magic[2], magic[3]);
     size_t es = type_size(magic[2]);
     if (!es)
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: unknown IDX type code 0x%02x, expected 0x08 (uint8), 0x09 (int8), 0x0B "
-                          "(int16), 0x0C (int32), 0x0D (float32) or 0x0E (float64)",
-                          s->path, magic[2]);
+        return optim__err(
+            err, OPTIM_EFORMAT,
+            "%s: unknown IDX type code 0x%02x, expected 0x08 (uint8), 0x09 (int8), 0x0B "
+            "(int16), 0x0C (int32), 0x0D (float32) or 0x0E (float64)",
+            s->path, magic[2]);
     if (magic[3] == 0)
-        return optim__err(err, OPTIM_EFORMAT, "%s: 0 dimensions, expected 1 to %d", s->path, OPTIM_MAX_RANK);
-    if (magic[3] > OPTIM_MAX_RANK)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: %d dimensions, optim reads at most %d", s->path, magic[3],
+        return optim__err(err, OPTIM_EFORMAT, "%s: 0 dimensions, expected 1 to %d", s->path,
                           OPTIM_MAX_RANK);
+    if (magic[3] > OPTIM_MAX_RANK)
+        return optim__err(err, OPTIM_ENOTSUP, "%s: %d dimensions, optim reads at most %d", s->path,
+                          magic[3], OPTIM_MAX_RANK);
     f->type = (optim_idx_type)magic[2];
     f->rank = magic[3];
     unsigned char dims[4 * OPTIM_MAX_RANK];
     if ((rc = read_exact(s, dims, 4 * (size_t)f->rank, "dimensions", err))) return rc;
     int64_t numel = 1, bytes;
     for (int32_t i = 0; i < f->rank; i++) {
-        f->shape[i] = (int64_t)dims[4 * i] << 24 | (int64_t)dims[4 * i + 1] << 16 | (int64_t)dims[4 * i + 2] << 8 |
-                      (int64_t)dims[4 * i + 3];
+        f->shape[i] = (int64_t)dims[4 * i] << 24 | (int64_t)dims[4 * i + 1] << 16 |
+            (int64_t)dims[4 * i + 2] << 8 | (int64_t)dims[4 * i + 3];
         if (optim__mul_overflow_i64(numel, f->shape[i], &numel))
-            return optim__err(err, OPTIM_EFORMAT, "%s: the dimensions overflow a 64-bit element count", s->path);
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: the dimensions overflow a 64-bit element count", s->path);
     }
     if (optim__mul_overflow_i64(numel, (int64_t)es, &bytes) || (uint64_t)bytes >= SIZE_MAX / 2)
-        return optim__err(err, OPTIM_EFORMAT, "%s: the dimensions describe more data than memory can hold", s->path);
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: the dimensions describe more data than memory can hold", s->path);
     f->numel = numel;
+    *es_out = es;
+    *bytes_out = bytes;
+    return OPTIM_OK;
+}
+
+static int read_file(source *s, optim_idx *f, optim_error *err)
+{
+    size_t es = 0;
+    int64_t bytes = 0;
+    int rc = read_header(s, f, &es, &bytes, err);
+    if (rc) return rc;
     /* Grow with the data that arrives. */
     size_t cap = 0, have = 0, want = (size_t)bytes;
     unsigned char *buf = NULL;
@@ -238,8 +261,9 @@ static int read_file(source *s, optim_idx *f, optim_error *err)
         have += got;
         if (have < cap) {
             free(buf);
-            return optim__err(err, OPTIM_EFORMAT, "%s: the data ends after %zu of %zu bytes (truncated file)",
-                              s->path, have, want);
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: the data ends after %zu of %zu bytes (truncated file)", s->path,
+                              have, want);
         }
     }
     unsigned char extra;
@@ -250,10 +274,12 @@ static int read_file(source *s, optim_idx *f, optim_error *err)
     }
     if (got) {
         free(buf);
-        return optim__err(err, OPTIM_EFORMAT, "%s: bytes after the %zu bytes of data the dimensions describe",
-                          s->path, want);
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: bytes after the %zu bytes of data the dimensions describe", s->path,
+                          want);
     }
-    if (!buf && !(buf = malloc(1))) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", s->path);
+    if (!buf && !(buf = malloc(1)))
+        return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", s->path);
     to_host(buf, want, es);
     f->data = buf;
     return OPTIM_OK;
@@ -278,7 +304,8 @@ int optim_idx_read(const char *path, optim_idx **out, optim_error *err)
     if (!rc) rc = fill(s, err);
     if (!rc && s->in_len >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b) {
         s->gz = 1;
-        if (inflateInit2(&s->zs, 15 + 16) != Z_OK) rc = optim__err(err, OPTIM_ENOMEM, "%s: cannot start zlib", path);
+        if (inflateInit2(&s->zs, 15 + 16) != Z_OK)
+            rc = optim__err(err, OPTIM_ENOMEM, "%s: cannot start zlib", path);
         else {
             s->z_live = 1;
             s->zs.next_in = s->in;
@@ -324,7 +351,8 @@ double optim_idx_get(const optim_idx *f, int64_t i)
     return NAN;
 }
 
-int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void *out, optim_error *err)
+int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void *out,
+                      optim_error *err)
 {
     if (!f) return optim__err(err, OPTIM_EINVAL, "idx convert: the file is NULL");
     if (!out && f->numel) return optim__err(err, OPTIM_EINVAL, "idx convert: out is NULL");
@@ -334,31 +362,34 @@ int optim_idx_convert(const optim_idx *f, optim_dtype dtype, double scale, void 
             return optim__err(err, OPTIM_EDTYPE, "idx convert: %s data cannot become %s",
                               optim_idx_type_name(f->type), optim_dtype_name(dtype));
         if (scale != 1)
-            return optim__err(err, OPTIM_EINVAL, "idx convert: scale = %g for %s output, expected 1", scale,
+            return optim__err(err, OPTIM_EINVAL,
+                              "idx convert: scale = %g for %s output, expected 1", scale,
                               optim_dtype_name(dtype));
     } else if (dtype != OPTIM_F32 && dtype != OPTIM_F64) {
-        return optim__err(err, OPTIM_EDTYPE, "idx convert: dtype %s, expected float32, float64, int32 or int64",
+        return optim__err(err, OPTIM_EDTYPE,
+                          "idx convert: dtype %s, expected float32, float64, int32 or int64",
                           optim_dtype_name(dtype));
     } else if (!isfinite(scale)) {
-        return optim__err(err, OPTIM_EINVAL, "idx convert: scale = %g, expected a finite number", scale);
+        return optim__err(err, OPTIM_EINVAL, "idx convert: scale = %g, expected a finite number",
+                          scale);
     }
     /* One loop per (type, dtype): the switch stays out of the loop. */
-#define IDX_CONVERT(CT)                                                                        \
-    do {                                                                                       \
-        const CT *src = f->data;                                                               \
-        switch (dtype) {                                                                       \
-        case OPTIM_F32:                                                                        \
+#define IDX_CONVERT(CT)                                                                         \
+    do {                                                                                        \
+        const CT *src = f->data;                                                                \
+        switch (dtype) {                                                                        \
+        case OPTIM_F32:                                                                         \
             for (int64_t i = 0; i < f->numel; i++) ((float *)out)[i] = (float)(src[i] * scale); \
-            break;                                                                             \
-        case OPTIM_F64:                                                                        \
+            break;                                                                              \
+        case OPTIM_F64:                                                                         \
             for (int64_t i = 0; i < f->numel; i++) ((double *)out)[i] = src[i] * scale;         \
-            break;                                                                             \
-        case OPTIM_I32:                                                                        \
+            break;                                                                              \
+        case OPTIM_I32:                                                                         \
             for (int64_t i = 0; i < f->numel; i++) ((int32_t *)out)[i] = (int32_t)src[i];       \
-            break;                                                                             \
-        default:                                                                               \
+            break;                                                                              \
+        default:                                                                                \
             for (int64_t i = 0; i < f->numel; i++) ((int64_t *)out)[i] = (int64_t)src[i];       \
-        }                                                                                      \
+        }                                                                                       \
     } while (0)
     switch (f->type) {
     case OPTIM_IDX_U8: IDX_CONVERT(uint8_t); break;

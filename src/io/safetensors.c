@@ -123,8 +123,7 @@ static size_t st_utf8_seq(const unsigned char *s, size_t n)
         len = 4;
         if (c == 0xF0) lo = 0x90;
         if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
+    } else return 0;
     if (n < len) return 0;
     if (s[1] < lo || s[1] > hi) return 0;
     for (size_t i = 2; i < len; i++)
@@ -238,10 +237,10 @@ struct optim_st_file {
 #define ST_READ_BUF ((size_t)1 << 18)
 typedef struct st_src {
     const char *label; /* path, or ST_MEM_LABEL */
-    int fd;            /* -1 for memory */
+    int fd; /* -1 for memory */
     const unsigned char *mem;
     uint64_t size; /* total bytes */
-    uint64_t pos;  /* bytes handed out */
+    uint64_t pos; /* bytes handed out */
     unsigned char *buf; /* fd only: read ahead, NULL to read directly */
     size_t buf_at, buf_len;
     int json_only; /* optim__st_parse_json: no st_plain_entries */
@@ -256,8 +255,8 @@ static int st_fd_read(const st_src *s, unsigned char *p, size_t n, uint64_t at, 
         if (r < 0) {
             if (errno == EINTR) continue;
             char sb[128];
-            return optim__err(err, OPTIM_EIO, "%s: read failed at byte %llu: %s", s->label,
-                              (ull)at, st_sys(errno, sb, sizeof sb));
+            return optim__err(err, OPTIM_EIO, "%s: read failed at byte %llu: %s", s->label, (ull)at,
+                              st_sys(errno, sb, sizeof sb));
         }
         if (r == 0)
             return optim__err(err, OPTIM_EIO,
@@ -316,9 +315,10 @@ static int st_scan_header(const st_src *src, const unsigned char *s, size_t n, o
         if (c >= 0x80) {
             size_t k = st_utf8_seq(s + i, n - i);
             if (!k)
-                return optim__err(err, OPTIM_EFORMAT,
-                                  "%s: header is not valid UTF-8 (byte 0x%02x at header offset %zu)",
-                                  src->label, c, i);
+                return optim__err(
+                    err, OPTIM_EFORMAT,
+                    "%s: header is not valid UTF-8 (byte 0x%02x at header offset %zu)", src->label,
+                    c, i);
             i += k;
             continue;
         }
@@ -357,7 +357,8 @@ static int st_entry_fields(const st_src *src, const char *tname, const cJSON *ob
                           "%s: tensor %s: entry is %s, expected an object with dtype, shape and "
                           "data_offsets",
                           src->label, st_q(&q, tname), st_describe(obj, d, sizeof d));
-    if ((rc = st_field(src, tname, obj, "dtype", dt, err)) || (rc = st_field(src, tname, obj, "shape", shape, err)) ||
+    if ((rc = st_field(src, tname, obj, "dtype", dt, err)) ||
+        (rc = st_field(src, tname, obj, "shape", shape, err)) ||
         (rc = st_field(src, tname, obj, "data_offsets", offs, err)))
         return rc;
     return OPTIM_OK;
@@ -365,19 +366,23 @@ static int st_entry_fields(const st_src *src, const char *tname, const cJSON *ob
 
 /* Tensor tname's "shape" is an array of at most OPTIM_MAX_RANK entries;
  * *rank gets their count. */
-static int st_entry_rank(const st_src *src, const char *tname, const cJSON *shape, int *rank, optim_error *err)
+static int st_entry_rank(const st_src *src, const char *tname, const cJSON *shape, int *rank,
+                         optim_error *err)
 {
     st_quote q;
     char d[128];
-    if (!shape) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"shape\"", src->label, st_q(&q, tname));
+    if (!shape)
+        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"shape\"", src->label,
+                          st_q(&q, tname));
     if (!cJSON_IsArray(shape))
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: tensor %s: shape is %s, expected an array of non-negative integers",
                           src->label, st_q(&q, tname), st_describe(shape, d, sizeof d));
     *rank = cJSON_GetArraySize(shape);
     if (*rank > OPTIM_MAX_RANK)
-        return optim__err(err, OPTIM_ENOTSUP, "%s: tensor %s: rank %d is above optim's maximum of %d",
-                          src->label, st_q(&q, tname), *rank, OPTIM_MAX_RANK);
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s: tensor %s: rank %d is above optim's maximum of %d", src->label,
+                          st_q(&q, tname), *rank, OPTIM_MAX_RANK);
     return OPTIM_OK;
 }
 
@@ -389,19 +394,25 @@ static int st_entry_offsets(const st_src *src, const char *tname, const cJSON *o
     const char *L = src->label;
     st_quote q;
     char d[128];
-    if (!offs) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"data_offsets\"", L, st_q(&q, tname));
+    if (!offs)
+        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"data_offsets\"", L,
+                          st_q(&q, tname));
     if (!cJSON_IsArray(offs))
-        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: data_offsets is %s, expected [begin, end]", L,
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets is %s, expected [begin, end]", L,
                           st_q(&q, tname), st_describe(offs, d, sizeof d));
     int noffs = cJSON_GetArraySize(offs);
     if (noffs != 2)
-        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: data_offsets has %d entries, expected 2 ([begin, end])",
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: tensor %s: data_offsets has %d entries, expected 2 ([begin, end])",
                           L, st_q(&q, tname), noffs);
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetArrayItem(offs, i);
         if (st_json_uint(v, &be[i]) != 0)
-            return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: data_offsets[%d] is %s, expected an integer in "
-                              "[0, 2^53)", L, st_q(&q, tname), i, st_describe(v, d, sizeof d));
+            return optim__err(err, OPTIM_EFORMAT,
+                              "%s: tensor %s: data_offsets[%d] is %s, expected an integer in "
+                              "[0, 2^53)",
+                              L, st_q(&q, tname), i, st_describe(v, d, sizeof d));
     }
     return OPTIM_OK;
 }
@@ -443,11 +454,13 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
     if ((rc = st_entry_fields(src, e->name, obj, &dt, &shape, &offs, err))) return rc;
 
     /* dtype */
-    if (!dt) return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"dtype\"", L, st_q(&q, e->name));
+    if (!dt)
+        return optim__err(err, OPTIM_EFORMAT, "%s: tensor %s: missing \"dtype\"", L,
+                          st_q(&q, e->name));
     if (!cJSON_IsString(dt))
         return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: dtype is %s, expected a string such as \"F32\"", L, st_q(&q, e->name),
-                          st_describe(dt, d, sizeof d));
+                          "%s: tensor %s: dtype is %s, expected a string such as \"F32\"", L,
+                          st_q(&q, e->name), st_describe(dt, d, sizeof d));
     e->dtype = st_dtype_parse(dt->valuestring);
     if (e->dtype == OPTIM_DTYPE_INVALID) {
         st_quote qd;
@@ -493,12 +506,12 @@ static int st_entry_nbytes(const st_src *src, const st_entry *e, int64_t *out, o
     for (int i = 0; i < e->rank; i++)
         if (optim__mul_overflow_i64(numel, e->shape[i], &numel))
             return optim__err(err, OPTIM_EFORMAT,
-                              "%s: tensor %s: shape %s has more than 2^63-1 elements", L, st_q(&q, e->name),
-                              optim_shape_str(e->rank, e->shape, ss, sizeof ss));
+                              "%s: tensor %s: shape %s has more than 2^63-1 elements", L,
+                              st_q(&q, e->name), optim_shape_str(e->rank, e->shape, ss, sizeof ss));
     if (optim__mul_overflow_i64(numel, (int64_t)optim_dtype_size(e->dtype), &nbytes))
         return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: shape %s of %s needs more than 2^63-1 bytes", L, st_q(&q, e->name),
-                          optim_shape_str(e->rank, e->shape, ss, sizeof ss),
+                          "%s: tensor %s: shape %s of %s needs more than 2^63-1 bytes", L,
+                          st_q(&q, e->name), optim_shape_str(e->rank, e->shape, ss, sizeof ss),
                           st_dtype_str(e->dtype));
     *out = nbytes;
     return OPTIM_OK;
@@ -513,8 +526,8 @@ static int st_entry_span(const st_src *src, const st_entry *e, uint64_t data_len
     char ss[200];
     if (e->begin > e->end)
         return optim__err(err, OPTIM_EFORMAT,
-                          "%s: tensor %s: data_offsets [%llu, %llu] has begin after end", L, st_q(&q, e->name),
-                          (ull)e->begin, (ull)e->end);
+                          "%s: tensor %s: data_offsets [%llu, %llu] has begin after end", L,
+                          st_q(&q, e->name), (ull)e->begin, (ull)e->end);
     if (e->end > data_len)
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: tensor %s: data_offsets [%llu, %llu] end past the %llu-byte data "
@@ -524,9 +537,10 @@ static int st_entry_span(const st_src *src, const st_entry *e, uint64_t data_len
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: tensor %s: data_offsets [%llu, %llu] span %llu bytes, but shape %s "
                           "of %s needs %lld bytes",
-                          L, st_q(&q, e->name), (ull)e->begin, (ull)e->end, (ull)(e->end - e->begin),
-                          optim_shape_str(e->rank, e->shape, ss, sizeof ss),
-                          st_dtype_str(e->dtype), (long long)nbytes);
+                          L, st_q(&q, e->name), (ull)e->begin, (ull)e->end,
+                          (ull)(e->end - e->begin),
+                          optim_shape_str(e->rank, e->shape, ss, sizeof ss), st_dtype_str(e->dtype),
+                          (long long)nbytes);
     return OPTIM_OK;
 }
 
@@ -598,10 +612,11 @@ static int st_check_entries(const st_src *src, optim_st_file *f, st_entry **o, u
     for (size_t i = 0; i < f->n; i++) {
         st_quote q1, q2;
         if (o[i]->begin < cursor)
-            return optim__err(err, OPTIM_EFORMAT,
-                              "%s: tensor %s data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]",
-                              L, st_q(&q1, o[i]->name), (ull)o[i]->begin, (ull)o[i]->end,
-                              st_q(&q2, o[i - 1]->name), (ull)o[i - 1]->begin, (ull)o[i - 1]->end);
+            return optim__err(
+                err, OPTIM_EFORMAT,
+                "%s: tensor %s data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]", L,
+                st_q(&q1, o[i]->name), (ull)o[i]->begin, (ull)o[i]->end, st_q(&q2, o[i - 1]->name),
+                (ull)o[i - 1]->begin, (ull)o[i - 1]->end);
         if (o[i]->begin > cursor)
             return optim__err(err, OPTIM_EFORMAT,
                               "%s: data buffer bytes [%llu, %llu) belong to no tensor (a hole "
@@ -641,7 +656,8 @@ typedef struct st_lex {
 
 static int st_tok(st_lex *x, char c)
 {
-    while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r')) x->p++;
+    while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r'))
+        x->p++;
     if (x->p == x->end || *x->p != c) return 0;
     x->p++;
     return 1;
@@ -667,7 +683,8 @@ static int st_plain_uint(st_lex *x, uint64_t *v)
     for (*v = 0; x->p < x->end && *x->p >= '0' && *x->p <= '9' && x->p - b < 16; x->p++)
         *v = *v * 10 + (uint64_t)(*x->p - '0');
     return x->p > b && (x->p - b == 1 || *b != '0') && *v < ST_MAX_EXACT && x->p < x->end &&
-           (*x->p == ',' || *x->p == ']' || *x->p == ' ' || *x->p == '\n' || *x->p == '\r' || *x->p == '\t');
+        (*x->p == ',' || *x->p == ']' || *x->p == ' ' || *x->p == '\n' || *x->p == '\r' ||
+         *x->p == '\t');
 }
 
 /* [a, b, ...]: up to max integers into v; their count in *n. */
@@ -720,7 +737,8 @@ static int st_plain_value(const st_src *src, st_lex *x, const char *key, size_t 
         const char *s;
         if (st_tok(x, '}')) return !(*seen_md)++;
         do
-            if (!st_plain_str(x, &s, &len) || !st_tok(x, ':') || !st_plain_str(x, &s, &len)) return 0;
+            if (!st_plain_str(x, &s, &len) || !st_tok(x, ':') || !st_plain_str(x, &s, &len))
+                return 0;
         while (st_tok(x, ','));
         return st_tok(x, '}') && !(*seen_md)++;
     }
@@ -739,7 +757,8 @@ static int st_plain_value(const st_src *src, st_lex *x, const char *key, size_t 
     memcpy(e->name, key, len);
     e->name[len] = '\0';
     f->n++;
-    return st_entry_nbytes(src, e, &nbytes, NULL) == 0 && st_entry_span(src, e, data_len, nbytes, NULL) == 0;
+    return st_entry_nbytes(src, e, &nbytes, NULL) == 0 &&
+        st_entry_span(src, e, data_len, nbytes, NULL) == 0;
 }
 
 /* 0 with f->e filled if hdr[0..n) is a header of the usual form whose
@@ -755,7 +774,7 @@ static int st_plain_entries(const st_src *src, const char *hdr, size_t n, uint64
     if (ok && !st_tok(&x, '}')) {
         do
             ok = st_plain_str(&x, &key, &len) && st_tok(&x, ':') &&
-                 st_plain_value(src, &x, key, len, data_len, f, &cap, &seen_md);
+                st_plain_value(src, &x, key, len, data_len, f, &cap, &seen_md);
         while (ok && st_tok(&x, ','));
         ok = ok && st_tok(&x, '}');
     }
@@ -810,8 +829,7 @@ static int st_json_entries(const st_src *src, const char *hdr, size_t n, uint64_
                 cJSON_Delete(root);
                 return rc;
             }
-        } else
-            count++;
+        } else count++;
     }
     f->e = optim__calloc(count, sizeof *f->e);
     if (!f->e) {
@@ -851,7 +869,7 @@ static int st_parse_header(const st_src *src, const char *hdr, size_t n, uint64_
                           "('%c')",
                           L, (unsigned char)hdr[0],
                           (unsigned char)hdr[0] >= 0x20 && (unsigned char)hdr[0] < 0x7F ? hdr[0]
-                                                                                         : '?');
+                                                                                        : '?');
     if ((src->json_only || st_plain_entries(src, hdr, n, data_len, f) != 0) &&
         (rc = st_json_entries(src, hdr, n, data_len, f, err)))
         return rc;
@@ -945,7 +963,8 @@ int optim_st_read(const char *path, optim_st_file **out, optim_error *err)
      * open; it changes nothing for regular files. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return optim__err(err, OPTIM_EIO, "%s: cannot open: %s", path, st_sys(errno, sb, sizeof sb));
+        return optim__err(err, OPTIM_EIO, "%s: cannot open: %s", path,
+                          st_sys(errno, sb, sizeof sb));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -1032,9 +1051,9 @@ struct optim_st_writer {
     st_block *blocks; /* the one being filled first */
     struct st_slot {
         uint64_t hash; /* of the name: most probes compare this alone */
-        size_t at;     /* entry index + 1, 0 = empty */
-    } *slot;           /* open-addressing name index */
-    size_t nslot;      /* power of two, at least 2 * n */
+        size_t at; /* entry index + 1, 0 = empty */
+    } * slot; /* open-addressing name index */
+    size_t nslot; /* power of two, at least 2 * n */
 };
 
 static uint64_t st_hash(const char *s)
@@ -1048,7 +1067,8 @@ static uint64_t st_hash(const char *s)
 static size_t st_find(const optim_st_writer *w, const char *name, uint64_t h)
 {
     size_t mask = w->nslot - 1, i = (size_t)h & mask;
-    while (w->slot[i].at && (w->slot[i].hash != h || strcmp(w->e[w->slot[i].at - 1].name, name) != 0))
+    while (w->slot[i].at &&
+           (w->slot[i].hash != h || strcmp(w->e[w->slot[i].at - 1].name, name) != 0))
         i = (i + 1) & mask;
     return i;
 }
@@ -1145,11 +1165,13 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
                         optim_error *err)
 {
     if (!w || !name)
-        return optim__err(err, OPTIM_EINVAL, "optim_st_writer_add: %s is NULL", w ? "name" : "writer");
+        return optim__err(err, OPTIM_EINVAL, "optim_st_writer_add: %s is NULL",
+                          w ? "name" : "writer");
     st_quote q;
     if (strcmp(name, ST_METADATA) == 0)
-        return optim__err(err, OPTIM_EINVAL,
-                          "safetensors: tensor name \"__metadata__\" is reserved for file metadata");
+        return optim__err(
+            err, OPTIM_EINVAL,
+            "safetensors: tensor name \"__metadata__\" is reserved for file metadata");
     if (!st_utf8_valid(name))
         return optim__err(err, OPTIM_EINVAL, "safetensors: tensor name %s is not valid UTF-8",
                           st_q(&q, name));
@@ -1249,8 +1271,7 @@ static void st_put_json_str(st_buf *b, const char *s)
             st_put(b, esc, 2);
         } else if (c < 0x20) {
             st_put(b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
-        } else
-            st_put(b, (const char *)&c, 1);
+        } else st_put(b, (const char *)&c, 1);
     }
     st_put(b, "\"", 1);
 }
@@ -1282,7 +1303,8 @@ static void st_sort_wentries(const st_wentry **p, size_t n)
         runs = 0;
         for (size_t lo = 0, k = 0; lo < n; runs++) {
             size_t mid = st_run_end(p, lo, n), hi = mid < n ? st_run_end(p, mid, n) : n, j = mid;
-            while (lo < mid && j < hi) tmp[k++] = strcmp(p[j]->name, p[lo]->name) < 0 ? p[j++] : p[lo++];
+            while (lo < mid && j < hi)
+                tmp[k++] = strcmp(p[j]->name, p[lo]->name) < 0 ? p[j++] : p[lo++];
             while (lo < mid) tmp[k++] = p[lo++];
             while (j < hi) tmp[k++] = p[j++];
             lo = hi;
@@ -1384,7 +1406,8 @@ static int st_save_err(optim_error *err, const char *path, const char *what)
 int optim_st_writer_save(optim_st_writer *w, const char *path, optim_error *err)
 {
     if (!w || !path)
-        return optim__err(err, OPTIM_EINVAL, "optim_st_writer_save: %s is NULL", w ? "path" : "writer");
+        return optim__err(err, OPTIM_EINVAL, "optim_st_writer_save: %s is NULL",
+                          w ? "path" : "writer");
     if (!path[0]) return optim__err(err, OPTIM_EINVAL, "optim_st_writer_save: path is empty");
     st_buf h = {0};
     uint64_t data_len;

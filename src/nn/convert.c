@@ -55,7 +55,8 @@ optim_node *optim__nn_const(optim_tape *t, const optim_tensor *x, optim_dtype dt
     }
     void *buf = optim__nn_convert(x, dt);
     if (!buf) {
-        optim__err(err, OPTIM_ENOMEM, "out of memory converting a tensor to %s", optim_dtype_name(dt));
+        optim__err(err, OPTIM_ENOMEM, "out of memory converting a tensor to %s",
+                   optim_dtype_name(dt));
         return NULL;
     }
     optim_tensor c = optim_tensor_make(dt, buf, x->rank, x->shape);
@@ -65,7 +66,8 @@ optim_node *optim__nn_const(optim_tape *t, const optim_tensor *x, optim_dtype dt
     return n;
 }
 
-optim_node *optim__nn_input(optim_tape *t, const optim_tensor *x, optim_dtype dt, int borrow, optim_error *err)
+optim_node *optim__nn_input(optim_tape *t, const optim_tensor *x, optim_dtype dt, int borrow,
+                            optim_error *err)
 {
     if (!borrow || x->dtype != dt) return optim__nn_const(t, x, dt, err);
     /* x was checked by the caller (optim__model_call); the tape never writes
@@ -81,9 +83,11 @@ int optim__nn_ids(const optim_tensor *x, int64_t limit, const char *what, int64_
     *out = NULL;
     int64_t n = optim_tensor_numel(x);
     if (n < 0) return optim__err(err, OPTIM_ESHAPE, "%s: bad shape", what);
-    if ((uint64_t)n > SIZE_MAX / sizeof(int64_t)) return optim__err(err, OPTIM_ENOMEM, "%s: too large", what);
+    if ((uint64_t)n > SIZE_MAX / sizeof(int64_t))
+        return optim__err(err, OPTIM_ENOMEM, "%s: too large", what);
     int64_t *ids = malloc(n ? (size_t)n * sizeof *ids : 1);
-    if (!ids) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %lld ids", what, (long long)n);
+    if (!ids)
+        return optim__err(err, OPTIM_ENOMEM, "%s: out of memory for %lld ids", what, (long long)n);
     for (int64_t i = 0; i < n; i++) {
         int64_t v;
         if (x->dtype == OPTIM_I32) v = ((const int32_t *)x->data)[i];

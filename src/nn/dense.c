@@ -24,7 +24,8 @@ static int dense_output_shape(const optim_layer *l, int32_t rank, const int64_t 
         return optim__err(err, OPTIM_ESHAPE,
                           "Input 0 of layer \"%s\" is incompatible with the layer: expected axis "
                           "-1 of input shape to have value %lld, but received input with shape %s",
-                          l->name, (long long)d->in_dim, optim_shape_str(rank, in, buf, sizeof buf));
+                          l->name, (long long)d->in_dim,
+                          optim_shape_str(rank, in, buf, sizeof buf));
     if (in[rank - 1] <= 0)
         return optim__err(err, OPTIM_ESHAPE,
                           "layer \"%s\": the last axis of the input shape %s must be > 0", l->name,
@@ -76,7 +77,8 @@ static int dense_call(optim_layer *l, optim_tape *t, optim_node *x, const optim_
         h = optim_reshape(t, h, 2, flat);
     }
     h = optim_matmul(t, h, optim_tape_var(t, l->vars[0]), 0, 0);
-    int fused = d->use_bias && d->activation == OPTIM_ACT_RELU; /* relu(h + bias) in one op, same bits */
+    int fused =
+        d->use_bias && d->activation == OPTIM_ACT_RELU; /* relu(h + bias) in one op, same bits */
     if (fused) h = optim__tape_bias_relu(t, h, optim_tape_var(t, l->vars[1]));
     else if (d->use_bias) h = optim_add(t, h, optim_tape_var(t, l->vars[1]));
     if (rank > 2) {
@@ -111,9 +113,11 @@ int optim_dense_create(optim_layer **out, const optim_dense_options *opts, optim
 {
     if (!out) return optim__err(err, OPTIM_EINVAL, "Dense: out is NULL");
     *out = NULL;
-    if (!opts) return optim__err(err, OPTIM_EINVAL, "Dense: options are NULL (use optim_dense_defaults)");
+    if (!opts)
+        return optim__err(err, OPTIM_EINVAL, "Dense: options are NULL (use optim_dense_defaults)");
     if (opts->size != sizeof *opts)
-        return optim__err(err, OPTIM_EVERSION, "Dense: options size %u, expected %zu (use optim_dense_defaults)",
+        return optim__err(err, OPTIM_EVERSION,
+                          "Dense: options size %u, expected %zu (use optim_dense_defaults)",
                           (unsigned)opts->size, sizeof *opts);
     if (opts->units <= 0)
         return optim__err(err, OPTIM_EINVAL,
@@ -124,10 +128,12 @@ int optim_dense_create(optim_layer **out, const optim_dense_options *opts, optim
         return optim__err(err, OPTIM_EINVAL, "Dense: activation = %d, expected an optim_activation",
                           (int)opts->activation);
     if (opts->use_bias != 0 && opts->use_bias != 1)
-        return optim__err(err, OPTIM_EINVAL, "Dense: use_bias = %d, expected 0 or 1", opts->use_bias);
+        return optim__err(err, OPTIM_EINVAL, "Dense: use_bias = %d, expected 0 or 1",
+                          opts->use_bias);
     int rc = optim__check_constraint(opts->kernel_constraint, 2, "Dense kernel_constraint", err);
     if (rc) return rc;
-    if ((rc = optim__check_constraint(opts->bias_constraint, 1, "Dense bias_constraint", err))) return rc;
+    if ((rc = optim__check_constraint(opts->bias_constraint, 1, "Dense bias_constraint", err)))
+        return rc;
     optim_layer *l;
     if ((rc = optim__layer_new(&l, &dense_ops, opts->name, opts->seed, err))) return rc;
     optim__dense *d = &l->u.dense;

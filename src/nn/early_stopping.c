@@ -28,10 +28,13 @@ typedef struct es {
     int has_weights;
 } es;
 
-static const char *const max_names[] = {"accuracy", "acc", "binary_accuracy", "sparse_categorical_accuracy",
-                                        "categorical_accuracy"};
+static const char *const max_names[] = {"accuracy", "acc", "binary_accuracy",
+                                        "sparse_categorical_accuracy", "categorical_accuracy"};
 
-static int improvement(const es *s, double value, double ref) { return s->greater ? value - s->min_delta > ref : value - s->min_delta < ref; }
+static int improvement(const es *s, double value, double ref)
+{
+    return s->greater ? value - s->min_delta > ref : value - s->min_delta < ref;
+}
 
 static int es_train_begin(void *user, optim_model *m, optim_logs *logs, optim_error *err)
 {
@@ -65,20 +68,24 @@ static int es_train_begin(void *user, optim_model *m, optim_logs *logs, optim_er
             strcat(avail, logs->names[i]);
         }
         return optim__err(err, OPTIM_EINVAL,
-                          "EarlyStopping: monitor '%s' is not among the metrics fit logs (%s)%s", s->monitor,
-                          avail, strncmp(s->monitor, "val_", 4) == 0 ? "; give fit validation data" : "");
+                          "EarlyStopping: monitor '%s' is not among the metrics fit logs (%s)%s",
+                          s->monitor, avail,
+                          strncmp(s->monitor, "val_", 4) == 0 ? "; give fit validation data" : "");
     }
     return OPTIM_OK;
 }
 
-static int es_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *logs, optim_error *err)
+static int es_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *logs,
+                        optim_error *err)
 {
     es *s = user;
     double current;
-    if (optim_logs_get(logs, s->monitor, &current) != OPTIM_OK || epoch < s->start_from_epoch) return OPTIM_OK;
+    if (optim_logs_get(logs, s->monitor, &current) != OPTIM_OK || epoch < s->start_from_epoch)
+        return OPTIM_OK;
     if (s->restore_best_weights && !s->has_weights) {
         if (optim__model_get_weights(m, &s->best_weights))
-            return optim__err(err, OPTIM_ENOMEM, "EarlyStopping: out of memory for the best weights");
+            return optim__err(err, OPTIM_ENOMEM,
+                              "EarlyStopping: out of memory for the best weights");
         s->has_weights = 1;
         s->best_epoch = epoch;
     }
@@ -90,7 +97,8 @@ static int es_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *l
         if (s->restore_best_weights) {
             optim__weights w;
             if (optim__model_get_weights(m, &w))
-                return optim__err(err, OPTIM_ENOMEM, "EarlyStopping: out of memory for the best weights");
+                return optim__err(err, OPTIM_ENOMEM,
+                                  "EarlyStopping: out of memory for the best weights");
             optim__weights_free(&s->best_weights);
             s->best_weights = w;
         }
@@ -107,7 +115,8 @@ static int es_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *l
 static int es_train_end(void *user, optim_model *m, optim_logs *logs, optim_error *err)
 {
     es *s = user;
-    if (s->stopped_epoch > 0 && s->out) fprintf(s->out, "Epoch %lld: early stopping\n", (long long)s->stopped_epoch + 1);
+    if (s->stopped_epoch > 0 && s->out)
+        fprintf(s->out, "Epoch %lld: early stopping\n", (long long)s->stopped_epoch + 1);
     if (s->restore_best_weights && s->has_weights) {
         if (s->out)
             fprintf(s->out, "Restoring model weights from the end of the best epoch: %lld.\n",
@@ -141,27 +150,36 @@ int optim_early_stopping_create(optim_callback **out, const optim_early_stopping
 {
     if (!out) return optim__err(err, OPTIM_EINVAL, "EarlyStopping: out is NULL");
     *out = NULL;
-    if (!o) return optim__err(err, OPTIM_EINVAL, "EarlyStopping: options are NULL (use optim_early_stopping_defaults)");
+    if (!o)
+        return optim__err(err, OPTIM_EINVAL,
+                          "EarlyStopping: options are NULL (use optim_early_stopping_defaults)");
     if (o->size != sizeof *o)
         return optim__err(err, OPTIM_EVERSION, "EarlyStopping: options size %u, expected %zu",
                           (unsigned)o->size, sizeof *o);
     if (!o->monitor || !*o->monitor || strlen(o->monitor) >= OPTIM_LOGS_NAME_MAX)
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: monitor must be a metric name of 1 to %d characters",
+        return optim__err(err, OPTIM_EINVAL,
+                          "EarlyStopping: monitor must be a metric name of 1 to %d characters",
                           OPTIM_LOGS_NAME_MAX - 1);
     if (!isfinite(o->min_delta))
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: min_delta = %g, expected a finite number", o->min_delta);
+        return optim__err(err, OPTIM_EINVAL,
+                          "EarlyStopping: min_delta = %g, expected a finite number", o->min_delta);
     if (o->patience < 0)
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: patience = %lld, expected >= 0", (long long)o->patience);
+        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: patience = %lld, expected >= 0",
+                          (long long)o->patience);
     if (o->mode != OPTIM_MODE_AUTO && o->mode != OPTIM_MODE_MIN && o->mode != OPTIM_MODE_MAX)
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: mode = %d, expected AUTO, MIN or MAX", (int)o->mode);
+        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: mode = %d, expected AUTO, MIN or MAX",
+                          (int)o->mode);
     if (isinf(o->baseline))
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: baseline = %g, expected a finite number or NAN (none)",
+        return optim__err(err, OPTIM_EINVAL,
+                          "EarlyStopping: baseline = %g, expected a finite number or NAN (none)",
                           o->baseline);
     if (o->restore_best_weights != 0 && o->restore_best_weights != 1)
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: restore_best_weights = %d, expected 0 or 1",
+        return optim__err(err, OPTIM_EINVAL,
+                          "EarlyStopping: restore_best_weights = %d, expected 0 or 1",
                           o->restore_best_weights);
     if (o->start_from_epoch < 0)
-        return optim__err(err, OPTIM_EINVAL, "EarlyStopping: start_from_epoch = %lld, expected >= 0",
+        return optim__err(err, OPTIM_EINVAL,
+                          "EarlyStopping: start_from_epoch = %lld, expected >= 0",
                           (long long)o->start_from_epoch);
     es *s = calloc(1, sizeof *s);
     if (!s) return optim__err(err, OPTIM_ENOMEM, "EarlyStopping: out of memory");

@@ -24,7 +24,8 @@ static int emb_build(optim_layer *l, int32_t rank, const int64_t *in, optim_dtyp
 {
     optim__embedding *e = &l->u.emb;
     int64_t n;
-    if (optim__mul_overflow_i64(e->input_dim, e->output_dim, &n) || (uint64_t)n > SIZE_MAX / sizeof(double))
+    if (optim__mul_overflow_i64(e->input_dim, e->output_dim, &n) ||
+        (uint64_t)n > SIZE_MAX / sizeof(double))
         return optim__err(err, OPTIM_ESHAPE, "layer \"%s\": table [%lld, %lld] is too large",
                           l->name, (long long)e->input_dim, (long long)e->output_dim);
     double *init = malloc((size_t)n * sizeof *init);
@@ -81,7 +82,8 @@ int optim_embedding_create(optim_layer **out, const optim_embedding_options *opt
     if (!out) return optim__err(err, OPTIM_EINVAL, "Embedding: out is NULL");
     *out = NULL;
     if (!opts)
-        return optim__err(err, OPTIM_EINVAL, "Embedding: options are NULL (use optim_embedding_defaults)");
+        return optim__err(err, OPTIM_EINVAL,
+                          "Embedding: options are NULL (use optim_embedding_defaults)");
     if (opts->size != sizeof *opts)
         return optim__err(err, OPTIM_EVERSION,
                           "Embedding: options size %u, expected %zu (use optim_embedding_defaults)",
@@ -91,7 +93,8 @@ int optim_embedding_create(optim_layer **out, const optim_embedding_options *opt
                           "Embedding: both `input_dim` and `output_dim` should be positive, "
                           "Received input_dim = %lld and output_dim = %lld",
                           (long long)opts->input_dim, (long long)opts->output_dim);
-    int rc = optim__check_constraint(opts->embeddings_constraint, 2, "Embedding embeddings_constraint", err);
+    int rc = optim__check_constraint(opts->embeddings_constraint, 2,
+                                     "Embedding embeddings_constraint", err);
     if (rc) return rc;
     optim_layer *l;
     if ((rc = optim__layer_new(&l, &emb_ops, opts->name, opts->seed, err))) return rc;

@@ -28,15 +28,17 @@ typedef struct data {
     size_t xrow, yrow; /* bytes per sample */
 } data;
 
-static const unsigned ANY_DTYPE = OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64);
+static const unsigned ANY_DTYPE =
+    OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64);
 
-static int check_data(const optim_tensor *x, const optim_tensor *y, const char *xn, const char *yn, data *d,
-                      optim_error *err)
+static int check_data(const optim_tensor *x, const optim_tensor *y, const char *xn, const char *yn,
+                      data *d, optim_error *err)
 {
     int rc;
     if (!x) return optim__err(err, OPTIM_EINVAL, "%s is NULL", xn);
     if ((rc = optim__tensor_check(x, ANY_DTYPE, xn, err))) return rc;
-    if (x->rank < 1) return optim__err(err, OPTIM_ESHAPE, "%s is a scalar, expected [samples, ...]", xn);
+    if (x->rank < 1)
+        return optim__err(err, OPTIM_ESHAPE, "%s is a scalar, expected [samples, ...]", xn);
     d->x = x;
     d->y = y;
     d->n = x->shape[0];
@@ -47,10 +49,11 @@ static int check_data(const optim_tensor *x, const optim_tensor *y, const char *
         if (!y) return optim__err(err, OPTIM_EINVAL, "%s is NULL", yn);
         if ((rc = optim__tensor_check(y, ANY_DTYPE, yn, err))) return rc;
         if (y->rank < 1 || y->shape[0] != d->n)
-            return optim__err(err, OPTIM_ESHAPE,
-                              "Data cardinality is ambiguous: %s sizes: %lld, %s sizes: %lld. Make sure all "
-                              "arrays contain the same number of samples.",
-                              xn, (long long)d->n, yn, y->rank < 1 ? 0LL : (long long)y->shape[0]);
+            return optim__err(
+                err, OPTIM_ESHAPE,
+                "Data cardinality is ambiguous: %s sizes: %lld, %s sizes: %lld. Make sure all "
+                "arrays contain the same number of samples.",
+                xn, (long long)d->n, yn, y->rank < 1 ? 0LL : (long long)y->shape[0]);
         d->yrow = (size_t)(optim_tensor_numel(y) / d->n) * optim_dtype_size(y->dtype);
     }
     return OPTIM_OK;
@@ -64,7 +67,8 @@ static int check_targets(optim_model *m, const data *d, const char *what, optim_
     int rc = optim__model_output_shape(m, d->x->rank, d->x->shape, &pr, ps, err);
     if (rc) return rc;
     if ((rc = optim__loss_check(&m->loss, d->y, pr, ps, what, err))) return rc;
-    if (m->metric != OPTIM_METRIC_NONE && (rc = optim__metric_check(m->metric, d->y->rank, d->y->shape, pr, ps, err)))
+    if (m->metric != OPTIM_METRIC_NONE &&
+        (rc = optim__metric_check(m->metric, d->y->rank, d->y->shape, pr, ps, err)))
         return rc;
     return OPTIM_OK;
 }
@@ -79,9 +83,11 @@ static optim_tensor slice(const optim_tensor *t, int64_t start, int64_t bs, size
 }
 
 /* Rows idx[0 .. bs) of t, copied into buf. */
-static optim_tensor gather(const optim_tensor *t, const int64_t *idx, int64_t bs, size_t row, void *buf)
+static optim_tensor gather(const optim_tensor *t, const int64_t *idx, int64_t bs, size_t row,
+                           void *buf)
 {
-    for (int64_t i = 0; i < bs; i++) memcpy((char *)buf + (size_t)i * row, (const char *)t->data + (size_t)idx[i] * row, row);
+    for (int64_t i = 0; i < bs; i++)
+        memcpy((char *)buf + (size_t)i * row, (const char *)t->data + (size_t)idx[i] * row, row);
     optim_tensor v = *t;
     v.shape[0] = bs;
     v.data = buf;
@@ -116,11 +122,13 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
     double value = optim_node_scalar(loss);
     if (training) {
         /* A replica's loss counts by its share of the global batch. */
-        optim_node *target = share == 1 ? loss : optim_mul(t, loss, optim_tape_scalar(t, m->dtype, share));
+        optim_node *target =
+            share == 1 ? loss : optim_mul(t, loss, optim_tape_scalar(t, m->dtype, share));
         if (!target) return optim__err(err, OPTIM_ENOMEM, "loss: %s", optim_tape_errmsg(t));
         rc = optim_tape_gradient(t, target, m->train_vars, m->n_train_vars, grads);
         if (rc) return optim__err(err, rc, "gradient: %s", optim_tape_errmsg(t));
-        if (m->replicas.size) rc = m->replicas.apply(m->replicas.user, m->opt, grads, m->n_train_vars, err);
+        if (m->replicas.size)
+            rc = m->replicas.apply(m->replicas.user, m->opt, grads, m->n_train_vars, err);
         else if ((rc = optim_apply_gradients(m->opt, grads, m->n_train_vars, 0)))
             optim__err(err, rc, "optimizer step: %s", optim_errmsg(m->opt));
         if (rc) return rc;
@@ -129,33 +137,37 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
     a->loss_total += value * bs;
     a->loss_count += bs;
     if (a->metric != OPTIM_METRIC_NONE &&
-        (rc = optim_accuracy_update(a->metric, yb, optim_node_value(pred), &a->metric_total, &a->metric_count, err)))
+        (rc = optim_accuracy_update(a->metric, yb, optim_node_value(pred), &a->metric_total,
+                                    &a->metric_count, err)))
         return rc;
     return OPTIM_OK;
 }
 
 /* A distributed step: this replica's rows of the global batch [start,
  * start + bs), then the loss and metric totals summed over the replicas. */
-static int replica_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const data *d, const int64_t *perm,
-                         int64_t start, int64_t bs, void *xb, void *yb, accum *a, optim_error *err)
+static int replica_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const data *d,
+                         const int64_t *perm, int64_t start, int64_t bs, void *xb, void *yb,
+                         accum *a, optim_error *err)
 {
     int64_t lo, n;
     double share;
     optim__replica_rows(&m->replicas, start, bs, &lo, &n, &share);
-    optim_tensor xt = gather(d->x, perm + lo, n, d->xrow, xb), yt = gather(d->y, perm + lo, n, d->yrow, yb);
+    optim_tensor xt = gather(d->x, perm + lo, n, d->xrow, xb),
+                 yt = gather(d->y, perm + lo, n, d->yrow, yb);
     accum mine = {0, 0, 0, 0, a->metric};
     int rc = run_batch(m, t, grads, &xt, &yt, 1, share, &mine, err);
     if (rc) return rc;
     double totals[4] = {mine.loss_total, mine.loss_count, mine.metric_total, mine.metric_count};
     if (share == 0) memset(totals, 0, sizeof totals); /* a borrowed row counts for nothing */
     if ((rc = m->replicas.sum(m->replicas.user, totals, 4, err))) return rc;
-    a->loss_total += totals[0], a->loss_count += totals[1], a->metric_total += totals[2], a->metric_count += totals[3];
+    a->loss_total += totals[0], a->loss_count += totals[1], a->metric_total += totals[2],
+        a->metric_count += totals[3];
     return OPTIM_OK;
 }
 
 /* Loss and metric over all of d in order; a bar or line on out (mode 1 / 2). */
-static int evaluate_run(optim_model *m, const data *d, int64_t batch_size, FILE *out, int mode, optim_logs *logs,
-                        optim_error *err)
+static int evaluate_run(optim_model *m, const data *d, int64_t batch_size, FILE *out, int mode,
+                        optim_logs *logs, optim_error *err)
 {
     optim_tape *t;
     int rc = optim__model_tape(m, &t);
@@ -186,7 +198,7 @@ typedef struct fit_run {
     optim_grad_var *grads;
     int64_t *perm;
     void *xb, *yb;
-    int mode;      /* progress bar: 0 none, 1 bar, 2 line per epoch */
+    int mode; /* progress bar: 0 none, 1 bar, 2 line per epoch */
     int64_t steps; /* batches per epoch */
     accum a;
     optim_history *history;
@@ -195,42 +207,54 @@ typedef struct fit_run {
 
 /* Runs `hook` of every callback in order until one fails (rc set, f->e
  * holding its message). */
-#define CALL_HOOK(f, rc, hook, ...)                                                                  \
-    do {                                                                                             \
-        for (size_t c_ = 0; c_ < (f)->o.n_callbacks && !(rc); c_++) {                                \
-            optim_callback *cb_ = (f)->o.callbacks[c_];                                              \
-            if (cb_->hooks.hook) {                                                                   \
-                optim__err_clear(&(f)->e);                                                           \
-                (rc) = cb_->hooks.hook(cb_->user, (f)->m, __VA_ARGS__, &(f)->e);                     \
-                if ((rc) && !(f)->e.msg[0]) optim__err(&(f)->e, (rc), "callback " #hook " failed (status %d)", (rc)); \
-                if (rc) (f)->e.code = (rc);                                                          \
-            }                                                                                        \
-        }                                                                                            \
+#define CALL_HOOK(f, rc, hook, ...)                                                           \
+    do {                                                                                      \
+        for (size_t c_ = 0; c_ < (f)->o.n_callbacks && !(rc); c_++) {                         \
+            optim_callback *cb_ = (f)->o.callbacks[c_];                                       \
+            if (cb_->hooks.hook) {                                                            \
+                optim__err_clear(&(f)->e);                                                    \
+                (rc) = cb_->hooks.hook(cb_->user, (f)->m, __VA_ARGS__, &(f)->e);              \
+                if ((rc) && !(f)->e.msg[0])                                                   \
+                    optim__err(&(f)->e, (rc), "callback " #hook " failed (status %d)", (rc)); \
+                if (rc) (f)->e.code = (rc);                                                   \
+            }                                                                                 \
+        }                                                                                     \
     } while (0)
 
 /* The options, before anything else (the message on m). */
 static int check_fit_options(optim_model *m, const optim_fit_options *o)
 {
     if (o->size != sizeof *o)
-        return optim__model_err(m, OPTIM_EVERSION, "fit: options size %u, expected %zu (use optim_fit_defaults)",
+        return optim__model_err(m, OPTIM_EVERSION,
+                                "fit: options size %u, expected %zu (use optim_fit_defaults)",
                                 (unsigned)o->size, sizeof *o);
-    if (!m->compiled) return optim__model_err(m, OPTIM_ESTATE, "fit: you must call compile() before fit");
-    if (o->epochs < 0) return optim__model_err(m, OPTIM_EINVAL, "fit: epochs = %lld, expected >= 0", (long long)o->epochs);
+    if (!m->compiled)
+        return optim__model_err(m, OPTIM_ESTATE, "fit: you must call compile() before fit");
+    if (o->epochs < 0)
+        return optim__model_err(m, OPTIM_EINVAL, "fit: epochs = %lld, expected >= 0",
+                                (long long)o->epochs);
     if (o->batch_size < 1)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: batch_size = %lld, expected a positive integer",
+        return optim__model_err(m, OPTIM_EINVAL,
+                                "fit: batch_size = %lld, expected a positive integer",
                                 (long long)o->batch_size);
     if (o->shuffle != 0 && o->shuffle != 1)
         return optim__model_err(m, OPTIM_EINVAL, "fit: shuffle = %d, expected 0 or 1", o->shuffle);
     if (o->initial_epoch < 0)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: initial_epoch = %lld, expected >= 0", (long long)o->initial_epoch);
+        return optim__model_err(m, OPTIM_EINVAL, "fit: initial_epoch = %lld, expected >= 0",
+                                (long long)o->initial_epoch);
     if (o->verbose < -1 || o->verbose > 2)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: verbose = %d, expected OPTIM_VERBOSE_AUTO, 0, 1 or 2", o->verbose);
+        return optim__model_err(m, OPTIM_EINVAL,
+                                "fit: verbose = %d, expected OPTIM_VERBOSE_AUTO, 0, 1 or 2",
+                                o->verbose);
     if (o->n_callbacks && !o->callbacks)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: n_callbacks = %zu but callbacks is NULL", o->n_callbacks);
+        return optim__model_err(m, OPTIM_EINVAL, "fit: n_callbacks = %zu but callbacks is NULL",
+                                o->n_callbacks);
     for (size_t i = 0; i < o->n_callbacks; i++)
-        if (!o->callbacks[i]) return optim__model_err(m, OPTIM_EINVAL, "fit: callbacks[%zu] is NULL", i);
+        if (!o->callbacks[i])
+            return optim__model_err(m, OPTIM_EINVAL, "fit: callbacks[%zu] is NULL", i);
     if (!o->validation_x != !o->validation_y)
-        return optim__model_err(m, OPTIM_EINVAL, "fit: give both validation_x and validation_y, or neither");
+        return optim__model_err(m, OPTIM_EINVAL,
+                                "fit: give both validation_x and validation_y, or neither");
     return OPTIM_OK;
 }
 
@@ -241,7 +265,8 @@ static int fit_prepare(fit_run *f)
     int rc = check_targets(m, &f->d, "y", &f->e);
     if (!rc && f->o.validation_x) rc = check_targets(m, &f->v, "validation_y", &f->e);
     if (!rc && m->n_train_vars == 0)
-        rc = optim__err(&f->e, OPTIM_ESTATE, "fit: model \"%s\" has no trainable variables", m->name);
+        rc = optim__err(&f->e, OPTIM_ESTATE, "fit: model \"%s\" has no trainable variables",
+                        m->name);
     if (!rc && optim__model_tape(m, &f->t)) rc = optim__err(&f->e, OPTIM_ENOMEM, "%s", m->errmsg);
     if (rc) return rc;
     int64_t bmax = f->o.batch_size < f->d.n ? f->o.batch_size : f->d.n;
@@ -254,10 +279,7 @@ static int fit_prepare(fit_run *f)
     return OPTIM_OK;
 }
 
-static void fit_free(fit_run *f)
-{
-    free(f->grads), free(f->perm), free(f->xb), free(f->yb);
-}
+static void fit_free(fit_run *f) { free(f->grads), free(f->perm), free(f->xb), free(f->yb); }
 
 /* The epoch's sample order: 0..n-1, shuffled with a seed of (seed, epoch). */
 static void fit_order(fit_run *f, int64_t epoch)
@@ -285,9 +307,11 @@ static int fit_batches(fit_run *f, optim__progbar *bar)
         memset(&logs, 0, sizeof logs);
         CALL_HOOK(f, rc, on_train_batch_begin, s, &logs);
         if (rc) break;
-        int64_t start = s * f->o.batch_size, bs = f->d.n - start < f->o.batch_size ? f->d.n - start : f->o.batch_size;
+        int64_t start = s * f->o.batch_size,
+                bs = f->d.n - start < f->o.batch_size ? f->d.n - start : f->o.batch_size;
         if (m->replicas.size) {
-            rc = replica_batch(m, f->t, f->grads, &f->d, f->perm, start, bs, f->xb, f->yb, &f->a, &f->e);
+            rc = replica_batch(m, f->t, f->grads, &f->d, f->perm, start, bs, f->xb, f->yb, &f->a,
+                               &f->e);
         } else {
             optim_tensor xt = gather(f->x, f->perm + start, bs, f->d.xrow, f->xb);
             optim_tensor yt = gather(f->y, f->perm + start, bs, f->d.yrow, f->yb);
@@ -325,7 +349,8 @@ static int fit_epoch_logs(fit_run *f, optim_logs *logs)
     return OPTIM_OK;
 }
 
-static int history_append(optim_history *history, int64_t epoch, const optim_logs *logs, optim_error *e)
+static int history_append(optim_history *history, int64_t epoch, const optim_logs *logs,
+                          optim_error *e)
 {
     size_t k = history->epochs;
     int64_t *ep = realloc(history->epoch, (k + 1) * sizeof *ep);
@@ -371,7 +396,8 @@ static int fit_begin(fit_run *f)
     optim_model *m = f->m;
     int rc = check_data(f->x, f->y, "x", "y", &f->d, &f->e);
     if (!rc && f->o.validation_x)
-        rc = check_data(f->o.validation_x, f->o.validation_y, "validation_x", "validation_y", &f->v, &f->e);
+        rc = check_data(f->o.validation_x, f->o.validation_y, "validation_x", "validation_y", &f->v,
+                        &f->e);
     if (rc) return rc;
     int fresh = !m->built;
     if ((rc = optim__model_build(m, f->x->rank, f->x->shape, &f->e))) return rc;
@@ -426,9 +452,12 @@ int optim_model_evaluate(optim_model *m, const optim_tensor *x, const optim_tens
     optim_error e;
     optim__err_clear(&e);
     if (!logs) return optim__model_err(m, OPTIM_EINVAL, "evaluate: logs is NULL");
-    if (!m->compiled) return optim__model_err(m, OPTIM_ESTATE, "evaluate: you must call compile() before evaluate");
+    if (!m->compiled)
+        return optim__model_err(m, OPTIM_ESTATE,
+                                "evaluate: you must call compile() before evaluate");
     if (batch_size < 1)
-        return optim__model_err(m, OPTIM_EINVAL, "evaluate: batch_size = %lld, expected a positive integer",
+        return optim__model_err(m, OPTIM_EINVAL,
+                                "evaluate: batch_size = %lld, expected a positive integer",
                                 (long long)batch_size);
     data d;
     int rc = check_data(x, y, "x", "y", &d, &e);
@@ -440,7 +469,8 @@ int optim_model_evaluate(optim_model *m, const optim_tensor *x, const optim_tens
         return optim__model_fail(m, &e);
     }
     optim_logs res;
-    rc = evaluate_run(m, &d, batch_size, out, optim__progbar_mode(out, OPTIM_VERBOSE_AUTO), &res, &e);
+    rc = evaluate_run(m, &d, batch_size, out, optim__progbar_mode(out, OPTIM_VERBOSE_AUTO), &res,
+                      &e);
     if (m->tape) optim_tape_reset(m->tape);
     if (rc) return optim__model_fail(m, &e);
     *logs = res;
@@ -455,7 +485,8 @@ int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_siz
     optim__err_clear(&e);
     if (!y) return optim__model_err(m, OPTIM_EINVAL, "predict: y is NULL");
     if (batch_size < 1)
-        return optim__model_err(m, OPTIM_EINVAL, "predict: batch_size = %lld, expected a positive integer",
+        return optim__model_err(m, OPTIM_EINVAL,
+                                "predict: batch_size = %lld, expected a positive integer",
                                 (long long)batch_size);
     data d;
     int rc = check_data(x, NULL, "x", NULL, &d, &e);
@@ -465,7 +496,8 @@ int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_siz
     int32_t pr;
     int64_t ps[OPTIM_MAX_RANK];
     optim_tape *t = NULL;
-    if ((rc = optim__model_output_shape(m, x->rank, x->shape, &pr, ps, &e)) || (rc = optim__model_tape(m, &t))) {
+    if ((rc = optim__model_output_shape(m, x->rank, x->shape, &pr, ps, &e)) ||
+        (rc = optim__model_tape(m, &t))) {
         if (rc && !e.msg[0]) optim__err(&e, rc, "%s", m->errmsg);
         if (fresh) optim__model_unbuild(m);
         return optim__model_fail(m, &e);
@@ -473,7 +505,8 @@ int optim_model_predict(optim_model *m, const optim_tensor *x, int64_t batch_siz
     optim_tensor res = optim_tensor_make(m->dtype, NULL, pr, ps);
     int64_t total = optim_tensor_numel(&res);
     size_t es = optim_dtype_size(m->dtype);
-    if (total < 0 || (uint64_t)total > SIZE_MAX / es || !(res.data = malloc(total ? (size_t)total * es : 1))) {
+    if (total < 0 || (uint64_t)total > SIZE_MAX / es ||
+        !(res.data = malloc(total ? (size_t)total * es : 1))) {
         if (fresh) optim__model_unbuild(m);
         return optim__model_err(m, OPTIM_ENOMEM, "predict: out of memory for the outputs");
     }

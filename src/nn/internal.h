@@ -37,7 +37,8 @@ optim_node *optim__nn_const(optim_tape *t, const optim_tensor *x, optim_dtype dt
 /* Same, for a model's input: with borrow (x stays valid and unchanged until
  * the tape is reset) and x already of dtype dt, the node views x's data
  * instead of copying it. */
-optim_node *optim__nn_input(optim_tape *t, const optim_tensor *x, optim_dtype dt, int borrow, optim_error *err);
+optim_node *optim__nn_input(optim_tape *t, const optim_tensor *x, optim_dtype dt, int borrow,
+                            optim_error *err);
 /* Integer ids (I32/I64, or whole F32/F64) of x into a malloc'd int64 array,
  * each checked to be in [0, limit). `what` names x in messages. */
 int optim__nn_ids(const optim_tensor *x, int64_t limit, const char *what, int64_t **out,
@@ -49,8 +50,8 @@ int optim__nn_tape_err(optim_error *err, optim_tape *t, const char *what);
 
 typedef struct optim__layer_ops {
     const char *class_name; /* "Dense" */
-    const char *base_name;  /* "dense" */
-    int takes_ids;          /* input is integer ids, not a node */
+    const char *base_name; /* "dense" */
+    int takes_ids; /* input is integer ids, not a node */
     /* Checks an input shape (batch included) and gives the output shape. */
     int (*output_shape)(const optim_layer *l, int32_t rank, const int64_t *in, int32_t *out_rank,
                         int64_t *out, optim_error *err);
@@ -85,13 +86,13 @@ typedef struct optim__dropout {
 struct optim_layer {
     const optim__layer_ops *ops;
     char name[OPTIM__NN_NAME_MAX];
-    int auto_name;         /* name was not given: a model may make it unique */
+    int auto_name; /* name was not given: a model may make it unique */
     int built;
-    int built_by_model;    /* built by its model's first call (undone if that call fails) */
-    optim_dtype dtype;     /* after build */
-    int64_t seed;          /* as given, or OPTIM_SEED_AUTO */
-    uint64_t eff_seed;     /* the seed in use */
-    uint64_t calls;        /* training calls so far (Dropout masks) */
+    int built_by_model; /* built by its model's first call (undone if that call fails) */
+    optim_dtype dtype; /* after build */
+    int64_t seed; /* as given, or OPTIM_SEED_AUTO */
+    uint64_t eff_seed; /* the seed in use */
+    uint64_t calls; /* training calls so far (Dropout masks) */
     optim_var *vars[2];
     size_t nvars;
     optim_model *owner;
@@ -131,7 +132,8 @@ int optim__check_constraint(const optim_constraint *c, int32_t rank, const char 
  * distributed), steps through `apply` and sums its totals with `sum`. */
 typedef struct optim__replicas {
     int rank, size;
-    int (*apply)(void *user, optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err);
+    int (*apply)(void *user, optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                 optim_error *err);
     int (*sum)(void *user, double *values, size_t n, optim_error *err);
     void *user;
 } optim__replicas;
@@ -139,7 +141,8 @@ typedef struct optim__replicas {
 /* This replica's rows [*lo, *lo + *n) of the global batch [start, start +
  * bs) and its share of the loss (*n / bs). A replica without rows borrows
  * the batch's first with share 0, so that it still takes part in the step. */
-void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo, int64_t *n, double *share);
+void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo,
+                         int64_t *n, double *share);
 
 struct optim_model {
     char name[OPTIM__NN_NAME_MAX];
@@ -148,17 +151,17 @@ struct optim_model {
     optim_layer **layers;
     size_t n_layers, cap_layers;
     int built;
-    int32_t in_rank;                       /* input rank without the batch dim */
+    int32_t in_rank; /* input rank without the batch dim */
     int64_t in_shape[OPTIM_MAX_RANK];
-    optim_var **train_vars;                /* trainable variables, after build */
+    optim_var **train_vars; /* trainable variables, after build */
     size_t n_train_vars;
     optim_optimizer *opt;
     optim_loss loss;
     optim_metric_kind metric;
     int compiled;
     int stop_training;
-    optim_tape *tape;                      /* for fit / evaluate / predict */
-    optim__replicas replicas;              /* data parallelism (size 0: none) */
+    optim_tape *tape; /* for fit / evaluate / predict */
+    optim__replicas replicas; /* data parallelism (size 0: none) */
     char errmsg[OPTIM_ERRMSG_MAX];
 };
 
@@ -169,11 +172,11 @@ int optim__model_err(optim_model *m, int code, const char *fmt, ...) OPTIM__PRIN
 /* model(x) with err non-NULL (no message on the model). borrow: x stays
  * valid and unchanged until the tape is reset, so the tape may view it
  * instead of copying it (fit, evaluate, predict). */
-int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training, int borrow,
-                      optim_node **out, optim_error *err);
+int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
+                      int borrow, optim_node **out, optim_error *err);
 /* Output shape for a full input shape (batch first). */
-int optim__model_output_shape(const optim_model *m, int32_t rank, const int64_t *shape, int32_t *out_rank,
-                              int64_t *out_shape, optim_error *err);
+int optim__model_output_shape(const optim_model *m, int32_t rank, const int64_t *shape,
+                              int32_t *out_rank, int64_t *out_shape, optim_error *err);
 /* Builds for a full input shape; no-op when built. */
 int optim__model_build(optim_model *m, int32_t rank, const int64_t *shape, optim_error *err);
 /* Undoes what the model's own build did (variables of layers it built). */
@@ -192,7 +195,11 @@ void optim__weights_free(optim__weights *w);
 
 /* ---- callbacks ------------------------------------------------------------------------ */
 
-typedef enum optim__callback_kind { OPTIM__CB_USER = 0, OPTIM__CB_EARLY_STOPPING, OPTIM__CB_LR_SCHEDULER } optim__callback_kind;
+typedef enum optim__callback_kind {
+    OPTIM__CB_USER = 0,
+    OPTIM__CB_EARLY_STOPPING,
+    OPTIM__CB_LR_SCHEDULER
+} optim__callback_kind;
 
 struct optim_callback {
     optim_callback_hooks hooks;
@@ -219,7 +226,7 @@ int optim__metric_check(optim_metric_kind kind, int32_t tr, const int64_t *ts, i
 
 typedef struct optim__progbar {
     FILE *out;
-    int mode;                    /* 1: bar, 2: one line at the end */
+    int mode; /* 1: bar, 2: one line at the end */
     int64_t target;
     int width;
     double start, last_update, epoch_start, epoch_end, after_first;
@@ -231,7 +238,8 @@ typedef struct optim__progbar {
 /* mode: 1 or 2 (OPTIM_VERBOSE_AUTO resolved by optim__progbar_mode). */
 int optim__progbar_mode(FILE *out, int verbose);
 void optim__progbar_init(optim__progbar *p, FILE *out, int mode, int64_t target);
-void optim__progbar_update(optim__progbar *p, int64_t current, const optim_logs *logs, int finalize);
+void optim__progbar_update(optim__progbar *p, int64_t current, const optim_logs *logs,
+                           int finalize);
 double optim__now(void);
 
 #endif

@@ -159,25 +159,29 @@ int optim__layer_forward(optim_layer *l, optim_tape *t, optim_node *x, const opt
     int rc;
     if (l->ops->takes_ids) {
         if (!ids || x)
-            return optim__err(err, OPTIM_EINVAL, "%s: an %s takes integer ids (ids non-NULL, x NULL)",
-                              l->name, l->ops->class_name);
-        rc = optim__tensor_check(ids, OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64),
-                                 "ids", err);
+            return optim__err(err, OPTIM_EINVAL,
+                              "%s: an %s takes integer ids (ids non-NULL, x NULL)", l->name,
+                              l->ops->class_name);
+        rc = optim__tensor_check(
+            ids, OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64), "ids", err);
         if (rc) return rc;
-        if (!l->built && (rc = optim__layer_build(l, ids->rank, ids->shape, OPTIM_F32, err))) return rc;
+        if (!l->built && (rc = optim__layer_build(l, ids->rank, ids->shape, OPTIM_F32, err)))
+            return rc;
         if ((rc = l->ops->output_shape(l, ids->rank, ids->shape, &orank, oshape, err))) return rc;
     } else {
         if (ids)
-            return optim__err(err, OPTIM_EINVAL, "%s: a %s layer takes a node (x), not ids", l->name,
-                              l->ops->class_name);
+            return optim__err(err, OPTIM_EINVAL, "%s: a %s layer takes a node (x), not ids",
+                              l->name, l->ops->class_name);
         const optim_tensor *xv = optim_node_value(x);
         if (!xv)
-            return optim__err(err, OPTIM_EINVAL, "%s: the input node is NULL (an earlier op failed: %s)",
-                              l->name, optim_tape_errmsg(t));
-        if (!l->built && (rc = optim__layer_build(l, xv->rank, xv->shape, xv->dtype, err))) return rc;
+            return optim__err(err, OPTIM_EINVAL,
+                              "%s: the input node is NULL (an earlier op failed: %s)", l->name,
+                              optim_tape_errmsg(t));
+        if (!l->built && (rc = optim__layer_build(l, xv->rank, xv->shape, xv->dtype, err)))
+            return rc;
         if (xv->dtype != l->dtype)
-            return optim__err(err, OPTIM_EDTYPE, "%s: input is %s, the layer was built for %s", l->name,
-                              optim_dtype_name(xv->dtype), optim_dtype_name(l->dtype));
+            return optim__err(err, OPTIM_EDTYPE, "%s: input is %s, the layer was built for %s",
+                              l->name, optim_dtype_name(xv->dtype), optim_dtype_name(l->dtype));
         if ((rc = l->ops->output_shape(l, xv->rank, xv->shape, &orank, oshape, err))) return rc;
     }
     return l->ops->call(l, t, x, ids, training, out, err);

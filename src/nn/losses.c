@@ -27,7 +27,10 @@ static optim_loss loss_make(optim_loss_kind kind, int from_logits)
     return l;
 }
 
-optim_loss optim_loss_mean_squared_error(void) { return loss_make(OPTIM_LOSS_MEAN_SQUARED_ERROR, 0); }
+optim_loss optim_loss_mean_squared_error(void)
+{
+    return loss_make(OPTIM_LOSS_MEAN_SQUARED_ERROR, 0);
+}
 optim_loss optim_loss_binary_crossentropy(int from_logits)
 {
     return loss_make(OPTIM_LOSS_BINARY_CROSSENTROPY, from_logits);
@@ -55,19 +58,23 @@ int optim__loss_validate(const optim_loss *loss, optim_error *err)
         return optim__err(err, OPTIM_EVERSION, "loss: size %u, expected %zu (use optim_loss_*())",
                           (unsigned)loss->size, sizeof *loss);
     const char *name = optim_loss_name(loss);
-    if (!name) return optim__err(err, OPTIM_EINVAL, "loss: kind = %d, expected an optim_loss_kind", (int)loss->kind);
+    if (!name)
+        return optim__err(err, OPTIM_EINVAL, "loss: kind = %d, expected an optim_loss_kind",
+                          (int)loss->kind);
     if ((unsigned)loss->reduction > OPTIM_REDUCTION_NONE)
         return optim__err(err, OPTIM_EINVAL,
                           "%s: reduction = %d, expected SUM_OVER_BATCH_SIZE, SUM or NONE", name,
                           (int)loss->reduction);
     if (loss->from_logits != 0 && loss->from_logits != 1)
-        return optim__err(err, OPTIM_EINVAL, "%s: from_logits = %d, expected 0 or 1", name, loss->from_logits);
+        return optim__err(err, OPTIM_EINVAL, "%s: from_logits = %d, expected 0 or 1", name,
+                          loss->from_logits);
     if (!(loss->label_smoothing >= 0 && loss->label_smoothing <= 1))
-        return optim__err(err, OPTIM_EINVAL, "%s: label_smoothing = %g, expected a value in [0, 1]", name,
-                          loss->label_smoothing);
-    if (loss->label_smoothing != 0 && loss->kind != OPTIM_LOSS_BINARY_CROSSENTROPY)
-        return optim__err(err, OPTIM_EINVAL, "%s: label_smoothing = %g, only BinaryCrossentropy has it",
+        return optim__err(err, OPTIM_EINVAL, "%s: label_smoothing = %g, expected a value in [0, 1]",
                           name, loss->label_smoothing);
+    if (loss->label_smoothing != 0 && loss->kind != OPTIM_LOSS_BINARY_CROSSENTROPY)
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: label_smoothing = %g, only BinaryCrossentropy has it", name,
+                          loss->label_smoothing);
     return OPTIM_OK;
 }
 
@@ -86,8 +93,8 @@ typedef struct pair_shape {
     int64_t shape[OPTIM_MAX_RANK];
 } pair_shape;
 
-static int resolve_pair(const char *name, int32_t tr, const int64_t *ts, int32_t pr, const int64_t *ps,
-                        pair_shape *common, optim_error *err)
+static int resolve_pair(const char *name, int32_t tr, const int64_t *ts, int32_t pr,
+                        const int64_t *ps, pair_shape *common, optim_error *err)
 {
     char b1[128], b2[128];
     int32_t cr = -1;
@@ -103,12 +110,14 @@ static int resolve_pair(const char *name, int32_t tr, const int64_t *ts, int32_t
         else cr = pr, cs = ps;
     }
     if (cr < 0)
-        return optim__err(err, OPTIM_ESHAPE,
-                          "%s: y_true shape %s and y_pred shape %s are incompatible (expected equal "
-                          "shapes, up to a trailing dimension of 1)",
-                          name, optim_shape_str(tr, ts, b1, sizeof b1), optim_shape_str(pr, ps, b2, sizeof b2));
+        return optim__err(
+            err, OPTIM_ESHAPE,
+            "%s: y_true shape %s and y_pred shape %s are incompatible (expected equal "
+            "shapes, up to a trailing dimension of 1)",
+            name, optim_shape_str(tr, ts, b1, sizeof b1), optim_shape_str(pr, ps, b2, sizeof b2));
     if (cr < 1)
-        return optim__err(err, OPTIM_ESHAPE, "%s: y_pred is a scalar, expected at least one axis", name);
+        return optim__err(err, OPTIM_ESHAPE, "%s: y_pred is a scalar, expected at least one axis",
+                          name);
     common->rank = cr;
     memcpy(common->shape, cs, (size_t)cr * sizeof *cs);
     return OPTIM_OK;
@@ -120,16 +129,20 @@ static int check_labels_shape(const char *name, int32_t tr, const int64_t *ts, i
                               const int64_t *ps, optim_error *err)
 {
     char b1[128], b2[128];
-    if (pr < 1) return optim__err(err, OPTIM_ESHAPE, "%s: y_pred is a scalar, expected [..., classes]", name);
+    if (pr < 1)
+        return optim__err(err, OPTIM_ESHAPE, "%s: y_pred is a scalar, expected [..., classes]",
+                          name);
     if (ps[pr - 1] < 1)
         return optim__err(err, OPTIM_ESHAPE, "%s: y_pred shape %s has no classes", name,
                           optim_shape_str(pr, ps, b2, sizeof b2));
-    if (same_shape(tr, ts, pr - 1, ps) || (tr == pr && ts[tr - 1] == 1 && same_shape(tr - 1, ts, pr - 1, ps)))
+    if (same_shape(tr, ts, pr - 1, ps) ||
+        (tr == pr && ts[tr - 1] == 1 && same_shape(tr - 1, ts, pr - 1, ps)))
         return OPTIM_OK;
     return optim__err(err, OPTIM_ESHAPE,
                       "%s: y_true shape %s does not match y_pred shape %s: expected integer labels "
                       "of shape y_pred.shape[:-1]",
-                      name, optim_shape_str(tr, ts, b1, sizeof b1), optim_shape_str(pr, ps, b2, sizeof b2));
+                      name, optim_shape_str(tr, ts, b1, sizeof b1),
+                      optim_shape_str(pr, ps, b2, sizeof b2));
 }
 
 int optim__loss_check(const optim_loss *loss, const optim_tensor *y_true, int32_t pred_rank,
@@ -141,7 +154,9 @@ int optim__loss_check(const optim_loss *loss, const optim_tensor *y_true, int32_
     char label[96];
     snprintf(label, sizeof label, "%s (%s)", name, what);
     if (loss->kind == OPTIM_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
-        if ((rc = check_labels_shape(label, y_true->rank, y_true->shape, pred_rank, pred_shape, err))) return rc;
+        if ((rc = check_labels_shape(label, y_true->rank, y_true->shape, pred_rank, pred_shape,
+                                     err)))
+            return rc;
         int64_t *ids;
         if ((rc = optim__nn_ids(y_true, pred_shape[pred_rank - 1], what, &ids, err))) return rc;
         free(ids);
@@ -162,8 +177,8 @@ static optim_node *clip_probs(optim_tape *t, optim_node *p, optim_error *err)
 
 /* y_true as a constant of dtype dt in shape `s`, with BinaryCrossentropy's
  * label smoothing z (1 - ls) + ls / 2, or 1 - z when `complement`. */
-static optim_node *target_const(optim_tape *t, const optim_tensor *y, optim_dtype dt, const pair_shape *s,
-                                double ls, int complement, optim_error *err)
+static optim_node *target_const(optim_tape *t, const optim_tensor *y, optim_dtype dt,
+                                const pair_shape *s, double ls, int complement, optim_error *err)
 {
     int64_t n = optim_tensor_numel(y);
     void *buf = malloc(n ? (size_t)n * optim_dtype_size(dt) : 1);
@@ -192,7 +207,8 @@ static optim_node *target_const(optim_tape *t, const optim_tensor *y, optim_dtyp
 /* Sparse categorical crossentropy per sample: integer labels against the
  * logits of y_pred (its own, or log of the clipped probabilities). */
 static int sparse_ce_per_sample(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
-                                optim_node *y_pred, const char *name, optim_node **per, optim_error *err)
+                                optim_node *y_pred, const char *name, optim_node **per,
+                                optim_error *err)
 {
     const optim_tensor *pv = optim_node_value(y_pred);
     int rc = check_labels_shape(name, y_true->rank, y_true->shape, pv->rank, pv->shape, err);
@@ -217,23 +233,26 @@ static int sparse_ce_per_sample(const optim_loss *loss, optim_tape *t, const opt
 
 /* The losses on (y_true, y_pred) of one shape, per sample: squared error,
  * binary crossentropy from logits or from probabilities. */
-static int pair_per_sample(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true, optim_node *y_pred,
-                           const char *name, optim_node **per, optim_error *err)
+static int pair_per_sample(const optim_loss *loss, optim_tape *t, const optim_tensor *y_true,
+                           optim_node *y_pred, const char *name, optim_node **per, optim_error *err)
 {
     const optim_tensor *pv = optim_node_value(y_pred);
     const optim_dtype dt = pv->dtype;
     pair_shape s;
     int rc = resolve_pair(name, y_true->rank, y_true->shape, pv->rank, pv->shape, &s, err);
     if (rc) return rc;
-    optim_node *p = same_shape(s.rank, s.shape, pv->rank, pv->shape) ? y_pred : optim_reshape(t, y_pred, s.rank, s.shape);
+    optim_node *p = same_shape(s.rank, s.shape, pv->rank, pv->shape)
+        ? y_pred
+        : optim_reshape(t, y_pred, s.rank, s.shape);
     optim_node *z = target_const(t, y_true, dt, &s, loss->label_smoothing, 0, err);
     if (!z) return err->code;
     optim_node *e;
     /* probabilities straight from optim_sigmoid, not reshaped (Keras's
      * squeeze_or_expand_to_same_rank makes a new tensor): its logits */
-    optim_node *x = loss->kind == OPTIM_LOSS_BINARY_CROSSENTROPY && !loss->from_logits && p == y_pred
-                        ? optim__tape_logits(y_pred, "sigmoid")
-                        : NULL;
+    optim_node *x =
+        loss->kind == OPTIM_LOSS_BINARY_CROSSENTROPY && !loss->from_logits && p == y_pred
+        ? optim__tape_logits(y_pred, "sigmoid")
+        : NULL;
     if (loss->kind == OPTIM_LOSS_MEAN_SQUARED_ERROR) {
         e = optim_squared_error(t, p, z);
     } else if (loss->from_logits || x) {
@@ -244,8 +263,9 @@ static int pair_per_sample(const optim_loss *loss, optim_tape *t, const optim_te
         optim_node *pc = clip_probs(t, p, err);
         if (!pc) return err->code;
         optim_node *one = optim_tape_scalar(t, dt, 1.0);
-        e = optim_neg(t, optim_add(t, optim_mul(t, z, optim_log(t, pc)),
-                                   optim_mul(t, zc, optim_log(t, optim_sub(t, one, pc)))));
+        e = optim_neg(t,
+                      optim_add(t, optim_mul(t, z, optim_log(t, pc)),
+                                optim_mul(t, zc, optim_log(t, optim_sub(t, one, pc)))));
     }
     *per = optim_mean(t, e, -1);
     return OPTIM_OK;
@@ -253,19 +273,21 @@ static int pair_per_sample(const optim_loss *loss, optim_tape *t, const optim_te
 
 /* *per times sample_weight, whose shape is the per-sample shape (a
  * trailing 1 added or dropped). */
-static int weight_per_sample(optim_tape *t, const optim_tensor *sample_weight, const char *name, optim_dtype dt,
-                             optim_node **per, optim_error *err)
+static int weight_per_sample(optim_tape *t, const optim_tensor *sample_weight, const char *name,
+                             optim_dtype dt, optim_node **per, optim_error *err)
 {
     const optim_tensor *perv = optim_node_value(*per);
     int64_t nw = optim_tensor_numel(sample_weight);
     const int64_t *ws = sample_weight->shape, *vs = perv->shape;
     int32_t wr = sample_weight->rank, vr = perv->rank;
-    int ok = same_shape(wr, ws, vr, vs) || (wr == vr + 1 && ws[wr - 1] == 1 && same_shape(vr, ws, vr, vs)) ||
-             (vr == wr + 1 && vs[vr - 1] == 1 && same_shape(wr, ws, wr, vs));
+    int ok = same_shape(wr, ws, vr, vs) ||
+        (wr == vr + 1 && ws[wr - 1] == 1 && same_shape(vr, ws, vr, vs)) ||
+        (vr == wr + 1 && vs[vr - 1] == 1 && same_shape(wr, ws, wr, vs));
     if (!ok || nw != optim_tensor_numel(perv)) {
         char b1[128], b2[128];
-        return optim__err(err, OPTIM_ESHAPE, "%s: sample_weight shape %s, expected the per-sample shape %s",
-                          name, optim_shape_str(wr, ws, b1, sizeof b1), optim_shape_str(vr, vs, b2, sizeof b2));
+        return optim__err(
+            err, OPTIM_ESHAPE, "%s: sample_weight shape %s, expected the per-sample shape %s", name,
+            optim_shape_str(wr, ws, b1, sizeof b1), optim_shape_str(vr, vs, b2, sizeof b2));
     }
     optim_tensor w = *sample_weight;
     w.rank = vr;
@@ -288,7 +310,8 @@ static int loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *
     if (!y_true) return optim__err(err, OPTIM_EINVAL, "%s: y_true is NULL", name);
     unsigned any = OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64);
     if ((rc = optim__tensor_check(y_true, any, "y_true", err))) return rc;
-    if (sample_weight && (rc = optim__tensor_check(sample_weight, any, "sample_weight", err))) return rc;
+    if (sample_weight && (rc = optim__tensor_check(sample_weight, any, "sample_weight", err)))
+        return rc;
     const optim_tensor *pv = optim_node_value(y_pred);
     if (!pv)
         return optim__err(err, OPTIM_EINVAL, "%s: y_pred is NULL (an earlier op failed: %s)", name,
@@ -296,8 +319,8 @@ static int loss_call(const optim_loss *loss, optim_tape *t, const optim_tensor *
     optim_dtype dt = pv->dtype;
     optim_node *per = NULL;
     rc = loss->kind == OPTIM_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY
-             ? sparse_ce_per_sample(loss, t, y_true, y_pred, name, &per, err)
-             : pair_per_sample(loss, t, y_true, y_pred, name, &per, err);
+        ? sparse_ce_per_sample(loss, t, y_true, y_pred, name, &per, err)
+        : pair_per_sample(loss, t, y_true, y_pred, name, &per, err);
     if (rc) return rc;
     if (!per) return optim__nn_tape_err(err, t, name);
     const optim_tensor *perv = optim_node_value(per);

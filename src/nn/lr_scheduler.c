@@ -17,11 +17,14 @@ typedef struct lrs {
 static int lrs_optimizer(optim_model *m, optim_optimizer **opt, optim_error *err)
 {
     *opt = optim_model_optimizer(m);
-    if (!*opt) return optim__err(err, OPTIM_ESTATE, "LearningRateScheduler: the model has no optimizer (compile it)");
-    if (!optim_hyper_is_constant(*opt, "learning_rate"))
+    if (!*opt)
         return optim__err(err, OPTIM_ESTATE,
-                          "LearningRateScheduler: the optimizer's learning_rate is a schedule, variable or "
-                          "callable, hence not settable (as in Keras 3)");
+                          "LearningRateScheduler: the model has no optimizer (compile it)");
+    if (!optim_hyper_is_constant(*opt, "learning_rate"))
+        return optim__err(
+            err, OPTIM_ESTATE,
+            "LearningRateScheduler: the optimizer's learning_rate is a schedule, variable or "
+            "callable, hence not settable (as in Keras 3)");
     return OPTIM_OK;
 }
 
@@ -44,7 +47,8 @@ static int lrs_train_begin(void *user, optim_model *m, optim_logs *logs, optim_e
     return OPTIM_OK;
 }
 
-static int lrs_epoch_begin(void *user, optim_model *m, int64_t epoch, optim_logs *logs, optim_error *err)
+static int lrs_epoch_begin(void *user, optim_model *m, int64_t epoch, optim_logs *logs,
+                           optim_error *err)
 {
     lrs *s = user;
     optim_optimizer *opt;
@@ -55,23 +59,25 @@ static int lrs_epoch_begin(void *user, optim_model *m, int64_t epoch, optim_logs
         return optim__err(err, rc, "LearningRateScheduler: %s", optim_errmsg(opt));
     double next = s->fn(s->user, epoch, lr);
     if (!isfinite(next))
-        return optim__err(err, OPTIM_EINVAL,
-                          "LearningRateScheduler: the output of the `schedule` function should be a "
-                          "finite float. Got: %g at epoch %lld",
-                          next, (long long)epoch);
+        return optim__err(
+            err, OPTIM_EINVAL,
+            "LearningRateScheduler: the output of the `schedule` function should be a "
+            "finite float. Got: %g at epoch %lld",
+            next, (long long)epoch);
     if ((rc = optim_set_hyper(opt, "learning_rate", next)))
         return optim__err(err, rc, "LearningRateScheduler: %s", optim_errmsg(opt));
     if (s->out) {
         char buf[40];
         float_repr(next, buf, sizeof buf);
-        fprintf(s->out, "\nEpoch %lld: LearningRateScheduler setting learning rate to %s.\n", (long long)epoch + 1,
-                buf);
+        fprintf(s->out, "\nEpoch %lld: LearningRateScheduler setting learning rate to %s.\n",
+                (long long)epoch + 1, buf);
         fflush(s->out);
     }
     return OPTIM_OK;
 }
 
-static int lrs_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *logs, optim_error *err)
+static int lrs_epoch_end(void *user, optim_model *m, int64_t epoch, optim_logs *logs,
+                         optim_error *err)
 {
     optim_optimizer *opt = optim_model_optimizer(m);
     double lr;
@@ -85,7 +91,9 @@ int optim_lr_scheduler_create(optim_callback **out, optim_epoch_schedule_fn fn, 
 {
     if (!out) return optim__err(err, OPTIM_EINVAL, "LearningRateScheduler: out is NULL");
     *out = NULL;
-    if (!fn) return optim__err(err, OPTIM_EINVAL, "LearningRateScheduler: the schedule function is NULL");
+    if (!fn)
+        return optim__err(err, OPTIM_EINVAL,
+                          "LearningRateScheduler: the schedule function is NULL");
     lrs *s = calloc(1, sizeof *s);
     if (!s) return optim__err(err, OPTIM_ENOMEM, "LearningRateScheduler: out of memory");
     s->fn = fn;

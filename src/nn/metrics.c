@@ -62,22 +62,28 @@ int optim__metric_check(optim_metric_kind kind, int32_t tr, const int64_t *ts, i
     kind = resolve(kind, tr, ts, pr, ps);
     const char *name = optim__metric_name(kind);
     char b1[128], b2[128];
-    if (!name) return optim__err(err, OPTIM_EINVAL, "accuracy: kind = %d, expected an accuracy metric", (int)kind);
-    if (pr < 1) return optim__err(err, OPTIM_ESHAPE, "%s: y_pred is a scalar, expected a batch axis", name);
+    if (!name)
+        return optim__err(err, OPTIM_EINVAL, "accuracy: kind = %d, expected an accuracy metric",
+                          (int)kind);
+    if (pr < 1)
+        return optim__err(err, OPTIM_ESHAPE, "%s: y_pred is a scalar, expected a batch axis", name);
     int ok;
     if (kind == OPTIM_METRIC_BINARY_ACCURACY) {
         /* squeeze_or_expand_to_same_rank, then element-wise */
-        ok = shape_eq(tr, ts, pr, ps) || (pr == tr + 1 && ps[pr - 1] == 1 && shape_eq(tr, ts, tr, ps)) ||
-             (tr == pr + 1 && ts[tr - 1] == 1 && shape_eq(pr, ts, pr, ps));
+        ok = shape_eq(tr, ts, pr, ps) ||
+            (pr == tr + 1 && ps[pr - 1] == 1 && shape_eq(tr, ts, tr, ps)) ||
+            (tr == pr + 1 && ts[tr - 1] == 1 && shape_eq(pr, ts, pr, ps));
     } else if (kind == OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY) {
-        ok = ps[pr - 1] > 0 && (shape_eq(tr, ts, pr - 1, ps) ||
-                                (tr == pr && ts[tr - 1] == 1 && shape_eq(tr - 1, ts, pr - 1, ps)));
+        ok = ps[pr - 1] > 0 &&
+            (shape_eq(tr, ts, pr - 1, ps) ||
+             (tr == pr && ts[tr - 1] == 1 && shape_eq(tr - 1, ts, pr - 1, ps)));
     } else {
         ok = ps[pr - 1] > 0 && shape_eq(tr, ts, pr, ps);
     }
     if (!ok)
-        return optim__err(err, OPTIM_ESHAPE, "%s: y_true shape %s does not fit y_pred shape %s", name,
-                          optim_shape_str(tr, ts, b1, sizeof b1), optim_shape_str(pr, ps, b2, sizeof b2));
+        return optim__err(err, OPTIM_ESHAPE, "%s: y_true shape %s does not fit y_pred shape %s",
+                          name, optim_shape_str(tr, ts, b1, sizeof b1),
+                          optim_shape_str(pr, ps, b2, sizeof b2));
     return OPTIM_OK;
 }
 
@@ -86,12 +92,15 @@ int optim_accuracy_update(optim_metric_kind kind, const optim_tensor *y_true,
                           optim_error *err)
 {
     if (!y_true || !y_pred || !total || !count)
-        return optim__err(err, OPTIM_EINVAL, "accuracy: y_true, y_pred, total and count must not be NULL");
+        return optim__err(err, OPTIM_EINVAL,
+                          "accuracy: y_true, y_pred, total and count must not be NULL");
     unsigned any = OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64);
     int rc;
     if ((rc = optim__tensor_check(y_true, any, "y_true", err))) return rc;
     if ((rc = optim__tensor_check(y_pred, any, "y_pred", err))) return rc;
-    if ((rc = optim__metric_check(kind, y_true->rank, y_true->shape, y_pred->rank, y_pred->shape, err))) return rc;
+    if ((rc = optim__metric_check(kind, y_true->rank, y_true->shape, y_pred->rank, y_pred->shape,
+                                  err)))
+        return rc;
     kind = optim_metric_resolve(kind, y_true, y_pred);
     int32_t pr = y_pred->rank;
     int64_t n = y_pred->shape[0], pn = optim_tensor_numel(y_pred), tn = optim_tensor_numel(y_true);

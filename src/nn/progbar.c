@@ -86,7 +86,8 @@ void optim__progbar_update(optim__progbar *p, int64_t current, const optim_logs 
     if (p->mode == 1) {
         if (now - p->last_update < 0.05 && !finalize) return;
         int prev = p->total_width;
-        put(line, sizeof line, &len, "\r%*lld/%lld [", nd, (long long)current, (long long)p->target);
+        put(line, sizeof line, &len, "\r%*lld/%lld [", nd, (long long)current,
+            (long long)p->target);
         int prog = (int)((double)p->width * (double)current / (double)p->target);
         if (prog > p->width) prog = p->width;
         for (int i = 0; i < prog - 1; i++) put(line, sizeof line, &len, "=");
@@ -100,14 +101,17 @@ void optim__progbar_update(optim__progbar *p, int64_t current, const optim_logs 
         } else {
             double eta = tpu * (double)(p->target - current);
             if (eta > 3600)
-                put(line, sizeof line, &len, " - ETA: %d:%02d:%02d", (int)(eta / 3600), (int)fmod(eta, 3600) / 60,
+                put(line, sizeof line, &len, " - ETA: %d:%02d:%02d", (int)(eta / 3600),
+                    (int)fmod(eta, 3600) / 60, (int)fmod(eta, 60));
+            else if (eta > 60)
+                put(line, sizeof line, &len, " - ETA: %d:%02d", (int)(eta / 60),
                     (int)fmod(eta, 60));
-            else if (eta > 60) put(line, sizeof line, &len, " - ETA: %d:%02d", (int)(eta / 60), (int)fmod(eta, 60));
             else put(line, sizeof line, &len, " - ETA: %ds", (int)eta);
         }
         for (size_t i = 0; logs && i < logs->n; i++) {
             double v = logs->values[i];
-            put(line, sizeof line, &len, fabs(v) > 1e-3 ? " - %s: %.4f" : " - %s: %.4e", logs->names[i], v);
+            put(line, sizeof line, &len, fabs(v) > 1e-3 ? " - %s: %.4f" : " - %s: %.4e",
+                logs->names[i], v);
         }
         p->total_width = (int)(len - 1); /* without the '\r' */
         if (prev > p->total_width)
@@ -116,11 +120,12 @@ void optim__progbar_update(optim__progbar *p, int64_t current, const optim_logs 
         fputs(line, p->out);
         fflush(p->out);
     } else if (finalize) {
-        put(line, sizeof line, &len, "%*lld/%lld - %.0fs", nd, (long long)current, (long long)p->target,
-            now - p->start);
+        put(line, sizeof line, &len, "%*lld/%lld - %.0fs", nd, (long long)current,
+            (long long)p->target, now - p->start);
         for (size_t i = 0; logs && i < logs->n; i++) {
             double v = logs->values[i];
-            put(line, sizeof line, &len, v > 1e-3 ? " - %s: %.4f" : " - %s: %.4e", logs->names[i], v);
+            put(line, sizeof line, &len, v > 1e-3 ? " - %s: %.4f" : " - %s: %.4e", logs->names[i],
+                v);
         }
         if (p->has_epoch_end) {
             double per_epoch = p->epoch_end - p->epoch_start;

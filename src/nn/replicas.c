@@ -5,7 +5,8 @@
  * sparse gradient names are rows rank 0 touches anyway. */
 #include "nn/internal.h"
 
-void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo, int64_t *n, double *share)
+void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo,
+                         int64_t *n, double *share)
 {
     int64_t a = bs / r->size * r->rank + bs % r->size * r->rank / r->size;
     int64_t b = bs / r->size * (r->rank + 1) + bs % r->size * (r->rank + 1) / r->size;

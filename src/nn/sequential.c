@@ -33,22 +33,25 @@ optim_sequential_options optim_sequential_defaults(void)
     return o;
 }
 
-int optim_sequential_create(optim_model **out, const optim_sequential_options *opts, optim_error *err)
+int optim_sequential_create(optim_model **out, const optim_sequential_options *opts,
+                            optim_error *err)
 {
     if (!out) return optim__err(err, OPTIM_EINVAL, "Sequential: out is NULL");
     *out = NULL;
     optim_sequential_options o = opts ? *opts : optim_sequential_defaults();
     if (o.size != sizeof o)
-        return optim__err(err, OPTIM_EVERSION,
-                          "Sequential: options size %u, expected %zu (use optim_sequential_defaults)",
-                          (unsigned)o.size, sizeof o);
+        return optim__err(
+            err, OPTIM_EVERSION,
+            "Sequential: options size %u, expected %zu (use optim_sequential_defaults)",
+            (unsigned)o.size, sizeof o);
     if (o.dtype != OPTIM_F32 && o.dtype != OPTIM_F64)
         return optim__err(err, OPTIM_EDTYPE, "Sequential: dtype %s, expected float32 or float64",
                           optim_dtype_name(o.dtype));
     const char *name = o.name ? o.name : "sequential";
     if (!*name || strlen(name) >= OPTIM__NN_NAME_MAX || strchr(name, '/'))
-        return optim__err(err, OPTIM_EINVAL, "Sequential: name '%s' must be 1 to %d characters without '/'",
-                          name, OPTIM__NN_NAME_MAX - 1);
+        return optim__err(err, OPTIM_EINVAL,
+                          "Sequential: name '%s' must be 1 to %d characters without '/'", name,
+                          OPTIM__NN_NAME_MAX - 1);
     optim_model *m = calloc(1, sizeof *m);
     if (!m) return optim__err(err, OPTIM_ENOMEM, "Sequential: out of memory");
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -71,7 +74,10 @@ void optim_model_destroy(optim_model *m)
 const char *optim_model_errmsg(const optim_model *m) { return m ? m->errmsg : ""; }
 const char *optim_model_name(const optim_model *m) { return m ? m->name : NULL; }
 size_t optim_model_layer_count(const optim_model *m) { return m ? m->n_layers : 0; }
-optim_layer *optim_model_layer(const optim_model *m, size_t i) { return m && i < m->n_layers ? m->layers[i] : NULL; }
+optim_layer *optim_model_layer(const optim_model *m, size_t i)
+{
+    return m && i < m->n_layers ? m->layers[i] : NULL;
+}
 int optim_model_built(const optim_model *m) { return m && m->built; }
 optim_optimizer *optim_model_optimizer(const optim_model *m) { return m ? m->opt : NULL; }
 void optim_model_stop_training(optim_model *m)
@@ -92,24 +98,28 @@ int optim_sequential_add(optim_model *m, optim_layer *l)
     m->errmsg[0] = '\0';
     if (!l) return optim__model_err(m, OPTIM_EINVAL, "Sequential.add: the layer is NULL");
     if (l->owner)
-        return optim__model_err(m, OPTIM_ESTATE, "Sequential.add: layer \"%s\" already belongs to model \"%s\"",
+        return optim__model_err(m, OPTIM_ESTATE,
+                                "Sequential.add: layer \"%s\" already belongs to model \"%s\"",
                                 l->name, l->owner->name);
     if (m->built)
-        return optim__model_err(m, OPTIM_ESTATE,
-                                "Sequential.add: model \"%s\" is already built; add layers before its first call",
-                                m->name);
+        return optim__model_err(
+            m, OPTIM_ESTATE,
+            "Sequential.add: model \"%s\" is already built; add layers before its first call",
+            m->name);
     if (l->built && l->dtype != m->dtype)
-        return optim__model_err(m, OPTIM_EDTYPE, "Sequential.add: layer \"%s\" was built for %s, the model is %s",
+        return optim__model_err(m, OPTIM_EDTYPE,
+                                "Sequential.add: layer \"%s\" was built for %s, the model is %s",
                                 l->name, optim_dtype_name(l->dtype), optim_dtype_name(m->dtype));
     char name[OPTIM__NN_NAME_MAX];
     snprintf(name, sizeof name, "%s", l->name);
     if (has_layer_named(m, name)) {
         if (!l->auto_name || l->built)
-            return optim__model_err(m, OPTIM_EINVAL,
-                                    "All layers added to a Sequential model should have unique names. "
-                                    "Name \"%s\" is already the name of a layer in this model. Update "
-                                    "the `name` argument to pass a unique name.",
-                                    name);
+            return optim__model_err(
+                m, OPTIM_EINVAL,
+                "All layers added to a Sequential model should have unique names. "
+                "Name \"%s\" is already the name of a layer in this model. Update "
+                "the `name` argument to pass a unique name.",
+                name);
         for (int k = 1;; k++) {
             snprintf(name, sizeof name, "%s_%d", l->ops->base_name, k);
             if (!has_layer_named(m, name)) break;
@@ -135,8 +145,11 @@ static int model_build_full(optim_model *m, int32_t rank, const int64_t *shape, 
 {
     if (m->built) return OPTIM_OK;
     if (m->n_layers == 0)
-        return optim__err(err, OPTIM_ESTATE, "model \"%s\" has no layers: add some before calling it", m->name);
-    if (rank < 1) return optim__err(err, OPTIM_ESHAPE, "model \"%s\": inputs need a batch axis (rank >= 1)", m->name);
+        return optim__err(err, OPTIM_ESTATE,
+                          "model \"%s\" has no layers: add some before calling it", m->name);
+    if (rank < 1)
+        return optim__err(err, OPTIM_ESHAPE, "model \"%s\": inputs need a batch axis (rank >= 1)",
+                          m->name);
     int32_t r = rank;
     int64_t cur[OPTIM_MAX_RANK], next[OPTIM_MAX_RANK];
     memcpy(cur, shape, (size_t)rank * sizeof *shape);
@@ -148,9 +161,10 @@ static int model_build_full(optim_model *m, int32_t rank, const int64_t *shape, 
         optim_layer *l = m->layers[i];
         was[i] = (unsigned char)l->built;
         if (l->ops->takes_ids && i > 0) {
-            rc = optim__err(err, OPTIM_EINVAL,
-                            "layer \"%s\": an %s takes integer ids, so it must be the model's first layer",
-                            l->name, l->ops->class_name);
+            rc = optim__err(
+                err, OPTIM_EINVAL,
+                "layer \"%s\": an %s takes integer ids, so it must be the model's first layer",
+                l->name, l->ops->class_name);
             break;
         }
         int32_t nr;
@@ -166,10 +180,12 @@ static int model_build_full(optim_model *m, int32_t rank, const int64_t *shape, 
     size_t nt = 0;
     if (!rc) {
         for (size_t i = 0; i < m->n_layers; i++)
-            for (size_t j = 0; j < m->layers[i]->nvars; j++) nt += optim_var_trainable(m->layers[i]->vars[j]) != 0;
+            for (size_t j = 0; j < m->layers[i]->nvars; j++)
+                nt += optim_var_trainable(m->layers[i]->vars[j]) != 0;
         free(m->train_vars);
         m->train_vars = malloc((nt ? nt : 1) * sizeof *m->train_vars);
-        if (!m->train_vars) rc = optim__err(err, OPTIM_ENOMEM, "model \"%s\": out of memory", m->name);
+        if (!m->train_vars)
+            rc = optim__err(err, OPTIM_ENOMEM, "model \"%s\": out of memory", m->name);
     }
     if (rc) {
         for (size_t i = 0; i < built_here; i++)
@@ -184,7 +200,8 @@ static int model_build_full(optim_model *m, int32_t rank, const int64_t *shape, 
     m->n_train_vars = 0;
     for (size_t i = 0; i < m->n_layers; i++)
         for (size_t j = 0; j < m->layers[i]->nvars; j++)
-            if (optim_var_trainable(m->layers[i]->vars[j])) m->train_vars[m->n_train_vars++] = m->layers[i]->vars[j];
+            if (optim_var_trainable(m->layers[i]->vars[j]))
+                m->train_vars[m->n_train_vars++] = m->layers[i]->vars[j];
     m->in_rank = rank - 1;
     memcpy(m->in_shape, shape + 1, (size_t)(rank - 1) * sizeof *shape);
     m->built = 1;
@@ -194,10 +211,13 @@ static int model_build_full(optim_model *m, int32_t rank, const int64_t *shape, 
 static int check_shape_arg(int32_t rank, const int64_t *shape, int with_batch, optim_error *err)
 {
     int32_t max = with_batch ? OPTIM_MAX_RANK : OPTIM_MAX_RANK - 1;
-    if (rank < 0 || rank > max) return optim__err(err, OPTIM_ESHAPE, "input rank %d, expected 0..%d", (int)rank, (int)max);
+    if (rank < 0 || rank > max)
+        return optim__err(err, OPTIM_ESHAPE, "input rank %d, expected 0..%d", (int)rank, (int)max);
     if (rank > 0 && !shape) return optim__err(err, OPTIM_EINVAL, "input shape is NULL");
     for (int32_t i = 0; i < rank; i++)
-        if (shape[i] < 0) return optim__err(err, OPTIM_ESHAPE, "input shape[%d] = %lld, expected >= 0", (int)i, (long long)shape[i]);
+        if (shape[i] < 0)
+            return optim__err(err, OPTIM_ESHAPE, "input shape[%d] = %lld, expected >= 0", (int)i,
+                              (long long)shape[i]);
     return OPTIM_OK;
 }
 
@@ -213,16 +233,18 @@ int optim_model_build(optim_model *m, int32_t rank, const int64_t *input_shape)
     full[0] = 1;
     if (rank) memcpy(full + 1, input_shape, (size_t)rank * sizeof *full);
     if (m->built) {
-        if (rank != m->in_rank || (rank && memcmp(input_shape, m->in_shape, (size_t)rank * sizeof *full)))
-            return optim__model_err(m, OPTIM_ESTATE, "model \"%s\" is already built for other inputs", m->name);
+        if (rank != m->in_rank ||
+            (rank && memcmp(input_shape, m->in_shape, (size_t)rank * sizeof *full)))
+            return optim__model_err(m, OPTIM_ESTATE,
+                                    "model \"%s\" is already built for other inputs", m->name);
         return OPTIM_OK;
     }
     rc = model_build_full(m, rank + 1, full, &e);
     return rc ? optim__model_fail(m, &e) : OPTIM_OK;
 }
 
-int optim__model_output_shape(const optim_model *m, int32_t rank, const int64_t *shape, int32_t *out_rank,
-                              int64_t *out_shape, optim_error *err)
+int optim__model_output_shape(const optim_model *m, int32_t rank, const int64_t *shape,
+                              int32_t *out_rank, int64_t *out_shape, optim_error *err)
 {
     int32_t r = rank;
     int64_t cur[OPTIM_MAX_RANK], next[OPTIM_MAX_RANK];
@@ -246,11 +268,14 @@ int optim_model_output_shape(optim_model *m, int32_t rank, const int64_t *input_
     m->errmsg[0] = '\0';
     optim_error e;
     optim__err_clear(&e);
-    if (!out_rank || !out_shape) return optim__model_err(m, OPTIM_EINVAL, "output_shape: out is NULL");
+    if (!out_rank || !out_shape)
+        return optim__model_err(m, OPTIM_EINVAL, "output_shape: out is NULL");
     int rc = check_shape_arg(rank, input_shape, 1, &e);
     if (rc) return optim__model_fail(m, &e);
-    if (!m->built) return optim__model_err(m, OPTIM_ESTATE, "model \"%s\" is not built yet", m->name);
-    if ((rc = optim__model_output_shape(m, rank, input_shape, out_rank, out_shape, &e))) return optim__model_fail(m, &e);
+    if (!m->built)
+        return optim__model_err(m, OPTIM_ESTATE, "model \"%s\" is not built yet", m->name);
+    if ((rc = optim__model_output_shape(m, rank, input_shape, out_rank, out_shape, &e)))
+        return optim__model_fail(m, &e);
     return OPTIM_OK;
 }
 
@@ -264,13 +289,14 @@ int optim__model_build(optim_model *m, int32_t rank, const int64_t *shape, optim
 void optim__model_unbuild(optim_model *m)
 {
     for (size_t i = 0; i < m->n_layers; i++)
-        if (m->layers[i]->built_by_model) optim__layer_unbuild(m->layers[i]), m->layers[i]->built_by_model = 0;
+        if (m->layers[i]->built_by_model)
+            optim__layer_unbuild(m->layers[i]), m->layers[i]->built_by_model = 0;
     m->built = 0;
     m->n_train_vars = 0;
 }
 
-int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training, int borrow,
-                      optim_node **out, optim_error *err)
+int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int training,
+                      int borrow, optim_node **out, optim_error *err)
 {
     unsigned any = OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_I32) | OPTIM__MASK(OPTIM_I64);
     int rc = optim__tensor_check(x, any, "x", err);
@@ -278,7 +304,8 @@ int optim__model_call(optim_model *m, optim_tape *t, const optim_tensor *x, int 
     int fresh = !m->built;
     if (fresh && (rc = model_build_full(m, x->rank, x->shape, err))) return rc;
     optim_node *h = NULL;
-    if (!m->layers[0]->ops->takes_ids && !(h = optim__nn_input(t, x, m->dtype, borrow, err))) rc = err->code;
+    if (!m->layers[0]->ops->takes_ids && !(h = optim__nn_input(t, x, m->dtype, borrow, err)))
+        rc = err->code;
     for (size_t i = 0; i < m->n_layers && !rc; i++)
         rc = optim__layer_forward(m->layers[i], t, h, i == 0 && !h ? x : NULL, training, &h, err);
     if (rc && fresh) optim__model_unbuild(m);
@@ -329,7 +356,8 @@ int64_t optim_model_count_params(const optim_model *m)
     if (!m) return 0;
     int64_t n = 0;
     for (size_t i = 0; i < m->n_layers; i++)
-        for (size_t j = 0; j < m->layers[i]->nvars; j++) n += optim_var_numel(m->layers[i]->vars[j]);
+        for (size_t j = 0; j < m->layers[i]->nvars; j++)
+            n += optim_var_numel(m->layers[i]->vars[j]);
     return n;
 }
 
@@ -344,12 +372,14 @@ int optim_model_compile(optim_model *m, optim_optimizer *opt, const optim_loss *
     int rc = optim__loss_validate(loss, &e);
     if (rc) return optim__model_fail(m, &e);
     if (loss->reduction == OPTIM_REDUCTION_NONE)
-        return optim__model_err(m, OPTIM_EINVAL,
-                                "compile: %s with reduction NONE gives per-sample losses; training needs a "
-                                "scalar (use SUM_OVER_BATCH_SIZE or SUM)",
-                                optim_loss_name(loss));
+        return optim__model_err(
+            m, OPTIM_EINVAL,
+            "compile: %s with reduction NONE gives per-sample losses; training needs a "
+            "scalar (use SUM_OVER_BATCH_SIZE or SUM)",
+            optim_loss_name(loss));
     if (metric != OPTIM_METRIC_NONE && !optim__metric_name(metric))
-        return optim__model_err(m, OPTIM_EINVAL, "compile: metric = %d, expected an optim_metric_kind", (int)metric);
+        return optim__model_err(m, OPTIM_EINVAL,
+                                "compile: metric = %d, expected an optim_metric_kind", (int)metric);
     m->opt = opt;
     m->loss = *loss;
     m->metric = metric;
@@ -425,8 +455,8 @@ int optim_model_summary(optim_model *m, FILE *out)
     if (!out) return optim__model_err(m, OPTIM_EINVAL, "summary: the output stream is NULL");
     const char *rule = "_________________________________________________________________";
     const char *dbl = "=================================================================";
-    fprintf(out, "Model: \"%s\"\n%s\n %-28s%-26s%-9s\n%s\n", m->name, rule, "Layer (type)", "Output Shape",
-            "Param #", dbl);
+    fprintf(out, "Model: \"%s\"\n%s\n %-28s%-26s%-9s\n%s\n", m->name, rule, "Layer (type)",
+            "Output Shape", "Param #", dbl);
     int32_t r = m->in_rank + 1;
     int64_t cur[OPTIM_MAX_RANK], next[OPTIM_MAX_RANK];
     cur[0] = 1;
@@ -442,7 +472,8 @@ int optim_model_summary(optim_model *m, FILE *out)
             if (l->ops->output_shape(l, r, cur, &nr, next, &e) == OPTIM_OK) {
                 size_t p = (size_t)snprintf(shape, sizeof shape, "(None");
                 for (int32_t d = 1; d < nr && p < sizeof shape; d++)
-                    p += (size_t)snprintf(shape + p, sizeof shape - p, ", %lld", (long long)next[d]);
+                    p +=
+                        (size_t)snprintf(shape + p, sizeof shape - p, ", %lld", (long long)next[d]);
                 if (p < sizeof shape) snprintf(shape + p, sizeof shape - p, ")");
                 r = nr;
                 memcpy(cur, next, (size_t)nr * sizeof *next);
@@ -465,7 +496,10 @@ int optim_model_summary(optim_model *m, FILE *out)
     readable_size(bytes_total, b1, sizeof b1);
     readable_size(bytes_train, b2, sizeof b2);
     readable_size(bytes_total - bytes_train, b3, sizeof b3);
-    fprintf(out, "%s\nTotal params: %lld (%s)\nTrainable params: %lld (%s)\nNon-trainable params: %lld (%s)\n%s\n",
-            dbl, (long long)total, b1, (long long)trainable, b2, (long long)(total - trainable), b3, rule);
+    fprintf(
+        out,
+        "%s\nTotal params: %lld (%s)\nTrainable params: %lld (%s)\nNon-trainable params: %lld (%s)\n%s\n",
+        dbl, (long long)total, b1, (long long)trainable, b2, (long long)(total - trainable), b3,
+        rule);
     return ferror(out) ? optim__model_err(m, OPTIM_EIO, "summary: write error") : OPTIM_OK;
 }

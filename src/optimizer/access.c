@@ -24,7 +24,10 @@ int optim_set_error(optim_optimizer *opt, int code, const char *fmt, ...)
     return optim__opt_take(opt, &e);
 }
 
-const char *optim_errmsg(const optim_optimizer *opt) { return opt ? opt->errmsg : "optimizer is NULL"; }
+const char *optim_errmsg(const optim_optimizer *opt)
+{
+    return opt ? opt->errmsg : "optimizer is NULL";
+}
 const char *optim_name(const optim_optimizer *opt) { return opt->name; }
 const optim_class *optim_class_of(const optim_optimizer *opt) { return &opt->cls; }
 optim_generation optim_generation_of(const optim_optimizer *opt) { return opt->gen; }

@@ -44,39 +44,39 @@ typedef struct clip_desc {
     double unscale; /* loss_scale_factor to divide by first; 0 for none */
     int has_cv;
     double cv;
-    int mode;      /* 0 none, 1 clipnorm (x*c/max(n,c)), 2 global (x*scale) */
-    double c;      /* clipnorm */
-    double norm;   /* this gradient's norm after clipvalue (mode 1) */
-    double scale;  /* global factor (mode 2), per dtype at use */
+    int mode; /* 0 none, 1 clipnorm (x*c/max(n,c)), 2 global (x*scale) */
+    double c; /* clipnorm */
+    double norm; /* this gradient's norm after clipvalue (mode 1) */
+    double scale; /* global factor (mode 2), per dtype at use */
 } clip_desc;
 
 typedef struct work {
     optim_var *var;
-    void *data;                    /* var's, and whether it has a constraint: read once, in stage 2 */
+    void *data; /* var's, and whether it has a constraint: read once, in stage 2 */
     int constrained;
     optim__var_entry *entry;
     optim_grad_kind kind;
     optim_dtype dtype;
     int64_t numel;
-    const void *grad;              /* dense */
-    const int64_t *raw_idx;        /* sparse, as given */
+    const void *grad; /* dense */
+    const int64_t *raw_idx; /* sparse, as given */
     const void *raw_vals;
     int64_t raw_n;
-    int64_t *idx;                  /* sparse, unique ascending (after dedup) */
+    int64_t *idx; /* sparse, unique ascending (after dedup) */
     void *vals;
     int64_t n;
     int64_t rows, row_size;
-    int fused;                     /* dense: transform per chunk while updating */
-    optim_sparse_mode mode;        /* sparse: how stage 7 runs it (sparse_walk.h) */
-    int64_t *rebased;              /* OPTIM_SPARSE_ALL_ROWS: idx relative to each range's first row */
-    optim__half_sparse hs;         /* sparse on a half variable: float32 rows and buffers (half_sparse.h) */
-    double wd;                     /* Keras 3 weight decay factor, 0 for none */
+    int fused; /* dense: transform per chunk while updating */
+    optim_sparse_mode mode; /* sparse: how stage 7 runs it (sparse_walk.h) */
+    int64_t *rebased; /* OPTIM_SPARSE_ALL_ROWS: idx relative to each range's first row */
+    optim__half_sparse hs; /* sparse on a half variable: float32 rows and buffers (half_sparse.h) */
+    double wd; /* Keras 3 weight decay factor, 0 for none */
     clip_desc clip;
 } work;
 
 typedef struct task {
     size_t w;
-    int64_t off, count;            /* element range (dense, or OPTIM_SPARSE_DENSE); OPTIM_SPARSE_ROWS:
+    int64_t off, count; /* element range (dense, or OPTIM_SPARSE_DENSE); OPTIM_SPARSE_ROWS:
                                       range `off` of `count` ranges of the indices; OPTIM_SPARSE_ALL_ROWS:
                                       row range `off` */
 } task;
@@ -88,18 +88,20 @@ typedef struct step {
     const optim_optimizer *agg_src, *clip_src, *tf_src; /* whose options stages 3 and 4 use */
     work *works;
     size_t nworks;
-    optim_grad_var *pairs;         /* for aggregator, inspect and transformers */
+    optim_grad_var *pairs; /* for aggregator, inspect and transformers */
     task *tasks;
     size_t ntasks;
-    optim__mt mt;                  /* stage 7: the tasks and phased variables (multi_tensor.h) */
-    void *scratch;                 /* per thread, one chunk of doubles */
-    float *half;                   /* per thread, OPTIM__HALF_CHUNK_FLOATS (half_step.h) */
-    float **half_whole;            /* per work, a half variable in float32 (non-element-wise, or sparse in one call) */
-    float *half_range;             /* per thread, half_range_floats: lazy and row-range steps of half variables */
+    optim__mt mt; /* stage 7: the tasks and phased variables (multi_tensor.h) */
+    void *scratch; /* per thread, one chunk of doubles */
+    float *half; /* per thread, OPTIM__HALF_CHUNK_FLOATS (half_step.h) */
+    float **
+        half_whole; /* per work, a half variable in float32 (non-element-wise, or sparse in one call) */
+    float
+        *half_range; /* per thread, half_range_floats: lazy and row-range steps of half variables */
     size_t half_range_floats;
     int nthreads;
-    optim__k3 k3;                  /* Keras 3's options for this call */
-    optim__k3_grad *k3g;           /* the gradients for the accumulation passes */
+    optim__k3 k3; /* Keras 3's options for this call */
+    optim__k3_grad *k3g; /* the gradients for the accumulation passes */
 } step;
 
 /* 64 bytes more than asked, as vectorised loops may expect. */
@@ -135,7 +137,8 @@ static int dedup(step *s, work *w)
     const int64_t n = w->raw_n, rs = w->row_size;
     const optim_dtype vt = optim_compute_dtype(w->dtype); /* half rows are summed in float32 */
     if (vt != w->dtype && widen_rows(s, w)) return OPTIM_ENOMEM;
-    optim__ipos *order = step_alloc(s, (size_t)n * sizeof *order), *tmp = step_alloc(s, (size_t)n * sizeof *tmp);
+    optim__ipos *order = step_alloc(s, (size_t)n * sizeof *order),
+                *tmp = step_alloc(s, (size_t)n * sizeof *tmp);
     int64_t *first = step_alloc(s, (size_t)(n + 1) * sizeof *first);
     w->idx = step_alloc(s, (size_t)n * sizeof *w->idx);
     w->vals = step_alloc(s, (size_t)n * (size_t)rs * optim_dtype_size(vt));
@@ -145,8 +148,8 @@ static int dedup(step *s, work *w)
     const int64_t count = optim__sparse_groups(order, n, w->idx, first);
     const int nt = n * rs >= 4 * OPTIM__CHUNK ? s->nthreads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
-    optim__sparse_sum_part(vt, rs, vt != w->dtype ? (const void *)w->hs.raw : w->raw_vals, order, first, count,
-                           omp_get_num_threads(), omp_get_thread_num(), w->vals);
+    optim__sparse_sum_part(vt, rs, vt != w->dtype ? (const void *)w->hs.raw : w->raw_vals, order,
+                           first, count, omp_get_num_threads(), omp_get_thread_num(), w->vals);
     w->n = count;
     return OPTIM_OK;
 }
@@ -156,21 +159,21 @@ static int dedup(step *s, work *w)
 /* The loss_scale_factor division, clip_by_value, then clip_by_norm or the
  * global-norm scale, applied in the gradient's own precision (as TF and
  * Keras apply them). */
-#define CLIP_CHUNK(T, NAME)                                                                 \
-    static void NAME(const T *src, T *dst, int64_t n, const clip_desc *c)                  \
-    {                                                                                       \
-        const T cv = (T)c->cv, cn = (T)c->c, nrm = (T)c->norm;                             \
-        const T denom = nrm > cn ? nrm : cn;                                                \
-        const T scale = (T)c->scale, us = (T)c->unscale;                                    \
-        const int unscale = c->unscale != 0;                                                \
-        for (int64_t i = 0; i < n; i++) {                                                   \
-            T x = src[i];                                                                   \
-            if (unscale) x = x / us;                                                        \
-            if (c->has_cv) x = x < -cv ? -cv : (x > cv ? cv : x);                           \
-            if (c->mode == 1) x = x * cn / denom;                                           \
-            else if (c->mode == 2) x = x * scale;                                           \
-            dst[i] = x;                                                                     \
-        }                                                                                   \
+#define CLIP_CHUNK(T, NAME)                                               \
+    static void NAME(const T *src, T *dst, int64_t n, const clip_desc *c) \
+    {                                                                     \
+        const T cv = (T)c->cv, cn = (T)c->c, nrm = (T)c->norm;            \
+        const T denom = nrm > cn ? nrm : cn;                              \
+        const T scale = (T)c->scale, us = (T)c->unscale;                  \
+        const int unscale = c->unscale != 0;                              \
+        for (int64_t i = 0; i < n; i++) {                                 \
+            T x = src[i];                                                 \
+            if (unscale) x = x / us;                                      \
+            if (c->has_cv) x = x < -cv ? -cv : (x > cv ? cv : x);         \
+            if (c->mode == 1) x = x * cn / denom;                         \
+            else if (c->mode == 2) x = x * scale;                         \
+            dst[i] = x;                                                   \
+        }                                                                 \
     }
 CLIP_CHUNK(float, clip_f32)
 CLIP_CHUNK(double, clip_f64)
@@ -214,8 +217,8 @@ static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c
         const float cv = (float)c->cv, us = (float)c->unscale;
         for (int64_t i = 0; i < n; i++) {
             float v = dt == OPTIM_F32 ? ((const float *)g)[i]
-                      : dt == OPTIM_F16 ? optim__f16_to_f32(((const uint16_t *)g)[i])
-                                        : optim__bf16_to_f32(((const uint16_t *)g)[i]);
+                : dt == OPTIM_F16     ? optim__f16_to_f32(((const uint16_t *)g)[i])
+                                      : optim__bf16_to_f32(((const uint16_t *)g)[i]);
             if (c->unscale != 0) v = v / us;
             if (c->has_cv) v = v < -cv ? -cv : (v > cv ? cv : v);
             s += (double)v * v;
@@ -252,7 +255,8 @@ static int grad_norms(step *s, const clip_desc *base, double *norm2)
 {
     size_t nchunks = 0;
     for (size_t i = 0; i < s->nworks; i++)
-        if (s->works[i].kind == OPTIM_GRAD_DENSE) nchunks += (size_t)optim__nchunks(s->works[i].numel);
+        if (s->works[i].kind == OPTIM_GRAD_DENSE)
+            nchunks += (size_t)optim__nchunks(s->works[i].numel);
     task *chunks = step_alloc(s, nchunks * sizeof *chunks);
     double *part = step_alloc(s, nchunks * sizeof *part);
     if (!chunks || !part) return OPTIM_ENOMEM;
@@ -263,14 +267,15 @@ static int grad_norms(step *s, const clip_desc *base, double *norm2)
 #pragma omp parallel for schedule(dynamic, 4) num_threads(s->nthreads)
     for (size_t k = 0; k < nchunks; k++) {
         const work *w = &s->works[chunks[k].w];
-        part[k] = sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
-                        chunks[k].count, base);
+        part[k] =
+            sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
+                  chunks[k].count, base);
     }
     for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_SPARSE)
-            norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals, s->works[i].raw_n * s->works[i].row_size,
-                             base);
+            norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals,
+                             s->works[i].raw_n * s->works[i].row_size, base);
     return OPTIM_OK;
 }
 
@@ -280,7 +285,8 @@ static int grad_norms(step *s, const clip_desc *base, double *norm2)
 static int set_clip(step *s, work *w, const clip_desc *c)
 {
     w->clip = *c;
-    if (w->kind != OPTIM_GRAD_SPARSE || optim__is_half(w->dtype)) { /* half rows: when widened (dedup) */
+    if (w->kind != OPTIM_GRAD_SPARSE ||
+        optim__is_half(w->dtype)) { /* half rows: when widened (dedup) */
         w->fused = 1;
         return OPTIM_OK;
     }
@@ -386,7 +392,8 @@ static int sparse_pair(step *s, const work *w, optim_grad_var *p)
 
 static int to_pairs(step *s)
 {
-    if (!s->pairs && !(s->pairs = step_calloc(s, s->nworks * sizeof *s->pairs))) return OPTIM_ENOMEM;
+    if (!s->pairs && !(s->pairs = step_calloc(s, s->nworks * sizeof *s->pairs)))
+        return OPTIM_ENOMEM;
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         optim_grad_var *p = &s->pairs[i];
@@ -396,8 +403,8 @@ static int to_pairs(step *s)
             continue;
         }
         if (materialize_dense(s, w)) return OPTIM_ENOMEM;
-        p->grad = optim_grad_dense(optim_tensor_make(w->dtype, (void *)w->grad, optim_var_rank(w->var),
-                                                     optim_var_shape(w->var)));
+        p->grad = optim_grad_dense(optim_tensor_make(
+            w->dtype, (void *)w->grad, optim_var_rank(w->var), optim_var_shape(w->var)));
     }
     return OPTIM_OK;
 }
@@ -435,14 +442,23 @@ static int run_user_fn(step *s, optim_grad_fn fn, void *user, const char *what, 
 
 /* The update of elements [off, off + count) of w with gradient g, as
  * apply_dense sees it; slots holds the slot pointers. */
-static optim_dense_update dense_view(step *s, const work *w, int64_t off, int64_t count, const void *g, void **slots)
+static optim_dense_update dense_view(step *s, const work *w, int64_t off, int64_t count,
+                                     const void *g, void **slots)
 {
     optim_optimizer *opt = s->opt;
     const size_t at = (size_t)off * optim_dtype_size(w->dtype);
-    for (int k = 0; k < w->entry->nown; k++)
-        slots[k] = (char *)w->entry->slot_data[k] + at;
-    return (optim_dense_update){opt, w->var, w->dtype, off, count, (char *)w->data + at, g, slots,
-                                w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
+    for (int k = 0; k < w->entry->nown; k++) slots[k] = (char *)w->entry->slot_data[k] + at;
+    return (optim_dense_update){opt,
+                                w->var,
+                                w->dtype,
+                                off,
+                                count,
+                                (char *)w->data + at,
+                                g,
+                                slots,
+                                w->entry->nown,
+                                opt->coef[w->dtype == OPTIM_F64],
+                                opt->hook_iterations};
 }
 
 /* apply_dense on elements [off, off + count) of w with gradient g. */
@@ -454,10 +470,7 @@ static void dense_update(step *s, const work *w, int64_t off, int64_t count, con
 }
 
 /* optim__half_run's transform: w's fused clipping, on a widened block. */
-static void clip_block(const void *clip, float *g, int64_t n)
-{
-    clip_f32(g, g, n, clip);
-}
+static void clip_block(const void *clip, float *g, int64_t n) { clip_f32(g, g, n, clip); }
 
 /* A half-precision run (half_step.h) of elements [t->off, t->off +
  * t->count) of w: with g32, the chunk of a sparse gradient's dense
@@ -466,11 +479,18 @@ static void clip_block(const void *clip, float *g, int64_t n)
 static void run_half(step *s, const work *w, const task *t, int tid, const float *g32)
 {
     void *slots[OPTIM_MAX_SLOTS];
-    const void *g = g32 ? NULL : (const char *)w->grad + (size_t)t->off * optim_dtype_size(w->dtype);
+    const void *g =
+        g32 ? NULL : (const char *)w->grad + (size_t)t->off * optim_dtype_size(w->dtype);
     const optim_dense_update h = dense_view(s, w, t->off, t->count, g, slots);
     const int whole = !(s->opt->cls.flags & OPTIM_CLASS_ELEMENTWISE);
-    const optim__half_run r = {w->entry, whole ? s->half_whole[t->w] : s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS,
-                               whole, g32, w->fused && !g32 ? clip_block : NULL, &w->clip, w->wd,
+    const optim__half_run r = {w->entry,
+                               whole ? s->half_whole[t->w]
+                                     : s->half + (size_t)tid * OPTIM__HALF_CHUNK_FLOATS,
+                               whole,
+                               g32,
+                               w->fused && !g32 ? clip_block : NULL,
+                               &w->clip,
+                               w->wd,
                                optim_learning_rate(s->opt, OPTIM_F32)};
     optim__half_run_dense(&h, &r);
 }
@@ -500,8 +520,18 @@ static optim_sparse_update sparse_view(step *s, const work *w, void **slots)
 {
     optim_optimizer *opt = s->opt;
     for (int k = 0; k < w->entry->nown; k++) slots[k] = w->entry->slot_data[k];
-    return (optim_sparse_update){opt, w->var, w->dtype, w->rows, w->row_size, w->data, slots,
-                                 w->entry->nown, w->idx, w->n, w->vals, opt->coef[w->dtype == OPTIM_F64],
+    return (optim_sparse_update){opt,
+                                 w->var,
+                                 w->dtype,
+                                 w->rows,
+                                 w->row_size,
+                                 w->data,
+                                 slots,
+                                 w->entry->nown,
+                                 w->idx,
+                                 w->n,
+                                 w->vals,
+                                 opt->coef[w->dtype == OPTIM_F64],
                                  opt->hook_iterations};
 }
 
@@ -513,7 +543,8 @@ static int row_bases(step *s, const work *w, void **bases)
     bases[n++] = w->data;
     for (int k = 0; k < w->entry->nown; k++) {
         optim_var *v = s->opt->slots[w->entry->slot_ids[k]].var;
-        if (optim_var_numel(v) == w->numel && optim_var_dtype(v) == w->dtype) bases[n++] = optim_var_data(v);
+        if (optim_var_numel(v) == w->numel && optim_var_dtype(v) == w->dtype)
+            bases[n++] = optim_var_data(v);
     }
     return n;
 }
@@ -541,13 +572,16 @@ static void run_half_sparse(step *s, const work *w, const task *t, int tid)
     optim_sparse_update u = sparse_view(s, w, slots);
     if (w->mode == OPTIM_SPARSE_DENSE) {
         u.dtype = OPTIM_F32; /* the chunk's gradient, from the rows summed in float32 */
-        run_half(s, w, t, tid, optim__sparse_chunk_grad(&u, t->off, t->count, thread_chunk(s, tid)));
+        run_half(s, w, t, tid,
+                 optim__sparse_chunk_grad(&u, t->off, t->count, thread_chunk(s, tid)));
         return;
     }
-    const optim__half_sparse_job j = {u, &w->hs, w->entry, w->raw_idx, w->raw_n, w->rebased, w->wd,
-                                      optim_learning_rate(s->opt, OPTIM_F32)};
+    const optim__half_sparse_job j = {
+        u,        &w->hs,     w->entry, w->raw_idx,
+        w->raw_n, w->rebased, w->wd,    optim_learning_rate(s->opt, OPTIM_F32)};
     if (w->mode == OPTIM_SPARSE_ROWS)
-        optim__half_sparse_rows(&j, t->count, t->off, s->half_range + (size_t)tid * s->half_range_floats);
+        optim__half_sparse_rows(&j, t->count, t->off,
+                                s->half_range + (size_t)tid * s->half_range_floats);
     else if (w->mode == OPTIM_SPARSE_ALL_ROWS)
         optim__half_sparse_range(&j, t->off, s->half_range + (size_t)tid * s->half_range_floats);
     else optim__half_sparse_whole(&j, s->half_whole ? s->half_whole[t->w] : NULL);
@@ -564,14 +598,16 @@ static void run_sparse(step *s, const work *w, const task *t, int tid)
     void *slots[OPTIM_MAX_SLOTS];
     optim_sparse_update u = sparse_view(s, w, slots);
     if (w->mode == OPTIM_SPARSE_DENSE) {
-        dense_update(s, w, t->off, t->count, optim__sparse_chunk_grad(&u, t->off, t->count, thread_chunk(s, tid)));
+        dense_update(s, w, t->off, t->count,
+                     optim__sparse_chunk_grad(&u, t->off, t->count, thread_chunk(s, tid)));
         return;
     }
     if (w->mode == OPTIM_SPARSE_ROWS) {
         int64_t j0, j1, r0, r1;
         optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
         void *bases[1 + OPTIM_MAX_SLOTS];
-        optim__sparse_rows_apply(&u, w->idx, w->vals, j0, j1, bases, row_bases(s, w, bases), opt->cls.apply_sparse);
+        optim__sparse_rows_apply(&u, w->idx, w->vals, j0, j1, bases, row_bases(s, w, bases),
+                                 opt->cls.apply_sparse);
         return;
     }
     if (w->mode == OPTIM_SPARSE_ALL_ROWS) {
@@ -602,7 +638,8 @@ static void task_elements(step *s, const work *w, const task *t, int64_t *off, i
         void *slots[OPTIM_MAX_SLOTS];
         optim_sparse_update u = sparse_view(s, w, slots);
         int64_t j0, j1, r0, r1;
-        if (w->mode == OPTIM_SPARSE_ROWS) optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
+        if (w->mode == OPTIM_SPARSE_ROWS)
+            optim__sparse_piece(&u, t->count, t->off, &j0, &j1, &r0, &r1);
         else optim__sparse_row_range(&u, t->off, &j0, &j1, &r0, &r1);
         *off = r0 * w->row_size;
         *n = (r1 - r0) * w->row_size;
@@ -614,8 +651,17 @@ static optim_phase_update phase_update(step *s, const work *w, void **slots)
 {
     optim_optimizer *opt = s->opt;
     for (int k = 0; k < w->entry->nown; k++) slots[k] = w->entry->slot_data[k];
-    optim_dense_update d = {opt, w->var, w->dtype, 0, w->numel, w->data, w->grad, slots,
-                            w->entry->nown, opt->coef[w->dtype == OPTIM_F64], opt->hook_iterations};
+    optim_dense_update d = {opt,
+                            w->var,
+                            w->dtype,
+                            0,
+                            w->numel,
+                            w->data,
+                            w->grad,
+                            slots,
+                            w->entry->nown,
+                            opt->coef[w->dtype == OPTIM_F64],
+                            opt->hook_iterations};
     return (optim_phase_update){d, 0, 0, NULL, NULL, 0};
 }
 
@@ -681,8 +727,8 @@ static void run_task(step *s, const task *t, int tid)
          * the whole variable, as Keras 3 does). */
         int64_t off, n;
         task_elements(s, w, t, &off, &n);
-        optim__decay(w->dtype, (char *)w->data + (size_t)off * optim_dtype_size(w->dtype), n,
-                     w->wd, optim_learning_rate(s->opt, w->dtype));
+        optim__decay(w->dtype, (char *)w->data + (size_t)off * optim_dtype_size(w->dtype), n, w->wd,
+                     optim_learning_rate(s->opt, w->dtype));
     }
     if (w->kind == OPTIM_GRAD_DENSE) run_dense(s, w, t, tid);
     else run_sparse(s, w, t, tid);
@@ -695,13 +741,16 @@ static int phase_plan(step *s, const work *w, optim_phase_plan *pl, optim_error 
     if (!s->opt->cls.phase_plan) return OPTIM_OK;
     s->opt->cls.phase_plan(s->opt, w->var, pl);
     const size_t lim = (size_t)1 << 20;
-    if (pl->nphases == 0 || (pl->nphases > 0 && pl->nphases <= OPTIM_MAX_PHASES && pl->chunk >= 1 &&
-                             pl->npartial <= lim && pl->nshared <= lim))
+    if (pl->nphases == 0 ||
+        (pl->nphases > 0 && pl->nphases <= OPTIM_MAX_PHASES && pl->chunk >= 1 &&
+         pl->npartial <= lim && pl->nshared <= lim))
         return OPTIM_OK;
-    return optim__err(err, OPTIM_EINVAL, "%s: phase_plan for variable '%s' gave nphases %d, chunk %lld, "
-                      "npartial %zu, nshared %zu; expected nphases 0..%d, chunk >= 1 and at most %zu doubles",
-                      s->opt->cls.name, optim_var_name(w->var), pl->nphases, (long long)pl->chunk,
-                      pl->npartial, pl->nshared, OPTIM_MAX_PHASES, lim);
+    return optim__err(
+        err, OPTIM_EINVAL,
+        "%s: phase_plan for variable '%s' gave nphases %d, chunk %lld, "
+        "npartial %zu, nshared %zu; expected nphases 0..%d, chunk >= 1 and at most %zu doubles",
+        s->opt->cls.name, optim_var_name(w->var), pl->nphases, (long long)pl->chunk, pl->npartial,
+        pl->nshared, OPTIM_MAX_PHASES, lim);
 }
 
 /* Dense work of a class that is not element-wise: in phases when its plan
@@ -710,10 +759,12 @@ static int phase_plan(step *s, const work *w, optim_phase_plan *pl, optim_error 
 static int whole_or_phased(step *s, size_t i, optim__mt_item *it, optim_error *err)
 {
     work *w = &s->works[i];
-    const int half = optim__is_half(w->dtype); /* whole, in float32 scratch (half_step.h), never phased */
+    const int half =
+        optim__is_half(w->dtype); /* whole, in float32 scratch (half_step.h), never phased */
     int rc = half ? OPTIM_OK : phase_plan(s, w, &it->plan, err);
     if (rc) return rc;
-    if (w->fused && !half && materialize_dense(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (w->fused && !half && materialize_dense(s, w))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     if (it->plan.nphases) it->mode = OPTIM__MT_PHASED;
     else s->tasks[s->ntasks++] = (task){i, 0, w->numel};
     return OPTIM_OK;
@@ -804,9 +855,16 @@ static int accumulation(step *s, optim_error *err)
             }
             if (dedup(s, w)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
         }
-        *g = (optim__k3_grad){w->var, optim__var_entry_at(s->opt, w->var, i), w->dtype, w->numel,
-                              w->kind == OPTIM_GRAD_DENSE ? w->grad : NULL, w->idx, w->vals, w->n,
-                              w->row_size, NULL};
+        *g = (optim__k3_grad){w->var,
+                              optim__var_entry_at(s->opt, w->var, i),
+                              w->dtype,
+                              w->numel,
+                              w->kind == OPTIM_GRAD_DENSE ? w->grad : NULL,
+                              w->idx,
+                              w->vals,
+                              w->n,
+                              w->row_size,
+                              NULL};
         if (k->update && !(g->out = step_alloc(s, (size_t)w->numel * esz)))
             return optim__err(err, OPTIM_ENOMEM, "out of memory");
     }
@@ -832,20 +890,27 @@ static int stage_skip_absent(step *s, const optim_grad_var *pairs, size_t n, opt
         work *w = &s->works[s->nworks++];
         /* The rest zeroed in the same pass (not a memset of all n first:
          * with thousands of variables the array outgrows the cache). */
-        *w = (work){.var = p->var, .data = optim_var_data(p->var), .constrained = optim_var_constraint(p->var) != NULL,
-                    .kind = p->grad.kind, .dtype = optim_var_dtype(p->var), .numel = optim_var_numel(p->var)};
+        *w = (work){.var = p->var,
+                    .data = optim_var_data(p->var),
+                    .constrained = optim_var_constraint(p->var) != NULL,
+                    .kind = p->grad.kind,
+                    .dtype = optim_var_dtype(p->var),
+                    .numel = optim_var_numel(p->var)};
         work_set_grad(w, &p->grad);
         if (w->kind == OPTIM_GRAD_SPARSE) {
             w->rows = optim_var_shape(p->var)[0];
             w->row_size = 1;
             /* The row product overflows only with 0 rows ([0, 2^52, 2^52]): no row to touch. */
             for (int32_t d = 1; d < optim_var_rank(p->var); d++)
-                if (optim__mul_overflow_i64(w->row_size, optim_var_shape(p->var)[d], &w->row_size)) w->row_size = 0;
+                if (optim__mul_overflow_i64(w->row_size, optim_var_shape(p->var)[d], &w->row_size))
+                    w->row_size = 0;
         }
     }
     if (s->nworks == 0)
-        return optim__err(err, OPTIM_EINVAL, "%s: no gradients provided for any variable (%zu pairs, "
-                          "all without gradient)", s->opt->cls.name, n);
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: no gradients provided for any variable (%zu pairs, "
+                          "all without gradient)",
+                          s->opt->cls.name, n);
     return OPTIM_OK;
 }
 
@@ -855,9 +920,10 @@ static int stage_aggregate(step *s, optim_error *err)
 {
     int rc = OPTIM_OK;
     if (s->agg_src->aggregator.fn && !(s->o->flags & OPTIM_STEP_NO_AGGREGATE))
-        rc = run_user_fn(s, s->agg_src->aggregator.fn, s->agg_src->aggregator.user, "gradient aggregator",
-                         0, err);
-    if (!rc && s->o->inspect) rc = run_user_fn(s, s->o->inspect, s->o->inspect_user, "inspect function", 1, err);
+        rc = run_user_fn(s, s->agg_src->aggregator.fn, s->agg_src->aggregator.user,
+                         "gradient aggregator", 0, err);
+    if (!rc && s->o->inspect)
+        rc = run_user_fn(s, s->o->inspect, s->o->inspect_user, "inspect function", 1, err);
     return rc;
 }
 
@@ -869,7 +935,8 @@ static int stage_transform(step *s, optim_error *err)
     const optim__k3 *k = &s->k3;
     int rc = k->acc_steps ? accumulation(s, err) : OPTIM_OK;
     if (rc) return rc;
-    if (k->update && clip_all(s, k->acc_steps ? 0 : k->lsf)) return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    if (k->update && clip_all(s, k->acc_steps ? 0 : k->lsf))
+        return optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t t = 0; k->update && t < s->tf_src->ntransformers; t++) {
         const optim__fn_entry *f = &s->tf_src->transformers[t];
         if ((rc = run_user_fn(s, f->fn, f->user, "gradient transformer", 0, err))) return rc;
@@ -900,7 +967,8 @@ static int alloc_half_whole(step *s)
         if (!optim__is_half(s->works[i].dtype)) continue;
         if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
             return OPTIM_ENOMEM;
-        const size_t n = optim__half_whole_floats(s->opt, optim__var_entry_at(s->opt, s->works[i].var, i));
+        const size_t n =
+            optim__half_whole_floats(s->opt, optim__var_entry_at(s->opt, s->works[i].var, i));
         if (!(s->half_whole[i] = step_alloc(s, n * sizeof(float)))) return OPTIM_ENOMEM;
     }
     return OPTIM_OK;
@@ -913,16 +981,19 @@ static int alloc_half_whole(step *s)
 static int alloc_half_sparse(step *s)
 {
     const optim_class *cls = &s->opt->cls;
-    if (!s->k3.update || !(cls->flags & OPTIM_CLASS_ELEMENTWISE) || !cls->apply_sparse) return OPTIM_OK;
+    if (!s->k3.update || !(cls->flags & OPTIM_CLASS_ELEMENTWISE) || !cls->apply_sparse)
+        return OPTIM_OK;
     for (size_t i = 0; i < s->nworks; i++) {
         work *w = &s->works[i];
         if (w->kind != OPTIM_GRAD_SPARSE || !optim__is_half(w->dtype)) continue;
         const optim__var_entry *e = optim__var_entry_at(s->opt, w->var, i);
         const int ns = e->nown;
         if (!cls->sparse_mode) {
-            if (!s->half_whole && !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
+            if (!s->half_whole &&
+                !(s->half_whole = step_calloc(s, s->nworks * sizeof *s->half_whole)))
                 return OPTIM_ENOMEM;
-            if (!(s->half_whole[i] = step_alloc(s, optim__half_whole_floats(s->opt, e) * sizeof(float))))
+            if (!(s->half_whole[i] =
+                      step_alloc(s, optim__half_whole_floats(s->opt, e) * sizeof(float))))
                 return OPTIM_ENOMEM;
             continue;
         }
@@ -933,7 +1004,8 @@ static int alloc_half_sparse(step *s)
         if (f > s->half_range_floats) s->half_range_floats = f;
     }
     if (s->half_range_floats &&
-        !(s->half_range = step_alloc(s, (size_t)s->nthreads * s->half_range_floats * sizeof(float))))
+        !(s->half_range =
+              step_alloc(s, (size_t)s->nthreads * s->half_range_floats * sizeof(float))))
         return OPTIM_ENOMEM;
     return OPTIM_OK;
 }
@@ -962,7 +1034,8 @@ static int stage_create_slots(step *s, optim_error *err)
         work *w = &s->works[i];
         w->entry = optim__var_entry_at(opt, w->var, i);
         const double rate = opt->gen == OPTIM_KERAS3 && opt->cls.weight_decay
-                                ? opt->cls.weight_decay(opt, w->var, wd) : wd;
+            ? opt->cls.weight_decay(opt, w->var, wd)
+            : wd;
         w->wd = rate > 0 && optim__use_weight_decay(opt, w->var) ? rate : 0;
         if (s->k3g) s->k3g[i].entry = w->entry;
     }
@@ -1018,20 +1091,22 @@ static int pipeline(step *s, const optim_grad_var *pairs, size_t n, optim_error 
 {
     optim_optimizer *opt = s->opt;
     int rc = optim__check_pairs(opt, opt->cls.name, pairs, n, 0, err); /* 1 (check.c) */
-    if (!rc) rc = optim__resolve(opt, err);                              /* 1: this step's values */
+    if (!rc) rc = optim__resolve(opt, err); /* 1: this step's values */
     if (!rc && opt->iterations >= OPTIM_ITERATIONS_MAX)
-        rc = optim__err(err, OPTIM_ERANGE, "%s: iterations is %lld, the largest count "
-                        "(OPTIM_ITERATIONS_MAX): no step can follow", opt->cls.name, (long long)opt->iterations);
-    if (!rc) rc = stage_skip_absent(s, pairs, n, err);                   /* 2 */
-    if (!rc) rc = stage_aggregate(s, err);                               /* 3 */
+        rc = optim__err(err, OPTIM_ERANGE,
+                        "%s: iterations is %lld, the largest count "
+                        "(OPTIM_ITERATIONS_MAX): no step can follow",
+                        opt->cls.name, (long long)opt->iterations);
+    if (!rc) rc = stage_skip_absent(s, pairs, n, err); /* 2 */
+    if (!rc) rc = stage_aggregate(s, err); /* 3 */
     if (rc) return rc;
     optim__k3_begin(opt, &s->k3);
-    rc = stage_transform(s, err);                                        /* 4 */
-    if (!rc) rc = stage_create_slots(s, err);                            /* 5 */
+    rc = stage_transform(s, err); /* 4 */
+    if (!rc) rc = stage_create_slots(s, err); /* 5 */
     if (rc) return rc;
-    stage_prepare(s);                                                    /* 6 */
-    stage_update(s);                                                     /* 7 */
-    stage_finish(s);                                                     /* 8 */
+    stage_prepare(s); /* 6 */
+    stage_update(s); /* 7 */
+    stage_finish(s); /* 8 */
     return OPTIM_OK;
 }
 
@@ -1073,7 +1148,8 @@ static int read_options(optim_optimizer *opt, const optim_step_options *in, opti
     *o = optim_step_options_defaults();
     if (!in) return OPTIM_OK;
     if (in->size < offsetof(optim_step_options, inspect) || in->size > sizeof *o)
-        return optim__opt_err(opt, OPTIM_EVERSION, "optim_step: options size %u, expected %zu..%zu "
+        return optim__opt_err(opt, OPTIM_EVERSION,
+                              "optim_step: options size %u, expected %zu..%zu "
                               "(take them from optim_step_options_defaults)",
                               (unsigned)in->size, offsetof(optim_step_options, inspect), sizeof *o);
     memcpy(o, in, in->size);
@@ -1088,7 +1164,8 @@ static int read_options(optim_optimizer *opt, const optim_step_options *in, opti
 }
 
 
-int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *options)
+int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+               const optim_step_options *options)
 {
     if (!opt) return OPTIM_EINVAL;
     opt->errmsg[0] = '\0';
@@ -1110,7 +1187,8 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
     if (o.flags & OPTIM_STEP_SET_ITERATIONS) opt->iterations = o.iterations;
     if (!optim__runs_pipeline(opt)) optim__arena_reset(&opt->arena); /* optim_step_scratch */
     if (opt->cls.step) rc = opt->cls.step(opt, pairs, n, &o);
-    else if (opt->cls.apply_gradients) rc = opt->cls.apply_gradients(opt, pairs, n, o.flags & OPTIM_STEP_NO_AGGREGATE);
+    else if (opt->cls.apply_gradients)
+        rc = opt->cls.apply_gradients(opt, pairs, n, o.flags & OPTIM_STEP_NO_AGGREGATE);
     else rc = run_pipeline(opt, pairs, n, &o);
     /* Failed, or ended by the inspect function: the counter as it was. */
     if (rc && (o.flags & OPTIM_STEP_SET_ITERATIONS)) opt->iterations = counter;
@@ -1119,7 +1197,8 @@ int optim_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, cons
     return rc == OPTIM_STEP_SKIP ? OPTIM_OK : rc;
 }
 
-int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+int optim_apply_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                          uint32_t flags)
 {
     optim_step_options o = optim_step_options_defaults();
     o.flags = flags & OPTIM_APPLY_NO_AGGREGATE;

@@ -17,8 +17,8 @@ static int same_dims(int32_t rank, const int64_t *a, const int64_t *b)
     return 1;
 }
 
-static int check_sparse(const optim_optimizer *opt, const char *what, const optim_slices *s, optim_var *v,
-                        optim_error *err);
+static int check_sparse(const optim_optimizer *opt, const char *what, const optim_slices *s,
+                        optim_var *v, optim_error *err);
 
 int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_grad_var *p, size_t i,
                       optim_error *err)
@@ -40,13 +40,15 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
                           "%s: variable '%s' (%lld %s elements) is not the one this optimizer "
                           "made slots for (%lld %s); was a variable destroyed while the "
                           "optimizer still used it?",
-                          cn, vn, (long long)optim_var_numel(v), optim_dtype_name(optim_var_dtype(v)),
-                          (long long)known->numel, optim_dtype_name(known->dtype));
+                          cn, vn, (long long)optim_var_numel(v),
+                          optim_dtype_name(optim_var_dtype(v)), (long long)known->numel,
+                          optim_dtype_name(known->dtype));
     if (optim_compute_dtype(optim_var_dtype(v)) != optim_var_dtype(v) &&
         (optim__k3_wants_average(opt) || optim__k3_wants_accumulator(opt)))
-        return optim__err(err, OPTIM_ENOTSUP, "%s: variable '%s' is %s; use_ema and gradient_accumulation_steps "
-                          "take float32 or float64 variables (docs/half-precision.md)", cn, vn,
-                          optim_dtype_name(optim_var_dtype(v)));
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s: variable '%s' is %s; use_ema and gradient_accumulation_steps "
+                          "take float32 or float64 variables (docs/half-precision.md)",
+                          cn, vn, optim_dtype_name(optim_var_dtype(v)));
     char what[300], a[160], b[160];
     int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
@@ -78,36 +80,42 @@ int optim__check_pair(const optim_optimizer *opt, const char *cn, const optim_gr
 }
 
 /* A sparse gradient of v (`what` names it in messages). */
-static int check_sparse(const optim_optimizer *opt, const char *what, const optim_slices *s, optim_var *v,
-                        optim_error *err)
+static int check_sparse(const optim_optimizer *opt, const char *what, const optim_slices *s,
+                        optim_var *v, optim_error *err)
 {
     char a[160], b[160];
     const int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
     const optim_dtype vd = optim_var_dtype(v);
     if (!opt->cls.apply_sparse && !(opt->cls.flags & OPTIM_CLASS_ELEMENTWISE))
-        return optim__err(err, OPTIM_ENOTSUP, "%s: class has no sparse update (no apply_sparse, and "
-                          "not OPTIM_CLASS_ELEMENTWISE for the dense equivalent)", what);
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s: class has no sparse update (no apply_sparse, and "
+                          "not OPTIM_CLASS_ELEMENTWISE for the dense equivalent)",
+                          what);
     if (opt->gen == OPTIM_LEGACY && optim_var_constraint(v))
         return optim__err(err, OPTIM_EINVAL,
                           "%s: the variable has a constraint, which the legacy generation cannot "
                           "apply to a sparse update",
                           what);
     if (vr < 1)
-        return optim__err(err, OPTIM_ESHAPE, "%s: the variable is a scalar; sparse rows need rank >= 1",
-                          what);
+        return optim__err(err, OPTIM_ESHAPE,
+                          "%s: the variable is a scalar; sparse rows need rank >= 1", what);
     int rc = optim__tensor_check(&s->values, OPTIM__VAR_MASK, what, err);
     if (rc) return rc;
     if (s->values.dtype != vd)
         return optim__err(err, OPTIM_EDTYPE, "%s has dtype %s, expected %s (the variable's)", what,
                           optim_dtype_name(s->values.dtype), optim_dtype_name(vd));
-    if (s->n < 0) return optim__err(err, OPTIM_ESHAPE, "%s: %lld indices, expected >= 0", what, (long long)s->n);
+    if (s->n < 0)
+        return optim__err(err, OPTIM_ESHAPE, "%s: %lld indices, expected >= 0", what,
+                          (long long)s->n);
     if (s->n > 0 && !s->indices) return optim__err(err, OPTIM_EINVAL, "%s: indices is NULL", what);
-    if (s->values.rank != vr || s->values.shape[0] != s->n || !same_dims(vr - 1, s->values.shape + 1, vs + 1)) {
+    if (s->values.rank != vr || s->values.shape[0] != s->n ||
+        !same_dims(vr - 1, s->values.shape + 1, vs + 1)) {
         int64_t want[OPTIM_MAX_RANK];
         want[0] = s->n;
         for (int32_t d = 1; d < vr; d++) want[d] = vs[d];
-        return optim__err(err, OPTIM_ESHAPE, "%s: values have shape %s, expected %s (%lld indices "
+        return optim__err(err, OPTIM_ESHAPE,
+                          "%s: values have shape %s, expected %s (%lld indices "
                           "and the variable's row shape)",
                           what, optim_shape_str(s->values.rank, s->values.shape, a, sizeof a),
                           optim_shape_str(vr, want, b, sizeof b), (long long)s->n);
@@ -133,8 +141,8 @@ static int same_order(const optim_optimizer *opt, const optim_grad_var *pairs, s
 /* Each variable at most once: sorted in the optimizer's arena (the memory
  * given back at once: optim_check_gradients may be called any number of
  * times between steps), O(n log n); one pair needs no memory. */
-static int check_unique(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs, size_t n,
-                        optim_error *err)
+static int check_unique(const optim_optimizer *opt, const char *cn, const optim_grad_var *pairs,
+                        size_t n, optim_error *err)
 {
     if (n < 2 || same_order(opt, pairs, n)) return OPTIM_OK;
     optim__arena *a = &((optim_optimizer *)opt)->arena;
@@ -145,7 +153,8 @@ static int check_unique(const optim_optimizer *opt, const char *cn, const optim_
     const optim_var *twice = optim__ptrs_repeated(ptrs, n);
     optim__arena_release(a, at);
     if (twice)
-        return optim__err(err, OPTIM_EINVAL, "%s: variable '%s' appears more than once in one apply_gradients call",
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: variable '%s' appears more than once in one apply_gradients call",
                           cn, optim_var_name(twice));
     return OPTIM_OK;
 }
@@ -172,7 +181,8 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
  * inner optimizer's, and so on down. */
 static const optim_optimizer *update_rule(const optim_optimizer *opt)
 {
-    while (!optim__runs_pipeline(opt) && !opt->cls.inner_at && optim__inner_at(opt, 0)) opt = optim__inner_at(opt, 0);
+    while (!optim__runs_pipeline(opt) && !opt->cls.inner_at && optim__inner_at(opt, 0))
+        opt = optim__inner_at(opt, 0);
     return opt;
 }
 
@@ -203,35 +213,41 @@ static int check_tracked(const optim_optimizer *opt, const optim_grad_var *pairs
 }
 
 /* Each pair with a variable, each variable once, and (require_any) a gradient. */
-static int check_common(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, int require_any,
-                        optim_error *err)
+static int check_common(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                        int require_any, optim_error *err)
 {
     const char *cn = opt->cls.name;
     if (n && !pairs) return optim__err(err, OPTIM_EINVAL, "%s: pairs is NULL", cn);
     size_t with_grad = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!pairs[i].var) return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
+        if (!pairs[i].var)
+            return optim__err(err, OPTIM_EINVAL, "%s: pair %zu has no variable (NULL)", cn, i);
         with_grad += pairs[i].grad.kind != OPTIM_GRAD_NONE;
     }
     if (require_any && with_grad == 0)
-        return optim__err(err, OPTIM_EINVAL, "%s: no gradients provided for any variable (%zu pairs)", cn, n);
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s: no gradients provided for any variable (%zu pairs)", cn, n);
     return check_unique(opt, cn, pairs, n, err);
 }
 
-int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err)
+int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                              optim_error *err)
 {
-    if ((!opt->cls.step && !opt->cls.apply_gradients) || opt->cls.inner_at || (n && !pairs)) return OPTIM_OK;
+    if ((!opt->cls.step && !opt->cls.apply_gradients) || opt->cls.inner_at || (n && !pairs))
+        return OPTIM_OK;
     for (size_t i = 0; i < n; i++) {
         const optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
         if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim_compute_dtype(dt) != dt)
-            return optim__err(err, OPTIM_ENOTSUP, "%s: variable '%s' is %s; wrappers take float32 or float64 "
-                              "variables (docs/half-precision.md)", opt->cls.name, optim_var_name(pairs[i].var),
-                              optim_dtype_name(dt));
+            return optim__err(err, OPTIM_ENOTSUP,
+                              "%s: variable '%s' is %s; wrappers take float32 or float64 "
+                              "variables (docs/half-precision.md)",
+                              opt->cls.name, optim_var_name(pairs[i].var), optim_dtype_name(dt));
     }
     return OPTIM_OK;
 }
 
-int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, int require_any)
+int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                          int require_any)
 {
     if (!opt) return OPTIM_EINVAL;
     optim_error err;
@@ -240,15 +256,19 @@ int optim_check_gradients(optim_optimizer *opt, const optim_grad_var *pairs, siz
     /* A wrapper of several optimizers (MultiOptimizer) checks each pair
      * against its sub-optimizer in its own step: here only what is common. */
     const optim_optimizer *rule = update_rule(opt);
-    int rc = optim__runs_pipeline(rule) ? optim__check_pairs(rule, opt->cls.name, pairs, n, require_any, &err)
-                                        : check_common(opt, pairs, n, require_any, &err);
+    int rc = optim__runs_pipeline(rule)
+        ? optim__check_pairs(rule, opt->cls.name, pairs, n, require_any, &err)
+        : check_common(opt, pairs, n, require_any, &err);
     if (!rc && !optim__runs_pipeline(opt)) rc = check_tracked(opt, pairs, n, &err);
     if (rc) return optim__opt_take(opt, &err);
     opt->errmsg[0] = '\0';
     return OPTIM_OK;
 }
 
-size_t optim_gradient_transformer_count(const optim_optimizer *opt) { return opt ? opt->ntransformers : 0; }
+size_t optim_gradient_transformer_count(const optim_optimizer *opt)
+{
+    return opt ? opt->ntransformers : 0;
+}
 
 int optim_has_gradient_aggregator(const optim_optimizer *opt) { return opt && opt->aggregator.fn; }
 

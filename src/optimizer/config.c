@@ -32,7 +32,8 @@ static int json_to_hyper(optim_optimizer *opt, size_t i, const cJSON *v, optim__
         optim_error local;
         int rc = optim__schedule_from_cjson(&h->sched, v, &local);
         if (rc)
-            return optim__err(err, rc, "%s: config key '%s': %s", opt->cls.name, p->name, local.msg);
+            return optim__err(err, rc, "%s: config key '%s': %s", opt->cls.name, p->name,
+                              local.msg);
         h->kind = HYPER_SCHEDULE_OBJ;
         return OPTIM_OK;
     }
@@ -52,7 +53,8 @@ static int call_set_config(void *opt, const char *key, const char *text, optim_e
 }
 
 static int key_only_in(const optim_class *cls, const char *key, optim_generation g);
-static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf, size_t n);
+static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf,
+                    size_t n);
 
 static int unknown_key(const optim_optimizer *opt, const cJSON *config, const char *key, int other,
                        optim_error *err)
@@ -78,9 +80,11 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
     const char *key = item->string;
     if (strcmp(key, "name") == 0 || strcmp(key, "is_legacy_optimizer") == 0) return OPTIM_OK;
     /* Written by the Keras 2.11-2.15 optimizers; it has no meaning here. */
-    if (strcmp(key, "jit_compile") == 0 && opt->gen == OPTIM_KERAS3 && cJSON_IsBool(item)) return OPTIM_OK;
+    if (strcmp(key, "jit_compile") == 0 && opt->gen == OPTIM_KERAS3 && cJSON_IsBool(item))
+        return OPTIM_OK;
     /* Keras 3's BaseOptimizer pops `decay` and ignores it (with a warning). */
-    if (strcmp(key, "decay") == 0 && opt->gen == OPTIM_KERAS3 && (cJSON_IsNumber(item) || cJSON_IsNull(item)))
+    if (strcmp(key, "decay") == 0 && opt->gen == OPTIM_KERAS3 &&
+        (cJSON_IsNumber(item) || cJSON_IsNull(item)))
         return OPTIM_OK;
     if (opt->gen == OPTIM_LEGACY) {
         /* OptimizerV2.from_config: the alias "lr" wins over learning_rate. */
@@ -97,8 +101,8 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
         if (!rc) opt->hypers[i] = h;
         return rc;
     }
-    int rc = optim__offer_key(opt->cls.name, key, item, opt->cls.set_config ? call_set_config : NULL,
-                              opt, err);
+    int rc = optim__offer_key(opt->cls.name, key, item,
+                              opt->cls.set_config ? call_set_config : NULL, opt, err);
     return rc == OPTIM__NOT_TAKEN ? unknown_key(opt, config, item->string, other, err) : rc;
 }
 
@@ -113,7 +117,8 @@ static int key_only_in(const optim_class *cls, const char *key, optim_generation
     const uint32_t other = g == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
     int in_mine = 0, in_other = 0;
     for (size_t i = 0; i < OPTIM__N_BASE + cls->n_params; i++) {
-        const optim_param *p = i < OPTIM__N_BASE ? &optim__base_params()[i] : &cls->params[i - OPTIM__N_BASE];
+        const optim_param *p =
+            i < OPTIM__N_BASE ? &optim__base_params()[i] : &cls->params[i - OPTIM__N_BASE];
         if (strcmp(p->name, key) != 0) continue;
         in_mine |= !(p->flags & other);
         in_other |= !(p->flags & mine);
@@ -122,7 +127,8 @@ static int key_only_in(const optim_class *cls, const char *key, optim_generation
 }
 
 /* The config's keys of one generation only, listed in buf; how many. */
-static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf, size_t n)
+static int gen_keys(const optim_class *cls, const cJSON *config, optim_generation g, char *buf,
+                    size_t n)
 {
     int count = 0;
     const cJSON *item;
@@ -147,7 +153,8 @@ static int detect_generation(const optim_class *cls, const optim__kobj *o, optim
     int nk = gen_keys(cls, o->config, OPTIM_KERAS3, keras3, sizeof keras3);
     if (cls->flags & (OPTIM_CLASS_LEGACY_ONLY | OPTIM_CLASS_KERAS3_ONLY))
         *gen = (cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3;
-    else if (strncmp(o->class_name, "Addons>", 7) == 0 || (o->module && strstr(o->module, ".legacy")))
+    else if (strncmp(o->class_name, "Addons>", 7) == 0 ||
+             (o->module && strstr(o->module, ".legacy")))
         *gen = OPTIM_LEGACY;
     else /* a mix reads as Keras 3, whose reader then names each side's keys */
         *gen = nl && !nk ? OPTIM_LEGACY : OPTIM_KERAS3;
@@ -181,8 +188,9 @@ static int read_generation(const optim_class *cls, const optim__kobj *o, int for
 /* tf-keras 2.11+'s new-style classes (the modules of tf_keras/optimizers). */
 static int tfk_class(const optim_class *cls)
 {
-    static const char *const names[] = {"Adadelta", "Adafactor", "Adagrad", "Adam",  "Adamax", "AdamW",
-                                        "Ftrl",     "Lion",      "Nadam",   "RMSprop", "SGD"};
+    static const char *const names[] = {"Adadelta", "Adafactor", "Adagrad", "Adam",
+                                        "Adamax",   "AdamW",     "Ftrl",    "Lion",
+                                        "Nadam",    "RMSprop",   "SGD"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(cls->name, names[i]) == 0) return optim__class_is_builtin(cls->name);
     return 0;
@@ -192,12 +200,14 @@ static int tfk_class(const optim_class *cls)
  * "is_legacy_optimizer": false, which only tf-keras's _BaseOptimizer writes
  * (Keras 3 writes neither, and refuses both as unknown arguments), or the
  * class's registered name ("Custom>Adam"). */
-static optim__tfk_flavour read_flavour(const optim_class *cls, const optim__kobj *o, optim_generation gen)
+static optim__tfk_flavour read_flavour(const optim_class *cls, const optim__kobj *o,
+                                       optim_generation gen)
 {
     const cJSON *jit = cJSON_GetObjectItemCaseSensitive(o->config, "jit_compile");
     const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o->config, "is_legacy_optimizer");
     optim__tfk_flavour f = {0, 1, strncmp(o->class_name, "Custom>", 7) == 0};
-    f.on = gen == OPTIM_KERAS3 && tfk_class(cls) && (cJSON_IsBool(jit) || cJSON_IsFalse(legacy) || f.custom);
+    f.on = gen == OPTIM_KERAS3 && tfk_class(cls) &&
+        (cJSON_IsBool(jit) || cJSON_IsFalse(legacy) || f.custom);
     if (cJSON_IsBool(jit)) f.jit_compile = cJSON_IsTrue(jit) != 0;
     return f;
 }
@@ -205,7 +215,7 @@ static optim__tfk_flavour read_flavour(const optim_class *cls, const optim__kobj
 typedef struct reader {
     int (*pre)(optim_optimizer *, void *); /* run before the keys are read */
     void *ctx;
-    int forced;                            /* a generation, or -1 */
+    int forced; /* a generation, or -1 */
 } reader;
 
 static int from_config(optim_optimizer **out, const optim_class *cls, const optim__kobj *o,
@@ -267,8 +277,8 @@ static int from_text(optim_optimizer **out, const char *json, const reader *r, o
     return rc;
 }
 
-int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
-                          void *ctx, optim_error *err)
+int optim__from_config_ex(optim_optimizer **out, const char *json,
+                          int (*pre)(optim_optimizer *, void *), void *ctx, optim_error *err)
 {
     *out = NULL;
     reader r = {pre, ctx, -1};
@@ -283,13 +293,15 @@ int optim_from_json(optim_optimizer **out, const char *json, optim_error *err)
     return from_text(out, json, NULL, err);
 }
 
-int optim_from_json_as(optim_optimizer **out, const char *json, optim_generation gen, optim_error *err)
+int optim_from_json_as(optim_optimizer **out, const char *json, optim_generation gen,
+                       optim_error *err)
 {
     if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: out is NULL");
     *out = NULL;
     if (!json) return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: json is NULL");
     if (gen != OPTIM_KERAS3 && gen != OPTIM_LEGACY)
-        return optim__err(err, OPTIM_EINVAL, "optim_from_json_as: gen is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY",
+        return optim__err(err, OPTIM_EINVAL,
+                          "optim_from_json_as: gen is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY",
                           (int)gen);
     reader r = {NULL, NULL, (int)gen};
     return from_text(out, json, &r, err);
@@ -308,9 +320,10 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
     if (!config_json) return from_config(out, cls, &o, NULL, err);
     cJSON *cfg = optim__json_parse(config_json, NULL, 0);
     if (!cfg) return optim__err(err, OPTIM_EPARSE, "%s: config is not valid JSON", cls->name);
-    int rc = !cJSON_IsObject(cfg) ? optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object",
-                                                cls->name, optim__json_type_name(cfg))
-                                   : optim__json_unique_keys(cfg, cls->name, err);
+    int rc = !cJSON_IsObject(cfg)
+        ? optim__err(err, OPTIM_ETYPE, "%s: config is %s, expected an object", cls->name,
+                     optim__json_type_name(cfg))
+        : optim__json_unique_keys(cfg, cls->name, err);
     o.config = cfg;
     if (!rc) rc = from_config(out, cls, &o, NULL, err);
     cJSON_Delete(cfg);
@@ -324,15 +337,15 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
 static int writes_tfk(const optim_optimizer *opt)
 {
     return opt->gen == OPTIM_KERAS3 && opt->tfk.on &&
-           opt->hypers[OPTIM__P_LOSS_SCALE_FACTOR].kind == HYPER_NONE &&
-           opt->hypers[OPTIM__P_GRADIENT_ACCUMULATION_STEPS].kind == HYPER_NONE;
+        opt->hypers[OPTIM__P_LOSS_SCALE_FACTOR].kind == HYPER_NONE &&
+        opt->hypers[OPTIM__P_GRADIENT_ACCUMULATION_STEPS].kind == HYPER_NONE;
 }
 
 /* tf-keras's public module of a legacy class, as its serialize_keras_object
  * writes it; NULL for the others (TF Addons', user classes). */
 static const char *legacy_module(const optim_optimizer *opt)
 {
-    static const char *const names[] = {"Adadelta", "Adagrad", "Adam", "Adamax",
+    static const char *const names[] = {"Adadelta", "Adagrad", "Adam",    "Adamax",
                                         "Ftrl",     "Nadam",   "RMSprop", "SGD"};
     if (!optim__class_is_builtin(opt->cls.name)) return NULL;
     if (strcmp(opt->cls.name, "LossScaleOptimizer") == 0) return "keras.mixed_precision";
@@ -357,7 +370,8 @@ static int put_param(optim_optimizer *opt, cJSON *o, size_t i)
     cJSON *v;
     if (h->kind == HYPER_SCHEDULE_OBJ) {
         /* tf-keras's schedules default their name to None, Keras 3's not. */
-        v = optim__schedule_to_cjson(h->sched, writes_module(opt), opt->gen == OPTIM_KERAS3 && !writes_tfk(opt));
+        v = optim__schedule_to_cjson(h->sched, writes_module(opt),
+                                     opt->gen == OPTIM_KERAS3 && !writes_tfk(opt));
     } else {
         /* Variables, callables and schedules are written as their current
          * value, as Keras's _serialize_hyperparameter does. */
@@ -392,11 +406,13 @@ static int is_clip(size_t i)
 static int put_tfk_params(optim_optimizer *opt, cJSON *o)
 {
     for (size_t i = 0; i < OPTIM__N_BASE; i++)
-        if (optim__param_in_gen(opt, i) && i != OPTIM__P_LEARNING_RATE && i != OPTIM__P_LOSS_SCALE_FACTOR &&
-            i != OPTIM__P_GRADIENT_ACCUMULATION_STEPS && i != OPTIM__P_BF16_SR_SEED && put_param(opt, o, i))
+        if (optim__param_in_gen(opt, i) && i != OPTIM__P_LEARNING_RATE &&
+            i != OPTIM__P_LOSS_SCALE_FACTOR && i != OPTIM__P_GRADIENT_ACCUMULATION_STEPS &&
+            i != OPTIM__P_BF16_SR_SEED && put_param(opt, o, i))
             return OPTIM_ENOMEM;
     if (!cJSON_AddBoolToObject(o, "jit_compile", opt->tfk.jit_compile) ||
-        !cJSON_AddFalseToObject(o, "is_legacy_optimizer") || put_param(opt, o, OPTIM__P_LEARNING_RATE))
+        !cJSON_AddFalseToObject(o, "is_legacy_optimizer") ||
+        put_param(opt, o, OPTIM__P_LEARNING_RATE))
         return OPTIM_ENOMEM;
     for (size_t i = OPTIM__N_BASE; i < opt->nparams; i++)
         if (optim__param_in_gen(opt, i) && put_param(opt, o, i)) return OPTIM_ENOMEM;
@@ -405,11 +421,13 @@ static int put_tfk_params(optim_optimizer *opt, cJSON *o)
 
 static int put_params(optim_optimizer *opt, cJSON *o)
 {
-    static const int legacy_clips[] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE, OPTIM__P_GLOBAL_CLIPNORM};
+    static const int legacy_clips[] = {OPTIM__P_CLIPNORM, OPTIM__P_CLIPVALUE,
+                                       OPTIM__P_GLOBAL_CLIPNORM};
     if (writes_tfk(opt)) return put_tfk_params(opt, o);
     int legacy = opt->gen == OPTIM_LEGACY;
     for (size_t k = 0; legacy && k < 3; k++)
-        if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE && put_param(opt, o, (size_t)legacy_clips[k]))
+        if (opt->hypers[legacy_clips[k]].kind != HYPER_NONE &&
+            put_param(opt, o, (size_t)legacy_clips[k]))
             return OPTIM_ENOMEM;
     for (size_t i = 0; i < opt->nparams; i++)
         if (optim__param_in_gen(opt, i) && !(legacy && is_clip(i)) && i != OPTIM__P_BF16_SR_SEED &&
@@ -440,7 +458,8 @@ static cJSON *config_obj(optim_optimizer *opt)
         if (rc > 0) rc = OPTIM_EINVAL;
         if (rc) {
             cJSON_Delete(o);
-            optim__opt_err(opt, rc, "%s: get_config failed (%s)", opt->cls.name, optim_strerror(rc));
+            optim__opt_err(opt, rc, "%s: get_config failed (%s)", opt->cls.name,
+                           optim_strerror(rc));
             return NULL;
         }
     }
@@ -478,16 +497,23 @@ static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
 {
     char cn[128];
     optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
-    if (writes_tfk(opt) && opt->tfk.custom && !opt->module_read) snprintf(cn, sizeof cn, "Custom>%s", opt->cls.name);
-    const char *module = opt->gen == OPTIM_LEGACY ? legacy_module(opt) : optim__keras3_module(opt->cls.name);
+    if (writes_tfk(opt) && opt->tfk.custom && !opt->module_read)
+        snprintf(cn, sizeof cn, "Custom>%s", opt->cls.name);
+    const char *module =
+        opt->gen == OPTIM_LEGACY ? legacy_module(opt) : optim__keras3_module(opt->cls.name);
     int envelope = writes_module(opt), builtin = module != NULL;
     cJSON *o = cJSON_CreateObject();
-    int ok = o && (!envelope || (builtin ? cJSON_AddStringToObject(o, "module", module)
-                                         : cJSON_AddNullToObject(o, "module")));
-    ok = ok && cJSON_AddStringToObject(o, "class_name", cn) && cJSON_AddItemToObject(o, "config", cfg);
+    int ok = o &&
+        (!envelope ||
+         (builtin ? cJSON_AddStringToObject(o, "module", module)
+                  : cJSON_AddNullToObject(o, "module")));
+    ok = ok && cJSON_AddStringToObject(o, "class_name", cn) &&
+        cJSON_AddItemToObject(o, "config", cfg);
     if (!ok) cJSON_Delete(cfg);
-    ok = ok && (!envelope || (builtin ? cJSON_AddNullToObject(o, "registered_name")
-                                      : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
+    ok = ok &&
+        (!envelope ||
+         (builtin ? cJSON_AddNullToObject(o, "registered_name")
+                  : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
     if (ok) return o;
     cJSON_Delete(o);
     optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");

@@ -10,7 +10,7 @@
  * are read (wrappers install their inner optimizer there). If pre fails or
  * the config is refused, the optimizer is destroyed (and with it whatever
  * pre installed). */
-int optim__from_config_ex(optim_optimizer **out, const char *json, int (*pre)(optim_optimizer *, void *),
-                          void *ctx, optim_error *err);
+int optim__from_config_ex(optim_optimizer **out, const char *json,
+                          int (*pre)(optim_optimizer *, void *), void *ctx, optim_error *err);
 
 #endif

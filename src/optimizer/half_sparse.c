@@ -8,10 +8,7 @@
 #include "optimizer/sparse_walk.h"
 
 /* 64 bytes more than asked, as vectorised loops may expect. */
-static void *reserve(optim__arena *a, size_t bytes)
-{
-    return optim__arena_alloc(a, bytes + 64);
-}
+static void *reserve(optim__arena *a, size_t bytes) { return optim__arena_alloc(a, bytes + 64); }
 
 /* Rows of a lazy batch for n unique indices: OPTIM__SPARSE_BATCH, or fewer
  * when fewer rows are touched (a step costs what it touches, even in
@@ -24,12 +21,13 @@ static int64_t batch_rows(int64_t n)
 size_t optim__half_sparse_range_floats(int64_t n, int64_t row_size, int nslots)
 {
     /* A row range: about a chunk, or one row; a lazy batch: batch_rows rows. */
-    const int64_t batch = batch_rows(n) * row_size, per = batch > OPTIM__CHUNK ? batch : OPTIM__CHUNK;
+    const int64_t batch = batch_rows(n) * row_size,
+                  per = batch > OPTIM__CHUNK ? batch : OPTIM__CHUNK;
     return (size_t)(1 + nslots) * (size_t)per;
 }
 
-int optim__half_sparse_reserve(optim__arena *a, optim__half_sparse *b, int64_t n, int64_t raw_n, int64_t row_size,
-                               int nslots, int remap)
+int optim__half_sparse_reserve(optim__arena *a, optim__half_sparse *b, int64_t n, int64_t raw_n,
+                               int64_t row_size, int nslots, int remap)
 {
     b->rows = reserve(a, (size_t)(1 + nslots) * (size_t)(n * row_size) * sizeof(float));
     b->iota = reserve(a, (size_t)n * sizeof *b->iota);
@@ -61,7 +59,8 @@ static void decay_span(const optim__half_sparse_job *j, void *p, int64_t a, int6
 
 /* Rows [r0, r1) of the variable other than the indices idx[j0, j1), decayed
  * (Keras 3 decays every row of a sparse update's variable). */
-static void decay_gaps(const optim__half_sparse_job *j, int64_t j0, int64_t j1, int64_t r0, int64_t r1)
+static void decay_gaps(const optim__half_sparse_job *j, int64_t j0, int64_t j1, int64_t r0,
+                       int64_t r1)
 {
     if (j->wd == 0) return;
     const int64_t rs = j->u.row_size;
@@ -75,8 +74,8 @@ static void decay_gaps(const optim__half_sparse_job *j, int64_t j0, int64_t j1, 
 
 /* Rows idx[0, n) of the variable and its slots into (to != 0) or out of
  * buf: the variable's rows first, each slot's `stride` floats on. */
-static void move_rows(const optim__half_sparse_job *j, const int64_t *idx, int64_t n, float *rows, int64_t stride,
-                      int to)
+static void move_rows(const optim__half_sparse_job *j, const int64_t *idx, int64_t n, float *rows,
+                      int64_t stride, int to)
 {
     const int64_t rs = j->u.row_size;
     const size_t es = optim_dtype_size(j->u.dtype);
@@ -86,7 +85,9 @@ static void move_rows(const optim__half_sparse_job *j, const int64_t *idx, int64
         for (int64_t q = 0; q < n; q++) {
             char *row = base + (size_t)(idx[q] * rs) * es;
             if (to) optim__half_load(j->u.dtype, row, buf + q * rs, rs);
-            else optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, k, buf + q * rs, row, idx[q] * rs, rs);
+            else
+                optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, k, buf + q * rs, row,
+                                         idx[q] * rs, rs);
         }
     }
 }
@@ -94,7 +95,8 @@ static void move_rows(const optim__half_sparse_job *j, const int64_t *idx, int64
 /* j's update on the float32 rows in buf (the variable's, then each
  * slot's `stride` floats on): stride / row_size rows, indices 0 .. n - 1;
  * slots holds the slot pointers. */
-static optim_sparse_update on_rows(const optim__half_sparse_job *j, float *buf, int64_t stride, void **slots)
+static optim_sparse_update on_rows(const optim__half_sparse_job *j, float *buf, int64_t stride,
+                                   void **slots)
 {
     optim_sparse_update u = j->u;
     u.dtype = OPTIM_F32;
@@ -134,7 +136,8 @@ static void rows_batch(const optim_sparse_update *u)
     rows_update(c->j, u->indices - c->j->u.indices, u->n, c->buf);
 }
 
-void optim__half_sparse_rows(const optim__half_sparse_job *j, int64_t pieces, int64_t k, float *scratch)
+void optim__half_sparse_rows(const optim__half_sparse_job *j, int64_t pieces, int64_t k,
+                             float *scratch)
 {
     int64_t j0, j1, r0, r1;
     optim__sparse_piece(&j->u, pieces, k, &j0, &j1, &r0, &r1);
@@ -142,7 +145,8 @@ void optim__half_sparse_rows(const optim__half_sparse_job *j, int64_t pieces, in
     rows_ctx c = {j->u, j, scratch};
     void *bases[1 + OPTIM_MAX_SLOTS];
     for (int b = 0; b <= j->u.nslots; b++) bases[b] = base_of(j, b);
-    optim__sparse_rows_apply(&c.u, j->u.indices, j->u.values, j0, j1, bases, 1 + j->u.nslots, rows_batch);
+    optim__sparse_rows_apply(&c.u, j->u.indices, j->u.values, j0, j1, bases, 1 + j->u.nslots,
+                             rows_batch);
 }
 
 void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float *scratch)
@@ -153,7 +157,8 @@ void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float 
     const size_t at = (size_t)(r0 * rs) * optim_dtype_size(j->u.dtype);
     void *slots[OPTIM_MAX_SLOTS];
     optim_sparse_update u = j->u;
-    for (int b = 0; b <= u.nslots; b++) optim__half_load(u.dtype, (char *)base_of(j, b) + at, scratch + b * cnt, cnt);
+    for (int b = 0; b <= u.nslots; b++)
+        optim__half_load(u.dtype, (char *)base_of(j, b) + at, scratch + b * cnt, cnt);
     if (j->wd != 0) optim__decay(OPTIM_F32, scratch, cnt, j->wd, j->lr);
     for (int64_t q = j0; q < j1; q++) j->rebased[q] = j->u.indices[q] - r0;
     for (int b = 0; b < u.nslots; b++) slots[b] = scratch + (b + 1) * cnt;
@@ -166,14 +171,15 @@ void optim__half_sparse_range(const optim__half_sparse_job *j, int64_t k, float 
     u.values = (const float *)j->u.values + j0 * rs;
     j->u.opt->cls.apply_sparse(&u);
     for (int b = 0; b <= j->u.nslots; b++)
-        optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, b, scratch + b * cnt, (char *)base_of(j, b) + at,
-                                 r0 * rs, cnt);
+        optim__half_store_stream(j->u.opt, j->entry, j->u.dtype, b, scratch + b * cnt,
+                                 (char *)base_of(j, b) + at, r0 * rs, cnt);
 }
 
 /* The duplicates hook (when the class has one) on u with the rows as
  * given, their indices mapped by remap (NULL: u's indices are the
  * variable's rows); returns whether it did the update. */
-static int duplicates(const optim__half_sparse_job *j, const optim_sparse_update *u, const int64_t *remap)
+static int duplicates(const optim__half_sparse_job *j, const optim_sparse_update *u,
+                      const int64_t *remap)
 {
     const optim_class *cls = &j->u.opt->cls;
     if (!cls->apply_sparse_duplicate_indices) return 0;
@@ -209,7 +215,8 @@ static void whole_variable(const optim__half_sparse_job *j, float *buf)
     u.param = buf;
     u.slots = slots;
     if (!duplicates(j, &u, NULL)) opt->cls.apply_sparse(&u);
-    for (int k = 0; k <= u.nslots; k++) optim__half_store_stream(opt, j->entry, j->u.dtype, k, at[k], base_of(j, k), 0, n[k]);
+    for (int k = 0; k <= u.nslots; k++)
+        optim__half_store_stream(opt, j->entry, j->u.dtype, k, at[k], base_of(j, k), 0, n[k]);
 }
 
 void optim__half_sparse_whole(const optim__half_sparse_job *j, float *whole)

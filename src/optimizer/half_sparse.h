@@ -36,21 +36,22 @@
 /* The float32 buffers of one sparse gradient on a half variable, from the
  * optimizer's arena (no allocation in a steady-state step). */
 typedef struct optim__half_sparse {
-    const float *raw;     /* the rows as given, widened (and transformed) */
-    float *rows;          /* element-wise class, one call: n unique rows of the variable, then of each slot */
-    int64_t *iota;        /* 0 .. n - 1 */
-    int64_t *remap;       /* with a duplicates hook: each raw index's position among the unique ones */
+    const float *raw; /* the rows as given, widened (and transformed) */
+    float
+        *rows; /* element-wise class, one call: n unique rows of the variable, then of each slot */
+    int64_t *iota; /* 0 .. n - 1 */
+    int64_t *remap; /* with a duplicates hook: each raw index's position among the unique ones */
 } optim__half_sparse;
 
 /* One task's view of such a gradient. */
 typedef struct optim__half_sparse_job {
-    optim_sparse_update u;           /* storage dtype, whole variable, unique indices, float32 summed rows */
+    optim_sparse_update u; /* storage dtype, whole variable, unique indices, float32 summed rows */
     const optim__half_sparse *b;
     const optim__var_entry *entry;
-    const int64_t *raw_idx;          /* the indices as given */
+    const int64_t *raw_idx; /* the indices as given */
     int64_t raw_n;
-    int64_t *rebased;                /* OPTIM_SPARSE_ALL_ROWS: room for n indices */
-    double wd, lr;                   /* Keras 3 weight decay (0: none) and the float32 learning rate */
+    int64_t *rebased; /* OPTIM_SPARSE_ALL_ROWS: room for n indices */
+    double wd, lr; /* Keras 3 weight decay (0: none) and the float32 learning rate */
 } optim__half_sparse_job;
 
 /* Floats of per-thread scratch a row range of OPTIM_SPARSE_ALL_ROWS or a
@@ -61,12 +62,13 @@ size_t optim__half_sparse_range_floats(int64_t n, int64_t row_size, int nslots);
 /* Reserves b's buffers in the arena for n unique indices of rows of
  * row_size elements, raw_n as given, nslots slots; remap only when the
  * class has a duplicates hook. Returns OPTIM_ENOMEM on failure. */
-int optim__half_sparse_reserve(optim__arena *a, optim__half_sparse *b, int64_t n, int64_t raw_n, int64_t row_size,
-                               int nslots, int remap);
+int optim__half_sparse_reserve(optim__arena *a, optim__half_sparse *b, int64_t n, int64_t raw_n,
+                               int64_t row_size, int nslots, int remap);
 
 /* OPTIM_SPARSE_ROWS: range k of `pieces` of the unique indices, in
  * scratch of optim__half_sparse_range_floats floats. */
-void optim__half_sparse_rows(const optim__half_sparse_job *j, int64_t pieces, int64_t k, float *scratch);
+void optim__half_sparse_rows(const optim__half_sparse_job *j, int64_t pieces, int64_t k,
+                             float *scratch);
 
 /* OPTIM_SPARSE_ALL_ROWS: row range k, in scratch of
  * optim__half_sparse_range_floats floats. */

@@ -28,15 +28,15 @@ size_t optim__half_whole_floats(const optim_optimizer *opt, const optim__var_ent
 /* What a run of a half-precision variable needs besides its update. */
 typedef struct optim__half_run {
     const optim__var_entry *entry;
-    float *buf;           /* OPTIM__HALF_CHUNK_FLOATS floats; whole: optim__half_whole_floats */
-    int whole;            /* a class that is not element-wise: the run in one block, each slot
+    float *buf; /* OPTIM__HALF_CHUNK_FLOATS floats; whole: optim__half_whole_floats */
+    int whole; /* a class that is not element-wise: the run in one block, each slot
                              whole (its own size), from element 0 */
-    const float *grad;    /* the run's gradient already in float32 (a sparse gradient's dense
+    const float *grad; /* the run's gradient already in float32 (a sparse gradient's dense
                              equivalent), or NULL: the update's own gradient is widened */
     void (*transform)(const void *ctx, float *g, int64_t n); /* on a widened gradient block (the
                              fused clipping), or NULL; always NULL with grad */
-    const void *ctx;      /* transform's */
-    double wd, lr;        /* Keras 3 decoupled weight decay (0: none), the float32 learning rate */
+    const void *ctx; /* transform's */
+    double wd, lr; /* Keras 3 decoupled weight decay (0: none), the float32 learning rate */
 } optim__half_run;
 
 /* The class's apply_dense on the run h (storage dtype, from the pipeline:
@@ -53,7 +53,7 @@ void optim__half_run_dense(const optim_dense_update *h, const optim__half_run *r
  * to nearest even, or stochastically for BF16 when the optimizer has a
  * bf16_stochastic_rounding_seed (the bits depend on the element, not on
  * the split). */
-void optim__half_store_stream(const optim_optimizer *opt, const optim__var_entry *e, optim_dtype dt, int stream,
-                              const float *src, void *dst, int64_t first, int64_t n);
+void optim__half_store_stream(const optim_optimizer *opt, const optim__var_entry *e, optim_dtype dt,
+                              int stream, const float *src, void *dst, int64_t first, int64_t n);
 
 #endif

@@ -31,13 +31,13 @@ typedef enum hyper_kind {
     HYPER_VAR,
     HYPER_FN,
     HYPER_SCHEDULE,
-    HYPER_SCHEDULE_OBJ   /* an optim_schedule the optimizer owns */
+    HYPER_SCHEDULE_OBJ /* an optim_schedule the optimizer owns */
 } hyper_kind;
 
 typedef struct optim__hyper {
     hyper_kind kind;
     double number;
-    optim__num_form form;      /* how a NUMBER read from JSON was written (1024 or 1024.0) */
+    optim__num_form form; /* how a NUMBER read from JSON was written (1024 or 1024.0) */
     optim_var *var;
     optim_hyper_fn fn;
     optim_schedule_fn schedule;
@@ -50,22 +50,22 @@ typedef struct optim__hyper {
 /* A weight besides iterations: a slot of a variable, or an optimizer-level
  * weight (owner and name_id OPTIM__NO_OWNER), in creation order. */
 typedef struct optim__slot {
-    optim_var *var;      /* owned */
-    size_t name_id;      /* index into slot_names */
-    size_t owner;        /* index into vars */
-    int k;               /* its position among its variable's slots */
+    optim_var *var; /* owned */
+    size_t name_id; /* index into slot_names */
+    size_t owner; /* index into vars */
+    int k; /* its position among its variable's slots */
 } optim__slot;
 
 typedef struct optim__var_entry {
-    optim_var *var;      /* borrowed */
-    int64_t numel;       /* as first seen, to catch a reused address */
+    optim_var *var; /* borrowed */
+    int64_t numel; /* as first seen, to catch a reused address */
     optim_dtype dtype;
-    int nslots;          /* all of them: the class's own, then the base's */
-    int nown;            /* the class's own (create_slots), first in slot_ids */
+    int nslots; /* all of them: the class's own, then the base's */
+    int nown; /* the class's own (create_slots), first in slot_ids */
     size_t slot_ids[OPTIM_MAX_SLOTS];
     void *slot_data[OPTIM_MAX_SLOTS]; /* their data (owned slots never move): a step reads
                                          these, not the slots' variables */
-    optim_var *average;      /* Keras 3's base slots (keras3_options.h), NULL if none */
+    optim_var *average; /* Keras 3's base slots (keras3_options.h), NULL if none */
     optim_var *accumulator;
 } optim__var_entry;
 
@@ -81,36 +81,36 @@ typedef struct optim__fn_entry {
 typedef struct optim__tfk_flavour {
     unsigned char on;
     unsigned char jit_compile; /* the value read (true when absent: the constructor's default) */
-    unsigned char custom;      /* read as "Custom>NAME", as tf-keras 2.11-2.12 writes it */
+    unsigned char custom; /* read as "Custom>NAME", as tf-keras 2.11-2.12 writes it */
 } optim__tfk_flavour;
 
 struct optim_optimizer {
-    optim_class cls;           /* copied, zero-extended */
+    optim_class cls; /* copied, zero-extended */
     optim_generation gen;
-    optim__tfk_flavour tfk;    /* gen KERAS3 only */
+    optim__tfk_flavour tfk; /* gen KERAS3 only */
     /* Read in serialize_keras_object's envelope (module, registered_name):
      * tf-keras 2.13+ writes legacy and new-style optimizers in it too. */
     unsigned char module_read;
     char *name;
-    size_t nparams;            /* OPTIM__N_BASE + cls.n_params */
+    size_t nparams; /* OPTIM__N_BASE + cls.n_params */
     const optim_param **params;
     optim__hyper *hypers;
-    double *values;            /* resolved for the current step */
-    int64_t iterations;        /* the step counter */
+    double *values; /* resolved for the current step */
+    int64_t iterations; /* the step counter */
     /* While a step runs its hooks (stages 6 and 7), the count they see as
      * optim_iterations(): Keras 3's counter // gradient_accumulation_steps. */
     int64_t hook_iterations;
     int in_hooks;
-    int built;                 /* variable set fixed by optim_build */
+    int built; /* variable set fixed by optim_build */
     int num_threads;
 
     optim__var_entry *vars;
     size_t nvars, cap_vars;
     optim__ptrmap var_index;
 
-    optim__slot *slots;        /* creation order */
+    optim__slot *slots; /* creation order */
     size_t nslots, cap_slots;
-    char **slot_names;         /* distinct names, creation order */
+    char **slot_names; /* distinct names, creation order */
     size_t nslot_names;
     optim_slot_order slot_order;
 
@@ -118,15 +118,15 @@ struct optim_optimizer {
     size_t ntransformers;
     optim__fn_entry aggregator;
 
-    optim__ptrmap wd_excluded;   /* variables excluded from weight decay */
+    optim__ptrmap wd_excluded; /* variables excluded from weight decay */
     optim_name_patterns *wd_patterns; /* name patterns excluded from weight decay */
 
     void *state;
-    void *coef[2];             /* per dtype: [0] f32, [1] f64 */
-    optim__arena arena;        /* the running step's buffers, reused step after step */
-    uint64_t weights_version;  /* changes whenever a weight is added, removed or moved */
-    char **weight_names;       /* optim_weight_name's qualified names (weights.c), or NULL */
-    uint64_t names_version;    /* the weights (of every level) they were computed for */
+    void *coef[2]; /* per dtype: [0] f32, [1] f64 */
+    optim__arena arena; /* the running step's buffers, reused step after step */
+    uint64_t weights_version; /* changes whenever a weight is added, removed or moved */
+    char **weight_names; /* optim_weight_name's qualified names (weights.c), or NULL */
+    uint64_t names_version; /* the weights (of every level) they were computed for */
     char errmsg[OPTIM_ERRMSG_MAX];
 };
 
@@ -175,7 +175,8 @@ optim__var_entry *optim__var_entry_of(const optim_optimizer *opt, const optim_va
  * the order the optimizer first saw them finds each there, with no hashing
  * (thousands of small variables: the hash lookups' cache misses were a
  * fifth of a step). */
-optim__var_entry *optim__var_entry_at(const optim_optimizer *opt, const optim_var *var, size_t hint);
+optim__var_entry *optim__var_entry_at(const optim_optimizer *opt, const optim_var *var,
+                                      size_t hint);
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
 /* Frees the qualified weight names (weights.c). */
@@ -196,7 +197,8 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
 /* Wrappers (a step or apply_gradients hook, other than MultiOptimizer)
  * compute on the variables and gradients themselves in float32 or float64:
  * OPTIM_ENOTSUP for a pair with a half-precision variable (docs/half-precision.md). */
-int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_error *err);
+int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                              optim_error *err);
 
 /* Weight decay (Keras 3): whether var is decayed; the decay itself
  * (w = w - w * wd * lr in dtype); freeing the exclusions. */

@@ -67,7 +67,7 @@ static int64_t acc_steps_of(const optim_optimizer *opt)
 int optim__k3_wants_average(const optim_optimizer *opt)
 {
     return runs_options(opt) && option(opt, OPTIM__P_USE_EMA) != 0 &&
-           !isnan(option(opt, OPTIM__P_USE_EMA));
+        !isnan(option(opt, OPTIM__P_USE_EMA));
 }
 
 int optim__k3_wants_accumulator(const optim_optimizer *opt)
@@ -88,7 +88,7 @@ int optim__k3_average_copies(const optim_optimizer *opt)
 int optim__k3_slot_name_reserved(const optim_optimizer *opt, const char *name)
 {
     return runs_options(opt) && name &&
-           (strcmp(name, OPTIM__SLOT_AVERAGE) == 0 || strcmp(name, OPTIM__SLOT_ACCUMULATOR) == 0);
+        (strcmp(name, OPTIM__SLOT_AVERAGE) == 0 || strcmp(name, OPTIM__SLOT_ACCUMULATOR) == 0);
 }
 
 void optim__k3_begin(const optim_optimizer *opt, optim__k3 *k)
@@ -109,7 +109,9 @@ void optim__k3_begin(const optim_optimizer *opt, optim__k3 *k)
     if (k->ema) {
         k->ema_momentum = k->iterations != 0 ? v[OPTIM__P_EMA_MOMENTUM] : 0.0;
         double f = v[OPTIM__P_EMA_OVERWRITE_FREQUENCY];
-        int64_t freq = isnan(f) ? 0 : f >= 0x1p63 ? INT64_MAX : (int64_t)f; /* `if self.ema_overwrite_frequency:` */
+        int64_t freq = isnan(f) ? 0
+            : f >= 0x1p63       ? INT64_MAX
+                                : (int64_t)f; /* `if self.ema_overwrite_frequency:` */
         k->overwrite = freq > 0 && (k->iterations + 1) % freq == 0;
     }
 }
@@ -135,8 +137,8 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
                           cn, mom);
     if (ema && !isnan(freq) && freq != 0 && !(freq >= 1))
         return optim__err(err, OPTIM_ERANGE,
-                          "%s: ema_overwrite_frequency is %g, expected an integer >= 1 or None",
-                          cn, freq);
+                          "%s: ema_overwrite_frequency is %g, expected an integer >= 1 or None", cn,
+                          freq);
     /* Keras does not check it; gradients are divided by it. */
     if (!isnan(lsf) && !(lsf > 0))
         return optim__err(err, OPTIM_ERANGE,
@@ -149,7 +151,10 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
         return optim__err(err, OPTIM_ENOTSUP,
                           "%s: %s is set, but %s replaces the base class's apply_gradients (a "
                           "wrapper); set it on the inner optimizer",
-                          cn, ema ? "use_ema" : acc ? "gradient_accumulation_steps" : "loss_scale_factor",
+                          cn,
+                          ema       ? "use_ema"
+                              : acc ? "gradient_accumulation_steps"
+                                    : "loss_scale_factor",
                           cn);
     /* The base slots are made when a variable is first tracked (Keras's
      * build); like Keras, the options that create them cannot change after. */
@@ -174,10 +179,10 @@ int optim__k3_validate(optim_optimizer *opt, optim_error *err)
 
 /* ---- the passes ---------------------------------------------------------------------- */
 
-#define UNSCALE(T)                                                                       \
-    static void unscale_##T(const T *restrict src, T *restrict dst, int64_t n, T s)      \
-    {                                                                                    \
-        for (int64_t i = 0; i < n; i++) dst[i] = src[i] / s;                             \
+#define UNSCALE(T)                                                                  \
+    static void unscale_##T(const T *restrict src, T *restrict dst, int64_t n, T s) \
+    {                                                                               \
+        for (int64_t i = 0; i < n; i++) dst[i] = src[i] / s;                        \
     }
 UNSCALE(float)
 UNSCALE(double)
@@ -189,39 +194,39 @@ void optim__k3_unscale(optim_dtype dt, const void *src, void *dst, int64_t n, do
 }
 
 /* acc = g / s + acc (s = 0: no unscaling). */
-#define ACC_DENSE(T)                                                                     \
-    static void acc_dense_##T(T *restrict acc, const T *restrict g, int64_t n, T s)      \
-    {                                                                                    \
-        if (s != 0)                                                                      \
-            for (int64_t i = 0; i < n; i++) acc[i] = g[i] / s + acc[i];                  \
-        else                                                                             \
-            for (int64_t i = 0; i < n; i++) acc[i] = g[i] + acc[i];                      \
+#define ACC_DENSE(T)                                                                \
+    static void acc_dense_##T(T *restrict acc, const T *restrict g, int64_t n, T s) \
+    {                                                                               \
+        if (s != 0)                                                                 \
+            for (int64_t i = 0; i < n; i++) acc[i] = g[i] / s + acc[i];             \
+        else                                                                        \
+            for (int64_t i = 0; i < n; i++) acc[i] = g[i] + acc[i];                 \
     }
 ACC_DENSE(float)
 ACC_DENSE(double)
 
 /* out = (g / s + acc) / steps; g NULL: a zero gradient, acc NULL: a zero
  * accumulator. The zeros are added, not folded, for the bits of TF's sums. */
-#define MEAN_DENSE(T)                                                                    \
+#define MEAN_DENSE(T)                                                                       \
     static void mean_dense_##T(T *restrict out, const T *restrict g, const T *restrict acc, \
-                               int64_t n, T s, T steps)                                  \
-    {                                                                                    \
-        const T zero = 0;                                                                \
-        for (int64_t i = 0; i < n; i++) {                                                \
-            T gi = g ? (s != 0 ? g[i] / s : g[i]) : zero;                                \
-            out[i] = (gi + (acc ? acc[i] : zero)) / steps;                               \
-        }                                                                                \
+                               int64_t n, T s, T steps)                                     \
+    {                                                                                       \
+        const T zero = 0;                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            T gi = g ? (s != 0 ? g[i] / s : g[i]) : zero;                                   \
+            out[i] = (gi + (acc ? acc[i] : zero)) / steps;                                  \
+        }                                                                                   \
     }
 MEAN_DENSE(float)
 MEAN_DENSE(double)
 
 /* average = m * average + (1 - m) * w, then w = average when overwriting. */
-#define EMA(T)                                                                           \
-    static void ema_##T(T *restrict avg, T *restrict w, int64_t n, T m, int overwrite)   \
-    {                                                                                    \
-        const T om = (T)1 - m;                                                           \
-        for (int64_t i = 0; i < n; i++) avg[i] = m * avg[i] + om * w[i];                 \
-        if (overwrite) memcpy(w, avg, (size_t)n * sizeof(T));                            \
+#define EMA(T)                                                                         \
+    static void ema_##T(T *restrict avg, T *restrict w, int64_t n, T m, int overwrite) \
+    {                                                                                  \
+        const T om = (T)1 - m;                                                         \
+        for (int64_t i = 0; i < n; i++) avg[i] = m * avg[i] + om * w[i];               \
+        if (overwrite) memcpy(w, avg, (size_t)n * sizeof(T));                          \
     }
 EMA(float)
 EMA(double)
@@ -250,8 +255,7 @@ void optim__k3_accumulate(const optim__k3 *k, const optim__k3_grad *g, size_t n,
                 const char *gp = (const char *)x->dense + b;
                 if (x->dtype == OPTIM_F32)
                     acc_dense_float((float *)(acc + b), (const float *)gp, cnt, (float)k->lsf);
-                else
-                    acc_dense_double((double *)(acc + b), (const double *)gp, cnt, k->lsf);
+                else acc_dense_double((double *)(acc + b), (const double *)gp, cnt, k->lsf);
             }
         } else {
             const int64_t rs = x->row_size, per = rows_per_task(rs);
@@ -261,7 +265,8 @@ void optim__k3_accumulate(const optim__k3 *k, const optim__k3_grad *g, size_t n,
                 for (int64_t r = c * per; r < x->n && r < (c + 1) * per; r++) {
                     char *dst = acc + (size_t)(x->idx[r] * rs) * esz;
                     const char *src = (const char *)x->vals + (size_t)(r * rs) * esz;
-                    if (x->dtype == OPTIM_F32) acc_dense_float((float *)dst, (const float *)src, rs, 0.0f);
+                    if (x->dtype == OPTIM_F32)
+                        acc_dense_float((float *)dst, (const float *)src, rs, 0.0f);
                     else acc_dense_double((double *)dst, (const double *)src, rs, 0.0);
                 }
             }
@@ -310,7 +315,8 @@ void optim__k3_mean(const optim__k3 *k, const optim__k3_grad *g, size_t n, int n
                     const char *src = (const char *)x->vals + (size_t)(r * rs) * esz;
                     if (x->dtype == OPTIM_F32)
                         mean_dense_float((float *)((char *)x->out + b), (const float *)src,
-                                         acc ? (const float *)(acc + b) : NULL, rs, 0.0f, (float)steps);
+                                         acc ? (const float *)(acc + b) : NULL, rs, 0.0f,
+                                         (float)steps);
                     else
                         mean_dense_double((double *)((char *)x->out + b), (const double *)src,
                                           acc ? (const double *)(acc + b) : NULL, rs, 0.0, steps);
@@ -339,9 +345,11 @@ void optim__k3_after_update(optim_optimizer *opt, const optim__k3 *k, int nthrea
             if (acc) memset(acc + b, 0, (size_t)cnt * esz);
             if (!avg) continue;
             if (e->dtype == OPTIM_F32)
-                ema_float((float *)(avg + b), (float *)(w + b), cnt, (float)k->ema_momentum, k->overwrite);
+                ema_float((float *)(avg + b), (float *)(w + b), cnt, (float)k->ema_momentum,
+                          k->overwrite);
             else
-                ema_double((double *)(avg + b), (double *)(w + b), cnt, k->ema_momentum, k->overwrite);
+                ema_double((double *)(avg + b), (double *)(w + b), cnt, k->ema_momentum,
+                           k->overwrite);
         }
     }
 }
@@ -356,7 +364,9 @@ int optim_finalize_variable_values(optim_optimizer *opt)
     optim_optimizer *in;
     for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) {
         int rc = optim_finalize_variable_values(in);
-        if (rc) return optim__opt_err(opt, rc, "%s: inner optimizer: %s", opt->cls.name, optim_errmsg(in));
+        if (rc)
+            return optim__opt_err(opt, rc, "%s: inner optimizer: %s", opt->cls.name,
+                                  optim_errmsg(in));
     }
     if (optim__inner_at(opt, 0)) return OPTIM_OK;
     if (!optim__k3_wants_average(opt)) return OPTIM_OK;
@@ -372,7 +382,8 @@ double optim__k3_scale_loss(const optim_optimizer *opt, double loss)
 {
     /* A MultiOptimizer (inner_at) scales by its own factor, which its
      * sub-optimizers take over. */
-    if (!opt || !(runs_options(opt) || (opt->gen == OPTIM_KERAS3 && opt->cls.inner_at))) return loss;
+    if (!opt || !(runs_options(opt) || (opt->gen == OPTIM_KERAS3 && opt->cls.inner_at)))
+        return loss;
     double lsf = option(opt, OPTIM__P_LOSS_SCALE_FACTOR);
     return isnan(lsf) ? loss : loss * lsf;
 }

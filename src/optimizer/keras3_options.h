@@ -24,13 +24,13 @@
 /* The options as one call of apply_gradients sees them (from the resolved
  * values, before the counter's increment). */
 typedef struct optim__k3 {
-    double lsf;           /* loss_scale_factor; 0 for None */
-    int64_t acc_steps;    /* gradient_accumulation_steps; 0 for None */
-    int update;           /* 0 when this call only accumulates */
-    int ema;              /* use_ema */
-    double ema_momentum;  /* this call's EMA momentum (0 while iterations == 0) */
-    int overwrite;        /* the variables take their averages after this call's EMA */
-    int64_t iterations;   /* Keras's `iterations`: the counter // acc_steps */
+    double lsf; /* loss_scale_factor; 0 for None */
+    int64_t acc_steps; /* gradient_accumulation_steps; 0 for None */
+    int update; /* 0 when this call only accumulates */
+    int ema; /* use_ema */
+    double ema_momentum; /* this call's EMA momentum (0 while iterations == 0) */
+    int overwrite; /* the variables take their averages after this call's EMA */
+    int64_t iterations; /* Keras's `iterations`: the counter // acc_steps */
 } optim__k3;
 
 /* Reads the options for the coming call (opt->values resolved). */
@@ -60,11 +60,11 @@ typedef struct optim__k3_grad {
     const optim__var_entry *entry; /* NULL while the variable has no slots yet */
     optim_dtype dtype;
     int64_t numel;
-    const void *dense;             /* the dense gradient, or NULL for rows */
-    const int64_t *idx;            /* rows: unique ascending indices ... */
-    const void *vals;              /* ... with their duplicates summed */
+    const void *dense; /* the dense gradient, or NULL for rows */
+    const int64_t *idx; /* rows: unique ascending indices ... */
+    const void *vals; /* ... with their duplicates summed */
     int64_t n, row_size;
-    void *out;                     /* optim__k3_mean's result: numel elements */
+    void *out; /* optim__k3_mean's result: numel elements */
 } optim__k3_grad;
 
 /* dst = src / lsf over n elements, in dtype (sparse rows as given). */

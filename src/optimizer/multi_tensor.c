@@ -23,7 +23,8 @@ static int plan_items(optim__mt *mt, optim__arena *a, size_t *ntasks, size_t *nr
         if (it->mode != OPTIM__MT_PHASED) continue;
         const optim_phase_plan *pl = &it->plan;
         it->nchunks = (it->numel + pl->chunk - 1) / pl->chunk;
-        it->partial = optim__arena_alloc(a, (size_t)it->nchunks * (pl->npartial + 1) * sizeof(double));
+        it->partial =
+            optim__arena_alloc(a, (size_t)it->nchunks * (pl->npartial + 1) * sizeof(double));
         it->shared = optim__arena_calloc(a, (pl->nshared + 1) * sizeof(double));
         if (!it->partial || !it->shared) return OPTIM_ENOMEM;
         if (pl->nphases > mt->nphases) mt->nphases = pl->nphases;
@@ -33,7 +34,8 @@ static int plan_items(optim__mt *mt, optim__arena *a, size_t *ntasks, size_t *nr
     return OPTIM_OK;
 }
 
-int optim__mt_reserve(optim__mt *mt, optim__mt_item *items, size_t n, size_t max_ext, optim__arena *a)
+int optim__mt_reserve(optim__mt *mt, optim__mt_item *items, size_t n, size_t max_ext,
+                      optim__arena *a)
 {
     memset(mt, 0, sizeof *mt);
     mt->items = items;
@@ -69,14 +71,16 @@ void optim__mt_fill(optim__mt *mt, size_t next, int64_t (*weight)(void *ctx, siz
             const optim__mt_item *it = &mt->items[i];
             for (int64_t k = 0; k < item_tasks(it, p); k++) {
                 const int64_t off = k * it->plan.chunk;
-                const int64_t count = it->numel - off < it->plan.chunk ? it->numel - off : it->plan.chunk;
+                const int64_t count =
+                    it->numel - off < it->plan.chunk ? it->numel - off : it->plan.chunk;
                 add_task(mt, (optim__mt_task){i, p, k, off, count}, &nbatch, &in_batch);
             }
         }
         mt->batch[nbatch] = mt->ntasks; /* the end of the last batch (the next phase's start) */
         mt->rfirst[p] = r;
         for (size_t i = 0; i < mt->nitems; i++)
-            if (mt->items[i].mode == OPTIM__MT_PHASED && p < mt->items[i].plan.nphases) mt->reduce[r++] = i;
+            if (mt->items[i].mode == OPTIM__MT_PHASED && p < mt->items[i].plan.nphases)
+                mt->reduce[r++] = i;
     }
     mt->bfirst[mt->nphases] = nbatch;
     mt->rfirst[mt->nphases] = r;
@@ -97,9 +101,11 @@ void optim__mt_run(const optim__mt *mt, int nthreads, const optim__mt_fns *f)
              * take every batch before the others wake). */
 #pragma omp for schedule(static, 1)
             for (size_t b = mt->bfirst[p]; b < mt->bfirst[p + 1]; b++)
-                for (size_t t = mt->batch[b]; t < mt->batch[b + 1]; t++) f->run(f->ctx, &mt->tasks[t], tid);
+                for (size_t t = mt->batch[b]; t < mt->batch[b + 1]; t++)
+                    f->run(f->ctx, &mt->tasks[t], tid);
 #pragma omp for schedule(dynamic, 1)
-            for (size_t r = mt->rfirst[p]; r < mt->rfirst[p + 1]; r++) f->reduce(f->ctx, mt->reduce[r], p);
+            for (size_t r = mt->rfirst[p]; r < mt->rfirst[p + 1]; r++)
+                f->reduce(f->ctx, mt->reduce[r], p);
         }
     }
 }

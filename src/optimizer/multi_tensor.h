@@ -20,24 +20,24 @@
 #include "optim/optimizer_class.h"
 
 typedef enum optim__mt_mode {
-    OPTIM__MT_NONE = 0,    /* the variable's work is external tasks (or nothing) */
-    OPTIM__MT_PHASED = 1   /* plan.nphases passes over plan.chunk elements */
+    OPTIM__MT_NONE = 0, /* the variable's work is external tasks (or nothing) */
+    OPTIM__MT_PHASED = 1 /* plan.nphases passes over plan.chunk elements */
 } optim__mt_mode;
 
 typedef struct optim__mt_item {
     optim__mt_mode mode;
     int64_t numel;
-    optim_phase_plan plan;  /* PHASED */
-    int64_t nchunks;        /* PHASED, set by optim__mt_plan */
-    double *partial;        /* PHASED: nchunks * plan.npartial, set by optim__mt_plan */
-    double *shared;         /* PHASED: plan.nshared, zeroed, set by optim__mt_plan */
+    optim_phase_plan plan; /* PHASED */
+    int64_t nchunks; /* PHASED, set by optim__mt_plan */
+    double *partial; /* PHASED: nchunks * plan.npartial, set by optim__mt_plan */
+    double *shared; /* PHASED: plan.nshared, zeroed, set by optim__mt_plan */
 } optim__mt_item;
 
 typedef struct optim__mt_task {
-    size_t item;            /* the item, or the external task's index */
+    size_t item; /* the item, or the external task's index */
     int phase;
-    int64_t chunk;          /* index of the chunk within the item; -1: external */
-    int64_t off, count;     /* element range (external: its weight) */
+    int64_t chunk; /* index of the chunk within the item; -1: external */
+    int64_t off, count; /* element range (external: its weight) */
 } optim__mt_task;
 
 typedef struct optim__mt {
@@ -45,17 +45,18 @@ typedef struct optim__mt {
     size_t nitems;
     optim__mt_task *tasks;
     size_t ntasks;
-    size_t *batch;          /* batch b runs tasks batch[b] .. batch[b + 1] - 1 */
+    size_t *batch; /* batch b runs tasks batch[b] .. batch[b + 1] - 1 */
     size_t bfirst[OPTIM_MAX_PHASES + 1]; /* phase p's batches: bfirst[p] .. bfirst[p + 1] - 1 */
-    size_t *reduce;         /* items reduced after each phase */
+    size_t *reduce; /* items reduced after each phase */
     size_t rfirst[OPTIM_MAX_PHASES + 1];
     int nphases;
-    size_t max_ext;         /* room for external tasks */
+    size_t max_ext; /* room for external tasks */
 } optim__mt;
 
 /* Takes every buffer from a for the n items (mode, numel and plan filled)
  * and up to max_ext external tasks. OPTIM_ENOMEM or OPTIM_OK. */
-int optim__mt_reserve(optim__mt *mt, optim__mt_item *items, size_t n, size_t max_ext, optim__arena *a);
+int optim__mt_reserve(optim__mt *mt, optim__mt_item *items, size_t n, size_t max_ext,
+                      optim__arena *a);
 
 /* Cuts the items into tasks and batches, with next (<= max_ext) external
  * tasks of the given weights (elements) first; allocates nothing. */

@@ -78,7 +78,8 @@ static const char *gen_name(optim_generation g)
 static int find_or_err(optim_optimizer *opt, const char *name, optim_error *err)
 {
     int other = 0;
-    if (!name) return optim__err(err, OPTIM_EINVAL, "%s: hyperparameter name is NULL", opt->cls.name);
+    if (!name)
+        return optim__err(err, OPTIM_EINVAL, "%s: hyperparameter name is NULL", opt->cls.name);
     long i = optim__param_find(opt, name, &other);
     if (i >= 0) return (int)i;
     if (other)
@@ -123,7 +124,8 @@ int optim__param_check(optim_optimizer *opt, size_t i, const optim__hyper *h, op
     if (h->kind == HYPER_NUMBER) {
         int rc = optim__check_param_value(opt->cls.name, p, h->number, "", err);
         if (rc) return rc;
-        size_t nchoices = p->type == OPTIM_PARAM_STRING ? optim__choice_count(optim__choices(opt, i)) : 0;
+        size_t nchoices =
+            p->type == OPTIM_PARAM_STRING ? optim__choice_count(optim__choices(opt, i)) : 0;
         if (p->type == OPTIM_PARAM_STRING && !isnan(h->number) && h->number >= (double)nchoices)
             return optim__err(err, OPTIM_ERANGE, "%s: %s is %g, expected a choice index below %zu",
                               opt->cls.name, p->name, h->number, nchoices);
@@ -145,7 +147,8 @@ int optim__param_set(optim_optimizer *opt, size_t i, const optim__hyper *h, opti
     opt->hypers[i] = *h;
     rc = optim__validate(opt, err);
     if (rc) opt->hypers[i] = old;
-    else if (old.kind == HYPER_SCHEDULE_OBJ && old.sched != h->sched) optim_schedule_destroy(old.sched);
+    else if (old.kind == HYPER_SCHEDULE_OBJ && old.sched != h->sched)
+        optim_schedule_destroy(old.sched);
     return rc;
 }
 
@@ -238,8 +241,8 @@ int optim_hyper_is_constant(const optim_optimizer *opt, const char *name)
 int optim__resolve(optim_optimizer *opt, optim_error *err)
 {
     for (size_t i = 0; i < opt->nparams; i++) {
-        int rc = eval_hyper(opt, opt->params[i], &opt->hypers[i], opt->iterations,
-                            &opt->values[i], err);
+        int rc =
+            eval_hyper(opt, opt->params[i], &opt->hypers[i], opt->iterations, &opt->values[i], err);
         if (rc) return rc;
     }
     return OPTIM_OK;
@@ -276,20 +279,24 @@ int optim_set_num_threads(optim_optimizer *opt, int n)
 
 /* ---- validation of cross-key rules ------------------------------------------ */
 
-static int is_set(const optim_optimizer *opt, size_t i) { return opt->hypers[i].kind != HYPER_NONE; }
+static int is_set(const optim_optimizer *opt, size_t i)
+{
+    return opt->hypers[i].kind != HYPER_NONE;
+}
 
 int optim__validate(optim_optimizer *opt, optim_error *err)
 {
     const char *cn = opt->cls.name;
     int clips = is_set(opt, OPTIM__P_CLIPNORM) + is_set(opt, OPTIM__P_GLOBAL_CLIPNORM) +
-                is_set(opt, OPTIM__P_CLIPVALUE);
+        is_set(opt, OPTIM__P_CLIPVALUE);
     if (is_set(opt, OPTIM__P_CLIPNORM) && is_set(opt, OPTIM__P_GLOBAL_CLIPNORM))
         return optim__err(err, OPTIM_EINVAL,
                           "%s: clipnorm and global_clipnorm are both set; set at most one", cn);
     if (opt->gen == OPTIM_KERAS3 && clips > 1)
         return optim__err(err, OPTIM_EINVAL,
                           "%s: only one of clipnorm, clipvalue and global_clipnorm can be set "
-                          "(Keras 3)", cn);
+                          "(Keras 3)",
+                          cn);
     /* use_ema, ema_momentum, ema_overwrite_frequency, loss_scale_factor,
      * gradient_accumulation_steps (Keras 3 only; keras3_options.c). */
     int rc = optim__k3_validate(opt, err);
@@ -314,12 +321,13 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
     int rc = optim__class_check(cls, err);
     if (rc) return rc;
     if (gen != OPTIM_KERAS3 && gen != OPTIM_LEGACY)
-        return optim__err(err, OPTIM_EINVAL, "generation is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY",
-                          (int)gen);
+        return optim__err(err, OPTIM_EINVAL,
+                          "generation is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY", (int)gen);
     if ((gen == OPTIM_LEGACY && (cls->flags & OPTIM_CLASS_KERAS3_ONLY)) ||
         (gen == OPTIM_KERAS3 && (cls->flags & OPTIM_CLASS_LEGACY_ONLY)))
-        return optim__err(err, OPTIM_ENOTSUP, "%s exists only in the %s generation; this config is %s",
-                          cls->name, gen == OPTIM_LEGACY ? "Keras 3" : "legacy",
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s exists only in the %s generation; this config is %s", cls->name,
+                          gen == OPTIM_LEGACY ? "Keras 3" : "legacy",
                           gen == OPTIM_LEGACY ? "legacy (is_legacy_optimizer: true)" : "Keras 3");
     optim_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return optim__err(err, OPTIM_ENOMEM, "out of memory");

@@ -27,12 +27,19 @@ static const optim_param base_params[OPTIM__N_BASE] = {
     {"ema_momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 0.99, -INF, INF},
     {"ema_overwrite_frequency", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY,
      NAN, 0, INF},
-    {"loss_scale_factor", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN,
-     0, INF, },
-    {"gradient_accumulation_steps", OPTIM_PARAM_INT,
-     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY, NAN, 0, INF},
+    {
+        "loss_scale_factor",
+        OPTIM_PARAM_FLOAT,
+        OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY,
+        NAN,
+        0,
+        INF,
+    },
+    {"gradient_accumulation_steps", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE | OPTIM_PARAM_KERAS3_ONLY,
+     NAN, 0, INF},
     /* Every integer a JSON number (a double) holds exactly. */
-    {"bf16_stochastic_rounding_seed", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE, NAN, 0, 9007199254740991.0},
+    {"bf16_stochastic_rounding_seed", OPTIM_PARAM_INT, OPTIM_PARAM_NULLABLE, NAN, 0,
+     9007199254740991.0},
 };
 
 const optim_param *optim__base_params(void) { return base_params; }
@@ -87,9 +94,10 @@ int optim__check_param_value(const char *owner, const optim_param *p, double v, 
         return optim__err(err, OPTIM_ETYPE, "%s: %s%s is %g, expected an integer", owner, p->name,
                           how, v);
     if (p->type == OPTIM_PARAM_STRING)
-        return v >= 0 ? OPTIM_OK
-                      : optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a choice index >= 0",
-                                   owner, p->name, how, v);
+        return v >= 0
+            ? OPTIM_OK
+            : optim__err(err, OPTIM_ERANGE, "%s: %s%s is %g, expected a choice index >= 0", owner,
+                         p->name, how, v);
     int lo_ex = (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) != 0;
     int hi_ex = (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) != 0;
     if ((lo_ex ? !(v > p->min) : !(v >= p->min)) || (hi_ex ? !(v < p->max) : !(v <= p->max)))
@@ -131,12 +139,13 @@ int optim__param_from_json(const char *owner, const optim_param *p, const char *
         return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is null, expected %s", owner,
                           p->name, type_want(p));
     }
-    int ok = p->type == OPTIM_PARAM_BOOL     ? cJSON_IsBool(v)
-             : p->type == OPTIM_PARAM_STRING ? cJSON_IsString(v)
-                                             : cJSON_IsNumber(v);
+    int ok = p->type == OPTIM_PARAM_BOOL ? cJSON_IsBool(v)
+        : p->type == OPTIM_PARAM_STRING  ? cJSON_IsString(v)
+                                         : cJSON_IsNumber(v);
     if (!ok)
         return optim__err(err, OPTIM_ETYPE, "%s: config key '%s' is %s, expected %s%s", owner,
-                          p->name, optim__json_type_name(v), type_want(p), nullable ? " or null" : "");
+                          p->name, optim__json_type_name(v), type_want(p),
+                          nullable ? " or null" : "");
     if (p->type == OPTIM_PARAM_STRING) {
         for (size_t k = 0; choices && choices[k]; k++)
             if (strcmp(choices[k], v->valuestring) == 0) {
@@ -155,12 +164,13 @@ void *optim__param_to_json(const optim_param *p, const char *const *choices, dou
     if (isnan(v)) return cJSON_CreateNull();
     if (p->type == OPTIM_PARAM_BOOL) return cJSON_CreateBool(v != 0);
     if (p->type == OPTIM_PARAM_STRING)
-        return v >= 0 && (size_t)v < optim__choice_count(choices) ? cJSON_CreateString(choices[(size_t)v])
-                                                                  : cJSON_CreateNull();
+        return v >= 0 && (size_t)v < optim__choice_count(choices)
+            ? cJSON_CreateString(choices[(size_t)v])
+            : cJSON_CreateNull();
     if (form == OPTIM__NUM_ANY)
         form = p->type == OPTIM_PARAM_FLOAT && !(p->flags & OPTIM_PARAM_COUNT) ? OPTIM__NUM_FLOAT
-               : v == floor(v)                                                ? OPTIM__NUM_INT
-                                                                              : OPTIM__NUM_ANY;
+            : v == floor(v)                                                    ? OPTIM__NUM_INT
+                                                                               : OPTIM__NUM_ANY;
     return optim__json_exact_number(v, form);
 }
 
@@ -195,13 +205,15 @@ static int default_check(const char *cn, const optim_param *p, const char *const
     int nullable = (p->flags & OPTIM_PARAM_NULLABLE) != 0;
     int ok;
     if (p->type == OPTIM_PARAM_STRING)
-        ok = isnan(d) ? nullable : d == floor(d) && d >= 0 && d < (double)optim__choice_count(choices);
+        ok = isnan(d) ? nullable
+                      : d == floor(d) && d >= 0 && d < (double)optim__choice_count(choices);
     else {
         int lo_ok = (p->flags & OPTIM_PARAM_MIN_EXCLUSIVE) ? d > p->min : d >= p->min;
         int hi_ok = (p->flags & OPTIM_PARAM_MAX_EXCLUSIVE) ? d < p->max : d <= p->max;
-        ok = isnan(d) ? nullable
-                      : lo_ok && hi_ok && isfinite(d) && !(p->type == OPTIM_PARAM_BOOL && d != 0 && d != 1) &&
-                            !(p->type == OPTIM_PARAM_INT && d != floor(d));
+        ok = isnan(d)
+            ? nullable
+            : lo_ok && hi_ok && isfinite(d) && !(p->type == OPTIM_PARAM_BOOL && d != 0 && d != 1) &&
+                !(p->type == OPTIM_PARAM_INT && d != floor(d));
     }
     if (ok) return OPTIM_OK;
     return optim__err(err, OPTIM_ERANGE,
@@ -216,25 +228,30 @@ static int param_check(const optim_class *cls, size_t i, optim_error *err)
     const optim_param *p = &cls->params[i];
     const char *const *choices = cls->param_choices ? cls->param_choices[i] : NULL;
     if (!p->name || !p->name[0] || p->type > OPTIM_PARAM_STRING)
-        return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param %zu is malformed", cls->name, i);
+        return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param %zu is malformed",
+                          cls->name, i);
     if (strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0 ||
         strcmp(p->name, "lr") == 0 || strcmp(p->name, "jit_compile") == 0)
         return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param name '%s' is reserved",
                           cls->name, p->name);
-    if (p->type == OPTIM_PARAM_STRING && (!choices || !choices[0] || (p->flags & OPTIM_PARAM_DYNAMIC)))
+    if (p->type == OPTIM_PARAM_STRING &&
+        (!choices || !choices[0] || (p->flags & OPTIM_PARAM_DYNAMIC)))
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': string param '%s' needs a non-empty "
                           "param_choices[%zu] and cannot be OPTIM_PARAM_DYNAMIC",
                           cls->name, p->name, i);
     const optim_param *base = optim__base_param(p->name);
     if (base && !gens_disjoint(base->flags, p->flags))
-        return optim__err(err, OPTIM_EINVAL,
-                          "optimizer class '%s': param '%s' is a base option in the same generation",
-                          cls->name, p->name);
+        return optim__err(
+            err, OPTIM_EINVAL,
+            "optimizer class '%s': param '%s' is a base option in the same generation", cls->name,
+            p->name);
     int rc = default_check(cls->name, p, choices, err);
     for (size_t j = 0; !rc && j < i; j++)
-        if (strcmp(cls->params[j].name, p->name) == 0 && !gens_disjoint(cls->params[j].flags, p->flags))
-            rc = optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param '%s' twice", cls->name, p->name);
+        if (strcmp(cls->params[j].name, p->name) == 0 &&
+            !gens_disjoint(cls->params[j].flags, p->flags))
+            rc = optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param '%s' twice", cls->name,
+                            p->name);
     return rc;
 }
 
@@ -251,7 +268,8 @@ static int class_header_check(const optim_class *cls, optim_error *err)
     const int has_step = cls->size >= offsetof(optim_class, step) + sizeof cls->step && cls->step;
     if (!cls->apply_dense && !cls->apply_gradients && !has_step)
         return optim__err(err, OPTIM_EINVAL,
-                          "optimizer class '%s': needs apply_dense, step or apply_gradients", cls->name);
+                          "optimizer class '%s': needs apply_dense, step or apply_gradients",
+                          cls->name);
     if (cls->apply_sparse_duplicate_indices && !cls->apply_sparse)
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': apply_sparse_duplicate_indices needs apply_sparse "
@@ -260,8 +278,8 @@ static int class_header_check(const optim_class *cls, optim_error *err)
     if (cls->n_params && !cls->params)
         return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': params is NULL", cls->name);
     if ((cls->flags & OPTIM_CLASS_KERAS3_ONLY) && (cls->flags & OPTIM_CLASS_LEGACY_ONLY))
-        return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': both KERAS3_ONLY and LEGACY_ONLY",
-                          cls->name);
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': both KERAS3_ONLY and LEGACY_ONLY", cls->name);
     return OPTIM_OK;
 }
 
@@ -295,7 +313,8 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
     if (!c) return optim__err(err, OPTIM_EINVAL, "schedule class is NULL");
     if (c->size < offsetof(optim_schedule_class, destroy) + sizeof c->destroy || c->version < 1 ||
         c->version > OPTIM_SCHEDULE_CLASS_VERSION)
-        return optim__err(err, OPTIM_EVERSION, "schedule class: size %u, version %u; expected version 1..%d",
+        return optim__err(err, OPTIM_EVERSION,
+                          "schedule class: size %u, version %u; expected version 1..%d",
                           (unsigned)c->size, (unsigned)c->version, OPTIM_SCHEDULE_CLASS_VERSION);
     if (!c->name || !c->name[0] || !c->value)
         return optim__err(err, OPTIM_EINVAL, "schedule class '%s': needs a name and a value hook",
@@ -305,9 +324,10 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
     for (size_t i = 0; i < c->n_params; i++) {
         const optim_param *p = &c->params[i];
         if (!p->name || !p->name[0] || strcmp(p->name, "name") == 0 || p->type > OPTIM_PARAM_INT)
-            return optim__err(err, OPTIM_EINVAL, "schedule class '%s': param %zu has a bad name or type",
-                              c->name, i);
-        if (!(p->flags & OPTIM_PARAM_REQUIRED) && isnan(p->default_value) && !(p->flags & OPTIM_PARAM_NULLABLE))
+            return optim__err(err, OPTIM_EINVAL,
+                              "schedule class '%s': param %zu has a bad name or type", c->name, i);
+        if (!(p->flags & OPTIM_PARAM_REQUIRED) && isnan(p->default_value) &&
+            !(p->flags & OPTIM_PARAM_NULLABLE))
             return optim__err(err, OPTIM_EINVAL, "schedule class '%s': param '%s' has no default",
                               c->name, p->name);
     }
@@ -319,8 +339,9 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
 /* TF Addons' classes: registered as "Addons>NAME" (register_keras_serializable
  * (package="Addons")), with LAMB spelled in capitals. */
 static const char *const tfa_classes[][2] = {
-    {"Lamb", "LAMB"}, {"AdamW", "AdamW"}, {"LazyAdam", "LazyAdam"},
-    {"MovingAverage", "MovingAverage"}, {"SWA", "SWA"}, {"Lookahead", "Lookahead"},
+    {"Lamb", "LAMB"},         {"AdamW", "AdamW"},
+    {"LazyAdam", "LazyAdam"}, {"MovingAverage", "MovingAverage"},
+    {"SWA", "SWA"},           {"Lookahead", "Lookahead"},
 };
 
 static const char *tfa_name(const char *cls_name)
@@ -333,18 +354,33 @@ static const char *tfa_name(const char *cls_name)
 const char *optim__keras3_module(const char *cls_name)
 {
     static const char *const keras3[] = {
-        "SGD", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
-        "Lion", "Adafactor", "Lamb", "LossScaleOptimizer", "Muon", "ScheduleFreeAdamW",
+        "SGD",
+        "Adam",
+        "AdamW",
+        "Adamax",
+        "Nadam",
+        "RMSprop",
+        "Adagrad",
+        "Adadelta",
+        "Ftrl",
+        "Lion",
+        "Adafactor",
+        "Lamb",
+        "LossScaleOptimizer",
+        "Muon",
+        "ScheduleFreeAdamW",
         "MultiOptimizer",
     };
     for (size_t i = 0; i < sizeof keras3 / sizeof *keras3; i++)
-        if (strcmp(cls_name, keras3[i]) == 0 && optim__class_is_builtin(cls_name)) return "keras.optimizers";
+        if (strcmp(cls_name, keras3[i]) == 0 && optim__class_is_builtin(cls_name))
+            return "keras.optimizers";
     return NULL;
 }
 
 void optim__keras_class_name(const optim_class *cls, optim_generation gen, char *buf, size_t n)
 {
-    const char *tfa = gen == OPTIM_LEGACY && optim__class_is_builtin(cls->name) ? tfa_name(cls->name) : NULL;
+    const char *tfa =
+        gen == OPTIM_LEGACY && optim__class_is_builtin(cls->name) ? tfa_name(cls->name) : NULL;
     if (tfa) snprintf(buf, n, "Addons>%s", tfa);
     else snprintf(buf, n, "%s", cls->name);
 }

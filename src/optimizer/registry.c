@@ -16,14 +16,14 @@
 
 typedef struct entry {
     struct entry *next;
-    const char *name;    /* points into the copy */
-    max_align_t copy[];  /* the class table, copied */
+    const char *name; /* points into the copy */
+    max_align_t copy[]; /* the class table, copied */
 } entry;
 
 typedef struct registry {
-    const char *what;                /* "optimizer class", for messages */
+    const char *what; /* "optimizer class", for messages */
     int case_insensitive;
-    const void *const *builtins;     /* NULL-terminated */
+    const void *const *builtins; /* NULL-terminated */
     const char *(*name_of)(const void *cls);
     entry *head;
 } registry;
@@ -54,7 +54,8 @@ static int reg_add(registry *r, const void *cls, size_t bytes, void (*copy)(void
                    optim_error *err)
 {
     const char *name = r->name_of(cls);
-    if (reg_find(r, name)) return optim__err(err, OPTIM_EINVAL, "%s '%s' is already registered", r->what, name);
+    if (reg_find(r, name))
+        return optim__err(err, OPTIM_EINVAL, "%s '%s' is already registered", r->what, name);
     entry *e = calloc(1, sizeof *e + bytes);
     if (!e) return optim__err(err, OPTIM_ENOMEM, "out of memory");
     copy(e->copy, cls);
@@ -71,7 +72,7 @@ static const void *const optimizer_builtins[] = {
 #define OPTIM__BUILTIN_ENTRY(sym) &sym,
     OPTIM_BUILTIN_CLASSES(OPTIM__BUILTIN_ENTRY)
 #undef OPTIM__BUILTIN_ENTRY
-    NULL};
+        NULL};
 
 static const char *optimizer_name(const void *c) { return ((const optim_class *)c)->name; }
 static void optimizer_copy(void *dst, const void *src) { optim__class_copy(dst, src); }
@@ -101,7 +102,7 @@ static const void *const schedule_builtins[] = {
 #define OPTIM__SCHEDULE_ENTRY(sym) &sym,
     OPTIM_BUILTIN_SCHEDULES(OPTIM__SCHEDULE_ENTRY)
 #undef OPTIM__SCHEDULE_ENTRY
-    NULL};
+        NULL};
 
 static const char *schedule_name(const void *c) { return ((const optim_schedule_class *)c)->name; }
 static void schedule_copy(void *dst, const void *src) { optim__schedule_class_copy(dst, src); }
@@ -113,7 +114,10 @@ const optim_schedule_class *optim_find_schedule_class(const char *name)
     return name ? reg_find(&schedules, name) : NULL;
 }
 
-int optim__schedule_class_is_builtin(const char *name) { return reg_builtin(&schedules, name) != NULL; }
+int optim__schedule_class_is_builtin(const char *name)
+{
+    return reg_builtin(&schedules, name) != NULL;
+}
 
 int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err)
 {

@@ -10,11 +10,11 @@
 #include <string.h>
 
 struct optim_schedule {
-    optim_schedule_class cls;  /* copied, zero-extended */
-    char *name;                /* Keras's config "name", NULL for None */
-    int name_given;            /* a "name" key was read (else Keras 3 writes its default) */
-    double *values;            /* one per param */
-    unsigned char *forms;      /* optim__num_form each value was read in, one per param */
+    optim_schedule_class cls; /* copied, zero-extended */
+    char *name; /* Keras's config "name", NULL for None */
+    int name_given; /* a "name" key was read (else Keras 3 writes its default) */
+    double *values; /* one per param */
+    unsigned char *forms; /* optim__num_form each value was read in, one per param */
     void *state;
 };
 
@@ -59,8 +59,9 @@ static int schedule_alloc(optim_schedule **out, const optim_schedule_class *cls,
 static int set_name(optim_schedule *s, const cJSON *item, optim_error *err)
 {
     if (!cJSON_IsString(item) && !cJSON_IsNull(item))
-        return optim__err(err, OPTIM_ETYPE, "%s: config key 'name' is %s, expected a string or null",
-                          s->cls.name, optim__json_type_name(item));
+        return optim__err(err, OPTIM_ETYPE,
+                          "%s: config key 'name' is %s, expected a string or null", s->cls.name,
+                          optim__json_type_name(item));
     free(s->name);
     s->name = NULL;
     s->name_given = 1;
@@ -78,9 +79,10 @@ static int call_set_config(void *s, const char *key, const char *text, optim_err
 static int unknown_key(const optim_schedule_class *cls, const char *key, optim_error *err)
 {
     char keys[512] = "name";
-    for (size_t k = 0; k < cls->n_params; k++) optim__keys_append(keys, sizeof keys, cls->params[k].name);
-    return optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s", cls->name,
-                      key, keys);
+    for (size_t k = 0; k < cls->n_params; k++)
+        optim__keys_append(keys, sizeof keys, cls->params[k].name);
+    return optim__err(err, OPTIM_EKEY, "%s: unknown config key '%s'; expected one of: %s",
+                      cls->name, key, keys);
 }
 
 /* One config key; seen[i] marks the params given. */
@@ -101,7 +103,8 @@ static int read_key(optim_schedule *s, const cJSON *item, char *seen, optim_erro
         seen[i] = 1;
         return OPTIM_OK;
     }
-    int rc = optim__offer_key(cls->name, key, item, cls->set_config ? call_set_config : NULL, s, err);
+    int rc =
+        optim__offer_key(cls->name, key, item, cls->set_config ? call_set_config : NULL, s, err);
     return rc == OPTIM__NOT_TAKEN ? unknown_key(cls, key, err) : rc;
 }
 
@@ -115,14 +118,17 @@ static int read_config(optim_schedule *s, const cJSON *config, optim_error *err)
     cJSON_ArrayForEach(item, config) if (!rc) rc = read_key(s, item, seen, err);
     for (size_t i = 0; i < cls->n_params && !rc; i++)
         if ((cls->params[i].flags & OPTIM_PARAM_REQUIRED) && !seen[i])
-            rc = optim__err(err, OPTIM_EKEY, "%s: config key '%s' is required", cls->name, cls->params[i].name);
+            rc = optim__err(err, OPTIM_EKEY, "%s: config key '%s' is required", cls->name,
+                            cls->params[i].name);
     free(seen);
     if (rc || !cls->validate) return rc;
     optim_error local;
     optim__err_clear(&local);
     rc = cls->validate(s, &local);
     if (rc > 0) rc = OPTIM_EINVAL;
-    if (rc) optim__err(err, rc, "%s", local.msg[0] ? local.msg : "the class rejected this configuration");
+    if (rc)
+        optim__err(err, rc, "%s",
+                   local.msg[0] ? local.msg : "the class rejected this configuration");
     return rc;
 }
 
@@ -191,7 +197,9 @@ static cJSON *config_obj(const optim_schedule *s, int keras3)
     cJSON *cfg = cJSON_CreateObject();
     optim_config c = {cfg};
     if (!cfg || put_values(s, cfg, 0) || (s->cls.get_config && s->cls.get_config(s, &c))) goto fail;
-    const char *name = s->name ? s->name : keras3 && !s->name_given ? keras3_default_name(&s->cls) : NULL;
+    const char *name = s->name     ? s->name
+        : keras3 && !s->name_given ? keras3_default_name(&s->cls)
+                                   : NULL;
     if (!(name ? cJSON_AddStringToObject(cfg, "name", name) : cJSON_AddNullToObject(cfg, "name")))
         goto fail;
     if (put_values(s, cfg, 1)) goto fail;
@@ -214,8 +222,10 @@ void *optim__schedule_to_cjson(const optim_schedule *s, int module, int keras3_n
 {
     cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s, keras3_names);
     int builtin = optim__schedule_class_is_builtin(s->cls.name);
-    int ok = o && cfg && (!module || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
-             cJSON_AddStringToObject(o, "class_name", s->cls.name) && cJSON_AddItemToObject(o, "config", cfg);
+    int ok = o && cfg &&
+        (!module || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
+        cJSON_AddStringToObject(o, "class_name", s->cls.name) &&
+        cJSON_AddItemToObject(o, "config", cfg);
     if (ok) cfg = NULL;
     if (ok && module)
         ok = builtin ? cJSON_AddNullToObject(o, "registered_name") != NULL

@@ -37,7 +37,8 @@ static int add_base_slots(optim_optimizer *opt, optim_var *var, optim_error *err
     optim_var **handle[2] = {&e->average, &e->accumulator};
     for (int j = 0; j < 2; j++) {
         if (!want[j]) continue;
-        int rc = add_slot(opt, var, names[j], optim_var_rank(var), optim_var_shape(var), init[j], 0);
+        int rc =
+            add_slot(opt, var, names[j], optim_var_rank(var), optim_var_shape(var), init[j], 0);
         if (rc) return optim__err(err, rc, "%s", opt->errmsg);
         *handle[j] = opt->slots[opt->nslots - 1].var;
     }
@@ -105,7 +106,8 @@ static int slot_order(const optim__slot *a, const optim__slot *b)
 
 void optim_set_slot_order(optim_optimizer *opt, optim_slot_order order)
 {
-    opt->slot_order = order == OPTIM_SLOTS_BY_VARIABLE ? OPTIM_SLOTS_BY_VARIABLE : OPTIM_SLOTS_BY_KIND;
+    opt->slot_order =
+        order == OPTIM_SLOTS_BY_VARIABLE ? OPTIM_SLOTS_BY_VARIABLE : OPTIM_SLOTS_BY_KIND;
 }
 
 /* Stable bottom-up merge sort of a[0..n) by slot_order, through tmp. */
@@ -142,7 +144,8 @@ static int bucket_sort_slots(optim__slot *a, optim__slot *tmp, size_t n, size_t 
         at[key] = sum;
         sum += c;
     }
-    for (size_t i = 0; ok && i < n; i++) tmp[at[a[i].owner == OPTIM__NO_OWNER ? 0 : a[i].name_id + 1]++] = a[i];
+    for (size_t i = 0; ok && i < n; i++)
+        tmp[at[a[i].owner == OPTIM__NO_OWNER ? 0 : a[i].name_id + 1]++] = a[i];
     if (ok) memcpy(a, tmp, n * sizeof *a);
     free(at);
     return ok;
@@ -212,7 +215,8 @@ static int add_state(optim_optimizer *opt, optim__var_entry *e, const char *slot
     }
     optim_var *v;
     optim_error err;
-    int rc = optim_var_create(&v, full, dt, rank, shape, init == OPTIM_SLOT_COPY ? copy_of : NULL, &err);
+    int rc =
+        optim_var_create(&v, full, dt, rank, shape, init == OPTIM_SLOT_COPY ? copy_of : NULL, &err);
     if (rc) return optim__opt_take(opt, &err);
     if (init == OPTIM_SLOT_CONSTANT && value != 0) {
         int64_t n = optim_var_numel(v);
@@ -282,12 +286,12 @@ static int add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
 static int reserved(optim_optimizer *opt, const char *slot_name)
 {
     if (!optim__k3_slot_name_reserved(opt, slot_name)) return OPTIM_OK;
-    return optim__opt_err(opt, OPTIM_EINVAL,
-                          "%s: slot name '%s' is reserved for the base class in the Keras 3 "
-                          "generation (%s's slot); choose another name",
-                          opt->cls.name, slot_name,
-                          strcmp(slot_name, OPTIM__SLOT_AVERAGE) == 0 ? "use_ema"
-                                                                      : "gradient_accumulation_steps");
+    return optim__opt_err(
+        opt, OPTIM_EINVAL,
+        "%s: slot name '%s' is reserved for the base class in the Keras 3 "
+        "generation (%s's slot); choose another name",
+        opt->cls.name, slot_name,
+        strcmp(slot_name, OPTIM__SLOT_AVERAGE) == 0 ? "use_ema" : "gradient_accumulation_steps");
 }
 
 int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
@@ -298,8 +302,8 @@ int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
     return add_slot(opt, var, slot_name, optim_var_rank(var), optim_var_shape(var), init, value);
 }
 
-int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name,
-                          int32_t rank, const int64_t *shape, optim_slot_init init, double value)
+int optim_add_slot_shaped(optim_optimizer *opt, optim_var *var, const char *slot_name, int32_t rank,
+                          const int64_t *shape, optim_slot_init init, double value)
 {
     if (reserved(opt, slot_name)) return OPTIM_EINVAL;
     if (opt->cls.flags & OPTIM_CLASS_ELEMENTWISE)
@@ -324,13 +328,15 @@ int optim_add_weight(optim_optimizer *opt, const char *name, optim_dtype dtype, 
     if (!name || !name[0])
         return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight name is empty", opt->cls.name);
     if (init == OPTIM_SLOT_COPY)
-        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight '%s' cannot be a copy", opt->cls.name, name);
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight '%s' cannot be a copy", opt->cls.name,
+                              name);
     for (size_t i = 0; i < opt->nslots; i++)
         if (strcmp(optim_var_name(opt->slots[i].var), name) == 0)
-            return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight '%s' exists already", opt->cls.name,
-                                  name);
+            return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight '%s' exists already",
+                                  opt->cls.name, name);
     if (strcmp(name, "iterations") == 0)
-        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight name 'iterations' is reserved", opt->cls.name);
+        return optim__opt_err(opt, OPTIM_EINVAL, "%s: weight name 'iterations' is reserved",
+                              opt->cls.name);
     return add_state(opt, NULL, NULL, name, dtype, rank, shape, init, value, NULL, out);
 }
 
@@ -344,7 +350,8 @@ optim_var *optim_get_slot(const optim_optimizer *opt, const optim_var *var, cons
     /* A wrapper's inner optimizers hold the update rule's slots. */
     const optim_optimizer *in;
     optim_var *found = NULL;
-    for (size_t k = 0; !found && (in = optim__inner_at(opt, k)); k++) found = optim_get_slot(in, var, slot_name);
+    for (size_t k = 0; !found && (in = optim__inner_at(opt, k)); k++)
+        found = optim_get_slot(in, var, slot_name);
     return found;
 }
 
@@ -367,7 +374,8 @@ void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
 {
     /* Only backwards: a savepoint of another optimizer, or one taken before
      * an earlier rollback, holds counts above the current ones. */
-    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots || sp->names_ > opt->nslot_names)
+    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots ||
+        sp->names_ > opt->nslot_names)
         return;
     while (opt->nslots > sp->weights_) optim_var_destroy(opt->slots[--opt->nslots].var);
     opt->weights_version++;
@@ -378,7 +386,8 @@ void optim_rollback(optim_optimizer *opt, const optim_savepoint *sp)
 
 void optim_rollback_variables(optim_optimizer *opt, const optim_savepoint *sp)
 {
-    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots || sp->names_ > opt->nslot_names)
+    if (!opt || !sp || sp->vars_ > opt->nvars || sp->weights_ > opt->nslots ||
+        sp->names_ > opt->nslot_names)
         return;
     optim__rollback_vars(opt, sp->vars_, sp->weights_, sp->names_);
 }
@@ -405,7 +414,8 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
     build_level *lv = optim__malloc(depth * sizeof *lv);
     if (!lv) return optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");
     size_t d = 0;
-    for (optim_optimizer *o = opt; o; o = inner_of(o)) lv[d++] = (build_level){o, optim_savepoint_get(o), o->built};
+    for (optim_optimizer *o = opt; o; o = inner_of(o))
+        lv[d++] = (build_level){o, optim_savepoint_get(o), o->built};
     int rc = OPTIM_OK;
     size_t failed = 0;
     for (size_t k = depth; k-- > 0 && !rc;) {
@@ -420,8 +430,8 @@ int optim_build(optim_optimizer *opt, optim_var *const *vars, size_t n)
         lv[k].opt->built = lv[k].built;
     }
     for (size_t k = failed; rc && k-- > 0;)
-        rc = optim_set_error(lv[k].opt, OPTIM_EINVAL, "%s: inner optimizer: %s", lv[k].opt->cls.name,
-                             optim_errmsg(lv[k + 1].opt));
+        rc = optim_set_error(lv[k].opt, OPTIM_EINVAL, "%s: inner optimizer: %s",
+                             lv[k].opt->cls.name, optim_errmsg(lv[k + 1].opt));
     free(lv);
     return rc;
 }
@@ -441,7 +451,9 @@ static int check_distinct(optim_optimizer *opt, optim_var *const *vars, size_t n
     for (size_t i = 0; i < n; i++) sorted[i] = vars[i];
     optim_var *twice = (optim_var *)optim__ptrs_repeated(sorted, n);
     free(sorted);
-    if (twice) return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice", optim_var_name(twice));
+    if (twice)
+        return optim__opt_err(opt, OPTIM_EINVAL, "optim_build: variable '%s' given twice",
+                              optim_var_name(twice));
     return OPTIM_OK;
 }
 

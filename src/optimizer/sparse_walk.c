@@ -42,9 +42,11 @@ void optim__sparse_sort(optim__ipos *a, optim__ipos *tmp, int64_t n, int64_t row
     while (bits < 63 && (uint64_t)(rows - 1) >> bits) bits++;
     for (int shift = 0; shift < bits; shift += RADIX_BITS) {
         int64_t count[(1 << RADIX_BITS) + 1] = {0};
-        for (int64_t k = 0; k < n; k++) count[((a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)) + 1]++;
+        for (int64_t k = 0; k < n; k++)
+            count[((a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)) + 1]++;
         for (int d = 0; d < 1 << RADIX_BITS; d++) count[d + 1] += count[d];
-        for (int64_t k = 0; k < n; k++) tmp[count[(a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)]++] = a[k];
+        for (int64_t k = 0; k < n; k++)
+            tmp[count[(a[k].idx >> shift) & ((1 << RADIX_BITS) - 1)]++] = a[k];
         memcpy(a, tmp, (size_t)n * sizeof *a);
     }
 }
@@ -86,29 +88,30 @@ static int64_t range_start(int64_t n, int64_t pieces, int64_t k)
  * come in index order, so the source rows are read in random order: the
  * one SUM_AHEAD entries on is prefetched. */
 #define SUM_AHEAD 8
-#define SUM_ROWS(T)                                                                                   \
-    static void sum_##T(int64_t rs, const T *raw, const optim__ipos *a, const int64_t *first,        \
-                        int64_t u0, int64_t u1, T *vals)                                             \
-    {                                                                                                 \
-        const int64_t end = first[u1];                                                                \
-        for (int64_t u = u0; u < u1; u++) {                                                           \
-            T *dst = vals + u * rs;                                                                   \
-            for (int64_t k = first[u]; k < first[u + 1]; k++) {                                       \
-                const T *src = raw + a[k].pos * rs;                                                   \
-                if (k + SUM_AHEAD < end)                                                              \
-                    prefetch_bytes((const char *)(raw + a[k + SUM_AHEAD].pos * rs), (size_t)rs * sizeof(T), 0); \
-                if (k == first[u]) /* zero plus the row: -0 becomes +0, as in a sum from zero */     \
-                    for (int64_t j = 0; j < rs; j++) dst[j] = (T)0 + src[j];                          \
-                else                                                                                  \
-                    for (int64_t j = 0; j < rs; j++) dst[j] += src[j];                                \
-            }                                                                                         \
-        }                                                                                             \
+#define SUM_ROWS(T)                                                                              \
+    static void sum_##T(int64_t rs, const T *raw, const optim__ipos *a, const int64_t *first,    \
+                        int64_t u0, int64_t u1, T *vals)                                         \
+    {                                                                                            \
+        const int64_t end = first[u1];                                                           \
+        for (int64_t u = u0; u < u1; u++) {                                                      \
+            T *dst = vals + u * rs;                                                              \
+            for (int64_t k = first[u]; k < first[u + 1]; k++) {                                  \
+                const T *src = raw + a[k].pos * rs;                                              \
+                if (k + SUM_AHEAD < end)                                                         \
+                    prefetch_bytes((const char *)(raw + a[k + SUM_AHEAD].pos * rs),              \
+                                   (size_t)rs * sizeof(T), 0);                                   \
+                if (k == first[u]) /* zero plus the row: -0 becomes +0, as in a sum from zero */ \
+                    for (int64_t j = 0; j < rs; j++) dst[j] = (T)0 + src[j];                     \
+                else                                                                             \
+                    for (int64_t j = 0; j < rs; j++) dst[j] += src[j];                           \
+            }                                                                                    \
+        }                                                                                        \
     }
 SUM_ROWS(float)
 SUM_ROWS(double)
 
-void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a, const int64_t *first,
-                            int64_t count, int parts, int k, void *vals)
+void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a,
+                            const int64_t *first, int64_t count, int parts, int k, void *vals)
 {
     const int64_t u0 = range_start(count, parts, k), u1 = range_start(count, parts, k + 1);
     if (dt == OPTIM_F32) sum_float(rs, raw, a, first, u0, u1, vals);
@@ -119,7 +122,8 @@ optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_
 {
     if (!cls->apply_sparse) return OPTIM_SPARSE_DENSE; /* element-wise: check.c refused the rest */
     const int mode = cls->sparse_mode ? cls->sparse_mode(u) : OPTIM_SPARSE_WHOLE;
-    if ((mode == OPTIM_SPARSE_DENSE || mode == OPTIM_SPARSE_ALL_ROWS) && (cls->flags & OPTIM_CLASS_ELEMENTWISE))
+    if ((mode == OPTIM_SPARSE_DENSE || mode == OPTIM_SPARSE_ALL_ROWS) &&
+        (cls->flags & OPTIM_CLASS_ELEMENTWISE))
         return (optim_sparse_mode)mode;
     return mode == OPTIM_SPARSE_ROWS ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_WHOLE;
 }
@@ -141,7 +145,8 @@ static int64_t rows_per_range(int64_t row_size)
     return row_size >= OPTIM__CHUNK ? 1 : OPTIM__CHUNK / (row_size > 0 ? row_size : 1);
 }
 
-const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, int64_t len, void *buf)
+const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, int64_t len,
+                                     void *buf)
 {
     const int64_t rs = u->row_size, end = off + len;
     if (rs <= 0 || len <= 0) return zero_chunk;
@@ -154,7 +159,8 @@ const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, 
         const int64_t a = u->indices[j] * rs > off ? u->indices[j] * rs : off;
         const int64_t b = u->indices[j] * rs + rs < end ? u->indices[j] * rs + rs : end;
         if (a > done) memset(out + (size_t)(done - off) * es, 0, (size_t)(a - done) * es);
-        memcpy(out + (size_t)(a - off) * es, (const char *)u->values + (size_t)(j * rs + (a - u->indices[j] * rs)) * es,
+        memcpy(out + (size_t)(a - off) * es,
+               (const char *)u->values + (size_t)(j * rs + (a - u->indices[j] * rs)) * es,
                (size_t)(b - a) * es);
         done = b;
     }
@@ -169,15 +175,18 @@ int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads)
     return p < 1 ? 1 : p;
 }
 
-void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const void *vals, int64_t j0, int64_t j1,
-                              void *const *bases, int nbases, void (*apply)(const optim_sparse_update *))
+void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const void *vals,
+                              int64_t j0, int64_t j1, void *const *bases, int nbases,
+                              void (*apply)(const optim_sparse_update *))
 {
     const size_t rb = (size_t)u->row_size * optim_dtype_size(u->dtype);
     int64_t ahead = j0; /* rows of idx[j0, ahead) are prefetched */
     for (int64_t j = j0; j < j1; j += OPTIM__SPARSE_BATCH) {
         const int64_t e = j1 - j > OPTIM__SPARSE_BATCH ? j + OPTIM__SPARSE_BATCH : j1;
-        for (const int64_t to = j1 - e > OPTIM__SPARSE_AHEAD ? e + OPTIM__SPARSE_AHEAD : j1; ahead < to; ahead++)
-            for (int b = 0; b < nbases; b++) prefetch_bytes((const char *)bases[b] + (size_t)idx[ahead] * rb, rb, 1);
+        for (const int64_t to = j1 - e > OPTIM__SPARSE_AHEAD ? e + OPTIM__SPARSE_AHEAD : j1;
+             ahead < to; ahead++)
+            for (int b = 0; b < nbases; b++)
+                prefetch_bytes((const char *)bases[b] + (size_t)idx[ahead] * rb, rb, 1);
         u->indices = idx + j;
         u->n = e - j;
         u->values = (const char *)vals + (size_t)j * rb;
@@ -191,8 +200,8 @@ int64_t optim__sparse_row_ranges(int64_t rows, int64_t row_size)
     return r < 1 ? 1 : r;
 }
 
-void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j0, int64_t *j1, int64_t *r0,
-                             int64_t *r1)
+void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j0, int64_t *j1,
+                             int64_t *r0, int64_t *r1)
 {
     const int64_t per = rows_per_range(u->row_size);
     *r0 = k * per < u->rows ? k * per : u->rows;
@@ -201,8 +210,8 @@ void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j
     *j1 = optim__sparse_lower_bound(u->indices, u->n, *r1);
 }
 
-void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0, int64_t *j1,
-                         int64_t *r0, int64_t *r1)
+void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0,
+                         int64_t *j1, int64_t *r0, int64_t *r1)
 {
     *j0 = range_start(u->n, pieces, k);
     *j1 = range_start(u->n, pieces, k + 1);

@@ -29,8 +29,8 @@ int64_t optim__sparse_groups(const optim__ipos *a, int64_t n, int64_t *idx, int6
  * order (tf.math.unsorted_segment_sum); rows of rs elements of float32
  * (dt OPTIM_F32) or float64. Each row is summed by one part alone, so any
  * split gives the same bits. */
-void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a, const int64_t *first,
-                            int64_t count, int parts, int k, void *vals);
+void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a,
+                            const int64_t *first, int64_t count, int parts, int k, void *vals);
 
 /* The first j in [0, n) with idx[j] >= row (idx ascending), n if none. */
 int64_t optim__sparse_lower_bound(const int64_t *idx, int64_t n, int64_t row);
@@ -43,7 +43,8 @@ optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_
  * of u's rows (unique ascending indices): the summed row where an index
  * points, zero elsewhere. Returns a shared read-only zero chunk when no
  * indexed row meets the range, else buf (len elements of u->dtype), filled. */
-const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, int64_t len, void *buf);
+const void *optim__sparse_chunk_grad(const optim_sparse_update *u, int64_t off, int64_t len,
+                                     void *buf);
 
 /* How many ranges a lazy update of n unique indices of row_size elements
  * is split into on nthreads threads: about one per OPTIM__CHUNK elements
@@ -62,8 +63,9 @@ int64_t optim__sparse_pieces(int64_t n, int64_t row_size, int nthreads);
  * OPTIM__SPARSE_AHEAD indices name. A lazy update touches rows scattered
  * over a table far larger than the caches; one call per range left each
  * row's loads waiting on memory in turn. */
-void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const void *vals, int64_t j0, int64_t j1,
-                              void *const *bases, int nbases, void (*apply)(const optim_sparse_update *));
+void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const void *vals,
+                              int64_t j0, int64_t j1, void *const *bases, int nbases,
+                              void (*apply)(const optim_sparse_update *));
 
 /* How many row ranges a walk of every row (OPTIM_SPARSE_ALL_ROWS) of rows
  * rows of row_size elements takes: about one per OPTIM__CHUNK elements, at
@@ -72,15 +74,15 @@ int64_t optim__sparse_row_ranges(int64_t rows, int64_t row_size);
 
 /* Row range k of such a walk of u: rows [*r0, *r1) and the indices among
  * u's that fall in it, [*j0, *j1). */
-void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j0, int64_t *j1, int64_t *r0,
-                             int64_t *r1);
+void optim__sparse_row_range(const optim_sparse_update *u, int64_t k, int64_t *j0, int64_t *j1,
+                             int64_t *r0, int64_t *r1);
 
 /* Range k of `pieces` equal ranges of u's index list: indices [*j0, *j1),
  * and the rows it owns, [*r0, *r1): from its first index up to the next
  * range's first, the first range from row 0, the last to u->rows. The
  * ranges' rows cover every row once (for per-row work such as weight
  * decay). */
-void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0, int64_t *j1,
-                         int64_t *r0, int64_t *r1);
+void optim__sparse_piece(const optim_sparse_update *u, int64_t pieces, int64_t k, int64_t *j0,
+                         int64_t *j1, int64_t *r0, int64_t *r1);
 
 #endif

@@ -31,7 +31,8 @@ int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars
         return optim_set_error(opt, OPTIM_EINVAL, "exclude_from_weight_decay: NULL list");
     for (size_t i = 0; i < nvars; i++)
         if (!vars[i])
-            return optim_set_error(opt, OPTIM_EINVAL, "exclude_from_weight_decay: vars[%zu] is NULL", i);
+            return optim_set_error(opt, OPTIM_EINVAL,
+                                   "exclude_from_weight_decay: vars[%zu] is NULL", i);
     /* Compile everything first, so that a bad pattern changes nothing. */
     optim_error e;
     optim_name_patterns *joined;

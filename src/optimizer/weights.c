@@ -51,11 +51,13 @@ size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap)
  * "OPTNAME_K/NAME" with the first K = 1, 2, ... that is free. */
 
 /* Every weight after iterations, in listing order, with its owner. */
-static size_t list_weights(const optim_optimizer *opt, optim_var **vars, const optim_optimizer **owner)
+static size_t list_weights(const optim_optimizer *opt, optim_var **vars,
+                           const optim_optimizer **owner)
 {
     size_t n = 0;
     const optim_optimizer *in;
-    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++) n += list_weights(in, vars + n, owner + n);
+    for (size_t k = 0; (in = optim__inner_at(opt, k)); k++)
+        n += list_weights(in, vars + n, owner + n);
     for (size_t i = 0; i < opt->nslots; i++, n++) {
         vars[n] = opt->slots[i].var;
         owner[n] = opt;
@@ -86,7 +88,8 @@ static int set_add(name_set *set, const char *name)
 
 void optim__weight_names_free(optim_optimizer *opt)
 {
-    for (size_t i = 0; opt->weight_names && opt->weight_names[i] != (char *)opt; i++) free(opt->weight_names[i]);
+    for (size_t i = 0; opt->weight_names && opt->weight_names[i] != (char *)opt; i++)
+        free(opt->weight_names[i]);
     free(opt->weight_names);
     opt->weight_names = NULL;
 }
@@ -127,7 +130,8 @@ static int name_weights(optim_optimizer *opt, size_t n)
     if (ok) list_weights(opt, vars, owner);
     if (ok) set_add(&set, "iterations");
     for (size_t j = 0; ok && j < n; j++)
-        if (!set_add(&set, optim_var_name(vars[j])) && !(names[j] = qualify(&set, owner[j], optim_var_name(vars[j]))))
+        if (!set_add(&set, optim_var_name(vars[j])) &&
+            !(names[j] = qualify(&set, owner[j], optim_var_name(vars[j]))))
             ok = 0;
     if (names) names[n] = (char *)opt;
     opt->weight_names = names;
@@ -182,9 +186,12 @@ static int read_iterations(optim_optimizer *opt, const optim_tensor *t, int64_t 
                               (long long)optim_tensor_numel(t));
     double v;
     switch (t->dtype) {
-    case OPTIM_I64: *out = *(const int64_t *)t->data; return *out >= 0 && *out <= OPTIM_ITERATIONS_MAX ? OPTIM_OK :
-        optim__opt_err(opt, OPTIM_ERANGE, "set_weights: iterations is %lld, expected 0..%lld",
-                       (long long)*out, (long long)OPTIM_ITERATIONS_MAX);
+    case OPTIM_I64:
+        *out = *(const int64_t *)t->data;
+        return *out >= 0 && *out <= OPTIM_ITERATIONS_MAX
+            ? OPTIM_OK
+            : optim__opt_err(opt, OPTIM_ERANGE, "set_weights: iterations is %lld, expected 0..%lld",
+                             (long long)*out, (long long)OPTIM_ITERATIONS_MAX);
     case OPTIM_I32: v = *(const int32_t *)t->data; break;
     case OPTIM_F32: v = *(const float *)t->data; break;
     default: v = *(const double *)t->data; break;
@@ -221,10 +228,10 @@ int optim_set_weights(optim_optimizer *opt, const optim_tensor *w, size_t n)
             same = w[i].shape[d] == optim_var_shape(s)[d];
         if (!same) {
             char a[160], b[160];
-            return optim__opt_err(opt, OPTIM_ESHAPE, "%s has shape %s, expected %s", what,
-                                  optim_shape_str(w[i].rank, w[i].shape, a, sizeof a),
-                                  optim_shape_str(optim_var_rank(s), optim_var_shape(s), b,
-                                                  sizeof b));
+            return optim__opt_err(
+                opt, OPTIM_ESHAPE, "%s has shape %s, expected %s", what,
+                optim_shape_str(w[i].rank, w[i].shape, a, sizeof a),
+                optim_shape_str(optim_var_rank(s), optim_var_shape(s), b, sizeof b));
         }
     }
     optim_set_iterations(opt, it);

@@ -37,20 +37,21 @@ const char *optim_base_option_changed(const optim_optimizer *opt, const char *co
         const optim_param *p = opt->params[i];
         if (!optim__param_in_gen(opt, i) || listed(p->name, except, n_except)) continue;
         const optim__hyper *h = &opt->hypers[i];
-        double def = i == OPTIM__P_LEARNING_RATE ? opt->cls.default_learning_rate : p->default_value;
-        if (isnan(def) ? h->kind == HYPER_NONE : h->kind == HYPER_NUMBER && h->number == def) continue;
+        double def =
+            i == OPTIM__P_LEARNING_RATE ? opt->cls.default_learning_rate : p->default_value;
+        if (isnan(def) ? h->kind == HYPER_NONE : h->kind == HYPER_NUMBER && h->number == def)
+            continue;
         if (h->kind == HYPER_NUMBER || h->kind == HYPER_NONE)
             put_value(have, have_len, p, h->kind == HYPER_NONE ? NAN : h->number);
-        else
-            put_text(have, have_len, "a variable, callable or schedule");
+        else put_text(have, have_len, "a variable, callable or schedule");
         put_value(want, want_len, p, def);
         return p->name;
     }
     return NULL;
 }
 
-int optim_config_keep(optim_config *cfg, const char *const *keys, size_t n, const char *const *drop_null,
-                      size_t n_drop_null)
+int optim_config_keep(optim_config *cfg, const char *const *keys, size_t n,
+                      const char *const *drop_null, size_t n_drop_null)
 {
     if (!cfg || (n && !keys)) return OPTIM_EINVAL;
     cJSON *obj = cfg->obj;

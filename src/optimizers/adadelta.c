@@ -57,7 +57,10 @@ typedef struct coef {
     int legacy;
 } coef;
 
-static int is_legacy(const optim_optimizer *opt) { return optim_generation_of(opt) == OPTIM_LEGACY; }
+static int is_legacy(const optim_optimizer *opt)
+{
+    return optim_generation_of(opt) == OPTIM_LEGACY;
+}
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
@@ -98,35 +101,35 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
-#define ADADELTA_KERNELS(T, SQRT)                                                              \
+#define ADADELTA_KERNELS(T, SQRT)                                                               \
     static void keras3_##T(T *restrict w, const T *restrict g, T *restrict eg, T *restrict edx, \
-                           int64_t n, const coef *k)                                           \
-    {                                                                                          \
-        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                     \
-        const T eps = (T)k->epsilon;                                                           \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            const T gi = g[i];                                                                 \
-            const T egi = rho * eg[i] + omr * (gi * gi);                                       \
-            eg[i] = egi;                                                                       \
-            const T d = -((SQRT(edx[i] + eps) * gi) / SQRT(egi + eps));                        \
-            edx[i] = rho * edx[i] + omr * (d * d);                                             \
-            w[i] = w[i] + lr * d;                                                              \
-        }                                                                                      \
-    }                                                                                          \
-    /* ApplyAdadelta / SparseApplyAdadelta (one row). */                                       \
+                           int64_t n, const coef *k)                                            \
+    {                                                                                           \
+        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                      \
+        const T eps = (T)k->epsilon;                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+            const T gi = g[i];                                                                  \
+            const T egi = rho * eg[i] + omr * (gi * gi);                                        \
+            eg[i] = egi;                                                                        \
+            const T d = -((SQRT(edx[i] + eps) * gi) / SQRT(egi + eps));                         \
+            edx[i] = rho * edx[i] + omr * (d * d);                                              \
+            w[i] = w[i] + lr * d;                                                               \
+        }                                                                                       \
+    }                                                                                           \
+    /* ApplyAdadelta / SparseApplyAdadelta (one row). */                                        \
     static void legacy_##T(T *restrict w, const T *restrict g, T *restrict eg, T *restrict edx, \
-                           int64_t n, const coef *k)                                           \
-    {                                                                                          \
-        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                     \
-        const T eps = (T)k->epsilon;                                                           \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            const T gi = g[i];                                                                 \
-            const T egi = eg[i] * rho + (gi * gi) * omr;                                       \
-            eg[i] = egi;                                                                       \
-            const T up = (SQRT(edx[i] + eps) * ((T)1 / SQRT(egi + eps))) * gi;                 \
-            w[i] = w[i] - up * lr;                                                             \
-            edx[i] = edx[i] * rho + (up * up) * omr;                                           \
-        }                                                                                      \
+                           int64_t n, const coef *k)                                            \
+    {                                                                                           \
+        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                      \
+        const T eps = (T)k->epsilon;                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+            const T gi = g[i];                                                                  \
+            const T egi = eg[i] * rho + (gi * gi) * omr;                                        \
+            eg[i] = egi;                                                                        \
+            const T up = (SQRT(edx[i] + eps) * ((T)1 / SQRT(egi + eps))) * gi;                  \
+            w[i] = w[i] - up * lr;                                                              \
+            edx[i] = edx[i] * rho + (up * up) * omr;                                            \
+        }                                                                                       \
     }
 ADADELTA_KERNELS(float, sqrtf)
 ADADELTA_KERNELS(double, sqrt)
@@ -144,17 +147,17 @@ static void apply_dense(const optim_dense_update *u)
 
 /* Sparse, legacy (SparseApplyAdadelta), indices unique and ascending: the
  * indexed rows. */
-#define ADADELTA_SPARSE(T)                                                                    \
-    static void sparse_##T(const optim_sparse_update *u)                                      \
-    {                                                                                         \
-        const coef *k = u->coef;                                                              \
-        T *w = u->param, *eg = u->slots[0], *edx = u->slots[1];                               \
-        const T *g = u->values;                                                               \
-        const int64_t rs = u->row_size;                                                       \
-        for (int64_t j = 0; j < u->n; j++) {                                                  \
-            const int64_t r = u->indices[j];                                                  \
-            legacy_##T(w + r * rs, g + j * rs, eg + r * rs, edx + r * rs, rs, k);             \
-        }                                                                                     \
+#define ADADELTA_SPARSE(T)                                                        \
+    static void sparse_##T(const optim_sparse_update *u)                          \
+    {                                                                             \
+        const coef *k = u->coef;                                                  \
+        T *w = u->param, *eg = u->slots[0], *edx = u->slots[1];                   \
+        const T *g = u->values;                                                   \
+        const int64_t rs = u->row_size;                                           \
+        for (int64_t j = 0; j < u->n; j++) {                                      \
+            const int64_t r = u->indices[j];                                      \
+            legacy_##T(w + r * rs, g + j * rs, eg + r * rs, edx + r * rs, rs, k); \
+        }                                                                         \
     }
 ADADELTA_SPARSE(float)
 ADADELTA_SPARSE(double)

@@ -79,7 +79,7 @@ static const optim_param adafactor_params[] = {
 enum { S_R, S_C, S_V };
 
 typedef struct coef {
-    double rho;            /* min(lr, 1 / sqrt(t)) */
+    double rho; /* min(lr, 1 / sqrt(t)) */
     double beta, one_minus_beta; /* beta_2_t, 1 - beta_2_t */
     double eps1, eps2, clip;
 } coef;
@@ -139,7 +139,7 @@ typedef struct gsrc {
     const void *g;
     const int64_t *idx; /* NULL: dense */
     int64_t n, row_size;
-    int64_t j;          /* cursor into idx; reset to 0 before each pass */
+    int64_t j; /* cursor into idx; reset to 0 before each pass */
 } gsrc;
 
 /* Element offset into g of the gradient of the run starting at flat element
@@ -179,8 +179,8 @@ static double lanes_total(const double *a)
 typedef struct geom {
     int factored;
     int64_t n, B, R, C;
-    int64_t cu, cpm;  /* rows per chunk, chunks per matrix (factored) */
-    int64_t ncol;     /* column sums in a chunk's partial: C with several chunks per matrix */
+    int64_t cu, cpm; /* rows per chunk, chunks per matrix (factored) */
+    int64_t ncol; /* column sums in a chunk's partial: C with several chunks per matrix */
 } geom;
 
 static geom geom_of(const optim_var *var)
@@ -228,11 +228,11 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
 }
 
 #define ADAFACTOR_KERNELS(T, SQRT)                                                                 \
-    /* A zero gradient (rows without a sparse index), read like a dense one. */                \
+    /* A zero gradient (rows without a sparse index), read like a dense one. */                    \
     static const T zeros_##T[BLK];                                                                 \
                                                                                                    \
-    /* acc[lane] += x[j] for the m elements of x (m < BLK only at a row's end). */             \
-    static void lanes_add_##T(double *restrict acc, const T *restrict x, int64_t m)               \
+    /* acc[lane] += x[j] for the m elements of x (m < BLK only at a row's end). */                 \
+    static void lanes_add_##T(double *restrict acc, const T *restrict x, int64_t m)                \
     {                                                                                              \
         double a[LANES];                                                                           \
         memcpy(a, acc, sizeof a);                                                                  \
@@ -243,7 +243,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
         memcpy(acc, a, sizeof a);                                                                  \
     }                                                                                              \
                                                                                                    \
-    /* mean(x[0..n)) as tf.reduce_mean: the sum rounded to T, then / n. */                     \
+    /* mean(x[0..n)) as tf.reduce_mean: the sum rounded to T, then / n. */                         \
     static T mean_##T(const T *x, int64_t n)                                                       \
     {                                                                                              \
         double acc[LANES] = {0};                                                                   \
@@ -251,7 +251,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
         return (T)lanes_total(acc) / (T)n;                                                         \
     }                                                                                              \
                                                                                                    \
-    /* alpha_t from the sum of w^2, and max(1, RMS(u) / clip) from the sum of u^2. */          \
+    /* alpha_t from the sum of w^2, and max(1, RMS(u) / clip) from the sum of u^2. */              \
     static T alpha_##T(double sw, int64_t n, const coef *k)                                        \
     {                                                                                              \
         const T rms_w = SQRT((T)sw / (T)n), eps2 = (T)k->eps2;                                     \
@@ -265,9 +265,9 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                                                                                                    \
     /* Factored pass 1 over rows [q0, q1) of one matrix: r of those rows, their                \
      * column sums of G = g^2 + eps1 into colsum (c itself when R == 1); returns                \
-     * their sum of w^2. */                                                                        \
-    static double f0_##T(const T *restrict w, gsrc *gs, T *restrict r, T *restrict c,             \
-                         const geom *G, int64_t q0, int64_t q1, const coef *k,                    \
+     * their sum of w^2. */   \
+    static double f0_##T(const T *restrict w, gsrc *gs, T *restrict r, T *restrict c,              \
+                         const geom *G, int64_t q0, int64_t q1, const coef *k,                     \
                          unsigned char *restrict colsum)                                           \
     {                                                                                              \
         const T beta = (T)k->beta, omb = (T)k->one_minus_beta, eps1 = (T)k->eps1, one = 1;         \
@@ -292,7 +292,8 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                 if (R > 1)                                                                         \
                     for (int64_t j = 0; j < m; j++) colsum_add(colsum, j0 + j, (double)x[j]);      \
                 else /* mean over an axis of 1: x / 1 */                                           \
-                    for (int64_t j = 0; j < m; j++) cb[j0 + j] = beta * cb[j0 + j] + omb * (x[j] / one); \
+                    for (int64_t j = 0; j < m; j++)                                                \
+                        cb[j0 + j] = beta * cb[j0 + j] + omb * (x[j] / one);                       \
             }                                                                                      \
             r[q] = beta * r[q] + omb * ((T)lanes_total(rs) / (T)C);                                \
         }                                                                                          \
@@ -308,8 +309,8 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                 cb[j] = beta * cb[j] + omb * ((T)colsum_get(colsum, j) / (T)G->R);                 \
     }                                                                                              \
                                                                                                    \
-    /* Factored pass 2: the sum of u^2 over rows [q0, q1), v = (r / mean(r)) c on the fly. */   \
-    static double f1_##T(gsrc *gs, const T *r, const T *c, const geom *G, int64_t q0, int64_t q1, \
+    /* Factored pass 2: the sum of u^2 over rows [q0, q1), v = (r / mean(r)) c on the fly. */      \
+    static double f1_##T(gsrc *gs, const T *r, const T *c, const geom *G, int64_t q0, int64_t q1,  \
                          T mr)                                                                     \
     {                                                                                              \
         const int64_t C = G->C;                                                                    \
@@ -333,7 +334,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
     }                                                                                              \
                                                                                                    \
     /* Factored pass 3 over rows [q0, q1): v and w. */                                             \
-    static void f2_##T(T *restrict w, gsrc *gs, const T *r, const T *c, T *restrict v,            \
+    static void f2_##T(T *restrict w, gsrc *gs, const T *r, const T *c, T *restrict v,             \
                        const geom *G, int64_t q0, int64_t q1, T mr, T alpha, T d)                  \
     {                                                                                              \
         const int64_t C = G->C;                                                                    \
@@ -358,8 +359,8 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
                                                                                                    \
     /* Rank < 2, pass 1 over elements [e0, e1): v; the sums of w^2 and u^2 into                 \
      * s[0], s[1]. Lanes follow the flat index (a sparse rank-1 gradient has                    \
-     * one element per row). */                                                                    \
-    static void u0_##T(const T *restrict w, gsrc *gs, T *restrict v, int64_t e0, int64_t e1,      \
+     * one element per row). */  \
+    static void u0_##T(const T *restrict w, gsrc *gs, T *restrict v, int64_t e0, int64_t e1,       \
                        const coef *k, double *s)                                                   \
     {                                                                                              \
         const T beta = (T)k->beta, omb = (T)k->one_minus_beta, eps1 = (T)k->eps1;                  \
@@ -395,7 +396,7 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
     }                                                                                              \
                                                                                                    \
     /* Rank < 2, pass 2 over elements [e0, e1): w. */                                              \
-    static void u1_##T(T *restrict w, gsrc *gs, const T *restrict v, int64_t e0, int64_t e1,      \
+    static void u1_##T(T *restrict w, gsrc *gs, const T *restrict v, int64_t e0, int64_t e1,       \
                        T alpha, T d)                                                               \
     {                                                                                              \
         const T *g = gs->g;                                                                        \
@@ -420,57 +421,59 @@ ADAFACTOR_KERNELS(double, sqrt)
 
 /* The whole update on one thread, chunk after chunk as the phases cut it
  * (so with the same bits): rank < 2. */
-#define ADAFACTOR_SERIAL(T)                                                                        \
-    static void serial_unfactored_##T(T *w, gsrc *gs, T *v, const geom *G, const coef *k)         \
-    {                                                                                              \
-        double tsw = 0, tsu = 0, s[2];                                                             \
-        gs->j = 0;                                                                                 \
-        for (int64_t e = 0; e < G->n; e += CHUNK) {                                                \
-            u0_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, k, s);                        \
-            tsw += s[0];                                                                           \
-            tsu += s[1];                                                                           \
-        }                                                                                          \
-        const T alpha = alpha_##T(tsw, G->n, k), d = denom_##T(tsu, G->n, k);                      \
-        gs->j = 0;                                                                                 \
-        for (int64_t e = 0; e < G->n; e += CHUNK)                                                  \
-            u1_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, alpha, d);                    \
-    }                                                                                              \
+#define ADAFACTOR_SERIAL(T)                                                                          \
+    static void serial_unfactored_##T(T *w, gsrc *gs, T *v, const geom *G, const coef *k)            \
+    {                                                                                                \
+        double tsw = 0, tsu = 0, s[2];                                                               \
+        gs->j = 0;                                                                                   \
+        for (int64_t e = 0; e < G->n; e += CHUNK) {                                                  \
+            u0_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, k, s);                          \
+            tsw += s[0];                                                                             \
+            tsu += s[1];                                                                             \
+        }                                                                                            \
+        const T alpha = alpha_##T(tsw, G->n, k), d = denom_##T(tsu, G->n, k);                        \
+        gs->j = 0;                                                                                   \
+        for (int64_t e = 0; e < G->n; e += CHUNK)                                                    \
+            u1_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, alpha, d);                      \
+    }                                                                                                \
     /* Rank >= 2. The column sums live in v's memory, which pass 3 rewrites: C                     \
      * doubles (R >= 2), 2 C with several chunks per matrix (then R > 4); v may                    \
-     * start at any 4-byte offset (a half variable's float32 copy, half_step.c). */                \
-    static void serial_factored_##T(T *w, gsrc *gs, T *r, T *c, T *v, const geom *G, const coef *k) \
-    {                                                                                              \
-        unsigned char *total = (unsigned char *)v;                                                 \
-        unsigned char *part = G->cpm > 1 ? total + (size_t)G->C * sizeof(double) : total;          \
-        double tsw = 0, tsu = 0;                                                                   \
-        int64_t q0, q1;                                                                            \
-        gs->j = 0;                                                                                 \
-        for (int64_t b = 0; b < G->B; b++) {                                                       \
-            for (int64_t kk = 0; kk < G->cpm; kk++) {                                              \
-                chunk_rows(G, b, kk, &q0, &q1);                                                    \
-                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, kk ? part : total);                       \
-                for (int64_t j = 0; kk && G->R > 1 && j < G->C; j++) colsum_add(total, j, colsum_get(part, j)); \
-            }                                                                                      \
-            c_update_##T(c + b * G->C, total, G, k);                                               \
-        }                                                                                          \
-        const T alpha = alpha_##T(tsw, G->n, k);                                                   \
-        gs->j = 0;                                                                                 \
-        for (int64_t b = 0; b < G->B; b++) {                                                       \
-            const T mr = mean_##T(r + b * G->R, G->R);                                             \
-            for (int64_t kk = 0; kk < G->cpm; kk++) {                                              \
-                chunk_rows(G, b, kk, &q0, &q1);                                                    \
-                tsu += f1_##T(gs, r, c, G, q0, q1, mr);                                            \
-            }                                                                                      \
-        }                                                                                          \
-        const T d = denom_##T(tsu, G->n, k);                                                       \
-        gs->j = 0;                                                                                 \
-        for (int64_t b = 0; b < G->B; b++) {                                                       \
-            const T mr = mean_##T(r + b * G->R, G->R);                                             \
-            for (int64_t kk = 0; kk < G->cpm; kk++) {                                              \
-                chunk_rows(G, b, kk, &q0, &q1);                                                    \
-                f2_##T(w, gs, r, c, v, G, q0, q1, mr, alpha, d);                                   \
-            }                                                                                      \
-        }                                                                                          \
+     * start at any 4-byte offset (a half variable's float32 copy, half_step.c). */ \
+    static void serial_factored_##T(T *w, gsrc *gs, T *r, T *c, T *v, const geom *G,                 \
+                                    const coef *k)                                                   \
+    {                                                                                                \
+        unsigned char *total = (unsigned char *)v;                                                   \
+        unsigned char *part = G->cpm > 1 ? total + (size_t)G->C * sizeof(double) : total;            \
+        double tsw = 0, tsu = 0;                                                                     \
+        int64_t q0, q1;                                                                              \
+        gs->j = 0;                                                                                   \
+        for (int64_t b = 0; b < G->B; b++) {                                                         \
+            for (int64_t kk = 0; kk < G->cpm; kk++) {                                                \
+                chunk_rows(G, b, kk, &q0, &q1);                                                      \
+                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, kk ? part : total);                         \
+                for (int64_t j = 0; kk && G->R > 1 && j < G->C; j++)                                 \
+                    colsum_add(total, j, colsum_get(part, j));                                       \
+            }                                                                                        \
+            c_update_##T(c + b * G->C, total, G, k);                                                 \
+        }                                                                                            \
+        const T alpha = alpha_##T(tsw, G->n, k);                                                     \
+        gs->j = 0;                                                                                   \
+        for (int64_t b = 0; b < G->B; b++) {                                                         \
+            const T mr = mean_##T(r + b * G->R, G->R);                                               \
+            for (int64_t kk = 0; kk < G->cpm; kk++) {                                                \
+                chunk_rows(G, b, kk, &q0, &q1);                                                      \
+                tsu += f1_##T(gs, r, c, G, q0, q1, mr);                                              \
+            }                                                                                        \
+        }                                                                                            \
+        const T d = denom_##T(tsu, G->n, k);                                                         \
+        gs->j = 0;                                                                                   \
+        for (int64_t b = 0; b < G->B; b++) {                                                         \
+            const T mr = mean_##T(r + b * G->R, G->R);                                               \
+            for (int64_t kk = 0; kk < G->cpm; kk++) {                                                \
+                chunk_rows(G, b, kk, &q0, &q1);                                                      \
+                f2_##T(w, gs, r, c, v, G, q0, q1, mr, alpha, d);                                     \
+            }                                                                                        \
+        }                                                                                            \
     }
 ADAFACTOR_SERIAL(float)
 ADAFACTOR_SERIAL(double)
@@ -484,7 +487,8 @@ static void update(optim_var *var, optim_dtype dt, void *w, void *const *slots, 
     if (G.n <= 0) return;
     if (!G.factored && dt == OPTIM_F32) serial_unfactored_float(w, gs, slots[S_V], &G, k);
     else if (!G.factored) serial_unfactored_double(w, gs, slots[S_V], &G, k);
-    else if (dt == OPTIM_F32) serial_factored_float(w, gs, slots[S_R], slots[S_C], slots[S_V], &G, k);
+    else if (dt == OPTIM_F32)
+        serial_factored_float(w, gs, slots[S_R], slots[S_C], slots[S_V], &G, k);
     else serial_factored_double(w, gs, slots[S_R], slots[S_C], slots[S_V], &G, k);
 }
 
@@ -515,65 +519,67 @@ static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_p
     (void)opt;
     const geom G = geom_of(var);
     const int64_t lim = (int64_t)1 << 20;
-    if (G.n <= 0 || (G.factored && (G.ncol + 2 > lim || G.B + 2 > lim))) return; /* whole, apply_dense */
+    if (G.n <= 0 || (G.factored && (G.ncol + 2 > lim || G.B + 2 > lim)))
+        return; /* whole, apply_dense */
     if (!G.factored) *plan = (optim_phase_plan){2, CHUNK, 2, 2, 0};
     else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.ncol + 2, (size_t)G.B + 2, 0};
 }
 
-#define ADAFACTOR_PHASES(T)                                                                        \
-    static void phase_##T(const optim_phase_update *pu, const geom *G, gsrc *gs)                   \
-    {                                                                                              \
-        const optim_dense_update *u = &pu->dense;                                                  \
-        T *w = u->param, *r = u->slots[S_R], *c = u->slots[S_C], *v = u->slots[S_V];               \
-        double *p = pu->partial;                                                                   \
-        const double *sh = pu->shared;                                                             \
-        if (!G->factored) {                                                                        \
-            const int64_t e0 = u->offset, e1 = e0 + u->count;                                      \
-            if (pu->phase == 0) u0_##T(w, gs, v, e0, e1, u->coef, p);                              \
-            else u1_##T(w, gs, v, e0, e1, (T)sh[0], (T)sh[1]);                                     \
-            return;                                                                                \
-        }                                                                                          \
-        const int64_t q0 = u->offset / G->C, q1 = q0 + u->count / G->C, b = q0 / G->R;             \
-        const T mr = (T)sh[2 + b];                                                                 \
+#define ADAFACTOR_PHASES(T)                                                                       \
+    static void phase_##T(const optim_phase_update *pu, const geom *G, gsrc *gs)                  \
+    {                                                                                             \
+        const optim_dense_update *u = &pu->dense;                                                 \
+        T *w = u->param, *r = u->slots[S_R], *c = u->slots[S_C], *v = u->slots[S_V];              \
+        double *p = pu->partial;                                                                  \
+        const double *sh = pu->shared;                                                            \
+        if (!G->factored) {                                                                       \
+            const int64_t e0 = u->offset, e1 = e0 + u->count;                                     \
+            if (pu->phase == 0) u0_##T(w, gs, v, e0, e1, u->coef, p);                             \
+            else u1_##T(w, gs, v, e0, e1, (T)sh[0], (T)sh[1]);                                    \
+            return;                                                                               \
+        }                                                                                         \
+        const int64_t q0 = u->offset / G->C, q1 = q0 + u->count / G->C, b = q0 / G->R;            \
+        const T mr = (T)sh[2 + b];                                                                \
         unsigned char *own = (unsigned char *)(v + q0 * G->C); /* a matrix's rows of v (B > 1) */ \
-        if (pu->phase == 0 && G->ncol) {                                                           \
-            p[G->ncol] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, (unsigned char *)p);              \
-        } else if (pu->phase == 0) {                                                               \
-            p[0] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, own);                                   \
-            c_update_##T(c + b * G->C, own, G, u->coef);                                           \
-        } else if (pu->phase == 1) {                                                               \
-            p[G->ncol + 1] = f1_##T(gs, r, c, G, q0, q1, mr);                                      \
-        } else {                                                                                   \
-            f2_##T(w, gs, r, c, v, G, q0, q1, mr, (T)sh[0], (T)sh[1]);                             \
-        }                                                                                          \
-    }                                                                                              \
-    /* The chunks' partials in chunk order, as the serial update adds them. */                 \
-    static void reduce_##T(const optim_phase_update *pu, const geom *G)                            \
-    {                                                                                              \
-        const optim_dense_update *u = &pu->dense;                                                  \
-        const coef *k = u->coef;                                                                   \
-        T *r = u->slots[S_R], *c = u->slots[S_C];                                                  \
-        double *p = pu->partial, *sh = pu->shared, t0 = 0, t1 = 0;                                 \
-        if (!G->factored) {                                                                        \
-            for (int64_t kk = 0; kk < pu->chunk && pu->phase == 0; kk++) {                         \
-                t0 += p[2 * kk];                                                                   \
-                t1 += p[2 * kk + 1];                                                               \
-            }                                                                                      \
-            if (pu->phase == 0) sh[0] = alpha_##T(t0, G->n, k), sh[1] = denom_##T(t1, G->n, k);    \
-            return;                                                                                \
-        }                                                                                          \
-        const size_t np = (size_t)G->ncol + 2;                                                     \
-        for (int64_t kk = 0; kk < pu->chunk && pu->phase < 2; kk++) t0 += p[kk * np + G->ncol + pu->phase]; \
-        if (pu->phase == 1) sh[1] = denom_##T(t0, G->n, k);                                        \
-        if (pu->phase != 0) return;                                                                \
-        sh[0] = alpha_##T(t0, G->n, k);                                                            \
-        for (int64_t b = 0; b < G->B; b++) {                                                       \
-            double *total = p + (size_t)(b * G->cpm) * np;                                         \
-            for (int64_t kk = 1; kk < G->cpm && G->ncol; kk++)                                     \
-                for (int64_t j = 0; j < G->C; j++) total[j] += total[kk * np + j];                 \
-            if (G->ncol) c_update_##T(c + b * G->C, (const unsigned char *)total, G, k);           \
-            sh[2 + b] = mean_##T(r + b * G->R, G->R);                                              \
-        }                                                                                          \
+        if (pu->phase == 0 && G->ncol) {                                                          \
+            p[G->ncol] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, (unsigned char *)p);             \
+        } else if (pu->phase == 0) {                                                              \
+            p[0] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, own);                                  \
+            c_update_##T(c + b * G->C, own, G, u->coef);                                          \
+        } else if (pu->phase == 1) {                                                              \
+            p[G->ncol + 1] = f1_##T(gs, r, c, G, q0, q1, mr);                                     \
+        } else {                                                                                  \
+            f2_##T(w, gs, r, c, v, G, q0, q1, mr, (T)sh[0], (T)sh[1]);                            \
+        }                                                                                         \
+    }                                                                                             \
+    /* The chunks' partials in chunk order, as the serial update adds them. */                    \
+    static void reduce_##T(const optim_phase_update *pu, const geom *G)                           \
+    {                                                                                             \
+        const optim_dense_update *u = &pu->dense;                                                 \
+        const coef *k = u->coef;                                                                  \
+        T *r = u->slots[S_R], *c = u->slots[S_C];                                                 \
+        double *p = pu->partial, *sh = pu->shared, t0 = 0, t1 = 0;                                \
+        if (!G->factored) {                                                                       \
+            for (int64_t kk = 0; kk < pu->chunk && pu->phase == 0; kk++) {                        \
+                t0 += p[2 * kk];                                                                  \
+                t1 += p[2 * kk + 1];                                                              \
+            }                                                                                     \
+            if (pu->phase == 0) sh[0] = alpha_##T(t0, G->n, k), sh[1] = denom_##T(t1, G->n, k);   \
+            return;                                                                               \
+        }                                                                                         \
+        const size_t np = (size_t)G->ncol + 2;                                                    \
+        for (int64_t kk = 0; kk < pu->chunk && pu->phase < 2; kk++)                               \
+            t0 += p[kk * np + G->ncol + pu->phase];                                               \
+        if (pu->phase == 1) sh[1] = denom_##T(t0, G->n, k);                                       \
+        if (pu->phase != 0) return;                                                               \
+        sh[0] = alpha_##T(t0, G->n, k);                                                           \
+        for (int64_t b = 0; b < G->B; b++) {                                                      \
+            double *total = p + (size_t)(b * G->cpm) * np;                                        \
+            for (int64_t kk = 1; kk < G->cpm && G->ncol; kk++)                                    \
+                for (int64_t j = 0; j < G->C; j++) total[j] += total[kk * np + j];                \
+            if (G->ncol) c_update_##T(c + b * G->C, (const unsigned char *)total, G, k);          \
+            sh[2 + b] = mean_##T(r + b * G->R, G->R);                                             \
+        }                                                                                         \
     }
 ADAFACTOR_PHASES(float)
 ADAFACTOR_PHASES(double)

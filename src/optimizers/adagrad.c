@@ -55,7 +55,10 @@ typedef struct coef {
     int visit_all; /* Keras 3 sparse: rows without an index turn NaN too */
 } coef;
 
-static int is_legacy(const optim_optimizer *opt) { return optim_generation_of(opt) == OPTIM_LEGACY; }
+static int is_legacy(const optim_optimizer *opt)
+{
+    return optim_generation_of(opt) == OPTIM_LEGACY;
+}
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
@@ -94,27 +97,27 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
-#define ADAGRAD_KERNELS(T, SQRT)                                                             \
-    static void keras3_##T(T *restrict w, const T *restrict g, T *restrict acc, int64_t n,   \
-                           const coef *k)                                                    \
-    {                                                                                        \
-        const T lr = (T)k->lr, eps = (T)k->epsilon;                                          \
-        for (int64_t i = 0; i < n; i++) {                                                    \
-            const T gi = g[i], ai = acc[i] + gi * gi;                                        \
-            acc[i] = ai;                                                                     \
-            w[i] = w[i] - (lr * gi) / SQRT(ai + eps);                                        \
-        }                                                                                    \
-    }                                                                                        \
-    /* ApplyAdagradV2 / SparseApplyAdagradV2 (update_slots true). */                         \
-    static void legacy_##T(T *restrict w, const T *restrict g, T *restrict acc, int64_t n,   \
-                           const coef *k)                                                    \
-    {                                                                                        \
-        const T lr = (T)k->lr, eps = (T)k->epsilon;                                          \
-        for (int64_t i = 0; i < n; i++) {                                                    \
-            const T gi = g[i], ai = acc[i] + gi * gi;                                        \
-            acc[i] = ai;                                                                     \
-            w[i] = w[i] - (gi * lr) / (SQRT(ai) + eps);                                      \
-        }                                                                                    \
+#define ADAGRAD_KERNELS(T, SQRT)                                                           \
+    static void keras3_##T(T *restrict w, const T *restrict g, T *restrict acc, int64_t n, \
+                           const coef *k)                                                  \
+    {                                                                                      \
+        const T lr = (T)k->lr, eps = (T)k->epsilon;                                        \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            const T gi = g[i], ai = acc[i] + gi * gi;                                      \
+            acc[i] = ai;                                                                   \
+            w[i] = w[i] - (lr * gi) / SQRT(ai + eps);                                      \
+        }                                                                                  \
+    }                                                                                      \
+    /* ApplyAdagradV2 / SparseApplyAdagradV2 (update_slots true). */                       \
+    static void legacy_##T(T *restrict w, const T *restrict g, T *restrict acc, int64_t n, \
+                           const coef *k)                                                  \
+    {                                                                                      \
+        const T lr = (T)k->lr, eps = (T)k->epsilon;                                        \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            const T gi = g[i], ai = acc[i] + gi * gi;                                      \
+            acc[i] = ai;                                                                   \
+            w[i] = w[i] - (gi * lr) / (SQRT(ai) + eps);                                    \
+        }                                                                                  \
     }
 ADAGRAD_KERNELS(float, sqrtf)
 ADAGRAD_KERNELS(double, sqrt)
@@ -124,24 +127,23 @@ static void apply_dense(const optim_dense_update *u)
     const coef *k = u->coef;
     if (u->dtype == OPTIM_F32)
         (k->legacy ? legacy_float : keras3_float)(u->param, u->grad, u->slots[0], u->count, k);
-    else
-        (k->legacy ? legacy_double : keras3_double)(u->param, u->grad, u->slots[0], u->count, k);
+    else (k->legacy ? legacy_double : keras3_double)(u->param, u->grad, u->slots[0], u->count, k);
 }
 
 /* Sparse, indices unique and ascending: the indexed rows. */
-#define ADAGRAD_SPARSE(T)                                                                     \
-    static void sparse_##T(const optim_sparse_update *u)                                      \
-    {                                                                                         \
-        const coef *k = u->coef;                                                              \
-        T *w = u->param, *acc = u->slots[0];                                                  \
-        const T *g = u->values;                                                               \
-        const int64_t rs = u->row_size;                                                       \
-        void (*rule)(T *restrict, const T *restrict, T *restrict, int64_t, const coef *) =    \
-            k->legacy ? legacy_##T : keras3_##T;                                              \
-        for (int64_t j = 0; j < u->n; j++) {                                                  \
-            const int64_t r = u->indices[j];                                                  \
-            rule(w + r * rs, g + j * rs, acc + r * rs, rs, k);                                \
-        }                                                                                     \
+#define ADAGRAD_SPARSE(T)                                                                  \
+    static void sparse_##T(const optim_sparse_update *u)                                   \
+    {                                                                                      \
+        const coef *k = u->coef;                                                           \
+        T *w = u->param, *acc = u->slots[0];                                               \
+        const T *g = u->values;                                                            \
+        const int64_t rs = u->row_size;                                                    \
+        void (*rule)(T *restrict, const T *restrict, T *restrict, int64_t, const coef *) = \
+            k->legacy ? legacy_##T : keras3_##T;                                           \
+        for (int64_t j = 0; j < u->n; j++) {                                               \
+            const int64_t r = u->indices[j];                                               \
+            rule(w + r * rs, g + j * rs, acc + r * rs, rs, k);                             \
+        }                                                                                  \
     }
 ADAGRAD_SPARSE(float)
 ADAGRAD_SPARSE(double)

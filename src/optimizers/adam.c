@@ -141,26 +141,29 @@ void optim__adam_prepare(optim_optimizer *opt, optim_dtype dtype, optim__adam_co
     }
 }
 
-static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c) { optim__adam_prepare(opt, dtype, c); }
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
+{
+    optim__adam_prepare(opt, dtype, c);
+}
 
 /* One element i of the dense rule, gradient G; AMS is a constant 0 or 1, so
  * that each combination compiles to its own vectorised loop. */
-#define ADAM_ELEMENT(T, SQRT, G, AMS)                                                   \
-    {                                                                                   \
-        const T gi = (G);                                                               \
-        const T mi = m[i] + (gi - m[i]) * c1;                                           \
-        T vi = v[i] + (gi * gi - v[i]) * c2;                                            \
-        m[i] = mi;                                                                      \
-        v[i] = vi;                                                                      \
-        if (AMS) {                                                                      \
-            vi = vh[i] < vi ? vi : vh[i];                                               \
-            vh[i] = vi;                                                                 \
-        }                                                                               \
-        w[i] = w[i] - (mi * alpha) / (SQRT(vi) + eps);                                  \
+#define ADAM_ELEMENT(T, SQRT, G, AMS)                  \
+    {                                                  \
+        const T gi = (G);                              \
+        const T mi = m[i] + (gi - m[i]) * c1;          \
+        T vi = v[i] + (gi * gi - v[i]) * c2;           \
+        m[i] = mi;                                     \
+        v[i] = vi;                                     \
+        if (AMS) {                                     \
+            vi = vh[i] < vi ? vi : vh[i];              \
+            vh[i] = vi;                                \
+        }                                              \
+        w[i] = w[i] - (mi * alpha) / (SQRT(vi) + eps); \
     }
 
 /* The dense rule over n elements (vh NULL without amsgrad). */
-#define ADAM_DENSE(T, SQRT)                                                                \
+#define ADAM_DENSE(T, SQRT)                                                                 \
     static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
                           T *restrict vh, int64_t n, const coef *k)                         \
     {                                                                                       \
@@ -177,37 +180,37 @@ ADAM_DENSE(double, sqrt)
 
 /* Legacy sparse, element i of a row: m and v decay, the gradient (if HAS_G)
  * is added, then w moves by lr_t * m / (sqrt(v) + epsilon). */
-#define ADAM_LEGACY_ELEMENT(T, SQRT, HAS_G, AMS)                                            \
-    {                                                                                       \
-        T mi = m[i] * b1, vi = v[i] * b2;                                                   \
-        if (HAS_G) {                                                                        \
-            mi = mi + g[i] * c1;                                                            \
-            vi = vi + (g[i] * g[i]) * c2;                                                   \
-        }                                                                                   \
-        m[i] = mi;                                                                          \
-        v[i] = vi;                                                                          \
-        if (AMS) {                                                                          \
-            vi = vh[i] < vi ? vi : vh[i];                                                   \
-            vh[i] = vi;                                                                     \
-        }                                                                                   \
-        w[i] = w[i] - lr * mi / (SQRT(vi) + eps);                                           \
+#define ADAM_LEGACY_ELEMENT(T, SQRT, HAS_G, AMS)  \
+    {                                             \
+        T mi = m[i] * b1, vi = v[i] * b2;         \
+        if (HAS_G) {                              \
+            mi = mi + g[i] * c1;                  \
+            vi = vi + (g[i] * g[i]) * c2;         \
+        }                                         \
+        m[i] = mi;                                \
+        v[i] = vi;                                \
+        if (AMS) {                                \
+            vi = vh[i] < vi ? vi : vh[i];         \
+            vh[i] = vi;                           \
+        }                                         \
+        w[i] = w[i] - lr * mi / (SQRT(vi) + eps); \
     }
 
-#define ADAM_LEGACY_ROW(T, SQRT)                                                               \
-    static void legacy_row_##T(T *restrict w, const T *restrict g, T *restrict m,              \
-                               T *restrict v, T *restrict vh, int64_t n, const coef *k)        \
-    {                                                                                          \
-        const T lr = (T)k->lr_sparse, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                    \
-        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon; \
-        if (vh && g) {                                                                         \
-            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 1, 1)                 \
-        } else if (vh) {                                                                       \
-            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 0, 1)                 \
-        } else if (g) {                                                                        \
-            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 1, 0)                 \
-        } else {                                                                               \
-            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 0, 0)                 \
-        }                                                                                      \
+#define ADAM_LEGACY_ROW(T, SQRT)                                                                 \
+    static void legacy_row_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                               T *restrict vh, int64_t n, const coef *k)                         \
+    {                                                                                            \
+        const T lr = (T)k->lr_sparse, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                      \
+        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;   \
+        if (vh && g) {                                                                           \
+            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 1, 1)                   \
+        } else if (vh) {                                                                         \
+            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 0, 1)                   \
+        } else if (g) {                                                                          \
+            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 1, 0)                   \
+        } else {                                                                                 \
+            for (int64_t i = 0; i < n; i++) ADAM_LEGACY_ELEMENT(T, SQRT, 0, 0)                   \
+        }                                                                                        \
     }
 ADAM_LEGACY_ROW(float, sqrtf)
 ADAM_LEGACY_ROW(double, sqrt)
@@ -217,27 +220,26 @@ static void apply_dense(const optim_dense_update *u)
     void *vh = u->nslots > 2 ? u->slots[2] : 0;
     if (u->dtype == OPTIM_F32)
         dense_float(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef);
-    else
-        dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef);
+    else dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef);
 }
 
 /* Legacy, every row in order: indexed rows with their gradient row, the
  * others with none. */
-#define ADAM_SPARSE(T)                                                                     \
-    static void sparse_##T(const optim_sparse_update *u)                                   \
-    {                                                                                      \
-        const coef *k = u->coef;                                                           \
-        const int64_t rs = u->row_size;                                                    \
-        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                               \
-        T *vh = u->nslots > 2 ? u->slots[2] : 0;                                           \
-        const T *g = u->values;                                                            \
-        int64_t j = 0;                                                                     \
-        for (int64_t r = 0; r < u->rows; r++) {                                            \
-            const T *gr = 0;                                                               \
-            if (j < u->n && u->indices[j] == r) gr = g + rs * j++;                         \
-            const int64_t o = r * rs;                                                      \
-            legacy_row_##T(w + o, gr, m + o, v + o, vh ? vh + o : 0, rs, k);               \
-        }                                                                                  \
+#define ADAM_SPARSE(T)                                                       \
+    static void sparse_##T(const optim_sparse_update *u)                     \
+    {                                                                        \
+        const coef *k = u->coef;                                             \
+        const int64_t rs = u->row_size;                                      \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                 \
+        T *vh = u->nslots > 2 ? u->slots[2] : 0;                             \
+        const T *g = u->values;                                              \
+        int64_t j = 0;                                                       \
+        for (int64_t r = 0; r < u->rows; r++) {                              \
+            const T *gr = 0;                                                 \
+            if (j < u->n && u->indices[j] == r) gr = g + rs * j++;           \
+            const int64_t o = r * rs;                                        \
+            legacy_row_##T(w + o, gr, m + o, v + o, vh ? vh + o : 0, rs, k); \
+        }                                                                    \
     }
 ADAM_SPARSE(float)
 ADAM_SPARSE(double)

@@ -15,7 +15,7 @@
 #define OPTIM__ADAM_LEGACY_EPSILON 1e-7
 
 typedef struct optim__adam_coef {
-    double alpha;     /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
+    double alpha; /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), left to right */
     double lr_sparse; /* legacy sparse: lr * (sqrt(1 - beta_2^t) / (1 - beta_1^t)) */
     double beta_1, beta_2;
     double one_minus_beta_1, one_minus_beta_2;

@@ -53,12 +53,12 @@ static const optim_param adamax_params[] = {
 /* Per-step constants, in the variable's dtype (rounded through float for
  * F32). */
 typedef struct coef {
-    double lr;          /* learning rate (legacy: decayed) */
+    double lr; /* learning rate (legacy: decayed) */
     double beta_2;
     double epsilon;
     double one_minus_b1; /* Keras 3: (T)(1 - beta_1); legacy: 1 - (T)beta_1 */
-    double beta_1;      /* legacy sparse */
-    double bias;        /* Keras 3: 1 - beta_1^t; legacy: lr / (1 - beta_1^t) */
+    double beta_1; /* legacy sparse */
+    double bias; /* Keras 3: 1 - beta_1^t; legacy: lr / (1 - beta_1^t) */
     int legacy;
 } coef;
 
@@ -105,49 +105,49 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 }
 
 /* The dense rules over n contiguous elements. */
-#define ADAMAX_DENSE(T, ABS)                                                                   \
-    static void dense_keras3_##T(T *restrict w, const T *restrict g, T *restrict m,           \
-                                 T *restrict v, int64_t n, const coef *k)                     \
-    {                                                                                         \
-        const T lr = (T)k->lr, b2 = (T)k->beta_2, eps = (T)k->epsilon;                        \
-        const T omb1 = (T)k->one_minus_b1, c = (T)k->bias;                                    \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T mi = m[i] + (g[i] - m[i]) * omb1;                                         \
-            const T bv = b2 * v[i], ag = ABS(g[i]);                                           \
-            const T vi = bv < ag ? ag : bv;                                                   \
-            m[i] = mi;                                                                        \
-            v[i] = vi;                                                                        \
-            w[i] = w[i] - (lr * mi) / (c * (vi + eps));                                       \
-        }                                                                                     \
-    }                                                                                         \
-    static void dense_legacy_##T(T *restrict w, const T *restrict g, T *restrict m,           \
-                                 T *restrict v, int64_t n, const coef *k)                     \
-    {                                                                                         \
-        const T b2 = (T)k->beta_2, eps = (T)k->epsilon;                                       \
-        const T omb1 = (T)k->one_minus_b1, s = (T)k->bias;                                    \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T mi = m[i] + (g[i] - m[i]) * omb1;                                         \
-            const T bv = b2 * v[i], ag = ABS(g[i]);                                           \
-            const T vi = bv < ag ? ag : bv;                                                   \
-            m[i] = mi;                                                                        \
-            v[i] = vi;                                                                        \
-            w[i] = w[i] - s * (mi / (vi + eps));                                              \
-        }                                                                                     \
-    }                                                                                         \
-    /* Legacy _resource_apply_sparse on one indexed row. */                                   \
-    static void row_legacy_##T(T *restrict w, const T *restrict g, T *restrict m,             \
-                               T *restrict v, int64_t n, const coef *k)                       \
-    {                                                                                         \
-        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, eps = (T)k->epsilon;                    \
-        const T omb1 = (T)k->one_minus_b1, neg_s = -(T)k->bias;                               \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T mi = m[i] * b1 + g[i] * omb1;                                             \
-            const T bv = v[i] * b2, ag = ABS(g[i]);                                           \
-            const T vi = bv < ag ? ag : bv;                                                   \
-            m[i] = mi;                                                                        \
-            v[i] = vi;                                                                        \
-            w[i] = w[i] + neg_s * (mi / (vi + eps));                                          \
-        }                                                                                     \
+#define ADAMAX_DENSE(T, ABS)                                                                       \
+    static void dense_keras3_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                                 int64_t n, const coef *k)                                         \
+    {                                                                                              \
+        const T lr = (T)k->lr, b2 = (T)k->beta_2, eps = (T)k->epsilon;                             \
+        const T omb1 = (T)k->one_minus_b1, c = (T)k->bias;                                         \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T mi = m[i] + (g[i] - m[i]) * omb1;                                              \
+            const T bv = b2 * v[i], ag = ABS(g[i]);                                                \
+            const T vi = bv < ag ? ag : bv;                                                        \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            w[i] = w[i] - (lr * mi) / (c * (vi + eps));                                            \
+        }                                                                                          \
+    }                                                                                              \
+    static void dense_legacy_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                                 int64_t n, const coef *k)                                         \
+    {                                                                                              \
+        const T b2 = (T)k->beta_2, eps = (T)k->epsilon;                                            \
+        const T omb1 = (T)k->one_minus_b1, s = (T)k->bias;                                         \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T mi = m[i] + (g[i] - m[i]) * omb1;                                              \
+            const T bv = b2 * v[i], ag = ABS(g[i]);                                                \
+            const T vi = bv < ag ? ag : bv;                                                        \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            w[i] = w[i] - s * (mi / (vi + eps));                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    /* Legacy _resource_apply_sparse on one indexed row. */                                        \
+    static void row_legacy_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,   \
+                               int64_t n, const coef *k)                                           \
+    {                                                                                              \
+        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, eps = (T)k->epsilon;                         \
+        const T omb1 = (T)k->one_minus_b1, neg_s = -(T)k->bias;                                    \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T mi = m[i] * b1 + g[i] * omb1;                                                  \
+            const T bv = v[i] * b2, ag = ABS(g[i]);                                                \
+            const T vi = bv < ag ? ag : bv;                                                        \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            w[i] = w[i] + neg_s * (mi / (vi + eps));                                               \
+        }                                                                                          \
     }
 ADAMAX_DENSE(float, fabsf)
 ADAMAX_DENSE(double, fabs)
@@ -165,17 +165,17 @@ static void apply_dense(const optim_dense_update *u)
 }
 
 /* Sparse, legacy, indices unique and ascending: the indexed rows. */
-#define ADAMAX_SPARSE(T)                                                                       \
-    static void sparse_##T(const optim_sparse_update *u)                                      \
-    {                                                                                         \
-        const coef *k = u->coef;                                                              \
-        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                  \
-        const T *g = u->values;                                                               \
-        const int64_t rs = u->row_size;                                                       \
-        for (int64_t j = 0; j < u->n; j++) {                                                  \
-            const int64_t o = u->indices[j] * rs;                                             \
-            row_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k);                           \
-        }                                                                                     \
+#define ADAMAX_SPARSE(T)                                            \
+    static void sparse_##T(const optim_sparse_update *u)            \
+    {                                                               \
+        const coef *k = u->coef;                                    \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];        \
+        const T *g = u->values;                                     \
+        const int64_t rs = u->row_size;                             \
+        for (int64_t j = 0; j < u->n; j++) {                        \
+            const int64_t o = u->indices[j] * rs;                   \
+            row_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k); \
+        }                                                           \
     }
 ADAMAX_SPARSE(float)
 ADAMAX_SPARSE(double)

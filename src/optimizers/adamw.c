@@ -71,7 +71,7 @@ typedef struct coef {
 } coef;
 
 typedef struct state {
-    int built_amsgrad;  /* 0 no slots yet, 1 false, 2 true */
+    int built_amsgrad; /* 0 no slots yet, 1 false, 2 true */
     optim_name_patterns *exclude; /* exclude_from_weight_decay; NULL is None */
 } state;
 
@@ -126,7 +126,8 @@ static int set_config(optim_optimizer *opt, const char *key, const char *json, o
     while (list && list[n]) n++;
     optim_name_patterns *p = NULL;
     if (!rc && list)
-        rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "AdamW: " EXCLUDE_KEY, err);
+        rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "AdamW: " EXCLUDE_KEY,
+                                         err);
     optim_strings_free(list);
     if (rc) return rc;
     destroy(opt);
@@ -175,41 +176,47 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 {
     coef *k = c;
     optim__adam_prepare(opt, dtype, &k->adam);
-    const double wd = optim_generation_of(opt) == OPTIM_LEGACY ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
+    const double wd =
+        optim_generation_of(opt) == OPTIM_LEGACY ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
     k->weight_decay = dtype == OPTIM_F32 ? (float)wd : wd;
 }
 
 /* One element i of the dense rule, gradient G, after w = w - wd * w when
  * DECAY (legacy). AMS and DECAY are constants 0 or 1, so that each
  * combination compiles to its own vectorised loop. */
-#define ADAMW_ELEMENT(T, SQRT, G, AMS, DECAY)                                               \
-    {                                                                                       \
-        const T gi = (G);                                                                   \
-        const T wi = DECAY ? w[i] - wd * w[i] : w[i];                                       \
-        const T mi = m[i] + (gi - m[i]) * c1;                                               \
-        T vi = v[i] + (gi * gi - v[i]) * c2;                                                \
-        m[i] = mi;                                                                          \
-        v[i] = vi;                                                                          \
-        if (AMS) {                                                                          \
-            vi = vh[i] < vi ? vi : vh[i];                                                   \
-            vh[i] = vi;                                                                     \
-        }                                                                                   \
-        w[i] = wi - (mi * alpha) / (SQRT(vi) + eps);                                        \
+#define ADAMW_ELEMENT(T, SQRT, G, AMS, DECAY)         \
+    {                                                 \
+        const T gi = (G);                             \
+        const T wi = DECAY ? w[i] - wd * w[i] : w[i]; \
+        const T mi = m[i] + (gi - m[i]) * c1;         \
+        T vi = v[i] + (gi * gi - v[i]) * c2;          \
+        m[i] = mi;                                    \
+        v[i] = vi;                                    \
+        if (AMS) {                                    \
+            vi = vh[i] < vi ? vi : vh[i];             \
+            vh[i] = vi;                               \
+        }                                             \
+        w[i] = wi - (mi * alpha) / (SQRT(vi) + eps);  \
     }
 
 /* The dense rule over n elements (vh NULL without amsgrad). */
-#define ADAMW_DENSE(T, SQRT)                                                                   \
-    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,    \
-                          T *restrict vh, int64_t n, const coef *k, int decay)                 \
-    {                                                                                          \
-        const T alpha = (T)k->adam.alpha, c1 = (T)k->adam.one_minus_beta_1;                              \
-        const T c2 = (T)k->adam.one_minus_beta_2, eps = (T)k->adam.epsilon, wd = (T)k->weight_decay;     \
-        switch ((vh ? 2 : 0) | (decay ? 1 : 0)) {                                              \
-        case 3: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 1) break;      \
-        case 2: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 0) break;      \
-        case 1: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 1) break;      \
-        default: for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 0) break;     \
-        }                                                                                      \
+#define ADAMW_DENSE(T, SQRT)                                                                \
+    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                          T *restrict vh, int64_t n, const coef *k, int decay)              \
+    {                                                                                       \
+        const T alpha = (T)k->adam.alpha, c1 = (T)k->adam.one_minus_beta_1;                 \
+        const T c2 = (T)k->adam.one_minus_beta_2, eps = (T)k->adam.epsilon,                 \
+                wd = (T)k->weight_decay;                                                    \
+        switch ((vh ? 2 : 0) | (decay ? 1 : 0)) {                                           \
+        case 3:                                                                             \
+            for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 1) break;       \
+        case 2:                                                                             \
+            for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 1, 0) break;       \
+        case 1:                                                                             \
+            for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 1) break;       \
+        default:                                                                            \
+            for (int64_t i = 0; i < n; i++) ADAMW_ELEMENT(T, SQRT, g[i], 0, 0) break;       \
+        }                                                                                   \
     }
 ADAMW_DENSE(float, sqrtf)
 ADAMW_DENSE(double, sqrt)
@@ -217,39 +224,45 @@ ADAMW_DENSE(double, sqrt)
 /* Legacy sparse, element i of a row: the decay (indexed rows, when DECAY),
  * m and v decay, the gradient (if HAS_G) is added, then w moves by
  * lr_t * m / (sqrt(v) + epsilon). */
-#define ADAMW_LEGACY_ELEMENT(T, SQRT, HAS_G, AMS, DECAY)                                    \
-    {                                                                                       \
-        const T wi = DECAY ? w[i] - wd * w[i] : w[i];                                       \
-        T mi = m[i] * b1, vi = v[i] * b2;                                                   \
-        if (HAS_G) {                                                                        \
-            mi = mi + g[i] * c1;                                                            \
-            vi = vi + (g[i] * g[i]) * c2;                                                   \
-        }                                                                                   \
-        m[i] = mi;                                                                          \
-        v[i] = vi;                                                                          \
-        if (AMS) {                                                                          \
-            vi = vh[i] < vi ? vi : vh[i];                                                   \
-            vh[i] = vi;                                                                     \
-        }                                                                                   \
-        w[i] = wi - lr * mi / (SQRT(vi) + eps);                                             \
+#define ADAMW_LEGACY_ELEMENT(T, SQRT, HAS_G, AMS, DECAY) \
+    {                                                    \
+        const T wi = DECAY ? w[i] - wd * w[i] : w[i];    \
+        T mi = m[i] * b1, vi = v[i] * b2;                \
+        if (HAS_G) {                                     \
+            mi = mi + g[i] * c1;                         \
+            vi = vi + (g[i] * g[i]) * c2;                \
+        }                                                \
+        m[i] = mi;                                       \
+        v[i] = vi;                                       \
+        if (AMS) {                                       \
+            vi = vh[i] < vi ? vi : vh[i];                \
+            vh[i] = vi;                                  \
+        }                                                \
+        w[i] = wi - lr * mi / (SQRT(vi) + eps);          \
     }
 
-#define ADAMW_LEGACY_ROW(T, SQRT)                                                              \
-    static void legacy_row_##T(T *restrict w, const T *restrict g, T *restrict m,              \
-                               T *restrict v, T *restrict vh, int64_t n, const coef *k,        \
-                               int decay)                                                      \
-    {                                                                                          \
-        const T lr = (T)k->adam.lr_sparse, b1 = (T)k->adam.beta_1, b2 = (T)k->adam.beta_2;                    \
-        const T c1 = (T)k->adam.one_minus_beta_1, c2 = (T)k->adam.one_minus_beta_2, eps = (T)k->adam.epsilon; \
-        const T wd = (T)k->weight_decay;                                                       \
-        switch ((vh ? 4 : 0) | (g ? 2 : 0) | (g && decay ? 1 : 0)) {                           \
-        case 7: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 1) break;  \
-        case 6: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 0) break;  \
-        case 4: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 0, 1, 0) break;  \
-        case 3: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 0, 1) break;  \
-        case 2: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 0, 0) break;  \
-        default: for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 0, 0, 0) break; \
-        }                                                                                      \
+#define ADAMW_LEGACY_ROW(T, SQRT)                                                                \
+    static void legacy_row_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                               T *restrict vh, int64_t n, const coef *k, int decay)              \
+    {                                                                                            \
+        const T lr = (T)k->adam.lr_sparse, b1 = (T)k->adam.beta_1, b2 = (T)k->adam.beta_2;       \
+        const T c1 = (T)k->adam.one_minus_beta_1, c2 = (T)k->adam.one_minus_beta_2,              \
+                eps = (T)k->adam.epsilon;                                                        \
+        const T wd = (T)k->weight_decay;                                                         \
+        switch ((vh ? 4 : 0) | (g ? 2 : 0) | (g && decay ? 1 : 0)) {                             \
+        case 7:                                                                                  \
+            for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 1) break;        \
+        case 6:                                                                                  \
+            for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 1, 0) break;        \
+        case 4:                                                                                  \
+            for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 0, 1, 0) break;        \
+        case 3:                                                                                  \
+            for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 0, 1) break;        \
+        case 2:                                                                                  \
+            for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 1, 0, 0) break;        \
+        default:                                                                                 \
+            for (int64_t i = 0; i < n; i++) ADAMW_LEGACY_ELEMENT(T, SQRT, 0, 0, 0) break;        \
+        }                                                                                        \
     }
 ADAMW_LEGACY_ROW(float, sqrtf)
 ADAMW_LEGACY_ROW(double, sqrt)
@@ -260,28 +273,27 @@ static void apply_dense(const optim_dense_update *u)
     const int decay = optim_generation_of(u->opt) == OPTIM_LEGACY && decays(u->opt, u->var);
     if (u->dtype == OPTIM_F32)
         dense_float(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
-    else
-        dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
+    else dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
 }
 
 /* Legacy, every row in order: indexed rows with their gradient row (and the
  * weight decay), the others with none. */
-#define ADAMW_SPARSE(T)                                                                        \
-    static void sparse_##T(const optim_sparse_update *u, int decay)                            \
-    {                                                                                          \
-        const coef *k = u->coef;                                                               \
-        const int64_t rs = u->row_size;                                                        \
-        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                   \
-        T *vh = u->nslots > 2 ? u->slots[2] : 0;                                               \
-        const T *g = u->values;                                                                \
-        int64_t j = 0;                                                                         \
-        for (int64_t r = 0; r < u->rows; r++) {                                                \
-            const T *gr = 0;                                                                   \
-            if (j < u->n && u->indices[j] == r) gr = g + rs * j++;                             \
-            const int64_t o = r * rs;                                                          \
-            T *h = vh ? vh + o : 0;                                                            \
-            legacy_row_##T(w + o, gr, m + o, v + o, h, rs, k, decay);                          \
-        }                                                                                      \
+#define ADAMW_SPARSE(T)                                               \
+    static void sparse_##T(const optim_sparse_update *u, int decay)   \
+    {                                                                 \
+        const coef *k = u->coef;                                      \
+        const int64_t rs = u->row_size;                               \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];          \
+        T *vh = u->nslots > 2 ? u->slots[2] : 0;                      \
+        const T *g = u->values;                                       \
+        int64_t j = 0;                                                \
+        for (int64_t r = 0; r < u->rows; r++) {                       \
+            const T *gr = 0;                                          \
+            if (j < u->n && u->indices[j] == r) gr = g + rs * j++;    \
+            const int64_t o = r * rs;                                 \
+            T *h = vh ? vh + o : 0;                                   \
+            legacy_row_##T(w + o, gr, m + o, v + o, h, rs, k, decay); \
+        }                                                             \
     }
 ADAMW_SPARSE(float)
 ADAMW_SPARSE(double)

@@ -77,7 +77,8 @@ enum { P_WEIGHT_DECAY, P_BETA_1, P_BETA_2, P_EPSILON_K3, P_EPSILON_LEGACY };
  * hyper, in-update), beta_1, beta_2, epsilon (1e-6). Neither validates its
  * values; the ranges are optim's guards. */
 static const optim_param lamb_params[] = {
-    {"weight_decay", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_LEGACY_ONLY, 0.0, 0.0, INFINITY},
+    {"weight_decay", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_LEGACY_ONLY, 0.0, 0.0,
+     INFINITY},
     {"beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.9, 0.0, 1.0},
     {"beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.999, 0.0, 1.0},
     {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_KERAS3_ONLY, 1e-7, 0.0, INFINITY},
@@ -120,7 +121,8 @@ static int patterns_parse(const char *key, const char *json, patterns **out, opt
     char **list, what[64];
     int rc = optim_config_read_strings(key, json, &list, err);
     snprintf(what, sizeof what, "Lamb: config key %s", key);
-    if (!rc && list) rc = optim_name_patterns_compile(out, (const char *const *)list, count(list), what, err);
+    if (!rc && list)
+        rc = optim_name_patterns_compile(out, (const char *const *)list, count(list), what, err);
     optim_strings_free(list);
     return rc;
 }
@@ -165,11 +167,12 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
         if (end == json_value || *end)
             return set_err(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
         int rc = optim_set_hyper(opt, "weight_decay", x);
-        if (rc)
-            return set_err(err, rc, "%.400s (given as weight_decay_rate)", optim_errmsg(opt));
+        if (rc) return set_err(err, rc, "%.400s (given as weight_decay_rate)", optim_errmsg(opt));
         return 0;
     }
-    patterns **slot = strcmp(key, KEY_WD) == 0 ? &st->wd : strcmp(key, KEY_LA) == 0 ? &st->la : NULL;
+    patterns **slot = strcmp(key, KEY_WD) == 0 ? &st->wd
+        : strcmp(key, KEY_LA) == 0             ? &st->la
+                                               : NULL;
     if (!slot) return OPTIM_EKEY;
     patterns *p;
     int rc = patterns_parse(key, json_value, &p, err);
@@ -189,7 +192,8 @@ static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
     const patterns *lists[2] = {st->wd, layer_adaptation_patterns(st)};
     const char *keys[2] = {KEY_WD, KEY_LA};
     for (int i = 0; i < 2; i++) {
-        int rc = optim_config_put_strings(cfg, keys[i], lists[i] ? optim_name_patterns_sources(lists[i]) : NULL);
+        int rc = optim_config_put_strings(cfg, keys[i],
+                                          lists[i] ? optim_name_patterns_sources(lists[i]) : NULL);
         if (rc) return rc;
     }
     return 0;
@@ -208,8 +212,8 @@ static void lamb_destroy(optim_optimizer *opt)
 typedef struct coef {
     int legacy;
     double lr, beta_1, beta_2;
-    double c1, c2;         /* 1 - beta_1, 1 - beta_2 (per generation, see prepare) */
-    double bc1, bc2;       /* 1 - beta_1^t, 1 - beta_2^t */
+    double c1, c2; /* 1 - beta_1, 1 - beta_2 (per generation, see prepare) */
+    double bc1, bc2; /* 1 - beta_1^t, 1 - beta_2^t */
     double epsilon, weight_decay;
 } coef;
 
@@ -258,8 +262,8 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 /* What an update needs besides the arrays. */
 typedef struct rule {
     const coef *k;
-    int use_wd;        /* legacy: add weight_decay * w to u */
-    int adapt;         /* trust ratio on (else r = 1) */
+    int use_wd; /* legacy: add weight_decay * w to u */
+    int adapt; /* trust ratio on (else r = 1) */
 } rule;
 
 /* The two sums of squares: element i of the variable goes into partial sum
@@ -268,8 +272,8 @@ typedef struct rule {
  * the dense rule, the sparse rule and any number of threads give the same
  * bits; the lanes let the additions overlap. */
 #define LANES 4
-#define BLOCK 256   /* elements of u held on the stack at a time */
-#define CHUNK 8192  /* elements per chunk of the norms: whole LANES and BLOCKs */
+#define BLOCK 256 /* elements of u held on the stack at a time */
+#define CHUNK 8192 /* elements per chunk of the norms: whole LANES and BLOCKs */
 typedef struct sums {
     double w[LANES], u[LANES];
 } sums;
@@ -296,103 +300,107 @@ typedef double lamb_v4_double __attribute__((vector_size(4 * sizeof(double))));
  * overlap the rest), then the block's squares are added. Pass 2: recompute u
  * from the new m, v and the old w (the same operations, so the same u) and
  * apply w = w - rl * u. */
-#define LAMB_MOMENTS_LOOP(T, MNEW, VNEW)                                                       \
-    if (r->adapt)                                                                               \
-        for (int64_t i = 0; i < nb; i++) {                                                      \
-            const int64_t j = off + i;                                                          \
-            const T mj = (MNEW), vj = (VNEW);                                                   \
-            m[j] = mj;                                                                          \
-            v[j] = vj;                                                                          \
-            ub[i] = u_##T(mj, vj, w[j], k, use_wd);                                             \
-        }                                                                                       \
-    else                                                                                        \
-        for (int64_t i = 0; i < nb; i++) {                                                      \
-            const int64_t j = off + i;                                                          \
-            m[j] = (MNEW);                                                                      \
-            v[j] = (VNEW);                                                                      \
+#define LAMB_MOMENTS_LOOP(T, MNEW, VNEW)            \
+    if (r->adapt)                                   \
+        for (int64_t i = 0; i < nb; i++) {          \
+            const int64_t j = off + i;              \
+            const T mj = (MNEW), vj = (VNEW);       \
+            m[j] = mj;                              \
+            v[j] = vj;                              \
+            ub[i] = u_##T(mj, vj, w[j], k, use_wd); \
+        }                                           \
+    else                                            \
+        for (int64_t i = 0; i < nb; i++) {          \
+            const int64_t j = off + i;              \
+            m[j] = (MNEW);                          \
+            v[j] = (VNEW);                          \
         }
-#define LAMB_KERNELS(T, SQRT, SKIP)                                                                  \
+#define LAMB_KERNELS(T, SQRT, SKIP)                                                               \
     /* Once beta^t rounds to 0, 1 - beta^t is 1 and x / 1 is x (m and v are results of      \
      * arithmetic, never signalling NaNs): GCC unswitches the float loops on the two tests,  \
      * so a long run (t >= 165 for beta_1 = 0.9) skips a division. Not in float64 (SKIP 0), \
-     * where it takes t >= 356 and the tests kept GCC from vectorising pass 2. */             \
-    static inline T u_##T(T m, T v, T w, const coef *k, int use_wd)                            \
-    {                                                                                           \
-        const T bc1 = (T)k->bc1, bc2 = (T)k->bc2;                                               \
-        T u = (SKIP && bc1 == 1 ? m : m / bc1) / (SQRT(SKIP && bc2 == 1 ? v : v / bc2) + (T)k->epsilon); \
-        if (use_wd) u = u + (T)k->weight_decay * w;                                              \
-        return u;                                                                               \
-    }                                                                                           \
-    /* Whole groups of LANES elements, the first in lane 0. */                                 \
-    static void squares_##T(sums *s, const T *w, const T *u, int64_t groups)                   \
-    {                                                                                           \
-        lamb_d2 w0, w1, u0, u1;                                                                 \
-        memcpy(&w0, s->w, sizeof w0), memcpy(&w1, s->w + 2, sizeof w1);                         \
-        memcpy(&u0, s->u, sizeof u0), memcpy(&u1, s->u + 2, sizeof u1);                         \
-        for (int64_t q = 0; q < groups; q++) {                                                  \
-            lamb_v4_##T a, b;                                                                   \
-            memcpy(&a, w + LANES * q, sizeof a), memcpy(&b, u + LANES * q, sizeof b);           \
-            const lamb_d4 x = __builtin_convertvector(a, lamb_d4), y = __builtin_convertvector(b, lamb_d4); \
-            const lamb_d2 x0 = __builtin_shufflevector(x, x, 0, 1), x1 = __builtin_shufflevector(x, x, 2, 3); \
-            const lamb_d2 y0 = __builtin_shufflevector(y, y, 0, 1), y1 = __builtin_shufflevector(y, y, 2, 3); \
-            w0 += x0 * x0, w1 += x1 * x1, u0 += y0 * y0, u1 += y1 * y1;                         \
-        }                                                                                       \
-        memcpy(s->w, &w0, sizeof w0), memcpy(s->w + 2, &w1, sizeof w1);                         \
-        memcpy(s->u, &u0, sizeof u0), memcpy(s->u + 2, &u1, sizeof u1);                         \
-    }                                                                                           \
-    static void accumulate_##T(sums *s, const T *w, const T *u, int64_t n, int64_t base)       \
-    {                                                                                           \
-        int64_t i = 0;                                                                          \
-        for (; i < n && (base + i) % LANES; i++) {                                              \
-            const int l = (int)((base + i) % LANES);                                            \
-            s->w[l] += (double)w[i] * (double)w[i];                                             \
-            s->u[l] += (double)u[i] * (double)u[i];                                             \
-        }                                                                                       \
-        squares_##T(s, w + i, u + i, (n - i) / LANES);                                          \
-        for (i += (n - i) / LANES * LANES; i < n; i++) {                                        \
-            const int l = (int)((base + i) % LANES);                                            \
-            s->w[l] += (double)w[i] * (double)w[i];                                             \
-            s->u[l] += (double)u[i] * (double)u[i];                                             \
-        }                                                                                       \
-    }                                                                                           \
+     * where it takes t >= 356 and the tests kept GCC from vectorising pass 2. */     \
+    static inline T u_##T(T m, T v, T w, const coef *k, int use_wd)                               \
+    {                                                                                             \
+        const T bc1 = (T)k->bc1, bc2 = (T)k->bc2;                                                 \
+        T u = (SKIP && bc1 == 1 ? m : m / bc1) /                                                  \
+            (SQRT(SKIP && bc2 == 1 ? v : v / bc2) + (T)k->epsilon);                               \
+        if (use_wd) u = u + (T)k->weight_decay * w;                                               \
+        return u;                                                                                 \
+    }                                                                                             \
+    /* Whole groups of LANES elements, the first in lane 0. */                                    \
+    static void squares_##T(sums *s, const T *w, const T *u, int64_t groups)                      \
+    {                                                                                             \
+        lamb_d2 w0, w1, u0, u1;                                                                   \
+        memcpy(&w0, s->w, sizeof w0), memcpy(&w1, s->w + 2, sizeof w1);                           \
+        memcpy(&u0, s->u, sizeof u0), memcpy(&u1, s->u + 2, sizeof u1);                           \
+        for (int64_t q = 0; q < groups; q++) {                                                    \
+            lamb_v4_##T a, b;                                                                     \
+            memcpy(&a, w + LANES * q, sizeof a), memcpy(&b, u + LANES * q, sizeof b);             \
+            const lamb_d4 x = __builtin_convertvector(a, lamb_d4),                                \
+                          y = __builtin_convertvector(b, lamb_d4);                                \
+            const lamb_d2 x0 = __builtin_shufflevector(x, x, 0, 1),                               \
+                          x1 = __builtin_shufflevector(x, x, 2, 3);                               \
+            const lamb_d2 y0 = __builtin_shufflevector(y, y, 0, 1),                               \
+                          y1 = __builtin_shufflevector(y, y, 2, 3);                               \
+            w0 += x0 * x0, w1 += x1 * x1, u0 += y0 * y0, u1 += y1 * y1;                           \
+        }                                                                                         \
+        memcpy(s->w, &w0, sizeof w0), memcpy(s->w + 2, &w1, sizeof w1);                           \
+        memcpy(s->u, &u0, sizeof u0), memcpy(s->u + 2, &u1, sizeof u1);                           \
+    }                                                                                             \
+    static void accumulate_##T(sums *s, const T *w, const T *u, int64_t n, int64_t base)          \
+    {                                                                                             \
+        int64_t i = 0;                                                                            \
+        for (; i < n && (base + i) % LANES; i++) {                                                \
+            const int l = (int)((base + i) % LANES);                                              \
+            s->w[l] += (double)w[i] * (double)w[i];                                               \
+            s->u[l] += (double)u[i] * (double)u[i];                                               \
+        }                                                                                         \
+        squares_##T(s, w + i, u + i, (n - i) / LANES);                                            \
+        for (i += (n - i) / LANES * LANES; i < n; i++) {                                          \
+            const int l = (int)((base + i) % LANES);                                              \
+            s->w[l] += (double)w[i] * (double)w[i];                                               \
+            s->u[l] += (double)u[i] * (double)u[i];                                               \
+        }                                                                                         \
+    }                                                                                             \
     static void pass1_##T(const T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                          int64_t n, int64_t base, const rule *r, sums *s)                      \
-    {                                                                                           \
-        const coef *k = r->k;                                                                   \
-        const int use_wd = r->use_wd;                                                           \
-        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, c1 = (T)k->c1, c2 = (T)k->c2;              \
-        T ub[BLOCK];                                                                            \
-        for (int64_t off = 0; off < n; off += BLOCK) {                                          \
-            const int64_t nb = n - off < BLOCK ? n - off : BLOCK;                               \
-            if (k->legacy && g) {                                                               \
-                LAMB_MOMENTS_LOOP(T, m[j] * b1 + g[j] * c1, v[j] * b2 + (g[j] * g[j]) * c2)      \
-            } else if (k->legacy) {                                                             \
-                LAMB_MOMENTS_LOOP(T, m[j] * b1, v[j] * b2)                                      \
-            } else if (g) {                                                                     \
+                          int64_t n, int64_t base, const rule *r, sums *s)                        \
+    {                                                                                             \
+        const coef *k = r->k;                                                                     \
+        const int use_wd = r->use_wd;                                                             \
+        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, c1 = (T)k->c1, c2 = (T)k->c2;               \
+        T ub[BLOCK];                                                                              \
+        for (int64_t off = 0; off < n; off += BLOCK) {                                            \
+            const int64_t nb = n - off < BLOCK ? n - off : BLOCK;                                 \
+            if (k->legacy && g) {                                                                 \
+                LAMB_MOMENTS_LOOP(T, m[j] * b1 + g[j] * c1, v[j] * b2 + (g[j] * g[j]) * c2)       \
+            } else if (k->legacy) {                                                               \
+                LAMB_MOMENTS_LOOP(T, m[j] * b1, v[j] * b2)                                        \
+            } else if (g) {                                                                       \
                 LAMB_MOMENTS_LOOP(T, m[j] + (g[j] - m[j]) * c1, v[j] + (g[j] * g[j] - v[j]) * c2) \
-            } else {                                                                            \
-                LAMB_MOMENTS_LOOP(T, m[j] + ((T)0 - m[j]) * c1, v[j] + ((T)0 - v[j]) * c2)      \
-            }                                                                                   \
-            if (r->adapt) accumulate_##T(s, w + off, ub, nb, base + off);                       \
-        }                                                                                       \
-    }                                                                                           \
-    static void pass2_##T(T *restrict w, const T *restrict m, const T *restrict v, int64_t n,  \
-                          const rule *r, T rl)                                                  \
-    {                                                                                           \
-        const coef *k = r->k;                                                                   \
-        if (r->use_wd)                                                                          \
-            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 1);   \
-        else                                                                                    \
-            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 0);   \
-    }                                                                                           \
-    /* The step's scale r * lr from the two sums of squares. */                                \
-    static T scale_##T(const rule *r, double sw, double su)                                     \
-    {                                                                                           \
-        const T lr = (T)r->k->lr;                                                               \
-        if (!r->adapt) return lr;                                                               \
-        const T wn = (T)sqrt(sw), un = (T)sqrt(su);                                             \
-        const T ratio = wn > 0 ? (un > 0 ? wn / un : (T)1) : (T)1;                              \
-        return ratio * lr;                                                                      \
+            } else {                                                                              \
+                LAMB_MOMENTS_LOOP(T, m[j] + ((T)0 - m[j]) * c1, v[j] + ((T)0 - v[j]) * c2)        \
+            }                                                                                     \
+            if (r->adapt) accumulate_##T(s, w + off, ub, nb, base + off);                         \
+        }                                                                                         \
+    }                                                                                             \
+    static void pass2_##T(T *restrict w, const T *restrict m, const T *restrict v, int64_t n,     \
+                          const rule *r, T rl)                                                    \
+    {                                                                                             \
+        const coef *k = r->k;                                                                     \
+        if (r->use_wd)                                                                            \
+            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 1);     \
+        else                                                                                      \
+            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 0);     \
+    }                                                                                             \
+    /* The step's scale r * lr from the two sums of squares. */                                   \
+    static T scale_##T(const rule *r, double sw, double su)                                       \
+    {                                                                                             \
+        const T lr = (T)r->k->lr;                                                                 \
+        if (!r->adapt) return lr;                                                                 \
+        const T wn = (T)sqrt(sw), un = (T)sqrt(su);                                               \
+        const T ratio = wn > 0 ? (un > 0 ? wn / un : (T)1) : (T)1;                                \
+        return ratio * lr;                                                                        \
     }
 LAMB_KERNELS(float, sqrtf, 1)
 LAMB_KERNELS(double, sqrt, 0)
@@ -413,32 +421,32 @@ static rule rule_for(const optim_optimizer *opt, const optim_var *var, const voi
  * rows of row_size elements, row q with the gradient g + j * row_size when
  * idx[j] == q, without one otherwise (idx NULL: dense, g the whole
  * gradient). */
-#define LAMB_SERIAL(T)                                                                          \
-    static void serial_##T(T *w, T *m, T *v, int64_t n, const T *g, const int64_t *idx,         \
-                           int64_t nidx, int64_t rs, const rule *r)                             \
-    {                                                                                           \
-        double tw = 0, tu = 0;                                                                  \
-        int64_t j = 0;                                                                          \
-        for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                             \
-            const int64_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;                                 \
-            sums s = {{0}, {0}};                                                                \
-            for (int64_t a = c0, b; a < c1; a = b) {                                            \
-                const T *ga = NULL;                                                             \
-                b = c1;                                                                         \
-                if (!idx) {                                                                     \
-                    ga = g + a;                                                                 \
-                } else {                                                                        \
-                    const int64_t q = a / rs;                                                   \
-                    b = (q + 1) * rs < c1 ? (q + 1) * rs : c1;                                  \
-                    while (j < nidx && idx[j] < q) j++;                                         \
-                    ga = j < nidx && idx[j] == q ? g + j * rs + (a - q * rs) : NULL;            \
-                }                                                                               \
-                pass1_##T(w + a, ga, m + a, v + a, b - a, a, r, &s);                            \
-            }                                                                                   \
-            tw += sums_total(s.w);                                                              \
-            tu += sums_total(s.u);                                                              \
-        }                                                                                       \
-        pass2_##T(w, m, v, n, r, scale_##T(r, tw, tu));                                         \
+#define LAMB_SERIAL(T)                                                                  \
+    static void serial_##T(T *w, T *m, T *v, int64_t n, const T *g, const int64_t *idx, \
+                           int64_t nidx, int64_t rs, const rule *r)                     \
+    {                                                                                   \
+        double tw = 0, tu = 0;                                                          \
+        int64_t j = 0;                                                                  \
+        for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                     \
+            const int64_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;                         \
+            sums s = {{0}, {0}};                                                        \
+            for (int64_t a = c0, b; a < c1; a = b) {                                    \
+                const T *ga = NULL;                                                     \
+                b = c1;                                                                 \
+                if (!idx) {                                                             \
+                    ga = g + a;                                                         \
+                } else {                                                                \
+                    const int64_t q = a / rs;                                           \
+                    b = (q + 1) * rs < c1 ? (q + 1) * rs : c1;                          \
+                    while (j < nidx && idx[j] < q) j++;                                 \
+                    ga = j < nidx && idx[j] == q ? g + j * rs + (a - q * rs) : NULL;    \
+                }                                                                       \
+                pass1_##T(w + a, ga, m + a, v + a, b - a, a, r, &s);                    \
+            }                                                                           \
+            tw += sums_total(s.w);                                                      \
+            tu += sums_total(s.u);                                                      \
+        }                                                                               \
+        pass2_##T(w, m, v, n, r, scale_##T(r, tw, tu));                                 \
     }
 LAMB_SERIAL(float)
 LAMB_SERIAL(double)
@@ -446,7 +454,8 @@ LAMB_SERIAL(double)
 static void apply_dense(const optim_dense_update *u)
 {
     const rule r = rule_for(u->opt, u->var, u->coef);
-    if (u->dtype == OPTIM_F32) serial_float(u->param, u->slots[0], u->slots[1], u->count, u->grad, NULL, 0, 1, &r);
+    if (u->dtype == OPTIM_F32)
+        serial_float(u->param, u->slots[0], u->slots[1], u->count, u->grad, NULL, 0, 1, &r);
     else serial_double(u->param, u->slots[0], u->slots[1], u->count, u->grad, NULL, 0, 1, &r);
 }
 
@@ -457,9 +466,11 @@ static void apply_sparse(const optim_sparse_update *u)
     const rule r = rule_for(u->opt, u->var, u->coef);
     const int64_t n = u->rows * u->row_size;
     if (u->dtype == OPTIM_F32)
-        serial_float(u->param, u->slots[0], u->slots[1], n, u->values, u->indices, u->n, u->row_size, &r);
+        serial_float(u->param, u->slots[0], u->slots[1], n, u->values, u->indices, u->n,
+                     u->row_size, &r);
     else
-        serial_double(u->param, u->slots[0], u->slots[1], n, u->values, u->indices, u->n, u->row_size, &r);
+        serial_double(u->param, u->slots[0], u->slots[1], n, u->values, u->indices, u->n,
+                      u->row_size, &r);
 }
 
 /* ---- phases: 0 moments and the chunk's sums, 1 the update ------------------------ */
@@ -485,11 +496,13 @@ static void apply_phase(const optim_phase_update *pu)
     sums s = {{0}, {0}};
     if (u->dtype == OPTIM_F32) {
         float *w = u->param, *m = u->slots[0], *v = u->slots[1];
-        if (pu->phase == 0) pass1_float(w + o, (const float *)u->grad + o, m + o, v + o, u->count, o, &r, &s);
+        if (pu->phase == 0)
+            pass1_float(w + o, (const float *)u->grad + o, m + o, v + o, u->count, o, &r, &s);
         else pass2_float(w + o, m + o, v + o, u->count, &r, (float)pu->shared[0]);
     } else {
         double *w = u->param, *m = u->slots[0], *v = u->slots[1];
-        if (pu->phase == 0) pass1_double(w + o, (const double *)u->grad + o, m + o, v + o, u->count, o, &r, &s);
+        if (pu->phase == 0)
+            pass1_double(w + o, (const double *)u->grad + o, m + o, v + o, u->count, o, &r, &s);
         else pass2_double(w + o, m + o, v + o, u->count, &r, pu->shared[0]);
     }
     if (pu->phase == 0) {
@@ -509,7 +522,8 @@ static void reduce_phase(const optim_phase_update *pu)
         tw += pu->partial[2 * k];
         tu += pu->partial[2 * k + 1];
     }
-    pu->shared[0] = u->dtype == OPTIM_F32 ? (double)scale_float(&r, tw, tu) : scale_double(&r, tw, tu);
+    pu->shared[0] =
+        u->dtype == OPTIM_F32 ? (double)scale_float(&r, tw, tu) : scale_double(&r, tw, tu);
 }
 
 const optim_class optim_lamb_class = {

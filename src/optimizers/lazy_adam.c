@@ -85,40 +85,43 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     return rc ? rc : optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
 }
 
-static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c) { optim__adam_prepare(opt, dtype, c); }
+static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
+{
+    optim__adam_prepare(opt, dtype, c);
+}
 
 /* Adam's dense rule (both generations; they differ only in coef). */
-#define LAZY_DENSE(T, SQRT)                                                                      \
-    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,      \
-                          int64_t n, const coef *k)                                              \
-    {                                                                                            \
-        const T alpha = (T)k->alpha, c1 = (T)k->one_minus_beta_1;                                \
-        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;                                \
-        for (int64_t i = 0; i < n; i++) {                                                        \
-            const T mi = m[i] + (g[i] - m[i]) * c1;                                              \
-            const T vi = v[i] + (g[i] * g[i] - v[i]) * c2;                                       \
-            m[i] = mi;                                                                           \
-            v[i] = vi;                                                                           \
-            w[i] = w[i] - (mi * alpha) / (SQRT(vi) + eps);                                       \
-        }                                                                                        \
+#define LAZY_DENSE(T, SQRT)                                                                 \
+    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                          int64_t n, const coef *k)                                         \
+    {                                                                                       \
+        const T alpha = (T)k->alpha, c1 = (T)k->one_minus_beta_1;                           \
+        const T c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;                           \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            const T mi = m[i] + (g[i] - m[i]) * c1;                                         \
+            const T vi = v[i] + (g[i] * g[i] - v[i]) * c2;                                  \
+            m[i] = mi;                                                                      \
+            v[i] = vi;                                                                      \
+            w[i] = w[i] - (mi * alpha) / (SQRT(vi) + eps);                                  \
+        }                                                                                   \
     }
 LAZY_DENSE(float, sqrtf)
 LAZY_DENSE(double, sqrt)
 
 /* TF Addons' lazy row update (legacy generation). */
-#define LAZY_ROW(T, SQRT)                                                                        \
-    static void tfa_row_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,    \
-                            int64_t n, const coef *k)                                            \
-    {                                                                                            \
-        const T lr = (T)k->alpha, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                          \
-        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon;   \
-        for (int64_t i = 0; i < n; i++) {                                                        \
-            const T mi = b1 * m[i] + c1 * g[i];                                                  \
-            const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                         \
-            m[i] = mi;                                                                           \
-            v[i] = vi;                                                                           \
-            w[i] = w[i] - lr * mi / (SQRT(vi) + eps);                                            \
-        }                                                                                        \
+#define LAZY_ROW(T, SQRT)                                                                      \
+    static void tfa_row_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,  \
+                            int64_t n, const coef *k)                                          \
+    {                                                                                          \
+        const T lr = (T)k->alpha, b1 = (T)k->beta_1, b2 = (T)k->beta_2;                        \
+        const T c1 = (T)k->one_minus_beta_1, c2 = (T)k->one_minus_beta_2, eps = (T)k->epsilon; \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            const T mi = b1 * m[i] + c1 * g[i];                                                \
+            const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                       \
+            m[i] = mi;                                                                         \
+            v[i] = vi;                                                                         \
+            w[i] = w[i] - lr * mi / (SQRT(vi) + eps);                                          \
+        }                                                                                      \
     }
 LAZY_ROW(float, sqrtf)
 LAZY_ROW(double, sqrt)
@@ -127,22 +130,21 @@ static void apply_dense(const optim_dense_update *u)
 {
     if (u->dtype == OPTIM_F32)
         dense_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
-    else
-        dense_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+    else dense_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
 }
 
 /* The indexed rows only. */
-#define LAZY_SPARSE(T)                                                                           \
-    static void sparse_##T(const optim_sparse_update *u, int legacy)                             \
-    {                                                                                            \
-        const int64_t rs = u->row_size;                                                          \
-        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                     \
-        const T *g = u->values;                                                                  \
-        for (int64_t j = 0; j < u->n; j++) {                                                     \
-            const int64_t o = u->indices[j] * rs;                                                \
-            if (legacy) tfa_row_##T(w + o, g + j * rs, m + o, v + o, rs, u->coef);               \
-            else dense_##T(w + o, g + j * rs, m + o, v + o, rs, u->coef);                        \
-        }                                                                                        \
+#define LAZY_SPARSE(T)                                                             \
+    static void sparse_##T(const optim_sparse_update *u, int legacy)               \
+    {                                                                              \
+        const int64_t rs = u->row_size;                                            \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                       \
+        const T *g = u->values;                                                    \
+        for (int64_t j = 0; j < u->n; j++) {                                       \
+            const int64_t o = u->indices[j] * rs;                                  \
+            if (legacy) tfa_row_##T(w + o, g + j * rs, m + o, v + o, rs, u->coef); \
+            else dense_##T(w + o, g + j * rs, m + o, v + o, rs, u->coef);          \
+        }                                                                          \
     }
 LAZY_SPARSE(float)
 LAZY_SPARSE(double)

@@ -67,18 +67,18 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 }
 
 /* One fused pass: read w, g, m once, write w, m once. */
-#define LION_DENSE(T)                                                                   \
+#define LION_DENSE(T)                                                                          \
     static inline T sign_##T(T x) { return x > 0 ? (T)1 : x < 0 ? (T)-1 : x == x ? (T)0 : x; } \
-    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, int64_t n,  \
-                          const coef *k)                                                \
-    {                                                                                   \
-        const T lr = (T)k->lr, b1 = (T)k->beta_1, c1 = (T)k->one_minus_beta_1;          \
-        const T b2 = (T)k->beta_2, c2 = (T)k->one_minus_beta_2;                         \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            const T gi = g[i], mi = m[i];                                               \
-            w[i] = w[i] - lr * sign_##T(mi * b1 + gi * c1);                             \
-            m[i] = mi * b2 + gi * c2;                                                   \
-        }                                                                               \
+    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, int64_t n,        \
+                          const coef *k)                                                       \
+    {                                                                                          \
+        const T lr = (T)k->lr, b1 = (T)k->beta_1, c1 = (T)k->one_minus_beta_1;                 \
+        const T b2 = (T)k->beta_2, c2 = (T)k->one_minus_beta_2;                                \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            const T gi = g[i], mi = m[i];                                                      \
+            w[i] = w[i] - lr * sign_##T(mi * b1 + gi * c1);                                    \
+            m[i] = mi * b2 + gi * c2;                                                          \
+        }                                                                                      \
     }
 LION_DENSE(float)
 LION_DENSE(double)

@@ -64,15 +64,28 @@
 #include <strings.h>
 
 enum {
-    P_BETA_1, P_BETA_2, P_EPSILON, P_A, P_B, P_C, P_LR_RATIO, P_MOMENTUM, P_NS_STEPS,
-    P_NESTEROV, P_EXCLUDE_EMB, P_ADAM_WD, P_RMS_RATE
+    P_BETA_1,
+    P_BETA_2,
+    P_EPSILON,
+    P_A,
+    P_B,
+    P_C,
+    P_LR_RATIO,
+    P_MOMENTUM,
+    P_NS_STEPS,
+    P_NESTEROV,
+    P_EXCLUDE_EMB,
+    P_ADAM_WD,
+    P_RMS_RATE
 };
 
 /* Keras's get_config order (exclude_layers, not a number, goes after
  * epsilon). Keras validates none of them; the ranges are optim's guards. */
 static const optim_param muon_params[] = {
-    {"adam_beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0, 1.0},
-    {"adam_beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.999, 0.0, 1.0},
+    {"adam_beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0,
+     1.0},
+    {"adam_beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.999, 0.0,
+     1.0},
     {"epsilon", OPTIM_PARAM_FLOAT, 0, 1e-7, 0.0, INFINITY},
     {"muon_a", OPTIM_PARAM_FLOAT, 0, 3.4445, -INFINITY, INFINITY},
     {"muon_b", OPTIM_PARAM_FLOAT, 0, -4.7750, -INFINITY, INFINITY},
@@ -114,7 +127,9 @@ static int set_config(optim_optimizer *opt, const char *key, const char *json, o
     size_t n = 0;
     while (list && list[n]) n++;
     optim_name_patterns *p = NULL;
-    if (!rc) rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "Muon: " KEY_EXCLUDE, err);
+    if (!rc)
+        rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "Muon: " KEY_EXCLUDE,
+                                         err);
     optim_strings_free(list);
     if (rc) return rc;
     state *st = optim_state(opt);
@@ -158,7 +173,8 @@ static int add_scratch(optim_optimizer *opt, const optim_var *var)
     state *s = optim_state(opt);
     const int64_t r = optim_var_shape(var)[0], c = optim_var_shape(var)[1];
     const int64_t p = r < c ? r : c, q = r < c ? c : r;
-    size_t bytes = (size_t)(2 * p * q + 2 * p * p) * optim_dtype_size(optim_compute_dtype(optim_var_dtype(var)));
+    size_t bytes = (size_t)(2 * p * q + 2 * p * p) *
+        optim_dtype_size(optim_compute_dtype(optim_var_dtype(var)));
     size_t i = 0;
     while (i < s->nscratch && s->sc[i].var != var) i++;
     if (i == s->nscratch && s->nscratch == s->cap) {
@@ -186,11 +202,13 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     if (!rc && adamw) rc = optim_add_slot(opt, var, "velocity", OPTIM_SLOT_ZEROS, 0);
     const int64_t *sh = optim_var_shape(var);
     if (!rc && !adamw && (sh[0] > INT_MAX || sh[1] > INT_MAX))
-        rc = optim_set_error(opt, OPTIM_ERANGE, "Muon: '%s' has shape [%lld, %lld]; the BLAS takes "
-                             "dimensions up to %d", optim_var_name(var), (long long)sh[0],
-                             (long long)sh[1], INT_MAX);
+        rc = optim_set_error(opt, OPTIM_ERANGE,
+                             "Muon: '%s' has shape [%lld, %lld]; the BLAS takes "
+                             "dimensions up to %d",
+                             optim_var_name(var), (long long)sh[0], (long long)sh[1], INT_MAX);
     else if (!rc && !adamw && add_scratch(opt, var))
-        rc = optim_set_error(opt, OPTIM_ENOMEM, "Muon: out of memory for the Newton-Schulz scratch of '%s'",
+        rc = optim_set_error(opt, OPTIM_ENOMEM,
+                             "Muon: out of memory for the Newton-Schulz scratch of '%s'",
                              optim_var_name(var));
     return rc;
 }
@@ -213,7 +231,7 @@ static double weight_decay(const optim_optimizer *opt, const optim_var *var, dou
 /* ---- per-step constants ------------------------------------------------------------ */
 
 typedef struct coef {
-    double lr, alpha, c1, c2, eps;   /* AdamW */
+    double lr, alpha, c1, c2, eps; /* AdamW */
     double mom, mom_1, a, b, c, rms; /* Muon; rms NAN for None */
     int ns_steps, nesterov;
 } coef;
@@ -256,69 +274,70 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *out)
  * step on several, and its results depend on its thread count; so that the
  * step gives the same bits on any number of threads. (The setting is the
  * calling task's and is put back.) */
-#define MUON_GEMM(T, FN)                                                                        \
-    static void gemm_##T(int ty, int m, int n, int k, T alpha, const T *x, const T *y, T beta, T *c) \
-    {                                                                                           \
-        const int threads = omp_get_max_threads();                                              \
-        omp_set_num_threads(1);                                                                 \
+#define MUON_GEMM(T, FN)                                                                         \
+    static void gemm_##T(int ty, int m, int n, int k, T alpha, const T *x, const T *y, T beta,   \
+                         T *c)                                                                   \
+    {                                                                                            \
+        const int threads = omp_get_max_threads();                                               \
+        omp_set_num_threads(1);                                                                  \
         FN(CblasRowMajor, CblasNoTrans, ty ? CblasTrans : CblasNoTrans, m, n, k, alpha, x, k, y, \
-           ty ? k : n, beta, c, n);                                                             \
-        omp_set_num_threads(threads);                                                           \
+           ty ? k : n, beta, c, n);                                                              \
+        omp_set_num_threads(threads);                                                            \
     }
 MUON_GEMM(float, cblas_sgemm)
 MUON_GEMM(double, cblas_dgemm)
 
 /* g NULL: a zero gradient (rows of a sparse update without an index). */
-#define MUON_KERNELS(T, SQRT)                                                                   \
-    static void adamw_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,     \
-                          int64_t n, const coef *k)                                             \
-    {                                                                                           \
-        const T alpha = (T)k->alpha, c1 = (T)k->c1, c2 = (T)k->c2, eps = (T)k->eps;             \
-        for (int64_t i = 0; i < n; i++) {                                                       \
-            const T gi = g ? g[i] : (T)0;                                                        \
-            m[i] = m[i] + (gi - m[i]) * c1;                                                     \
-            v[i] = v[i] + (gi * gi - v[i]) * c2;                                                \
-            w[i] = w[i] - (m[i] * alpha) / (SQRT(v[i]) + eps);                                  \
-        }                                                                                       \
-    }                                                                                           \
-    /* Momentum and the orthogonalised update of one [r, c] variable. */                         \
-    static void muon_##T(T *restrict w, const T *g, T *restrict m, int64_t r, int64_t c,        \
-                         const coef *k, T *sc)                                                  \
-    {                                                                                           \
-        const int tr = r > c;                                                                   \
-        const int64_t p = tr ? c : r, q = tr ? r : c;                                           \
-        T *x = sc, *y = sc + p * q, *A = y + p * q, *B = A + p * p;                             \
-        const T mom = (T)k->mom, mom_1 = (T)k->mom_1;                                           \
-        double ss = 0;                                                                          \
-        for (int64_t i = 0; i < r; i++)                                                         \
-            for (int64_t j = 0; j < c; j++) {                                                   \
-                const int64_t e = i * c + j;                                                    \
-                const T gi = g ? g[e] : (T)0;                                                    \
-                m[e] = m[e] + (gi + m[e] * mom_1);                                              \
-                const T G = k->nesterov ? gi + mom * m[e] : m[e];                               \
-                x[tr ? j * q + i : e] = G;                                                      \
-                ss += (double)G * (double)G;                                                    \
-            }                                                                                   \
-        const T norm = (T)sqrt(ss) + (T)1e-7;                                                    \
-        for (int64_t e = 0; e < p * q; e++) x[e] = x[e] / norm;                                 \
-        const T a = (T)k->a, b = (T)k->b, cc = (T)k->c;                                         \
-        for (int s = 0; p > 0 && s < k->ns_steps; s++) {                                        \
-            gemm_##T(1, (int)p, (int)p, (int)q, 1, x, x, 0, A);                                 \
-            for (int64_t e = 0; e < p * p; e++) B[e] = b * A[e];                                \
-            gemm_##T(0, (int)p, (int)p, (int)p, cc, A, A, 1, B);                                \
-            for (int64_t e = 0; e < p * q; e++) y[e] = a * x[e];                                \
-            gemm_##T(0, (int)p, (int)q, (int)p, 1, B, x, 1, y);                                 \
-            T *t = x;                                                                           \
-            x = y;                                                                              \
-            y = t;                                                                              \
-        }                                                                                       \
-        const T lr = (T)k->lr, scale = (T)sqrt((double)q), rms = (T)k->rms;                     \
-        const int adjust = !isnan(k->rms);                                                      \
-        for (int64_t i = 0; i < r; i++)                                                         \
-            for (int64_t j = 0; j < c; j++) {                                                   \
-                const T u = lr * x[tr ? j * q + i : i * c + j];                                 \
-                w[i * c + j] = w[i * c + j] - (adjust ? (u * scale) * rms : u);                 \
-            }                                                                                   \
+#define MUON_KERNELS(T, SQRT)                                                               \
+    static void adamw_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                          int64_t n, const coef *k)                                         \
+    {                                                                                       \
+        const T alpha = (T)k->alpha, c1 = (T)k->c1, c2 = (T)k->c2, eps = (T)k->eps;         \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            const T gi = g ? g[i] : (T)0;                                                   \
+            m[i] = m[i] + (gi - m[i]) * c1;                                                 \
+            v[i] = v[i] + (gi * gi - v[i]) * c2;                                            \
+            w[i] = w[i] - (m[i] * alpha) / (SQRT(v[i]) + eps);                              \
+        }                                                                                   \
+    }                                                                                       \
+    /* Momentum and the orthogonalised update of one [r, c] variable. */                    \
+    static void muon_##T(T *restrict w, const T *g, T *restrict m, int64_t r, int64_t c,    \
+                         const coef *k, T *sc)                                              \
+    {                                                                                       \
+        const int tr = r > c;                                                               \
+        const int64_t p = tr ? c : r, q = tr ? r : c;                                       \
+        T *x = sc, *y = sc + p * q, *A = y + p * q, *B = A + p * p;                         \
+        const T mom = (T)k->mom, mom_1 = (T)k->mom_1;                                       \
+        double ss = 0;                                                                      \
+        for (int64_t i = 0; i < r; i++)                                                     \
+            for (int64_t j = 0; j < c; j++) {                                               \
+                const int64_t e = i * c + j;                                                \
+                const T gi = g ? g[e] : (T)0;                                               \
+                m[e] = m[e] + (gi + m[e] * mom_1);                                          \
+                const T G = k->nesterov ? gi + mom * m[e] : m[e];                           \
+                x[tr ? j * q + i : e] = G;                                                  \
+                ss += (double)G * (double)G;                                                \
+            }                                                                               \
+        const T norm = (T)sqrt(ss) + (T)1e-7;                                               \
+        for (int64_t e = 0; e < p * q; e++) x[e] = x[e] / norm;                             \
+        const T a = (T)k->a, b = (T)k->b, cc = (T)k->c;                                     \
+        for (int s = 0; p > 0 && s < k->ns_steps; s++) {                                    \
+            gemm_##T(1, (int)p, (int)p, (int)q, 1, x, x, 0, A);                             \
+            for (int64_t e = 0; e < p * p; e++) B[e] = b * A[e];                            \
+            gemm_##T(0, (int)p, (int)p, (int)p, cc, A, A, 1, B);                            \
+            for (int64_t e = 0; e < p * q; e++) y[e] = a * x[e];                            \
+            gemm_##T(0, (int)p, (int)q, (int)p, 1, B, x, 1, y);                             \
+            T *t = x;                                                                       \
+            x = y;                                                                          \
+            y = t;                                                                          \
+        }                                                                                   \
+        const T lr = (T)k->lr, scale = (T)sqrt((double)q), rms = (T)k->rms;                 \
+        const int adjust = !isnan(k->rms);                                                  \
+        for (int64_t i = 0; i < r; i++)                                                     \
+            for (int64_t j = 0; j < c; j++) {                                               \
+                const T u = lr * x[tr ? j * q + i : i * c + j];                             \
+                w[i * c + j] = w[i * c + j] - (adjust ? (u * scale) * rms : u);             \
+            }                                                                               \
     }
 MUON_KERNELS(float, sqrtf)
 MUON_KERNELS(double, sqrt)
@@ -327,36 +346,39 @@ static void apply_dense(const optim_dense_update *u)
 {
     const int64_t *sh = optim_var_shape(u->var);
     if (u->nslots == 2) {
-        if (u->dtype == OPTIM_F32) adamw_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+        if (u->dtype == OPTIM_F32)
+            adamw_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
         else adamw_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
     } else if (u->dtype == OPTIM_F32) {
-        muon_float(u->param, u->grad, u->slots[0], sh[0], sh[1], u->coef, scratch_of(u->opt, u->var));
+        muon_float(u->param, u->grad, u->slots[0], sh[0], sh[1], u->coef,
+                   scratch_of(u->opt, u->var));
     } else {
-        muon_double(u->param, u->grad, u->slots[0], sh[0], sh[1], u->coef, scratch_of(u->opt, u->var));
+        muon_double(u->param, u->grad, u->slots[0], sh[0], sh[1], u->coef,
+                    scratch_of(u->opt, u->var));
     }
 }
 
 /* The dense equivalent: AdamW row by row (no gradient on rows without an
  * index); Muon with the gradient scattered into Y of the scratch, which the
  * step reads only before it first writes Y. */
-#define MUON_SPARSE(T)                                                                          \
-    static void sparse_##T(const optim_sparse_update *u)                                        \
-    {                                                                                           \
-        const int64_t rs = u->row_size;                                                         \
-        const T *vals = u->values;                                                              \
-        T *w = u->param, *m = u->slots[0];                                                      \
-        if (u->nslots == 2) {                                                                   \
-            for (int64_t r = 0, j = 0; r < u->rows; r++) {                                      \
-                const T *g = j < u->n && u->indices[j] == r ? vals + rs * j++ : NULL;           \
-                adamw_##T(w + r * rs, g, m + r * rs, (T *)u->slots[1] + r * rs, rs, u->coef);   \
-            }                                                                                   \
-            return;                                                                             \
-        }                                                                                       \
-        T *sc = scratch_of(u->opt, u->var), *g = sc + u->rows * rs;                             \
-        memset(g, 0, (size_t)(u->rows * rs) * sizeof *g);                                       \
-        for (int64_t j = 0; j < u->n; j++)                                                      \
-            memcpy(g + u->indices[j] * rs, vals + j * rs, (size_t)rs * sizeof *g);              \
-        muon_##T(w, g, m, u->rows, rs, u->coef, sc);                                            \
+#define MUON_SPARSE(T)                                                                        \
+    static void sparse_##T(const optim_sparse_update *u)                                      \
+    {                                                                                         \
+        const int64_t rs = u->row_size;                                                       \
+        const T *vals = u->values;                                                            \
+        T *w = u->param, *m = u->slots[0];                                                    \
+        if (u->nslots == 2) {                                                                 \
+            for (int64_t r = 0, j = 0; r < u->rows; r++) {                                    \
+                const T *g = j < u->n && u->indices[j] == r ? vals + rs * j++ : NULL;         \
+                adamw_##T(w + r * rs, g, m + r * rs, (T *)u->slots[1] + r * rs, rs, u->coef); \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        T *sc = scratch_of(u->opt, u->var), *g = sc + u->rows * rs;                           \
+        memset(g, 0, (size_t)(u->rows * rs) * sizeof *g);                                     \
+        for (int64_t j = 0; j < u->n; j++)                                                    \
+            memcpy(g + u->indices[j] * rs, vals + j * rs, (size_t)rs * sizeof *g);            \
+        muon_##T(w, g, m, u->rows, rs, u->coef, sc);                                          \
     }
 MUON_SPARSE(float)
 MUON_SPARSE(double)

@@ -67,13 +67,13 @@ static const optim_param nadam_params[] = {
      INFINITY},
 };
 
-#define LEGACY_EPSILON 1e-7        /* backend.epsilon() */
+#define LEGACY_EPSILON 1e-7 /* backend.epsilon() */
 #define LEGACY_SCHEDULE_DECAY 0.004 /* OptimizerV2 Nadam's schedule_decay default */
 
 typedef struct nadam_state {
-    optim_var *cache;      /* u_product / momentum_cache (an optimizer weight) */
-    int advanced;          /* the cache was advanced at least once */
-    int64_t advanced_at;   /* ... last at this value of iterations */
+    optim_var *cache; /* u_product / momentum_cache (an optimizer weight) */
+    int advanced; /* the cache was advanced at least once */
+    int64_t advanced_at; /* ... last at this value of iterations */
     double before, written; /* its value before and after that */
     int has_schedule_decay; /* legacy: schedule_decay given in the config */
     double schedule_decay;
@@ -83,11 +83,11 @@ typedef struct nadam_state {
 typedef struct coef {
     int legacy;
     double lr, epsilon, beta_1, beta_2, one_minus_b1, one_minus_b2;
-    double mu_next;      /* mu_{t+1} */
+    double mu_next; /* mu_{t+1} */
     double one_minus_mu; /* 1 - mu_t */
-    double c_now;        /* 1 - P  (legacy: 1 - S_t) */
-    double c_next;       /* 1 - P * mu_{t+1} */
-    double c_v;          /* 1 - beta_2^t */
+    double c_now; /* 1 - P  (legacy: 1 - S_t) */
+    double c_next; /* 1 - P * mu_{t+1} */
+    double c_v; /* 1 - beta_2^t */
 } coef;
 
 static double legacy_epsilon(double e) { return isnan(e) || e == 0 ? LEGACY_EPSILON : e; }
@@ -103,9 +103,10 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
     nadam_state *st = optim_state(opt);
     if (!st->cache) {
         /* Keras creates it with the dtype of the first variable it builds for. */
-        const char *name = optim_generation_of(opt) == OPTIM_LEGACY ? "momentum_cache" : "u_product";
-        int rc = optim_add_weight(opt, name, optim_compute_dtype(optim_var_dtype(var)), 0, NULL, OPTIM_SLOT_CONSTANT, 1.0,
-                                  &st->cache);
+        const char *name =
+            optim_generation_of(opt) == OPTIM_LEGACY ? "momentum_cache" : "u_product";
+        int rc = optim_add_weight(opt, name, optim_compute_dtype(optim_var_dtype(var)), 0, NULL,
+                                  OPTIM_SLOT_CONSTANT, 1.0, &st->cache);
         if (rc) return rc;
     }
     int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
@@ -181,8 +182,7 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
             double x;
             if (cdt == OPTIM_F32)
                 x = ((float)start * (float)b1) * (1.0f - 0.5f * powf(0.96f, (float)t));
-            else
-                x = (start * b1) * (1.0 - 0.5 * pow(0.96, (double)t));
+            else x = (start * b1) * (1.0 - 0.5 * pow(0.96, (double)t));
             cache_write(st, x, it, start);
         }
         now = f32 ? (double)(float)st->written : st->written;
@@ -220,51 +220,51 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
-#define NADAM_KERNELS(T, SQRT)                                                                 \
-    static void dense_keras3_##T(T *restrict w, const T *restrict g, T *restrict m,           \
-                                 T *restrict v, int64_t n, const coef *k)                     \
-    {                                                                                         \
-        const T lr = (T)k->lr, eps = (T)k->epsilon;                                           \
-        const T omb1 = (T)k->one_minus_b1, omb2 = (T)k->one_minus_b2;                         \
-        const T mu1 = (T)k->mu_next, ommu = (T)k->one_minus_mu;                               \
-        const T c_now = (T)k->c_now, c_next = (T)k->c_next, c_v = (T)k->c_v;                  \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T gi = g[i];                                                                \
-            const T mi = m[i] + (gi - m[i]) * omb1;                                           \
-            const T vi = v[i] + (gi * gi - v[i]) * omb2;                                      \
-            const T mh = (mu1 * mi) / c_next + (ommu * gi) / c_now;                           \
-            const T vh = vi / c_v;                                                            \
-            m[i] = mi;                                                                        \
-            v[i] = vi;                                                                        \
-            w[i] = w[i] - (mh * lr) / (SQRT(vh) + eps);                                       \
-        }                                                                                     \
-    }                                                                                         \
-    static void dense_legacy_##T(T *restrict w, const T *restrict g, T *restrict m,           \
-                                 T *restrict v, int64_t n, const coef *k)                     \
-    {                                                                                         \
-        const T lr = (T)k->lr, eps = (T)k->epsilon, b1 = (T)k->beta_1, b2 = (T)k->beta_2;     \
-        const T omb1 = (T)k->one_minus_b1, omb2 = (T)k->one_minus_b2;                         \
-        const T mu1 = (T)k->mu_next, ommu = (T)k->one_minus_mu;                               \
-        const T c_now = (T)k->c_now, c_next = (T)k->c_next, c_v = (T)k->c_v;                  \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T gi = g[i];                                                                \
-            const T gp = gi / c_now;                                                          \
-            const T mi = b1 * m[i] + omb1 * gi;                                               \
-            const T vi = b2 * v[i] + omb2 * (gi * gi);                                        \
-            const T mbar = ommu * gp + mu1 * (mi / c_next);                                   \
-            m[i] = mi;                                                                        \
-            v[i] = vi;                                                                        \
-            w[i] = w[i] - (lr * mbar) / (SQRT(vi / c_v) + eps);                               \
-        }                                                                                     \
-    }                                                                                         \
-    /* Legacy sparse, a row no index points to: only the moments decay. */                    \
-    static void decay_legacy_##T(T *restrict m, T *restrict v, int64_t n, const coef *k)      \
-    {                                                                                         \
-        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2;                                         \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            m[i] = m[i] * b1;                                                                 \
-            v[i] = v[i] * b2;                                                                 \
-        }                                                                                     \
+#define NADAM_KERNELS(T, SQRT)                                                                     \
+    static void dense_keras3_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                                 int64_t n, const coef *k)                                         \
+    {                                                                                              \
+        const T lr = (T)k->lr, eps = (T)k->epsilon;                                                \
+        const T omb1 = (T)k->one_minus_b1, omb2 = (T)k->one_minus_b2;                              \
+        const T mu1 = (T)k->mu_next, ommu = (T)k->one_minus_mu;                                    \
+        const T c_now = (T)k->c_now, c_next = (T)k->c_next, c_v = (T)k->c_v;                       \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T gi = g[i];                                                                     \
+            const T mi = m[i] + (gi - m[i]) * omb1;                                                \
+            const T vi = v[i] + (gi * gi - v[i]) * omb2;                                           \
+            const T mh = (mu1 * mi) / c_next + (ommu * gi) / c_now;                                \
+            const T vh = vi / c_v;                                                                 \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            w[i] = w[i] - (mh * lr) / (SQRT(vh) + eps);                                            \
+        }                                                                                          \
+    }                                                                                              \
+    static void dense_legacy_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                                 int64_t n, const coef *k)                                         \
+    {                                                                                              \
+        const T lr = (T)k->lr, eps = (T)k->epsilon, b1 = (T)k->beta_1, b2 = (T)k->beta_2;          \
+        const T omb1 = (T)k->one_minus_b1, omb2 = (T)k->one_minus_b2;                              \
+        const T mu1 = (T)k->mu_next, ommu = (T)k->one_minus_mu;                                    \
+        const T c_now = (T)k->c_now, c_next = (T)k->c_next, c_v = (T)k->c_v;                       \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T gi = g[i];                                                                     \
+            const T gp = gi / c_now;                                                               \
+            const T mi = b1 * m[i] + omb1 * gi;                                                    \
+            const T vi = b2 * v[i] + omb2 * (gi * gi);                                             \
+            const T mbar = ommu * gp + mu1 * (mi / c_next);                                        \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            w[i] = w[i] - (lr * mbar) / (SQRT(vi / c_v) + eps);                                    \
+        }                                                                                          \
+    }                                                                                              \
+    /* Legacy sparse, a row no index points to: only the moments decay. */                         \
+    static void decay_legacy_##T(T *restrict m, T *restrict v, int64_t n, const coef *k)           \
+    {                                                                                              \
+        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2;                                              \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            m[i] = m[i] * b1;                                                                      \
+            v[i] = v[i] * b2;                                                                      \
+        }                                                                                          \
     }
 NADAM_KERNELS(float, sqrtf)
 NADAM_KERNELS(double, sqrt)
@@ -284,23 +284,23 @@ static void apply_dense(const optim_dense_update *u)
  * indexed row takes the legacy dense rule (m * beta_1 then a scatter-add of
  * g * (1 - beta_1) gives the same numbers, and w + (-lr * m_bar) / d equals
  * w - (lr * m_bar) / d); another row only the moments' decay. */
-#define NADAM_SPARSE(T)                                                                        \
-    static void sparse_##T(const optim_sparse_update *u)                                      \
-    {                                                                                         \
-        const coef *k = u->coef;                                                              \
-        T *w = u->param, *m = u->slots[0], *v = u->slots[1];                                  \
-        const T *g = u->values;                                                               \
-        const int64_t rs = u->row_size;                                                       \
-        int64_t j = 0;                                                                        \
-        for (int64_t r = 0; r < u->rows; r++) {                                               \
-            const int64_t o = r * rs;                                                         \
-            if (j < u->n && u->indices[j] == r) {                                             \
-                dense_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k);                     \
-                j++;                                                                          \
-            } else {                                                                          \
-                decay_legacy_##T(m + o, v + o, rs, k);                                        \
-            }                                                                                 \
-        }                                                                                     \
+#define NADAM_SPARSE(T)                                                   \
+    static void sparse_##T(const optim_sparse_update *u)                  \
+    {                                                                     \
+        const coef *k = u->coef;                                          \
+        T *w = u->param, *m = u->slots[0], *v = u->slots[1];              \
+        const T *g = u->values;                                           \
+        const int64_t rs = u->row_size;                                   \
+        int64_t j = 0;                                                    \
+        for (int64_t r = 0; r < u->rows; r++) {                           \
+            const int64_t o = r * rs;                                     \
+            if (j < u->n && u->indices[j] == r) {                         \
+                dense_legacy_##T(w + o, g + j * rs, m + o, v + o, rs, k); \
+                j++;                                                      \
+            } else {                                                      \
+                decay_legacy_##T(m + o, v + o, rs, k);                    \
+            }                                                             \
+        }                                                                 \
     }
 NADAM_SPARSE(float)
 NADAM_SPARSE(double)

@@ -91,32 +91,33 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *out)
 }
 
 /* One element, gradient G, in Keras's order of operations. */
-#define SF_ELEMENT(T, SQRT, G)                                                               \
-    {                                                                                        \
-        const T gi = (G), z_old = z[i];                                                      \
-        const T vi = v[i] + (gi * gi - v[i]) * c2;                                           \
-        v[i] = vi;                                                                           \
-        const T zi = z_old - (lr * gi) / (SQRT(vi / bc2) + eps);                             \
-        z[i] = zi;                                                                           \
-        const T x_old = (w[i] - omb1 * z_old) / b1;                                          \
-        const T x_new = (one - wt) * x_old + wt * zi;                                        \
-        w[i] = omb1 * zi + b1 * x_new;                                                       \
+#define SF_ELEMENT(T, SQRT, G)                                   \
+    {                                                            \
+        const T gi = (G), z_old = z[i];                          \
+        const T vi = v[i] + (gi * gi - v[i]) * c2;               \
+        v[i] = vi;                                               \
+        const T zi = z_old - (lr * gi) / (SQRT(vi / bc2) + eps); \
+        z[i] = zi;                                               \
+        const T x_old = (w[i] - omb1 * z_old) / b1;              \
+        const T x_new = (one - wt) * x_old + wt * zi;            \
+        w[i] = omb1 * zi + b1 * x_new;                           \
     }
 
-#define SF_KERNEL(T, SQRT)                                                                   \
-    static void step_##T(T *restrict w, const T *restrict g, T *restrict z, T *restrict v,   \
-                         int64_t n, const coef *k)                                           \
-    {                                                                                        \
-        const T lr = (T)k->lr, c2 = (T)k->c2, bc2 = (T)k->bc2, eps = (T)k->eps;              \
-        const T b1 = (T)k->b1, omb1 = (T)k->one_minus_b1, wt = (T)k->weight, one = 1;        \
-        for (int64_t i = 0; i < n; i++) SF_ELEMENT(T, SQRT, g[i])                           \
+#define SF_KERNEL(T, SQRT)                                                                 \
+    static void step_##T(T *restrict w, const T *restrict g, T *restrict z, T *restrict v, \
+                         int64_t n, const coef *k)                                         \
+    {                                                                                      \
+        const T lr = (T)k->lr, c2 = (T)k->c2, bc2 = (T)k->bc2, eps = (T)k->eps;            \
+        const T b1 = (T)k->b1, omb1 = (T)k->one_minus_b1, wt = (T)k->weight, one = 1;      \
+        for (int64_t i = 0; i < n; i++) SF_ELEMENT(T, SQRT, g[i])                          \
     }
 SF_KERNEL(float, sqrtf)
 SF_KERNEL(double, sqrt)
 
 static void apply_dense(const optim_dense_update *u)
 {
-    if (u->dtype == OPTIM_F32) step_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+    if (u->dtype == OPTIM_F32)
+        step_float(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
     else step_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
 }
 

@@ -58,24 +58,24 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 }
 
 /* One element: the dense rule. */
-#define SGD_DENSE(T)                                                                 \
+#define SGD_DENSE(T)                                                                    \
     static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, int64_t n, \
-                          const coef *k)                                             \
-    {                                                                                \
-        const T lr = (T)k->lr, mu = (T)k->momentum;                                  \
-        if (!m) {                                                                    \
-            for (int64_t i = 0; i < n; i++) w[i] = w[i] - g[i] * lr;                 \
-        } else if (k->nesterov) {                                                    \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                m[i] = m[i] * mu - g[i] * lr;                                        \
-                w[i] = w[i] + (m[i] * mu - g[i] * lr);                               \
-            }                                                                        \
-        } else {                                                                     \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                m[i] = m[i] * mu - g[i] * lr;                                        \
-                w[i] = w[i] + m[i];                                                  \
-            }                                                                        \
-        }                                                                            \
+                          const coef *k)                                                \
+    {                                                                                   \
+        const T lr = (T)k->lr, mu = (T)k->momentum;                                     \
+        if (!m) {                                                                       \
+            for (int64_t i = 0; i < n; i++) w[i] = w[i] - g[i] * lr;                    \
+        } else if (k->nesterov) {                                                       \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                m[i] = m[i] * mu - g[i] * lr;                                           \
+                w[i] = w[i] + (m[i] * mu - g[i] * lr);                                  \
+            }                                                                           \
+        } else {                                                                        \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                m[i] = m[i] * mu - g[i] * lr;                                           \
+                w[i] = w[i] + m[i];                                                     \
+            }                                                                           \
+        }                                                                               \
     }
 SGD_DENSE(float)
 SGD_DENSE(double)
@@ -89,17 +89,17 @@ static void apply_dense(const optim_dense_update *u)
 
 /* Sparse: the indexed rows only, by the dense rule (in the order given
  * when called with duplicates). */
-#define SGD_SPARSE(T)                                                                  \
-    static void sparse_##T(const optim_sparse_update *u)                               \
-    {                                                                                  \
-        const coef *k = u->coef;                                                       \
-        T *w = u->param, *m = u->nslots ? u->slots[0] : 0;                              \
-        const T *g = u->values;                                                        \
-        const int64_t rs = u->row_size;                                                \
-        for (int64_t j = 0; j < u->n; j++) {                                           \
-            int64_t r = u->indices[j];                                                 \
-            dense_##T(w + r * rs, g + j * rs, m ? m + r * rs : 0, rs, k);              \
-        }                                                                              \
+#define SGD_SPARSE(T)                                                     \
+    static void sparse_##T(const optim_sparse_update *u)                  \
+    {                                                                     \
+        const coef *k = u->coef;                                          \
+        T *w = u->param, *m = u->nslots ? u->slots[0] : 0;                \
+        const T *g = u->values;                                           \
+        const int64_t rs = u->row_size;                                   \
+        for (int64_t j = 0; j < u->n; j++) {                              \
+            int64_t r = u->indices[j];                                    \
+            dense_##T(w + r * rs, g + j * rs, m ? m + r * rs : 0, rs, k); \
+        }                                                                 \
     }
 SGD_SPARSE(float)
 SGD_SPARSE(double)

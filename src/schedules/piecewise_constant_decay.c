@@ -36,12 +36,12 @@
 
 typedef struct pcd_state {
     double *boundaries; /* as given */
-    double *cuts;       /* the boundaries truncated toward zero (Keras 3's cast) */
+    double *cuts; /* the boundaries truncated toward zero (Keras 3's cast) */
     size_t n_boundaries;
     double *values;
     size_t n_values;
     int have_boundaries, have_values;
-    char *text[2];      /* the lists as given: boundaries, values */
+    char *text[2]; /* the lists as given: boundaries, values */
 } pcd_state;
 
 static int set_err(optim_error *err, int code, const char *fmt, ...)
@@ -73,8 +73,9 @@ static int parse_list(const char *key, const char *json, double **out, size_t *n
     cJSON *v = cJSON_Parse(json);
     if (!v) return set_err(err, OPTIM_EPARSE, NAME ": config key '%s' is not valid JSON", key);
     if (!cJSON_IsArray(v)) {
-        int rc = set_err(err, OPTIM_ETYPE, NAME ": config key '%s' is %s, expected a list of numbers", key,
-                         json_kind(v));
+        int rc =
+            set_err(err, OPTIM_ETYPE, NAME ": config key '%s' is %s, expected a list of numbers",
+                    key, json_kind(v));
         cJSON_Delete(v);
         return rc;
     }
@@ -89,7 +90,8 @@ static int parse_list(const char *key, const char *json, double **out, size_t *n
     cJSON_ArrayForEach(item, v)
     {
         if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble)) {
-            int rc = set_err(err, OPTIM_ETYPE, NAME ": config key '%s': element %zu is %s, expected a finite number",
+            int rc = set_err(err, OPTIM_ETYPE,
+                             NAME ": config key '%s': element %zu is %s, expected a finite number",
                              key, k, cJSON_IsNumber(item) ? "not finite" : json_kind(item));
             free(a);
             cJSON_Delete(v);
@@ -145,20 +147,22 @@ static int set_config(optim_schedule *s, const char *key, const char *json, opti
 static int validate(const optim_schedule *s, optim_error *err)
 {
     const pcd_state *st = optim_schedule_state(s);
-    if (!st->have_boundaries) return set_err(err, OPTIM_EKEY, NAME ": config key 'boundaries' is required");
+    if (!st->have_boundaries)
+        return set_err(err, OPTIM_EKEY, NAME ": config key 'boundaries' is required");
     if (!st->have_values) return set_err(err, OPTIM_EKEY, NAME ": config key 'values' is required");
     if (st->n_values != st->n_boundaries + 1)
         return set_err(err, OPTIM_EINVAL,
                        NAME ": boundaries has %zu elements and values %zu; expected values to have "
-                       "exactly one more element than boundaries",
+                            "exactly one more element than boundaries",
                        st->n_boundaries, st->n_values);
     if (st->n_boundaries == 0)
-        return set_err(err, OPTIM_EINVAL, NAME ": boundaries is empty; expected at least one step boundary");
+        return set_err(err, OPTIM_EINVAL,
+                       NAME ": boundaries is empty; expected at least one step boundary");
     for (size_t i = 1; i < st->n_boundaries; i++)
         if (!(st->boundaries[i] > st->boundaries[i - 1]))
             return set_err(err, OPTIM_EINVAL,
                            NAME ": boundaries[%zu] is %.17g, not above boundaries[%zu] = %.17g; "
-                           "expected strictly increasing boundaries",
+                                "expected strictly increasing boundaries",
                            i, st->boundaries[i], i - 1, st->boundaries[i - 1]);
     return OPTIM_OK;
 }

@@ -12,17 +12,17 @@
 
 #include "tape/impl.h"
 
-#define DEF_UNARY(NAME, FWD, BWD)                                            \
-    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)                             \
-    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)                            \
-    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)                             \
-    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD)                            \
-    static const optim__unary NAME##_k = {#NAME, NULL, {NAME##_fwd_f32, NAME##_fwd_f64}, \
-                                          {NAME##_bwd_f32, NAME##_bwd_f64}};
+#define DEF_UNARY(NAME, FWD, BWD)                 \
+    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)  \
+    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD) \
+    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)  \
+    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD) \
+    static const optim__unary NAME##_k = {        \
+        #NAME, NULL, {NAME##_fwd_f32, NAME##_fwd_f64}, {NAME##_bwd_f32, NAME##_bwd_f64}};
 
-DEF_UNARY(tanh, tanh(x), g * (1 - o * o))
+DEF_UNARY(tanh, tanh(x), g *(1 - o * o))
 /* Stable both ways: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below. */
-DEF_UNARY(sigmoid, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)), g * (o * (1 - o)))
+DEF_UNARY(sigmoid, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)), g *(o *(1 - o)))
 DEF_UNARY(relu, x > 0 ? x : 0, x > 0 ? g : 0)
 
 optim_node *optim_tanh(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &tanh_k, a); }
@@ -52,7 +52,8 @@ static int bias_relu_backward(optim_tape *t, optim_node *n)
         /* a row at a time, each loop branch-free (y and g loaded before the
          * select, so that it vectorises) */
         for (int64_t r = 0; r < rows; r++) {
-            const T *restrict y = (const T *)n->value.data + r * cols, *restrict g = (const T *)n->grad + r * cols;
+            const T *restrict y = (const T *)n->value.data + r * cols,
+                              *restrict g = (const T *)n->grad + r * cols;
             T *restrict d = dx ? (T *)dx + r * cols : NULL, *restrict bias = db;
             if (d && set)
                 for (int64_t c = 0; c < cols; c++) {
@@ -82,10 +83,11 @@ optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b)
     const optim_tensor *xv = &x->value, *bv = &b->value;
     if (xv->rank < 1 || bv->rank != 1 || bv->shape[0] != xv->shape[xv->rank - 1] || x == b) {
         char sx[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
-        optim__tape_err(t, OPTIM_ESHAPE,
-                        "%s: x %s and bias %s, expected a bias of shape [n] for x of shape [..., n], "
-                        "another node than x",
-                        op, optim__tape_shape(xv, sx), optim__tape_shape(bv, sb));
+        optim__tape_err(
+            t, OPTIM_ESHAPE,
+            "%s: x %s and bias %s, expected a bias of shape [n] for x of shape [..., n], "
+            "another node than x",
+            op, optim__tape_shape(xv, sx), optim__tape_shape(bv, sb));
         return NULL;
     }
     optim_node *n = optim__tape_node(t, op, xv->dtype, xv->rank, xv->shape, x, b);
@@ -137,8 +139,8 @@ static optim_node *softmax_op(optim_tape *t, const char *op, optim_node *a, int 
 {
     if (optim__tape_check_inputs(t, op, &a, 1)) return NULL;
     if (a->value.rank < 1) {
-        optim__tape_err(t, OPTIM_ESHAPE, "%s: shape [] is a scalar, expected rank >= 1 (over the last axis)",
-                        op);
+        optim__tape_err(t, OPTIM_ESHAPE,
+                        "%s: shape [] is a scalar, expected rank >= 1 (over the last axis)", op);
         return NULL;
     }
     optim_node *n = optim__tape_node(t, op, a->value.dtype, a->value.rank, a->value.shape, a, NULL);
@@ -172,7 +174,10 @@ static optim_node *softmax_op(optim_tape *t, const char *op, optim_node *a, int 
 }
 
 optim_node *optim_softmax(optim_tape *t, optim_node *a) { return softmax_op(t, "softmax", a, 0); }
-optim_node *optim_log_softmax(optim_tape *t, optim_node *a) { return softmax_op(t, "log_softmax", a, 1); }
+optim_node *optim_log_softmax(optim_tape *t, optim_node *a)
+{
+    return softmax_op(t, "log_softmax", a, 1);
+}
 
 optim_node *optim__tape_logits(const optim_node *n, const char *op)
 {

@@ -50,11 +50,12 @@ optim_node *optim_gather(optim_tape *t, optim_node *params, const int64_t *indic
     }
     for (int64_t i = 0; i < n; i++)
         if (indices[i] < 0 || indices[i] >= v->shape[0]) {
-            optim__tape_err(t, OPTIM_ERANGE,
-                            "gather: index %lld at position %lld is out of range for params of shape "
-                            "%s, expected 0..%lld",
-                            (long long)indices[i], (long long)i, optim__tape_shape(v, s),
-                            (long long)v->shape[0] - 1);
+            optim__tape_err(
+                t, OPTIM_ERANGE,
+                "gather: index %lld at position %lld is out of range for params of shape "
+                "%s, expected 0..%lld",
+                (long long)indices[i], (long long)i, optim__tape_shape(v, s),
+                (long long)v->shape[0] - 1);
             return NULL;
         }
     int64_t shape[OPTIM_MAX_RANK];
@@ -73,7 +74,7 @@ optim_node *optim_gather(optim_tape *t, optim_node *params, const int64_t *indic
     if (params->var) out->flags |= OPTIM__FLAG_SPARSE;
     out->backward = gather_backward;
     size_t row_bytes = (size_t)(v->shape[0] ? optim__node_numel(params) / v->shape[0] : 0) *
-                       optim_dtype_size(v->dtype);
+        optim_dtype_size(v->dtype);
     for (int64_t i = 0; i < n; i++)
         memcpy((unsigned char *)out->value.data + (size_t)i * row_bytes,
                (const unsigned char *)v->data + (size_t)idx[i] * row_bytes, row_bytes);
@@ -121,7 +122,8 @@ optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int3
     static const char op[] = "concat";
     if (!t) return NULL;
     if (n == 0 || !nodes) {
-        optim__tape_err(t, OPTIM_EINVAL, "concat: %s, expected at least one node", nodes ? "0 nodes" : "nodes is NULL");
+        optim__tape_err(t, OPTIM_EINVAL, "concat: %s, expected at least one node",
+                        nodes ? "0 nodes" : "nodes is NULL");
         return NULL;
     }
     if (optim__tape_check_inputs(t, op, nodes, n)) return NULL;
@@ -133,8 +135,8 @@ optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int3
     }
     int32_t ax = optim__tape_axis(axis, v0->rank);
     if (ax < 0) {
-        optim__tape_err(t, OPTIM_ERANGE, "concat: axis %d is out of range for shape %s (rank %d)", (int)axis,
-                        optim__tape_shape(v0, s0), (int)v0->rank);
+        optim__tape_err(t, OPTIM_ERANGE, "concat: axis %d is out of range for shape %s (rank %d)",
+                        (int)axis, optim__tape_shape(v0, s0), (int)v0->rank);
         return NULL;
     }
     int64_t shape[OPTIM_MAX_RANK];
@@ -152,7 +154,8 @@ optim_node *optim_concat(optim_tape *t, optim_node *const *nodes, size_t n, int3
             return NULL;
         }
         if (__builtin_add_overflow(shape[ax], v->shape[ax], &shape[ax])) {
-            optim__tape_err(t, OPTIM_ESHAPE, "concat: the result's axis %d overflows at input %zu (shape %s)",
+            optim__tape_err(t, OPTIM_ESHAPE,
+                            "concat: the result's axis %d overflows at input %zu (shape %s)",
                             (int)ax, i, optim__tape_shape(v, si));
             return NULL;
         }
@@ -207,8 +210,8 @@ optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank, const int6
     if (optim__tape_check_inputs(t, op, &a, 1)) return NULL;
     char s[OPTIM__SHAPE_STR], s2[OPTIM__SHAPE_STR];
     if (rank < 0 || rank > OPTIM_MAX_RANK || (rank > 0 && !shape)) {
-        optim__tape_err(t, OPTIM_ESHAPE, "reshape: rank %d%s, expected 0..%d with a shape", (int)rank,
-                        rank > 0 && !shape ? " with shape NULL" : "", OPTIM_MAX_RANK);
+        optim__tape_err(t, OPTIM_ESHAPE, "reshape: rank %d%s, expected 0..%d with a shape",
+                        (int)rank, rank > 0 && !shape ? " with shape NULL" : "", OPTIM_MAX_RANK);
         return NULL;
     }
     int64_t dims[OPTIM_MAX_RANK], known = 1, numel = optim__node_numel(a);
@@ -218,7 +221,8 @@ optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank, const int6
         if (shape[d] == -1 && infer < 0) {
             infer = (int)d;
         } else if (shape[d] < 0 || optim__mul_overflow_i64(known, shape[d], &known)) {
-            optim__tape_err(t, OPTIM_ESHAPE, "reshape: target shape %s is not valid (dims >= 0, one -1 at most)",
+            optim__tape_err(t, OPTIM_ESHAPE,
+                            "reshape: target shape %s is not valid (dims >= 0, one -1 at most)",
                             optim_shape_str(rank, shape, s, sizeof s));
             return NULL;
         }
@@ -232,7 +236,8 @@ optim_node *optim_reshape(optim_tape *t, optim_node *a, int32_t rank, const int6
                         optim_shape_str(rank, shape, s, sizeof s));
         return NULL;
     }
-    optim_node *n = optim__tape_node_view(t, op, a->value.dtype, rank, dims, a->value.data, a, NULL);
+    optim_node *n =
+        optim__tape_node_view(t, op, a->value.dtype, rank, dims, a->value.data, a, NULL);
     if (!n) return NULL;
     n->backward = reshape_backward;
     return n;

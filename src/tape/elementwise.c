@@ -108,65 +108,65 @@ static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
 /* ---- kernels ------------------------------------------------------------------------ */
 
 #define SEG_BRANCH(T, SA, SB, ...)                                         \
-    for (int64_t j = 0; j < len; j++) {                                     \
-        const int64_t io = po + j, ia = pa + j * (SA), ib = pb + j * (SB);  \
-        const T x = A[ia], y = B[ib];                                       \
-        (void)x;                                                            \
-        (void)y;                                                            \
-        __VA_ARGS__                                                         \
+    for (int64_t j = 0; j < len; j++) {                                    \
+        const int64_t io = po + j, ia = pa + j * (SA), ib = pb + j * (SB); \
+        const T x = A[ia], y = B[ib];                                      \
+        (void)x;                                                           \
+        (void)y;                                                           \
+        __VA_ARGS__                                                        \
     }
-#define SEG_LOOP(T, ...)                                                   \
-    if (sa && sb) {                                                         \
-        SEG_BRANCH(T, 1, 1, __VA_ARGS__)                                           \
-    } else if (sa) {                                                        \
-        SEG_BRANCH(T, 1, 0, __VA_ARGS__)                                           \
-    } else if (sb) {                                                        \
-        SEG_BRANCH(T, 0, 1, __VA_ARGS__)                                           \
-    } else {                                                                \
-        SEG_BRANCH(T, 0, 0, __VA_ARGS__)                                           \
+#define SEG_LOOP(T, ...)                 \
+    if (sa && sb) {                      \
+        SEG_BRANCH(T, 1, 1, __VA_ARGS__) \
+    } else if (sa) {                     \
+        SEG_BRANCH(T, 1, 0, __VA_ARGS__) \
+    } else if (sb) {                     \
+        SEG_BRANCH(T, 0, 1, __VA_ARGS__) \
+    } else {                             \
+        SEG_BRANCH(T, 0, 0, __VA_ARGS__) \
     }
 
 /* FWD uses x, y. GA / GB use g, x, y, o and add into the input at ia / ib.
  * BAD: where the op has no gradient (only checked when g != 0). */
-#define DEF_BINARY_T(NAME, T, SFX, FWD, GA, GB, BAD)                        \
+#define DEF_BINARY_T(NAME, T, SFX, FWD, GA, GB, BAD)                                          \
     static void NAME##_fwd_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
-                                 int sa, int sb)                           \
-    {                                                                       \
-        const T *A = c->a, *B = c->b;                                       \
-        T *O = (T *)c->out;                                                 \
-        SEG_LOOP(T, O[io] = (FWD);)                                         \
-    }                                                                       \
-    static void NAME##_ga_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
-                                int sa, int sb)                            \
-    {                                                                       \
-        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;               \
-        T *D = c->dst;                                                      \
-        SEG_LOOP(T, {                                                       \
-            const T g = G[io], o = O[io];                                   \
-            (void)o;                                                        \
-            if (BAD) {                                                      \
-                if (g == 0) continue;                                       \
-                if (c->bad < 0) c->bad = io;                                \
-                return;                                                     \
-            }                                                               \
-            D[ia] += (GA);                                                  \
-        })                                                                  \
-    }                                                                       \
-    static void NAME##_gb_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
-                                int sa, int sb)                            \
-    {                                                                       \
-        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;               \
-        T *D = c->dst;                                                      \
-        SEG_LOOP(T, {                                                       \
-            const T g = G[io], o = O[io];                                   \
-            (void)o;                                                        \
-            if (BAD) {                                                      \
-                if (g == 0) continue;                                       \
-                if (c->bad < 0) c->bad = io;                                \
-                return;                                                     \
-            }                                                               \
-            D[ib] += (GB);                                                  \
-        })                                                                  \
+                                 int sa, int sb)                                              \
+    {                                                                                         \
+        const T *A = c->a, *B = c->b;                                                         \
+        T *O = (T *)c->out;                                                                   \
+        SEG_LOOP(T, O[io] = (FWD);)                                                           \
+    }                                                                                         \
+    static void NAME##_ga_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len,  \
+                                int sa, int sb)                                               \
+    {                                                                                         \
+        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;                                 \
+        T *D = c->dst;                                                                        \
+        SEG_LOOP(T, {                                                                         \
+            const T g = G[io], o = O[io];                                                     \
+            (void)o;                                                                          \
+            if (BAD) {                                                                        \
+                if (g == 0) continue;                                                         \
+                if (c->bad < 0) c->bad = io;                                                  \
+                return;                                                                       \
+            }                                                                                 \
+            D[ia] += (GA);                                                                    \
+        })                                                                                    \
+    }                                                                                         \
+    static void NAME##_gb_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len,  \
+                                int sa, int sb)                                               \
+    {                                                                                         \
+        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;                                 \
+        T *D = c->dst;                                                                        \
+        SEG_LOOP(T, {                                                                         \
+            const T g = G[io], o = O[io];                                                     \
+            (void)o;                                                                          \
+            if (BAD) {                                                                        \
+                if (g == 0) continue;                                                         \
+                if (c->bad < 0) c->bad = io;                                                  \
+                return;                                                                       \
+            }                                                                                 \
+            D[ib] += (GB);                                                                    \
+        })                                                                                    \
     }
 
 typedef struct binary {
@@ -176,20 +176,22 @@ typedef struct binary {
     seg_fn fwd[2], ga[2], gb[2];
 } binary;
 
-#define DEF_BINARY(NAME, WHY, PASS_A, FWD, GA, GB, BAD)                     \
-    DEF_BINARY_T(NAME, float, f32, FWD, GA, GB, BAD)                        \
-    DEF_BINARY_T(NAME, double, f64, FWD, GA, GB, BAD)                       \
-    static const binary NAME##_k = {#NAME, WHY, PASS_A,                     \
-                                    {NAME##_fwd_f32, NAME##_fwd_f64},       \
-                                    {NAME##_ga_f32, NAME##_ga_f64},         \
+#define DEF_BINARY(NAME, WHY, PASS_A, FWD, GA, GB, BAD)               \
+    DEF_BINARY_T(NAME, float, f32, FWD, GA, GB, BAD)                  \
+    DEF_BINARY_T(NAME, double, f64, FWD, GA, GB, BAD)                 \
+    static const binary NAME##_k = {#NAME,                            \
+                                    WHY,                              \
+                                    PASS_A,                           \
+                                    {NAME##_fwd_f32, NAME##_fwd_f64}, \
+                                    {NAME##_ga_f32, NAME##_ga_f64},   \
                                     {NAME##_gb_f32, NAME##_gb_f64}};
 
 DEF_BINARY(add, NULL, 1, x + y, g, g, 0)
 DEF_BINARY(sub, NULL, 1, x - y, g, -g, 0)
-DEF_BINARY(mul, NULL, 0, x * y, g * y, g * x, 0)
+DEF_BINARY(mul, NULL, 0, x *y, g *y, g *x, 0)
 /* TF's RealDiv gradient: g / y and g * ((-x / y) / y). */
-DEF_BINARY(div, "division by zero", 0, x / y, g / y, g * ((-x / y) / y), y == 0)
-DEF_BINARY(squared_error, NULL, 0, (x - y) * (x - y), g * (2 * (x - y)), g * (-2 * (x - y)), 0)
+DEF_BINARY(div, "division by zero", 0, x / y, g / y, g *((-x / y) / y), y == 0)
+DEF_BINARY(squared_error, NULL, 0, (x - y) * (x - y), g *(2 * (x - y)), g *(-2 * (x - y)), 0)
 
 /* ---- binary nodes ------------------------------------------------------------------- */
 
@@ -229,11 +231,12 @@ static int binary_backward(optim_tape *t, optim_node *n)
         bcast_run(&p, side ? k->gb[di] : k->ga[di], &c);
         if (c.bad >= 0) {
             char sa[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
-            return optim__tape_err(t, OPTIM_ERANGE,
-                                   "optim_tape_gradient: %s (node %u, shapes %s and %s) has no "
-                                   "gradient at element %lld of its result: %s",
-                                   k->name, (unsigned)n->id, optim__tape_shape(&n->in[0]->value, sa),
-                                   optim__tape_shape(&n->in[1]->value, sb), (long long)c.bad, k->why);
+            return optim__tape_err(
+                t, OPTIM_ERANGE,
+                "optim_tape_gradient: %s (node %u, shapes %s and %s) has no "
+                "gradient at element %lld of its result: %s",
+                k->name, (unsigned)n->id, optim__tape_shape(&n->in[0]->value, sa),
+                optim__tape_shape(&n->in[1]->value, sb), (long long)c.bad, k->why);
         }
     }
     return OPTIM_OK;
@@ -262,10 +265,22 @@ static optim_node *binary_op(optim_tape *t, const binary *k, optim_node *a, opti
     return n;
 }
 
-optim_node *optim_add(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &add_k, a, b); }
-optim_node *optim_sub(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &sub_k, a, b); }
-optim_node *optim_mul(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &mul_k, a, b); }
-optim_node *optim_div(optim_tape *t, optim_node *a, optim_node *b) { return binary_op(t, &div_k, a, b); }
+optim_node *optim_add(optim_tape *t, optim_node *a, optim_node *b)
+{
+    return binary_op(t, &add_k, a, b);
+}
+optim_node *optim_sub(optim_tape *t, optim_node *a, optim_node *b)
+{
+    return binary_op(t, &sub_k, a, b);
+}
+optim_node *optim_mul(optim_tape *t, optim_node *a, optim_node *b)
+{
+    return binary_op(t, &mul_k, a, b);
+}
+optim_node *optim_div(optim_tape *t, optim_node *a, optim_node *b)
+{
+    return binary_op(t, &div_k, a, b);
+}
 optim_node *optim_squared_error(optim_tape *t, optim_node *a, optim_node *b)
 {
     return binary_op(t, &squared_error_k, a, b);
@@ -297,7 +312,8 @@ static int unary_backward(optim_tape *t, optim_node *n)
 optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *a)
 {
     if (optim__tape_check_inputs(t, k->name, &a, 1)) return NULL;
-    optim_node *n = optim__tape_node(t, k->name, a->value.dtype, a->value.rank, a->value.shape, a, NULL);
+    optim_node *n =
+        optim__tape_node(t, k->name, a->value.dtype, a->value.rank, a->value.shape, a, NULL);
     if (!n) return NULL;
     k->fwd[a->value.dtype == OPTIM_F64](a->value.data, n->value.data, optim__node_numel(n));
     n->aux = (void *)k;
@@ -305,33 +321,36 @@ optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *
     return n;
 }
 
-#define DEF_UNARY(NAME, WHY, FWD, BWD)                                       \
-    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)                             \
-    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)                            \
-    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)                             \
-    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD)                            \
-    static const optim__unary NAME##_k = {#NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, \
-                                          {NAME##_bwd_f32, NAME##_bwd_f64}};
-#define DEF_UNARY_CHECKED(NAME, WHY, FWD, BAD, BWD)                          \
-    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)                             \
-    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)                            \
-    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f32, float, BAD, BWD)                \
-    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f64, double, BAD, BWD)               \
-    static const optim__unary NAME##_k = {#NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, \
-                                          {NAME##_bwd_f32, NAME##_bwd_f64}};
+#define DEF_UNARY(NAME, WHY, FWD, BWD)            \
+    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)  \
+    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD) \
+    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)  \
+    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD) \
+    static const optim__unary NAME##_k = {        \
+        #NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, {NAME##_bwd_f32, NAME##_bwd_f64}};
+#define DEF_UNARY_CHECKED(NAME, WHY, FWD, BAD, BWD)            \
+    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)               \
+    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)              \
+    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f32, float, BAD, BWD)  \
+    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f64, double, BAD, BWD) \
+    static const optim__unary NAME##_k = {                     \
+        #NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, {NAME##_bwd_f32, NAME##_bwd_f64}};
 
 DEF_UNARY(neg, NULL, -x, -g)
-DEF_UNARY(square, NULL, x * x, g * (2 * x))
+DEF_UNARY(square, NULL, x *x, g *(2 * x))
 /* TF's SqrtGrad: g * 0.5 / y; undefined at x <= 0 (infinite or NaN). A NaN
  * input propagates, as in TF. */
 DEF_UNARY_CHECKED(sqrt, "sqrt's gradient 0.5/sqrt(x) is not finite for x <= 0", sqrt(x), x <= 0,
                   g * 0.5f / o)
-DEF_UNARY(exp, NULL, exp(x), g * o)
+DEF_UNARY(exp, NULL, exp(x), g *o)
 /* TF's log gradient: g * (1 / x); undefined at x <= 0 (NaN propagates). */
-DEF_UNARY_CHECKED(log, "log's gradient 1/x is not defined for x <= 0", log(x), x <= 0, g * (1 / x))
+DEF_UNARY_CHECKED(log, "log's gradient 1/x is not defined for x <= 0", log(x), x <= 0, g *(1 / x))
 
 optim_node *optim_neg(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &neg_k, a); }
-optim_node *optim_square(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &square_k, a); }
+optim_node *optim_square(optim_tape *t, optim_node *a)
+{
+    return optim__tape_unary(t, &square_k, a);
+}
 optim_node *optim_sqrt(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &sqrt_k, a); }
 optim_node *optim_exp(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &exp_k, a); }
 optim_node *optim_log(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &log_k, a); }
@@ -365,7 +384,8 @@ optim_node *optim__tape_clip(optim_tape *t, optim_node *a, double lo, double hi)
     }
     b[0] = lo;
     b[1] = hi;
-    optim_node *n = optim__tape_node(t, "clip", a->value.dtype, a->value.rank, a->value.shape, a, NULL);
+    optim_node *n =
+        optim__tape_node(t, "clip", a->value.dtype, a->value.rank, a->value.shape, a, NULL);
     if (!n) return NULL;
     n->aux = b;
     n->backward = clip_backward;

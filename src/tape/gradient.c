@@ -80,7 +80,10 @@ static void map_put(varmap *m, const optim_var *v, size_t val)
     m->vals[h] = val;
 }
 
-static int oom(optim_tape *t) { return fail(t, OPTIM_ENOMEM, "optim_tape_gradient: out of memory"); }
+static int oom(optim_tape *t)
+{
+    return fail(t, OPTIM_ENOMEM, "optim_tape_gradient: out of memory");
+}
 
 /* The gradient of one variable from what reached it. */
 static int assemble(optim_tape *t, optim_var *v, const slot *s, optim_grad *g)
@@ -98,7 +101,8 @@ static int assemble(optim_tape *t, optim_var *v, const slot *s, optim_grad *g)
     if (s->ndense == 0) {
         if (s->nsparse == 1) {
             optim_node *n = s->sparse->node;
-            *g = optim_grad_sparse(n->idx, n->nidx, optim_tensor_make(dt, n->grad, n->value.rank, n->value.shape));
+            *g = optim_grad_sparse(n->idx, n->nidx,
+                                   optim_tensor_make(dt, n->grad, n->value.rank, n->value.shape));
             return OPTIM_OK;
         }
         int64_t *idx = optim__arena_alloc(&t->arena, (size_t)s->nrows * sizeof *idx);
@@ -147,26 +151,30 @@ static int assemble(optim_tape *t, optim_var *v, const slot *s, optim_grad *g)
 }
 
 /* The arguments of optim_tape_gradient, before anything runs. */
-static int check_args(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n, optim_grad_var *out)
+static int check_args(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n,
+                      optim_grad_var *out)
 {
     char s[OPTIM__SHAPE_STR];
     if (n > 0 && (!vars || !out))
-        return fail(t, OPTIM_EINVAL, "optim_tape_gradient: %s is NULL with n = %zu", vars ? "out" : "vars", n);
+        return fail(t, OPTIM_EINVAL, "optim_tape_gradient: %s is NULL with n = %zu",
+                    vars ? "out" : "vars", n);
     if (!loss) {
         if (t->errmsg[0]) {
             char prev[OPTIM_ERRMSG_MAX];
             memcpy(prev, t->errmsg, sizeof prev);
-            return fail(t, OPTIM_EINVAL, "optim_tape_gradient: loss is NULL, because an op failed: %s", prev);
+            return fail(t, OPTIM_EINVAL,
+                        "optim_tape_gradient: loss is NULL, because an op failed: %s", prev);
         }
         return fail(t, OPTIM_EINVAL, "optim_tape_gradient: loss is NULL");
     }
     if (loss->tape != t)
         return fail(t, OPTIM_EINVAL, "optim_tape_gradient: the loss was recorded on another tape");
     if (optim__node_numel(loss) != 1)
-        return fail(t, OPTIM_ESHAPE,
-                    "optim_tape_gradient: the loss (%s) has shape %s, expected a scalar (one element); "
-                    "reduce it first with optim_sum or optim_mean",
-                    loss->op, optim__tape_shape(&loss->value, s));
+        return fail(
+            t, OPTIM_ESHAPE,
+            "optim_tape_gradient: the loss (%s) has shape %s, expected a scalar (one element); "
+            "reduce it first with optim_sum or optim_mean",
+            loss->op, optim__tape_shape(&loss->value, s));
     for (size_t i = 0; i < n; i++)
         if (!vars[i]) return fail(t, OPTIM_EINVAL, "optim_tape_gradient: vars[%zu] is NULL", i);
     return OPTIM_OK;
@@ -221,7 +229,8 @@ static int collect(optim_tape *t, optim_node *loss, const varmap *m, slot *slots
     return OPTIM_OK;
 }
 
-static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n, optim_grad_var *out)
+static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n,
+                    optim_grad_var *out)
 {
     int rc = check_args(t, loss, vars, n, out);
     if (rc || (rc = backward_pass(t, loss))) return rc;
@@ -252,7 +261,8 @@ static int gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, siz
     return OPTIM_OK;
 }
 
-int optim_tape_gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n, optim_grad_var *out)
+int optim_tape_gradient(optim_tape *t, optim_node *loss, optim_var *const *vars, size_t n,
+                        optim_grad_var *out)
 {
     if (!t) return OPTIM_EINVAL;
     /* Let the backward rules report even after an op failed earlier; keep

@@ -24,20 +24,20 @@ struct optim_node;
 typedef int (*optim__backward_fn)(optim_tape *t, struct optim_node *n);
 
 struct optim_node {
-    struct optim_node *prev;   /* the node created before this one */
+    struct optim_node *prev; /* the node created before this one */
     optim_tape *tape;
-    uint32_t id;               /* creation index */
-    int need;                  /* a gradient may flow to a watched variable */
-    const char *op;            /* "add", "matmul", ... ("var", "const" for leaves) */
+    uint32_t id; /* creation index */
+    int need; /* a gradient may flow to a watched variable */
+    const char *op; /* "add", "matmul", ... ("var", "const" for leaves) */
     optim_tensor value;
-    void *grad;                /* same shape and dtype as value; NULL: none yet */
+    void *grad; /* same shape and dtype as value; NULL: none yet */
     struct optim_node *in[2];
-    struct optim_node **ins;   /* concat's inputs */
+    struct optim_node **ins; /* concat's inputs */
     size_t nin;
-    optim_var *var;            /* leaf of a variable */
-    const int64_t *idx;        /* gather indices, labels */
+    optim_var *var; /* leaf of a variable */
+    const int64_t *idx; /* gather indices, labels */
     int64_t nidx;
-    void *aux;                 /* saved for backward (mask, probabilities) */
+    void *aux; /* saved for backward (mask, probabilities) */
     struct optim_node *logits; /* softmax, sigmoid: their input, for the
                                 * cross-entropy losses (optim__tape_logits) */
     int32_t axis;
@@ -56,10 +56,10 @@ typedef struct optim__watch {
 
 struct optim_tape {
     optim__arena arena;
-    struct optim_node *last;   /* the newest node */
+    struct optim_node *last; /* the newest node */
     uint32_t count;
     optim__watch *watched;
-    int failed;                /* errmsg holds a message */
+    int failed; /* errmsg holds a message */
     char errmsg[OPTIM_ERRMSG_MAX];
 };
 
@@ -76,7 +76,8 @@ int optim__tape_check_inputs(optim_tape *t, const char *op, optim_node *const *i
  * uninitialised), linked on the tape; its inputs are set from in[0..nin-1]
  * (up to 2) and `need` from theirs. NULL (message set) if out of memory. */
 struct optim_node *optim__tape_node(optim_tape *t, const char *op, optim_dtype dtype, int32_t rank,
-                                    const int64_t *shape, struct optim_node *a, struct optim_node *b);
+                                    const int64_t *shape, struct optim_node *a,
+                                    struct optim_node *b);
 /* Same, with the value viewing `data` (no allocation for it). */
 struct optim_node *optim__tape_node_view(optim_tape *t, const char *op, optim_dtype dtype,
                                          int32_t rank, const int64_t *shape, void *data,
@@ -112,15 +113,15 @@ static inline int32_t optim__tape_axis(int32_t axis, int32_t rank)
 }
 
 /* Runs a block with T typedef'd to the C type of a float dtype. */
-#define OPTIM__TAPE_TYPED(dtype, T, ...)        \
-    do {                                        \
-        if ((dtype) == OPTIM_F32) {             \
-            typedef float T;                    \
-            __VA_ARGS__                         \
-        } else {                                \
-            typedef double T;                   \
-            __VA_ARGS__                         \
-        }                                       \
+#define OPTIM__TAPE_TYPED(dtype, T, ...) \
+    do {                                 \
+        if ((dtype) == OPTIM_F32) {      \
+            typedef float T;             \
+            __VA_ARGS__                  \
+        } else {                         \
+            typedef double T;            \
+            __VA_ARGS__                  \
+        }                                \
     } while (0)
 
 /* ---- element-wise kernels (elementwise.c) ----------------------------------------- */
@@ -131,7 +132,7 @@ static inline int32_t optim__tape_axis(int32_t axis, int32_t rank)
  * returns the first element where the gradient is undefined, or -1. */
 typedef struct optim__unary {
     const char *name;
-    const char *why;           /* what is undefined, for the message */
+    const char *why; /* what is undefined, for the message */
     void (*fwd[2])(const void *x, void *o, int64_t n);
     int64_t (*bwd[2])(const void *x, const void *o, const void *g, void *d, int64_t n, int set);
 } optim__unary;
@@ -161,69 +162,69 @@ optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b);
  * (backend/tensorflow/nn.py _get_logits): they compute from the logits. */
 optim_node *optim__tape_logits(const optim_node *n, const char *op);
 
-#define OPTIM__UNARY_FWD(NAME, T, EXPR)                                   \
-    static void NAME(const void *x_, void *o_, int64_t n)                 \
-    {                                                                     \
-        const T *X = x_;                                                  \
-        T *O = o_;                                                        \
-        for (int64_t i = 0; i < n; i++) {                                 \
-            const T x = X[i];                                             \
-            O[i] = (EXPR);                                                \
-        }                                                                 \
+#define OPTIM__UNARY_FWD(NAME, T, EXPR)                   \
+    static void NAME(const void *x_, void *o_, int64_t n) \
+    {                                                     \
+        const T *X = x_;                                  \
+        T *O = o_;                                        \
+        for (int64_t i = 0; i < n; i++) {                 \
+            const T x = X[i];                             \
+            O[i] = (EXPR);                                \
+        }                                                 \
     }
 /* Declares Z, a +0 of type T that the compiler cannot fold: Z + e has the
  * bits of adding e into a zeroed buffer (+0 + -0 = +0), and a loop writing
  * it vectorises where a literal 0 + e does not (GCC folds 0 + 0 in the
  * branches of a conditional e, and the branches stay). */
-#define OPTIM__OPAQUE_ZERO(T, Z)                                          \
-    volatile T Z##_ = 0;                                                  \
+#define OPTIM__OPAQUE_ZERO(T, Z) \
+    volatile T Z##_ = 0;         \
     const T Z = Z##_
 
 /* EXPR may use x, o (the op's value) and g (the upstream gradient). The
  * loop is written twice so that each vectorises. */
-#define OPTIM__UNARY_BWD(NAME, T, EXPR)                                   \
+#define OPTIM__UNARY_BWD(NAME, T, EXPR)                                                      \
     static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n, \
-                        int set)                                          \
-    {                                                                     \
-        const T *X = x_, *O = o_, *G = g_;                                \
-        T *D = d_;                                                        \
-        if (set) {                                                        \
-            OPTIM__OPAQUE_ZERO(T, zero);                                  \
-            for (int64_t i = 0; i < n; i++) {                             \
-                const T x = X[i], o = O[i], g = G[i];                     \
-                (void)x;                                                  \
-                (void)o;                                                  \
-                D[i] = zero + (EXPR);                                     \
-            }                                                             \
-            return -1;                                                    \
-        }                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                 \
-            const T x = X[i], o = O[i], g = G[i];                         \
-            (void)x;                                                      \
-            (void)o;                                                      \
-            D[i] += (EXPR);                                               \
-        }                                                                 \
-        return -1;                                                        \
+                        int set)                                                             \
+    {                                                                                        \
+        const T *X = x_, *O = o_, *G = g_;                                                   \
+        T *D = d_;                                                                           \
+        if (set) {                                                                           \
+            OPTIM__OPAQUE_ZERO(T, zero);                                                     \
+            for (int64_t i = 0; i < n; i++) {                                                \
+                const T x = X[i], o = O[i], g = G[i];                                        \
+                (void)x;                                                                     \
+                (void)o;                                                                     \
+                D[i] = zero + (EXPR);                                                        \
+            }                                                                                \
+            return -1;                                                                       \
+        }                                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                    \
+            const T x = X[i], o = O[i], g = G[i];                                            \
+            (void)x;                                                                         \
+            (void)o;                                                                         \
+            D[i] += (EXPR);                                                                  \
+        }                                                                                    \
+        return -1;                                                                           \
     }
 /* Same, for ops with a domain: where BAD holds and g != 0 there is no
  * gradient; where g == 0 the contribution is exactly 0. */
-#define OPTIM__UNARY_BWD_CHECKED(NAME, T, BAD, EXPR)                      \
+#define OPTIM__UNARY_BWD_CHECKED(NAME, T, BAD, EXPR)                                         \
     static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n, \
-                        int set)                                          \
-    {                                                                     \
-        const T *X = x_, *O = o_, *G = g_;                                \
-        T *D = d_;                                                        \
-        for (int64_t i = 0; i < n; i++) {                                 \
-            const T x = X[i], o = O[i], g = G[i];                         \
-            (void)o;                                                      \
-            if (g == 0) {                                                 \
-                if (set) D[i] = 0;                                        \
-                continue;                                                 \
-            }                                                             \
-            if (BAD) return i;                                            \
-            D[i] = (set ? (T)0 : D[i]) + (EXPR);                          \
-        }                                                                 \
-        return -1;                                                        \
+                        int set)                                                             \
+    {                                                                                        \
+        const T *X = x_, *O = o_, *G = g_;                                                   \
+        T *D = d_;                                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                    \
+            const T x = X[i], o = O[i], g = G[i];                                            \
+            (void)o;                                                                         \
+            if (g == 0) {                                                                    \
+                if (set) D[i] = 0;                                                           \
+                continue;                                                                    \
+            }                                                                                \
+            if (BAD) return i;                                                               \
+            D[i] = (set ? (T)0 : D[i]) + (EXPR);                                             \
+        }                                                                                    \
+        return -1;                                                                           \
     }
 
 #endif

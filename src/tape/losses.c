@@ -34,7 +34,8 @@ static int sce_backward(optim_tape *t, optim_node *n)
     return OPTIM_OK;
 }
 
-optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const int64_t *labels, int64_t n)
+optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const int64_t *labels,
+                                        int64_t n)
 {
     static const char op[] = "softmax_cross_entropy";
     if (optim__tape_check_inputs(t, op, &logits, 1)) return NULL;
@@ -47,8 +48,8 @@ optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const
     }
     int64_t rows = v->shape[0], cols = v->shape[1];
     if (n != rows) {
-        optim__tape_err(t, OPTIM_ESHAPE, "%s: %lld labels for logits of shape %s, expected %lld", op,
-                        (long long)n, optim__tape_shape(v, s), (long long)rows);
+        optim__tape_err(t, OPTIM_ESHAPE, "%s: %lld labels for logits of shape %s, expected %lld",
+                        op, (long long)n, optim__tape_shape(v, s), (long long)rows);
         return NULL;
     }
     if (n > 0 && !labels) {
@@ -57,11 +58,12 @@ optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const
     }
     for (int64_t i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= cols) {
-            optim__tape_err(t, OPTIM_ERANGE,
-                            "%s: label %lld at position %lld is out of range for logits of shape %s, "
-                            "expected 0..%lld",
-                            op, (long long)labels[i], (long long)i, optim__tape_shape(v, s),
-                            (long long)cols - 1);
+            optim__tape_err(
+                t, OPTIM_ERANGE,
+                "%s: label %lld at position %lld is out of range for logits of shape %s, "
+                "expected 0..%lld",
+                op, (long long)labels[i], (long long)i, optim__tape_shape(v, s),
+                (long long)cols - 1);
             return NULL;
         }
     optim_node *out = optim__tape_node(t, op, v->dtype, 1, &rows, logits, NULL);
@@ -137,8 +139,8 @@ optim_node *optim_sigmoid_cross_entropy(optim_tape *t, optim_node *logits, optim
     for (int32_t d = 0; same && d < a->rank; d++) same = a->shape[d] == b->shape[d];
     if (!same) {
         char sa[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
-        optim__tape_err(t, OPTIM_ESHAPE, "%s: logits %s and targets %s, expected the same shape", op,
-                        optim__tape_shape(a, sa), optim__tape_shape(b, sb));
+        optim__tape_err(t, OPTIM_ESHAPE, "%s: logits %s and targets %s, expected the same shape",
+                        op, optim__tape_shape(a, sa), optim__tape_shape(b, sb));
         return NULL;
     }
     optim_node *n = optim__tape_node(t, op, a->dtype, a->rank, a->shape, logits, targets);

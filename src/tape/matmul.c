@@ -30,11 +30,11 @@ static void gemm(optim_dtype dt, int tx, int ty, int64_t m, int64_t n, int64_t k
     int64_t ldx = tx ? m : k, ldy = ty ? k : n;
     enum CBLAS_TRANSPOSE ox = tx ? CblasTrans : CblasNoTrans, oy = ty ? CblasTrans : CblasNoTrans;
     if (dt == OPTIM_F32)
-        cblas_sgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0f, x, (blasint)ldx, y,
-                    (blasint)ldy, (float)beta, c, (blasint)n);
+        cblas_sgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0f, x,
+                    (blasint)ldx, y, (blasint)ldy, (float)beta, c, (blasint)n);
     else
-        cblas_dgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0, x, (blasint)ldx, y,
-                    (blasint)ldy, beta, c, (blasint)n);
+        cblas_dgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0, x, (blasint)ldx,
+                    y, (blasint)ldy, beta, c, (blasint)n);
 }
 
 static int matmul_backward(optim_tape *t, optim_node *n)
@@ -48,19 +48,20 @@ static int matmul_backward(optim_tape *t, optim_node *n)
     if (a->need) {
         void *dA = optim__tape_grad(t, a);
         if (!dA) return OPTIM_ENOMEM;
-        if (!ta) gemm(dt, 0, !tb, m, k, nn, G, B, 1, dA);  /* [m, k] = G op(B)^T */
-        else gemm(dt, tb, 1, k, m, nn, B, G, 1, dA);       /* [k, m] = op(B) G^T */
+        if (!ta) gemm(dt, 0, !tb, m, k, nn, G, B, 1, dA); /* [m, k] = G op(B)^T */
+        else gemm(dt, tb, 1, k, m, nn, B, G, 1, dA); /* [k, m] = op(B) G^T */
     }
     if (b->need) {
         void *dB = optim__tape_grad(t, b);
         if (!dB) return OPTIM_ENOMEM;
-        if (!tb) gemm(dt, !ta, 0, k, nn, m, A, G, 1, dB);  /* [k, n] = op(A)^T G */
-        else gemm(dt, 1, ta, nn, k, m, G, A, 1, dB);       /* [n, k] = G^T op(A) */
+        if (!tb) gemm(dt, !ta, 0, k, nn, m, A, G, 1, dB); /* [k, n] = op(A)^T G */
+        else gemm(dt, 1, ta, nn, k, m, G, A, 1, dB); /* [n, k] = G^T op(A) */
     }
     return OPTIM_OK;
 }
 
-optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transpose_a, int transpose_b)
+optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transpose_a,
+                         int transpose_b)
 {
     optim_node *in[2] = {a, b};
     if (optim__tape_check_inputs(t, "matmul", in, 2)) return NULL;
@@ -74,11 +75,12 @@ optim_node *optim_matmul(optim_tape *t, optim_node *a, optim_node *b, int transp
     int64_t m = a->value.shape[ta], ka = a->value.shape[!ta];
     int64_t kb = b->value.shape[tb], nn = b->value.shape[!tb];
     if (ka != kb) {
-        optim__tape_err(t, OPTIM_ESHAPE,
-                        "matmul: shapes %s%s and %s%s do not multiply: inner dims %lld and %lld differ",
-                        optim__tape_shape(&a->value, sa), ta ? " (transposed)" : "",
-                        optim__tape_shape(&b->value, sb), tb ? " (transposed)" : "", (long long)ka,
-                        (long long)kb);
+        optim__tape_err(
+            t, OPTIM_ESHAPE,
+            "matmul: shapes %s%s and %s%s do not multiply: inner dims %lld and %lld differ",
+            optim__tape_shape(&a->value, sa), ta ? " (transposed)" : "",
+            optim__tape_shape(&b->value, sb), tb ? " (transposed)" : "", (long long)ka,
+            (long long)kb);
         return NULL;
     }
     if (m > INT32_MAX || nn > INT32_MAX || ka > INT32_MAX) {

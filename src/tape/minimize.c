@@ -25,8 +25,8 @@ static int run_loss(optim_tape *t, const char *who, optim_loss_fn loss_fn, void 
     *loss = NULL;
     int rc = loss_fn(t, user, loss);
     if (rc)
-        return optim__err(err, rc < 0 ? rc : OPTIM_EINVAL, "%s: loss_fn failed (returned %d)%s%s", who, rc,
-                          t->errmsg[0] ? ": " : "", t->errmsg);
+        return optim__err(err, rc < 0 ? rc : OPTIM_EINVAL, "%s: loss_fn failed (returned %d)%s%s",
+                          who, rc, t->errmsg[0] ? ": " : "", t->errmsg);
     if (!*loss)
         return optim__err(err, OPTIM_EINVAL, "%s: loss_fn returned no loss%s%s", who,
                           t->errmsg[0] ? ": " : "", t->errmsg);
@@ -35,14 +35,16 @@ static int run_loss(optim_tape *t, const char *who, optim_loss_fn loss_fn, void 
 
 static int check_vars(const char *who, optim_var *const *vars, size_t n, optim_error *err)
 {
-    if (n > 0 && !vars) return optim__err(err, OPTIM_EINVAL, "%s: vars is NULL with n = %zu", who, n);
+    if (n > 0 && !vars)
+        return optim__err(err, OPTIM_EINVAL, "%s: vars is NULL with n = %zu", who, n);
     for (size_t i = 0; i < n; i++)
         if (!vars[i]) return optim__err(err, OPTIM_EINVAL, "%s: vars[%zu] is NULL", who, i);
     return OPTIM_OK;
 }
 
-int optim_loss_and_gradients(optim_tape *t, optim_loss_fn loss_fn, void *user, optim_var *const *vars,
-                             size_t n, optim_grad_var *out, double *loss_value, optim_error *err)
+int optim_loss_and_gradients(optim_tape *t, optim_loss_fn loss_fn, void *user,
+                             optim_var *const *vars, size_t n, optim_grad_var *out,
+                             double *loss_value, optim_error *err)
 {
     static const char who[] = "optim_loss_and_gradients";
     if (loss_value) *loss_value = NAN;
@@ -71,10 +73,12 @@ int optim_minimize(optim_optimizer *opt, optim_loss_fn loss_fn, void *user, opti
     if (!opt) return OPTIM_EINVAL;
     if (!loss_fn) return optim_set_error(opt, OPTIM_EINVAL, "%s: loss_fn is NULL", who);
     if (vars && var_list_fn)
-        return optim_set_error(opt, OPTIM_EINVAL,
-                               "%s: both vars and var_list_fn were given, expected one (a list or a callable)", who);
+        return optim_set_error(
+            opt, OPTIM_EINVAL,
+            "%s: both vars and var_list_fn were given, expected one (a list or a callable)", who);
     if (!vars && !var_list_fn)
-        return optim_set_error(opt, OPTIM_EINVAL, "%s: no variables: vars and var_list_fn are both NULL", who);
+        return optim_set_error(opt, OPTIM_EINVAL,
+                               "%s: no variables: vars and var_list_fn are both NULL", who);
     optim_error e;
     int rc = vars ? check_vars(who, vars, n, &e) : OPTIM_OK;
     if (rc) return optim_set_error(opt, rc, "%s", e.msg);

@@ -58,8 +58,8 @@ static optim_node *reduce(optim_tape *t, const char *op, optim_node *a, int32_t 
         int32_t ax = optim__tape_axis(axis, a->value.rank);
         if (ax < 0) {
             char s[OPTIM__SHAPE_STR];
-            optim__tape_err(t, OPTIM_ERANGE, "%s: axis %d is out of range for shape %s (rank %d)", op,
-                            (int)axis, optim__tape_shape(&a->value, s), (int)a->value.rank);
+            optim__tape_err(t, OPTIM_ERANGE, "%s: axis %d is out of range for shape %s (rank %d)",
+                            op, (int)axis, optim__tape_shape(&a->value, s), (int)a->value.rank);
             return NULL;
         }
         axis = ax;
@@ -96,5 +96,11 @@ static optim_node *reduce(optim_tape *t, const char *op, optim_node *a, int32_t 
     return n;
 }
 
-optim_node *optim_sum(optim_tape *t, optim_node *a, int32_t axis) { return reduce(t, "sum", a, axis, 0); }
-optim_node *optim_mean(optim_tape *t, optim_node *a, int32_t axis) { return reduce(t, "mean", a, axis, 1); }
+optim_node *optim_sum(optim_tape *t, optim_node *a, int32_t axis)
+{
+    return reduce(t, "sum", a, axis, 0);
+}
+optim_node *optim_mean(optim_tape *t, optim_node *a, int32_t axis)
+{
+    return reduce(t, "mean", a, axis, 1);
+}

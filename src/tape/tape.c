@@ -73,9 +73,10 @@ int optim__tape_check_inputs(optim_tape *t, const char *op, optim_node *const *i
     for (size_t i = 1; i < n; i++)
         if (in[i]->value.dtype != in[0]->value.dtype) {
             char a[OPTIM__SHAPE_STR], b[OPTIM__SHAPE_STR];
-            optim__tape_err(t, OPTIM_EDTYPE, "%s: inputs have dtypes %s %s and %s %s, expected one dtype",
-                            op, optim_dtype_name(in[0]->value.dtype), optim__tape_shape(&in[0]->value, a),
-                            optim_dtype_name(in[i]->value.dtype), optim__tape_shape(&in[i]->value, b));
+            optim__tape_err(
+                t, OPTIM_EDTYPE, "%s: inputs have dtypes %s %s and %s %s, expected one dtype", op,
+                optim_dtype_name(in[0]->value.dtype), optim__tape_shape(&in[0]->value, a),
+                optim_dtype_name(in[i]->value.dtype), optim__tape_shape(&in[i]->value, b));
             return -1;
         }
     return 0;
@@ -137,7 +138,8 @@ void *optim__tape_grad_first(optim_tape *t, optim_node *n, int *fresh)
 {
     *fresh = !n->grad;
     if (!n->grad) {
-        n->grad = optim__arena_alloc(&t->arena, (size_t)optim__node_numel(n) * optim_dtype_size(n->value.dtype));
+        n->grad = optim__arena_alloc(
+            &t->arena, (size_t)optim__node_numel(n) * optim_dtype_size(n->value.dtype));
         if (!n->grad) optim__tape_err(t, OPTIM_ENOMEM, "gradient of %s: out of memory", n->op);
     }
     return n->grad;
@@ -183,8 +185,10 @@ optim_node *optim_tape_var(optim_tape *t, optim_var *v)
         return NULL;
     }
     if (!(OPTIM__FLOAT_MASK & OPTIM__MASK(optim_var_dtype(v)))) {
-        optim__tape_err(t, OPTIM_EDTYPE, "var: variable '%s' is %s, expected float32 or float64 (the tape "
-                        "does not compute in half precision)", optim_var_name(v), optim_dtype_name(optim_var_dtype(v)));
+        optim__tape_err(t, OPTIM_EDTYPE,
+                        "var: variable '%s' is %s, expected float32 or float64 (the tape "
+                        "does not compute in half precision)",
+                        optim_var_name(v), optim_dtype_name(optim_var_dtype(v)));
         return NULL;
     }
     optim_node *n = optim__tape_node_view(t, "var", optim_var_dtype(v), optim_var_rank(v),

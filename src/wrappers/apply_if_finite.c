@@ -116,8 +116,8 @@ static int all_finite(const optim_grad_var *pairs, size_t n, int nthreads)
 /* ---- the step ------------------------------------------------------------------------------- */
 
 typedef struct finite_ctx {
-    optim_optimizer *opt;             /* the wrapper */
-    const optim_step_options *outer;  /* its caller's options: their inspect runs first */
+    optim_optimizer *opt; /* the wrapper */
+    const optim_step_options *outer; /* its caller's options: their inspect runs first */
     int skip_nonfinite;
     double divisor;
     int (*before)(optim_optimizer *);
@@ -129,11 +129,14 @@ typedef struct finite_ctx {
 static int finite_inspect(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
 {
     finite_ctx *c = user;
-    int rc = c->outer->inspect ? c->outer->inspect(c->outer->inspect_user, pairs, n, err) : OPTIM_OK;
+    int rc =
+        c->outer->inspect ? c->outer->inspect(c->outer->inspect_user, pairs, n, err) : OPTIM_OK;
     if (rc) return rc;
-    const int nthreads = c->outer->num_threads > 0 ? c->outer->num_threads : optim_num_threads(c->opt);
+    const int nthreads =
+        c->outer->num_threads > 0 ? c->outer->num_threads : optim_num_threads(c->opt);
     c->finite = all_finite(pairs, n, nthreads);
-    if (c->before && (rc = c->before(c->opt))) return optim__err(err, rc, "%s", optim_errmsg(c->opt));
+    if (c->before && (rc = c->before(c->opt)))
+        return optim__err(err, rc, "%s", optim_errmsg(c->opt));
     if (!c->finite && c->skip_nonfinite) return OPTIM_STEP_SKIP;
     if (c->divisor == 0 || c->divisor == 1) return OPTIM_OK;
     for (size_t i = 0; i < n; i++) {
@@ -155,9 +158,10 @@ static int finite_inspect(void *user, optim_grad_var *pairs, size_t n, optim_err
  * class state's pointers to them, so that a failed step changes nothing. On
  * success *finite says whether every gradient was finite, and the wrapper's
  * iterations equal the inner's. */
-int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
-                       int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
-                       void (*forget)(optim_optimizer *), int *finite)
+int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                       const optim_step_options *o, int skip_nonfinite, double divisor,
+                       int (*before)(optim_optimizer *), void (*forget)(optim_optimizer *),
+                       int *finite)
 {
     const char *cn = optim_class_of(opt)->name;
     optim_optimizer *inner = optim__wrapper_inner(opt);
@@ -195,7 +199,8 @@ int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t
 int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err)
 {
     char have[64], want[64];
-    const char *name = optim_base_option_changed(opt, NULL, 0, have, sizeof have, want, sizeof want);
+    const char *name =
+        optim_base_option_changed(opt, NULL, 0, have, sizeof have, want, sizeof want);
     if (!name) return OPTIM_OK;
     return optim__err(err, OPTIM_EINVAL,
                       "%s does not support `%s` (it is %s, expected %s). Instead, set `%s` on "
@@ -219,20 +224,18 @@ int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *co
 
 typedef struct aif_state {
     optim_wrapper_state w; /* first, for the wrapper plumbing */
-    optim_var *skipped;     /* "skipped_steps", float64 scalar */
+    optim_var *skipped; /* "skipped_steps", float64 scalar */
 } aif_state;
 
 static int aif_weights(optim_optimizer *opt)
 {
     aif_state *st = optim_state(opt);
     if (st->skipped) return OPTIM_OK;
-    return optim_add_weight(opt, "skipped_steps", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->skipped);
+    return optim_add_weight(opt, "skipped_steps", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0,
+                            &st->skipped);
 }
 
-static void aif_forget(optim_optimizer *opt)
-{
-    ((aif_state *)optim_state(opt))->skipped = NULL;
-}
+static void aif_forget(optim_optimizer *opt) { ((aif_state *)optim_state(opt))->skipped = NULL; }
 
 static int aif_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
@@ -241,7 +244,8 @@ static int aif_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
     return aif_weights(opt);
 }
 
-static int aif_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
+static int aif_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                     const optim_step_options *o)
 {
     int finite;
     int rc = optim__finite_step(opt, pairs, n, o, 1, 0, aif_weights, aif_forget, &finite);

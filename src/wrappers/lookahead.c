@@ -77,7 +77,7 @@ static int lookahead_create_slots(optim_optimizer *opt, optim_var *var, optim_er
 }
 
 static int lookahead_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                               const optim_step_options *o)
+                           const optim_step_options *o)
 {
     static const optim__tfa_rule r = {"slow", lookahead_coefs, lookahead_rule};
     return optim__tfa_step(opt, pairs, n, o, &r);

@@ -89,11 +89,12 @@ static const optim_param lso_params[] = {
 
 typedef struct lso_state {
     optim_wrapper_state w; /* first, for the wrapper plumbing */
-    optim_var *counter;     /* step_counter / good_steps: float64 scalar */
-    optim_var *scale;       /* dynamic_scale / current_loss_scale: float32 scalar */
+    optim_var *counter; /* step_counter / good_steps: float64 scalar */
+    optim_var *scale; /* dynamic_scale / current_loss_scale: float32 scalar */
 } lso_state;
 
-static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o);
+static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                     const optim_step_options *o);
 
 static int is_lso(const optim_optimizer *opt)
 {
@@ -145,15 +146,18 @@ static int lso_weights(optim_optimizer *opt)
     int rc = OPTIM_OK;
     if (!legacy(opt)) {
         if (!st->counter)
-            rc = optim_add_weight(opt, "step_counter", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->counter);
+            rc = optim_add_weight(opt, "step_counter", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0,
+                                  &st->counter);
         if (!rc && !st->scale)
-            rc = optim_add_weight(opt, "dynamic_scale", OPTIM_F32, 0, NULL, OPTIM_SLOT_CONSTANT, s0, &st->scale);
+            rc = optim_add_weight(opt, "dynamic_scale", OPTIM_F32, 0, NULL, OPTIM_SLOT_CONSTANT, s0,
+                                  &st->scale);
     } else {
         if (!st->scale)
-            rc = optim_add_weight(opt, "current_loss_scale", OPTIM_F32, 0, NULL, OPTIM_SLOT_CONSTANT, s0,
-                                  &st->scale);
+            rc = optim_add_weight(opt, "current_loss_scale", OPTIM_F32, 0, NULL,
+                                  OPTIM_SLOT_CONSTANT, s0, &st->scale);
         if (!rc && !st->counter)
-            rc = optim_add_weight(opt, "good_steps", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->counter);
+            rc = optim_add_weight(opt, "good_steps", OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0,
+                                  &st->counter);
     }
     return rc;
 }
@@ -172,7 +176,8 @@ static int lso_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
     return lso_weights(opt);
 }
 
-static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
+static int lso_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                     const optim_step_options *o)
 {
     lso_state *st = optim_state(opt);
     const int leg = legacy(opt), dyn = dynamic(opt);
@@ -285,8 +290,8 @@ static int lso_set_config(optim_optimizer *opt, const char *key, const char *jso
                         "LossScaleOptimizer no longer supports dynamic=False (a fixed scale is "
                         "the inner optimizer's loss_scale_factor there). Use the legacy "
                         "generation (\"is_legacy_optimizer\": true) for a fixed loss scale");
-        return fail(err, OPTIM_ETYPE, "LossScaleOptimizer: config key 'dynamic' is %s, expected true",
-                    json);
+        return fail(err, OPTIM_ETYPE,
+                    "LossScaleOptimizer: config key 'dynamic' is %s, expected true", json);
     }
     return OPTIM_EKEY;
 }
@@ -348,8 +353,9 @@ static int ok(optim_optimizer *opt) { return optim_set_error(opt, OPTIM_OK, "%s"
 static int not_lso(optim_optimizer *opt, const char *fn)
 {
     if (!opt) return OPTIM_EINVAL;
-    return optim_set_error(opt, OPTIM_EINVAL, "%s: optimizer '%s' is a %s, expected a LossScaleOptimizer",
-                           fn, optim_name(opt), optim_class_of(opt)->name);
+    return optim_set_error(opt, OPTIM_EINVAL,
+                           "%s: optimizer '%s' is a %s, expected a LossScaleOptimizer", fn,
+                           optim_name(opt), optim_class_of(opt)->name);
 }
 
 int optim_loss_scale_get(optim_optimizer *opt, double *scale)
@@ -363,7 +369,8 @@ int optim_loss_scale_get(optim_optimizer *opt, double *scale)
 int optim_loss_scale_counter(optim_optimizer *opt, int64_t *counter)
 {
     if (!is_lso(opt)) return not_lso(opt, "optim_loss_scale_counter");
-    if (!counter) return optim_set_error(opt, OPTIM_EINVAL, "optim_loss_scale_counter: counter is NULL");
+    if (!counter)
+        return optim_set_error(opt, OPTIM_EINVAL, "optim_loss_scale_counter: counter is NULL");
     if (!dynamic(opt))
         return optim_set_error(opt, OPTIM_ENOTSUP,
                                "optim_loss_scale_counter: the loss scale is fixed (dynamic is "

@@ -56,7 +56,7 @@ static const optim_param ma_params[] = {
 
 typedef struct ma_state {
     optim_wrapper_state w; /* first, for the wrapper plumbing */
-    optim_var **model;      /* the variables of the latest step (_model_weights), borrowed */
+    optim_var **model; /* the variables of the latest step (_model_weights), borrowed */
     size_t nmodel;
 } ma_state;
 
@@ -77,7 +77,8 @@ static float ma_base_decay(double average_decay, double num_updates)
 /* MovingAverage._get_decay(step), float32. */
 static float ma_decay(const optim_optimizer *opt, int64_t step)
 {
-    float d = ma_base_decay(optim_param_value(opt, P_AVERAGE_DECAY), optim_param_value(opt, P_NUM_UPDATES));
+    float d = ma_base_decay(optim_param_value(opt, P_AVERAGE_DECAY),
+                            optim_param_value(opt, P_NUM_UPDATES));
     float s = (float)step, start = (float)optim_param_value(opt, P_START_STEP);
     if (s < start) return 0.0f;
     if (optim_param_value(opt, P_DYNAMIC_DECAY) != 0) return min_ratio(d, s - start);
@@ -113,7 +114,8 @@ static int ma_create_slots(optim_optimizer *opt, optim_var *var, optim_error *er
 
 static const optim__tfa_rule ma = {SLOT, ma_coefs, ma_rule};
 
-static int ma_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o)
+static int ma_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                    const optim_step_options *o)
 {
     /* Allocated first, so that nothing can fail after the step. */
     optim_var **model = optim__malloc(n * sizeof *model);
@@ -184,7 +186,8 @@ static int is_averaged(const optim_optimizer *opt)
 /* A successful call leaves no message. */
 static int ok(optim_optimizer *opt) { return optim_set_error(opt, OPTIM_OK, "%s", ""); }
 
-int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t *assigned)
+int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size_t n,
+                              size_t *assigned)
 {
     if (assigned) *assigned = 0;
     if (!opt) return OPTIM_EINVAL;
@@ -195,10 +198,12 @@ int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size
                                "optim_assign_average_vars: %s is not MovingAverage or SWA (TF "
                                "Addons' averaged optimizers)",
                                cn);
-    if (n && !vars) return optim_set_error(opt, OPTIM_EINVAL, "%s: assign_average_vars: vars is NULL", cn);
+    if (n && !vars)
+        return optim_set_error(opt, OPTIM_EINVAL, "%s: assign_average_vars: vars is NULL", cn);
     for (size_t i = 0; i < n; i++) {
         if (!vars[i])
-            return optim_set_error(opt, OPTIM_EINVAL, "%s: assign_average_vars: vars[%zu] is NULL", cn, i);
+            return optim_set_error(opt, OPTIM_EINVAL, "%s: assign_average_vars: vars[%zu] is NULL",
+                                   cn, i);
         if (!optim__tfa_same_as_tracked(opt, vars[i], SLOT))
             return optim_set_error(opt, OPTIM_ESTATE,
                                    "%s: assign_average_vars: variable '%s' is not the one this "
@@ -217,14 +222,14 @@ int optim_assign_average_vars(optim_optimizer *opt, optim_var *const *vars, size
     return OPTIM_OK;
 }
 
-#define SWAP_LOOP(T, a, b, n)                        \
-    do {                                             \
-        T *restrict x_ = (a), *restrict y_ = (b);    \
-        for (int64_t i_ = 0; i_ < (n); i_++) {       \
-            T t_ = x_[i_];                           \
-            x_[i_] = y_[i_];                         \
-            y_[i_] = t_;                             \
-        }                                            \
+#define SWAP_LOOP(T, a, b, n)                     \
+    do {                                          \
+        T *restrict x_ = (a), *restrict y_ = (b); \
+        for (int64_t i_ = 0; i_ < (n); i_++) {    \
+            T t_ = x_[i_];                        \
+            x_[i_] = y_[i_];                      \
+            y_[i_] = t_;                          \
+        }                                         \
     } while (0)
 
 int optim_swap_average_weights(optim_optimizer *opt)
@@ -244,7 +249,8 @@ int optim_swap_average_weights(optim_optimizer *opt)
                                "latest apply_gradients call with their averages",
                                cn);
     for (size_t i = 0; i < st->nmodel; i++)
-        if (!optim__tfa_same_as_tracked(opt, st->model[i], SLOT) || !optim__tfa_slot(opt, st->model[i], SLOT))
+        if (!optim__tfa_same_as_tracked(opt, st->model[i], SLOT) ||
+            !optim__tfa_slot(opt, st->model[i], SLOT))
             return optim_set_error(opt, OPTIM_ESTATE,
                                    "%s: swap_weights: variable '%s' is not the one this optimizer "
                                    "made an average for",
@@ -252,7 +258,8 @@ int optim_swap_average_weights(optim_optimizer *opt)
     for (size_t i = 0; i < st->nmodel; i++) {
         optim_var *v = st->model[i], *a = optim__tfa_slot(opt, v, SLOT);
         int64_t n = optim_var_numel(v);
-        if (optim_var_dtype(v) == OPTIM_F32) SWAP_LOOP(float, optim_var_data(v), optim_var_data(a), n);
+        if (optim_var_dtype(v) == OPTIM_F32)
+            SWAP_LOOP(float, optim_var_data(v), optim_var_data(a), n);
         else SWAP_LOOP(double, optim_var_data(v), optim_var_data(a), n);
     }
     return OPTIM_OK;

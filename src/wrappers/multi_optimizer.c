@@ -51,15 +51,15 @@
 
 typedef struct sub {
     optim_optimizer *opt;
-    char *pattern;   /* NULL for the default */
+    char *pattern; /* NULL for the default */
     regex_t re;
     optim_var *iterations; /* "optimizers/K/iterations" */
 } sub;
 
 typedef struct multi_state {
-    size_t n;        /* sub-optimizers; the last is the default */
+    size_t n; /* sub-optimizers; the last is the default */
     sub *subs;
-    optim__ptrmap route;    /* variable -> index + 1, once seen */
+    optim__ptrmap route; /* variable -> index + 1, once seen */
     optim__ptrmap assigned; /* optim_multi_optimizer_assign */
 } multi_state;
 
@@ -93,11 +93,14 @@ static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, 
     cJSON_free(text);
     if (rc) return optim_error_set(err, rc, "MultiOptimizer: %s: %s", where, local.msg);
     const optim_class *c = optim_class_of(*out);
-    const char *why = strcmp(c->name, "LossScaleOptimizer") == 0 ? "optimizer cannot be LossScaleOptimizer"
-                      : strcmp(c->name, "MultiOptimizer") == 0   ? "MultiOptimizer cannot be used inside a MultiOptimizer"
-                      : c->apply_gradients || c->inner || c->inner_at ? "a wrapper cannot be a sub-optimizer"
-                      : optim_generation_of(*out) == OPTIM_LEGACY ? "a legacy optimizer cannot be a sub-optimizer (Keras 3 only)"
-                                                                   : NULL;
+    const char *why = strcmp(c->name, "LossScaleOptimizer") == 0
+        ? "optimizer cannot be LossScaleOptimizer"
+        : strcmp(c->name, "MultiOptimizer") == 0
+        ? "MultiOptimizer cannot be used inside a MultiOptimizer"
+        : c->apply_gradients || c->inner || c->inner_at ? "a wrapper cannot be a sub-optimizer"
+        : optim_generation_of(*out) == OPTIM_LEGACY
+        ? "a legacy optimizer cannot be a sub-optimizer (Keras 3 only)"
+        : NULL;
     if (!why) return OPTIM_OK;
     optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s is a %s: %s", where, c->name, why);
     optim_destroy(*out); /* c is its copy of the class */
@@ -108,11 +111,15 @@ static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, 
 static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error *err)
 {
     char where[300];
-    snprintf(where, sizeof where, pattern ? "optimizer_map['%.200s']" : "default_optimizer", pattern);
+    snprintf(where, sizeof where, pattern ? "optimizer_map['%.200s']" : "default_optimizer",
+             pattern);
     if (pattern && optim__regex_too_large(pattern))
-        return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s: the pattern is too large to compile: a "
-                               "repeat of a repeat or of what can match empty, or repeats that expand it by more "
-                               "than %d nodes", where, OPTIM__REGEX_MAX);
+        return optim_error_set(
+            err, OPTIM_EINVAL,
+            "MultiOptimizer: %s: the pattern is too large to compile: a "
+            "repeat of a repeat or of what can match empty, or repeats that expand it by more "
+            "than %d nodes",
+            where, OPTIM__REGEX_MAX);
     if (pattern) {
         size_t len = strlen(pattern);
         char *anchored = malloc(len + 5);
@@ -128,8 +135,9 @@ static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error 
             regerror(e, &s->re, why, sizeof why);
             free(s->pattern);
             s->pattern = NULL;
-            return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s: not a valid regular expression: %s",
-                                   where, why);
+            return optim_error_set(err, OPTIM_EINVAL,
+                                   "MultiOptimizer: %s: not a valid regular expression: %s", where,
+                                   why);
         }
     }
     return make_sub(obj, where, &s->opt, err);
@@ -144,11 +152,15 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer_map");
     if (!cJSON_IsObject(v) || !cJSON_IsString(cn) || strcmp(cn->valuestring, "OptimizerMap") != 0 ||
         !cJSON_IsObject(cfg))
-        return optim_error_set(err, OPTIM_ETYPE, "MultiOptimizer: config key '%s' is not a serialized OptimizerMap "
-                               "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
-                               "\"optimizer_map\": {...}}})", MAP_KEY);
+        return optim_error_set(
+            err, OPTIM_ETYPE,
+            "MultiOptimizer: config key '%s' is not a serialized OptimizerMap "
+            "({\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": ..., "
+            "\"optimizer_map\": {...}}})",
+            MAP_KEY);
     if (!def || !(cJSON_IsNull(map) || cJSON_IsObject(map) || !map))
-        return optim_error_set(err, OPTIM_ETYPE, "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
+        return optim_error_set(err, OPTIM_ETYPE,
+                               "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
                                "optimizer_map that is an object of PATTERN: optimizer (or null)");
     size_t n = (size_t)cJSON_GetArraySize(map) + 1, k = 0;
     sub *subs = calloc(n, sizeof *subs);
@@ -171,13 +183,17 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
     return OPTIM_OK;
 }
 
-static int multi_set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
+static int multi_set_config(optim_optimizer *opt, const char *key, const char *json,
+                            optim_error *err)
 {
     if (strcmp(key, MAP_KEY) != 0) return OPTIM_EKEY;
     multi_state *st = optim_state(opt);
-    if (st->subs) return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
+    if (st->subs)
+        return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
     cJSON *v = optim__json_parse(json, NULL, 0);
-    if (!v) return optim_error_set(err, OPTIM_EPARSE, "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
+    if (!v)
+        return optim_error_set(err, OPTIM_EPARSE,
+                               "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
     int rc = read_map(v, &st->subs, &st->n, err);
     cJSON_Delete(v);
     return rc;
@@ -192,16 +208,20 @@ static int check_base_defaults(optim_optimizer *opt, optim_error *err)
     static const char *const taken[] = {"loss_scale_factor"};
     const char *name = optim_base_option_changed(opt, taken, 1, NULL, 0, NULL, 0);
     if (!name) return OPTIM_OK;
-    return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer does not take `%s`; set it on the sub-optimizers "
-                           "(in the OptimizerMap, or with optim_wrapper_inner_at)", name);
+    return optim_error_set(err, OPTIM_EINVAL,
+                           "MultiOptimizer does not take `%s`; set it on the sub-optimizers "
+                           "(in the OptimizerMap, or with optim_wrapper_inner_at)",
+                           name);
 }
 
 static int multi_validate(optim_optimizer *opt, optim_error *err)
 {
     multi_state *st = optim_state(opt);
     if (!st->subs)
-        return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
-                               "OptimizerMap with at least a default_optimizer)", MAP_KEY);
+        return optim_error_set(err, OPTIM_EINVAL,
+                               "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
+                               "OptimizerMap with at least a default_optimizer)",
+                               MAP_KEY);
     int rc = check_base_defaults(opt, err);
     double lsf = NAN;
     if (!rc) optim_get_hyper(opt, "loss_scale_factor", &lsf);
@@ -213,7 +233,8 @@ static int multi_validate(optim_optimizer *opt, optim_error *err)
         char name[64];
         snprintf(name, sizeof name, "optimizers/%zu/iterations", k);
         if (!st->subs[k].iterations)
-            rc = optim_add_weight(opt, name, OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0, &st->subs[k].iterations);
+            rc = optim_add_weight(opt, name, OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0,
+                                  &st->subs[k].iterations);
         if (rc) rc = optim_error_set(err, rc, "%s", optim_errmsg(opt));
     }
     return rc;
@@ -232,8 +253,9 @@ static cJSON *serialized(optim_optimizer *o)
     cJSON_Delete(v);
     size_t len = text ? strlen(text) : 0;
     char *full = text && !has ? malloc(len + 64) : NULL;
-    if (full) snprintf(full, len + 64, "{\"module\":\"keras.optimizers\",%.*s,\"registered_name\":null}",
-                       (int)(len - 2), text + 1);
+    if (full)
+        snprintf(full, len + 64, "{\"module\":\"keras.optimizers\",%.*s,\"registered_name\":null}",
+                 (int)(len - 2), text + 1);
     cJSON *raw = has ? cJSON_CreateRaw(text) : full ? cJSON_CreateRaw(full) : NULL;
     optim_free(text);
     free(full);
@@ -244,7 +266,7 @@ static cJSON *map_json(const multi_state *st)
 {
     cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject(), *map = cJSON_CreateObject();
     int ok = o && cfg && map && cJSON_AddStringToObject(o, "module", "keras.optimizers") &&
-             cJSON_AddStringToObject(o, "class_name", "OptimizerMap");
+        cJSON_AddStringToObject(o, "class_name", "OptimizerMap");
     ok = ok && cJSON_AddItemToObject(cfg, "default_optimizer", serialized(st->subs[st->n - 1].opt));
     for (size_t k = 0; ok && k + 1 < st->n; k++)
         ok = cJSON_AddItemToObject(map, st->subs[k].pattern, serialized(st->subs[k].opt));
@@ -292,9 +314,11 @@ static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim
         }
     for (size_t i = 0; i + 1 < st->n; i++)
         if (regexec(&st->subs[i].re, name, 0, NULL, 0) == 0) {
-            if (nhits++) return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: multiple optimizers assigned to "
-                                                "variable '%s' (patterns '%s' and '%s' both match it)", name,
-                                                st->subs[hit].pattern, st->subs[i].pattern);
+            if (nhits++)
+                return optim_error_set(err, OPTIM_EINVAL,
+                                       "MultiOptimizer: multiple optimizers assigned to "
+                                       "variable '%s' (patterns '%s' and '%s' both match it)",
+                                       name, st->subs[hit].pattern, st->subs[i].pattern);
             hit = i;
         }
     *k = hit;
@@ -308,7 +332,8 @@ static int multi_create_slots(optim_optimizer *opt, optim_var *var, optim_error 
     size_t k;
     int rc = route_of(opt, var, &k, err);
     if (rc) return rc;
-    if (optim__ptrmap_put(&st->route, var, k)) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
+    if (optim__ptrmap_put(&st->route, var, k))
+        return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
     optim_optimizer *in = st->subs[k].opt;
     if (optim_track_variables(in, &var, 1))
         return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu (%s): %s", k,
@@ -326,7 +351,7 @@ static optim_optimizer *multi_inner_at(const optim_optimizer *opt, size_t i)
 
 static int cmp_ptr(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -336,15 +361,18 @@ static int check_vars(optim_optimizer *opt, const optim_grad_var *pairs, size_t 
 {
     for (size_t i = 0; i < n; i++)
         if (!pairs[i].var)
-            return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: pair %zu has no variable (NULL)", i);
+            return optim_set_error(opt, OPTIM_EINVAL,
+                                   "MultiOptimizer: pair %zu has no variable (NULL)", i);
     const optim_var **sorted = optim_step_scratch(opt, n * sizeof *sorted);
     if (!sorted) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) sorted[i] = pairs[i].var;
     if (n > 1) qsort(sorted, n, sizeof *sorted, cmp_ptr);
     for (size_t i = 1; i < n; i++)
         if (sorted[i] == sorted[i - 1])
-            return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: variable '%s' appears more than once in one "
-                                   "apply_gradients call", optim_var_name(sorted[i]));
+            return optim_set_error(opt, OPTIM_EINVAL,
+                                   "MultiOptimizer: variable '%s' appears more than once in one "
+                                   "apply_gradients call",
+                                   optim_var_name(sorted[i]));
     return OPTIM_OK;
 }
 
@@ -374,11 +402,15 @@ static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t
         if (pairs[i].grad.kind != OPTIM_GRAD_NONE && !(rc = check_pair(opt, &pairs[i], &routes[i])))
             vars[(*nvars)++] = pairs[i].var;
     if (!rc && *nvars == 0)
-        rc = optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: no gradients provided for any variable (%zu "
-                             "pairs, all without gradient)", n);
+        rc = optim_set_error(opt, OPTIM_EINVAL,
+                             "MultiOptimizer: no gradients provided for any variable (%zu "
+                             "pairs, all without gradient)",
+                             n);
     if (!rc && optim_iterations(opt) >= OPTIM_ITERATIONS_MAX)
-        rc = optim_set_error(opt, OPTIM_ERANGE, "MultiOptimizer: iterations is %lld (OPTIM_ITERATIONS_MAX): no "
-                             "step can follow", (long long)optim_iterations(opt));
+        rc = optim_set_error(opt, OPTIM_ERANGE,
+                             "MultiOptimizer: iterations is %lld (OPTIM_ITERATIONS_MAX): no "
+                             "step can follow",
+                             (long long)optim_iterations(opt));
     return rc;
 }
 
@@ -403,7 +435,8 @@ static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, unsig
 }
 
 /* Sub-optimizer k steps on its pairs, from the iterations it counted. */
-static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pairs, size_t m, uint32_t flags)
+static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pairs, size_t m,
+                    uint32_t flags)
 {
     multi_state *st = optim_state(opt);
     sub *s = &st->subs[k];
@@ -412,8 +445,9 @@ static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pa
     int rc = optim_apply_gradients(s->opt, sub_pairs, m, flags);
     if (rc)
         return optim_set_error(opt, rc, "MultiOptimizer: sub-optimizer %zu (%s%s%s) failed%s: %s",
-                               k, s->pattern ? "optimizer_map['" : "default_optimizer", s->pattern ? s->pattern : "",
-                               s->pattern ? "']" : "", k ? " after the sub-optimizers before it stepped" : "",
+                               k, s->pattern ? "optimizer_map['" : "default_optimizer",
+                               s->pattern ? s->pattern : "", s->pattern ? "']" : "",
+                               k ? " after the sub-optimizers before it stepped" : "",
                                optim_errmsg(s->opt));
     *count = (double)optim_iterations(s->opt);
     return OPTIM_OK;
@@ -424,13 +458,17 @@ static int multi_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t
 {
     multi_state *st = optim_state(opt);
     if (optim_gradient_transformer_count(opt) || optim_has_gradient_aggregator(opt))
-        return optim_set_error(opt, OPTIM_EINVAL, "MultiOptimizer: gradient transformers and aggregators go on "
-                               "the sub-optimizers (optim_wrapper_inner_at), which step on the gradients");
+        return optim_set_error(
+            opt, OPTIM_EINVAL,
+            "MultiOptimizer: gradient transformers and aggregators go on "
+            "the sub-optimizers (optim_wrapper_inner_at), which step on the gradients");
     size_t *routes = optim_step_scratch(opt, n * sizeof *routes), nvars = 0;
     optim_var **vars = optim_step_scratch(opt, n * sizeof *vars);
     optim_grad_var *sub_pairs = optim_step_scratch(opt, n * sizeof *sub_pairs);
     unsigned char *was_new = optim_step_scratch(opt, n);
-    int rc = routes && vars && sub_pairs && was_new ? OPTIM_OK : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+    int rc = routes && vars && sub_pairs && was_new
+        ? OPTIM_OK
+        : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
     if (!rc) rc = check_pairs(opt, pairs, n, routes, vars, &nvars);
     if (!rc) rc = track_all(opt, vars, nvars, was_new);
     for (size_t k = 0; !rc && k < st->n; k++) {
@@ -448,20 +486,27 @@ int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, s
 {
     if (!opt) return OPTIM_EINVAL;
     if (optim_class_of(opt)->inner_at != multi_inner_at)
-        return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: %s is not a MultiOptimizer",
+        return optim_set_error(opt, OPTIM_EINVAL,
+                               "optim_multi_optimizer_assign: %s is not a MultiOptimizer",
                                optim_class_of(opt)->name);
     multi_state *st = optim_state(opt);
     if (k >= st->n)
-        return optim_set_error(opt, OPTIM_ERANGE, "optim_multi_optimizer_assign: sub-optimizer %zu, expected "
-                               "0..%zu", k, st->n - 1);
-    if (n && !vars) return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: vars is NULL");
+        return optim_set_error(opt, OPTIM_ERANGE,
+                               "optim_multi_optimizer_assign: sub-optimizer %zu, expected "
+                               "0..%zu",
+                               k, st->n - 1);
+    if (n && !vars)
+        return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: vars is NULL");
     for (size_t i = 0; i < n; i++) {
         size_t was;
         if (!vars[i])
-            return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: vars[%zu] is NULL", i);
+            return optim_set_error(opt, OPTIM_EINVAL,
+                                   "optim_multi_optimizer_assign: vars[%zu] is NULL", i);
         if (optim__ptrmap_get(&st->route, vars[i], &was) && was != k)
-            return optim_set_error(opt, OPTIM_ESTATE, "optim_multi_optimizer_assign: variable '%s' already "
-                                   "has its slots in sub-optimizer %zu", optim_var_name(vars[i]), was);
+            return optim_set_error(opt, OPTIM_ESTATE,
+                                   "optim_multi_optimizer_assign: variable '%s' already "
+                                   "has its slots in sub-optimizer %zu",
+                                   optim_var_name(vars[i]), was);
     }
     for (size_t i = 0; i < n; i++)
         if (optim__ptrmap_put(&st->assigned, vars[i], k)) {

@@ -69,7 +69,7 @@ static int swa_create_slots(optim_optimizer *opt, optim_var *var, optim_error *e
 }
 
 static int swa_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
-                         const optim_step_options *o)
+                     const optim_step_options *o)
 {
     static const optim__tfa_rule r = {"average", swa_coefs, swa_rule};
     return optim__tfa_step(opt, pairs, n, o, &r);

@@ -44,13 +44,14 @@ optim_var *optim__tfa_slot(const optim_optimizer *opt, const optim_var *var, con
 int optim__tfa_same_as_tracked(const optim_optimizer *opt, const optim_var *var, const char *slot)
 {
     const optim_var *s = optim__tfa_slot(opt, var, slot);
-    return !s || (optim_var_numel(s) == optim_var_numel(var) && optim_var_dtype(s) == optim_var_dtype(var));
+    return !s ||
+        (optim_var_numel(s) == optim_var_numel(var) && optim_var_dtype(s) == optim_var_dtype(var));
 }
 
 /* Step 1's checks, as the wrapper's own OptimizerV2.apply_gradients makes
  * them before anything changes; collects the variables with a gradient. */
-static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, optim_var **vars,
-                       size_t *nv)
+static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                       optim_var **vars, size_t *nv)
 {
     const char *cn = optim_class_of(opt)->name;
     *nv = 0;
@@ -74,7 +75,7 @@ static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t
 typedef struct rule_run {
     optim_var **vars, **slots;
     size_t nv;
-    int64_t *first;   /* the first chunk of each variable (nv + 1 entries) */
+    int64_t *first; /* the first chunk of each variable (nv + 1 entries) */
     void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count, const double *coef);
     const double *coef;
 } rule_run;
@@ -118,7 +119,8 @@ static int inner_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t 
 
 /* Step 1's slots: the wrapper's own for the variables it has not seen
  * (which also resolves this step's values of its params). */
-static int track_new(optim_optimizer *opt, optim_var **vars, size_t nv, const char *slot, optim_var **scratch)
+static int track_new(optim_optimizer *opt, optim_var **vars, size_t nv, const char *slot,
+                     optim_var **scratch)
 {
     size_t nfresh = 0;
     for (size_t k = 0; k < nv; k++)
@@ -127,16 +129,22 @@ static int track_new(optim_optimizer *opt, optim_var **vars, size_t nv, const ch
 }
 
 /* One step of a TF Addons wrapper (the file comment's steps 1 to 4). */
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
-                    const optim__tfa_rule *rule)
+int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                    const optim_step_options *o, const optim__tfa_rule *rule)
 {
     const char *cn = optim_class_of(opt)->name;
-    if (!optim__wrapper_inner(opt)) return optim_set_error(opt, OPTIM_ESTATE, "%s: no inner optimizer", cn);
+    if (!optim__wrapper_inner(opt))
+        return optim_set_error(opt, OPTIM_ESTATE, "%s: no inner optimizer", cn);
     if (n && !pairs) return optim_set_error(opt, OPTIM_EINVAL, "%s: pairs is NULL", cn);
     /* Scratch memory of this step (reused step after step: no malloc). */
-    rule_run r = {optim_step_scratch(opt, n * sizeof *r.vars), optim_step_scratch(opt, n * sizeof *r.slots), 0,
-                  optim_step_scratch(opt, (n + 1) * sizeof *r.first), rule->rule, NULL};
-    int rc = r.vars && r.slots && r.first ? OPTIM_OK : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+    rule_run r = {optim_step_scratch(opt, n * sizeof *r.vars),
+                  optim_step_scratch(opt, n * sizeof *r.slots),
+                  0,
+                  optim_step_scratch(opt, (n + 1) * sizeof *r.first),
+                  rule->rule,
+                  NULL};
+    int rc = r.vars && r.slots && r.first ? OPTIM_OK
+                                          : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
     if (!rc) rc = check_pairs(opt, pairs, n, r.vars, &r.nv);
     const optim_savepoint sp = optim_savepoint_get(opt);
     if (!rc) rc = track_new(opt, r.vars, r.nv, rule->slot, r.slots);
@@ -174,14 +182,16 @@ int optim__tfa_validate(optim_optimizer *opt, optim_error *err)
     if (rc) return rc;
     const char *cn = optim_class_of(opt)->name;
     char have[64], want[64];
-    const char *name = optim_base_option_changed(opt, taken, 4, have, sizeof have, want, sizeof want);
+    const char *name =
+        optim_base_option_changed(opt, taken, 4, have, sizeof have, want, sizeof want);
     if (!name) return OPTIM_OK;
     if (strcmp(name, "learning_rate") == 0)
-        return optim_error_set(err, OPTIM_EINVAL,
-                               "%s: learning_rate is %s; the learning rate is the inner optimizer's "
-                               "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
-                               "config or on optim_wrapper_inner(opt)",
-                               cn, have, cn, INNER_KEY);
+        return optim_error_set(
+            err, OPTIM_EINVAL,
+            "%s: learning_rate is %s; the learning rate is the inner optimizer's "
+            "(TF Addons' %s forwards it there): set it in the nested \"%s\" "
+            "config or on optim_wrapper_inner(opt)",
+            cn, have, cn, INNER_KEY);
     return optim_error_set(err, OPTIM_EINVAL,
                            "%s: %s is %s; TF Addons' %s has no %s option (expected %s): set it on "
                            "the inner optimizer",
@@ -211,6 +221,7 @@ int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg)
     keys[nkeys++] = "name";
     for (int k = 0; k < 3; k++) keys[nkeys++] = clips[k];
     keys[nkeys++] = INNER_KEY;
-    for (size_t k = 0; k < c->n_params && nkeys < sizeof keys / sizeof *keys; k++) keys[nkeys++] = c->params[k].name;
+    for (size_t k = 0; k < c->n_params && nkeys < sizeof keys / sizeof *keys; k++)
+        keys[nkeys++] = c->params[k].name;
     return optim_config_keep(cfg, keys, nkeys, clips, 3);
 }

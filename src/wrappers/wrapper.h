@@ -32,8 +32,8 @@ typedef struct optim__tfa_rule {
     int (*coefs)(optim_optimizer *opt, int64_t step, double *coef);
     void (*rule)(optim_dtype dt, void *var, void *slot, int64_t count, const double *coef);
 } optim__tfa_rule;
-int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
-                    const optim__tfa_rule *rule);
+int optim__tfa_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                    const optim_step_options *o, const optim__tfa_rule *rule);
 /* The wrapper's own slot of var, NULL if it has not seen var; whether var
  * is still the variable that slot was made for (or has none). */
 optim_var *optim__tfa_slot(const optim_optimizer *opt, const optim_var *var, const char *slot);
@@ -48,9 +48,10 @@ int optim__tfa_get_config(optim_optimizer *opt, optim_config *cfg);
  * wrapper's weights when missing; if the inner step then fails they are
  * destroyed again and `forget` clears the class state's pointers to them,
  * so that a failed step changes nothing. */
-int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, const optim_step_options *o,
-                       int skip_nonfinite, double divisor, int (*before)(optim_optimizer *),
-                       void (*forget)(optim_optimizer *), int *finite);
+int optim__finite_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                       const optim_step_options *o, int skip_nonfinite, double divisor,
+                       int (*before)(optim_optimizer *), void (*forget)(optim_optimizer *),
+                       int *finite);
 int optim__finite_base_defaults(optim_optimizer *opt, optim_error *err);
 int optim__finite_config(optim_optimizer *opt, optim_config *cfg, const char *const *order,
                          size_t norder);

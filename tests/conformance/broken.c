@@ -35,7 +35,8 @@ static void sparse_ok(const optim_sparse_update *u)
     size_t es = u->dtype == OPTIM_F32 ? 4 : 8;
     for (int64_t j = 0; j < u->n; j++)
         sgd(u->dtype, (char *)u->param + (size_t)(u->indices[j] * u->row_size) * es,
-            (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size, ((const coef *)u->coef)->lr, 1);
+            (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size,
+            ((const coef *)u->coef)->lr, 1);
 }
 
 /* update.changes_variable: the step never writes the variable (TF issue 33227). */
@@ -63,8 +64,12 @@ static void dense_reads_outside(const optim_dense_update *u)
     int64_t n = u->count, total = optim_var_numel(u->var);
     for (int64_t i = 0; i < n; i++) {
         int64_t next = u->offset + i + 1 < total ? i + 1 : i;
-        if (u->dtype == OPTIM_F32) ((float *)u->param)[i] -= (float)((const coef *)u->coef)->lr * (((const float *)u->grad)[i] + 0.0f * ((const float *)u->grad)[next]);
-        else ((double *)u->param)[i] -= ((const coef *)u->coef)->lr * (((const double *)u->grad)[i] + 0.0 * ((const double *)u->grad)[next]);
+        if (u->dtype == OPTIM_F32)
+            ((float *)u->param)[i] -= (float)((const coef *)u->coef)->lr *
+                (((const float *)u->grad)[i] + 0.0f * ((const float *)u->grad)[next]);
+        else
+            ((double *)u->param)[i] -= ((const coef *)u->coef)->lr *
+                (((const double *)u->grad)[i] + 0.0 * ((const double *)u->grad)[next]);
     }
 }
 
@@ -77,7 +82,8 @@ static void dense_by_offset(const optim_dense_update *u)
 /* threads.independent: the step depends on the thread that runs it. */
 static void dense_by_thread(const optim_dense_update *u)
 {
-    sgd(u->dtype, u->param, u->grad, u->count, ((const coef *)u->coef)->lr, 1 + omp_get_thread_num());
+    sgd(u->dtype, u->param, u->grad, u->count, ((const coef *)u->coef)->lr,
+        1 + omp_get_thread_num());
 }
 
 /* sparse.rule: updates rows 0..n-1 instead of the indexed rows. */
@@ -86,7 +92,8 @@ static void sparse_wrong_rows(const optim_sparse_update *u)
     size_t es = u->dtype == OPTIM_F32 ? 4 : 8;
     for (int64_t j = 0; j < u->n; j++)
         sgd(u->dtype, (char *)u->param + (size_t)(j * u->row_size) * es,
-            (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size, ((const coef *)u->coef)->lr, 1);
+            (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size,
+            ((const coef *)u->coef)->lr, 1);
 }
 
 /* sparse.duplicates: applies only the first occurrence of each index. */
@@ -98,7 +105,8 @@ static int sparse_drops_duplicates(const optim_sparse_update *u)
         for (int64_t k = 0; k < j; k++) seen |= u->indices[k] == u->indices[j];
         if (!seen)
             sgd(u->dtype, (char *)u->param + (size_t)(u->indices[j] * u->row_size) * es,
-                (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size, ((const coef *)u->coef)->lr, 1);
+                (const char *)u->values + (size_t)(j * u->row_size) * es, u->row_size,
+                ((const coef *)u->coef)->lr, 1);
     }
     return 0;
 }
@@ -147,15 +155,19 @@ static int get_config_extra(optim_optimizer *opt, optim_config *cfg)
 }
 
 /* config.bad_values: set_config takes any key, known or not. */
-static int set_config_anything(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
+static int set_config_anything(optim_optimizer *opt, const char *key, const char *json,
+                               optim_error *err)
 {
     return 0;
 }
 
-#define BROKEN(NAME, ...)                                                                   \
-    {.size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = NAME,              \
-     .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.01, .coef_size = sizeof(coef), \
-     .prepare = prepare, .apply_dense = dense_ok, .apply_sparse = sparse_ok, __VA_ARGS__}
+#define BROKEN(NAME, ...)                                                          \
+    {                                                                              \
+        .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = NAME, \
+        .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.01,           \
+        .coef_size = sizeof(coef), .prepare = prepare, .apply_dense = dense_ok,    \
+        .apply_sparse = sparse_ok, __VA_ARGS__                                     \
+    }
 
 static const optim_class broken[] = {
     BROKEN("BrokenNoop", .apply_dense = dense_noop),

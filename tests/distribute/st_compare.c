@@ -25,8 +25,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; !bad && i < optim_st_count(a); i++) {
         const char *name = optim_st_name(a, i);
         optim_tensor x, y;
-        if (optim_st_get(a, name, &x) || optim_st_get(b, name, &y) || x.dtype != y.dtype || x.rank != y.rank ||
-            optim_tensor_numel(&x) != optim_tensor_numel(&y) || (x.dtype != OPTIM_F32 && x.dtype != OPTIM_F64)) {
+        if (optim_st_get(a, name, &x) || optim_st_get(b, name, &y) || x.dtype != y.dtype ||
+            x.rank != y.rank || optim_tensor_numel(&x) != optim_tensor_numel(&y) ||
+            (x.dtype != OPTIM_F32 && x.dtype != OPTIM_F64)) {
             fprintf(stderr, "st_compare: tensor '%s' differs in name, dtype or shape\n", name);
             bad = 1;
             break;

@@ -12,14 +12,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A broken promise: print what and where, then abort so that libFuzzer (or
  * the standalone runner) saves and reports the input. */
-#define FUZZ_CHECK(cond, ...)                                                    \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
+#define FUZZ_CHECK(cond, ...)                                                        \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
             fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-            abort();                                                             \
-        }                                                                        \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+            abort();                                                                 \
+        }                                                                            \
     } while (0)
 
 /* A scratch file for targets whose entry point takes a path: one per

@@ -32,7 +32,8 @@ static uint8_t take(input *in)
 
 static double take_value(input *in)
 {
-    static const double special[] = {0.0, -0.0, 1e30, -1e30, 1e-40, 0.0 / 0.0, 1.0 / 0.0, -1.0 / 0.0};
+    static const double special[] = {0.0,   -0.0,      1e30,      -1e30,
+                                     1e-40, 0.0 / 0.0, 1.0 / 0.0, -1.0 / 0.0};
     uint8_t b = take(in);
     if (b >= 248) return special[b - 248];
     return ((double)b - 124) / 16;
@@ -126,7 +127,8 @@ static optim_tensor make_tensor(input *in, grad_buf *b, int32_t rank, const int6
     int64_t dims[OPTIM_MAX_RANK] = {0};
     memcpy(dims, shape, sizeof dims[0] * (size_t)rank);
     if (how & 0x40) rank = take(in) % 3;
-    if (how & 0x20) for (int32_t i = 0; i < rank; i++) dims[i] = take(in) % 5;
+    if (how & 0x20)
+        for (int32_t i = 0; i < rank; i++) dims[i] = take(in) % 5;
     int64_t numel = 1;
     for (int32_t i = 0; i < rank; i++) numel *= dims[i];
     if (numel > 64) numel = 64, rank = 1, dims[0] = 64;
@@ -145,7 +147,8 @@ static optim_grad make_grad(input *in, grad_buf *b, optim_var *v)
     if (kind == 0) return optim_grad_none();
     if (kind <= 2 || rank == 0) {
         optim_tensor t = make_tensor(in, b, rank, shape);
-        if (optim_var_dtype(v) == OPTIM_F32 && !(take(in) & 1)) t.dtype = OPTIM_F32, t.data = b->values32;
+        if (optim_var_dtype(v) == OPTIM_F32 && !(take(in) & 1))
+            t.dtype = OPTIM_F32, t.data = b->values32;
         return optim_grad_dense(t);
     }
     int64_t n = take(in) % 5;
@@ -193,7 +196,8 @@ static int op_set_weights(input *in, optim_optimizer *opt)
     int64_t big[] = {-1, 0, 7, INT64_MAX, OPTIM_ITERATIONS_MAX, INT64_MIN};
     if (nw && (how & 3) == 1 && w[pick].rank > 0) w[pick].shape[0] += 1;
     if (nw && (how & 3) == 2) w[pick].dtype = w[pick].dtype == OPTIM_F32 ? OPTIM_F64 : OPTIM_F32;
-    if (nw && w[0].dtype == OPTIM_I64 && (how & 0x1c)) *(int64_t *)w[0].data = big[((how >> 2) & 7) % 6];
+    if (nw && w[0].dtype == OPTIM_I64 && (how & 0x1c))
+        *(int64_t *)w[0].data = big[((how >> 2) & 7) % 6];
     if (nw && (how & 0x20) && optim_tensor_numel(&w[pick]) > 0 && w[pick].dtype == OPTIM_F32)
         *(float *)w[pick].data = (float)take_value(in);
     size_t count = (how & 0xc0) == 0xc0 ? nw - 1 : nw;
@@ -204,9 +208,9 @@ static int op_set_weights(input *in, optim_optimizer *opt)
     return rc;
 }
 
-static const char *const hypers[] = {"learning_rate", "beta_1", "beta_2", "epsilon", "momentum",
-                                     "rho", "clipnorm", "clipvalue", "global_clipnorm",
-                                     "weight_decay", "no_such_hyper"};
+static const char *const hypers[] = {"learning_rate",   "beta_1",       "beta_2",       "epsilon",
+                                     "momentum",        "rho",          "clipnorm",     "clipvalue",
+                                     "global_clipnorm", "weight_decay", "no_such_hyper"};
 
 static int op_step(input *in, optim_optimizer *opt, optim_var **vars, size_t nv, const char **what)
 {
@@ -220,8 +224,8 @@ static int op_step(input *in, optim_optimizer *opt, optim_var **vars, size_t nv,
         return op_set_weights(in, opt);
     }
     if (op == 6) {
-        int64_t values[] = {-1, 0, 3, 1000, INT64_MAX, OPTIM_ITERATIONS_MAX, OPTIM_ITERATIONS_MAX - 1,
-                            INT64_MIN};
+        int64_t values[] = {
+            -1, 0, 3, 1000, INT64_MAX, OPTIM_ITERATIONS_MAX, OPTIM_ITERATIONS_MAX - 1, INT64_MIN};
         *what = "set_iterations";
         return optim_set_iterations(opt, values[take(in) % 8]);
     }
@@ -246,7 +250,8 @@ static optim_var *make_var(input *in, size_t i)
     optim_dtype dt = (how & 4) ? OPTIM_F64 : OPTIM_F32;
     optim_var *v = NULL;
     optim_error err;
-    int rc = optim_var_create(&v, name, dt, rank, shape, dt == OPTIM_F64 ? (void *)init : (void *)init32, &err);
+    int rc = optim_var_create(&v, name, dt, rank, shape,
+                              dt == OPTIM_F64 ? (void *)init : (void *)init32, &err);
     FUZZ_CHECK(rc == OPTIM_OK, "%s", err.msg);
     return v;
 }

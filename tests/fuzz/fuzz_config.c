@@ -22,7 +22,7 @@ static char *reload(const char *json, int *legacy_nadam)
     char *out = optim_serialize(opt);
     FUZZ_CHECK(out != NULL, "serialize failed: %s", optim_errmsg(opt));
     *legacy_nadam = strcasecmp(optim_class_of(opt)->name, "Nadam") == 0 &&
-                    optim_generation_of(opt) == OPTIM_LEGACY;
+        optim_generation_of(opt) == OPTIM_LEGACY;
     optim_destroy(opt);
     return out;
 }

@@ -33,10 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     optim_st_file *f = NULL, *j = NULL;
     optim_error err, jerr;
-    int rc = optim_st_parse(data, size, &f, &err), jrc = optim__st_parse_json(data, size, &j, &jerr);
+    int rc = optim_st_parse(data, size, &f, &err),
+        jrc = optim__st_parse_json(data, size, &j, &jerr);
     FUZZ_CHECK(rc == jrc, "status %d, through cJSON alone %d", rc, jrc);
-    FUZZ_CHECK(rc == OPTIM_OK || strcmp(err.msg, jerr.msg) == 0, "message '%s', through cJSON alone '%s'",
-               err.msg, jerr.msg);
+    FUZZ_CHECK(rc == OPTIM_OK || strcmp(err.msg, jerr.msg) == 0,
+               "message '%s', through cJSON alone '%s'", err.msg, jerr.msg);
     if (j) check_same(f, j);
     optim_st_free(j);
     if (rc != OPTIM_OK) {

@@ -15,13 +15,12 @@ OPTIM_PLUGIN_INIT(optim_error *err)
 #elif defined(BAD_DUPLICATE)
 static void apply_dense(const optim_dense_update *u) { (void)u; }
 static const optim_class dup_class = {
-    .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION,
-    .name = "adam", .apply_dense = apply_dense,
+    .size = sizeof(optim_class),
+    .version = OPTIM_CLASS_VERSION,
+    .name = "adam",
+    .apply_dense = apply_dense,
 };
-OPTIM_PLUGIN_INIT(optim_error *err)
-{
-    return optim_register_class(&dup_class, err);
-}
+OPTIM_PLUGIN_INIT(optim_error *err) { return optim_register_class(&dup_class, err); }
 #elif defined(BAD_SILENT)
 OPTIM_PLUGIN_INIT(optim_error *err)
 {
