@@ -41,7 +41,7 @@ void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb
                       int line)
 {
     /* NaN is unordered: only != holds (and SAME when both are NaN). */
-    if (holds(op, a<b, a == b, a> b) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b))) ||
+    if (holds(op, (a < b), (a == b), (a > b)) || (op == OPTIM_TEST_NE && (isnan(a) || isnan(b))) ||
         (op == OPTIM_TEST_SAME && isnan(a) && isnan(b)))
         return;
     print_error("%s %s %s failed:\n  left  %a (%.17g)\n  right %a (%.17g)\n", ea, op_names[op], eb,
@@ -52,8 +52,38 @@ void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb
 void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
                       const char *file, int line)
 {
-    if (holds(op, a<b, a == b, a> b)) return;
+    if (holds(op, (a < b), (a == b), (a > b))) return;
     print_error("%s %s %s failed:\n  left  %lld\n  right %lld\n", ea, op_names[op], eb, a, b);
+    _fail(file, line);
+}
+
+const char *optim_test_msg_err_(const optim_error *err)
+{
+    return err ? err->msg : "(no optim_error)";
+}
+
+const char *optim_test_msg_none_(const void *none)
+{
+    (void)none;
+    return "(the call keeps no message)";
+}
+
+static const char *status_name(int rc)
+{
+    switch (rc) {
+#define STATUS_CASE(name, value, text) \
+    case value: return "OPTIM_" #name;
+        OPTIM_STATUS_LIST(STATUS_CASE)
+#undef STATUS_CASE
+    }
+    return "not an optim status";
+}
+
+void optim_test_status_fail(int rc, int want, const char *expr, const char *msg, const char *file,
+                            int line)
+{
+    print_error("%s returned %s (%d, %s), expected %s:\n  message: %s\n", expr, status_name(rc), rc,
+                optim_strerror(rc), status_name(want), msg && *msg ? msg : "(empty)");
     _fail(file, line);
 }
 

@@ -38,12 +38,12 @@ enum {
     OPTIM_TEST_GE,
     OPTIM_TEST_SAME
 };
-#define assert_cmp_(a, op, b)                \
-    _Generic((a) + (b), float                \
-             : optim_test_cmp_f, double      \
-             : optim_test_cmp_f, long double \
-             : optim_test_cmp_f, default     \
-             : optim_test_cmp_i)((a), (b), op, #a, #b, __FILE__, __LINE__)
+/* clang-format off */
+#define assert_cmp_(a, op, b)                                                                  \
+    _Generic((a) + (b), float: optim_test_cmp_f, double: optim_test_cmp_f,                     \
+             long double: optim_test_cmp_f, default: optim_test_cmp_i)((a), (b), op, #a, #b,   \
+                                                                       __FILE__, __LINE__)
+/* clang-format on */
 #define assert_eq(a, b) assert_cmp_(a, OPTIM_TEST_EQ, b)
 #define assert_ne(a, b) assert_cmp_(a, OPTIM_TEST_NE, b)
 #define assert_lt(a, b) assert_cmp_(a, OPTIM_TEST_LT, b)
@@ -56,6 +56,37 @@ void optim_test_cmp_f(double a, double b, int op, const char *ea, const char *eb
                       int line);
 void optim_test_cmp_i(long long a, long long b, int op, const char *ea, const char *eb,
                       const char *file, int line);
+
+/* assert_ok(call, holder): fails unless call returns OPTIM_OK (0), and then
+ * prints the call, the status's name and the library's message, read from
+ * holder after the call: an optim_error *, or the object whose errmsg keeps
+ * it (optimizer, variable, model, layer, tape, replica group), or NULL where
+ * the call keeps no message. assert_status(call, code, holder) is the same
+ * for an expected failure code. */
+/* clang-format off */
+#define optim_test_msg_(h)                                                             \
+    _Generic((h), optim_error *: optim_test_msg_err_,                                  \
+             const optim_error *: optim_test_msg_err_,                                 \
+             optim_optimizer *: optim_errmsg, const optim_optimizer *: optim_errmsg,   \
+             optim_var *: optim_var_errmsg, const optim_var *: optim_var_errmsg,       \
+             optim_model *: optim_model_errmsg, const optim_model *: optim_model_errmsg, \
+             optim_layer *: optim_layer_errmsg, const optim_layer *: optim_layer_errmsg, \
+             optim_tape *: optim_tape_errmsg, const optim_tape *: optim_tape_errmsg,   \
+             optim_group *: optim_group_errmsg, const optim_group *: optim_group_errmsg, \
+             default: optim_test_msg_none_)(h)
+/* clang-format on */
+#define assert_status(call, code, holder)                                                  \
+    do {                                                                                   \
+        int optim_test_rc_ = (call);                                                       \
+        if (optim_test_rc_ != (code))                                                      \
+            optim_test_status_fail(optim_test_rc_, (code), #call, optim_test_msg_(holder), \
+                                   __FILE__, __LINE__);                                    \
+    } while (0)
+#define assert_ok(call, holder) assert_status(call, OPTIM_OK, holder)
+const char *optim_test_msg_err_(const optim_error *err);
+const char *optim_test_msg_none_(const void *none);
+void optim_test_status_fail(int rc, int want, const char *expr, const char *msg, const char *file,
+                            int line);
 
 /* Fails unless x is a NaN; prints x. */
 #define assert_nan(x) optim_test_assert_nan((double)(x), #x, __FILE__, __LINE__)
