@@ -14,27 +14,56 @@
 
 #include "tape/impl.h"
 
+/* Tiles of C, fixed whatever the thread count: each is one single-threaded
+ * BLAS call (OpenBLAS's OpenMP build runs on one thread inside a parallel
+ * region), so every element of C is computed by the same kernel in the same
+ * order on 1 thread or 64, and training is bitwise the same on any machine.
+ * OpenBLAS's own threading splits C by the thread count, and its edge
+ * kernels round differently from its full ones. */
+enum { TILE_ROWS = 64, TILE_COLS = 256 };
+
+static void gemm_tile(optim_dtype dt, int tx, int ty, int64_t m, int64_t n, int64_t k,
+                      const void *x, int64_t ldx, const void *y, int64_t ldy, double beta, void *c,
+                      int64_t ldc)
+{
+    enum CBLAS_TRANSPOSE ox = tx ? CblasTrans : CblasNoTrans, oy = ty ? CblasTrans : CblasNoTrans;
+    if (dt == OPTIM_F32)
+        cblas_sgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0f, x,
+                    (blasint)ldx, y, (blasint)ldy, (float)beta, c, (blasint)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0, x, (blasint)ldx,
+                    y, (blasint)ldy, beta, c, (blasint)ldc);
+}
+
+static void zero(void *c, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i++) ((unsigned char *)c)[i] = 0;
+}
+
 /* C[m, n] (+)= op(X) op(Y), op(X) [m, k], op(Y) [k, n], row-major. */
 static void gemm(optim_dtype dt, int tx, int ty, int64_t m, int64_t n, int64_t k, const void *x,
                  const void *y, double beta, void *c)
 {
     if (m == 0 || n == 0) return;
+    size_t es = optim_dtype_size(dt);
     if (k == 0) {
-        if (beta == 0) {
-            size_t bytes = (size_t)(m * n) * optim_dtype_size(dt);
-            for (size_t i = 0; i < bytes; i++) ((unsigned char *)c)[i] = 0;
-        }
+        if (beta == 0) zero(c, (size_t)(m * n) * es);
         return;
     }
     /* Leading dims of the stored (untransposed) matrices. */
     int64_t ldx = tx ? m : k, ldy = ty ? k : n;
-    enum CBLAS_TRANSPOSE ox = tx ? CblasTrans : CblasNoTrans, oy = ty ? CblasTrans : CblasNoTrans;
-    if (dt == OPTIM_F32)
-        cblas_sgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0f, x,
-                    (blasint)ldx, y, (blasint)ldy, (float)beta, c, (blasint)n);
-    else
-        cblas_dgemm(CblasRowMajor, ox, oy, (blasint)m, (blasint)n, (blasint)k, 1.0, x, (blasint)ldx,
-                    y, (blasint)ldy, beta, c, (blasint)n);
+    int64_t tm = (m + TILE_ROWS - 1) / TILE_ROWS, tn = (n + TILE_COLS - 1) / TILE_COLS;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tm * tn; t++) {
+        int64_t r0 = t / tn * TILE_ROWS, c0 = t % tn * TILE_COLS;
+        int64_t rows = m - r0 < TILE_ROWS ? m - r0 : TILE_ROWS;
+        int64_t cols = n - c0 < TILE_COLS ? n - c0 : TILE_COLS;
+        /* Row r0 of op(X) and column c0 of op(Y), in their stored layouts. */
+        const char *xt = (const char *)x + (size_t)(tx ? r0 : r0 * ldx) * es;
+        const char *yt = (const char *)y + (size_t)(ty ? c0 * ldy : c0) * es;
+        gemm_tile(dt, tx, ty, rows, cols, k, xt, ldx, yt, ldy, beta,
+                  (char *)c + (size_t)(r0 * n + c0) * es, n);
+    }
 }
 
 static int matmul_backward(optim_tape *t, optim_node *n)
