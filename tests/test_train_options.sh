@@ -42,9 +42,16 @@ done
 "$optim" train --epochs 2 --resume "$tmp/none" 2>"$tmp/e" && fail "resume from nothing succeeded"
 grep -q "holds no checkpoint" "$tmp/e" || fail "resume from nothing: $(cat "$tmp/e")"
 
-# --steps: 400 examples at 64 per batch are 7 steps an epoch; 9 steps end in epoch 2.
+# A resume with nothing left to train says so, then evaluates.
+run --epochs 1 --resume "$tmp/E"
+grep -q -- "--resume: 1 epochs done, --epochs 1 asks for no more" "$tmp/err" || fail "resume past --epochs: $(cat "$tmp/err")"
+
+# --steps: 400 examples at 64 per batch are 7 steps an epoch; 9 steps end in
+# epoch 2, whose line counts the 2 steps run. Not on a terminal: no redraws.
 run --epochs 5 --hidden 16 --steps 9 --history "$tmp/s.csv"
 [ "$(tail -n +2 "$tmp/s.csv" | wc -l)" -eq 2 ] || fail "--steps 9: $(cat "$tmp/s.csv")"
+grep -q '^7/7 - ' "$tmp/out" && grep -q '^2/7 - ' "$tmp/out" || fail "--steps 9 epoch lines: $(cat "$tmp/out")"
+grep -q $'\r' "$tmp/out" && fail "carriage returns in output to a file"
 # EarlyStopping that never sees an improvement of 100 stops after epoch 2.
 run --epochs 5 --hidden 16 --early-stopping 0 --monitor loss --min-delta 100 --history "$tmp/e.csv"
 [ "$(tail -n +2 "$tmp/e.csv" | wc -l)" -eq 2 ] || fail "EarlyStopping: $(cat "$tmp/e.csv")"

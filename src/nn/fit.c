@@ -200,6 +200,7 @@ typedef struct fit_run {
     void *xb, *yb;
     int mode; /* progress bar: 0 none, 1 bar, 2 line per epoch */
     int64_t steps; /* batches per epoch */
+    int64_t seen; /* batches run in this epoch (fewer when stopped early) */
     accum a;
     optim_history *history;
     optim_error e;
@@ -303,6 +304,7 @@ static int fit_batches(fit_run *f, optim__progbar *bar)
     optim_logs logs;
     int rc = OPTIM_OK;
     f->a = (accum){0, 0, 0, 0, m->metric};
+    f->seen = 0;
     for (int64_t s = 0; s < f->steps && !rc; s++) {
         memset(&logs, 0, sizeof logs);
         CALL_HOOK(f, rc, on_train_batch_begin, s, &logs);
@@ -322,6 +324,7 @@ static int fit_batches(fit_run *f, optim__progbar *bar)
         accum_logs(&f->a, "", &logs);
         CALL_HOOK(f, rc, on_train_batch_end, s, &logs);
         if (rc) break;
+        f->seen = s + 1;
         optim__progbar_update(bar, s + 1, &logs, 0);
         if (m->stop_training) break;
     }
@@ -383,7 +386,7 @@ static int fit_epoch(fit_run *f, int64_t epoch, optim_logs *last)
     if ((rc = fit_batches(f, &bar)) || (rc = fit_epoch_logs(f, &logs))) return rc;
     CALL_HOOK(f, rc, on_epoch_end, epoch, &logs);
     if (rc) return rc;
-    optim__progbar_update(&bar, f->steps, &logs, 1);
+    optim__progbar_update(&bar, f->seen, &logs, 1); /* "50/469" after a stop at step 50 */
     if (f->history && (rc = history_append(f->history, epoch, &logs, &f->e))) return rc;
     *last = logs;
     return OPTIM_OK;
@@ -413,6 +416,15 @@ static int fit_begin(fit_run *f)
     return rc;
 }
 
+/* Rank 0 prints. Open MPI gives ranks a terminal even when mpirun's output
+ * goes to a file, so replicas print one line per epoch unless told. */
+static int print_mode(const optim_model *m, FILE *out, int verbose)
+{
+    if (m->replicas.rank) return 0;
+    if (m->replicas.size && verbose == OPTIM_VERBOSE_AUTO) verbose = 2;
+    return optim__progbar_mode(out, verbose);
+}
+
 int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y,
                     const optim_fit_options *opts, optim_history *history)
 {
@@ -429,7 +441,7 @@ int optim_model_fit(optim_model *m, const optim_tensor *x, const optim_tensor *y
         fit_free(&f);
         return optim__model_fail(m, &f.e);
     }
-    f.mode = m->replicas.rank ? 0 : optim__progbar_mode(f.o.out, f.o.verbose); /* rank 0 prints */
+    f.mode = print_mode(m, f.o.out, f.o.verbose);
     f.steps = (f.d.n + f.o.batch_size - 1) / f.o.batch_size;
     optim_logs last;
     memset(&last, 0, sizeof last);
@@ -469,8 +481,7 @@ int optim_model_evaluate(optim_model *m, const optim_tensor *x, const optim_tens
         return optim__model_fail(m, &e);
     }
     optim_logs res;
-    rc = evaluate_run(m, &d, batch_size, out, optim__progbar_mode(out, OPTIM_VERBOSE_AUTO), &res,
-                      &e);
+    rc = evaluate_run(m, &d, batch_size, out, print_mode(m, out, OPTIM_VERBOSE_AUTO), &res, &e);
     if (m->tape) optim_tape_reset(m->tape);
     if (rc) return optim__model_fail(m, &e);
     *logs = res;

@@ -127,12 +127,13 @@ void optim__progbar_update(optim__progbar *p, int64_t current, const optim_logs 
             put(line, sizeof line, &len, v > 1e-3 ? " - %s: %.4f" : " - %s: %.4e", logs->names[i],
                 v);
         }
+        if (current < p->target) p->epoch_end = now, p->has_epoch_end = current > 0; /* stopped */
         if (p->has_epoch_end) {
             double per_epoch = p->epoch_end - p->epoch_start;
             put(line, sizeof line, &len, " -");
             put_time(line, sizeof line, &len, per_epoch, "epoch");
             put(line, sizeof line, &len, " -");
-            put_time(line, sizeof line, &len, per_epoch / (double)p->target, "step");
+            put_time(line, sizeof line, &len, per_epoch / (double)current, "step");
             p->epoch_start = now;
             p->has_epoch_end = 0;
         }

@@ -2,7 +2,8 @@
 # optim train under mpirun -np N (N = $3, default 2), with and without
 # --shard-optimizer-state, ends with the weights one process reaches on the
 # same global batches (relative difference < 1e-4); the first line says
-# replicas=N and the sharded run reports about 1/N of the slot bytes.
+# replicas=N, the output (to a file) has one line per epoch and the sharded
+# run reports about 1/N of the slot bytes.
 # usage: train.sh OPTIM ST_COMPARE [N]
 set -u
 optim=$1
@@ -31,6 +32,8 @@ for mode in plain sharded; do
     check "${PIPESTATUS[0]}" "$mode: weights equal one process's (relative difference < 1e-4)"
     [ "$(grep -c '^test_accuracy=' "$tmp/$mode.out")" -eq 1 ]
     check $? "$mode: only rank 0 prints the result"
+    ! grep -q $'\r' "$tmp/$mode.out"
+    check $? "$mode: output to a file has no carriage-return redraws"
 done
 # Slot bytes: sharded per rank about 1/np of unsharded (plus at most a row per variable).
 plain=$(sed -n 's/^optimizer slot bytes per rank: \([0-9]*\) on rank 0.*/\1/p' "$tmp/plain.out")
