@@ -1,5 +1,6 @@
 /* Plugins: shared libraries named by `optim --plugin PATH ...` and by
- * OPTIM_PLUGINS (colon-separated), opened before the subcommand runs. Each
+ * OPTIM_PLUGINS (colon-separated), opened before the subcommand runs; each a
+ * path with a '/' (./NAME.so), never a bare name that dlopen would search. Each
  * defines optim_plugin_init (optim/plugin.h), which registers its classes in
  * the registry of the liboptim.so this command is linked against. */
 #define _POSIX_C_SOURCE 200809L
@@ -17,6 +18,15 @@ int optim_tool_load_plugin(const char *path)
 {
     if (!path[0]) {
         fprintf(stderr, "optim: plugin '': empty path\n");
+        return 1;
+    }
+    /* dlopen searches for a name without a '/' (LD_LIBRARY_PATH, rpaths, the
+     * system's directories): a plugin is code the command runs, so only the
+     * file named is loaded. */
+    if (!strchr(path, '/')) {
+        fprintf(stderr,
+                "optim: plugin %s: give a path (./%s or /abs/%s); bare names are not searched\n",
+                path, path, path);
         return 1;
     }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);

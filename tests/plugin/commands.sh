@@ -82,6 +82,12 @@ bad "plugin $duplicate: .*'adam' is already registered" --plugin "$duplicate"
 bad "plugin $silent: optim_plugin_init failed (invalid state): no message" --plugin "$silent"
 bad "plugin $plugin: .*'AdaBelief' is already registered" --plugin "$plugin" --plugin "$plugin"
 bad "plugin '': empty path" --plugin=
+# A bare name is refused, not searched (here: the current directory, as an
+# empty rpath element or LD_LIBRARY_PATH=. would find it).
+cp "$plugin" "$tmp/libbare.so"
+(cd "$tmp" && LD_LIBRARY_PATH=. bad "plugin libbare.so: give a path (./libbare.so or /abs/libbare.so); bare names are not searched" --plugin libbare.so) || exit 1
+(cd "$tmp" && OPTIM_PLUGINS=libbare.so LD_LIBRARY_PATH=. bad "plugin libbare.so: give a path") || exit 1
+(cd "$tmp" && "$optim" --plugin ./libbare.so check ab.json >/dev/null 2>"$tmp/e") || fail "--plugin ./libbare.so: $(cat "$tmp/e")"
 "$optim" --plugin >/dev/null 2>"$tmp/e" && fail "--plugin without a PATH accepted"
 grep -q "needs a PATH" "$tmp/e" || fail "--plugin without a PATH: $(cat "$tmp/e")"
 OPTIM_PLUGINS="$no_entry" bad "plugin $no_entry: no entry point"
