@@ -13,6 +13,7 @@
  * comms model of docs/distributed.md, and `ratio`: the median over the
  * median of the same work in one process without a group (measured in the
  * same run on rank 0 while the other ranks wait). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -418,7 +418,7 @@ OPTIM_TEST(test_sparse_rows)
             for (int i = 0; i < 9; i++) {
                 vals[i] = sin(0.4 * k + 0.9 * i);
                 valsf[i] = (float)vals[i];
-                if ((dt == OPTIM_F32)) vals[i] = valsf[i];
+                if (dt == OPTIM_F32) vals[i] = valsf[i];
             }
             memset(g, 0, sizeof g);
             for (int j = 0; j < 3; j++)
