@@ -244,18 +244,29 @@ static int multi_validate(optim_optimizer *opt, optim_error *err)
 
 /* An optimizer as Keras 3 serializes a public class, "module" first and
  * "registered_name" last (as given when optim_serialize writes them), as
- * raw text so that its numbers keep their form. */
+ * raw text so that its numbers keep their form. In that envelope a class
+ * read as tf-keras 2.11-2.12's "Custom>RMSprop" is written "RMSprop", as
+ * optim_serialize writes one read in the envelope: "Custom>" with a module
+ * would load back as "RMSprop" and serialize differently. */
 static cJSON *serialized(optim_optimizer *o)
 {
+    static const char head[] = "{\"class_name\":\"";
     char *text = optim_serialize(o);
     cJSON *v = text ? cJSON_Parse(text) : NULL;
     const int has = cJSON_GetObjectItemCaseSensitive(v, "module") != NULL;
     cJSON_Delete(v);
     size_t len = text ? strlen(text) : 0;
     char *full = text && !has ? malloc(len + 64) : NULL;
+    size_t at = 1; /* text is {...}: its members from here */
+    const char *key = "";
+    if (full && strncmp(text, head, sizeof head - 1) == 0) {
+        at = sizeof head - 1;
+        key = head + 1;
+        if (strncmp(text + at, "Custom>", 7) == 0) at += 7;
+    }
     if (full)
-        snprintf(full, len + 64, "{\"module\":\"keras.optimizers\",%.*s,\"registered_name\":null}",
-                 (int)(len - 2), text + 1);
+        snprintf(full, len + 64, "{\"module\":\"keras.optimizers\",%s%.*s,\"registered_name\":null}",
+                 key, (int)(len - 1 - at), text + at);
     cJSON *raw = has ? cJSON_CreateRaw(text) : full ? cJSON_CreateRaw(full) : NULL;
     optim_free(text);
     free(full);
