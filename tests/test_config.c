@@ -1263,6 +1263,22 @@ static void test_register_user_class(void **state)
     again.name = "sgd";
     expect_register_fails(&again, OPTIM_EINVAL, "sgd");
     assert_ptr_equal(optim_find_class("SGD"), &optim_sgd_class);
+
+    /* A name that lookup strips a prefix from could never be found: refused. */
+    again.name = "Addons>Adam";
+    expect_register_fails(&again, OPTIM_EINVAL, "\"Addons>\"");
+    again.name = "Addons>TestPrefixed";
+    expect_register_fails(&again, OPTIM_EINVAL, "register the class as 'TestPrefixed'");
+    again.name = "Custom>TestPrefixed";
+    expect_register_fails(&again, OPTIM_EINVAL, "\"Custom>\"");
+    assert_null(optim_find_class("TestPrefixed"));
+    /* Registered plainly, the prefixed spellings find it. */
+    again.name = "TestPrefixed";
+    optim_error err2;
+    assert_ok(optim_register_class(&again, &err2), &err2);
+    assert_non_null(optim_find_class("Addons>TestPrefixed"));
+    optim_destroy(from_json_ok("{\"class_name\": \"Addons>TestPrefixed\", \"config\": {}}"));
+    optim_destroy(from_json_ok("{\"class_name\": \"Custom>TestPrefixed\", \"config\": {}}"));
 }
 
 static void test_register_bad_tables(void **state)

@@ -337,7 +337,9 @@ struct optim_class {
 
 /* Registers a class for lookup by name (case-insensitive) in JSON and
  * optim_create_by_name. The table is copied. Not thread-safe: register at
- * start-up. Refuses a bad table or a name already taken. */
+ * start-up. Refuses a bad table, a name already taken, and a name that
+ * starts with "Addons>" or "Custom>" (lookup strips those: register "Foo";
+ * a config may still say "Addons>Foo"). */
 OPTIM_API int optim_register_class(const optim_class *cls, optim_error *err);
 
 /* Looks a class up by name, case-insensitively, ignoring TF Addons'

@@ -89,9 +89,25 @@ const optim_class *optim_find_class(const char *name)
 
 int optim__class_is_builtin(const char *name) { return reg_builtin(&optimizers, name) != NULL; }
 
+/* A name that lookup rewrites could never be found: optim_find_class strips
+ * "Addons>", and a config's "Custom>NAME" (tf-keras's registered name) is
+ * looked up as NAME. */
+static int check_prefix(const char *name, optim_error *err)
+{
+    static const char *const prefixes[] = {"Addons>", "Custom>"};
+    for (size_t i = 0; i < 2; i++)
+        if (strncmp(name, prefixes[i], 7) == 0)
+            return optim__err(err, OPTIM_EINVAL,
+                              "optimizer class name '%s' starts with \"%s\", which lookup strips "
+                              "(it would look for '%s'): register the class as '%s'",
+                              name, prefixes[i], name + 7, name + 7);
+    return OPTIM_OK;
+}
+
 int optim_register_class(const optim_class *cls, optim_error *err)
 {
     int rc = optim__class_check(cls, err);
+    if (!rc) rc = check_prefix(cls->name, err);
     if (rc) return rc;
     return reg_add(&optimizers, cls, sizeof(optim_class), optimizer_copy, err);
 }
