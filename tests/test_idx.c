@@ -27,11 +27,19 @@
 typedef struct bytes {
     unsigned char *p;
     size_t n;
+    size_t cap; /* 0: unknown (p from malloc, or NULL) */
 } bytes;
 
+/* Grows geometrically: a file is written one element at a time, and a
+ * realloc per byte is quadratic under AddressSanitizer (which moves every
+ * reallocated block). */
 static void put(bytes *b, const void *src, size_t n)
 {
-    b->p = realloc(b->p, b->n + n + 1);
+    if (n > SIZE_MAX / 4) abort(); /* (tells GCC that n + 1 cannot wrap) */
+    if (b->n + n + 1 > b->cap) {
+        b->cap = 2 * (b->n + n + 1) > 64 ? 2 * (b->n + n + 1) : 64;
+        b->p = realloc(b->p, b->cap);
+    }
     assert_non_null(b->p);
     memcpy(b->p + b->n, src, n);
     b->n += n;
@@ -47,7 +55,7 @@ static void put_be32(bytes *b, uint32_t v)
 /* The header of an IDX file. */
 static bytes header(int type, int rank, const uint32_t *dims)
 {
-    bytes b = {NULL, 0};
+    bytes b = {NULL, 0, 0};
     unsigned char m[4] = {0, 0, (unsigned char)type, (unsigned char)rank};
     put(&b, m, 4);
     for (int i = 0; i < rank; i++) put_be32(&b, dims[i]);
@@ -120,7 +128,7 @@ static bytes gz(const unsigned char *data, size_t n)
     z_stream z;
     memset(&z, 0, sizeof z);
     assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    bytes out = {malloc(deflateBound(&z, n) + 64), 0};
+    bytes out = {malloc(deflateBound(&z, n) + 64), 0, 0};
     z.next_in = (unsigned char *)data;
     z.avail_in = (uInt)n;
     z.next_out = out.p;
@@ -235,7 +243,7 @@ static void test_types_plain_and_gzip(void **s)
             bytes z = gz(b.p, b.n);
             check_file(write_bytes("ok.idx.gz", &z), types[t], r, shapes[r - 1]);
             /* the same data split over three gzip members */
-            bytes multi = {NULL, 0};
+            bytes multi = {NULL, 0, 0};
             size_t cut1 = b.n / 3, cut2 = 2 * b.n / 3;
             bytes m1 = gz(b.p, cut1), m2 = gz(b.p + cut1, cut2 - cut1),
                   m3 = gz(b.p + cut2, b.n - cut2);
@@ -269,7 +277,7 @@ static void test_malformed_files(void **s)
 {
     (void)s;
     uint32_t d2[2] = {3, 4};
-    bytes b = {NULL, 0};
+    bytes b = {NULL, 0, 0};
     /* empty and short */
     put(&b, "", 0);
     expect_refused_both(&b, OPTIM_EFORMAT, "ends inside the magic number");
@@ -326,7 +334,7 @@ static void test_malformed_files(void **s)
     /* gzip damage */
     bytes ok = idx_file(OPTIM_IDX_U8, 2, (uint32_t[]){40, 50});
     bytes z = gz(ok.p, ok.n);
-    bytes bad = {NULL, 0};
+    bytes bad = {NULL, 0, 0};
     put(&bad, z.p, z.n);
     bad.p[bad.n - 6] ^= 0x55; /* CRC-32 */
     expect_refused(write_bytes("crc.gz", &bad), OPTIM_EFORMAT,
