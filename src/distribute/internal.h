@@ -103,8 +103,8 @@ int optim__sum_dense(optim_group *g, optim_grad_var *pairs, size_t n, optim_erro
 
 /* A framed call (agree.c): all-gathers this rank's frame (its kind, the
  * group's call count and a, b, c) into all (OPTIM__FRAME words per rank)
- * and fails, marking the group broken, unless every rank makes the same
- * call at the same count. */
+ * and fails (OPTIM_ESTATE, on every rank alike) unless every rank makes
+ * the same call at the same count. */
 enum { OPTIM__FRAME = 5, OPTIM__CALL_AGREE = 1, OPTIM__CALL_SUM = 2, OPTIM__CALL_SAME = 3 };
 int optim__frame(optim_group *g, int kind, int64_t a, int64_t b, int64_t c, int64_t *all,
                  optim_error *err);
