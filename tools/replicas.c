@@ -105,9 +105,12 @@ int optim_tool_group_open(int shard, double timeout, optim_group **g, char *msg,
         return 1;
     }
     if (n == 1 && !shard) return 0; /* one process: no group at all */
-    if (n > 1) optim_tool_watchdog(timeout, "start"); /* until optim_tool_replicas_check */
+    /* MPI_Init_thread and MPI_Comm_dup under the deadline; the exchanges
+     * after them poll their own (loading the data is not counted). */
+    if (n > 1) optim_tool_watchdog(timeout, "start");
     int rc =
         n > 1 ? optim_group_create_mpi(g, NULL, &o, &err) : optim_group_create_single(g, &o, &err);
+    if (n > 1) optim_tool_watchdog(0, NULL);
     if (rc) snprintf(msg, cap, "%s", err.msg);
     return rc ? 1 : 0;
 }
@@ -165,6 +168,5 @@ int optim_tool_replicas_check(const char *cmd, optim_group *g, const job_config 
     values[N_SETTINGS] = cfg ? cfg : "(out of memory)";
     int rc = optim_group_check_same(g, names, values, N_SETTINGS + 1);
     optim_free(cfg);
-    optim_tool_watchdog(0, NULL); /* every rank has started */
     return rc ? optim_tool_fail(cmd, "%s", optim_group_errmsg(g)) : 0;
 }

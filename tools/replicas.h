@@ -15,12 +15,12 @@ int optim_tool_group_open(int shard, double timeout, optim_group **g, char *msg,
 /* Collective, before the first step: every rank has the same settings
  * (model, optimizer config, seed, batch size, steps, epochs, limit,
  * sharding, data size...), else all fail with a message naming each
- * difference. Disarms the start-up watchdog. 1 after a message. */
+ * difference. 1 after a message. */
 int optim_tool_replicas_check(const char *cmd, optim_group *g, const job_config *c,
                               const job_data *d, optim_optimizer *opt, optim_model *m);
 /* Arms the watchdog (seconds > 0): unless disarmed (seconds 0) by then, it
  * prints "optim train: rank R: replicas did not all WHAT within S s" and
- * ends the process with status 1. Under mpirun the group opens with it
- * armed ("start"). */
+ * ends the process with status 1. Under mpirun optim_tool_group_open arms
+ * it around MPI's start-up ("start"). */
 void optim_tool_watchdog(double seconds, const char *what);
 #endif

@@ -28,7 +28,7 @@ ends() {
     wait "$job"
     local rc=$? took=$(($(date +%s) - $2))
     job=
-    grep -E "rank|waited" "$tmp/out" | head -n 3
+    grep -E "rank [0-9]|waited" "$tmp/out" | head -n 3
     echo "$1: exit status $rc after $took s"
     if [ "$rc" -eq 0 ]; then echo "FAIL: $1: exit status 0"; fail=$((fail + 1))
     elif [ "$took" -gt "$limit" ]; then echo "FAIL: $1: took $took s > $limit s"; fail=$((fail + 1))
