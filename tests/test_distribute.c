@@ -521,7 +521,8 @@ static void test_settings_and_frames(void **state)
     print_message("rank %d: %s\n", rank, optim_group_errmsg(g));
     if (size > 1) {
         assert_int_equal(rc, OPTIM_EINVAL);
-        assert_contains(optim_group_errmsg(g), "replicas disagree: --seed is 0 on rank 0, 1 on rank 1");
+        assert_contains(optim_group_errmsg(g),
+                        "replicas disagree: --seed is 0 on rank 0, 1 on rank 1");
         assert_null(strstr(optim_group_errmsg(g), "--epochs"));
     } else {
         assert_int_equal(rc, 0);
@@ -534,9 +535,9 @@ static void test_settings_and_frames(void **state)
     float grad[5] = {1, 1, 1, 1, 1};
     optim_optimizer *opt = optim_test_make("\"sgd\"");
     assert_int_equal(optim_group_attach(g, opt), 0);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, grad, 1,
-                                                           (int64_t[]){optim_var_numel(a)})),
-                        a};
+    optim_grad_var p = {
+        optim_grad_dense(optim_tensor_make(OPTIM_F32, grad, 1, (int64_t[]){optim_var_numel(a)})),
+        a};
     rc = optim_group_apply_gradients(g, opt, &p, 1, 0);
     if (size > 1) {
         assert_int_equal(rc, OPTIM_EINVAL);

@@ -120,11 +120,22 @@ int optim_tool_group_open(int shard, double timeout, optim_group **g, char *msg,
 static void settings(const job_config *c, const job_data *d, optim_model *m, int shard,
                      const char **names, char (*buf)[96])
 {
-    static const char *const keys[N_SETTINGS] = {
-        "--epochs",     "--batch-size",  "--seed",      "--limit",      "--steps",
-        "--hidden",     "--dropout",     "--validation-split", "--early-stopping", "--monitor",
-        "--min-delta",  "--lr-decay",    "--shard-optimizer-state", "training data",
-        "test data",    "model shapes"};
+    static const char *const keys[N_SETTINGS] = {"--epochs",
+                                                 "--batch-size",
+                                                 "--seed",
+                                                 "--limit",
+                                                 "--steps",
+                                                 "--hidden",
+                                                 "--dropout",
+                                                 "--validation-split",
+                                                 "--early-stopping",
+                                                 "--monitor",
+                                                 "--min-delta",
+                                                 "--lr-decay",
+                                                 "--shard-optimizer-state",
+                                                 "training data",
+                                                 "test data",
+                                                 "model shapes"};
     memcpy(names, keys, sizeof keys);
     snprintf(buf[0], 96, "%lld", c->epochs);
     snprintf(buf[1], 96, "%lld", c->batch);
@@ -151,7 +162,10 @@ static void settings(const job_config *c, const job_data *d, optim_model *m, int
     for (size_t i = 0; i < nv && i < 64; i++)
         for (int32_t k = 0; k < optim_var_rank(vars[i]); k++) {
             size_t used = strlen(buf[15]);
-            snprintf(buf[15] + used, 96 - used, "%s%lld", k ? "x" : i ? "," : "",
+            snprintf(buf[15] + used, 96 - used, "%s%lld",
+                     k       ? "x"
+                         : i ? ","
+                             : "",
                      (long long)optim_var_shape(vars[i])[k]);
         }
 }

@@ -36,8 +36,7 @@ int optim__frame(optim_group *g, int kind, int64_t a, int64_t b, int64_t c, int6
             "replica group: the ranks' calls are out of step: call %lld is %s on rank %d, "
             "call %lld is %s on rank %d; every rank must make the same group calls in the same "
             "order (were the ranks started with the same settings?)",
-            (long long)mine[1], kind_name(mine[0]), g->rank, (long long)f[1], kind_name(f[0]),
-            r);
+            (long long)mine[1], kind_name(mine[0]), g->rank, (long long)f[1], kind_name(f[0]), r);
     }
     return OPTIM_OK;
 }
@@ -139,8 +138,8 @@ static int disagree(optim_group *g, const char *mine, const int64_t *frames, opt
                       msg);
 }
 
-int optim__check_same(optim_group *g, const char *const *names, const char *const *values,
-                      size_t n, optim_error *err)
+int optim__check_same(optim_group *g, const char *const *names, const char *const *values, size_t n,
+                      optim_error *err)
 {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {

@@ -109,8 +109,8 @@ enum { OPTIM__FRAME = 5, OPTIM__CALL_AGREE = 1, OPTIM__CALL_SUM = 2, OPTIM__CALL
 int optim__frame(optim_group *g, int kind, int64_t a, int64_t b, int64_t c, int64_t *all,
                  optim_error *err);
 /* optim_group_check_same's work (agree.c). */
-int optim__check_same(optim_group *g, const char *const *names, const char *const *values,
-                      size_t n, optim_error *err);
+int optim__check_same(optim_group *g, const char *const *names, const char *const *values, size_t n,
+                      optim_error *err);
 
 /* Sets the group's message from err; returns its code. */
 int optim__group_fail(optim_group *g, const optim_error *err);
