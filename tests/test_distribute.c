@@ -10,7 +10,9 @@
  *     slots, gathers its weights for a one-process checkpoint that resumes
  *     bit for bit;
  *   - refusals: non-element-wise classes and clipnorm when sharded,
- *     mismatched pairs across ranks, bad arguments. */
+ *     mismatched pairs across ranks, bad arguments;
+ *   - settings that differ across ranks (optim_group_check_same) and calls
+ *     out of step fail on every rank with a message saying so. */
 #include "testutil.h"
 
 #include <math.h>
@@ -501,6 +503,61 @@ static void test_mismatched_pairs_fail_everywhere(void **state)
     optim_var_destroy(b);
 }
 
+/* optim_group_check_same: equal settings pass; a differing one fails on
+ * every rank with a message listing each rank's value, and the group stays
+ * usable. A differing element count is reported against rank 0's value,
+ * labelled rank 0. Calls out of step (a sum on rank 0, a settings check on
+ * the others) fail as such on every rank instead of exchanging data. */
+static void test_settings_and_frames(void **state)
+{
+    (void)state;
+    optim_group *g = make_group(0);
+    int rank = optim_group_rank(g), size = optim_group_size(g);
+    char seed[16];
+    snprintf(seed, sizeof seed, "%d", rank > 0);
+    const char *names[] = {"--epochs", "--seed"}, *same[] = {"2", "0"}, *differ[] = {"2", seed};
+    assert_int_equal(optim_group_check_same(g, names, same, 2), 0);
+    int rc = optim_group_check_same(g, names, differ, 2);
+    print_message("rank %d: %s\n", rank, optim_group_errmsg(g));
+    if (size > 1) {
+        assert_int_equal(rc, OPTIM_EINVAL);
+        assert_contains(optim_group_errmsg(g),
+                        "replicas disagree: --seed is 0 on rank 0, 1 on rank 1");
+        assert_null(strstr(optim_group_errmsg(g), "--epochs"));
+    } else {
+        assert_int_equal(rc, 0);
+    }
+    double v = 1;
+    assert_int_equal(optim_group_sum(g, &v, 1), 0); /* still usable */
+    assert_eq(v, (double)size);
+
+    optim_var *a = zeros("a", 1, (int64_t[]){rank == size - 1 && size > 1 ? 4 : 5});
+    float grad[5] = {1, 1, 1, 1, 1};
+    optim_optimizer *opt = optim_test_make("\"sgd\"");
+    assert_int_equal(optim_group_attach(g, opt), 0);
+    optim_grad_var p = {
+        optim_grad_dense(optim_tensor_make(OPTIM_F32, grad, 1, (int64_t[]){optim_var_numel(a)})),
+        a};
+    rc = optim_group_apply_gradients(g, opt, &p, 1, 0);
+    if (size > 1) {
+        assert_int_equal(rc, OPTIM_EINVAL);
+        print_message("rank %d: %s\n", rank, optim_group_errmsg(g));
+        char want[96];
+        snprintf(want, sizeof want, "rank %d has element count 4, rank 0 has 5", size - 1);
+        assert_contains(optim_group_errmsg(g), want);
+    }
+    if (size > 1) {
+        rc = rank == 0 ? optim_group_sum(g, &v, 1) : optim_group_check_same(g, names, same, 2);
+        print_message("rank %d: %s\n", rank, optim_group_errmsg(g));
+        assert_int_equal(rc, OPTIM_ESTATE);
+        assert_contains(optim_group_errmsg(g), "calls are out of step");
+        assert_contains(optim_group_errmsg(g), "optim_group_sum on rank");
+    }
+    optim_group_destroy(g);
+    optim_destroy(opt);
+    optim_var_destroy(a);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -576,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_sharded_adam),
         cmocka_unit_test(test_sharded_refusals),
         cmocka_unit_test(test_mismatched_pairs_fail_everywhere),
+        cmocka_unit_test(test_settings_and_frames),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

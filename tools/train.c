@@ -45,7 +45,7 @@ static size_t options(train_args *a, tool_option *t)
         {"--resume", "DIR", TOOL_TEXT, &a->resume, 0, 0,
          "continue the run saved in DIR up to --epochs in total, bit for bit", 0},
         {"--replica-timeout", "S", TOOL_INT, &a->replica_timeout, 1, 86400,
-         "under mpirun: a rank that waits S seconds for the others fails (30)", 0},
+         "under mpirun: a rank that waits S seconds for the others (start-up, a\nstep, exit) fails (30)", 0},
     };
     memcpy(t + n, own, sizeof own);
     return n + N_TRAIN_OPTIONS;
@@ -133,6 +133,7 @@ static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_
                  optim_optimizer *opt, optim_model *m, job_result *res)
 {
     const int rank = optim_group_rank(g) > 0 ? optim_group_rank(g) : 0;
+    if (g && optim_tool_replicas_check(CMD, g, &a->c, d, opt, m)) return 1;
     if (g && (optim_group_attach(g, opt) || optim_model_distribute(m, g)))
         return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
     char *cfg = optim_serialize(opt);
@@ -186,6 +187,8 @@ static int run(train_args *a, optim_checkpoint *ck)
     if (!rc) rc = train(a, ck, g, &d, opt, m, &res);
     optim_job_result_free(&res);
     optim_model_destroy(m);
+    /* MPI_Comm_free and MPI_Finalize (at exit) wait for the other ranks. */
+    if (optim_group_size(g) > 1) optim_tool_watchdog((double)a->replica_timeout, "finish");
     optim_group_destroy(g); /* before the optimizer it is attached to */
     optim_destroy(opt);
     optim_job_data_free(&d);

@@ -122,6 +122,18 @@ OPTIM_API int optim_group_apply_gradients(optim_group *g, optim_optimizer *opt,
  * gets bitwise the same sums). Collective. */
 OPTIM_API int optim_group_sum(optim_group *g, double *values, size_t n);
 
+/* Checks that every rank runs with the same settings, before the first
+ * step: names[i] and values[i] are text (e.g. "--seed" and "1"; a setting
+ * one rank gives and another does not also differs). Collective. If any
+ * value differs, every rank fails alike (OPTIM_EINVAL) with a message that
+ * lists each differing setting with its value on each rank: "replicas
+ * disagree: --seed is 1 on rank 0, 5 on rank 1; ...". The group stays
+ * usable. Like every call that starts a collective sequence it is framed:
+ * ranks whose calls are out of step (one in optim_group_sum, another in a
+ * step) fail with OPTIM_ESTATE and a message saying so. */
+OPTIM_API int optim_group_check_same(optim_group *g, const char *const *names,
+                                     const char *const *values, size_t n);
+
 /* The optimizer's full weights in optim_get_weights's order and names, as
  * one process would hold them: for a sharded group the blocks of every slot
  * are gathered from all ranks. Collective. Writes up to cap views into

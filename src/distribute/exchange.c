@@ -133,16 +133,15 @@ static int compare(optim_group *g, const int64_t *all, size_t n, const optim_gra
                     return optim__err(
                         err, OPTIM_EINVAL,
                         "replica group: pair %zu ('%s' on rank %d): rank %d passes "
-                        "a variable of another name; every rank must pass the same variables in the "
-                        "same order",
+                        "a variable of another name than rank 0; every rank must pass the same "
+                        "variables in the same order",
                         i, optim_var_name(pairs[i].var), g->rank, r);
                 if (a != b)
                     return optim__err(
                         err, OPTIM_EINVAL,
                         "replica group: pair %zu ('%s'): rank %d has %s %lld, "
-                        "rank %d has %lld; every rank must pass the same variables in the same order",
-                        i, optim_var_name(pairs[i].var), r, what[f], (long long)a, g->rank,
-                        (long long)b);
+                        "rank 0 has %lld; every rank must pass the same variables in the same order",
+                        i, optim_var_name(pairs[i].var), r, what[f], (long long)a, (long long)b);
             }
     return OPTIM_OK;
 }
@@ -150,23 +149,24 @@ static int compare(optim_group *g, const int64_t *all, size_t n, const optim_gra
 int optim__agree(optim_group *g, const optim_grad_var *pairs, size_t n, int local_rc,
                  optim_error *err)
 {
-    /* Each rank's status and pair count first, so that the headers below
-     * have one size. */
-    size_t stride = 2 + HDR * n;
+    /* Each rank's status and pair count first, in a frame (agree.c), so
+     * that the headers below have one size. */
+    size_t stride = 2 + HDR * n, words = stride > OPTIM__FRAME ? stride : OPTIM__FRAME;
     int64_t *h = optim__group_alloc(g, stride * sizeof *h),
-            *all = optim__group_alloc(g, stride * sizeof *h * (size_t)g->size);
-    if (!h || !all) return optim__err(err, OPTIM_ENOMEM, "replica group: out of memory");
-    h[0] = local_rc;
-    h[1] = (int64_t)n;
-    int rc = optim__allgather(g, h, 2 * sizeof *h, all, err);
+            *all = optim__group_alloc(g, words * sizeof *h * (size_t)g->size),
+            *fr = optim__group_alloc(g, OPTIM__FRAME * sizeof *h * (size_t)g->size);
+    if (!h || !all || !fr) return optim__err(err, OPTIM_ENOMEM, "replica group: out of memory");
+    int rc = optim__frame(g, OPTIM__CALL_AGREE, local_rc, (int64_t)n, 0, fr, err);
     if (rc) return rc;
     for (int r = 0; r < g->size; r++)
-        if (all[2 * r] != OPTIM_OK || all[2 * r + 1] != (int64_t)n) {
+        if (fr[OPTIM__FRAME * r + 2] != OPTIM_OK || fr[OPTIM__FRAME * r + 3] != (int64_t)n) {
             if (local_rc) return local_rc; /* err holds this rank's own reason */
-            for (int q = g->size - 1; q >= 0; q--)
-                memmove(all + (size_t)q * stride, all + 2 * q, 2 * sizeof *all);
+            for (int q = 0; q < g->size; q++)
+                memcpy(all + (size_t)q * stride, fr + OPTIM__FRAME * q + 2, 2 * sizeof *all);
             return compare(g, all, n, pairs, err);
         }
+    h[0] = local_rc;
+    h[1] = (int64_t)n;
     if (n == 0) return OPTIM_OK; /* a status check only */
     for (size_t i = 0; i < n; i++) {
         const optim_grad *gr = &pairs[i].grad;

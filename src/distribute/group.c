@@ -326,8 +326,17 @@ int optim_group_sum(optim_group *g, double *values, size_t n)
     optim_error err;
     optim__err_clear(&err);
     double *all = optim__group_alloc(g, n * sizeof *all * (size_t)g->size);
-    if (!all) return group_err(g, OPTIM_ENOMEM, "optim_group_sum: out of memory");
-    int rc = optim__allgather(g, values, n * sizeof *values, all, &err);
+    int64_t *fr = optim__group_alloc(g, OPTIM__FRAME * sizeof *fr * (size_t)g->size);
+    if (!all || !fr) return group_err(g, OPTIM_ENOMEM, "optim_group_sum: out of memory");
+    int rc = optim__frame(g, OPTIM__CALL_SUM, (int64_t)n, 0, 0, fr, &err);
+    if (rc) return optim__group_fail(g, &err);
+    for (int r = 0; r < g->size; r++)
+        if (fr[OPTIM__FRAME * r + 2] != (int64_t)n)
+            return group_err(g, OPTIM_EINVAL,
+                             "optim_group_sum: rank %d sums %lld values, rank %d sums %zu; every "
+                             "rank must pass the same n",
+                             r, (long long)fr[OPTIM__FRAME * r + 2], g->rank, n);
+    rc = optim__allgather(g, values, n * sizeof *values, all, &err);
     if (rc) return optim__group_fail(g, &err);
     for (size_t i = 0; i < n; i++) {
         double s = all[i];
@@ -335,6 +344,21 @@ int optim_group_sum(optim_group *g, double *values, size_t n)
         values[i] = s;
     }
     return OPTIM_OK;
+}
+
+int optim_group_check_same(optim_group *g, const char *const *names, const char *const *values,
+                           size_t n)
+{
+    if (!g) return OPTIM_EINVAL;
+    g->errmsg[0] = '\0';
+    if (n && (!names || !values))
+        return group_err(g, OPTIM_EINVAL, "optim_group_check_same: %s is NULL for n = %zu",
+                         names ? "values" : "names", n);
+    optim__group_scratch_free(g);
+    optim_error err;
+    optim__err_clear(&err);
+    int rc = optim__check_same(g, names, values, n, &err);
+    return rc ? optim__group_fail(g, &err) : OPTIM_OK;
 }
 
 int optim_group_get_weights(optim_group *g, optim_optimizer *opt, optim_tensor *out, size_t cap,

@@ -32,6 +32,7 @@ struct optim_group {
     int rank, size;
     int sharded;
     int broken; /* a collective failed: refuse further work */
+    int64_t calls; /* framed calls made (agree.c) */
     double timeout;
 #ifdef OPTIM_HAVE_MPI
     int is_mpi;
@@ -99,6 +100,17 @@ int optim__gather_sparse(optim_group *g, optim_grad_var *pairs, size_t n, optim_
 
 /* Sums dense gradients across the group, in place. */
 int optim__sum_dense(optim_group *g, optim_grad_var *pairs, size_t n, optim_error *err);
+
+/* A framed call (agree.c): all-gathers this rank's frame (its kind, the
+ * group's call count and a, b, c) into all (OPTIM__FRAME words per rank)
+ * and fails (OPTIM_ESTATE, on every rank alike) unless every rank makes
+ * the same call at the same count. */
+enum { OPTIM__FRAME = 5, OPTIM__CALL_AGREE = 1, OPTIM__CALL_SUM = 2, OPTIM__CALL_SAME = 3 };
+int optim__frame(optim_group *g, int kind, int64_t a, int64_t b, int64_t c, int64_t *all,
+                 optim_error *err);
+/* optim_group_check_same's work (agree.c). */
+int optim__check_same(optim_group *g, const char *const *names, const char *const *values, size_t n,
+                      optim_error *err);
 
 /* Sets the group's message from err; returns its code. */
 int optim__group_fail(optim_group *g, const optim_error *err);
