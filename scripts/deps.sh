@@ -2,7 +2,7 @@
 # Installs the Debian packages optim needs to build and test, if missing.
 #   scripts/deps.sh [--fuzz]
 set -euo pipefail
-pkgs=(gcc libc6-dev make cmake pkg-config libcjson-dev libcmocka-dev libcairo2-dev libopenblas-openmp-dev zlib1g-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+pkgs=(gcc libc6-dev make cmake pkg-config python3 libcjson-dev libcmocka-dev libcairo2-dev libopenblas-openmp-dev zlib1g-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist)
 # --fuzz: also clang with libFuzzer and its OpenMP (tests/fuzz/run.sh; CI uses it).
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-dev libomp-dev); fi
 missing=()

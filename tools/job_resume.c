@@ -66,6 +66,13 @@ char *optim_job_extra_json(const job_config *c, const job_result *res)
     return text;
 }
 
+/* Whether d is a whole number that converts to long long exactly (|d| <=
+ * 2^53): checkpoint.json's numbers are checked before any cast. */
+static int whole(double d)
+{
+    return isfinite(d) && d == floor(d) && fabs(d) <= 9007199254740992.0;
+}
+
 /* The checkpoint's value of one setting into c; 1 after a message if the
  * command line gave another. */
 static int take_setting(const char *cmd, const char *dir, const cJSON *extra, const setting *s,
@@ -77,8 +84,8 @@ static int take_setting(const char *cmd, const char *dir, const cJSON *extra, co
     double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
     if (s->list) {
         const cJSON *e;
-        cJSON_ArrayForEach(e, v) if (l.n < TOOL_LIST_MAX && cJSON_IsNumber(e)) l.v[l.n++] =
-            (int64_t)e->valuedouble;
+        cJSON_ArrayForEach(e, v) if (l.n < TOOL_LIST_MAX && cJSON_IsNumber(e) &&
+                                     whole(e->valuedouble)) l.v[l.n++] = (int64_t)e->valuedouble;
         for (size_t k = 0; k < l.n; k++)
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k ? "," : "",
                      (long long)l.v[k]);
@@ -89,7 +96,8 @@ static int take_setting(const char *cmd, const char *dir, const cJSON *extra, co
         snprintf(want, sizeof want, "%.17g", d);
         snprintf(have, sizeof have, "%.17g", s->i ? (double)*s->i : *s->d);
     }
-    if ((!s->list && !cJSON_IsNumber(v)) || (s->list && !cJSON_IsArray(v)))
+    if ((!s->list && !cJSON_IsNumber(v)) || (s->list && cJSON_GetArraySize(v) != (int)l.n) ||
+        (s->i && !whole(d)))
         return optim_tool_fail(cmd, "--resume %s: the checkpoint has no valid \"%s\"", dir, s->key);
     if (o && o->given && strcmp(have, want) != 0)
         return optim_tool_fail(
@@ -151,10 +159,17 @@ static int take_history(const char *cmd, const optim_checkpoint *ck, job_result 
         return optim_tool_fail(cmd, "out of memory");
     }
     cJSON_ArrayForEach(r, rows) res->rows[res->n++] =
-        (job_row){(int64_t)num(r, 0), num(r, 1), num(r, 2), num(r, 3), num(r, 4), num(r, 5)};
+        (job_row){whole(num(r, 0)) ? (int64_t)num(r, 0) : -1, num(r, 1), num(r, 2), num(r, 3),
+                  num(r, 4), num(r, 5)};
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(extra, "steps");
     const cJSON *secs = cJSON_GetObjectItemCaseSensitive(extra, "step_seconds_total");
-    res->steps = cJSON_IsNumber(steps) ? (int64_t)steps->valuedouble : 0;
+    double ns = cJSON_IsNumber(steps) ? steps->valuedouble : 0;
+    if (!whole(ns) || ns < 0) {
+        cJSON_Delete(extra);
+        return optim_tool_fail(cmd, "--resume: the checkpoint's \"steps\" is %g, expected a whole "
+                               "number >= 0", ns);
+    }
+    res->steps = (int64_t)ns;
     res->step_seconds =
         res->steps && cJSON_IsNumber(secs) ? secs->valuedouble / (double)res->steps : 0;
     cJSON_Delete(extra);
@@ -163,6 +178,35 @@ static int take_history(const char *cmd, const optim_checkpoint *ck, job_result 
             cmd, "--resume: the checkpoint has %zu epochs of history for %lld epochs done", res->n,
             (long long)optim_checkpoint_epoch(ck));
     return 0;
+}
+
+/* The first difference between two optimizer configs, as "KEY A, B", into
+ * msg ("" when they agree). learning_rate is skipped when a callback
+ * changes it (--lr-decay): the checkpoint then holds the changed rate. */
+static void config_diff(optim_optimizer *a, optim_optimizer *b, int skip_lr, char *msg,
+                        size_t n)
+{
+    char *ta = optim_serialize(a), *tb = optim_serialize(b);
+    cJSON *ja = cJSON_Parse(ta ? ta : ""), *jb = cJSON_Parse(tb ? tb : "");
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(ja, "config"),
+                *cb = cJSON_GetObjectItemCaseSensitive(jb, "config"), *e;
+    msg[0] = '\0';
+    cJSON_ArrayForEach(e, ca)
+    {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(cb, e->string);
+        if (skip_lr && strcmp(e->string, "learning_rate") == 0) continue;
+        char *va = cJSON_PrintUnformatted(e), *vb = o ? cJSON_PrintUnformatted(o) : NULL;
+        if (!msg[0] && (!vb || !va || strcmp(va, vb) != 0))
+            snprintf(msg, n, "%s %s, --optimizer's is %s", e->string, va ? va : "?",
+                     vb ? vb : "absent");
+        free(va), free(vb);
+    }
+    if (!msg[0] && (!ta || !tb || cJSON_GetArraySize(ca) != cJSON_GetArraySize(cb) ||
+                    !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(ja, "module"),
+                                   cJSON_GetObjectItemCaseSensitive(jb, "module"), 1)))
+        snprintf(msg, n, "config %.300s, --optimizer's is %.300s", ta ? ta : "?", tb ? tb : "?");
+    cJSON_Delete(ja), cJSON_Delete(jb);
+    optim_free(ta), optim_free(tb);
 }
 
 int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const job_config *c,
@@ -178,15 +222,17 @@ int optim_job_resume_state(const char *cmd, const optim_checkpoint *ck, const jo
         optim_destroy(given);
         return 1;
     }
-    char a[256], b[256];
+    char a[256], b[256], diff[800] = "";
     chain(*opt, a, sizeof a);
     chain(given ? given : *opt, b, sizeof b);
+    if (given && !strcmp(a, b)) config_diff(*opt, given, c->lr_decay != 0, diff, sizeof diff);
     optim_destroy(given);
     int rc = strcmp(a, b)
         ? optim_tool_fail(
               cmd, "--resume: the checkpoint was written with optimizer %s, --optimizer is %s", a,
               b)
-        : 0;
+        : diff[0] ? optim_tool_fail(cmd, "--resume: the checkpoint's optimizer has %s", diff)
+                  : 0;
     if (!rc) rc = optim_job_model(cmd, c, features, *opt, m);
     if (!rc && optim_checkpoint_restore(ck, *m, *opt, &err))
         rc = optim_tool_fail(cmd, "--resume: %s", err.msg);

@@ -23,7 +23,8 @@
  *
  * Layout of DIR: checkpoint.json (format, epoch, the model's variable
  * names, dtypes and shapes, layer names, the optimizer's class chain and
- * config, the caller's JSON, and the name of the tensor file) and
+ * config, the caller's JSON, and the name, CRC-32 and size of the tensor
+ * file, so that a damaged file or one from another save is refused) and
  * ckpt-G.safetensors (G a generation number): "model/VAR",
  * "optimizer/WEIGHT" and "layer_calls/LAYER" (I64). A save writes a new
  * tensor file, fsyncs it, then replaces checkpoint.json atomically (write
@@ -32,7 +33,10 @@
  * checkpoint whole and loadable.
  *
  * Errors: every call returns 0 or a negative OPTIM_E* code and fills err;
- * restore checks everything before it changes anything.
+ * read refuses a checkpoint.json that is not a regular file of at most
+ * 64 MiB; restore checks everything before it changes anything (names,
+ * dtypes, shapes, finite values, the iterations range, layer call counts).
+ * A CRC detects accidents, not a writer who means harm: docs/reliability.md.
  */
 #ifndef OPTIM_CHECKPOINT_H
 #define OPTIM_CHECKPOINT_H

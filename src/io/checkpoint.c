@@ -9,11 +9,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/internal.h"
 #include "core/json.h"
@@ -82,7 +84,9 @@ static int64_t next_generation(const char *dir)
     char *text = read_text(path);
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "generation");
-    int64_t next = cJSON_IsNumber(g) && g->valuedouble >= 0 ? (int64_t)g->valuedouble + 1 : 0;
+    /* Range-checked before the cast: a damaged number starts again at 0. */
+    double v = cJSON_IsNumber(g) ? g->valuedouble : -1;
+    int64_t next = v >= 0 && v < 9007199254740992.0 && v == (double)(int64_t)v ? (int64_t)v + 1 : 0;
     cJSON_Delete(root);
     free(text);
     return next;
@@ -104,6 +108,30 @@ static void remove_stale(const char *dir, const char *keep)
         unlink(path);
     }
     closedir(d);
+}
+
+/* CRC-32 (zlib's) and size of a whole file: checkpoint.json records them
+ * for its tensor file, so a file from another run or a damaged one is
+ * refused. -1 with errno set on a read error. */
+static int file_crc(const char *path, uint32_t *crc, double *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    unsigned char buf[1 << 16];
+    uLong c = crc32(0L, Z_NULL, 0);
+    double total = 0;
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) != 0) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) break;
+        c = crc32(c, buf, (uInt)r);
+        total += (double)r;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    *crc = (uint32_t)c, *size = total;
+    return r < 0 ? -1 : 0;
 }
 
 static cJSON *shape_json(int32_t rank, const int64_t *shape)
@@ -246,6 +274,15 @@ int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt,
     if (!rc) rc = add_model(root, w, m, err);
     if (!rc) rc = add_optimizer(root, w, opt, err);
     if (!rc) rc = optim_st_writer_save(w, path, err);
+    uint32_t crc = 0;
+    double size = 0;
+    if (!rc && file_crc(path, &crc, &size))
+        rc = optim__err(err, OPTIM_EIO, "checkpoint: cannot read back %s: %s", path,
+                        strerror(errno));
+    if (!rc) {
+        cJSON_AddNumberToObject(root, "tensors_crc32", (double)crc);
+        cJSON_AddNumberToObject(root, "tensors_bytes", size);
+    }
     if (!rc && !(text = cJSON_Print(root)))
         rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
     if (!rc) rc = write_atomic(dir, CK_JSON, text, err);
@@ -321,18 +358,20 @@ static int parse_root(optim_checkpoint *c, const char *path, optim_error *err)
     return OPTIM_OK;
 }
 
-/* Every name listed under `key` has its tensor PREFIX/NAME in the file. */
-static int check_listed(const optim_checkpoint *c, const char *key, const char *prefix,
-                        const char *file, optim_error *err)
+/* Every name listed under `key` (objects with a "name" when `objects`, else
+ * strings) has its tensor PREFIX/NAME in the file. */
+static int check_listed(const optim_checkpoint *c, const char *key, int objects,
+                        const char *prefix, const char *file, optim_error *err)
 {
     const cJSON *e;
     char name[CK_MAX_PATH];
     optim_tensor t;
     cJSON_ArrayForEach(e, item(c->root, key))
     {
-        const cJSON *n = cJSON_IsObject(e) ? item(e, "name") : e;
+        const cJSON *n = !objects ? e : cJSON_IsObject(e) ? item(e, "name") : NULL;
         if (!cJSON_IsString(n))
-            return optim__err(err, OPTIM_EFORMAT, "%s: an entry of \"%s\" has no name", file, key);
+            return optim__err(err, OPTIM_EFORMAT, "%s: an entry of \"%s\" is not %s", CK_JSON, key,
+                              objects ? "an object with a string \"name\"" : "a string");
         snprintf(name, sizeof name, "%s/%s", prefix, n->valuestring);
         if (optim_st_get(c->st, name, &t))
             return optim__err(err, OPTIM_EFORMAT, "%s: tensor \"%s\" is missing", file, name);
@@ -348,44 +387,66 @@ static int read_tensors(optim_checkpoint *c, const char *dir, optim_error *err)
                           CK_JSON, file);
     char path[CK_MAX_PATH];
     snprintf(path, sizeof path, "%s/%s", dir, file);
+    uint32_t crc;
+    double size;
+    const cJSON *want = item(c->root, "tensors_crc32"), *bytes = item(c->root, "tensors_bytes");
+    if (!cJSON_IsNumber(want) || !cJSON_IsNumber(bytes))
+        return optim__err(err, OPTIM_EFORMAT, "%s/%s: \"tensors_crc32\" or \"tensors_bytes\" is "
+                          "missing (a checkpoint of an older optim: save it again)", dir, CK_JSON);
+    if (file_crc(path, &crc, &size))
+        return optim__err(err, OPTIM_EIO, "%s: cannot read: %s", path, strerror(errno));
+    if ((double)crc != want->valuedouble || size != bytes->valuedouble)
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s: CRC-32 %u and %.0f bytes, %s/%s recorded %.0f and %.0f: the file "
+                          "is damaged or from another save",
+                          path, (unsigned)crc, size, dir, CK_JSON, want->valuedouble,
+                          bytes->valuedouble);
     int rc = optim_st_read(path, &c->st, err);
-    if (!rc) rc = check_listed(c, "variables", "model", path, err);
-    if (!rc) rc = check_listed(c, "layers", "layer_calls", path, err);
-    if (!rc) rc = check_listed(c, "optimizer_weights", "optimizer", path, err);
+    if (!rc) rc = check_listed(c, "variables", 1, "model", path, err);
+    if (!rc) rc = check_listed(c, "layers", 0, "layer_calls", path, err);
+    if (!rc) rc = check_listed(c, "optimizer_weights", 0, "optimizer", path, err);
     return rc;
 }
 
-/* A whole small file, NUL-terminated; NULL with errno set on error. */
+#define CK_MAX_JSON ((size_t)64 << 20)
+
+/* A whole regular file of at most CK_MAX_JSON bytes, NUL-terminated; NULL
+ * with errno set on error (EISDIR, EINVAL for a FIFO or device, EFBIG).
+ * O_NONBLOCK: a FIFO fails the check instead of hanging in open. */
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            char *nb = realloc(buf, cap = 2 * cap + 8192);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                errno = ENOMEM;
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) return NULL;
+    int e = fstat(fd, &st) != 0           ? errno
+        : S_ISDIR(st.st_mode)             ? EISDIR
+        : !S_ISREG(st.st_mode)            ? EINVAL
+        : (size_t)st.st_size > CK_MAX_JSON ? EFBIG
+                                          : 0;
+    size_t len = e ? 0 : (size_t)st.st_size, got = 0;
+    char *buf = e ? NULL : malloc(len + 1);
+    if (!e && !buf) e = ENOMEM;
+    while (!e && got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) e = r < 0 ? errno : EIO; /* shorter than fstat said */
+        else got += (size_t)r;
     }
-    if (ferror(f)) {
+    close(fd);
+    if (e) {
         free(buf);
-        fclose(f);
-        errno = EIO;
+        errno = e;
         return NULL;
     }
-    fclose(f);
     buf[len] = '\0';
     return buf;
+}
+
+static const char *read_reason(int e)
+{
+    return e == EINVAL ? "not a regular file"
+        : e == EFBIG   ? "larger than 64 MiB"
+                       : strerror(e);
 }
 
 int optim_checkpoint_read(const char *dir, optim_checkpoint **out, optim_error *err)
@@ -400,7 +461,7 @@ int optim_checkpoint_read(const char *dir, optim_checkpoint **out, optim_error *
     char *text = read_text(path);
     if (!text)
         return optim__err(err, OPTIM_EIO, "%s holds no checkpoint (%s: %s)", dir, path,
-                          strerror(errno));
+                          read_reason(errno));
     optim_checkpoint *c = optim__calloc(1, sizeof *c);
     int rc = c ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "%s: out of memory", path);
     if (!rc && !cJSON_IsObject(c->root = optim__json_parse(text, NULL, 0)))
@@ -421,6 +482,51 @@ static int same_shape(const optim_tensor *t, optim_dtype dt, int32_t rank, const
     for (int32_t i = 0; i < rank; i++)
         if (t->shape[i] != shape[i]) return 0;
     return 1;
+}
+
+/* Index of the first element of t that is NaN or infinite, or -1. */
+static int64_t first_nonfinite(const optim_tensor *t)
+{
+    int64_t n = optim_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        double v = t->dtype == OPTIM_F32   ? ((const float *)t->data)[k]
+            : t->dtype == OPTIM_F64        ? ((const double *)t->data)[k]
+                                           : 0; /* half types: checked as stored, skipped */
+        if (!isfinite(v)) return k;
+    }
+    return -1;
+}
+
+/* The values restore would write are in their domain: finite variables,
+ * layer call counts that are I64 scalars >= 0. */
+static int check_values(const optim_checkpoint *c, optim_var **vars, size_t n, size_t nl,
+                        optim_error *err)
+{
+    char name[CK_MAX_PATH];
+    optim_tensor t;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "model/%s", optim_var_name(vars[i]));
+        optim_st_get(c->st, name, &t);
+        int64_t k = first_nonfinite(&t);
+        if (k >= 0)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "checkpoint: tensor %s element %lld is not finite", name,
+                              (long long)k);
+    }
+    const cJSON *jl = item(c->root, "layers");
+    for (size_t i = 0; i < nl; i++) {
+        snprintf(name, sizeof name, "layer_calls/%s", cJSON_GetArrayItem(jl, (int)i)->valuestring);
+        optim_st_get(c->st, name, &t);
+        int64_t calls = 0;
+        if (t.dtype == OPTIM_I64 && optim_tensor_numel(&t) == 1) memcpy(&calls, t.data, 8);
+        if (t.dtype != OPTIM_I64 || optim_tensor_numel(&t) != 1 || calls < 0)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "checkpoint: tensor %s is %s with %lld elements (value %lld), "
+                              "expected one I64 >= 0",
+                              name, optim_dtype_name(t.dtype), (long long)optim_tensor_numel(&t),
+                              (long long)calls);
+    }
+    return OPTIM_OK;
 }
 
 /* The model has exactly the checkpoint's layers and variables. */
@@ -462,7 +568,7 @@ static int check_model(const optim_checkpoint *c, optim_model *m, optim_var **va
                 "checkpoint is of a different model: layer %zu is %s, the model's is %s", i,
                 l->valuestring, optim_layer_name(optim_model_layer(m, i)));
     }
-    return OPTIM_OK;
+    return check_values(c, vars, n, nl, err);
 }
 
 /* The weights opt will have once built for vars match the checkpoint's
@@ -505,12 +611,24 @@ static int check_optimizer(const optim_checkpoint *c, optim_optimizer *opt, opti
         optim_tensor t;
         snprintf(name, sizeof name, "optimizer/%s", wn);
         optim_st_get(c->st, name, &t);
+        char a[128], b[128];
         if (strcmp(wn, optim_weight_name(scratch, i)) != 0 ||
-            !same_shape(&t, ws[i].dtype, ws[i].rank, ws[i].shape))
+            (i > 0 && !same_shape(&t, ws[i].dtype, ws[i].rank, ws[i].shape)))
             rc = optim__err(err, OPTIM_ESTATE,
-                            "checkpoint's optimizer weight %zu is %s, the optimizer's is %s", i, wn,
-                            optim_weight_name(scratch, i));
+                            "checkpoint's optimizer weight %zu is %s %s %s, the optimizer's is "
+                            "%s %s %s",
+                            i, wn, optim_dtype_name(t.dtype),
+                            optim_shape_str(t.rank, t.shape, a, sizeof a),
+                            optim_weight_name(scratch, i), optim_dtype_name(ws[i].dtype),
+                            optim_shape_str(ws[i].rank, ws[i].shape, b, sizeof b));
+        if (!rc && (ws[i] = t, i > 0) && first_nonfinite(&t) >= 0)
+            rc = optim__err(err, OPTIM_EFORMAT,
+                            "checkpoint: optimizer weight %s element %lld is not finite", wn,
+                            (long long)first_nonfinite(&t));
     }
+    /* What set_weights refuses (iterations out of range), on the scratch copy. */
+    if (!rc && optim_set_weights(scratch, ws, nw))
+        rc = optim__err(err, OPTIM_EFORMAT, "checkpoint: %s", optim_errmsg(scratch));
     free(ws);
     optim_destroy(scratch);
     return rc;
