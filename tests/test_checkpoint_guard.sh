@@ -4,7 +4,8 @@
 # D10, D11): checkpoint.json entries of the wrong type, a FIFO or
 # /dev/zero as checkpoint.json, a tensor file from another run or with one
 # byte changed, numbers far out of range, and an --optimizer whose config
-# differs from the checkpoint's.
+# differs from the checkpoint's; a second writer on a DIR in use (D05), and
+# a dead writer's temporary file (D13f).
 set -u
 optim=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -57,4 +58,18 @@ cp -r run1 flipped && printf '\177' | dd of=flipped/ckpt-0.safetensors bs=1 seek
 refuse flipped 'damaged or from another save'
 # An --optimizer of the same class with another setting.
 refuse run1 "has learning_rate 0.001, --optimizer's is 0.5" --optimizer '{"class_name": "Adam", "config": {"learning_rate": 0.5}}'
+# Two writers on one DIR: while one run holds it, a second is refused at
+# once, naming the holder's PID, and DIR stays the first run's checkpoint.
+"$optim" train "${args[@]}" --limit 2000 --epochs 3 --checkpoint busy >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do [ -s busy/.lock ] && break; sleep 0.1; done
+"$optim" train "${args[@]}" --epochs 1 --checkpoint busy >/dev/null 2>err && fail "second writer succeeded"
+grep -q "in use by process $holder" err || fail "second writer: $(cat err)"
+wait "$holder" || fail "the first writer failed"
+"$optim" train "${args[@]}" --limit 2000 --epochs 3 --resume busy >out 2>err || fail "resume busy: $(cat err)"
+grep -q "asks for no more" err || fail "busy is not the first run's 3 epochs: $(cat err)"
+# A temporary file of a writer killed between link and rename is removed by the next save.
+touch run1/.optim-999999-1.tmp
+"$optim" train "${args[@]}" --epochs 2 --resume run1 --checkpoint run1 >/dev/null 2>&1 || fail "resume run1"
+[ -e run1/.optim-999999-1.tmp ] && fail "stale temporary file kept"
 echo "checkpoint guards: all refused"

@@ -175,8 +175,17 @@ static int run(train_args *a, optim_checkpoint *ck)
             "--checkpoint and --resume work in one process only, not under mpirun (yet); "
             "--save-weights works");
     }
+    /* One writer per --checkpoint DIR, for the whole run: taken before the
+     * data load, so a second run is refused at once. */
+    optim_checkpoint_lock *lock = NULL;
+    optim_error err;
+    if (a->checkpoint && optim_checkpoint_lock_dir(a->checkpoint, &lock, &err)) {
+        optim_group_destroy(g);
+        return optim_tool_fail(CMD, "--checkpoint: %s", err.msg);
+    }
     job_data d;
     if (optim_job_load(CMD, &a->c, &d)) {
+        optim_checkpoint_unlock(lock);
         optim_group_destroy(g);
         return 1;
     }
@@ -192,6 +201,7 @@ static int run(train_args *a, optim_checkpoint *ck)
     optim_group_destroy(g); /* before the optimizer it is attached to */
     optim_destroy(opt);
     optim_job_data_free(&d);
+    optim_checkpoint_unlock(lock);
     return rc;
 }
 

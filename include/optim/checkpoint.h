@@ -59,6 +59,17 @@ typedef struct optim_checkpoint optim_checkpoint;
 OPTIM_API int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt,
                                     int64_t epoch, const char *extra_json, optim_error *err);
 
+/* One writer per directory: holds an advisory lock (flock) on dir/.lock,
+ * which names the holder's PID, until optim_checkpoint_unlock (or the
+ * process ends). Creates dir if missing. A second holder, in this process
+ * or another, gets OPTIM_ESTATE with the holder's PID. optim_checkpoint_save
+ * takes the same lock for the length of a save unless this process holds
+ * it, so a run that holds it excludes other writers between saves too. */
+typedef struct optim_checkpoint_lock optim_checkpoint_lock;
+OPTIM_API int optim_checkpoint_lock_dir(const char *dir, optim_checkpoint_lock **out,
+                                        optim_error *err);
+OPTIM_API void optim_checkpoint_unlock(optim_checkpoint_lock *l); /* NULL is a no-op */
+
 /* Reads the checkpoint in dir (its JSON and tensors, checked for
  * consistency). *out is the caller's: free it with optim_checkpoint_free.
  * OPTIM_EIO when dir holds no checkpoint, OPTIM_EFORMAT when it is damaged. */

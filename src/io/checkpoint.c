@@ -20,6 +20,7 @@
 #include "core/internal.h"
 #include "core/json.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint_lock.h"
 #include "optim/safetensors.h"
 #include "optim/optimizer_class.h"
 #include "optim/wrappers.h"
@@ -92,18 +93,23 @@ static int64_t next_generation(const char *dir)
     return next;
 }
 
-/* Removes ckpt-*.safetensors files other than `keep` (best effort). */
+/* Removes ckpt-*.safetensors files other than `keep`, and temporary files
+ * .optim-PID-N.tmp of other processes (writers that died between link and
+ * rename: under the lock no other writer is running). Best effort. */
 static void remove_stale(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *ent;
-    char path[CK_MAX_PATH];
+    char path[CK_MAX_PATH], ours[64];
+    snprintf(ours, sizeof ours, ".optim-%ld-", (long)getpid());
     while ((ent = readdir(d))) {
         const char *n = ent->d_name;
         size_t len = strlen(n);
-        if (strncmp(n, "ckpt-", 5) != 0 || strcmp(n, keep) == 0) continue;
-        if (len < 12 || strcmp(n + len - 12, ".safetensors") != 0) continue;
+        int tmp = strncmp(n, ".optim-", 7) == 0 && len > 4 && strcmp(n + len - 4, ".tmp") == 0 &&
+            strncmp(n, ours, strlen(ours)) != 0;
+        if (!tmp && (strncmp(n, "ckpt-", 5) != 0 || strcmp(n, keep) == 0)) continue;
+        if (!tmp && (len < 12 || strcmp(n + len - 12, ".safetensors") != 0)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, n);
         unlink(path);
     }
@@ -243,11 +249,25 @@ static int save_checks(const char *dir, optim_model *m, optim_optimizer *opt, in
     return OPTIM_OK;
 }
 
+static int save_locked(const char *dir, optim_model *m, optim_optimizer *opt, int64_t epoch,
+                       const char *extra_json, optim_error *err);
+
 int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt, int64_t epoch,
                           const char *extra_json, optim_error *err)
 {
     int rc = save_checks(dir, m, opt, epoch, err);
     if (rc) return rc;
+    int lock = optim__checkpoint_lock(dir, err);
+    if (lock < 0 && lock != OPTIM__LOCK_OURS) return lock;
+    rc = save_locked(dir, m, opt, epoch, extra_json, err);
+    if (lock >= 0) close(lock);
+    return rc;
+}
+
+static int save_locked(const char *dir, optim_model *m, optim_optimizer *opt, int64_t epoch,
+                       const char *extra_json, optim_error *err)
+{
+    int rc = OPTIM_OK;
     cJSON *extra = cJSON_Parse(extra_json ? extra_json : "{}");
     if (!cJSON_IsObject(extra)) {
         cJSON_Delete(extra);
