@@ -209,11 +209,19 @@ OPTIM_TEST(test_legacy_decay)
     check_trajectory(NADAM("\"learning_rate\": 0.01, "
                            "\"schedule_decay\": 0.05, \"decay\": 0.9, " OT_LEGACY),
                      &sd);
-    /* get_config writes the schedule decay as decay, no schedule_decay. */
+    /* get_config writes the schedule decay as decay, as Keras does, and
+     * also as schedule_decay when it is not 0.004 (Keras would read decay
+     * back as 0.004), so that the config round-trips: issue 22's D04. */
     cJSON *o = ot_config_of(NADAM("\"schedule_decay\": 0.05, " OT_LEGACY), NULL, NULL, 0);
-    ot_expect_numbers(o, "decay", 0.05, NULL);
+    ot_expect_numbers(o, "decay", 0.05, "schedule_decay", 0.05, NULL);
+    cJSON_Delete(o);
+    o = ot_config_of(NADAM("\"schedule_decay\": 0.004, " OT_LEGACY), NULL, NULL, 0);
+    ot_expect_numbers(o, "decay", 0.004, NULL);
     assert_null(cJSON_GetObjectItemCaseSensitive(o, "schedule_decay"));
     cJSON_Delete(o);
+    check_trajectory(NADAM("\"learning_rate\": 0.01, \"decay\": 0.05, "
+                           "\"schedule_decay\": 0.05, " OT_LEGACY),
+                     &sd);
     /* Refused: negative (OptimizerV2: "decay cannot be less than 0"), not a
      * number, and in Keras 3 at all. */
     ot_expect_refused(NADAM("\"schedule_decay\": -0.1, " OT_LEGACY), OPTIM_ERANGE, "schedule_decay",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # optim train's options on a subset of Fashion-MNIST: --epochs 1
 # --checkpoint D then --epochs 2 --resume D gives bit for bit the weights of
-# --epochs 2 (Adam, Nadam, Ftrl, Lookahead, use_ema; with Dropout, a
+# --epochs 2 (Adam, Nadam, Ftrl, Lookahead, use_ema, legacy Nadam with a
+# schedule_decay its config must carry; with Dropout, a
 # validation split and the LearningRateScheduler), the history and the plot
 # cover every epoch, a checkpoint of another model or optimizer is refused,
 # --steps and EarlyStopping stop early, the data may be uncompressed, a
@@ -17,7 +18,8 @@ run() { "$optim" train --limit 400 --batch-size 64 "$@" >"$tmp/out" 2>"$tmp/err"
 common=(--hidden 32,16 --dropout 0.2 --validation-split 0.25 --lr-decay 0.5)
 for cfg in adam nadam ftrl \
     '{"class_name": "Lookahead", "config": {"optimizer": {"class_name": "SGD", "config": {"momentum": 0.9}}, "sync_period": 3}}' \
-    '{"class_name": "Adam", "config": {"use_ema": true, "ema_overwrite_frequency": 5}}'; do
+    '{"class_name": "Adam", "config": {"use_ema": true, "ema_overwrite_frequency": 5}}' \
+    '{"class_name": "Nadam", "config": {"schedule_decay": 0.05, "is_legacy_optimizer": true}}'; do
     rm -rf "$tmp/D"
     run --epochs 2 --optimizer "$cfg" "${common[@]}" --save-weights "$tmp/A"
     tail -1 "$tmp/out" | grep -q '^test_accuracy=0\.[0-9]*$' || fail "last line: $(tail -1 "$tmp/out")"

@@ -37,7 +37,7 @@
  * decay) and epsilon = epsilon or 1e-7. OptimizerV2 Nadam sets
  * decay = schedule_decay (default 0.004) and discards a `decay` argument:
  * so does this class (the key is accepted, ignored, and written back as the
- * schedule decay). The Keras 3 exponent is t itself: its schedule decays
+ * schedule decay, with "schedule_decay" too when it is not 0.004). The Keras 3 exponent is t itself: its schedule decays
  * 250 times faster than the legacy one.
  *
  * Sparse gradients: Keras 3 gives the dense equivalent. Legacy
@@ -353,7 +353,13 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     int rc = 0;
     if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0))
         rc = optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON);
-    return rc ? rc : optim_config_put_number(cfg, "decay", schedule_decay(st));
+    if (!rc) rc = optim_config_put_number(cfg, "decay", schedule_decay(st));
+    /* tf.keras reads `decay` back as 0.004: a schedule decay of another
+     * value is written under its own key too, which both read, so the
+     * config round-trips (a checkpoint's resume relies on it). */
+    if (!rc && schedule_decay(st) != LEGACY_SCHEDULE_DECAY)
+        rc = optim_config_put_number(cfg, "schedule_decay", schedule_decay(st));
+    return rc;
 }
 
 const optim_class optim_nadam_class = {
