@@ -72,4 +72,10 @@ grep -q "asks for no more" err || fail "busy is not the first run's 3 epochs: $(
 touch run1/.optim-999999-1.tmp
 "$optim" train "${args[@]}" --epochs 2 --resume run1 --checkpoint run1 >/dev/null 2>&1 || fail "resume run1"
 [ -e run1/.optim-999999-1.tmp ] && fail "stale temporary file kept"
+# Outputs that cannot be written are refused before the run (D13d).
+for o in "--save-weights /dev/full" "--plot $tmp/missing/x.png" "--history $tmp"; do
+    # shellcheck disable=SC2086
+    timeout 10 "$optim" train "${args[@]}" --epochs 1 $o >/dev/null 2>err && fail "$o accepted"
+    grep -q -- "${o%% *} " err || fail "$o: $(cat err)"
+done
 echo "checkpoint guards: all refused"

@@ -22,6 +22,8 @@ int optim_tool_load_plugin(const char *path);
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL on error
  * with err filled. */
 char *optim_tool_read_text(const char *path, optim_error *err);
+/* 1 after a message when PATH (given for OPTION) cannot be written. */
+int optim_tool_check_output(const char *cmd, const char *option, const char *path);
 
 /* Flushes standard output: returns rc if everything written reached it,
  * else says so on stderr and returns rc, or 1 if rc is 0 (`optim check cfg

@@ -138,7 +138,9 @@ int optim_cmd_compare(int argc, char **argv)
         return optim_tool_fail(CMD,
                                "expected 2 to %d optimizers, got %zu (try 'optim compare --help')",
                                MAX_RUNS, npos);
-    if (optim_job_check(CMD, &a.c, 1)) return 1;
+    if (optim_job_check(CMD, &a.c, 1) || optim_tool_check_output(CMD, "--plot", a.plot) ||
+        optim_tool_check_output(CMD, "--history", a.history))
+        return 1;
     optim_optimizer *opts[MAX_RUNS] = {NULL};
     char labels[MAX_RUNS][LABEL_MAX];
     const char *lp[MAX_RUNS];

@@ -222,7 +222,11 @@ int optim_cmd_train(int argc, char **argv)
     if (rc) return rc;
     optim_checkpoint *ck = NULL;
     if (a.resume && optim_job_resume_config(CMD, a.resume, &a.c, t, n, &ck)) return 1;
-    if (optim_job_check(CMD, &a.c, a.c.validation_split > 0)) rc = 1;
+    if (optim_job_check(CMD, &a.c, a.c.validation_split > 0) ||
+        optim_tool_check_output(CMD, "--save-weights", a.save_weights) ||
+        optim_tool_check_output(CMD, "--history", a.history) ||
+        optim_tool_check_output(CMD, "--plot", a.plot))
+        rc = 1;
     else rc = run(&a, ck);
     optim_checkpoint_free(ck);
     if (a.plot) optim_plot_cleanup();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "options.h"
 
 static void set_err(optim_error *err, int code, const char *msg)
 {
@@ -83,4 +84,29 @@ int optim_tool_finish_stdout(const char *cmd, int rc)
     fprintf(stderr, "optim %s: cannot write standard output%s%s\n", cmd, errno ? ": " : "",
             errno ? strerror(errno) : "");
     return rc ? rc : 1;
+}
+
+/* Checks before a run that an output can be written: its directory exists
+ * and is writable, and the path, if it exists, is a regular file (the
+ * atomic writer refuses anything else: /dev/full, a directory). So a bad
+ * target fails in a second, not after the whole run. NULL path: 0. */
+int optim_tool_check_output(const char *cmd, const char *option, const char *path)
+{
+    if (!path) return 0;
+    struct stat st;
+    if (!path[0]) return optim_tool_fail(cmd, "%s: the path is empty", option);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return optim_tool_fail(cmd, "%s %s: exists and is not a regular file", option, path);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    if (len >= sizeof dir) return optim_tool_fail(cmd, "%s %s: path too long", option, path);
+    memcpy(dir, path, len);
+    strcpy(dir + len, slash ? (len ? "" : "/") : ".");
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return optim_tool_fail(cmd, "%s %s: directory %s does not exist", option, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return optim_tool_fail(cmd, "%s %s: directory %s is not writable: %s", option, path, dir,
+                               strerror(errno));
+    return 0;
 }
