@@ -206,11 +206,15 @@ static int fit(const char *cmd, const job_run *r, job_result *res)
     if (r->d->val.n) fo.validation_x = &vx, fo.validation_y = &vy;
     int stepped = !rc && r->c->steps && res->steps >= r->c->steps;
     if (!rc && stepped)
-        fprintf(stderr, "optim %s: --resume: %lld steps done, --steps %lld asks for no more; "
-                "evaluating only\n", cmd, (long long)res->steps, r->c->steps);
+        fprintf(stderr,
+                "optim %s: --resume: %lld steps done, --steps %lld asks for no more; "
+                "evaluating only\n",
+                cmd, (long long)res->steps, r->c->steps);
     else if (!rc && (int64_t)res->n >= r->c->epochs)
-        fprintf(stderr, "optim %s: --resume: %zu epochs done, --epochs %lld asks for no more; "
-                "evaluating only\n", cmd, res->n, r->c->epochs);
+        fprintf(stderr,
+                "optim %s: --resume: %zu epochs done, --epochs %lld asks for no more; "
+                "evaluating only\n",
+                cmd, res->n, r->c->epochs);
     if (!rc && !stepped && (int64_t)res->n < r->c->epochs &&
         optim_model_fit(r->m, &x, &y, &fo, NULL))
         rc = optim_tool_fail(cmd, "fit: %s", optim_model_errmsg(r->m));

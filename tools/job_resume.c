@@ -68,10 +68,7 @@ char *optim_job_extra_json(const job_config *c, const job_result *res)
 
 /* Whether d is a whole number that converts to long long exactly (|d| <=
  * 2^53): checkpoint.json's numbers are checked before any cast. */
-static int whole(double d)
-{
-    return isfinite(d) && d == floor(d) && fabs(d) <= 9007199254740992.0;
-}
+static int whole(double d) { return isfinite(d) && d == floor(d) && fabs(d) <= 9007199254740992.0; }
 
 /* The checkpoint's value of one setting into c; 1 after a message if the
  * command line gave another. */
@@ -159,15 +156,21 @@ static int take_history(const char *cmd, const optim_checkpoint *ck, job_result 
         return optim_tool_fail(cmd, "out of memory");
     }
     cJSON_ArrayForEach(r, rows) res->rows[res->n++] =
-        (job_row){whole(num(r, 0)) ? (int64_t)num(r, 0) : -1, num(r, 1), num(r, 2), num(r, 3),
-                  num(r, 4), num(r, 5)};
+        (job_row){whole(num(r, 0)) ? (int64_t)num(r, 0) : -1,
+                  num(r, 1),
+                  num(r, 2),
+                  num(r, 3),
+                  num(r, 4),
+                  num(r, 5)};
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(extra, "steps");
     const cJSON *secs = cJSON_GetObjectItemCaseSensitive(extra, "step_seconds_total");
     double ns = cJSON_IsNumber(steps) ? steps->valuedouble : 0;
     if (!whole(ns) || ns < 0) {
         cJSON_Delete(extra);
-        return optim_tool_fail(cmd, "--resume: the checkpoint's \"steps\" is %g, expected a whole "
-                               "number >= 0", ns);
+        return optim_tool_fail(cmd,
+                               "--resume: the checkpoint's \"steps\" is %g, expected a whole "
+                               "number >= 0",
+                               ns);
     }
     res->steps = (int64_t)ns;
     res->step_seconds =
@@ -183,8 +186,7 @@ static int take_history(const char *cmd, const optim_checkpoint *ck, job_result 
 /* The first difference between two optimizer configs, as "KEY A, B", into
  * msg ("" when they agree). learning_rate is skipped when a callback
  * changes it (--lr-decay): the checkpoint then holds the changed rate. */
-static void config_diff(optim_optimizer *a, optim_optimizer *b, int skip_lr, char *msg,
-                        size_t n)
+static void config_diff(optim_optimizer *a, optim_optimizer *b, int skip_lr, char *msg, size_t n)
 {
     char *ta = optim_serialize(a), *tb = optim_serialize(b);
     cJSON *ja = cJSON_Parse(ta ? ta : ""), *jb = cJSON_Parse(tb ? tb : "");
@@ -201,9 +203,10 @@ static void config_diff(optim_optimizer *a, optim_optimizer *b, int skip_lr, cha
                      vb ? vb : "absent");
         free(va), free(vb);
     }
-    if (!msg[0] && (!ta || !tb || cJSON_GetArraySize(ca) != cJSON_GetArraySize(cb) ||
-                    !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(ja, "module"),
-                                   cJSON_GetObjectItemCaseSensitive(jb, "module"), 1)))
+    if (!msg[0] &&
+        (!ta || !tb || cJSON_GetArraySize(ca) != cJSON_GetArraySize(cb) ||
+         !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(ja, "module"),
+                        cJSON_GetObjectItemCaseSensitive(jb, "module"), 1)))
         snprintf(msg, n, "config %.300s, --optimizer's is %.300s", ta ? ta : "?", tb ? tb : "?");
     cJSON_Delete(ja), cJSON_Delete(jb);
     optim_free(ta), optim_free(tb);

@@ -45,7 +45,8 @@ static size_t options(train_args *a, tool_option *t)
         {"--resume", "DIR", TOOL_TEXT, &a->resume, 0, 0,
          "continue the run saved in DIR up to --epochs in total, bit for bit", 0},
         {"--replica-timeout", "S", TOOL_INT, &a->replica_timeout, 1, 86400,
-         "under mpirun: a rank that waits S seconds for the others (start-up, a\nstep, exit) fails (30)", 0},
+         "under mpirun: a rank that waits S seconds for the others (start-up, a\nstep, exit) fails (30)",
+         0},
     };
     memcpy(t + n, own, sizeof own);
     return n + N_TRAIN_OPTIONS;

@@ -354,8 +354,8 @@ static int parse_root(optim_checkpoint *c, const char *path, optim_error *err)
     if (!cJSON_IsNumber(ver) || ver->valuedouble != CK_VERSION)
         return optim__err(err, OPTIM_EFORMAT, "%s: checkpoint version %g, expected %d", path,
                           cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, CK_VERSION);
-    if (!cJSON_IsNumber(ep) || ep->valuedouble < 0 ||
-        ep->valuedouble != (double)(int64_t)ep->valuedouble)
+    if (!cJSON_IsNumber(ep) || !(ep->valuedouble >= 0 && ep->valuedouble <= 9007199254740992.0) ||
+        ep->valuedouble != (double)(int64_t)ep->valuedouble) /* range first: then the cast */
         return optim__err(err, OPTIM_EFORMAT, "%s: \"epoch\" is not a whole number >= 0", path);
     c->epoch = (int64_t)ep->valuedouble;
     const char *keys[] = {"tensors", "optimizer_classes"};
@@ -380,8 +380,8 @@ static int parse_root(optim_checkpoint *c, const char *path, optim_error *err)
 
 /* Every name listed under `key` (objects with a "name" when `objects`, else
  * strings) has its tensor PREFIX/NAME in the file. */
-static int check_listed(const optim_checkpoint *c, const char *key, int objects,
-                        const char *prefix, const char *file, optim_error *err)
+static int check_listed(const optim_checkpoint *c, const char *key, int objects, const char *prefix,
+                        const char *file, optim_error *err)
 {
     const cJSON *e;
     char name[CK_MAX_PATH];
@@ -411,8 +411,10 @@ static int read_tensors(optim_checkpoint *c, const char *dir, optim_error *err)
     double size;
     const cJSON *want = item(c->root, "tensors_crc32"), *bytes = item(c->root, "tensors_bytes");
     if (!cJSON_IsNumber(want) || !cJSON_IsNumber(bytes))
-        return optim__err(err, OPTIM_EFORMAT, "%s/%s: \"tensors_crc32\" or \"tensors_bytes\" is "
-                          "missing (a checkpoint of an older optim: save it again)", dir, CK_JSON);
+        return optim__err(err, OPTIM_EFORMAT,
+                          "%s/%s: \"tensors_crc32\" or \"tensors_bytes\" is "
+                          "missing (a checkpoint of an older optim: save it again)",
+                          dir, CK_JSON);
     if (file_crc(path, &crc, &size))
         return optim__err(err, OPTIM_EIO, "%s: cannot read: %s", path, strerror(errno));
     if ((double)crc != want->valuedouble || size != bytes->valuedouble)
@@ -438,11 +440,11 @@ static char *read_text(const char *path)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0) return NULL;
-    int e = fstat(fd, &st) != 0           ? errno
-        : S_ISDIR(st.st_mode)             ? EISDIR
-        : !S_ISREG(st.st_mode)            ? EINVAL
+    int e = fstat(fd, &st) != 0            ? errno
+        : S_ISDIR(st.st_mode)              ? EISDIR
+        : !S_ISREG(st.st_mode)             ? EINVAL
         : (size_t)st.st_size > CK_MAX_JSON ? EFBIG
-                                          : 0;
+                                           : 0;
     size_t len = e ? 0 : (size_t)st.st_size, got = 0;
     char *buf = e ? NULL : malloc(len + 1);
     if (!e && !buf) e = ENOMEM;
@@ -464,9 +466,7 @@ static char *read_text(const char *path)
 
 static const char *read_reason(int e)
 {
-    return e == EINVAL ? "not a regular file"
-        : e == EFBIG   ? "larger than 64 MiB"
-                       : strerror(e);
+    return e == EINVAL ? "not a regular file" : e == EFBIG ? "larger than 64 MiB" : strerror(e);
 }
 
 int optim_checkpoint_read(const char *dir, optim_checkpoint **out, optim_error *err)
@@ -509,9 +509,9 @@ static int64_t first_nonfinite(const optim_tensor *t)
 {
     int64_t n = optim_tensor_numel(t);
     for (int64_t k = 0; k < n; k++) {
-        double v = t->dtype == OPTIM_F32   ? ((const float *)t->data)[k]
-            : t->dtype == OPTIM_F64        ? ((const double *)t->data)[k]
-                                           : 0; /* half types: checked as stored, skipped */
+        double v = t->dtype == OPTIM_F32 ? ((const float *)t->data)[k]
+            : t->dtype == OPTIM_F64      ? ((const double *)t->data)[k]
+                                         : 0; /* half types: checked as stored, skipped */
         if (!isfinite(v)) return k;
     }
     return -1;

@@ -38,8 +38,7 @@ int optim__checkpoint_lock(const char *dir, optim_error *err)
                           strerror(errno));
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
     if (fd < 0)
-        return optim__err(err, OPTIM_EIO, "checkpoint: cannot open %s: %s", path,
-                          strerror(errno));
+        return optim__err(err, OPTIM_EIO, "checkpoint: cannot open %s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         long pid = holder_pid(fd);

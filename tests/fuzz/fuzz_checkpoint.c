@@ -106,7 +106,8 @@ static void write_seed(const char *dir, const char *out)
     FUZZ_CHECK(optim_build(o, v, n) == 0 && optim_set_iterations(o, 3) == 0, "build");
     FUZZ_CHECK(optim_checkpoint_save(dir, m, o, 2, "{\"seed\": 0}", &err) == 0, "%s", err.msg);
     char cmd[9000];
-    snprintf(cmd, sizeof cmd, "(cat %s/checkpoint.json; printf '\\n#SPLIT#\\n'; cat %s/ckpt-0.safetensors) > %s",
+    snprintf(cmd, sizeof cmd,
+             "(cat %s/checkpoint.json; printf '\\n#SPLIT#\\n'; cat %s/ckpt-0.safetensors) > %s",
              dir, dir, out);
     FUZZ_CHECK(system(cmd) == 0, "%s", cmd);
     exit(0);
