@@ -12,15 +12,9 @@ fail=0
 
 # A small IDX data set (1024 random 28x28 images, labels 0-9), so that the
 # ranks start at once even in a sanitizer build.
-n=1024
-be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
-labels=""
-for i in $(seq 0 $((n - 1))); do labels+=$(printf '\\x%02x' $((i % 10))); done
-for split in train t10k; do
-    { printf "\\x00\\x00\\x08\\x03$(be32 $n)$(be32 28)$(be32 28)"; head -c $((n * 784)) /dev/urandom; } |
-        gzip >"$tmp/$split-images-idx3-ubyte.gz"
-    printf "\\x00\\x00\\x08\\x01$(be32 $n)$labels" | gzip >"$tmp/$split-labels-idx1-ubyte.gz"
-done
+# shellcheck source=tinydata.sh
+. "$(dirname "$0")/tinydata.sh"
+tiny_data "$tmp"
 
 # scenario SIGNAL PATTERN: start 2 ranks, send SIGNAL to one once training
 # runs, expect the job to end within 30 s with PATTERN in its output.
