@@ -150,7 +150,7 @@ static void put_table(const optim_class *cls)
     if (cls->default_weight_decay > 0) {
         fputs("| weight_decay | float | ", stdout);
         put_number(cls->default_weight_decay);
-        puts(" | >= 0 | Keras 3 only | a base option, with the class's default |");
+        puts(" | >= 0, or null | Keras 3 only | a base option, with the class's default |");
     }
     for (size_t i = 0; i < cls->n_params; i++) put_row(cls, i);
 }
