@@ -227,6 +227,8 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
     memcpy(s + (size_t)j * sizeof x, &x, sizeof x);
 }
 
+/* The passes of one chunk, per type (adafactor_kernels.inc): f0, f1, f2
+ * factored, u0, u1 not, with their sums and coefficients. */
 #define T float
 #define SQRT sqrtf
 #include "adafactor_kernels.inc"
@@ -288,6 +290,7 @@ static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_p
     else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.ncol + 2, (size_t)G.B + 2, 0};
 }
 
+/* phase_T and reduce_T, the phases above per type (adafactor_phases.inc). */
 #define T float
 #include "adafactor_phases.inc"
 #define T double

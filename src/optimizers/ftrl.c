@@ -176,6 +176,8 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
+/* The rules per root and type, and dense_T and sparse_T that choose among
+ * them (ftrl_kernels.inc, ftrl_rules.inc). */
 #define T float
 #define SQRT sqrtf
 #define POW powf

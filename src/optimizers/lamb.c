@@ -293,6 +293,8 @@ typedef double lamb_d4 __attribute__((vector_size(4 * sizeof(double))));
 typedef float lamb_v4_float __attribute__((vector_size(4 * sizeof(float))));
 typedef double lamb_v4_double __attribute__((vector_size(4 * sizeof(double))));
 
+/* u, pass1 (with squares and accumulate), pass2 and scale per type
+ * (lamb_kernels.inc). */
 #define T float
 #define SQRT sqrtf
 #define SKIP 1

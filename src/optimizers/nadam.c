@@ -220,6 +220,7 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
+/* dense_keras3_T, dense_legacy_T and decay_legacy_T (nadam_kernels.inc). */
 #define T float
 #define SQRT sqrtf
 #include "nadam_kernels.inc"
