@@ -290,39 +290,12 @@ const optim_constraint *optim_var_constraint(const optim_var *v)
 
 /* Scales each fibre along `axis` by factor(norm) exactly as Keras:
  * w * (desired / (epsilon + norm)), computed in the variable's precision. */
-#define NORM_CONSTRAINT(T, SQRT)                                                           \
-    static void norm_constraint_##T(T *w, const optim_var *v, int32_t axis,                \
-                                    const optim_constraint *c)                             \
-    {                                                                                      \
-        int64_t outer = 1, inner = 1, len = v->shape[axis];                                \
-        for (int32_t i = 0; i < axis; i++) outer *= v->shape[i];                           \
-        for (int32_t i = axis + 1; i < v->rank; i++) inner *= v->shape[i];                 \
-        const T eps = (T)OPTIM_KERAS_EPSILON;                                              \
-        for (int64_t o = 0; o < outer; o++)                                                \
-            for (int64_t in = 0; in < inner; in++) {                                       \
-                T *base = w + o * len * inner + in;                                        \
-                T ss = 0;                                                                  \
-                for (int64_t k = 0; k < len; k++) ss += base[k * inner] * base[k * inner]; \
-                T norm = SQRT(ss), desired;                                                \
-                if (c->kind == OPTIM_CONSTRAINT_UNIT_NORM) {                               \
-                    for (int64_t k = 0; k < len; k++)                                      \
-                        base[k * inner] = base[k * inner] / (eps + norm);                  \
-                    continue;                                                              \
-                }                                                                          \
-                if (c->kind == OPTIM_CONSTRAINT_MAX_NORM) {                                \
-                    T mx = (T)c->max_value;                                                \
-                    desired = norm < 0 ? 0 : (norm > mx ? mx : norm);                      \
-                } else {                                                                   \
-                    T mn = (T)c->min_value, mx = (T)c->max_value, r = (T)c->rate;          \
-                    T cl = norm < mn ? mn : (norm > mx ? mx : norm);                       \
-                    desired = r * cl + (1 - r) * norm;                                     \
-                }                                                                          \
-                T f = desired / (eps + norm);                                              \
-                for (int64_t k = 0; k < len; k++) base[k * inner] = base[k * inner] * f;   \
-            }                                                                              \
-    }
-NORM_CONSTRAINT(float, sqrtf)
-NORM_CONSTRAINT(double, sqrt)
+#define T float
+#define SQRT sqrtf
+#include "variable_kernels.inc"
+#define T double
+#define SQRT sqrt
+#include "variable_kernels.inc"
 
 void optim_var_apply_constraint(optim_var *v)
 {

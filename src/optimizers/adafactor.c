@@ -227,256 +227,21 @@ static inline void colsum_add(unsigned char *s, int64_t j, double y)
     memcpy(s + (size_t)j * sizeof x, &x, sizeof x);
 }
 
-#define ADAFACTOR_KERNELS(T, SQRT)                                                                 \
-    /* A zero gradient (rows without a sparse index), read like a dense one. */                    \
-    static const T zeros_##T[BLK];                                                                 \
-                                                                                                   \
-    /* acc[lane] += x[j] for the m elements of x (m < BLK only at a row's end). */                 \
-    static void lanes_add_##T(double *restrict acc, const T *restrict x, int64_t m)                \
-    {                                                                                              \
-        double a[LANES];                                                                           \
-        memcpy(a, acc, sizeof a);                                                                  \
-        int64_t j = 0;                                                                             \
-        for (; j + LANES <= m; j += LANES)                                                         \
-            for (int l = 0; l < LANES; l++) a[l] += (double)x[j + l];                              \
-        for (int l = 0; j < m; j++, l++) a[l] += (double)x[j];                                     \
-        memcpy(acc, a, sizeof a);                                                                  \
-    }                                                                                              \
-                                                                                                   \
-    /* mean(x[0..n)) as tf.reduce_mean: the sum rounded to T, then / n. */                         \
-    static T mean_##T(const T *x, int64_t n)                                                       \
-    {                                                                                              \
-        double acc[LANES] = {0};                                                                   \
-        for (int64_t j = 0; j < n; j += BLK) lanes_add_##T(acc, x + j, n - j < BLK ? n - j : BLK); \
-        return (T)lanes_total(acc) / (T)n;                                                         \
-    }                                                                                              \
-                                                                                                   \
-    /* alpha_t from the sum of w^2, and max(1, RMS(u) / clip) from the sum of u^2. */              \
-    static T alpha_##T(double sw, int64_t n, const coef *k)                                        \
-    {                                                                                              \
-        const T rms_w = SQRT((T)sw / (T)n), eps2 = (T)k->eps2;                                     \
-        return (eps2 > rms_w ? eps2 : rms_w) * (T)k->rho;                                          \
-    }                                                                                              \
-    static T denom_##T(double su, int64_t n, const coef *k)                                        \
-    {                                                                                              \
-        const T q = SQRT((T)su / (T)n) / (T)k->clip, one = 1;                                      \
-        return one > q ? one : q;                                                                  \
-    }                                                                                              \
-                                                                                                   \
-    /* Factored pass 1 over rows [q0, q1) of one matrix: r of those rows, their                \
-     * column sums of G = g^2 + eps1 into colsum (c itself when R == 1); returns                \
-     * their sum of w^2. */   \
-    static double f0_##T(const T *restrict w, gsrc *gs, T *restrict r, T *restrict c,              \
-                         const geom *G, int64_t q0, int64_t q1, const coef *k,                     \
-                         unsigned char *restrict colsum)                                           \
-    {                                                                                              \
-        const T beta = (T)k->beta, omb = (T)k->one_minus_beta, eps1 = (T)k->eps1, one = 1;         \
-        const int64_t R = G->R, C = G->C;                                                          \
-        const T *g = gs->g;                                                                        \
-        T *cb = c + (q0 / R) * C, x[BLK], y[BLK];                                                  \
-        double sw[LANES] = {0};                                                                    \
-        if (R > 1) memset(colsum, 0, (size_t)C * sizeof(double));                                  \
-        for (int64_t q = q0; q < q1; q++) {                                                        \
-            const int64_t go = gsrc_offset(gs, q * C);                                             \
-            const T *wr = w + q * C;                                                               \
-            double rs[LANES] = {0};                                                                \
-            for (int64_t j0 = 0; j0 < C; j0 += BLK) {                                              \
-                const int64_t m = C - j0 < BLK ? C - j0 : BLK;                                     \
-                const T *gb = go >= 0 ? g + go + j0 : zeros_##T;                                   \
-                for (int64_t j = 0; j < m; j++) {                                                  \
-                    x[j] = gb[j] * gb[j] + eps1;                                                   \
-                    y[j] = wr[j0 + j] * wr[j0 + j];                                                \
-                }                                                                                  \
-                lanes_add_##T(rs, x, m);                                                           \
-                lanes_add_##T(sw, y, m);                                                           \
-                if (R > 1)                                                                         \
-                    for (int64_t j = 0; j < m; j++) colsum_add(colsum, j0 + j, (double)x[j]);      \
-                else /* mean over an axis of 1: x / 1 */                                           \
-                    for (int64_t j = 0; j < m; j++)                                                \
-                        cb[j0 + j] = beta * cb[j0 + j] + omb * (x[j] / one);                       \
-            }                                                                                      \
-            r[q] = beta * r[q] + omb * ((T)lanes_total(rs) / (T)C);                                \
-        }                                                                                          \
-        return lanes_total(sw);                                                                    \
-    }                                                                                              \
-                                                                                                   \
-    /* c of matrix cb from its column sums (R > 1). */                                             \
-    static void c_update_##T(T *cb, const unsigned char *colsum, const geom *G, const coef *k)     \
-    {                                                                                              \
-        const T beta = (T)k->beta, omb = (T)k->one_minus_beta;                                     \
-        if (G->R > 1)                                                                              \
-            for (int64_t j = 0; j < G->C; j++)                                                     \
-                cb[j] = beta * cb[j] + omb * ((T)colsum_get(colsum, j) / (T)G->R);                 \
-    }                                                                                              \
-                                                                                                   \
-    /* Factored pass 2: the sum of u^2 over rows [q0, q1), v = (r / mean(r)) c on the fly. */      \
-    static double f1_##T(gsrc *gs, const T *r, const T *c, const geom *G, int64_t q0, int64_t q1,  \
-                         T mr)                                                                     \
-    {                                                                                              \
-        const int64_t C = G->C;                                                                    \
-        const T *g = gs->g, *cb = c + (q0 / G->R) * C;                                             \
-        T x[BLK];                                                                                  \
-        double su[LANES] = {0};                                                                    \
-        for (int64_t q = q0; q < q1; q++) {                                                        \
-            const int64_t go = gsrc_offset(gs, q * C);                                             \
-            const T a = r[q] / mr;                                                                 \
-            for (int64_t j0 = 0; j0 < C; j0 += BLK) {                                              \
-                const int64_t m = C - j0 < BLK ? C - j0 : BLK;                                     \
-                const T *gb = go >= 0 ? g + go + j0 : zeros_##T;                                   \
-                for (int64_t j = 0; j < m; j++) {                                                  \
-                    const T u = gb[j] / SQRT(a * cb[j0 + j]);                                      \
-                    x[j] = u * u;                                                                  \
-                }                                                                                  \
-                lanes_add_##T(su, x, m);                                                           \
-            }                                                                                      \
-        }                                                                                          \
-        return lanes_total(su);                                                                    \
-    }                                                                                              \
-                                                                                                   \
-    /* Factored pass 3 over rows [q0, q1): v and w. */                                             \
-    static void f2_##T(T *restrict w, gsrc *gs, const T *r, const T *c, T *restrict v,             \
-                       const geom *G, int64_t q0, int64_t q1, T mr, T alpha, T d)                  \
-    {                                                                                              \
-        const int64_t C = G->C;                                                                    \
-        const T *g = gs->g, *cb = c + (q0 / G->R) * C;                                             \
-        const int d1 = d == 1; /* u / 1 is u: no division (unswitched) */                          \
-        for (int64_t q = q0; q < q1; q++) {                                                        \
-            const int64_t go = gsrc_offset(gs, q * C);                                             \
-            const T a = r[q] / mr;                                                                 \
-            T *wr = w + q * C, *vr = v + q * C;                                                    \
-            for (int64_t j0 = 0; j0 < C; j0 += BLK) {                                              \
-                const int64_t m = C - j0 < BLK ? C - j0 : BLK;                                     \
-                const T *gb = go >= 0 ? g + go + j0 : zeros_##T;                                   \
-                for (int64_t j = 0; j < m; j++) {                                                  \
-                    const T vv = a * cb[j0 + j];                                                   \
-                    const T u = gb[j] / SQRT(vv);                                                  \
-                    vr[j0 + j] = vv;                                                               \
-                    wr[j0 + j] = wr[j0 + j] - alpha * (d1 ? u : u / d);                            \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    /* Rank < 2, pass 1 over elements [e0, e1): v; the sums of w^2 and u^2 into                 \
-     * s[0], s[1]. Lanes follow the flat index (a sparse rank-1 gradient has                    \
-     * one element per row). */  \
-    static void u0_##T(const T *restrict w, gsrc *gs, T *restrict v, int64_t e0, int64_t e1,       \
-                       const coef *k, double *s)                                                   \
-    {                                                                                              \
-        const T beta = (T)k->beta, omb = (T)k->one_minus_beta, eps1 = (T)k->eps1;                  \
-        const T *g = gs->g;                                                                        \
-        const int64_t run = gs->idx ? 1 : e1 - e0;                                                 \
-        T x[BLK], y[BLK];                                                                          \
-        double sw[LANES] = {0}, su[LANES] = {0};                                                   \
-        for (int64_t st = e0; st < e1; st += run) {                                                \
-            const int64_t go = gsrc_offset(gs, st);                                                \
-            for (int64_t b0 = 0; b0 < run; b0 += BLK) {                                            \
-                const int64_t m = run - b0 < BLK ? run - b0 : BLK;                                 \
-                const T *gb = go >= 0 ? g + go + b0 : zeros_##T;                                   \
-                T *vb = v + st + b0;                                                               \
-                const T *wb = w + st + b0;                                                         \
-                for (int64_t e = 0; e < m; e++) {                                                  \
-                    const T vv = beta * vb[e] + omb * (gb[e] * gb[e] + eps1);                      \
-                    const T u = gb[e] / SQRT(vv);                                                  \
-                    vb[e] = vv;                                                                    \
-                    x[e] = wb[e] * wb[e];                                                          \
-                    y[e] = u * u;                                                                  \
-                }                                                                                  \
-                if (gs->idx) {                                                                     \
-                    sw[st % LANES] += (double)x[0];                                                \
-                    su[st % LANES] += (double)y[0];                                                \
-                } else {                                                                           \
-                    lanes_add_##T(sw, x, m);                                                       \
-                    lanes_add_##T(su, y, m);                                                       \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        s[0] = lanes_total(sw);                                                                    \
-        s[1] = lanes_total(su);                                                                    \
-    }                                                                                              \
-                                                                                                   \
-    /* Rank < 2, pass 2 over elements [e0, e1): w. */                                              \
-    static void u1_##T(T *restrict w, gsrc *gs, const T *restrict v, int64_t e0, int64_t e1,       \
-                       T alpha, T d)                                                               \
-    {                                                                                              \
-        const T *g = gs->g;                                                                        \
-        const int d1 = d == 1;                                                                     \
-        const int64_t run = gs->idx ? 1 : e1 - e0;                                                 \
-        for (int64_t st = e0; st < e1; st += run) {                                                \
-            const int64_t go = gsrc_offset(gs, st);                                                \
-            for (int64_t b0 = 0; b0 < run; b0 += BLK) {                                            \
-                const int64_t m = run - b0 < BLK ? run - b0 : BLK;                                 \
-                const T *gb = go >= 0 ? g + go + b0 : zeros_##T;                                   \
-                T *wb = w + st + b0;                                                               \
-                const T *vb = v + st + b0;                                                         \
-                for (int64_t e = 0; e < m; e++) {                                                  \
-                    const T u = gb[e] / SQRT(vb[e]);                                               \
-                    wb[e] = wb[e] - alpha * (d1 ? u : u / d);                                      \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-ADAFACTOR_KERNELS(float, sqrtf)
-ADAFACTOR_KERNELS(double, sqrt)
+/* The passes of one chunk, per type (adafactor_kernels.inc): f0, f1, f2
+ * factored, u0, u1 not, with their sums and coefficients. */
+#define T float
+#define SQRT sqrtf
+#include "adafactor_kernels.inc"
+#define T double
+#define SQRT sqrt
+#include "adafactor_kernels.inc"
 
 /* The whole update on one thread, chunk after chunk as the phases cut it
- * (so with the same bits): rank < 2. */
-#define ADAFACTOR_SERIAL(T)                                                                          \
-    static void serial_unfactored_##T(T *w, gsrc *gs, T *v, const geom *G, const coef *k)            \
-    {                                                                                                \
-        double tsw = 0, tsu = 0, s[2];                                                               \
-        gs->j = 0;                                                                                   \
-        for (int64_t e = 0; e < G->n; e += CHUNK) {                                                  \
-            u0_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, k, s);                          \
-            tsw += s[0];                                                                             \
-            tsu += s[1];                                                                             \
-        }                                                                                            \
-        const T alpha = alpha_##T(tsw, G->n, k), d = denom_##T(tsu, G->n, k);                        \
-        gs->j = 0;                                                                                   \
-        for (int64_t e = 0; e < G->n; e += CHUNK)                                                    \
-            u1_##T(w, gs, v, e, G->n - e < CHUNK ? G->n : e + CHUNK, alpha, d);                      \
-    }                                                                                                \
-    /* Rank >= 2. The column sums live in v's memory, which pass 3 rewrites: C                     \
-     * doubles (R >= 2), 2 C with several chunks per matrix (then R > 4); v may                    \
-     * start at any 4-byte offset (a half variable's float32 copy, half_step.c). */ \
-    static void serial_factored_##T(T *w, gsrc *gs, T *r, T *c, T *v, const geom *G,                 \
-                                    const coef *k)                                                   \
-    {                                                                                                \
-        unsigned char *total = (unsigned char *)v;                                                   \
-        unsigned char *part = G->cpm > 1 ? total + (size_t)G->C * sizeof(double) : total;            \
-        double tsw = 0, tsu = 0;                                                                     \
-        int64_t q0, q1;                                                                              \
-        gs->j = 0;                                                                                   \
-        for (int64_t b = 0; b < G->B; b++) {                                                         \
-            for (int64_t kk = 0; kk < G->cpm; kk++) {                                                \
-                chunk_rows(G, b, kk, &q0, &q1);                                                      \
-                tsw += f0_##T(w, gs, r, c, G, q0, q1, k, kk ? part : total);                         \
-                for (int64_t j = 0; kk && G->R > 1 && j < G->C; j++)                                 \
-                    colsum_add(total, j, colsum_get(part, j));                                       \
-            }                                                                                        \
-            c_update_##T(c + b * G->C, total, G, k);                                                 \
-        }                                                                                            \
-        const T alpha = alpha_##T(tsw, G->n, k);                                                     \
-        gs->j = 0;                                                                                   \
-        for (int64_t b = 0; b < G->B; b++) {                                                         \
-            const T mr = mean_##T(r + b * G->R, G->R);                                               \
-            for (int64_t kk = 0; kk < G->cpm; kk++) {                                                \
-                chunk_rows(G, b, kk, &q0, &q1);                                                      \
-                tsu += f1_##T(gs, r, c, G, q0, q1, mr);                                              \
-            }                                                                                        \
-        }                                                                                            \
-        const T d = denom_##T(tsu, G->n, k);                                                         \
-        gs->j = 0;                                                                                   \
-        for (int64_t b = 0; b < G->B; b++) {                                                         \
-            const T mr = mean_##T(r + b * G->R, G->R);                                               \
-            for (int64_t kk = 0; kk < G->cpm; kk++) {                                                \
-                chunk_rows(G, b, kk, &q0, &q1);                                                      \
-                f2_##T(w, gs, r, c, v, G, q0, q1, mr, alpha, d);                                     \
-            }                                                                                        \
-        }                                                                                            \
-    }
-ADAFACTOR_SERIAL(float)
-ADAFACTOR_SERIAL(double)
+ * (so with the same bits): serial_unfactored_T and serial_factored_T. */
+#define T float
+#include "adafactor_serial.inc"
+#define T double
+#include "adafactor_serial.inc"
 
 /* The whole variable, its slots (r, c, v) and a gradient source, on the
  * calling thread. */
@@ -525,64 +290,11 @@ static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_p
     else *plan = (optim_phase_plan){3, G.cu * G.C, (size_t)G.ncol + 2, (size_t)G.B + 2, 0};
 }
 
-#define ADAFACTOR_PHASES(T)                                                                       \
-    static void phase_##T(const optim_phase_update *pu, const geom *G, gsrc *gs)                  \
-    {                                                                                             \
-        const optim_dense_update *u = &pu->dense;                                                 \
-        T *w = u->param, *r = u->slots[S_R], *c = u->slots[S_C], *v = u->slots[S_V];              \
-        double *p = pu->partial;                                                                  \
-        const double *sh = pu->shared;                                                            \
-        if (!G->factored) {                                                                       \
-            const int64_t e0 = u->offset, e1 = e0 + u->count;                                     \
-            if (pu->phase == 0) u0_##T(w, gs, v, e0, e1, u->coef, p);                             \
-            else u1_##T(w, gs, v, e0, e1, (T)sh[0], (T)sh[1]);                                    \
-            return;                                                                               \
-        }                                                                                         \
-        const int64_t q0 = u->offset / G->C, q1 = q0 + u->count / G->C, b = q0 / G->R;            \
-        const T mr = (T)sh[2 + b];                                                                \
-        unsigned char *own = (unsigned char *)(v + q0 * G->C); /* a matrix's rows of v (B > 1) */ \
-        if (pu->phase == 0 && G->ncol) {                                                          \
-            p[G->ncol] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, (unsigned char *)p);             \
-        } else if (pu->phase == 0) {                                                              \
-            p[0] = f0_##T(w, gs, r, c, G, q0, q1, u->coef, own);                                  \
-            c_update_##T(c + b * G->C, own, G, u->coef);                                          \
-        } else if (pu->phase == 1) {                                                              \
-            p[G->ncol + 1] = f1_##T(gs, r, c, G, q0, q1, mr);                                     \
-        } else {                                                                                  \
-            f2_##T(w, gs, r, c, v, G, q0, q1, mr, (T)sh[0], (T)sh[1]);                            \
-        }                                                                                         \
-    }                                                                                             \
-    /* The chunks' partials in chunk order, as the serial update adds them. */                    \
-    static void reduce_##T(const optim_phase_update *pu, const geom *G)                           \
-    {                                                                                             \
-        const optim_dense_update *u = &pu->dense;                                                 \
-        const coef *k = u->coef;                                                                  \
-        T *r = u->slots[S_R], *c = u->slots[S_C];                                                 \
-        double *p = pu->partial, *sh = pu->shared, t0 = 0, t1 = 0;                                \
-        if (!G->factored) {                                                                       \
-            for (int64_t kk = 0; kk < pu->chunk && pu->phase == 0; kk++) {                        \
-                t0 += p[2 * kk];                                                                  \
-                t1 += p[2 * kk + 1];                                                              \
-            }                                                                                     \
-            if (pu->phase == 0) sh[0] = alpha_##T(t0, G->n, k), sh[1] = denom_##T(t1, G->n, k);   \
-            return;                                                                               \
-        }                                                                                         \
-        const size_t np = (size_t)G->ncol + 2;                                                    \
-        for (int64_t kk = 0; kk < pu->chunk && pu->phase < 2; kk++)                               \
-            t0 += p[kk * np + G->ncol + pu->phase];                                               \
-        if (pu->phase == 1) sh[1] = denom_##T(t0, G->n, k);                                       \
-        if (pu->phase != 0) return;                                                               \
-        sh[0] = alpha_##T(t0, G->n, k);                                                           \
-        for (int64_t b = 0; b < G->B; b++) {                                                      \
-            double *total = p + (size_t)(b * G->cpm) * np;                                        \
-            for (int64_t kk = 1; kk < G->cpm && G->ncol; kk++)                                    \
-                for (int64_t j = 0; j < G->C; j++) total[j] += total[kk * np + j];                \
-            if (G->ncol) c_update_##T(c + b * G->C, (const unsigned char *)total, G, k);          \
-            sh[2 + b] = mean_##T(r + b * G->R, G->R);                                             \
-        }                                                                                         \
-    }
-ADAFACTOR_PHASES(float)
-ADAFACTOR_PHASES(double)
+/* phase_T and reduce_T, the phases above per type (adafactor_phases.inc). */
+#define T float
+#include "adafactor_phases.inc"
+#define T double
+#include "adafactor_phases.inc"
 
 static void apply_phase(const optim_phase_update *pu)
 {

@@ -105,52 +105,12 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 }
 
 /* The dense rules over n contiguous elements. */
-#define ADAMAX_DENSE(T, ABS)                                                                       \
-    static void dense_keras3_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                                 int64_t n, const coef *k)                                         \
-    {                                                                                              \
-        const T lr = (T)k->lr, b2 = (T)k->beta_2, eps = (T)k->epsilon;                             \
-        const T omb1 = (T)k->one_minus_b1, c = (T)k->bias;                                         \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T mi = m[i] + (g[i] - m[i]) * omb1;                                              \
-            const T bv = b2 * v[i], ag = ABS(g[i]);                                                \
-            const T vi = bv < ag ? ag : bv;                                                        \
-            m[i] = mi;                                                                             \
-            v[i] = vi;                                                                             \
-            w[i] = w[i] - (lr * mi) / (c * (vi + eps));                                            \
-        }                                                                                          \
-    }                                                                                              \
-    static void dense_legacy_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                                 int64_t n, const coef *k)                                         \
-    {                                                                                              \
-        const T b2 = (T)k->beta_2, eps = (T)k->epsilon;                                            \
-        const T omb1 = (T)k->one_minus_b1, s = (T)k->bias;                                         \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T mi = m[i] + (g[i] - m[i]) * omb1;                                              \
-            const T bv = b2 * v[i], ag = ABS(g[i]);                                                \
-            const T vi = bv < ag ? ag : bv;                                                        \
-            m[i] = mi;                                                                             \
-            v[i] = vi;                                                                             \
-            w[i] = w[i] - s * (mi / (vi + eps));                                                   \
-        }                                                                                          \
-    }                                                                                              \
-    /* Legacy _resource_apply_sparse on one indexed row. */                                        \
-    static void row_legacy_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v,   \
-                               int64_t n, const coef *k)                                           \
-    {                                                                                              \
-        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, eps = (T)k->epsilon;                         \
-        const T omb1 = (T)k->one_minus_b1, neg_s = -(T)k->bias;                                    \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T mi = m[i] * b1 + g[i] * omb1;                                                  \
-            const T bv = v[i] * b2, ag = ABS(g[i]);                                                \
-            const T vi = bv < ag ? ag : bv;                                                        \
-            m[i] = mi;                                                                             \
-            v[i] = vi;                                                                             \
-            w[i] = w[i] + neg_s * (mi / (vi + eps));                                               \
-        }                                                                                          \
-    }
-ADAMAX_DENSE(float, fabsf)
-ADAMAX_DENSE(double, fabs)
+#define T float
+#define ABS fabsf
+#include "adamax_kernels.inc"
+#define T double
+#define ABS fabs
+#include "adamax_kernels.inc"
 
 static void apply_dense(const optim_dense_update *u)
 {

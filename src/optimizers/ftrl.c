@@ -176,151 +176,18 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
-/* The rules over n contiguous elements, in T's arithmetic (F: the f suffix
- * of the libm functions). Each rule is written once per root, R = sqrt or
- * R = pow(., e), so that the choice is made once per call, not per element.
- * The accumulator is read before it is written: n and n' = n + g * g are both
- * at hand. */
-#define FTRL_RULES(T, F, R)                                                                   \
-    /* Keras 3: update_step. */                                                               \
-    static void keras3_##R##_##T(T *restrict w, const T *restrict g, T *restrict acc,         \
-                                 T *restrict lin, int64_t n, const coef *k)                   \
-    {                                                                                         \
-        const T lr = (T)k->lr, e = (T)k->e, l1 = (T)k->l1, two_l2 = (T)k->two_l2;             \
-        const T two_shr = (T)k->two_shr;                                                      \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T gi = g[i], wi = w[i], a = acc[i];                                         \
-            const T gs = gi + two_shr * wi;                                                   \
-            const T a_new = a + gi * gi;                                                      \
-            const T p_new = R##_##T(a_new, e), p_old = R##_##T(a, e);                         \
-            const T z = lin[i] + (gs - ((p_new - p_old) / lr) * wi);                          \
-            const T q = p_new / lr + two_l2;                                                  \
-            w[i] = (clip_##T(z, l1) - z) / q;                                                 \
-            lin[i] = z;                                                                       \
-            acc[i] = a_new;                                                                   \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* Legacy dense, l2_shrinkage == 0: functor ApplyFtrl. */                                 \
-    static void legacy_v1_##R##_##T(T *restrict w, const T *restrict g, T *restrict acc,      \
-                                    T *restrict lin, int64_t n, const coef *k)                \
-    {                                                                                         \
-        const T lr = (T)k->lr, e = (T)k->e, l1 = (T)k->l1, two_l2 = (T)k->two_l2;             \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T gi = g[i], wi = w[i], a = acc[i];                                         \
-            const T a_new = a + gi * gi;                                                      \
-            const T s_new = R##_##T(a_new, e), s_old = R##_##T(a, e);                         \
-            const T z = lin[i] + (gi - ((s_new - s_old) / lr) * wi);                          \
-            const T y = s_new / lr + two_l2;                                                  \
-            w[i] = fabs##F(z) > l1 ? ((z > 0 ? l1 : -l1) - z) / y : (T)0;                     \
-            lin[i] = z;                                                                       \
-            acc[i] = a_new;                                                                   \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* Legacy dense, l2_shrinkage > 0: functor ApplyFtrlV2MultiplyLinearByLr                \
-     * (the linear slot holds lr * z). */ \
-    static void legacy_v2_##R##_##T(T *restrict w, const T *restrict g, T *restrict acc,      \
-                                    T *restrict lin, int64_t n, const coef *k)                \
-    {                                                                                         \
-        const T lr = (T)k->lr, e = (T)k->e, two_shr = (T)k->two_shr;                          \
-        const T l1_lr = (T)k->l1_lr, two_l2_lr = (T)k->two_l2_lr;                             \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T gi = g[i], wi = w[i], a = acc[i];                                         \
-            const T gs = gi + two_shr * wi;                                                   \
-            const T a_new = a + gi * gi;                                                      \
-            const T s_new = R##_##T(a_new, e), s_old = R##_##T(a, e);                         \
-            const T z = lin[i] + (gs * lr - (s_new - s_old) * wi);                            \
-            const T y = s_new + two_l2_lr;                                                    \
-            w[i] = fabs##F(z) > l1_lr ? ((z > 0 ? l1_lr : -l1_lr) - z) / y : (T)0;            \
-            lin[i] = z;                                                                       \
-            acc[i] = a_new;                                                                   \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* Legacy sparse, one row of more than one element: ComputeFtrl. */                       \
-    static void legacy_row_##R##_##T(T *restrict w, const T *restrict g, T *restrict acc,     \
-                                     T *restrict lin, int64_t n, const coef *k)               \
-    {                                                                                         \
-        const T lr = (T)k->lr, e = (T)k->e, l1 = (T)k->l1, two_l2 = (T)k->two_l2;             \
-        const T two_shr = k->v2 ? (T)k->two_shr : (T)0;                                       \
-        const int v2 = k->v2;                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            const T gi = g[i], wi = w[i], a = acc[i];                                         \
-            const T gs = v2 ? gi + two_shr * wi : gi;                                         \
-            const T a_new = a + gi * gi;                                                      \
-            const T s_new = R##_##T(a_new, e), s_old = R##_##T(a, e);                         \
-            const T z = lin[i] + (gs - ((s_new - s_old) / lr) * wi);                          \
-            const T y = s_new / lr + two_l2;                                                  \
-            w[i] = (clip_##T(z, l1) - z) / y;                                                 \
-            lin[i] = z;                                                                       \
-            acc[i] = a_new;                                                                   \
-        }                                                                                     \
-    }
-
-#define FTRL_KERNELS(T, F)                                                                         \
-    static inline T clip_##T(T z, T l1)                                                            \
-    {                                                                                              \
-        T lo = l1 < z ? l1 : z; /* std::min(z, l1) */                                              \
-        return lo < -l1 ? -l1 : lo; /* std::max(lo, -l1) */                                        \
-    }                                                                                              \
-    static inline T root_##T(T x, T e)                                                             \
-    {                                                                                              \
-        (void)e;                                                                                   \
-        return sqrt##F(x);                                                                         \
-    }                                                                                              \
-    static inline T power_##T(T x, T e) { return pow##F(x, e); }                                   \
-    FTRL_RULES(T, F, root)                                                                         \
-    FTRL_RULES(T, F, power)                                                                        \
-                                                                                                   \
-    /* Legacy sparse, rows of one element: the scalar loop of SparseApplyFtrl                \
-     * (sigma with pow whatever lr_power, then FtrlCompute). */     \
-    static void legacy_scalar_##T(T *restrict w, T g, T *restrict acc, T *restrict lin,            \
-                                  const coef *k)                                                   \
-    {                                                                                              \
-        const T lr = (T)k->lr, e = (T)k->e, l1 = (T)k->l1, two_l2 = (T)k->two_l2;                  \
-        const T wi = *w, a = *acc;                                                                 \
-        const T gs = k->v2 ? g + (T)k->two_shr * wi : g;                                           \
-        const T a_new = a + g * g;                                                                 \
-        const T sigma = (pow##F(a_new, e) - pow##F(a, e)) / lr;                                    \
-        const T z = *lin + gs - sigma * wi;                                                        \
-        const T q = (k->use_sqrt ? sqrt##F(a_new) : pow##F(a_new, e)) / lr + two_l2;               \
-        *w = (clip_##T(z, l1) - z) / q;                                                            \
-        *lin = z;                                                                                  \
-        *acc = a_new;                                                                              \
-    }                                                                                              \
-                                                                                                   \
-    static void keras3_##T(T *w, const T *g, T *acc, T *lin, int64_t n, const coef *k)             \
-    {                                                                                              \
-        if (k->use_sqrt) keras3_root_##T(w, g, acc, lin, n, k);                                    \
-        else keras3_power_##T(w, g, acc, lin, n, k);                                               \
-    }                                                                                              \
-                                                                                                   \
-    static void dense_##T(T *w, const T *g, T *acc, T *lin, int64_t n, const coef *k)              \
-    {                                                                                              \
-        if (!k->legacy) keras3_##T(w, g, acc, lin, n, k);                                          \
-        else if (k->v2 && k->use_sqrt) legacy_v2_root_##T(w, g, acc, lin, n, k);                   \
-        else if (k->v2) legacy_v2_power_##T(w, g, acc, lin, n, k);                                 \
-        else if (k->use_sqrt) legacy_v1_root_##T(w, g, acc, lin, n, k);                            \
-        else legacy_v1_power_##T(w, g, acc, lin, n, k);                                            \
-    }                                                                                              \
-                                                                                                   \
-    /* Sparse, legacy, indices unique and ascending: the indexed rows. */                          \
-    static void sparse_##T(const optim_sparse_update *u)                                           \
-    {                                                                                              \
-        const coef *k = u->coef;                                                                   \
-        T *w = u->param, *acc = u->slots[0], *lin = u->slots[1];                                   \
-        const T *g = u->values;                                                                    \
-        const int64_t rs = u->row_size;                                                            \
-        for (int64_t j = 0; j < u->n; j++) {                                                       \
-            const int64_t o = u->indices[j] * rs;                                                  \
-            if (rs == 1) legacy_scalar_##T(w + o, g[j], acc + o, lin + o, k);                      \
-            else if (k->use_sqrt) legacy_row_root_##T(w + o, g + j * rs, acc + o, lin + o, rs, k); \
-            else legacy_row_power_##T(w + o, g + j * rs, acc + o, lin + o, rs, k);                 \
-        }                                                                                          \
-    }
-FTRL_KERNELS(float, f)
-FTRL_KERNELS(double, )
+/* The rules per root and type, and dense_T and sparse_T that choose among
+ * them (ftrl_kernels.inc, ftrl_rules.inc). */
+#define T float
+#define SQRT sqrtf
+#define POW powf
+#define FABS fabsf
+#include "ftrl_kernels.inc"
+#define T double
+#define SQRT sqrt
+#define POW pow
+#define FABS fabs
+#include "ftrl_kernels.inc"
 
 static void apply_dense(const optim_dense_update *u)
 {

@@ -293,117 +293,16 @@ typedef double lamb_d4 __attribute__((vector_size(4 * sizeof(double))));
 typedef float lamb_v4_float __attribute__((vector_size(4 * sizeof(float))));
 typedef double lamb_v4_double __attribute__((vector_size(4 * sizeof(double))));
 
-/* Pass 1 over n elements starting at element `base` of the variable:
- * update m and v (g NULL: no gradient on these rows) and, with the trust
- * ratio on, add w^2 and u^2 to the sums. One loop updates m and v and
- * computes u into a stack block (vectorised; the divisions and square root
- * overlap the rest), then the block's squares are added. Pass 2: recompute u
- * from the new m, v and the old w (the same operations, so the same u) and
- * apply w = w - rl * u. */
-#define LAMB_MOMENTS_LOOP(T, MNEW, VNEW)            \
-    if (r->adapt)                                   \
-        for (int64_t i = 0; i < nb; i++) {          \
-            const int64_t j = off + i;              \
-            const T mj = (MNEW), vj = (VNEW);       \
-            m[j] = mj;                              \
-            v[j] = vj;                              \
-            ub[i] = u_##T(mj, vj, w[j], k, use_wd); \
-        }                                           \
-    else                                            \
-        for (int64_t i = 0; i < nb; i++) {          \
-            const int64_t j = off + i;              \
-            m[j] = (MNEW);                          \
-            v[j] = (VNEW);                          \
-        }
-#define LAMB_KERNELS(T, SQRT, SKIP)                                                               \
-    /* Once beta^t rounds to 0, 1 - beta^t is 1 and x / 1 is x (m and v are results of      \
-     * arithmetic, never signalling NaNs): GCC unswitches the float loops on the two tests,  \
-     * so a long run (t >= 165 for beta_1 = 0.9) skips a division. Not in float64 (SKIP 0), \
-     * where it takes t >= 356 and the tests kept GCC from vectorising pass 2. */     \
-    static inline T u_##T(T m, T v, T w, const coef *k, int use_wd)                               \
-    {                                                                                             \
-        const T bc1 = (T)k->bc1, bc2 = (T)k->bc2;                                                 \
-        T u = (SKIP && bc1 == 1 ? m : m / bc1) /                                                  \
-            (SQRT(SKIP && bc2 == 1 ? v : v / bc2) + (T)k->epsilon);                               \
-        if (use_wd) u = u + (T)k->weight_decay * w;                                               \
-        return u;                                                                                 \
-    }                                                                                             \
-    /* Whole groups of LANES elements, the first in lane 0. */                                    \
-    static void squares_##T(sums *s, const T *w, const T *u, int64_t groups)                      \
-    {                                                                                             \
-        lamb_d2 w0, w1, u0, u1;                                                                   \
-        memcpy(&w0, s->w, sizeof w0), memcpy(&w1, s->w + 2, sizeof w1);                           \
-        memcpy(&u0, s->u, sizeof u0), memcpy(&u1, s->u + 2, sizeof u1);                           \
-        for (int64_t q = 0; q < groups; q++) {                                                    \
-            lamb_v4_##T a, b;                                                                     \
-            memcpy(&a, w + LANES * q, sizeof a), memcpy(&b, u + LANES * q, sizeof b);             \
-            const lamb_d4 x = __builtin_convertvector(a, lamb_d4),                                \
-                          y = __builtin_convertvector(b, lamb_d4);                                \
-            const lamb_d2 x0 = __builtin_shufflevector(x, x, 0, 1),                               \
-                          x1 = __builtin_shufflevector(x, x, 2, 3);                               \
-            const lamb_d2 y0 = __builtin_shufflevector(y, y, 0, 1),                               \
-                          y1 = __builtin_shufflevector(y, y, 2, 3);                               \
-            w0 += x0 * x0, w1 += x1 * x1, u0 += y0 * y0, u1 += y1 * y1;                           \
-        }                                                                                         \
-        memcpy(s->w, &w0, sizeof w0), memcpy(s->w + 2, &w1, sizeof w1);                           \
-        memcpy(s->u, &u0, sizeof u0), memcpy(s->u + 2, &u1, sizeof u1);                           \
-    }                                                                                             \
-    static void accumulate_##T(sums *s, const T *w, const T *u, int64_t n, int64_t base)          \
-    {                                                                                             \
-        int64_t i = 0;                                                                            \
-        for (; i < n && (base + i) % LANES; i++) {                                                \
-            const int l = (int)((base + i) % LANES);                                              \
-            s->w[l] += (double)w[i] * (double)w[i];                                               \
-            s->u[l] += (double)u[i] * (double)u[i];                                               \
-        }                                                                                         \
-        squares_##T(s, w + i, u + i, (n - i) / LANES);                                            \
-        for (i += (n - i) / LANES * LANES; i < n; i++) {                                          \
-            const int l = (int)((base + i) % LANES);                                              \
-            s->w[l] += (double)w[i] * (double)w[i];                                               \
-            s->u[l] += (double)u[i] * (double)u[i];                                               \
-        }                                                                                         \
-    }                                                                                             \
-    static void pass1_##T(const T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                          int64_t n, int64_t base, const rule *r, sums *s)                        \
-    {                                                                                             \
-        const coef *k = r->k;                                                                     \
-        const int use_wd = r->use_wd;                                                             \
-        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2, c1 = (T)k->c1, c2 = (T)k->c2;               \
-        T ub[BLOCK];                                                                              \
-        for (int64_t off = 0; off < n; off += BLOCK) {                                            \
-            const int64_t nb = n - off < BLOCK ? n - off : BLOCK;                                 \
-            if (k->legacy && g) {                                                                 \
-                LAMB_MOMENTS_LOOP(T, m[j] * b1 + g[j] * c1, v[j] * b2 + (g[j] * g[j]) * c2)       \
-            } else if (k->legacy) {                                                               \
-                LAMB_MOMENTS_LOOP(T, m[j] * b1, v[j] * b2)                                        \
-            } else if (g) {                                                                       \
-                LAMB_MOMENTS_LOOP(T, m[j] + (g[j] - m[j]) * c1, v[j] + (g[j] * g[j] - v[j]) * c2) \
-            } else {                                                                              \
-                LAMB_MOMENTS_LOOP(T, m[j] + ((T)0 - m[j]) * c1, v[j] + ((T)0 - v[j]) * c2)        \
-            }                                                                                     \
-            if (r->adapt) accumulate_##T(s, w + off, ub, nb, base + off);                         \
-        }                                                                                         \
-    }                                                                                             \
-    static void pass2_##T(T *restrict w, const T *restrict m, const T *restrict v, int64_t n,     \
-                          const rule *r, T rl)                                                    \
-    {                                                                                             \
-        const coef *k = r->k;                                                                     \
-        if (r->use_wd)                                                                            \
-            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 1);     \
-        else                                                                                      \
-            for (int64_t i = 0; i < n; i++) w[i] = w[i] - rl * u_##T(m[i], v[i], w[i], k, 0);     \
-    }                                                                                             \
-    /* The step's scale r * lr from the two sums of squares. */                                   \
-    static T scale_##T(const rule *r, double sw, double su)                                       \
-    {                                                                                             \
-        const T lr = (T)r->k->lr;                                                                 \
-        if (!r->adapt) return lr;                                                                 \
-        const T wn = (T)sqrt(sw), un = (T)sqrt(su);                                               \
-        const T ratio = wn > 0 ? (un > 0 ? wn / un : (T)1) : (T)1;                                \
-        return ratio * lr;                                                                        \
-    }
-LAMB_KERNELS(float, sqrtf, 1)
-LAMB_KERNELS(double, sqrt, 0)
+/* u, pass1 (with squares and accumulate), pass2 and scale per type
+ * (lamb_kernels.inc). */
+#define T float
+#define SQRT sqrtf
+#define SKIP 1
+#include "lamb_kernels.inc"
+#define T double
+#define SQRT sqrt
+#define SKIP 0
+#include "lamb_kernels.inc"
 
 static rule rule_for(const optim_optimizer *opt, const optim_var *var, const void *coef_)
 {

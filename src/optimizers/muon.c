@@ -288,59 +288,12 @@ MUON_GEMM(float, cblas_sgemm)
 MUON_GEMM(double, cblas_dgemm)
 
 /* g NULL: a zero gradient (rows of a sparse update without an index). */
-#define MUON_KERNELS(T, SQRT)                                                               \
-    static void adamw_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                          int64_t n, const coef *k)                                         \
-    {                                                                                       \
-        const T alpha = (T)k->alpha, c1 = (T)k->c1, c2 = (T)k->c2, eps = (T)k->eps;         \
-        for (int64_t i = 0; i < n; i++) {                                                   \
-            const T gi = g ? g[i] : (T)0;                                                   \
-            m[i] = m[i] + (gi - m[i]) * c1;                                                 \
-            v[i] = v[i] + (gi * gi - v[i]) * c2;                                            \
-            w[i] = w[i] - (m[i] * alpha) / (SQRT(v[i]) + eps);                              \
-        }                                                                                   \
-    }                                                                                       \
-    /* Momentum and the orthogonalised update of one [r, c] variable. */                    \
-    static void muon_##T(T *restrict w, const T *g, T *restrict m, int64_t r, int64_t c,    \
-                         const coef *k, T *sc)                                              \
-    {                                                                                       \
-        const int tr = r > c;                                                               \
-        const int64_t p = tr ? c : r, q = tr ? r : c;                                       \
-        T *x = sc, *y = sc + p * q, *A = y + p * q, *B = A + p * p;                         \
-        const T mom = (T)k->mom, mom_1 = (T)k->mom_1;                                       \
-        double ss = 0;                                                                      \
-        for (int64_t i = 0; i < r; i++)                                                     \
-            for (int64_t j = 0; j < c; j++) {                                               \
-                const int64_t e = i * c + j;                                                \
-                const T gi = g ? g[e] : (T)0;                                               \
-                m[e] = m[e] + (gi + m[e] * mom_1);                                          \
-                const T G = k->nesterov ? gi + mom * m[e] : m[e];                           \
-                x[tr ? j * q + i : e] = G;                                                  \
-                ss += (double)G * (double)G;                                                \
-            }                                                                               \
-        const T norm = (T)sqrt(ss) + (T)1e-7;                                               \
-        for (int64_t e = 0; e < p * q; e++) x[e] = x[e] / norm;                             \
-        const T a = (T)k->a, b = (T)k->b, cc = (T)k->c;                                     \
-        for (int s = 0; p > 0 && s < k->ns_steps; s++) {                                    \
-            gemm_##T(1, (int)p, (int)p, (int)q, 1, x, x, 0, A);                             \
-            for (int64_t e = 0; e < p * p; e++) B[e] = b * A[e];                            \
-            gemm_##T(0, (int)p, (int)p, (int)p, cc, A, A, 1, B);                            \
-            for (int64_t e = 0; e < p * q; e++) y[e] = a * x[e];                            \
-            gemm_##T(0, (int)p, (int)q, (int)p, 1, B, x, 1, y);                             \
-            T *t = x;                                                                       \
-            x = y;                                                                          \
-            y = t;                                                                          \
-        }                                                                                   \
-        const T lr = (T)k->lr, scale = (T)sqrt((double)q), rms = (T)k->rms;                 \
-        const int adjust = !isnan(k->rms);                                                  \
-        for (int64_t i = 0; i < r; i++)                                                     \
-            for (int64_t j = 0; j < c; j++) {                                               \
-                const T u = lr * x[tr ? j * q + i : i * c + j];                             \
-                w[i * c + j] = w[i * c + j] - (adjust ? (u * scale) * rms : u);             \
-            }                                                                               \
-    }
-MUON_KERNELS(float, sqrtf)
-MUON_KERNELS(double, sqrt)
+#define T float
+#define SQRT sqrtf
+#include "muon_kernels.inc"
+#define T double
+#define SQRT sqrt
+#include "muon_kernels.inc"
 
 static void apply_dense(const optim_dense_update *u)
 {

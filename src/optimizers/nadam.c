@@ -220,54 +220,13 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
     }
 }
 
-#define NADAM_KERNELS(T, SQRT)                                                                     \
-    static void dense_keras3_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                                 int64_t n, const coef *k)                                         \
-    {                                                                                              \
-        const T lr = (T)k->lr, eps = (T)k->epsilon;                                                \
-        const T omb1 = (T)k->one_minus_b1, omb2 = (T)k->one_minus_b2;                              \
-        const T mu1 = (T)k->mu_next, ommu = (T)k->one_minus_mu;                                    \
-        const T c_now = (T)k->c_now, c_next = (T)k->c_next, c_v = (T)k->c_v;                       \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T gi = g[i];                                                                     \
-            const T mi = m[i] + (gi - m[i]) * omb1;                                                \
-            const T vi = v[i] + (gi * gi - v[i]) * omb2;                                           \
-            const T mh = (mu1 * mi) / c_next + (ommu * gi) / c_now;                                \
-            const T vh = vi / c_v;                                                                 \
-            m[i] = mi;                                                                             \
-            v[i] = vi;                                                                             \
-            w[i] = w[i] - (mh * lr) / (SQRT(vh) + eps);                                            \
-        }                                                                                          \
-    }                                                                                              \
-    static void dense_legacy_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
-                                 int64_t n, const coef *k)                                         \
-    {                                                                                              \
-        const T lr = (T)k->lr, eps = (T)k->epsilon, b1 = (T)k->beta_1, b2 = (T)k->beta_2;          \
-        const T omb1 = (T)k->one_minus_b1, omb2 = (T)k->one_minus_b2;                              \
-        const T mu1 = (T)k->mu_next, ommu = (T)k->one_minus_mu;                                    \
-        const T c_now = (T)k->c_now, c_next = (T)k->c_next, c_v = (T)k->c_v;                       \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T gi = g[i];                                                                     \
-            const T gp = gi / c_now;                                                               \
-            const T mi = b1 * m[i] + omb1 * gi;                                                    \
-            const T vi = b2 * v[i] + omb2 * (gi * gi);                                             \
-            const T mbar = ommu * gp + mu1 * (mi / c_next);                                        \
-            m[i] = mi;                                                                             \
-            v[i] = vi;                                                                             \
-            w[i] = w[i] - (lr * mbar) / (SQRT(vi / c_v) + eps);                                    \
-        }                                                                                          \
-    }                                                                                              \
-    /* Legacy sparse, a row no index points to: only the moments decay. */                         \
-    static void decay_legacy_##T(T *restrict m, T *restrict v, int64_t n, const coef *k)           \
-    {                                                                                              \
-        const T b1 = (T)k->beta_1, b2 = (T)k->beta_2;                                              \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            m[i] = m[i] * b1;                                                                      \
-            v[i] = v[i] * b2;                                                                      \
-        }                                                                                          \
-    }
-NADAM_KERNELS(float, sqrtf)
-NADAM_KERNELS(double, sqrt)
+/* dense_keras3_T, dense_legacy_T and decay_legacy_T (nadam_kernels.inc). */
+#define T float
+#define SQRT sqrtf
+#include "nadam_kernels.inc"
+#define T double
+#define SQRT sqrt
+#include "nadam_kernels.inc"
 
 static void apply_dense(const optim_dense_update *u)
 {

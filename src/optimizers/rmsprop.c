@@ -191,100 +191,12 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 
 /* The three update forms over n contiguous elements, in T's arithmetic.
  * mom / mg are NULL when the form does not use them. */
-#define RMSPROP_KERNELS(T, SQRT)                                                                   \
-    /* Keras 3 update_step. */                                                                     \
-    static void keras3_##T(T *restrict w, const T *restrict g, T *restrict v, T *restrict m,       \
-                           T *restrict a, int64_t n, const coef *k)                                \
-    {                                                                                              \
-        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                         \
-        const T mu = (T)k->momentum, eps = (T)k->epsilon;                                          \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T gi = g[i];                                                                     \
-            const T vi = rho * v[i] + omr * (gi * gi);                                             \
-            T d;                                                                                   \
-            v[i] = vi;                                                                             \
-            if (a) {                                                                               \
-                const T ai = rho * a[i] + omr * gi;                                                \
-                a[i] = ai;                                                                         \
-                d = (vi - ai * ai) + eps;                                                          \
-            } else {                                                                               \
-                d = vi + eps;                                                                      \
-            }                                                                                      \
-            const T inc = (lr * gi) / SQRT(d);                                                     \
-            if (m) {                                                                               \
-                const T mi = mu * m[i] + inc;                                                      \
-                m[i] = mi;                                                                         \
-                w[i] = w[i] - mi;                                                                  \
-            } else {                                                                               \
-                w[i] = w[i] - inc;                                                                 \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    /* Legacy dense: plain TF ops without momentum, ApplyRMSProp /                            \
-     * ApplyCenteredRMSProp with it. */    \
-    static void legacy_dense_##T(T *restrict w, const T *restrict g, T *restrict v, T *restrict m, \
-                                 T *restrict a, int64_t n, const coef *k)                          \
-    {                                                                                              \
-        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                         \
-        const T mu = (T)k->momentum, eps = (T)k->epsilon;                                          \
-        if (!m) {                                                                                  \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                const T gi = g[i];                                                                 \
-                const T vi = rho * v[i] + omr * (gi * gi);                                         \
-                T d = vi;                                                                          \
-                v[i] = vi;                                                                         \
-                if (a) {                                                                           \
-                    const T ai = rho * a[i] + omr * gi;                                            \
-                    a[i] = ai;                                                                     \
-                    d = vi - ai * ai;                                                              \
-                }                                                                                  \
-                w[i] = w[i] - (lr * gi) / (SQRT(d) + eps);                                         \
-            }                                                                                      \
-            return;                                                                                \
-        }                                                                                          \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T gi = g[i];                                                                     \
-            const T vi = v[i] + (gi * gi - v[i]) * omr;                                            \
-            T d;                                                                                   \
-            v[i] = vi;                                                                             \
-            if (a) {                                                                               \
-                const T ai = a[i] + (gi - a[i]) * omr;                                             \
-                a[i] = ai;                                                                         \
-                d = (vi - ai * ai) + eps;                                                          \
-            } else {                                                                               \
-                d = vi + eps;                                                                      \
-            }                                                                                      \
-            const T mi = m[i] * mu + (gi * lr) / SQRT(d);                                          \
-            m[i] = mi;                                                                             \
-            w[i] = w[i] - mi;                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    /* Legacy sparse with momentum: SparseApplyRMSProp / SparseApplyCenteredRMSProp          \
-     * on one row. */     \
-    static void legacy_sparse_row_##T(T *restrict w, const T *restrict g, T *restrict v,           \
-                                      T *restrict m, T *restrict a, int64_t n, const coef *k)      \
-    {                                                                                              \
-        const T lr = (T)k->lr, rho = (T)k->rho, omr = (T)k->one_minus_rho;                         \
-        const T mu = (T)k->momentum, eps = (T)k->epsilon;                                          \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            const T gi = g[i];                                                                     \
-            const T vi = v[i] * rho + (gi * gi) * omr;                                             \
-            T d;                                                                                   \
-            v[i] = vi;                                                                             \
-            if (a) {                                                                               \
-                const T ai = a[i] * rho + gi * omr;                                                \
-                a[i] = ai;                                                                         \
-                d = (vi + eps) - ai * ai;                                                          \
-            } else {                                                                               \
-                d = vi + eps;                                                                      \
-            }                                                                                      \
-            const T mi = m[i] * mu + (((T)1 / SQRT(d)) * lr) * gi;                                 \
-            m[i] = mi;                                                                             \
-            w[i] = w[i] - mi;                                                                      \
-        }                                                                                          \
-    }
-RMSPROP_KERNELS(float, sqrtf)
-RMSPROP_KERNELS(double, sqrt)
+#define T float
+#define SQRT sqrtf
+#include "rmsprop_kernels.inc"
+#define T double
+#define SQRT sqrt
+#include "rmsprop_kernels.inc"
 
 /* Which slot is which: rms first, then momentum and mg as created. Two
  * slots are rms + momentum or rms + mg. */
@@ -326,39 +238,10 @@ static void apply_dense(const optim_dense_update *u)
 #define ROW(ptr, r) ((ptr) ? (ptr) + (r)*rs : NULL)
 
 /* Sparse, legacy, indices unique and ascending. */
-#define RMSPROP_SPARSE(T)                                                                        \
-    static void sparse_##T(const optim_sparse_update *u)                                         \
-    {                                                                                            \
-        const coef *k = u->coef;                                                                 \
-        parts p = slot_parts(u->opt, u->var, u->slots, u->nslots, k);                            \
-        T *w = u->param, *v = p.v, *m = p.m, *a = p.a;                                           \
-        const T *g = u->values;                                                                  \
-        const int64_t rs = u->row_size;                                                          \
-        if (m) { /* SparseApply(Centered)RMSProp: indexed rows only */                           \
-            for (int64_t j = 0; j < u->n; j++) {                                                 \
-                const int64_t r = u->indices[j];                                                 \
-                legacy_sparse_row_##T(w + r * rs, g + j * rs, v + r * rs, m + r * rs, ROW(a, r), \
-                                      rs, k);                                                    \
-            }                                                                                    \
-            return;                                                                              \
-        }                                                                                        \
-        /* Without momentum: every row; the others v = v * rho, a = a * rho, w kept. */          \
-        const T rho = (T)k->rho;                                                                 \
-        int64_t j = 0;                                                                           \
-        for (int64_t r = 0; r < u->rows; r++) {                                                  \
-            if (j < u->n && u->indices[j] == r) {                                                \
-                legacy_dense_##T(w + r * rs, g + j * rs, v + r * rs, NULL, ROW(a, r), rs, k);    \
-                j++;                                                                             \
-                continue;                                                                        \
-            }                                                                                    \
-            T *vr = v + r * rs, *ar = ROW(a, r);                                                 \
-            for (int64_t c = 0; c < rs; c++) vr[c] = vr[c] * rho;                                \
-            if (ar)                                                                              \
-                for (int64_t c = 0; c < rs; c++) ar[c] = ar[c] * rho;                            \
-        }                                                                                        \
-    }
-RMSPROP_SPARSE(float)
-RMSPROP_SPARSE(double)
+#define T float
+#include "rmsprop_sparse.inc"
+#define T double
+#include "rmsprop_sparse.inc"
 
 static void apply_sparse(const optim_sparse_update *u)
 {

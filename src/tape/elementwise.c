@@ -126,8 +126,27 @@ static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
         SEG_BRANCH(T, 0, 0, __VA_ARGS__) \
     }
 
-/* FWD uses x, y. GA / GB use g, x, y, o and add into the input at ia / ib.
- * BAD: where the op has no gradient (only checked when g != 0). */
+/* One side's gradient, FNAME: D[IDX] += (EXPR) with the side's index IDX (ia
+ * or ib). EXPR uses g, x, y, o; BAD: where the op has no gradient (only
+ * checked when g != 0). */
+#define DEF_GRAD_T(FNAME, T, IDX, EXPR, BAD)                                                       \
+    static void FNAME(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, int sa, int sb) \
+    {                                                                                              \
+        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;                                      \
+        T *D = c->dst;                                                                             \
+        SEG_LOOP(T, {                                                                              \
+            const T g = G[io], o = O[io];                                                          \
+            (void)o;                                                                               \
+            if (BAD) {                                                                             \
+                if (g == 0) continue;                                                              \
+                if (c->bad < 0) c->bad = io;                                                       \
+                return;                                                                            \
+            }                                                                                      \
+            D[IDX] += (EXPR);                                                                      \
+        })                                                                                         \
+    }
+
+/* FWD uses x, y; GA / GB add into the inputs at ia / ib (DEF_GRAD_T). */
 #define DEF_BINARY_T(NAME, T, SFX, FWD, GA, GB, BAD)                                          \
     static void NAME##_fwd_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
                                  int sa, int sb)                                              \
@@ -136,38 +155,8 @@ static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
         T *O = (T *)c->out;                                                                   \
         SEG_LOOP(T, O[io] = (FWD);)                                                           \
     }                                                                                         \
-    static void NAME##_ga_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len,  \
-                                int sa, int sb)                                               \
-    {                                                                                         \
-        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;                                 \
-        T *D = c->dst;                                                                        \
-        SEG_LOOP(T, {                                                                         \
-            const T g = G[io], o = O[io];                                                     \
-            (void)o;                                                                          \
-            if (BAD) {                                                                        \
-                if (g == 0) continue;                                                         \
-                if (c->bad < 0) c->bad = io;                                                  \
-                return;                                                                       \
-            }                                                                                 \
-            D[ia] += (GA);                                                                    \
-        })                                                                                    \
-    }                                                                                         \
-    static void NAME##_gb_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len,  \
-                                int sa, int sb)                                               \
-    {                                                                                         \
-        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;                                 \
-        T *D = c->dst;                                                                        \
-        SEG_LOOP(T, {                                                                         \
-            const T g = G[io], o = O[io];                                                     \
-            (void)o;                                                                          \
-            if (BAD) {                                                                        \
-                if (g == 0) continue;                                                         \
-                if (c->bad < 0) c->bad = io;                                                  \
-                return;                                                                       \
-            }                                                                                 \
-            D[ib] += (GB);                                                                    \
-        })                                                                                    \
-    }
+    DEF_GRAD_T(NAME##_ga_##SFX, T, ia, GA, BAD)                                               \
+    DEF_GRAD_T(NAME##_gb_##SFX, T, ib, GB, BAD)
 
 typedef struct binary {
     const char *name;
