@@ -18,6 +18,7 @@
 
 #include "optim/safetensors.h"
 
+#include "core/dtype.h"
 #include "core/internal.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_json.h"
@@ -71,9 +72,10 @@ static uint64_t st_le64(const unsigned char b[8])
 
 /* ---- Small helpers -------------------------------------------------------- */
 
-#define ST_ALL_DTYPES                                                           \
-    (OPTIM__MASK(OPTIM_F32) | OPTIM__MASK(OPTIM_F64) | OPTIM__MASK(OPTIM_I32) | \
-     OPTIM__MASK(OPTIM_I64) | OPTIM__MASK(OPTIM_F16) | OPTIM__MASK(OPTIM_BF16))
+/* safetensors stores every dtype optim has, under the table's names (core/dtype.h). */
+#define ST_ALL_DTYPES optim__dtype_all()
+#define st_dtype_name(dt) optim__dtype_name_in(dt, OPTIM__DTYPE_SAFETENSORS)
+#define st_dtype_by_name(s) optim__dtype_by_name(s, OPTIM__DTYPE_SAFETENSORS)
 /* Integers in the header must be below 2^53: from there on a double (cJSON's
  * number) no longer tells n from n + 1, so 2^53 + 1 would read as 2^53. */
 #define ST_MAX_EXACT ((uint64_t)1 << 53)
@@ -81,30 +83,6 @@ static uint64_t st_le64(const unsigned char b[8])
 #define ST_MEM_LABEL "safetensors buffer"
 
 typedef unsigned long long ull; /* for printf */
-
-static const char *st_dtype_str(optim_dtype dt)
-{
-    switch (dt) {
-    case OPTIM_F32: return "F32";
-    case OPTIM_F64: return "F64";
-    case OPTIM_I32: return "I32";
-    case OPTIM_I64: return "I64";
-    case OPTIM_F16: return "F16";
-    case OPTIM_BF16: return "BF16";
-    default: return "?";
-    }
-}
-
-static optim_dtype st_dtype_parse(const char *s)
-{
-    if (strcmp(s, "F32") == 0) return OPTIM_F32;
-    if (strcmp(s, "F64") == 0) return OPTIM_F64;
-    if (strcmp(s, "I32") == 0) return OPTIM_I32;
-    if (strcmp(s, "I64") == 0) return OPTIM_I64;
-    if (strcmp(s, "F16") == 0) return OPTIM_F16;
-    if (strcmp(s, "BF16") == 0) return OPTIM_BF16;
-    return OPTIM_DTYPE_INVALID;
-}
 
 /* Length of the valid UTF-8 sequence starting at s[0] (n > 0 bytes left), or
  * 0 if it is not one (overlong forms, surrogates and > U+10FFFF refused). */
@@ -461,13 +439,14 @@ static int st_parse_entry(const st_src *src, const cJSON *obj, uint64_t data_len
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: tensor %s: dtype is %s, expected a string such as \"F32\"", L,
                           st_q(&q, e->name), st_describe(dt, d, sizeof d));
-    e->dtype = st_dtype_parse(dt->valuestring);
+    e->dtype = st_dtype_by_name(dt->valuestring);
     if (e->dtype == OPTIM_DTYPE_INVALID) {
         st_quote qd;
-        return optim__err(err, OPTIM_ENOTSUP,
-                          "%s: tensor %s: dtype %s is not supported (optim reads F32, F64, F16, "
-                          "BF16, I32 and I64)",
-                          L, st_q(&q, e->name), st_q(&qd, dt->valuestring));
+        char names[96];
+        return optim__err(
+            err, OPTIM_ENOTSUP, "%s: tensor %s: dtype %s is not supported (optim reads %s)", L,
+            st_q(&q, e->name), st_q(&qd, dt->valuestring),
+            optim__dtype_list(ST_ALL_DTYPES, OPTIM__DTYPE_SAFETENSORS, names, sizeof names));
     }
 
     /* shape */
@@ -512,7 +491,7 @@ static int st_entry_nbytes(const st_src *src, const st_entry *e, int64_t *out, o
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: tensor %s: shape %s of %s needs more than 2^63-1 bytes", L,
                           st_q(&q, e->name), optim_shape_str(e->rank, e->shape, ss, sizeof ss),
-                          st_dtype_str(e->dtype));
+                          st_dtype_name(e->dtype));
     *out = nbytes;
     return OPTIM_OK;
 }
@@ -539,7 +518,7 @@ static int st_entry_span(const st_src *src, const st_entry *e, uint64_t data_len
                           "of %s needs %lld bytes",
                           L, st_q(&q, e->name), (ull)e->begin, (ull)e->end,
                           (ull)(e->end - e->begin),
-                          optim_shape_str(e->rank, e->shape, ss, sizeof ss), st_dtype_str(e->dtype),
+                          optim_shape_str(e->rank, e->shape, ss, sizeof ss), st_dtype_name(e->dtype),
                           (long long)nbytes);
     return OPTIM_OK;
 }
@@ -713,7 +692,7 @@ static int st_plain_field(st_lex *x, st_entry *e, unsigned *seen)
         char name[8] = {0};
         if (!st_plain_str(x, &d, &len) || len >= sizeof name) return 0;
         memcpy(name, d, len);
-        e->dtype = st_dtype_parse(name);
+        e->dtype = st_dtype_by_name(name);
         *seen |= 1;
         return e->dtype != OPTIM_DTYPE_INVALID;
     }
@@ -1192,7 +1171,7 @@ int optim_st_writer_add(optim_st_writer *w, const char *name, const optim_tensor
         (uint64_t)nbytes > SIZE_MAX)
         return optim__err(err, OPTIM_ESHAPE, "%s: shape %s of %s is too many bytes", ST_WHAT(),
                           optim_shape_str(t->rank, t->shape, ss, sizeof ss),
-                          st_dtype_str(t->dtype));
+                          st_dtype_name(t->dtype));
     const uint64_t h = st_hash(name);
     size_t at = st_find(w, name, h), nslot = w->nslot;
     if (w->slot[at].at) return optim__err(err, OPTIM_EINVAL, "%s was already added", ST_WHAT());
@@ -1367,7 +1346,7 @@ static int st_build_header(const st_wentry **sorted, size_t n, const char *path,
         if (i) st_puts(h, ",");
         st_put_json_str(h, e->name);
         st_puts(h, ":{\"dtype\":\"");
-        st_puts(h, st_dtype_str(e->dtype));
+        st_puts(h, st_dtype_name(e->dtype));
         st_puts(h, "\",\"shape\":[");
         for (int32_t k = 0; k < e->rank; k++) {
             if (k) st_puts(h, ",");
