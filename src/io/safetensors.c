@@ -16,9 +16,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "optim/file.h"
 #include "optim/safetensors.h"
 
 #include "core/dtype.h"
+#include "core/fd.h"
+#include "core/hash.h"
 #include "core/internal.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_json.h"
@@ -518,8 +521,8 @@ static int st_entry_span(const st_src *src, const st_entry *e, uint64_t data_len
                           "of %s needs %lld bytes",
                           L, st_q(&q, e->name), (ull)e->begin, (ull)e->end,
                           (ull)(e->end - e->begin),
-                          optim_shape_str(e->rank, e->shape, ss, sizeof ss), st_dtype_name(e->dtype),
-                          (long long)nbytes);
+                          optim_shape_str(e->rank, e->shape, ss, sizeof ss),
+                          st_dtype_name(e->dtype), (long long)nbytes);
     return OPTIM_OK;
 }
 
@@ -938,23 +941,14 @@ int optim_st_read(const char *path, optim_st_file **out, optim_error *err)
     if (!path || !out)
         return optim__err(err, OPTIM_EINVAL, "optim_st_read: %s is NULL", path ? "out" : "path");
     char sb[128];
-    /* O_NONBLOCK: a FIFO must fail the regular-file check below, not hang in
-     * open; it changes nothing for regular files. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int64_t size;
+    int fd = optim_file_open_regular(path, &size);
+    if (fd < 0 && (errno == EISDIR || errno == EINVAL))
+        return optim__err(err, OPTIM_EIO, "%s: not a regular file", path);
     if (fd < 0)
         return optim__err(err, OPTIM_EIO, "%s: cannot open: %s", path,
                           st_sys(errno, sb, sizeof sb));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return optim__err(err, OPTIM_EIO, "%s: cannot stat: %s", path, st_sys(e, sb, sizeof sb));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return optim__err(err, OPTIM_EIO, "%s: not a regular file", path);
-    }
-    st_src src = {path, fd, NULL, (uint64_t)st.st_size, 0, optim__malloc(ST_READ_BUF), 0, 0, 0};
+    st_src src = {path, fd, NULL, (uint64_t)size, 0, optim__malloc(ST_READ_BUF), 0, 0, 0};
     int rc = st_load(&src, out, err);
     free(src.buf);
     close(fd);
@@ -1037,8 +1031,7 @@ struct optim_st_writer {
 
 static uint64_t st_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    const uint64_t h = optim__fnv1a_str(s);
     return h ^ (h >> 32); /* the table indexes by the low bits: fold the high ones in */
 }
 
@@ -1293,22 +1286,6 @@ static void st_sort_wentries(const st_wentry **p, size_t n)
     free(tmp);
 }
 
-static int st_write_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    while (n > 0) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t r = write(fd, c, chunk);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* Output gathered into ST_WRITE_BUF-byte writes (replay saves 300k tensors of
  * 4 bytes for 100k variables); without a buffer, or for large pieces, direct. */
 #define ST_WRITE_BUF ((size_t)1 << 20)
@@ -1320,14 +1297,15 @@ typedef struct st_out {
 
 static int st_out_flush(st_out *o)
 {
-    int rc = o->len ? st_write_all(o->fd, o->buf, o->len) : 0;
+    int rc = o->len ? optim__write_all(o->fd, o->buf, o->len) : 0;
     o->len = 0;
     return rc;
 }
 
 static int st_out_put(st_out *o, const void *p, size_t n)
 {
-    if (!o->buf || n >= ST_WRITE_BUF) return st_out_flush(o) || st_write_all(o->fd, p, n) ? -1 : 0;
+    if (!o->buf || n >= ST_WRITE_BUF)
+        return st_out_flush(o) || optim__write_all(o->fd, p, n) ? -1 : 0;
     if (o->len + n > ST_WRITE_BUF && st_out_flush(o) != 0) return -1;
     memcpy(o->buf + o->len, p, n);
     o->len += n;
