@@ -40,7 +40,7 @@ static void bf16_from_f32(void *dst, const float *src, int64_t n)
     optim__half_store(OPTIM_BF16, src, dst, n);
 }
 
-static const optim__dtype_traits table[OPTIM__DTYPE_END] = {
+static const optim__dtype_traits table[] = {
     [OPTIM_F32] = {"float32", "F32", "f32", 4, f32_to_f32, f32_from_f32},
     [OPTIM_F64] = {"float64", "F64", "f64", 8, f64_to_f32, f64_from_f32},
     [OPTIM_I32] = {"int32", "I32", "i32", 4, NULL, NULL},
@@ -49,10 +49,14 @@ static const optim__dtype_traits table[OPTIM__DTYPE_END] = {
     [OPTIM_BF16] = {"bfloat16", "BF16", "bf16", 2, bf16_to_f32, bf16_from_f32},
 };
 _Static_assert(OPTIM_DTYPE_INVALID == 0, "row 0 of the table is the invalid dtype");
+#define END ((int)(sizeof table / sizeof *table))
+
+int optim__dtype_end(void) { return END; }
 
 const optim__dtype_traits *optim__dtype(optim_dtype dtype)
 {
-    return dtype > OPTIM_DTYPE_INVALID && dtype < OPTIM__DTYPE_END ? &table[dtype] : NULL;
+    /* A row left out of the table (no name) is no dtype either. */
+    return dtype > OPTIM_DTYPE_INVALID && dtype < END && table[dtype].keras ? &table[dtype] : NULL;
 }
 
 static const char *name_in(const optim__dtype_traits *t, optim__dtype_naming naming)
@@ -64,8 +68,9 @@ static const char *name_in(const optim__dtype_traits *t, optim__dtype_naming nam
 
 optim_dtype optim__dtype_by_name(const char *s, optim__dtype_naming naming)
 {
-    for (int d = OPTIM_DTYPE_INVALID + 1; s && d < OPTIM__DTYPE_END; d++)
-        if (strcmp(s, name_in(&table[d], naming)) == 0) return (optim_dtype)d;
+    for (int d = OPTIM_DTYPE_INVALID + 1; s && d < END; d++)
+        if (optim__dtype((optim_dtype)d) && strcmp(s, name_in(&table[d], naming)) == 0)
+            return (optim_dtype)d;
     return OPTIM_DTYPE_INVALID;
 }
 
@@ -84,7 +89,8 @@ int optim__dtype_is_float(optim_dtype dtype)
 unsigned optim__dtype_all(void)
 {
     unsigned m = 0;
-    for (int d = OPTIM_DTYPE_INVALID + 1; d < OPTIM__DTYPE_END; d++) m |= OPTIM__MASK(d);
+    for (int d = OPTIM_DTYPE_INVALID + 1; d < END; d++)
+        if (optim__dtype((optim_dtype)d)) m |= OPTIM__MASK(d);
     return m;
 }
 
@@ -93,9 +99,9 @@ char *optim__dtype_list(unsigned mask, optim__dtype_naming naming, char *buf, si
     size_t used = 0, left = 0;
     if (!buf || n == 0) return buf;
     buf[0] = '\0';
-    for (int d = OPTIM_DTYPE_INVALID + 1; d < OPTIM__DTYPE_END; d++)
-        left += !!(mask & OPTIM__MASK(d));
-    for (int d = OPTIM_DTYPE_INVALID + 1; d < OPTIM__DTYPE_END && used < n; d++) {
+    mask &= optim__dtype_all();
+    for (int d = OPTIM_DTYPE_INVALID + 1; d < END; d++) left += !!(mask & OPTIM__MASK(d));
+    for (int d = OPTIM_DTYPE_INVALID + 1; d < END && used < n; d++) {
         if (!(mask & OPTIM__MASK(d))) continue;
         const char *sep = !used ? "" : left == 1 ? " or " : ", ";
         used += (size_t)snprintf(buf + used, n - used, "%s%s", sep, name_in(&table[d], naming));

@@ -2,7 +2,8 @@
  * in Keras, safetensors and the `optim` command, its element size and its
  * conversions to and from float32 — is one row of dtype.c. Code that names,
  * sizes or converts a dtype asks the table, so a new dtype is a new enum
- * value (optim/tensor.h), a row, its converters and its test row. */
+ * value (optim/tensor.h), a row and its converters (dtype.c), and its row
+ * in tests/test_dtype_table.c. */
 #ifndef OPTIM_CORE_DTYPE_H
 #define OPTIM_CORE_DTYPE_H
 
@@ -22,8 +23,9 @@ typedef struct optim__dtype_traits {
     void (*from_f32)(void *dst, const float *src, int64_t n);
 } optim__dtype_traits;
 
-/* One past the largest dtype: dtypes are OPTIM_DTYPE_INVALID + 1 .. here - 1. */
-#define OPTIM__DTYPE_END (OPTIM_BF16 + 1)
+/* One past the largest dtype: dtypes are OPTIM_DTYPE_INVALID + 1 .. this - 1
+ * (the table's length, so a new dtype is one row in dtype.c). */
+int optim__dtype_end(void);
 
 /* The row of dtype, NULL for an invalid one. */
 const optim__dtype_traits *optim__dtype(optim_dtype dtype);
