@@ -1,5 +1,6 @@
 /*
- * optim/file.h - writing a file atomically, as optim writes its own.
+ * optim/file.h - writing a file atomically, as optim writes its own, and
+ * opening a regular file to read, as optim opens the files it reads.
  *
  * The content goes to a temporary file in the destination's directory
  * (unnamed where the file system allows, so a process killed while writing,
