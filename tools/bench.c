@@ -105,16 +105,12 @@ double optim_bench_triad(float *a, const float *b, const float *c, int64_t n, in
     return 16.0 * (double)n / optim_bench_median(t, runs) / 1e9;
 }
 
-/* --dtype's value: f32, f64, f16 or bf16 (0 for anything else). */
+/* --dtype's value: a float dtype's short name, f32, f64, f16 or bf16 (0 for
+ * anything else; optim_convert takes exactly the float dtypes). */
 static optim_dtype parse_dtype(const char *s)
 {
-    static const struct {
-        const char *name;
-        optim_dtype dt;
-    } names[] = {{"f32", OPTIM_F32}, {"f64", OPTIM_F64}, {"f16", OPTIM_F16}, {"bf16", OPTIM_BF16}};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(s, names[i].name)) return names[i].dt;
-    return OPTIM_DTYPE_INVALID;
+    const optim_dtype dt = optim_dtype_from_short_name(s);
+    return optim_convert(NULL, dt, NULL, OPTIM_F32, 0) == OPTIM_OK ? dt : OPTIM_DTYPE_INVALID;
 }
 
 static void json_string(FILE *f, const char *s)

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "optim/file.h"
 #include "options.h"
 
 static void set_err(optim_error *err, int code, const char *msg)
@@ -20,17 +20,9 @@ static void set_err(optim_error *err, int code, const char *msg)
 char *optim_tool_read_text(const char *path, optim_error *err)
 {
     char msg[OPTIM_ERRMSG_MAX];
-    /* O_NONBLOCK: a FIFO must fail the regular-file check, not hang in open
-     * (nor in read: the flag is cleared once the file is known regular). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
+    int fd = optim_file_open_regular(path, NULL);
     FILE *f = NULL;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        close(fd);
-        fd = -1;
-    }
-    if (fd >= 0 && (fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "rb")))) close(fd);
+    if (fd >= 0 && !(f = fdopen(fd, "rb"))) close(fd);
     if (!f) {
         snprintf(msg, sizeof msg, "%s: %s", path,
                  errno == EINVAL ? "not a regular file" : strerror(errno));

@@ -1,5 +1,6 @@
 /*
- * optim/file.h - writing a file atomically, as optim writes its own.
+ * optim/file.h - writing a file atomically, as optim writes its own, and
+ * opening a regular file to read, as optim opens the files it reads.
  *
  * The content goes to a temporary file in the destination's directory
  * (unnamed where the file system allows, so a process killed while writing,
@@ -17,6 +18,7 @@
 #ifndef OPTIM_FILE_H
 #define OPTIM_FILE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "optim/status.h"
@@ -42,6 +44,13 @@ OPTIM_API int optim_atomic_file_commit(optim_atomic_file *f, optim_error *err);
 
 /* Gives up: removes the temporary file and frees f. NULL is a no-op. */
 OPTIM_API void optim_atomic_file_abort(optim_atomic_file *f);
+
+/* Opens path for reading if it is a regular file, as optim opens the files
+ * it reads: the descriptor (close-on-exec, blocking reads), with the file's
+ * size in *size when size is not NULL; or -1 with errno set: open's reason,
+ * EISDIR for a directory, EINVAL for anything else that is not a regular
+ * file (a FIFO, device or socket is refused at once, never waited on). */
+OPTIM_API int optim_file_open_regular(const char *path, int64_t *size);
 
 #ifdef __cplusplus
 }

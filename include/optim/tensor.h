@@ -54,6 +54,10 @@ OPTIM_API size_t optim_dtype_size(optim_dtype dtype);
 /* "float32", "float64", "int32", "int64", "float16", "bfloat16", or "invalid". */
 OPTIM_API const char *optim_dtype_name(optim_dtype dtype);
 
+/* The dtype the `optim` command's --dtype names "f32", "f64", "i32", "i64",
+ * "f16" or "bf16"; OPTIM_DTYPE_INVALID for NULL or any other string. */
+OPTIM_API optim_dtype optim_dtype_from_short_name(const char *name);
+
 /* The dtype an optimizer computes a variable of `dtype` in: OPTIM_F32 for
  * the half-precision storage types (F16, BF16), `dtype` itself otherwise.
  * Update hooks only ever see F32 or F64 (docs/half-precision.md). */

@@ -1,6 +1,7 @@
 /* Half-precision storage: bulk conversions between F16, BF16, F32 and F64
  * (optim_convert), rounding to nearest even exactly once. The scalar rules
  * are in half.h. */
+#include "core/dtype.h"
 #include "core/half.h"
 #include "core/internal.h"
 
@@ -41,27 +42,20 @@ static void from_f64(void *dst, optim_dtype to, const double *src, int64_t n)
     }
 }
 
-static int is_float(optim_dtype dt)
-{
-    return dt == OPTIM_F32 || dt == OPTIM_F64 || optim__is_half(dt);
-}
-
 int optim_convert(void *dst, optim_dtype to, const void *src, optim_dtype from, int64_t n)
 {
-    if (!is_float(to) || !is_float(from)) return OPTIM_EDTYPE;
+    if (!optim__dtype_is_float(to) || !optim__dtype_is_float(from)) return OPTIM_EDTYPE;
     if (n < 0 || (n > 0 && (!dst || !src))) return OPTIM_EINVAL;
     if (to == from) {
         if (n) memcpy(dst, src, (size_t)n * optim_dtype_size(to));
-    } else if (from == OPTIM_F64 && to == OPTIM_F32) {
-        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const double *)src)[i];
+    } else if (to == OPTIM_F32) {
+        optim__dtype(from)->to_f32(dst, src, n);
+    } else if (from == OPTIM_F32) {
+        optim__dtype(to)->from_f32(dst, src, n);
     } else if (from == OPTIM_F64) {
         from_f64(dst, to, src, n);
     } else if (to == OPTIM_F64) {
         for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = load_one(from, src, i);
-    } else if (to == OPTIM_F32) {
-        optim__half_load(from, src, dst, n);
-    } else if (from == OPTIM_F32) {
-        optim__half_store(to, src, dst, n);
     } else { /* F16 <-> BF16: through f32, exact on the way in */
         for (int64_t i = 0; i < n; i++) {
             const float f = load_one(from, src, i);

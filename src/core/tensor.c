@@ -1,35 +1,10 @@
-/* Tensor views: sizes, names, shape checks. */
+/* Tensor views: shapes and their checks (dtype facts: dtype.c). */
+#include "core/dtype.h"
 #include "core/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-size_t optim_dtype_size(optim_dtype dtype)
-{
-    switch (dtype) {
-    case OPTIM_F32:
-    case OPTIM_I32: return 4;
-    case OPTIM_F64:
-    case OPTIM_I64: return 8;
-    case OPTIM_F16:
-    case OPTIM_BF16: return 2;
-    default: return 0;
-    }
-}
-
-const char *optim_dtype_name(optim_dtype dtype)
-{
-    switch (dtype) {
-    case OPTIM_F32: return "float32";
-    case OPTIM_F64: return "float64";
-    case OPTIM_I32: return "int32";
-    case OPTIM_I64: return "int64";
-    case OPTIM_F16: return "float16";
-    case OPTIM_BF16: return "bfloat16";
-    default: return "invalid";
-    }
-}
 
 optim_tensor optim_tensor_make(optim_dtype dtype, void *data, int32_t rank, const int64_t *shape)
 {
@@ -75,12 +50,8 @@ int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *wha
 {
     if (!t) return optim__err(err, OPTIM_EINVAL, "%s: tensor is NULL", what);
     if (optim_dtype_size(t->dtype) == 0 || !(allowed & OPTIM__MASK(t->dtype))) {
-        char allowed_names[96] = "";
-        for (int d = OPTIM_F32; d <= OPTIM_BF16; d++)
-            if (allowed & OPTIM__MASK(d)) {
-                if (allowed_names[0]) strcat(allowed_names, " or ");
-                strcat(allowed_names, optim_dtype_name((optim_dtype)d));
-            }
+        char allowed_names[96];
+        optim__dtype_list(allowed, OPTIM__DTYPE_KERAS, allowed_names, sizeof allowed_names);
         return optim__err(err, OPTIM_EDTYPE, "%s: dtype %s (%d), expected %s", what,
                           optim_dtype_name(t->dtype), (int)t->dtype, allowed_names);
     }

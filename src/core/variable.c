@@ -1,4 +1,5 @@
 /* Variables: named, shaped f32/f64 storage, owned or borrowed. */
+#include "core/dtype.h"
 #include "core/half.h"
 #include "core/huge_pages.h"
 #include "core/internal.h"
@@ -88,12 +89,12 @@ static int var_new(optim_var **out, const char *name, optim_dtype dtype, int32_t
     if (!name || !name[0])
         return optim__err(err, OPTIM_EINVAL, "variable name is %s, expected a non-empty string",
                           name ? "empty" : "NULL");
-    if (dtype <= OPTIM_DTYPE_INVALID || dtype > OPTIM_BF16 ||
-        !(OPTIM__VAR_MASK & OPTIM__MASK(dtype)))
-        return optim__err(err, OPTIM_EDTYPE,
-                          "variable '%s': dtype %s, expected float32, float64, "
-                          "float16 or bfloat16",
-                          name, optim_dtype_name(dtype));
+    char names[96];
+    if (!optim__dtype(dtype) || !(OPTIM__VAR_MASK & OPTIM__MASK(dtype)))
+        return optim__err(
+            err, OPTIM_EDTYPE, "variable '%s': dtype %s, expected %s", name,
+            optim_dtype_name(dtype),
+            optim__dtype_list(OPTIM__VAR_MASK, OPTIM__DTYPE_KERAS, names, sizeof names));
     if (rank < 0 || rank > OPTIM_MAX_RANK)
         return optim__err(err, OPTIM_ESHAPE, "variable '%s': rank %d, expected 0..%d", name,
                           (int)rank, OPTIM_MAX_RANK);

@@ -4,6 +4,7 @@
  * is written only once the tensor file it names is on disk. */
 #define _POSIX_C_SOURCE 200809L
 #include "optim/checkpoint.h"
+#include "optim/file.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/fd.h"
 #include "core/internal.h"
 #include "core/json.h"
 #include "io/atomic_file.h"
@@ -40,18 +42,6 @@ struct optim_checkpoint {
 
 /* ---- writing ------------------------------------------------------------------ */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* dir/name <- text, through the atomic writer that safetensors files use
  * (io/atomic_file.h): it appears complete or not at all. */
 static int write_atomic(const char *dir, const char *name, const char *text, optim_error *err)
@@ -61,7 +51,7 @@ static int write_atomic(const char *dir, const char *name, const char *text, opt
     optim__atomic_file f;
     const char *what = NULL;
     int rc = optim__atomic_open(&f, path, &what);
-    if (!rc && write_all(f.fd, text, strlen(text)) != 0) {
+    if (!rc && optim__write_all(f.fd, text, strlen(text)) != 0) {
         int e = errno;
         optim__atomic_abort(&f);
         errno = e;
@@ -433,19 +423,14 @@ static int read_tensors(optim_checkpoint *c, const char *dir, optim_error *err)
 #define CK_MAX_JSON ((size_t)64 << 20)
 
 /* A whole regular file of at most CK_MAX_JSON bytes, NUL-terminated; NULL
- * with errno set on error (EISDIR, EINVAL for a FIFO or device, EFBIG).
- * O_NONBLOCK: a FIFO fails the check instead of hanging in open. */
+ * with errno set on error (EISDIR, EINVAL for a FIFO or device, EFBIG). */
 static char *read_text(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
+    int64_t size;
+    int fd = optim_file_open_regular(path, &size);
     if (fd < 0) return NULL;
-    int e = fstat(fd, &st) != 0            ? errno
-        : S_ISDIR(st.st_mode)              ? EISDIR
-        : !S_ISREG(st.st_mode)             ? EINVAL
-        : (size_t)st.st_size > CK_MAX_JSON ? EFBIG
-                                           : 0;
-    size_t len = e ? 0 : (size_t)st.st_size, got = 0;
+    int e = (uint64_t)size > CK_MAX_JSON ? EFBIG : 0;
+    size_t len = e ? 0 : (size_t)size, got = 0;
     char *buf = e ? NULL : malloc(len + 1);
     if (!e && !buf) e = ENOMEM;
     while (!e && got < len) {

@@ -3,6 +3,7 @@
 #include "optimizer/half_step.h"
 
 #include "core/half.h"
+#include "core/hash.h"
 
 /* Elements of slot k of the run: its own size for a whole-variable update. */
 static int64_t slot_count(const optim_optimizer *opt, const optim__var_entry *e, int k,
@@ -61,14 +62,6 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* The variable's name, hashed (FNV-1a, 64 bits). */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325u;
-    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3u;
-    return h;
-}
-
 /* Stores n floats of stream `stream` (0 the variable, 1 + k slot k) whose
  * first element has index `first` in it, rounded stochastically: the bits
  * of element i come from (seed, step, the variable's index in the
@@ -79,9 +72,9 @@ static void store_sr(const optim_optimizer *opt, const optim__var_entry *e, int 
 {
     const uint64_t seed = (uint64_t)opt->hypers[OPTIM__P_BF16_SR_SEED].number;
     const uint64_t var = (uint64_t)(e - opt->vars) << 8 | (uint64_t)stream;
-    const uint64_t base = mix64(
-        mix64(mix64(mix64(seed) + (uint64_t)opt->iterations) + name_hash(optim_var_name(e->var))) +
-        var);
+    const uint64_t base = mix64(mix64(mix64(mix64(seed) + (uint64_t)opt->iterations) +
+                                      optim__fnv1a_str(optim_var_name(e->var))) +
+                                var);
     for (int64_t done = 0; done < n;) {
         const uint64_t i = (uint64_t)(first + done);
         const int64_t len =

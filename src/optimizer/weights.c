@@ -1,4 +1,5 @@
 /* get_weights / set_weights: iterations, then the slots in creation order. */
+#include "core/hash.h"
 #include "optimizer/impl.h"
 
 #include <math.h>
@@ -69,17 +70,10 @@ typedef struct name_set {
     size_t cap;
 } name_set;
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Adds name (kept by pointer); returns 0 if it was there already. */
 static int set_add(name_set *set, const char *name)
 {
-    size_t i = (size_t)hash_str(name) & (set->cap - 1);
+    size_t i = (size_t)optim__fnv1a_str(name) & (set->cap - 1);
     for (; set->slot[i]; i = (i + 1) & (set->cap - 1))
         if (strcmp(set->slot[i], name) == 0) return 0;
     set->slot[i] = name;
