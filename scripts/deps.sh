@@ -3,8 +3,9 @@
 #   scripts/deps.sh [--fuzz]
 set -euo pipefail
 pkgs=(gcc libc6-dev make cmake pkg-config python3 libcjson-dev libcmocka-dev libcairo2-dev libopenblas-openmp-dev zlib1g-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist)
-# --fuzz: also clang with libFuzzer and its OpenMP (tests/fuzz/run.sh; CI uses it).
-if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-dev libomp-dev); fi
+# --fuzz: also clang with libFuzzer, its OpenMP (with Archer, tests/tsan/run.sh) and
+# clang-format (scripts/check_format.sh); CI uses it (tests/fuzz/run.sh).
+if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-dev libomp-dev clang-format); fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

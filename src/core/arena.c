@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "core/internal.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,7 @@ void *optim__arena_alloc(optim__arena *a, size_t bytes)
     void *p = b->data + b->used;
     b->used += need;
     a->used_total += need;
+    OPTIM_ASSERT(b->used <= b->cap && ((uintptr_t)p & (ALIGN - 1)) == 0);
     return p;
 }
 
@@ -114,12 +117,15 @@ optim__arena_point optim__arena_mark(const optim__arena *a)
 
 void optim__arena_release(optim__arena *a, optim__arena_point p)
 {
+    OPTIM_ASSERT(p.used_total <= a->used_total);
     while (a->head != p.head) { /* blocks started since */
         optim__arena_block *b = a->head;
+        OPTIM_ASSERT(b); /* p.head is one of this arena's blocks */
         a->head = b->next;
         a->reserved -= b->cap;
         block_free(b);
     }
+    OPTIM_ASSERT(!a->head || p.used <= a->head->used);
     if (a->head) a->head->used = p.used;
     a->used_total = p.used_total;
 }

@@ -49,4 +49,26 @@ int optim__regex_too_large(const char *pattern);
  * (the tape and the nn layer take FLOAT_MASK only). */
 #define OPTIM__VAR_MASK (OPTIM__FLOAT_MASK | OPTIM__MASK(OPTIM_F16) | OPTIM__MASK(OPTIM_BF16))
 
+/* OPTIM_ASSERT(cond): an internal invariant, never a check of user input
+ * (that returns an error). Where NDEBUG is not defined (Debug builds) or
+ * OPTIM_DEBUG_ASSERTS is (the sanitizer builds; CMake option
+ * OPTIM_DEBUG_ASSERTS), a false cond prints "FILE:LINE: FUNCTION: internal
+ * invariant failed: COND" on stderr and aborts; otherwise cond is not
+ * evaluated (but what it names counts as used). Tested by
+ * tests/test_optim_assert.sh. */
+#if !defined(NDEBUG) || defined(OPTIM_DEBUG_ASSERTS)
+#include <stdio.h>
+#include <stdlib.h>
+#define OPTIM_ASSERT(cond)                                                                    \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "%s:%d: %s: internal invariant failed: %s\n", __FILE__, __LINE__, \
+                    __func__, #cond);                                                         \
+            abort();                                                                          \
+        }                                                                                     \
+    } while (0)
+#else
+#define OPTIM_ASSERT(cond) ((void)(0 && (cond)))
+#endif
+
 #endif

@@ -4,10 +4,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/internal.h"
 #include "optim/status.h"
 
 static size_t slot_of(const void *key, size_t cap)
 {
+    OPTIM_ASSERT(cap && (cap & (cap - 1)) == 0);
     uint64_t h = (uint64_t)(uintptr_t)key;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
@@ -54,12 +56,14 @@ static int grow(optim__ptrmap *m)
 
 int optim__ptrmap_put(optim__ptrmap *m, const void *key, size_t val)
 {
+    OPTIM_ASSERT(key); /* NULL marks an empty slot */
     if ((m->count + 1) * 2 > m->cap && grow(m)) return OPTIM_ENOMEM;
     size_t i = slot_of(key, m->cap);
     while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
     if (!m->keys[i]) m->count++;
     m->keys[i] = key;
     m->vals[i] = val;
+    OPTIM_ASSERT(m->count * 2 <= m->cap);
     return OPTIM_OK;
 }
 
@@ -71,6 +75,7 @@ void optim__ptrmap_del(optim__ptrmap *m, const void *key)
         if (!m->keys[i]) return;
         i = (i + 1) & mask;
     }
+    OPTIM_ASSERT(m->count > 0);
     m->keys[i] = NULL;
     m->count--;
     /* Shift back the entries of the cluster that follows. */

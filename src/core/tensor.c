@@ -48,6 +48,8 @@ char *optim_shape_str(int32_t rank, const int64_t *shape, char *buf, size_t n)
 
 int optim__tensor_check(const optim_tensor *t, unsigned allowed, const char *what, optim_error *err)
 {
+    /* the caller's own mask and name, never the user's */
+    OPTIM_ASSERT(allowed && !(allowed >> (OPTIM_BF16 + 1)) && what);
     if (!t) return optim__err(err, OPTIM_EINVAL, "%s: tensor is NULL", what);
     if (optim_dtype_size(t->dtype) == 0 || !(allowed & OPTIM__MASK(t->dtype))) {
         char allowed_names[96];
@@ -76,6 +78,7 @@ void *optim__calloc(size_t count, size_t size)
 
 char *optim__strdup(const char *s)
 {
+    OPTIM_ASSERT(s);
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
