@@ -230,9 +230,8 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     optim_idx_free(f);
 }
 
-static void test_types_plain_and_gzip(void **s)
+OPTIM_TEST(test_types_plain_and_gzip)
 {
-    (void)s;
     const int types[] = {OPTIM_IDX_U8,  OPTIM_IDX_I8,  OPTIM_IDX_I16,
                          OPTIM_IDX_I32, OPTIM_IDX_F32, OPTIM_IDX_F64};
     const uint32_t shapes[3][3] = {{7, 0, 0}, {3, 5, 0}, {2, 3, 4}};
@@ -273,9 +272,8 @@ static void test_types_plain_and_gzip(void **s)
     assert_null(optim_idx_type_name((optim_idx_type)0x0A));
 }
 
-static void test_malformed_files(void **s)
+OPTIM_TEST(test_malformed_files)
 {
-    (void)s;
     uint32_t d2[2] = {3, 4};
     bytes b = {NULL, 0, 0};
     /* empty and short */
@@ -385,9 +383,8 @@ static void test_malformed_files(void **s)
     assert_int_equal(optim_idx_rank(NULL), 0);
 }
 
-static void test_fashion_mnist_if_installed(void **s)
+OPTIM_TEST(test_fashion_mnist_if_installed)
 {
-    (void)s;
     const char *path = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
     if (access(path, R_OK) != 0) {
         print_message("skipped: %s is not installed\n", path);
@@ -481,9 +478,8 @@ static const char *last_line(const char *s)
     return s + n;
 }
 
-static void test_train_command(void **s)
+OPTIM_TEST(test_train_command)
 {
-    (void)s;
     /* (optim_test_tmpfile's buffers are reused: keep copies) */
     char dir[512], adir[512], afile[512], bdir[512];
     snprintf(dir, sizeof dir, "%s", optim_test_tmpfile("fmnist"));
@@ -600,13 +596,4 @@ static void test_train_command(void **s)
     assert_contains(r.out, "usage: optim train");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_types_plain_and_gzip),
-        cmocka_unit_test(test_malformed_files),
-        cmocka_unit_test(test_fashion_mnist_if_installed),
-        cmocka_unit_test(test_train_command),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -567,53 +567,46 @@ static void check_dense(optim_dtype dt, const ropts *o, const char *tag)
     drop(f);
 }
 
-static void test_dense_f32_momentum(void **state)
+OPTIM_TEST_WITH(test_dense_f32_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     check_dense(OPTIM_F32, &o, "dense_f32_momentum");
 }
 
-static void test_dense_f64_momentum(void **state)
+OPTIM_TEST_WITH(test_dense_f64_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     check_dense(OPTIM_F64, &o, "dense_f64_momentum");
 }
 
-static void test_dense_f32_nesterov(void **state)
+OPTIM_TEST_WITH(test_dense_f32_nesterov, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.05, 0.8, 1);
     check_dense(OPTIM_F32, &o, "dense_f32_nesterov");
 }
 
-static void test_dense_f64_nesterov(void **state)
+OPTIM_TEST_WITH(test_dense_f64_nesterov, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.05, 0.8, 1);
     check_dense(OPTIM_F64, &o, "dense_f64_nesterov");
 }
 
 /* No momentum: plain w -= lr * g and no slot in OUT. */
-static void test_dense_f32_plain(void **state)
+OPTIM_TEST_WITH(test_dense_f32_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.3, 0.0, 0);
     check_dense(OPTIM_F32, &o, "dense_f32_plain");
 }
 
-static void test_dense_f64_plain(void **state)
+OPTIM_TEST_WITH(test_dense_f64_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.3, 0.0, 0);
     check_dense(OPTIM_F64, &o, "dense_f64_plain");
 }
 
 /* The same rules under the legacy generation (tf.keras OptimizerV2). */
-static void test_dense_f64_legacy_momentum(void **state)
+OPTIM_TEST_WITH(test_dense_f64_legacy_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     check_dense(OPTIM_F64, &o, "dense_f64_legacy");
@@ -621,77 +614,68 @@ static void test_dense_f64_legacy_momentum(void **state)
 
 /* ---- Legacy decay and clipping ---------------------------------------------------------- */
 
-static void test_legacy_decay_f32(void **state)
+OPTIM_TEST_WITH(test_legacy_decay_f32, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     o.decay = 0.5;
     check_dense(OPTIM_F32, &o, "decay_f32");
 }
 
-static void test_legacy_decay_f64_nesterov(void **state)
+OPTIM_TEST_WITH(test_legacy_decay_f64_nesterov, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.2, 0.7, 1);
     o.legacy = 1;
     o.decay = 0.25;
     check_dense(OPTIM_F64, &o, "decay_f64");
 }
 
-static void test_legacy_decay_f64_plain(void **state)
+OPTIM_TEST_WITH(test_legacy_decay_f64_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.2, 0.0, 0);
     o.legacy = 1;
     o.decay = 1.0;
     check_dense(OPTIM_F64, &o, "decay_f64_plain");
 }
 
-static void test_clipnorm_f32(void **state)
+OPTIM_TEST_WITH(test_clipnorm_f32, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.clipnorm = 1.0;
     check_dense(OPTIM_F32, &o, "clipnorm_f32");
 }
 
-static void test_clipnorm_f64(void **state)
+OPTIM_TEST_WITH(test_clipnorm_f64, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.0, 0);
     o.clipnorm = 1.0;
     check_dense(OPTIM_F64, &o, "clipnorm_f64");
 }
 
-static void test_clipnorm_f64_legacy(void **state)
+OPTIM_TEST_WITH(test_clipnorm_f64_legacy, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 1);
     o.legacy = 1;
     o.clipnorm = 1.5;
     check_dense(OPTIM_F64, &o, "clipnorm_f64_legacy");
 }
 
-static void test_clipvalue_f32(void **state)
+OPTIM_TEST_WITH(test_clipvalue_f32, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.clipvalue = 0.5;
     check_dense(OPTIM_F32, &o, "clipvalue_f32");
 }
 
-static void test_clipvalue_f64(void **state)
+OPTIM_TEST_WITH(test_clipvalue_f64, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.0, 0);
     o.clipvalue = 0.5;
     check_dense(OPTIM_F64, &o, "clipvalue_f64");
 }
 
-static void test_global_clipnorm_f64(void **state)
+OPTIM_TEST_WITH(test_global_clipnorm_f64, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.global = 1.5;
     check_dense(OPTIM_F64, &o, "global_clipnorm_f64");
@@ -753,23 +737,14 @@ static void check_missing(optim_dtype dt, const char *tag)
     drop(f);
 }
 
-static void test_missing_f64(void **state)
-{
-    (void)state;
-    check_missing(OPTIM_F64, "missing_f64");
-}
+OPTIM_TEST_WITH(test_missing_f64, NULL, teardown) { check_missing(OPTIM_F64, "missing_f64"); }
 
-static void test_missing_f32(void **state)
-{
-    (void)state;
-    check_missing(OPTIM_F32, "missing_f32");
-}
+OPTIM_TEST_WITH(test_missing_f32, NULL, teardown) { check_missing(OPTIM_F32, "missing_f32"); }
 
 /* One f32 vector and one f64 scalar in the same replay, Nesterov: each slot
  * has its variable's dtype and shape. */
-static void test_mixed_dtypes_and_scalar(void **state)
+OPTIM_TEST_WITH(test_mixed_dtypes_and_scalar, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "mixed");
     const double lr = 0.05, mu = 0.5;
@@ -807,9 +782,8 @@ static void test_mixed_dtypes_and_scalar(void **state)
 /* Steps are numbers, not strings: "10/w" comes after "9/w" although it sorts
  * before "2/w" by name. 12 steps of legacy SGD with decay and momentum,
  * where the order of the gradients matters. */
-static void test_many_steps_numeric_order(void **state)
+OPTIM_TEST_WITH(test_many_steps_numeric_order, NULL, teardown)
 {
-    (void)state;
     enum { STEPS = 12 };
     paths p;
     mkpaths(&p, "many_steps");
@@ -839,9 +813,8 @@ static void test_many_steps_numeric_order(void **state)
 }
 
 /* A bare class name as CONFIG gives Keras's defaults (lr 0.01, no momentum). */
-static void test_bare_class_name_config(void **state)
+OPTIM_TEST_WITH(test_bare_class_name_config, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bare_name");
     int64_t s[1] = {3};
@@ -992,73 +965,64 @@ static void check_sparse(optim_dtype dt, optim_dtype it, const ropts *o, const c
 
 /* Keras 3: the dense equivalent (duplicates summed; every row of the
  * momentum decays and every row moves by it). */
-static void test_sparse_keras3_f32_i32_momentum(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_f32_i32_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     check_sparse(OPTIM_F32, OPTIM_I32, &o, "sparse_k3_f32");
 }
 
-static void test_sparse_keras3_f64_i64_momentum(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_f64_i64_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_k3_f64");
 }
 
-static void test_sparse_keras3_f64_i32_nesterov(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_f64_i32_nesterov, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.6, 1);
     check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_k3_nesterov");
 }
 
-static void test_sparse_keras3_f64_plain(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_f64_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.0, 0);
     check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_k3_plain");
 }
 
 /* Legacy with momentum: only the indexed rows of the variable and of its
  * momentum change. */
-static void test_sparse_legacy_f32_i64_momentum(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_f32_i64_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     check_sparse(OPTIM_F32, OPTIM_I64, &o, "sparse_legacy_f32");
 }
 
-static void test_sparse_legacy_f64_i32_momentum(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_f64_i32_momentum, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_legacy_f64");
 }
 
-static void test_sparse_legacy_f64_nesterov(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_f64_nesterov, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.6, 1);
     o.legacy = 1;
     check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_nesterov");
 }
 
 /* Legacy without momentum: a scatter-add of -lr * g, duplicates included. */
-static void test_sparse_legacy_f64_plain(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_f64_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.0, 0);
     o.legacy = 1;
     check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_legacy_plain");
 }
 
 /* Legacy decay applies to sparse steps too. */
-static void test_sparse_legacy_decay(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_decay, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     o.decay = 0.5;
@@ -1070,45 +1034,40 @@ static void test_sparse_legacy_decay(void **state)
  * IndexedSlices.values, in both generations), and the clipped rows are then
  * summed. Step 0's rows for index 3 (0.2*sin...) are small; later steps are
  * clipped. */
-static void test_sparse_legacy_clipnorm_duplicates(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_clipnorm_duplicates, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     o.clipnorm = 1.0;
     check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_clipnorm");
 }
 
-static void test_sparse_legacy_clipnorm_duplicates_plain(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_clipnorm_duplicates_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.0, 0);
     o.legacy = 1;
     o.clipnorm = 1.0;
     check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_legacy_clipnorm_plain");
 }
 
-static void test_sparse_legacy_clipvalue_duplicates(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_clipvalue_duplicates, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     o.clipvalue = 0.5;
     check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_clipvalue");
 }
 
-static void test_sparse_legacy_clipvalue_duplicates_plain(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_clipvalue_duplicates_plain, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.0, 0);
     o.legacy = 1;
     o.clipvalue = 0.5;
     check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_clipvalue_plain");
 }
 
-static void test_sparse_legacy_global_clipnorm_duplicates(void **state)
+OPTIM_TEST_WITH(test_sparse_legacy_global_clipnorm_duplicates, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.legacy = 1;
     o.global = 1.5;
@@ -1116,9 +1075,8 @@ static void test_sparse_legacy_global_clipnorm_duplicates(void **state)
 }
 
 /* Keras 3 on TensorFlow: clipnorm is tf.clip_by_norm on the IndexedSlices. */
-static void test_sparse_keras3_clipnorm_duplicates(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_clipnorm_duplicates, NULL, teardown)
 {
-    (void)state;
     ropts o = ropts_sgd(0.1, 0.9, 0);
     o.clipnorm = 1.0;
     check_sparse(OPTIM_F32, OPTIM_I32, &o, "sparse_k3_clipnorm");
@@ -1126,9 +1084,8 @@ static void test_sparse_keras3_clipnorm_duplicates(void **state)
 
 /* Keras 3: replaying the sparse gradients gives what replaying their dense
  * equivalents (rows summed in f32, in order of appearance) gives. */
-static void test_sparse_keras3_equals_dense_replay(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_equals_dense_replay, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "sparse_vs_dense");
     ropts o = ropts_sgd(0.1, 0.9, 0);
@@ -1172,9 +1129,8 @@ static void test_sparse_keras3_equals_dense_replay(void **state)
 
 /* An empty sparse gradient (no rows) still counts as a gradient: under
  * Keras 3 with momentum the momentum decays and the variable moves by it. */
-static void test_sparse_empty_rows_keras3(void **state)
+OPTIM_TEST_WITH(test_sparse_empty_rows_keras3, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "sparse_empty");
     const int64_t es[2] = {3, 2}, vs0[2] = {2, 2}, vs1[2] = {0, 2};
@@ -1225,9 +1181,8 @@ static void valid_files(const paths *p, grads_fn more)
 }
 
 /* The files above really are valid. */
-static void test_valid_files_ok(void **state)
+OPTIM_TEST_WITH(test_valid_files_ok, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "valid");
     valid_files(&p, NULL);
@@ -1238,9 +1193,8 @@ static void test_valid_files_ok(void **state)
     drop(f);
 }
 
-static void test_bad_arg_count(void **state)
+OPTIM_TEST_WITH(test_bad_arg_count, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_args");
     valid_files(&p, NULL);
@@ -1255,9 +1209,8 @@ static void test_bad_arg_count(void **state)
     }
 }
 
-static void test_bad_missing_config(void **state)
+OPTIM_TEST_WITH(test_bad_missing_config, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_missing_config");
     valid_files(&p, NULL);
@@ -1265,9 +1218,8 @@ static void test_bad_missing_config(void **state)
     expect_fail(&p, NULL, "config.json");
 }
 
-static void test_bad_missing_init(void **state)
+OPTIM_TEST_WITH(test_bad_missing_init, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_missing_init");
     valid_files(&p, NULL);
@@ -1275,9 +1227,8 @@ static void test_bad_missing_init(void **state)
     expect_fail(&p, NULL, "init.safetensors");
 }
 
-static void test_bad_missing_grads(void **state)
+OPTIM_TEST_WITH(test_bad_missing_grads, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_missing_grads");
     valid_files(&p, NULL);
@@ -1286,9 +1237,8 @@ static void test_bad_missing_grads(void **state)
 }
 
 /* A directory where a file is expected. */
-static void test_bad_config_is_directory(void **state)
+OPTIM_TEST_WITH(test_bad_config_is_directory, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_config_dir");
     valid_files(&p, NULL);
@@ -1297,9 +1247,8 @@ static void test_bad_config_is_directory(void **state)
     expect_fail(&p, NULL, "config.json");
 }
 
-static void test_bad_config_json(void **state)
+OPTIM_TEST_WITH(test_bad_config_json, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_json");
     valid_files(&p, NULL);
@@ -1317,9 +1266,8 @@ static void test_bad_config_json(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_fail(&p, bad[i], NULL);
 }
 
-static void test_bad_unknown_class(void **state)
+OPTIM_TEST_WITH(test_bad_unknown_class, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_class");
     valid_files(&p, NULL);
@@ -1327,9 +1275,8 @@ static void test_bad_unknown_class(void **state)
     expect_fail(&p, "\"bogus\"", "bogus");
 }
 
-static void test_bad_unknown_key(void **state)
+OPTIM_TEST_WITH(test_bad_unknown_key, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_key");
     valid_files(&p, NULL);
@@ -1343,9 +1290,8 @@ static void test_bad_unknown_key(void **state)
                 "lr");
 }
 
-static void test_bad_hyperparameter_values(void **state)
+OPTIM_TEST_WITH(test_bad_hyperparameter_values, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_values");
     valid_files(&p, NULL);
@@ -1360,9 +1306,8 @@ static void test_bad_hyperparameter_values(void **state)
     expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1e999}}", NULL);
 }
 
-static void test_bad_init_truncated(void **state)
+OPTIM_TEST_WITH(test_bad_init_truncated, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_trunc");
     valid_files(&p, NULL);
@@ -1379,9 +1324,8 @@ static void test_bad_init_truncated(void **state)
     drop(b);
 }
 
-static void test_bad_init_header_past_end(void **state)
+OPTIM_TEST_WITH(test_bad_init_header_past_end, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_hdr");
     valid_files(&p, NULL);
@@ -1398,9 +1342,8 @@ static void test_bad_init_header_past_end(void **state)
     drop(b);
 }
 
-static void test_bad_init_not_safetensors(void **state)
+OPTIM_TEST_WITH(test_bad_init_not_safetensors, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_text");
     valid_files(&p, NULL);
@@ -1408,9 +1351,8 @@ static void test_bad_init_not_safetensors(void **state)
     expect_fail(&p, NULL, "init.safetensors");
 }
 
-static void test_bad_grads_corrupt(void **state)
+OPTIM_TEST_WITH(test_bad_grads_corrupt, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_grads_corrupt");
     valid_files(&p, NULL);
@@ -1421,9 +1363,8 @@ static void test_bad_grads_corrupt(void **state)
     drop(b);
 }
 
-static void test_bad_init_empty(void **state)
+OPTIM_TEST_WITH(test_bad_init_empty, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_empty");
     valid_files(&p, NULL);
@@ -1431,9 +1372,8 @@ static void test_bad_init_empty(void **state)
     expect_fail(&p, NULL, "INIT");
 }
 
-static void test_bad_init_int_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_init_int_dtype, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_i32");
     valid_files(&p, NULL);
@@ -1461,9 +1401,8 @@ static void add_unknown_var(optim_st_writer *w)
     st_add_f(w, "1/nope", OPTIM_F32, g, 1, s);
 }
 
-static void test_bad_grads_unknown_variable(void **state)
+OPTIM_TEST_WITH(test_bad_grads_unknown_variable, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_unknown_var");
     valid_files(&p, add_unknown_var);
@@ -1478,9 +1417,8 @@ static void add_unknown_sparse(optim_st_writer *w)
     st_add_f(w, "0/nope/values", OPTIM_F32, v, 2, vs);
 }
 
-static void test_bad_grads_unknown_sparse_variable(void **state)
+OPTIM_TEST_WITH(test_bad_grads_unknown_sparse_variable, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_unknown_sparse");
     valid_files(&p, add_unknown_sparse);
@@ -1488,9 +1426,8 @@ static void test_bad_grads_unknown_sparse_variable(void **state)
 }
 
 /* GRADS names that do not start with a step number. */
-static void test_bad_grads_name_without_step(void **state)
+OPTIM_TEST_WITH(test_bad_grads_name_without_step, NULL, teardown)
 {
-    (void)state;
     static const char *const bad[] = {
         "layer/w",    "x/layer/w", "-1/layer/w", "+1/layer/w", " 1/layer/w",
         "1x/layer/w", "/layer/w",  "1",          "1/",         "99999999999999999999/layer/w"};
@@ -1519,9 +1456,8 @@ static void add_step_00(optim_st_writer *w)
     st_add_f(w, "00/layer/w", OPTIM_F32, g, 1, s);
 }
 
-static void test_bad_grads_same_step_twice(void **state)
+OPTIM_TEST_WITH(test_bad_grads_same_step_twice, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_step_twice");
     valid_files(&p, add_step_00);
@@ -1537,18 +1473,16 @@ static void add_gap(optim_st_writer *w)
 
 /* Steps run from 0 to the largest K; a step with no gradient at all is
  * refused (Keras: "No gradients provided for any variable"). */
-static void test_bad_grads_step_without_any_gradient(void **state)
+OPTIM_TEST_WITH(test_bad_grads_step_without_any_gradient, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_gap");
     valid_files(&p, add_gap);
     expect_fail(&p, NULL, "1");
 }
 
-static void test_bad_grads_empty(void **state)
+OPTIM_TEST_WITH(test_bad_grads_empty, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_grads_empty");
     valid_files(&p, NULL);
@@ -1557,9 +1491,8 @@ static void test_bad_grads_empty(void **state)
 }
 
 /* A gradient of the wrong shape: another length, another rank, a scalar. */
-static void test_bad_grad_shape(void **state)
+OPTIM_TEST_WITH(test_bad_grad_shape, NULL, teardown)
 {
-    (void)state;
     const double g[4] = {1, 2, 3, 4};
     const int64_t s4[1] = {4}, s31[2] = {3, 1}, s0[1] = {0};
     struct {
@@ -1580,9 +1513,8 @@ static void test_bad_grad_shape(void **state)
 }
 
 /* An F64 (or integer) gradient for an F32 variable. */
-static void test_bad_grad_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_grad_dtype, NULL, teardown)
 {
-    (void)state;
     const double g[3] = {1, 2, 3};
     const int64_t gi[3] = {1, 2, 3}, s[1] = {3};
     paths p;
@@ -1622,9 +1554,8 @@ static void sparse_grads(const paths *p, int step, optim_dtype it, const int64_t
     st_save(wg, p->grads);
 }
 
-static void test_bad_sparse_index_out_of_range(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_index_out_of_range, NULL, teardown)
 {
-    (void)state;
     const int64_t vs[2] = {2, 2};
     const int64_t idx_hi[2] = {1, 4}, idx_huge[2] = {0, (int64_t)1 << 40};
     paths p;
@@ -1638,9 +1569,8 @@ static void test_bad_sparse_index_out_of_range(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_index_negative(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_index_negative, NULL, teardown)
 {
-    (void)state;
     const int64_t vs[2] = {2, 2};
     const int64_t idx[2] = {0, -1}, idx_min[2] = {INT64_MIN, 0};
     paths p;
@@ -1654,9 +1584,8 @@ static void test_bad_sparse_index_negative(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_indices_without_values(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_indices_without_values, NULL, teardown)
 {
-    (void)state;
     const int64_t vs[2] = {2, 2}, idx[2] = {0, 1};
     paths p;
     mkpaths(&p, "bad_no_values");
@@ -1669,9 +1598,8 @@ static void test_bad_sparse_indices_without_values(void **state)
 }
 
 /* values must have one row per index, and the variable's row shape. */
-static void test_bad_sparse_count_mismatch(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_count_mismatch, NULL, teardown)
 {
-    (void)state;
     const int64_t idx[3] = {0, 1, 2};
     const int64_t fewer[2] = {2, 2}, more[2] = {4, 2}, wide[2] = {3, 3}, flat[1] = {3};
     paths p;
@@ -1687,9 +1615,8 @@ static void test_bad_sparse_count_mismatch(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_values_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_values_dtype, NULL, teardown)
 {
-    (void)state;
     const int64_t idx[2] = {0, 1}, vs[2] = {2, 2};
     paths p;
     mkpaths(&p, "bad_values_dtype");
@@ -1698,9 +1625,8 @@ static void test_bad_sparse_values_dtype(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_indices_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_indices_dtype, NULL, teardown)
 {
-    (void)state;
     const double g[3] = {0.5, -0.5, 1}, v[4] = {1, 2, 3, 4}, fidx[2] = {0, 1};
     const int64_t s[1] = {3}, vs[2] = {2, 2}, is[1] = {2}, is2[2] = {2, 1}, idx[2] = {0, 1};
     paths p;
@@ -1728,9 +1654,8 @@ static void test_bad_sparse_indices_dtype(void **state)
 }
 
 /* A dense and a sparse gradient for the same variable in one step. */
-static void test_bad_dense_and_sparse_same_step(void **state)
+OPTIM_TEST_WITH(test_bad_dense_and_sparse_same_step, NULL, teardown)
 {
-    (void)state;
     const double e[8] = {0}, v[2] = {1, 2};
     const int64_t es[2] = {4, 2}, vs[2] = {1, 2}, idx[1] = {3};
     paths p;
@@ -1745,9 +1670,8 @@ static void test_bad_dense_and_sparse_same_step(void **state)
 }
 
 /* Rows of a scalar variable make no sense. */
-static void test_bad_sparse_for_scalar(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_for_scalar, NULL, teardown)
 {
-    (void)state;
     const double w[1] = {1}, v[1] = {1};
     const int64_t s0[1] = {0}, vs[1] = {1}, idx[1] = {0};
     paths p;
@@ -1764,9 +1688,8 @@ static void test_bad_sparse_for_scalar(void **state)
 
 /* An INIT variable whose name OUT needs for something else ("iterations",
  * or another variable's slot): OUT cannot hold both, so the replay fails. */
-static void test_bad_init_name_collides_with_out(void **state)
+OPTIM_TEST_WITH(test_bad_init_name_collides_with_out, NULL, teardown)
 {
-    (void)state;
     const double w[3] = {1, 2, 3};
     const int64_t s[1] = {3};
     static const char *const clash[][2] = {{"iterations", "0/iterations"},
@@ -1788,9 +1711,8 @@ static void test_bad_init_name_collides_with_out(void **state)
 }
 
 /* OUT cannot be written: the failure is reported like any other. */
-static void test_bad_out_unwritable(void **state)
+OPTIM_TEST_WITH(test_bad_out_unwritable, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_out");
     valid_files(&p, NULL);
@@ -1810,9 +1732,8 @@ static void add_bad_step2(optim_st_writer *w)
     st_add_f(w, "2/emb/values", OPTIM_F32, v, 2, vs);
 }
 
-static void test_failure_keeps_existing_out(void **state)
+OPTIM_TEST_WITH(test_failure_keeps_existing_out, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "keep_out");
     valid_files(&p, NULL);
@@ -1852,9 +1773,8 @@ static void test_failure_keeps_existing_out(void **state)
 
 /* An OUT that exists and is not a regular file is refused and left as it was
  * (as root, `optim replay ... /dev/null` once replaced /dev/null). */
-static void test_bad_out_not_regular(void **state)
+OPTIM_TEST_WITH(test_bad_out_not_regular, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "out_not_regular");
     valid_files(&p, NULL);
@@ -1893,9 +1813,8 @@ static void test_bad_out_not_regular(void **state)
 
 /* An OUT name of 250 bytes (NAME_MAX is 255) works: the temporary file's
  * name does not grow with OUT's. */
-static void test_out_long_name(void **state)
+OPTIM_TEST_WITH(test_out_long_name, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "out_long");
     valid_files(&p, NULL);
@@ -1957,9 +1876,8 @@ static void kill_during_write(const paths *p, int sig)
 
 /* SIGINT or SIGTERM while OUT is written leave no temporary file: either
  * nothing new, or OUT complete. */
-static void test_out_signal_leaves_nothing(void **state)
+OPTIM_TEST_WITH(test_out_signal_leaves_nothing, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "out_signal");
     const int64_t rows = (int64_t)8 << 20, shape[2] = {rows, 1}, one = 1;
@@ -1995,9 +1913,8 @@ static void test_out_signal_leaves_nothing(void **state)
 /* 50,000 variables in one step: variables are found by name in log time and
  * new slots ordered in n log n (a linear scan and an insertion sort made
  * this 28.5 s). A generous CPU-time limit, for sanitizer builds. */
-static void test_many_variables_one_step(void **state)
+OPTIM_TEST_WITH(test_many_variables_one_step, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "many_vars");
     enum { NV = 50000 };
@@ -2032,86 +1949,4 @@ static void test_many_variables_one_step(void **state)
     assert_le(secs, 10);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_dense_f32_momentum, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_momentum, teardown),
-        cmocka_unit_test_teardown(test_dense_f32_nesterov, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_nesterov, teardown),
-        cmocka_unit_test_teardown(test_dense_f32_plain, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_legacy_momentum, teardown),
-        cmocka_unit_test_teardown(test_legacy_decay_f32, teardown),
-        cmocka_unit_test_teardown(test_legacy_decay_f64_nesterov, teardown),
-        cmocka_unit_test_teardown(test_legacy_decay_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_clipnorm_f32, teardown),
-        cmocka_unit_test_teardown(test_clipnorm_f64, teardown),
-        cmocka_unit_test_teardown(test_clipnorm_f64_legacy, teardown),
-        cmocka_unit_test_teardown(test_clipvalue_f32, teardown),
-        cmocka_unit_test_teardown(test_clipvalue_f64, teardown),
-        cmocka_unit_test_teardown(test_global_clipnorm_f64, teardown),
-        cmocka_unit_test_teardown(test_missing_f64, teardown),
-        cmocka_unit_test_teardown(test_missing_f32, teardown),
-        cmocka_unit_test_teardown(test_mixed_dtypes_and_scalar, teardown),
-        cmocka_unit_test_teardown(test_many_steps_numeric_order, teardown),
-        cmocka_unit_test_teardown(test_bare_class_name_config, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f32_i32_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f64_i64_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f64_i32_nesterov, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f32_i64_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f64_i32_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f64_nesterov, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_decay, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipnorm_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipnorm_duplicates_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipvalue_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipvalue_duplicates_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_global_clipnorm_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_clipnorm_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_equals_dense_replay, teardown),
-        cmocka_unit_test_teardown(test_sparse_empty_rows_keras3, teardown),
-        cmocka_unit_test_teardown(test_valid_files_ok, teardown),
-        cmocka_unit_test_teardown(test_bad_arg_count, teardown),
-        cmocka_unit_test_teardown(test_bad_missing_config, teardown),
-        cmocka_unit_test_teardown(test_bad_missing_init, teardown),
-        cmocka_unit_test_teardown(test_bad_missing_grads, teardown),
-        cmocka_unit_test_teardown(test_bad_config_is_directory, teardown),
-        cmocka_unit_test_teardown(test_bad_config_json, teardown),
-        cmocka_unit_test_teardown(test_bad_unknown_class, teardown),
-        cmocka_unit_test_teardown(test_bad_unknown_key, teardown),
-        cmocka_unit_test_teardown(test_bad_hyperparameter_values, teardown),
-        cmocka_unit_test_teardown(test_bad_init_truncated, teardown),
-        cmocka_unit_test_teardown(test_bad_init_header_past_end, teardown),
-        cmocka_unit_test_teardown(test_bad_init_not_safetensors, teardown),
-        cmocka_unit_test_teardown(test_bad_init_empty, teardown),
-        cmocka_unit_test_teardown(test_bad_init_int_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_corrupt, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_unknown_variable, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_unknown_sparse_variable, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_name_without_step, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_same_step_twice, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_step_without_any_gradient, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_empty, teardown),
-        cmocka_unit_test_teardown(test_bad_grad_shape, teardown),
-        cmocka_unit_test_teardown(test_bad_grad_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_index_out_of_range, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_index_negative, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_indices_without_values, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_count_mismatch, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_values_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_indices_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_dense_and_sparse_same_step, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_for_scalar, teardown),
-        cmocka_unit_test_teardown(test_bad_init_name_collides_with_out, teardown),
-        cmocka_unit_test_teardown(test_bad_out_unwritable, teardown),
-        cmocka_unit_test_teardown(test_failure_keeps_existing_out, teardown),
-        cmocka_unit_test_teardown(test_bad_out_not_regular, teardown),
-        cmocka_unit_test_teardown(test_out_long_name, teardown),
-        cmocka_unit_test_teardown(test_out_signal_leaves_nothing, teardown),
-        cmocka_unit_test_teardown(test_many_variables_one_step, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

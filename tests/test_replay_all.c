@@ -161,16 +161,14 @@ static void check_config(const char *json)
     for (int i = 0; i < 3; i++) optim_var_destroy(vars[i]);
 }
 
-static void test_every_config(void **s)
+OPTIM_TEST(test_every_config)
 {
-    (void)s;
     for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++) check_config(CONFIGS[i]);
 }
 
 /* Every registered built-in appears in CONFIGS at least once. */
-static void test_every_class_covered(void **s)
+OPTIM_TEST(test_every_class_covered)
 {
-    (void)s;
 #define COVERED(sym)                                                          \
     {                                                                         \
         int found = 0;                                                        \
@@ -185,11 +183,4 @@ static void test_every_class_covered(void **s)
 #undef COVERED
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_class_covered),
-        cmocka_unit_test(test_every_config),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -246,9 +246,8 @@ static void check_case(const sched_case *c)
     optim_schedule_destroy(s);
 }
 
-static void test_closed_forms(void **st)
+OPTIM_TEST(test_closed_forms)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) check_case(&CASES[i]);
 }
 
@@ -261,9 +260,8 @@ static double value_of(const char *json, int64_t k)
 }
 
 /* The edges by hand: which side of each edge a step falls on. */
-static void test_edges(void **st)
+OPTIM_TEST(test_edges)
 {
-    (void)st;
     /* ExponentialDecay staircase: 0.1 through step 9, 0.05 from step 10. */
     assert_eq(value_of(CASES[1].json, 9), 0.1);
     assert_eq(value_of(CASES[1].json, 10), 0.05);
@@ -321,9 +319,8 @@ static void test_edges(void **st)
 
 /* CosineDecayRestarts with t_mul < 1: the periods sum to a finite horizon
  * (first / (1 - t_mul)); past it the value is NaN, as in Keras. */
-static void test_restarts_horizon(void **st)
+OPTIM_TEST(test_restarts_horizon)
 {
-    (void)st;
     optim_schedule *s =
         parse(J("CosineDecayRestarts",
                 "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5"));
@@ -362,9 +359,8 @@ static void expect_text(const char *json, const char *want)
 /* Keras's keys in get_config order with the defaults filled in; numbers
  * that read back exactly, each in the form it was given in (Keras keeps the
  * Python int or float); defaults as Keras's (warmup_steps 0, power 1.0). */
-static void test_config_text(void **st)
+OPTIM_TEST(test_config_text)
 {
-    (void)st;
     expect_text(
         J("ExponentialDecay",
           "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000, \"decay_rate\": "
@@ -425,9 +421,8 @@ static void test_config_text(void **st)
  * from TF holds it). Depends on the base handing set_config the list with
  * exact numbers: src/optimizer/schedule.c re-prints it with cJSON's printer,
  * which keeps 15 digits whenever they come within an ulp. */
-static void test_lists_keep_exact_numbers(void **st)
+OPTIM_TEST(test_lists_keep_exact_numbers)
 {
-    (void)st;
     const double f32_01 = 0.009999999776482582, f32_0001 = 0.0010000000474974513;
     optim_schedule *s = parse(J("PiecewiseConstantDecay",
                                 "\"boundaries\": [10, 1000000000000001], "
@@ -448,9 +443,8 @@ static void test_lists_keep_exact_numbers(void **st)
 }
 
 /* from_json(serialize(s)) == s: same text, same value at every step. */
-static void test_round_trips(void **st)
+OPTIM_TEST(test_round_trips)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         optim_schedule *a = parse(CASES[i].json);
         char *ta = optim_schedule_serialize(a);
@@ -471,9 +465,8 @@ static void test_round_trips(void **st)
     }
 }
 
-static void test_registry(void **st)
+OPTIM_TEST(test_registry)
 {
-    (void)st;
     static const char *const names[] = {"ExponentialDecay", "PiecewiseConstantDecay",
                                         "PolynomialDecay",  "InverseTimeDecay",
                                         "CosineDecay",      "CosineDecayRestarts"};
@@ -695,9 +688,8 @@ static const bad_case BAD[] = {
      {"unknown config key 'value'", "", ""}},
 };
 
-static void test_bad_configs(void **st)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)st;
     for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
         optim_schedule *s = (optim_schedule *)&s; /* must come back NULL */
         optim_error err;
@@ -734,9 +726,8 @@ static optim_optimizer *make_opt(const char *json)
 }
 
 /* learning_rate given as a nested schedule; get_config writes it back so. */
-static void test_nested_in_optimizer(void **st)
+OPTIM_TEST(test_nested_in_optimizer)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         char json[1024];
         snprintf(
@@ -877,9 +868,8 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
     }
 }
 
-static void test_sgd_with_each_schedule(void **st)
+OPTIM_TEST(test_sgd_with_each_schedule)
 {
-    (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(json, sizeof json,
@@ -894,9 +884,8 @@ static void test_sgd_with_each_schedule(void **st)
 }
 
 /* Legacy `decay` composes with a schedule: lr = schedule(t) / (1 + decay * t). */
-static void test_sgd_schedule_and_legacy_decay(void **st)
+OPTIM_TEST(test_sgd_schedule_and_legacy_decay)
 {
-    (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(json, sizeof json,
@@ -919,9 +908,8 @@ static void test_sgd_schedule_and_legacy_decay(void **st)
 /* A schedule whose value leaves the learning rate's range (NaN past the end
  * of CosineDecayRestarts with t_mul < 1; a negative end value): that step is
  * refused and changes nothing. */
-static void test_schedule_value_refused_at_step(void **st)
+OPTIM_TEST(test_schedule_value_refused_at_step)
 {
-    (void)st;
     static const char *const jsons[] = {
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
             "CosineDecayRestarts",
@@ -955,9 +943,8 @@ static void test_schedule_value_refused_at_step(void **st)
 }
 
 /* optim_set_hyper_schedule_object: the optimizer takes the schedule. */
-static void test_set_schedule_object(void **st)
+OPTIM_TEST(test_set_schedule_object)
 {
-    (void)st;
     optim_optimizer *opt =
         make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_schedule *s = parse(CASES[1].json);
@@ -999,9 +986,8 @@ static int run_cli(char *const argv[], const char *errfile)
 }
 
 /* `optim replay` with SGD driven by each schedule: OUT against the closed form. */
-static void test_replay_with_each_schedule(void **st)
+OPTIM_TEST(test_replay_with_each_schedule)
 {
-    (void)st;
     enum { STEPS = 40, NW = 4, NV = 3 };
     const char *cfg = optim_test_tmpfile("sched_cfg.json"),
                *init = optim_test_tmpfile("sched_init.st");
@@ -1096,9 +1082,8 @@ static size_t read_head(const char *path, unsigned char *buf, size_t n)
     return got;
 }
 
-static void test_schedule_plot(void **st)
+OPTIM_TEST(test_schedule_plot)
 {
-    (void)st;
     /* optim_test_tmpfile recycles 8 buffers: keep copies. */
     char cfg[512], png[512], errf[512], missing[512], badjson[512], badcls[512], badcfg[512],
         dir[512], nodir[512];
@@ -1217,9 +1202,8 @@ static void test_schedule_plot(void **st)
 }
 
 /* One schedule object belongs to one hyperparameter. */
-static void test_schedule_object_single_owner(void **state)
+OPTIM_TEST(test_schedule_object_single_owner)
 {
-    (void)state;
     optim_schedule *s;
     optim_error err;
     assert_int_equal(
@@ -1239,25 +1223,4 @@ static void test_schedule_object_single_owner(void **state)
     optim_destroy(opt); /* frees s once */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedule_object_single_owner),
-        cmocka_unit_test(test_registry),
-        cmocka_unit_test(test_closed_forms),
-        cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_restarts_horizon),
-        cmocka_unit_test(test_config_text),
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_lists_keep_exact_numbers),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_nested_in_optimizer),
-        cmocka_unit_test(test_sgd_with_each_schedule),
-        cmocka_unit_test(test_sgd_schedule_and_legacy_decay),
-        cmocka_unit_test(test_schedule_value_refused_at_step),
-        cmocka_unit_test(test_set_schedule_object),
-        cmocka_unit_test(test_replay_with_each_schedule),
-        cmocka_unit_test(test_schedule_plot),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,27 +258,41 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
     return v;
 }
 
-static struct CMUnitTest registered[128];
-static int registered_line[128], nregistered;
+static struct CMUnitTest *registered;
+static int *registered_line;
+static size_t nregistered, registered_cap;
 
-void optim_test_register(const char *name, CMUnitTestFunction fn, int line)
+void optim_test_register(struct CMUnitTest t, int line)
 {
-    if (nregistered == 128) abort(); /* raise the limit */
-    registered[nregistered] = (struct CMUnitTest){name, fn, NULL, NULL, NULL};
+    if (nregistered == registered_cap) {
+        registered_cap = registered_cap ? 2 * registered_cap : 64;
+        registered = realloc(registered, registered_cap * sizeof *registered);
+        registered_line = realloc(registered_line, registered_cap * sizeof *registered_line);
+        if (!registered || !registered_line) abort(); /* before main: no test to fail */
+    }
+    registered[nregistered] = t;
     registered_line[nregistered++] = line;
 }
 
-int optim_test_run(void)
+void optim_test_add(struct CMUnitTest t) { optim_test_register(t, INT_MAX); }
+
+int optim_test_run_group(CMFixtureFunction setup, CMFixtureFunction teardown)
 {
-    for (int i = 1; i < nregistered; i++) /* insertion sort by line */
-        for (int j = i; j > 0 && registered_line[j - 1] > registered_line[j]; j--) {
+    for (size_t i = 1; i < nregistered; i++) /* stable insertion sort by line */
+        for (size_t j = i; j > 0 && registered_line[j - 1] > registered_line[j]; j--) {
             struct CMUnitTest t = registered[j];
             int l = registered_line[j];
             registered[j] = registered[j - 1], registered_line[j] = registered_line[j - 1];
             registered[j - 1] = t, registered_line[j - 1] = l;
         }
-    return _cmocka_run_group_tests("tests", registered, (size_t)nregistered, NULL, NULL);
+    int failed = _cmocka_run_group_tests("tests", registered, nregistered, setup, teardown);
+    free(registered);
+    free(registered_line);
+    registered = NULL, registered_line = NULL, nregistered = registered_cap = 0;
+    return failed;
 }
+
+int optim_test_run(void) { return optim_test_run_group(NULL, NULL); }
 
 void optim_test_free_(optim_optimizer *opt, optim_var **vars)
 {
