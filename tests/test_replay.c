@@ -2,7 +2,7 @@
  *
  * Each test builds CONFIG, INIT and GRADS in a directory of its own with the
  * library's safetensors writer, runs the built `optim` binary with
- * fork/execv (stderr captured to a file, no shell), and reads OUT back with
+ * optim_test_capture (stderr captured, no shell), and reads OUT back with
  * optim_st_read. Expected values come from the Keras SGD recurrences computed
  * here independently in double precision:
  *
@@ -21,8 +21,6 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +30,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/safetensors.h"
@@ -99,10 +96,10 @@ static int teardown(void **state)
 
 typedef struct paths {
     char dir[512];
-    char config[1024], init[1024], grads[1024], out[1024], err[1024];
+    char config[1024], init[1024], grads[1024], out[1024];
 } paths;
 
-/* A fresh directory for test `tag` with the five paths in it (nothing created
+/* A fresh directory for test `tag` with the four paths in it (nothing created
  * but the directory). */
 static void mkpaths(paths *p, const char *tag)
 {
@@ -112,7 +109,6 @@ static void mkpaths(paths *p, const char *tag)
     snprintf(p->init, sizeof p->init, "%s/init.safetensors", p->dir);
     snprintf(p->grads, sizeof p->grads, "%s/grads.safetensors", p->dir);
     snprintf(p->out, sizeof p->out, "%s/out.safetensors", p->dir);
-    snprintf(p->err, sizeof p->err, "%s/stderr.txt", p->dir);
 }
 
 static void write_text(const char *path, const char *text)
@@ -218,15 +214,9 @@ static void round_to(optim_dtype dt, double *v, size_t n)
 
 /* ---- Running the CLI ---------------------------------------------------------- */
 
-typedef struct result {
-    int status; /* exit status, or 1000 + signal number */
-    char err[4096]; /* what it wrote on stderr (truncated) */
-    size_t err_len;
-} result;
-
-/* Runs OPTIM_CLI_PATH with args (NULL-terminated, without argv[0]); stderr
- * goes to errpath, stdout to /dev/null. */
-static void run_cli(const char *const *args, const char *errpath, result *r)
+/* Runs OPTIM_CLI_PATH with args (NULL-terminated, without argv[0]), its
+ * output in *r. */
+static void run_cli(const char *const *args, optim_test_proc *r)
 {
     char *argv[16];
     int n = 0;
@@ -236,35 +226,13 @@ static void run_cli(const char *const *args, const char *errpath, result *r)
         argv[n] = (char *)args[n - 1];
     }
     argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int nul = open("/dev/null", O_WRONLY);
-        if (fd < 0 || nul < 0 || dup2(fd, 2) < 0 || dup2(nul, 1) < 0) _exit(126);
-        close(fd);
-        close(nul);
-        execv(OPTIM_CLI_PATH, argv);
-        _exit(127);
-    }
-    int st = 0;
-    pid_t got;
-    do got = waitpid(pid, &st, 0);
-    while (got < 0 && errno == EINTR);
-    assert_int_equal(got, pid);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    size_t len = 0;
-    unsigned char *e = slurp(errpath, &len);
-    r->err_len = len;
-    snprintf(r->err, sizeof r->err, "%s", (const char *)e);
-    drop(e);
+    optim_test_capture(argv, r);
 }
 
-static void run_replay(const paths *p, result *r)
+static void run_replay(const paths *p, optim_test_proc *r)
 {
     const char *args[] = {"replay", p->config, p->init, p->grads, p->out, NULL};
-    run_cli(args, p->err, r);
+    run_cli(args, r);
 }
 
 /* Runs the replay with `config` (written to CONFIG first unless NULL); it
@@ -272,7 +240,7 @@ static void run_replay(const paths *p, result *r)
 static optim_st_file *replay_ok(const paths *p, const char *config)
 {
     if (config) write_text(p->config, config);
-    result r;
+    optim_test_proc r;
     run_replay(p, &r);
     if (r.status != 0 || r.err_len != 0)
         print_error("optim replay exited with %d, stderr:\n%s\n", r.status, r.err);
@@ -301,7 +269,8 @@ static int count_prefixed(const char *dir, const char *prefix)
 
 /* The failure contract: non-zero exit (not a signal), exactly one non-empty
  * line on stderr that mentions `needle` (if not NULL), no OUT. */
-static void check_failed(const result *r, const char *dir, const char *out, const char *needle)
+static void check_failed(const optim_test_proc *r, const char *dir, const char *out,
+                         const char *needle)
 {
     if (getenv("OPTIM_TEST_VERBOSE")) fprintf(stderr, "    [exit %d] %s", r->status, r->err);
     int ok = r->status != 0 && r->status < 1000;
@@ -332,7 +301,7 @@ static void check_failed(const result *r, const char *dir, const char *out, cons
 static void expect_fail(const paths *p, const char *config, const char *needle)
 {
     if (config) write_text(p->config, config);
-    result r;
+    optim_test_proc r;
     run_replay(p, &r);
     check_failed(&r, p->dir, p->out, needle);
 }
@@ -1203,8 +1172,8 @@ OPTIM_TEST_WITH(test_bad_arg_count, NULL, teardown)
     const char *five[] = {"replay", p.config, p.init, p.grads, p.out, p.out, NULL};
     const char *const *cases[] = {none, three, five};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        result r;
-        run_cli(cases[i], p.err, &r);
+        optim_test_proc r;
+        run_cli(cases[i], &r);
         check_failed(&r, p.dir, p.out, "replay");
     }
 }
@@ -1744,7 +1713,7 @@ OPTIM_TEST_WITH(test_failure_keeps_existing_out, NULL, teardown)
     unsigned char *before = slurp(p.out, &len0);
 
     /* Fails early (CONFIG), late (step 2, after two good steps), and on INIT. */
-    result r;
+    optim_test_proc r;
     write_text(p.config, "{\"class_name\": \"Bogus\"}");
     run_replay(&p, &r);
     check_failed(&r, NULL, NULL, "Bogus");
@@ -1791,8 +1760,8 @@ OPTIM_TEST_WITH(test_bad_out_not_regular, NULL, teardown)
     const char *kinds[] = {"symbolic link", "FIFO", "directory", "device"};
     for (size_t i = 0; i < 4; i++) {
         const char *args[] = {"replay", p.config, p.init, p.grads, outs[i], NULL};
-        result r;
-        run_cli(args, p.err, &r);
+        optim_test_proc r;
+        run_cli(args, &r);
         check_failed(&r, p.dir, NULL, kinds[i]);
         assert_non_null(strstr(r.err, "not a regular file"));
     }
@@ -1854,20 +1823,13 @@ static int has_new_entry(const char *dir)
  * new entry appears in its directory. */
 static void kill_during_write(const paths *p, int sig)
 {
-    pid_t pid = fork();
-    assert_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_WRONLY);
-        if (nul < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) _exit(126);
-        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", p->config, p->init, p->grads, p->out,
-              (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
+    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)p->config, (char *)p->init, (char *)p->grads,
+                    (char *)p->out, NULL};
+    int pid = optim_test_start(argv, 1);
+    while (optim_test_wait(pid, 0) < 0) {
         if (has_new_entry(p->dir)) {
             kill(pid, sig);
-            assert_int_equal(waitpid(pid, &st, 0), pid);
+            optim_test_wait(pid, 1);
             break;
         }
         nanosleep(&(struct timespec){0, 100000}, NULL);

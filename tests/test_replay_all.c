@@ -4,12 +4,10 @@
  * themselves are checked against references in tests/test_opt_*.c. */
 #include "testutil.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -59,20 +57,6 @@ static void write_grads(optim_st_writer *w, int k)
     }
 }
 
-static int run_cli(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void check_config(const char *json)
 {
     const char *cfg = optim_test_tmpfile("cfg.json"), *init = optim_test_tmpfile("init.st");
@@ -105,12 +89,12 @@ static void check_config(const char *json)
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    int rc = run_cli(argv);
-    if (rc) print_error("replay failed (%d) for %s\n", rc, json);
-    assert_int_equal(rc, 0);
+    optim_test_proc r;
+    if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+    assert_eq(r.status, 0);
     /* The library on the same inputs. */
     optim_optimizer *opt;
-    rc = optim_from_json(&opt, json, &err);
+    int rc = optim_from_json(&opt, json, &err);
     if (rc) print_error("%s\n", err.msg);
     assert_int_equal(rc, 0);
     optim_st_file *g;

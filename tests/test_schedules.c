@@ -9,13 +9,11 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -968,23 +966,6 @@ OPTIM_TEST(test_set_schedule_object)
 
 /* ---- the command-line tool ---------------------------------------------------- */
 
-/* Runs the CLI with stdout to /dev/null and stderr to `errfile`. */
-static int run_cli(char *const argv[], const char *errfile)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        int e = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (e >= 0) dup2(e, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* `optim replay` with SGD driven by each schedule: OUT against the closed form. */
 OPTIM_TEST(test_replay_with_each_schedule)
 {
@@ -993,7 +974,6 @@ OPTIM_TEST(test_replay_with_each_schedule)
                *init = optim_test_tmpfile("sched_init.st");
     const char *grads = optim_test_tmpfile("sched_grads.st"),
                *out = optim_test_tmpfile("sched_out.st");
-    const char *errf = optim_test_tmpfile("sched_err.txt");
     optim_error err;
     /* INIT: "w" f64 [4], "v" f32 [3]. GRADS: K/w and K/v, dense, every step. */
     double w0[NW];
@@ -1033,9 +1013,9 @@ OPTIM_TEST(test_replay_with_each_schedule)
         unlink(out);
         char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                         (char *)grads,          (char *)out, NULL};
-        int rc = run_cli(argv, errf);
-        if (rc) print_error("replay failed (%d) for %s\n", rc, json);
-        assert_int_equal(rc, 0);
+        optim_test_proc r;
+        if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+        assert_eq(r.status, 0);
         double ew[NW], ev[NV];
         for (int i = 0; i < NW; i++) ew[i] = w0[i];
         for (int i = 0; i < NV; i++) ev[i] = v0[i];
@@ -1063,7 +1043,6 @@ OPTIM_TEST(test_replay_with_each_schedule)
     unlink(init);
     unlink(grads);
     unlink(out);
-    unlink(errf);
 }
 
 static int file_exists(const char *path)
@@ -1085,11 +1064,10 @@ static size_t read_head(const char *path, unsigned char *buf, size_t n)
 OPTIM_TEST(test_schedule_plot)
 {
     /* optim_test_tmpfile recycles 8 buffers: keep copies. */
-    char cfg[512], png[512], errf[512], missing[512], badjson[512], badcls[512], badcfg[512],
-        dir[512], nodir[512];
+    char cfg[512], png[512], missing[512], badjson[512], badcls[512], badcfg[512], dir[512],
+        nodir[512];
     snprintf(cfg, sizeof cfg, "%s", optim_test_tmpfile("plot.json"));
     snprintf(png, sizeof png, "%s", optim_test_tmpfile("plot.png"));
-    snprintf(errf, sizeof errf, "%s", optim_test_tmpfile("plot_err.txt"));
     snprintf(missing, sizeof missing, "%s", optim_test_tmpfile("no_such.json"));
     snprintf(badjson, sizeof badjson, "%s", optim_test_tmpfile("bad.json"));
     snprintf(badcls, sizeof badcls, "%s", optim_test_tmpfile("badcls.json"));
@@ -1097,6 +1075,7 @@ OPTIM_TEST(test_schedule_plot)
     snprintf(dir, sizeof dir, "%s", optim_test_tmpfile(""));
     snprintf(nodir, sizeof nodir, "%s", optim_test_tmpfile("no_dir/out.png"));
     static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static optim_test_proc r;
     /* Every case, default and explicit STEPS: a valid 640x360 PNG. */
     for (size_t c = 0; c < N_CASES; c++) {
         assert_int_equal(optim_test_write_file(cfg, CASES[c].json, strlen(CASES[c].json)), 0);
@@ -1105,9 +1084,8 @@ OPTIM_TEST(test_schedule_plot)
         snprintf(steps, sizeof steps, "%lld", (long long)CASES[c].steps);
         char *argv[] = {
             (char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, c % 2 ? steps : NULL, NULL};
-        int rc = run_cli(argv, errf);
-        if (rc) print_error("schedule-plot failed (%d) for %s\n", rc, CASES[c].json);
-        assert_int_equal(rc, 0);
+        if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", CASES[c].json, r.err);
+        assert_eq(r.status, 0);
         unsigned char head[24];
         assert_int_equal(read_head(png, head, sizeof head), sizeof head);
         assert_memory_equal(head, sig, 8);
@@ -1126,7 +1104,7 @@ OPTIM_TEST(test_schedule_plot)
     assert_int_equal(optim_test_write_file(cfg, restart, strlen(restart)), 0);
     {
         char *argv[] = {(char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, "1000000000", NULL};
-        assert_int_equal(run_cli(argv, errf), 0);
+        assert_eq(optim_test_capture(argv, &r), 0);
         unsigned char head[8];
         assert_int_equal(read_head(png, head, 8), 8);
         assert_memory_equal(head, sig, 8);
@@ -1166,19 +1144,13 @@ OPTIM_TEST(test_schedule_plot)
         unlink(png);
         char *argv[7] = {(char *)OPTIM_CLI_PATH, "schedule-plot"};
         for (int a = 0; a < 4 && bad[i].args[a]; a++) argv[2 + a] = (char *)bad[i].args[a];
-        int rc = run_cli(argv, errf);
-        if (rc != bad[i].status)
-            print_error("case %zu: status %d, expected %d\n", i, rc, bad[i].status);
-        assert_int_equal(rc, bad[i].status);
+        if (optim_test_capture(argv, &r) != bad[i].status) print_error("case %zu\n", i);
+        assert_eq(r.status, bad[i].status);
         assert_false(file_exists(png));
         assert_false(file_exists(nodir));
-        char msg[1024] = {0};
-        size_t len = read_head(errf, (unsigned char *)msg, sizeof msg - 1);
-        assert_gt(len, 0);
-        if (!strstr(msg, bad[i].word))
-            print_error("case %zu: stderr '%s' lacks '%s'\n", i, msg, bad[i].word);
-        assert_contains(msg, bad[i].word);
-        char *nl = strchr(msg, '\n');
+        if (!strstr(r.err, bad[i].word)) print_error("case %zu\n", i);
+        assert_contains(r.err, bad[i].word);
+        char *nl = strchr(r.err, '\n');
         assert_non_null(nl);
         assert_int_equal(nl[1], '\0'); /* one line */
     }
@@ -1198,7 +1170,6 @@ OPTIM_TEST(test_schedule_plot)
     unlink(badjson);
     unlink(badcls);
     unlink(badcfg);
-    unlink(errf);
 }
 
 /* One schedule object belongs to one hyperparameter. */

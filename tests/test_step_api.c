@@ -7,12 +7,10 @@
  * and wrappers' steady-state steps on it. */
 #include "testutil.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -480,22 +478,6 @@ static const char *const NESTED[] = {
     "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"sgd\", \"initial_scale\": 4.0}}, \"initial_scale\": 8.0}}",
 };
 
-static int run_cli(char *const argv[], const char *err_path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        int fe = err_path ? open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : fd;
-        if (fd >= 0) dup2(fd, 1);
-        if (fe >= 0) dup2(fe, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* INIT: "w" [4] f64; GRADS: 3 dense steps. */
 static void write_inputs(const char *init, const char *grads, const char *second_name)
 {
@@ -532,9 +514,9 @@ static void check_nested(const char *json)
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    int rc = run_cli(argv, NULL);
-    if (rc) print_error("replay failed for %s\n", json);
-    assert_int_equal(rc, 0);
+    optim_test_proc r;
+    if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+    assert_eq(r.status, 0);
     optim_optimizer *opt = optim_test_make(json);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     for (int k = 0; k < 3; k++) {
@@ -588,22 +570,15 @@ OPTIM_TEST(test_init_name_is_a_weight)
 {
     const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("c_init.st");
     const char *grads = optim_test_tmpfile("c_grads.st"), *out = optim_test_tmpfile("c_out.st");
-    const char *errf = optim_test_tmpfile("c_err.txt");
     assert_int_equal(optim_test_write_file(cfg, "\"adam\"", 6), 0);
     write_inputs(init, grads, "w/m");
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    assert_int_not_equal(run_cli(argv, errf), 0);
-    assert_int_not_equal(access(out, F_OK), 0);
-    char msg[1024] = {0};
-    FILE *f = fopen(errf, "r");
-    assert_non_null(f);
-    size_t got = fread(msg, 1, sizeof msg - 1, f);
-    fclose(f);
-    assert_gt(got, 0);
-    if (!strstr(msg, "INIT tensor 'w/m'")) print_error("stderr: %s\n", msg);
-    assert_non_null(strstr(msg, "INIT tensor 'w/m'"));
+    optim_test_proc r;
+    assert_ne(optim_test_capture(argv, &r), 0);
+    assert_ne(access(out, F_OK), 0);
+    assert_contains(r.err, "INIT tensor 'w/m'");
 }
 
 static double nan_fn(void *u)

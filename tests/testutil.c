@@ -173,10 +173,9 @@ static void remove_tmp_dir(void)
     if (tmp_dir[0] && getpid() == tmp_owner) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-const char *optim_test_tmpfile(const char *name)
+/* The per-process temporary directory, made on first use. */
+static const char *tmp_dir_path(void)
 {
-    static char bufs[8][512];
-    static int slot;
     if (!tmp_dir[0]) {
         /* A new directory every run (mkdtemp), so that nothing a previous
          * process left behind, even under a reused pid, is in the way. */
@@ -188,8 +187,15 @@ const char *optim_test_tmpfile(const char *name)
         tmp_owner = getpid();
         atexit(remove_tmp_dir);
     }
+    return tmp_dir;
+}
+
+const char *optim_test_tmpfile(const char *name)
+{
+    static char bufs[8][512];
+    static int slot;
     char *b = bufs[slot++ % 8];
-    snprintf(b, 512, "%s/%s", tmp_dir, name);
+    snprintf(b, 512, "%s/%s", tmp_dir_path(), name);
     return b;
 }
 
@@ -212,20 +218,79 @@ void optim_test_write_st(const char *path, const char *const *names, const optim
     optim_st_writer_destroy(wr);
 }
 
-int optim_test_exec(char *const *argv, int quiet)
+/* In the child: fd to path (created or truncated; NULL leaves it). */
+static int redirect(int fd, const char *path)
+{
+    if (!path) return 0;
+    int to = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (to < 0 || dup2(to, fd) < 0) return -1;
+    return close(to);
+}
+
+/* Starts argv with stdout to out and stderr to err (NULL: inherited). */
+static int start(char *const *argv, const char *out, const char *err)
 {
     fflush(NULL);
     pid_t pid = fork();
-    assert_true(pid >= 0);
+    if (pid < 0) {
+        print_error("fork for %s: %s\n", argv[0], strerror(errno));
+        fail();
+    }
     if (pid == 0) {
-        int nul = quiet ? open("/dev/null", O_WRONLY) : 0;
-        if (quiet && (nul < 0 || dup2(nul, 2) < 0 || dup2(nul, 1) < 0)) _exit(126);
+        if (redirect(1, out) || redirect(2, err)) _exit(126);
         execv(argv[0], argv);
         _exit(127);
     }
+    return (int)pid;
+}
+
+int optim_test_start(char *const *argv, int quiet)
+{
+    return start(argv, quiet ? "/dev/null" : NULL, quiet ? "/dev/null" : NULL);
+}
+
+int optim_test_wait(int pid, int block)
+{
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
+    pid_t got;
+    do got = waitpid((pid_t)pid, &st, block ? 0 : WNOHANG);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) return -1;
+    if (got != (pid_t)pid) {
+        print_error("waitpid(%d): %s\n", pid, strerror(errno));
+        fail();
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int optim_test_exec(char *const *argv, int quiet)
+{
+    return optim_test_wait(optim_test_start(argv, quiet), 1);
+}
+
+/* Reads path into buf (cap bytes, NUL-terminated); returns the file's size. */
+static size_t slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    struct stat st;
+    size_t len = f && fstat(fileno(f), &st) == 0 ? (size_t)st.st_size : n;
+    if (f) fclose(f);
+    return len;
+}
+
+int optim_test_capture(char *const *argv, optim_test_proc *r)
+{
+    char out[512], err[512]; /* not optim_test_tmpfile's slots: the caller's paths stay */
+    snprintf(out, sizeof out, "%s/.proc-stdout", tmp_dir_path());
+    snprintf(err, sizeof err, "%s/.proc-stderr", tmp_dir_path());
+    r->status = optim_test_wait(start(argv, out, err), 1);
+    r->out_len = slurp(out, r->out, sizeof r->out);
+    r->err_len = slurp(err, r->err, sizeof r->err);
+    remove(out);
+    remove(err);
+    return r->status;
 }
 
 optim_optimizer *optim_test_make(const char *json)

@@ -185,9 +185,24 @@ int optim_test_write_file(const char *path, const void *data, size_t len);
  * test on error). */
 void optim_test_write_st(const char *path, const char *const *names, const optim_tensor *t, int n);
 
-/* Runs argv (argv[0] a path, NULL-terminated; with quiet, stdout and stderr
- * to /dev/null) in a child and returns its exit status (1000 if it did not
- * exit). */
+/* The one process runner. A command is argv: argv[0] a path, NULL-terminated.
+ * Its status: the exit status, or 1000 + the signal's number if a signal
+ * ended it. Each fails the test if it cannot fork.
+ * optim_test_exec: runs it (with quiet, stdout and stderr to /dev/null;
+ *   otherwise inherited) and returns its status.
+ * optim_test_capture: runs it with stdout and stderr captured in *r (so a
+ *   test can assert on the command's message) and returns its status.
+ * optim_test_start: starts it (quiet as above) without waiting and returns
+ *   its pid; optim_test_wait(pid, 1) waits and returns its status,
+ *   optim_test_wait(pid, 0) returns -1 at once while it still runs. */
+typedef struct optim_test_proc {
+    int status;
+    size_t out_len, err_len; /* bytes written, possibly more than kept */
+    char out[65536], err[8192]; /* what was written, NUL-terminated, truncated to fit */
+} optim_test_proc;
 int optim_test_exec(char *const *argv, int quiet);
+int optim_test_capture(char *const *argv, optim_test_proc *r);
+int optim_test_start(char *const *argv, int quiet);
+int optim_test_wait(int pid, int block);
 
 #endif
