@@ -18,16 +18,6 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static optim_optimizer *make_opt(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
-
 static optim_layer *dense(int64_t units, optim_activation act, int64_t seed)
 {
     optim_dense_options o = optim_dense_defaults(units);
@@ -895,7 +885,7 @@ OPTIM_TEST(test_embedding_sparse_gradients)
     optim_layer *ls[3] = {emb, fl, dense(1, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 3, ls, 3);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
     grad_seen seen = {0};
     assert_int_equal(optim_add_gradient_transformer(opt, record_grads, &seen), 0);
     optim_loss mse = optim_loss_mean_squared_error();
@@ -980,7 +970,7 @@ OPTIM_TEST(test_fit_converges)
     float *w[2] = {NULL, NULL};
     for (int run = 0; run < 2; run++) {
         optim_optimizer *opt =
-            make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
+            optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
         optim_model *m = circle_model(11, opt);
         optim_fit_options fo = optim_fit_defaults();
         fo.epochs = 60;
@@ -1057,7 +1047,7 @@ OPTIM_TEST(test_fit_f64_and_progress_output)
                           dense(2, OPTIM_ACT_SOFTMAX, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F64, 1, ls, 2);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_loss sc = optim_loss_sparse_categorical_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &sc, OPTIM_METRIC_ACCURACY), 0);
     optim_tensor xt = optim_tensor_make(OPTIM_F64, x, 2, (int64_t[]){NS, 2});
@@ -1135,7 +1125,7 @@ OPTIM_TEST(test_dense_kernel_constraint)
     optim_layer *ls[2] = {l, dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 4, ls, 2);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_loss bce = optim_loss_binary_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &bce, OPTIM_METRIC_NONE), 0);
     assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
@@ -1228,7 +1218,7 @@ OPTIM_TEST(test_callback_order_and_stop)
     circle_data(x, y, 10, 5);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){10, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){10});
-    optim_optimizer *opt = make_opt("\"sgd\"");
+    optim_optimizer *opt = optim_test_make("\"sgd\"");
     optim_model *m = circle_model(1, opt);
     trace tr = {.stop_at_batch = -1};
     optim_callback *cb = trace_cb(&tr);
@@ -1273,7 +1263,7 @@ OPTIM_TEST(test_early_stopping)
     optim_error err;
     /* learning rate 0: the loss never improves; patience 2 stops at epoch 2 */
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
     optim_model *m = circle_model(1, opt);
     optim_early_stopping_options eo = optim_early_stopping_defaults();
     eo.monitor = "loss";
@@ -1310,7 +1300,7 @@ OPTIM_TEST(test_early_stopping)
     optim_destroy(opt);
 
     /* min_delta larger than any gain: no epoch counts as an improvement */
-    opt = make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}");
+    opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}");
     m = circle_model(1, opt);
     eo = optim_early_stopping_defaults();
     eo.monitor = "accuracy";
@@ -1327,7 +1317,7 @@ OPTIM_TEST(test_early_stopping)
     /* a baseline never reached keeps `wait` counting from the first epoch:
      * patience 3 stops at epoch 2 instead of 3 (learning rate 0 again) */
     for (int with_baseline = 0; with_baseline < 2; with_baseline++) {
-        opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+        opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
         m = circle_model(1, opt);
         eo = optim_early_stopping_defaults();
         eo.monitor = "loss";
@@ -1364,7 +1354,7 @@ OPTIM_TEST(test_early_stopping_restores_best_weights)
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){NS});
     optim_error err;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_model *m = circle_model(2, opt);
     assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
     snap sn = {.n = 0};
@@ -1414,7 +1404,7 @@ OPTIM_TEST(test_lr_scheduler)
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){40});
     optim_error err;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
     optim_model *m = circle_model(3, opt);
     int calls = 0;
     optim_callback *cb;
@@ -1457,7 +1447,7 @@ OPTIM_TEST(test_lr_scheduler)
     optim_destroy(opt);
 
     /* a learning rate given by a schedule cannot be set (Keras 3) */
-    opt = make_opt(
+    opt = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", "
         "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.9}}}}");
     m = circle_model(3, opt);
@@ -1543,7 +1533,7 @@ OPTIM_TEST(test_bad_inputs)
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){20});
     optim_tensor y19 = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){19});
     optim_tensor ybad = optim_tensor_make(OPTIM_F32, y, 2, (int64_t[]){10, 2});
-    optim_optimizer *opt = make_opt("\"adam\"");
+    optim_optimizer *opt = optim_test_make("\"adam\"");
     optim_layer *ls[2] = {dense(4, OPTIM_ACT_RELU, 0), dense(1, OPTIM_ACT_SIGMOID, 0)};
     m = model_of(OPTIM_F32, 0, ls, 2);
     optim_fit_options fo = optim_fit_defaults();

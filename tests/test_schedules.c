@@ -713,16 +713,6 @@ OPTIM_TEST(test_bad_configs)
 
 /* ---- in an optimizer ---------------------------------------------------------- */
 
-static optim_optimizer *make_opt(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
-
 /* learning_rate given as a nested schedule; get_config writes it back so. */
 OPTIM_TEST(test_nested_in_optimizer)
 {
@@ -732,7 +722,7 @@ OPTIM_TEST(test_nested_in_optimizer)
             json, sizeof json,
             "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"momentum\": 0.5}}",
             CASES[i].json);
-        optim_optimizer *opt = make_opt(json);
+        optim_optimizer *opt = optim_test_make(json);
         char *sched = serialize_of(CASES[i].json);
         char *cfg = optim_get_config(opt);
         assert_non_null(cfg);
@@ -745,7 +735,7 @@ OPTIM_TEST(test_nested_in_optimizer)
         /* optim_serialize -> optim_from_json -> optim_serialize is the identity. */
         char *text = optim_serialize(opt);
         assert_non_null(text);
-        optim_optimizer *again = make_opt(text);
+        optim_optimizer *again = optim_test_make(text);
         char *text2 = optim_serialize(again);
         assert_string_equal(text, text2);
         /* get_hyper reads the schedule at the current step. */
@@ -761,10 +751,11 @@ OPTIM_TEST(test_nested_in_optimizer)
         optim_destroy(again);
     }
     /* In the legacy generation too. */
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-        "PolynomialDecay",
-        "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
-                                                               "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+            "PolynomialDecay",
+            "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
+                                                                   "\"is_legacy_optimizer\": true}}");
     char *cfg = optim_get_config(opt);
     assert_contains(cfg, "\"learning_rate\":{\"class_name\":\"PolynomialDecay\",\"config\":{");
     optim_free(cfg);
@@ -812,7 +803,7 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
 {
     for (int d = 0; d < 2; d++) {
         const optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make_opt(opt_json);
+        optim_optimizer *opt = optim_test_make(opt_json);
         optim_schedule *twin = parse(c->json);
         float wf[N], gf[N], ef[N];
         double wd[N], gd[N], ed[N], closed[N];
@@ -919,7 +910,7 @@ OPTIM_TEST(test_schedule_value_refused_at_step)
     /* The horizon 5 / (1 - 0.5) = 10; 0.3 * (1 - k / 5) - 0.2 < 0 from k = 2. */
     const int first_bad[] = {10, 2};
     for (int j = 0; j < 2; j++) {
-        optim_optimizer *opt = make_opt(jsons[j]);
+        optim_optimizer *opt = optim_test_make(jsons[j]);
         double w0[2] = {1.0, 2.0}, g[2] = {0.5, -0.5};
         optim_var *w;
         optim_error err;
@@ -944,7 +935,7 @@ OPTIM_TEST(test_schedule_value_refused_at_step)
 OPTIM_TEST(test_set_schedule_object)
 {
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_schedule *s = parse(CASES[1].json);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
     double lr;

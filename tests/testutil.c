@@ -211,10 +211,9 @@ void optim_test_write_st(const char *path, const char *const *names, const optim
 {
     optim_st_writer *wr;
     optim_error err;
-    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
-    for (int i = 0; i < n; i++)
-        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
-    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
+    assert_ok(optim_st_writer_create(&wr, &err), &err);
+    for (int i = 0; i < n; i++) assert_ok(optim_st_writer_add(wr, names[i], &t[i], &err), &err);
+    assert_ok(optim_st_writer_save(wr, path, &err), &err);
     optim_st_writer_destroy(wr);
 }
 
@@ -298,8 +297,8 @@ optim_optimizer *optim_test_make(const char *json)
     optim_optimizer *opt = NULL;
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
+    if (rc) print_error("optim_test_make(%s):\n", json);
+    assert_ok(rc, &err);
     return opt;
 }
 
@@ -318,8 +317,7 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
     optim_error err;
     int rc = optim_var_create(&v, name, dt, rank, shape, buf, &err);
     free(buf);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(rc, &err);
     return v;
 }
 
