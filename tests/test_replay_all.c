@@ -145,26 +145,40 @@ static void check_config(const char *json)
     for (int i = 0; i < 3; i++) optim_var_destroy(vars[i]);
 }
 
-OPTIM_TEST(test_every_config)
-{
-    for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++) check_config(CONFIGS[i]);
-}
+enum { N_CONFIGS = sizeof CONFIGS / sizeof *CONFIGS };
+
+/* One case per row of CONFIGS (registered in main). */
+static void check_row(void **state) { check_config(*state); }
 
 /* Every registered built-in appears in CONFIGS at least once. */
 OPTIM_TEST(test_every_class_covered)
 {
-#define COVERED(sym)                                                          \
-    {                                                                         \
-        int found = 0;                                                        \
-        char needle[96];                                                      \
-        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);  \
-        for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++)         \
-            found |= strstr(CONFIGS[i], needle) != NULL;                      \
-        if (!found) print_error("no replay config for class %s\n", sym.name); \
-        assert_true(found);                                                   \
+#define COVERED(sym)                                                                        \
+    {                                                                                       \
+        int found = 0;                                                                      \
+        char needle[96];                                                                    \
+        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);                \
+        for (size_t i = 0; i < N_CONFIGS; i++) found |= strstr(CONFIGS[i], needle) != NULL; \
+        if (!found) print_error("no replay config for class %s\n", sym.name);               \
+        assert_true(found);                                                                 \
     }
     OPTIM_BUILTIN_CLASSES(COVERED)
 #undef COVERED
 }
 
-int main(void) { return optim_test_run(); }
+/* A row's case name: its class and its number in CONFIGS. */
+static const char *row_name(size_t i)
+{
+    static char names[N_CONFIGS][80];
+    const char *c = strstr(CONFIGS[i], "\"class_name\": \"");
+    int len = c ? (int)strcspn(c + 15, "\"") : 0;
+    snprintf(names[i], sizeof names[i], "%.*s #%zu", len, c ? c + 15 : "", i + 1);
+    return names[i];
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < N_CONFIGS; i++)
+        optim_test_add((struct CMUnitTest){row_name(i), check_row, NULL, NULL, (void *)CONFIGS[i]});
+    return optim_test_run();
+}
