@@ -139,7 +139,7 @@ static bytes gz(const unsigned char *data, size_t n)
 static const char *write_bytes(const char *name, const bytes *b)
 {
     const char *path = optim_test_tmpfile(name);
-    assert_int_equal(optim_test_write_file(path, b->p, b->n), 0);
+    assert_eq(optim_test_write_file(path, b->p, b->n), 0);
     return path;
 }
 
@@ -151,7 +151,7 @@ static void expect_refused(const char *path, int code, const char *what)
     int rc = optim_idx_read(path, &f, &err);
     if (rc != code || !strstr(err.msg, what))
         print_error("%s: rc %d, message '%s'\n", path, rc, err.msg);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, &err);
     assert_null(f);
     assert_contains(err.msg, what);
     assert_contains(err.msg, path);
@@ -172,17 +172,15 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
 {
     optim_idx *f;
     optim_error err;
-    int rc = optim_idx_read(path, &f, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    assert_int_equal(optim_idx_type_of(f), type);
-    assert_int_equal(optim_idx_rank(f), rank);
+    assert_ok(optim_idx_read(path, &f, &err), &err);
+    assert_eq(optim_idx_type_of(f), type);
+    assert_eq(optim_idx_rank(f), rank);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
-        assert_int_equal(optim_idx_shape(f)[i], dims[i]);
+        assert_eq(optim_idx_shape(f)[i], dims[i]);
         n *= dims[i];
     }
-    assert_int_equal(optim_idx_numel(f), n);
+    assert_eq(optim_idx_numel(f), n);
     for (int64_t i = 0; i < n; i++) assert_eq(optim_idx_get(f, i), pattern(type, i));
     assert_nan(optim_idx_get(f, n));
     assert_nan(optim_idx_get(f, -1));
@@ -203,8 +201,8 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     /* conversions */
     double *o64 = malloc((size_t)(n ? n : 1) * sizeof *o64);
     float *o32 = malloc((size_t)(n ? n : 1) * sizeof *o32);
-    assert_int_equal(optim_idx_convert(f, OPTIM_F64, 0.5, o64, &err), 0);
-    assert_int_equal(optim_idx_convert(f, OPTIM_F32, 2.0, o32, &err), 0);
+    assert_ok(optim_idx_convert(f, OPTIM_F64, 0.5, o64, &err), &err);
+    assert_ok(optim_idx_convert(f, OPTIM_F32, 2.0, o32, &err), &err);
     for (int64_t i = 0; i < n; i++) {
         assert_eq(o64[i], pattern(type, i) * 0.5);
         assert_eq(o32[i], (float)(pattern(type, i) * 2.0));
@@ -212,15 +210,15 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     int integer = type != OPTIM_IDX_F32 && type != OPTIM_IDX_F64;
     int64_t *oi = malloc((size_t)(n ? n : 1) * sizeof *oi);
     if (integer) {
-        assert_int_equal(optim_idx_convert(f, OPTIM_I64, 1, oi, &err), 0);
+        assert_ok(optim_idx_convert(f, OPTIM_I64, 1, oi, &err), &err);
         for (int64_t i = 0; i < n; i++) assert_eq((double)oi[i], pattern(type, i));
-        assert_int_equal(optim_idx_convert(f, OPTIM_I64, 2, oi, &err), OPTIM_EINVAL);
+        assert_status(optim_idx_convert(f, OPTIM_I64, 2, oi, &err), OPTIM_EINVAL, &err);
     } else {
-        assert_int_equal(optim_idx_convert(f, OPTIM_I32, 1, oi, &err), OPTIM_EDTYPE);
+        assert_status(optim_idx_convert(f, OPTIM_I32, 1, oi, &err), OPTIM_EDTYPE, &err);
         assert_contains(err.msg, "cannot become int32");
     }
-    assert_int_equal(optim_idx_convert(f, OPTIM_DTYPE_INVALID, 1, o64, &err), OPTIM_EDTYPE);
-    assert_int_equal(optim_idx_convert(f, OPTIM_F64, INFINITY, o64, &err), OPTIM_EINVAL);
+    assert_status(optim_idx_convert(f, OPTIM_DTYPE_INVALID, 1, o64, &err), OPTIM_EDTYPE, &err);
+    assert_status(optim_idx_convert(f, OPTIM_F64, INFINITY, o64, &err), OPTIM_EINVAL, &err);
     free(o64);
     free(o32);
     free(oi);
@@ -347,7 +345,7 @@ OPTIM_TEST(test_malformed_files)
     bad.p[12] ^= 0xFF; /* inside the deflate stream */
     optim_idx *f = (optim_idx *)1;
     optim_error err;
-    assert_int_not_equal(optim_idx_read(write_bytes("flip.gz", &bad), &f, &err), 0);
+    assert_status(optim_idx_read(write_bytes("flip.gz", &bad), &f, &err), OPTIM_EFORMAT, &err);
     assert_null(f);
     bad.p[12] ^= 0xFF;
     put(&bad, "garbage", 7);
@@ -372,12 +370,12 @@ OPTIM_TEST(test_malformed_files)
     mkdir(dir, 0700);
     expect_refused(dir, OPTIM_EIO, "read error");
     /* argument checks */
-    assert_int_equal(optim_idx_read(NULL, &f, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_idx_read("x", NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_idx_read("/nonexistent", &f, NULL), OPTIM_EIO);
-    assert_int_equal(optim_idx_convert(NULL, OPTIM_F32, 1, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_idx_read(NULL, &f, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_idx_read("x", NULL, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_idx_read("/nonexistent", &f, NULL), OPTIM_EIO, NULL);
+    assert_status(optim_idx_convert(NULL, OPTIM_F32, 1, NULL, &err), OPTIM_EINVAL, &err);
     optim_idx_free(NULL);
-    assert_int_equal(optim_idx_rank(NULL), 0);
+    assert_eq(optim_idx_rank(NULL), 0);
 }
 
 OPTIM_TEST(test_fashion_mnist_if_installed)
@@ -389,9 +387,9 @@ OPTIM_TEST(test_fashion_mnist_if_installed)
     }
     optim_idx *f;
     optim_error err;
-    assert_int_equal(optim_idx_read(path, &f, &err), 0);
-    assert_int_equal(optim_idx_rank(f), 1);
-    assert_int_equal(optim_idx_shape(f)[0], 10000);
+    assert_ok(optim_idx_read(path, &f, &err), &err);
+    assert_eq(optim_idx_rank(f), 1);
+    assert_eq(optim_idx_shape(f)[0], 10000);
     int counts[10] = {0};
     for (int64_t i = 0; i < 10000; i++) counts[(int)optim_idx_get(f, i)]++;
     for (int c = 0; c < 10; c++) assert_int_equal(counts[c], 1000);
@@ -431,9 +429,9 @@ static void write_dataset(const char *dir, const char *prefix, uint32_t n, uint6
     char path[600];
     bytes zi = gz(im.p, im.n), zl = gz(lb.p, lb.n);
     snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    assert_int_equal(optim_test_write_file(path, zi.p, zi.n), 0);
+    assert_eq(optim_test_write_file(path, zi.p, zi.n), 0);
     snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
+    assert_eq(optim_test_write_file(path, zl.p, zl.n), 0);
     free(im.p), free(lb.p), free(zi.p), free(zl.p);
 }
 
@@ -456,7 +454,7 @@ OPTIM_TEST(test_train_command)
     mkdir(dir, 0700);
     mkdir(adir, 0700);
     mkdir(bdir, 0700);
-    assert_int_equal(optim_test_write_file(afile, "x", 1), 0);
+    assert_eq(optim_test_write_file(afile, "x", 1), 0);
     write_dataset(dir, "train", 512, 1);
     write_dataset(dir, "t10k", 200, 2);
     optim_test_proc r;
@@ -538,7 +536,7 @@ OPTIM_TEST(test_train_command)
     bytes lb = header(OPTIM_IDX_U8, 1, (uint32_t[]){9});
     put(&lb, "\1\2\3\4\5\6\7\1\2", 9);
     bytes zl = gz(lb.p, lb.n);
-    assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
+    assert_eq(optim_test_write_file(path, zl.p, zl.n), 0);
     const char *a3[] = {"--data", bdir, NULL};
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
@@ -547,11 +545,11 @@ OPTIM_TEST(test_train_command)
     lb = header(OPTIM_IDX_U8, 1, (uint32_t[]){10});
     put(&lb, "\1\2\3\4\5\6\7\1\2\12", 10);
     zl = gz(lb.p, lb.n);
-    assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
+    assert_eq(optim_test_write_file(path, zl.p, zl.n), 0);
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
     assert_contains(r.err, "label 10 at index 9, expected 0 to 9");
-    assert_int_equal(optim_test_write_file(path, "\x1f\x8b\x08", 3), 0);
+    assert_eq(optim_test_write_file(path, "\x1f\x8b\x08", 3), 0);
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
     assert_contains(r.err, "gzip data ends early");

@@ -113,7 +113,7 @@ static void mkpaths(paths *p, const char *tag)
 
 static void write_text(const char *path, const char *text)
 {
-    assert_int_equal(optim_test_write_file(path, text, strlen(text)), 0);
+    assert_eq(optim_test_write_file(path, text, strlen(text)), 0);
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -140,7 +140,7 @@ static optim_st_writer *st_new(void)
 {
     optim_st_writer *w = NULL;
     optim_error err;
-    assert_int_equal(optim_st_writer_create(&w, &err), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     return keep(K_WRITER, w);
 }
 
@@ -153,7 +153,7 @@ static void st_add_raw(optim_st_writer *w, const char *name, optim_dtype dt, con
     optim_error err;
     int rc = optim_st_writer_add(w, name, &t, &err);
     if (rc) print_error("optim_st_writer_add(%s): %s\n", name, err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
 }
 
 static int64_t numel_of(int rank, const int64_t *shape)
@@ -200,7 +200,7 @@ static void st_save(optim_st_writer *w, const char *path)
     optim_error err;
     int rc = optim_st_writer_save(w, path, &err);
     if (rc) print_error("optim_st_writer_save(%s): %s\n", path, err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
     drop(w);
 }
 
@@ -250,7 +250,7 @@ static optim_st_file *replay_ok(const paths *p, const char *config)
     optim_error err;
     int rc = optim_st_read(p->out, &f, &err);
     if (rc) print_error("reading OUT: %s\n", err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
     return keep(K_FILE, f);
 }
 
@@ -316,7 +316,7 @@ static void get_f(const optim_st_file *f, const char *name, optim_dtype dt, int 
     optim_tensor t;
     int rc = optim_st_get(f, name, &t);
     if (rc) print_error("OUT has no tensor '%s'\n", name);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, NULL);
     if (t.dtype != dt) print_error("OUT '%s' has dtype %s\n", name, optim_dtype_name(t.dtype));
     assert_int_equal(t.dtype, dt);
     assert_int_equal(t.rank, rank);
@@ -346,7 +346,7 @@ static void check_f(const optim_st_file *f, const char *name, optim_dtype dt, in
 static void check_iterations(const optim_st_file *f, int64_t steps)
 {
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, "iterations", &t), OPTIM_OK);
+    assert_ok(optim_st_get(f, "iterations", &t), NULL);
     assert_int_equal(t.dtype, OPTIM_I64);
     assert_int_equal(t.rank, 0);
     assert_int_equal(((const int64_t *)t.data)[0], steps);
@@ -367,7 +367,7 @@ static void check_names(const optim_st_file *f, const char *const *names)
         for (size_t i = 0; i < optim_st_count(f); i++)
             print_error("OUT has '%s'\n", optim_st_name(f, i));
     }
-    assert_int_equal(optim_st_count(f), n);
+    assert_eq(optim_st_count(f), n);
 }
 
 /* ---- The reference ---------------------------------------------------------------- */
@@ -924,14 +924,14 @@ OPTIM_TEST_WITH(test_sparse_keras3_equals_dense_replay, NULL, teardown)
     snprintf(q.grads, sizeof q.grads, "%s", dense_grads);
     snprintf(q.out, sizeof q.out, "%s", dense_out);
     optim_st_file *fd = replay_ok(&q, NULL);
-    assert_int_equal(optim_st_count(fs), optim_st_count(fd));
+    assert_eq(optim_st_count(fs), optim_st_count(fd));
     for (size_t i = 0; i < optim_st_count(fs); i++) {
         const char *name = optim_st_name(fs, i);
         assert_string_equal(name, optim_st_name(fd, i));
         if (strcmp(name, "iterations") == 0) continue;
         optim_tensor a, b;
-        assert_int_equal(optim_st_get(fs, name, &a), OPTIM_OK);
-        assert_int_equal(optim_st_get(fd, name, &b), OPTIM_OK);
+        assert_ok(optim_st_get(fs, name, &a), NULL);
+        assert_ok(optim_st_get(fd, name, &b), NULL);
         assert_int_equal(a.dtype, OPTIM_F32);
         assert_int_equal(b.dtype, OPTIM_F32);
         assert_int_equal(a.rank, b.rank);
@@ -1137,12 +1137,12 @@ OPTIM_TEST_WITH(test_bad_init_truncated, NULL, teardown)
     size_t len;
     unsigned char *b = slurp(p.init, &len);
     assert_gt(len, 8);
-    assert_int_equal(optim_test_write_file(p.init, b, len - 4), 0);
+    assert_eq(optim_test_write_file(p.init, b, len - 4), 0);
     expect_fail(&p, NULL, "init.safetensors");
     /* Cut inside the 8-byte size, then empty. */
-    assert_int_equal(optim_test_write_file(p.init, b, 5), 0);
+    assert_eq(optim_test_write_file(p.init, b, 5), 0);
     expect_fail(&p, NULL, "init.safetensors");
-    assert_int_equal(optim_test_write_file(p.init, b, 0), 0);
+    assert_eq(optim_test_write_file(p.init, b, 0), 0);
     expect_fail(&p, NULL, "init.safetensors");
     drop(b);
 }
@@ -1156,11 +1156,11 @@ OPTIM_TEST_WITH(test_bad_init_header_past_end, NULL, teardown)
     unsigned char *b = slurp(p.init, &len);
     uint64_t n = (uint64_t)len; /* > len - 8: the header runs past the end */
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)(n >> (8 * i));
-    assert_int_equal(optim_test_write_file(p.init, b, len), 0);
+    assert_eq(optim_test_write_file(p.init, b, len), 0);
     expect_fail(&p, NULL, "init.safetensors");
     /* An absurd size. */
     for (int i = 0; i < 8; i++) b[i] = 0xff;
-    assert_int_equal(optim_test_write_file(p.init, b, len), 0);
+    assert_eq(optim_test_write_file(p.init, b, len), 0);
     expect_fail(&p, NULL, "init.safetensors");
     drop(b);
 }
@@ -1181,7 +1181,7 @@ OPTIM_TEST_WITH(test_bad_grads_corrupt, NULL, teardown)
     valid_files(&p, NULL);
     size_t len;
     unsigned char *b = slurp(p.grads, &len);
-    assert_int_equal(optim_test_write_file(p.grads, b, len - 1), 0);
+    assert_eq(optim_test_write_file(p.grads, b, len - 1), 0);
     expect_fail(&p, NULL, "grads.safetensors");
     drop(b);
 }
@@ -1720,7 +1720,7 @@ OPTIM_TEST_WITH(test_out_signal_leaves_nothing, NULL, teardown)
         if (exists(p.out)) { /* killed after the publish: OUT is whole */
             optim_st_file *f = NULL;
             optim_error err;
-            assert_int_equal(optim_st_read(p.out, &f, &err), OPTIM_OK);
+            assert_ok(optim_st_read(p.out, &f, &err), &err);
             optim_st_free(f);
         }
     }
@@ -1756,9 +1756,9 @@ OPTIM_TEST_WITH(test_many_variables_one_step, NULL, teardown)
         1e-6 *
             (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
                      r0.ru_stime.tv_usec);
-    assert_int_equal(optim_st_count(f), 3 * NV + 1); /* each variable, its m and v; iterations */
+    assert_eq(optim_st_count(f), 3 * NV + 1); /* each variable, its m and v; iterations */
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, "v49999", &t), OPTIM_OK);
+    assert_ok(optim_st_get(f, "v49999", &t), NULL);
     assert_lt(*(const float *)t.data, 1); /* Adam moved it by about lr */
     drop(f);
     if (secs > 10) print_error("replay of %d variables took %.2f s of CPU\n", NV, secs);

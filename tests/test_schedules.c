@@ -227,7 +227,7 @@ static optim_schedule *parse(const char *json)
     optim_error err;
     int rc = optim_schedule_from_json(&s, json, &err);
     if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(rc, &err);
     assert_non_null(s);
     return s;
 }
@@ -694,7 +694,7 @@ OPTIM_TEST(test_bad_configs)
         int rc = optim_schedule_from_json(&s, BAD[i].json, &err);
         if (rc != BAD[i].code)
             print_error("%s: rc %d (%s), expected %d\n", BAD[i].json, rc, err.msg, BAD[i].code);
-        assert_int_equal(rc, BAD[i].code);
+        assert_status(rc, BAD[i].code, &err);
         assert_int_equal(err.code, rc);
         assert_null(s);
         for (int w = 0; w < 3; w++)
@@ -704,9 +704,9 @@ OPTIM_TEST(test_bad_configs)
             }
     }
     optim_error err;
-    assert_int_equal(optim_schedule_from_json(NULL, CASES[0].json, &err), OPTIM_EINVAL);
+    assert_status(optim_schedule_from_json(NULL, CASES[0].json, &err), OPTIM_EINVAL, &err);
     optim_schedule *s;
-    assert_int_equal(optim_schedule_from_json(&s, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_schedule_from_json(&s, NULL, &err), OPTIM_EINVAL, &err);
     assert_null(s);
     optim_schedule_destroy(NULL);
 }
@@ -740,9 +740,9 @@ OPTIM_TEST(test_nested_in_optimizer)
         assert_string_equal(text, text2);
         /* get_hyper reads the schedule at the current step. */
         double lr;
-        assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
+        assert_ok(optim_get_hyper(opt, "learning_rate", &lr), opt);
         assert_close(lr, CASES[i].ref(CASES[i].p, 0), 1e-12, 1e-15);
-        assert_int_equal(optim_hyper_is_constant(opt, "learning_rate"), 0);
+        assert_eq(optim_hyper_is_constant(opt, "learning_rate"), 0);
         optim_free(cfg);
         optim_free(text);
         optim_free(text2);
@@ -763,28 +763,28 @@ OPTIM_TEST(test_nested_in_optimizer)
     /* A bad nested schedule: refused, the message names learning_rate and the schedule's key. */
     optim_error err;
     optim_optimizer *bad = NULL;
-    int rc = optim_from_json(
-        &bad,
-        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-            "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0") "}}",
-        &err);
-    assert_int_equal(rc, OPTIM_ERANGE);
+    assert_status(optim_from_json(
+                      &bad,
+                      "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+                          "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0") "}}",
+                      &err),
+                  OPTIM_ERANGE, &err);
     assert_null(bad);
     assert_contains(err.msg, "learning_rate");
     assert_contains(err.msg, "decay_steps");
-    rc = optim_from_json(&bad,
-                         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-                             "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
-                         &err);
-    assert_int_equal(rc, OPTIM_ENOTFOUND);
+    assert_status(optim_from_json(&bad,
+                                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+                                      "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
+                                  &err),
+                  OPTIM_ENOTFOUND, &err);
     assert_contains(err.msg, "NoSuchDecay");
     /* Only hyperparameters may be schedules. */
-    rc = optim_from_json(
-        &bad,
-        "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
-            "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
-        &err);
-    assert_int_not_equal(rc, 0);
+    assert_status(optim_from_json(&bad,
+                                  "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
+                                      "CosineDecay",
+                                      "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
+                                  &err),
+                  OPTIM_ETYPE, &err);
     assert_null(bad);
 }
 
@@ -813,16 +813,15 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
         }
         optim_var *w;
         optim_error err;
-        assert_int_equal(
-            optim_var_create(&w, "w", dt, 1, (int64_t[]){N}, d ? (void *)wd : (void *)wf, &err), 0);
+        assert_ok(
+            optim_var_create(&w, "w", dt, 1, (int64_t[]){N}, d ? (void *)wd : (void *)wf, &err),
+            &err);
         for (int k = 0; k < SGD_STEPS; k++) {
             for (int i = 0; i < N; i++) gd[i] = grad_at(k, i), gf[i] = (float)gd[i];
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gd : (void *)gf,
                                                                    1, (int64_t[]){N})),
                                 w};
-            int rc = optim_apply_gradients(opt, &p, 1, 0);
-            if (rc) print_error("%s\n", optim_errmsg(opt));
-            assert_int_equal(rc, 0);
+            assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
             const double s = optim_schedule_value(twin, k);
             const double lr_closed = c->ref(c->p, k) / (1.0 + decay * k);
             if (d) {
@@ -835,7 +834,7 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
             }
             for (int i = 0; i < N; i++) closed[i] -= lr_closed * gd[i];
         }
-        assert_int_equal(optim_iterations(opt), SGD_STEPS);
+        assert_eq(optim_iterations(opt), SGD_STEPS);
         for (int i = 0; i < N; i++) {
             if (d) {
                 double got = optim_var_get(w, i);
@@ -890,7 +889,7 @@ OPTIM_TEST(test_sgd_schedule_and_legacy_decay)
              "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"lr\": 0.05, "
              "\"is_legacy_optimizer\": false}}",
              CASES[0].json);
-    assert_int_equal(optim_from_json(&opt, json, &err), OPTIM_EKEY);
+    assert_status(optim_from_json(&opt, json, &err), OPTIM_EKEY, &err);
     assert_null(opt);
 }
 
@@ -914,16 +913,14 @@ OPTIM_TEST(test_schedule_value_refused_at_step)
         double w0[2] = {1.0, 2.0}, g[2] = {0.5, -0.5};
         optim_var *w;
         optim_error err;
-        assert_int_equal(optim_var_create(&w, "w", OPTIM_F64, 1, (int64_t[]){2}, w0, &err), 0);
+        assert_ok(optim_var_create(&w, "w", OPTIM_F64, 1, (int64_t[]){2}, w0, &err), &err);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})),
                             w};
-        for (int k = 0; k < first_bad[j]; k++)
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        for (int k = 0; k < first_bad[j]; k++) assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
-        int rc = optim_apply_gradients(opt, &p, 1, 0);
-        assert_int_equal(rc, OPTIM_ERANGE);
+        assert_status(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE, opt);
         assert_contains(optim_errmsg(opt), "learning_rate");
-        assert_int_equal(optim_iterations(opt), first_bad[j]);
+        assert_eq(optim_iterations(opt), first_bad[j]);
         assert_eq(optim_var_get(w, 0), before[0]);
         assert_eq(optim_var_get(w, 1), before[1]);
         optim_var_destroy(w);
@@ -937,9 +934,9 @@ OPTIM_TEST(test_set_schedule_object)
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_schedule *s = parse(CASES[1].json);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s), opt);
     double lr;
-    assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
+    assert_ok(optim_get_hyper(opt, "learning_rate", &lr), opt);
     assert_eq(lr, 0.1);
     char *cfg = optim_get_config(opt);
     assert_contains(
@@ -948,9 +945,9 @@ OPTIM_TEST(test_set_schedule_object)
     optim_free(cfg);
     /* Replacing it frees the old one (ASan checks); a bad name leaves s with the caller. */
     optim_schedule *s2 = parse(CASES[3].json);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s2), 0);
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s2), opt);
     optim_schedule *s3 = parse(CASES[3].json);
-    assert_int_not_equal(optim_set_hyper_schedule_object(opt, "no_such_hyper", s3), 0);
+    assert_status(optim_set_hyper_schedule_object(opt, "no_such_hyper", s3), OPTIM_EKEY, opt);
     optim_schedule_destroy(s3);
     optim_destroy(opt);
 }
@@ -972,35 +969,35 @@ OPTIM_TEST(test_replay_with_each_schedule)
     for (int i = 0; i < NW; i++) w0[i] = init_at(i);
     for (int i = 0; i < NV; i++) v0[i] = (float)init_at(i + 1);
     optim_st_writer *wr;
-    assert_int_equal(optim_st_writer_create(&wr, &err), 0);
+    assert_ok(optim_st_writer_create(&wr, &err), &err);
     optim_tensor t = optim_tensor_make(OPTIM_F64, w0, 1, (int64_t[]){NW});
-    assert_int_equal(optim_st_writer_add(wr, "w", &t, &err), 0);
+    assert_ok(optim_st_writer_add(wr, "w", &t, &err), &err);
     t = optim_tensor_make(OPTIM_F32, v0, 1, (int64_t[]){NV});
-    assert_int_equal(optim_st_writer_add(wr, "v", &t, &err), 0);
-    assert_int_equal(optim_st_writer_save(wr, init, &err), 0);
+    assert_ok(optim_st_writer_add(wr, "v", &t, &err), &err);
+    assert_ok(optim_st_writer_save(wr, init, &err), &err);
     optim_st_writer_destroy(wr);
     static double gw[STEPS][NW];
     static float gv[STEPS][NV];
-    assert_int_equal(optim_st_writer_create(&wr, &err), 0);
+    assert_ok(optim_st_writer_create(&wr, &err), &err);
     for (int k = 0; k < STEPS; k++) {
         char name[32];
         for (int i = 0; i < NW; i++) gw[k][i] = grad_at(k, i);
         for (int i = 0; i < NV; i++) gv[k][i] = (float)grad_at(k, i + 2);
         snprintf(name, sizeof name, "%d/w", k);
         t = optim_tensor_make(OPTIM_F64, gw[k], 1, (int64_t[]){NW});
-        assert_int_equal(optim_st_writer_add(wr, name, &t, &err), 0);
+        assert_ok(optim_st_writer_add(wr, name, &t, &err), &err);
         snprintf(name, sizeof name, "%d/v", k);
         t = optim_tensor_make(OPTIM_F32, gv[k], 1, (int64_t[]){NV});
-        assert_int_equal(optim_st_writer_add(wr, name, &t, &err), 0);
+        assert_ok(optim_st_writer_add(wr, name, &t, &err), &err);
     }
-    assert_int_equal(optim_st_writer_save(wr, grads, &err), 0);
+    assert_ok(optim_st_writer_save(wr, grads, &err), &err);
     optim_st_writer_destroy(wr);
 
     for (size_t c = 0; c < N_CASES; c++) {
         char json[1024];
         snprintf(json, sizeof json,
                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s}}", CASES[c].json);
-        assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+        assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
         unlink(out);
         char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                         (char *)grads,          (char *)out, NULL};
@@ -1016,16 +1013,16 @@ OPTIM_TEST(test_replay_with_each_schedule)
             for (int i = 0; i < NV; i++) ev[i] -= lr * gv[k][i];
         }
         optim_st_file *o;
-        assert_int_equal(optim_st_read(out, &o, &err), 0);
+        assert_ok(optim_st_read(out, &o, &err), &err);
         optim_tensor got;
-        assert_int_equal(optim_st_get(o, "w", &got), 0);
+        assert_ok(optim_st_get(o, "w", &got), NULL);
         assert_int_equal(got.dtype, OPTIM_F64);
         for (int i = 0; i < NW; i++)
             assert_close(((const double *)got.data)[i], ew[i], 1e-12, 1e-13);
-        assert_int_equal(optim_st_get(o, "v", &got), 0);
+        assert_ok(optim_st_get(o, "v", &got), NULL);
         assert_int_equal(got.dtype, OPTIM_F32);
         for (int i = 0; i < NV; i++) assert_close(((const float *)got.data)[i], ev[i], 1e-5, 2e-6);
-        assert_int_equal(optim_st_get(o, "iterations", &got), 0);
+        assert_ok(optim_st_get(o, "iterations", &got), NULL);
         assert_int_equal(got.dtype, OPTIM_I64);
         assert_int_equal(*(const int64_t *)got.data, STEPS);
         optim_st_free(o);
@@ -1069,7 +1066,7 @@ OPTIM_TEST(test_schedule_plot)
     static optim_test_proc r;
     /* Every case, default and explicit STEPS: a valid 640x360 PNG. */
     for (size_t c = 0; c < N_CASES; c++) {
-        assert_int_equal(optim_test_write_file(cfg, CASES[c].json, strlen(CASES[c].json)), 0);
+        assert_eq(optim_test_write_file(cfg, CASES[c].json, strlen(CASES[c].json)), 0);
         unlink(png);
         char steps[32];
         snprintf(steps, sizeof steps, "%lld", (long long)CASES[c].steps);
@@ -1092,7 +1089,7 @@ OPTIM_TEST(test_schedule_plot)
     const char *restart =
         J("CosineDecayRestarts",
           "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5");
-    assert_int_equal(optim_test_write_file(cfg, restart, strlen(restart)), 0);
+    assert_eq(optim_test_write_file(cfg, restart, strlen(restart)), 0);
     {
         char *argv[] = {(char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, "1000000000", NULL};
         assert_eq(optim_test_capture(argv, &r), 0);
@@ -1102,13 +1099,13 @@ OPTIM_TEST(test_schedule_plot)
     }
 
     /* Bad input: non-zero status, one line on stderr, OUT not created. */
-    assert_int_equal(optim_test_write_file(badjson, "{\"class_name\": ", 15), 0);
+    assert_eq(optim_test_write_file(badjson, "{\"class_name\": ", 15), 0);
     const char *u = J("StepDecay", "\"initial_learning_rate\": 0.1");
-    assert_int_equal(optim_test_write_file(badcls, u, strlen(u)), 0);
+    assert_eq(optim_test_write_file(badcls, u, strlen(u)), 0);
     const char *b =
         J("PiecewiseConstantDecay", "\"boundaries\": [10, 5], \"values\": [1.0, 0.5, 0.1]");
-    assert_int_equal(optim_test_write_file(badcfg, b, strlen(b)), 0);
-    assert_int_equal(optim_test_write_file(cfg, CASES[0].json, strlen(CASES[0].json)), 0);
+    assert_eq(optim_test_write_file(badcfg, b, strlen(b)), 0);
+    assert_eq(optim_test_write_file(cfg, CASES[0].json, strlen(CASES[0].json)), 0);
     struct {
         const char *args[4];
         int status;
@@ -1168,20 +1165,18 @@ OPTIM_TEST(test_schedule_object_single_owner)
 {
     optim_schedule *s;
     optim_error err;
-    assert_int_equal(
-        optim_schedule_from_json(&s,
-                                 "{\"class_name\": \"ExponentialDecay\", \"config\": "
-                                 "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
-                                 "\"decay_rate\": 0.5}}",
-                                 &err),
-        0);
+    assert_ok(optim_schedule_from_json(&s,
+                                       "{\"class_name\": \"ExponentialDecay\", \"config\": "
+                                       "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
+                                       "\"decay_rate\": 0.5}}",
+                                       &err),
+              &err);
     optim_optimizer *opt;
-    assert_int_equal(optim_from_json(&opt, "\"sgd\"", &err), 0);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL);
+    assert_ok(optim_from_json(&opt, "\"sgd\"", &err), &err);
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s), opt);
+    assert_status(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "already belongs to 'learning_rate'");
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s),
-                     0); /* same owner: fine */
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s), opt); /* same owner: fine */
     optim_destroy(opt); /* frees s once */
 }
 

@@ -52,10 +52,10 @@ OPTIM_TEST(test_clipping_from_another)
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *b = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var pa = pair_of(a, G0), pb = pair_of(b, G0);
-    assert_int_equal(optim_apply_gradients(plain, &pa, 1, 0), 0);
+    assert_ok(optim_apply_gradients(plain, &pa, 1, 0), plain);
     optim_step_options o = optim_step_options_defaults();
     o.clipping = src;
-    assert_int_equal(optim_step(sgd, &pb, 1, &o), 0);
+    assert_ok(optim_step(sgd, &pb, 1, &o), sgd);
     assert_same_values(a, b);
     /* The reference in closed form: w - 0.1 * g / |g|, |g| = sqrt(26.25). */
     for (int i = 0; i < 4; i++)
@@ -82,11 +82,11 @@ OPTIM_TEST(test_counter_and_constraints)
     optim_step_options o = optim_step_options_defaults();
     o.flags = OPTIM_STEP_SET_ITERATIONS | OPTIM_STEP_NO_ADVANCE | OPTIM_STEP_NO_CONSTRAINTS;
     o.iterations = 7;
-    assert_int_equal(optim_step(adam, &pa, 1, &o), 0);
-    assert_int_equal(optim_iterations(adam), 7);
+    assert_ok(optim_step(adam, &pa, 1, &o), adam);
+    assert_eq(optim_iterations(adam), 7);
     /* The reference: a plain step from counter 7, without a constraint. */
-    assert_int_equal(optim_set_iterations(ref, 7), 0);
-    assert_int_equal(optim_apply_gradients(ref, &pb, 1, 0), 0);
+    assert_ok(optim_set_iterations(ref, 7), ref);
+    assert_ok(optim_apply_gradients(ref, &pb, 1, 0), ref);
     assert_same_values(a, b);
     assert_lt(optim_var_get(a, 1), 0); /* NonNeg not applied */
     optim_destroy(adam);
@@ -129,14 +129,14 @@ OPTIM_TEST(test_inspect)
     o.inspect_user = &calls;
     o.flags = OPTIM_STEP_SET_ITERATIONS;
     o.iterations = 3;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
+    assert_ok(optim_step(sgd, &p, 1, &o), sgd);
     assert_int_equal(calls, 1);
-    assert_int_equal(optim_iterations(sgd), 0);
-    assert_int_equal(optim_weights_count(sgd), 1); /* no slot created */
+    assert_eq(optim_iterations(sgd), 0);
+    assert_eq(optim_weights_count(sgd), 1); /* no slot created */
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     o = optim_step_options_defaults();
     o.inspect = halve;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
+    assert_ok(optim_step(sgd, &p, 1, &o), sgd);
     for (int i = 0; i < 4; i++) {
         assert_eq(g[i], G0[i]);
         assert_eq(optim_var_get(a, i), W0[i] - 0.1 * (0.5 * G0[i]));
@@ -158,24 +158,24 @@ static optim_optimizer *v1_inner(const optim_optimizer *opt)
 /* Bad input: nothing changes and the message names what is wrong. */
 OPTIM_TEST(test_bad_input)
 {
-    assert_int_equal(optim_step(NULL, NULL, 0, NULL), OPTIM_EINVAL);
+    assert_status(optim_step(NULL, NULL, 0, NULL), OPTIM_EINVAL, NULL);
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var p = pair_of(a, G0);
     optim_step_options o = optim_step_options_defaults();
     o.size = 3;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_EVERSION);
+    assert_status(optim_step(sgd, &p, 1, &o), OPTIM_EVERSION, sgd);
     assert_non_null(strstr(optim_errmsg(sgd), "size 3"));
     o = optim_step_options_defaults();
     o.num_threads = -2;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_EINVAL);
+    assert_status(optim_step(sgd, &p, 1, &o), OPTIM_EINVAL, sgd);
     assert_non_null(strstr(optim_errmsg(sgd), "num_threads is -2"));
     o = optim_step_options_defaults();
     o.flags = OPTIM_STEP_SET_ITERATIONS;
     o.iterations = -1;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_ERANGE);
-    assert_int_equal(optim_step(sgd, NULL, 1, NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_iterations(sgd), 0);
+    assert_status(optim_step(sgd, &p, 1, &o), OPTIM_ERANGE, sgd);
+    assert_status(optim_step(sgd, NULL, 1, NULL), OPTIM_EINVAL, sgd);
+    assert_eq(optim_iterations(sgd), 0);
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     /* A version-1 wrapper (apply_gradients only) takes default options only. */
     static const optim_class v1 = {.size = sizeof(optim_class),
@@ -186,20 +186,20 @@ OPTIM_TEST(test_bad_input)
                                    .inner = v1_inner};
     optim_optimizer *w;
     optim_error err;
-    assert_int_equal(optim_create(&w, &v1, NULL, &err), 0);
+    assert_ok(optim_create(&w, &v1, NULL, &err), &err);
     *(optim_optimizer **)optim_state(w) = sgd;
     o = optim_step_options_defaults();
     o.inspect = halve;
-    assert_int_equal(optim_step(w, &p, 1, &o), OPTIM_ENOTSUP);
+    assert_status(optim_step(w, &p, 1, &o), OPTIM_ENOTSUP, w);
     assert_non_null(strstr(optim_errmsg(w), "step hook"));
-    assert_int_equal(optim_step(w, &p, 1, NULL), 0);
-    assert_int_equal(optim_iterations(sgd), 1);
+    assert_ok(optim_step(w, &p, 1, NULL), w);
+    assert_eq(optim_iterations(sgd), 1);
     /* optim_check_gradients: the update rule's checks, nothing changes. */
     double g3[3] = {1, 2, 3};
     optim_grad_var bad = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g3, 1, (int64_t[]){3})), a};
-    assert_int_equal(optim_check_gradients(sgd, &bad, 1, 0), OPTIM_ESHAPE);
+    assert_status(optim_check_gradients(sgd, &bad, 1, 0), OPTIM_ESHAPE, sgd);
     assert_non_null(strstr(optim_errmsg(sgd), "'w'"));
-    assert_int_equal(optim_check_gradients(sgd, &p, 1, 1), 0);
+    assert_ok(optim_check_gradients(sgd, &p, 1, 1), sgd);
     optim_destroy(w);
     optim_destroy(sgd);
     optim_var_destroy(a);
@@ -212,15 +212,15 @@ OPTIM_TEST(test_savepoint)
     optim_optimizer *adam = optim_test_make("\"adam\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_savepoint sp = optim_savepoint_get(adam);
-    assert_int_equal(optim_track_variables(adam, &a, 1), 0);
-    assert_int_equal(optim_set_iterations(adam, 5), 0);
-    assert_int_equal(optim_weights_count(adam), 3);
+    assert_ok(optim_track_variables(adam, &a, 1), adam);
+    assert_ok(optim_set_iterations(adam, 5), adam);
+    assert_eq(optim_weights_count(adam), 3);
     optim_rollback(adam, &sp);
-    assert_int_equal(optim_weights_count(adam), 1);
-    assert_int_equal(optim_iterations(adam), 0);
+    assert_eq(optim_weights_count(adam), 1);
+    assert_eq(optim_iterations(adam), 0);
     assert_null(optim_get_slot(adam, a, "m"));
     optim_grad_var p = pair_of(a, G0);
-    assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(adam, &p, 1, 0), adam);
     assert_non_null(optim_get_slot(adam, a, "m"));
     /* Bad input: ignored or refused, never a crash. */
     optim_savepoint none = optim_savepoint_get(NULL);
@@ -230,9 +230,9 @@ OPTIM_TEST(test_savepoint)
     optim_savepoint ahead = optim_savepoint_get(adam);
     ahead.weights_ += 5;
     optim_rollback(adam, &ahead);
-    assert_int_equal(optim_weights_count(adam), 3);
-    assert_int_equal(optim_check_gradients(NULL, &p, 1, 0), OPTIM_EINVAL);
-    assert_int_equal(optim_config_keep(NULL, NULL, 0, NULL, 0), OPTIM_EINVAL);
+    assert_eq(optim_weights_count(adam), 3);
+    assert_status(optim_check_gradients(NULL, &p, 1, 0), OPTIM_EINVAL, NULL);
+    assert_status(optim_config_keep(NULL, NULL, 0, NULL, 0), OPTIM_EINVAL, NULL);
     optim_destroy(adam);
     optim_var_destroy(a);
 }
@@ -268,7 +268,7 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
     optim__arena_block *head = NULL;
     size_t reserved = 0;
     for (int k = 0; k < 6; k++) {
-        assert_int_equal(optim_apply_gradients(opt, p, n, 0), 0);
+        assert_ok(optim_apply_gradients(opt, p, n, 0), opt);
         if (k == 2) head = opt->arena.head, reserved = opt->arena.reserved;
         if (k > 2) {
             assert_ptr_equal(opt->arena.head, head);
@@ -299,18 +299,18 @@ OPTIM_TEST(test_rollback_variables)
     optim_optimizer *nadam = optim_test_make("\"nadam\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_savepoint sp = optim_savepoint_get(nadam);
-    assert_int_equal(optim_track_variables(nadam, &a, 1), 0);
-    assert_int_equal(optim_set_iterations(nadam, 3), 0);
-    assert_int_equal(optim_weights_count(nadam), 4); /* iterations, u_product, m, v */
+    assert_ok(optim_track_variables(nadam, &a, 1), nadam);
+    assert_ok(optim_set_iterations(nadam, 3), nadam);
+    assert_eq(optim_weights_count(nadam), 4); /* iterations, u_product, m, v */
     optim_rollback_variables(nadam, &sp);
-    assert_int_equal(optim_weights_count(nadam), 2);
+    assert_eq(optim_weights_count(nadam), 2);
     assert_string_equal(optim_weight_name(nadam, 1), "u_product");
     assert_null(optim_get_slot(nadam, a, "m"));
-    assert_int_equal(optim_iterations(nadam), 3);
+    assert_eq(optim_iterations(nadam), 3);
     /* Tracked again, then stepped: the kept u_product is used, not remade. */
     optim_grad_var p = pair_of(a, G0);
-    assert_int_equal(optim_apply_gradients(nadam, &p, 1, 0), 0);
-    assert_int_equal(optim_weights_count(nadam), 4);
+    assert_ok(optim_apply_gradients(nadam, &p, 1, 0), nadam);
+    assert_eq(optim_weights_count(nadam), 4);
     assert_non_null(optim_get_slot(nadam, a, "v"));
     /* Bad input: ignored, never a crash, nothing changes. */
     optim_rollback_variables(NULL, &sp);
@@ -318,7 +318,7 @@ OPTIM_TEST(test_rollback_variables)
     optim_savepoint ahead = optim_savepoint_get(nadam);
     ahead.vars_ += 1;
     optim_rollback_variables(nadam, &ahead);
-    assert_int_equal(optim_weights_count(nadam), 4);
+    assert_eq(optim_weights_count(nadam), 4);
     assert_non_null(optim_get_slot(nadam, a, "m"));
     optim_destroy(nadam);
     optim_var_destroy(a);
@@ -387,17 +387,17 @@ OPTIM_TEST(test_pair_order_finds_the_right_slots)
         for (int j = 0; j < 3; j++) /* y: the same variables in the first order */
             for (size_t q = 0; q < n; q++)
                 if (order[st][q] == j) py[m++] = pair_of(v[1][j], g[j]);
-        assert_int_equal(optim_apply_gradients(x, px, n, 0), 0);
-        assert_int_equal(optim_apply_gradients(y, py, m, 0), 0);
+        assert_ok(optim_apply_gradients(x, px, n, 0), x);
+        assert_ok(optim_apply_gradients(y, py, m, 0), y);
     }
     for (int j = 0; j < 3; j++) assert_vars_bitwise(v[0][j], v[1][j]);
     /* In the first order but repeated, or repeated after a prefix of it. */
     optim_grad_var rep[3] = {pair_of(v[0][0], ga), pair_of(v[0][1], gb), pair_of(v[0][0], ga)};
-    assert_int_equal(optim_apply_gradients(x, rep, 3, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(x, rep, 3, 0), OPTIM_EINVAL, x);
     assert_contains(optim_errmsg(x), "'a' appears more than once");
     rep[1] = rep[0];
-    assert_int_equal(optim_apply_gradients(x, rep, 2, 0), OPTIM_EINVAL);
-    assert_int_equal(optim_iterations(x), 4);
+    assert_status(optim_apply_gradients(x, rep, 2, 0), OPTIM_EINVAL, x);
+    assert_eq(optim_iterations(x), 4);
     for (int j = 0; j < 3; j++) assert_vars_bitwise(v[0][j], v[1][j]);
     optim_destroy(x);
     optim_destroy(y);
@@ -421,17 +421,17 @@ OPTIM_TEST(test_check_gradients_keeps_no_memory)
         v[i] = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
         p[NV - 1 - i] = pair_of(v[i], G0); /* reversed: not the order first seen */
     }
-    assert_int_equal(optim_build(opt, v, NV), 0);
-    for (int k = 0; k < 50; k++) assert_int_equal(optim_check_gradients(opt, p, NV, 1), 0);
+    assert_ok(optim_build(opt, v, NV), opt);
+    for (int k = 0; k < 50; k++) assert_ok(optim_check_gradients(opt, p, NV, 1), opt);
     assert_int_equal(opt->arena.reserved, 0);
     assert_null(opt->arena.head);
-    assert_int_equal(optim_apply_gradients(opt, p, NV, 0), 0);
+    assert_ok(optim_apply_gradients(opt, p, NV, 0), opt);
     const size_t reserved = opt->arena.reserved, used = opt->arena.used_total;
-    for (int k = 0; k < 50; k++) assert_int_equal(optim_check_gradients(opt, p, NV, 1), 0);
+    for (int k = 0; k < 50; k++) assert_ok(optim_check_gradients(opt, p, NV, 1), opt);
     assert_int_equal(opt->arena.reserved, reserved);
     assert_int_equal(opt->arena.used_total, used);
     p[1] = p[NV - 1]; /* still refused */
-    assert_int_equal(optim_check_gradients(opt, p, NV, 1), OPTIM_EINVAL);
+    assert_status(optim_check_gradients(opt, p, NV, 1), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "appears more than once");
     assert_int_equal(opt->arena.reserved, reserved);
     optim_destroy(opt);
@@ -451,18 +451,18 @@ OPTIM_TEST(test_check_gradients_multi)
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *x = optim_test_var("x", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var pw = pair_of(w, G0), px = pair_of(x, G0);
-    assert_int_equal(optim_check_gradients(opt, &px, 1, 0), 0); /* not built: any variable */
-    assert_int_equal(optim_build(opt, &w, 1), 0);
-    assert_int_equal(optim_check_gradients(opt, &pw, 1, 1), 0);
-    assert_int_equal(optim_check_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND);
+    assert_ok(optim_check_gradients(opt, &px, 1, 0), opt); /* not built: any variable */
+    assert_ok(optim_build(opt, &w, 1), opt);
+    assert_ok(optim_check_gradients(opt, &pw, 1, 1), opt);
+    assert_status(optim_check_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND, opt);
     assert_contains(optim_errmsg(opt), "MultiOptimizer: variable 'x' is unknown to this optimizer");
     optim_grad_var twice[2] = {pw, pw};
-    assert_int_equal(optim_check_gradients(opt, twice, 2, 0), OPTIM_EINVAL);
+    assert_status(optim_check_gradients(opt, twice, 2, 0), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "more than once");
     /* The step says the same, and changes nothing. */
-    assert_int_equal(optim_apply_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND);
-    assert_int_equal(optim_iterations(opt), 0);
-    assert_int_equal(optim_var_get(x, 0), W0[0]);
+    assert_status(optim_apply_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND, opt);
+    assert_eq(optim_iterations(opt), 0);
+    assert_eq(optim_var_get(x, 0), W0[0]);
     optim_destroy(opt);
     optim_var_destroy(w);
     optim_var_destroy(x);
@@ -484,21 +484,21 @@ static void write_inputs(const char *init, const char *grads, const char *second
     optim_error err;
     optim_st_writer *w;
     optim_tensor t = optim_tensor_make(OPTIM_F64, (void *)W0, 1, (int64_t[]){4});
-    assert_int_equal(optim_st_writer_create(&w, &err), 0);
-    assert_int_equal(optim_st_writer_add(w, "w", &t, &err), 0);
-    if (second_name) assert_int_equal(optim_st_writer_add(w, second_name, &t, &err), 0);
-    assert_int_equal(optim_st_writer_save(w, init, &err), 0);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
+    assert_ok(optim_st_writer_add(w, "w", &t, &err), &err);
+    if (second_name) assert_ok(optim_st_writer_add(w, second_name, &t, &err), &err);
+    assert_ok(optim_st_writer_save(w, init, &err), &err);
     optim_st_writer_destroy(w);
     static double g[3][4];
-    assert_int_equal(optim_st_writer_create(&w, &err), 0);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     for (int k = 0; k < 3; k++) {
         char name[32];
         for (int i = 0; i < 4; i++) g[k][i] = G0[i] * (k + 1) * 0.5;
         snprintf(name, sizeof name, "%d/w", k);
         t = optim_tensor_make(OPTIM_F64, g[k], 1, (int64_t[]){4});
-        assert_int_equal(optim_st_writer_add(w, name, &t, &err), 0);
+        assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
     }
-    assert_int_equal(optim_st_writer_save(w, grads, &err), 0);
+    assert_ok(optim_st_writer_save(w, grads, &err), &err);
     optim_st_writer_destroy(w);
 }
 
@@ -509,7 +509,7 @@ static void check_nested(const char *json)
 {
     const char *cfg = optim_test_tmpfile("n.json"), *init = optim_test_tmpfile("n_init.st");
     const char *grads = optim_test_tmpfile("n_grads.st"), *out = optim_test_tmpfile("n_out.st");
-    assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+    assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
     write_inputs(init, grads, NULL);
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
@@ -523,20 +523,20 @@ static void check_nested(const char *json)
         double g[4];
         for (int i = 0; i < 4; i++) g[i] = G0[i] * (k + 1) * 0.5;
         optim_grad_var p = pair_of(v, g);
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     }
     optim_st_file *o;
     optim_error err;
-    assert_int_equal(optim_st_read(out, &o, &err), 0);
+    assert_ok(optim_st_read(out, &o, &err), &err);
     size_t nw = optim_weights_count(opt);
-    assert_int_equal(optim_st_count(o), 1 + nw);
+    assert_eq(optim_st_count(o), 1 + nw);
     optim_tensor *wts = calloc(nw, sizeof *wts);
     optim_get_weights(opt, wts, nw);
     for (size_t i = 0; i < nw; i++) {
         const char *name = optim_weight_name(opt, i);
         for (size_t j = 0; j < i; j++) assert_string_not_equal(name, optim_weight_name(opt, j));
         optim_tensor got;
-        assert_int_equal(optim_st_get(o, name, &got), 0);
+        assert_ok(optim_st_get(o, name, &got), NULL);
         assert_memory_equal(got.data, wts[i].data,
                             (size_t)optim_tensor_numel(&got) * optim_dtype_size(got.dtype));
     }
@@ -552,8 +552,8 @@ OPTIM_TEST(test_nested_wrappers)
     /* The qualified names themselves. */
     optim_optimizer *la = optim_test_make(NESTED[0]);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
-    assert_int_equal(optim_build(la, &v, 1), 0);
-    assert_int_equal(optim_weights_count(la), 5);
+    assert_ok(optim_build(la, &v, 1), la);
+    assert_eq(optim_weights_count(la), 5);
     assert_string_equal(optim_weight_name(la, 3), "w/slow");
     char outer[128]; /* the outer level's weight, under its optimizer's name */
     snprintf(outer, sizeof outer, "%s/w/slow", optim_name(la));
@@ -570,7 +570,7 @@ OPTIM_TEST(test_init_name_is_a_weight)
 {
     const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("c_init.st");
     const char *grads = optim_test_tmpfile("c_grads.st"), *out = optim_test_tmpfile("c_out.st");
-    assert_int_equal(optim_test_write_file(cfg, "\"adam\"", 6), 0);
+    assert_eq(optim_test_write_file(cfg, "\"adam\"", 6), 0);
     write_inputs(init, grads, "w/m");
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
@@ -594,18 +594,18 @@ OPTIM_TEST(test_failed_build_changes_nothing)
 {
     optim_optimizer *la = optim_test_make(NESTED[0]);
     optim_optimizer *mid = optim_wrapper_inner(la), *adam = optim_wrapper_inner(mid);
-    assert_int_equal(optim_set_hyper_fn(la, "slow_step_size", nan_fn, NULL), 0);
+    assert_ok(optim_set_hyper_fn(la, "slow_step_size", nan_fn, NULL), la);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *u = optim_test_var("u", OPTIM_F64, 1, (int64_t[]){4}, W0);
-    assert_int_not_equal(optim_build(la, &v, 1), 0);
+    assert_status(optim_build(la, &v, 1), OPTIM_ERANGE, la);
     assert_non_null(strstr(optim_errmsg(la), "slow_step_size"));
-    assert_int_equal(optim_weights_count(la), 1);
-    assert_int_equal(optim_weights_count(mid), 1);
+    assert_eq(optim_weights_count(la), 1);
+    assert_eq(optim_weights_count(mid), 1);
     assert_null(optim_get_slot(adam, v, "m"));
     /* Not built: a gradient for u is accepted by every level. */
-    assert_int_equal(optim_set_hyper(la, "slow_step_size", 0.5), 0);
+    assert_ok(optim_set_hyper(la, "slow_step_size", 0.5), la);
     optim_grad_var p = pair_of(u, G0);
-    assert_int_equal(optim_apply_gradients(la, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(la, &p, 1, 0), la);
     assert_non_null(optim_get_slot(adam, u, "m"));
     assert_null(optim_get_slot(adam, v, "m"));
     optim_destroy(la);
