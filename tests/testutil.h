@@ -133,9 +133,8 @@ void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char 
  *     a class, reading a table) stays in main, before the run.
  * The body's parameter is `void **state`.
  *
- * Converting a file that lists its cases for cmocka (the recipe; the script
- * /work/helpers/cmocka_to_optim_test.py applies steps 1-4 and refuses the
- * rest, naming what it refused):
+ * Converting a file that lists its cases for cmocka (the recipe; steps 1-4
+ * are mechanical, 5 is by hand):
  *   1. Each `cmocka_unit_test(f)` in main: the definition
  *      `static void f(void **s)` becomes `OPTIM_TEST(f)`;
  *      `cmocka_unit_test_setup_teardown(f, su, td)` (or _setup/_teardown)
