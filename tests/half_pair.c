@@ -22,14 +22,14 @@ static void make_var(half_pair *p, int v)
     uint16_t *h = malloc((size_t)n * sizeof *h + 1);
     assert_true(f && h);
     for (int64_t i = 0; i < n; i++) f[i] = (float)hv->init(v, i);
-    assert_int_equal(optim_convert(h, p->dt, f, OPTIM_F32, n), OPTIM_OK);
+    assert_ok(optim_convert(h, p->dt, f, OPTIM_F32, n), NULL);
     optim_error err;
-    assert_int_equal(
+    assert_ok(
         optim_var_create(&p->va[v], hv->names[v], p->dt, hv->ranks[v], hv->shapes[v], h, &err),
-        OPTIM_OK);
-    assert_int_equal(
+        &err);
+    assert_ok(
         optim_var_create(&p->vr[v], hv->names[v], OPTIM_F32, hv->ranks[v], hv->shapes[v], f, &err),
-        OPTIM_OK);
+        &err);
     free(f);
     free(h);
 }
@@ -42,10 +42,10 @@ void half_pair_make(half_pair *p, const half_vars *vars, const char *json, optim
     p->dt = dt;
     p->a = optim_test_make(json);
     p->r = optim_test_make(json);
-    if (threads > 0) assert_int_equal(optim_set_num_threads(p->a, threads), OPTIM_OK);
+    if (threads > 0) assert_ok(optim_set_num_threads(p->a, threads), p->a);
     for (int v = 0; v < vars->nv; v++) make_var(p, v);
-    assert_int_equal(optim_build(p->a, p->va, (size_t)vars->nv), OPTIM_OK);
-    assert_int_equal(optim_build(p->r, p->vr, (size_t)vars->nv), OPTIM_OK);
+    assert_ok(optim_build(p->a, p->va, (size_t)vars->nv), p->a);
+    assert_ok(optim_build(p->r, p->vr, (size_t)vars->nv), p->r);
 }
 
 void half_pair_free(half_pair *p)
@@ -65,7 +65,7 @@ static void *converted(const optim_tensor *t, optim_dtype to)
     void *c = malloc((size_t)m * optim_dtype_size(to) + 1);
     assert_non_null(c);
     if (t->dtype == to) memcpy(c, t->data, (size_t)m * optim_dtype_size(to)); /* iterations */
-    else assert_int_equal(optim_convert(c, to, t->data, t->dtype, m), OPTIM_OK);
+    else assert_ok(optim_convert(c, to, t->data, t->dtype, m), NULL);
     return c;
 }
 
@@ -86,17 +86,16 @@ static size_t weights_of(half_pair *p, optim_tensor **wa, optim_tensor **wr)
 void half_pair_copy_state(half_pair *p)
 {
     for (int v = 0; v < p->vars->nv; v++)
-        assert_int_equal(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32,
-                                       optim_var_cdata(p->va[v]), p->dt,
-                                       half_vars_numel(p->vars, v)),
-                         OPTIM_OK);
+        assert_ok(optim_convert(optim_var_data(p->vr[v]), OPTIM_F32, optim_var_cdata(p->va[v]),
+                                p->dt, half_vars_numel(p->vars, v)),
+                  NULL);
     optim_tensor *wa, *wr;
     const size_t n = weights_of(p, &wa, &wr);
     for (size_t i = 0; i < n; i++) {
-        assert_int_equal(optim_tensor_numel(&wa[i]), optim_tensor_numel(&wr[i]));
+        assert_eq(optim_tensor_numel(&wa[i]), optim_tensor_numel(&wr[i]));
         wr[i].data = converted(&wa[i], wr[i].dtype);
     }
-    assert_int_equal(optim_set_weights(p->r, wr, n), OPTIM_OK);
+    assert_ok(optim_set_weights(p->r, wr, n), p->r);
     for (size_t i = 0; i < n; i++) free(wr[i].data);
     free(wa);
     free(wr);
@@ -108,7 +107,7 @@ static void compare_var(half_pair *p, const char *json, int k, int v)
     const int64_t m = half_vars_numel(p->vars, v);
     uint16_t *h = malloc((size_t)m * sizeof *h + 1);
     assert_non_null(h);
-    assert_int_equal(optim_convert(h, p->dt, optim_var_cdata(p->vr[v]), OPTIM_F32, m), OPTIM_OK);
+    assert_ok(optim_convert(h, p->dt, optim_var_cdata(p->vr[v]), OPTIM_F32, m), NULL);
     const uint16_t *got = optim_var_cdata(p->va[v]);
     for (int64_t i = 0; i < m; i++)
         if (h[i] != got[i])

@@ -88,9 +88,7 @@ double ot_value(void *user) { return *(double *)user; }
 
 void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
 {
-    int rc = optim_apply_gradients(opt, p, n, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
+    assert_ok(optim_apply_gradients(opt, p, n, 0), opt);
 }
 
 /* A tensor of w's dtype and shape holding g (buf: scratch of numel slots). */
@@ -578,7 +576,7 @@ static void check_threads(const char *json, int threads, int steps, double shrin
     optim_optimizer *opts[2];
     for (int t = 0; t < 2; t++) {
         opts[t] = optim_test_make(json);
-        assert_int_equal(optim_set_num_threads(opts[t], t ? threads : 1), 0);
+        assert_ok(optim_set_num_threads(opts[t], t ? threads : 1), opts[t]);
         vars[t][0] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         if (mixed) {
             vars[t][1] = optim_test_var("small", OPTIM_F64, 1, &n1, init);
@@ -652,8 +650,8 @@ void ot_check_keras_weight_decay(const char *json, optim_dtype dt)
     optim_tensor gz =
         optim_tensor_make(dt, dt == OPTIM_F32 ? (void *)&(float){0} : (void *)&zero, 0, NULL);
     const char *pat[1] = {"exclude"};
-    assert_int_equal(optim_exclude_from_weight_decay(o[1], NULL, 0, pat, 1), 0);
-    assert_int_equal(optim_exclude_from_weight_decay(o[2], &v[2], 1, NULL, 0), 0);
+    assert_ok(optim_exclude_from_weight_decay(o[1], NULL, 0, pat, 1), o[1]);
+    assert_ok(optim_exclude_from_weight_decay(o[2], &v[2], 1, NULL, 0), o[2]);
     optim_grad_var p[3][2] = {{{optim_grad_dense(gz), v[0]}},
                               {{optim_grad_dense(gz), v[0]}, {optim_grad_dense(gz), v[1]}},
                               {{optim_grad_dense(gz), v[0]}, {optim_grad_dense(gz), v[2]}}};
@@ -770,7 +768,7 @@ void ot_expect_refused(const char *json, int code, const char *needle1, const ch
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
     if (rc != code) print_error("%s: %s\n", json, rc ? err.msg : "accepted");
-    assert_eq(rc, code);
+    assert_status(rc, code, &err);
     assert_null(opt);
     if (needle1) assert_contains(err.msg, needle1);
     if (needle2) assert_contains(err.msg, needle2);

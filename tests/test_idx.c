@@ -4,14 +4,11 @@
  * a small synthetic IDX dataset, and its refusals of bad input. */
 #include "testutil.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -142,7 +139,7 @@ static bytes gz(const unsigned char *data, size_t n)
 static const char *write_bytes(const char *name, const bytes *b)
 {
     const char *path = optim_test_tmpfile(name);
-    assert_int_equal(optim_test_write_file(path, b->p, b->n), 0);
+    assert_eq(optim_test_write_file(path, b->p, b->n), 0);
     return path;
 }
 
@@ -154,7 +151,7 @@ static void expect_refused(const char *path, int code, const char *what)
     int rc = optim_idx_read(path, &f, &err);
     if (rc != code || !strstr(err.msg, what))
         print_error("%s: rc %d, message '%s'\n", path, rc, err.msg);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, &err);
     assert_null(f);
     assert_contains(err.msg, what);
     assert_contains(err.msg, path);
@@ -175,17 +172,15 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
 {
     optim_idx *f;
     optim_error err;
-    int rc = optim_idx_read(path, &f, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    assert_int_equal(optim_idx_type_of(f), type);
-    assert_int_equal(optim_idx_rank(f), rank);
+    assert_ok(optim_idx_read(path, &f, &err), &err);
+    assert_eq(optim_idx_type_of(f), type);
+    assert_eq(optim_idx_rank(f), rank);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
-        assert_int_equal(optim_idx_shape(f)[i], dims[i]);
+        assert_eq(optim_idx_shape(f)[i], dims[i]);
         n *= dims[i];
     }
-    assert_int_equal(optim_idx_numel(f), n);
+    assert_eq(optim_idx_numel(f), n);
     for (int64_t i = 0; i < n; i++) assert_eq(optim_idx_get(f, i), pattern(type, i));
     assert_nan(optim_idx_get(f, n));
     assert_nan(optim_idx_get(f, -1));
@@ -206,8 +201,8 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     /* conversions */
     double *o64 = malloc((size_t)(n ? n : 1) * sizeof *o64);
     float *o32 = malloc((size_t)(n ? n : 1) * sizeof *o32);
-    assert_int_equal(optim_idx_convert(f, OPTIM_F64, 0.5, o64, &err), 0);
-    assert_int_equal(optim_idx_convert(f, OPTIM_F32, 2.0, o32, &err), 0);
+    assert_ok(optim_idx_convert(f, OPTIM_F64, 0.5, o64, &err), &err);
+    assert_ok(optim_idx_convert(f, OPTIM_F32, 2.0, o32, &err), &err);
     for (int64_t i = 0; i < n; i++) {
         assert_eq(o64[i], pattern(type, i) * 0.5);
         assert_eq(o32[i], (float)(pattern(type, i) * 2.0));
@@ -215,24 +210,23 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     int integer = type != OPTIM_IDX_F32 && type != OPTIM_IDX_F64;
     int64_t *oi = malloc((size_t)(n ? n : 1) * sizeof *oi);
     if (integer) {
-        assert_int_equal(optim_idx_convert(f, OPTIM_I64, 1, oi, &err), 0);
+        assert_ok(optim_idx_convert(f, OPTIM_I64, 1, oi, &err), &err);
         for (int64_t i = 0; i < n; i++) assert_eq((double)oi[i], pattern(type, i));
-        assert_int_equal(optim_idx_convert(f, OPTIM_I64, 2, oi, &err), OPTIM_EINVAL);
+        assert_status(optim_idx_convert(f, OPTIM_I64, 2, oi, &err), OPTIM_EINVAL, &err);
     } else {
-        assert_int_equal(optim_idx_convert(f, OPTIM_I32, 1, oi, &err), OPTIM_EDTYPE);
+        assert_status(optim_idx_convert(f, OPTIM_I32, 1, oi, &err), OPTIM_EDTYPE, &err);
         assert_contains(err.msg, "cannot become int32");
     }
-    assert_int_equal(optim_idx_convert(f, OPTIM_DTYPE_INVALID, 1, o64, &err), OPTIM_EDTYPE);
-    assert_int_equal(optim_idx_convert(f, OPTIM_F64, INFINITY, o64, &err), OPTIM_EINVAL);
+    assert_status(optim_idx_convert(f, OPTIM_DTYPE_INVALID, 1, o64, &err), OPTIM_EDTYPE, &err);
+    assert_status(optim_idx_convert(f, OPTIM_F64, INFINITY, o64, &err), OPTIM_EINVAL, &err);
     free(o64);
     free(o32);
     free(oi);
     optim_idx_free(f);
 }
 
-static void test_types_plain_and_gzip(void **s)
+OPTIM_TEST(test_types_plain_and_gzip)
 {
-    (void)s;
     const int types[] = {OPTIM_IDX_U8,  OPTIM_IDX_I8,  OPTIM_IDX_I16,
                          OPTIM_IDX_I32, OPTIM_IDX_F32, OPTIM_IDX_F64};
     const uint32_t shapes[3][3] = {{7, 0, 0}, {3, 5, 0}, {2, 3, 4}};
@@ -273,9 +267,8 @@ static void test_types_plain_and_gzip(void **s)
     assert_null(optim_idx_type_name((optim_idx_type)0x0A));
 }
 
-static void test_malformed_files(void **s)
+OPTIM_TEST(test_malformed_files)
 {
-    (void)s;
     uint32_t d2[2] = {3, 4};
     bytes b = {NULL, 0, 0};
     /* empty and short */
@@ -352,7 +345,7 @@ static void test_malformed_files(void **s)
     bad.p[12] ^= 0xFF; /* inside the deflate stream */
     optim_idx *f = (optim_idx *)1;
     optim_error err;
-    assert_int_not_equal(optim_idx_read(write_bytes("flip.gz", &bad), &f, &err), 0);
+    assert_status(optim_idx_read(write_bytes("flip.gz", &bad), &f, &err), OPTIM_EFORMAT, &err);
     assert_null(f);
     bad.p[12] ^= 0xFF;
     put(&bad, "garbage", 7);
@@ -377,17 +370,16 @@ static void test_malformed_files(void **s)
     mkdir(dir, 0700);
     expect_refused(dir, OPTIM_EIO, "read error");
     /* argument checks */
-    assert_int_equal(optim_idx_read(NULL, &f, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_idx_read("x", NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_idx_read("/nonexistent", &f, NULL), OPTIM_EIO);
-    assert_int_equal(optim_idx_convert(NULL, OPTIM_F32, 1, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_idx_read(NULL, &f, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_idx_read("x", NULL, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_idx_read("/nonexistent", &f, NULL), OPTIM_EIO, NULL);
+    assert_status(optim_idx_convert(NULL, OPTIM_F32, 1, NULL, &err), OPTIM_EINVAL, &err);
     optim_idx_free(NULL);
-    assert_int_equal(optim_idx_rank(NULL), 0);
+    assert_eq(optim_idx_rank(NULL), 0);
 }
 
-static void test_fashion_mnist_if_installed(void **s)
+OPTIM_TEST(test_fashion_mnist_if_installed)
 {
-    (void)s;
     const char *path = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
     if (access(path, R_OK) != 0) {
         print_message("skipped: %s is not installed\n", path);
@@ -395,9 +387,9 @@ static void test_fashion_mnist_if_installed(void **s)
     }
     optim_idx *f;
     optim_error err;
-    assert_int_equal(optim_idx_read(path, &f, &err), 0);
-    assert_int_equal(optim_idx_rank(f), 1);
-    assert_int_equal(optim_idx_shape(f)[0], 10000);
+    assert_ok(optim_idx_read(path, &f, &err), &err);
+    assert_eq(optim_idx_rank(f), 1);
+    assert_eq(optim_idx_shape(f)[0], 10000);
     int counts[10] = {0};
     for (int64_t i = 0; i < 10000; i++) counts[(int)optim_idx_get(f, i)]++;
     for (int c = 0; c < 10; c++) assert_int_equal(counts[c], 1000);
@@ -406,20 +398,8 @@ static void test_fashion_mnist_if_installed(void **s)
 
 /* ---- optim train ----------------------------------------------------------------------- */
 
-typedef struct result {
-    int status;
-    char out[16384], err[4096];
-} result;
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-}
-
-static void run_train(const char *const *args, result *r)
+/* Runs `optim train args...` (args NULL-terminated) with its output in *r. */
+static void run_train(const char *const *args, optim_test_proc *r)
 {
     char *argv[20];
     int n = 0;
@@ -427,25 +407,7 @@ static void run_train(const char *const *args, result *r)
     argv[n++] = (char *)"train";
     for (int i = 0; args[i]; i++) argv[n++] = (char *)args[i];
     argv[n] = NULL;
-    const char *op = optim_test_tmpfile("train.out"), *ep = optim_test_tmpfile("train.err");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_ge(pid, 0);
-    if (pid == 0) {
-        int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600),
-            fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
-        execv(OPTIM_CLI_PATH, argv);
-        _exit(127);
-    }
-    int st = 0;
-    pid_t got;
-    do got = waitpid(pid, &st, 0);
-    while (got < 0 && errno == EINTR);
-    assert_int_equal(got, pid);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
-    slurp(op, r->out, sizeof r->out);
-    slurp(ep, r->err, sizeof r->err);
+    optim_test_capture(argv, r);
 }
 
 /* Writes a small, easy 10-class dataset: class c lights rows 2c..2c+2. */
@@ -467,9 +429,9 @@ static void write_dataset(const char *dir, const char *prefix, uint32_t n, uint6
     char path[600];
     bytes zi = gz(im.p, im.n), zl = gz(lb.p, lb.n);
     snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    assert_int_equal(optim_test_write_file(path, zi.p, zi.n), 0);
+    assert_eq(optim_test_write_file(path, zi.p, zi.n), 0);
     snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
+    assert_eq(optim_test_write_file(path, zl.p, zl.n), 0);
     free(im.p), free(lb.p), free(zi.p), free(zl.p);
 }
 
@@ -481,9 +443,8 @@ static const char *last_line(const char *s)
     return s + n;
 }
 
-static void test_train_command(void **s)
+OPTIM_TEST(test_train_command)
 {
-    (void)s;
     /* (optim_test_tmpfile's buffers are reused: keep copies) */
     char dir[512], adir[512], afile[512], bdir[512];
     snprintf(dir, sizeof dir, "%s", optim_test_tmpfile("fmnist"));
@@ -493,10 +454,10 @@ static void test_train_command(void **s)
     mkdir(dir, 0700);
     mkdir(adir, 0700);
     mkdir(bdir, 0700);
-    assert_int_equal(optim_test_write_file(afile, "x", 1), 0);
+    assert_eq(optim_test_write_file(afile, "x", 1), 0);
     write_dataset(dir, "train", 512, 1);
     write_dataset(dir, "t10k", 200, 2);
-    result r;
+    optim_test_proc r;
     const char *args[] = {"--data",
                           dir,
                           "--epochs",
@@ -522,7 +483,7 @@ static void test_train_command(void **s)
     assert_gt(acc, 0.9);
     assert_le(acc, 1.0);
     /* the same seed, the same run */
-    char first[16384];
+    char first[sizeof r.out];
     snprintf(first, sizeof first, "%s", last);
     run_train(args, &r);
     assert_string_equal(last_line(r.out), first);
@@ -575,7 +536,7 @@ static void test_train_command(void **s)
     bytes lb = header(OPTIM_IDX_U8, 1, (uint32_t[]){9});
     put(&lb, "\1\2\3\4\5\6\7\1\2", 9);
     bytes zl = gz(lb.p, lb.n);
-    assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
+    assert_eq(optim_test_write_file(path, zl.p, zl.n), 0);
     const char *a3[] = {"--data", bdir, NULL};
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
@@ -584,11 +545,11 @@ static void test_train_command(void **s)
     lb = header(OPTIM_IDX_U8, 1, (uint32_t[]){10});
     put(&lb, "\1\2\3\4\5\6\7\1\2\12", 10);
     zl = gz(lb.p, lb.n);
-    assert_int_equal(optim_test_write_file(path, zl.p, zl.n), 0);
+    assert_eq(optim_test_write_file(path, zl.p, zl.n), 0);
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
     assert_contains(r.err, "label 10 at index 9, expected 0 to 9");
-    assert_int_equal(optim_test_write_file(path, "\x1f\x8b\x08", 3), 0);
+    assert_eq(optim_test_write_file(path, "\x1f\x8b\x08", 3), 0);
     run_train(a3, &r);
     assert_int_not_equal(r.status, 0);
     assert_contains(r.err, "gzip data ends early");
@@ -600,13 +561,4 @@ static void test_train_command(void **s)
     assert_contains(r.out, "usage: optim train");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_types_plain_and_gzip),
-        cmocka_unit_test(test_malformed_files),
-        cmocka_unit_test(test_fashion_mnist_if_installed),
-        cmocka_unit_test(test_train_command),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

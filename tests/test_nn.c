@@ -18,16 +18,6 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static optim_optimizer *make_opt(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
-
 static optim_layer *dense(int64_t units, optim_activation act, int64_t seed)
 {
     optim_dense_options o = optim_dense_defaults(units);
@@ -35,9 +25,7 @@ static optim_layer *dense(int64_t units, optim_activation act, int64_t seed)
     o.seed = seed;
     optim_layer *l;
     optim_error err;
-    int rc = optim_dense_create(&l, &o, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(optim_dense_create(&l, &o, &err), &err);
     return l;
 }
 
@@ -48,11 +36,9 @@ static optim_model *model_of(optim_dtype dt, uint64_t seed, optim_layer **layers
     o.seed = seed;
     optim_model *m;
     optim_error err;
-    assert_int_equal(optim_sequential_create(&m, &o, &err), 0);
+    assert_ok(optim_sequential_create(&m, &o, &err), &err);
     for (size_t i = 0; i < n; i++) {
-        int rc = optim_sequential_add(m, layers[i]);
-        if (rc) print_error("%s\n", optim_model_errmsg(m));
-        assert_int_equal(rc, 0);
+        assert_ok(optim_sequential_add(m, layers[i]), m);
     }
     return m;
 }
@@ -61,7 +47,7 @@ static optim_tape *tape(void)
 {
     optim_tape *t;
     optim_error err;
-    assert_int_equal(optim_tape_create(&t, &err), 0);
+    assert_ok(optim_tape_create(&t, &err), &err);
     return t;
 }
 
@@ -89,12 +75,11 @@ static double val(const optim_tensor *t, int64_t i)
 
 /* ---- layers ------------------------------------------------------------------- */
 
-static void test_dense_lazy_shapes(void **s)
+OPTIM_TEST(test_dense_lazy_shapes)
 {
-    (void)s;
     optim_layer *l = dense(5, OPTIM_ACT_LINEAR, 7);
     assert_false(optim_layer_built(l));
-    assert_int_equal(optim_layer_variables(l, NULL, 0), 0);
+    assert_eq(optim_layer_variables(l, NULL, 0), 0);
     assert_string_equal(optim_layer_name(l), "dense");
     assert_string_equal(optim_layer_class_name(l), "Dense");
     optim_tape *t = tape();
@@ -104,19 +89,19 @@ static void test_dense_lazy_shapes(void **s)
     for (int i = 0; i < 12; i++) xf[i] = (float)xv[i];
     optim_tensor x = optim_tensor_make(OPTIM_F32, xf, 2, (int64_t[]){3, 4});
     optim_node *y;
-    assert_int_equal(optim_layer_call(l, t, optim_tape_const(t, &x), NULL, 0, &y), 0);
+    assert_ok(optim_layer_call(l, t, optim_tape_const(t, &x), NULL, 0, &y), l);
     assert_true(optim_layer_built(l));
     const optim_tensor *yv = optim_node_value(y);
     assert_int_equal(yv->rank, 2);
     assert_int_equal(yv->shape[0], 3);
     assert_int_equal(yv->shape[1], 5);
     optim_var *vars[2];
-    assert_int_equal(optim_layer_variables(l, vars, 2), 2);
+    assert_eq(optim_layer_variables(l, vars, 2), 2);
     assert_string_equal(optim_var_name(vars[0]), "dense/kernel");
     assert_string_equal(optim_var_name(vars[1]), "dense/bias");
-    assert_int_equal(optim_var_shape(vars[0])[0], 4);
-    assert_int_equal(optim_var_shape(vars[0])[1], 5);
-    assert_int_equal(optim_var_shape(vars[1])[0], 5);
+    assert_eq(optim_var_shape(vars[0])[0], 4);
+    assert_eq(optim_var_shape(vars[0])[1], 5);
+    assert_eq(optim_var_shape(vars[1])[0], 5);
     /* glorot_uniform: |w| <= sqrt(6 / (4 + 5)), not all equal; bias zeros */
     double limit = sqrt(6.0 / 9.0), lo = 1, hi = -1;
     for (int i = 0; i < 20; i++) {
@@ -138,7 +123,7 @@ static void test_dense_lazy_shapes(void **s)
     float x3[24];
     for (int i = 0; i < 24; i++) x3[i] = (float)(0.05 * i - 0.4);
     optim_tensor t3 = optim_tensor_make(OPTIM_F32, x3, 3, (int64_t[]){2, 3, 4});
-    assert_int_equal(optim_layer_call(l, t, optim_tape_const(t, &t3), NULL, 0, &y), 0);
+    assert_ok(optim_layer_call(l, t, optim_tape_const(t, &t3), NULL, 0, &y), l);
     yv = optim_node_value(y);
     assert_int_equal(yv->rank, 3);
     assert_int_equal(yv->shape[2], 5);
@@ -151,7 +136,7 @@ static void test_dense_lazy_shapes(void **s)
     /* after the build, the last axis must match; rank 1 is refused */
     float x5[10] = {0};
     optim_tensor bad = optim_tensor_make(OPTIM_F32, x5, 2, (int64_t[]){2, 5});
-    assert_int_equal(optim_layer_call(l, t, optim_tape_const(t, &bad), NULL, 0, &y), OPTIM_ESHAPE);
+    assert_status(optim_layer_call(l, t, optim_tape_const(t, &bad), NULL, 0, &y), OPTIM_ESHAPE, l);
     assert_contains(optim_layer_errmsg(l), "expected axis -1 of input shape to have value 4");
     assert_null(y);
     optim_tape_destroy(t);
@@ -160,7 +145,7 @@ static void test_dense_lazy_shapes(void **s)
     optim_layer *l2 = dense(3, OPTIM_ACT_LINEAR, 7);
     t = tape();
     optim_tensor r1 = optim_tensor_make(OPTIM_F32, x5, 1, (int64_t[]){4});
-    assert_int_equal(optim_layer_call(l2, t, optim_tape_const(t, &r1), NULL, 0, &y), OPTIM_ESHAPE);
+    assert_status(optim_layer_call(l2, t, optim_tape_const(t, &r1), NULL, 0, &y), OPTIM_ESHAPE, l2);
     assert_contains(optim_layer_errmsg(l2), "min_ndim=2");
     assert_false(optim_layer_built(l2));
     optim_tape_destroy(t);
@@ -172,19 +157,19 @@ static void test_dense_lazy_shapes(void **s)
     o.seed = 123;
     optim_layer *a, *b, *c;
     optim_error err;
-    assert_int_equal(optim_dense_create(&a, &o, &err), 0);
-    assert_int_equal(optim_dense_create(&b, &o, &err), 0);
+    assert_ok(optim_dense_create(&a, &o, &err), &err);
+    assert_ok(optim_dense_create(&b, &o, &err), &err);
     o.seed = 124;
-    assert_int_equal(optim_dense_create(&c, &o, &err), 0);
+    assert_ok(optim_dense_create(&c, &o, &err), &err);
     t = tape();
     optim_tensor x2 = optim_tensor_make(OPTIM_F32, xf, 2, (int64_t[]){3, 4});
-    assert_int_equal(optim_layer_call(a, t, optim_tape_const(t, &x2), NULL, 0, &y), 0);
-    assert_int_equal(optim_layer_call(b, t, optim_tape_const(t, &x2), NULL, 0, &y), 0);
-    assert_int_equal(optim_layer_call(c, t, optim_tape_const(t, &x2), NULL, 0, &y), 0);
+    assert_ok(optim_layer_call(a, t, optim_tape_const(t, &x2), NULL, 0, &y), a);
+    assert_ok(optim_layer_call(b, t, optim_tape_const(t, &x2), NULL, 0, &y), b);
+    assert_ok(optim_layer_call(c, t, optim_tape_const(t, &x2), NULL, 0, &y), c);
     optim_var *va, *vb, *vc;
-    assert_int_equal(optim_layer_variables(a, &va, 1), 1);
-    assert_int_equal(optim_layer_variables(b, &vb, 1), 1);
-    assert_int_equal(optim_layer_variables(c, &vc, 1), 1);
+    assert_eq(optim_layer_variables(a, &va, 1), 1);
+    assert_eq(optim_layer_variables(b, &vb, 1), 1);
+    assert_eq(optim_layer_variables(c, &vc, 1), 1);
     assert_memory_equal(optim_var_cdata(va), optim_var_cdata(vb), 24 * sizeof(float));
     assert_memory_not_equal(optim_var_cdata(va), optim_var_cdata(vc), 24 * sizeof(float));
     optim_tape_destroy(t);
@@ -193,9 +178,8 @@ static void test_dense_lazy_shapes(void **s)
     optim_layer_destroy(c);
 }
 
-static void test_activations(void **s)
+OPTIM_TEST(test_activations)
 {
-    (void)s;
     const optim_activation acts[] = {OPTIM_ACT_LINEAR, OPTIM_ACT_RELU, OPTIM_ACT_SIGMOID,
                                      OPTIM_ACT_TANH, OPTIM_ACT_SOFTMAX};
     double x[6] = {-1.5, 0.2, 2.0, 0.7, -0.3, 0.0};
@@ -203,8 +187,8 @@ static void test_activations(void **s)
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         for (size_t a = 0; a < 5; a++) {
             optim_activation back;
-            assert_int_equal(
-                optim_activation_from_name(optim_activation_name(acts[a]), &back, NULL), 0);
+            assert_ok(optim_activation_from_name(optim_activation_name(acts[a]), &back, NULL),
+                      NULL);
             assert_int_equal(back, acts[a]);
             optim_tape *t = tape();
             void *b = fill_buf(dt, x, 6);
@@ -233,52 +217,51 @@ static void test_activations(void **s)
     }
     optim_activation a;
     optim_error err;
-    assert_int_equal(optim_activation_from_name(NULL, &a, &err), 0);
+    assert_ok(optim_activation_from_name(NULL, &a, &err), &err);
     assert_int_equal(a, OPTIM_ACT_LINEAR);
-    assert_int_equal(optim_activation_from_name("gelu", &a, &err), OPTIM_EINVAL);
+    assert_status(optim_activation_from_name("gelu", &a, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "gelu");
     assert_null(optim_activation_name((optim_activation)99));
 }
 
-static void test_sequential_lazy_build(void **s)
+OPTIM_TEST(test_sequential_lazy_build)
 {
-    (void)s;
     optim_layer *ls[2] = {dense(8, OPTIM_ACT_RELU, OPTIM_SEED_AUTO),
                           dense(3, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 5, ls, 2);
     assert_string_equal(optim_layer_name(ls[1]), "dense_1");
     assert_false(optim_model_built(m));
-    assert_int_equal(optim_model_trainable_variables(m, NULL, 0), 0);
-    assert_int_equal(optim_model_count_params(m), 0);
+    assert_eq(optim_model_trainable_variables(m, NULL, 0), 0);
+    assert_eq(optim_model_count_params(m), 0);
     optim_tape *t = tape();
     float x[10] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, -0.1f, -0.2f, -0.3f, -0.4f, -0.5f};
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){2, 5});
     optim_node *y;
-    assert_int_equal(optim_model_call(m, t, &xt, 0, &y), 0);
+    assert_ok(optim_model_call(m, t, &xt, 0, &y), m);
     assert_true(optim_model_built(m));
     optim_var *vars[8];
-    assert_int_equal(optim_model_trainable_variables(m, vars, 8), 4);
+    assert_eq(optim_model_trainable_variables(m, vars, 8), 4);
     assert_string_equal(optim_var_name(vars[0]), "dense/kernel");
     assert_string_equal(optim_var_name(vars[1]), "dense/bias");
     assert_string_equal(optim_var_name(vars[2]), "dense_1/kernel");
     assert_string_equal(optim_var_name(vars[3]), "dense_1/bias");
-    assert_int_equal(optim_model_count_params(m), 5 * 8 + 8 + 8 * 3 + 3);
-    assert_int_equal(optim_node_value(y)->shape[1], 3);
+    assert_eq(optim_model_count_params(m), 5 * 8 + 8 + 8 * 3 + 3);
+    assert_eq(optim_node_value(y)->shape[1], 3);
     /* the two layers got different seeds from the model's */
     assert_memory_not_equal(optim_var_cdata(vars[0]), optim_var_cdata(vars[2]), 24 * sizeof(float));
     int32_t orank;
     int64_t oshape[8];
-    assert_int_equal(optim_model_output_shape(m, 2, (int64_t[]){7, 5}, &orank, oshape), 0);
+    assert_ok(optim_model_output_shape(m, 2, (int64_t[]){7, 5}, &orank, oshape), m);
     assert_int_equal(orank, 2);
     assert_int_equal(oshape[0], 7);
     assert_int_equal(oshape[1], 3);
     /* adding after the build is refused */
     optim_layer *late = dense(2, OPTIM_ACT_LINEAR, 0);
-    assert_int_equal(optim_sequential_add(m, late), OPTIM_ESTATE);
+    assert_status(optim_sequential_add(m, late), OPTIM_ESTATE, m);
     optim_layer_destroy(late);
     /* summary */
     FILE *f = tmpfile();
-    assert_int_equal(optim_model_summary(m, f), 0);
+    assert_ok(optim_model_summary(m, f), m);
     char buf[4096] = {0};
     rewind(f);
     size_t got = fread(buf, 1, sizeof buf - 1, f);
@@ -295,12 +278,12 @@ static void test_sequential_lazy_build(void **s)
     optim_layer *l1[1] = {dense(4, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)},
                 *l2[1] = {dense(4, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m1 = model_of(OPTIM_F32, 9, l1, 1), *m2 = model_of(OPTIM_F32, 9, l2, 1);
-    assert_int_equal(optim_model_build(m1, 1, (int64_t[]){5}), 0);
-    assert_int_equal(optim_model_build(m2, 1, (int64_t[]){5}), 0);
+    assert_ok(optim_model_build(m1, 1, (int64_t[]){5}), m1);
+    assert_ok(optim_model_build(m2, 1, (int64_t[]){5}), m2);
     optim_model_trainable_variables(m1, &vars[0], 1);
     optim_model_trainable_variables(m2, &vars[1], 1);
     assert_memory_equal(optim_var_cdata(vars[0]), optim_var_cdata(vars[1]), 20 * sizeof(float));
-    assert_int_equal(optim_model_build(m1, 1, (int64_t[]){6}), OPTIM_ESTATE);
+    assert_status(optim_model_build(m1, 1, (int64_t[]){6}), OPTIM_ESTATE, m1);
     optim_model_destroy(m1);
     optim_model_destroy(m2);
 }
@@ -316,13 +299,13 @@ static double kernel_grad_sum(int overwrite)
     float x[8] = {0.5f, -1, 2, 0.25f, 1, 1.5f, -0.5f, 3};
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){2, 4});
     optim_node *y;
-    assert_int_equal(optim_model_call(m, t, &xt, 1, &y), 0);
+    assert_ok(optim_model_call(m, t, &xt, 1, &y), m);
     if (overwrite) memset(x, 0, sizeof x);
     optim_var *vars[2];
-    assert_int_equal(optim_model_trainable_variables(m, vars, 2), 2);
+    assert_eq(optim_model_trainable_variables(m, vars, 2), 2);
     optim_grad_var g[2];
-    assert_int_equal(
-        optim_tape_gradient(t, optim_sum(t, optim_square(t, y), OPTIM_ALL_AXES), vars, 2, g), 0);
+    assert_ok(optim_tape_gradient(t, optim_sum(t, optim_square(t, y), OPTIM_ALL_AXES), vars, 2, g),
+              t);
     double sum = 0;
     for (int i = 0; i < 12; i++) sum += fabs(((const float *)g[0].grad.dense.data)[i]);
     optim_tape_destroy(t);
@@ -330,67 +313,64 @@ static double kernel_grad_sum(int overwrite)
     return sum;
 }
 
-static void test_model_call_copies_input(void **s)
+OPTIM_TEST(test_model_call_copies_input)
 {
-    (void)s;
     double kept = kernel_grad_sum(0);
-    assert_true(kept > 0);
+    assert_gt(kept, 0);
     assert_eq(kernel_grad_sum(1), kept);
 }
 
-static void test_failed_first_call_leaves_model_unbuilt(void **s)
+OPTIM_TEST(test_failed_first_call_leaves_model_unbuilt)
 {
-    (void)s;
     optim_error err;
     optim_layer *emb;
-    assert_int_equal(
+    assert_ok(
         optim_embedding_create(&emb,
                                &(optim_embedding_options){.size = sizeof(optim_embedding_options),
                                                           .input_dim = 10,
                                                           .output_dim = 2,
                                                           .seed = OPTIM_SEED_AUTO},
                                &err),
-        0);
+        &err);
     optim_layer *ls[2] = {dense(4, OPTIM_ACT_RELU, 0), emb};
     optim_model *m = model_of(OPTIM_F32, 0, ls, 2);
     optim_tape *t = tape();
     float x[6] = {0};
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){2, 3});
     optim_node *y;
-    assert_int_equal(optim_model_call(m, t, &xt, 0, &y), OPTIM_EINVAL);
+    assert_status(optim_model_call(m, t, &xt, 0, &y), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "must be the model's first layer");
     assert_false(optim_model_built(m));
     assert_false(optim_layer_built(ls[0]));
-    assert_int_equal(optim_model_variables(m, NULL, 0), 0);
+    assert_eq(optim_model_variables(m, NULL, 0), 0);
     optim_tape_destroy(t);
     optim_model_destroy(m);
 
     /* an empty model and a layer added twice */
     optim_model *e = model_of(OPTIM_F32, 0, NULL, 0);
     t = tape();
-    assert_int_equal(optim_model_call(e, t, &xt, 0, &y), OPTIM_ESTATE);
+    assert_status(optim_model_call(e, t, &xt, 0, &y), OPTIM_ESTATE, e);
     assert_contains(optim_model_errmsg(e), "no layers");
     optim_layer *d = dense(2, OPTIM_ACT_LINEAR, 0);
-    assert_int_equal(optim_sequential_add(e, d), 0);
-    assert_int_equal(optim_sequential_add(e, d), OPTIM_ESTATE);
+    assert_ok(optim_sequential_add(e, d), e);
+    assert_status(optim_sequential_add(e, d), OPTIM_ESTATE, e);
     optim_dense_options o = optim_dense_defaults(2);
     o.name = "dense";
     optim_layer *dup;
-    assert_int_equal(optim_dense_create(&dup, &o, &err), 0);
-    assert_int_equal(optim_sequential_add(e, dup), OPTIM_EINVAL);
+    assert_ok(optim_dense_create(&dup, &o, &err), &err);
+    assert_status(optim_sequential_add(e, dup), OPTIM_EINVAL, e);
     assert_contains(optim_model_errmsg(e), "unique names");
     optim_layer_destroy(dup);
     optim_tape_destroy(t);
     optim_model_destroy(e);
 }
 
-static void test_dropout_flatten(void **s)
+OPTIM_TEST(test_dropout_flatten)
 {
-    (void)s;
     optim_error err;
     optim_layer *dr, *fl;
-    assert_int_equal(optim_dropout_create(&dr, 0.5, 3, NULL, &err), 0);
-    assert_int_equal(optim_flatten_create(&fl, NULL, &err), 0);
+    assert_ok(optim_dropout_create(&dr, 0.5, 3, NULL, &err), &err);
+    assert_ok(optim_flatten_create(&fl, NULL, &err), &err);
     optim_layer *ls[2] = {fl, dr};
     optim_model *m = model_of(OPTIM_F64, 0, ls, 2);
     double x[2 * 3 * 100];
@@ -398,12 +378,12 @@ static void test_dropout_flatten(void **s)
     optim_tensor xt = optim_tensor_make(OPTIM_F64, x, 3, (int64_t[]){2, 3, 100});
     optim_tape *t = tape();
     optim_node *y;
-    assert_int_equal(optim_model_call(m, t, &xt, 0, &y), 0);
+    assert_ok(optim_model_call(m, t, &xt, 0, &y), m);
     const optim_tensor *yv = optim_node_value(y);
     assert_int_equal(yv->rank, 2);
     assert_int_equal(yv->shape[1], 300);
     for (int i = 0; i < 600; i++) assert_eq(val(yv, i), x[i]); /* inference: identity */
-    assert_int_equal(optim_model_call(m, t, &xt, 1, &y), 0);
+    assert_ok(optim_model_call(m, t, &xt, 1, &y), m);
     yv = optim_node_value(y);
     int zeros = 0;
     for (int i = 0; i < 600; i++) {
@@ -484,10 +464,9 @@ static void check_loss(optim_loss l, optim_dtype dt, const double *sw)
         optim_tensor swt = optim_tensor_make(OPTIM_F64, (void *)sw, 1, (int64_t[]){B});
         optim_node *out;
         optim_error err;
-        int rc =
-            optim_loss_call(&l, t, &yt, optim_tape_const(t, &pt), sw ? &swt : NULL, &out, &err);
-        if (rc) print_error("%s\n", err.msg);
-        assert_int_equal(rc, 0);
+        assert_ok(
+            optim_loss_call(&l, t, &yt, optim_tape_const(t, &pt), sw ? &swt : NULL, &out, &err),
+            &err);
         double sum = 0, w[B];
         for (int b = 0; b < B; b++) w[b] = per[b] * (sw ? sw[b] : 1), sum += w[b];
         double rtol = dt == OPTIM_F32 ? 2e-6 : 1e-13;
@@ -506,9 +485,8 @@ static void check_loss(optim_loss l, optim_dtype dt, const double *sw)
     }
 }
 
-static void test_losses_closed_forms(void **s)
+OPTIM_TEST(test_losses_closed_forms)
 {
-    (void)s;
     const double sw[B] = {1.0, 0.5, 2.0, 0.0};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -532,27 +510,24 @@ static void test_losses_closed_forms(void **s)
 
 /* Gradient of the clipped cross-entropies: (-z/p + (1-z)/(1-p)) / (B K)
  * inside the clip range, 0 outside, as tf.clip_by_value's. */
-static void test_loss_gradients_through_clip(void **s)
+OPTIM_TEST(test_loss_gradients_through_clip)
 {
-    (void)s;
     double p[B * K] = {0.1, 0.7, 0.2, 0.0, 1.0, 0.5, 0.3, 0.3, 0.4, 0.9, 0.05, 0.05};
     double z[B * K] = {0, 1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0};
     int64_t lab[B] = {1, 0, 2, 0};
     for (int kind = 0; kind < 2; kind++) {
         optim_var *v;
         optim_error err;
-        assert_int_equal(optim_var_create(&v, "p", OPTIM_F64, 2, (int64_t[]){B, K}, p, &err), 0);
+        assert_ok(optim_var_create(&v, "p", OPTIM_F64, 2, (int64_t[]){B, K}, p, &err), &err);
         optim_tape *t = tape();
         optim_loss l = kind ? optim_loss_sparse_categorical_crossentropy(0)
                             : optim_loss_binary_crossentropy(0);
         optim_tensor yt = kind ? optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){B})
                                : optim_tensor_make(OPTIM_F64, z, 2, (int64_t[]){B, K});
         optim_node *loss;
-        assert_int_equal(optim_loss_call(&l, t, &yt, optim_tape_var(t, v), NULL, &loss, &err), 0);
+        assert_ok(optim_loss_call(&l, t, &yt, optim_tape_var(t, v), NULL, &loss, &err), &err);
         optim_grad_var g;
-        int rc = optim_tape_gradient(t, loss, &v, 1, &g);
-        if (rc) print_error("%s\n", optim_tape_errmsg(t));
-        assert_int_equal(rc, 0);
+        assert_ok(optim_tape_gradient(t, loss, &v, 1, &g), t);
         assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
         ref_f32 = 0;
         for (int b = 0; b < B; b++) {
@@ -584,7 +559,7 @@ static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, co
     void *xb = fill_buf(dt, x, n);
     optim_var *v;
     optim_error err;
-    assert_int_equal(optim_var_create(&v, "x", dt, xr, xs, xb, &err), 0);
+    assert_ok(optim_var_create(&v, "x", dt, xr, xs, xb, &err), &err);
     free(xb);
     optim_tape *t = tape();
     optim_node *p = optim_tape_var(t, v);
@@ -592,14 +567,10 @@ static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, co
     if (act == 2 || act == 4) p = optim_sigmoid(t, p);
     if (act >= 3) p = optim_mul(t, p, optim_tape_scalar(t, dt, 1.0));
     optim_node *loss;
-    int rc = optim_loss_call(&l, t, yt, p, NULL, &loss, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(optim_loss_call(&l, t, yt, p, NULL, &loss, &err), &err);
     double r = optim_node_scalar(loss);
     optim_grad_var g;
-    rc = optim_tape_gradient(t, loss, &v, 1, &g);
-    if (rc) print_error("%s\n", optim_tape_errmsg(t));
-    assert_int_equal(rc, 0);
+    assert_ok(optim_tape_gradient(t, loss, &v, 1, &g), t);
     assert_int_equal(g.grad.kind, OPTIM_GRAD_DENSE);
     for (int64_t i = 0; i < n; i++) grad[i] = val(&g.grad.dense, i);
     optim_tape_destroy(t);
@@ -613,9 +584,8 @@ static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, co
  * label 0 give loss 20 and gradient [-1, 1], not the clip's 16.118 and
  * [0, 0]. Any op in between, or a y_pred that must be reshaped to meet
  * y_true, keeps the clip. */
-static void test_loss_from_activation_logits(void **s)
+OPTIM_TEST(test_loss_from_activation_logits)
 {
-    (void)s;
     const double clip_loss = -log(1e-7); /* 16.118 */
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -679,9 +649,8 @@ static void test_loss_from_activation_logits(void **s)
 
 /* The clip gives the bound for +-inf (tf.clip_by_value), not NaN, and no
  * gradient there. */
-static void test_loss_clip_infinities(void **s)
+OPTIM_TEST(test_loss_clip_infinities)
 {
-    (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         double eps = d ? 1e-7 : (double)(float)1e-7, g[3];
@@ -707,9 +676,8 @@ static void test_loss_clip_infinities(void **s)
     }
 }
 
-static void test_loss_shapes(void **s)
+OPTIM_TEST(test_loss_shapes)
 {
-    (void)s;
     optim_tape *t = tape();
     float p[4] = {0.2f, 0.4f, 0.6f, 0.8f};
     double z[4] = {0, 1, 1, 0};
@@ -720,19 +688,19 @@ static void test_loss_shapes(void **s)
     optim_tensor pt = optim_tensor_make(OPTIM_F32, p, 2, (int64_t[]){4, 1});
     optim_tensor zt = optim_tensor_make(OPTIM_F64, z, 1, (int64_t[]){4});
     mse.reduction = OPTIM_REDUCTION_NONE;
-    assert_int_equal(optim_loss_call(&mse, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), 0);
-    assert_int_equal(optim_node_value(out)->rank, 1);
+    assert_ok(optim_loss_call(&mse, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err), &err);
+    assert_eq(optim_node_value(out)->rank, 1);
     assert_close(val(optim_node_value(out), 1), 0.36, 1e-6, 0);
     /* y_pred [2, 2, 1] against y_true [2, 2]: y_pred squeezed, per-sample [2] */
     optim_tensor p3 = optim_tensor_make(OPTIM_F32, p, 3, (int64_t[]){2, 2, 1});
     optim_tensor z2 = optim_tensor_make(OPTIM_F64, z, 2, (int64_t[]){2, 2});
-    assert_int_equal(optim_loss_call(&mse, t, &z2, optim_tape_const(t, &p3), NULL, &out, &err), 0);
-    assert_int_equal(optim_node_value(out)->rank, 1);
+    assert_ok(optim_loss_call(&mse, t, &z2, optim_tape_const(t, &p3), NULL, &out, &err), &err);
+    assert_eq(optim_node_value(out)->rank, 1);
     assert_close(val(optim_node_value(out), 0), (0.04 + 0.36) / 2, 1e-6, 0);
     /* incompatible shapes */
     optim_tensor z3 = optim_tensor_make(OPTIM_F64, z, 2, (int64_t[]){1, 4});
-    assert_int_equal(optim_loss_call(&mse, t, &z3, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_ESHAPE);
+    assert_status(optim_loss_call(&mse, t, &z3, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_ESHAPE, &err);
     assert_contains(err.msg, "[1, 4]");
     assert_null(out);
     /* labels: [B, 1] accepted, out of range and fractional refused; rank-3 logits */
@@ -742,62 +710,61 @@ static void test_loss_shapes(void **s)
     int32_t lab[4] = {0, 1, 2, 0};
     optim_tensor labt = optim_tensor_make(OPTIM_I32, lab, 2, (int64_t[]){2, 2});
     sc.reduction = OPTIM_REDUCTION_NONE;
-    assert_int_equal(optim_loss_call(&sc, t, &labt, optim_tape_const(t, &lt), NULL, &out, &err), 0);
-    assert_int_equal(optim_node_value(out)->rank, 2);
+    assert_ok(optim_loss_call(&sc, t, &labt, optim_tape_const(t, &lt), NULL, &out, &err), &err);
+    assert_eq(optim_node_value(out)->rank, 2);
     assert_close(val(optim_node_value(out), 3), log(exp(-2) + exp(-1) + 1) + 2, 1e-6, 0);
     optim_tensor lab1 = optim_tensor_make(OPTIM_I32, lab, 3, (int64_t[]){2, 2, 1});
-    assert_int_equal(optim_loss_call(&sc, t, &lab1, optim_tape_const(t, &lt), NULL, &out, &err), 0);
+    assert_ok(optim_loss_call(&sc, t, &lab1, optim_tape_const(t, &lt), NULL, &out, &err), &err);
     lab[2] = 3;
-    assert_int_equal(optim_loss_call(&sc, t, &labt, optim_tape_const(t, &lt), NULL, &out, &err),
-                     OPTIM_ERANGE);
+    assert_status(optim_loss_call(&sc, t, &labt, optim_tape_const(t, &lt), NULL, &out, &err),
+                  OPTIM_ERANGE, &err);
     assert_non_null(strstr(err.msg, "y_true[2] = 3 is not in [0, 3)"));
     double fl[4] = {0, 1.5, 2, 0};
     optim_tensor flt = optim_tensor_make(OPTIM_F64, fl, 2, (int64_t[]){2, 2});
-    assert_int_equal(optim_loss_call(&sc, t, &flt, optim_tape_const(t, &lt), NULL, &out, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_loss_call(&sc, t, &flt, optim_tape_const(t, &lt), NULL, &out, &err),
+                  OPTIM_EINVAL, &err);
     assert_contains(err.msg, "whole number");
     /* a sample_weight of the wrong shape */
     double sw[3] = {1, 1, 1};
     optim_tensor swt = optim_tensor_make(OPTIM_F64, sw, 1, (int64_t[]){3});
     mse.reduction = OPTIM_REDUCTION_SUM;
-    assert_int_equal(optim_loss_call(&mse, t, &zt, optim_tape_const(t, &pt), &swt, &out, &err),
-                     OPTIM_ESHAPE);
+    assert_status(optim_loss_call(&mse, t, &zt, optim_tape_const(t, &pt), &swt, &out, &err),
+                  OPTIM_ESHAPE, &err);
     assert_contains(err.msg, "sample_weight");
     /* bad loss structs */
     optim_loss bad = optim_loss_mean_squared_error();
     bad.reduction = (optim_reduction)7;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_EINVAL, &err);
     assert_contains(err.msg, "reduction = 7");
     bad = optim_loss_binary_crossentropy(0);
     bad.label_smoothing = 1.5;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_EINVAL, &err);
     assert_contains(err.msg, "label_smoothing");
     bad = optim_loss_mean_squared_error();
     bad.label_smoothing = 0.1;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_EINVAL, &err);
     bad = optim_loss_mean_squared_error();
     bad.kind = (optim_loss_kind)0;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_EINVAL, &err);
     bad = optim_loss_mean_squared_error();
     bad.size = 3;
-    assert_int_equal(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_EVERSION);
-    assert_int_equal(optim_loss_call(&mse, t, &zt, NULL, NULL, &out, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_loss_call(&mse, NULL, &zt, NULL, NULL, &out, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_loss_call(&mse, t, NULL, optim_tape_const(t, &pt), NULL, &out, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_loss_call(&bad, t, &zt, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_EVERSION, &err);
+    assert_status(optim_loss_call(&mse, t, &zt, NULL, NULL, &out, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_loss_call(&mse, NULL, &zt, NULL, NULL, &out, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_loss_call(&mse, t, NULL, optim_tape_const(t, &pt), NULL, &out, &err),
+                  OPTIM_EINVAL, &err);
     optim_tape_destroy(t);
 }
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
-static void test_accuracy(void **s)
+OPTIM_TEST(test_accuracy)
 {
-    (void)s;
     float pred[12] = {0.1f, 0.7f, 0.2f, 0.5f, 0.2f, 0.3f, 0.3f, 0.3f, 0.4f, 0.0f, 0.9f, 0.1f};
     optim_tensor pt = optim_tensor_make(OPTIM_F32, pred, 2, (int64_t[]){4, 3});
     int64_t lab[4] = {1, 0, 0, 1};
@@ -805,26 +772,24 @@ static void test_accuracy(void **s)
     optim_tensor lt1 = optim_tensor_make(OPTIM_I64, lab, 2, (int64_t[]){4, 1});
     double onehot[12] = {0, 1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1};
     optim_tensor oh = optim_tensor_make(OPTIM_F64, onehot, 2, (int64_t[]){4, 3});
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt, &pt),
-                     OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt1, &pt),
-                     OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &oh, &pt),
-                     OPTIM_METRIC_CATEGORICAL_ACCURACY);
+    assert_eq(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt, &pt),
+              OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
+    assert_eq(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &lt1, &pt),
+              OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY);
+    assert_eq(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &oh, &pt),
+              OPTIM_METRIC_CATEGORICAL_ACCURACY);
     double total = 0, count = 0;
     optim_error err;
     /* argmax: 1, 0, 2 (first of ties would be 0: 0.3,0.3,0.4 -> 2), 1 */
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt, &pt, &total, &count, &err),
-                     0);
+    assert_ok(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt, &pt, &total, &count, &err), &err);
     assert_close(total / count, 0.75, 0, 1e-15);
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt1, &pt, &total, &count, &err),
-                     0);
+    assert_ok(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &lt1, &pt, &total, &count, &err), &err);
     assert_close(count, 8, 0, 0);
     total = count = 0;
     /* argmax of y_true: 1, 0, 0, 2; of y_pred: 1, 0, 2, 1 */
-    assert_int_equal(
+    assert_ok(
         optim_accuracy_update(OPTIM_METRIC_CATEGORICAL_ACCURACY, &oh, &pt, &total, &count, &err),
-        0);
+        &err);
     assert_close(total / count, 0.5, 0, 1e-15);
     /* ties: argmax takes the first */
     float tie[3] = {0.5f, 0.5f, 0.1f};
@@ -832,20 +797,19 @@ static void test_accuracy(void **s)
     optim_tensor tt = optim_tensor_make(OPTIM_F32, tie, 2, (int64_t[]){1, 3});
     optim_tensor l0t = optim_tensor_make(OPTIM_I64, &l0, 1, (int64_t[]){1});
     total = count = 0;
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY, &l0t, &tt,
-                                           &total, &count, &err),
-                     0);
+    assert_ok(optim_accuracy_update(OPTIM_METRIC_SPARSE_CATEGORICAL_ACCURACY, &l0t, &tt, &total,
+                                    &count, &err),
+              &err);
     assert_close(total, 1, 0, 0);
     /* binary: y_pred > 0.5; [4, 1] against [4]; 0.5 is not above */
     float bp[4] = {0.2f, 0.5f, 0.51f, 0.9f};
     double bz[4] = {0, 1, 1, 0};
     optim_tensor bpt = optim_tensor_make(OPTIM_F32, bp, 2, (int64_t[]){4, 1});
     optim_tensor bzt = optim_tensor_make(OPTIM_F64, bz, 1, (int64_t[]){4});
-    assert_int_equal(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &bzt, &bpt),
-                     OPTIM_METRIC_BINARY_ACCURACY);
+    assert_eq(optim_metric_resolve(OPTIM_METRIC_ACCURACY, &bzt, &bpt),
+              OPTIM_METRIC_BINARY_ACCURACY);
     total = count = 0;
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bzt, &bpt, &total, &count, &err),
-                     0);
+    assert_ok(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bzt, &bpt, &total, &count, &err), &err);
     assert_close(total / count, 0.5, 0, 1e-15);
     /* multi-label binary accuracy: per-sample means, then their mean */
     float mp[6] = {0.9f, 0.9f, 0.1f, 0.1f, 0.1f, 0.1f};
@@ -853,19 +817,19 @@ static void test_accuracy(void **s)
     optim_tensor mpt = optim_tensor_make(OPTIM_F32, mp, 2, (int64_t[]){2, 3});
     optim_tensor mzt = optim_tensor_make(OPTIM_F64, mz, 2, (int64_t[]){2, 3});
     total = count = 0;
-    assert_int_equal(
-        optim_accuracy_update(OPTIM_METRIC_BINARY_ACCURACY, &mzt, &mpt, &total, &count, &err), 0);
+    assert_ok(optim_accuracy_update(OPTIM_METRIC_BINARY_ACCURACY, &mzt, &mpt, &total, &count, &err),
+              &err);
     assert_close(total, 2.0 / 3 + 1, 1e-15, 0);
     assert_close(count, 2, 0, 0);
     /* refusals */
     optim_tensor bad = optim_tensor_make(OPTIM_I64, lab, 1, (int64_t[]){3});
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bad, &pt, &total, &count, &err),
-                     OPTIM_ESHAPE);
+    assert_status(optim_accuracy_update(OPTIM_METRIC_ACCURACY, &bad, &pt, &total, &count, &err),
+                  OPTIM_ESHAPE, &err);
     assert_contains(err.msg, "sparse_categorical_accuracy");
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_NONE, &lt, &pt, &total, &count, &err),
-                     OPTIM_EINVAL);
-    assert_int_equal(optim_accuracy_update(OPTIM_METRIC_ACCURACY, NULL, &pt, &total, &count, &err),
-                     OPTIM_EINVAL);
+    assert_status(optim_accuracy_update(OPTIM_METRIC_NONE, &lt, &pt, &total, &count, &err),
+                  OPTIM_EINVAL, &err);
+    assert_status(optim_accuracy_update(OPTIM_METRIC_ACCURACY, NULL, &pt, &total, &count, &err),
+                  OPTIM_EINVAL, &err);
 }
 
 /* ---- Embedding: sparse gradients reach the optimizer -------------------------------- */
@@ -897,33 +861,32 @@ static int record_grads(void *user, optim_grad_var *pairs, size_t n, optim_error
     return 0;
 }
 
-static void test_embedding_sparse_gradients(void **s)
+OPTIM_TEST(test_embedding_sparse_gradients)
 {
-    (void)s;
     optim_error err;
     optim_layer *emb, *fl;
     optim_embedding_options eo = optim_embedding_defaults(10, 4);
-    assert_int_equal(optim_embedding_create(&emb, &eo, &err), 0);
-    assert_int_equal(optim_flatten_create(&fl, NULL, &err), 0);
+    assert_ok(optim_embedding_create(&emb, &eo, &err), &err);
+    assert_ok(optim_flatten_create(&fl, NULL, &err), &err);
     optim_layer *ls[3] = {emb, fl, dense(1, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 3, ls, 3);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
     grad_seen seen = {0};
-    assert_int_equal(optim_add_gradient_transformer(opt, record_grads, &seen), 0);
+    assert_ok(optim_add_gradient_transformer(opt, record_grads, &seen), opt);
     optim_loss mse = optim_loss_mean_squared_error();
-    assert_int_equal(optim_model_compile(m, opt, &mse, OPTIM_METRIC_NONE), 0);
+    assert_ok(optim_model_compile(m, opt, &mse, OPTIM_METRIC_NONE), m);
     /* ids [6, 3] use only rows 0..5 */
     int32_t ids[18];
     for (int i = 0; i < 18; i++) ids[i] = (i * 7) % 6;
     float y[6] = {1, -1, 0.5f, 0, 2, -0.5f};
     optim_tensor xt = optim_tensor_make(OPTIM_I32, ids, 2, (int64_t[]){6, 3});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 2, (int64_t[]){6, 1});
-    assert_int_equal(optim_model_build(m, 1, (int64_t[]){3}), 0);
+    assert_ok(optim_model_build(m, 1, (int64_t[]){3}), m);
     optim_var *vars[3];
-    assert_int_equal(optim_model_trainable_variables(m, vars, 3), 3);
+    assert_eq(optim_model_trainable_variables(m, vars, 3), 3);
     assert_string_equal(optim_var_name(vars[0]), "embedding/embeddings");
-    assert_int_equal(optim_var_shape(vars[0])[0], 10);
+    assert_eq(optim_var_shape(vars[0])[0], 10);
     for (int i = 0; i < 40; i++) assert_le(fabs(optim_var_get(vars[0], i)), 0.05);
     seen.emb = vars[0];
     float before[40];
@@ -931,9 +894,7 @@ static void test_embedding_sparse_gradients(void **s)
     optim_fit_options fo = optim_fit_defaults();
     fo.batch_size = 6;
     fo.shuffle = 0;
-    int rc = optim_model_fit(m, &xt, &yt, &fo, NULL);
-    if (rc) print_error("%s\n", optim_model_errmsg(m));
-    assert_int_equal(rc, 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, NULL), m);
     assert_int_equal(seen.calls, 1);
     assert_int_equal(seen.emb_kind, OPTIM_GRAD_SPARSE);
     assert_int_equal(seen.kernel_kind, OPTIM_GRAD_DENSE);
@@ -950,9 +911,9 @@ static void test_embedding_sparse_gradients(void **s)
     assert_gt(moved, 12);
     /* ids out of range are refused before any step */
     ids[5] = 10;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ERANGE);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ERANGE, m);
     assert_non_null(strstr(optim_model_errmsg(m), "is not in [0, 10)"));
-    assert_int_equal(optim_iterations(opt), 1);
+    assert_eq(optim_iterations(opt), 1);
     optim_model_destroy(m);
     optim_destroy(opt);
 }
@@ -977,13 +938,12 @@ static optim_model *circle_model(uint64_t seed, optim_optimizer *opt)
                           dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, seed, ls, 2);
     optim_loss bce = optim_loss_binary_crossentropy(0);
-    assert_int_equal(optim_model_compile(m, opt, &bce, OPTIM_METRIC_ACCURACY), 0);
+    assert_ok(optim_model_compile(m, opt, &bce, OPTIM_METRIC_ACCURACY), m);
     return m;
 }
 
-static void test_fit_converges(void **s)
+OPTIM_TEST(test_fit_converges)
 {
-    (void)s;
     static float x[NS * 2], y[NS], vx[NS], vy[NS / 2];
     circle_data(x, y, NS, 1);
     circle_data(vx, vy, NS / 2, 2);
@@ -994,7 +954,7 @@ static void test_fit_converges(void **s)
     float *w[2] = {NULL, NULL};
     for (int run = 0; run < 2; run++) {
         optim_optimizer *opt =
-            make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
+            optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
         optim_model *m = circle_model(11, opt);
         optim_fit_options fo = optim_fit_defaults();
         fo.epochs = 60;
@@ -1003,17 +963,15 @@ static void test_fit_converges(void **s)
         fo.validation_x = &vxt;
         fo.validation_y = &vyt;
         optim_history h;
-        int rc = optim_model_fit(m, &xt, &yt, &fo, &h);
-        if (rc) print_error("%s\n", optim_model_errmsg(m));
-        assert_int_equal(rc, 0);
+        assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
         assert_int_equal(h.epochs, 60);
-        assert_int_equal(optim_iterations(opt), 60 * 13);
+        assert_eq(optim_iterations(opt), 60 * 13);
         double l0, l1, acc, vacc, vloss;
-        assert_int_equal(optim_logs_get(&h.logs[0], "loss", &l0), 0);
-        assert_int_equal(optim_logs_get(&h.logs[59], "loss", &l1), 0);
-        assert_int_equal(optim_logs_get(&h.logs[59], "accuracy", &acc), 0);
-        assert_int_equal(optim_logs_get(&h.logs[59], "val_accuracy", &vacc), 0);
-        assert_int_equal(optim_logs_get(&h.logs[59], "val_loss", &vloss), 0);
+        assert_ok(optim_logs_get(&h.logs[0], "loss", &l0), NULL);
+        assert_ok(optim_logs_get(&h.logs[59], "loss", &l1), NULL);
+        assert_ok(optim_logs_get(&h.logs[59], "accuracy", &acc), NULL);
+        assert_ok(optim_logs_get(&h.logs[59], "val_accuracy", &vacc), NULL);
+        assert_ok(optim_logs_get(&h.logs[59], "val_loss", &vloss), NULL);
         assert_int_equal(h.logs[0].n, 4);
         assert_int_equal(h.epoch[59], 59);
         assert_lt(l1, l0 / 3);
@@ -1021,23 +979,23 @@ static void test_fit_converges(void **s)
         assert_gt(vacc, 0.88);
         /* val_loss is evaluate() on the validation data after the epoch */
         optim_logs ev;
-        assert_int_equal(optim_model_evaluate(m, &vxt, &vyt, 7, NULL, &ev), 0);
+        assert_ok(optim_model_evaluate(m, &vxt, &vyt, 7, NULL, &ev), m);
         double el, ea;
-        assert_int_equal(optim_logs_get(&ev, "loss", &el), 0);
-        assert_int_equal(optim_logs_get(&ev, "accuracy", &ea), 0);
+        assert_ok(optim_logs_get(&ev, "loss", &el), NULL);
+        assert_ok(optim_logs_get(&ev, "accuracy", &ea), NULL);
         assert_close(el, vloss, 1e-5, 1e-7);
         assert_close(ea, vacc, 0, 1e-12);
         /* evaluate's loss is the mean over all samples, whatever the batch size */
         optim_tape *t = tape();
         optim_node *pred, *loss;
         optim_error err;
-        assert_int_equal(optim_model_call(m, t, &vxt, 0, &pred), 0);
+        assert_ok(optim_model_call(m, t, &vxt, 0, &pred), m);
         optim_loss bce = optim_loss_binary_crossentropy(0);
-        assert_int_equal(optim_loss_call(&bce, t, &vyt, pred, NULL, &loss, &err), 0);
+        assert_ok(optim_loss_call(&bce, t, &vyt, pred, NULL, &loss, &err), &err);
         assert_close(optim_node_scalar(loss), el, 1e-5, 1e-7);
         /* predict = the model's outputs */
         optim_tensor p;
-        assert_int_equal(optim_model_predict(m, &vxt, 32, &p), 0);
+        assert_ok(optim_model_predict(m, &vxt, 32, &p), m);
         assert_int_equal(p.rank, 2);
         assert_int_equal(p.shape[0], NS / 2);
         assert_int_equal(p.shape[1], 1);
@@ -1060,9 +1018,8 @@ static void test_fit_converges(void **s)
     free(w[1]);
 }
 
-static void test_fit_f64_and_progress_output(void **s)
+OPTIM_TEST(test_fit_f64_and_progress_output)
 {
-    (void)s;
     static double x[NS * 2], y[NS];
     float xf[NS * 2], yf[NS];
     circle_data(xf, yf, NS, 3);
@@ -1072,9 +1029,9 @@ static void test_fit_f64_and_progress_output(void **s)
                           dense(2, OPTIM_ACT_SOFTMAX, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F64, 1, ls, 2);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_loss sc = optim_loss_sparse_categorical_crossentropy(0);
-    assert_int_equal(optim_model_compile(m, opt, &sc, OPTIM_METRIC_ACCURACY), 0);
+    assert_ok(optim_model_compile(m, opt, &sc, OPTIM_METRIC_ACCURACY), m);
     optim_tensor xt = optim_tensor_make(OPTIM_F64, x, 2, (int64_t[]){NS, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F64, y, 1, (int64_t[]){NS});
     for (int verbose = 1; verbose <= 2; verbose++) {
@@ -1085,7 +1042,7 @@ static void test_fit_f64_and_progress_output(void **s)
         fo.out = f;
         fo.verbose =
             verbose == 2 ? OPTIM_VERBOSE_AUTO : 1; /* a file is no terminal: AUTO is a line */
-        assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), 0);
+        assert_ok(optim_model_fit(m, &xt, &yt, &fo, NULL), m);
         char buf[8192] = {0};
         rewind(f);
         size_t got = fread(buf, 1, sizeof buf - 1, f);
@@ -1109,7 +1066,7 @@ static void test_fit_f64_and_progress_output(void **s)
     /* evaluate prints one line to a file */
     FILE *f = tmpfile();
     optim_logs ev;
-    assert_int_equal(optim_model_evaluate(m, &xt, &yt, 50, f, &ev), 0);
+    assert_ok(optim_model_evaluate(m, &xt, &yt, 50, f, &ev), m);
     char buf[1024] = {0};
     rewind(f);
     size_t got = fread(buf, 1, sizeof buf - 1, f);
@@ -1118,9 +1075,9 @@ static void test_fit_f64_and_progress_output(void **s)
     assert_contains(buf, "4/4 - ");
     /* evaluate's accuracy = argmax of predict's outputs against the labels */
     double acc;
-    assert_int_equal(optim_logs_get(&ev, "accuracy", &acc), 0);
+    assert_ok(optim_logs_get(&ev, "accuracy", &acc), NULL);
     optim_tensor p;
-    assert_int_equal(optim_model_predict(m, &xt, 33, &p), 0);
+    assert_ok(optim_model_predict(m, &xt, 33, &p), m);
     assert_int_equal(p.dtype, OPTIM_F64);
     int right = 0;
     for (int i = 0; i < NS; i++) right += (val(&p, 2 * i + 1) > val(&p, 2 * i)) == (y[i] == 1);
@@ -1129,16 +1086,15 @@ static void test_fit_f64_and_progress_output(void **s)
     /* silent without a stream */
     optim_fit_options fo = optim_fit_defaults();
     fo.verbose = 1;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, NULL), m);
     optim_model_destroy(m);
     optim_destroy(opt);
 }
 
 /* A kernel constraint travels with the variable: the optimizer applies it
  * after every step (NonNeg: no negative weight survives a step). */
-static void test_dense_kernel_constraint(void **s)
+OPTIM_TEST(test_dense_kernel_constraint)
 {
-    (void)s;
     static float x[NS * 2], y[NS];
     circle_data(x, y, NS, 12);
     optim_constraint nn = optim_constraint_non_neg();
@@ -1147,18 +1103,18 @@ static void test_dense_kernel_constraint(void **s)
     o.kernel_constraint = &nn;
     optim_layer *l;
     optim_error err;
-    assert_int_equal(optim_dense_create(&l, &o, &err), 0);
+    assert_ok(optim_dense_create(&l, &o, &err), &err);
     optim_layer *ls[2] = {l, dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 4, ls, 2);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_loss bce = optim_loss_binary_crossentropy(0);
-    assert_int_equal(optim_model_compile(m, opt, &bce, OPTIM_METRIC_NONE), 0);
-    assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
+    assert_ok(optim_model_compile(m, opt, &bce, OPTIM_METRIC_NONE), m);
+    assert_ok(optim_model_build(m, 1, (int64_t[]){2}), m);
     optim_var *vars[4];
-    assert_int_equal(optim_model_trainable_variables(m, vars, 4), 4);
+    assert_eq(optim_model_trainable_variables(m, vars, 4), 4);
     assert_non_null(optim_var_constraint(vars[0]));
-    assert_int_equal(optim_var_constraint(vars[0])->kind, OPTIM_CONSTRAINT_NON_NEG);
+    assert_eq(optim_var_constraint(vars[0])->kind, OPTIM_CONSTRAINT_NON_NEG);
     assert_null(optim_var_constraint(vars[1]));
     int negative = 0;
     for (int i = 0; i < 16; i++) negative += optim_var_get(vars[0], i) < 0;
@@ -1168,7 +1124,7 @@ static void test_dense_kernel_constraint(void **s)
     fo.batch_size = 50;
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){NS, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){NS});
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, NULL), m);
     for (int i = 0; i < 16; i++) assert_ge(optim_var_get(vars[0], i), 0);
     optim_model_destroy(m);
     optim_destroy(opt);
@@ -1208,7 +1164,7 @@ static int tr_batch_end(void *u, optim_model *m, int64_t b, optim_logs *logs, op
     trace *t = u;
     trace_add(u, "be%lld ", b);
     t->batches++;
-    assert_int_equal(optim_logs_get(logs, "loss", &t->last_batch_loss), 0);
+    assert_ok(optim_logs_get(logs, "loss", &t->last_batch_loss), NULL);
     if (t->stop_at_batch >= 0 && t->batches == t->stop_at_batch) optim_model_stop_training(m);
     return 0;
 }
@@ -1234,18 +1190,17 @@ static optim_callback *trace_cb(trace *t)
                               tr_batch_end, tr_epoch_end,   tr_train_end,   NULL};
     optim_callback *cb;
     optim_error err;
-    assert_int_equal(optim_callback_create(&cb, &h, t, &err), 0);
+    assert_ok(optim_callback_create(&cb, &h, t, &err), &err);
     return cb;
 }
 
-static void test_callback_order_and_stop(void **s)
+OPTIM_TEST(test_callback_order_and_stop)
 {
-    (void)s;
     static float x[10 * 2], y[10];
     circle_data(x, y, 10, 5);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){10, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){10});
-    optim_optimizer *opt = make_opt("\"sgd\"");
+    optim_optimizer *opt = optim_test_make("\"sgd\"");
     optim_model *m = circle_model(1, opt);
     trace tr = {.stop_at_batch = -1};
     optim_callback *cb = trace_cb(&tr);
@@ -1254,7 +1209,7 @@ static void test_callback_order_and_stop(void **s)
     fo.batch_size = 4;
     fo.callbacks = &cb;
     fo.n_callbacks = 1;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, NULL), m);
     assert_string_equal(tr.log,
                         "TB2 EB0 bb0 be0 bb1 be1 bb2 be2 EE0 EB1 bb0 be0 bb1 be1 bb2 be2 EE1 TE2");
     /* stop_training from a batch end stops after that batch */
@@ -1262,18 +1217,18 @@ static void test_callback_order_and_stop(void **s)
     tr.stop_at_batch = 2;
     optim_history h;
     int64_t it = optim_iterations(opt);
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, &h), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
     assert_string_equal(tr.log, "TB2 EB0 bb0 be0 bb1 be1 EE0 TE2");
     assert_int_equal(h.epochs, 1);
-    assert_int_equal(optim_iterations(opt) - it, 2);
+    assert_eq(optim_iterations(opt) - it, 2);
     optim_history_free(&h);
     /* a failing hook stops fit with its message */
     optim_callback_hooks fh = {sizeof fh, NULL, NULL, NULL, NULL, tr_fail, NULL, NULL};
     optim_callback *fail;
     optim_error err;
-    assert_int_equal(optim_callback_create(&fail, &fh, NULL, &err), 0);
+    assert_ok(optim_callback_create(&fail, &fh, NULL, &err), &err);
     fo.callbacks = &fail;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     assert_string_equal(optim_model_errmsg(m), "my callback refuses epoch 0");
     optim_callback_destroy(fail);
     optim_callback_destroy(cb);
@@ -1281,9 +1236,8 @@ static void test_callback_order_and_stop(void **s)
     optim_destroy(opt);
 }
 
-static void test_early_stopping(void **s)
+OPTIM_TEST(test_early_stopping)
 {
-    (void)s;
     static float x[NS * 2], y[NS];
     circle_data(x, y, NS, 6);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){NS, 2});
@@ -1291,7 +1245,7 @@ static void test_early_stopping(void **s)
     optim_error err;
     /* learning rate 0: the loss never improves; patience 2 stops at epoch 2 */
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
     optim_model *m = circle_model(1, opt);
     optim_early_stopping_options eo = optim_early_stopping_defaults();
     eo.monitor = "loss";
@@ -1299,7 +1253,7 @@ static void test_early_stopping(void **s)
     FILE *f = tmpfile();
     eo.out = f;
     optim_callback *es;
-    assert_int_equal(optim_early_stopping_create(&es, &eo, &err), 0);
+    assert_ok(optim_early_stopping_create(&es, &eo, &err), &err);
     optim_fit_options fo = optim_fit_defaults();
     fo.epochs = 20;
     fo.batch_size = 50;
@@ -1307,9 +1261,9 @@ static void test_early_stopping(void **s)
     fo.callbacks = &es;
     fo.n_callbacks = 1;
     optim_history h;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, &h), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
     assert_int_equal(h.epochs, 3);
-    assert_int_equal(optim_early_stopping_stopped_epoch(es), 2);
+    assert_eq(optim_early_stopping_stopped_epoch(es), 2);
     int64_t be;
     double best = optim_early_stopping_best(es, &be);
     assert_int_equal(be, 0);
@@ -1328,14 +1282,14 @@ static void test_early_stopping(void **s)
     optim_destroy(opt);
 
     /* min_delta larger than any gain: no epoch counts as an improvement */
-    opt = make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}");
+    opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}");
     m = circle_model(1, opt);
     eo = optim_early_stopping_defaults();
     eo.monitor = "accuracy";
     eo.min_delta = -0.5; /* its absolute value is used */
     eo.patience = 1;
-    assert_int_equal(optim_early_stopping_create(&es, &eo, &err), 0);
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, &h), 0);
+    assert_ok(optim_early_stopping_create(&es, &eo, &err), &err);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
     assert_int_equal(h.epochs, 2);
     optim_history_free(&h);
     optim_callback_destroy(es);
@@ -1345,14 +1299,14 @@ static void test_early_stopping(void **s)
     /* a baseline never reached keeps `wait` counting from the first epoch:
      * patience 3 stops at epoch 2 instead of 3 (learning rate 0 again) */
     for (int with_baseline = 0; with_baseline < 2; with_baseline++) {
-        opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+        opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
         m = circle_model(1, opt);
         eo = optim_early_stopping_defaults();
         eo.monitor = "loss";
         eo.patience = 3;
         if (with_baseline) eo.baseline = -1.0;
-        assert_int_equal(optim_early_stopping_create(&es, &eo, &err), 0);
-        assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, &h), 0);
+        assert_ok(optim_early_stopping_create(&es, &eo, &err), &err);
+        assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
         assert_int_equal(h.epochs, with_baseline ? 3 : 4);
         optim_history_free(&h);
         optim_callback_destroy(es);
@@ -1374,39 +1328,38 @@ static int snap_epoch_end(void *u, optim_model *m, int64_t e, optim_logs *logs, 
     return 0;
 }
 
-static void test_early_stopping_restores_best_weights(void **s)
+OPTIM_TEST(test_early_stopping_restores_best_weights)
 {
-    (void)s;
     static float x[NS * 2], y[NS];
     circle_data(x, y, NS, 7);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){NS, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){NS});
     optim_error err;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_model *m = circle_model(2, opt);
-    assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
+    assert_ok(optim_model_build(m, 1, (int64_t[]){2}), m);
     snap sn = {.n = 0};
     optim_model_trainable_variables(m, &sn.k, 1);
     optim_callback_hooks sh = {sizeof sh, NULL, NULL, NULL, NULL, snap_epoch_end, NULL, NULL};
     optim_callback *cbs[2];
-    assert_int_equal(optim_callback_create(&cbs[0], &sh, &sn, &err), 0);
+    assert_ok(optim_callback_create(&cbs[0], &sh, &sn, &err), &err);
     /* "maximise the loss": epoch 0 (the highest loss) stays best */
     optim_early_stopping_options eo = optim_early_stopping_defaults();
     eo.monitor = "loss";
     eo.mode = OPTIM_MODE_MAX;
     eo.patience = 3;
     eo.restore_best_weights = 1;
-    assert_int_equal(optim_early_stopping_create(&cbs[1], &eo, &err), 0);
+    assert_ok(optim_early_stopping_create(&cbs[1], &eo, &err), &err);
     optim_fit_options fo = optim_fit_defaults();
     fo.epochs = 10;
     fo.batch_size = 20;
     fo.callbacks = cbs;
     fo.n_callbacks = 2;
     optim_history h;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, &h), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
     assert_int_equal(h.epochs, 4);
-    assert_int_equal(optim_early_stopping_stopped_epoch(cbs[1]), 3);
+    assert_eq(optim_early_stopping_stopped_epoch(cbs[1]), 3);
     assert_memory_equal(optim_var_cdata(sn.k), sn.w[0], sizeof sn.w[0]);
     assert_memory_not_equal(sn.w[3], sn.w[0], sizeof sn.w[0]);
     optim_history_free(&h);
@@ -1425,36 +1378,35 @@ static double halve(void *user, int64_t epoch, double lr)
 
 static double nan_schedule(void *user, int64_t epoch, double lr) { return epoch == 1 ? NAN : lr; }
 
-static void test_lr_scheduler(void **s)
+OPTIM_TEST(test_lr_scheduler)
 {
-    (void)s;
     static float x[40 * 2], y[40];
     circle_data(x, y, 40, 8);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){40, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){40});
     optim_error err;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
     optim_model *m = circle_model(3, opt);
     int calls = 0;
     optim_callback *cb;
     FILE *f = tmpfile();
-    assert_int_equal(optim_lr_scheduler_create(&cb, halve, &calls, f, &err), 0);
+    assert_ok(optim_lr_scheduler_create(&cb, halve, &calls, f, &err), &err);
     optim_fit_options fo = optim_fit_defaults();
     fo.epochs = 3;
     fo.batch_size = 40;
     fo.callbacks = &cb;
     fo.n_callbacks = 1;
     optim_history h;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, &h), 0);
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, &h), m);
     assert_int_equal(calls, 3);
     double lr;
-    assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
+    assert_ok(optim_get_hyper(opt, "learning_rate", &lr), opt);
     assert_close(lr, 0.025, 1e-15, 0);
     const double expect[3] = {0.1, 0.05, 0.025};
     for (int e = 0; e < 3; e++) {
         double v;
-        assert_int_equal(optim_logs_get(&h.logs[e], "learning_rate", &v), 0);
+        assert_ok(optim_logs_get(&h.logs[e], "learning_rate", &v), NULL);
         assert_close(v, expect[e], 1e-15, 0);
     }
     char buf[512] = {0};
@@ -1468,94 +1420,93 @@ static void test_lr_scheduler(void **s)
     optim_callback_destroy(cb);
 
     /* a non-finite value stops fit */
-    assert_int_equal(optim_lr_scheduler_create(&cb, nan_schedule, NULL, NULL, &err), 0);
+    assert_ok(optim_lr_scheduler_create(&cb, nan_schedule, NULL, NULL, &err), &err);
     fo.callbacks = &cb;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "should be a finite float");
     optim_callback_destroy(cb);
     optim_model_destroy(m);
     optim_destroy(opt);
 
     /* a learning rate given by a schedule cannot be set (Keras 3) */
-    opt = make_opt(
+    opt = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", "
         "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.9}}}}");
     m = circle_model(3, opt);
-    assert_int_equal(optim_lr_scheduler_create(&cb, halve, &calls, NULL, &err), 0);
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ESTATE);
+    assert_ok(optim_lr_scheduler_create(&cb, halve, &calls, NULL, &err), &err);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ESTATE, m);
     assert_contains(optim_model_errmsg(m), "not settable");
-    assert_int_equal(optim_iterations(opt), 0);
+    assert_eq(optim_iterations(opt), 0);
     assert_false(optim_model_built(m));
     optim_callback_destroy(cb);
-    assert_int_equal(optim_lr_scheduler_create(&cb, NULL, NULL, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_lr_scheduler_create(&cb, NULL, NULL, NULL, &err), OPTIM_EINVAL, &err);
     optim_model_destroy(m);
     optim_destroy(opt);
 }
 
 /* ---- refusals ------------------------------------------------------------------------- */
 
-static void test_bad_inputs(void **s)
+OPTIM_TEST(test_bad_inputs)
 {
-    (void)s;
     optim_error err;
     optim_layer *l;
     optim_dense_options o = optim_dense_defaults(0);
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "units=0");
     assert_null(l);
     o = optim_dense_defaults(3);
     o.activation = (optim_activation)42;
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_EINVAL, &err);
     o = optim_dense_defaults(3);
     o.use_bias = 2;
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_EINVAL, &err);
     o = optim_dense_defaults(3);
     o.seed = -5;
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_EINVAL, &err);
     o = optim_dense_defaults(3);
     o.name = "a/b";
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_EINVAL, &err);
     o = optim_dense_defaults(3);
     optim_constraint c = optim_constraint_max_norm(2.0, 5);
     o.kernel_constraint = &c;
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_ERANGE);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_ERANGE, &err);
     assert_contains(err.msg, "kernel_constraint");
     o = optim_dense_defaults(3);
     o.size = 4;
-    assert_int_equal(optim_dense_create(&l, &o, &err), OPTIM_EVERSION);
-    assert_int_equal(optim_dense_create(&l, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_dense_create(&l, &o, &err), OPTIM_EVERSION, &err);
+    assert_status(optim_dense_create(&l, NULL, &err), OPTIM_EINVAL, &err);
     optim_embedding_options eo = optim_embedding_defaults(0, 4);
-    assert_int_equal(optim_embedding_create(&l, &eo, &err), OPTIM_EINVAL);
+    assert_status(optim_embedding_create(&l, &eo, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "input_dim = 0");
-    assert_int_equal(optim_dropout_create(&l, 1.0, 0, NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_dropout_create(&l, NAN, 0, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_dropout_create(&l, 1.0, 0, NULL, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_dropout_create(&l, NAN, 0, NULL, &err), OPTIM_EINVAL, &err);
     optim_sequential_options so = optim_sequential_defaults();
     so.dtype = OPTIM_I32;
     optim_model *m;
-    assert_int_equal(optim_sequential_create(&m, &so, &err), OPTIM_EDTYPE);
+    assert_status(optim_sequential_create(&m, &so, &err), OPTIM_EDTYPE, &err);
     assert_null(m);
     optim_early_stopping_options es = optim_early_stopping_defaults();
     optim_callback *cb;
     es.patience = -1;
-    assert_int_equal(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL);
+    assert_status(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL, &err);
     es = optim_early_stopping_defaults();
     es.monitor = "";
-    assert_int_equal(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL);
+    assert_status(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL, &err);
     es = optim_early_stopping_defaults();
     es.mode = (optim_monitor_mode)9;
-    assert_int_equal(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL);
+    assert_status(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL, &err);
     optim_callback_hooks h = {3, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    assert_int_equal(optim_callback_create(&cb, &h, NULL, &err), OPTIM_EVERSION);
+    assert_status(optim_callback_create(&cb, &h, NULL, &err), OPTIM_EVERSION, &err);
     optim_logs logs = {0};
-    assert_int_equal(optim_logs_get(&logs, "loss", NULL), OPTIM_ENOTFOUND);
-    assert_int_equal(optim_logs_set(&logs, "", 1), OPTIM_EINVAL);
+    assert_status(optim_logs_get(&logs, "loss", NULL), OPTIM_ENOTFOUND, NULL);
+    assert_status(optim_logs_set(&logs, "", 1), OPTIM_EINVAL, NULL);
     for (int i = 0; i < OPTIM_LOGS_MAX; i++) {
         char name[16];
         snprintf(name, sizeof name, "m%d", i);
-        assert_int_equal(optim_logs_set(&logs, name, i), 0);
+        assert_ok(optim_logs_set(&logs, name, i), NULL);
     }
-    assert_int_equal(optim_logs_set(&logs, "one_more", 1), OPTIM_ERANGE);
-    assert_int_equal(optim_logs_set(&logs, "m3", 7), 0);
+    assert_status(optim_logs_set(&logs, "one_more", 1), OPTIM_ERANGE, NULL);
+    assert_ok(optim_logs_set(&logs, "m3", 7), NULL);
 
     /* model-level refusals leave the model unbuilt and the optimizer untouched */
     static float x[20 * 2], y[20];
@@ -1564,80 +1515,80 @@ static void test_bad_inputs(void **s)
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){20});
     optim_tensor y19 = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){19});
     optim_tensor ybad = optim_tensor_make(OPTIM_F32, y, 2, (int64_t[]){10, 2});
-    optim_optimizer *opt = make_opt("\"adam\"");
+    optim_optimizer *opt = optim_test_make("\"adam\"");
     optim_layer *ls[2] = {dense(4, OPTIM_ACT_RELU, 0), dense(1, OPTIM_ACT_SIGMOID, 0)};
     m = model_of(OPTIM_F32, 0, ls, 2);
     optim_fit_options fo = optim_fit_defaults();
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ESTATE);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_ESTATE, m);
     assert_contains(optim_model_errmsg(m), "compile");
     optim_loss loss = optim_loss_binary_crossentropy(0);
     loss.reduction = OPTIM_REDUCTION_NONE;
-    assert_int_equal(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), OPTIM_EINVAL);
+    assert_status(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "reduction NONE");
     loss.reduction = OPTIM_REDUCTION_SUM_OVER_BATCH_SIZE;
-    assert_int_equal(optim_model_compile(m, NULL, &loss, OPTIM_METRIC_ACCURACY), OPTIM_EINVAL);
-    assert_int_equal(optim_model_compile(m, opt, &loss, (optim_metric_kind)17), OPTIM_EINVAL);
-    assert_int_equal(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), 0);
+    assert_status(optim_model_compile(m, NULL, &loss, OPTIM_METRIC_ACCURACY), OPTIM_EINVAL, m);
+    assert_status(optim_model_compile(m, opt, &loss, (optim_metric_kind)17), OPTIM_EINVAL, m);
+    assert_ok(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), m);
     fo.batch_size = 0;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "batch_size = 0");
     fo = optim_fit_defaults();
     fo.epochs = -1;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     fo = optim_fit_defaults();
     fo.verbose = 5;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     fo = optim_fit_defaults();
     fo.size = 1;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EVERSION);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EVERSION, m);
     fo = optim_fit_defaults();
-    assert_int_equal(optim_model_fit(m, &xt, &y19, &fo, NULL), OPTIM_ESHAPE);
+    assert_status(optim_model_fit(m, &xt, &y19, &fo, NULL), OPTIM_ESHAPE, m);
     assert_contains(optim_model_errmsg(m),
                     "Data cardinality is ambiguous: x sizes: 20, y sizes: 19");
-    assert_int_equal(optim_model_fit(m, &xt, &ybad, &fo, NULL), OPTIM_ESHAPE);
+    assert_status(optim_model_fit(m, &xt, &ybad, &fo, NULL), OPTIM_ESHAPE, m);
     assert_false(optim_model_built(m)); /* the probe build was undone */
-    assert_int_equal(optim_model_fit(m, &xt, NULL, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, NULL, &fo, NULL), OPTIM_EINVAL, m);
     fo.validation_x = &xt;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "validation_x and validation_y");
     fo = optim_fit_defaults();
     fo.n_callbacks = 1;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     /* EarlyStopping on val_loss without validation data is refused up front */
     es = optim_early_stopping_defaults();
-    assert_int_equal(optim_early_stopping_create(&cb, &es, &err), 0);
+    assert_ok(optim_early_stopping_create(&cb, &es, &err), &err);
     fo = optim_fit_defaults();
     fo.callbacks = &cb;
     fo.n_callbacks = 1;
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "monitor 'val_loss' is not among");
     optim_callback_destroy(cb);
     es.monitor = "auc";
-    assert_int_equal(optim_early_stopping_create(&cb, &es, &err), 0);
-    assert_int_equal(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL);
+    assert_ok(optim_early_stopping_create(&cb, &es, &err), &err);
+    assert_status(optim_model_fit(m, &xt, &yt, &fo, NULL), OPTIM_EINVAL, m);
     assert_contains(optim_model_errmsg(m), "maximized or minimized");
     optim_callback_destroy(cb);
     assert_false(optim_model_built(m));
-    assert_int_equal(optim_iterations(opt), 0);
+    assert_eq(optim_iterations(opt), 0);
     /* evaluate / predict refusals */
     optim_logs ev;
-    assert_int_equal(optim_model_evaluate(m, &xt, &yt, 0, NULL, &ev), OPTIM_EINVAL);
-    assert_int_equal(optim_model_evaluate(m, &xt, &ybad, 4, NULL, &ev), OPTIM_ESHAPE);
-    assert_int_equal(optim_model_evaluate(m, &xt, &yt, 4, NULL, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_evaluate(m, &xt, &yt, 0, NULL, &ev), OPTIM_EINVAL, m);
+    assert_status(optim_model_evaluate(m, &xt, &ybad, 4, NULL, &ev), OPTIM_ESHAPE, m);
+    assert_status(optim_model_evaluate(m, &xt, &yt, 4, NULL, NULL), OPTIM_EINVAL, m);
     optim_tensor p;
-    assert_int_equal(optim_model_predict(m, &xt, 0, &p), OPTIM_EINVAL);
-    assert_int_equal(optim_model_predict(m, NULL, 4, &p), OPTIM_EINVAL);
+    assert_status(optim_model_predict(m, &xt, 0, &p), OPTIM_EINVAL, m);
+    assert_status(optim_model_predict(m, NULL, 4, &p), OPTIM_EINVAL, m);
     optim_tensor x3 = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){10, 4});
-    assert_int_equal(optim_model_predict(m, &x3, 4, &p), 0); /* builds for 4 features */
+    assert_ok(optim_model_predict(m, &x3, 4, &p), m); /* builds for 4 features */
     optim_free(p.data);
-    assert_int_equal(optim_model_predict(m, &xt, 4, &p), OPTIM_ESHAPE);
+    assert_status(optim_model_predict(m, &xt, 4, &p), OPTIM_ESHAPE, m);
     assert_contains(optim_model_errmsg(m), "expected axis -1 of input shape to have value 4");
     optim_tape *t = tape();
     optim_node *out;
-    assert_int_equal(optim_model_call(m, NULL, &xt, 0, &out), OPTIM_EINVAL);
-    assert_int_equal(optim_model_call(m, t, NULL, 0, &out), OPTIM_EINVAL);
-    assert_int_equal(optim_model_call(NULL, t, &xt, 0, &out), OPTIM_EINVAL);
-    assert_int_equal(optim_model_summary(m, NULL), OPTIM_EINVAL);
+    assert_status(optim_model_call(m, NULL, &xt, 0, &out), OPTIM_EINVAL, m);
+    assert_status(optim_model_call(m, t, NULL, 0, &out), OPTIM_EINVAL, m);
+    assert_status(optim_model_call(NULL, t, &xt, 0, &out), OPTIM_EINVAL, t);
+    assert_status(optim_model_summary(m, NULL), OPTIM_EINVAL, m);
     optim_tape_destroy(t);
     optim_model_destroy(m);
     optim_destroy(opt);
@@ -1647,30 +1598,4 @@ static void test_bad_inputs(void **s)
     optim_history_free(NULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_lazy_shapes),
-        cmocka_unit_test(test_activations),
-        cmocka_unit_test(test_sequential_lazy_build),
-        cmocka_unit_test(test_model_call_copies_input),
-        cmocka_unit_test(test_failed_first_call_leaves_model_unbuilt),
-        cmocka_unit_test(test_dropout_flatten),
-        cmocka_unit_test(test_losses_closed_forms),
-        cmocka_unit_test(test_loss_gradients_through_clip),
-        cmocka_unit_test(test_loss_from_activation_logits),
-        cmocka_unit_test(test_loss_clip_infinities),
-        cmocka_unit_test(test_loss_shapes),
-        cmocka_unit_test(test_accuracy),
-        cmocka_unit_test(test_embedding_sparse_gradients),
-        cmocka_unit_test(test_fit_converges),
-        cmocka_unit_test(test_fit_f64_and_progress_output),
-        cmocka_unit_test(test_dense_kernel_constraint),
-        cmocka_unit_test(test_callback_order_and_stop),
-        cmocka_unit_test(test_early_stopping),
-        cmocka_unit_test(test_early_stopping_restores_best_weights),
-        cmocka_unit_test(test_lr_scheduler),
-        cmocka_unit_test(test_bad_inputs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

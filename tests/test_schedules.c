@@ -9,13 +9,11 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -229,7 +227,7 @@ static optim_schedule *parse(const char *json)
     optim_error err;
     int rc = optim_schedule_from_json(&s, json, &err);
     if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(rc, &err);
     assert_non_null(s);
     return s;
 }
@@ -246,9 +244,8 @@ static void check_case(const sched_case *c)
     optim_schedule_destroy(s);
 }
 
-static void test_closed_forms(void **st)
+OPTIM_TEST(test_closed_forms)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) check_case(&CASES[i]);
 }
 
@@ -261,9 +258,8 @@ static double value_of(const char *json, int64_t k)
 }
 
 /* The edges by hand: which side of each edge a step falls on. */
-static void test_edges(void **st)
+OPTIM_TEST(test_edges)
 {
-    (void)st;
     /* ExponentialDecay staircase: 0.1 through step 9, 0.05 from step 10. */
     assert_eq(value_of(CASES[1].json, 9), 0.1);
     assert_eq(value_of(CASES[1].json, 10), 0.05);
@@ -321,9 +317,8 @@ static void test_edges(void **st)
 
 /* CosineDecayRestarts with t_mul < 1: the periods sum to a finite horizon
  * (first / (1 - t_mul)); past it the value is NaN, as in Keras. */
-static void test_restarts_horizon(void **st)
+OPTIM_TEST(test_restarts_horizon)
 {
-    (void)st;
     optim_schedule *s =
         parse(J("CosineDecayRestarts",
                 "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5"));
@@ -362,9 +357,8 @@ static void expect_text(const char *json, const char *want)
 /* Keras's keys in get_config order with the defaults filled in; numbers
  * that read back exactly, each in the form it was given in (Keras keeps the
  * Python int or float); defaults as Keras's (warmup_steps 0, power 1.0). */
-static void test_config_text(void **st)
+OPTIM_TEST(test_config_text)
 {
-    (void)st;
     expect_text(
         J("ExponentialDecay",
           "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000, \"decay_rate\": "
@@ -425,9 +419,8 @@ static void test_config_text(void **st)
  * from TF holds it). Depends on the base handing set_config the list with
  * exact numbers: src/optimizer/schedule.c re-prints it with cJSON's printer,
  * which keeps 15 digits whenever they come within an ulp. */
-static void test_lists_keep_exact_numbers(void **st)
+OPTIM_TEST(test_lists_keep_exact_numbers)
 {
-    (void)st;
     const double f32_01 = 0.009999999776482582, f32_0001 = 0.0010000000474974513;
     optim_schedule *s = parse(J("PiecewiseConstantDecay",
                                 "\"boundaries\": [10, 1000000000000001], "
@@ -448,9 +441,8 @@ static void test_lists_keep_exact_numbers(void **st)
 }
 
 /* from_json(serialize(s)) == s: same text, same value at every step. */
-static void test_round_trips(void **st)
+OPTIM_TEST(test_round_trips)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         optim_schedule *a = parse(CASES[i].json);
         char *ta = optim_schedule_serialize(a);
@@ -471,9 +463,8 @@ static void test_round_trips(void **st)
     }
 }
 
-static void test_registry(void **st)
+OPTIM_TEST(test_registry)
 {
-    (void)st;
     static const char *const names[] = {"ExponentialDecay", "PiecewiseConstantDecay",
                                         "PolynomialDecay",  "InverseTimeDecay",
                                         "CosineDecay",      "CosineDecayRestarts"};
@@ -695,16 +686,15 @@ static const bad_case BAD[] = {
      {"unknown config key 'value'", "", ""}},
 };
 
-static void test_bad_configs(void **st)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)st;
     for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
         optim_schedule *s = (optim_schedule *)&s; /* must come back NULL */
         optim_error err;
         int rc = optim_schedule_from_json(&s, BAD[i].json, &err);
         if (rc != BAD[i].code)
             print_error("%s: rc %d (%s), expected %d\n", BAD[i].json, rc, err.msg, BAD[i].code);
-        assert_int_equal(rc, BAD[i].code);
+        assert_status(rc, BAD[i].code, &err);
         assert_int_equal(err.code, rc);
         assert_null(s);
         for (int w = 0; w < 3; w++)
@@ -714,36 +704,25 @@ static void test_bad_configs(void **st)
             }
     }
     optim_error err;
-    assert_int_equal(optim_schedule_from_json(NULL, CASES[0].json, &err), OPTIM_EINVAL);
+    assert_status(optim_schedule_from_json(NULL, CASES[0].json, &err), OPTIM_EINVAL, &err);
     optim_schedule *s;
-    assert_int_equal(optim_schedule_from_json(&s, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_schedule_from_json(&s, NULL, &err), OPTIM_EINVAL, &err);
     assert_null(s);
     optim_schedule_destroy(NULL);
 }
 
 /* ---- in an optimizer ---------------------------------------------------------- */
 
-static optim_optimizer *make_opt(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
-
 /* learning_rate given as a nested schedule; get_config writes it back so. */
-static void test_nested_in_optimizer(void **st)
+OPTIM_TEST(test_nested_in_optimizer)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         char json[1024];
         snprintf(
             json, sizeof json,
             "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"momentum\": 0.5}}",
             CASES[i].json);
-        optim_optimizer *opt = make_opt(json);
+        optim_optimizer *opt = optim_test_make(json);
         char *sched = serialize_of(CASES[i].json);
         char *cfg = optim_get_config(opt);
         assert_non_null(cfg);
@@ -756,14 +735,14 @@ static void test_nested_in_optimizer(void **st)
         /* optim_serialize -> optim_from_json -> optim_serialize is the identity. */
         char *text = optim_serialize(opt);
         assert_non_null(text);
-        optim_optimizer *again = make_opt(text);
+        optim_optimizer *again = optim_test_make(text);
         char *text2 = optim_serialize(again);
         assert_string_equal(text, text2);
         /* get_hyper reads the schedule at the current step. */
         double lr;
-        assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
+        assert_ok(optim_get_hyper(opt, "learning_rate", &lr), opt);
         assert_close(lr, CASES[i].ref(CASES[i].p, 0), 1e-12, 1e-15);
-        assert_int_equal(optim_hyper_is_constant(opt, "learning_rate"), 0);
+        assert_eq(optim_hyper_is_constant(opt, "learning_rate"), 0);
         optim_free(cfg);
         optim_free(text);
         optim_free(text2);
@@ -772,10 +751,11 @@ static void test_nested_in_optimizer(void **st)
         optim_destroy(again);
     }
     /* In the legacy generation too. */
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-        "PolynomialDecay",
-        "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
-                                                               "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+            "PolynomialDecay",
+            "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
+                                                                   "\"is_legacy_optimizer\": true}}");
     char *cfg = optim_get_config(opt);
     assert_contains(cfg, "\"learning_rate\":{\"class_name\":\"PolynomialDecay\",\"config\":{");
     optim_free(cfg);
@@ -783,28 +763,28 @@ static void test_nested_in_optimizer(void **st)
     /* A bad nested schedule: refused, the message names learning_rate and the schedule's key. */
     optim_error err;
     optim_optimizer *bad = NULL;
-    int rc = optim_from_json(
-        &bad,
-        "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-            "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0") "}}",
-        &err);
-    assert_int_equal(rc, OPTIM_ERANGE);
+    assert_status(optim_from_json(
+                      &bad,
+                      "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+                          "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 0") "}}",
+                      &err),
+                  OPTIM_ERANGE, &err);
     assert_null(bad);
     assert_contains(err.msg, "learning_rate");
     assert_contains(err.msg, "decay_steps");
-    rc = optim_from_json(&bad,
-                         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-                             "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
-                         &err);
-    assert_int_equal(rc, OPTIM_ENOTFOUND);
+    assert_status(optim_from_json(&bad,
+                                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+                                      "NoSuchDecay", "\"initial_learning_rate\": 0.1") "}}",
+                                  &err),
+                  OPTIM_ENOTFOUND, &err);
     assert_contains(err.msg, "NoSuchDecay");
     /* Only hyperparameters may be schedules. */
-    rc = optim_from_json(
-        &bad,
-        "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
-            "CosineDecay", "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
-        &err);
-    assert_int_not_equal(rc, 0);
+    assert_status(optim_from_json(&bad,
+                                  "{\"class_name\": \"SGD\", \"config\": {\"nesterov\": " J(
+                                      "CosineDecay",
+                                      "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") "}}",
+                                  &err),
+                  OPTIM_ETYPE, &err);
     assert_null(bad);
 }
 
@@ -823,7 +803,7 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
 {
     for (int d = 0; d < 2; d++) {
         const optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make_opt(opt_json);
+        optim_optimizer *opt = optim_test_make(opt_json);
         optim_schedule *twin = parse(c->json);
         float wf[N], gf[N], ef[N];
         double wd[N], gd[N], ed[N], closed[N];
@@ -833,16 +813,15 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
         }
         optim_var *w;
         optim_error err;
-        assert_int_equal(
-            optim_var_create(&w, "w", dt, 1, (int64_t[]){N}, d ? (void *)wd : (void *)wf, &err), 0);
+        assert_ok(
+            optim_var_create(&w, "w", dt, 1, (int64_t[]){N}, d ? (void *)wd : (void *)wf, &err),
+            &err);
         for (int k = 0; k < SGD_STEPS; k++) {
             for (int i = 0; i < N; i++) gd[i] = grad_at(k, i), gf[i] = (float)gd[i];
             optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, d ? (void *)gd : (void *)gf,
                                                                    1, (int64_t[]){N})),
                                 w};
-            int rc = optim_apply_gradients(opt, &p, 1, 0);
-            if (rc) print_error("%s\n", optim_errmsg(opt));
-            assert_int_equal(rc, 0);
+            assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
             const double s = optim_schedule_value(twin, k);
             const double lr_closed = c->ref(c->p, k) / (1.0 + decay * k);
             if (d) {
@@ -855,7 +834,7 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
             }
             for (int i = 0; i < N; i++) closed[i] -= lr_closed * gd[i];
         }
-        assert_int_equal(optim_iterations(opt), SGD_STEPS);
+        assert_eq(optim_iterations(opt), SGD_STEPS);
         for (int i = 0; i < N; i++) {
             if (d) {
                 double got = optim_var_get(w, i);
@@ -877,9 +856,8 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
     }
 }
 
-static void test_sgd_with_each_schedule(void **st)
+OPTIM_TEST(test_sgd_with_each_schedule)
 {
-    (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(json, sizeof json,
@@ -894,9 +872,8 @@ static void test_sgd_with_each_schedule(void **st)
 }
 
 /* Legacy `decay` composes with a schedule: lr = schedule(t) / (1 + decay * t). */
-static void test_sgd_schedule_and_legacy_decay(void **st)
+OPTIM_TEST(test_sgd_schedule_and_legacy_decay)
 {
-    (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(json, sizeof json,
@@ -912,16 +889,15 @@ static void test_sgd_schedule_and_legacy_decay(void **st)
              "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"lr\": 0.05, "
              "\"is_legacy_optimizer\": false}}",
              CASES[0].json);
-    assert_int_equal(optim_from_json(&opt, json, &err), OPTIM_EKEY);
+    assert_status(optim_from_json(&opt, json, &err), OPTIM_EKEY, &err);
     assert_null(opt);
 }
 
 /* A schedule whose value leaves the learning rate's range (NaN past the end
  * of CosineDecayRestarts with t_mul < 1; a negative end value): that step is
  * refused and changes nothing. */
-static void test_schedule_value_refused_at_step(void **st)
+OPTIM_TEST(test_schedule_value_refused_at_step)
 {
-    (void)st;
     static const char *const jsons[] = {
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
             "CosineDecayRestarts",
@@ -933,20 +909,18 @@ static void test_schedule_value_refused_at_step(void **st)
     /* The horizon 5 / (1 - 0.5) = 10; 0.3 * (1 - k / 5) - 0.2 < 0 from k = 2. */
     const int first_bad[] = {10, 2};
     for (int j = 0; j < 2; j++) {
-        optim_optimizer *opt = make_opt(jsons[j]);
+        optim_optimizer *opt = optim_test_make(jsons[j]);
         double w0[2] = {1.0, 2.0}, g[2] = {0.5, -0.5};
         optim_var *w;
         optim_error err;
-        assert_int_equal(optim_var_create(&w, "w", OPTIM_F64, 1, (int64_t[]){2}, w0, &err), 0);
+        assert_ok(optim_var_create(&w, "w", OPTIM_F64, 1, (int64_t[]){2}, w0, &err), &err);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})),
                             w};
-        for (int k = 0; k < first_bad[j]; k++)
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        for (int k = 0; k < first_bad[j]; k++) assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
-        int rc = optim_apply_gradients(opt, &p, 1, 0);
-        assert_int_equal(rc, OPTIM_ERANGE);
+        assert_status(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE, opt);
         assert_contains(optim_errmsg(opt), "learning_rate");
-        assert_int_equal(optim_iterations(opt), first_bad[j]);
+        assert_eq(optim_iterations(opt), first_bad[j]);
         assert_eq(optim_var_get(w, 0), before[0]);
         assert_eq(optim_var_get(w, 1), before[1]);
         optim_var_destroy(w);
@@ -955,15 +929,14 @@ static void test_schedule_value_refused_at_step(void **st)
 }
 
 /* optim_set_hyper_schedule_object: the optimizer takes the schedule. */
-static void test_set_schedule_object(void **st)
+OPTIM_TEST(test_set_schedule_object)
 {
-    (void)st;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_schedule *s = parse(CASES[1].json);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s), opt);
     double lr;
-    assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), 0);
+    assert_ok(optim_get_hyper(opt, "learning_rate", &lr), opt);
     assert_eq(lr, 0.1);
     char *cfg = optim_get_config(opt);
     assert_contains(
@@ -972,42 +945,23 @@ static void test_set_schedule_object(void **st)
     optim_free(cfg);
     /* Replacing it frees the old one (ASan checks); a bad name leaves s with the caller. */
     optim_schedule *s2 = parse(CASES[3].json);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s2), 0);
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s2), opt);
     optim_schedule *s3 = parse(CASES[3].json);
-    assert_int_not_equal(optim_set_hyper_schedule_object(opt, "no_such_hyper", s3), 0);
+    assert_status(optim_set_hyper_schedule_object(opt, "no_such_hyper", s3), OPTIM_EKEY, opt);
     optim_schedule_destroy(s3);
     optim_destroy(opt);
 }
 
 /* ---- the command-line tool ---------------------------------------------------- */
 
-/* Runs the CLI with stdout to /dev/null and stderr to `errfile`. */
-static int run_cli(char *const argv[], const char *errfile)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        int e = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (e >= 0) dup2(e, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* `optim replay` with SGD driven by each schedule: OUT against the closed form. */
-static void test_replay_with_each_schedule(void **st)
+OPTIM_TEST(test_replay_with_each_schedule)
 {
-    (void)st;
     enum { STEPS = 40, NW = 4, NV = 3 };
     const char *cfg = optim_test_tmpfile("sched_cfg.json"),
                *init = optim_test_tmpfile("sched_init.st");
     const char *grads = optim_test_tmpfile("sched_grads.st"),
                *out = optim_test_tmpfile("sched_out.st");
-    const char *errf = optim_test_tmpfile("sched_err.txt");
     optim_error err;
     /* INIT: "w" f64 [4], "v" f32 [3]. GRADS: K/w and K/v, dense, every step. */
     double w0[NW];
@@ -1015,41 +969,41 @@ static void test_replay_with_each_schedule(void **st)
     for (int i = 0; i < NW; i++) w0[i] = init_at(i);
     for (int i = 0; i < NV; i++) v0[i] = (float)init_at(i + 1);
     optim_st_writer *wr;
-    assert_int_equal(optim_st_writer_create(&wr, &err), 0);
+    assert_ok(optim_st_writer_create(&wr, &err), &err);
     optim_tensor t = optim_tensor_make(OPTIM_F64, w0, 1, (int64_t[]){NW});
-    assert_int_equal(optim_st_writer_add(wr, "w", &t, &err), 0);
+    assert_ok(optim_st_writer_add(wr, "w", &t, &err), &err);
     t = optim_tensor_make(OPTIM_F32, v0, 1, (int64_t[]){NV});
-    assert_int_equal(optim_st_writer_add(wr, "v", &t, &err), 0);
-    assert_int_equal(optim_st_writer_save(wr, init, &err), 0);
+    assert_ok(optim_st_writer_add(wr, "v", &t, &err), &err);
+    assert_ok(optim_st_writer_save(wr, init, &err), &err);
     optim_st_writer_destroy(wr);
     static double gw[STEPS][NW];
     static float gv[STEPS][NV];
-    assert_int_equal(optim_st_writer_create(&wr, &err), 0);
+    assert_ok(optim_st_writer_create(&wr, &err), &err);
     for (int k = 0; k < STEPS; k++) {
         char name[32];
         for (int i = 0; i < NW; i++) gw[k][i] = grad_at(k, i);
         for (int i = 0; i < NV; i++) gv[k][i] = (float)grad_at(k, i + 2);
         snprintf(name, sizeof name, "%d/w", k);
         t = optim_tensor_make(OPTIM_F64, gw[k], 1, (int64_t[]){NW});
-        assert_int_equal(optim_st_writer_add(wr, name, &t, &err), 0);
+        assert_ok(optim_st_writer_add(wr, name, &t, &err), &err);
         snprintf(name, sizeof name, "%d/v", k);
         t = optim_tensor_make(OPTIM_F32, gv[k], 1, (int64_t[]){NV});
-        assert_int_equal(optim_st_writer_add(wr, name, &t, &err), 0);
+        assert_ok(optim_st_writer_add(wr, name, &t, &err), &err);
     }
-    assert_int_equal(optim_st_writer_save(wr, grads, &err), 0);
+    assert_ok(optim_st_writer_save(wr, grads, &err), &err);
     optim_st_writer_destroy(wr);
 
     for (size_t c = 0; c < N_CASES; c++) {
         char json[1024];
         snprintf(json, sizeof json,
                  "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s}}", CASES[c].json);
-        assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+        assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
         unlink(out);
         char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                         (char *)grads,          (char *)out, NULL};
-        int rc = run_cli(argv, errf);
-        if (rc) print_error("replay failed (%d) for %s\n", rc, json);
-        assert_int_equal(rc, 0);
+        optim_test_proc r;
+        if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+        assert_eq(r.status, 0);
         double ew[NW], ev[NV];
         for (int i = 0; i < NW; i++) ew[i] = w0[i];
         for (int i = 0; i < NV; i++) ev[i] = v0[i];
@@ -1059,16 +1013,16 @@ static void test_replay_with_each_schedule(void **st)
             for (int i = 0; i < NV; i++) ev[i] -= lr * gv[k][i];
         }
         optim_st_file *o;
-        assert_int_equal(optim_st_read(out, &o, &err), 0);
+        assert_ok(optim_st_read(out, &o, &err), &err);
         optim_tensor got;
-        assert_int_equal(optim_st_get(o, "w", &got), 0);
+        assert_ok(optim_st_get(o, "w", &got), NULL);
         assert_int_equal(got.dtype, OPTIM_F64);
         for (int i = 0; i < NW; i++)
             assert_close(((const double *)got.data)[i], ew[i], 1e-12, 1e-13);
-        assert_int_equal(optim_st_get(o, "v", &got), 0);
+        assert_ok(optim_st_get(o, "v", &got), NULL);
         assert_int_equal(got.dtype, OPTIM_F32);
         for (int i = 0; i < NV; i++) assert_close(((const float *)got.data)[i], ev[i], 1e-5, 2e-6);
-        assert_int_equal(optim_st_get(o, "iterations", &got), 0);
+        assert_ok(optim_st_get(o, "iterations", &got), NULL);
         assert_int_equal(got.dtype, OPTIM_I64);
         assert_int_equal(*(const int64_t *)got.data, STEPS);
         optim_st_free(o);
@@ -1077,7 +1031,6 @@ static void test_replay_with_each_schedule(void **st)
     unlink(init);
     unlink(grads);
     unlink(out);
-    unlink(errf);
 }
 
 static int file_exists(const char *path)
@@ -1096,15 +1049,13 @@ static size_t read_head(const char *path, unsigned char *buf, size_t n)
     return got;
 }
 
-static void test_schedule_plot(void **st)
+OPTIM_TEST(test_schedule_plot)
 {
-    (void)st;
     /* optim_test_tmpfile recycles 8 buffers: keep copies. */
-    char cfg[512], png[512], errf[512], missing[512], badjson[512], badcls[512], badcfg[512],
-        dir[512], nodir[512];
+    char cfg[512], png[512], missing[512], badjson[512], badcls[512], badcfg[512], dir[512],
+        nodir[512];
     snprintf(cfg, sizeof cfg, "%s", optim_test_tmpfile("plot.json"));
     snprintf(png, sizeof png, "%s", optim_test_tmpfile("plot.png"));
-    snprintf(errf, sizeof errf, "%s", optim_test_tmpfile("plot_err.txt"));
     snprintf(missing, sizeof missing, "%s", optim_test_tmpfile("no_such.json"));
     snprintf(badjson, sizeof badjson, "%s", optim_test_tmpfile("bad.json"));
     snprintf(badcls, sizeof badcls, "%s", optim_test_tmpfile("badcls.json"));
@@ -1112,17 +1063,17 @@ static void test_schedule_plot(void **st)
     snprintf(dir, sizeof dir, "%s", optim_test_tmpfile(""));
     snprintf(nodir, sizeof nodir, "%s", optim_test_tmpfile("no_dir/out.png"));
     static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static optim_test_proc r;
     /* Every case, default and explicit STEPS: a valid 640x360 PNG. */
     for (size_t c = 0; c < N_CASES; c++) {
-        assert_int_equal(optim_test_write_file(cfg, CASES[c].json, strlen(CASES[c].json)), 0);
+        assert_eq(optim_test_write_file(cfg, CASES[c].json, strlen(CASES[c].json)), 0);
         unlink(png);
         char steps[32];
         snprintf(steps, sizeof steps, "%lld", (long long)CASES[c].steps);
         char *argv[] = {
             (char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, c % 2 ? steps : NULL, NULL};
-        int rc = run_cli(argv, errf);
-        if (rc) print_error("schedule-plot failed (%d) for %s\n", rc, CASES[c].json);
-        assert_int_equal(rc, 0);
+        if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", CASES[c].json, r.err);
+        assert_eq(r.status, 0);
         unsigned char head[24];
         assert_int_equal(read_head(png, head, sizeof head), sizeof head);
         assert_memory_equal(head, sig, 8);
@@ -1138,23 +1089,23 @@ static void test_schedule_plot(void **st)
     const char *restart =
         J("CosineDecayRestarts",
           "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5");
-    assert_int_equal(optim_test_write_file(cfg, restart, strlen(restart)), 0);
+    assert_eq(optim_test_write_file(cfg, restart, strlen(restart)), 0);
     {
         char *argv[] = {(char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, "1000000000", NULL};
-        assert_int_equal(run_cli(argv, errf), 0);
+        assert_eq(optim_test_capture(argv, &r), 0);
         unsigned char head[8];
         assert_int_equal(read_head(png, head, 8), 8);
         assert_memory_equal(head, sig, 8);
     }
 
     /* Bad input: non-zero status, one line on stderr, OUT not created. */
-    assert_int_equal(optim_test_write_file(badjson, "{\"class_name\": ", 15), 0);
+    assert_eq(optim_test_write_file(badjson, "{\"class_name\": ", 15), 0);
     const char *u = J("StepDecay", "\"initial_learning_rate\": 0.1");
-    assert_int_equal(optim_test_write_file(badcls, u, strlen(u)), 0);
+    assert_eq(optim_test_write_file(badcls, u, strlen(u)), 0);
     const char *b =
         J("PiecewiseConstantDecay", "\"boundaries\": [10, 5], \"values\": [1.0, 0.5, 0.1]");
-    assert_int_equal(optim_test_write_file(badcfg, b, strlen(b)), 0);
-    assert_int_equal(optim_test_write_file(cfg, CASES[0].json, strlen(CASES[0].json)), 0);
+    assert_eq(optim_test_write_file(badcfg, b, strlen(b)), 0);
+    assert_eq(optim_test_write_file(cfg, CASES[0].json, strlen(CASES[0].json)), 0);
     struct {
         const char *args[4];
         int status;
@@ -1181,19 +1132,13 @@ static void test_schedule_plot(void **st)
         unlink(png);
         char *argv[7] = {(char *)OPTIM_CLI_PATH, "schedule-plot"};
         for (int a = 0; a < 4 && bad[i].args[a]; a++) argv[2 + a] = (char *)bad[i].args[a];
-        int rc = run_cli(argv, errf);
-        if (rc != bad[i].status)
-            print_error("case %zu: status %d, expected %d\n", i, rc, bad[i].status);
-        assert_int_equal(rc, bad[i].status);
+        if (optim_test_capture(argv, &r) != bad[i].status) print_error("case %zu\n", i);
+        assert_eq(r.status, bad[i].status);
         assert_false(file_exists(png));
         assert_false(file_exists(nodir));
-        char msg[1024] = {0};
-        size_t len = read_head(errf, (unsigned char *)msg, sizeof msg - 1);
-        assert_gt(len, 0);
-        if (!strstr(msg, bad[i].word))
-            print_error("case %zu: stderr '%s' lacks '%s'\n", i, msg, bad[i].word);
-        assert_contains(msg, bad[i].word);
-        char *nl = strchr(msg, '\n');
+        if (!strstr(r.err, bad[i].word)) print_error("case %zu\n", i);
+        assert_contains(r.err, bad[i].word);
+        char *nl = strchr(r.err, '\n');
         assert_non_null(nl);
         assert_int_equal(nl[1], '\0'); /* one line */
     }
@@ -1213,51 +1158,26 @@ static void test_schedule_plot(void **st)
     unlink(badjson);
     unlink(badcls);
     unlink(badcfg);
-    unlink(errf);
 }
 
 /* One schedule object belongs to one hyperparameter. */
-static void test_schedule_object_single_owner(void **state)
+OPTIM_TEST(test_schedule_object_single_owner)
 {
-    (void)state;
     optim_schedule *s;
     optim_error err;
-    assert_int_equal(
-        optim_schedule_from_json(&s,
-                                 "{\"class_name\": \"ExponentialDecay\", \"config\": "
-                                 "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
-                                 "\"decay_rate\": 0.5}}",
-                                 &err),
-        0);
+    assert_ok(optim_schedule_from_json(&s,
+                                       "{\"class_name\": \"ExponentialDecay\", \"config\": "
+                                       "{\"initial_learning_rate\": 0.1, \"decay_steps\": 10, "
+                                       "\"decay_rate\": 0.5}}",
+                                       &err),
+              &err);
     optim_optimizer *opt;
-    assert_int_equal(optim_from_json(&opt, "\"sgd\"", &err), 0);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL);
+    assert_ok(optim_from_json(&opt, "\"sgd\"", &err), &err);
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s), opt);
+    assert_status(optim_set_hyper_schedule_object(opt, "momentum", s), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "already belongs to 'learning_rate'");
-    assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s),
-                     0); /* same owner: fine */
+    assert_ok(optim_set_hyper_schedule_object(opt, "learning_rate", s), opt); /* same owner: fine */
     optim_destroy(opt); /* frees s once */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedule_object_single_owner),
-        cmocka_unit_test(test_registry),
-        cmocka_unit_test(test_closed_forms),
-        cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_restarts_horizon),
-        cmocka_unit_test(test_config_text),
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_lists_keep_exact_numbers),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_nested_in_optimizer),
-        cmocka_unit_test(test_sgd_with_each_schedule),
-        cmocka_unit_test(test_sgd_schedule_and_legacy_decay),
-        cmocka_unit_test(test_schedule_value_refused_at_step),
-        cmocka_unit_test(test_set_schedule_object),
-        cmocka_unit_test(test_replay_with_each_schedule),
-        cmocka_unit_test(test_schedule_plot),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

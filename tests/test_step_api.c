@@ -7,12 +7,10 @@
  * and wrappers' steady-state steps on it. */
 #include "testutil.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -43,9 +41,8 @@ static void assert_same_values(optim_var *a, optim_var *b)
 
 /* clipping = another optimizer: the same bits as that clipnorm set on the
  * stepping optimizer itself; the stepping one's own clipnorm is not used. */
-static void test_clipping_from_another(void **s)
+OPTIM_TEST(test_clipping_from_another)
 {
-    (void)s;
     optim_optimizer *plain = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 1.0}}");
     optim_optimizer *sgd = optim_test_make(
@@ -55,10 +52,10 @@ static void test_clipping_from_another(void **s)
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *b = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var pa = pair_of(a, G0), pb = pair_of(b, G0);
-    assert_int_equal(optim_apply_gradients(plain, &pa, 1, 0), 0);
+    assert_ok(optim_apply_gradients(plain, &pa, 1, 0), plain);
     optim_step_options o = optim_step_options_defaults();
     o.clipping = src;
-    assert_int_equal(optim_step(sgd, &pb, 1, &o), 0);
+    assert_ok(optim_step(sgd, &pb, 1, &o), sgd);
     assert_same_values(a, b);
     /* The reference in closed form: w - 0.1 * g / |g|, |g| = sqrt(26.25). */
     for (int i = 0; i < 4; i++)
@@ -71,9 +68,8 @@ static void test_clipping_from_another(void **s)
 }
 
 /* SET_ITERATIONS, NO_ADVANCE, NO_CONSTRAINTS. */
-static void test_counter_and_constraints(void **s)
+OPTIM_TEST(test_counter_and_constraints)
 {
-    (void)s;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
     optim_optimizer *ref =
@@ -86,11 +82,11 @@ static void test_counter_and_constraints(void **s)
     optim_step_options o = optim_step_options_defaults();
     o.flags = OPTIM_STEP_SET_ITERATIONS | OPTIM_STEP_NO_ADVANCE | OPTIM_STEP_NO_CONSTRAINTS;
     o.iterations = 7;
-    assert_int_equal(optim_step(adam, &pa, 1, &o), 0);
-    assert_int_equal(optim_iterations(adam), 7);
+    assert_ok(optim_step(adam, &pa, 1, &o), adam);
+    assert_eq(optim_iterations(adam), 7);
     /* The reference: a plain step from counter 7, without a constraint. */
-    assert_int_equal(optim_set_iterations(ref, 7), 0);
-    assert_int_equal(optim_apply_gradients(ref, &pb, 1, 0), 0);
+    assert_ok(optim_set_iterations(ref, 7), ref);
+    assert_ok(optim_apply_gradients(ref, &pb, 1, 0), ref);
     assert_same_values(a, b);
     assert_lt(optim_var_get(a, 1), 0); /* NonNeg not applied */
     optim_destroy(adam);
@@ -119,9 +115,8 @@ static int halve(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
 /* inspect: SKIP changes nothing (not even a counter set by the options);
  * changing the gradients in place is seen by the update, never by the
  * caller's memory. */
-static void test_inspect(void **s)
+OPTIM_TEST(test_inspect)
 {
-    (void)s;
     optim_optimizer *sgd = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
@@ -134,14 +129,14 @@ static void test_inspect(void **s)
     o.inspect_user = &calls;
     o.flags = OPTIM_STEP_SET_ITERATIONS;
     o.iterations = 3;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
+    assert_ok(optim_step(sgd, &p, 1, &o), sgd);
     assert_int_equal(calls, 1);
-    assert_int_equal(optim_iterations(sgd), 0);
-    assert_int_equal(optim_weights_count(sgd), 1); /* no slot created */
+    assert_eq(optim_iterations(sgd), 0);
+    assert_eq(optim_weights_count(sgd), 1); /* no slot created */
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     o = optim_step_options_defaults();
     o.inspect = halve;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), 0);
+    assert_ok(optim_step(sgd, &p, 1, &o), sgd);
     for (int i = 0; i < 4; i++) {
         assert_eq(g[i], G0[i]);
         assert_eq(optim_var_get(a, i), W0[i] - 0.1 * (0.5 * G0[i]));
@@ -161,27 +156,26 @@ static optim_optimizer *v1_inner(const optim_optimizer *opt)
 }
 
 /* Bad input: nothing changes and the message names what is wrong. */
-static void test_bad_input(void **s)
+OPTIM_TEST(test_bad_input)
 {
-    (void)s;
-    assert_int_equal(optim_step(NULL, NULL, 0, NULL), OPTIM_EINVAL);
+    assert_status(optim_step(NULL, NULL, 0, NULL), OPTIM_EINVAL, NULL);
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var p = pair_of(a, G0);
     optim_step_options o = optim_step_options_defaults();
     o.size = 3;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_EVERSION);
+    assert_status(optim_step(sgd, &p, 1, &o), OPTIM_EVERSION, sgd);
     assert_non_null(strstr(optim_errmsg(sgd), "size 3"));
     o = optim_step_options_defaults();
     o.num_threads = -2;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_EINVAL);
+    assert_status(optim_step(sgd, &p, 1, &o), OPTIM_EINVAL, sgd);
     assert_non_null(strstr(optim_errmsg(sgd), "num_threads is -2"));
     o = optim_step_options_defaults();
     o.flags = OPTIM_STEP_SET_ITERATIONS;
     o.iterations = -1;
-    assert_int_equal(optim_step(sgd, &p, 1, &o), OPTIM_ERANGE);
-    assert_int_equal(optim_step(sgd, NULL, 1, NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_iterations(sgd), 0);
+    assert_status(optim_step(sgd, &p, 1, &o), OPTIM_ERANGE, sgd);
+    assert_status(optim_step(sgd, NULL, 1, NULL), OPTIM_EINVAL, sgd);
+    assert_eq(optim_iterations(sgd), 0);
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(a, i), W0[i]);
     /* A version-1 wrapper (apply_gradients only) takes default options only. */
     static const optim_class v1 = {.size = sizeof(optim_class),
@@ -192,20 +186,20 @@ static void test_bad_input(void **s)
                                    .inner = v1_inner};
     optim_optimizer *w;
     optim_error err;
-    assert_int_equal(optim_create(&w, &v1, NULL, &err), 0);
+    assert_ok(optim_create(&w, &v1, NULL, &err), &err);
     *(optim_optimizer **)optim_state(w) = sgd;
     o = optim_step_options_defaults();
     o.inspect = halve;
-    assert_int_equal(optim_step(w, &p, 1, &o), OPTIM_ENOTSUP);
+    assert_status(optim_step(w, &p, 1, &o), OPTIM_ENOTSUP, w);
     assert_non_null(strstr(optim_errmsg(w), "step hook"));
-    assert_int_equal(optim_step(w, &p, 1, NULL), 0);
-    assert_int_equal(optim_iterations(sgd), 1);
+    assert_ok(optim_step(w, &p, 1, NULL), w);
+    assert_eq(optim_iterations(sgd), 1);
     /* optim_check_gradients: the update rule's checks, nothing changes. */
     double g3[3] = {1, 2, 3};
     optim_grad_var bad = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g3, 1, (int64_t[]){3})), a};
-    assert_int_equal(optim_check_gradients(sgd, &bad, 1, 0), OPTIM_ESHAPE);
+    assert_status(optim_check_gradients(sgd, &bad, 1, 0), OPTIM_ESHAPE, sgd);
     assert_non_null(strstr(optim_errmsg(sgd), "'w'"));
-    assert_int_equal(optim_check_gradients(sgd, &p, 1, 1), 0);
+    assert_ok(optim_check_gradients(sgd, &p, 1, 1), sgd);
     optim_destroy(w);
     optim_destroy(sgd);
     optim_var_destroy(a);
@@ -213,21 +207,20 @@ static void test_bad_input(void **s)
 
 /* optim_rollback: slots, weights, tracked variables and the counter as at
  * the savepoint. */
-static void test_savepoint(void **s)
+OPTIM_TEST(test_savepoint)
 {
-    (void)s;
     optim_optimizer *adam = optim_test_make("\"adam\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_savepoint sp = optim_savepoint_get(adam);
-    assert_int_equal(optim_track_variables(adam, &a, 1), 0);
-    assert_int_equal(optim_set_iterations(adam, 5), 0);
-    assert_int_equal(optim_weights_count(adam), 3);
+    assert_ok(optim_track_variables(adam, &a, 1), adam);
+    assert_ok(optim_set_iterations(adam, 5), adam);
+    assert_eq(optim_weights_count(adam), 3);
     optim_rollback(adam, &sp);
-    assert_int_equal(optim_weights_count(adam), 1);
-    assert_int_equal(optim_iterations(adam), 0);
+    assert_eq(optim_weights_count(adam), 1);
+    assert_eq(optim_iterations(adam), 0);
     assert_null(optim_get_slot(adam, a, "m"));
     optim_grad_var p = pair_of(a, G0);
-    assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(adam, &p, 1, 0), adam);
     assert_non_null(optim_get_slot(adam, a, "m"));
     /* Bad input: ignored or refused, never a crash. */
     optim_savepoint none = optim_savepoint_get(NULL);
@@ -237,18 +230,17 @@ static void test_savepoint(void **s)
     optim_savepoint ahead = optim_savepoint_get(adam);
     ahead.weights_ += 5;
     optim_rollback(adam, &ahead);
-    assert_int_equal(optim_weights_count(adam), 3);
-    assert_int_equal(optim_check_gradients(NULL, &p, 1, 0), OPTIM_EINVAL);
-    assert_int_equal(optim_config_keep(NULL, NULL, 0, NULL, 0), OPTIM_EINVAL);
+    assert_eq(optim_weights_count(adam), 3);
+    assert_status(optim_check_gradients(NULL, &p, 1, 0), OPTIM_EINVAL, NULL);
+    assert_status(optim_config_keep(NULL, NULL, 0, NULL, 0), OPTIM_EINVAL, NULL);
     optim_destroy(adam);
     optim_var_destroy(a);
 }
 
 /* optim_base_option_changed names the first base option off its default,
  * with both values as text. */
-static void test_base_option_changed(void **s)
+OPTIM_TEST(test_base_option_changed)
 {
-    (void)s;
     optim_optimizer *sgd = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.5, \"use_ema\": true}}");
     char have[64], want[64];
@@ -276,7 +268,7 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
     optim__arena_block *head = NULL;
     size_t reserved = 0;
     for (int k = 0; k < 6; k++) {
-        assert_int_equal(optim_apply_gradients(opt, p, n, 0), 0);
+        assert_ok(optim_apply_gradients(opt, p, n, 0), opt);
         if (k == 2) head = opt->arena.head, reserved = opt->arena.reserved;
         if (k > 2) {
             assert_ptr_equal(opt->arena.head, head);
@@ -287,9 +279,8 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
     assert_gt(opt->arena.used_total, 0);
 }
 
-static void test_arena_steady_state(void **s)
+OPTIM_TEST(test_arena_steady_state)
 {
-    (void)s;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
@@ -303,24 +294,23 @@ static void test_arena_steady_state(void **s)
  * savepoint go, the optimizer-level weights made since (Nadam's u_product,
  * created with the first variable's slots and held in its class state)
  * and the counter stay; optim_rollback would destroy u_product too. */
-static void test_rollback_variables(void **s)
+OPTIM_TEST(test_rollback_variables)
 {
-    (void)s;
     optim_optimizer *nadam = optim_test_make("\"nadam\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_savepoint sp = optim_savepoint_get(nadam);
-    assert_int_equal(optim_track_variables(nadam, &a, 1), 0);
-    assert_int_equal(optim_set_iterations(nadam, 3), 0);
-    assert_int_equal(optim_weights_count(nadam), 4); /* iterations, u_product, m, v */
+    assert_ok(optim_track_variables(nadam, &a, 1), nadam);
+    assert_ok(optim_set_iterations(nadam, 3), nadam);
+    assert_eq(optim_weights_count(nadam), 4); /* iterations, u_product, m, v */
     optim_rollback_variables(nadam, &sp);
-    assert_int_equal(optim_weights_count(nadam), 2);
+    assert_eq(optim_weights_count(nadam), 2);
     assert_string_equal(optim_weight_name(nadam, 1), "u_product");
     assert_null(optim_get_slot(nadam, a, "m"));
-    assert_int_equal(optim_iterations(nadam), 3);
+    assert_eq(optim_iterations(nadam), 3);
     /* Tracked again, then stepped: the kept u_product is used, not remade. */
     optim_grad_var p = pair_of(a, G0);
-    assert_int_equal(optim_apply_gradients(nadam, &p, 1, 0), 0);
-    assert_int_equal(optim_weights_count(nadam), 4);
+    assert_ok(optim_apply_gradients(nadam, &p, 1, 0), nadam);
+    assert_eq(optim_weights_count(nadam), 4);
     assert_non_null(optim_get_slot(nadam, a, "v"));
     /* Bad input: ignored, never a crash, nothing changes. */
     optim_rollback_variables(NULL, &sp);
@@ -328,7 +318,7 @@ static void test_rollback_variables(void **s)
     optim_savepoint ahead = optim_savepoint_get(nadam);
     ahead.vars_ += 1;
     optim_rollback_variables(nadam, &ahead);
-    assert_int_equal(optim_weights_count(nadam), 4);
+    assert_eq(optim_weights_count(nadam), 4);
     assert_non_null(optim_get_slot(nadam, a, "m"));
     optim_destroy(nadam);
     optim_var_destroy(a);
@@ -336,9 +326,8 @@ static void test_rollback_variables(void **s)
 
 /* optim_step_scratch: aligned memory from the optimizer's step arena;
  * bad input refused. */
-static void test_step_scratch(void **s)
+OPTIM_TEST(test_step_scratch)
 {
-    (void)s;
     assert_null(optim_step_scratch(NULL, 16));
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
     char *p = optim_step_scratch(sgd, 100), *q = optim_step_scratch(sgd, 0);
@@ -354,9 +343,8 @@ static void test_step_scratch(void **s)
 /* A wrapper's steady-state step takes its buffers from the scratch memory
  * it already holds: the arena keeps one block of the same size, for a TF
  * Addons wrapper (tfa.c) and for MultiOptimizer. */
-static void test_wrapper_arena_steady_state(void **s)
+OPTIM_TEST(test_wrapper_arena_steady_state)
 {
-    (void)s;
     static const char *const cfg[] = {
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\"}}",
         "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": \"OptimizerMap\", "
@@ -379,9 +367,8 @@ static void test_wrapper_arena_steady_state(void **s)
  * any other order, a subset, or a repeated variable must still find the
  * right slots or be refused. x steps its variables in shuffled orders, y
  * always in the first order: both end with the same bits. */
-static void test_pair_order_finds_the_right_slots(void **s)
+OPTIM_TEST(test_pair_order_finds_the_right_slots)
 {
-    (void)s;
     static const double ga[4] = {0.5, -1, 2, 0.25}, gb[4] = {-3, 0.5, 1, 4},
                         gc[4] = {1, 1, -2, 0.5};
     static const char *const names[3] = {"a", "b", "c"};
@@ -400,17 +387,17 @@ static void test_pair_order_finds_the_right_slots(void **s)
         for (int j = 0; j < 3; j++) /* y: the same variables in the first order */
             for (size_t q = 0; q < n; q++)
                 if (order[st][q] == j) py[m++] = pair_of(v[1][j], g[j]);
-        assert_int_equal(optim_apply_gradients(x, px, n, 0), 0);
-        assert_int_equal(optim_apply_gradients(y, py, m, 0), 0);
+        assert_ok(optim_apply_gradients(x, px, n, 0), x);
+        assert_ok(optim_apply_gradients(y, py, m, 0), y);
     }
     for (int j = 0; j < 3; j++) assert_vars_bitwise(v[0][j], v[1][j]);
     /* In the first order but repeated, or repeated after a prefix of it. */
     optim_grad_var rep[3] = {pair_of(v[0][0], ga), pair_of(v[0][1], gb), pair_of(v[0][0], ga)};
-    assert_int_equal(optim_apply_gradients(x, rep, 3, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(x, rep, 3, 0), OPTIM_EINVAL, x);
     assert_contains(optim_errmsg(x), "'a' appears more than once");
     rep[1] = rep[0];
-    assert_int_equal(optim_apply_gradients(x, rep, 2, 0), OPTIM_EINVAL);
-    assert_int_equal(optim_iterations(x), 4);
+    assert_status(optim_apply_gradients(x, rep, 2, 0), OPTIM_EINVAL, x);
+    assert_eq(optim_iterations(x), 4);
     for (int j = 0; j < 3; j++) assert_vars_bitwise(v[0][j], v[1][j]);
     optim_destroy(x);
     optim_destroy(y);
@@ -422,9 +409,8 @@ static void test_pair_order_finds_the_right_slots(void **s)
  * any number of times between steps, with pairs in an order that needs the
  * sort, the optimizer's arena does not grow (a block started for the sort
  * is freed, a block it fitted in is left as it was). */
-static void test_check_gradients_keeps_no_memory(void **s)
+OPTIM_TEST(test_check_gradients_keeps_no_memory)
 {
-    (void)s;
     enum { NV = 9000 }; /* 72 KB of pointers: more than the arena's first block */
     optim_optimizer *opt = optim_test_make("\"sgd\"");
     optim_var **v = calloc(NV, sizeof *v);
@@ -435,17 +421,17 @@ static void test_check_gradients_keeps_no_memory(void **s)
         v[i] = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
         p[NV - 1 - i] = pair_of(v[i], G0); /* reversed: not the order first seen */
     }
-    assert_int_equal(optim_build(opt, v, NV), 0);
-    for (int k = 0; k < 50; k++) assert_int_equal(optim_check_gradients(opt, p, NV, 1), 0);
+    assert_ok(optim_build(opt, v, NV), opt);
+    for (int k = 0; k < 50; k++) assert_ok(optim_check_gradients(opt, p, NV, 1), opt);
     assert_int_equal(opt->arena.reserved, 0);
     assert_null(opt->arena.head);
-    assert_int_equal(optim_apply_gradients(opt, p, NV, 0), 0);
+    assert_ok(optim_apply_gradients(opt, p, NV, 0), opt);
     const size_t reserved = opt->arena.reserved, used = opt->arena.used_total;
-    for (int k = 0; k < 50; k++) assert_int_equal(optim_check_gradients(opt, p, NV, 1), 0);
+    for (int k = 0; k < 50; k++) assert_ok(optim_check_gradients(opt, p, NV, 1), opt);
     assert_int_equal(opt->arena.reserved, reserved);
     assert_int_equal(opt->arena.used_total, used);
     p[1] = p[NV - 1]; /* still refused */
-    assert_int_equal(optim_check_gradients(opt, p, NV, 1), OPTIM_EINVAL);
+    assert_status(optim_check_gradients(opt, p, NV, 1), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "appears more than once");
     assert_int_equal(opt->arena.reserved, reserved);
     optim_destroy(opt);
@@ -457,27 +443,26 @@ static void test_check_gradients_keeps_no_memory(void **s)
 /* optim_check_gradients on a built MultiOptimizer refuses a variable it
  * was not built for (its own question; each pair's shapes are its
  * sub-optimizer's, checked in its step). */
-static void test_check_gradients_multi(void **s)
+OPTIM_TEST(test_check_gradients_multi)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": "
         "{\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": \"sgd\"}}}}");
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *x = optim_test_var("x", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_grad_var pw = pair_of(w, G0), px = pair_of(x, G0);
-    assert_int_equal(optim_check_gradients(opt, &px, 1, 0), 0); /* not built: any variable */
-    assert_int_equal(optim_build(opt, &w, 1), 0);
-    assert_int_equal(optim_check_gradients(opt, &pw, 1, 1), 0);
-    assert_int_equal(optim_check_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND);
+    assert_ok(optim_check_gradients(opt, &px, 1, 0), opt); /* not built: any variable */
+    assert_ok(optim_build(opt, &w, 1), opt);
+    assert_ok(optim_check_gradients(opt, &pw, 1, 1), opt);
+    assert_status(optim_check_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND, opt);
     assert_contains(optim_errmsg(opt), "MultiOptimizer: variable 'x' is unknown to this optimizer");
     optim_grad_var twice[2] = {pw, pw};
-    assert_int_equal(optim_check_gradients(opt, twice, 2, 0), OPTIM_EINVAL);
+    assert_status(optim_check_gradients(opt, twice, 2, 0), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "more than once");
     /* The step says the same, and changes nothing. */
-    assert_int_equal(optim_apply_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND);
-    assert_int_equal(optim_iterations(opt), 0);
-    assert_int_equal(optim_var_get(x, 0), W0[0]);
+    assert_status(optim_apply_gradients(opt, &px, 1, 0), OPTIM_ENOTFOUND, opt);
+    assert_eq(optim_iterations(opt), 0);
+    assert_eq(optim_var_get(x, 0), W0[0]);
     optim_destroy(opt);
     optim_var_destroy(w);
     optim_var_destroy(x);
@@ -493,43 +478,27 @@ static const char *const NESTED[] = {
     "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"sgd\", \"initial_scale\": 4.0}}, \"initial_scale\": 8.0}}",
 };
 
-static int run_cli(char *const argv[], const char *err_path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        int fe = err_path ? open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : fd;
-        if (fd >= 0) dup2(fd, 1);
-        if (fe >= 0) dup2(fe, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* INIT: "w" [4] f64; GRADS: 3 dense steps. */
 static void write_inputs(const char *init, const char *grads, const char *second_name)
 {
     optim_error err;
     optim_st_writer *w;
     optim_tensor t = optim_tensor_make(OPTIM_F64, (void *)W0, 1, (int64_t[]){4});
-    assert_int_equal(optim_st_writer_create(&w, &err), 0);
-    assert_int_equal(optim_st_writer_add(w, "w", &t, &err), 0);
-    if (second_name) assert_int_equal(optim_st_writer_add(w, second_name, &t, &err), 0);
-    assert_int_equal(optim_st_writer_save(w, init, &err), 0);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
+    assert_ok(optim_st_writer_add(w, "w", &t, &err), &err);
+    if (second_name) assert_ok(optim_st_writer_add(w, second_name, &t, &err), &err);
+    assert_ok(optim_st_writer_save(w, init, &err), &err);
     optim_st_writer_destroy(w);
     static double g[3][4];
-    assert_int_equal(optim_st_writer_create(&w, &err), 0);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     for (int k = 0; k < 3; k++) {
         char name[32];
         for (int i = 0; i < 4; i++) g[k][i] = G0[i] * (k + 1) * 0.5;
         snprintf(name, sizeof name, "%d/w", k);
         t = optim_tensor_make(OPTIM_F64, g[k], 1, (int64_t[]){4});
-        assert_int_equal(optim_st_writer_add(w, name, &t, &err), 0);
+        assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
     }
-    assert_int_equal(optim_st_writer_save(w, grads, &err), 0);
+    assert_ok(optim_st_writer_save(w, grads, &err), &err);
     optim_st_writer_destroy(w);
 }
 
@@ -540,34 +509,34 @@ static void check_nested(const char *json)
 {
     const char *cfg = optim_test_tmpfile("n.json"), *init = optim_test_tmpfile("n_init.st");
     const char *grads = optim_test_tmpfile("n_grads.st"), *out = optim_test_tmpfile("n_out.st");
-    assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+    assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
     write_inputs(init, grads, NULL);
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    int rc = run_cli(argv, NULL);
-    if (rc) print_error("replay failed for %s\n", json);
-    assert_int_equal(rc, 0);
+    optim_test_proc r;
+    if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+    assert_eq(r.status, 0);
     optim_optimizer *opt = optim_test_make(json);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     for (int k = 0; k < 3; k++) {
         double g[4];
         for (int i = 0; i < 4; i++) g[i] = G0[i] * (k + 1) * 0.5;
         optim_grad_var p = pair_of(v, g);
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     }
     optim_st_file *o;
     optim_error err;
-    assert_int_equal(optim_st_read(out, &o, &err), 0);
+    assert_ok(optim_st_read(out, &o, &err), &err);
     size_t nw = optim_weights_count(opt);
-    assert_int_equal(optim_st_count(o), 1 + nw);
+    assert_eq(optim_st_count(o), 1 + nw);
     optim_tensor *wts = calloc(nw, sizeof *wts);
     optim_get_weights(opt, wts, nw);
     for (size_t i = 0; i < nw; i++) {
         const char *name = optim_weight_name(opt, i);
         for (size_t j = 0; j < i; j++) assert_string_not_equal(name, optim_weight_name(opt, j));
         optim_tensor got;
-        assert_int_equal(optim_st_get(o, name, &got), 0);
+        assert_ok(optim_st_get(o, name, &got), NULL);
         assert_memory_equal(got.data, wts[i].data,
                             (size_t)optim_tensor_numel(&got) * optim_dtype_size(got.dtype));
     }
@@ -577,15 +546,14 @@ static void check_nested(const char *json)
     optim_var_destroy(v);
 }
 
-static void test_nested_wrappers(void **s)
+OPTIM_TEST(test_nested_wrappers)
 {
-    (void)s;
     for (size_t i = 0; i < sizeof NESTED / sizeof *NESTED; i++) check_nested(NESTED[i]);
     /* The qualified names themselves. */
     optim_optimizer *la = optim_test_make(NESTED[0]);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
-    assert_int_equal(optim_build(la, &v, 1), 0);
-    assert_int_equal(optim_weights_count(la), 5);
+    assert_ok(optim_build(la, &v, 1), la);
+    assert_eq(optim_weights_count(la), 5);
     assert_string_equal(optim_weight_name(la, 3), "w/slow");
     char outer[128]; /* the outer level's weight, under its optimizer's name */
     snprintf(outer, sizeof outer, "%s/w/slow", optim_name(la));
@@ -598,27 +566,19 @@ static void test_nested_wrappers(void **s)
 
 /* An INIT tensor named like a weight ("w/m" beside "w" under Adam): refused
  * before any step, with a line naming it; OUT is not created. */
-static void test_init_name_is_a_weight(void **s)
+OPTIM_TEST(test_init_name_is_a_weight)
 {
-    (void)s;
     const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("c_init.st");
     const char *grads = optim_test_tmpfile("c_grads.st"), *out = optim_test_tmpfile("c_out.st");
-    const char *errf = optim_test_tmpfile("c_err.txt");
-    assert_int_equal(optim_test_write_file(cfg, "\"adam\"", 6), 0);
+    assert_eq(optim_test_write_file(cfg, "\"adam\"", 6), 0);
     write_inputs(init, grads, "w/m");
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    assert_int_not_equal(run_cli(argv, errf), 0);
-    assert_int_not_equal(access(out, F_OK), 0);
-    char msg[1024] = {0};
-    FILE *f = fopen(errf, "r");
-    assert_non_null(f);
-    size_t got = fread(msg, 1, sizeof msg - 1, f);
-    fclose(f);
-    assert_gt(got, 0);
-    if (!strstr(msg, "INIT tensor 'w/m'")) print_error("stderr: %s\n", msg);
-    assert_non_null(strstr(msg, "INIT tensor 'w/m'"));
+    optim_test_proc r;
+    assert_ne(optim_test_capture(argv, &r), 0);
+    assert_ne(access(out, F_OK), 0);
+    assert_contains(r.err, "INIT tensor 'w/m'");
 }
 
 static double nan_fn(void *u)
@@ -630,23 +590,22 @@ static double nan_fn(void *u)
 /* A failed optim_build on a wrapper changes nothing at any level: the
  * inner optimizers have no slots and are not built (they accept another
  * variable set afterwards). */
-static void test_failed_build_changes_nothing(void **s)
+OPTIM_TEST(test_failed_build_changes_nothing)
 {
-    (void)s;
     optim_optimizer *la = optim_test_make(NESTED[0]);
     optim_optimizer *mid = optim_wrapper_inner(la), *adam = optim_wrapper_inner(mid);
-    assert_int_equal(optim_set_hyper_fn(la, "slow_step_size", nan_fn, NULL), 0);
+    assert_ok(optim_set_hyper_fn(la, "slow_step_size", nan_fn, NULL), la);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_var *u = optim_test_var("u", OPTIM_F64, 1, (int64_t[]){4}, W0);
-    assert_int_not_equal(optim_build(la, &v, 1), 0);
+    assert_status(optim_build(la, &v, 1), OPTIM_ERANGE, la);
     assert_non_null(strstr(optim_errmsg(la), "slow_step_size"));
-    assert_int_equal(optim_weights_count(la), 1);
-    assert_int_equal(optim_weights_count(mid), 1);
+    assert_eq(optim_weights_count(la), 1);
+    assert_eq(optim_weights_count(mid), 1);
     assert_null(optim_get_slot(adam, v, "m"));
     /* Not built: a gradient for u is accepted by every level. */
-    assert_int_equal(optim_set_hyper(la, "slow_step_size", 0.5), 0);
+    assert_ok(optim_set_hyper(la, "slow_step_size", 0.5), la);
     optim_grad_var p = pair_of(u, G0);
-    assert_int_equal(optim_apply_gradients(la, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(la, &p, 1, 0), la);
     assert_non_null(optim_get_slot(adam, u, "m"));
     assert_null(optim_get_slot(adam, v, "m"));
     optim_destroy(la);
@@ -654,25 +613,4 @@ static void test_failed_build_changes_nothing(void **s)
     optim_var_destroy(u);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_clipping_from_another),
-        cmocka_unit_test(test_counter_and_constraints),
-        cmocka_unit_test(test_inspect),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_savepoint),
-        cmocka_unit_test(test_base_option_changed),
-        cmocka_unit_test(test_arena_steady_state),
-        cmocka_unit_test(test_rollback_variables),
-        cmocka_unit_test(test_step_scratch),
-        cmocka_unit_test(test_wrapper_arena_steady_state),
-        cmocka_unit_test(test_check_gradients_multi),
-        cmocka_unit_test(test_nested_wrappers),
-        cmocka_unit_test(test_init_name_is_a_weight),
-        cmocka_unit_test(test_failed_build_changes_nothing),
-        cmocka_unit_test(test_pair_order_finds_the_right_slots),
-        cmocka_unit_test(test_check_gradients_keeps_no_memory),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }
