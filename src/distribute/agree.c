@@ -5,6 +5,7 @@
  * call's own. Ranks whose calls went out of step then fail with a message
  * saying so, instead of reading one call's data as another's. */
 #include "distribute/internal.h"
+#include "core/hash.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -39,13 +40,6 @@ int optim__frame(optim_group *g, int kind, int64_t a, int64_t b, int64_t c, int6
             (long long)mine[1], kind_name(mine[0]), g->rank, (long long)f[1], kind_name(f[0]), r);
     }
     return OPTIM_OK;
-}
-
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
-    return h;
 }
 
 /* The value of `name` in rank r's list (names and values alternate, each
@@ -157,7 +151,7 @@ int optim__check_same(optim_group *g, const char *const *names, const char *cons
         memcpy(p, names[i], a), memcpy(p + a, values[i], b);
         p += a + b;
     }
-    int64_t hash = (int64_t)(fnv(mine, len) >> 1);
+    int64_t hash = (int64_t)(optim__fnv1a(mine, len) >> 1);
     int rc = optim__frame(g, OPTIM__CALL_SAME, (int64_t)n, hash, (int64_t)len, frames, err);
     if (rc) return rc;
     for (int r = 0; r < g->size; r++) {

@@ -4,6 +4,7 @@
  * the agreement check that precedes them, and the sparse gather. An
  * all-reduce is a reduce-scatter followed by an all-gather. */
 #include "distribute/internal.h"
+#include "core/hash.h"
 
 #include <string.h>
 
@@ -99,9 +100,7 @@ enum { HDR = 5 }; /* per pair: kind, dtype, numel, sparse rows, name hash */
 
 static int64_t name_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603u;
-    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return (int64_t)(h >> 1);
+    return (int64_t)(optim__fnv1a_str(s) >> 1);
 }
 
 /* What rank r sent about pair i, and a message naming the first difference. */
