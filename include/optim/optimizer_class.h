@@ -447,6 +447,22 @@ OPTIM_API int optim_name_patterns_match(const optim_name_patterns *p, const char
 OPTIM_API const char *const *optim_name_patterns_sources(const optim_name_patterns *p);
 OPTIM_API void optim_name_patterns_free(optim_name_patterns *p);
 
+/* compile with flags. FULL: a pattern matches a name it matches whole
+ * (Python's re.fullmatch, as Keras 3's MultiOptimizer matches its
+ * optimizer_map's patterns) instead of one it is found in. KEYS: the
+ * patterns are the keys of a config object; messages name one as
+ * what['PATTERN'] instead of by index. Other bits: OPTIM_EINVAL. find
+ * gives the index of the first pattern at or after `from` that matches
+ * name, -1 if none (or p or name is NULL). */
+#define OPTIM_NAME_PATTERNS_FULL 1u
+#define OPTIM_NAME_PATTERNS_KEYS 2u
+OPTIM_API int optim_name_patterns_compile_flags(optim_name_patterns **out,
+                                                const char *const *list, size_t n,
+                                                const char *what, uint32_t flags,
+                                                optim_error *err);
+OPTIM_API long optim_name_patterns_find(const optim_name_patterns *p, const char *name,
+                                        size_t from);
+
 #ifdef __cplusplus
 }
 #endif

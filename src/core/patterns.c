@@ -1,7 +1,8 @@
 /* Variable-name patterns: POSIX extended regular expressions searched in a
- * name (re.search), with their sources kept for get_config. One
- * implementation for Keras 3's exclude_from_weight_decay, TF Addons' AdamW
- * and LAMB. */
+ * name (re.search) or matching the whole name (re.fullmatch), with their
+ * sources kept for get_config. One implementation for Keras 3's
+ * exclude_from_weight_decay, TF Addons' AdamW and LAMB (search), and
+ * MultiOptimizer's optimizer_map (full). */
 #define _POSIX_C_SOURCE 200809L
 #include <regex.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@ struct optim_name_patterns {
     size_t n;
     char **src; /* n strings, NULL-terminated */
     regex_t *re;
+    uint32_t flags; /* OPTIM_NAME_PATTERNS_* */
 };
 
 void optim_name_patterns_free(optim_name_patterns *p)
@@ -157,43 +159,60 @@ int optim__regex_too_large(const char *pattern)
     return size > (uint64_t)len + OPTIM__REGEX_MAX;
 }
 
+/* How messages name pattern i: what[i] ('PATTERN') is ..., or with
+ * OPTIM_NAME_PATTERNS_KEYS what['PATTERN']: ... (a key of a config object). */
+static void label(char *buf, size_t len, const optim_name_patterns *p, const char *pattern,
+                  const char *what)
+{
+    if (p->flags & OPTIM_NAME_PATTERNS_KEYS) snprintf(buf, len, "%s['%.200s']:", what, pattern);
+    else snprintf(buf, len, "%s[%zu] ('%.200s') is", what, p->n, pattern);
+}
+
 static int add_one(optim_name_patterns *p, const char *pattern, const char *what, optim_error *err)
 {
     size_t i = p->n;
     if (!pattern) return optim__err(err, OPTIM_EINVAL, "%s[%zu] is NULL", what, i);
+    char at[512];
+    label(at, sizeof at, p, pattern, what);
     if (optim__regex_too_large(pattern))
-        return optim__err(
-            err, OPTIM_EINVAL,
-            "%s[%zu] ('%.200s') is too large to compile: a repeat of a repeat "
-            "or of what can match empty, or repeats that expand it by more than %d nodes",
-            what, i, pattern, OPTIM__REGEX_MAX);
+        return optim__err(err, OPTIM_EINVAL,
+                          "%s too large to compile: a repeat of a repeat "
+                          "or of what can match empty, or repeats that expand it by more than %d "
+                          "nodes",
+                          at, OPTIM__REGEX_MAX);
     if (!(p->src[i] = optim__strdup(pattern)))
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
-    int e = regcomp(&p->re[i], pattern, REG_EXTENDED | REG_NOSUB);
+    /* A full match needs where the match ends: POSIX's leftmost-longest
+     * match covers the whole name exactly when some match does. */
+    const int cflags = REG_EXTENDED | (p->flags & OPTIM_NAME_PATTERNS_FULL ? 0 : REG_NOSUB);
+    int e = regcomp(&p->re[i], pattern, cflags);
     if (e) {
         char why[160];
         regerror(e, &p->re[i], why, sizeof why);
         free(p->src[i]);
         p->src[i] = NULL;
-        return optim__err(err, OPTIM_EINVAL,
-                          "%s[%zu] ('%.200s') is not a valid regular expression: %s", what, i,
-                          pattern, why);
+        return optim__err(err, OPTIM_EINVAL, "%s not a valid regular expression: %s", at, why);
     }
     p->n++;
     return OPTIM_OK;
 }
 
-int optim_name_patterns_compile(optim_name_patterns **out, const char *const *list, size_t n,
-                                const char *what, optim_error *err)
+int optim_name_patterns_compile_flags(optim_name_patterns **out, const char *const *list, size_t n,
+                                      const char *what, uint32_t flags, optim_error *err)
 {
     if (!what) what = "name patterns";
     if (!out) return optim__err(err, OPTIM_EINVAL, "%s: out is NULL", what);
     *out = NULL;
     if (n && !list) return optim__err(err, OPTIM_EINVAL, "%s: list is NULL", what);
+    const uint32_t known = OPTIM_NAME_PATTERNS_FULL | OPTIM_NAME_PATTERNS_KEYS;
+    if (flags & ~known)
+        return optim__err(err, OPTIM_EINVAL, "%s: flags is 0x%x, expected a combination of 0x%x",
+                          what, (unsigned)flags, (unsigned)known);
     optim_name_patterns *p = calloc(1, sizeof *p);
     if (p) {
         p->src = calloc(n + 1, sizeof *p->src);
         p->re = calloc(n + 1, sizeof *p->re);
+        p->flags = flags;
     }
     int rc = p && p->src && p->re ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && !rc; i++) rc = add_one(p, list[i], what, err);
@@ -205,11 +224,31 @@ int optim_name_patterns_compile(optim_name_patterns **out, const char *const *li
     return OPTIM_OK;
 }
 
+int optim_name_patterns_compile(optim_name_patterns **out, const char *const *list, size_t n,
+                                const char *what, optim_error *err)
+{
+    return optim_name_patterns_compile_flags(out, list, n, what, 0, err);
+}
+
+/* Whether pattern i matches name in p's mode. */
+static int matches(const optim_name_patterns *p, size_t i, const char *name)
+{
+    if (!(p->flags & OPTIM_NAME_PATTERNS_FULL)) return regexec(&p->re[i], name, 0, NULL, 0) == 0;
+    regmatch_t m;
+    return regexec(&p->re[i], name, 1, &m, 0) == 0 && m.rm_so == 0 &&
+        (size_t)m.rm_eo == strlen(name);
+}
+
+long optim_name_patterns_find(const optim_name_patterns *p, const char *name, size_t from)
+{
+    for (size_t i = from; p && name && i < p->n; i++)
+        if (matches(p, i, name)) return (long)i;
+    return -1;
+}
+
 int optim_name_patterns_match(const optim_name_patterns *p, const char *name)
 {
-    for (size_t i = 0; p && name && i < p->n; i++)
-        if (regexec(&p->re[i], name, 0, NULL, 0) == 0) return 1;
-    return 0;
+    return optim_name_patterns_find(p, name, 0) >= 0;
 }
 
 const char *const *optim_name_patterns_sources(const optim_name_patterns *p)

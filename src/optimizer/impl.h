@@ -1,17 +1,41 @@
 /* The optimizer object, shared by the files of src/optimizer (internal).
  *
  * Dependency order of src/optimizer: each file calls only those above it
- * (and src/core: status, ptrmap, json.c's object reader, patterns.c):
- *   access.c         accessors and the error message of the object
- *   params.c         base options, param values to and from JSON, class-table checks
- *   registry.c       the one registry: optimizer and schedule classes
- *   schedule.c       schedule objects (params, registry)
- *   weight_decay.c   Keras 3 decoupled weight decay (access)
- *   keras3_options.c Keras 3 base options (access)
- *   optimizer.c      creation, hyperparameters, validation (all of the above)
- *   config.c         from_config / get_config (optimizer, schedule, registry, params)
- *   sparse_walk.c    the sparse modes of the update stage (the class table only)
- *   slots.c, weights.c, apply.c: slots, weights and the pipeline, on top. */
+ * (and src/core: status, ptrmap, json.c's object reader, patterns.c), but
+ * for the one cycle named below:
+ *   access.c          accessors and the error message of the object
+ *   weights.c         get_weights / set_weights, a wrapper's inner optimizers (access)
+ *   params.c          base options, param values to and from JSON, class-table checks,
+ *                     Keras names (registry: see the cycle)
+ *   registry.c        the one registry: optimizer and schedule classes (params)
+ *   schedule.c        schedule objects (params, registry)
+ *   weight_decay.c    Keras 3 decoupled weight decay (access)
+ *   keras3_options.c  Keras 3 base options (access, weights)
+ *   optimizer.c       creation, hyperparameters, validation (all of the above)
+ *   config.c          from_config / get_config (optimizer, schedule, registry, params)
+ *   wrapper_support.c what wrappers share: base options, config, no half variables (optimizer)
+ *   slots.c           slots, optim_build (optimizer, keras3_options, weights, wrapper_support)
+ *   check.c           stage 1: the pairs checked (slots, keras3_options, weights,
+ *                     wrapper_support)
+ *   sparse_walk.c     the sparse modes of the update stage (the class table only)
+ *   multi_tensor.c    stage 7's tasks in one region (nothing above)
+ *   half_step.c       half-precision variables, dense (weight_decay)
+ *   half_sparse.c     half-precision variables, sparse (sparse_walk, half_step, weight_decay)
+ *   clip.c            stage 4: clipping, sparse de-duplication (sparse_walk)
+ *   update.c          stage 7: tasks and their runners (optimizer, weight_decay, sparse_walk,
+ *                     multi_tensor, half_step, half_sparse, clip)
+ *   apply.c           the pipeline and optim_step (optimizer, slots, check, keras3_options,
+ *                     weight_decay, wrapper_support, half_step, half_sparse, clip, update)
+ * Headers: impl.h, params.h (params.c, registry.c's is_builtin), config_ex.h
+ * (config.c), keras3_options.h, sparse_walk.h, multi_tensor.h, half_step.h,
+ * half_sparse.h (their .c), pipeline.h (the step of apply.c, clip.c, update.c).
+ *
+ * The cycle: params.c <-> registry.c. registry.c checks and copies the
+ * class tables it registers with params.c's optim__class_check and
+ * optim__class_copy; params.c's Keras names ask registry.c whether a class
+ * is the library's own (optim__class_is_builtin: a user's class named
+ * "Adam" is not keras.optimizers' Adam). It goes when the class table
+ * carries its Keras facts (issue 20): then params.c calls nothing above. */
 #ifndef OPTIM_OPTIMIZER_IMPL_H
 #define OPTIM_OPTIMIZER_IMPL_H
 
@@ -196,7 +220,8 @@ int optim__check_pairs(const optim_optimizer *opt, const char *cn, const optim_g
                        size_t n, int require_any, optim_error *err);
 /* Wrappers (a step or apply_gradients hook, other than MultiOptimizer)
  * compute on the variables and gradients themselves in float32 or float64:
- * OPTIM_ENOTSUP for a pair with a half-precision variable (docs/half-precision.md). */
+ * OPTIM_ENOTSUP for a pair with a half-precision variable
+ * (docs/half-precision.md; wrapper_support.c). */
 int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                               optim_error *err);
 

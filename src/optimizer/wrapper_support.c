@@ -1,6 +1,7 @@
 /* What wrappers need of the base class besides stepping (optim/step.h):
- * checking that the base options were left alone, and shaping their
- * config. */
+ * checking that the base options were left alone, shaping their config,
+ * and the refusal of half-precision variables that their builds, steps and
+ * gradient checks share. */
 #include "optimizer/impl.h"
 
 #include <cjson/cJSON.h>
@@ -75,5 +76,21 @@ int optim_config_keep(optim_config *cfg, const char *const *keys, size_t n,
     obj->child = fresh->child;
     fresh->child = old;
     cJSON_Delete(fresh);
+    return OPTIM_OK;
+}
+
+int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                              optim_error *err)
+{
+    if ((!opt->cls.step && !opt->cls.apply_gradients) || opt->cls.inner_at || (n && !pairs))
+        return OPTIM_OK;
+    for (size_t i = 0; i < n; i++) {
+        const optim_dtype dt = pairs[i].var ? optim_var_dtype(pairs[i].var) : OPTIM_F32;
+        if (pairs[i].grad.kind != OPTIM_GRAD_NONE && optim_compute_dtype(dt) != dt)
+            return optim__err(err, OPTIM_ENOTSUP,
+                              "%s: variable '%s' is %s; wrappers take float32 or float64 "
+                              "variables (docs/half-precision.md)",
+                              opt->cls.name, optim_var_name(pairs[i].var), optim_dtype_name(dt));
+    }
     return OPTIM_OK;
 }

@@ -15,8 +15,8 @@
  * build, OptimizerMap.__getitem__ on variable.path, here the variable's
  * name): the entry whose PATTERN equals the name; else the one PATTERN that
  * matches the whole name (re.fullmatch; here POSIX extended regular
- * expressions anchored at both ends), an error if several do; else the
- * default. optim_multi_optimizer_assign gives explicit lists instead (the C
+ * expressions, optim_name_patterns in its full-match mode), an error if
+ * several do; else the default. optim_multi_optimizer_assign gives explicit lists instead (the C
  * form of Keras's callable selector), which take precedence.
  *
  * The sub-optimizers, in Keras's order (the map's entries, then the
@@ -24,10 +24,12 @@
  * LossScaleOptimizer and MultiOptimizer inside) or legacy. loss_scale_factor
  * overrides theirs, None included, as Keras's constructor and setter do.
  *
- * A step checks every pair against this optimizer and against the
- * sub-optimizer it goes to, creates the slots of new variables in their
- * sub-optimizers, then steps each sub-optimizer that has a gradient with its
- * pairs (in the order above), then iterations += 1. Each sub-optimizer counts
+ * A step (the class's step hook, optim/step.h) checks every pair against
+ * this optimizer and against the sub-optimizer it goes to, creates the
+ * slots of new variables in their sub-optimizers, then steps each
+ * sub-optimizer that has a gradient with its pairs (in the order above) and
+ * the caller's options, then iterations += 1. An inspect function is
+ * refused: it would see only one sub-optimizer's gradients at a time. Each sub-optimizer counts
  * its own steps (Keras: a sub-optimizer without gradients does not step);
  * they are this optimizer's weights "optimizers/K/iterations" (float64),
  * after the sub-optimizers' slots. Limit: a failure inside sub-optimizer K
@@ -38,7 +40,6 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,25 +52,26 @@
 
 typedef struct sub {
     optim_optimizer *opt;
-    char *pattern; /* NULL for the default */
-    regex_t re;
     optim_var *iterations; /* "optimizers/K/iterations" */
 } sub;
 
 typedef struct multi_state {
     size_t n; /* sub-optimizers; the last is the default */
     sub *subs;
+    optim_name_patterns *patterns; /* pattern k is sub-optimizer k's (n - 1 of them) */
     optim__ptrmap route; /* variable -> index + 1, once seen */
     optim__ptrmap assigned; /* optim_multi_optimizer_assign */
 } multi_state;
 
+/* Sub-optimizer k's PATTERN, NULL for the default. */
+static const char *pattern_of(const multi_state *st, size_t k)
+{
+    return k + 1 < st->n ? optim_name_patterns_sources(st->patterns)[k] : NULL;
+}
+
 static void free_subs(sub *subs, size_t n)
 {
-    for (size_t k = 0; k < n; k++) {
-        optim_destroy(subs[k].opt);
-        if (subs[k].pattern) regfree(&subs[k].re);
-        free(subs[k].pattern);
-    }
+    for (size_t k = 0; k < n; k++) optim_destroy(subs[k].opt);
     free(subs);
 }
 
@@ -77,6 +79,7 @@ static void multi_destroy(optim_optimizer *opt)
 {
     multi_state *st = optim_state(opt);
     free_subs(st->subs, st->n);
+    optim_name_patterns_free(st->patterns);
     optim__ptrmap_free(&st->route);
     optim__ptrmap_free(&st->assigned);
 }
@@ -113,38 +116,28 @@ static int add_entry(sub *s, const char *pattern, const cJSON *obj, optim_error 
     char where[300];
     snprintf(where, sizeof where, pattern ? "optimizer_map['%.200s']" : "default_optimizer",
              pattern);
-    if (pattern && optim__regex_too_large(pattern))
-        return optim_error_set(
-            err, OPTIM_EINVAL,
-            "MultiOptimizer: %s: the pattern is too large to compile: a "
-            "repeat of a repeat or of what can match empty, or repeats that expand it by more "
-            "than %d nodes",
-            where, OPTIM__REGEX_MAX);
-    if (pattern) {
-        size_t len = strlen(pattern);
-        char *anchored = malloc(len + 5);
-        if (!anchored || !(s->pattern = strdup(pattern))) {
-            free(anchored);
-            return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
-        }
-        snprintf(anchored, len + 5, "^(%s)$", pattern);
-        int e = regcomp(&s->re, anchored, REG_EXTENDED | REG_NOSUB);
-        free(anchored);
-        if (e) {
-            char why[128];
-            regerror(e, &s->re, why, sizeof why);
-            free(s->pattern);
-            s->pattern = NULL;
-            return optim_error_set(err, OPTIM_EINVAL,
-                                   "MultiOptimizer: %s: not a valid regular expression: %s", where,
-                                   why);
-        }
-    }
     return make_sub(obj, where, &s->opt, err);
 }
 
-/* The OptimizerMap object into subs (all or nothing). */
-static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
+/* The map's PATTERNs, in entry order, compiled to match whole names. */
+static int read_patterns(const cJSON *entries, size_t n, optim_name_patterns **out,
+                         optim_error *err)
+{
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
+    size_t k = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, entries) keys[k++] = it->string;
+    int rc =
+        optim_name_patterns_compile_flags(out, keys, k, "MultiOptimizer: optimizer_map",
+                                          OPTIM_NAME_PATTERNS_FULL | OPTIM_NAME_PATTERNS_KEYS, err);
+    free(keys);
+    return rc;
+}
+
+/* The OptimizerMap object into subs and patterns (all or nothing). */
+static int read_map(const cJSON *v, sub **out, size_t *nout, optim_name_patterns **patterns,
+                    optim_error *err)
 {
     const cJSON *cn = cJSON_GetObjectItemCaseSensitive(v, "class_name");
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(v, "config");
@@ -162,12 +155,17 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
         return optim_error_set(err, OPTIM_ETYPE,
                                "MultiOptimizer: OptimizerMap needs a default_optimizer and an "
                                "optimizer_map that is an object of PATTERN: optimizer (or null)");
-    size_t n = (size_t)cJSON_GetArraySize(map) + 1, k = 0;
-    sub *subs = calloc(n, sizeof *subs);
-    if (!subs) return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
-    int rc = 0;
-    const cJSON *it;
     const cJSON *entries = cJSON_IsObject(map) ? map : NULL;
+    size_t n = (size_t)cJSON_GetArraySize(entries) + 1, k = 0;
+    int rc = read_patterns(entries, n - 1, patterns, err);
+    if (rc) return rc;
+    sub *subs = calloc(n, sizeof *subs);
+    if (!subs) {
+        optim_name_patterns_free(*patterns);
+        *patterns = NULL;
+        return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
+    }
+    const cJSON *it;
     cJSON_ArrayForEach(it, entries)
     {
         if ((rc = add_entry(&subs[k], it->string, it, err))) break;
@@ -176,6 +174,8 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_error *err)
     if (!rc && !(rc = add_entry(&subs[k], NULL, def, err))) k++;
     if (rc) {
         free_subs(subs, k + 1);
+        optim_name_patterns_free(*patterns);
+        *patterns = NULL;
         return rc;
     }
     *out = subs;
@@ -194,7 +194,7 @@ static int multi_set_config(optim_optimizer *opt, const char *key, const char *j
     if (!v)
         return optim_error_set(err, OPTIM_EPARSE,
                                "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
-    int rc = read_map(v, &st->subs, &st->n, err);
+    int rc = read_map(v, &st->subs, &st->n, &st->patterns, err);
     cJSON_Delete(v);
     return rc;
 }
@@ -265,8 +265,9 @@ static cJSON *serialized(optim_optimizer *o)
         if (strncmp(text + at, "Custom>", 7) == 0) at += 7;
     }
     if (full)
-        snprintf(full, len + 64, "{\"module\":\"keras.optimizers\",%s%.*s,\"registered_name\":null}",
-                 key, (int)(len - 1 - at), text + at);
+        snprintf(full, len + 64,
+                 "{\"module\":\"keras.optimizers\",%s%.*s,\"registered_name\":null}", key,
+                 (int)(len - 1 - at), text + at);
     cJSON *raw = has ? cJSON_CreateRaw(text) : full ? cJSON_CreateRaw(full) : NULL;
     optim_free(text);
     free(full);
@@ -280,7 +281,7 @@ static cJSON *map_json(const multi_state *st)
         cJSON_AddStringToObject(o, "class_name", "OptimizerMap");
     ok = ok && cJSON_AddItemToObject(cfg, "default_optimizer", serialized(st->subs[st->n - 1].opt));
     for (size_t k = 0; ok && k + 1 < st->n; k++)
-        ok = cJSON_AddItemToObject(map, st->subs[k].pattern, serialized(st->subs[k].opt));
+        ok = cJSON_AddItemToObject(map, pattern_of(st, k), serialized(st->subs[k].opt));
     ok = ok && cJSON_AddItemToObject(cfg, "optimizer_map", map);
     if (ok) map = NULL;
     ok = ok && cJSON_AddItemToObject(o, "config", cfg);
@@ -317,22 +318,19 @@ static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim
         return OPTIM_OK;
     }
     const char *name = optim_var_name(var);
-    size_t hit = st->n - 1, nhits = 0;
     for (size_t i = 0; i + 1 < st->n; i++)
-        if (strcmp(st->subs[i].pattern, name) == 0) {
+        if (strcmp(pattern_of(st, i), name) == 0) {
             *k = i;
             return OPTIM_OK;
         }
-    for (size_t i = 0; i + 1 < st->n; i++)
-        if (regexec(&st->subs[i].re, name, 0, NULL, 0) == 0) {
-            if (nhits++)
-                return optim_error_set(err, OPTIM_EINVAL,
-                                       "MultiOptimizer: multiple optimizers assigned to "
-                                       "variable '%s' (patterns '%s' and '%s' both match it)",
-                                       name, st->subs[hit].pattern, st->subs[i].pattern);
-            hit = i;
-        }
-    *k = hit;
+    const long hit = optim_name_patterns_find(st->patterns, name, 0);
+    const long again = hit < 0 ? -1 : optim_name_patterns_find(st->patterns, name, (size_t)hit + 1);
+    if (again >= 0)
+        return optim_error_set(err, OPTIM_EINVAL,
+                               "MultiOptimizer: multiple optimizers assigned to "
+                               "variable '%s' (patterns '%s' and '%s' both match it)",
+                               name, pattern_of(st, (size_t)hit), pattern_of(st, (size_t)again));
+    *k = hit < 0 ? st->n - 1 : (size_t)hit;
     return OPTIM_OK;
 }
 
@@ -445,27 +443,33 @@ static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, unsig
     return rc;
 }
 
-/* Sub-optimizer k steps on its pairs, from the iterations it counted. */
+/* Sub-optimizer k steps on its pairs, from the iterations it counted,
+ * with the caller's options (io: without a counter to set). */
 static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pairs, size_t m,
-                    uint32_t flags)
+                    const optim_step_options *io)
 {
     multi_state *st = optim_state(opt);
     sub *s = &st->subs[k];
+    const char *pattern = pattern_of(st, k);
     double *count = optim_var_data(s->iterations);
     optim_set_iterations(s->opt, (int64_t)*count);
-    int rc = optim_apply_gradients(s->opt, sub_pairs, m, flags);
+    int rc = optim_step(s->opt, sub_pairs, m, io);
     if (rc)
         return optim_set_error(opt, rc, "MultiOptimizer: sub-optimizer %zu (%s%s%s) failed%s: %s",
-                               k, s->pattern ? "optimizer_map['" : "default_optimizer",
-                               s->pattern ? s->pattern : "", s->pattern ? "']" : "",
+                               k, pattern ? "optimizer_map['" : "default_optimizer",
+                               pattern ? pattern : "", pattern ? "']" : "",
                                k ? " after the sub-optimizers before it stepped" : "",
                                optim_errmsg(s->opt));
     *count = (double)optim_iterations(s->opt);
     return OPTIM_OK;
 }
 
-/* The step: buffers from the step's scratch memory, reused step after step. */
-static int multi_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, uint32_t flags)
+/* The step: buffers from the step's scratch memory, reused step after
+ * step. The sub-optimizers step with the caller's options; the counter
+ * optim_step may have set (OPTIM_STEP_SET_ITERATIONS) is this optimizer's,
+ * each sub-optimizer starts from its own. */
+static int multi_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
+                      const optim_step_options *o)
 {
     multi_state *st = optim_state(opt);
     if (optim_gradient_transformer_count(opt) || optim_has_gradient_aggregator(opt))
@@ -473,6 +477,12 @@ static int multi_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t
             opt, OPTIM_EINVAL,
             "MultiOptimizer: gradient transformers and aggregators go on "
             "the sub-optimizers (optim_wrapper_inner_at), which step on the gradients");
+    if (o->inspect)
+        return optim_set_error(opt, OPTIM_ENOTSUP,
+                               "MultiOptimizer: cannot take an inspect function: its "
+                               "sub-optimizers step on their own parts of the gradients");
+    optim_step_options io = *o;
+    io.flags &= ~OPTIM_STEP_SET_ITERATIONS;
     size_t *routes = optim_step_scratch(opt, n * sizeof *routes), nvars = 0;
     optim_var **vars = optim_step_scratch(opt, n * sizeof *vars);
     optim_grad_var *sub_pairs = optim_step_scratch(opt, n * sizeof *sub_pairs);
@@ -486,9 +496,10 @@ static int multi_apply(optim_optimizer *opt, const optim_grad_var *pairs, size_t
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
             if (pairs[i].grad.kind != OPTIM_GRAD_NONE && routes[i] == k) sub_pairs[m++] = pairs[i];
-        if (m) rc = step_sub(opt, k, sub_pairs, m, flags);
+        if (m) rc = step_sub(opt, k, sub_pairs, m, &io);
     }
-    return rc ? rc : optim_set_iterations(opt, optim_iterations(opt) + 1);
+    if (rc || (o->flags & OPTIM_STEP_NO_ADVANCE)) return rc;
+    return optim_set_iterations(opt, optim_iterations(opt) + 1);
 }
 
 /* ---- explicit lists ----------------------------------------------------------------------- */
@@ -536,7 +547,7 @@ const optim_class optim_multi_optimizer_class = {
     .state_size = sizeof(multi_state),
     .validate = multi_validate,
     .create_slots = multi_create_slots,
-    .apply_gradients = multi_apply,
+    .step = multi_step,
     .get_config = multi_get_config,
     .set_config = multi_set_config,
     .destroy = multi_destroy,
