@@ -65,8 +65,8 @@ static const optim_class bad = {.size = sizeof(optim_class),
 static void register_once(void)
 {
     optim_error err;
-    if (!optim_find_class("TestPlainSGD")) assert_int_equal(optim_register_class(&good, &err), 0);
-    if (!optim_find_class("TestChunkSGD")) assert_int_equal(optim_register_class(&bad, &err), 0);
+    if (!optim_find_class("TestPlainSGD")) assert_ok(optim_register_class(&good, &err), &err);
+    if (!optim_find_class("TestChunkSGD")) assert_ok(optim_register_class(&bad, &err), &err);
 }
 
 static void test_correct_class_passes(void **state)
@@ -78,7 +78,7 @@ static void test_correct_class_passes(void **state)
     o.user = &t;
     int passed = -1, failed = -1;
     optim_error err;
-    assert_int_equal(optim_conformance_check("testplainsgd", &o, &passed, &failed, &err), 0);
+    assert_ok(optim_conformance_check("testplainsgd", &o, &passed, &failed, &err), &err);
     assert_string_equal(t.failed, "");
     assert_int_equal(failed, 0);
     assert_int_equal(passed, t.pass);
@@ -91,13 +91,14 @@ static void test_correct_class_passes(void **state)
 
 static void test_fault_is_caught_by_its_check(void **state)
 {
+    optim_error err;
     register_once();
     tally t = {0};
     optim_conformance_options o = optim_conformance_defaults();
     o.report = count;
     o.user = &t;
     int passed, failed;
-    assert_int_equal(optim_conformance_check("TestChunkSGD", &o, &passed, &failed, NULL), 0);
+    assert_ok(optim_conformance_check("TestChunkSGD", &o, &passed, &failed, &err), &err);
     assert_int_equal(failed, t.fail);
     assert_non_null(strstr(t.failed, "elementwise.chunking "));
     assert_null(strstr(t.failed, "config."));
@@ -110,27 +111,27 @@ static void test_bad_input(void **state)
     optim_conformance_options o = optim_conformance_defaults();
     int passed = 7, failed = 7;
     optim_error err;
-    assert_int_equal(optim_conformance_check(NULL, &o, &passed, &failed, &err), OPTIM_EINVAL);
+    assert_status(optim_conformance_check(NULL, &o, &passed, &failed, &err), OPTIM_EINVAL, &err);
     assert_non_null(strstr(err.msg, "class_name"));
-    assert_int_equal(optim_conformance_check("SGD", &o, NULL, &failed, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err),
-                     OPTIM_ENOTFOUND);
+    assert_status(optim_conformance_check("SGD", &o, NULL, &failed, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err),
+                  OPTIM_ENOTFOUND, &err);
     assert_non_null(strstr(err.msg, "NoSuchClass"));
     o.generation = 7;
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EINVAL);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EINVAL, &err);
     assert_non_null(strstr(err.msg, "generation 7"));
     o = optim_conformance_defaults();
     o.size = 4;
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EVERSION);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EVERSION, &err);
     o = optim_conformance_defaults();
     o.config = "[1, 2";
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EPARSE);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EPARSE, &err);
     o.config = "{\"momentum\": 3}";
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_ERANGE);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_ERANGE, &err);
     assert_non_null(strstr(err.msg, "momentum"));
     o.config = NULL;
     o.generation = OPTIM_LEGACY;
-    assert_int_not_equal(optim_conformance_check("Lion", &o, &passed, &failed, &err), 0);
+    assert_ne(optim_conformance_check("Lion", &o, &passed, &failed, &err), 0);
     assert_int_equal(passed, 7); /* nothing ran */
     assert_int_equal(failed, 7);
 }
@@ -138,11 +139,11 @@ static void test_bad_input(void **state)
 static void test_error_set(void **state)
 {
     optim_error err;
-    assert_int_equal(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1),
-                     OPTIM_ERANGE);
+    assert_status(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1),
+                  OPTIM_ERANGE, &err);
     assert_int_equal(err.code, OPTIM_ERANGE);
     assert_string_equal(err.msg, "beta is 1.5, expected < 1");
-    assert_int_equal(optim_error_set(NULL, OPTIM_EINVAL, "ignored"), OPTIM_EINVAL);
+    assert_status(optim_error_set(NULL, OPTIM_EINVAL, "ignored"), OPTIM_EINVAL, NULL);
     char longer[2 * OPTIM_ERRMSG_MAX];
     memset(longer, 'x', sizeof longer - 1);
     longer[sizeof longer - 1] = '\0';

@@ -52,12 +52,12 @@ static void test_commit_replaces(void **s)
     assert_eq(optim_test_write_file(p, "old", 3), 0);
     optim_error err;
     optim_atomic_file *af;
-    assert_eq(optim_atomic_file_open(&af, p, &err), OPTIM_OK);
+    assert_ok(optim_atomic_file_open(&af, p, &err), &err);
     fputs("new content\n", optim_atomic_file_stream(af));
     char *before = read_all(p);
     assert_string_equal(before, "old"); /* nothing visible before commit */
     free(before);
-    assert_eq(optim_atomic_file_commit(af, &err), OPTIM_OK);
+    assert_ok(optim_atomic_file_commit(af, &err), &err);
     char *after = read_all(p);
     assert_string_equal(after, "new content\n");
     free(after);
@@ -66,10 +66,11 @@ static void test_commit_replaces(void **s)
 
 static void test_abort_leaves_old(void **s)
 {
+    optim_error err;
     const char *p = optim_test_tmpfile("kept.txt");
     assert_eq(optim_test_write_file(p, "kept", 4), 0);
     optim_atomic_file *af;
-    assert_eq(optim_atomic_file_open(&af, p, NULL), OPTIM_OK);
+    assert_ok(optim_atomic_file_open(&af, p, &err), &err);
     fputs("discarded", optim_atomic_file_stream(af));
     optim_atomic_file_abort(af);
     optim_atomic_file_abort(NULL);
@@ -107,13 +108,14 @@ static void test_bad_arguments(void **s)
 {
     optim_error err;
     optim_atomic_file *af;
-    assert_eq(optim_atomic_file_open(NULL, "x", &err), OPTIM_EINVAL);
-    assert_eq(optim_atomic_file_open(&af, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_atomic_file_open(NULL, "x", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_atomic_file_open(&af, NULL, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "path");
-    assert_eq(optim_atomic_file_open(&af, "", &err), OPTIM_EINVAL);
-    assert_eq(optim_atomic_file_open(&af, "/nonexistent-dir-optim/x.txt", &err), OPTIM_EIO);
+    assert_status(optim_atomic_file_open(&af, "", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_atomic_file_open(&af, "/nonexistent-dir-optim/x.txt", &err), OPTIM_EIO,
+                  &err);
     assert_contains(err.msg, "/nonexistent-dir-optim/x.txt");
-    assert_eq(optim_atomic_file_commit(NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_atomic_file_commit(NULL, &err), OPTIM_EINVAL, &err);
     assert_null(optim_atomic_file_stream(NULL));
 }
 

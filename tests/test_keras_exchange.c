@@ -221,7 +221,7 @@ static int assert_envelopes(const cJSON *v)
 static void check_envelopes(const char *json, int objects, const char *module_of_nested)
 {
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+    assert_eq(optim_generation_of(opt), OPTIM_KERAS3);
     char *text = optim_serialize(opt);
     cJSON *o = cJSON_Parse(text);
     assert_int_equal(assert_envelopes(o), objects);

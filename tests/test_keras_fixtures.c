@@ -156,7 +156,7 @@ static void check_fixture(void **state)
     const fixture *fx = *state;
     const char *text = read_fixture(fx->file);
     optim_optimizer *opt = optim_test_make(text);
-    assert_int_equal(optim_generation_of(opt), fx->gen);
+    assert_eq(optim_generation_of(opt), fx->gen);
     char *out = optim_serialize(opt);
     assert_non_null(out);
     char why[1024];

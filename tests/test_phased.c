@@ -45,7 +45,7 @@ static void run_cases(const char *json, const shape_case *cs, int ncase, int thr
     const int omp_before = omp_get_max_threads();
     *opt = optim_test_make(json);
     if (omp_threads) omp_set_num_threads(threads);
-    else assert_int_equal(optim_set_num_threads(*opt, threads), 0);
+    else assert_ok(optim_set_num_threads(*opt, threads), *opt);
     optim_grad_var p[8];
     void *grads[8];
     for (int c = 0; c < ncase; c++) {
@@ -210,10 +210,10 @@ static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
     for (int64_t i = 0; i < N; i++)
         w[i] = (float)sin(0.001 * (double)i), m[i] = v[i] = 0, g[i] = w[i];
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(opt, 2), 0);
+    assert_ok(optim_set_num_threads(opt, 2), opt);
     const int64_t n = N;
     optim_var *var = optim_test_var("w", OPTIM_F32, 1, &n, g);
-    assert_int_equal(optim_set_iterations(opt, it), 0);
+    assert_ok(optim_set_iterations(opt, it), opt);
     for (int k = 0; k < 2; k++) {
         for (int64_t i = 0; i < N; i++) g[i] = (float)grad_at(k, i);
         ot_step_dense(opt, var, g);
@@ -302,7 +302,7 @@ static void check_adafactor_reference(int32_t rank, const int64_t *shape)
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01}}");
     optim_var *var = optim_test_var("w", OPTIM_F64, rank, shape, w);
-    assert_int_equal(optim_set_num_threads(opt, 2), 0);
+    assert_ok(optim_set_num_threads(opt, 2), opt);
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < n; i++) g[i] = grad_at(k, i);
         ot_step_dense(opt, var, g);
@@ -405,7 +405,7 @@ static void test_user_class(void **st)
     optim_var *first = NULL;
     for (int t = 1; t <= 3; t++) {
         optim_optimizer *opt = optim_test_make("\"TestNormSGD\"");
-        assert_int_equal(optim_set_num_threads(opt, t), 0);
+        assert_ok(optim_set_num_threads(opt, t), opt);
         optim_var *a = optim_test_var("phased", OPTIM_F64, 1, &n, init);
         optim_var *b = optim_test_var("whole", OPTIM_F64, 1, &n, init);
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), a},
@@ -436,12 +436,12 @@ static void test_bad_plan(void **st)
                   *bad = optim_test_var(names[k], OPTIM_F64, 1, &n, init);
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), ok},
                                {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), bad}};
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "phase_plan");
         assert_contains(optim_errmsg(opt), names[k]);
         assert_var_eq(ok, init, n);
         assert_var_eq(bad, init, n);
-        assert_int_equal(optim_iterations(opt), 0);
+        assert_eq(optim_iterations(opt), 0);
         optim_destroy(opt);
         optim_var_destroy(ok);
         optim_var_destroy(bad);
@@ -455,12 +455,12 @@ static void test_incomplete_table(void **st)
     optim_class c = nsgd_class;
     c.name = "TestHalfPhased";
     c.reduce_phase = NULL;
-    assert_int_equal(optim_register_class(&c, &err), OPTIM_EINVAL);
+    assert_status(optim_register_class(&c, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "2 of 3");
     c = nsgd_class;
     c.name = "TestElementwisePhased";
     c.flags = OPTIM_CLASS_ELEMENTWISE;
-    assert_int_equal(optim_register_class(&c, &err), OPTIM_EINVAL);
+    assert_status(optim_register_class(&c, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "ELEMENTWISE");
     assert_null(optim_find_class("TestHalfPhased"));
 }
