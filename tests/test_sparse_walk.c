@@ -85,7 +85,7 @@ static void step_with(optim_optimizer *opt, optim_var *x, grads *g, int sparse)
         p.grad = optim_grad_dense(optim_tensor_make(optim_var_dtype(x),
                                                     f64 ? (void *)g->dense_d : (void *)g->dense_f,
                                                     2, (int64_t[]){ROWS, COLS}));
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
 }
 
 /* Every slot of a (in o1) and b (in o2) bit for bit. */
@@ -110,7 +110,7 @@ static void check_equals_densified(const char *json, int threads)
     for (int f64 = 0; f64 < 2; f64++) {
         optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
         optim_optimizer *os = optim_test_make(json), *od = optim_test_make(json);
-        assert_int_equal(optim_set_num_threads(od, 1), 0);
+        assert_ok(optim_set_num_threads(od, 1), od);
         optim_var *xs = table(dt), *xd = table(dt);
         omp_set_num_threads(threads);
         for (int k = 0; k < 3; k++) {
@@ -247,7 +247,7 @@ static void test_modes_match_whole(void **state)
             w.name = names[c];
             w.sparse_mode = NULL;
             optim_error err;
-            assert_int_equal(optim_register_class(&w, &err), 0);
+            assert_ok(optim_register_class(&w, &err), &err);
         }
         optim_optimizer *o[2];
         optim_var *x[2];
@@ -257,7 +257,7 @@ static void test_modes_match_whole(void **state)
                      "{\"class_name\": \"%s\", \"config\": {\"is_legacy_optimizer\": true%s}}",
                      k ? names[c] : cases[c].cls, cases[c].extra);
             o[k] = optim_test_make(json);
-            assert_int_equal(optim_set_num_threads(o[k], 3), 0);
+            assert_ok(optim_set_num_threads(o[k], 3), o[k]);
             x[k] = table(OPTIM_F32);
             for (int step = 0; step < 2; step++) {
                 make_grads(&g, step);
@@ -277,6 +277,7 @@ static void test_modes_match_whole(void **state)
  * bit, to a dense step on a table of just those rows. */
 static void test_lazy_rows_follow_dense_rule(void **state)
 {
+    optim_error err;
     (void)state;
     static grads g;
     make_grads(&g, 0);
@@ -295,16 +296,16 @@ static void test_lazy_rows_follow_dense_rule(void **state)
             small_g[u * COLS + c] = g.dense_f[uniq[u] * COLS + c];
         }
     optim_var *small;
-    assert_int_equal(
-        optim_var_create(&small, "small", OPTIM_F32, 2, (int64_t[]){nu, COLS}, small_init, NULL),
-        0);
+    assert_ok(
+        optim_var_create(&small, "small", OPTIM_F32, 2, (int64_t[]){nu, COLS}, small_init, &err),
+        &err);
     const char *json = "{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.01}}";
     optim_optimizer *os = optim_test_make(json), *od = optim_test_make(json);
     omp_set_num_threads(3);
     step_with(os, x, &g, 1);
     optim_grad_var p = {
         optim_grad_dense(optim_tensor_make(OPTIM_F32, small_g, 2, (int64_t[]){nu, COLS})), small};
-    assert_int_equal(optim_apply_gradients(od, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(od, &p, 1, 0), od);
     const float *a = optim_var_cdata(x), *b = optim_var_cdata(small);
     for (int64_t u = 0; u < nu; u++)
         assert_memory_equal(a + uniq[u] * COLS, b + u * COLS, COLS * sizeof(float));
@@ -333,7 +334,7 @@ static optim_optimizer *make_user(const optim_class *cls)
 {
     optim_optimizer *o;
     optim_error err;
-    assert_int_equal(optim_create(&o, cls, NULL, &err), 0);
+    assert_ok(optim_create(&o, cls, NULL, &err), &err);
     return o;
 }
 
@@ -354,15 +355,15 @@ static void test_user_elementwise(void **state)
         all_slots_bitwise(os, xs, od, xd);
         /* Bad input still refused, nothing changed. */
         optim_var *before = table(OPTIM_F32);
-        assert_int_equal(optim_var_assign(before, optim_var_cdata(xs), OPTIM_F32, ROWS * COLS), 0);
+        assert_ok(optim_var_assign(before, optim_var_cdata(xs), OPTIM_F32, ROWS * COLS), before);
         int64_t bad = ROWS;
         optim_grad_var p = {
             optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){1, COLS})),
             xs};
-        assert_int_equal(optim_apply_gradients(os, &p, 1, 0), OPTIM_ERANGE);
+        assert_status(optim_apply_gradients(os, &p, 1, 0), OPTIM_ERANGE, os);
         assert_contains(optim_errmsg(os), "table");
         assert_vars_bitwise(xs, before);
-        assert_int_equal(optim_iterations(os), 2);
+        assert_eq(optim_iterations(os), 2);
         optim_var_destroy(before);
         optim_destroy(os);
         optim_destroy(od);
@@ -418,7 +419,7 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
     static grads g;
     make_grads(&g, 0);
     optim_optimizer *o = make_user(cls);
-    assert_int_equal(optim_set_num_threads(o, threads), 0);
+    assert_ok(optim_set_num_threads(o, threads), o);
     optim_var *x = table(OPTIM_F32);
     int64_t idx[NIDX];
     for (int64_t j = 0; j < nidx; j++) idx[j] = j % ROWS; /* unique up to ROWS */
@@ -426,7 +427,7 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
         optim_grad_sparse(idx, nidx,
                           optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){nidx, COLS})),
         x};
-    assert_int_equal(optim_apply_gradients(o, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(o, &p, 1, 0), o);
     optim_destroy(o);
     optim_var_destroy(x);
 }
@@ -444,7 +445,7 @@ static void test_modes_observed(void **state)
     /* DENSE: one apply_dense per chunk of the table, none of apply_sparse. */
     seen.mode = OPTIM_SPARSE_DENSE;
     run_rec(&ew, 3, 10);
-    assert_int_equal(seen.dense_calls, optim__nchunks(ROWS * COLS));
+    assert_eq(seen.dense_calls, optim__nchunks(ROWS * COLS));
     assert_int_equal(seen.dense_elems, ROWS * COLS);
     assert_int_equal(seen.max_count, OPTIM__CHUNK);
     assert_int_equal(seen.sparse_calls, 0);
@@ -509,16 +510,16 @@ static void test_refused_without_rule(void **state)
     optim_grad_var p = {
         optim_grad_sparse(g.idx, 2, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){2, COLS})),
         x};
-    assert_int_equal(optim_apply_gradients(o, &p, 1, 0), OPTIM_ENOTSUP);
+    assert_status(optim_apply_gradients(o, &p, 1, 0), OPTIM_ENOTSUP, o);
     assert_contains(optim_errmsg(o), "no sparse update");
     assert_contains(optim_errmsg(o), "OPTIM_CLASS_ELEMENTWISE");
-    assert_int_equal(optim_iterations(o), 0);
+    assert_eq(optim_iterations(o), 0);
     optim_destroy(o);
     optim_var_destroy(x);
     /* A table of a later version than the library is refused. */
     c.version = OPTIM_CLASS_VERSION + 1;
     optim_error err;
-    assert_int_equal(optim_register_class(&c, &err), OPTIM_EVERSION);
+    assert_status(optim_register_class(&c, &err), OPTIM_EVERSION, &err);
 }
 
 /* ---- the chunk gradient ------------------------------------------------------------------ */
@@ -555,9 +556,9 @@ static void test_chunk_grad(void **state)
         assert_int_equal(next_j, 5);
         assert_int_equal(next_r, rows);
     }
-    assert_int_equal(optim__sparse_pieces(0, 64, 4), 1);
-    assert_int_equal(optim__sparse_pieces(4096, 64, 2), 2);
-    assert_int_equal(optim__sparse_pieces(100, 64, 8), 1);
+    assert_eq(optim__sparse_pieces(0, 64, 4), 1);
+    assert_eq(optim__sparse_pieces(4096, 64, 2), 2);
+    assert_eq(optim__sparse_pieces(100, 64, 8), 1);
 }
 
 static int cmp_ipos(const void *a, const void *b)
