@@ -117,12 +117,11 @@ static void gradcheck(const gcase *c, int expect_sparse)
         }
         char name[16];
         snprintf(name, sizeof name, "v%d", i);
-        assert_int_equal(optim_var_create(&vars[i], name, OPTIM_F64, s->rank, s->shape, init, &err),
-                         0);
+        assert_ok(optim_var_create(&vars[i], name, OPTIM_F64, s->rank, s->shape, init, &err), &err);
         free(init);
     }
     optim_tape *t;
-    assert_int_equal(optim_tape_create(&t, &err), 0);
+    assert_ok(optim_tape_create(&t, &err), &err);
     optim_node *v[MAXV];
     for (int i = 0; i < c->nv; i++) v[i] = optim_tape_var(t, vars[i]);
     optim_node *loss = weighted(t, c->build(t, v, c));
