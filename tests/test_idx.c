@@ -4,14 +4,11 @@
  * a small synthetic IDX dataset, and its refusals of bad input. */
 #include "testutil.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -230,9 +227,8 @@ static void check_file(const char *path, int type, int rank, const uint32_t *dim
     optim_idx_free(f);
 }
 
-static void test_types_plain_and_gzip(void **s)
+OPTIM_TEST(test_types_plain_and_gzip)
 {
-    (void)s;
     const int types[] = {OPTIM_IDX_U8,  OPTIM_IDX_I8,  OPTIM_IDX_I16,
                          OPTIM_IDX_I32, OPTIM_IDX_F32, OPTIM_IDX_F64};
     const uint32_t shapes[3][3] = {{7, 0, 0}, {3, 5, 0}, {2, 3, 4}};
@@ -273,9 +269,8 @@ static void test_types_plain_and_gzip(void **s)
     assert_null(optim_idx_type_name((optim_idx_type)0x0A));
 }
 
-static void test_malformed_files(void **s)
+OPTIM_TEST(test_malformed_files)
 {
-    (void)s;
     uint32_t d2[2] = {3, 4};
     bytes b = {NULL, 0, 0};
     /* empty and short */
@@ -385,9 +380,8 @@ static void test_malformed_files(void **s)
     assert_int_equal(optim_idx_rank(NULL), 0);
 }
 
-static void test_fashion_mnist_if_installed(void **s)
+OPTIM_TEST(test_fashion_mnist_if_installed)
 {
-    (void)s;
     const char *path = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
     if (access(path, R_OK) != 0) {
         print_message("skipped: %s is not installed\n", path);
@@ -406,20 +400,8 @@ static void test_fashion_mnist_if_installed(void **s)
 
 /* ---- optim train ----------------------------------------------------------------------- */
 
-typedef struct result {
-    int status;
-    char out[16384], err[4096];
-} result;
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-}
-
-static void run_train(const char *const *args, result *r)
+/* Runs `optim train args...` (args NULL-terminated) with its output in *r. */
+static void run_train(const char *const *args, optim_test_proc *r)
 {
     char *argv[20];
     int n = 0;
@@ -427,25 +409,7 @@ static void run_train(const char *const *args, result *r)
     argv[n++] = (char *)"train";
     for (int i = 0; args[i]; i++) argv[n++] = (char *)args[i];
     argv[n] = NULL;
-    const char *op = optim_test_tmpfile("train.out"), *ep = optim_test_tmpfile("train.err");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_ge(pid, 0);
-    if (pid == 0) {
-        int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600),
-            fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
-        execv(OPTIM_CLI_PATH, argv);
-        _exit(127);
-    }
-    int st = 0;
-    pid_t got;
-    do got = waitpid(pid, &st, 0);
-    while (got < 0 && errno == EINTR);
-    assert_int_equal(got, pid);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
-    slurp(op, r->out, sizeof r->out);
-    slurp(ep, r->err, sizeof r->err);
+    optim_test_capture(argv, r);
 }
 
 /* Writes a small, easy 10-class dataset: class c lights rows 2c..2c+2. */
@@ -481,9 +445,8 @@ static const char *last_line(const char *s)
     return s + n;
 }
 
-static void test_train_command(void **s)
+OPTIM_TEST(test_train_command)
 {
-    (void)s;
     /* (optim_test_tmpfile's buffers are reused: keep copies) */
     char dir[512], adir[512], afile[512], bdir[512];
     snprintf(dir, sizeof dir, "%s", optim_test_tmpfile("fmnist"));
@@ -496,7 +459,7 @@ static void test_train_command(void **s)
     assert_int_equal(optim_test_write_file(afile, "x", 1), 0);
     write_dataset(dir, "train", 512, 1);
     write_dataset(dir, "t10k", 200, 2);
-    result r;
+    optim_test_proc r;
     const char *args[] = {"--data",
                           dir,
                           "--epochs",
@@ -522,7 +485,7 @@ static void test_train_command(void **s)
     assert_gt(acc, 0.9);
     assert_le(acc, 1.0);
     /* the same seed, the same run */
-    char first[16384];
+    char first[sizeof r.out];
     snprintf(first, sizeof first, "%s", last);
     run_train(args, &r);
     assert_string_equal(last_line(r.out), first);
@@ -600,13 +563,4 @@ static void test_train_command(void **s)
     assert_contains(r.out, "usage: optim train");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_types_plain_and_gzip),
-        cmocka_unit_test(test_malformed_files),
-        cmocka_unit_test(test_fashion_mnist_if_installed),
-        cmocka_unit_test(test_train_command),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

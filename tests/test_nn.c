@@ -18,16 +18,6 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static optim_optimizer *make_opt(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
-
 static optim_layer *dense(int64_t units, optim_activation act, int64_t seed)
 {
     optim_dense_options o = optim_dense_defaults(units);
@@ -89,9 +79,8 @@ static double val(const optim_tensor *t, int64_t i)
 
 /* ---- layers ------------------------------------------------------------------- */
 
-static void test_dense_lazy_shapes(void **s)
+OPTIM_TEST(test_dense_lazy_shapes)
 {
-    (void)s;
     optim_layer *l = dense(5, OPTIM_ACT_LINEAR, 7);
     assert_false(optim_layer_built(l));
     assert_int_equal(optim_layer_variables(l, NULL, 0), 0);
@@ -193,9 +182,8 @@ static void test_dense_lazy_shapes(void **s)
     optim_layer_destroy(c);
 }
 
-static void test_activations(void **s)
+OPTIM_TEST(test_activations)
 {
-    (void)s;
     const optim_activation acts[] = {OPTIM_ACT_LINEAR, OPTIM_ACT_RELU, OPTIM_ACT_SIGMOID,
                                      OPTIM_ACT_TANH, OPTIM_ACT_SOFTMAX};
     double x[6] = {-1.5, 0.2, 2.0, 0.7, -0.3, 0.0};
@@ -240,9 +228,8 @@ static void test_activations(void **s)
     assert_null(optim_activation_name((optim_activation)99));
 }
 
-static void test_sequential_lazy_build(void **s)
+OPTIM_TEST(test_sequential_lazy_build)
 {
-    (void)s;
     optim_layer *ls[2] = {dense(8, OPTIM_ACT_RELU, OPTIM_SEED_AUTO),
                           dense(3, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 5, ls, 2);
@@ -330,17 +317,15 @@ static double kernel_grad_sum(int overwrite)
     return sum;
 }
 
-static void test_model_call_copies_input(void **s)
+OPTIM_TEST(test_model_call_copies_input)
 {
-    (void)s;
     double kept = kernel_grad_sum(0);
     assert_true(kept > 0);
     assert_eq(kernel_grad_sum(1), kept);
 }
 
-static void test_failed_first_call_leaves_model_unbuilt(void **s)
+OPTIM_TEST(test_failed_first_call_leaves_model_unbuilt)
 {
-    (void)s;
     optim_error err;
     optim_layer *emb;
     assert_int_equal(
@@ -384,9 +369,8 @@ static void test_failed_first_call_leaves_model_unbuilt(void **s)
     optim_model_destroy(e);
 }
 
-static void test_dropout_flatten(void **s)
+OPTIM_TEST(test_dropout_flatten)
 {
-    (void)s;
     optim_error err;
     optim_layer *dr, *fl;
     assert_int_equal(optim_dropout_create(&dr, 0.5, 3, NULL, &err), 0);
@@ -506,9 +490,8 @@ static void check_loss(optim_loss l, optim_dtype dt, const double *sw)
     }
 }
 
-static void test_losses_closed_forms(void **s)
+OPTIM_TEST(test_losses_closed_forms)
 {
-    (void)s;
     const double sw[B] = {1.0, 0.5, 2.0, 0.0};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -532,9 +515,8 @@ static void test_losses_closed_forms(void **s)
 
 /* Gradient of the clipped cross-entropies: (-z/p + (1-z)/(1-p)) / (B K)
  * inside the clip range, 0 outside, as tf.clip_by_value's. */
-static void test_loss_gradients_through_clip(void **s)
+OPTIM_TEST(test_loss_gradients_through_clip)
 {
-    (void)s;
     double p[B * K] = {0.1, 0.7, 0.2, 0.0, 1.0, 0.5, 0.3, 0.3, 0.4, 0.9, 0.05, 0.05};
     double z[B * K] = {0, 1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0};
     int64_t lab[B] = {1, 0, 2, 0};
@@ -613,9 +595,8 @@ static double xent_through(optim_loss l, optim_dtype dt, int act, int32_t xr, co
  * label 0 give loss 20 and gradient [-1, 1], not the clip's 16.118 and
  * [0, 0]. Any op in between, or a y_pred that must be reshaped to meet
  * y_true, keeps the clip. */
-static void test_loss_from_activation_logits(void **s)
+OPTIM_TEST(test_loss_from_activation_logits)
 {
-    (void)s;
     const double clip_loss = -log(1e-7); /* 16.118 */
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -679,9 +660,8 @@ static void test_loss_from_activation_logits(void **s)
 
 /* The clip gives the bound for +-inf (tf.clip_by_value), not NaN, and no
  * gradient there. */
-static void test_loss_clip_infinities(void **s)
+OPTIM_TEST(test_loss_clip_infinities)
 {
-    (void)s;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         double eps = d ? 1e-7 : (double)(float)1e-7, g[3];
@@ -707,9 +687,8 @@ static void test_loss_clip_infinities(void **s)
     }
 }
 
-static void test_loss_shapes(void **s)
+OPTIM_TEST(test_loss_shapes)
 {
-    (void)s;
     optim_tape *t = tape();
     float p[4] = {0.2f, 0.4f, 0.6f, 0.8f};
     double z[4] = {0, 1, 1, 0};
@@ -795,9 +774,8 @@ static void test_loss_shapes(void **s)
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
-static void test_accuracy(void **s)
+OPTIM_TEST(test_accuracy)
 {
-    (void)s;
     float pred[12] = {0.1f, 0.7f, 0.2f, 0.5f, 0.2f, 0.3f, 0.3f, 0.3f, 0.4f, 0.0f, 0.9f, 0.1f};
     optim_tensor pt = optim_tensor_make(OPTIM_F32, pred, 2, (int64_t[]){4, 3});
     int64_t lab[4] = {1, 0, 0, 1};
@@ -897,9 +875,8 @@ static int record_grads(void *user, optim_grad_var *pairs, size_t n, optim_error
     return 0;
 }
 
-static void test_embedding_sparse_gradients(void **s)
+OPTIM_TEST(test_embedding_sparse_gradients)
 {
-    (void)s;
     optim_error err;
     optim_layer *emb, *fl;
     optim_embedding_options eo = optim_embedding_defaults(10, 4);
@@ -908,7 +885,7 @@ static void test_embedding_sparse_gradients(void **s)
     optim_layer *ls[3] = {emb, fl, dense(1, OPTIM_ACT_LINEAR, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 3, ls, 3);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}");
     grad_seen seen = {0};
     assert_int_equal(optim_add_gradient_transformer(opt, record_grads, &seen), 0);
     optim_loss mse = optim_loss_mean_squared_error();
@@ -981,9 +958,8 @@ static optim_model *circle_model(uint64_t seed, optim_optimizer *opt)
     return m;
 }
 
-static void test_fit_converges(void **s)
+OPTIM_TEST(test_fit_converges)
 {
-    (void)s;
     static float x[NS * 2], y[NS], vx[NS], vy[NS / 2];
     circle_data(x, y, NS, 1);
     circle_data(vx, vy, NS / 2, 2);
@@ -994,7 +970,7 @@ static void test_fit_converges(void **s)
     float *w[2] = {NULL, NULL};
     for (int run = 0; run < 2; run++) {
         optim_optimizer *opt =
-            make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
+            optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
         optim_model *m = circle_model(11, opt);
         optim_fit_options fo = optim_fit_defaults();
         fo.epochs = 60;
@@ -1060,9 +1036,8 @@ static void test_fit_converges(void **s)
     free(w[1]);
 }
 
-static void test_fit_f64_and_progress_output(void **s)
+OPTIM_TEST(test_fit_f64_and_progress_output)
 {
-    (void)s;
     static double x[NS * 2], y[NS];
     float xf[NS * 2], yf[NS];
     circle_data(xf, yf, NS, 3);
@@ -1072,7 +1047,7 @@ static void test_fit_f64_and_progress_output(void **s)
                           dense(2, OPTIM_ACT_SOFTMAX, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F64, 1, ls, 2);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_loss sc = optim_loss_sparse_categorical_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &sc, OPTIM_METRIC_ACCURACY), 0);
     optim_tensor xt = optim_tensor_make(OPTIM_F64, x, 2, (int64_t[]){NS, 2});
@@ -1136,9 +1111,8 @@ static void test_fit_f64_and_progress_output(void **s)
 
 /* A kernel constraint travels with the variable: the optimizer applies it
  * after every step (NonNeg: no negative weight survives a step). */
-static void test_dense_kernel_constraint(void **s)
+OPTIM_TEST(test_dense_kernel_constraint)
 {
-    (void)s;
     static float x[NS * 2], y[NS];
     circle_data(x, y, NS, 12);
     optim_constraint nn = optim_constraint_non_neg();
@@ -1151,7 +1125,7 @@ static void test_dense_kernel_constraint(void **s)
     optim_layer *ls[2] = {l, dense(1, OPTIM_ACT_SIGMOID, OPTIM_SEED_AUTO)};
     optim_model *m = model_of(OPTIM_F32, 4, ls, 2);
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_loss bce = optim_loss_binary_crossentropy(0);
     assert_int_equal(optim_model_compile(m, opt, &bce, OPTIM_METRIC_NONE), 0);
     assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
@@ -1238,14 +1212,13 @@ static optim_callback *trace_cb(trace *t)
     return cb;
 }
 
-static void test_callback_order_and_stop(void **s)
+OPTIM_TEST(test_callback_order_and_stop)
 {
-    (void)s;
     static float x[10 * 2], y[10];
     circle_data(x, y, 10, 5);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){10, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){10});
-    optim_optimizer *opt = make_opt("\"sgd\"");
+    optim_optimizer *opt = optim_test_make("\"sgd\"");
     optim_model *m = circle_model(1, opt);
     trace tr = {.stop_at_batch = -1};
     optim_callback *cb = trace_cb(&tr);
@@ -1281,9 +1254,8 @@ static void test_callback_order_and_stop(void **s)
     optim_destroy(opt);
 }
 
-static void test_early_stopping(void **s)
+OPTIM_TEST(test_early_stopping)
 {
-    (void)s;
     static float x[NS * 2], y[NS];
     circle_data(x, y, NS, 6);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){NS, 2});
@@ -1291,7 +1263,7 @@ static void test_early_stopping(void **s)
     optim_error err;
     /* learning rate 0: the loss never improves; patience 2 stops at epoch 2 */
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
     optim_model *m = circle_model(1, opt);
     optim_early_stopping_options eo = optim_early_stopping_defaults();
     eo.monitor = "loss";
@@ -1328,7 +1300,7 @@ static void test_early_stopping(void **s)
     optim_destroy(opt);
 
     /* min_delta larger than any gain: no epoch counts as an improvement */
-    opt = make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}");
+    opt = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}");
     m = circle_model(1, opt);
     eo = optim_early_stopping_defaults();
     eo.monitor = "accuracy";
@@ -1345,7 +1317,7 @@ static void test_early_stopping(void **s)
     /* a baseline never reached keeps `wait` counting from the first epoch:
      * patience 3 stops at epoch 2 instead of 3 (learning rate 0 again) */
     for (int with_baseline = 0; with_baseline < 2; with_baseline++) {
-        opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
+        opt = optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.0}}");
         m = circle_model(1, opt);
         eo = optim_early_stopping_defaults();
         eo.monitor = "loss";
@@ -1374,16 +1346,15 @@ static int snap_epoch_end(void *u, optim_model *m, int64_t e, optim_logs *logs, 
     return 0;
 }
 
-static void test_early_stopping_restores_best_weights(void **s)
+OPTIM_TEST(test_early_stopping_restores_best_weights)
 {
-    (void)s;
     static float x[NS * 2], y[NS];
     circle_data(x, y, NS, 7);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){NS, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){NS});
     optim_error err;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
+        optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02}}");
     optim_model *m = circle_model(2, opt);
     assert_int_equal(optim_model_build(m, 1, (int64_t[]){2}), 0);
     snap sn = {.n = 0};
@@ -1425,16 +1396,15 @@ static double halve(void *user, int64_t epoch, double lr)
 
 static double nan_schedule(void *user, int64_t epoch, double lr) { return epoch == 1 ? NAN : lr; }
 
-static void test_lr_scheduler(void **s)
+OPTIM_TEST(test_lr_scheduler)
 {
-    (void)s;
     static float x[40 * 2], y[40];
     circle_data(x, y, 40, 8);
     optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){40, 2});
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){40});
     optim_error err;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.7}}");
     optim_model *m = circle_model(3, opt);
     int calls = 0;
     optim_callback *cb;
@@ -1477,7 +1447,7 @@ static void test_lr_scheduler(void **s)
     optim_destroy(opt);
 
     /* a learning rate given by a schedule cannot be set (Keras 3) */
-    opt = make_opt(
+    opt = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", "
         "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10, \"decay_rate\": 0.9}}}}");
     m = circle_model(3, opt);
@@ -1494,9 +1464,8 @@ static void test_lr_scheduler(void **s)
 
 /* ---- refusals ------------------------------------------------------------------------- */
 
-static void test_bad_inputs(void **s)
+OPTIM_TEST(test_bad_inputs)
 {
-    (void)s;
     optim_error err;
     optim_layer *l;
     optim_dense_options o = optim_dense_defaults(0);
@@ -1564,7 +1533,7 @@ static void test_bad_inputs(void **s)
     optim_tensor yt = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){20});
     optim_tensor y19 = optim_tensor_make(OPTIM_F32, y, 1, (int64_t[]){19});
     optim_tensor ybad = optim_tensor_make(OPTIM_F32, y, 2, (int64_t[]){10, 2});
-    optim_optimizer *opt = make_opt("\"adam\"");
+    optim_optimizer *opt = optim_test_make("\"adam\"");
     optim_layer *ls[2] = {dense(4, OPTIM_ACT_RELU, 0), dense(1, OPTIM_ACT_SIGMOID, 0)};
     m = model_of(OPTIM_F32, 0, ls, 2);
     optim_fit_options fo = optim_fit_defaults();
@@ -1647,30 +1616,4 @@ static void test_bad_inputs(void **s)
     optim_history_free(NULL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_lazy_shapes),
-        cmocka_unit_test(test_activations),
-        cmocka_unit_test(test_sequential_lazy_build),
-        cmocka_unit_test(test_model_call_copies_input),
-        cmocka_unit_test(test_failed_first_call_leaves_model_unbuilt),
-        cmocka_unit_test(test_dropout_flatten),
-        cmocka_unit_test(test_losses_closed_forms),
-        cmocka_unit_test(test_loss_gradients_through_clip),
-        cmocka_unit_test(test_loss_from_activation_logits),
-        cmocka_unit_test(test_loss_clip_infinities),
-        cmocka_unit_test(test_loss_shapes),
-        cmocka_unit_test(test_accuracy),
-        cmocka_unit_test(test_embedding_sparse_gradients),
-        cmocka_unit_test(test_fit_converges),
-        cmocka_unit_test(test_fit_f64_and_progress_output),
-        cmocka_unit_test(test_dense_kernel_constraint),
-        cmocka_unit_test(test_callback_order_and_stop),
-        cmocka_unit_test(test_early_stopping),
-        cmocka_unit_test(test_early_stopping_restores_best_weights),
-        cmocka_unit_test(test_lr_scheduler),
-        cmocka_unit_test(test_bad_inputs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -2,7 +2,7 @@
  *
  * Each test builds CONFIG, INIT and GRADS in a directory of its own with the
  * library's safetensors writer, runs the built `optim` binary with
- * fork/execv (stderr captured to a file, no shell), and reads OUT back with
+ * optim_test_capture (stderr captured, no shell), and reads OUT back with
  * optim_st_read. Expected values come from the Keras SGD recurrences computed
  * here independently in double precision:
  *
@@ -21,8 +21,6 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +30,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/safetensors.h"
@@ -99,10 +96,10 @@ static int teardown(void **state)
 
 typedef struct paths {
     char dir[512];
-    char config[1024], init[1024], grads[1024], out[1024], err[1024];
+    char config[1024], init[1024], grads[1024], out[1024];
 } paths;
 
-/* A fresh directory for test `tag` with the five paths in it (nothing created
+/* A fresh directory for test `tag` with the four paths in it (nothing created
  * but the directory). */
 static void mkpaths(paths *p, const char *tag)
 {
@@ -112,7 +109,6 @@ static void mkpaths(paths *p, const char *tag)
     snprintf(p->init, sizeof p->init, "%s/init.safetensors", p->dir);
     snprintf(p->grads, sizeof p->grads, "%s/grads.safetensors", p->dir);
     snprintf(p->out, sizeof p->out, "%s/out.safetensors", p->dir);
-    snprintf(p->err, sizeof p->err, "%s/stderr.txt", p->dir);
 }
 
 static void write_text(const char *path, const char *text)
@@ -218,15 +214,9 @@ static void round_to(optim_dtype dt, double *v, size_t n)
 
 /* ---- Running the CLI ---------------------------------------------------------- */
 
-typedef struct result {
-    int status; /* exit status, or 1000 + signal number */
-    char err[4096]; /* what it wrote on stderr (truncated) */
-    size_t err_len;
-} result;
-
-/* Runs OPTIM_CLI_PATH with args (NULL-terminated, without argv[0]); stderr
- * goes to errpath, stdout to /dev/null. */
-static void run_cli(const char *const *args, const char *errpath, result *r)
+/* Runs OPTIM_CLI_PATH with args (NULL-terminated, without argv[0]), its
+ * output in *r. */
+static void run_cli(const char *const *args, optim_test_proc *r)
 {
     char *argv[16];
     int n = 0;
@@ -236,35 +226,13 @@ static void run_cli(const char *const *args, const char *errpath, result *r)
         argv[n] = (char *)args[n - 1];
     }
     argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int nul = open("/dev/null", O_WRONLY);
-        if (fd < 0 || nul < 0 || dup2(fd, 2) < 0 || dup2(nul, 1) < 0) _exit(126);
-        close(fd);
-        close(nul);
-        execv(OPTIM_CLI_PATH, argv);
-        _exit(127);
-    }
-    int st = 0;
-    pid_t got;
-    do got = waitpid(pid, &st, 0);
-    while (got < 0 && errno == EINTR);
-    assert_int_equal(got, pid);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    size_t len = 0;
-    unsigned char *e = slurp(errpath, &len);
-    r->err_len = len;
-    snprintf(r->err, sizeof r->err, "%s", (const char *)e);
-    drop(e);
+    optim_test_capture(argv, r);
 }
 
-static void run_replay(const paths *p, result *r)
+static void run_replay(const paths *p, optim_test_proc *r)
 {
     const char *args[] = {"replay", p->config, p->init, p->grads, p->out, NULL};
-    run_cli(args, p->err, r);
+    run_cli(args, r);
 }
 
 /* Runs the replay with `config` (written to CONFIG first unless NULL); it
@@ -272,7 +240,7 @@ static void run_replay(const paths *p, result *r)
 static optim_st_file *replay_ok(const paths *p, const char *config)
 {
     if (config) write_text(p->config, config);
-    result r;
+    optim_test_proc r;
     run_replay(p, &r);
     if (r.status != 0 || r.err_len != 0)
         print_error("optim replay exited with %d, stderr:\n%s\n", r.status, r.err);
@@ -301,7 +269,8 @@ static int count_prefixed(const char *dir, const char *prefix)
 
 /* The failure contract: non-zero exit (not a signal), exactly one non-empty
  * line on stderr that mentions `needle` (if not NULL), no OUT. */
-static void check_failed(const result *r, const char *dir, const char *out, const char *needle)
+static void check_failed(const optim_test_proc *r, const char *dir, const char *out,
+                         const char *needle)
 {
     if (getenv("OPTIM_TEST_VERBOSE")) fprintf(stderr, "    [exit %d] %s", r->status, r->err);
     int ok = r->status != 0 && r->status < 1000;
@@ -332,7 +301,7 @@ static void check_failed(const result *r, const char *dir, const char *out, cons
 static void expect_fail(const paths *p, const char *config, const char *needle)
 {
     if (config) write_text(p->config, config);
-    result r;
+    optim_test_proc r;
     run_replay(p, &r);
     check_failed(&r, p->dir, p->out, needle);
 }
@@ -408,12 +377,12 @@ typedef struct ropts {
     int nesterov;
     int legacy;
     double decay; /* legacy only; 0: none */
-    double clipnorm, clipvalue, global; /* NAN: none */
+    double clipnorm, clipvalue, global; /* 0: none */
 } ropts;
 
 static ropts ropts_sgd(double lr, double momentum, int nesterov)
 {
-    ropts o = {lr, momentum, nesterov, 0, 0.0, NAN, NAN, NAN};
+    ropts o = {lr, momentum, nesterov, 0, 0.0, 0.0, 0.0, 0.0};
     return o;
 }
 
@@ -426,11 +395,11 @@ static void config_of(const ropts *o, char *buf, size_t n)
                      o->lr, o->momentum, o->nesterov ? "true" : "false");
     if (o->legacy) u += snprintf(buf + u, n - (size_t)u, ", \"is_legacy_optimizer\": true");
     if (o->decay > 0) u += snprintf(buf + u, n - (size_t)u, ", \"decay\": %.17g", o->decay);
-    if (!isnan(o->clipnorm))
+    if (o->clipnorm > 0)
         u += snprintf(buf + u, n - (size_t)u, ", \"clipnorm\": %.17g", o->clipnorm);
-    if (!isnan(o->clipvalue))
+    if (o->clipvalue > 0)
         u += snprintf(buf + u, n - (size_t)u, ", \"clipvalue\": %.17g", o->clipvalue);
-    if (!isnan(o->global))
+    if (o->global > 0)
         u += snprintf(buf + u, n - (size_t)u, ", \"global_clipnorm\": %.17g", o->global);
     snprintf(buf + u, n - (size_t)u, "}}");
 }
@@ -460,10 +429,10 @@ static double ref_lr(const ropts *o, int t)
 static void ref_clip(const ropts *o, double *const *g, const int64_t *n, int nv)
 {
     for (int v = 0; v < nv; v++)
-        if (g[v] && !isnan(o->clipvalue))
+        if (g[v] && o->clipvalue > 0)
             for (int64_t i = 0; i < n[v]; i++)
                 g[v][i] = fmin(fmax(g[v][i], -o->clipvalue), o->clipvalue);
-    if (!isnan(o->clipnorm)) {
+    if (o->clipnorm > 0) {
         for (int v = 0; v < nv; v++) {
             if (!g[v]) continue;
             double s = 0;
@@ -472,7 +441,7 @@ static void ref_clip(const ropts *o, double *const *g, const int64_t *n, int nv)
             for (int64_t i = 0; i < n[v]; i++)
                 g[v][i] = g[v][i] * o->clipnorm / fmax(norm, o->clipnorm);
         }
-    } else if (!isnan(o->global)) {
+    } else if (o->global > 0) {
         double s = 0;
         for (int v = 0; v < nv; v++)
             if (g[v])
@@ -567,136 +536,6 @@ static void check_dense(optim_dtype dt, const ropts *o, const char *tag)
     drop(f);
 }
 
-static void test_dense_f32_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    check_dense(OPTIM_F32, &o, "dense_f32_momentum");
-}
-
-static void test_dense_f64_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    check_dense(OPTIM_F64, &o, "dense_f64_momentum");
-}
-
-static void test_dense_f32_nesterov(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.05, 0.8, 1);
-    check_dense(OPTIM_F32, &o, "dense_f32_nesterov");
-}
-
-static void test_dense_f64_nesterov(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.05, 0.8, 1);
-    check_dense(OPTIM_F64, &o, "dense_f64_nesterov");
-}
-
-/* No momentum: plain w -= lr * g and no slot in OUT. */
-static void test_dense_f32_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.3, 0.0, 0);
-    check_dense(OPTIM_F32, &o, "dense_f32_plain");
-}
-
-static void test_dense_f64_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.3, 0.0, 0);
-    check_dense(OPTIM_F64, &o, "dense_f64_plain");
-}
-
-/* The same rules under the legacy generation (tf.keras OptimizerV2). */
-static void test_dense_f64_legacy_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    check_dense(OPTIM_F64, &o, "dense_f64_legacy");
-}
-
-/* ---- Legacy decay and clipping ---------------------------------------------------------- */
-
-static void test_legacy_decay_f32(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    o.decay = 0.5;
-    check_dense(OPTIM_F32, &o, "decay_f32");
-}
-
-static void test_legacy_decay_f64_nesterov(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.2, 0.7, 1);
-    o.legacy = 1;
-    o.decay = 0.25;
-    check_dense(OPTIM_F64, &o, "decay_f64");
-}
-
-static void test_legacy_decay_f64_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.2, 0.0, 0);
-    o.legacy = 1;
-    o.decay = 1.0;
-    check_dense(OPTIM_F64, &o, "decay_f64_plain");
-}
-
-static void test_clipnorm_f32(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.clipnorm = 1.0;
-    check_dense(OPTIM_F32, &o, "clipnorm_f32");
-}
-
-static void test_clipnorm_f64(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.0, 0);
-    o.clipnorm = 1.0;
-    check_dense(OPTIM_F64, &o, "clipnorm_f64");
-}
-
-static void test_clipnorm_f64_legacy(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 1);
-    o.legacy = 1;
-    o.clipnorm = 1.5;
-    check_dense(OPTIM_F64, &o, "clipnorm_f64_legacy");
-}
-
-static void test_clipvalue_f32(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.clipvalue = 0.5;
-    check_dense(OPTIM_F32, &o, "clipvalue_f32");
-}
-
-static void test_clipvalue_f64(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.0, 0);
-    o.clipvalue = 0.5;
-    check_dense(OPTIM_F64, &o, "clipvalue_f64");
-}
-
-static void test_global_clipnorm_f64(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.global = 1.5;
-    check_dense(OPTIM_F64, &o, "global_clipnorm_f64");
-}
-
 /* ---- Variables without a gradient at some steps -------------------------------------- */
 
 /* "a" every step, "b" at steps 0 and 2 (skipped in between: neither it nor
@@ -753,23 +592,10 @@ static void check_missing(optim_dtype dt, const char *tag)
     drop(f);
 }
 
-static void test_missing_f64(void **state)
-{
-    (void)state;
-    check_missing(OPTIM_F64, "missing_f64");
-}
-
-static void test_missing_f32(void **state)
-{
-    (void)state;
-    check_missing(OPTIM_F32, "missing_f32");
-}
-
 /* One f32 vector and one f64 scalar in the same replay, Nesterov: each slot
  * has its variable's dtype and shape. */
-static void test_mixed_dtypes_and_scalar(void **state)
+OPTIM_TEST_WITH(test_mixed_dtypes_and_scalar, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "mixed");
     const double lr = 0.05, mu = 0.5;
@@ -807,9 +633,8 @@ static void test_mixed_dtypes_and_scalar(void **state)
 /* Steps are numbers, not strings: "10/w" comes after "9/w" although it sorts
  * before "2/w" by name. 12 steps of legacy SGD with decay and momentum,
  * where the order of the gradients matters. */
-static void test_many_steps_numeric_order(void **state)
+OPTIM_TEST_WITH(test_many_steps_numeric_order, NULL, teardown)
 {
-    (void)state;
     enum { STEPS = 12 };
     paths p;
     mkpaths(&p, "many_steps");
@@ -839,9 +664,8 @@ static void test_many_steps_numeric_order(void **state)
 }
 
 /* A bare class name as CONFIG gives Keras's defaults (lr 0.01, no momentum). */
-static void test_bare_class_name_config(void **state)
+OPTIM_TEST_WITH(test_bare_class_name_config, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bare_name");
     int64_t s[1] = {3};
@@ -931,9 +755,9 @@ static void build_sparse(const paths *p, optim_dtype dt, optim_dtype it, const r
             double dense[SP_ROWS * SP_COLS];
             for (int i = 0; i < SP_ROWS * SP_COLS; i++)
                 dense[i] = dt == OPTIM_F32 ? (double)gsum32[i] : gsum[i];
-            assert_nan(o->clipnorm);
-            assert_nan(o->clipvalue);
-            assert_nan(o->global);
+            assert_eq(o->clipnorm, 0);
+            assert_eq(o->clipvalue, 0);
+            assert_eq(o->global, 0);
             snprintf(name, sizeof name, "%d/bias", k);
             st_add_f(wd, name, dt, gb, 1, bs);
             snprintf(name, sizeof name, "%d/emb", k);
@@ -990,145 +814,101 @@ static void check_sparse(optim_dtype dt, optim_dtype it, const ropts *o, const c
     drop(f);
 }
 
-/* Keras 3: the dense equivalent (duplicates summed; every row of the
- * momentum decays and every row moves by it). */
-static void test_sparse_keras3_f32_i32_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    check_sparse(OPTIM_F32, OPTIM_I32, &o, "sparse_k3_f32");
-}
+/* ---- The trajectories: one table ------------------------------------------------------ */
 
-static void test_sparse_keras3_f64_i64_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_k3_f64");
-}
+/* Each row is a case (registered in main, named by the row, its files in a
+ * directory of that name): an SGD replay checked against the reference.
+ * DENSE: check_dense; SPARSE: check_sparse with index dtype it; MISSING:
+ * check_missing (its own SGD config; o unused). o's fields not given are 0:
+ * no momentum, Keras 3, no decay, no clipping. */
+enum { DENSE, SPARSE, MISSING };
+/* clang-format off */
+static const struct trajectory {
+    const char *name;
+    int kind;
+    optim_dtype dt, it;
+    ropts o;
+} TRAJECTORIES[] = {
+    {"test_dense_f32_momentum", DENSE, OPTIM_F32, 0, {.lr = 0.1, .momentum = 0.9}},
+    {"test_dense_f64_momentum", DENSE, OPTIM_F64, 0, {.lr = 0.1, .momentum = 0.9}},
+    {"test_dense_f32_nesterov", DENSE, OPTIM_F32, 0, {.lr = 0.05, .momentum = 0.8, .nesterov = 1}},
+    {"test_dense_f64_nesterov", DENSE, OPTIM_F64, 0, {.lr = 0.05, .momentum = 0.8, .nesterov = 1}},
+    /* No momentum: plain w -= lr * g and no slot in OUT. */
+    {"test_dense_f32_plain", DENSE, OPTIM_F32, 0, {.lr = 0.3}},
+    {"test_dense_f64_plain", DENSE, OPTIM_F64, 0, {.lr = 0.3}},
+    /* The same rules under the legacy generation (tf.keras OptimizerV2). */
+    {"test_dense_f64_legacy_momentum", DENSE, OPTIM_F64, 0,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1}},
+    {"test_legacy_decay_f32", DENSE, OPTIM_F32, 0,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1, .decay = 0.5}},
+    {"test_legacy_decay_f64_nesterov", DENSE, OPTIM_F64, 0,
+     {.lr = 0.2, .momentum = 0.7, .nesterov = 1, .legacy = 1, .decay = 0.25}},
+    {"test_legacy_decay_f64_plain", DENSE, OPTIM_F64, 0, {.lr = 0.2, .legacy = 1, .decay = 1.0}},
+    {"test_clipnorm_f32", DENSE, OPTIM_F32, 0, {.lr = 0.1, .momentum = 0.9, .clipnorm = 1.0}},
+    {"test_clipnorm_f64", DENSE, OPTIM_F64, 0, {.lr = 0.1, .clipnorm = 1.0}},
+    {"test_clipnorm_f64_legacy", DENSE, OPTIM_F64, 0,
+     {.lr = 0.1, .momentum = 0.9, .nesterov = 1, .legacy = 1, .clipnorm = 1.5}},
+    {"test_clipvalue_f32", DENSE, OPTIM_F32, 0, {.lr = 0.1, .momentum = 0.9, .clipvalue = 0.5}},
+    {"test_clipvalue_f64", DENSE, OPTIM_F64, 0, {.lr = 0.1, .clipvalue = 0.5}},
+    {"test_global_clipnorm_f64", DENSE, OPTIM_F64, 0, {.lr = 0.1, .momentum = 0.9, .global = 1.5}},
+    /* check_missing: some variables without a gradient at some steps. */
+    {"test_missing_f64", MISSING, OPTIM_F64, 0, {.lr = 0.1}},
+    {"test_missing_f32", MISSING, OPTIM_F32, 0, {.lr = 0.1}},
+    /* Keras 3: the dense equivalent (duplicates summed; every row of the
+     * momentum decays and every row moves by it). */
+    {"test_sparse_keras3_f32_i32_momentum", SPARSE, OPTIM_F32, OPTIM_I32,
+     {.lr = 0.1, .momentum = 0.9}},
+    {"test_sparse_keras3_f64_i64_momentum", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.9}},
+    {"test_sparse_keras3_f64_i32_nesterov", SPARSE, OPTIM_F64, OPTIM_I32,
+     {.lr = 0.1, .momentum = 0.6, .nesterov = 1}},
+    {"test_sparse_keras3_f64_plain", SPARSE, OPTIM_F64, OPTIM_I64, {.lr = 0.1}},
+    /* Legacy with momentum: only the indexed rows of the variable and of its
+     * momentum change. */
+    {"test_sparse_legacy_f32_i64_momentum", SPARSE, OPTIM_F32, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1}},
+    {"test_sparse_legacy_f64_i32_momentum", SPARSE, OPTIM_F64, OPTIM_I32,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1}},
+    {"test_sparse_legacy_f64_nesterov", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.6, .nesterov = 1, .legacy = 1}},
+    /* Legacy without momentum: a scatter-add of -lr * g, duplicates included. */
+    {"test_sparse_legacy_f64_plain", SPARSE, OPTIM_F64, OPTIM_I32, {.lr = 0.1, .legacy = 1}},
+    /* Legacy decay applies to sparse steps too. */
+    {"test_sparse_legacy_decay", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1, .decay = 0.5}},
+    /* Clipping a sparse gradient with duplicate indices: the norm and the
+     * value clip apply to the rows as given (tf.clip_by_norm etc. on
+     * IndexedSlices.values, in both generations), and the clipped rows are then
+     * summed. Step 0's rows for index 3 (0.2*sin...) are small; later steps are
+     * clipped. */
+    {"test_sparse_legacy_clipnorm_duplicates", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1, .clipnorm = 1.0}},
+    {"test_sparse_legacy_clipnorm_duplicates_plain", SPARSE, OPTIM_F64, OPTIM_I32,
+     {.lr = 0.1, .legacy = 1, .clipnorm = 1.0}},
+    {"test_sparse_legacy_clipvalue_duplicates", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1, .clipvalue = 0.5}},
+    {"test_sparse_legacy_clipvalue_duplicates_plain", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .legacy = 1, .clipvalue = 0.5}},
+    {"test_sparse_legacy_global_clipnorm_duplicates", SPARSE, OPTIM_F64, OPTIM_I64,
+     {.lr = 0.1, .momentum = 0.9, .legacy = 1, .global = 1.5}},
+    /* Keras 3 on TensorFlow: clipnorm is tf.clip_by_norm on the IndexedSlices. */
+    {"test_sparse_keras3_clipnorm_duplicates", SPARSE, OPTIM_F32, OPTIM_I32,
+     {.lr = 0.1, .momentum = 0.9, .clipnorm = 1.0}},
+};
+/* clang-format on */
 
-static void test_sparse_keras3_f64_i32_nesterov(void **state)
+static void check_trajectory(void **state)
 {
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.6, 1);
-    check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_k3_nesterov");
-}
-
-static void test_sparse_keras3_f64_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.0, 0);
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_k3_plain");
-}
-
-/* Legacy with momentum: only the indexed rows of the variable and of its
- * momentum change. */
-static void test_sparse_legacy_f32_i64_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    check_sparse(OPTIM_F32, OPTIM_I64, &o, "sparse_legacy_f32");
-}
-
-static void test_sparse_legacy_f64_i32_momentum(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_legacy_f64");
-}
-
-static void test_sparse_legacy_f64_nesterov(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.6, 1);
-    o.legacy = 1;
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_nesterov");
-}
-
-/* Legacy without momentum: a scatter-add of -lr * g, duplicates included. */
-static void test_sparse_legacy_f64_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.0, 0);
-    o.legacy = 1;
-    check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_legacy_plain");
-}
-
-/* Legacy decay applies to sparse steps too. */
-static void test_sparse_legacy_decay(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    o.decay = 0.5;
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_decay");
-}
-
-/* Clipping a sparse gradient with duplicate indices: the norm and the
- * value clip apply to the rows as given (tf.clip_by_norm etc. on
- * IndexedSlices.values, in both generations), and the clipped rows are then
- * summed. Step 0's rows for index 3 (0.2*sin...) are small; later steps are
- * clipped. */
-static void test_sparse_legacy_clipnorm_duplicates(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    o.clipnorm = 1.0;
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_clipnorm");
-}
-
-static void test_sparse_legacy_clipnorm_duplicates_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.0, 0);
-    o.legacy = 1;
-    o.clipnorm = 1.0;
-    check_sparse(OPTIM_F64, OPTIM_I32, &o, "sparse_legacy_clipnorm_plain");
-}
-
-static void test_sparse_legacy_clipvalue_duplicates(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    o.clipvalue = 0.5;
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_clipvalue");
-}
-
-static void test_sparse_legacy_clipvalue_duplicates_plain(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.0, 0);
-    o.legacy = 1;
-    o.clipvalue = 0.5;
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_clipvalue_plain");
-}
-
-static void test_sparse_legacy_global_clipnorm_duplicates(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.legacy = 1;
-    o.global = 1.5;
-    check_sparse(OPTIM_F64, OPTIM_I64, &o, "sparse_legacy_global");
-}
-
-/* Keras 3 on TensorFlow: clipnorm is tf.clip_by_norm on the IndexedSlices. */
-static void test_sparse_keras3_clipnorm_duplicates(void **state)
-{
-    (void)state;
-    ropts o = ropts_sgd(0.1, 0.9, 0);
-    o.clipnorm = 1.0;
-    check_sparse(OPTIM_F32, OPTIM_I32, &o, "sparse_k3_clipnorm");
+    const struct trajectory *t = *state;
+    if (t->kind == DENSE) check_dense(t->dt, &t->o, t->name);
+    else if (t->kind == SPARSE) check_sparse(t->dt, t->it, &t->o, t->name);
+    else check_missing(t->dt, t->name);
 }
 
 /* Keras 3: replaying the sparse gradients gives what replaying their dense
  * equivalents (rows summed in f32, in order of appearance) gives. */
-static void test_sparse_keras3_equals_dense_replay(void **state)
+OPTIM_TEST_WITH(test_sparse_keras3_equals_dense_replay, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "sparse_vs_dense");
     ropts o = ropts_sgd(0.1, 0.9, 0);
@@ -1172,9 +952,8 @@ static void test_sparse_keras3_equals_dense_replay(void **state)
 
 /* An empty sparse gradient (no rows) still counts as a gradient: under
  * Keras 3 with momentum the momentum decays and the variable moves by it. */
-static void test_sparse_empty_rows_keras3(void **state)
+OPTIM_TEST_WITH(test_sparse_empty_rows_keras3, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "sparse_empty");
     const int64_t es[2] = {3, 2}, vs0[2] = {2, 2}, vs1[2] = {0, 2};
@@ -1225,9 +1004,8 @@ static void valid_files(const paths *p, grads_fn more)
 }
 
 /* The files above really are valid. */
-static void test_valid_files_ok(void **state)
+OPTIM_TEST_WITH(test_valid_files_ok, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "valid");
     valid_files(&p, NULL);
@@ -1238,9 +1016,8 @@ static void test_valid_files_ok(void **state)
     drop(f);
 }
 
-static void test_bad_arg_count(void **state)
+OPTIM_TEST_WITH(test_bad_arg_count, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_args");
     valid_files(&p, NULL);
@@ -1249,15 +1026,14 @@ static void test_bad_arg_count(void **state)
     const char *five[] = {"replay", p.config, p.init, p.grads, p.out, p.out, NULL};
     const char *const *cases[] = {none, three, five};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        result r;
-        run_cli(cases[i], p.err, &r);
+        optim_test_proc r;
+        run_cli(cases[i], &r);
         check_failed(&r, p.dir, p.out, "replay");
     }
 }
 
-static void test_bad_missing_config(void **state)
+OPTIM_TEST_WITH(test_bad_missing_config, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_missing_config");
     valid_files(&p, NULL);
@@ -1265,9 +1041,8 @@ static void test_bad_missing_config(void **state)
     expect_fail(&p, NULL, "config.json");
 }
 
-static void test_bad_missing_init(void **state)
+OPTIM_TEST_WITH(test_bad_missing_init, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_missing_init");
     valid_files(&p, NULL);
@@ -1275,9 +1050,8 @@ static void test_bad_missing_init(void **state)
     expect_fail(&p, NULL, "init.safetensors");
 }
 
-static void test_bad_missing_grads(void **state)
+OPTIM_TEST_WITH(test_bad_missing_grads, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_missing_grads");
     valid_files(&p, NULL);
@@ -1286,9 +1060,8 @@ static void test_bad_missing_grads(void **state)
 }
 
 /* A directory where a file is expected. */
-static void test_bad_config_is_directory(void **state)
+OPTIM_TEST_WITH(test_bad_config_is_directory, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_config_dir");
     valid_files(&p, NULL);
@@ -1297,9 +1070,8 @@ static void test_bad_config_is_directory(void **state)
     expect_fail(&p, NULL, "config.json");
 }
 
-static void test_bad_config_json(void **state)
+OPTIM_TEST_WITH(test_bad_config_json, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_json");
     valid_files(&p, NULL);
@@ -1317,9 +1089,8 @@ static void test_bad_config_json(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_fail(&p, bad[i], NULL);
 }
 
-static void test_bad_unknown_class(void **state)
+OPTIM_TEST_WITH(test_bad_unknown_class, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_class");
     valid_files(&p, NULL);
@@ -1327,9 +1098,8 @@ static void test_bad_unknown_class(void **state)
     expect_fail(&p, "\"bogus\"", "bogus");
 }
 
-static void test_bad_unknown_key(void **state)
+OPTIM_TEST_WITH(test_bad_unknown_key, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_key");
     valid_files(&p, NULL);
@@ -1343,9 +1113,8 @@ static void test_bad_unknown_key(void **state)
                 "lr");
 }
 
-static void test_bad_hyperparameter_values(void **state)
+OPTIM_TEST_WITH(test_bad_hyperparameter_values, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_values");
     valid_files(&p, NULL);
@@ -1360,9 +1129,8 @@ static void test_bad_hyperparameter_values(void **state)
     expect_fail(&p, "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1e999}}", NULL);
 }
 
-static void test_bad_init_truncated(void **state)
+OPTIM_TEST_WITH(test_bad_init_truncated, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_trunc");
     valid_files(&p, NULL);
@@ -1379,9 +1147,8 @@ static void test_bad_init_truncated(void **state)
     drop(b);
 }
 
-static void test_bad_init_header_past_end(void **state)
+OPTIM_TEST_WITH(test_bad_init_header_past_end, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_hdr");
     valid_files(&p, NULL);
@@ -1398,9 +1165,8 @@ static void test_bad_init_header_past_end(void **state)
     drop(b);
 }
 
-static void test_bad_init_not_safetensors(void **state)
+OPTIM_TEST_WITH(test_bad_init_not_safetensors, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_text");
     valid_files(&p, NULL);
@@ -1408,9 +1174,8 @@ static void test_bad_init_not_safetensors(void **state)
     expect_fail(&p, NULL, "init.safetensors");
 }
 
-static void test_bad_grads_corrupt(void **state)
+OPTIM_TEST_WITH(test_bad_grads_corrupt, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_grads_corrupt");
     valid_files(&p, NULL);
@@ -1421,9 +1186,8 @@ static void test_bad_grads_corrupt(void **state)
     drop(b);
 }
 
-static void test_bad_init_empty(void **state)
+OPTIM_TEST_WITH(test_bad_init_empty, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_empty");
     valid_files(&p, NULL);
@@ -1431,9 +1195,8 @@ static void test_bad_init_empty(void **state)
     expect_fail(&p, NULL, "INIT");
 }
 
-static void test_bad_init_int_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_init_int_dtype, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_init_i32");
     valid_files(&p, NULL);
@@ -1461,9 +1224,8 @@ static void add_unknown_var(optim_st_writer *w)
     st_add_f(w, "1/nope", OPTIM_F32, g, 1, s);
 }
 
-static void test_bad_grads_unknown_variable(void **state)
+OPTIM_TEST_WITH(test_bad_grads_unknown_variable, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_unknown_var");
     valid_files(&p, add_unknown_var);
@@ -1478,9 +1240,8 @@ static void add_unknown_sparse(optim_st_writer *w)
     st_add_f(w, "0/nope/values", OPTIM_F32, v, 2, vs);
 }
 
-static void test_bad_grads_unknown_sparse_variable(void **state)
+OPTIM_TEST_WITH(test_bad_grads_unknown_sparse_variable, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_unknown_sparse");
     valid_files(&p, add_unknown_sparse);
@@ -1488,9 +1249,8 @@ static void test_bad_grads_unknown_sparse_variable(void **state)
 }
 
 /* GRADS names that do not start with a step number. */
-static void test_bad_grads_name_without_step(void **state)
+OPTIM_TEST_WITH(test_bad_grads_name_without_step, NULL, teardown)
 {
-    (void)state;
     static const char *const bad[] = {
         "layer/w",    "x/layer/w", "-1/layer/w", "+1/layer/w", " 1/layer/w",
         "1x/layer/w", "/layer/w",  "1",          "1/",         "99999999999999999999/layer/w"};
@@ -1519,9 +1279,8 @@ static void add_step_00(optim_st_writer *w)
     st_add_f(w, "00/layer/w", OPTIM_F32, g, 1, s);
 }
 
-static void test_bad_grads_same_step_twice(void **state)
+OPTIM_TEST_WITH(test_bad_grads_same_step_twice, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_step_twice");
     valid_files(&p, add_step_00);
@@ -1537,18 +1296,16 @@ static void add_gap(optim_st_writer *w)
 
 /* Steps run from 0 to the largest K; a step with no gradient at all is
  * refused (Keras: "No gradients provided for any variable"). */
-static void test_bad_grads_step_without_any_gradient(void **state)
+OPTIM_TEST_WITH(test_bad_grads_step_without_any_gradient, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_gap");
     valid_files(&p, add_gap);
     expect_fail(&p, NULL, "1");
 }
 
-static void test_bad_grads_empty(void **state)
+OPTIM_TEST_WITH(test_bad_grads_empty, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_grads_empty");
     valid_files(&p, NULL);
@@ -1557,9 +1314,8 @@ static void test_bad_grads_empty(void **state)
 }
 
 /* A gradient of the wrong shape: another length, another rank, a scalar. */
-static void test_bad_grad_shape(void **state)
+OPTIM_TEST_WITH(test_bad_grad_shape, NULL, teardown)
 {
-    (void)state;
     const double g[4] = {1, 2, 3, 4};
     const int64_t s4[1] = {4}, s31[2] = {3, 1}, s0[1] = {0};
     struct {
@@ -1580,9 +1336,8 @@ static void test_bad_grad_shape(void **state)
 }
 
 /* An F64 (or integer) gradient for an F32 variable. */
-static void test_bad_grad_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_grad_dtype, NULL, teardown)
 {
-    (void)state;
     const double g[3] = {1, 2, 3};
     const int64_t gi[3] = {1, 2, 3}, s[1] = {3};
     paths p;
@@ -1622,9 +1377,8 @@ static void sparse_grads(const paths *p, int step, optim_dtype it, const int64_t
     st_save(wg, p->grads);
 }
 
-static void test_bad_sparse_index_out_of_range(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_index_out_of_range, NULL, teardown)
 {
-    (void)state;
     const int64_t vs[2] = {2, 2};
     const int64_t idx_hi[2] = {1, 4}, idx_huge[2] = {0, (int64_t)1 << 40};
     paths p;
@@ -1638,9 +1392,8 @@ static void test_bad_sparse_index_out_of_range(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_index_negative(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_index_negative, NULL, teardown)
 {
-    (void)state;
     const int64_t vs[2] = {2, 2};
     const int64_t idx[2] = {0, -1}, idx_min[2] = {INT64_MIN, 0};
     paths p;
@@ -1654,9 +1407,8 @@ static void test_bad_sparse_index_negative(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_indices_without_values(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_indices_without_values, NULL, teardown)
 {
-    (void)state;
     const int64_t vs[2] = {2, 2}, idx[2] = {0, 1};
     paths p;
     mkpaths(&p, "bad_no_values");
@@ -1669,9 +1421,8 @@ static void test_bad_sparse_indices_without_values(void **state)
 }
 
 /* values must have one row per index, and the variable's row shape. */
-static void test_bad_sparse_count_mismatch(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_count_mismatch, NULL, teardown)
 {
-    (void)state;
     const int64_t idx[3] = {0, 1, 2};
     const int64_t fewer[2] = {2, 2}, more[2] = {4, 2}, wide[2] = {3, 3}, flat[1] = {3};
     paths p;
@@ -1687,9 +1438,8 @@ static void test_bad_sparse_count_mismatch(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_values_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_values_dtype, NULL, teardown)
 {
-    (void)state;
     const int64_t idx[2] = {0, 1}, vs[2] = {2, 2};
     paths p;
     mkpaths(&p, "bad_values_dtype");
@@ -1698,9 +1448,8 @@ static void test_bad_sparse_values_dtype(void **state)
     expect_fail(&p, NULL, "emb");
 }
 
-static void test_bad_sparse_indices_dtype(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_indices_dtype, NULL, teardown)
 {
-    (void)state;
     const double g[3] = {0.5, -0.5, 1}, v[4] = {1, 2, 3, 4}, fidx[2] = {0, 1};
     const int64_t s[1] = {3}, vs[2] = {2, 2}, is[1] = {2}, is2[2] = {2, 1}, idx[2] = {0, 1};
     paths p;
@@ -1728,9 +1477,8 @@ static void test_bad_sparse_indices_dtype(void **state)
 }
 
 /* A dense and a sparse gradient for the same variable in one step. */
-static void test_bad_dense_and_sparse_same_step(void **state)
+OPTIM_TEST_WITH(test_bad_dense_and_sparse_same_step, NULL, teardown)
 {
-    (void)state;
     const double e[8] = {0}, v[2] = {1, 2};
     const int64_t es[2] = {4, 2}, vs[2] = {1, 2}, idx[1] = {3};
     paths p;
@@ -1745,9 +1493,8 @@ static void test_bad_dense_and_sparse_same_step(void **state)
 }
 
 /* Rows of a scalar variable make no sense. */
-static void test_bad_sparse_for_scalar(void **state)
+OPTIM_TEST_WITH(test_bad_sparse_for_scalar, NULL, teardown)
 {
-    (void)state;
     const double w[1] = {1}, v[1] = {1};
     const int64_t s0[1] = {0}, vs[1] = {1}, idx[1] = {0};
     paths p;
@@ -1764,9 +1511,8 @@ static void test_bad_sparse_for_scalar(void **state)
 
 /* An INIT variable whose name OUT needs for something else ("iterations",
  * or another variable's slot): OUT cannot hold both, so the replay fails. */
-static void test_bad_init_name_collides_with_out(void **state)
+OPTIM_TEST_WITH(test_bad_init_name_collides_with_out, NULL, teardown)
 {
-    (void)state;
     const double w[3] = {1, 2, 3};
     const int64_t s[1] = {3};
     static const char *const clash[][2] = {{"iterations", "0/iterations"},
@@ -1788,9 +1534,8 @@ static void test_bad_init_name_collides_with_out(void **state)
 }
 
 /* OUT cannot be written: the failure is reported like any other. */
-static void test_bad_out_unwritable(void **state)
+OPTIM_TEST_WITH(test_bad_out_unwritable, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "bad_out");
     valid_files(&p, NULL);
@@ -1810,9 +1555,8 @@ static void add_bad_step2(optim_st_writer *w)
     st_add_f(w, "2/emb/values", OPTIM_F32, v, 2, vs);
 }
 
-static void test_failure_keeps_existing_out(void **state)
+OPTIM_TEST_WITH(test_failure_keeps_existing_out, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "keep_out");
     valid_files(&p, NULL);
@@ -1823,7 +1567,7 @@ static void test_failure_keeps_existing_out(void **state)
     unsigned char *before = slurp(p.out, &len0);
 
     /* Fails early (CONFIG), late (step 2, after two good steps), and on INIT. */
-    result r;
+    optim_test_proc r;
     write_text(p.config, "{\"class_name\": \"Bogus\"}");
     run_replay(&p, &r);
     check_failed(&r, NULL, NULL, "Bogus");
@@ -1852,9 +1596,8 @@ static void test_failure_keeps_existing_out(void **state)
 
 /* An OUT that exists and is not a regular file is refused and left as it was
  * (as root, `optim replay ... /dev/null` once replaced /dev/null). */
-static void test_bad_out_not_regular(void **state)
+OPTIM_TEST_WITH(test_bad_out_not_regular, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "out_not_regular");
     valid_files(&p, NULL);
@@ -1871,8 +1614,8 @@ static void test_bad_out_not_regular(void **state)
     const char *kinds[] = {"symbolic link", "FIFO", "directory", "device"};
     for (size_t i = 0; i < 4; i++) {
         const char *args[] = {"replay", p.config, p.init, p.grads, outs[i], NULL};
-        result r;
-        run_cli(args, p.err, &r);
+        optim_test_proc r;
+        run_cli(args, &r);
         check_failed(&r, p.dir, NULL, kinds[i]);
         assert_non_null(strstr(r.err, "not a regular file"));
     }
@@ -1893,9 +1636,8 @@ static void test_bad_out_not_regular(void **state)
 
 /* An OUT name of 250 bytes (NAME_MAX is 255) works: the temporary file's
  * name does not grow with OUT's. */
-static void test_out_long_name(void **state)
+OPTIM_TEST_WITH(test_out_long_name, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "out_long");
     valid_files(&p, NULL);
@@ -1935,20 +1677,13 @@ static int has_new_entry(const char *dir)
  * new entry appears in its directory. */
 static void kill_during_write(const paths *p, int sig)
 {
-    pid_t pid = fork();
-    assert_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_WRONLY);
-        if (nul < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0) _exit(126);
-        execl(OPTIM_CLI_PATH, OPTIM_CLI_PATH, "replay", p->config, p->init, p->grads, p->out,
-              (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
+    char *argv[] = {OPTIM_CLI_PATH, "replay", (char *)p->config, (char *)p->init, (char *)p->grads,
+                    (char *)p->out, NULL};
+    int pid = optim_test_start(argv, 1);
+    while (optim_test_wait(pid, 0) < 0) {
         if (has_new_entry(p->dir)) {
             kill(pid, sig);
-            assert_int_equal(waitpid(pid, &st, 0), pid);
+            optim_test_wait(pid, 1);
             break;
         }
         nanosleep(&(struct timespec){0, 100000}, NULL);
@@ -1957,9 +1692,8 @@ static void kill_during_write(const paths *p, int sig)
 
 /* SIGINT or SIGTERM while OUT is written leave no temporary file: either
  * nothing new, or OUT complete. */
-static void test_out_signal_leaves_nothing(void **state)
+OPTIM_TEST_WITH(test_out_signal_leaves_nothing, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "out_signal");
     const int64_t rows = (int64_t)8 << 20, shape[2] = {rows, 1}, one = 1;
@@ -1995,9 +1729,8 @@ static void test_out_signal_leaves_nothing(void **state)
 /* 50,000 variables in one step: variables are found by name in log time and
  * new slots ordered in n log n (a linear scan and an insertion sort made
  * this 28.5 s). A generous CPU-time limit, for sanitizer builds. */
-static void test_many_variables_one_step(void **state)
+OPTIM_TEST_WITH(test_many_variables_one_step, NULL, teardown)
 {
-    (void)state;
     paths p;
     mkpaths(&p, "many_vars");
     enum { NV = 50000 };
@@ -2034,84 +1767,8 @@ static void test_many_variables_one_step(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_dense_f32_momentum, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_momentum, teardown),
-        cmocka_unit_test_teardown(test_dense_f32_nesterov, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_nesterov, teardown),
-        cmocka_unit_test_teardown(test_dense_f32_plain, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_dense_f64_legacy_momentum, teardown),
-        cmocka_unit_test_teardown(test_legacy_decay_f32, teardown),
-        cmocka_unit_test_teardown(test_legacy_decay_f64_nesterov, teardown),
-        cmocka_unit_test_teardown(test_legacy_decay_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_clipnorm_f32, teardown),
-        cmocka_unit_test_teardown(test_clipnorm_f64, teardown),
-        cmocka_unit_test_teardown(test_clipnorm_f64_legacy, teardown),
-        cmocka_unit_test_teardown(test_clipvalue_f32, teardown),
-        cmocka_unit_test_teardown(test_clipvalue_f64, teardown),
-        cmocka_unit_test_teardown(test_global_clipnorm_f64, teardown),
-        cmocka_unit_test_teardown(test_missing_f64, teardown),
-        cmocka_unit_test_teardown(test_missing_f32, teardown),
-        cmocka_unit_test_teardown(test_mixed_dtypes_and_scalar, teardown),
-        cmocka_unit_test_teardown(test_many_steps_numeric_order, teardown),
-        cmocka_unit_test_teardown(test_bare_class_name_config, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f32_i32_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f64_i64_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f64_i32_nesterov, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f32_i64_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f64_i32_momentum, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f64_nesterov, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_f64_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_decay, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipnorm_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipnorm_duplicates_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipvalue_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_clipvalue_duplicates_plain, teardown),
-        cmocka_unit_test_teardown(test_sparse_legacy_global_clipnorm_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_clipnorm_duplicates, teardown),
-        cmocka_unit_test_teardown(test_sparse_keras3_equals_dense_replay, teardown),
-        cmocka_unit_test_teardown(test_sparse_empty_rows_keras3, teardown),
-        cmocka_unit_test_teardown(test_valid_files_ok, teardown),
-        cmocka_unit_test_teardown(test_bad_arg_count, teardown),
-        cmocka_unit_test_teardown(test_bad_missing_config, teardown),
-        cmocka_unit_test_teardown(test_bad_missing_init, teardown),
-        cmocka_unit_test_teardown(test_bad_missing_grads, teardown),
-        cmocka_unit_test_teardown(test_bad_config_is_directory, teardown),
-        cmocka_unit_test_teardown(test_bad_config_json, teardown),
-        cmocka_unit_test_teardown(test_bad_unknown_class, teardown),
-        cmocka_unit_test_teardown(test_bad_unknown_key, teardown),
-        cmocka_unit_test_teardown(test_bad_hyperparameter_values, teardown),
-        cmocka_unit_test_teardown(test_bad_init_truncated, teardown),
-        cmocka_unit_test_teardown(test_bad_init_header_past_end, teardown),
-        cmocka_unit_test_teardown(test_bad_init_not_safetensors, teardown),
-        cmocka_unit_test_teardown(test_bad_init_empty, teardown),
-        cmocka_unit_test_teardown(test_bad_init_int_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_corrupt, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_unknown_variable, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_unknown_sparse_variable, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_name_without_step, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_same_step_twice, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_step_without_any_gradient, teardown),
-        cmocka_unit_test_teardown(test_bad_grads_empty, teardown),
-        cmocka_unit_test_teardown(test_bad_grad_shape, teardown),
-        cmocka_unit_test_teardown(test_bad_grad_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_index_out_of_range, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_index_negative, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_indices_without_values, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_count_mismatch, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_values_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_indices_dtype, teardown),
-        cmocka_unit_test_teardown(test_bad_dense_and_sparse_same_step, teardown),
-        cmocka_unit_test_teardown(test_bad_sparse_for_scalar, teardown),
-        cmocka_unit_test_teardown(test_bad_init_name_collides_with_out, teardown),
-        cmocka_unit_test_teardown(test_bad_out_unwritable, teardown),
-        cmocka_unit_test_teardown(test_failure_keeps_existing_out, teardown),
-        cmocka_unit_test_teardown(test_bad_out_not_regular, teardown),
-        cmocka_unit_test_teardown(test_out_long_name, teardown),
-        cmocka_unit_test_teardown(test_out_signal_leaves_nothing, teardown),
-        cmocka_unit_test_teardown(test_many_variables_one_step, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    for (size_t i = 0; i < sizeof TRAJECTORIES / sizeof *TRAJECTORIES; i++)
+        optim_test_add((struct CMUnitTest){TRAJECTORIES[i].name, check_trajectory, NULL, teardown,
+                                           (void *)&TRAJECTORIES[i]});
+    return optim_test_run();
 }

@@ -4,12 +4,10 @@
  * themselves are checked against references in tests/test_opt_*.c. */
 #include "testutil.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -59,20 +57,6 @@ static void write_grads(optim_st_writer *w, int k)
     }
 }
 
-static int run_cli(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void check_config(const char *json)
 {
     const char *cfg = optim_test_tmpfile("cfg.json"), *init = optim_test_tmpfile("init.st");
@@ -105,12 +89,12 @@ static void check_config(const char *json)
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    int rc = run_cli(argv);
-    if (rc) print_error("replay failed (%d) for %s\n", rc, json);
-    assert_int_equal(rc, 0);
+    optim_test_proc r;
+    if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+    assert_eq(r.status, 0);
     /* The library on the same inputs. */
     optim_optimizer *opt;
-    rc = optim_from_json(&opt, json, &err);
+    int rc = optim_from_json(&opt, json, &err);
     if (rc) print_error("%s\n", err.msg);
     assert_int_equal(rc, 0);
     optim_st_file *g;
@@ -161,35 +145,40 @@ static void check_config(const char *json)
     for (int i = 0; i < 3; i++) optim_var_destroy(vars[i]);
 }
 
-static void test_every_config(void **s)
-{
-    (void)s;
-    for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++) check_config(CONFIGS[i]);
-}
+enum { N_CONFIGS = sizeof CONFIGS / sizeof *CONFIGS };
+
+/* One case per row of CONFIGS (registered in main). */
+static void check_row(void **state) { check_config(*state); }
 
 /* Every registered built-in appears in CONFIGS at least once. */
-static void test_every_class_covered(void **s)
+OPTIM_TEST(test_every_class_covered)
 {
-    (void)s;
-#define COVERED(sym)                                                          \
-    {                                                                         \
-        int found = 0;                                                        \
-        char needle[96];                                                      \
-        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);  \
-        for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++)         \
-            found |= strstr(CONFIGS[i], needle) != NULL;                      \
-        if (!found) print_error("no replay config for class %s\n", sym.name); \
-        assert_true(found);                                                   \
+#define COVERED(sym)                                                                        \
+    {                                                                                       \
+        int found = 0;                                                                      \
+        char needle[96];                                                                    \
+        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);                \
+        for (size_t i = 0; i < N_CONFIGS; i++) found |= strstr(CONFIGS[i], needle) != NULL; \
+        if (!found) print_error("no replay config for class %s\n", sym.name);               \
+        assert_true(found);                                                                 \
     }
     OPTIM_BUILTIN_CLASSES(COVERED)
 #undef COVERED
 }
 
+/* A row's case name: its class and its number in CONFIGS. */
+static const char *row_name(size_t i)
+{
+    static char names[N_CONFIGS][80];
+    const char *c = strstr(CONFIGS[i], "\"class_name\": \"");
+    int len = c ? (int)strcspn(c + 15, "\"") : 0;
+    snprintf(names[i], sizeof names[i], "%.*s #%zu", len, c ? c + 15 : "", i + 1);
+    return names[i];
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_class_covered),
-        cmocka_unit_test(test_every_config),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    for (size_t i = 0; i < N_CONFIGS; i++)
+        optim_test_add((struct CMUnitTest){row_name(i), check_row, NULL, NULL, (void *)CONFIGS[i]});
+    return optim_test_run();
 }

@@ -9,13 +9,11 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -246,9 +244,8 @@ static void check_case(const sched_case *c)
     optim_schedule_destroy(s);
 }
 
-static void test_closed_forms(void **st)
+OPTIM_TEST(test_closed_forms)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) check_case(&CASES[i]);
 }
 
@@ -261,9 +258,8 @@ static double value_of(const char *json, int64_t k)
 }
 
 /* The edges by hand: which side of each edge a step falls on. */
-static void test_edges(void **st)
+OPTIM_TEST(test_edges)
 {
-    (void)st;
     /* ExponentialDecay staircase: 0.1 through step 9, 0.05 from step 10. */
     assert_eq(value_of(CASES[1].json, 9), 0.1);
     assert_eq(value_of(CASES[1].json, 10), 0.05);
@@ -321,9 +317,8 @@ static void test_edges(void **st)
 
 /* CosineDecayRestarts with t_mul < 1: the periods sum to a finite horizon
  * (first / (1 - t_mul)); past it the value is NaN, as in Keras. */
-static void test_restarts_horizon(void **st)
+OPTIM_TEST(test_restarts_horizon)
 {
-    (void)st;
     optim_schedule *s =
         parse(J("CosineDecayRestarts",
                 "\"initial_learning_rate\": 0.1, \"first_decay_steps\": 10, \"t_mul\": 0.5"));
@@ -362,9 +357,8 @@ static void expect_text(const char *json, const char *want)
 /* Keras's keys in get_config order with the defaults filled in; numbers
  * that read back exactly, each in the form it was given in (Keras keeps the
  * Python int or float); defaults as Keras's (warmup_steps 0, power 1.0). */
-static void test_config_text(void **st)
+OPTIM_TEST(test_config_text)
 {
-    (void)st;
     expect_text(
         J("ExponentialDecay",
           "\"initial_learning_rate\": 0.1, \"decay_steps\": 1000, \"decay_rate\": "
@@ -425,9 +419,8 @@ static void test_config_text(void **st)
  * from TF holds it). Depends on the base handing set_config the list with
  * exact numbers: src/optimizer/schedule.c re-prints it with cJSON's printer,
  * which keeps 15 digits whenever they come within an ulp. */
-static void test_lists_keep_exact_numbers(void **st)
+OPTIM_TEST(test_lists_keep_exact_numbers)
 {
-    (void)st;
     const double f32_01 = 0.009999999776482582, f32_0001 = 0.0010000000474974513;
     optim_schedule *s = parse(J("PiecewiseConstantDecay",
                                 "\"boundaries\": [10, 1000000000000001], "
@@ -448,9 +441,8 @@ static void test_lists_keep_exact_numbers(void **st)
 }
 
 /* from_json(serialize(s)) == s: same text, same value at every step. */
-static void test_round_trips(void **st)
+OPTIM_TEST(test_round_trips)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         optim_schedule *a = parse(CASES[i].json);
         char *ta = optim_schedule_serialize(a);
@@ -471,9 +463,8 @@ static void test_round_trips(void **st)
     }
 }
 
-static void test_registry(void **st)
+OPTIM_TEST(test_registry)
 {
-    (void)st;
     static const char *const names[] = {"ExponentialDecay", "PiecewiseConstantDecay",
                                         "PolynomialDecay",  "InverseTimeDecay",
                                         "CosineDecay",      "CosineDecayRestarts"};
@@ -695,9 +686,8 @@ static const bad_case BAD[] = {
      {"unknown config key 'value'", "", ""}},
 };
 
-static void test_bad_configs(void **st)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)st;
     for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
         optim_schedule *s = (optim_schedule *)&s; /* must come back NULL */
         optim_error err;
@@ -723,27 +713,16 @@ static void test_bad_configs(void **st)
 
 /* ---- in an optimizer ---------------------------------------------------------- */
 
-static optim_optimizer *make_opt(const char *json)
-{
-    optim_optimizer *opt = NULL;
-    optim_error err;
-    int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
-    return opt;
-}
-
 /* learning_rate given as a nested schedule; get_config writes it back so. */
-static void test_nested_in_optimizer(void **st)
+OPTIM_TEST(test_nested_in_optimizer)
 {
-    (void)st;
     for (size_t i = 0; i < N_CASES; i++) {
         char json[1024];
         snprintf(
             json, sizeof json,
             "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": %s, \"momentum\": 0.5}}",
             CASES[i].json);
-        optim_optimizer *opt = make_opt(json);
+        optim_optimizer *opt = optim_test_make(json);
         char *sched = serialize_of(CASES[i].json);
         char *cfg = optim_get_config(opt);
         assert_non_null(cfg);
@@ -756,7 +735,7 @@ static void test_nested_in_optimizer(void **st)
         /* optim_serialize -> optim_from_json -> optim_serialize is the identity. */
         char *text = optim_serialize(opt);
         assert_non_null(text);
-        optim_optimizer *again = make_opt(text);
+        optim_optimizer *again = optim_test_make(text);
         char *text2 = optim_serialize(again);
         assert_string_equal(text, text2);
         /* get_hyper reads the schedule at the current step. */
@@ -772,10 +751,11 @@ static void test_nested_in_optimizer(void **st)
         optim_destroy(again);
     }
     /* In the legacy generation too. */
-    optim_optimizer *opt = make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
-        "PolynomialDecay",
-        "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
-                                                               "\"is_legacy_optimizer\": true}}");
+    optim_optimizer *opt =
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
+            "PolynomialDecay",
+            "\"initial_learning_rate\": 0.1, \"decay_steps\": 10") ", \"decay\": 0.01, "
+                                                                   "\"is_legacy_optimizer\": true}}");
     char *cfg = optim_get_config(opt);
     assert_contains(cfg, "\"learning_rate\":{\"class_name\":\"PolynomialDecay\",\"config\":{");
     optim_free(cfg);
@@ -823,7 +803,7 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
 {
     for (int d = 0; d < 2; d++) {
         const optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        optim_optimizer *opt = make_opt(opt_json);
+        optim_optimizer *opt = optim_test_make(opt_json);
         optim_schedule *twin = parse(c->json);
         float wf[N], gf[N], ef[N];
         double wd[N], gd[N], ed[N], closed[N];
@@ -877,9 +857,8 @@ static void check_sgd(const char *opt_json, const sched_case *c, double decay)
     }
 }
 
-static void test_sgd_with_each_schedule(void **st)
+OPTIM_TEST(test_sgd_with_each_schedule)
 {
-    (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(json, sizeof json,
@@ -894,9 +873,8 @@ static void test_sgd_with_each_schedule(void **st)
 }
 
 /* Legacy `decay` composes with a schedule: lr = schedule(t) / (1 + decay * t). */
-static void test_sgd_schedule_and_legacy_decay(void **st)
+OPTIM_TEST(test_sgd_schedule_and_legacy_decay)
 {
-    (void)st;
     char json[1024];
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(json, sizeof json,
@@ -919,9 +897,8 @@ static void test_sgd_schedule_and_legacy_decay(void **st)
 /* A schedule whose value leaves the learning rate's range (NaN past the end
  * of CosineDecayRestarts with t_mul < 1; a negative end value): that step is
  * refused and changes nothing. */
-static void test_schedule_value_refused_at_step(void **st)
+OPTIM_TEST(test_schedule_value_refused_at_step)
 {
-    (void)st;
     static const char *const jsons[] = {
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": " J(
             "CosineDecayRestarts",
@@ -933,7 +910,7 @@ static void test_schedule_value_refused_at_step(void **st)
     /* The horizon 5 / (1 - 0.5) = 10; 0.3 * (1 - k / 5) - 0.2 < 0 from k = 2. */
     const int first_bad[] = {10, 2};
     for (int j = 0; j < 2; j++) {
-        optim_optimizer *opt = make_opt(jsons[j]);
+        optim_optimizer *opt = optim_test_make(jsons[j]);
         double w0[2] = {1.0, 2.0}, g[2] = {0.5, -0.5};
         optim_var *w;
         optim_error err;
@@ -955,11 +932,10 @@ static void test_schedule_value_refused_at_step(void **st)
 }
 
 /* optim_set_hyper_schedule_object: the optimizer takes the schedule. */
-static void test_set_schedule_object(void **st)
+OPTIM_TEST(test_set_schedule_object)
 {
-    (void)st;
     optim_optimizer *opt =
-        make_opt("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
+        optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     optim_schedule *s = parse(CASES[1].json);
     assert_int_equal(optim_set_hyper_schedule_object(opt, "learning_rate", s), 0);
     double lr;
@@ -981,33 +957,14 @@ static void test_set_schedule_object(void **st)
 
 /* ---- the command-line tool ---------------------------------------------------- */
 
-/* Runs the CLI with stdout to /dev/null and stderr to `errfile`. */
-static int run_cli(char *const argv[], const char *errfile)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        int e = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (e >= 0) dup2(e, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* `optim replay` with SGD driven by each schedule: OUT against the closed form. */
-static void test_replay_with_each_schedule(void **st)
+OPTIM_TEST(test_replay_with_each_schedule)
 {
-    (void)st;
     enum { STEPS = 40, NW = 4, NV = 3 };
     const char *cfg = optim_test_tmpfile("sched_cfg.json"),
                *init = optim_test_tmpfile("sched_init.st");
     const char *grads = optim_test_tmpfile("sched_grads.st"),
                *out = optim_test_tmpfile("sched_out.st");
-    const char *errf = optim_test_tmpfile("sched_err.txt");
     optim_error err;
     /* INIT: "w" f64 [4], "v" f32 [3]. GRADS: K/w and K/v, dense, every step. */
     double w0[NW];
@@ -1047,9 +1004,9 @@ static void test_replay_with_each_schedule(void **st)
         unlink(out);
         char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                         (char *)grads,          (char *)out, NULL};
-        int rc = run_cli(argv, errf);
-        if (rc) print_error("replay failed (%d) for %s\n", rc, json);
-        assert_int_equal(rc, 0);
+        optim_test_proc r;
+        if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+        assert_eq(r.status, 0);
         double ew[NW], ev[NV];
         for (int i = 0; i < NW; i++) ew[i] = w0[i];
         for (int i = 0; i < NV; i++) ev[i] = v0[i];
@@ -1077,7 +1034,6 @@ static void test_replay_with_each_schedule(void **st)
     unlink(init);
     unlink(grads);
     unlink(out);
-    unlink(errf);
 }
 
 static int file_exists(const char *path)
@@ -1096,15 +1052,13 @@ static size_t read_head(const char *path, unsigned char *buf, size_t n)
     return got;
 }
 
-static void test_schedule_plot(void **st)
+OPTIM_TEST(test_schedule_plot)
 {
-    (void)st;
     /* optim_test_tmpfile recycles 8 buffers: keep copies. */
-    char cfg[512], png[512], errf[512], missing[512], badjson[512], badcls[512], badcfg[512],
-        dir[512], nodir[512];
+    char cfg[512], png[512], missing[512], badjson[512], badcls[512], badcfg[512], dir[512],
+        nodir[512];
     snprintf(cfg, sizeof cfg, "%s", optim_test_tmpfile("plot.json"));
     snprintf(png, sizeof png, "%s", optim_test_tmpfile("plot.png"));
-    snprintf(errf, sizeof errf, "%s", optim_test_tmpfile("plot_err.txt"));
     snprintf(missing, sizeof missing, "%s", optim_test_tmpfile("no_such.json"));
     snprintf(badjson, sizeof badjson, "%s", optim_test_tmpfile("bad.json"));
     snprintf(badcls, sizeof badcls, "%s", optim_test_tmpfile("badcls.json"));
@@ -1112,6 +1066,7 @@ static void test_schedule_plot(void **st)
     snprintf(dir, sizeof dir, "%s", optim_test_tmpfile(""));
     snprintf(nodir, sizeof nodir, "%s", optim_test_tmpfile("no_dir/out.png"));
     static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static optim_test_proc r;
     /* Every case, default and explicit STEPS: a valid 640x360 PNG. */
     for (size_t c = 0; c < N_CASES; c++) {
         assert_int_equal(optim_test_write_file(cfg, CASES[c].json, strlen(CASES[c].json)), 0);
@@ -1120,9 +1075,8 @@ static void test_schedule_plot(void **st)
         snprintf(steps, sizeof steps, "%lld", (long long)CASES[c].steps);
         char *argv[] = {
             (char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, c % 2 ? steps : NULL, NULL};
-        int rc = run_cli(argv, errf);
-        if (rc) print_error("schedule-plot failed (%d) for %s\n", rc, CASES[c].json);
-        assert_int_equal(rc, 0);
+        if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", CASES[c].json, r.err);
+        assert_eq(r.status, 0);
         unsigned char head[24];
         assert_int_equal(read_head(png, head, sizeof head), sizeof head);
         assert_memory_equal(head, sig, 8);
@@ -1141,7 +1095,7 @@ static void test_schedule_plot(void **st)
     assert_int_equal(optim_test_write_file(cfg, restart, strlen(restart)), 0);
     {
         char *argv[] = {(char *)OPTIM_CLI_PATH, "schedule-plot", cfg, png, "1000000000", NULL};
-        assert_int_equal(run_cli(argv, errf), 0);
+        assert_eq(optim_test_capture(argv, &r), 0);
         unsigned char head[8];
         assert_int_equal(read_head(png, head, 8), 8);
         assert_memory_equal(head, sig, 8);
@@ -1181,19 +1135,13 @@ static void test_schedule_plot(void **st)
         unlink(png);
         char *argv[7] = {(char *)OPTIM_CLI_PATH, "schedule-plot"};
         for (int a = 0; a < 4 && bad[i].args[a]; a++) argv[2 + a] = (char *)bad[i].args[a];
-        int rc = run_cli(argv, errf);
-        if (rc != bad[i].status)
-            print_error("case %zu: status %d, expected %d\n", i, rc, bad[i].status);
-        assert_int_equal(rc, bad[i].status);
+        if (optim_test_capture(argv, &r) != bad[i].status) print_error("case %zu\n", i);
+        assert_eq(r.status, bad[i].status);
         assert_false(file_exists(png));
         assert_false(file_exists(nodir));
-        char msg[1024] = {0};
-        size_t len = read_head(errf, (unsigned char *)msg, sizeof msg - 1);
-        assert_gt(len, 0);
-        if (!strstr(msg, bad[i].word))
-            print_error("case %zu: stderr '%s' lacks '%s'\n", i, msg, bad[i].word);
-        assert_contains(msg, bad[i].word);
-        char *nl = strchr(msg, '\n');
+        if (!strstr(r.err, bad[i].word)) print_error("case %zu\n", i);
+        assert_contains(r.err, bad[i].word);
+        char *nl = strchr(r.err, '\n');
         assert_non_null(nl);
         assert_int_equal(nl[1], '\0'); /* one line */
     }
@@ -1213,13 +1161,11 @@ static void test_schedule_plot(void **st)
     unlink(badjson);
     unlink(badcls);
     unlink(badcfg);
-    unlink(errf);
 }
 
 /* One schedule object belongs to one hyperparameter. */
-static void test_schedule_object_single_owner(void **state)
+OPTIM_TEST(test_schedule_object_single_owner)
 {
-    (void)state;
     optim_schedule *s;
     optim_error err;
     assert_int_equal(
@@ -1239,25 +1185,4 @@ static void test_schedule_object_single_owner(void **state)
     optim_destroy(opt); /* frees s once */
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedule_object_single_owner),
-        cmocka_unit_test(test_registry),
-        cmocka_unit_test(test_closed_forms),
-        cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_restarts_horizon),
-        cmocka_unit_test(test_config_text),
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_lists_keep_exact_numbers),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_nested_in_optimizer),
-        cmocka_unit_test(test_sgd_with_each_schedule),
-        cmocka_unit_test(test_sgd_schedule_and_legacy_decay),
-        cmocka_unit_test(test_schedule_value_refused_at_step),
-        cmocka_unit_test(test_set_schedule_object),
-        cmocka_unit_test(test_replay_with_each_schedule),
-        cmocka_unit_test(test_schedule_plot),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -7,12 +7,10 @@
  * and wrappers' steady-state steps on it. */
 #include "testutil.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "optim/optim.h"
@@ -43,9 +41,8 @@ static void assert_same_values(optim_var *a, optim_var *b)
 
 /* clipping = another optimizer: the same bits as that clipnorm set on the
  * stepping optimizer itself; the stepping one's own clipnorm is not used. */
-static void test_clipping_from_another(void **s)
+OPTIM_TEST(test_clipping_from_another)
 {
-    (void)s;
     optim_optimizer *plain = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"clipnorm\": 1.0}}");
     optim_optimizer *sgd = optim_test_make(
@@ -71,9 +68,8 @@ static void test_clipping_from_another(void **s)
 }
 
 /* SET_ITERATIONS, NO_ADVANCE, NO_CONSTRAINTS. */
-static void test_counter_and_constraints(void **s)
+OPTIM_TEST(test_counter_and_constraints)
 {
-    (void)s;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.1}}");
     optim_optimizer *ref =
@@ -119,9 +115,8 @@ static int halve(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
 /* inspect: SKIP changes nothing (not even a counter set by the options);
  * changing the gradients in place is seen by the update, never by the
  * caller's memory. */
-static void test_inspect(void **s)
+OPTIM_TEST(test_inspect)
 {
-    (void)s;
     optim_optimizer *sgd = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
@@ -161,9 +156,8 @@ static optim_optimizer *v1_inner(const optim_optimizer *opt)
 }
 
 /* Bad input: nothing changes and the message names what is wrong. */
-static void test_bad_input(void **s)
+OPTIM_TEST(test_bad_input)
 {
-    (void)s;
     assert_int_equal(optim_step(NULL, NULL, 0, NULL), OPTIM_EINVAL);
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
@@ -213,9 +207,8 @@ static void test_bad_input(void **s)
 
 /* optim_rollback: slots, weights, tracked variables and the counter as at
  * the savepoint. */
-static void test_savepoint(void **s)
+OPTIM_TEST(test_savepoint)
 {
-    (void)s;
     optim_optimizer *adam = optim_test_make("\"adam\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_savepoint sp = optim_savepoint_get(adam);
@@ -246,9 +239,8 @@ static void test_savepoint(void **s)
 
 /* optim_base_option_changed names the first base option off its default,
  * with both values as text. */
-static void test_base_option_changed(void **s)
+OPTIM_TEST(test_base_option_changed)
 {
-    (void)s;
     optim_optimizer *sgd = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"clipnorm\": 1.5, \"use_ema\": true}}");
     char have[64], want[64];
@@ -287,9 +279,8 @@ static void assert_arena_steady(optim_optimizer *opt, const optim_grad_var *p, s
     assert_gt(opt->arena.used_total, 0);
 }
 
-static void test_arena_steady_state(void **s)
+OPTIM_TEST(test_arena_steady_state)
 {
-    (void)s;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"clipnorm\": 1.0}}");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
@@ -303,9 +294,8 @@ static void test_arena_steady_state(void **s)
  * savepoint go, the optimizer-level weights made since (Nadam's u_product,
  * created with the first variable's slots and held in its class state)
  * and the counter stay; optim_rollback would destroy u_product too. */
-static void test_rollback_variables(void **s)
+OPTIM_TEST(test_rollback_variables)
 {
-    (void)s;
     optim_optimizer *nadam = optim_test_make("\"nadam\"");
     optim_var *a = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     optim_savepoint sp = optim_savepoint_get(nadam);
@@ -336,9 +326,8 @@ static void test_rollback_variables(void **s)
 
 /* optim_step_scratch: aligned memory from the optimizer's step arena;
  * bad input refused. */
-static void test_step_scratch(void **s)
+OPTIM_TEST(test_step_scratch)
 {
-    (void)s;
     assert_null(optim_step_scratch(NULL, 16));
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
     char *p = optim_step_scratch(sgd, 100), *q = optim_step_scratch(sgd, 0);
@@ -354,9 +343,8 @@ static void test_step_scratch(void **s)
 /* A wrapper's steady-state step takes its buffers from the scratch memory
  * it already holds: the arena keeps one block of the same size, for a TF
  * Addons wrapper (tfa.c) and for MultiOptimizer. */
-static void test_wrapper_arena_steady_state(void **s)
+OPTIM_TEST(test_wrapper_arena_steady_state)
 {
-    (void)s;
     static const char *const cfg[] = {
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\"}}",
         "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": \"OptimizerMap\", "
@@ -379,9 +367,8 @@ static void test_wrapper_arena_steady_state(void **s)
  * any other order, a subset, or a repeated variable must still find the
  * right slots or be refused. x steps its variables in shuffled orders, y
  * always in the first order: both end with the same bits. */
-static void test_pair_order_finds_the_right_slots(void **s)
+OPTIM_TEST(test_pair_order_finds_the_right_slots)
 {
-    (void)s;
     static const double ga[4] = {0.5, -1, 2, 0.25}, gb[4] = {-3, 0.5, 1, 4},
                         gc[4] = {1, 1, -2, 0.5};
     static const char *const names[3] = {"a", "b", "c"};
@@ -422,9 +409,8 @@ static void test_pair_order_finds_the_right_slots(void **s)
  * any number of times between steps, with pairs in an order that needs the
  * sort, the optimizer's arena does not grow (a block started for the sort
  * is freed, a block it fitted in is left as it was). */
-static void test_check_gradients_keeps_no_memory(void **s)
+OPTIM_TEST(test_check_gradients_keeps_no_memory)
 {
-    (void)s;
     enum { NV = 9000 }; /* 72 KB of pointers: more than the arena's first block */
     optim_optimizer *opt = optim_test_make("\"sgd\"");
     optim_var **v = calloc(NV, sizeof *v);
@@ -457,9 +443,8 @@ static void test_check_gradients_keeps_no_memory(void **s)
 /* optim_check_gradients on a built MultiOptimizer refuses a variable it
  * was not built for (its own question; each pair's shapes are its
  * sub-optimizer's, checked in its step). */
-static void test_check_gradients_multi(void **s)
+OPTIM_TEST(test_check_gradients_multi)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": "
         "{\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": \"sgd\"}}}}");
@@ -492,22 +477,6 @@ static const char *const NESTED[] = {
     "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": {\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"sgd\"}}}}",
     "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"sgd\", \"initial_scale\": 4.0}}, \"initial_scale\": 8.0}}",
 };
-
-static int run_cli(char *const argv[], const char *err_path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        int fe = err_path ? open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : fd;
-        if (fd >= 0) dup2(fd, 1);
-        if (fe >= 0) dup2(fe, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 /* INIT: "w" [4] f64; GRADS: 3 dense steps. */
 static void write_inputs(const char *init, const char *grads, const char *second_name)
@@ -545,9 +514,9 @@ static void check_nested(const char *json)
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    int rc = run_cli(argv, NULL);
-    if (rc) print_error("replay failed for %s\n", json);
-    assert_int_equal(rc, 0);
+    optim_test_proc r;
+    if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
+    assert_eq(r.status, 0);
     optim_optimizer *opt = optim_test_make(json);
     optim_var *v = optim_test_var("w", OPTIM_F64, 1, (int64_t[]){4}, W0);
     for (int k = 0; k < 3; k++) {
@@ -577,9 +546,8 @@ static void check_nested(const char *json)
     optim_var_destroy(v);
 }
 
-static void test_nested_wrappers(void **s)
+OPTIM_TEST(test_nested_wrappers)
 {
-    (void)s;
     for (size_t i = 0; i < sizeof NESTED / sizeof *NESTED; i++) check_nested(NESTED[i]);
     /* The qualified names themselves. */
     optim_optimizer *la = optim_test_make(NESTED[0]);
@@ -598,27 +566,19 @@ static void test_nested_wrappers(void **s)
 
 /* An INIT tensor named like a weight ("w/m" beside "w" under Adam): refused
  * before any step, with a line naming it; OUT is not created. */
-static void test_init_name_is_a_weight(void **s)
+OPTIM_TEST(test_init_name_is_a_weight)
 {
-    (void)s;
     const char *cfg = optim_test_tmpfile("c.json"), *init = optim_test_tmpfile("c_init.st");
     const char *grads = optim_test_tmpfile("c_grads.st"), *out = optim_test_tmpfile("c_out.st");
-    const char *errf = optim_test_tmpfile("c_err.txt");
     assert_int_equal(optim_test_write_file(cfg, "\"adam\"", 6), 0);
     write_inputs(init, grads, "w/m");
     unlink(out);
     char *argv[] = {(char *)OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,          (char *)out, NULL};
-    assert_int_not_equal(run_cli(argv, errf), 0);
-    assert_int_not_equal(access(out, F_OK), 0);
-    char msg[1024] = {0};
-    FILE *f = fopen(errf, "r");
-    assert_non_null(f);
-    size_t got = fread(msg, 1, sizeof msg - 1, f);
-    fclose(f);
-    assert_gt(got, 0);
-    if (!strstr(msg, "INIT tensor 'w/m'")) print_error("stderr: %s\n", msg);
-    assert_non_null(strstr(msg, "INIT tensor 'w/m'"));
+    optim_test_proc r;
+    assert_ne(optim_test_capture(argv, &r), 0);
+    assert_ne(access(out, F_OK), 0);
+    assert_contains(r.err, "INIT tensor 'w/m'");
 }
 
 static double nan_fn(void *u)
@@ -630,9 +590,8 @@ static double nan_fn(void *u)
 /* A failed optim_build on a wrapper changes nothing at any level: the
  * inner optimizers have no slots and are not built (they accept another
  * variable set afterwards). */
-static void test_failed_build_changes_nothing(void **s)
+OPTIM_TEST(test_failed_build_changes_nothing)
 {
-    (void)s;
     optim_optimizer *la = optim_test_make(NESTED[0]);
     optim_optimizer *mid = optim_wrapper_inner(la), *adam = optim_wrapper_inner(mid);
     assert_int_equal(optim_set_hyper_fn(la, "slow_step_size", nan_fn, NULL), 0);
@@ -654,25 +613,4 @@ static void test_failed_build_changes_nothing(void **s)
     optim_var_destroy(u);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_clipping_from_another),
-        cmocka_unit_test(test_counter_and_constraints),
-        cmocka_unit_test(test_inspect),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_savepoint),
-        cmocka_unit_test(test_base_option_changed),
-        cmocka_unit_test(test_arena_steady_state),
-        cmocka_unit_test(test_rollback_variables),
-        cmocka_unit_test(test_step_scratch),
-        cmocka_unit_test(test_wrapper_arena_steady_state),
-        cmocka_unit_test(test_check_gradients_multi),
-        cmocka_unit_test(test_nested_wrappers),
-        cmocka_unit_test(test_init_name_is_a_weight),
-        cmocka_unit_test(test_failed_build_changes_nothing),
-        cmocka_unit_test(test_pair_order_finds_the_right_slots),
-        cmocka_unit_test(test_check_gradients_keeps_no_memory),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,10 +173,9 @@ static void remove_tmp_dir(void)
     if (tmp_dir[0] && getpid() == tmp_owner) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-const char *optim_test_tmpfile(const char *name)
+/* The per-process temporary directory, made on first use. */
+static const char *tmp_dir_path(void)
 {
-    static char bufs[8][512];
-    static int slot;
     if (!tmp_dir[0]) {
         /* A new directory every run (mkdtemp), so that nothing a previous
          * process left behind, even under a reused pid, is in the way. */
@@ -187,8 +187,15 @@ const char *optim_test_tmpfile(const char *name)
         tmp_owner = getpid();
         atexit(remove_tmp_dir);
     }
+    return tmp_dir;
+}
+
+const char *optim_test_tmpfile(const char *name)
+{
+    static char bufs[8][512];
+    static int slot;
     char *b = bufs[slot++ % 8];
-    snprintf(b, 512, "%s/%s", tmp_dir, name);
+    snprintf(b, 512, "%s/%s", tmp_dir_path(), name);
     return b;
 }
 
@@ -204,27 +211,85 @@ void optim_test_write_st(const char *path, const char *const *names, const optim
 {
     optim_st_writer *wr;
     optim_error err;
-    assert_int_equal(optim_st_writer_create(&wr, &err), OPTIM_OK);
-    for (int i = 0; i < n; i++)
-        if (optim_st_writer_add(wr, names[i], &t[i], &err)) fail_msg("%s", err.msg);
-    if (optim_st_writer_save(wr, path, &err)) fail_msg("%s", err.msg);
+    assert_ok(optim_st_writer_create(&wr, &err), &err);
+    for (int i = 0; i < n; i++) assert_ok(optim_st_writer_add(wr, names[i], &t[i], &err), &err);
+    assert_ok(optim_st_writer_save(wr, path, &err), &err);
     optim_st_writer_destroy(wr);
+}
+
+/* In the child: fd to path (created or truncated; NULL leaves it). */
+static int redirect(int fd, const char *path)
+{
+    if (!path) return 0;
+    int to = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (to < 0 || dup2(to, fd) < 0) return -1;
+    return close(to);
+}
+
+/* Starts argv with stdout to out and stderr to err (NULL: inherited). */
+static int start(char *const *argv, const char *out, const char *err)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        print_error("fork for %s: %s\n", argv[0], strerror(errno));
+        fail();
+    }
+    if (pid == 0) {
+        if (redirect(1, out) || redirect(2, err)) _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return (int)pid;
+}
+
+int optim_test_start(char *const *argv, int quiet)
+{
+    return start(argv, quiet ? "/dev/null" : NULL, quiet ? "/dev/null" : NULL);
+}
+
+int optim_test_wait(int pid, int block)
+{
+    int st = 0;
+    pid_t got;
+    do got = waitpid((pid_t)pid, &st, block ? 0 : WNOHANG);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) return -1;
+    if (got != (pid_t)pid) {
+        print_error("waitpid(%d): %s\n", pid, strerror(errno));
+        fail();
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
 int optim_test_exec(char *const *argv, int quiet)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int nul = quiet ? open("/dev/null", O_WRONLY) : 0;
-        if (quiet && (nul < 0 || dup2(nul, 2) < 0 || dup2(nul, 1) < 0)) _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
+    return optim_test_wait(optim_test_start(argv, quiet), 1);
+}
+
+/* Reads path into buf (cap bytes, NUL-terminated); returns the file's size. */
+static size_t slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    struct stat st;
+    size_t len = f && fstat(fileno(f), &st) == 0 ? (size_t)st.st_size : n;
+    if (f) fclose(f);
+    return len;
+}
+
+int optim_test_capture(char *const *argv, optim_test_proc *r)
+{
+    char out[512], err[512]; /* not optim_test_tmpfile's slots: the caller's paths stay */
+    snprintf(out, sizeof out, "%s/.proc-stdout", tmp_dir_path());
+    snprintf(err, sizeof err, "%s/.proc-stderr", tmp_dir_path());
+    r->status = optim_test_wait(start(argv, out, err), 1);
+    r->out_len = slurp(out, r->out, sizeof r->out);
+    r->err_len = slurp(err, r->err, sizeof r->err);
+    remove(out);
+    remove(err);
+    return r->status;
 }
 
 optim_optimizer *optim_test_make(const char *json)
@@ -232,8 +297,8 @@ optim_optimizer *optim_test_make(const char *json)
     optim_optimizer *opt = NULL;
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_int_equal(rc, 0);
+    if (rc) print_error("optim_test_make(%s):\n", json);
+    assert_ok(rc, &err);
     return opt;
 }
 
@@ -252,32 +317,45 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
     optim_error err;
     int rc = optim_var_create(&v, name, dt, rank, shape, buf, &err);
     free(buf);
-    if (rc) print_error("%s\n", err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(rc, &err);
     return v;
 }
 
-static struct CMUnitTest registered[128];
-static int registered_line[128], nregistered;
+static struct CMUnitTest *registered;
+static int *registered_line;
+static size_t nregistered, registered_cap;
 
-void optim_test_register(const char *name, CMUnitTestFunction fn, int line)
+void optim_test_register(struct CMUnitTest t, int line)
 {
-    if (nregistered == 128) abort(); /* raise the limit */
-    registered[nregistered] = (struct CMUnitTest){name, fn, NULL, NULL, NULL};
+    if (nregistered == registered_cap) {
+        registered_cap = registered_cap ? 2 * registered_cap : 64;
+        registered = realloc(registered, registered_cap * sizeof *registered);
+        registered_line = realloc(registered_line, registered_cap * sizeof *registered_line);
+        if (!registered || !registered_line) abort(); /* before main: no test to fail */
+    }
+    registered[nregistered] = t;
     registered_line[nregistered++] = line;
 }
 
-int optim_test_run(void)
+void optim_test_add(struct CMUnitTest t) { optim_test_register(t, INT_MAX); }
+
+int optim_test_run_group(CMFixtureFunction setup, CMFixtureFunction teardown)
 {
-    for (int i = 1; i < nregistered; i++) /* insertion sort by line */
-        for (int j = i; j > 0 && registered_line[j - 1] > registered_line[j]; j--) {
+    for (size_t i = 1; i < nregistered; i++) /* stable insertion sort by line */
+        for (size_t j = i; j > 0 && registered_line[j - 1] > registered_line[j]; j--) {
             struct CMUnitTest t = registered[j];
             int l = registered_line[j];
             registered[j] = registered[j - 1], registered_line[j] = registered_line[j - 1];
             registered[j - 1] = t, registered_line[j - 1] = l;
         }
-    return _cmocka_run_group_tests("tests", registered, (size_t)nregistered, NULL, NULL);
+    int failed = _cmocka_run_group_tests("tests", registered, nregistered, setup, teardown);
+    free(registered);
+    free(registered_line);
+    registered = NULL, registered_line = NULL, nregistered = registered_cap = 0;
+    return failed;
 }
+
+int optim_test_run(void) { return optim_test_run_group(NULL, NULL); }
 
 void optim_test_free_(optim_optimizer *opt, optim_var **vars)
 {

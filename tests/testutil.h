@@ -117,18 +117,55 @@ void optim_test_var_floats(const optim_var *v, const float *want, int64_t n, con
 void optim_test_vars_bitwise(const optim_var *a, const optim_var *b, const char *ea, const char *eb,
                              const char *file, int line);
 
-/* A test case: OPTIM_TEST(name) { body } defines it and registers it for
- * optim_test_run, so no list in main repeats the names. */
-#define OPTIM_TEST(name)                                      \
-    static void name(void **state);                           \
-    __attribute__((constructor)) static void name##_reg(void) \
-    {                                                         \
-        optim_test_register(#name, name, __LINE__);           \
-    }                                                         \
+/* Registration: the only way a test file lists its cases.
+ *   OPTIM_TEST(name) { body }   defines the case and registers it;
+ *   OPTIM_TEST_WITH(name, setup, teardown) { body }   the same with cmocka's
+ *     per-case setup and teardown (int f(void **state); either may be NULL;
+ *     declared above the case);
+ *   optim_test_add(case)   adds a case built at run time (a table row's name,
+ *     function, setup, teardown and initial state), called in main before
+ *     optim_test_run; such cases run after the OPTIM_TEST ones, in the order
+ *     added;
+ *   int main(void) { return optim_test_run(); }   runs them: the OPTIM_TEST
+ *     cases in the order of their lines, then the added ones;
+ *     optim_test_run_group(setup, teardown) is the same with cmocka's group
+ *     setup and teardown. Code main ran before the cmocka list (registering
+ *     a class, reading a table) stays in main, before the run.
+ * The body's parameter is `void **state`.
+ *
+ * Converting a file that lists its cases for cmocka (the recipe; the script
+ * /work/helpers/cmocka_to_optim_test.py applies steps 1-4 and refuses the
+ * rest, naming what it refused):
+ *   1. Each `cmocka_unit_test(f)` in main: the definition
+ *      `static void f(void **s)` becomes `OPTIM_TEST(f)`;
+ *      `cmocka_unit_test_setup_teardown(f, su, td)` (or _setup/_teardown)
+ *      becomes `OPTIM_TEST_WITH(f, su, td)` (NULL for the one missing).
+ *   2. In its body `(void)s;` goes (the build has -Wno-unused-parameter);
+ *      any other use of the parameter is renamed to `state`. A prototype of
+ *      f above goes too (the macro declares it).
+ *   3. The list and `return cmocka_run_group_tests(tests, gs, gt);` become
+ *      `return optim_test_run();` (or `optim_test_run_group(gs, gt)` when
+ *      gs or gt is not NULL); statements before the list stay.
+ *   4. The cases now run in the order of their lines: where the list's order
+ *      differs and a case depends on one before it, move its definition.
+ *   5. A list built in a loop (one case per table row, via
+ *      `(struct CMUnitTest){...}`) becomes the same loop calling
+ *      optim_test_add(...) in main, then `return optim_test_run();`;
+ *      fixed cases in that list become OPTIM_TEST.
+ *   6. clang-format -i, build, and compare the case count in ctest's
+ *      "[  PASSED  ] N test(s)" line before and after. */
+#define OPTIM_TEST_WITH(name, setup, teardown)                                                  \
+    static void name(void **state);                                                             \
+    __attribute__((constructor)) static void name##_reg(void)                                   \
+    {                                                                                           \
+        optim_test_register((struct CMUnitTest){#name, name, setup, teardown, NULL}, __LINE__); \
+    }                                                                                           \
     static void name(void **state)
-void optim_test_register(const char *name, CMUnitTestFunction fn, int line);
-/* Runs the registered tests in the order of their lines (cmocka's output). */
+#define OPTIM_TEST(name) OPTIM_TEST_WITH(name, NULL, NULL)
+void optim_test_register(struct CMUnitTest t, int line);
+void optim_test_add(struct CMUnitTest t);
 int optim_test_run(void);
+int optim_test_run_group(CMFixtureFunction setup, CMFixtureFunction teardown);
 
 /* Loops over F32 then F64 with dt declared. */
 #define OPTIM_FOR_DTYPES(dt) \
@@ -148,9 +185,24 @@ int optim_test_write_file(const char *path, const void *data, size_t len);
  * test on error). */
 void optim_test_write_st(const char *path, const char *const *names, const optim_tensor *t, int n);
 
-/* Runs argv (argv[0] a path, NULL-terminated; with quiet, stdout and stderr
- * to /dev/null) in a child and returns its exit status (1000 if it did not
- * exit). */
+/* The one process runner. A command is argv: argv[0] a path, NULL-terminated.
+ * Its status: the exit status, or 1000 + the signal's number if a signal
+ * ended it. Each fails the test if it cannot fork.
+ * optim_test_exec: runs it (with quiet, stdout and stderr to /dev/null;
+ *   otherwise inherited) and returns its status.
+ * optim_test_capture: runs it with stdout and stderr captured in *r (so a
+ *   test can assert on the command's message) and returns its status.
+ * optim_test_start: starts it (quiet as above) without waiting and returns
+ *   its pid; optim_test_wait(pid, 1) waits and returns its status,
+ *   optim_test_wait(pid, 0) returns -1 at once while it still runs. */
+typedef struct optim_test_proc {
+    int status;
+    size_t out_len, err_len; /* bytes written, possibly more than kept */
+    char out[65536], err[8192]; /* what was written, NUL-terminated, truncated to fit */
+} optim_test_proc;
 int optim_test_exec(char *const *argv, int quiet);
+int optim_test_capture(char *const *argv, optim_test_proc *r);
+int optim_test_start(char *const *argv, int quiet);
+int optim_test_wait(int pid, int block);
 
 #endif
