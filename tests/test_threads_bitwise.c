@@ -81,9 +81,8 @@ static int free_cases(void **state)
 }
 
 /* Every built-in class has a case (so a new one cannot be left out). */
-static void test_cases_cover_every_builtin(void **state)
+OPTIM_TEST(test_cases_cover_every_builtin)
 {
-    (void)state;
 #define X(sym) &sym,
     const optim_class *builtins[] = {OPTIM_BUILTIN_CLASSES(X)};
 #undef X
@@ -323,15 +322,11 @@ int main(void)
 {
     saved_threads = omp_get_max_threads();
     read_cases();
-    static struct CMUnitTest tests[MAX_CASES + 1];
     static char names[MAX_CASES][128];
-    size_t n = 0;
-    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_cases_cover_every_builtin);
-    for (size_t i = 0; i < ncases; i++, n++) {
+    for (size_t i = 0; i < ncases; i++) {
         snprintf(names[i], sizeof names[i], "%.64s %s #%zu", cases[i].cls,
                  cases[i].gen == OPTIM_LEGACY ? "legacy" : "keras3", i + 1);
-        tests[n] = (struct CMUnitTest){names[i], test_case, NULL, restore_threads, &cases[i]};
+        optim_test_add((struct CMUnitTest){names[i], test_case, NULL, restore_threads, &cases[i]});
     }
-    int failed = _cmocka_run_group_tests("threads_bitwise", tests, n, NULL, free_cases);
-    return failed;
+    return optim_test_run_group(NULL, free_cases);
 }
