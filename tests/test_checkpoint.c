@@ -191,9 +191,8 @@ static void resume_one(const char *cfg, const char *dir)
     optim_destroy(oa), optim_destroy(ob);
 }
 
-static void test_resume_bitwise(void **s)
+OPTIM_TEST(test_resume_bitwise)
 {
-    (void)s;
     make_data();
     for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++) {
         char name[32];
@@ -206,9 +205,8 @@ static void test_resume_bitwise(void **s)
  * class, is refused and left as it was. */
 /* The optimizer's config comes back as it was written: every digit of a
  * float32 learning rate, ints as ints, floats as floats. */
-static void test_config_exact(void **s)
+OPTIM_TEST(test_config_exact)
 {
-    (void)s;
     make_data();
     const char *dir = optim_test_tmpfile("ckx");
     optim_optimizer *o =
@@ -229,9 +227,8 @@ static void test_config_exact(void **s)
     optim_destroy(o);
 }
 
-static void test_refusals(void **s)
+OPTIM_TEST(test_refusals)
 {
-    (void)s;
     make_data();
     const char *dir = optim_test_tmpfile("ckr");
     optim_optimizer *o = optim_test_make("\"adam\"");
@@ -315,9 +312,8 @@ static void save_forever(const char *dir, int done_fd)
  * kill in two trials of three), then kills at a varying moment of the next
  * save. Synchronising on the pipe, not on time, keeps the test meaningful on
  * a loaded machine or under a sanitizer. */
-static void test_sigkill_mid_write(void **s)
+OPTIM_TEST(test_sigkill_mid_write)
 {
-    (void)s;
     make_data();
     for (int trial = 0; trial < 12; trial++) {
         char name[32];
@@ -358,13 +354,4 @@ static void test_sigkill_mid_write(void **s)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resume_bitwise),
-        cmocka_unit_test(test_config_exact),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_sigkill_mid_write),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -275,9 +275,8 @@ static void expect_set_fails(optim_optimizer *opt, const char *name, double valu
 
 /* ---- Creation ------------------------------------------------------------------- */
 
-static void test_from_json_class_and_config(void **state)
+OPTIM_TEST(test_from_json_class_and_config)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, "
         "\"nesterov\": true}}");
@@ -306,9 +305,8 @@ static void test_from_json_class_and_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_from_json_bare_string(void **state)
+OPTIM_TEST(test_from_json_bare_string)
 {
-    (void)state;
     const char *names[] = {"\"sgd\"", "\"SGD\"", "\"Sgd\"", " \"sGD\" "};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         optim_optimizer *opt = from_json_ok(names[i]);
@@ -319,9 +317,8 @@ static void test_from_json_bare_string(void **state)
     }
 }
 
-static void test_class_name_case_insensitive(void **state)
+OPTIM_TEST(test_class_name_case_insensitive)
 {
-    (void)state;
     const char *jsons[] = {
         "{\"class_name\": \"sgd\", \"config\": {\"momentum\": 0.5}}",
         "{\"class_name\": \"Sgd\", \"config\": {\"momentum\": 0.5}}",
@@ -351,9 +348,8 @@ static void test_class_name_case_insensitive(void **state)
     assert_null(optim_find_class(NULL));
 }
 
-static void test_create_by_name(void **state)
+OPTIM_TEST(test_create_by_name)
 {
-    (void)state;
     optim_optimizer *opt = SENTINEL;
     optim_error err;
     assert_ok(optim_create_by_name(&opt, "sgd", NULL, &err), &err);
@@ -404,9 +400,8 @@ static void test_create_by_name(void **state)
     assert_contains(err.msg, "7");
 }
 
-static void test_from_config(void **state)
+OPTIM_TEST(test_from_config)
 {
-    (void)state;
     optim_optimizer *opt = SENTINEL;
     optim_error err;
     assert_ok(optim_from_config(&opt, "SGD", "{\"momentum\": 0.5, \"name\": \"a\"}", &err), &err);
@@ -451,10 +446,9 @@ static void test_from_config(void **state)
 
 /* ---- get_config key sets and defaults ------------------------------------------------- */
 
-static void test_keras3_default_config(void **state)
+OPTIM_TEST(test_keras3_default_config)
 {
     optim_error err;
-    (void)state;
     optim_optimizer *opt;
     assert_ok(optim_create(&opt, &optim_sgd_class, NULL, &err), &err);
     assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
@@ -489,9 +483,8 @@ static void test_keras3_default_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_legacy_default_config(void **state)
+OPTIM_TEST(test_legacy_default_config)
 {
-    (void)state;
     optim_optimizer *opt =
         from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}");
     assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
@@ -520,9 +513,8 @@ static void test_legacy_default_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_legacy_clip_keys_only_when_set(void **state)
+OPTIM_TEST(test_legacy_clip_keys_only_when_set)
 {
-    (void)state;
     static const struct {
         const char *json_extra;
         const char *keys[3];
@@ -564,9 +556,8 @@ static void test_legacy_clip_keys_only_when_set(void **state)
     }
 }
 
-static void test_keras3_config_values(void **state)
+OPTIM_TEST(test_keras3_config_values)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"name\": \"trainer\", \"learning_rate\": 0.125, "
         "\"weight_decay\": 0, \"clipvalue\": 0.5, \"momentum\": 0.95, \"nesterov\": true, "
@@ -589,9 +580,8 @@ static void test_keras3_config_values(void **state)
 
 /* ---- Round trips ----------------------------------------------------------------------- */
 
-static void test_round_trip(void **state)
+OPTIM_TEST(test_round_trip)
 {
-    (void)state;
     const char *configs[] = {
         "\"sgd\"",
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, "
@@ -635,9 +625,8 @@ static void test_round_trip(void **state)
     optim_destroy(a);
 }
 
-static void test_set_hyper_reflected_in_config(void **state)
+OPTIM_TEST(test_set_hyper_reflected_in_config)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok("\"sgd\"");
     assert_ok(optim_set_hyper(opt, "learning_rate", 0.05), opt);
     assert_ok(optim_set_hyper(opt, "momentum", 0.8), opt);
@@ -697,9 +686,8 @@ static void test_set_hyper_reflected_in_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_legacy_lr_alias(void **state)
+OPTIM_TEST(test_legacy_lr_alias)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3, \"is_legacy_optimizer\": true}}");
     assert_hyper(opt, "learning_rate", 0.3);
@@ -725,9 +713,8 @@ static void test_legacy_lr_alias(void **state)
     optim_destroy(opt);
 }
 
-static void test_name_kept(void **state)
+OPTIM_TEST(test_name_kept)
 {
-    (void)state;
     optim_optimizer *opt =
         from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"name\": \"head/opt\"}}");
     assert_string_equal(optim_name(opt), "head/opt");
@@ -745,9 +732,8 @@ static void test_name_kept(void **state)
 /* The Keras 2.11-2.15 "new" optimizer's config (tf.keras.optimizers.SGD):
  * Keras 3 keys minus the newest, plus jit_compile and is_legacy_optimizer
  * false; learning_rate as the float32 value it held. */
-static void test_keras_2_11_config_accepted(void **state)
+OPTIM_TEST(test_keras_2_11_config_accepted)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"weight_decay\": null, "
         "\"clipnorm\": null, \"global_clipnorm\": null, \"clipvalue\": null, \"use_ema\": false, "
@@ -824,9 +810,8 @@ static void test_keras_2_11_config_accepted(void **state)
 
 #define J(cfg) "{\"class_name\": \"SGD\", \"config\": " cfg "}"
 
-static void test_bad_class_and_keys(void **state)
+OPTIM_TEST(test_bad_class_and_keys)
 {
-    (void)state;
     expect_json_fails("{\"class_name\": \"Nope\", \"config\": {}}", OPTIM_ENOTFOUND, "'Nope'",
                       NULL);
     expect_json_fails("\"nope\"", OPTIM_ENOTFOUND, "'nope'", NULL);
@@ -851,9 +836,8 @@ static void test_bad_class_and_keys(void **state)
                       "'extra'", NULL);
 }
 
-static void test_bad_value_types(void **state)
+OPTIM_TEST(test_bad_value_types)
 {
-    (void)state;
     expect_json_fails(J("{\"learning_rate\": \"0.1\"}"), OPTIM_ETYPE, "learning_rate", "string",
                       "number", NULL);
     expect_json_fails(J("{\"learning_rate\": null}"), OPTIM_ETYPE, "learning_rate", "null", NULL);
@@ -874,9 +858,8 @@ static void test_bad_value_types(void **state)
                       "nesterov", NULL);
 }
 
-static void test_bad_value_ranges(void **state)
+OPTIM_TEST(test_bad_value_ranges)
 {
-    (void)state;
     expect_json_fails(J("{\"learning_rate\": -0.5}"), OPTIM_ERANGE, "learning_rate", "-0.5", NULL);
     expect_json_fails(J("{\"learning_rate\": 1e999}"), OPTIM_ERANGE, "learning_rate", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"learning_rate\": -1}"), OPTIM_ERANGE,
@@ -896,9 +879,8 @@ static void test_bad_value_ranges(void **state)
                       "ema_momentum", NULL);
 }
 
-static void test_bad_clip_combinations(void **state)
+OPTIM_TEST(test_bad_clip_combinations)
 {
-    (void)state;
     expect_json_fails(J("{\"clipnorm\": 1, \"global_clipnorm\": 1}"), OPTIM_EINVAL, "clipnorm",
                       "global_clipnorm", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"clipnorm\": 1, \"global_clipnorm\": 1}"),
@@ -909,9 +891,8 @@ static void test_bad_clip_combinations(void **state)
                       "global_clipnorm", "clipvalue", NULL);
 }
 
-static void test_bad_json_shapes(void **state)
+OPTIM_TEST(test_bad_json_shapes)
 {
-    (void)state;
     expect_json_fails("{\"class_name\": \"SGD\", \"config\": {", OPTIM_EPARSE, "malformed", NULL);
     expect_json_fails("", OPTIM_EPARSE, NULL);
     expect_json_fails("{\"class_name\": \"SGD\"} trailing", OPTIM_EPARSE, NULL);
@@ -945,25 +926,22 @@ static void test_bad_json_shapes(void **state)
 /* "is_legacy_optimizer" and "name" given twice are as ambiguous as any other
  * key (Python's json keeps the last one; cJSON's lookup finds the first), so
  * they are refused like other duplicates. */
-static void test_duplicate_is_legacy_optimizer(void **state)
+OPTIM_TEST(test_duplicate_is_legacy_optimizer)
 {
-    (void)state;
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"is_legacy_optimizer\": false}"),
                       OPTIM_EPARSE, "'is_legacy_optimizer'", NULL);
 }
 
-static void test_duplicate_name(void **state)
+OPTIM_TEST(test_duplicate_name)
 {
-    (void)state;
     expect_json_fails(J("{\"name\": \"a\", \"name\": \"b\"}"), OPTIM_EPARSE, "'name'", NULL);
 }
 
 /* Legacy "lr" with "learning_rate": tf.keras's OptimizerV2.from_config lets
  * "lr" win whatever the order. Either refuse the pair, or let lr win in both
  * orders; never depend on the key order. */
-static void test_legacy_lr_and_learning_rate(void **state)
+OPTIM_TEST(test_legacy_lr_and_learning_rate)
 {
-    (void)state;
     const char *jsons[] = {
         J("{\"is_legacy_optimizer\": true, \"learning_rate\": 0.1, \"lr\": 0.2}"),
         J("{\"is_legacy_optimizer\": true, \"lr\": 0.2, \"learning_rate\": 0.1}"),
@@ -990,9 +968,8 @@ static void test_legacy_lr_and_learning_rate(void **state)
 /* Numbers in get_config / serialize parse back to the very same double.
  * Keras writes float32 values (a tf.Variable's) such as 0.009999999776482582
  * (float32 0.01); 15 significant digits are not enough for them. */
-static void test_config_numbers_exact(void **state)
+OPTIM_TEST(test_config_numbers_exact)
 {
-    (void)state;
     static const struct {
         const char *key;
         double value;
@@ -1034,9 +1011,8 @@ static void test_config_numbers_exact(void **state)
  * decimal point (Keras 3 requires float momentum). Keras 3 holds the
  * learning rate in a float variable: always a float. Legacy key order
  * follows OptimizerV2.get_config: name, clip options, then the class's. */
-static void test_config_text_form(void **state)
+OPTIM_TEST(test_config_text_form)
 {
-    (void)state;
     optim_optimizer *opt =
         from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1}}");
     char *text = optim_get_config(opt);
@@ -1073,9 +1049,8 @@ static void test_config_text_form(void **state)
 
 /* Keras 3's base options load (their behaviour: tests/test_keras3_options.c)
  * and are range-checked. */
-static void test_not_yet_supported_options(void **state)
+OPTIM_TEST(test_not_yet_supported_options)
 {
-    (void)state;
     expect_json_fails(J("{\"weight_decay\": -0.1}"), OPTIM_ERANGE, "weight_decay", "-0.1", NULL);
     expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
                       "gradient_accumulation_steps", NULL);
@@ -1090,9 +1065,8 @@ static void test_not_yet_supported_options(void **state)
 
 /* ---- set_hyper failures leave the optimizer as it was --------------------------------------------- */
 
-static void test_set_hyper_bad_values_change_nothing(void **state)
+OPTIM_TEST(test_set_hyper_bad_values_change_nothing)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(J("{\"learning_rate\": 0.1, \"momentum\": 0.9, "
                                           "\"clipnorm\": 1.0, \"name\": \"keep\"}"));
     expect_set_fails(opt, "learning_rate", -0.1, OPTIM_ERANGE, "learning_rate", "-0.1", NULL);
@@ -1192,9 +1166,8 @@ static void expect_register_fails(const optim_class *cls, int code, const char *
     assert_status(optim_register_class(cls, NULL), code, NULL);
 }
 
-static void test_register_user_class(void **state)
+OPTIM_TEST(test_register_user_class)
 {
-    (void)state;
     optim_class cls = scaled_class("TestScaledSGD");
     optim_error err;
     assert_null(optim_find_class("TestScaledSGD"));
@@ -1280,9 +1253,8 @@ static void test_register_user_class(void **state)
     optim_destroy(from_json_ok("{\"class_name\": \"Custom>TestPrefixed\", \"config\": {}}"));
 }
 
-static void test_register_bad_tables(void **state)
+OPTIM_TEST(test_register_bad_tables)
 {
-    (void)state;
     optim_class c;
 
     c = scaled_class("BadVersion0");
@@ -1347,9 +1319,8 @@ static void test_register_bad_tables(void **state)
 /* A param whose default lies outside its own [min, max] would give every
  * optimizer of the class an out-of-range value that no set or step checks
  * (a plain number is only range-checked when set). The table is bad. */
-static void test_register_param_default_out_of_range(void **state)
+OPTIM_TEST(test_register_param_default_out_of_range)
 {
-    (void)state;
     static const optim_param bad_default[] = {
         {"beta", OPTIM_PARAM_FLOAT, 0, 5.0, 0.0, 1.0},
     };
@@ -1401,9 +1372,8 @@ static optim_class mode_class(const char *name)
     return c;
 }
 
-static void test_string_param_kind(void **state)
+OPTIM_TEST(test_string_param_kind)
 {
-    (void)state;
     optim_class cls = mode_class("TestModeSGD");
     optim_error err;
     assert_ok(optim_register_class(&cls, &err), &err);
@@ -1436,9 +1406,8 @@ static void test_string_param_kind(void **state)
                       OPTIM_ETYPE, "'sparse_mode' is null", NULL);
 }
 
-static void test_string_param_bad_tables(void **state)
+OPTIM_TEST(test_string_param_bad_tables)
 {
-    (void)state;
     optim_class c = mode_class("BadModeNoChoices");
     c.param_choices = NULL;
     expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
@@ -1463,9 +1432,8 @@ static void test_string_param_bad_tables(void **state)
     expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
 }
 
-static void test_read_strings(void **state)
+OPTIM_TEST(test_read_strings)
 {
-    (void)state;
     char **list = (char **)&not_an_opt;
     optim_error err;
     assert_ok(optim_config_read_strings("k", "[\"a\", \"b(c\"]", &list, &err), &err);
@@ -1492,9 +1460,8 @@ static void test_read_strings(void **state)
     optim_strings_free(NULL);
 }
 
-static void test_name_patterns(void **state)
+OPTIM_TEST(test_name_patterns)
 {
-    (void)state;
     static const char *const pats[] = {"bias$", "^emb"};
     optim_name_patterns *p = NULL;
     optim_error err;
@@ -1533,9 +1500,8 @@ static void test_name_patterns(void **state)
  * estimate), with a message, before regcomp; ordinary patterns, long
  * literal ones included, still compile. (The refused cases below are ones
  * main compiled in under 2 s.) */
-static void test_name_patterns_size_bound(void **state)
+OPTIM_TEST(test_name_patterns_size_bound)
 {
-    (void)state;
     char stacked[64] = "b.*", literal[3001];
     memset(stacked + 3, '+', 8);
     memset(literal, 'n', 3000);
@@ -1614,9 +1580,8 @@ static void test_name_patterns_size_bound(void **state)
 }
 
 /* One reader: every nesting level refuses what the top level refuses. */
-static void test_nested_objects_equally_strict(void **state)
+OPTIM_TEST(test_nested_objects_equally_strict)
 {
-    (void)state;
     expect_json_fails("{\"class_name\": \"SGD\", \"config\": {}, \"extra\": 1}", OPTIM_EKEY,
                       "optimizer JSON has unknown key 'extra'", NULL);
     expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": "
@@ -1647,9 +1612,8 @@ static void test_nested_objects_equally_strict(void **state)
 }
 
 /* Detection without is_legacy_optimizer, forcing, and the legacy names. */
-static void test_generation_detection(void **state)
+OPTIM_TEST(test_generation_detection)
 {
-    (void)state;
     /* tfk: written back as tf-keras's new-style optimizers write it. */
     static const struct {
         const char *json;
@@ -1719,45 +1683,4 @@ static void test_generation_detection(void **state)
     optim_destroy(opt);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_from_json_class_and_config),
-        cmocka_unit_test(test_from_json_bare_string),
-        cmocka_unit_test(test_class_name_case_insensitive),
-        cmocka_unit_test(test_create_by_name),
-        cmocka_unit_test(test_from_config),
-        cmocka_unit_test(test_keras3_default_config),
-        cmocka_unit_test(test_legacy_default_config),
-        cmocka_unit_test(test_legacy_clip_keys_only_when_set),
-        cmocka_unit_test(test_keras3_config_values),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_config_text_form),
-        cmocka_unit_test(test_set_hyper_reflected_in_config),
-        cmocka_unit_test(test_legacy_lr_alias),
-        cmocka_unit_test(test_name_kept),
-        cmocka_unit_test(test_keras_2_11_config_accepted),
-        cmocka_unit_test(test_bad_class_and_keys),
-        cmocka_unit_test(test_bad_value_types),
-        cmocka_unit_test(test_bad_value_ranges),
-        cmocka_unit_test(test_bad_clip_combinations),
-        cmocka_unit_test(test_bad_json_shapes),
-        cmocka_unit_test(test_duplicate_is_legacy_optimizer),
-        cmocka_unit_test(test_duplicate_name),
-        cmocka_unit_test(test_legacy_lr_and_learning_rate),
-        cmocka_unit_test(test_config_numbers_exact),
-        cmocka_unit_test(test_not_yet_supported_options),
-        cmocka_unit_test(test_set_hyper_bad_values_change_nothing),
-        cmocka_unit_test(test_register_user_class),
-        cmocka_unit_test(test_register_bad_tables),
-        cmocka_unit_test(test_register_param_default_out_of_range),
-        cmocka_unit_test(test_string_param_kind),
-        cmocka_unit_test(test_string_param_bad_tables),
-        cmocka_unit_test(test_read_strings),
-        cmocka_unit_test(test_name_patterns),
-        cmocka_unit_test(test_name_patterns_size_bound),
-        cmocka_unit_test(test_nested_objects_equally_strict),
-        cmocka_unit_test(test_generation_detection),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

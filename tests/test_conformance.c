@@ -69,7 +69,7 @@ static void register_once(void)
     if (!optim_find_class("TestChunkSGD")) assert_ok(optim_register_class(&bad, &err), &err);
 }
 
-static void test_correct_class_passes(void **state)
+OPTIM_TEST(test_correct_class_passes)
 {
     register_once();
     tally t = {0};
@@ -89,7 +89,7 @@ static void test_correct_class_passes(void **state)
     assert_int_equal(t.calls, t.pass + t.skip);
 }
 
-static void test_fault_is_caught_by_its_check(void **state)
+OPTIM_TEST(test_fault_is_caught_by_its_check)
 {
     optim_error err;
     register_once();
@@ -105,7 +105,7 @@ static void test_fault_is_caught_by_its_check(void **state)
     assert_null(strstr(t.failed, "slots."));
 }
 
-static void test_bad_input(void **state)
+OPTIM_TEST(test_bad_input)
 {
     register_once();
     optim_conformance_options o = optim_conformance_defaults();
@@ -136,7 +136,7 @@ static void test_bad_input(void **state)
     assert_int_equal(failed, 7);
 }
 
-static void test_error_set(void **state)
+OPTIM_TEST(test_error_set)
 {
     optim_error err;
     assert_status(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1),
@@ -151,13 +151,4 @@ static void test_error_set(void **state)
     assert_int_equal(strlen(err.msg), OPTIM_ERRMSG_MAX - 1);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_correct_class_passes),
-        cmocka_unit_test(test_fault_is_caught_by_its_check),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_error_set),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

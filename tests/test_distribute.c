@@ -70,9 +70,8 @@ static void assert_same_on_all_ranks(optim_group *g, const void *data, size_t by
     assert_eq(v[1], (double)h * (double)h * optim_group_size(g));
 }
 
-static void test_dense_sum_rank_order(void **state)
+OPTIM_TEST(test_dense_sum_rank_order)
 {
-    (void)state;
     optim_group *g = make_group(0);
     int size = optim_group_size(g), rank = optim_group_rank(g);
     enum { N = 1000 };
@@ -117,9 +116,8 @@ static int64_t sparse_rows(int r, int64_t *idx, float *vals, int k)
     return n;
 }
 
-static void test_sparse_gather_matches_concatenation(void **state)
+OPTIM_TEST(test_sparse_gather_matches_concatenation)
 {
-    (void)state;
     optim_group *g = make_group(0);
     int size = optim_group_size(g), rank = optim_group_rank(g);
     const char *cfg = "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 0.5}}";
@@ -155,9 +153,8 @@ static void test_sparse_gather_matches_concatenation(void **state)
     optim_var_destroy(ref);
 }
 
-static void test_global_clipnorm_sees_the_sum(void **state)
+OPTIM_TEST(test_global_clipnorm_sees_the_sum)
 {
-    (void)state;
     optim_group *g = make_group(0);
     int size = optim_group_size(g), rank = optim_group_rank(g);
     const char *cfg =
@@ -222,9 +219,8 @@ static optim_model *embedding_model(optim_optimizer *opt)
     return m;
 }
 
-static void test_embedding_fit_matches_one_process(void **state)
+OPTIM_TEST(test_embedding_fit_matches_one_process)
 {
-    (void)state;
     optim_group *g = make_group(0);
     enum { S = 70, T = 5 };
     int32_t x[S * T], y[S];
@@ -316,9 +312,8 @@ static void step_both(optim_group *g, optim_optimizer *opt, optim_optimizer *rop
     assert_ok(optim_apply_gradients(ropt, sum, 4, 0), ropt);
 }
 
-static void test_sharded_adam(void **state)
+OPTIM_TEST(test_sharded_adam)
 {
-    (void)state;
     optim_group *g = make_group(1);
     int size = optim_group_size(g);
     static const int64_t shapes[4][2] = {{7, 5}, {6, 4}, {9, 0}, {0, 0}};
@@ -414,9 +409,8 @@ static void test_sharded_adam(void **state)
             free(c.g[i]);
 }
 
-static void test_sharded_refusals(void **state)
+OPTIM_TEST(test_sharded_refusals)
 {
-    (void)state;
     optim_group *g = make_group(1);
     optim_var *w = zeros("w", 2, (int64_t[]){4, 3});
     float grad[12] = {1, 2, 3};
@@ -459,9 +453,8 @@ static void test_sharded_refusals(void **state)
     optim_var_destroy(w);
 }
 
-static void test_mismatched_pairs_fail_everywhere(void **state)
+OPTIM_TEST(test_mismatched_pairs_fail_everywhere)
 {
-    (void)state;
     optim_group *g = make_group(0);
     optim_var *a = zeros("a", 1, (int64_t[]){5});
     optim_var *b = zeros("b", 1, (int64_t[]){5});
@@ -503,9 +496,8 @@ static void test_mismatched_pairs_fail_everywhere(void **state)
  * usable. A differing element count is reported against rank 0's value,
  * labelled rank 0. Calls out of step (a sum on rank 0, a settings check on
  * the others) fail as such on every rank instead of exchanging data. */
-static void test_settings_and_frames(void **state)
+OPTIM_TEST(test_settings_and_frames)
 {
-    (void)state;
     optim_group *g = make_group(0);
     int rank = optim_group_rank(g), size = optim_group_size(g);
     char seed[16];
@@ -553,9 +545,8 @@ static void test_settings_and_frames(void **state)
     optim_var_destroy(a);
 }
 
-static void test_bad_arguments(void **state)
+OPTIM_TEST(test_bad_arguments)
 {
-    (void)state;
     optim_error err;
     optim_group *g = (optim_group *)1;
     optim_group_options o = optim_group_defaults();
@@ -618,18 +609,4 @@ static void test_bad_arguments(void **state)
     optim_destroy(opt);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_sum_rank_order),
-        cmocka_unit_test(test_sparse_gather_matches_concatenation),
-        cmocka_unit_test(test_global_clipnorm_sees_the_sum),
-        cmocka_unit_test(test_embedding_fit_matches_one_process),
-        cmocka_unit_test(test_sharded_adam),
-        cmocka_unit_test(test_sharded_refusals),
-        cmocka_unit_test(test_mismatched_pairs_fail_everywhere),
-        cmocka_unit_test(test_settings_and_frames),
-        cmocka_unit_test(test_bad_arguments),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

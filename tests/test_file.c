@@ -46,7 +46,7 @@ static int strays(const char *path, const char *keep1, const char *keep2)
     return n;
 }
 
-static void test_commit_replaces(void **s)
+OPTIM_TEST(test_commit_replaces)
 {
     const char *p = optim_test_tmpfile("atomic.txt");
     assert_eq(optim_test_write_file(p, "old", 3), 0);
@@ -64,7 +64,7 @@ static void test_commit_replaces(void **s)
     assert_eq(strays(p, "atomic.txt", NULL), 0);
 }
 
-static void test_abort_leaves_old(void **s)
+OPTIM_TEST(test_abort_leaves_old)
 {
     optim_error err;
     const char *p = optim_test_tmpfile("kept.txt");
@@ -80,7 +80,7 @@ static void test_abort_leaves_old(void **s)
     assert_eq(strays(p, "kept.txt", NULL), 0);
 }
 
-static void test_refuses_non_regular(void **s)
+OPTIM_TEST(test_refuses_non_regular)
 {
     const char *target = optim_test_tmpfile("target.txt");
     const char *link = optim_test_tmpfile("link.txt");
@@ -104,7 +104,7 @@ static void test_refuses_non_regular(void **s)
     free(t);
 }
 
-static void test_bad_arguments(void **s)
+OPTIM_TEST(test_bad_arguments)
 {
     optim_error err;
     optim_atomic_file *af;
@@ -119,13 +119,4 @@ static void test_bad_arguments(void **s)
     assert_null(optim_atomic_file_stream(NULL));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_commit_replaces),
-        cmocka_unit_test(test_abort_leaves_old),
-        cmocka_unit_test(test_refuses_non_regular),
-        cmocka_unit_test(test_bad_arguments),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -133,17 +133,9 @@ static void exhaustive_decode(optim_dtype dt, double (*dec)(uint16_t), uint16_t 
     }
 }
 
-static void test_f16_exhaustive(void **state)
-{
-    (void)state;
-    exhaustive_decode(OPTIM_F16, dec16, 0x7c00, 0x0200);
-}
+OPTIM_TEST(test_f16_exhaustive) { exhaustive_decode(OPTIM_F16, dec16, 0x7c00, 0x0200); }
 
-static void test_bf16_exhaustive(void **state)
-{
-    (void)state;
-    exhaustive_decode(OPTIM_BF16, decbf, 0x7f80, 0x0040);
-}
+OPTIM_TEST(test_bf16_exhaustive) { exhaustive_decode(OPTIM_BF16, decbf, 0x7f80, 0x0040); }
 
 /* The same checks on n floats converted in one call (the vectorised and
  * hardware paths take whole runs, the scalar rules the rest). */
@@ -203,9 +195,8 @@ static uint64_t rng(void)
     return rng_state;
 }
 
-static void test_rounding(void **state)
+OPTIM_TEST(test_rounding)
 {
-    (void)state;
     midpoints(OPTIM_F16, &T16);
     midpoints(OPTIM_BF16, &TBF);
     enum { NRAND = 400000 };
@@ -247,9 +238,8 @@ static void test_rounding(void **state)
  * float32 high half with low halves at each rounding edge of both types
  * (bfloat16 rounds at bit 16, float16 at bit 13 and, for subnormals,
  * above), in runs where NaN, infinite and finite lanes share an 8. */
-static void test_bulk_sweep(void **state)
+OPTIM_TEST(test_bulk_sweep)
 {
-    (void)state;
     static const uint16_t LOW[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2001,
                                    0x3fff, 0x6000, 0x7fff, 0x8000, 0x8001, 0xa000, 0xe000, 0xffff};
     enum { NLOW = sizeof LOW / sizeof *LOW, N = NLOW * 65536 };
@@ -277,9 +267,8 @@ static void test_bulk_sweep(void **state)
     free(got);
 }
 
-static void test_convert_bad_input(void **state)
+OPTIM_TEST(test_convert_bad_input)
 {
-    (void)state;
     float f[2] = {1, 2};
     uint16_t h[2] = {7, 7};
     assert_status(optim_convert(h, OPTIM_I32, f, OPTIM_F32, 2), OPTIM_EDTYPE, NULL);
@@ -381,23 +370,20 @@ static void run_config(const char *json, optim_dtype dt)
     half_pair_free(&p);
 }
 
-static void test_builtins_f16(void **state)
+OPTIM_TEST(test_builtins_f16)
 {
-    (void)state;
     for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) run_config(CONFIGS[c], OPTIM_F16);
 }
 
-static void test_builtins_bf16(void **state)
+OPTIM_TEST(test_builtins_bf16)
 {
-    (void)state;
     for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++)
         run_config(CONFIGS[c], OPTIM_BF16);
 }
 
 /* Thread counts give the same bits (the chunks and blocks are fixed). */
-static void test_threads(void **state)
+OPTIM_TEST(test_threads)
 {
-    (void)state;
     uint16_t out[3][1300];
     for (int t = 1; t <= 3; t++) {
         half_pair p;
@@ -419,9 +405,8 @@ static void test_threads(void **state)
  * element-wise blocks (clipped, decayed, rounded stochastically) and a
  * whole-variable class's scratch (the gradients are made before counting
  * starts). */
-static void test_steady_state_allocates_nothing(void **state)
+OPTIM_TEST(test_steady_state_allocates_nothing)
 {
-    (void)state;
     const char *const configs[] = {
         CONFIGS[2],
         CONFIGS[4],
@@ -473,10 +458,9 @@ static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code
     assert_eq(optim_iterations(opt), it);
 }
 
-static void test_refusals(void **state)
+OPTIM_TEST(test_refusals)
 {
     optim_error err;
-    (void)state;
     const int64_t shape[2] = {2, 2};
     uint16_t h[4] = {0x3c00, 0x4000, 0xbc00, 0};
     float f[4] = {1, 2, 3, 4};
@@ -533,10 +517,9 @@ static void test_refusals(void **state)
 }
 
 /* A half variable's optim_var_get reads the stored value. */
-static void test_var_get(void **state)
+OPTIM_TEST(test_var_get)
 {
     optim_error err;
-    (void)state;
     uint16_t h[3] = {0x3c00, 0xc000, 0x0001};
     optim_var *a, *b;
     assert_ok(optim_var_create(&a, "a", OPTIM_F16, 1, (int64_t[]){3}, h, &err), &err);
@@ -635,9 +618,8 @@ static void replay_matches(const char *config, const char *cfg, const char *init
 /* optim replay on half variables, rounding to nearest and (BF16) with
  * stochastic rounding (docs/half-precision.md); a float32 gradient for a
  * BF16 variable is refused and OUT is not created. */
-static void test_replay(void **state)
+OPTIM_TEST(test_replay)
 {
-    (void)state;
     char cfg[128], init[128], grads[128], out[128], bad[128];
     path_in(cfg, sizeof cfg, "c.json");
     path_in(init, sizeof init, "init.safetensors");
@@ -682,21 +664,4 @@ static int teardown(void **state)
     return rmdir(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_exhaustive),
-        cmocka_unit_test(test_bf16_exhaustive),
-        cmocka_unit_test(test_rounding),
-        cmocka_unit_test(test_bulk_sweep),
-        cmocka_unit_test(test_convert_bad_input),
-        cmocka_unit_test(test_builtins_f16),
-        cmocka_unit_test(test_builtins_bf16),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_steady_state_allocates_nothing),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_var_get),
-        cmocka_unit_test(test_replay),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+int main(void) { return optim_test_run_group(setup, teardown); }

@@ -327,18 +327,16 @@ static void check_cfg(const cfg *c0)
 
 /* ---- trajectories ----------------------------------------------------------------- */
 
-static void test_loss_scale_factor(void **s)
+OPTIM_TEST(test_loss_scale_factor)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .lsf = 128});
     check_cfg(&(cfg){.lr = 0.05, .lsf = 3}); /* not a power of two */
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 1024});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 0.25, .nvars = 2, .sparse = {0, 1}});
 }
 
-static void test_loss_scale_with_clipping(void **s)
+OPTIM_TEST(test_loss_scale_with_clipping)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .lsf = 256, .clipnorm = 0.5});
     check_cfg(&(cfg){.lr = 0.1, .lsf = 256, .clipvalue = 0.3, .nvars = 2, .sparse = {0, 1}});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 64, .global_clipnorm = 1.0, .nvars = 2});
@@ -348,9 +346,8 @@ static void test_loss_scale_with_clipping(void **s)
 /* A power-of-two loss_scale_factor is exact: the run with scaled gradients
  * gives the bits of the run without, clipping included (it is unscaled
  * before clipping). */
-static void test_loss_scale_bitwise(void **s)
+OPTIM_TEST(test_loss_scale_bitwise)
 {
-    (void)s;
     const cfg base[] = {{.lr = 0.1, .momentum = 0.9, .clipnorm = 0.5, .nvars = 2, .sparse = {0, 1}},
                         {.adam = 1,
                          .lr = 0.01,
@@ -379,9 +376,8 @@ static void test_loss_scale_bitwise(void **s)
         }
 }
 
-static void test_accumulation(void **s)
+OPTIM_TEST(test_accumulation)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .steps = 3});
     check_cfg(&(cfg){.lr = 0.05, .momentum = 0.9, .steps = 3});
     check_cfg(&(cfg){.lr = 0.05, .momentum = 0.8, .nesterov = 1, .steps = 2, .nvars = 2});
@@ -392,9 +388,8 @@ static void test_accumulation(void **s)
 }
 
 /* Clipping and weight decay run only on the updating calls, on the mean. */
-static void test_accumulation_clip_decay(void **s)
+OPTIM_TEST(test_accumulation_clip_decay)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .steps = 2, .clipnorm = 0.4, .wd = 0.1});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 3, .global_clipnorm = 0.5, .nvars = 2});
     check_cfg(&(cfg){.lr = 0.1, .steps = 3, .clipvalue = 0.2, .wd = 0.05, .nvars = 2});
@@ -404,18 +399,16 @@ static void test_accumulation_clip_decay(void **s)
 
 /* Sparse gradients accumulate into dense accumulators; the update sees the
  * dense mean. */
-static void test_accumulation_sparse(void **s)
+OPTIM_TEST(test_accumulation_sparse)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .steps = 3, .nvars = 2, .sparse = {1, 0}});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 2, .lsf = 4, .nvars = 2, .sparse = {1, 1}});
     check_cfg(&(cfg){
         .lr = 0.2, .steps = 2, .lsf = 3, .global_clipnorm = 0.7, .nvars = 2, .sparse = {0, 1}});
 }
 
-static void test_ema(void **s)
+OPTIM_TEST(test_ema)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .ema = 1, .ema_m = 0.9}); /* SGD without slots of its own */
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .ema = 1, .ema_m = 0.99, .nvars = 2});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .ema = 1, .ema_m = 0.8});
@@ -423,9 +416,8 @@ static void test_ema(void **s)
     check_cfg(&(cfg){.lr = 0.1, .ema = 1, .ema_m = 1.0, .nvars = 2, .sparse = {0, 1}});
 }
 
-static void test_ema_overwrite(void **s)
+OPTIM_TEST(test_ema_overwrite)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .ema = 1, .ema_m = 0.8, .freq = 3});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .ema = 1, .ema_m = 0.9, .freq = 5, .nvars = 2});
     check_cfg(&(cfg){.lr = 0.1, .ema = 1, .ema_m = 0.7, .freq = 1});
@@ -433,9 +425,8 @@ static void test_ema_overwrite(void **s)
 
 /* With accumulation, EMA looks at iterations // steps: momentum 0 for the
  * whole first cycle, overwrite on every call of a due cycle. */
-static void test_ema_with_accumulation(void **s)
+OPTIM_TEST(test_ema_with_accumulation)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .steps = 2, .ema = 1, .ema_m = 0.9, .freq = 2});
     check_cfg(&(cfg){.adam = 1,
                      .lr = 0.01,
@@ -451,9 +442,8 @@ static void test_ema_with_accumulation(void **s)
 /* Everything at once; variable b lacks a gradient at some calls: its
  * average still moves (every tracked variable), its accumulator is still
  * reset, and it is not updated or constrained. */
-static void test_all_options(void **s)
+OPTIM_TEST(test_all_options)
 {
-    (void)s;
     check_cfg(&(cfg){.adam = 1,
                      .lr = 0.01,
                      .lsf = 128,
@@ -490,18 +480,16 @@ static void test_all_options(void **s)
 
 /* Keras's order: update, moving average (of the unconstrained value),
  * overwrite, then the constraint. */
-static void test_constraint_order(void **s)
+OPTIM_TEST(test_constraint_order)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.5, .ema = 1, .ema_m = 0.5, .freq = 1, .nonneg = 1});
     check_cfg(&(cfg){.lr = 0.5, .momentum = 0.5, .steps = 2, .ema = 1, .ema_m = 0.5, .nonneg = 1});
 }
 
 /* ---- slots, weights, finalize ---------------------------------------------------- */
 
-static void test_slots_and_weights(void **s)
+OPTIM_TEST(test_slots_and_weights)
 {
-    (void)s;
     cfg c = {.lr = 0.1,
              .momentum = 0.9,
              .steps = 2,
@@ -590,9 +578,8 @@ static void test_slots_and_weights(void **s)
     optim_var_destroy(y);
 }
 
-static void test_finalize_variable_values(void **s)
+OPTIM_TEST(test_finalize_variable_values)
 {
-    (void)s;
     assert_status(optim_finalize_variable_values(NULL), OPTIM_EINVAL, NULL);
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -636,9 +623,8 @@ static void test_finalize_variable_values(void **s)
 
 /* A variable first seen after the first step starts its average at its
  * own value (Keras builds every average before its first step). */
-static void test_late_variable_average(void **s)
+OPTIM_TEST(test_late_variable_average)
 {
-    (void)s;
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                         "\"use_ema\": true, \"ema_momentum\": 0.9}}");
@@ -700,9 +686,8 @@ static const optim_class rec_class = {
 
 /* Keras's `iterations` property (counter // steps) in the hooks; the
  * counter for schedules; prepare and the update only on updating calls. */
-static void test_hooks_see_keras_iterations(void **s)
+OPTIM_TEST(test_hooks_see_keras_iterations)
 {
-    (void)s;
     optim_optimizer *opt;
     optim_error err;
     assert_ok(optim_create(&opt, &rec_class, NULL, &err), &err);
@@ -735,9 +720,8 @@ static void test_hooks_see_keras_iterations(void **s)
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const char *cfgs[] = {
         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"gradient_accumulation_steps\": 3, "
         "\"loss_scale_factor\": 64, \"use_ema\": true, \"ema_momentum\": 0.9, \"ema_overwrite_frequency\": 2, "
@@ -831,9 +815,8 @@ static void expect_json_fails(const char *json, int code, const char *s1, const 
     if (s2) assert_contains(err.msg, s2);
 }
 
-static void test_bad_configs(void **s)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)s;
     expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
                       "gradient_accumulation_steps", "1");
     expect_json_fails(J("{\"gradient_accumulation_steps\": -3}"), OPTIM_ERANGE,
@@ -898,9 +881,8 @@ static void test_bad_configs(void **s)
 
 /* use_ema and accumulation on/off make slots: they cannot change once a
  * variable is tracked (the step count and momentum can). */
-static void test_options_fixed_once_tracked(void **s)
+OPTIM_TEST(test_options_fixed_once_tracked)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(J("{\"learning_rate\": 0.1}"));
     assert_ok(optim_set_hyper(opt, "use_ema", 1), opt); /* nothing tracked yet */
     assert_ok(optim_set_hyper(opt, "use_ema", 0), opt);
@@ -973,9 +955,8 @@ static void snapshot(optim_optimizer *opt, optim_var *const *vars, int nv, char 
 }
 
 /* A failing call changes nothing: no accumulator, average, variable or counter. */
-static void test_nothing_changes_on_error(void **s)
+OPTIM_TEST(test_nothing_changes_on_error)
 {
-    (void)s;
     cfg c = {.lr = 0.1,
              .momentum = 0.9,
              .steps = 2,
@@ -1042,9 +1023,8 @@ static const optim_class rs_class = {
 };
 
 /* "average" and "gradient_accumulator" belong to the base in Keras 3. */
-static void test_reserved_slot_names(void **s)
+OPTIM_TEST(test_reserved_slot_names)
 {
-    (void)s;
     double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
@@ -1074,9 +1054,8 @@ static void test_reserved_slot_names(void **s)
 
 /* ---- config -------------------------------------------------------------------------- */
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
-    (void)s;
     const char *cfgs[] = {
         J("{\"learning_rate\": 0.1, \"use_ema\": true, \"ema_momentum\": 0.95, \"ema_overwrite_frequency\": 5, "
           "\"loss_scale_factor\": 256, \"gradient_accumulation_steps\": 4}"),
@@ -1112,9 +1091,8 @@ static void test_config_round_trip(void **s)
     optim_destroy(opt);
 }
 
-static void test_scale_loss(void **s)
+OPTIM_TEST(test_scale_loss)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(J("{\"loss_scale_factor\": 128}"));
     assert_eq(optim__k3_scale_loss(opt, 0.75), 96);
     assert_ok(optim_set_hyper(opt, "loss_scale_factor", NAN), opt);
@@ -1126,31 +1104,4 @@ static void test_scale_loss(void **s)
     assert_eq(optim__k3_scale_loss(NULL, 2.5), 2.5);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loss_scale_factor),
-        cmocka_unit_test(test_loss_scale_with_clipping),
-        cmocka_unit_test(test_loss_scale_bitwise),
-        cmocka_unit_test(test_accumulation),
-        cmocka_unit_test(test_accumulation_clip_decay),
-        cmocka_unit_test(test_accumulation_sparse),
-        cmocka_unit_test(test_ema),
-        cmocka_unit_test(test_ema_overwrite),
-        cmocka_unit_test(test_ema_with_accumulation),
-        cmocka_unit_test(test_all_options),
-        cmocka_unit_test(test_constraint_order),
-        cmocka_unit_test(test_slots_and_weights),
-        cmocka_unit_test(test_finalize_variable_values),
-        cmocka_unit_test(test_late_variable_average),
-        cmocka_unit_test(test_hooks_see_keras_iterations),
-        cmocka_unit_test(test_threads_bitwise),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_options_fixed_once_tracked),
-        cmocka_unit_test(test_nothing_changes_on_error),
-        cmocka_unit_test(test_reserved_slot_names),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_scale_loss),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

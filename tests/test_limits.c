@@ -12,9 +12,8 @@
 
 /* Item 8: a counter that cannot advance is refused, by set_iterations and
  * by set_weights, and the step at the limit fails without changing anything. */
-static void test_iterations_limit(void **state)
+OPTIM_TEST(test_iterations_limit)
 {
-    (void)state;
     optim_optimizer *opt = optim_test_make("\"adam\"");
     const double init[2] = {1, 2};
     optim_var *v = optim_test_var("v", OPTIM_F32, 1, (int64_t[]){2}, init);
@@ -68,9 +67,8 @@ static void test_iterations_limit(void **state)
 
 /* Item 7: counts whose maximum is INF (gradient_accumulation_steps,
  * ema_overwrite_frequency) at 2^63 and above: no double -> int64 overflow. */
-static void test_huge_step_counts(void **state)
+OPTIM_TEST(test_huge_step_counts)
 {
-    (void)state;
     const char *configs[] = {
         "{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 1e46, \"use_ema\": true}}",
         "{\"class_name\": \"SGD\", \"config\": {\"use_ema\": true, \"ema_overwrite_frequency\": 1e300}}",
@@ -95,9 +93,8 @@ static void test_huge_step_counts(void **state)
 
 /* Item 7: an empty gradient may have NULL data (ApplyIfFinite and
  * LossScaleOptimizer check it for finiteness without touching it). */
-static void test_empty_gradient_null_data(void **state)
+OPTIM_TEST(test_empty_gradient_null_data)
 {
-    (void)state;
     const char *configs[] = {
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"sgd\"}}",
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"sgd\"}}",
@@ -117,9 +114,8 @@ static void test_empty_gradient_null_data(void **state)
 /* Item 7: a sparse gradient for a variable of shape [0, 2^52, 2^52] (0
  * elements, but a row of 2^104): no index can be valid, and the row size
  * must not overflow. */
-static void test_sparse_row_size_overflow(void **state)
+OPTIM_TEST(test_sparse_row_size_overflow)
 {
-    (void)state;
     optim_optimizer *opt = optim_test_make("\"sgd\"");
     const int64_t shape[3] = {0, (int64_t)1 << 52, (int64_t)1 << 52};
     optim_var *v = optim_test_var("emb", OPTIM_F32, 3, shape, NULL);
@@ -148,9 +144,8 @@ static void *huge_zeros(size_t bytes)
  * or more is refused before any work (it would compute with a truncated
  * dimension). The matrices are [1, 2^31] and [2^31, 1]: 8 GiB each of
  * untouched virtual memory. */
-static void test_matmul_dims_beyond_blas(void **state)
+OPTIM_TEST(test_matmul_dims_beyond_blas)
 {
-    (void)state;
     const int64_t big = (int64_t)1 << 31;
     size_t bytes = (size_t)big * sizeof(float);
     void *a = huge_zeros(bytes), *b = huge_zeros(bytes);
@@ -179,14 +174,4 @@ static void test_matmul_dims_beyond_blas(void **state)
     munmap(b, bytes);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_iterations_limit),
-        cmocka_unit_test(test_huge_step_counts),
-        cmocka_unit_test(test_empty_gradient_null_data),
-        cmocka_unit_test(test_sparse_row_size_overflow),
-        cmocka_unit_test(test_matmul_dims_beyond_blas),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

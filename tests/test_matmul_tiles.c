@@ -88,9 +88,8 @@ static size_t run(const ref *r, optim_dtype dt, int ta, int tb, unsigned char *o
     return n;
 }
 
-static void test_tiles_match_reference_on_any_thread_count(void **s)
+OPTIM_TEST(test_tiles_match_reference_on_any_thread_count)
 {
-    (void)s;
     static ref r;
     for (int i = 0; i < M * K; i++) r.a[i] = val(i, 1);
     for (int i = 0; i < K * N; i++) r.b[i] = val(i, 2);
@@ -113,10 +112,4 @@ static void test_tiles_match_reference_on_any_thread_count(void **s)
     free(first), free(again);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiles_match_reference_on_any_thread_count),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -82,9 +82,8 @@ static void assert_unchanged(optim_optimizer *opt, optim_var **vars, size_t nv, 
 static const char *MOMENTUM =
     "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}";
 
-static void test_absent_gradients_skipped(void **s)
+OPTIM_TEST(test_absent_gradients_skipped)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 1), *b = vec("b", OPTIM_F32, 3, 1);
     float g[3] = {1, 1, 1};
@@ -109,9 +108,8 @@ static void test_absent_gradients_skipped(void **s)
     optim_var_destroy(b);
 }
 
-static void test_lazy_slots_and_names(void **s)
+OPTIM_TEST(test_lazy_slots_and_names)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 2, 0), *b = vec("b", OPTIM_F64, 2, 0);
     assert_eq(optim_weights_count(opt), 1);
@@ -140,9 +138,8 @@ static void test_lazy_slots_and_names(void **s)
     optim_var_destroy(b);
 }
 
-static void test_weights_round_trip(void **s)
+OPTIM_TEST(test_weights_round_trip)
 {
-    (void)s;
     optim_optimizer *o1 = optim_test_make(MOMENTUM), *o2 = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 0), *b = vec("b", OPTIM_F32, 3, 0);
     float g[3] = {1, -2, 3};
@@ -184,9 +181,8 @@ static void test_weights_round_trip(void **s)
     optim_var_destroy(b);
 }
 
-static void test_constraints_after_update(void **s)
+OPTIM_TEST(test_constraints_after_update)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(
             legacy
@@ -237,9 +233,8 @@ static void test_constraints_after_update(void **s)
 
 /* ---- bad inputs: each leaves everything unchanged ------------------------------- */
 
-static void test_bad_inputs_change_nothing(void **s)
+OPTIM_TEST(test_bad_inputs_change_nothing)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 4, 1), *e = mat("emb", 5, 2);
     optim_var *vars[2] = {a, e};
@@ -315,9 +310,8 @@ static void test_bad_inputs_change_nothing(void **s)
     optim_var_destroy(fresh);
 }
 
-static void test_build_fixes_variables(void **s)
+OPTIM_TEST(test_build_fixes_variables)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 2, 0), *b = vec("b", OPTIM_F32, 2, 0);
     assert_ok(optim_build(opt, (optim_var *[]){a}, 1), opt);
@@ -359,9 +353,8 @@ static int scale_fn(void *user, optim_grad_var *pairs, size_t n, optim_error *er
     return 0;
 }
 
-static void test_transformers_and_aggregator(void **s)
+OPTIM_TEST(test_transformers_and_aggregator)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"clipvalue\": 1.0}}");
     calls agg = {0, 0, 2.0f}, tr = {0, 0, 0.5f};
@@ -399,9 +392,8 @@ static void test_transformers_and_aggregator(void **s)
     optim_var_destroy(e);
 }
 
-static void test_borrowed_variable(void **s)
+OPTIM_TEST(test_borrowed_variable)
 {
-    (void)s;
     double mem[2] = {1, 2};
     optim_var *v;
     optim_error err;
@@ -459,9 +451,8 @@ static const optim_class rowsum_class = {
     .apply_dense = rs_apply_dense,
 };
 
-static void test_shaped_slots_and_weights(void **s)
+OPTIM_TEST(test_shaped_slots_and_weights)
 {
-    (void)s;
     optim_optimizer *opt;
     optim_error err;
     assert_ok(optim_create(&opt, &rowsum_class, NULL, &err), &err);
@@ -499,18 +490,4 @@ static void test_shaped_slots_and_weights(void **s)
     optim_var_destroy(bad);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_absent_gradients_skipped),
-        cmocka_unit_test(test_lazy_slots_and_names),
-        cmocka_unit_test(test_weights_round_trip),
-        cmocka_unit_test(test_constraints_after_update),
-        cmocka_unit_test(test_bad_inputs_change_nothing),
-        cmocka_unit_test(test_build_fixes_variables),
-        cmocka_unit_test(test_transformers_and_aggregator),
-        cmocka_unit_test(test_borrowed_variable),
-        cmocka_unit_test(test_shaped_slots_and_weights),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -174,10 +174,9 @@ static void expect_tensor(const optim_st_file *f, const char *name, optim_dtype 
 
 /* ---- Round trips ---------------------------------------------------------- */
 
-static void test_roundtrip_all_dtypes(void **state)
+OPTIM_TEST(test_roundtrip_all_dtypes)
 {
     optim_error err;
-    (void)state;
     float f32[6] = {1.5f, -2.25f, 3.0e38f, 1e-45f, -0.0f, INFINITY};
     double f64[4] = {3.141592653589793, -1e308, 5e-324, NAN};
     int32_t i32[4] = {INT32_MIN, -1, 0, INT32_MAX};
@@ -216,10 +215,9 @@ static void test_roundtrip_all_dtypes(void **state)
     optim_st_free(f);
 }
 
-static void test_roundtrip_scalar(void **state)
+OPTIM_TEST(test_roundtrip_scalar)
 {
     optim_error err;
-    (void)state;
     int64_t it = 42;
     double lr = 0.001;
     optim_st_writer *w;
@@ -245,10 +243,9 @@ static void test_roundtrip_scalar(void **state)
     optim_st_free(f);
 }
 
-static void test_roundtrip_zero_element(void **state)
+OPTIM_TEST(test_roundtrip_zero_element)
 {
     optim_error err;
-    (void)state;
     float one = 7.0f;
     const int64_t s0[1] = {0}, s30[2] = {3, 0}, s1[1] = {1};
     optim_st_writer *w;
@@ -268,10 +265,9 @@ static void test_roundtrip_zero_element(void **state)
     optim_st_free(f);
 }
 
-static void test_roundtrip_slash_names(void **state)
+OPTIM_TEST(test_roundtrip_slash_names)
 {
     optim_error err;
-    (void)state;
     int64_t idx[2] = {3, 0};
     float vals[4] = {1, 2, 3, 4}, g[2] = {0.5f, -0.5f};
     const int64_t s_idx[1] = {2}, s_vals[2] = {2, 2}, s_g[1] = {2};
@@ -299,10 +295,9 @@ static void test_roundtrip_slash_names(void **state)
     optim_st_free(f);
 }
 
-static void test_roundtrip_escaped_names(void **state)
+OPTIM_TEST(test_roundtrip_escaped_names)
 {
     optim_error err;
-    (void)state;
     const char *names[] = {"q\"uote",     "back\\slash", "new\nline",
                            "caf\xc3\xa9", "tab\t",       "\xf0\x9f\x98\x80"};
     const size_t n = sizeof names / sizeof *names;
@@ -320,10 +315,9 @@ static void test_roundtrip_escaped_names(void **state)
 }
 
 /* Parsing from memory copies: the buffer may be freed right away. */
-static void test_roundtrip_parse_buffer(void **state)
+OPTIM_TEST(test_roundtrip_parse_buffer)
 {
     optim_error err;
-    (void)state;
     double d[3] = {1, 2, 3};
     const int64_t s[1] = {3};
     optim_st_writer *w;
@@ -344,10 +338,9 @@ static void test_roundtrip_parse_buffer(void **state)
 
 /* Many tensors added out of order: the writer's name index grows, names come
  * back sorted. */
-static void test_roundtrip_many(void **state)
+OPTIM_TEST(test_roundtrip_many)
 {
     optim_error err;
-    (void)state;
     enum { N = 1000 };
     int64_t vals[N];
     optim_st_writer *w;
@@ -380,10 +373,9 @@ static void test_roundtrip_many(void **state)
 
 /* The exact bytes: sorted names, data in the same order, header padded with
  * spaces to a multiple of 8, shape [] for a scalar, little-endian values. */
-static void test_write_exact_layout(void **state)
+OPTIM_TEST(test_write_exact_layout)
 {
     optim_error err;
-    (void)state;
     int32_t b[2] = {1, 2};
     float a = 1.0f;
     const int64_t sb[1] = {2};
@@ -413,10 +405,9 @@ static void test_write_exact_layout(void **state)
     free(raw);
 }
 
-static void test_write_deterministic(void **state)
+OPTIM_TEST(test_write_deterministic)
 {
     optim_error err;
-    (void)state;
     float x[3] = {1, 2, 3};
     int64_t y = 5;
     double z[2] = {0.25, 0.5};
@@ -446,10 +437,9 @@ static void test_write_deterministic(void **state)
     free(r2);
 }
 
-static void test_write_empty(void **state)
+OPTIM_TEST(test_write_empty)
 {
     optim_error err;
-    (void)state;
     optim_st_writer *w;
     assert_ok(optim_st_writer_create(&w, &err), &err);
     const char *path = optim_test_tmpfile("empty.safetensors");
@@ -470,10 +460,9 @@ static void test_write_empty(void **state)
 
 /* ---- Atomic saves -------------------------------------------------------- */
 
-static void test_save_replaces_existing(void **state)
+OPTIM_TEST(test_save_replaces_existing)
 {
     optim_error err;
-    (void)state;
     char dir[600], path[700];
     fresh_dir("replace", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/out.safetensors", dir);
@@ -490,10 +479,9 @@ static void test_save_replaces_existing(void **state)
     optim_st_free(f);
 }
 
-static void test_save_missing_dir(void **state)
+OPTIM_TEST(test_save_missing_dir)
 {
     optim_error err;
-    (void)state;
     char dir[600], path[700];
     fresh_dir("missing_parent", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/no/such/dir/out.safetensors", dir);
@@ -511,10 +499,9 @@ static void test_save_missing_dir(void **state)
 
 /* The temporary file is created but the rename fails (path is a directory):
  * the temporary file must be removed and path left as it was. */
-static void test_save_failure_removes_temp(void **state)
+OPTIM_TEST(test_save_failure_removes_temp)
 {
     optim_error err;
-    (void)state;
     char dir[600], path[700];
     fresh_dir("rename_fails", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/target", dir);
@@ -549,9 +536,8 @@ static void expect_add_fails(int line, optim_st_writer *w, const char *name, con
 }
 #define ADD_FAILS(w, name, t, code, needle) expect_add_fails(__LINE__, w, name, t, code, needle)
 
-static void test_writer_rejects(void **state)
+OPTIM_TEST(test_writer_rejects)
 {
-    (void)state;
     float data[4] = {1, 2, 3, 4};
     const int64_t s4[1] = {4};
     optim_tensor good = optim_tensor_make(OPTIM_F32, data, 1, s4);
@@ -614,9 +600,8 @@ static void test_writer_rejects(void **state)
 
 /* ---- Reader API ------------------------------------------------------------ */
 
-static void test_reader_api(void **state)
+OPTIM_TEST(test_reader_api)
 {
-    (void)state;
     const unsigned char data[12] = {0};
     optim_st_file *f = parse_ok("{\"b\":{\"dtype\":\"I32\",\"shape\":[3],\"data_offsets\":[0,12]}}",
                                 data, sizeof data);
@@ -652,9 +637,8 @@ static void test_reader_api(void **state)
 }
 
 /* The example file from the reference implementation's documentation. */
-static void test_read_reference_example(void **state)
+OPTIM_TEST(test_read_reference_example)
 {
-    (void)state;
     const char *hdr = "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
     assert_int_equal(strlen(hdr), 0x3c);
     const int32_t v[4] = {1, -2, 3, -4};
@@ -669,9 +653,8 @@ static void test_read_reference_example(void **state)
 /* A file as another writer may lay it out: header not a multiple of 8, entries
  * not in name or offset order, offsets not 8-aligned, metadata present, other
  * fields ignored. Every returned tensor is still an 8-byte aligned copy. */
-static void test_read_foreign_layout(void **state)
+OPTIM_TEST(test_read_foreign_layout)
 {
-    (void)state;
     unsigned char data[12 + 16 + 4];
     const float a[3] = {1, 2, 3};
     const double b[2] = {-1.5, 2.5};
@@ -713,9 +696,8 @@ static void test_read_foreign_layout(void **state)
 
 /* The empty name: the reader accepts it (as the reference implementation),
  * so the writer must too - whatever is read can be written back and reread. */
-static void test_empty_name_round_trip(void **state)
+OPTIM_TEST(test_empty_name_round_trip)
 {
-    (void)state;
     const int32_t v = 5;
     optim_st_file *f =
         parse_ok("{\"\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}", &v, 4);
@@ -736,9 +718,8 @@ static void test_empty_name_round_trip(void **state)
     optim_st_free(f);
 }
 
-static void test_read_missing_file(void **state)
+OPTIM_TEST(test_read_missing_file)
 {
-    (void)state;
     char path[700];
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("does-not-exist.safetensors"));
     optim_st_file *f = (optim_st_file *)&f;
@@ -749,9 +730,8 @@ static void test_read_missing_file(void **state)
     check_msg(__LINE__, &err, NEEDLES(path, strerror(ENOENT)));
 }
 
-static void test_read_directory(void **state)
+OPTIM_TEST(test_read_directory)
 {
-    (void)state;
     char dir[600];
     fresh_dir("a_directory", dir, sizeof dir);
     optim_st_file *f = (optim_st_file *)&f;
@@ -763,9 +743,8 @@ static void test_read_directory(void **state)
 
 /* Errors from optim_st_read name the file; the same checks run as for a
  * buffer. */
-static void test_read_malformed_file_names_path(void **state)
+OPTIM_TEST(test_read_malformed_file_names_path)
 {
-    (void)state;
     char path[700];
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("bf16.safetensors"));
     size_t len;
@@ -796,9 +775,8 @@ static void test_read_malformed_file_names_path(void **state)
 
 #define T_OK "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}"
 
-static void test_bad_short_file(void **state)
+OPTIM_TEST(test_bad_short_file)
 {
-    (void)state;
     const unsigned char b[8] = {2, 0, 0, 0, 0, 0, 0, 0};
     BAD_BUF(b, 0, OPTIM_EFORMAT, "0 bytes", "8-byte header size");
     BAD_BUF(b, 1, OPTIM_EFORMAT, "1 bytes");
@@ -807,27 +785,24 @@ static void test_bad_short_file(void **state)
     BAD_BUF(b, 8, OPTIM_EFORMAT, "header size 2", "0 bytes that follow");
 }
 
-static void test_bad_header_size_zero(void **state)
+OPTIM_TEST(test_bad_header_size_zero)
 {
-    (void)state;
     size_t len;
     unsigned char *b = mk_raw(0, "{}", 2, NULL, 0, &len);
     BAD_BUF(b, len, OPTIM_EFORMAT, "header size is 0");
     free(b);
 }
 
-static void test_bad_header_size_past_file(void **state)
+OPTIM_TEST(test_bad_header_size_past_file)
 {
-    (void)state;
     size_t len;
     unsigned char *b = mk_raw(100, "{}      ", 8, NULL, 12, &len);
     BAD_BUF(b, len, OPTIM_EFORMAT, "header size 100", "20 bytes that follow");
     free(b);
 }
 
-static void test_bad_header_size_too_large(void **state)
+OPTIM_TEST(test_bad_header_size_too_large)
 {
-    (void)state;
     size_t len;
     unsigned char *b = mk_raw(100000001, "{}", 2, NULL, 0, &len);
     BAD_BUF(b, len, OPTIM_EFORMAT, "header size 100000001", "limit of 100000000");
@@ -837,9 +812,8 @@ static void test_bad_header_size_too_large(void **state)
     free(b);
 }
 
-static void test_bad_header_not_json(void **state)
+OPTIM_TEST(test_bad_header_not_json)
 {
-    (void)state;
     BAD("{", 0, OPTIM_EFORMAT, "not valid JSON");
     BAD("{\"a\":", 0, OPTIM_EFORMAT, "not valid JSON");
     BAD("{abc}", 0, OPTIM_EFORMAT, "not valid JSON");
@@ -848,9 +822,8 @@ static void test_bad_header_not_json(void **state)
     BAD("{} {}", 0, OPTIM_EFORMAT, "after the JSON object");
 }
 
-static void test_bad_header_not_object(void **state)
+OPTIM_TEST(test_bad_header_not_object)
 {
-    (void)state;
     BAD("[]", 0, OPTIM_EFORMAT, "starting with '{'", "'['");
     BAD("\"x\"", 0, OPTIM_EFORMAT, "starting with '{'");
     BAD("1", 0, OPTIM_EFORMAT, "starting with '{'");
@@ -858,9 +831,8 @@ static void test_bad_header_not_object(void **state)
     BAD("\xef\xbb\xbf{}", 0, OPTIM_EFORMAT, "starting with '{'"); /* UTF-8 BOM */
 }
 
-static void test_bad_header_bytes(void **state)
+OPTIM_TEST(test_bad_header_bytes)
 {
-    (void)state;
     BAD("{\"a\xff\":" T_OK "}", 4, OPTIM_EFORMAT, "not valid UTF-8", "0xff", "offset 3");
     BAD("{\"\xc0\xaf\":" T_OK "}", 4, OPTIM_EFORMAT, "not valid UTF-8"); /* overlong */
     BAD("{\"\xed\xa0\x80\":" T_OK "}", 4, OPTIM_EFORMAT, "not valid UTF-8"); /* surrogate */
@@ -878,18 +850,16 @@ static void test_bad_header_bytes(void **state)
     optim_st_free(f);
 }
 
-static void test_bad_entry_not_object(void **state)
+OPTIM_TEST(test_bad_entry_not_object)
 {
-    (void)state;
     BAD("{\"a\":5}", 0, OPTIM_EFORMAT, "tensor \"a\"", "entry is 5", "expected an object");
     BAD("{\"a\":[]}", 0, OPTIM_EFORMAT, "entry is an array");
     BAD("{\"a\":\"F32\"}", 0, OPTIM_EFORMAT, "entry is the string \"F32\"");
     BAD("{\"a\":null}", 0, OPTIM_EFORMAT, "entry is null");
 }
 
-static void test_bad_dtype(void **state)
+OPTIM_TEST(test_bad_dtype)
 {
-    (void)state;
     BAD("{\"w\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT, "\"w\"",
         "missing \"dtype\"");
     BAD("{\"w\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
@@ -906,9 +876,8 @@ static void test_bad_dtype(void **state)
         OPTIM_EFORMAT, "field \"dtype\" appears twice");
 }
 
-static void test_bad_shape(void **state)
+OPTIM_TEST(test_bad_shape)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
         "missing \"shape\"");
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, OPTIM_EFORMAT,
@@ -938,9 +907,8 @@ static void test_bad_shape(void **state)
         OPTIM_EFORMAT, "more than 2^63-1 bytes");
 }
 
-static void test_bad_data_offsets(void **state)
+OPTIM_TEST(test_bad_data_offsets)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, OPTIM_EFORMAT, "missing \"data_offsets\"");
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":4}}", 4, OPTIM_EFORMAT,
         "data_offsets is 4");
@@ -963,9 +931,8 @@ static void test_bad_data_offsets(void **state)
         4, OPTIM_EFORMAT, "end past");
 }
 
-static void test_bad_byte_count(void **state)
+OPTIM_TEST(test_bad_byte_count)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F64\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24, OPTIM_EFORMAT,
         "tensor \"w\"", "span 24 bytes", "[2, 3] of F64 needs 48");
     BAD("{\"w\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,8]}}", 8, OPTIM_EFORMAT,
@@ -974,9 +941,8 @@ static void test_bad_byte_count(void **state)
         "needs 0");
 }
 
-static void test_bad_overlap(void **state)
+OPTIM_TEST(test_bad_overlap)
 {
-    (void)state;
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
         12, OPTIM_EFORMAT, "tensor \"b\" data_offsets [4, 12] overlap tensor \"a\" [0, 8]");
@@ -990,9 +956,8 @@ static void test_bad_overlap(void **state)
         8, OPTIM_EFORMAT, "tensor \"z\"", "overlap tensor \"a\"");
 }
 
-static void test_bad_hole(void **state)
+OPTIM_TEST(test_bad_hole)
 {
-    (void)state;
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
         12, OPTIM_EFORMAT, "bytes [4, 8) belong to no tensor", "\"b\"");
@@ -1000,18 +965,16 @@ static void test_bad_hole(void **state)
         "bytes [0, 4) belong to no tensor");
 }
 
-static void test_bad_trailing_bytes(void **state)
+OPTIM_TEST(test_bad_trailing_bytes)
 {
-    (void)state;
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 7, OPTIM_EFORMAT,
         "7 bytes", "cover only [0, 4)", "3 trailing bytes");
     BAD("{}", 1, OPTIM_EFORMAT, "1 trailing bytes");
     BAD("{\"__metadata__\":{}}", 8, OPTIM_EFORMAT, "8 trailing bytes");
 }
 
-static void test_bad_duplicate_names(void **state)
+OPTIM_TEST(test_bad_duplicate_names)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
         8, OPTIM_EFORMAT, "tensor name \"w\" appears more than once");
@@ -1023,9 +986,8 @@ static void test_bad_duplicate_names(void **state)
         "\"__metadata__\" appears twice");
 }
 
-static void test_bad_metadata(void **state)
+OPTIM_TEST(test_bad_metadata)
 {
-    (void)state;
     BAD("{\"__metadata__\":{\"format\":\"pt\",\"epoch\":3}}", 0, OPTIM_EFORMAT,
         "value for key \"epoch\" is 3", "expected a string");
     BAD("{\"__metadata__\":{\"x\":{\"y\":\"z\"}}}", 0, OPTIM_EFORMAT, "\"x\" is an object");
@@ -1038,9 +1000,8 @@ static void test_bad_metadata(void **state)
 }
 
 /* Long and odd names are quoted and cut in messages, never printed raw. */
-static void test_bad_message_quoting(void **state)
+OPTIM_TEST(test_bad_message_quoting)
 {
-    (void)state;
     char hdr[1024];
     char name[301];
     memset(name, 'n', 300);
@@ -1051,48 +1012,4 @@ static void test_bad_message_quoting(void **state)
     BAD("{\"a\\tb\\\"c\":5}", 0, OPTIM_EFORMAT, "tensor \"a\\x09b\\\"c\"");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip_all_dtypes),
-        cmocka_unit_test(test_roundtrip_scalar),
-        cmocka_unit_test(test_roundtrip_zero_element),
-        cmocka_unit_test(test_roundtrip_slash_names),
-        cmocka_unit_test(test_roundtrip_escaped_names),
-        cmocka_unit_test(test_roundtrip_parse_buffer),
-        cmocka_unit_test(test_roundtrip_many),
-        cmocka_unit_test(test_write_exact_layout),
-        cmocka_unit_test(test_write_deterministic),
-        cmocka_unit_test(test_write_empty),
-        cmocka_unit_test(test_save_replaces_existing),
-        cmocka_unit_test(test_save_missing_dir),
-        cmocka_unit_test(test_save_failure_removes_temp),
-        cmocka_unit_test(test_writer_rejects),
-        cmocka_unit_test(test_reader_api),
-        cmocka_unit_test(test_read_reference_example),
-        cmocka_unit_test(test_read_foreign_layout),
-        cmocka_unit_test(test_read_missing_file),
-        cmocka_unit_test(test_read_directory),
-        cmocka_unit_test(test_read_malformed_file_names_path),
-        cmocka_unit_test(test_bad_short_file),
-        cmocka_unit_test(test_bad_header_size_zero),
-        cmocka_unit_test(test_bad_header_size_past_file),
-        cmocka_unit_test(test_bad_header_size_too_large),
-        cmocka_unit_test(test_bad_header_not_json),
-        cmocka_unit_test(test_bad_header_not_object),
-        cmocka_unit_test(test_bad_header_bytes),
-        cmocka_unit_test(test_bad_entry_not_object),
-        cmocka_unit_test(test_bad_dtype),
-        cmocka_unit_test(test_bad_shape),
-        cmocka_unit_test(test_bad_data_offsets),
-        cmocka_unit_test(test_bad_byte_count),
-        cmocka_unit_test(test_bad_overlap),
-        cmocka_unit_test(test_bad_hole),
-        cmocka_unit_test(test_bad_trailing_bytes),
-        cmocka_unit_test(test_bad_duplicate_names),
-        cmocka_unit_test(test_bad_metadata),
-        cmocka_unit_test(test_bad_message_quoting),
-        cmocka_unit_test(test_empty_name_round_trip),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

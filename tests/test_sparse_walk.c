@@ -150,9 +150,8 @@ static const char *const DENSE_EQUIVALENT[] = {
     "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {}}",
 };
 
-static void test_dense_equivalent(void **state)
+OPTIM_TEST(test_dense_equivalent)
 {
-    (void)state;
     const int saved = omp_get_max_threads();
     for (size_t i = 0; i < sizeof DENSE_EQUIVALENT / sizeof *DENSE_EQUIVALENT; i++)
         for (int t = 1; t <= 3; t++) check_equals_densified(DENSE_EQUIVALENT[i], t);
@@ -181,9 +180,8 @@ static const struct {
     {"{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}", 0},
 };
 
-static void test_lazy_threads(void **state)
+OPTIM_TEST(test_lazy_threads)
 {
-    (void)state;
     static grads g;
     const int saved = omp_get_max_threads();
     for (size_t i = 0; i < sizeof LAZY / sizeof *LAZY; i++) {
@@ -218,9 +216,8 @@ static void test_lazy_threads(void **state)
 /* The threaded modes against the same class run whole (its sparse_mode
  * hook removed: apply_sparse once, one thread, as before the modes): bit
  * for bit, for every built-in whose apply_sparse serves the config. */
-static void test_modes_match_whole(void **state)
+OPTIM_TEST(test_modes_match_whole)
 {
-    (void)state;
     static const struct {
         const char *cls, *extra;
     } cases[] = {
@@ -275,10 +272,9 @@ static void test_modes_match_whole(void **state)
 
 /* Keras 3 LazyAdam's indexed rows follow its dense rule: equal, bit for
  * bit, to a dense step on a table of just those rows. */
-static void test_lazy_rows_follow_dense_rule(void **state)
+OPTIM_TEST(test_lazy_rows_follow_dense_rule)
 {
     optim_error err;
-    (void)state;
     static grads g;
     make_grads(&g, 0);
     int64_t uniq[ROWS], nu = 0;
@@ -338,9 +334,8 @@ static optim_optimizer *make_user(const optim_class *cls)
     return o;
 }
 
-static void test_user_elementwise(void **state)
+OPTIM_TEST(test_user_elementwise)
 {
-    (void)state;
     static grads g;
     for (int t = 1; t <= 3; t++) {
         optim_optimizer *os = make_user(&USER_EW), *od = make_user(&USER_EW);
@@ -432,9 +427,8 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
     optim_var_destroy(x);
 }
 
-static void test_modes_observed(void **state)
+OPTIM_TEST(test_modes_observed)
 {
-    (void)state;
     optim_class ew = {.size = sizeof(optim_class),
                       .version = OPTIM_CLASS_VERSION,
                       .name = "SparseWalkRec",
@@ -496,9 +490,8 @@ static void test_modes_observed(void **state)
     assert_int_equal(seen.sparse_calls, 1);
 }
 
-static void test_refused_without_rule(void **state)
+OPTIM_TEST(test_refused_without_rule)
 {
-    (void)state;
     optim_class c = {.size = sizeof(optim_class),
                      .version = OPTIM_CLASS_VERSION,
                      .name = "SparseWalkWhole",
@@ -524,9 +517,8 @@ static void test_refused_without_rule(void **state)
 
 /* ---- the chunk gradient ------------------------------------------------------------------ */
 
-static void test_chunk_grad(void **state)
+OPTIM_TEST(test_chunk_grad)
 {
-    (void)state;
     const int64_t rows = 50, rs = 7, idx[] = {0, 3, 4, 17, 49};
     double vals[5 * 7], dense[50 * 7] = {0}, buf[OPTIM__CHUNK];
     for (int j = 0; j < 5; j++)
@@ -570,9 +562,8 @@ static int cmp_ipos(const void *a, const void *b)
 
 /* The radix sort of de-duplication against qsort by (index, position),
  * for tables needing one to four passes. */
-static void test_sort(void **state)
+OPTIM_TEST(test_sort)
 {
-    (void)state;
     enum { N = 5000 };
     static optim__ipos a[N], b[N], tmp[N];
     const int64_t rows_list[] = {1, 2, 2047, 2048, 2049, 1000000, (int64_t)1 << 40, INT64_MAX};
@@ -595,9 +586,8 @@ static void test_sort(void **state)
 /* De-duplication's sum: unique indices ascending, each row zero plus its
  * rows in order of position (-0 becomes +0), the same bits for any number
  * of parts; against the sum written out directly. */
-static void test_sum(void **state)
+OPTIM_TEST(test_sum)
 {
-    (void)state;
     enum { N = 900, RS = 5, NR = 400 };
     static optim__ipos a[N], tmp[N];
     static float raw[N * RS], vals[N * RS], ref[N * RS];
@@ -635,19 +625,4 @@ static void test_sum(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_equivalent),
-        cmocka_unit_test(test_lazy_threads),
-        cmocka_unit_test(test_lazy_rows_follow_dense_rule),
-        cmocka_unit_test(test_user_elementwise),
-        cmocka_unit_test(test_modes_observed),
-        cmocka_unit_test(test_refused_without_rule),
-        cmocka_unit_test(test_chunk_grad),
-        cmocka_unit_test(test_sort),
-        cmocka_unit_test(test_modes_match_whole),
-        cmocka_unit_test(test_sum),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -74,7 +74,7 @@ static const optim_dtype dtypes[2] = {OPTIM_F32, OPTIM_F64};
 
 /* ---- forward values --------------------------------------------------------------------- */
 
-static void test_elementwise_values(void **s)
+OPTIM_TEST(test_elementwise_values)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -132,7 +132,7 @@ static void test_elementwise_values(void **s)
     }
 }
 
-static void test_matmul_values(void **s)
+OPTIM_TEST(test_matmul_values)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -166,7 +166,7 @@ static void test_matmul_values(void **s)
     }
 }
 
-static void test_reduction_values(void **s)
+OPTIM_TEST(test_reduction_values)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -210,7 +210,7 @@ static void test_reduction_values(void **s)
     }
 }
 
-static void test_softmax_and_losses_values(void **s)
+OPTIM_TEST(test_softmax_and_losses_values)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -249,7 +249,7 @@ static void test_softmax_and_losses_values(void **s)
     }
 }
 
-static void test_array_values(void **s)
+OPTIM_TEST(test_array_values)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -330,7 +330,7 @@ static void mlp_grads(optim_dtype dt, double *gw, double *gb)
     optim_var_destroy(b);
 }
 
-static void test_f32_gradients(void **s)
+OPTIM_TEST(test_f32_gradients)
 {
     double w32[12], b32[3], w64[12], b64[3];
     mlp_grads(OPTIM_F32, w32, b32);
@@ -339,7 +339,7 @@ static void test_f32_gradients(void **s)
     for (int i = 0; i < 3; i++) assert_close(b32[i], b64[i], 1e-4, 1e-6);
 }
 
-static void test_none_and_watched(void **s)
+OPTIM_TEST(test_none_and_watched)
 {
     optim_var *used = optim_test_var("used", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
     optim_var *unused = optim_test_var("unused", OPTIM_F64, 1, (int64_t[]){2}, (double[]){3, 4});
@@ -411,7 +411,7 @@ static void test_none_and_watched(void **s)
     optim_var_destroy(branch);
 }
 
-static void test_sparse_structure(void **s)
+OPTIM_TEST(test_sparse_structure)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -511,7 +511,7 @@ static optim_node *batch(optim_tape *t, optim_var *w, int64_t rows)
         OPTIM_ALL_AXES);
 }
 
-static void test_reset_reuse(void **s)
+OPTIM_TEST(test_reset_reuse)
 {
     double W[32];
     for (int i = 0; i < 32; i++) W[i] = cos(i);
@@ -553,7 +553,7 @@ static void test_reset_reuse(void **s)
 
 /* ---- refusals ------------------------------------------------------------------------------- */
 
-static void test_bad_shapes_and_args(void **s)
+OPTIM_TEST(test_bad_shapes_and_args)
 {
     optim_tape *t = tape();
     optim_node *a = cnode(t, OPTIM_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
@@ -726,7 +726,7 @@ static void test_bad_shapes_and_args(void **s)
 #undef RESET
 }
 
-static void test_gradient_refusals(void **s)
+OPTIM_TEST(test_gradient_refusals)
 {
     optim_var *x = optim_test_var("x", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 0});
     optim_var *neg = optim_test_var("neg", OPTIM_F64, 1, (int64_t[]){2}, (double[]){4, -1});
@@ -851,7 +851,7 @@ static optim_optimizer *sgd(double lr)
     return opt;
 }
 
-static void test_minimize_array(void **s)
+OPTIM_TEST(test_minimize_array)
 {
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = dtypes[d];
@@ -924,7 +924,7 @@ static size_t lazy_list(void *user, optim_var **vars, size_t cap)
     return m->nvars;
 }
 
-static void test_minimize_var_list_fn(void **s)
+OPTIM_TEST(test_minimize_var_list_fn)
 {
     const size_t counts[2] = {3, 70}; /* 70: more than fits the first call */
     for (int c = 0; c < 2; c++) {
@@ -987,7 +987,7 @@ static size_t null_list(void *user, optim_var **vars, size_t cap)
     return 1;
 }
 
-static void test_minimize_errors(void **s)
+OPTIM_TEST(test_minimize_errors)
 {
     optim_var *v = optim_test_var("v", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
     optim_var *frozen = optim_test_var("frozen", OPTIM_F64, 1, (int64_t[]){2}, (double[]){1, 2});
@@ -1043,7 +1043,7 @@ static void test_minimize_errors(void **s)
     optim_var_destroy(frozen);
 }
 
-static void test_loss_and_gradients(void **s)
+OPTIM_TEST(test_loss_and_gradients)
 {
     keras_doc k = {optim_test_var("var1", OPTIM_F32, 0, NULL, (double[]){1}),
                    optim_test_var("var2", OPTIM_F32, 0, NULL, (double[]){2}), 0};
@@ -1104,9 +1104,8 @@ static void test_loss_and_gradients(void **s)
 
 /* tf.clip_by_value: the bound for +-inf, NaN kept; gradient where lo <= x
  * <= hi (bounds included), 0 elsewhere (NaN included). */
-static void test_clip_op(void **s)
+OPTIM_TEST(test_clip_op)
 {
-    (void)s;
     const double x[8] = {-INFINITY, -1, 0.25, 0.5, 0.75, 2, INFINITY, NAN};
     const double want[8] = {0.25, 0.25, 0.25, 0.5, 0.75, 0.75, 0.75, NAN};
     const double w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -1144,9 +1143,8 @@ static void test_clip_op(void **s)
 
 /* softmax and sigmoid keep their input for the cross-entropy losses; no
  * other op does. */
-static void test_activation_logits(void **s)
+OPTIM_TEST(test_activation_logits)
 {
-    (void)s;
     optim_tape *t = tape();
     optim_node *x = cnode(t, OPTIM_F32, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
     optim_node *sm = optim_softmax(t, x), *sg = optim_sigmoid(t, x);
@@ -1162,26 +1160,4 @@ static void test_activation_logits(void **s)
     optim_tape_destroy(t);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elementwise_values),
-        cmocka_unit_test(test_matmul_values),
-        cmocka_unit_test(test_reduction_values),
-        cmocka_unit_test(test_softmax_and_losses_values),
-        cmocka_unit_test(test_array_values),
-        cmocka_unit_test(test_f32_gradients),
-        cmocka_unit_test(test_none_and_watched),
-        cmocka_unit_test(test_sparse_structure),
-        cmocka_unit_test(test_reset_reuse),
-        cmocka_unit_test(test_bad_shapes_and_args),
-        cmocka_unit_test(test_gradient_refusals),
-        cmocka_unit_test(test_minimize_array),
-        cmocka_unit_test(test_minimize_var_list_fn),
-        cmocka_unit_test(test_minimize_errors),
-        cmocka_unit_test(test_loss_and_gradients),
-        cmocka_unit_test(test_clip_op),
-        cmocka_unit_test(test_activation_logits),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

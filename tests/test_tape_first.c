@@ -132,9 +132,8 @@ static void assert_same_bits(const unsigned char *a, const unsigned char *b, opt
                      optim_dtype_name(dt), i, elem(a, dt, i), elem(b, dt, i), what);
 }
 
-static void test_first_contribution(void **s)
+OPTIM_TEST(test_first_contribution)
 {
-    (void)s;
     const optim_dtype dts[2] = {OPTIM_F32, OPTIM_F64};
     for (int d = 0; d < 2; d++)
         for (op_kind op = 0; op < NOPS; op++) {
@@ -164,9 +163,8 @@ static void test_first_contribution(void **s)
 /* The same for a matmul's inputs and a bias add, as Dense records them:
  * relu(x W + b), the gradients of x, W and b against a copy of the graph
  * with 0 * x, 0 * W and 0 * b added first. */
-static void test_dense_chain(void **s)
+OPTIM_TEST(test_dense_chain)
 {
-    (void)s;
     static const int64_t shapes[3][2] = {{C, C}, {C, 0}, {R, C}};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -239,9 +237,8 @@ static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char 
     optim_var_destroy(v[1]);
 }
 
-static void test_bias_relu(void **s)
+OPTIM_TEST(test_bias_relu)
 {
-    (void)s;
     for (int d = 0; d < 2; d++)
         for (int twice = 0; twice < 2; twice++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -274,12 +271,4 @@ static void test_bias_relu(void **s)
     optim_tape_destroy(t);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_contribution),
-        cmocka_unit_test(test_dense_chain),
-        cmocka_unit_test(test_bias_relu),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

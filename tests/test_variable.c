@@ -31,9 +31,8 @@ static char not_a_var;
 
 /* ---- Creation: owned and borrowed ----------------------------------------- */
 
-static void test_create_owned_copies_init(void **state)
+OPTIM_TEST(test_create_owned_copies_init)
 {
-    (void)state;
     float init[6] = {1, -2, 3, -4, 5, -6};
     int64_t shape[2] = {2, 3};
     char name[16] = "dense/kernel";
@@ -58,10 +57,9 @@ static void test_create_owned_copies_init(void **state)
     optim_var_destroy(v);
 }
 
-static void test_create_zeros_when_init_null(void **state)
+OPTIM_TEST(test_create_zeros_when_init_null)
 {
     optim_error err;
-    (void)state;
     int64_t shape[3] = {2, 3, 4};
     optim_var *v = NULL;
     assert_ok(optim_var_create(&v, "z", OPTIM_F64, 3, shape, NULL, &err), &err);
@@ -71,10 +69,9 @@ static void test_create_zeros_when_init_null(void **state)
     optim_var_destroy(v);
 }
 
-static void test_create_scalar_and_empty(void **state)
+OPTIM_TEST(test_create_scalar_and_empty)
 {
     optim_error err;
-    (void)state;
     optim_var *s = NULL, *e = NULL;
     double one = 3.5;
     assert_ok(optim_var_create(&s, "scalar", OPTIM_F64, 0, NULL, &one, &err), &err);
@@ -96,10 +93,9 @@ static void test_create_scalar_and_empty(void **state)
 /* A variable's data starts on a 64-byte boundary whatever its size and
  * name, and holds every element apart from the name (the struct, data and
  * name share one heap block). */
-static void test_create_layout(void **state)
+OPTIM_TEST(test_create_layout)
 {
     optim_error err;
-    (void)state;
     const int64_t sizes[] = {0, 1, 3, 16, 17, 1000};
     char name[301];
     for (size_t len = 1; len < sizeof name; len += 37)
@@ -151,10 +147,9 @@ static int thp_on(void)
 /* Data of 2 MiB or more: its own block on 2 MiB boundaries, advised onto
  * huge pages where the system has them (huge_pages.h); zeroed or copied as
  * any other, the name intact. Below that, the one 64-byte aligned block. */
-static void test_create_large_on_huge_pages(void **state)
+OPTIM_TEST(test_create_large_on_huge_pages)
 {
     optim_error err;
-    (void)state;
     const size_t mib2 = (size_t)2 << 20;
     const int64_t sizes[] = {(int64_t)(mib2 / 4) - 16, (int64_t)(mib2 / 4), (int64_t)(mib2 / 4) + 1,
                              (int64_t)(3 * mib2 / 4)};
@@ -180,10 +175,9 @@ static void test_create_large_on_huge_pages(void **state)
     free(init);
 }
 
-static void test_accessors(void **state)
+OPTIM_TEST(test_accessors)
 {
     optim_error err;
-    (void)state;
     double init[4] = {0.5, 1.5, 2.5, 3.5};
     int64_t shape[2] = {4, 1};
     optim_var *v;
@@ -218,9 +212,8 @@ static void test_accessors(void **state)
     optim_var_destroy(NULL); /* no-op */
 }
 
-static void test_wrap_borrows_memory(void **state)
+OPTIM_TEST(test_wrap_borrows_memory)
 {
-    (void)state;
     /* Heap memory the caller frees after the variable: if the library freed
      * it too, the sanitizer build reports a double free. */
     float *buf = malloc(6 * sizeof *buf);
@@ -262,9 +255,8 @@ static void test_wrap_borrows_memory(void **state)
 
 /* A zero-element borrowed variable needs no memory: NULL data is valid
  * (the header requires data only to hold the elements). */
-static void test_wrap_zero_elements_null_data(void **state)
+OPTIM_TEST(test_wrap_zero_elements_null_data)
 {
-    (void)state;
     int64_t shape[2] = {0, 3};
     optim_var *v = SENTINEL;
     optim_error err;
@@ -278,10 +270,9 @@ static void test_wrap_zero_elements_null_data(void **state)
 
 /* ---- assign ------------------------------------------------------------------ */
 
-static void test_assign(void **state)
+OPTIM_TEST(test_assign)
 {
     optim_error err;
-    (void)state;
     int64_t shape[1] = {3};
     const double init[3] = {1, 2, 3};
     optim_var *v;
@@ -352,9 +343,8 @@ static void expect_create_fails(int wrap, const char *name, optim_dtype dtype, i
     assert_null(v);
 }
 
-static void test_bad_inputs(void **state)
+OPTIM_TEST(test_bad_inputs)
 {
-    (void)state;
     int64_t shape2[2] = {2, 3};
     float buf[6] = {0};
     for (int wrap = 0; wrap <= 1; wrap++) {
@@ -484,10 +474,9 @@ static void check_constraint(const optim_constraint *c, int kind, int ref_axis)
     optim_var_destroy(v);
 }
 
-static void test_constraint_non_neg(void **state)
+OPTIM_TEST(test_constraint_non_neg)
 {
     optim_error err;
-    (void)state;
     optim_constraint c = optim_constraint_non_neg();
     assert_int_equal(c.kind, OPTIM_CONSTRAINT_NON_NEG);
     check_constraint(&c, REF_NON_NEG, 0);
@@ -502,9 +491,8 @@ static void test_constraint_non_neg(void **state)
     optim_var_destroy(v);
 }
 
-static void test_constraint_max_norm(void **state)
+OPTIM_TEST(test_constraint_max_norm)
 {
-    (void)state;
     /* Column norms of W0: ~0.58, ~2.10, 0, ~4.34, ~0.07; row norms ~2.8, ~2.2, ~3.2, ~1.1. */
     const double limits[] = {1.5, 2.5, 0.0};
     for (size_t k = 0; k < sizeof limits / sizeof *limits; k++) {
@@ -522,10 +510,9 @@ static void test_constraint_max_norm(void **state)
     }
 }
 
-static void test_constraint_unit_norm(void **state)
+OPTIM_TEST(test_constraint_unit_norm)
 {
     optim_error err;
-    (void)state;
     optim_constraint c = optim_constraint_unit_norm(0);
     assert_int_equal(c.kind, OPTIM_CONSTRAINT_UNIT_NORM);
     check_constraint(&c, REF_UNIT_NORM, 0);
@@ -547,9 +534,8 @@ static void test_constraint_unit_norm(void **state)
     optim_var_destroy(v);
 }
 
-static void test_constraint_min_max_norm(void **state)
+OPTIM_TEST(test_constraint_min_max_norm)
 {
-    (void)state;
     const struct {
         double mn, mx, rate;
     } p[] = {
@@ -572,10 +558,9 @@ static void test_constraint_min_max_norm(void **state)
 }
 
 /* Rank 3 along the middle axis, [2, 3, 2], written out element by element. */
-static void test_constraint_rank3_middle_axis(void **state)
+OPTIM_TEST(test_constraint_rank3_middle_axis)
 {
     optim_error err;
-    (void)state;
     double w[12];
     for (int i = 0; i < 12; i++) w[i] = (double)(i % 5) - 1.5 + 0.25 * i;
     int64_t shape[3] = {2, 3, 2};
@@ -599,10 +584,9 @@ static void test_constraint_rank3_middle_axis(void **state)
 
 /* ---- Constraints: management and bad parameters ------------------------------------ */
 
-static void test_constraint_is_copied_and_removable(void **state)
+OPTIM_TEST(test_constraint_is_copied_and_removable)
 {
     optim_error err;
-    (void)state;
     int64_t shape[2] = {2, 2};
     optim_var *v;
     assert_ok(optim_var_create(&v, "w", OPTIM_F32, 2, shape, NULL, &err), &err);
@@ -661,10 +645,9 @@ static void never_called(optim_var *v, void *user)
     fail_msg("constraint fn called");
 }
 
-static void test_constraint_bad_parameters(void **state)
+OPTIM_TEST(test_constraint_bad_parameters)
 {
     optim_error err;
-    (void)state;
     int64_t shape[2] = {3, 2};
     const double init[6] = {1, 2, 3, 4, 5, 6};
     optim_var *v;
@@ -738,10 +721,9 @@ static void halve_constraint(optim_var *v, void *user)
     for (int64_t i = 0; i < optim_var_numel(v); i++) w[i] *= 0.5f;
 }
 
-static void test_constraint_custom_called(void **state)
+OPTIM_TEST(test_constraint_custom_called)
 {
     optim_error err;
-    (void)state;
     float init[3] = {2, 4, -8};
     int64_t shape[1] = {3};
     optim_var *v;
@@ -780,27 +762,4 @@ static void test_constraint_custom_called(void **state)
     optim_var_destroy(v);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_owned_copies_init),
-        cmocka_unit_test(test_create_zeros_when_init_null),
-        cmocka_unit_test(test_create_scalar_and_empty),
-        cmocka_unit_test(test_create_layout),
-        cmocka_unit_test(test_create_large_on_huge_pages),
-        cmocka_unit_test(test_accessors),
-        cmocka_unit_test(test_wrap_borrows_memory),
-        cmocka_unit_test(test_wrap_zero_elements_null_data),
-        cmocka_unit_test(test_assign),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_constraint_non_neg),
-        cmocka_unit_test(test_constraint_max_norm),
-        cmocka_unit_test(test_constraint_unit_norm),
-        cmocka_unit_test(test_constraint_min_max_norm),
-        cmocka_unit_test(test_constraint_rank3_middle_axis),
-        cmocka_unit_test(test_constraint_is_copied_and_removable),
-        cmocka_unit_test(test_constraint_bad_parameters),
-        cmocka_unit_test(test_constraint_custom_called),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

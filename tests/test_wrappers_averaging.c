@@ -276,9 +276,8 @@ static const optim_dtype DTYPES[2] = {OPTIM_F32, OPTIM_F64};
 
 /* ---- trajectories -------------------------------------------------------------------------------- */
 
-static void test_moving_average_trajectories(void **state)
+OPTIM_TEST(test_moving_average_trajectories)
 {
-    (void)state;
     for (int d = 0; d < 2; d++)
         for (int legacy = 0; legacy < 2; legacy++) {
             spec s = sgd_spec(W_MA);
@@ -302,9 +301,8 @@ static void test_moving_average_trajectories(void **state)
         }
 }
 
-static void test_swa_trajectories(void **state)
+OPTIM_TEST(test_swa_trajectories)
 {
-    (void)state;
     static const int64_t schedules[][2] = {{10, 0}, {1, 0}, {4, 3}, {5, 23}, {3, 24}, {1, 7}};
     for (int d = 0; d < 2; d++)
         for (size_t c = 0; c < sizeof schedules / sizeof *schedules; c++) {
@@ -319,9 +317,8 @@ static void test_swa_trajectories(void **state)
         }
 }
 
-static void test_lookahead_trajectories(void **state)
+OPTIM_TEST(test_lookahead_trajectories)
 {
-    (void)state;
     static const int64_t syncs[] = {6, 1, 2, 5, 24, 25};
     static const double alphas[] = {0.5, 0.3, 0.0, 1.0, 0.7, 0.5};
     for (int d = 0; d < 2; d++)
@@ -341,9 +338,8 @@ static void test_lookahead_trajectories(void **state)
  * snapshot steps and its first snapshot is a copy; Lookahead's slow weights
  * change only at sync steps, where the variable equals them; with
  * slow_step_size 0 every sync resets the variable to its initial value. */
-static void test_schedule_edges_exact(void **state)
+OPTIM_TEST(test_schedule_edges_exact)
 {
-    (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
         optim_optimizer *swa =
@@ -389,9 +385,8 @@ static void test_schedule_edges_exact(void **state)
 }
 
 /* TF Addons' own tests, with their values (legacy SGD, float32). */
-static void test_tfa_examples(void **state)
+OPTIM_TEST(test_tfa_examples)
 {
-    (void)state;
     /* moving_average_test.py: test_run */
     optim_optimizer *ma =
         optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
@@ -472,9 +467,8 @@ static void test_tfa_examples(void **state)
 
 /* lookahead_test.py's exact-ratio property: after k steps with sync_period
  * k, slow = initial + (plain inner result - initial) * alpha. */
-static void test_lookahead_exact_ratio(void **state)
+OPTIM_TEST(test_lookahead_exact_ratio)
 {
-    (void)state;
     static const int ks[3] = {5, 10, 100};
     static const double alphas[2] = {0.3, 0.7};
     for (int a = 0; a < 2; a++)
@@ -507,9 +501,8 @@ static void test_lookahead_exact_ratio(void **state)
  * rule (Keras 3 SGD: the indexed rows; Keras 3 Adam: the dense equivalent)
  * and the wrapper's rule on the whole variable. The reference is the dense
  * rule on the gradient with the duplicates summed. */
-static void test_sparse(void **state)
+OPTIM_TEST(test_sparse)
 {
-    (void)state;
     enum { ROWS = 4, COLS = 3 };
     for (int d = 0; d < 2; d++)
         for (int w = 0; w < 3; w++)
@@ -565,9 +558,8 @@ static void test_sparse(void **state)
 
 /* ---- weights, iterations, gradient processing, constraints, threads -------------------------- */
 
-static void test_weights_and_iterations(void **state)
+OPTIM_TEST(test_weights_and_iterations)
 {
-    (void)state;
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
                         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}}}");
@@ -643,9 +635,8 @@ static void test_weights_and_iterations(void **state)
 /* The inner optimizer steps at the wrapper's iterations even when it had
  * stepped on its own before being wrapped (TF Addons assigns the
  * wrapper's counter to it), so Adam's bias correction restarts. */
-static void test_inner_follows_wrapper_counter(void **state)
+OPTIM_TEST(test_inner_follows_wrapper_counter)
 {
-    (void)state;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
                         "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05}}");
@@ -691,9 +682,8 @@ static int double_grads(void *user, optim_grad_var *pairs, size_t n, optim_error
 
 /* As in TF Addons: the wrapper's clipnorm / clipvalue / transformers apply;
  * the inner optimizer's are not used by a wrapper step. */
-static void test_gradient_processing_is_the_wrappers(void **state)
+OPTIM_TEST(test_gradient_processing_is_the_wrappers)
 {
-    (void)state;
     for (int legacy = 0; legacy < 2; legacy++) {
         const char *lg = legacy ? ", \"is_legacy_optimizer\": true" : "";
         char json[600];
@@ -747,9 +737,8 @@ static void test_gradient_processing_is_the_wrappers(void **state)
 /* The wrapper's rule sees the variable before its constraint; the
  * constraint then applies to the variable only (OptimizerV2's
  * _distributed_apply constrains after the wrapper's _resource_apply_dense). */
-static void test_constraint_after_rule(void **state)
+OPTIM_TEST(test_constraint_after_rule)
 {
-    (void)state;
     optim_constraint nn = optim_constraint_non_neg();
     /* MovingAverage */
     optim_optimizer *ma = optim_test_make(
@@ -800,9 +789,8 @@ static void test_constraint_after_rule(void **state)
 
 /* Results do not depend on the number of threads (large variables cross
  * the chunk size). */
-static void test_threads(void **state)
+OPTIM_TEST(test_threads)
 {
-    (void)state;
     enum { BIG = 20000 };
     static const char *const cfgs[3] = {
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\", \"dynamic_decay\": true}}",
@@ -842,9 +830,8 @@ static void test_threads(void **state)
 
 /* ---- swap and assign ------------------------------------------------------------------------------ */
 
-static void test_swap_and_assign(void **state)
+OPTIM_TEST(test_swap_and_assign)
 {
-    (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
         optim_optimizer *ma =
@@ -941,9 +928,8 @@ static void test_swap_and_assign(void **state)
 
 /* ---- failed steps change nothing --------------------------------------------------------------- */
 
-static void test_failed_steps(void **state)
+OPTIM_TEST(test_failed_steps)
 {
-    (void)state;
     static const char *const cfgs[3] = {
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\"}}",
         "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"adam\", \"average_period\": 1}}",
@@ -1037,9 +1023,8 @@ static void round_trip(const char *json)
     optim_destroy(b);
 }
 
-static void test_config_round_trips(void **state)
+OPTIM_TEST(test_config_round_trips)
 {
-    (void)state;
     static const char *const cfgs[] = {
         "\"MovingAverage\"" /* refused below: no inner optimizer */,
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", "
@@ -1154,9 +1139,8 @@ static void test_config_round_trips(void **state)
     optim_destroy(opt);
 }
 
-static void test_bad_configs(void **state)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)state;
 #define MA(x) "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
 #define SWA(x) "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
 #define LA(x) "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
@@ -1215,9 +1199,8 @@ static void test_bad_configs(void **state)
 }
 
 /* optim_wrap from C: the wrapper owns the inner optimizer only on success. */
-static void test_wrap_from_c(void **state)
+OPTIM_TEST(test_wrap_from_c)
 {
-    (void)state;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
                         "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05, "
@@ -1270,26 +1253,4 @@ static void test_wrap_from_c(void **state)
     optim_var_destroy(v);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_moving_average_trajectories),
-        cmocka_unit_test(test_swa_trajectories),
-        cmocka_unit_test(test_lookahead_trajectories),
-        cmocka_unit_test(test_schedule_edges_exact),
-        cmocka_unit_test(test_tfa_examples),
-        cmocka_unit_test(test_lookahead_exact_ratio),
-        cmocka_unit_test(test_sparse),
-        cmocka_unit_test(test_weights_and_iterations),
-        cmocka_unit_test(test_inner_follows_wrapper_counter),
-        cmocka_unit_test(test_gradient_processing_is_the_wrappers),
-        cmocka_unit_test(test_constraint_after_rule),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_swap_and_assign),
-        cmocka_unit_test(test_failed_steps),
-        cmocka_unit_test(test_config_round_trips),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_wrap_from_c),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -269,18 +269,16 @@ static void check_trajectory(const char *json, int mode, const inner_ref *r, dou
 static const inner_ref SGD_REF = {0, 0.1, 0, 0, 0};
 static const inner_ref ADAM_REF = {1, 0.01, 0.9, 0.999, 1e-7};
 
-static void test_keras3_sgd(void **st)
+OPTIM_TEST(test_keras3_sgd)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3}}",
         MODE_K3, &SGD_REF, 1024, 3);
 }
 
-static void test_keras3_adam(void **st)
+OPTIM_TEST(test_keras3_adam)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
         ", \"initial_scale\": 256.0, \"dynamic_growth_steps\": 3}}",
@@ -292,18 +290,16 @@ static void test_keras3_adam(void **st)
         MODE_K3, &ADAM_REF, 4, 1);
 }
 
-static void test_legacy_sgd(void **st)
+OPTIM_TEST(test_legacy_sgd)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
         ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3, \"is_legacy_optimizer\": true}}",
         MODE_LEGACY, &SGD_REF, 1024, 3);
 }
 
-static void test_legacy_adam(void **st)
+OPTIM_TEST(test_legacy_adam)
 {
-    (void)st;
     /* Adam's bias correction sees the iterations a skipped step added. */
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
@@ -316,9 +312,8 @@ static void test_legacy_adam(void **st)
         MODE_LEGACY, &ADAM_REF, 2, 5);
 }
 
-static void test_apply_if_finite(void **st)
+OPTIM_TEST(test_apply_if_finite)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}",
         MODE_AIF, &ADAM_REF, 1, 1);
@@ -329,9 +324,8 @@ static void test_apply_if_finite(void **st)
 }
 
 /* Keras 3 vs legacy on one skipped step, side by side. */
-static void test_iterations_on_skip(void **st)
+OPTIM_TEST(test_iterations_on_skip)
 {
-    (void)st;
     optim_optimizer *k3 = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     optim_optimizer *lg = optim_test_make(
@@ -366,9 +360,8 @@ static void test_iterations_on_skip(void **st)
 
 /* Growth at the top of float32: Keras 3 lets the scale become Inf, legacy
  * keeps it (_assign_if_finite). Halving without a floor in Keras 3. */
-static void test_scale_limits(void **st)
+OPTIM_TEST(test_scale_limits)
 {
-    (void)st;
     optim_optimizer *k3 = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1}}");
@@ -400,9 +393,8 @@ static void test_scale_limits(void **st)
 }
 
 /* Legacy dynamic=false: a fixed scale, no weights, no skipping. */
-static void test_legacy_fixed(void **st)
+OPTIM_TEST(test_legacy_fixed)
 {
-    (void)st;
     const char *json =
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
         ", \"dynamic\": false, \"initial_scale\": 0.1, \"dynamic_growth_steps\": null, "
@@ -439,9 +431,8 @@ static void test_legacy_fixed(void **st)
  * wrapper equals the bare inner optimizer fed g / S, bit for bit, with a
  * scale that is not a power of two, sparse duplicates and a gradient large
  * enough for the threaded loops. */
-static void test_bit_exact_vs_inner(void **st)
+OPTIM_TEST(test_bit_exact_vs_inner)
 {
-    (void)st;
     enum { BIG = 70001 };
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -561,9 +552,8 @@ static int transformer(void *user, optim_grad_var *pairs, size_t n, optim_error 
     return 0;
 }
 
-static void test_aggregation(void **st)
+OPTIM_TEST(test_aggregation)
 {
-    (void)st;
     const char *json =
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 8.0}}";
@@ -621,9 +611,8 @@ static double nan_lr(void *user)
 }
 
 /* Bad input: refused on the skip path as on the step path, nothing changes. */
-static void test_bad_input(void **st)
+OPTIM_TEST(test_bad_input)
 {
-    (void)st;
     const char *jsons[2] = {
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 8.0}}",
@@ -748,9 +737,8 @@ static void test_bad_input(void **st)
 
 /* scale_loss: Keras 3 uses initial_scale as given before build, the float32
  * weight after; legacy is float32 throughout. */
-static void test_scale_loss(void **st)
+OPTIM_TEST(test_scale_loss)
 {
-    (void)st;
     optim_optimizer *k3 = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 0.1}}");
@@ -778,9 +766,8 @@ static void test_scale_loss(void **st)
 
 /* ---- weights ------------------------------------------------------------------------------------- */
 
-static void test_weights(void **st)
+OPTIM_TEST(test_weights)
 {
-    (void)st;
     const char *jsons[3] = {
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
         ", \"initial_scale\": 64.0, \"dynamic_growth_steps\": 3}}",
@@ -929,9 +916,8 @@ static void assert_keys(const char *json, const char *const *keys, size_t n)
     cJSON_Delete(root);
 }
 
-static void test_config_keras3(void **st)
+OPTIM_TEST(test_config_keras3)
 {
-    (void)st;
     char *s = round_trip(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}");
     static const char *const keys[] = {"name", "inner_optimizer", "initial_scale",
@@ -986,9 +972,8 @@ static void test_config_keras3(void **st)
     optim_destroy(o);
 }
 
-static void test_config_legacy(void **st)
+OPTIM_TEST(test_config_legacy)
 {
-    (void)st;
     /* tf.keras's LossScaleOptimizer.get_config; "dynamic" tells the
      * generation, so no is_legacy_optimizer (OptimizerV2 refuses it). */
     static const char *const keys[] = {"inner_optimizer", "dynamic", "initial_scale",
@@ -1014,9 +999,8 @@ static void test_config_legacy(void **st)
     optim_free(s);
 }
 
-static void test_config_apply_if_finite(void **st)
+OPTIM_TEST(test_config_apply_if_finite)
 {
-    (void)st;
     char *s = round_trip(
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     /* Not a Keras class: written as a custom object (no module). */
@@ -1046,9 +1030,8 @@ static void test_config_apply_if_finite(void **st)
     optim_free(s);
 }
 
-static void test_config_refusals(void **st)
+OPTIM_TEST(test_config_refusals)
 {
-    (void)st;
     /* no inner optimizer */
     expect_json_fails(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 2.0}}",
@@ -1195,9 +1178,8 @@ static void test_config_refusals(void **st)
 /* ApplyIfFinite inside a LossScaleOptimizer checks the unscaled gradients:
  * finite scaled gradients whose quotient by a tiny scale overflows float32
  * are skipped by ApplyIfFinite while the loss scale counts a finite step. */
-static void test_apply_if_finite_inside_lso(void **st)
+OPTIM_TEST(test_apply_if_finite_inside_lso)
 {
-    (void)st;
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}, "
@@ -1229,9 +1211,8 @@ static void test_apply_if_finite_inside_lso(void **st)
 
 /* Keras 3: "self.inner_optimizer.loss_scale_factor = None", so that the
  * gradients are not scaled twice (where the base supports the option). */
-static void test_inner_loss_scale_factor_cleared(void **st)
+OPTIM_TEST(test_inner_loss_scale_factor_cleared)
 {
-    (void)st;
     optim_optimizer *probe = NULL;
     optim_error err;
     if (optim_from_json(&probe,
@@ -1253,9 +1234,8 @@ static void test_inner_loss_scale_factor_cleared(void **st)
 
 /* ---- optim_wrap ----------------------------------------------------------------------------------- */
 
-static void test_wrap_from_c(void **st)
+OPTIM_TEST(test_wrap_from_c)
 {
-    (void)st;
     optim_error err;
     optim_optimizer *adam = optim_test_make(ADAM_K3), *lso;
     assert_ok(
@@ -1339,9 +1319,8 @@ static int refuse(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
     return OPTIM_EINVAL;
 }
 
-static void test_failed_inner_step_and_build(void **s)
+OPTIM_TEST(test_failed_inner_step_and_build)
 {
-    (void)s;
     const char *cfgs[2] = {
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"adam\"}}",
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"adam\"}}",
@@ -1375,30 +1354,4 @@ static void test_failed_inner_step_and_build(void **s)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras3_sgd),
-        cmocka_unit_test(test_keras3_adam),
-        cmocka_unit_test(test_legacy_sgd),
-        cmocka_unit_test(test_legacy_adam),
-        cmocka_unit_test(test_apply_if_finite),
-        cmocka_unit_test(test_iterations_on_skip),
-        cmocka_unit_test(test_scale_limits),
-        cmocka_unit_test(test_legacy_fixed),
-        cmocka_unit_test(test_bit_exact_vs_inner),
-        cmocka_unit_test(test_aggregation),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_scale_loss),
-        cmocka_unit_test(test_weights),
-        cmocka_unit_test(test_config_keras3),
-        cmocka_unit_test(test_config_legacy),
-        cmocka_unit_test(test_config_apply_if_finite),
-        cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_apply_if_finite_inside_lso),
-        cmocka_unit_test(test_inner_loss_scale_factor_cleared),
-        cmocka_unit_test(test_wrap_from_c),
-        cmocka_unit_test(test_failed_inner_step_and_build),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }
