@@ -41,7 +41,7 @@ static void make_data(void)
     for (int i = 0; i < N; i++) ys[i] = (xs[i * FEATURES] > 0) + (xs[i * FEATURES + 1] > 0.3f);
 }
 
-static void add(optim_model *m, optim_layer *l) { assert_int_equal(optim_sequential_add(m, l), 0); }
+static void add(optim_model *m, optim_layer *l) { assert_ok(optim_sequential_add(m, l), m); }
 
 /* Dense(units, relu) -> Dropout(0.25) -> Dense(3): built, compiled with opt. */
 static optim_model *make_model(optim_optimizer *opt, int64_t units)
@@ -49,19 +49,19 @@ static optim_model *make_model(optim_optimizer *opt, int64_t units)
     optim_model *m;
     optim_layer *l;
     optim_error err;
-    assert_int_equal(optim_sequential_create(&m, NULL, &err), 0);
+    assert_ok(optim_sequential_create(&m, NULL, &err), &err);
     optim_dense_options d = optim_dense_defaults(units);
     d.activation = OPTIM_ACT_RELU;
-    assert_int_equal(optim_dense_create(&l, &d, &err), 0);
+    assert_ok(optim_dense_create(&l, &d, &err), &err);
     add(m, l);
-    assert_int_equal(optim_dropout_create(&l, 0.25, 7, NULL, &err), 0);
+    assert_ok(optim_dropout_create(&l, 0.25, 7, NULL, &err), &err);
     add(m, l);
     d = optim_dense_defaults(CLASSES);
-    assert_int_equal(optim_dense_create(&l, &d, &err), 0);
+    assert_ok(optim_dense_create(&l, &d, &err), &err);
     add(m, l);
-    assert_int_equal(optim_model_build(m, 1, (int64_t[]){FEATURES}), 0);
+    assert_ok(optim_model_build(m, 1, (int64_t[]){FEATURES}), m);
     optim_loss loss = optim_loss_sparse_categorical_crossentropy(1);
-    assert_int_equal(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), 0);
+    assert_ok(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), m);
     return m;
 }
 
@@ -91,13 +91,12 @@ static void fit(optim_model *m, optim_optimizer *opt, int64_t initial, int64_t e
     h.on_epoch_end = save_hook;
     optim_callback *cb = NULL;
     optim_error err;
-    assert_int_equal(optim_callback_create(&cb, &h, &s, &err), 0);
+    assert_ok(optim_callback_create(&cb, &h, &s, &err), &err);
     optim_fit_options fo = optim_fit_defaults();
     fo.epochs = epochs, fo.initial_epoch = initial, fo.batch_size = 8, fo.seed = 3;
     fo.callbacks = &cb, fo.n_callbacks = dir ? 1 : 0;
     int rc = optim_model_fit(m, &x, &y, &fo, NULL);
-    if (rc) print_error("%s\n", optim_model_errmsg(m));
-    assert_int_equal(rc, 0);
+    assert_ok(rc, m);
     optim_callback_destroy(cb);
 }
 
@@ -107,7 +106,7 @@ static void assert_same_state(optim_model *a, optim_optimizer *oa, optim_model *
 {
     optim_var *va[MAXV], *vb[MAXV];
     size_t n = optim_model_variables(a, va, MAXV);
-    assert_int_equal(optim_model_variables(b, vb, MAXV), n);
+    assert_eq(optim_model_variables(b, vb, MAXV), n);
     for (size_t i = 0; i < n; i++)
         if (memcmp(optim_var_cdata(va[i]), optim_var_cdata(vb[i]),
                    (size_t)optim_var_numel(va[i]) * 4)) {
@@ -116,7 +115,7 @@ static void assert_same_state(optim_model *a, optim_optimizer *oa, optim_model *
         }
     optim_tensor wa[64], wb[64];
     size_t nw = optim_get_weights(oa, wa, 64);
-    assert_int_equal(optim_get_weights(ob, wb, 64), nw);
+    assert_eq(optim_get_weights(ob, wb, 64), nw);
     for (size_t i = 0; i < nw; i++)
         if (memcmp(wa[i].data, wb[i].data,
                    (size_t)optim_tensor_numel(&wa[i]) * optim_dtype_size(wa[i].dtype))) {
@@ -177,14 +176,14 @@ static void resume_one(const char *cfg, const char *dir)
     optim_error err;
     int rc = optim_checkpoint_read(dir, &c, &err);
     if (rc) print_error("%s: %s\n", cfg, err.msg);
-    assert_int_equal(rc, 0);
-    assert_int_equal(optim_checkpoint_epoch(c), 1);
+    assert_ok(rc, &err);
+    assert_eq(optim_checkpoint_epoch(c), 1);
     assert_string_equal(optim_checkpoint_extra_json(c), "{\"seed\":3}");
     optim_optimizer *ob = optim_test_make(optim_checkpoint_optimizer_json(c));
     optim_model *b = make_model(ob, 12);
     rc = optim_checkpoint_restore(c, b, ob, &err);
     if (rc) print_error("%s: %s\n", cfg, err.msg);
-    assert_int_equal(rc, 0);
+    assert_ok(rc, &err);
     optim_checkpoint_free(c);
     fit(b, ob, 1, 2, NULL);
     assert_same_state(a, oa, b, ob, cfg);
@@ -192,9 +191,8 @@ static void resume_one(const char *cfg, const char *dir)
     optim_destroy(oa), optim_destroy(ob);
 }
 
-static void test_resume_bitwise(void **s)
+OPTIM_TEST(test_resume_bitwise)
 {
-    (void)s;
     make_data();
     for (size_t i = 0; i < sizeof CONFIGS / sizeof *CONFIGS; i++) {
         char name[32];
@@ -207,9 +205,8 @@ static void test_resume_bitwise(void **s)
  * class, is refused and left as it was. */
 /* The optimizer's config comes back as it was written: every digit of a
  * float32 learning rate, ints as ints, floats as floats. */
-static void test_config_exact(void **s)
+OPTIM_TEST(test_config_exact)
 {
-    (void)s;
     make_data();
     const char *dir = optim_test_tmpfile("ckx");
     optim_optimizer *o =
@@ -219,7 +216,7 @@ static void test_config_exact(void **s)
     fit(m, o, 0, 1, dir);
     optim_checkpoint *c;
     optim_error err;
-    assert_int_equal(optim_checkpoint_read(dir, &c, &err), 0);
+    assert_ok(optim_checkpoint_read(dir, &c, &err), &err);
     char *want = optim_serialize(o);
     assert_string_equal(optim_checkpoint_optimizer_json(c), want);
     assert_non_null(strstr(want, "\"learning_rate\":0.009999999776482582,"));
@@ -230,9 +227,8 @@ static void test_config_exact(void **s)
     optim_destroy(o);
 }
 
-static void test_refusals(void **s)
+OPTIM_TEST(test_refusals)
 {
-    (void)s;
     make_data();
     const char *dir = optim_test_tmpfile("ckr");
     optim_optimizer *o = optim_test_make("\"adam\"");
@@ -240,60 +236,60 @@ static void test_refusals(void **s)
     fit(m, o, 0, 1, dir);
     optim_checkpoint *c;
     optim_error err;
-    assert_int_equal(optim_checkpoint_read(dir, &c, &err), 0);
+    assert_ok(optim_checkpoint_read(dir, &c, &err), &err);
 
     optim_optimizer *o2 = optim_test_make("\"adam\"");
     optim_model *other = make_model(o2, 13);
     optim_var *v[MAXV];
     optim_model_variables(other, v, MAXV);
     float before = ((const float *)optim_var_cdata(v[0]))[0];
-    assert_int_equal(optim_checkpoint_restore(c, other, o2, &err), OPTIM_ESTATE);
+    assert_status(optim_checkpoint_restore(c, other, o2, &err), OPTIM_ESTATE, &err);
     assert_non_null(strstr(err.msg, "different model"));
     assert_non_null(strstr(err.msg, "[6, 13]"));
     assert_eq(((const float *)optim_var_cdata(v[0]))[0], before);
-    assert_int_equal(optim_weights_count(o2), 1);
+    assert_eq(optim_weights_count(o2), 1);
     optim_model_destroy(other);
     optim_destroy(o2);
 
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
     optim_model *m2 = make_model(sgd, 12);
-    assert_int_equal(optim_checkpoint_restore(c, m2, sgd, &err), OPTIM_ESTATE);
+    assert_status(optim_checkpoint_restore(c, m2, sgd, &err), OPTIM_ESTATE, &err);
     assert_non_null(strstr(err.msg, "written with optimizer Adam, this run's is SGD"));
-    assert_int_equal(optim_weights_count(sgd), 1);
+    assert_eq(optim_weights_count(sgd), 1);
     optim_model_destroy(m2);
     optim_destroy(sgd);
 
     /* The optimizer that already stepped. */
-    assert_int_equal(optim_checkpoint_restore(c, m, o, &err), OPTIM_ESTATE);
+    assert_status(optim_checkpoint_restore(c, m, o, &err), OPTIM_ESTATE, &err);
     assert_non_null(strstr(err.msg, "not stepped"));
-    assert_int_equal(optim_checkpoint_restore(NULL, m, o, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_checkpoint_restore(c, NULL, o, &err), OPTIM_EINVAL);
+    assert_status(optim_checkpoint_restore(NULL, m, o, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_checkpoint_restore(c, NULL, o, &err), OPTIM_EINVAL, &err);
     optim_checkpoint_free(c);
     optim_checkpoint_free(NULL);
 
-    assert_int_equal(optim_checkpoint_save(dir, m, o, -1, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_checkpoint_save(dir, m, o, -1, NULL, &err), OPTIM_EINVAL, &err);
     assert_non_null(strstr(err.msg, "epoch = -1"));
-    assert_int_equal(optim_checkpoint_save(dir, m, o, 1, "[1]", &err), OPTIM_EINVAL);
+    assert_status(optim_checkpoint_save(dir, m, o, 1, "[1]", &err), OPTIM_EINVAL, &err);
     assert_non_null(strstr(err.msg, "not a JSON object"));
-    assert_int_equal(optim_checkpoint_save(NULL, m, o, 1, NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_checkpoint_save("/proc/none/x", m, o, 1, NULL, &err), OPTIM_EIO);
+    assert_status(optim_checkpoint_save(NULL, m, o, 1, NULL, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_checkpoint_save("/proc/none/x", m, o, 1, NULL, &err), OPTIM_EIO, &err);
     /* The failed saves left the checkpoint as it was. */
-    assert_int_equal(optim_checkpoint_read(dir, &c, &err), 0);
-    assert_int_equal(optim_checkpoint_epoch(c), 1);
+    assert_ok(optim_checkpoint_read(dir, &c, &err), &err);
+    assert_eq(optim_checkpoint_epoch(c), 1);
     optim_checkpoint_free(c);
     optim_model_destroy(m);
     optim_destroy(o);
 
-    assert_int_equal(optim_layer_set_training_calls(NULL, 1), OPTIM_EINVAL);
-    assert_int_equal(optim_layer_training_calls(NULL), 0);
-    assert_int_equal(optim_checkpoint_read(optim_test_tmpfile("missing"), &c, &err), OPTIM_EIO);
+    assert_status(optim_layer_set_training_calls(NULL, 1), OPTIM_EINVAL, NULL);
+    assert_eq(optim_layer_training_calls(NULL), 0);
+    assert_status(optim_checkpoint_read(optim_test_tmpfile("missing"), &c, &err), OPTIM_EIO, &err);
     assert_null(c);
     assert_non_null(strstr(err.msg, "holds no checkpoint"));
     char path[4096];
     snprintf(path, sizeof path, "%s/checkpoint.json", dir);
-    assert_int_equal(optim_test_write_file(path, "{\"format\": 1}", 13), 0);
-    assert_int_equal(optim_checkpoint_read(dir, &c, &err), OPTIM_EFORMAT);
-    assert_int_equal(optim_checkpoint_read(dir, NULL, &err), OPTIM_EINVAL);
+    assert_eq(optim_test_write_file(path, "{\"format\": 1}", 13), 0);
+    assert_status(optim_checkpoint_read(dir, &c, &err), OPTIM_EFORMAT, &err);
+    assert_status(optim_checkpoint_read(dir, NULL, &err), OPTIM_EINVAL, &err);
 }
 
 /* Saves checkpoints of a 900k-parameter model forever (child process). */
@@ -316,9 +312,8 @@ static void save_forever(const char *dir, int done_fd)
  * kill in two trials of three), then kills at a varying moment of the next
  * save. Synchronising on the pipe, not on time, keeps the test meaningful on
  * a loaded machine or under a sanitizer. */
-static void test_sigkill_mid_write(void **s)
+OPTIM_TEST(test_sigkill_mid_write)
 {
-    (void)s;
     make_data();
     for (int trial = 0; trial < 12; trial++) {
         char name[32];
@@ -346,26 +341,17 @@ static void test_sigkill_mid_write(void **s)
         optim_error err;
         int rc = optim_checkpoint_read(dir, &c, &err);
         if (rc) print_error("trial %d: %s\n", trial, err.msg);
-        assert_int_equal(rc, 0);
+        assert_ok(rc, &err);
         assert_ge(optim_checkpoint_epoch(c), saves);
         optim_optimizer *o = optim_test_make(optim_checkpoint_optimizer_json(c));
         optim_model *m = make_model(o, BIG);
         rc = optim_checkpoint_restore(c, m, o, &err);
         if (rc) print_error("trial %d: %s\n", trial, err.msg);
-        assert_int_equal(rc, 0);
+        assert_ok(rc, &err);
         optim_checkpoint_free(c);
         optim_model_destroy(m);
         optim_destroy(o);
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resume_bitwise),
-        cmocka_unit_test(test_config_exact),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_sigkill_mid_write),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

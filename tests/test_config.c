@@ -184,7 +184,7 @@ static void assert_hyper(optim_optimizer *opt, const char *name, double want)
     double v = -12345;
     int rc = optim_get_hyper(opt, name, &v);
     if (rc) print_error("optim_get_hyper(%s): %s\n", name, optim_errmsg(opt));
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, opt);
     if (isnan(want)) assert_nan(v);
     else if (v != want) {
         print_error("hyper %s = %.17g, expected %.17g\n", name, v, want);
@@ -225,7 +225,7 @@ static void expect_json_fails(const char *json, int code, ...)
     va_end(ap);
     /* Without an optim_error: same code, still NULL. */
     opt = SENTINEL;
-    assert_int_equal(optim_from_json(&opt, json, NULL), code);
+    assert_status(optim_from_json(&opt, json, NULL), code, NULL);
     assert_null(opt);
 }
 
@@ -275,9 +275,8 @@ static void expect_set_fails(optim_optimizer *opt, const char *name, double valu
 
 /* ---- Creation ------------------------------------------------------------------- */
 
-static void test_from_json_class_and_config(void **state)
+OPTIM_TEST(test_from_json_class_and_config)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, "
         "\"nesterov\": true}}");
@@ -285,8 +284,8 @@ static void test_from_json_class_and_config(void **state)
     assert_string_equal(optim_class_of(opt)->name, "SGD");
     /* Keras 3.15+'s default name (auto_name("SGD")); 3.14 wrote "SGD". */
     assert_string_equal(optim_name(opt), "sgd");
-    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
-    assert_int_equal(optim_iterations(opt), 0);
+    assert_eq(optim_generation_of(opt), OPTIM_KERAS3);
+    assert_eq(optim_iterations(opt), 0);
     assert_hyper(opt, "learning_rate", 0.1);
     assert_hyper(opt, "momentum", 0.9);
     assert_hyper(opt, "nesterov", 1);
@@ -306,22 +305,20 @@ static void test_from_json_class_and_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_from_json_bare_string(void **state)
+OPTIM_TEST(test_from_json_bare_string)
 {
-    (void)state;
     const char *names[] = {"\"sgd\"", "\"SGD\"", "\"Sgd\"", " \"sGD\" "};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         optim_optimizer *opt = from_json_ok(names[i]);
         assert_string_equal(optim_class_of(opt)->name, "SGD");
-        assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+        assert_eq(optim_generation_of(opt), OPTIM_KERAS3);
         assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
         optim_destroy(opt);
     }
 }
 
-static void test_class_name_case_insensitive(void **state)
+OPTIM_TEST(test_class_name_case_insensitive)
 {
-    (void)state;
     const char *jsons[] = {
         "{\"class_name\": \"sgd\", \"config\": {\"momentum\": 0.5}}",
         "{\"class_name\": \"Sgd\", \"config\": {\"momentum\": 0.5}}",
@@ -351,12 +348,11 @@ static void test_class_name_case_insensitive(void **state)
     assert_null(optim_find_class(NULL));
 }
 
-static void test_create_by_name(void **state)
+OPTIM_TEST(test_create_by_name)
 {
-    (void)state;
     optim_optimizer *opt = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_create_by_name(&opt, "sgd", NULL, &err), OPTIM_OK);
+    assert_ok(optim_create_by_name(&opt, "sgd", NULL, &err), &err);
     assert_non_null(opt);
     assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
@@ -368,8 +364,8 @@ static void test_create_by_name(void **state)
     assert_null(o.name);
     o.generation = OPTIM_LEGACY;
     o.name = "my_sgd";
-    assert_int_equal(optim_create_by_name(&opt, "SGD", &o, &err), OPTIM_OK);
-    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_ok(optim_create_by_name(&opt, "SGD", &o, &err), &err);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
     assert_string_equal(optim_name(opt), "my_sgd");
     cJSON *c = config_of(opt);
     assert_keys_exactly(c, LEGACY_KEYS, N_LEGACY_KEYS);
@@ -378,52 +374,49 @@ static void test_create_by_name(void **state)
     optim_destroy(opt);
 
     /* By class table. */
-    assert_int_equal(optim_create(&opt, &optim_sgd_class, NULL, &err), OPTIM_OK);
+    assert_ok(optim_create(&opt, &optim_sgd_class, NULL, &err), &err);
     assert_string_equal(optim_name(opt), "sgd");
     optim_destroy(opt);
 
     /* Unknown and NULL names; a bad options size. */
     opt = SENTINEL;
-    assert_int_equal(optim_create_by_name(&opt, "Adamm", NULL, &err), OPTIM_ENOTFOUND);
+    assert_status(optim_create_by_name(&opt, "Adamm", NULL, &err), OPTIM_ENOTFOUND, &err);
     assert_null(opt);
     assert_int_equal(err.code, OPTIM_ENOTFOUND);
     assert_contains(err.msg, "Adamm");
     opt = SENTINEL;
-    assert_int_equal(optim_create_by_name(&opt, NULL, NULL, &err), OPTIM_ENOTFOUND);
+    assert_status(optim_create_by_name(&opt, NULL, NULL, &err), OPTIM_ENOTFOUND, &err);
     assert_null(opt);
     o = optim_options_defaults();
     o.size = 4;
     opt = SENTINEL;
-    assert_int_equal(optim_create_by_name(&opt, "sgd", &o, &err), OPTIM_EVERSION);
+    assert_status(optim_create_by_name(&opt, "sgd", &o, &err), OPTIM_EVERSION, &err);
     assert_null(opt);
     o = optim_options_defaults();
     o.generation = (optim_generation)7;
     opt = SENTINEL;
-    assert_int_equal(optim_create(&opt, &optim_sgd_class, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_create(&opt, &optim_sgd_class, &o, &err), OPTIM_EINVAL, &err);
     assert_null(opt);
     assert_contains(err.msg, "7");
 }
 
-static void test_from_config(void **state)
+OPTIM_TEST(test_from_config)
 {
-    (void)state;
     optim_optimizer *opt = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_from_config(&opt, "SGD", "{\"momentum\": 0.5, \"name\": \"a\"}", &err),
-                     OPTIM_OK);
+    assert_ok(optim_from_config(&opt, "SGD", "{\"momentum\": 0.5, \"name\": \"a\"}", &err), &err);
     assert_keras3_config(opt, "a", 0.01, 0.5, 0);
     optim_destroy(opt);
-    assert_int_equal(optim_from_config(&opt, "sgd", NULL, &err), OPTIM_OK);
+    assert_ok(optim_from_config(&opt, "sgd", NULL, &err), &err);
     assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
-    assert_int_equal(optim_from_config(&opt, "Sgd", "{}", &err), OPTIM_OK);
+    assert_ok(optim_from_config(&opt, "Sgd", "{}", &err), &err);
     assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     optim_destroy(opt);
-    assert_int_equal(optim_from_config(&opt, "SGD",
-                                       "{\"learning_rate\": 0.2, \"is_legacy_optimizer\": true}",
-                                       &err),
-                     OPTIM_OK);
-    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_ok(optim_from_config(&opt, "SGD",
+                                "{\"learning_rate\": 0.2, \"is_legacy_optimizer\": true}", &err),
+              &err);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
     assert_hyper(opt, "learning_rate", 0.2);
     optim_destroy(opt);
 
@@ -433,7 +426,7 @@ static void test_from_config(void **state)
     char *cfg = optim_get_config(opt);
     assert_non_null(cfg);
     optim_optimizer *back;
-    assert_int_equal(optim_from_config(&back, "SGD", cfg, &err), OPTIM_OK);
+    assert_ok(optim_from_config(&back, "SGD", cfg, &err), &err);
     char *cfg2 = optim_get_config(back);
     assert_string_equal(cfg2, cfg);
     optim_free(cfg);
@@ -448,16 +441,16 @@ static void test_from_config(void **state)
     expect_config_fails("SGD", "{\"momentum\": ", OPTIM_EPARSE, NULL);
     expect_config_fails("SGD", "{\"momentum\": 3}", OPTIM_ERANGE, "momentum", "3", NULL);
     expect_config_fails("SGD", "{\"moment\": 0.1}", OPTIM_EKEY, "moment", "momentum", NULL);
-    assert_int_equal(optim_from_config(NULL, "SGD", "{}", &err), OPTIM_EINVAL);
+    assert_status(optim_from_config(NULL, "SGD", "{}", &err), OPTIM_EINVAL, &err);
 }
 
 /* ---- get_config key sets and defaults ------------------------------------------------- */
 
-static void test_keras3_default_config(void **state)
+OPTIM_TEST(test_keras3_default_config)
 {
-    (void)state;
+    optim_error err;
     optim_optimizer *opt;
-    assert_int_equal(optim_create(&opt, &optim_sgd_class, NULL, NULL), OPTIM_OK);
+    assert_ok(optim_create(&opt, &optim_sgd_class, NULL, &err), &err);
     assert_keras3_config(opt, "sgd", 0.01, 0.0, 0);
     /* The same through serialize. */
     char *s = serialize(opt);
@@ -490,12 +483,11 @@ static void test_keras3_default_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_legacy_default_config(void **state)
+OPTIM_TEST(test_legacy_default_config)
 {
-    (void)state;
     optim_optimizer *opt =
         from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}");
-    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
     cJSON *c = config_of(opt);
     assert_keys_exactly(c, LEGACY_KEYS, N_LEGACY_KEYS);
     assert_str(c, "name", "SGD");
@@ -521,9 +513,8 @@ static void test_legacy_default_config(void **state)
     optim_destroy(opt);
 }
 
-static void test_legacy_clip_keys_only_when_set(void **state)
+OPTIM_TEST(test_legacy_clip_keys_only_when_set)
 {
-    (void)state;
     static const struct {
         const char *json_extra;
         const char *keys[3];
@@ -556,7 +547,7 @@ static void test_legacy_clip_keys_only_when_set(void **state)
 
         /* Setting clipnorm to None (NAN) removes it again. */
         if (cases[k].keys[0] && strcmp(cases[k].keys[0], "clipnorm") == 0) {
-            assert_int_equal(optim_set_hyper(opt, "clipnorm", NAN), OPTIM_OK);
+            assert_ok(optim_set_hyper(opt, "clipnorm", NAN), opt);
             c = config_of(opt);
             assert_null(cJSON_GetObjectItemCaseSensitive(c, "clipnorm"));
             cJSON_Delete(c);
@@ -565,9 +556,8 @@ static void test_legacy_clip_keys_only_when_set(void **state)
     }
 }
 
-static void test_keras3_config_values(void **state)
+OPTIM_TEST(test_keras3_config_values)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"name\": \"trainer\", \"learning_rate\": 0.125, "
         "\"weight_decay\": 0, \"clipvalue\": 0.5, \"momentum\": 0.95, \"nesterov\": true, "
@@ -590,9 +580,8 @@ static void test_keras3_config_values(void **state)
 
 /* ---- Round trips ----------------------------------------------------------------------- */
 
-static void test_round_trip(void **state)
+OPTIM_TEST(test_round_trip)
 {
-    (void)state;
     const char *configs[] = {
         "\"sgd\"",
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9, "
@@ -614,14 +603,14 @@ static void test_round_trip(void **state)
         optim_optimizer *b = from_json_ok(sa);
         char *sb = serialize(b);
         assert_string_equal(sb, sa);
-        assert_int_equal(optim_generation_of(b), optim_generation_of(a));
+        assert_eq(optim_generation_of(b), optim_generation_of(a));
         assert_string_equal(optim_name(b), optim_name(a));
         const char *hypers[] = {"learning_rate", "momentum",        "nesterov",
                                 "clipnorm",      "global_clipnorm", "clipvalue"};
         for (size_t h = 0; h < sizeof hypers / sizeof *hypers; h++) {
             double va, vb;
-            assert_int_equal(optim_get_hyper(a, hypers[h], &va), OPTIM_OK);
-            assert_int_equal(optim_get_hyper(b, hypers[h], &vb), OPTIM_OK);
+            assert_ok(optim_get_hyper(a, hypers[h], &va), a);
+            assert_ok(optim_get_hyper(b, hypers[h], &vb), b);
             assert_same(va, vb);
         }
         optim_free(sa);
@@ -636,14 +625,13 @@ static void test_round_trip(void **state)
     optim_destroy(a);
 }
 
-static void test_set_hyper_reflected_in_config(void **state)
+OPTIM_TEST(test_set_hyper_reflected_in_config)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok("\"sgd\"");
-    assert_int_equal(optim_set_hyper(opt, "learning_rate", 0.05), OPTIM_OK);
-    assert_int_equal(optim_set_hyper(opt, "momentum", 0.8), OPTIM_OK);
-    assert_int_equal(optim_set_hyper(opt, "nesterov", 1), OPTIM_OK);
-    assert_int_equal(optim_set_hyper(opt, "clipnorm", 2.5), OPTIM_OK);
+    assert_ok(optim_set_hyper(opt, "learning_rate", 0.05), opt);
+    assert_ok(optim_set_hyper(opt, "momentum", 0.8), opt);
+    assert_ok(optim_set_hyper(opt, "nesterov", 1), opt);
+    assert_ok(optim_set_hyper(opt, "clipnorm", 2.5), opt);
     assert_string_equal(optim_errmsg(opt), "");
     cJSON *c = config_of(opt);
     assert_keys_exactly(c, KERAS3_KEYS, N_KERAS3_KEYS);
@@ -656,14 +644,14 @@ static void test_set_hyper_reflected_in_config(void **state)
     assert_hyper(opt, "momentum", 0.8);
     assert_hyper(opt, "nesterov", 1);
     assert_hyper(opt, "clipnorm", 2.5);
-    assert_int_equal(optim_hyper_is_constant(opt, "learning_rate"), 1);
-    assert_int_equal(optim_hyper_is_constant(opt, "clipnorm"), 1);
-    assert_int_equal(optim_hyper_is_constant(opt, "no_such"), 0);
+    assert_eq(optim_hyper_is_constant(opt, "learning_rate"), 1);
+    assert_eq(optim_hyper_is_constant(opt, "clipnorm"), 1);
+    assert_eq(optim_hyper_is_constant(opt, "no_such"), 0);
 
     /* NAN is None for nullable options; then another clip option may be set. */
-    assert_int_equal(optim_set_hyper(opt, "clipnorm", NAN), OPTIM_OK);
+    assert_ok(optim_set_hyper(opt, "clipnorm", NAN), opt);
     assert_hyper(opt, "clipnorm", NAN);
-    assert_int_equal(optim_set_hyper(opt, "global_clipnorm", 4), OPTIM_OK);
+    assert_ok(optim_set_hyper(opt, "global_clipnorm", 4), opt);
     c = config_of(opt);
     assert_null_key(c, "clipnorm");
     assert_num(c, "global_clipnorm", 4);
@@ -671,20 +659,20 @@ static void test_set_hyper_reflected_in_config(void **state)
 
     /* get_hyper errors. */
     double v = 123;
-    assert_int_equal(optim_get_hyper(opt, "no_such", &v), OPTIM_EKEY);
+    assert_status(optim_get_hyper(opt, "no_such", &v), OPTIM_EKEY, opt);
     assert_contains(optim_errmsg(opt), "no_such");
     assert_eq(v, 123);
-    assert_int_equal(optim_get_hyper(opt, "decay", &v), OPTIM_EKEY); /* legacy-only */
+    assert_status(optim_get_hyper(opt, "decay", &v), OPTIM_EKEY, opt); /* legacy-only */
     assert_contains(optim_errmsg(opt), "decay");
-    assert_int_equal(optim_get_hyper(opt, "learning_rate", NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_get_hyper(opt, NULL, &v), OPTIM_EINVAL);
+    assert_status(optim_get_hyper(opt, "learning_rate", NULL), OPTIM_EINVAL, opt);
+    assert_status(optim_get_hyper(opt, NULL, &v), OPTIM_EINVAL, opt);
     optim_destroy(opt);
 
     /* Legacy: decay is settable and written. */
     opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": true}}");
-    assert_int_equal(optim_set_hyper(opt, "decay", 0.001), OPTIM_OK);
-    assert_int_equal(optim_set_hyper(opt, "learning_rate", 0.5), OPTIM_OK);
-    assert_int_equal(optim_set_hyper(opt, "clipvalue", 3), OPTIM_OK);
+    assert_ok(optim_set_hyper(opt, "decay", 0.001), opt);
+    assert_ok(optim_set_hyper(opt, "learning_rate", 0.5), opt);
+    assert_ok(optim_set_hyper(opt, "clipvalue", 3), opt);
     c = config_of(opt);
     const char *want[N_LEGACY_KEYS + 1];
     for (size_t i = 0; i < N_LEGACY_KEYS; i++) want[i] = LEGACY_KEYS[i];
@@ -694,13 +682,12 @@ static void test_set_hyper_reflected_in_config(void **state)
     assert_num(c, "learning_rate", 0.5);
     assert_num(c, "clipvalue", 3);
     cJSON_Delete(c);
-    assert_int_equal(optim_get_hyper(opt, "weight_decay", &v), OPTIM_EKEY); /* Keras 3 only */
+    assert_status(optim_get_hyper(opt, "weight_decay", &v), OPTIM_EKEY, opt); /* Keras 3 only */
     optim_destroy(opt);
 }
 
-static void test_legacy_lr_alias(void **state)
+OPTIM_TEST(test_legacy_lr_alias)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3, \"is_legacy_optimizer\": true}}");
     assert_hyper(opt, "learning_rate", 0.3);
@@ -721,14 +708,13 @@ static void test_legacy_lr_alias(void **state)
         "false}}",
         OPTIM_EKEY, "'lr'", NULL);
     opt = from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"lr\": 0.3}}");
-    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
     assert_hyper(opt, "learning_rate", 0.3);
     optim_destroy(opt);
 }
 
-static void test_name_kept(void **state)
+OPTIM_TEST(test_name_kept)
 {
-    (void)state;
     optim_optimizer *opt =
         from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"name\": \"head/opt\"}}");
     assert_string_equal(optim_name(opt), "head/opt");
@@ -746,16 +732,15 @@ static void test_name_kept(void **state)
 /* The Keras 2.11-2.15 "new" optimizer's config (tf.keras.optimizers.SGD):
  * Keras 3 keys minus the newest, plus jit_compile and is_legacy_optimizer
  * false; learning_rate as the float32 value it held. */
-static void test_keras_2_11_config_accepted(void **state)
+OPTIM_TEST(test_keras_2_11_config_accepted)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(
         "{\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"weight_decay\": null, "
         "\"clipnorm\": null, \"global_clipnorm\": null, \"clipvalue\": null, \"use_ema\": false, "
         "\"ema_momentum\": 0.99, \"ema_overwrite_frequency\": null, \"jit_compile\": false, "
         "\"is_legacy_optimizer\": false, \"learning_rate\": 0.009999999776482582, "
         "\"momentum\": 0.9, \"nesterov\": false}}");
-    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+    assert_eq(optim_generation_of(opt), OPTIM_KERAS3);
     assert_hyper(opt, "learning_rate", 0.009999999776482582);
     /* Written back as tf-keras writes it (tf_keras/optimizers/optimizer.py:
      * no loss_scale_factor, gradient_accumulation_steps; learning_rate after
@@ -795,7 +780,7 @@ static void test_keras_2_11_config_accepted(void **state)
         "\"nesterov\":false}}");
     optim_free(text);
     /* A key tf-keras has no place for: Keras 3's form. */
-    assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 2), 0);
+    assert_ok(optim_set_hyper(opt, "gradient_accumulation_steps", 2), opt);
     text = optim_serialize(opt);
     assert_non_null(strstr(
         text,
@@ -806,7 +791,7 @@ static void test_keras_2_11_config_accepted(void **state)
     optim_destroy(opt);
     /* TF 2.11-2.12 name the class as registered: "Custom>SGD". */
     opt = from_json_ok("{\"class_name\": \"Custom>SGD\", \"config\": {\"momentum\": 0.5}}");
-    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+    assert_eq(optim_generation_of(opt), OPTIM_KERAS3);
     text = optim_serialize(opt);
     assert_non_null(strstr(
         text,
@@ -825,9 +810,8 @@ static void test_keras_2_11_config_accepted(void **state)
 
 #define J(cfg) "{\"class_name\": \"SGD\", \"config\": " cfg "}"
 
-static void test_bad_class_and_keys(void **state)
+OPTIM_TEST(test_bad_class_and_keys)
 {
-    (void)state;
     expect_json_fails("{\"class_name\": \"Nope\", \"config\": {}}", OPTIM_ENOTFOUND, "'Nope'",
                       NULL);
     expect_json_fails("\"nope\"", OPTIM_ENOTFOUND, "'nope'", NULL);
@@ -852,9 +836,8 @@ static void test_bad_class_and_keys(void **state)
                       "'extra'", NULL);
 }
 
-static void test_bad_value_types(void **state)
+OPTIM_TEST(test_bad_value_types)
 {
-    (void)state;
     expect_json_fails(J("{\"learning_rate\": \"0.1\"}"), OPTIM_ETYPE, "learning_rate", "string",
                       "number", NULL);
     expect_json_fails(J("{\"learning_rate\": null}"), OPTIM_ETYPE, "learning_rate", "null", NULL);
@@ -875,9 +858,8 @@ static void test_bad_value_types(void **state)
                       "nesterov", NULL);
 }
 
-static void test_bad_value_ranges(void **state)
+OPTIM_TEST(test_bad_value_ranges)
 {
-    (void)state;
     expect_json_fails(J("{\"learning_rate\": -0.5}"), OPTIM_ERANGE, "learning_rate", "-0.5", NULL);
     expect_json_fails(J("{\"learning_rate\": 1e999}"), OPTIM_ERANGE, "learning_rate", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"learning_rate\": -1}"), OPTIM_ERANGE,
@@ -897,9 +879,8 @@ static void test_bad_value_ranges(void **state)
                       "ema_momentum", NULL);
 }
 
-static void test_bad_clip_combinations(void **state)
+OPTIM_TEST(test_bad_clip_combinations)
 {
-    (void)state;
     expect_json_fails(J("{\"clipnorm\": 1, \"global_clipnorm\": 1}"), OPTIM_EINVAL, "clipnorm",
                       "global_clipnorm", NULL);
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"clipnorm\": 1, \"global_clipnorm\": 1}"),
@@ -910,9 +891,8 @@ static void test_bad_clip_combinations(void **state)
                       "global_clipnorm", "clipvalue", NULL);
 }
 
-static void test_bad_json_shapes(void **state)
+OPTIM_TEST(test_bad_json_shapes)
 {
-    (void)state;
     expect_json_fails("{\"class_name\": \"SGD\", \"config\": {", OPTIM_EPARSE, "malformed", NULL);
     expect_json_fails("", OPTIM_EPARSE, NULL);
     expect_json_fails("{\"class_name\": \"SGD\"} trailing", OPTIM_EPARSE, NULL);
@@ -938,33 +918,30 @@ static void test_bad_json_shapes(void **state)
     /* NULL arguments. */
     optim_error err;
     optim_optimizer *opt = SENTINEL;
-    assert_int_equal(optim_from_json(&opt, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_from_json(&opt, NULL, &err), OPTIM_EINVAL, &err);
     assert_null(opt);
-    assert_int_equal(optim_from_json(NULL, "\"sgd\"", &err), OPTIM_EINVAL);
+    assert_status(optim_from_json(NULL, "\"sgd\"", &err), OPTIM_EINVAL, &err);
 }
 
 /* "is_legacy_optimizer" and "name" given twice are as ambiguous as any other
  * key (Python's json keeps the last one; cJSON's lookup finds the first), so
  * they are refused like other duplicates. */
-static void test_duplicate_is_legacy_optimizer(void **state)
+OPTIM_TEST(test_duplicate_is_legacy_optimizer)
 {
-    (void)state;
     expect_json_fails(J("{\"is_legacy_optimizer\": true, \"is_legacy_optimizer\": false}"),
                       OPTIM_EPARSE, "'is_legacy_optimizer'", NULL);
 }
 
-static void test_duplicate_name(void **state)
+OPTIM_TEST(test_duplicate_name)
 {
-    (void)state;
     expect_json_fails(J("{\"name\": \"a\", \"name\": \"b\"}"), OPTIM_EPARSE, "'name'", NULL);
 }
 
 /* Legacy "lr" with "learning_rate": tf.keras's OptimizerV2.from_config lets
  * "lr" win whatever the order. Either refuse the pair, or let lr win in both
  * orders; never depend on the key order. */
-static void test_legacy_lr_and_learning_rate(void **state)
+OPTIM_TEST(test_legacy_lr_and_learning_rate)
 {
-    (void)state;
     const char *jsons[] = {
         J("{\"is_legacy_optimizer\": true, \"learning_rate\": 0.1, \"lr\": 0.2}"),
         J("{\"is_legacy_optimizer\": true, \"lr\": 0.2, \"learning_rate\": 0.1}"),
@@ -979,7 +956,7 @@ static void test_legacy_lr_and_learning_rate(void **state)
             continue;
         }
         double lr = 0;
-        assert_int_equal(optim_get_hyper(opt, "learning_rate", &lr), OPTIM_OK);
+        assert_ok(optim_get_hyper(opt, "learning_rate", &lr), opt);
         optim_destroy(opt);
         if (lr != 0.2) {
             print_error("%s: accepted with learning_rate %g; Keras uses lr (0.2)\n", jsons[i], lr);
@@ -991,9 +968,8 @@ static void test_legacy_lr_and_learning_rate(void **state)
 /* Numbers in get_config / serialize parse back to the very same double.
  * Keras writes float32 values (a tf.Variable's) such as 0.009999999776482582
  * (float32 0.01); 15 significant digits are not enough for them. */
-static void test_config_numbers_exact(void **state)
+OPTIM_TEST(test_config_numbers_exact)
 {
-    (void)state;
     static const struct {
         const char *key;
         double value;
@@ -1035,9 +1011,8 @@ static void test_config_numbers_exact(void **state)
  * decimal point (Keras 3 requires float momentum). Keras 3 holds the
  * learning rate in a float variable: always a float. Legacy key order
  * follows OptimizerV2.get_config: name, clip options, then the class's. */
-static void test_config_text_form(void **state)
+OPTIM_TEST(test_config_text_form)
 {
-    (void)state;
     optim_optimizer *opt =
         from_json_ok("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1}}");
     char *text = optim_get_config(opt);
@@ -1065,7 +1040,7 @@ static void test_config_text_form(void **state)
     assert_contains(
         text, "\"learning_rate\":1,\"decay\":0,\"beta_1\":0.5,\"beta_2\":0.999,\"epsilon\":1,");
     optim_free(text);
-    assert_int_equal(optim_set_hyper(opt, "learning_rate", 2), 0);
+    assert_ok(optim_set_hyper(opt, "learning_rate", 2), opt);
     text = optim_get_config(opt);
     assert_contains(text, "\"learning_rate\":2.0,\"decay\":0,");
     optim_free(text);
@@ -1074,9 +1049,8 @@ static void test_config_text_form(void **state)
 
 /* Keras 3's base options load (their behaviour: tests/test_keras3_options.c)
  * and are range-checked. */
-static void test_not_yet_supported_options(void **state)
+OPTIM_TEST(test_not_yet_supported_options)
 {
-    (void)state;
     expect_json_fails(J("{\"weight_decay\": -0.1}"), OPTIM_ERANGE, "weight_decay", "-0.1", NULL);
     expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
                       "gradient_accumulation_steps", NULL);
@@ -1091,9 +1065,8 @@ static void test_not_yet_supported_options(void **state)
 
 /* ---- set_hyper failures leave the optimizer as it was --------------------------------------------- */
 
-static void test_set_hyper_bad_values_change_nothing(void **state)
+OPTIM_TEST(test_set_hyper_bad_values_change_nothing)
 {
-    (void)state;
     optim_optimizer *opt = from_json_ok(J("{\"learning_rate\": 0.1, \"momentum\": 0.9, "
                                           "\"clipnorm\": 1.0, \"name\": \"keep\"}"));
     expect_set_fails(opt, "learning_rate", -0.1, OPTIM_ERANGE, "learning_rate", "-0.1", NULL);
@@ -1114,7 +1087,7 @@ static void test_set_hyper_bad_values_change_nothing(void **state)
     assert_hyper(opt, "clipnorm", 1.0);
     assert_hyper(opt, "global_clipnorm", NAN);
     /* A success afterwards clears the message. */
-    assert_int_equal(optim_set_hyper(opt, "learning_rate", 0.2), OPTIM_OK);
+    assert_ok(optim_set_hyper(opt, "learning_rate", 0.2), opt);
     assert_string_equal(optim_errmsg(opt), "");
     optim_destroy(opt);
 
@@ -1124,7 +1097,7 @@ static void test_set_hyper_bad_values_change_nothing(void **state)
                      NULL);
     expect_set_fails(opt, "use_ema", 1, OPTIM_EKEY, "use_ema", NULL);
     expect_set_fails(opt, "decay", -1, OPTIM_ERANGE, "decay", NULL);
-    assert_int_equal(optim_set_hyper(opt, "clipvalue", 1.0), OPTIM_OK);
+    assert_ok(optim_set_hyper(opt, "clipvalue", 1.0), opt);
     optim_destroy(opt);
 }
 
@@ -1190,16 +1163,15 @@ static void expect_register_fails(const optim_class *cls, int code, const char *
         print_error("message '%s' lacks '%s'\n", err.msg, needle);
         fail();
     }
-    assert_int_equal(optim_register_class(cls, NULL), code);
+    assert_status(optim_register_class(cls, NULL), code, NULL);
 }
 
-static void test_register_user_class(void **state)
+OPTIM_TEST(test_register_user_class)
 {
-    (void)state;
     optim_class cls = scaled_class("TestScaledSGD");
     optim_error err;
     assert_null(optim_find_class("TestScaledSGD"));
-    assert_int_equal(optim_register_class(&cls, &err), OPTIM_OK);
+    assert_ok(optim_register_class(&cls, &err), &err);
     assert_int_equal(err.code, OPTIM_OK);
     cls.name = "Clobbered"; /* the table was copied */
     const optim_class *found = optim_find_class("testscaledsgd");
@@ -1225,9 +1197,9 @@ static void test_register_user_class(void **state)
     double w0[2] = {1.0, -1.0}, g[2] = {0.5, -2.0};
     int64_t shape[1] = {2};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "w", OPTIM_F64, 1, shape, w0, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "w", OPTIM_F64, 1, shape, w0, &err), &err);
     optim_grad_var pair = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, shape)), v};
-    assert_int_equal(optim_apply_gradients(opt, &pair, 1, 0), OPTIM_OK);
+    assert_ok(optim_apply_gradients(opt, &pair, 1, 0), opt);
     assert_eq(optim_var_get(v, 0), 0.75);
     assert_eq(optim_var_get(v, 1), 0.0);
     /* Round trip of the user class. */
@@ -1246,7 +1218,7 @@ static void test_register_user_class(void **state)
     assert_hyper(opt, "learning_rate", 0.5);
     assert_hyper(opt, "scale", 1.0);
     optim_destroy(opt);
-    assert_int_equal(optim_create_by_name(&opt, "TESTSCALEDSGD", NULL, &err), OPTIM_OK);
+    assert_ok(optim_create_by_name(&opt, "TESTSCALEDSGD", NULL, &err), &err);
     assert_hyper(opt, "scale", 1.0);
     optim_destroy(opt);
     /* Its keys are checked like the built-ins'. */
@@ -1281,9 +1253,8 @@ static void test_register_user_class(void **state)
     optim_destroy(from_json_ok("{\"class_name\": \"Custom>TestPrefixed\", \"config\": {}}"));
 }
 
-static void test_register_bad_tables(void **state)
+OPTIM_TEST(test_register_bad_tables)
 {
-    (void)state;
     optim_class c;
 
     c = scaled_class("BadVersion0");
@@ -1313,7 +1284,7 @@ static void test_register_bad_tables(void **state)
     /* It cannot be instantiated directly either. */
     optim_optimizer *opt = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_create(&opt, &c, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_create(&opt, &c, NULL, &err), OPTIM_EINVAL, &err);
     assert_null(opt);
 
     c = scaled_class("");
@@ -1348,9 +1319,8 @@ static void test_register_bad_tables(void **state)
 /* A param whose default lies outside its own [min, max] would give every
  * optimizer of the class an out-of-range value that no set or step checks
  * (a plain number is only range-checked when set). The table is bad. */
-static void test_register_param_default_out_of_range(void **state)
+OPTIM_TEST(test_register_param_default_out_of_range)
 {
-    (void)state;
     static const optim_param bad_default[] = {
         {"beta", OPTIM_PARAM_FLOAT, 0, 5.0, 0.0, 1.0},
     };
@@ -1402,31 +1372,30 @@ static optim_class mode_class(const char *name)
     return c;
 }
 
-static void test_string_param_kind(void **state)
+OPTIM_TEST(test_string_param_kind)
 {
-    (void)state;
     optim_class cls = mode_class("TestModeSGD");
     optim_error err;
-    assert_int_equal(optim_register_class(&cls, &err), OPTIM_OK);
+    assert_ok(optim_register_class(&cls, &err), &err);
     optim_optimizer *opt = from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {}}");
     double v = -1;
-    assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
+    assert_ok(optim_get_hyper(opt, "sparse_mode", &v), opt);
     assert_eq(v, 1.0);
     char *text = optim_get_config(opt);
     assert_non_null(
         strstr(text, "\"sparse_mode\":\"lazy\",\"patterns\":[\"bias\",\"norm\"],\"none\":null"));
     optim_free(text);
     /* Out of the choices' range: refused, value unchanged. */
-    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 2), OPTIM_ERANGE);
-    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 0.5), OPTIM_ETYPE);
-    assert_int_equal(optim_set_hyper(opt, "sparse_mode", 0), OPTIM_OK);
+    assert_status(optim_set_hyper(opt, "sparse_mode", 2), OPTIM_ERANGE, opt);
+    assert_status(optim_set_hyper(opt, "sparse_mode", 0.5), OPTIM_ETYPE, opt);
+    assert_ok(optim_set_hyper(opt, "sparse_mode", 0), opt);
     text = optim_get_config(opt);
     assert_non_null(strstr(text, "\"sparse_mode\":\"dense\""));
     optim_free(text);
     optim_destroy(opt);
     opt =
         from_json_ok("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"dense\"}}");
-    assert_int_equal(optim_get_hyper(opt, "sparse_mode", &v), OPTIM_OK);
+    assert_ok(optim_get_hyper(opt, "sparse_mode", &v), opt);
     assert_eq(v, 0.0);
     optim_destroy(opt);
     expect_json_fails("{\"class_name\": \"TestModeSGD\", \"config\": {\"sparse_mode\": \"Lazy\"}}",
@@ -1437,9 +1406,8 @@ static void test_string_param_kind(void **state)
                       OPTIM_ETYPE, "'sparse_mode' is null", NULL);
 }
 
-static void test_string_param_bad_tables(void **state)
+OPTIM_TEST(test_string_param_bad_tables)
 {
-    (void)state;
     optim_class c = mode_class("BadModeNoChoices");
     c.param_choices = NULL;
     expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
@@ -1464,46 +1432,44 @@ static void test_string_param_bad_tables(void **state)
     expect_register_fails(&c, OPTIM_EINVAL, "param_choices[1]");
 }
 
-static void test_read_strings(void **state)
+OPTIM_TEST(test_read_strings)
 {
-    (void)state;
     char **list = (char **)&not_an_opt;
     optim_error err;
-    assert_int_equal(optim_config_read_strings("k", "[\"a\", \"b(c\"]", &list, &err), OPTIM_OK);
+    assert_ok(optim_config_read_strings("k", "[\"a\", \"b(c\"]", &list, &err), &err);
     assert_non_null(list);
     assert_string_equal(list[0], "a");
     assert_string_equal(list[1], "b(c");
     assert_null(list[2]);
     optim_strings_free(list);
-    assert_int_equal(optim_config_read_strings("k", "null", &list, &err), OPTIM_OK);
+    assert_ok(optim_config_read_strings("k", "null", &list, &err), &err);
     assert_null(list);
-    assert_int_equal(optim_config_read_strings("k", "[]", &list, &err), OPTIM_OK);
+    assert_ok(optim_config_read_strings("k", "[]", &list, &err), &err);
     assert_non_null(list);
     assert_null(list[0]);
     optim_strings_free(list);
-    assert_int_equal(optim_config_read_strings("pats", "\"a\"", &list, &err), OPTIM_ETYPE);
+    assert_status(optim_config_read_strings("pats", "\"a\"", &list, &err), OPTIM_ETYPE, &err);
     assert_null(list);
     assert_non_null(strstr(err.msg, "'pats' is a string, expected a list of strings or null"));
-    assert_int_equal(optim_config_read_strings("pats", "[\"a\", 2]", &list, &err), OPTIM_ETYPE);
+    assert_status(optim_config_read_strings("pats", "[\"a\", 2]", &list, &err), OPTIM_ETYPE, &err);
     assert_non_null(strstr(err.msg, "element 1 is a number"));
-    assert_int_equal(optim_config_read_strings("pats", "[", &list, &err), OPTIM_EPARSE);
-    assert_int_equal(optim_config_read_strings(NULL, "[]", &list, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_config_read_strings("k", NULL, &list, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_config_read_strings("k", "[]", NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_config_read_strings("pats", "[", &list, &err), OPTIM_EPARSE, &err);
+    assert_status(optim_config_read_strings(NULL, "[]", &list, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_config_read_strings("k", NULL, &list, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_config_read_strings("k", "[]", NULL, &err), OPTIM_EINVAL, &err);
     optim_strings_free(NULL);
 }
 
-static void test_name_patterns(void **state)
+OPTIM_TEST(test_name_patterns)
 {
-    (void)state;
     static const char *const pats[] = {"bias$", "^emb"};
     optim_name_patterns *p = NULL;
     optim_error err;
-    assert_int_equal(optim_name_patterns_compile(&p, pats, 2, "test", &err), OPTIM_OK);
-    assert_int_equal(optim_name_patterns_match(p, "dense/bias"), 1);
-    assert_int_equal(optim_name_patterns_match(p, "embedding"), 1);
-    assert_int_equal(optim_name_patterns_match(p, "dense/kernel"), 0);
-    assert_int_equal(optim_name_patterns_match(NULL, "bias"), 0);
+    assert_ok(optim_name_patterns_compile(&p, pats, 2, "test", &err), &err);
+    assert_eq(optim_name_patterns_match(p, "dense/bias"), 1);
+    assert_eq(optim_name_patterns_match(p, "embedding"), 1);
+    assert_eq(optim_name_patterns_match(p, "dense/kernel"), 0);
+    assert_eq(optim_name_patterns_match(NULL, "bias"), 0);
     const char *const *src = optim_name_patterns_sources(p);
     assert_string_equal(src[0], "bias$");
     assert_string_equal(src[1], "^emb");
@@ -1511,13 +1477,13 @@ static void test_name_patterns(void **state)
     optim_name_patterns_free(p);
     static const char *const bad[] = {"ok", "(", NULL};
     p = (optim_name_patterns *)&not_an_opt;
-    assert_int_equal(optim_name_patterns_compile(&p, bad, 2, "pats", &err), OPTIM_EINVAL);
+    assert_status(optim_name_patterns_compile(&p, bad, 2, "pats", &err), OPTIM_EINVAL, &err);
     assert_null(p);
     assert_non_null(strstr(err.msg, "pats[1] ('(') is not a valid regular expression"));
-    assert_int_equal(optim_name_patterns_compile(&p, bad + 1, 2, "pats", &err), OPTIM_EINVAL);
-    assert_int_equal(optim_name_patterns_compile(&p, NULL, 1, "pats", &err), OPTIM_EINVAL);
-    assert_int_equal(optim_name_patterns_compile(NULL, pats, 1, "pats", &err), OPTIM_EINVAL);
-    assert_int_equal(optim_name_patterns_compile(&p, NULL, 0, "pats", &err), OPTIM_OK);
+    assert_status(optim_name_patterns_compile(&p, bad + 1, 2, "pats", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_name_patterns_compile(&p, NULL, 1, "pats", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_name_patterns_compile(NULL, pats, 1, "pats", &err), OPTIM_EINVAL, &err);
+    assert_ok(optim_name_patterns_compile(&p, NULL, 0, "pats", &err), &err);
     assert_null(optim_name_patterns_sources(p)[0]);
     optim_name_patterns_free(p);
     optim_name_patterns_free(NULL);
@@ -1534,9 +1500,8 @@ static void test_name_patterns(void **state)
  * estimate), with a message, before regcomp; ordinary patterns, long
  * literal ones included, still compile. (The refused cases below are ones
  * main compiled in under 2 s.) */
-static void test_name_patterns_size_bound(void **state)
+OPTIM_TEST(test_name_patterns_size_bound)
 {
-    (void)state;
     char stacked[64] = "b.*", literal[3001];
     memset(stacked + 3, '+', 8);
     memset(literal, 'n', 3000);
@@ -1575,7 +1540,7 @@ static void test_name_patterns_size_bound(void **state)
     const char *one[1] = {stacked};
     optim_name_patterns *p = NULL;
     optim_error err;
-    assert_int_equal(optim_name_patterns_compile(&p, one, 1, "pats", &err), OPTIM_EINVAL);
+    assert_status(optim_name_patterns_compile(&p, one, 1, "pats", &err), OPTIM_EINVAL, &err);
     assert_null(p);
     assert_non_null(strstr(err.msg, "pats[0] ('b.*++++++++') is too large to compile"));
     for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
@@ -1591,13 +1556,14 @@ static void test_name_patterns_size_bound(void **state)
         assert_non_null(c);
         memcpy(c, cut[i], strlen(cut[i]) + 1);
         const char *one_cut[1] = {c};
-        assert_int_equal(optim_name_patterns_compile(&p, one_cut, 1, "pats", &err), OPTIM_EINVAL);
+        assert_status(optim_name_patterns_compile(&p, one_cut, 1, "pats", &err), OPTIM_EINVAL,
+                      &err);
         free(c);
     }
-    assert_int_equal(
-        optim_name_patterns_compile(&p, list, sizeof fine / sizeof *fine, "pats", &err), OPTIM_OK);
-    assert_int_equal(optim_name_patterns_match(p, "conv12/kernel"), 1);
-    assert_int_equal(optim_name_patterns_match(p, literal), 1);
+    assert_ok(optim_name_patterns_compile(&p, list, sizeof fine / sizeof *fine, "pats", &err),
+              &err);
+    assert_eq(optim_name_patterns_match(p, "conv12/kernel"), 1);
+    assert_eq(optim_name_patterns_match(p, literal), 1);
     optim_name_patterns_free(p);
     /* MultiOptimizer's optimizer_map keys are patterns too. */
     char json[512];
@@ -1608,15 +1574,14 @@ static void test_name_patterns_size_bound(void **state)
         "\"optimizer_map\": {\"%s\": {\"class_name\": \"Adam\", \"config\": {}}}}}}}",
         stacked);
     optim_optimizer *opt = NULL;
-    assert_int_equal(optim_from_json(&opt, json, &err), OPTIM_EINVAL);
+    assert_status(optim_from_json(&opt, json, &err), OPTIM_EINVAL, &err);
     assert_null(opt);
     assert_non_null(strstr(err.msg, "too large"));
 }
 
 /* One reader: every nesting level refuses what the top level refuses. */
-static void test_nested_objects_equally_strict(void **state)
+OPTIM_TEST(test_nested_objects_equally_strict)
 {
-    (void)state;
     expect_json_fails("{\"class_name\": \"SGD\", \"config\": {}, \"extra\": 1}", OPTIM_EKEY,
                       "optimizer JSON has unknown key 'extra'", NULL);
     expect_json_fails("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": {\"class_name\": "
@@ -1634,22 +1599,21 @@ static void test_nested_objects_equally_strict(void **state)
                       OPTIM_EKEY, "inner optimizer: SGD: unknown config key 'bogus'", NULL);
     optim_optimizer *inner = optim_test_make("\"sgd\""), *w = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_wrap(&w,
-                                "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}, "
-                                "\"extra\": 1}",
-                                inner, &err),
-                     OPTIM_EKEY);
+    assert_status(optim_wrap(&w,
+                             "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}, "
+                             "\"extra\": 1}",
+                             inner, &err),
+                  OPTIM_EKEY, &err);
     assert_null(w);
-    assert_int_equal(
+    assert_ok(
         optim_wrap(&w, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}", inner, &err),
-        OPTIM_OK);
+        &err);
     optim_destroy(w);
 }
 
 /* Detection without is_legacy_optimizer, forcing, and the legacy names. */
-static void test_generation_detection(void **state)
+OPTIM_TEST(test_generation_detection)
 {
-    (void)state;
     /* tfk: written back as tf-keras's new-style optimizers write it. */
     static const struct {
         const char *json;
@@ -1673,7 +1637,7 @@ static void test_generation_detection(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         optim_optimizer *opt = from_json_ok(cases[i].json);
         if (optim_generation_of(opt) != cases[i].gen) print_error("%s\n", cases[i].json);
-        assert_int_equal(optim_generation_of(opt), cases[i].gen);
+        assert_eq(optim_generation_of(opt), cases[i].gen);
         char *out = optim_get_config(opt);
         if (cases[i].tfk)
             assert_non_null(strstr(out, "\"jit_compile\":true,\"is_legacy_optimizer\":false,"));
@@ -1684,10 +1648,10 @@ static void test_generation_detection(void **state)
     }
     optim_optimizer *opt = SENTINEL;
     optim_error err;
-    assert_int_equal(
+    assert_ok(
         optim_from_json_as(&opt, "{\"class_name\": \"SGD\", \"config\": {}}", OPTIM_LEGACY, &err),
-        0);
-    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+        &err);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
     assert_string_equal(optim_name(opt), "SGD");
     char *s = optim_serialize(opt);
     assert_string_equal(
@@ -1697,19 +1661,19 @@ static void test_generation_detection(void **state)
     optim_free(s);
     optim_destroy(opt);
     opt = SENTINEL;
-    assert_int_equal(
+    assert_status(
         optim_from_json_as(&opt,
                            "{\"class_name\": \"SGD\", \"config\": {\"is_legacy_optimizer\": "
                            "false}}",
                            OPTIM_LEGACY, &err),
-        OPTIM_EINVAL);
+        OPTIM_EINVAL, &err);
     assert_null(opt);
     assert_non_null(strstr(err.msg, "is_legacy_optimizer"));
-    assert_int_equal(optim_from_json_as(&opt, "{}", (optim_generation)7, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_from_json_as(&opt, NULL, OPTIM_LEGACY, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_from_json_as(NULL, "\"sgd\"", OPTIM_LEGACY, &err), OPTIM_EINVAL);
+    assert_status(optim_from_json_as(&opt, "{}", (optim_generation)7, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_from_json_as(&opt, NULL, OPTIM_LEGACY, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_from_json_as(NULL, "\"sgd\"", OPTIM_LEGACY, &err), OPTIM_EINVAL, &err);
     /* Lamb, legacy: TF Addons' class name and default name. */
-    assert_int_equal(optim_from_json_as(&opt, "\"lamb\"", OPTIM_LEGACY, &err), 0);
+    assert_ok(optim_from_json_as(&opt, "\"lamb\"", OPTIM_LEGACY, &err), &err);
     s = optim_serialize(opt);
     assert_non_null(strstr(
         s,
@@ -1719,45 +1683,4 @@ static void test_generation_detection(void **state)
     optim_destroy(opt);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_from_json_class_and_config),
-        cmocka_unit_test(test_from_json_bare_string),
-        cmocka_unit_test(test_class_name_case_insensitive),
-        cmocka_unit_test(test_create_by_name),
-        cmocka_unit_test(test_from_config),
-        cmocka_unit_test(test_keras3_default_config),
-        cmocka_unit_test(test_legacy_default_config),
-        cmocka_unit_test(test_legacy_clip_keys_only_when_set),
-        cmocka_unit_test(test_keras3_config_values),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_config_text_form),
-        cmocka_unit_test(test_set_hyper_reflected_in_config),
-        cmocka_unit_test(test_legacy_lr_alias),
-        cmocka_unit_test(test_name_kept),
-        cmocka_unit_test(test_keras_2_11_config_accepted),
-        cmocka_unit_test(test_bad_class_and_keys),
-        cmocka_unit_test(test_bad_value_types),
-        cmocka_unit_test(test_bad_value_ranges),
-        cmocka_unit_test(test_bad_clip_combinations),
-        cmocka_unit_test(test_bad_json_shapes),
-        cmocka_unit_test(test_duplicate_is_legacy_optimizer),
-        cmocka_unit_test(test_duplicate_name),
-        cmocka_unit_test(test_legacy_lr_and_learning_rate),
-        cmocka_unit_test(test_config_numbers_exact),
-        cmocka_unit_test(test_not_yet_supported_options),
-        cmocka_unit_test(test_set_hyper_bad_values_change_nothing),
-        cmocka_unit_test(test_register_user_class),
-        cmocka_unit_test(test_register_bad_tables),
-        cmocka_unit_test(test_register_param_default_out_of_range),
-        cmocka_unit_test(test_string_param_kind),
-        cmocka_unit_test(test_string_param_bad_tables),
-        cmocka_unit_test(test_read_strings),
-        cmocka_unit_test(test_name_patterns),
-        cmocka_unit_test(test_name_patterns_size_bound),
-        cmocka_unit_test(test_nested_objects_equally_strict),
-        cmocka_unit_test(test_generation_detection),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -65,11 +65,11 @@ static const optim_class bad = {.size = sizeof(optim_class),
 static void register_once(void)
 {
     optim_error err;
-    if (!optim_find_class("TestPlainSGD")) assert_int_equal(optim_register_class(&good, &err), 0);
-    if (!optim_find_class("TestChunkSGD")) assert_int_equal(optim_register_class(&bad, &err), 0);
+    if (!optim_find_class("TestPlainSGD")) assert_ok(optim_register_class(&good, &err), &err);
+    if (!optim_find_class("TestChunkSGD")) assert_ok(optim_register_class(&bad, &err), &err);
 }
 
-static void test_correct_class_passes(void **state)
+OPTIM_TEST(test_correct_class_passes)
 {
     register_once();
     tally t = {0};
@@ -78,7 +78,7 @@ static void test_correct_class_passes(void **state)
     o.user = &t;
     int passed = -1, failed = -1;
     optim_error err;
-    assert_int_equal(optim_conformance_check("testplainsgd", &o, &passed, &failed, &err), 0);
+    assert_ok(optim_conformance_check("testplainsgd", &o, &passed, &failed, &err), &err);
     assert_string_equal(t.failed, "");
     assert_int_equal(failed, 0);
     assert_int_equal(passed, t.pass);
@@ -89,60 +89,61 @@ static void test_correct_class_passes(void **state)
     assert_int_equal(t.calls, t.pass + t.skip);
 }
 
-static void test_fault_is_caught_by_its_check(void **state)
+OPTIM_TEST(test_fault_is_caught_by_its_check)
 {
+    optim_error err;
     register_once();
     tally t = {0};
     optim_conformance_options o = optim_conformance_defaults();
     o.report = count;
     o.user = &t;
     int passed, failed;
-    assert_int_equal(optim_conformance_check("TestChunkSGD", &o, &passed, &failed, NULL), 0);
+    assert_ok(optim_conformance_check("TestChunkSGD", &o, &passed, &failed, &err), &err);
     assert_int_equal(failed, t.fail);
     assert_non_null(strstr(t.failed, "elementwise.chunking "));
     assert_null(strstr(t.failed, "config."));
     assert_null(strstr(t.failed, "slots."));
 }
 
-static void test_bad_input(void **state)
+OPTIM_TEST(test_bad_input)
 {
     register_once();
     optim_conformance_options o = optim_conformance_defaults();
     int passed = 7, failed = 7;
     optim_error err;
-    assert_int_equal(optim_conformance_check(NULL, &o, &passed, &failed, &err), OPTIM_EINVAL);
+    assert_status(optim_conformance_check(NULL, &o, &passed, &failed, &err), OPTIM_EINVAL, &err);
     assert_non_null(strstr(err.msg, "class_name"));
-    assert_int_equal(optim_conformance_check("SGD", &o, NULL, &failed, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err),
-                     OPTIM_ENOTFOUND);
+    assert_status(optim_conformance_check("SGD", &o, NULL, &failed, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_conformance_check("NoSuchClass", &o, &passed, &failed, &err),
+                  OPTIM_ENOTFOUND, &err);
     assert_non_null(strstr(err.msg, "NoSuchClass"));
     o.generation = 7;
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EINVAL);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EINVAL, &err);
     assert_non_null(strstr(err.msg, "generation 7"));
     o = optim_conformance_defaults();
     o.size = 4;
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EVERSION);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EVERSION, &err);
     o = optim_conformance_defaults();
     o.config = "[1, 2";
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EPARSE);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_EPARSE, &err);
     o.config = "{\"momentum\": 3}";
-    assert_int_equal(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_ERANGE);
+    assert_status(optim_conformance_check("SGD", &o, &passed, &failed, &err), OPTIM_ERANGE, &err);
     assert_non_null(strstr(err.msg, "momentum"));
     o.config = NULL;
     o.generation = OPTIM_LEGACY;
-    assert_int_not_equal(optim_conformance_check("Lion", &o, &passed, &failed, &err), 0);
+    assert_ne(optim_conformance_check("Lion", &o, &passed, &failed, &err), 0);
     assert_int_equal(passed, 7); /* nothing ran */
     assert_int_equal(failed, 7);
 }
 
-static void test_error_set(void **state)
+OPTIM_TEST(test_error_set)
 {
     optim_error err;
-    assert_int_equal(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1),
-                     OPTIM_ERANGE);
+    assert_status(optim_error_set(&err, OPTIM_ERANGE, "beta is %g, expected < %d", 1.5, 1),
+                  OPTIM_ERANGE, &err);
     assert_int_equal(err.code, OPTIM_ERANGE);
     assert_string_equal(err.msg, "beta is 1.5, expected < 1");
-    assert_int_equal(optim_error_set(NULL, OPTIM_EINVAL, "ignored"), OPTIM_EINVAL);
+    assert_status(optim_error_set(NULL, OPTIM_EINVAL, "ignored"), OPTIM_EINVAL, NULL);
     char longer[2 * OPTIM_ERRMSG_MAX];
     memset(longer, 'x', sizeof longer - 1);
     longer[sizeof longer - 1] = '\0';
@@ -150,13 +151,4 @@ static void test_error_set(void **state)
     assert_int_equal(strlen(err.msg), OPTIM_ERRMSG_MAX - 1);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_correct_class_passes),
-        cmocka_unit_test(test_fault_is_caught_by_its_check),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_error_set),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

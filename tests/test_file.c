@@ -46,30 +46,31 @@ static int strays(const char *path, const char *keep1, const char *keep2)
     return n;
 }
 
-static void test_commit_replaces(void **s)
+OPTIM_TEST(test_commit_replaces)
 {
     const char *p = optim_test_tmpfile("atomic.txt");
     assert_eq(optim_test_write_file(p, "old", 3), 0);
     optim_error err;
     optim_atomic_file *af;
-    assert_eq(optim_atomic_file_open(&af, p, &err), OPTIM_OK);
+    assert_ok(optim_atomic_file_open(&af, p, &err), &err);
     fputs("new content\n", optim_atomic_file_stream(af));
     char *before = read_all(p);
     assert_string_equal(before, "old"); /* nothing visible before commit */
     free(before);
-    assert_eq(optim_atomic_file_commit(af, &err), OPTIM_OK);
+    assert_ok(optim_atomic_file_commit(af, &err), &err);
     char *after = read_all(p);
     assert_string_equal(after, "new content\n");
     free(after);
     assert_eq(strays(p, "atomic.txt", NULL), 0);
 }
 
-static void test_abort_leaves_old(void **s)
+OPTIM_TEST(test_abort_leaves_old)
 {
+    optim_error err;
     const char *p = optim_test_tmpfile("kept.txt");
     assert_eq(optim_test_write_file(p, "kept", 4), 0);
     optim_atomic_file *af;
-    assert_eq(optim_atomic_file_open(&af, p, NULL), OPTIM_OK);
+    assert_ok(optim_atomic_file_open(&af, p, &err), &err);
     fputs("discarded", optim_atomic_file_stream(af));
     optim_atomic_file_abort(af);
     optim_atomic_file_abort(NULL);
@@ -79,7 +80,7 @@ static void test_abort_leaves_old(void **s)
     assert_eq(strays(p, "kept.txt", NULL), 0);
 }
 
-static void test_refuses_non_regular(void **s)
+OPTIM_TEST(test_refuses_non_regular)
 {
     const char *target = optim_test_tmpfile("target.txt");
     const char *link = optim_test_tmpfile("link.txt");
@@ -103,27 +104,19 @@ static void test_refuses_non_regular(void **s)
     free(t);
 }
 
-static void test_bad_arguments(void **s)
+OPTIM_TEST(test_bad_arguments)
 {
     optim_error err;
     optim_atomic_file *af;
-    assert_eq(optim_atomic_file_open(NULL, "x", &err), OPTIM_EINVAL);
-    assert_eq(optim_atomic_file_open(&af, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_atomic_file_open(NULL, "x", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_atomic_file_open(&af, NULL, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "path");
-    assert_eq(optim_atomic_file_open(&af, "", &err), OPTIM_EINVAL);
-    assert_eq(optim_atomic_file_open(&af, "/nonexistent-dir-optim/x.txt", &err), OPTIM_EIO);
+    assert_status(optim_atomic_file_open(&af, "", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_atomic_file_open(&af, "/nonexistent-dir-optim/x.txt", &err), OPTIM_EIO,
+                  &err);
     assert_contains(err.msg, "/nonexistent-dir-optim/x.txt");
-    assert_eq(optim_atomic_file_commit(NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_atomic_file_commit(NULL, &err), OPTIM_EINVAL, &err);
     assert_null(optim_atomic_file_stream(NULL));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_commit_replaces),
-        cmocka_unit_test(test_abort_leaves_old),
-        cmocka_unit_test(test_refuses_non_regular),
-        cmocka_unit_test(test_bad_arguments),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -85,9 +85,9 @@ static uint16_t ref_round(const table *t, double x)
 static void check_round_f32(optim_dtype dt, const table *t, float x)
 {
     uint16_t got, want = ref_round(t, x);
-    assert_int_equal(optim_convert(&got, dt, &x, OPTIM_F32, 1), OPTIM_OK);
+    assert_ok(optim_convert(&got, dt, &x, OPTIM_F32, 1), NULL);
     if (isnan(x)) {
-        assert_true((got & 0x7fff) > (dt == OPTIM_F16 ? 0x7c00 : 0x7f80));
+        assert_gt(got & 0x7fff, dt == OPTIM_F16 ? 0x7c00 : 0x7f80);
         assert_int_equal(got >> 15, signbit(x) ? 1 : 0);
         return;
     }
@@ -98,7 +98,7 @@ static void check_round_f32(optim_dtype dt, const table *t, float x)
 static void check_round_f64(optim_dtype dt, const table *t, double x)
 {
     uint16_t got, want = ref_round(t, x);
-    assert_int_equal(optim_convert(&got, dt, &x, OPTIM_F64, 1), OPTIM_OK);
+    assert_ok(optim_convert(&got, dt, &x, OPTIM_F64, 1), NULL);
     if (got != want)
         fail_msg("%s of double %a: got 0x%04x, want 0x%04x", optim_dtype_name(dt), x, got, want);
 }
@@ -112,17 +112,18 @@ static void exhaustive_decode(optim_dtype dt, double (*dec)(uint16_t), uint16_t 
     static float f[65536];
     static double d[65536];
     for (int i = 0; i < 65536; i++) in[i] = (uint16_t)i;
-    assert_int_equal(optim_convert(f, OPTIM_F32, in, dt, 65536), OPTIM_OK);
-    assert_int_equal(optim_convert(d, OPTIM_F64, in, dt, 65536), OPTIM_OK);
-    assert_int_equal(optim_convert(back, dt, f, OPTIM_F32, 65536), OPTIM_OK);
+    assert_ok(optim_convert(f, OPTIM_F32, in, dt, 65536), NULL);
+    assert_ok(optim_convert(d, OPTIM_F64, in, dt, 65536), NULL);
+    assert_ok(optim_convert(back, dt, f, OPTIM_F32, 65536), NULL);
     for (int i = 0; i < 65536; i++) {
         const double want = dec(in[i]);
         if (isnan(want)) {
             assert_nan(f[i]);
             assert_nan(d[i]);
             assert_int_equal(signbit(f[i]) != 0, i >> 15);
-            assert_true((back[i] & 0x7fff) > inf && (back[i] & quiet) &&
-                        (back[i] >> 15) == (i >> 15));
+            assert_gt(back[i] & 0x7fff, inf);
+            assert_true(back[i] & quiet);
+            assert_eq(back[i] >> 15, i >> 15);
             if (in[i] & quiet) assert_int_equal(back[i], in[i]);
             continue;
         }
@@ -132,17 +133,9 @@ static void exhaustive_decode(optim_dtype dt, double (*dec)(uint16_t), uint16_t 
     }
 }
 
-static void test_f16_exhaustive(void **state)
-{
-    (void)state;
-    exhaustive_decode(OPTIM_F16, dec16, 0x7c00, 0x0200);
-}
+OPTIM_TEST(test_f16_exhaustive) { exhaustive_decode(OPTIM_F16, dec16, 0x7c00, 0x0200); }
 
-static void test_bf16_exhaustive(void **state)
-{
-    (void)state;
-    exhaustive_decode(OPTIM_BF16, decbf, 0x7f80, 0x0040);
-}
+OPTIM_TEST(test_bf16_exhaustive) { exhaustive_decode(OPTIM_BF16, decbf, 0x7f80, 0x0040); }
 
 /* The same checks on n floats converted in one call (the vectorised and
  * hardware paths take whole runs, the scalar rules the rest). */
@@ -150,7 +143,7 @@ static void check_round_bulk(optim_dtype dt, const table *t, const float *x, int
 {
     uint16_t *got = malloc((size_t)n * sizeof *got);
     assert_non_null(got);
-    assert_int_equal(optim_convert(got, dt, x, OPTIM_F32, n), OPTIM_OK);
+    assert_ok(optim_convert(got, dt, x, OPTIM_F32, n), NULL);
     for (int64_t i = 0; i < n; i++) {
         uint16_t one;
         optim_convert(&one, dt, &x[i], OPTIM_F32, 1);
@@ -202,9 +195,8 @@ static uint64_t rng(void)
     return rng_state;
 }
 
-static void test_rounding(void **state)
+OPTIM_TEST(test_rounding)
 {
-    (void)state;
     midpoints(OPTIM_F16, &T16);
     midpoints(OPTIM_BF16, &TBF);
     enum { NRAND = 400000 };
@@ -246,9 +238,8 @@ static void test_rounding(void **state)
  * float32 high half with low halves at each rounding edge of both types
  * (bfloat16 rounds at bit 16, float16 at bit 13 and, for subnormals,
  * above), in runs where NaN, infinite and finite lanes share an 8. */
-static void test_bulk_sweep(void **state)
+OPTIM_TEST(test_bulk_sweep)
 {
-    (void)state;
     static const uint16_t LOW[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2001,
                                    0x3fff, 0x6000, 0x7fff, 0x8000, 0x8001, 0xa000, 0xe000, 0xffff};
     enum { NLOW = sizeof LOW / sizeof *LOW, N = NLOW * 65536 };
@@ -262,8 +253,8 @@ static void test_bulk_sweep(void **state)
         }
     const optim_dtype dts[2] = {OPTIM_BF16, OPTIM_F16};
     for (int d = 0; d < 2; d++) {
-        assert_int_equal(optim_convert(got + 1, dts[d], x + 1, OPTIM_F32, N - 1),
-                         OPTIM_OK); /* unaligned too */
+        assert_ok(optim_convert(got + 1, dts[d], x + 1, OPTIM_F32, N - 1),
+                  NULL); /* unaligned too */
         for (int i = 1; i < N; i++) {
             uint16_t one;
             optim_convert(&one, dts[d], &x[i], OPTIM_F32, 1);
@@ -276,25 +267,24 @@ static void test_bulk_sweep(void **state)
     free(got);
 }
 
-static void test_convert_bad_input(void **state)
+OPTIM_TEST(test_convert_bad_input)
 {
-    (void)state;
     float f[2] = {1, 2};
     uint16_t h[2] = {7, 7};
-    assert_int_equal(optim_convert(h, OPTIM_I32, f, OPTIM_F32, 2), OPTIM_EDTYPE);
-    assert_int_equal(optim_convert(h, OPTIM_F16, f, OPTIM_I64, 2), OPTIM_EDTYPE);
-    assert_int_equal(optim_convert(h, OPTIM_F16, f, (optim_dtype)99, 2), OPTIM_EDTYPE);
-    assert_int_equal(optim_convert(h, OPTIM_F16, f, OPTIM_F32, -1), OPTIM_EINVAL);
-    assert_int_equal(optim_convert(NULL, OPTIM_F16, f, OPTIM_F32, 2), OPTIM_EINVAL);
-    assert_int_equal(optim_convert(h, OPTIM_F16, NULL, OPTIM_F32, 2), OPTIM_EINVAL);
+    assert_status(optim_convert(h, OPTIM_I32, f, OPTIM_F32, 2), OPTIM_EDTYPE, NULL);
+    assert_status(optim_convert(h, OPTIM_F16, f, OPTIM_I64, 2), OPTIM_EDTYPE, NULL);
+    assert_status(optim_convert(h, OPTIM_F16, f, (optim_dtype)99, 2), OPTIM_EDTYPE, NULL);
+    assert_status(optim_convert(h, OPTIM_F16, f, OPTIM_F32, -1), OPTIM_EINVAL, NULL);
+    assert_status(optim_convert(NULL, OPTIM_F16, f, OPTIM_F32, 2), OPTIM_EINVAL, NULL);
+    assert_status(optim_convert(h, OPTIM_F16, NULL, OPTIM_F32, 2), OPTIM_EINVAL, NULL);
     assert_int_equal(h[0], 7); /* untouched */
-    assert_int_equal(optim_convert(NULL, OPTIM_F16, NULL, OPTIM_F32, 0), OPTIM_OK);
-    assert_int_equal(optim_dtype_size(OPTIM_F16), 2);
-    assert_int_equal(optim_dtype_size(OPTIM_BF16), 2);
+    assert_ok(optim_convert(NULL, OPTIM_F16, NULL, OPTIM_F32, 0), NULL);
+    assert_eq(optim_dtype_size(OPTIM_F16), 2);
+    assert_eq(optim_dtype_size(OPTIM_BF16), 2);
     assert_string_equal(optim_dtype_name(OPTIM_F16), "float16");
     assert_string_equal(optim_dtype_name(OPTIM_BF16), "bfloat16");
-    assert_int_equal(optim_compute_dtype(OPTIM_BF16), OPTIM_F32);
-    assert_int_equal(optim_compute_dtype(OPTIM_F64), OPTIM_F64);
+    assert_eq(optim_compute_dtype(OPTIM_BF16), OPTIM_F32);
+    assert_eq(optim_compute_dtype(OPTIM_F64), OPTIM_F64);
 }
 
 /* ---- 2. every built-in on half variables --------------------------------------------------------- */
@@ -380,23 +370,20 @@ static void run_config(const char *json, optim_dtype dt)
     half_pair_free(&p);
 }
 
-static void test_builtins_f16(void **state)
+OPTIM_TEST(test_builtins_f16)
 {
-    (void)state;
     for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++) run_config(CONFIGS[c], OPTIM_F16);
 }
 
-static void test_builtins_bf16(void **state)
+OPTIM_TEST(test_builtins_bf16)
 {
-    (void)state;
     for (size_t c = 0; c < sizeof CONFIGS / sizeof *CONFIGS; c++)
         run_config(CONFIGS[c], OPTIM_BF16);
 }
 
 /* Thread counts give the same bits (the chunks and blocks are fixed). */
-static void test_threads(void **state)
+OPTIM_TEST(test_threads)
 {
-    (void)state;
     uint16_t out[3][1300];
     for (int t = 1; t <= 3; t++) {
         half_pair p;
@@ -418,9 +405,8 @@ static void test_threads(void **state)
  * element-wise blocks (clipped, decayed, rounded stochastically) and a
  * whole-variable class's scratch (the gradients are made before counting
  * starts). */
-static void test_steady_state_allocates_nothing(void **state)
+OPTIM_TEST(test_steady_state_allocates_nothing)
 {
-    (void)state;
     const char *const configs[] = {
         CONFIGS[2],
         CONFIGS[4],
@@ -466,21 +452,21 @@ static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code
     memcpy(before, optim_var_cdata(var), sizeof before);
     const int64_t it = optim_iterations(opt);
     optim_grad_var p = {g, var};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), code);
+    assert_status(optim_apply_gradients(opt, &p, 1, 0), code, opt);
     assert_contains(optim_errmsg(opt), needle);
     assert_memory_equal(before, optim_var_cdata(var), sizeof before);
-    assert_int_equal(optim_iterations(opt), it);
+    assert_eq(optim_iterations(opt), it);
 }
 
-static void test_refusals(void **state)
+OPTIM_TEST(test_refusals)
 {
-    (void)state;
+    optim_error err;
     const int64_t shape[2] = {2, 2};
     uint16_t h[4] = {0x3c00, 0x4000, 0xbc00, 0};
     float f[4] = {1, 2, 3, 4};
     int64_t idx[1] = {1};
     optim_var *w;
-    assert_int_equal(optim_var_create(&w, "w", OPTIM_F16, 2, shape, h, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&w, "w", OPTIM_F16, 2, shape, h, &err), &err);
     optim_optimizer *adam = optim_test_make("\"adam\"");
     refused(adam, w, optim_grad_dense(optim_tensor_make(OPTIM_F32, f, 2, shape)), OPTIM_EDTYPE,
             "expected float16");
@@ -504,19 +490,19 @@ static void test_refusals(void **state)
             "wrappers take float32");
     /* The wrapper's own functions on the gradients refuse them too (before writing). */
     optim_grad_var up = {optim_grad_dense(optim_tensor_make(OPTIM_F16, h, 2, shape)), w};
-    assert_int_equal(optim_unscale_gradients(lso, &up, 1), OPTIM_ENOTSUP);
+    assert_status(optim_unscale_gradients(lso, &up, 1), OPTIM_ENOTSUP, lso);
     assert_int_equal(h[0], 0x3c00);
-    assert_int_equal(optim_check_gradients(lso, &up, 1, 1), OPTIM_ENOTSUP);
+    assert_status(optim_check_gradients(lso, &up, 1, 1), OPTIM_ENOTSUP, lso);
     assert_contains(optim_errmsg(lso), "'w' is float16");
     const size_t nw = optim_weights_count(lso);
-    assert_int_equal(optim_build(lso, &w, 1), OPTIM_ENOTSUP);
-    assert_int_equal(optim_weights_count(lso), nw);
+    assert_status(optim_build(lso, &w, 1), OPTIM_ENOTSUP, lso);
+    assert_eq(optim_weights_count(lso), nw);
     optim_constraint c = optim_constraint_non_neg();
-    assert_int_equal(optim_var_set_constraint(w, &c), OPTIM_ENOTSUP);
+    assert_status(optim_var_set_constraint(w, &c), OPTIM_ENOTSUP, w);
     assert_contains(optim_var_errmsg(w), "float16");
     assert_null(optim_var_constraint(w));
     optim_tape *tape;
-    assert_int_equal(optim_tape_create(&tape, NULL), OPTIM_OK);
+    assert_ok(optim_tape_create(&tape, &err), &err);
     assert_null(optim_tape_var(tape, w));
     assert_contains(optim_tape_errmsg(tape), "'w' is float16, expected float32 or float64");
     optim_tape_destroy(tape);
@@ -525,20 +511,19 @@ static void test_refusals(void **state)
     optim_destroy(acc);
     optim_destroy(lso);
     optim_var_destroy(w);
-    optim_error err;
-    assert_int_equal(optim_var_create(&w, "i", OPTIM_I32, 1, (int64_t[]){2}, NULL, &err),
-                     OPTIM_EDTYPE);
+    assert_status(optim_var_create(&w, "i", OPTIM_I32, 1, (int64_t[]){2}, NULL, &err), OPTIM_EDTYPE,
+                  &err);
     assert_contains(err.msg, "expected float32, float64, float16 or bfloat16");
 }
 
 /* A half variable's optim_var_get reads the stored value. */
-static void test_var_get(void **state)
+OPTIM_TEST(test_var_get)
 {
-    (void)state;
+    optim_error err;
     uint16_t h[3] = {0x3c00, 0xc000, 0x0001};
     optim_var *a, *b;
-    assert_int_equal(optim_var_create(&a, "a", OPTIM_F16, 1, (int64_t[]){3}, h, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_create(&b, "b", OPTIM_BF16, 1, (int64_t[]){3}, h, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&a, "a", OPTIM_F16, 1, (int64_t[]){3}, h, &err), &err);
+    assert_ok(optim_var_create(&b, "b", OPTIM_BF16, 1, (int64_t[]){3}, h, &err), &err);
     assert_eq(optim_var_get(a, 0), 1.0);
     assert_eq(optim_var_get(a, 1), -2.0);
     assert_eq(optim_var_get(a, 2), 0x1p-24);
@@ -567,6 +552,7 @@ static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%
 static void replay_matches(const char *config, const char *cfg, const char *init, const char *grads,
                            const char *out, uint16_t a_out[12])
 {
+    optim_error err;
     FILE *f = fopen(cfg, "w");
     assert_non_null(f);
     fputs(config, f);
@@ -597,15 +583,14 @@ static void replay_matches(const char *config, const char *cfg, const char *init
     /* The same in the library. */
     optim_optimizer *opt = optim_test_make(config);
     optim_var *va, *vb;
-    assert_int_equal(optim_var_create(&va, "a", OPTIM_BF16, 2, s, a0, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_create(&vb, "b", OPTIM_F16, 1, (int64_t[]){12}, b0, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&va, "a", OPTIM_BF16, 2, s, a0, &err), &err);
+    assert_ok(optim_var_create(&vb, "b", OPTIM_F16, 1, (int64_t[]){12}, b0, &err), &err);
     for (int k = 0; k < 2; k++) {
         optim_grad_var p[2] = {{optim_grad_dense(g[2 * k]), va},
                                {optim_grad_dense(g[2 * k + 1]), vb}};
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_OK);
+        assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
     }
     optim_st_file *o;
-    optim_error err;
     if (optim_st_read(out, &o, &err)) fail_msg("%s", err.msg);
     const struct {
         const char *name;
@@ -618,8 +603,8 @@ static void replay_matches(const char *config, const char *cfg, const char *init
                 {"b/v", optim_get_slot(opt, vb, "v")}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         optim_tensor t;
-        assert_int_equal(optim_st_get(o, want[i].name, &t), OPTIM_OK);
-        assert_int_equal(t.dtype, optim_var_dtype(want[i].v));
+        assert_ok(optim_st_get(o, want[i].name, &t), NULL);
+        assert_eq(t.dtype, optim_var_dtype(want[i].v));
         assert_memory_equal(t.data, optim_var_cdata(want[i].v), 24);
     }
     assert_int_not_equal(memcmp(optim_var_cdata(va), a0, 24), 0);
@@ -633,9 +618,8 @@ static void replay_matches(const char *config, const char *cfg, const char *init
 /* optim replay on half variables, rounding to nearest and (BF16) with
  * stochastic rounding (docs/half-precision.md); a float32 gradient for a
  * BF16 variable is refused and OUT is not created. */
-static void test_replay(void **state)
+OPTIM_TEST(test_replay)
 {
-    (void)state;
     char cfg[128], init[128], grads[128], out[128], bad[128];
     path_in(cfg, sizeof cfg, "c.json");
     path_in(init, sizeof init, "init.safetensors");
@@ -680,21 +664,4 @@ static int teardown(void **state)
     return rmdir(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_exhaustive),
-        cmocka_unit_test(test_bf16_exhaustive),
-        cmocka_unit_test(test_rounding),
-        cmocka_unit_test(test_bulk_sweep),
-        cmocka_unit_test(test_convert_bad_input),
-        cmocka_unit_test(test_builtins_f16),
-        cmocka_unit_test(test_builtins_bf16),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_steady_state_allocates_nothing),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_var_get),
-        cmocka_unit_test(test_replay),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+int main(void) { return optim_test_run_group(setup, teardown); }

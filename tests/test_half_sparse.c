@@ -232,7 +232,7 @@ OPTIM_TEST(test_transformer_sees_rounded_clip)
         OPTIM_BF16, 3);
     optim_destroy(p.r);
     p.r = optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.05}}");
-    assert_int_equal(optim_build(p.r, p.vr, NV), OPTIM_OK);
+    assert_ok(optim_build(p.r, p.vr, NV), p.r);
     half_pair_copy_state(&p);
     grads g;
     make_grads(&g, OPTIM_BF16, 0);
@@ -248,7 +248,7 @@ OPTIM_TEST(test_transformer_sees_rounded_clip)
         optim_convert(g.f[v], OPTIM_F32, want[v], OPTIM_BF16, n);
         pr[v] = (optim_grad_var){sparse_of(OPTIM_F32, v, g.idx[v], g.f[v]), p.vr[v]};
     }
-    assert_int_equal(optim_add_gradient_transformer(p.a, saw_clipped, want[0]), OPTIM_OK);
+    assert_ok(optim_add_gradient_transformer(p.a, saw_clipped, want[0]), p.a);
     if (optim_apply_gradients(p.a, pa, NV, 0)) fail_msg("half step: %s", optim_errmsg(p.a));
     if (optim_apply_gradients(p.r, pr, NV, 0)) fail_msg("reference step: %s", optim_errmsg(p.r));
     half_pair_compare(&p, "Adam clipvalue with a transformer", 0);
@@ -307,21 +307,20 @@ OPTIM_TEST(test_user_class_whole_table)
         optim_var *va, *vr;
         optim_optimizer *a, *r;
         optim_error err;
-        assert_int_equal(optim_var_create(&va, "user/table", dt, 2, shape, h, NULL), OPTIM_OK);
-        assert_int_equal(optim_var_create(&vr, "user/table", OPTIM_F32, 2, shape, f, NULL),
-                         OPTIM_OK);
-        assert_int_equal(optim_create(&a, &USER_WHOLE, NULL, &err), OPTIM_OK);
-        assert_int_equal(optim_create(&r, &USER_WHOLE, NULL, &err), OPTIM_OK);
+        assert_ok(optim_var_create(&va, "user/table", dt, 2, shape, h, &err), &err);
+        assert_ok(optim_var_create(&vr, "user/table", OPTIM_F32, 2, shape, f, &err), &err);
+        assert_ok(optim_create(&a, &USER_WHOLE, NULL, &err), &err);
+        assert_ok(optim_create(&r, &USER_WHOLE, NULL, &err), &err);
         for (int k = 0; k < 2; k++) {
             optim_grad_var pa = {optim_grad_sparse(idx[k], 4, optim_tensor_make(dt, gh, 2, gshape)),
                                  va};
             optim_grad_var pr = {
                 optim_grad_sparse(idx[k], 4, optim_tensor_make(OPTIM_F32, gf, 2, gshape)), vr};
             if (k > 0) /* the reference restarts from the widened half state */
-                assert_int_equal(
+                assert_ok(
                     optim_convert(optim_var_data(optim_get_slot(r, vr, "momentum")), OPTIM_F32,
                                   optim_var_cdata(optim_get_slot(a, va, "momentum")), dt, 150),
-                    OPTIM_OK);
+                    NULL);
             if (optim_apply_gradients(a, &pa, 1, 0)) fail_msg("half step: %s", optim_errmsg(a));
             if (optim_apply_gradients(r, &pr, 1, 0))
                 fail_msg("reference step: %s", optim_errmsg(r));
@@ -333,9 +332,8 @@ OPTIM_TEST(test_user_class_whole_table)
                         "%s step %d: user/table[%d] is 0x%04x, the rounded float32 reference 0x%04x",
                         optim_dtype_name(dt), k, i, ((const uint16_t *)optim_var_cdata(va))[i],
                         want[i]);
-            assert_int_equal(
-                optim_convert(optim_var_data(vr), OPTIM_F32, optim_var_cdata(va), dt, 150),
-                OPTIM_OK);
+            assert_ok(optim_convert(optim_var_data(vr), OPTIM_F32, optim_var_cdata(va), dt, 150),
+                      NULL);
         }
         optim_test_free(a, va);
         optim_test_free(r, vr);
@@ -349,6 +347,7 @@ OPTIM_TEST(test_user_class_whole_table)
  * lazy rows give the same bits on 1 and 3 threads. */
 static void sr_run(const char *json, int sparse, int threads, uint16_t *out)
 {
+    optim_error err;
     enum { ROWS = 3000, RS = 4, N = 900 };
     static float f[ROWS * RS], dense[ROWS * RS], gf[N * RS];
     static uint16_t h[ROWS * RS], gd[ROWS * RS], gh[N * RS];
@@ -361,10 +360,10 @@ static void sr_run(const char *json, int sparse, int threads, uint16_t *out)
     optim_convert(gh, OPTIM_BF16, gf, OPTIM_F32, N * RS);
     optim_convert(gd, OPTIM_BF16, dense, OPTIM_F32, ROWS * RS);
     optim_var *w;
-    assert_int_equal(
-        optim_var_create(&w, "sr/table", OPTIM_BF16, 2, (int64_t[]){ROWS, RS}, h, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&w, "sr/table", OPTIM_BF16, 2, (int64_t[]){ROWS, RS}, h, &err),
+              &err);
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(opt, threads), OPTIM_OK);
+    assert_ok(optim_set_num_threads(opt, threads), opt);
     optim_grad_var p = {
         sparse ? optim_grad_sparse(idx, N, optim_tensor_make(OPTIM_BF16, gh, 2, (int64_t[]){N, RS}))
                : optim_grad_dense(optim_tensor_make(OPTIM_BF16, gd, 2, (int64_t[]){ROWS, RS})),
@@ -402,6 +401,7 @@ OPTIM_TEST(test_stochastic_rounding)
  * tie, rounded to even). SGD, learning rate 1, from 0: -(1 + 2^-7). */
 OPTIM_TEST(test_duplicates_summed_in_f32)
 {
+    optim_error err;
     (void)state;
     const char *const cfg[] = {
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}",
@@ -410,11 +410,10 @@ OPTIM_TEST(test_duplicates_summed_in_f32)
     for (int c = 0; c < 3; c++) {
         uint16_t w0[2] = {0, 0}, g[3];
         const float gf[3] = {1.0f, 0x1p-8f, 0x1p-8f};
-        assert_int_equal(optim_convert(g, OPTIM_BF16, gf, OPTIM_F32, 3), OPTIM_OK);
+        assert_ok(optim_convert(g, OPTIM_BF16, gf, OPTIM_F32, 3), NULL);
         int64_t idx[3] = {1, 1, 1};
         optim_var *w;
-        assert_int_equal(optim_var_create(&w, "w", OPTIM_BF16, 1, (int64_t[]){2}, w0, NULL),
-                         OPTIM_OK);
+        assert_ok(optim_var_create(&w, "w", OPTIM_BF16, 1, (int64_t[]){2}, w0, &err), &err);
         optim_optimizer *opt = optim_test_make(cfg[c]);
         optim_grad_var p = {
             optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){3})), w};
@@ -472,22 +471,23 @@ static void refused(optim_optimizer *opt, optim_var *var, optim_grad g, int code
     memcpy(before, optim_var_cdata(var), sizeof before);
     const int64_t it = optim_iterations(opt);
     optim_grad_var p = {g, var};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), code);
+    assert_status(optim_apply_gradients(opt, &p, 1, 0), code, opt);
     assert_contains(optim_errmsg(opt), n1);
     assert_contains(optim_errmsg(opt), n2);
     assert_memory_equal(before, optim_var_cdata(var), sizeof before);
-    assert_int_equal(optim_iterations(opt), it);
+    assert_eq(optim_iterations(opt), it);
 }
 
 OPTIM_TEST(test_refusals)
 {
+    optim_error err;
     (void)state;
     const int64_t shape[2] = {4, 2};
     uint16_t h[8] = {0x3c00, 0x4000, 0xbc00, 0, 0x3c00, 0x4000, 0xbc00, 0};
     float f[2] = {1, 2};
     int64_t idx[1] = {1}, bad[1] = {4};
     optim_var *w;
-    assert_int_equal(optim_var_create(&w, "emb", OPTIM_F16, 2, shape, h, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&w, "emb", OPTIM_F16, 2, shape, h, &err), &err);
     const int64_t row[2] = {1, 2};
     optim_optimizer *adam = optim_test_make("\"adam\"");
     refused(adam, w, optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, f, 2, row)),
@@ -507,8 +507,8 @@ OPTIM_TEST(test_refusals)
             OPTIM_ENOTSUP, "'emb' is float16", "wrappers take float32");
     /* The refusal that went: the same sparse gradient now steps Adam. */
     optim_grad_var p = {optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F16, h, 2, row)), w};
-    assert_int_equal(optim_apply_gradients(adam, &p, 1, 0), OPTIM_OK);
-    assert_int_equal(optim_iterations(adam), 1);
+    assert_ok(optim_apply_gradients(adam, &p, 1, 0), adam);
+    assert_eq(optim_iterations(adam), 1);
     assert_memory_equal(optim_var_cdata(w), h,
                         2 * sizeof *h); /* row 0 untouched (Keras 3 Adam: m, v only) */
     assert_memory_not_equal((const uint16_t *)optim_var_cdata(w) + 2, h + 2, 2 * sizeof *h);
@@ -531,7 +531,7 @@ OPTIM_TEST(test_replay_sparse_bf16)
                *grads = optim_test_tmpfile("g.safetensors"),
                *out = optim_test_tmpfile("o.safetensors");
     const char *json = "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}";
-    assert_int_equal(optim_test_write_file(cfg, json, strlen(json)), 0);
+    assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
     const float w0[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g0[6] = {1, 0.5f, 0.25f, 1, 1, 1};
     const float want[8] = {1, 2, 2, 3.25f, 5, 6, 6.875f, 7.5f};
     uint16_t w[8], g[6];
@@ -546,12 +546,12 @@ OPTIM_TEST(test_replay_sparse_bf16)
     optim_test_write_st(grads, g_names, gt, 2);
     char *argv[] = {OPTIM_CLI_PATH, "replay",    (char *)cfg, (char *)init,
                     (char *)grads,  (char *)out, NULL};
-    assert_int_equal(optim_test_exec(argv, 0), 0);
+    assert_eq(optim_test_exec(argv, 0), 0);
     optim_st_file *o;
     optim_error err;
     if (optim_st_read(out, &o, &err)) fail_msg("%s", err.msg);
     optim_tensor t;
-    assert_int_equal(optim_st_get(o, "w", &t), OPTIM_OK);
+    assert_ok(optim_st_get(o, "w", &t), NULL);
     assert_int_equal(t.dtype, OPTIM_BF16);
     float got[8];
     optim_convert(got, OPTIM_F32, t.data, OPTIM_BF16, 8);

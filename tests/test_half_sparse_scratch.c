@@ -22,11 +22,11 @@
 static size_t reserved_after(const char *json, optim_dtype dt)
 {
     optim_optimizer *opt = optim_test_make(json);
-    assert_eq(optim_set_num_threads(opt, THREADS), 0);
+    assert_ok(optim_set_num_threads(opt, THREADS), opt);
     const int64_t shape[2] = {ROWS, COLS}, vshape[2] = {1, COLS}, idx[1] = {ROWS - 1};
     optim_var *v = NULL;
     optim_error err;
-    assert_eq(optim_var_create(&v, "table", dt, 2, shape, NULL, &err), 0);
+    assert_ok(optim_var_create(&v, "table", dt, 2, shape, NULL, &err), &err);
     void *vals = calloc((size_t)COLS, optim_dtype_size(dt));
     assert_non_null(vals);
     optim_grad_var p = {optim_grad_sparse(idx, 1, optim_tensor_make(dt, vals, 2, vshape)), v};

@@ -52,9 +52,9 @@ OPTIM_TEST(bulk_matches_scalar_and_neighbours)
                     out[i],
                     optim__f32_to_bf16_sr(src[i], optim__sr_bits(key, firsts[f] + (uint32_t)i)));
                 if (isnan(src[i])) assert_eq(out[i], optim__f32_to_bf16(src[i]));
-                else
-                    assert_true(out[i] == (uint16_t)(x >> 16) ||
-                                out[i] == (uint16_t)((x >> 16) + 1));
+                else if (out[i] != (uint16_t)(x >> 16) && out[i] != (uint16_t)((x >> 16) + 1))
+                    fail_msg("out[%d] = %#x, expected %#x or %#x", i, out[i], (uint16_t)(x >> 16),
+                             (uint16_t)((x >> 16) + 1));
             }
         }
 }
@@ -71,7 +71,9 @@ static int64_t count_up(uint32_t x, int64_t n, uint64_t key)
     optim__bf16_store_sr(src, out, n, key, 0);
     int64_t up = 0;
     for (int64_t i = 0; i < n; i++) {
-        assert_true(out[i] == (uint16_t)(x >> 16) || out[i] == (uint16_t)((x >> 16) + 1));
+        if (out[i] != (uint16_t)(x >> 16) && out[i] != (uint16_t)((x >> 16) + 1))
+            fail_msg("out[%lld] = %#x, expected %#x or %#x", (long long)i, out[i],
+                     (uint16_t)(x >> 16), (uint16_t)((x >> 16) + 1));
         up += out[i] != (uint16_t)(x >> 16);
     }
     free(src);
@@ -140,7 +142,7 @@ static optim_var *bf16_var2(const char *name, int64_t rows, int64_t n, float val
     int rc = optim_var_create(&v, name, OPTIM_BF16, rows > 1 ? 2 : 1,
                               rows > 1 ? (int64_t[]){rows, n / rows} : (int64_t[]){n}, h, &err);
     free(h);
-    assert_int_equal(rc, 0);
+    assert_ok(rc, &err);
     return v;
 }
 
@@ -161,15 +163,15 @@ static void steps(optim_optimizer *opt, optim_var **v, size_t nv, double g, int 
         assert_non_null(bufs[k]);
         for (int64_t i = 0; i < n; i++) {
             const double gi = g * (1 + (double)(i % 7) / 8);
-            assert_int_equal(
+            assert_ok(
                 optim_convert((char *)bufs[k] + i * optim_dtype_size(dt), dt, &gi, OPTIM_F64, 1),
-                0);
+                NULL);
         }
         p[k] = (optim_grad_var){optim_grad_dense(optim_tensor_make(
                                     dt, bufs[k], optim_var_rank(v[k]), optim_var_shape(v[k]))),
                                 v[k]};
     }
-    for (int t = 0; t < T; t++) assert_int_equal(optim_apply_gradients(opt, p, nv, 0), 0);
+    for (int t = 0; t < T; t++) assert_ok(optim_apply_gradients(opt, p, nv, 0), opt);
     for (size_t k = 0; k < nv; k++) free(bufs[k]);
 }
 
@@ -197,7 +199,7 @@ OPTIM_TEST(sgd_tiny_learning_rate)
         for (int64_t i = 0; i < n; i++) g[i] = 0x3f80;
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})),
                             w};
-        for (int t = 0; t < T; t++) assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        for (int t = 0; t < T; t++) assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         double mean = 0;
         for (int64_t i = 0; i < n; i++) mean += bf(h[i]);
         mean /= (double)n;
@@ -227,14 +229,16 @@ OPTIM_TEST(slots_rounded_too)
         for (int64_t i = 0; i < n; i++) gb[i] = optim__f32_to_bf16((float)g);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, gb, 1, (int64_t[]){n})),
                             w};
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         const uint16_t *acc = optim_var_data(optim_get_slot(opt, w, "accumulator"));
         const uint16_t a0 = optim__f32_to_bf16(0.1f);
         const float exact = optim__bf16_to_f32(a0) + (float)(g * g);
         assert_eq(optim__f32_bits(exact) & 0xffffu, 0x8000u); /* the midpoint */
         int64_t up = 0;
         for (int64_t i = 0; i < n; i++) {
-            assert_true(acc[i] == a0 || acc[i] == a0 + 1);
+            if (acc[i] != a0 && acc[i] != a0 + 1)
+                fail_msg("accumulator[%lld] = %#x, expected %#x or %#x", (long long)i, acc[i], a0,
+                         a0 + 1);
             up += acc[i] == a0 + 1;
         }
         if (!sr) assert_eq(up, (a0 & 1) ? n : 0); /* ties to even */
@@ -252,14 +256,14 @@ OPTIM_TEST(slots_rounded_too)
 static size_t class_run(const char *json, int threads, unsigned char *out, size_t cap)
 {
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(opt, threads), 0);
+    assert_ok(optim_set_num_threads(opt, threads), opt);
     optim_var *v[3] = {bf16_var2("a", 100, 20000, 0.3f), bf16_var("b", 777, -1.7f),
                        bf16_var("c", 1, 2.0f)};
     steps(opt, v, 3, 1e-3, 3);
     size_t at = 0;
     for (int k = 0; k < 3; k++) {
         const size_t m = (size_t)optim_var_numel(v[k]) * 2;
-        assert_true(at + m <= cap);
+        assert_le(at + m, cap);
         memcpy(out + at, optim_var_data(v[k]), m);
         at += m;
     }
@@ -269,7 +273,7 @@ static size_t class_run(const char *json, int threads, unsigned char *out, size_
         int64_t m = 1;
         for (int d = 0; d < w[k].rank; d++) m *= w[k].shape[d];
         const size_t bytes = (size_t)m * optim_dtype_size(w[k].dtype);
-        assert_true(at + bytes <= cap);
+        assert_le(at + bytes, cap);
         memcpy(out + at, w[k].data, bytes);
         at += bytes;
     }
@@ -322,7 +326,7 @@ OPTIM_TEST(bits_differ_between_steps_elements_and_variables)
     for (int k = 0; k < 2; k++)
         p[k] = (optim_grad_var){
             optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})), v[k]};
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
+    assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
     const uint16_t *a = optim_var_data(v[0]), *b = optim_var_data(v[1]);
     memcpy(first, a, (size_t)n * sizeof *first);
     assert_int_not_equal(memcmp(a, b, (size_t)n * sizeof *a), 0);
@@ -333,7 +337,7 @@ OPTIM_TEST(bits_differ_between_steps_elements_and_variables)
     assert_le(fabs((double)up - n / 2.0), 6 * sqrt(n / 4.0) + 1); /* not all the same */
     /* Step 1 from w = 1 again. */
     for (int64_t i = 0; i < n; i++) ((uint16_t *)optim_var_data((optim_var *)v[0]))[i] = 0x3f80;
-    assert_int_equal(optim_apply_gradients(opt, p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, p, 1, 0), opt);
     assert_int_not_equal(memcmp(first, a, (size_t)n * sizeof *a), 0);
     free(g);
     free(first);
@@ -357,7 +361,7 @@ OPTIM_TEST(name_in_key)
         v[k] = bf16_var(names[k], n, 1.0f);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_BF16, g, 1, (int64_t[]){n})),
                             v[k]};
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         optim_destroy(opt);
     }
     assert_int_not_equal(memcmp(optim_var_data(v[0]), optim_var_data(v[1]), (size_t)n * 2), 0);
@@ -383,7 +387,7 @@ OPTIM_TEST(off_is_round_to_nearest)
     /* set, then unset from C before the steps */
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"" KEY "\": 8}}");
-    assert_int_equal(optim_set_hyper(opt, KEY, NAN), 0);
+    assert_ok(optim_set_hyper(opt, KEY, NAN), opt);
     char *cfg = optim_serialize(opt);
     assert_int_equal(class_run(cfg, 1, other, CAP), n);
     assert_int_equal(memcmp(plain, other, n), 0);
@@ -405,10 +409,9 @@ OPTIM_TEST(other_dtypes_untouched)
             for (int i = 0; i < 1000; i++) init[i] = 0.5 + i * 1e-3;
             void *buf = malloc(1000 * 8);
             assert_non_null(buf);
-            assert_int_equal(optim_convert(buf, dts[d], init, OPTIM_F64, 1000), 0);
+            assert_ok(optim_convert(buf, dts[d], init, OPTIM_F64, 1000), NULL);
             optim_error err;
-            assert_int_equal(optim_var_create(&v[sr], "w", dts[d], 1, (int64_t[]){1000}, buf, &err),
-                             0);
+            assert_ok(optim_var_create(&v[sr], "w", dts[d], 1, (int64_t[]){1000}, buf, &err), &err);
             free(buf);
             steps(opt, &v[sr], 1, 1e-3, 3);
             optim_destroy(opt);
@@ -428,7 +431,7 @@ static void refused(const char *value, int code, const char *msg)
     snprintf(json, sizeof json, "{\"class_name\": \"SGD\", \"config\": {\"" KEY "\": %s}}", value);
     optim_optimizer *opt = (optim_optimizer *)1;
     optim_error err;
-    assert_int_equal(optim_from_json(&opt, json, &err), code);
+    assert_status(optim_from_json(&opt, json, &err), code, &err);
     assert_null(opt);
     assert_contains(err.msg, KEY);
     assert_contains(err.msg, msg);
@@ -446,7 +449,7 @@ OPTIM_TEST(config_read_strictly)
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"" KEY "\": null}}");
     double s = 0;
-    assert_int_equal(optim_get_hyper(opt, KEY, &s), 0);
+    assert_ok(optim_get_hyper(opt, KEY, &s), opt);
     assert_nan(s);
     char *cfg = optim_serialize(opt);
     assert_null(strstr(cfg, KEY));
@@ -466,17 +469,17 @@ OPTIM_TEST(config_written_only_when_set)
     char *a = optim_serialize(opt);
     assert_null(strstr(a, KEY));
     /* set from C: written last in the config, read back as set */
-    assert_int_equal(optim_set_hyper(opt, KEY, 9007199254740991.0), 0);
+    assert_ok(optim_set_hyper(opt, KEY, 9007199254740991.0), opt);
     char *b = optim_serialize(opt);
     assert_contains(b, "\"nesterov\":false,\"" KEY "\":9007199254740991}");
     optim_optimizer *back = optim_test_make(b);
     double s = 0;
-    assert_int_equal(optim_get_hyper(back, KEY, &s), 0);
-    assert_true(s == 9007199254740991.0);
+    assert_ok(optim_get_hyper(back, KEY, &s), back);
+    assert_eq(s, 9007199254740991.0);
     char *c = optim_serialize(back);
     assert_string_equal(b, c);
     /* off again from C (NAN, Keras's None): the Keras config comes back */
-    assert_int_equal(optim_set_hyper(back, KEY, NAN), 0);
+    assert_ok(optim_set_hyper(back, KEY, NAN), back);
     char *d = optim_serialize(back);
     assert_string_equal(a, d);
     optim_free(a), optim_free(b), optim_free(c), optim_free(d);
@@ -486,7 +489,7 @@ OPTIM_TEST(config_written_only_when_set)
     opt = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": 0.01, "
         "\"decay\": 0.0, \"momentum\": 0.0, \"nesterov\": false, \"" KEY "\": 4}}");
-    assert_int_equal(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
     a = optim_serialize(opt);
     assert_string_equal(
         a,
@@ -512,27 +515,26 @@ OPTIM_TEST(config_set_from_c_checked)
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"" KEY "\": 5}}");
     double s = 0;
-    assert_int_equal(optim_set_hyper(opt, KEY, -3), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, KEY, -3), OPTIM_ERANGE, opt);
     assert_contains(optim_errmsg(opt), KEY " is -3, expected a value in [0, 9007199254740991]");
-    assert_int_equal(optim_set_hyper(opt, KEY, 0.5), OPTIM_ETYPE);
+    assert_status(optim_set_hyper(opt, KEY, 0.5), OPTIM_ETYPE, opt);
     assert_contains(optim_errmsg(opt), KEY " is 0.5, expected an integer");
-    assert_int_equal(optim_set_hyper(opt, KEY, INFINITY), OPTIM_ERANGE);
-    assert_int_not_equal(optim_set_hyper_schedule(opt, KEY, NULL, NULL), 0);
-    assert_int_equal(optim_get_hyper(opt, KEY, &s), 0);
-    assert_true(s == 5); /* unchanged */
-    assert_int_equal(optim_set_hyper(opt, KEY, 0), 0);
-    assert_int_equal(optim_get_hyper(opt, KEY, &s), 0);
-    assert_true(s == 0);
+    assert_status(optim_set_hyper(opt, KEY, INFINITY), OPTIM_ERANGE, opt);
+    assert_ne(optim_set_hyper_schedule(opt, KEY, NULL, NULL), 0);
+    assert_ok(optim_get_hyper(opt, KEY, &s), opt);
+    assert_eq(s, 5); /* unchanged */
+    assert_ok(optim_set_hyper(opt, KEY, 0), opt);
+    assert_ok(optim_get_hyper(opt, KEY, &s), opt);
+    assert_eq(s, 0);
     optim_destroy(opt);
     /* A wrapper has no half variables: it refuses the key (a base option). */
     optim_optimizer *w = NULL;
     optim_error err;
-    assert_int_not_equal(
-        optim_from_json(&w,
-                        "{\"class_name\": \"Addons>Lookahead\", \"config\": {\"optimizer\": "
-                        "\"sgd\", \"" KEY "\": 1}}",
-                        &err),
-        0);
+    assert_ne(optim_from_json(&w,
+                              "{\"class_name\": \"Addons>Lookahead\", \"config\": {\"optimizer\": "
+                              "\"sgd\", \"" KEY "\": 1}}",
+                              &err),
+              0);
     assert_contains(err.msg, KEY);
 }
 
@@ -549,10 +551,10 @@ OPTIM_TEST(resume_through_json)
     char *cfg = optim_serialize(b);
     optim_optimizer *c = optim_test_make(cfg);
     optim_free(cfg);
-    assert_int_equal(optim_build(c, &vb, 1), 0);
+    assert_ok(optim_build(c, &vb, 1), c);
     optim_tensor wts[8];
     const size_t nw = optim_get_weights(b, wts, 8);
-    assert_int_equal(optim_set_weights(c, wts, nw), 0);
+    assert_ok(optim_set_weights(c, wts, nw), c);
     optim_destroy(b);
     steps(c, &vb, 1, 1e-3, 2);
     assert_vars_bitwise(va, vb);

@@ -223,9 +223,9 @@ static void run_start(run *R, const cfg *c, optim_dtype dt)
     }
     if (c->nonneg) {
         optim_constraint nn = optim_constraint_non_neg();
-        assert_int_equal(optim_var_set_constraint(R->vars[0], &nn), 0);
+        assert_ok(optim_var_set_constraint(R->vars[0], &nn), R->vars[0]);
     }
-    if (c->build) assert_int_equal(optim_build(R->opt, R->vars, (size_t)c->nvars), 0);
+    if (c->build) assert_ok(optim_build(R->opt, R->vars, (size_t)c->nvars), R->opt);
 }
 
 /* Call k: the gradients (times loss_scale_factor, in the dtype). */
@@ -295,8 +295,7 @@ static void check_cfg(const cfg *c0)
         ref_init(&c, &r);
         for (int k = 0; k < STEPS; k++) {
             int rc = run_call(&R, &c, k);
-            if (rc) print_error("%s\n", optim_errmsg(R.opt));
-            assert_int_equal(rc, 0);
+            assert_ok(rc, R.opt);
             ref_step(&c, &r, k);
             for (int v = 0; v < c.nvars; v++) {
                 int n = numel_of(&c, v);
@@ -321,25 +320,23 @@ static void check_cfg(const cfg *c0)
                 else assert_null(optim_get_slot(R.opt, R.vars[v], "gradient_accumulator"));
             }
         }
-        assert_int_equal(optim_iterations(R.opt), STEPS);
+        assert_eq(optim_iterations(R.opt), STEPS);
         run_end(&R, &c);
     }
 }
 
 /* ---- trajectories ----------------------------------------------------------------- */
 
-static void test_loss_scale_factor(void **s)
+OPTIM_TEST(test_loss_scale_factor)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .lsf = 128});
     check_cfg(&(cfg){.lr = 0.05, .lsf = 3}); /* not a power of two */
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 1024});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 0.25, .nvars = 2, .sparse = {0, 1}});
 }
 
-static void test_loss_scale_with_clipping(void **s)
+OPTIM_TEST(test_loss_scale_with_clipping)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .lsf = 256, .clipnorm = 0.5});
     check_cfg(&(cfg){.lr = 0.1, .lsf = 256, .clipvalue = 0.3, .nvars = 2, .sparse = {0, 1}});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .lsf = 64, .global_clipnorm = 1.0, .nvars = 2});
@@ -349,9 +346,8 @@ static void test_loss_scale_with_clipping(void **s)
 /* A power-of-two loss_scale_factor is exact: the run with scaled gradients
  * gives the bits of the run without, clipping included (it is unscaled
  * before clipping). */
-static void test_loss_scale_bitwise(void **s)
+OPTIM_TEST(test_loss_scale_bitwise)
 {
-    (void)s;
     const cfg base[] = {{.lr = 0.1, .momentum = 0.9, .clipnorm = 0.5, .nvars = 2, .sparse = {0, 1}},
                         {.adam = 1,
                          .lr = 0.01,
@@ -380,9 +376,8 @@ static void test_loss_scale_bitwise(void **s)
         }
 }
 
-static void test_accumulation(void **s)
+OPTIM_TEST(test_accumulation)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .steps = 3});
     check_cfg(&(cfg){.lr = 0.05, .momentum = 0.9, .steps = 3});
     check_cfg(&(cfg){.lr = 0.05, .momentum = 0.8, .nesterov = 1, .steps = 2, .nvars = 2});
@@ -393,9 +388,8 @@ static void test_accumulation(void **s)
 }
 
 /* Clipping and weight decay run only on the updating calls, on the mean. */
-static void test_accumulation_clip_decay(void **s)
+OPTIM_TEST(test_accumulation_clip_decay)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .steps = 2, .clipnorm = 0.4, .wd = 0.1});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 3, .global_clipnorm = 0.5, .nvars = 2});
     check_cfg(&(cfg){.lr = 0.1, .steps = 3, .clipvalue = 0.2, .wd = 0.05, .nvars = 2});
@@ -405,18 +399,16 @@ static void test_accumulation_clip_decay(void **s)
 
 /* Sparse gradients accumulate into dense accumulators; the update sees the
  * dense mean. */
-static void test_accumulation_sparse(void **s)
+OPTIM_TEST(test_accumulation_sparse)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .steps = 3, .nvars = 2, .sparse = {1, 0}});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .steps = 2, .lsf = 4, .nvars = 2, .sparse = {1, 1}});
     check_cfg(&(cfg){
         .lr = 0.2, .steps = 2, .lsf = 3, .global_clipnorm = 0.7, .nvars = 2, .sparse = {0, 1}});
 }
 
-static void test_ema(void **s)
+OPTIM_TEST(test_ema)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .ema = 1, .ema_m = 0.9}); /* SGD without slots of its own */
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .ema = 1, .ema_m = 0.99, .nvars = 2});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .ema = 1, .ema_m = 0.8});
@@ -424,9 +416,8 @@ static void test_ema(void **s)
     check_cfg(&(cfg){.lr = 0.1, .ema = 1, .ema_m = 1.0, .nvars = 2, .sparse = {0, 1}});
 }
 
-static void test_ema_overwrite(void **s)
+OPTIM_TEST(test_ema_overwrite)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.5, .ema = 1, .ema_m = 0.8, .freq = 3});
     check_cfg(&(cfg){.adam = 1, .lr = 0.01, .ema = 1, .ema_m = 0.9, .freq = 5, .nvars = 2});
     check_cfg(&(cfg){.lr = 0.1, .ema = 1, .ema_m = 0.7, .freq = 1});
@@ -434,9 +425,8 @@ static void test_ema_overwrite(void **s)
 
 /* With accumulation, EMA looks at iterations // steps: momentum 0 for the
  * whole first cycle, overwrite on every call of a due cycle. */
-static void test_ema_with_accumulation(void **s)
+OPTIM_TEST(test_ema_with_accumulation)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.1, .momentum = 0.9, .steps = 2, .ema = 1, .ema_m = 0.9, .freq = 2});
     check_cfg(&(cfg){.adam = 1,
                      .lr = 0.01,
@@ -452,9 +442,8 @@ static void test_ema_with_accumulation(void **s)
 /* Everything at once; variable b lacks a gradient at some calls: its
  * average still moves (every tracked variable), its accumulator is still
  * reset, and it is not updated or constrained. */
-static void test_all_options(void **s)
+OPTIM_TEST(test_all_options)
 {
-    (void)s;
     check_cfg(&(cfg){.adam = 1,
                      .lr = 0.01,
                      .lsf = 128,
@@ -491,18 +480,16 @@ static void test_all_options(void **s)
 
 /* Keras's order: update, moving average (of the unconstrained value),
  * overwrite, then the constraint. */
-static void test_constraint_order(void **s)
+OPTIM_TEST(test_constraint_order)
 {
-    (void)s;
     check_cfg(&(cfg){.lr = 0.5, .ema = 1, .ema_m = 0.5, .freq = 1, .nonneg = 1});
     check_cfg(&(cfg){.lr = 0.5, .momentum = 0.5, .steps = 2, .ema = 1, .ema_m = 0.5, .nonneg = 1});
 }
 
 /* ---- slots, weights, finalize ---------------------------------------------------- */
 
-static void test_slots_and_weights(void **s)
+OPTIM_TEST(test_slots_and_weights)
 {
-    (void)s;
     cfg c = {.lr = 0.1,
              .momentum = 0.9,
              .steps = 2,
@@ -521,11 +508,11 @@ static void test_slots_and_weights(void **s)
                           "b/average",
                           "a/gradient_accumulator",
                           "b/gradient_accumulator"};
-    assert_int_equal(optim_weights_count(R.opt), 7);
+    assert_eq(optim_weights_count(R.opt), 7);
     for (size_t i = 0; i < 7; i++) assert_string_equal(optim_weight_name(R.opt, i), want[i]);
     assert_null(optim_weight_name(R.opt, 7));
     const char *names[4];
-    assert_int_equal(optim_get_slot_names(R.opt, names, 4), 3);
+    assert_eq(optim_get_slot_names(R.opt, names, 4), 3);
     assert_string_equal(names[0], "momentum");
     assert_string_equal(names[1], "average");
     assert_string_equal(names[2], "gradient_accumulator");
@@ -534,14 +521,14 @@ static void test_slots_and_weights(void **s)
     cfg c2 = c;
     run Q;
     run_start(&Q, &c2, OPTIM_F32);
-    assert_int_equal(optim_build(Q.opt, Q.vars, 2), 0);
+    assert_ok(optim_build(Q.opt, Q.vars, 2), Q.opt);
     for (int v = 0; v < 2; v++)
-        assert_int_equal(optim_var_assign(Q.vars[v], optim_var_data(R.vars[v]), OPTIM_F32,
-                                          optim_var_numel(R.vars[v])),
-                         0);
+        assert_ok(optim_var_assign(Q.vars[v], optim_var_data(R.vars[v]), OPTIM_F32,
+                                   optim_var_numel(R.vars[v])),
+                  Q.vars[v]);
     optim_tensor w[7];
-    assert_int_equal(optim_get_weights(R.opt, w, 7), 7);
-    assert_int_equal(optim_set_weights(Q.opt, w, 7), 0);
+    assert_eq(optim_get_weights(R.opt, w, 7), 7);
+    assert_ok(optim_set_weights(Q.opt, w, 7), Q.opt);
     for (int k = 1; k < 12; k++) {
         assert_int_equal(run_call(&R, &c, k), 0);
         assert_int_equal(run_call(&Q, &c2, k), 0);
@@ -565,16 +552,16 @@ static void test_slots_and_weights(void **s)
     double z[3] = {0, 0, 0};
     int64_t sh[1] = {3};
     optim_var *x = optim_test_var("x", OPTIM_F64, 1, sh, z);
-    assert_int_equal(optim_build(opt, &x, 1), 0);
+    assert_ok(optim_build(opt, &x, 1), opt);
     const char *aw[] = {"iterations", "x/m", "x/v", "x/vhat", "x/average"};
-    assert_int_equal(optim_weights_count(opt), 5);
+    assert_eq(optim_weights_count(opt), 5);
     for (size_t i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, i), aw[i]);
     optim_destroy(opt);
     opt = optim_test_make(
         "{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 2, \"use_ema\": true}}");
     optim_var *y = optim_test_var("y", OPTIM_F64, 1, sh, z);
     optim_var *xy[2] = {x, y};
-    assert_int_equal(optim_build(opt, xy, 2), 0);
+    assert_ok(optim_build(opt, xy, 2), opt);
     const char *fw[] = {"iterations",
                         "x/accumulator",
                         "x/linear",
@@ -584,17 +571,16 @@ static void test_slots_and_weights(void **s)
                         "y/linear",
                         "y/average",
                         "y/gradient_accumulator"};
-    assert_int_equal(optim_weights_count(opt), 9);
+    assert_eq(optim_weights_count(opt), 9);
     for (size_t i = 0; i < 9; i++) assert_string_equal(optim_weight_name(opt, i), fw[i]);
     optim_destroy(opt);
     optim_var_destroy(x);
     optim_var_destroy(y);
 }
 
-static void test_finalize_variable_values(void **s)
+OPTIM_TEST(test_finalize_variable_values)
 {
-    (void)s;
-    assert_int_equal(optim_finalize_variable_values(NULL), OPTIM_EINVAL);
+    assert_status(optim_finalize_variable_values(NULL), OPTIM_EINVAL, NULL);
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
         cfg c = {.lr = 0.1, .momentum = 0.9, .ema = 1, .ema_m = 0.9, .nvars = 2, .sparse = {0, 1}};
@@ -607,12 +593,12 @@ static void test_finalize_variable_values(void **s)
                              optim_var_data(optim_get_slot(R.opt, R.vars[v], "average")),
                              (size_t)optim_var_numel(R.vars[v]) * esz),
                       0);
-        assert_int_equal(optim_finalize_variable_values(R.opt), 0);
+        assert_ok(optim_finalize_variable_values(R.opt), R.opt);
         for (int v = 0; v < 2; v++)
             assert_memory_equal(optim_var_data(R.vars[v]),
                                 optim_var_data(optim_get_slot(R.opt, R.vars[v], "average")),
                                 (size_t)optim_var_numel(R.vars[v]) * esz);
-        assert_int_equal(optim_iterations(R.opt), 10);
+        assert_eq(optim_iterations(R.opt), 10);
         run_end(&R, &c);
     }
     /* Without use_ema (and in the legacy generation) it changes nothing. */
@@ -625,9 +611,9 @@ static void test_finalize_variable_values(void **s)
         int64_t sh[1] = {2};
         optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         double before[2] = {optim_var_get(w, 0), optim_var_get(w, 1)};
-        assert_int_equal(optim_finalize_variable_values(opt), 0);
+        assert_ok(optim_finalize_variable_values(opt), opt);
         assert_eq(optim_var_get(w, 0), before[0]);
         assert_eq(optim_var_get(w, 1), before[1]);
         optim_destroy(opt);
@@ -637,9 +623,8 @@ static void test_finalize_variable_values(void **s)
 
 /* A variable first seen after the first step starts its average at its
  * own value (Keras builds every average before its first step). */
-static void test_late_variable_average(void **s)
+OPTIM_TEST(test_late_variable_average)
 {
-    (void)s;
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, "
                         "\"use_ema\": true, \"ema_momentum\": 0.9}}");
@@ -648,9 +633,9 @@ static void test_late_variable_average(void **s)
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0),
               *u = optim_test_var("u", OPTIM_F64, 1, sh, u0);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     p.var = u;
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     optim_var *avg = optim_get_slot(opt, u, "average");
     for (int i = 0; i < 2; i++) {
         double ui = u0[i] - 0.1 * g[i];
@@ -701,14 +686,13 @@ static const optim_class rec_class = {
 
 /* Keras's `iterations` property (counter // steps) in the hooks; the
  * counter for schedules; prepare and the update only on updating calls. */
-static void test_hooks_see_keras_iterations(void **s)
+OPTIM_TEST(test_hooks_see_keras_iterations)
 {
-    (void)s;
     optim_optimizer *opt;
     optim_error err;
-    assert_int_equal(optim_create(&opt, &rec_class, NULL, &err), 0);
-    assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 3), 0);
-    assert_int_equal(optim_set_hyper_schedule(opt, "learning_rate", rec_sched, NULL), 0);
+    assert_ok(optim_create(&opt, &rec_class, NULL, &err), &err);
+    assert_ok(optim_set_hyper(opt, "gradient_accumulation_steps", 3), opt);
+    assert_ok(optim_set_hyper_schedule(opt, "learning_rate", rec_sched, NULL), opt);
     double w0[1] = {0}, g[1] = {1};
     int64_t sh[1] = {1};
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
@@ -717,7 +701,7 @@ static void test_hooks_see_keras_iterations(void **s)
     for (int k = 0; k < 9; k++) {
         g[0] = k + 1;
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         if ((k + 1) % 3 == 0) want -= 0.1 * (k + 1) * ((k - 1) + k + (k + 1)) / 3.0;
         assert_close(optim_var_get(w, 0), want, 1e-14, 1e-14);
     }
@@ -729,16 +713,15 @@ static void test_hooks_see_keras_iterations(void **s)
     }
     assert_ge(nsched, 9);
     for (int i = 0; i < 9; i++) assert_int_equal(seen_sched[i], i);
-    assert_int_equal(optim_iterations(opt), 9);
+    assert_eq(optim_iterations(opt), 9);
     optim_destroy(opt);
     optim_var_destroy(w);
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-static void test_threads_bitwise(void **s)
+OPTIM_TEST(test_threads_bitwise)
 {
-    (void)s;
     const char *cfgs[] = {
         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01, \"gradient_accumulation_steps\": 3, "
         "\"loss_scale_factor\": 64, \"use_ema\": true, \"ema_momentum\": 0.9, \"ema_overwrite_frequency\": 2, "
@@ -758,7 +741,7 @@ static void test_threads_bitwise(void **s)
             int threads[3] = {1, 2, 3};
             for (int t = 0; t < 3; t++) {
                 opt[t] = optim_test_make(cfgs[c]);
-                assert_int_equal(optim_set_num_threads(opt[t], threads[t]), 0);
+                assert_ok(optim_set_num_threads(opt[t], threads[t]), opt[t]);
                 int64_t sb[1] = {BIG}, se[2] = {ROWS, COLS};
                 big[t] = optim_test_var("big", dt, 1, sb, init);
                 emb[t] = optim_test_var("emb", dt, 2, se, init);
@@ -786,7 +769,7 @@ static void test_threads_bitwise(void **s)
                         {optim_grad_dense(optim_tensor_make(dt, g, 1, sb)), big[t]},
                         {optim_grad_sparse(idx, NR, optim_tensor_make(dt, rows, 2, sr)), emb[t]},
                     };
-                    assert_int_equal(optim_apply_gradients(opt[t], p, 2, 0), 0);
+                    assert_ok(optim_apply_gradients(opt[t], p, 2, 0), opt[t]);
                 }
             }
             for (int t = 1; t < 3; t++) {
@@ -794,7 +777,7 @@ static void test_threads_bitwise(void **s)
                 assert_memory_equal(optim_var_data(emb[0]), optim_var_data(emb[t]),
                                     esz * ROWS * COLS);
                 size_t n = optim_weights_count(opt[0]);
-                assert_int_equal(optim_weights_count(opt[t]), n);
+                assert_eq(optim_weights_count(opt[t]), n);
                 optim_tensor *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
                 optim_get_weights(opt[0], a, n);
                 optim_get_weights(opt[t], b, n);
@@ -826,15 +809,14 @@ static void expect_json_fails(const char *json, int code, const char *s1, const 
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
     if (rc != code) print_error("%s: rc %d (%s), expected %d\n", json, rc, err.msg, code);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, &err);
     assert_null(opt);
     if (s1) assert_contains(err.msg, s1);
     if (s2) assert_contains(err.msg, s2);
 }
 
-static void test_bad_configs(void **s)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)s;
     expect_json_fails(J("{\"gradient_accumulation_steps\": 1}"), OPTIM_ERANGE,
                       "gradient_accumulation_steps", "1");
     expect_json_fails(J("{\"gradient_accumulation_steps\": -3}"), OPTIM_ERANGE,
@@ -887,7 +869,7 @@ static void test_bad_configs(void **s)
         int rc = optim_set_hyper(opt, bad[i].key, bad[i].v);
         if (rc != bad[i].code)
             print_error("%s = %g: %d %s\n", bad[i].key, bad[i].v, rc, optim_errmsg(opt));
-        assert_int_equal(rc, bad[i].code);
+        assert_status(rc, bad[i].code, opt);
         assert_contains(optim_errmsg(opt), bad[i].key);
         char *now = optim_serialize(opt);
         assert_string_equal(now, before);
@@ -899,39 +881,38 @@ static void test_bad_configs(void **s)
 
 /* use_ema and accumulation on/off make slots: they cannot change once a
  * variable is tracked (the step count and momentum can). */
-static void test_options_fixed_once_tracked(void **s)
+OPTIM_TEST(test_options_fixed_once_tracked)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(J("{\"learning_rate\": 0.1}"));
-    assert_int_equal(optim_set_hyper(opt, "use_ema", 1), 0); /* nothing tracked yet */
-    assert_int_equal(optim_set_hyper(opt, "use_ema", 0), 0);
+    assert_ok(optim_set_hyper(opt, "use_ema", 1), opt); /* nothing tracked yet */
+    assert_ok(optim_set_hyper(opt, "use_ema", 0), opt);
     double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, sh)), w};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
-    assert_int_equal(optim_set_hyper(opt, "use_ema", 1), OPTIM_ESTATE);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
+    assert_status(optim_set_hyper(opt, "use_ema", 1), OPTIM_ESTATE, opt);
     assert_contains(optim_errmsg(opt), "use_ema");
-    assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 2), OPTIM_ESTATE);
+    assert_status(optim_set_hyper(opt, "gradient_accumulation_steps", 2), OPTIM_ESTATE, opt);
     assert_contains(optim_errmsg(opt), "gradient_accumulation_steps");
     double v;
-    assert_int_equal(optim_get_hyper(opt, "use_ema", &v), 0);
+    assert_ok(optim_get_hyper(opt, "use_ema", &v), opt);
     assert_eq(v, 0);
-    assert_int_equal(optim_get_hyper(opt, "gradient_accumulation_steps", &v), 0);
+    assert_ok(optim_get_hyper(opt, "gradient_accumulation_steps", &v), opt);
     assert_nan(v);
-    assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", 8), 0); /* no slots: fine */
-    assert_int_equal(optim_weights_count(opt), 1);
+    assert_ok(optim_set_hyper(opt, "loss_scale_factor", 8), opt); /* no slots: fine */
+    assert_eq(optim_weights_count(opt), 1);
     optim_destroy(opt);
 
     opt = optim_test_make(
         J("{\"learning_rate\": 0.1, \"gradient_accumulation_steps\": 2, \"use_ema\": true}"));
-    assert_int_equal(optim_build(opt, &w, 1), 0);
-    assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", 5), 0);
-    assert_int_equal(optim_set_hyper(opt, "ema_momentum", 0.5), 0);
-    assert_int_equal(optim_set_hyper(opt, "ema_overwrite_frequency", 3), 0);
-    assert_int_equal(optim_set_hyper(opt, "gradient_accumulation_steps", NAN), OPTIM_ESTATE);
-    assert_int_equal(optim_set_hyper(opt, "use_ema", 0), OPTIM_ESTATE);
-    assert_int_equal(optim_get_hyper(opt, "gradient_accumulation_steps", &v), 0);
+    assert_ok(optim_build(opt, &w, 1), opt);
+    assert_ok(optim_set_hyper(opt, "gradient_accumulation_steps", 5), opt);
+    assert_ok(optim_set_hyper(opt, "ema_momentum", 0.5), opt);
+    assert_ok(optim_set_hyper(opt, "ema_overwrite_frequency", 3), opt);
+    assert_status(optim_set_hyper(opt, "gradient_accumulation_steps", NAN), OPTIM_ESTATE, opt);
+    assert_status(optim_set_hyper(opt, "use_ema", 0), OPTIM_ESTATE, opt);
+    assert_ok(optim_get_hyper(opt, "gradient_accumulation_steps", &v), opt);
     assert_eq(v, 5);
     optim_destroy(opt);
     optim_var_destroy(w);
@@ -974,9 +955,8 @@ static void snapshot(optim_optimizer *opt, optim_var *const *vars, int nv, char 
 }
 
 /* A failing call changes nothing: no accumulator, average, variable or counter. */
-static void test_nothing_changes_on_error(void **s)
+OPTIM_TEST(test_nothing_changes_on_error)
 {
-    (void)s;
     cfg c = {.lr = 0.1,
              .momentum = 0.9,
              .steps = 2,
@@ -989,7 +969,7 @@ static void test_nothing_changes_on_error(void **s)
     run R;
     run_start(&R, &c, OPTIM_F32);
     int refuse = 0;
-    assert_int_equal(optim_add_gradient_transformer(R.opt, fail_transformer, &refuse), 0);
+    assert_ok(optim_add_gradient_transformer(R.opt, fail_transformer, &refuse), R.opt);
     assert_int_equal(run_call(&R, &c, 0), 0);
     char *a, *b;
     size_t la, lb;
@@ -1001,7 +981,7 @@ static void test_nothing_changes_on_error(void **s)
         optim_grad_var p[2] = {
             {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, sh)), R.vars[0]},
             {optim_grad_none(), R.vars[1]}};
-        assert_int_equal(optim_apply_gradients(R.opt, p, 2, 0), OPTIM_ESHAPE);
+        assert_status(optim_apply_gradients(R.opt, p, 2, 0), OPTIM_ESHAPE, R.opt);
         snapshot(R.opt, R.vars, 2, &b, &lb);
         assert_int_equal(la, lb);
         assert_memory_equal(a, b, la);
@@ -1010,7 +990,7 @@ static void test_nothing_changes_on_error(void **s)
         refuse = 1;
         int rc = run_call(&R, &c, k);
         refuse = 0;
-        assert_int_equal(rc, k == 1 ? OPTIM_EINVAL : 0);
+        assert_status(rc, k == 1 ? OPTIM_EINVAL : 0, R.opt);
         if (k == 1) {
             assert_contains(optim_errmsg(R.opt), "refused on purpose");
             snapshot(R.opt, R.vars, 2, &b, &lb);
@@ -1021,7 +1001,7 @@ static void test_nothing_changes_on_error(void **s)
         }
         free(a);
     }
-    assert_int_equal(optim_iterations(R.opt), 3);
+    assert_eq(optim_iterations(R.opt), 3);
     run_end(&R, &c);
 }
 
@@ -1043,9 +1023,8 @@ static const optim_class rs_class = {
 };
 
 /* "average" and "gradient_accumulator" belong to the base in Keras 3. */
-static void test_reserved_slot_names(void **s)
+OPTIM_TEST(test_reserved_slot_names)
 {
-    (void)s;
     double w0[2] = {1, 2}, g[2] = {0.5, -0.5};
     int64_t sh[1] = {2};
     optim_var *w = optim_test_var("w", OPTIM_F64, 1, sh, w0);
@@ -1055,17 +1034,17 @@ static void test_reserved_slot_names(void **s)
         o.generation = legacy ? OPTIM_LEGACY : OPTIM_KERAS3;
         optim_optimizer *opt;
         optim_error err;
-        assert_int_equal(optim_create(&opt, &rs_class, &o, &err), 0);
+        assert_ok(optim_create(&opt, &rs_class, &o, &err), &err);
         int rc = optim_apply_gradients(opt, &p, 1, 0);
         if (legacy) {
-            assert_int_equal(rc, 0);
+            assert_ok(rc, opt);
             assert_non_null(optim_get_slot(opt, w, "average"));
         } else {
-            assert_int_equal(rc, OPTIM_EINVAL);
+            assert_status(rc, OPTIM_EINVAL, opt);
             assert_contains(optim_errmsg(opt), "reserved");
             assert_contains(optim_errmsg(opt), "average");
-            assert_int_equal(optim_weights_count(opt), 1);
-            assert_int_equal(optim_iterations(opt), 0);
+            assert_eq(optim_weights_count(opt), 1);
+            assert_eq(optim_iterations(opt), 0);
             assert_eq(optim_var_get(w, 0), 1);
         }
         optim_destroy(opt);
@@ -1075,9 +1054,8 @@ static void test_reserved_slot_names(void **s)
 
 /* ---- config -------------------------------------------------------------------------- */
 
-static void test_config_round_trip(void **s)
+OPTIM_TEST(test_config_round_trip)
 {
-    (void)s;
     const char *cfgs[] = {
         J("{\"learning_rate\": 0.1, \"use_ema\": true, \"ema_momentum\": 0.95, \"ema_overwrite_frequency\": 5, "
           "\"loss_scale_factor\": 256, \"gradient_accumulation_steps\": 4}"),
@@ -1095,8 +1073,8 @@ static void test_config_round_trip(void **s)
                               "loss_scale_factor", "gradient_accumulation_steps"};
         for (int k = 0; k < 5; k++) {
             double x, y;
-            assert_int_equal(optim_get_hyper(opt, keys[k], &x), 0);
-            assert_int_equal(optim_get_hyper(back, keys[k], &y), 0);
+            assert_ok(optim_get_hyper(opt, keys[k], &x), opt);
+            assert_ok(optim_get_hyper(back, keys[k], &y), back);
             assert_same(x, y);
         }
         optim_free(text);
@@ -1113,12 +1091,11 @@ static void test_config_round_trip(void **s)
     optim_destroy(opt);
 }
 
-static void test_scale_loss(void **s)
+OPTIM_TEST(test_scale_loss)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(J("{\"loss_scale_factor\": 128}"));
     assert_eq(optim__k3_scale_loss(opt, 0.75), 96);
-    assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
+    assert_ok(optim_set_hyper(opt, "loss_scale_factor", NAN), opt);
     assert_eq(optim__k3_scale_loss(opt, 0.75), 0.75);
     optim_destroy(opt);
     opt = optim_test_make(J("{\"is_legacy_optimizer\": true}"));
@@ -1127,31 +1104,4 @@ static void test_scale_loss(void **s)
     assert_eq(optim__k3_scale_loss(NULL, 2.5), 2.5);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loss_scale_factor),
-        cmocka_unit_test(test_loss_scale_with_clipping),
-        cmocka_unit_test(test_loss_scale_bitwise),
-        cmocka_unit_test(test_accumulation),
-        cmocka_unit_test(test_accumulation_clip_decay),
-        cmocka_unit_test(test_accumulation_sparse),
-        cmocka_unit_test(test_ema),
-        cmocka_unit_test(test_ema_overwrite),
-        cmocka_unit_test(test_ema_with_accumulation),
-        cmocka_unit_test(test_all_options),
-        cmocka_unit_test(test_constraint_order),
-        cmocka_unit_test(test_slots_and_weights),
-        cmocka_unit_test(test_finalize_variable_values),
-        cmocka_unit_test(test_late_variable_average),
-        cmocka_unit_test(test_hooks_see_keras_iterations),
-        cmocka_unit_test(test_threads_bitwise),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_options_fixed_once_tracked),
-        cmocka_unit_test(test_nothing_changes_on_error),
-        cmocka_unit_test(test_reserved_slot_names),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_scale_loss),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -158,9 +158,8 @@ static void check_legacy(const char *cls, const char *config)
 /* Every built-in class with a legacy form, at its defaults and with its
  * options set. optim's own ApplyIfFinite (no Keras class) writes
  * is_legacy_optimizer on purpose: nothing else tells its generation. */
-static void test_legacy_output_has_only_constructor_keys(void **state)
+OPTIM_TEST(test_legacy_output_has_only_constructor_keys)
 {
-    (void)state;
     size_t checked = 0;
 #define CHECK_CLASS(sym)                                                                     \
     if (!(sym.flags & OPTIM_CLASS_KERAS3_ONLY) && strcmp(sym.name, "ApplyIfFinite") != 0) {  \
@@ -180,9 +179,8 @@ static void test_legacy_output_has_only_constructor_keys(void **state)
 }
 
 /* The checker refuses what OptimizerV2 refuses. */
-static void test_legacy_checker_refuses(void **state)
+OPTIM_TEST(test_legacy_checker_refuses)
 {
-    (void)state;
     const legacy_class *sgd = legacy_entry("SGD"), *lso = legacy_entry("LossScaleOptimizer");
     assert_true(accepted(sgd, "decay") && accepted(sgd, "clipnorm") && accepted(sgd, "momentum"));
     assert_false(accepted(sgd, "is_legacy_optimizer"));
@@ -221,7 +219,7 @@ static int assert_envelopes(const cJSON *v)
 static void check_envelopes(const char *json, int objects, const char *module_of_nested)
 {
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_generation_of(opt), OPTIM_KERAS3);
+    assert_eq(optim_generation_of(opt), OPTIM_KERAS3);
     char *text = optim_serialize(opt);
     cJSON *o = cJSON_Parse(text);
     assert_int_equal(assert_envelopes(o), objects);
@@ -231,9 +229,8 @@ static void check_envelopes(const char *json, int objects, const char *module_of
     optim_destroy(opt);
 }
 
-static void test_keras3_nested_schedule(void **state)
+OPTIM_TEST(test_keras3_nested_schedule)
 {
-    (void)state;
     check_envelopes(
         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": {\"class_name\": \"CosineDecay\", "
         "\"config\": {\"initial_learning_rate\": 0.1, \"decay_steps\": 10}}}}",
@@ -241,9 +238,8 @@ static void test_keras3_nested_schedule(void **state)
         "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":\"CosineDecay\"");
 }
 
-static void test_keras3_loss_scale_inner(void **state)
+OPTIM_TEST(test_keras3_loss_scale_inner)
 {
-    (void)state;
     check_envelopes(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": {\"class_name\": "
         "\"SGD\", \"config\": {\"learning_rate\": {\"class_name\": \"ExponentialDecay\", \"config\": "
@@ -251,9 +247,8 @@ static void test_keras3_loss_scale_inner(void **state)
         3, "\"inner_optimizer\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
 }
 
-static void test_keras3_multi_optimizer_subs(void **state)
+OPTIM_TEST(test_keras3_multi_optimizer_subs)
 {
-    (void)state;
     /* MultiOptimizer, its OptimizerMap, the default and one mapped optimizer. */
     check_envelopes(
         "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"class_name\": "
@@ -262,14 +257,4 @@ static void test_keras3_multi_optimizer_subs(void **state)
         4, "\"dense/.*\":{\"module\":\"keras.optimizers\",\"class_name\":\"SGD\"");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_legacy_output_has_only_constructor_keys),
-        cmocka_unit_test(test_legacy_checker_refuses),
-        cmocka_unit_test(test_keras3_nested_schedule),
-        cmocka_unit_test(test_keras3_loss_scale_inner),
-        cmocka_unit_test(test_keras3_multi_optimizer_subs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

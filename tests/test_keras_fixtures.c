@@ -156,7 +156,7 @@ static void check_fixture(void **state)
     const fixture *fx = *state;
     const char *text = read_fixture(fx->file);
     optim_optimizer *opt = optim_test_make(text);
-    assert_int_equal(optim_generation_of(opt), fx->gen);
+    assert_eq(optim_generation_of(opt), fx->gen);
     char *out = optim_serialize(opt);
     assert_non_null(out);
     char why[1024];
@@ -180,9 +180,8 @@ static void check_fixture(void **state)
 }
 
 /* No fixture left out of the table above. */
-static void test_every_fixture_checked(void **state)
+OPTIM_TEST(test_every_fixture_checked)
 {
-    (void)state;
     DIR *d = opendir(DIR_KERAS);
     assert_non_null(d);
     size_t seen = 0;
@@ -200,9 +199,8 @@ static void test_every_fixture_checked(void **state)
 }
 
 /* The comparison fails for every kind of difference. */
-static void test_comparison_catches_differences(void **state)
+OPTIM_TEST(test_comparison_catches_differences)
 {
-    (void)state;
     static const char want[] =
         "{\"class_name\": \"Adam\", \"config\": {\"name\": \"adam\", \"learning_rate\": "
         "{\"class_name\": \"S\", \"config\": {\"steps\": 1000}}, \"epsilon\": 1e-07, "
@@ -250,12 +248,8 @@ static void test_comparison_catches_differences(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[N_FIXTURES + 2];
     for (size_t i = 0; i < N_FIXTURES; i++)
-        tests[i] =
-            (struct CMUnitTest){fixtures[i].file, check_fixture, NULL, NULL, (void *)&fixtures[i]};
-    tests[N_FIXTURES] = (struct CMUnitTest)cmocka_unit_test(test_every_fixture_checked);
-    tests[N_FIXTURES + 1] =
-        (struct CMUnitTest)cmocka_unit_test(test_comparison_catches_differences);
-    return _cmocka_run_group_tests("keras_fixtures", tests, N_FIXTURES + 2, NULL, NULL);
+        optim_test_add(
+            (struct CMUnitTest){fixtures[i].file, check_fixture, NULL, NULL, (void *)&fixtures[i]});
+    return optim_test_run();
 }

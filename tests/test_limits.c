@@ -12,13 +12,12 @@
 
 /* Item 8: a counter that cannot advance is refused, by set_iterations and
  * by set_weights, and the step at the limit fails without changing anything. */
-static void test_iterations_limit(void **state)
+OPTIM_TEST(test_iterations_limit)
 {
-    (void)state;
     optim_optimizer *opt = optim_test_make("\"adam\"");
     const double init[2] = {1, 2};
     optim_var *v = optim_test_var("v", OPTIM_F32, 1, (int64_t[]){2}, init);
-    assert_int_equal(optim_build(opt, &v, 1), OPTIM_OK);
+    assert_ok(optim_build(opt, &v, 1), opt);
     size_t n = optim_weights_count(opt);
     optim_tensor w[8];
     assert_le(n, 8);
@@ -27,21 +26,21 @@ static void test_iterations_limit(void **state)
     for (size_t i = 0; i < 3; i++) {
         int64_t it = refused[i];
         w[0] = optim_tensor_make(OPTIM_I64, &it, 0, NULL);
-        assert_int_equal(optim_set_weights(opt, w, n), OPTIM_ERANGE);
+        assert_status(optim_set_weights(opt, w, n), OPTIM_ERANGE, opt);
         assert_non_null(strstr(optim_errmsg(opt), "iterations"));
-        assert_int_equal(optim_set_iterations(opt, refused[i]), OPTIM_ERANGE);
-        assert_int_equal(optim_iterations(opt), 0);
+        assert_status(optim_set_iterations(opt, refused[i]), OPTIM_ERANGE, opt);
+        assert_eq(optim_iterations(opt), 0);
     }
     double big = 0x1p63;
     w[0] = optim_tensor_make(OPTIM_F64, &big, 0, NULL);
-    assert_int_equal(optim_set_weights(opt, w, n), OPTIM_ERANGE);
+    assert_status(optim_set_weights(opt, w, n), OPTIM_ERANGE, opt);
     /* At the limit: the next step is refused and changes nothing. */
-    assert_int_equal(optim_set_iterations(opt, OPTIM_ITERATIONS_MAX), OPTIM_OK);
+    assert_ok(optim_set_iterations(opt, OPTIM_ITERATIONS_MAX), opt);
     float g[2] = {1, 1};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){2})), v};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE);
+    assert_status(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ERANGE, opt);
     assert_non_null(strstr(optim_errmsg(opt), "iterations"));
-    assert_int_equal(optim_iterations(opt), OPTIM_ITERATIONS_MAX);
+    assert_eq(optim_iterations(opt), OPTIM_ITERATIONS_MAX);
     assert_eq(optim_var_get(v, 0), 1);
     assert_eq(optim_var_get(v, 1), 2);
     /* One below: one step works in every update rule (each computes t + 1;
@@ -52,10 +51,10 @@ static void test_iterations_limit(void **state)
         snprintf(json, sizeof json, "\"%s\"", classes[c]);
         optim_optimizer *o = optim_test_make(json);
         const float init32[2] = {1, 2};
-        assert_int_equal(optim_var_assign(v, init32, OPTIM_F32, 2), OPTIM_OK);
-        assert_int_equal(optim_set_iterations(o, OPTIM_ITERATIONS_MAX - 1), OPTIM_OK);
-        assert_int_equal(optim_apply_gradients(o, &p, 1, 0), OPTIM_OK);
-        assert_int_equal(optim_iterations(o), OPTIM_ITERATIONS_MAX);
+        assert_ok(optim_var_assign(v, init32, OPTIM_F32, 2), v);
+        assert_ok(optim_set_iterations(o, OPTIM_ITERATIONS_MAX - 1), o);
+        assert_ok(optim_apply_gradients(o, &p, 1, 0), o);
+        assert_eq(optim_iterations(o), OPTIM_ITERATIONS_MAX);
         /* Adafactor's own formula gives 0/0 on a first step there (its
          * 1 - t^-0.8 rounds to 1 in float32, as in Keras); the others stay finite. */
         if (strcmp(classes[c], "adafactor") != 0)
@@ -68,9 +67,8 @@ static void test_iterations_limit(void **state)
 
 /* Item 7: counts whose maximum is INF (gradient_accumulation_steps,
  * ema_overwrite_frequency) at 2^63 and above: no double -> int64 overflow. */
-static void test_huge_step_counts(void **state)
+OPTIM_TEST(test_huge_step_counts)
 {
-    (void)state;
     const char *configs[] = {
         "{\"class_name\": \"Ftrl\", \"config\": {\"gradient_accumulation_steps\": 1e46, \"use_ema\": true}}",
         "{\"class_name\": \"SGD\", \"config\": {\"use_ema\": true, \"ema_overwrite_frequency\": 1e300}}",
@@ -82,9 +80,8 @@ static void test_huge_step_counts(void **state)
         double g[2] = {0.5, 0.5};
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})),
                             v};
-        for (int s = 0; s < 3; s++)
-            assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
-        assert_int_equal(optim_iterations(opt), 3);
+        for (int s = 0; s < 3; s++) assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
+        assert_eq(optim_iterations(opt), 3);
         /* Accumulating every 1e46 steps: the variable never moves. With an
          * overwrite frequency of 1e300, SGD moves it each step. */
         if (i != 1) assert_eq(optim_var_get(v, 0), 1);
@@ -96,9 +93,8 @@ static void test_huge_step_counts(void **state)
 
 /* Item 7: an empty gradient may have NULL data (ApplyIfFinite and
  * LossScaleOptimizer check it for finiteness without touching it). */
-static void test_empty_gradient_null_data(void **state)
+OPTIM_TEST(test_empty_gradient_null_data)
 {
-    (void)state;
     const char *configs[] = {
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"sgd\"}}",
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"sgd\"}}",
@@ -108,8 +104,8 @@ static void test_empty_gradient_null_data(void **state)
         optim_var *v = optim_test_var("v", OPTIM_F64, 1, (int64_t[]){0}, NULL);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, NULL, 1, (int64_t[]){0})),
                             v};
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
-        assert_int_equal(optim_iterations(opt), 1);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
+        assert_eq(optim_iterations(opt), 1);
         optim_destroy(opt);
         optim_var_destroy(v);
     }
@@ -118,21 +114,20 @@ static void test_empty_gradient_null_data(void **state)
 /* Item 7: a sparse gradient for a variable of shape [0, 2^52, 2^52] (0
  * elements, but a row of 2^104): no index can be valid, and the row size
  * must not overflow. */
-static void test_sparse_row_size_overflow(void **state)
+OPTIM_TEST(test_sparse_row_size_overflow)
 {
-    (void)state;
     optim_optimizer *opt = optim_test_make("\"sgd\"");
     const int64_t shape[3] = {0, (int64_t)1 << 52, (int64_t)1 << 52};
     optim_var *v = optim_test_var("emb", OPTIM_F32, 3, shape, NULL);
     optim_grad_var p = {optim_grad_sparse(NULL, 0, optim_tensor_make(OPTIM_F32, NULL, 3, shape)),
                         v};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     int64_t bad = 0;
     p.grad =
         optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, NULL, 3, (int64_t[]){1, 0, 0}));
-    assert_int_not_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
+    assert_ne(optim_apply_gradients(opt, &p, 1, 0), OPTIM_OK);
     assert_non_null(strstr(optim_errmsg(opt), "emb"));
-    assert_int_equal(optim_iterations(opt), 1);
+    assert_eq(optim_iterations(opt), 1);
     optim_destroy(opt);
     optim_var_destroy(v);
 }
@@ -149,9 +144,8 @@ static void *huge_zeros(size_t bytes)
  * or more is refused before any work (it would compute with a truncated
  * dimension). The matrices are [1, 2^31] and [2^31, 1]: 8 GiB each of
  * untouched virtual memory. */
-static void test_matmul_dims_beyond_blas(void **state)
+OPTIM_TEST(test_matmul_dims_beyond_blas)
 {
-    (void)state;
     const int64_t big = (int64_t)1 << 31;
     size_t bytes = (size_t)big * sizeof(float);
     void *a = huge_zeros(bytes), *b = huge_zeros(bytes);
@@ -162,12 +156,10 @@ static void test_matmul_dims_beyond_blas(void **state)
     }
     optim_var *va, *vb;
     optim_error err;
-    assert_int_equal(optim_var_wrap(&va, "a", OPTIM_F32, 2, (int64_t[]){1, big}, a, &err),
-                     OPTIM_OK);
-    assert_int_equal(optim_var_wrap(&vb, "b", OPTIM_F32, 2, (int64_t[]){big, 1}, b, &err),
-                     OPTIM_OK);
+    assert_ok(optim_var_wrap(&va, "a", OPTIM_F32, 2, (int64_t[]){1, big}, a, &err), &err);
+    assert_ok(optim_var_wrap(&vb, "b", OPTIM_F32, 2, (int64_t[]){big, 1}, b, &err), &err);
     optim_tape *t;
-    assert_int_equal(optim_tape_create(&t, &err), OPTIM_OK);
+    assert_ok(optim_tape_create(&t, &err), &err);
     optim_node *na = optim_tape_var(t, va), *nb = optim_tape_var(t, vb);
     assert_non_null(na);
     assert_non_null(nb);
@@ -182,14 +174,4 @@ static void test_matmul_dims_beyond_blas(void **state)
     munmap(b, bytes);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_iterations_limit),
-        cmocka_unit_test(test_huge_step_counts),
-        cmocka_unit_test(test_empty_gradient_null_data),
-        cmocka_unit_test(test_sparse_row_size_overflow),
-        cmocka_unit_test(test_matmul_dims_beyond_blas),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

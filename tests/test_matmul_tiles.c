@@ -42,9 +42,10 @@ static void reference(ref *r, int ta, int tb)
 
 static optim_var *var(optim_dtype dt, int64_t rows, int64_t cols, const double *v)
 {
+    optim_error err;
     int64_t shape[2] = {rows, cols};
     optim_var *out = NULL;
-    assert_ok(optim_var_create(&out, "x", dt, 2, shape, NULL, NULL), NULL);
+    assert_ok(optim_var_create(&out, "x", dt, 2, shape, NULL, &err), &err);
     for (int64_t i = 0; i < rows * cols; i++) {
         if (dt == OPTIM_F32) ((float *)optim_var_data(out))[i] = (float)v[i];
         else ((double *)optim_var_data(out))[i] = v[i];
@@ -60,11 +61,12 @@ static double get(const void *p, optim_dtype dt, int64_t i)
 /* C, dA and dB concatenated as bytes, for the bitwise comparison. */
 static size_t run(const ref *r, optim_dtype dt, int ta, int tb, unsigned char *out)
 {
+    optim_error err;
     optim_var *a = ta ? var(dt, K, M, r->a) : var(dt, M, K, r->a);
     optim_var *b = tb ? var(dt, N, K, r->b) : var(dt, K, N, r->b);
     optim_var *w = var(dt, M, N, r->w);
     optim_tape *t = NULL;
-    assert_ok(optim_tape_create(&t, NULL), NULL);
+    assert_ok(optim_tape_create(&t, &err), &err);
     optim_node *c = optim_matmul(t, optim_tape_var(t, a), optim_tape_var(t, b), ta, tb);
     assert_non_null(c);
     optim_node *loss = optim_sum(t, optim_mul(t, c, optim_tape_var(t, w)), OPTIM_ALL_AXES);
@@ -86,9 +88,8 @@ static size_t run(const ref *r, optim_dtype dt, int ta, int tb, unsigned char *o
     return n;
 }
 
-static void test_tiles_match_reference_on_any_thread_count(void **s)
+OPTIM_TEST(test_tiles_match_reference_on_any_thread_count)
 {
-    (void)s;
     static ref r;
     for (int i = 0; i < M * K; i++) r.a[i] = val(i, 1);
     for (int i = 0; i < K * N; i++) r.b[i] = val(i, 2);
@@ -111,10 +112,4 @@ static void test_tiles_match_reference_on_any_thread_count(void **s)
     free(first), free(again);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiles_match_reference_on_any_thread_count),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

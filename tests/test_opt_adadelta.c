@@ -74,11 +74,11 @@ OPTIM_TEST(test_dynamic_rho)
     optim_optimizer *opt = optim_test_make(ADADELTA("\"learning_rate\": 1.0, "
                                                     "\"epsilon\": 1e-6, " OT_LEGACY));
     cfg c = {1.0, 0.9, 1e-6, 0, 0};
-    assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), 0);
+    assert_ok(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), opt);
     ot_case oc = make_case(&c);
     optim_test_free(opt, ot_check_dynamic(opt, &OT_DENSE, 10, &oc, OPTIM_F64, set_rho));
     optim_optimizer *k3 = optim_test_make("\"adadelta\"");
-    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &c.rho), OPTIM_ETYPE);
+    assert_status(optim_set_hyper_fn(k3, "rho", ot_value, &c.rho), OPTIM_ETYPE, k3);
     optim_destroy(k3);
 }
 
@@ -241,7 +241,7 @@ OPTIM_TEST(test_config_round_trip)
     optim_optimizer *o =
         optim_test_make(ADADELTA("\"lr\": 1.0, \"rho\": 0.9, \"epsilon\": 1.0, " OT_LEGACY));
     double lr = 0;
-    assert_eq(optim_get_hyper(o, "learning_rate", &lr), 0);
+    assert_ok(optim_get_hyper(o, "learning_rate", &lr), o);
     assert_eq(lr, 1.0);
     optim_destroy(o);
 }

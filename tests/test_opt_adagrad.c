@@ -65,7 +65,7 @@ OPTIM_TEST(test_slot_initial_value)
             optim_optimizer *opt =
                 optim_test_make(make_case(&(cfg){0.1, 0.3, 1e-7, 0, legacy}).json);
             optim_var *v = optim_test_var("v", dt, 1, (int64_t[1]){3}, (double[3]){1, 2, 3});
-            assert_eq(optim_build(opt, &v, 1), 0);
+            assert_ok(optim_build(opt, &v, 1), opt);
             const double acc = dt == OPTIM_F64 ? 0.3 : (double)0.3f;
             assert_var_eq(optim_get_slot(opt, v, "accumulator"), ((double[3]){acc, acc, acc}), 3);
             optim_test_free(opt, v);
@@ -283,13 +283,13 @@ OPTIM_TEST(test_config_refused)
                       "initial_accumulator_value", "[0, inf)");
     /* Keras 3 does not check it. */
     optim_optimizer *k3 = optim_test_make(ADAGRAD("\"initial_accumulator_value\": -0.1"));
-    assert_eq(optim_set_hyper(k3, "initial_accumulator_value", 0.5), 0);
+    assert_ok(optim_set_hyper(k3, "initial_accumulator_value", 0.5), k3);
     optim_destroy(k3);
     optim_optimizer *lg = optim_test_make(ADAGRAD(OT_LEGACY));
-    assert_eq(optim_set_hyper(lg, "initial_accumulator_value", -1.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(lg, "initial_accumulator_value", -1.0), OPTIM_ERANGE, lg);
     assert_contains(optim_errmsg(lg), "initial_accumulator_value");
     /* Not hypers: no callables. */
-    assert_eq(optim_set_hyper_fn(lg, "epsilon", eps_fn, NULL), OPTIM_ETYPE);
+    assert_status(optim_set_hyper_fn(lg, "epsilon", eps_fn, NULL), OPTIM_ETYPE, lg);
     optim_destroy(lg);
     ot_expect_refused(ADAGRAD("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     ot_expect_refused(ADAGRAD("\"epsilon\": true"), OPTIM_ETYPE, "epsilon", NULL);

@@ -204,9 +204,9 @@ OPTIM_TEST(test_dynamic)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(ADAM(""), legacy));
         ref_adam r = {0.05, 0.9, 0.99, 1e-7, 0, 0, 0, 0};
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.b1), 0);
-        assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        assert_eq(optim_set_hyper(opt, "beta_2", 0.99), 0);
+        assert_ok(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.b1), opt);
+        assert_ok(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), opt);
+        assert_ok(optim_set_hyper(opt, "beta_2", 0.99), opt);
         ot_case c = ref_adam_case(NULL, &r);
         optim_var *x = ot_check_dynamic(opt, &OT_DENSE_SHRINK, 8, &c, OPTIM_F64, set_hypers);
         /* A callable beta_1 out of range fails the step and changes nothing. */
@@ -266,7 +266,7 @@ OPTIM_TEST(test_config_keys_and_defaults)
         optim_optimizer *opt = optim_test_make(ot_gen(ADAM("\"amsgrad\": true"), legacy));
         int64_t n = N;
         optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, (double[N]){0});
-        assert_eq(optim_build(opt, &x, 1), 0);
+        assert_ok(optim_build(opt, &x, 1), opt);
         ot_expect_slot_names(opt, "m", "v", "vhat", NULL);
         assert_eq(optim_weights_count(opt), 4);
         optim_test_free(opt, x);
@@ -308,21 +308,21 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused(ADAM("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
     /* Ranges also hold for optim_set_hyper; a refused value changes nothing. */
     optim_optimizer *opt = optim_test_make(ADAM(""));
-    assert_eq(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE, opt);
     assert_non_null(strstr(optim_errmsg(opt), "beta_1 is 1, expected a value in [0, 1)"));
-    assert_eq(optim_set_hyper(opt, "amsgrad", 0.5), OPTIM_ETYPE);
+    assert_status(optim_set_hyper(opt, "amsgrad", 0.5), OPTIM_ETYPE, opt);
     double b1;
-    assert_eq(optim_get_hyper(opt, "beta_1", &b1), 0);
+    assert_ok(optim_get_hyper(opt, "beta_1", &b1), opt);
     assert_eq(b1, 0.9);
     /* amsgrad is fixed once slots exist. */
-    assert_eq(optim_set_hyper(opt, "amsgrad", 1), 0);
-    assert_eq(optim_set_hyper(opt, "amsgrad", 0), 0);
+    assert_ok(optim_set_hyper(opt, "amsgrad", 1), opt);
+    assert_ok(optim_set_hyper(opt, "amsgrad", 0), opt);
     int64_t n = 3;
     optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, (double[3]){0});
-    assert_eq(optim_build(opt, &x, 1), 0);
-    assert_eq(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ESTATE);
+    assert_ok(optim_build(opt, &x, 1), opt);
+    assert_status(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ESTATE, opt);
     assert_contains(optim_errmsg(opt), "amsgrad");
-    assert_eq(optim_set_hyper(opt, "amsgrad", 0), 0);
+    assert_ok(optim_set_hyper(opt, "amsgrad", 0), opt);
     optim_test_free(opt, x);
 }
 

@@ -134,7 +134,7 @@ OPTIM_TEST(test_dynamic_beta)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(ADAMAX("\"learning_rate\": 0.01"), legacy));
         ref r = {legacy, 0.01, 0.9, 0.999, 1e-7, 0};
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.beta_1), 0);
+        assert_ok(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.beta_1), opt);
         ot_case c = make_case(NULL, &r);
         optim_var *var = ot_check_dynamic(opt, &OT_DENSE, 8, &c, OPTIM_F64, set_beta_1);
         /* A value out of range fails the step and changes nothing. */
@@ -293,9 +293,9 @@ OPTIM_TEST(test_config_keys_and_defaults)
     /* By class, in C. */
     optim_optimizer *opt;
     optim_error err;
-    assert_eq(optim_create(&opt, &optim_adamax_class, NULL, &err), 0);
+    assert_ok(optim_create(&opt, &optim_adamax_class, NULL, &err), &err);
     double b;
-    assert_eq(optim_get_hyper(opt, "beta_2", &b), 0);
+    assert_ok(optim_get_hyper(opt, "beta_2", &b), opt);
     assert_eq(b, 0.999);
     optim_destroy(opt);
 }
@@ -330,16 +330,16 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused_gens(ADAMAX("\"amsgrad\": false"), OPTIM_EKEY, "amsgrad", NULL);
     ot_expect_refused_gens(ADAMAX("\"learning_rate\": -0.1"), OPTIM_ERANGE, "learning_rate", NULL);
     optim_optimizer *opt = optim_test_make("\"adamax\"");
-    assert_eq(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_1", 1.0), OPTIM_ERANGE, opt);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
-    assert_eq(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE, opt);
     /* epsilon is not a hyper: numbers only. */
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE);
+    assert_status(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE, opt);
     double b;
-    assert_eq(optim_get_hyper(opt, "beta_1", &b), 0);
+    assert_ok(optim_get_hyper(opt, "beta_1", &b), opt);
     assert_eq(b, 0.9);
-    assert_eq(optim_set_hyper(opt, "beta_1", 0.5), 0);
-    assert_eq(optim_get_hyper(opt, "beta_1", &b), 0);
+    assert_ok(optim_set_hyper(opt, "beta_1", 0.5), opt);
+    assert_ok(optim_get_hyper(opt, "beta_1", &b), opt);
     assert_eq(b, 0.5);
     optim_destroy(opt);
 }

@@ -218,8 +218,8 @@ OPTIM_TEST(test_legacy_dynamic_weight_decay)
         optim_optimizer *opt =
             optim_test_make(ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.0, " LEGACY));
         ref_adam r = {0.01, 0.9, 0.999, 1e-7, 0, 0, 0, 1};
-        if (kind == 0) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &r.wd), 0);
-        else assert_eq(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), 0);
+        if (kind == 0) assert_ok(optim_set_hyper_fn(opt, "weight_decay", ot_value, &r.wd), opt);
+        else assert_ok(optim_set_hyper_schedule(opt, "weight_decay", wd_sched, NULL), opt);
         ot_case c = ref_adam_case(NULL, &r);
         optim_var *x = ot_check_dynamic(opt, &OT_DENSE_SHRINK, 6, &c, OPTIM_F64,
                                         kind == 0 ? set_wd_fn : set_wd_sched);
@@ -301,13 +301,13 @@ OPTIM_TEST(test_config_keys_and_defaults)
     optim_optimizer *opt;
     optim_error err;
     optim_options o = optim_options_defaults();
-    assert_eq(optim_create(&opt, &optim_adamw_class, &o, &err), 0);
+    assert_ok(optim_create(&opt, &optim_adamw_class, &o, &err), &err);
     double wd;
-    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_ok(optim_get_hyper(opt, "weight_decay", &wd), opt);
     assert_eq(wd, 0.004);
     optim_destroy(opt);
     o.generation = OPTIM_LEGACY;
-    assert_eq(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL);
+    assert_status(optim_create(&opt, &optim_adamw_class, &o, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "weight_decay");
 }
 
@@ -364,16 +364,16 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused(ADAMW("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     /* optim_set_hyper: Keras 3 weight_decay None refused, old value kept. */
     optim_optimizer *opt = optim_test_make(ADAMW(""));
-    assert_eq(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
+    assert_status(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "weight_decay");
     double wd;
-    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_ok(optim_get_hyper(opt, "weight_decay", &wd), opt);
     assert_eq(wd, 0.004);
     optim_destroy(opt);
     opt = optim_test_make(ADAMW("\"weight_decay\": 0.2, " LEGACY));
-    assert_eq(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL);
-    assert_eq(optim_set_hyper(opt, "weight_decay", 0.3), 0);
-    assert_eq(optim_get_hyper(opt, "weight_decay", &wd), 0);
+    assert_status(optim_set_hyper(opt, "weight_decay", NAN), OPTIM_EINVAL, opt);
+    assert_ok(optim_set_hyper(opt, "weight_decay", 0.3), opt);
+    assert_ok(optim_get_hyper(opt, "weight_decay", &wd), opt);
     assert_eq(wd, 0.3);
     optim_destroy(opt);
 }

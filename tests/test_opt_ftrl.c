@@ -269,14 +269,14 @@ static void set_hypers(optim_optimizer *opt, void *c_, int k)
     c->l1 = l1_now = 0.05 * (k % 4);
     c->lr_power = k < 5 ? -0.5 : -0.7;
     c->beta = k < 7 ? 0.0 : 0.3;
-    assert_eq(optim_set_hyper(opt, "learning_rate_power", c->lr_power), 0);
-    assert_eq(optim_set_hyper(opt, "beta", c->beta), 0);
+    assert_ok(optim_set_hyper(opt, "learning_rate_power", c->lr_power), opt);
+    assert_ok(optim_set_hyper(opt, "beta", c->beta), opt);
 }
 
 OPTIM_TEST(test_legacy_dynamic)
 {
     optim_optimizer *opt = optim_test_make(FTRL("\"learning_rate\": 0.3, " OT_LEGACY));
-    assert_eq(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), 0);
+    assert_ok(optim_set_hyper_fn(opt, "l1_regularization_strength", l1_fn, NULL), opt);
     hp h = {{0.3, -0.5, 0.1, 0, 0, 0, 0, 0}, 1, 0, 0};
     ot_case oc = {NULL, ref_table, &h, 2, .state_init = {0.1}, .tol = {2e-5, 2e-6, 1e-12, 1e-14}};
     optim_var *v = ot_check_dynamic(opt, &DENSE, 10, &oc, OPTIM_F64, set_hypers);
@@ -568,7 +568,7 @@ OPTIM_TEST(test_slots)
             optim_var *a = optim_test_var("a", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *b = optim_test_var("b", dt, 1, &n3, (double[]){1, 2, 3});
             optim_var *vars[2] = {a, b};
-            assert_eq(optim_build(opt, vars, 2), 0);
+            assert_ok(optim_build(opt, vars, 2), opt);
             ot_expect_slot_names(opt, "accumulator", "linear", NULL);
             assert_eq(optim_weights_count(opt), 5);
             ot_expect_weight_names(opt, 1, "a/accumulator", "a/linear", "b/accumulator", NULL);
@@ -653,15 +653,15 @@ OPTIM_TEST(test_config_ranges)
                         "\"learning_rate_power\": 0.0, \"initial_accumulator_value\": 0.0"),
                    legacy));
         /* optim_set_hyper checks the same ranges and changes nothing on error. */
-        assert_eq(optim_set_hyper(opt, "learning_rate_power", 0.5), OPTIM_ERANGE);
+        assert_status(optim_set_hyper(opt, "learning_rate_power", 0.5), OPTIM_ERANGE, opt);
         assert_contains(optim_errmsg(opt),
                         "learning_rate_power is 0.5, expected a value in [-inf, 0]");
-        assert_eq(optim_set_hyper(opt, "l2_regularization_strength", -1), OPTIM_ERANGE);
+        assert_status(optim_set_hyper(opt, "l2_regularization_strength", -1), OPTIM_ERANGE, opt);
         assert_contains(optim_errmsg(opt), "l2_regularization_strength");
         double v;
-        assert_eq(optim_get_hyper(opt, "learning_rate_power", &v), 0);
+        assert_ok(optim_get_hyper(opt, "learning_rate_power", &v), opt);
         assert_eq(v, 0.0);
-        assert_eq(optim_set_hyper(opt, "beta", 1e6), 0);
+        assert_ok(optim_set_hyper(opt, "beta", 1e6), opt);
         optim_destroy(opt);
     }
     /* Keys of the other generation. */
@@ -683,12 +683,12 @@ OPTIM_TEST(test_config_dynamic_kinds)
     optim_optimizer *k3 = optim_test_make("\"Ftrl\"");
     optim_optimizer *lg = optim_test_make(FTRL("" OT_LEGACY));
     for (int i = 0; i < 4; i++) {
-        assert_eq(optim_set_hyper_fn(lg, hypers[i], l1_fn, NULL), 0);
-        assert_eq(optim_set_hyper_fn(k3, hypers[i], l1_fn, NULL), OPTIM_ETYPE);
+        assert_ok(optim_set_hyper_fn(lg, hypers[i], l1_fn, NULL), lg);
+        assert_status(optim_set_hyper_fn(k3, hypers[i], l1_fn, NULL), OPTIM_ETYPE, k3);
     }
     for (int i = 0; i < 2; i++) {
-        assert_eq(optim_set_hyper_fn(lg, plain[i], l1_fn, NULL), OPTIM_ETYPE);
-        assert_eq(optim_set_hyper_fn(k3, plain[i], l1_fn, NULL), OPTIM_ETYPE);
+        assert_status(optim_set_hyper_fn(lg, plain[i], l1_fn, NULL), OPTIM_ETYPE, lg);
+        assert_status(optim_set_hyper_fn(k3, plain[i], l1_fn, NULL), OPTIM_ETYPE, k3);
     }
     optim_destroy(k3);
     optim_destroy(lg);

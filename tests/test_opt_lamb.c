@@ -400,7 +400,7 @@ static void set_hypers(optim_optimizer *opt, void *x, int k)
     lref *r = &((lvar *)x)->r;
     r->beta_1 = 0.5 + 0.05 * k;
     r->wd = 0.01 * k;
-    if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.9), 0);
+    if (k == 5) assert_ok(optim_set_hyper(opt, "beta_2", 0.9), opt);
     r->beta_2 = k >= 5 ? 0.9 : 0.999;
     r->lr = 0.05 / (1.0 + k);
 }
@@ -416,9 +416,9 @@ OPTIM_TEST(test_dynamic_hypers)
         lvar x;
         ot_case c =
             make_case(NULL, &(lref){legacy, 0.05, 0.9, 0.999, legacy ? 1e-6 : 1e-7, 0.1, 0, 0}, &x);
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &x.r.beta_1), 0);
-        assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
-        if (legacy) assert_eq(optim_set_hyper_fn(opt, "weight_decay", ot_value, &x.r.wd), 0);
+        assert_ok(optim_set_hyper_fn(opt, "beta_1", ot_value, &x.r.beta_1), opt);
+        assert_ok(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), opt);
+        if (legacy) assert_ok(optim_set_hyper_fn(opt, "weight_decay", ot_value, &x.r.wd), opt);
         optim_var *v = ot_check_dynamic(opt, &(ot_dense){7, 8, init_0, grad_0, 0, NULL}, 8, &c,
                                         OPTIM_F64, set_hypers);
         /* A callable giving beta_1 out of range fails the step, changes nothing. */
@@ -521,7 +521,7 @@ OPTIM_TEST(test_config_keras3)
 {
     optim_optimizer *opt;
     optim_error err;
-    assert_eq(optim_create(&opt, &optim_lamb_class, NULL, &err), 0);
+    assert_ok(optim_create(&opt, &optim_lamb_class, NULL, &err), &err);
     cJSON *c = ot_config(opt);
     ot_assert_keys(c, OT_KEYS(K3_KEYS));
     ot_expect_numbers(c, "learning_rate", 0.001, "beta_1", 0.9, "beta_2", 0.999, "epsilon", 1e-7,
@@ -571,7 +571,7 @@ OPTIM_TEST(test_config_legacy)
     o.generation = OPTIM_LEGACY;
     optim_optimizer *opt;
     optim_error err;
-    assert_eq(optim_create(&opt, &optim_lamb_class, &o, &err), 0);
+    assert_ok(optim_create(&opt, &optim_lamb_class, &o, &err), &err);
     c = ot_config(opt);
     ot_assert_keys(c, OT_KEYS(LEGACY_KEYS));
     assert_eq(ot_num(c, "learning_rate"), 0.001);
@@ -603,7 +603,7 @@ OPTIM_TEST(test_config_legacy)
     ot_check_round_trip(x);
     opt = optim_test_make(x);
     /* weight_decay is a legacy hyperparameter (settable). */
-    assert_eq(optim_set_hyper(opt, "weight_decay", 0.5), 0);
+    assert_ok(optim_set_hyper(opt, "weight_decay", 0.5), opt);
     c = ot_config(opt);
     assert_eq(ot_num(c, "weight_decay"), 0.5);
     cJSON_Delete(c);
@@ -637,16 +637,16 @@ OPTIM_TEST(test_bad_config)
     ot_expect_refused(K3("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr", NULL);
     /* set_hyper: refused values leave the old one. */
     optim_optimizer *opt = optim_test_make("\"lamb\"");
-    assert_eq(optim_set_hyper(opt, "beta_2", 1.5), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_2", 1.5), OPTIM_ERANGE, opt);
     assert_contains(optim_errmsg(opt), "beta_2");
-    assert_eq(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "epsilon", -1), OPTIM_ERANGE, opt);
     double v;
-    assert_eq(optim_get_hyper(opt, "beta_2", &v), 0);
+    assert_ok(optim_get_hyper(opt, "beta_2", &v), opt);
     assert_eq(v, 0.999);
-    assert_eq(optim_get_hyper(opt, "epsilon", &v), 0);
+    assert_ok(optim_get_hyper(opt, "epsilon", &v), opt);
     assert_eq(v, 1e-7);
     /* epsilon is not a hyperparameter (a plain attribute in both). */
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, &v), OPTIM_ETYPE);
+    assert_status(optim_set_hyper_fn(opt, "epsilon", ot_value, &v), OPTIM_ETYPE, opt);
     optim_destroy(opt);
 }
 

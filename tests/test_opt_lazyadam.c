@@ -200,7 +200,7 @@ OPTIM_TEST(test_config)
         optim_optimizer *opt = optim_test_make(ot_gen(LAZY(""), legacy));
         int64_t n = 2;
         optim_var *x = optim_test_var("w", OPTIM_F64, 1, &n, (double[2]){0});
-        assert_eq(optim_build(opt, &x, 1), 0);
+        assert_ok(optim_build(opt, &x, 1), opt);
         ot_expect_slot_names(opt, "m", "v", NULL);
         optim_test_free(opt, x);
     }
@@ -229,10 +229,10 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused(LAZY("\"weight_decay\": 0.1, " LEGACY), OPTIM_EKEY, "weight_decay", NULL);
     ot_expect_refused(LAZY("\"epsilon\": null"), OPTIM_ETYPE, "epsilon", NULL);
     optim_optimizer *opt = optim_test_make(LAZY(""));
-    assert_eq(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ENOTSUP);
+    assert_status(optim_set_hyper(opt, "amsgrad", 1), OPTIM_ENOTSUP, opt);
     assert_contains(optim_errmsg(opt), "amsgrad");
     double a;
-    assert_eq(optim_get_hyper(opt, "amsgrad", &a), 0);
+    assert_ok(optim_get_hyper(opt, "amsgrad", &a), opt);
     assert_eq(a, 0);
     optim_destroy(opt);
 }

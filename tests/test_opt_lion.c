@@ -184,7 +184,7 @@ static void set_hypers(optim_optimizer *opt, void *r_, int k)
     ref *r = r_;
     r->beta_1 = 0.5 + 0.05 * k;
     r->lr = 0.1 / (1.0 + k);
-    if (k == 5) assert_eq(optim_set_hyper(opt, "beta_2", 0.5), 0);
+    if (k == 5) assert_ok(optim_set_hyper(opt, "beta_2", 0.5), opt);
     r->beta_2 = k >= 5 ? 0.5 : 0.99;
 }
 
@@ -192,8 +192,8 @@ OPTIM_TEST(test_dynamic_hypers)
 {
     optim_optimizer *opt = optim_test_make("\"Lion\"");
     ref r = {0.1, 0.9, 0.99, 0};
-    assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.beta_1), 0);
-    assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
+    assert_ok(optim_set_hyper_fn(opt, "beta_1", ot_value, &r.beta_1), opt);
+    assert_ok(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), opt);
     ot_case c = make_case(NULL, &r);
     c.tol[2] = 1e-13, c.tol[3] = 1e-15;
     optim_var *v = ot_check_dynamic(opt, &DENSE, 8, &c, OPTIM_F64, set_hypers);
@@ -251,7 +251,7 @@ OPTIM_TEST(test_config)
 {
     optim_optimizer *opt;
     optim_error err;
-    assert_eq(optim_create(&opt, &optim_lion_class, NULL, &err), 0);
+    assert_ok(optim_create(&opt, &optim_lion_class, NULL, &err), &err);
     cJSON *c = ot_config(opt);
     ot_assert_keys(c, OT_KEYS(KEYS));
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, "lion");
@@ -303,20 +303,20 @@ OPTIM_TEST(test_bad_config)
     o.generation = OPTIM_LEGACY;
     optim_optimizer *opt = NULL;
     optim_error err;
-    assert_eq(optim_create(&opt, &optim_lion_class, &o, &err), OPTIM_ENOTSUP);
+    assert_status(optim_create(&opt, &optim_lion_class, &o, &err), OPTIM_ENOTSUP, &err);
     assert_null(opt);
     /* set_hyper: refused values leave the old one. */
     opt = optim_test_make("\"LION\"");
-    assert_eq(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE, opt);
     assert_contains(optim_errmsg(opt), "beta_1");
-    assert_eq(optim_set_hyper(opt, "beta_2", 2.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_2", 2.0), OPTIM_ERANGE, opt);
     double v;
-    assert_eq(optim_get_hyper(opt, "beta_1", &v), 0);
+    assert_ok(optim_get_hyper(opt, "beta_1", &v), opt);
     assert_eq(v, 0.9);
-    assert_eq(optim_get_hyper(opt, "beta_2", &v), 0);
+    assert_ok(optim_get_hyper(opt, "beta_2", &v), opt);
     assert_eq(v, 0.99);
-    assert_eq(optim_set_hyper(opt, "beta_1", 1.0), 0);
-    assert_eq(optim_set_hyper(opt, "epsilon", 1.0), OPTIM_EKEY);
+    assert_ok(optim_set_hyper(opt, "beta_1", 1.0), opt);
+    assert_status(optim_set_hyper(opt, "epsilon", 1.0), OPTIM_EKEY, opt);
     optim_destroy(opt);
 }
 

@@ -43,7 +43,7 @@ OPTIM_TEST(test_keras_stateful_apply)
     optim_var *w2 = optim_test_var("dense_2/kernel", OPTIM_F64, 1, &two, b);
     optim_var *w3 = optim_test_var("other/kernel", OPTIM_F64, 1, &two, c);
     optim_var *vars[3] = {w1, w2, w3};
-    assert_int_equal(optim_build(opt, vars, 3), 0);
+    assert_ok(optim_build(opt, vars, 3), opt);
     double g[3][2] = {{1, 1}, {1, 1}, {1, 1}};
     optim_grad_var p[3] = {{g64(g[0], 2), w1}, {g64(g[1], 2), w2}, {g64(g[2], 2), w3}};
     ot_step(opt, p, 3);
@@ -52,14 +52,13 @@ OPTIM_TEST(test_keras_stateful_apply)
         assert_close(optim_var_get(w2, i), 2.0, 1e-15, 0);
         assert_close(optim_var_get(w3, i), 4.0, 1e-15, 0);
     }
-    assert_int_equal(optim_iterations(opt), 1);
-    for (size_t k = 0; k < 3; k++)
-        assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, k)), 1);
+    assert_eq(optim_iterations(opt), 1);
+    for (size_t k = 0; k < 3; k++) assert_eq(optim_iterations(optim_wrapper_inner_at(opt, k)), 1);
     assert_null(optim_wrapper_inner_at(opt, 3));
     /* A variable the built optimizer does not know is refused. */
     optim_var *other = optim_test_var("x", OPTIM_F64, 1, &two, a);
     optim_grad_var q = {g64(g[0], 2), other};
-    assert_int_equal(optim_apply_gradients(opt, &q, 1, 0), OPTIM_ENOTFOUND);
+    assert_status(optim_apply_gradients(opt, &q, 1, 0), OPTIM_ENOTFOUND, opt);
     assert_contains(optim_errmsg(opt), "'x'");
     optim_var_destroy(other);
     optim_destroy(opt);
@@ -83,7 +82,7 @@ OPTIM_TEST(test_keras_matching)
     optim_var *v[3] = {optim_test_var("dense/kernel", OPTIM_F64, 1, &one, &x),
                        optim_test_var("conv/kernel", OPTIM_F64, 1, &one, &x),
                        optim_test_var("bias", OPTIM_F64, 1, &one, &x)};
-    assert_int_equal(optim_build(opt, v, 3), 0);
+    assert_ok(optim_build(opt, v, 3), opt);
     assert_non_null(optim_get_slot(optim_wrapper_inner_at(opt, 0), v[0], "m"));
     assert_non_null(optim_get_slot(optim_wrapper_inner_at(opt, 1), v[1], "momentum"));
     assert_non_null(optim_get_slot(optim_wrapper_inner_at(opt, 2), v[2], "rms"));
@@ -98,9 +97,9 @@ OPTIM_TEST(test_keras_matching)
         MULTI("{\"default_optimizer\": " SGD("0.1") ", \"optimizer_map\": {\".*kernel.*\": " SGD(
                   "0.2") ", \".*dense.*\": " SGD("0.3") "}}",
               ""));
-    assert_int_equal(optim_build(opt, v, 1), OPTIM_EINVAL);
+    assert_status(optim_build(opt, v, 1), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "multiple optimizers assigned to variable 'dense/kernel'");
-    assert_int_equal(optim_weights_count(opt), 1 + 3);
+    assert_eq(optim_weights_count(opt), 1 + 3);
     /* The exact name wins over patterns (OptimizerMap.__getitem__). */
     optim_destroy(opt);
     opt = optim_test_make(
@@ -137,10 +136,10 @@ OPTIM_TEST(test_keras_model_fit)
         assert_close(optim_var_get(k1, i), 0.996, 1e-6, 0);
         assert_close(optim_var_get(k2, i), 0.96, 1e-6, 0);
     }
-    assert_int_equal(optim_iterations(opt), 1);
-    assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), 1);
-    assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 1)), 1);
-    assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 2)), 0);
+    assert_eq(optim_iterations(opt), 1);
+    assert_eq(optim_iterations(optim_wrapper_inner_at(opt, 0)), 1);
+    assert_eq(optim_iterations(optim_wrapper_inner_at(opt, 1)), 1);
+    assert_eq(optim_iterations(optim_wrapper_inner_at(opt, 2)), 0);
     optim_test_free(opt, k1, k2);
 }
 
@@ -153,9 +152,10 @@ OPTIM_TEST(test_keras_loss_scale)
               "{\"learning_rate\": 0.1, \"loss_scale_factor\": 2.0}}, \"optimizer_map\": {}}",
               ", \"loss_scale_factor\": 5.0"));
     double scaled, lsf;
-    assert_int_equal(optim_scale_loss(opt, 2.0, &scaled), 0);
+    assert_ok(optim_scale_loss(opt, 2.0, &scaled), opt);
     assert_eq(scaled, 10.0);
-    assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
+    assert_ok(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf),
+              optim_wrapper_inner_at(opt, 0));
     assert_eq(lsf, 5.0);
     const int64_t two = 2;
     optim_var *w = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &two, (const double[2]){2, 2});
@@ -163,8 +163,9 @@ OPTIM_TEST(test_keras_loss_scale)
     ot_step(opt, &p, 1);
     assert_close(optim_var_get(w, 0), 1.8, 1e-15, 0);
     /* None overrides too, and a later change reaches the sub-optimizers. */
-    assert_int_equal(optim_set_hyper(opt, "loss_scale_factor", NAN), 0);
-    assert_int_equal(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf), 0);
+    assert_ok(optim_set_hyper(opt, "loss_scale_factor", NAN), opt);
+    assert_ok(optim_get_hyper(optim_wrapper_inner_at(opt, 0), "loss_scale_factor", &lsf),
+              optim_wrapper_inner_at(opt, 0));
     assert_nan(lsf);
     optim_test_free(opt, w);
 }
@@ -181,21 +182,21 @@ OPTIM_TEST(test_assign_by_list)
     const double x = 1;
     optim_var *w1 = optim_test_var("dense_1/kernel", OPTIM_F64, 1, &one, &x);
     optim_var *w2 = optim_test_var("dense_2/kernel", OPTIM_F64, 1, &one, &x);
-    assert_int_equal(optim_multi_optimizer_assign(opt, &w1, 1, 1), 0);
-    assert_int_equal(optim_multi_optimizer_assign(opt, &w2, 1, 2), OPTIM_ERANGE);
-    assert_int_equal(optim_multi_optimizer_assign(opt, NULL, 1, 0), OPTIM_EINVAL);
+    assert_ok(optim_multi_optimizer_assign(opt, &w1, 1, 1), opt);
+    assert_status(optim_multi_optimizer_assign(opt, &w2, 1, 2), OPTIM_ERANGE, opt);
+    assert_status(optim_multi_optimizer_assign(opt, NULL, 1, 0), OPTIM_EINVAL, opt);
     double g[2] = {1, 1};
     optim_grad_var p[2] = {{g64(&g[0], 1), w1}, {g64(&g[1], 1), w2}};
     ot_step(opt, p, 2);
     assert_close(optim_var_get(w1, 0), 0.99, 1e-15, 0);
     assert_close(optim_var_get(w2, 0), 0.99, 1e-15, 0);
     /* Once its slots exist in one sub-optimizer, a variable stays there. */
-    assert_int_equal(optim_multi_optimizer_assign(opt, &w1, 1, 0), OPTIM_ESTATE);
+    assert_status(optim_multi_optimizer_assign(opt, &w1, 1, 0), OPTIM_ESTATE, opt);
     optim_optimizer *sgd = optim_test_make("\"sgd\"");
-    assert_int_equal(optim_multi_optimizer_assign(sgd, &w1, 1, 0), OPTIM_EINVAL);
+    assert_status(optim_multi_optimizer_assign(sgd, &w1, 1, 0), OPTIM_EINVAL, sgd);
     assert_null(optim_wrapper_inner_at(sgd, 0));
     assert_null(optim_wrapper_inner_at(NULL, 0));
-    assert_int_equal(optim_multi_optimizer_assign(NULL, &w1, 1, 0), OPTIM_EINVAL);
+    assert_status(optim_multi_optimizer_assign(NULL, &w1, 1, 0), OPTIM_EINVAL, NULL);
     optim_destroy(sgd);
     /* A one-optimizer wrapper: index 0 is its inner optimizer. */
     optim_optimizer *la = optim_test_make(
@@ -263,9 +264,9 @@ OPTIM_TEST(test_trajectory)
             assert_close(optim_var_get(optim_get_slot(opt, kv, "v"), i), v[i], rtol, atol);
             assert_close(optim_var_get(optim_get_slot(opt, bv, "momentum"), i), mom[i], rtol, atol);
         }
-        assert_int_equal(optim_iterations(opt), STEPS);
-        assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), STEPS);
-        assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 1)), STEPS / 2);
+        assert_eq(optim_iterations(opt), STEPS);
+        assert_eq(optim_iterations(optim_wrapper_inner_at(opt, 0)), STEPS);
+        assert_eq(optim_iterations(optim_wrapper_inner_at(opt, 1)), STEPS / 2);
         optim_test_free(opt, kv, bv);
     }
 }
@@ -302,7 +303,7 @@ OPTIM_TEST(test_weights_resume)
                            "b/momentum",
                            "optimizers/0/iterations",
                            "optimizers/1/iterations"};
-    assert_int_equal(optim_weights_count(a), 6);
+    assert_eq(optim_weights_count(a), 6);
     for (size_t i = 0; i < 6; i++) assert_string_equal(optim_weight_name(a, i), names[i]);
     optim_tensor w[6];
     optim_get_weights(a, w, 6);
@@ -310,10 +311,10 @@ OPTIM_TEST(test_weights_resume)
     assert_eq(*(const double *)w[5].data, 1);
     /* b: the same variables and weights, then both continue. */
     optim_var *vb[2] = {kb, bb};
-    assert_int_equal(optim_build(b, vb, 2), 0);
+    assert_ok(optim_build(b, vb, 2), b);
     optim_var_assign(kb, optim_var_data(ka), OPTIM_F64, 3);
     optim_var_assign(bb, optim_var_data(ba), OPTIM_F64, 3);
-    assert_int_equal(optim_set_weights(b, w, 6), 0);
+    assert_ok(optim_set_weights(b, w, 6), b);
     for (int t = 0; t < 2; t++) {
         optim_grad_var pa[2] = {{g64(g, 3), ka}, {g64(g, 3), ba}},
                        pb[2] = {{g64(g, 3), kb}, {g64(g, 3), bb}};
@@ -322,7 +323,7 @@ OPTIM_TEST(test_weights_resume)
     }
     assert_memory_equal(optim_var_data(ka), optim_var_data(kb), sizeof init);
     assert_memory_equal(optim_var_data(ba), optim_var_data(bb), sizeof init);
-    assert_int_equal(optim_iterations(optim_wrapper_inner_at(b, 1)), 3);
+    assert_eq(optim_iterations(optim_wrapper_inner_at(b, 1)), 3);
     optim_destroy(a);
     optim_test_free(b, ka, ba, kb, bb);
 }
@@ -415,18 +416,18 @@ OPTIM_TEST(test_refused_step_changes_nothing)
     double g[3] = {1, 1, 1};
     optim_grad_var p[2] = {{g64(g, 2), a},
                            {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &three)), b}};
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
+    assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE, opt);
     assert_contains(optim_errmsg(opt), "'b'");
     assert_eq(optim_var_get(a, 0), 1);
     assert_eq(optim_var_get(a, 1), 2);
-    assert_int_equal(optim_iterations(opt), 0);
-    assert_int_equal(optim_iterations(optim_wrapper_inner_at(opt, 0)), 0);
+    assert_eq(optim_iterations(opt), 0);
+    assert_eq(optim_iterations(optim_wrapper_inner_at(opt, 0)), 0);
     /* The same variable twice, and no gradient at all. */
     optim_grad_var dup[2] = {{g64(g, 2), a}, {g64(g, 2), a}};
-    assert_int_equal(optim_apply_gradients(opt, dup, 2, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(opt, dup, 2, 0), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "more than once");
     optim_grad_var none = {optim_grad_none(), a};
-    assert_int_equal(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL, opt);
     assert_eq(optim_var_get(a, 0), 1);
     optim_test_free(opt, a, b);
 }
@@ -450,7 +451,8 @@ OPTIM_TEST(test_threads_bitwise)
             "{\"class_name\": \"Muon\", \"config\": {}}}}",
             ""));
         for (size_t k = 0; k < 3; k++)
-            assert_int_equal(optim_set_num_threads(optim_wrapper_inner_at(o[t], k), t + 1), 0);
+            assert_ok(optim_set_num_threads(optim_wrapper_inner_at(o[t], k), t + 1),
+                      optim_wrapper_inner_at(o[t], k));
         v[t][0] = optim_test_var("big", OPTIM_F32, 1, &n, d);
         v[t][1] = optim_test_var("mat", OPTIM_F32, 2, ms, d);
         v[t][2] = optim_test_var("table", OPTIM_F32, 2, ts, d);

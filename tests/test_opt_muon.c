@@ -175,7 +175,7 @@ static void check_case(const char *json, const mref *r)
             }
             optim_var_destroy(vars[j]);
         }
-        assert_int_equal(optim_iterations(opt), STEPS);
+        assert_eq(optim_iterations(opt), STEPS);
         optim_destroy(opt);
     }
 }
@@ -288,10 +288,10 @@ OPTIM_TEST(test_rule_choice)
         optim_optimizer *opt = optim_test_make(cfg[c]);
         optim_var *v[4];
         for (int i = 0; i < 4; i++) v[i] = optim_test_var(names[i], OPTIM_F64, 2, sq, w);
-        assert_int_equal(optim_build(opt, v, 4), 0);
+        assert_ok(optim_build(opt, v, 4), opt);
         for (int i = 0; i < 4; i++) {
             assert_non_null(optim_get_slot(opt, v[i], "momentum"));
-            assert_int_equal(optim_get_slot(opt, v[i], "velocity") != NULL, want[c][i]);
+            assert_eq(optim_get_slot(opt, v[i], "velocity") != NULL, want[c][i]);
             optim_var_destroy(v[i]);
         }
         /* Keras's build order: each variable's slots together. */
@@ -409,9 +409,9 @@ OPTIM_TEST(test_bad_input)
     ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "Muon", NULL);
     /* A refused set leaves the old value. */
     optim_optimizer *opt = optim_test_make("\"muon\"");
-    assert_int_equal(optim_set_hyper(opt, "adam_beta_2", 1.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "adam_beta_2", 1.0), OPTIM_ERANGE, opt);
     double v;
-    assert_int_equal(optim_get_hyper(opt, "adam_beta_2", &v), 0);
+    assert_ok(optim_get_hyper(opt, "adam_beta_2", &v), opt);
     assert_eq(v, 0.999);
     optim_destroy(opt);
 }
@@ -442,7 +442,7 @@ OPTIM_TEST(test_config_put_after)
                                     .get_config = put_after_config};
     optim_optimizer *opt;
     optim_error err;
-    assert_int_equal(optim_create(&opt, &cls, NULL, &err), 0);
+    assert_ok(optim_create(&opt, &cls, NULL, &err), &err);
     char *text = optim_get_config(opt);
     assert_non_null(text);
     assert_contains(text, "\"learning_rate\":0.0,\"x\":[1],\"weight_decay\"");
@@ -472,7 +472,7 @@ OPTIM_TEST(test_threads_bitwise)
     for (int t = 0; t < 3; t++) {
         opts[t] = optim_test_make(
             "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.01, \"clipnorm\": 10}}");
-        assert_int_equal(optim_set_num_threads(opts[t], t + 1), 0);
+        assert_ok(optim_set_num_threads(opts[t], t + 1), opts[t]);
         vars[t][0] = optim_test_var("big", OPTIM_F32, 2, big, init);
         vars[t][1] = optim_test_var("tall", OPTIM_F64, 2, tall, init);
         vars[t][2] = optim_test_var("vec", OPTIM_F32, 1, &vec, init);

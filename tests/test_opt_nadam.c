@@ -260,7 +260,7 @@ OPTIM_TEST(test_dynamic_beta)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(NADAM("\"learning_rate\": 0.01"), legacy));
         double b1 = 0.9;
-        assert_eq(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), 0);
+        assert_ok(optim_set_hyper_fn(opt, "beta_1", ot_value, &b1), opt);
         double w[N], m[N] = {0}, v[N] = {0};
         for (int i = 0; i < N; i++) w[i] = OT_DENSE.init(i);
         optim_var *var = new_w(OPTIM_F64, "w");
@@ -382,7 +382,7 @@ OPTIM_TEST(test_product_once_per_step)
                 optim_var *x = f64_first ? b : a, *y = f64_first ? a : b;
                 optim_grad_var p[2] = {{ot_grad_like(x, g, buf[0]), x},
                                        {ot_grad_like(y, g, buf[1]), y}};
-                assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
+                assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
             }
             optim_dtype cdt;
             double c = cache_value(opt, legacy, &cdt);
@@ -407,7 +407,7 @@ OPTIM_TEST(test_product_step_without_cache_dtype)
         double g[N], buf[2][N];
         for (int i = 0; i < N; i++) g[i] = OT_DENSE.grad(0, i);
         optim_grad_var p[2] = {{ot_grad_like(a, g, buf[0]), a}, {ot_grad_like(b, g, buf[1]), b}};
-        assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
+        assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
         double c1 = cache_value(opt, legacy, NULL);
         ref r = {legacy, 0.001, 0.9, 0.999, 1e-7, 0.004};
         assert_close(c1, mu(&r, 1), 1e-6, 0);
@@ -468,8 +468,8 @@ OPTIM_TEST(test_resume_bitwise)
             optim_optimizer *b = optim_test_make(json);
             optim_var *wb = new_w(dt, "w");
             memcpy(optim_var_data(wb), wsave, (size_t)N * optim_dtype_size(dt));
-            assert_eq(optim_build(b, &wb, 1), 0);
-            assert_eq(optim_set_weights(b, snap, nw), 0);
+            assert_ok(optim_build(b, &wb, 1), b);
+            assert_ok(optim_set_weights(b, snap, nw), b);
             run_steps(b, wb, 10, 20);
             assert_vars_bitwise(wa, wb);
             assert_vars_bitwise(optim_get_slot(a, wa, "m"), optim_get_slot(b, wb, "m"));
@@ -481,14 +481,14 @@ OPTIM_TEST(test_resume_bitwise)
             unsigned char after[N * 8];
             memcpy(after, optim_var_data(wa), (size_t)N * optim_dtype_size(dt));
             memcpy(optim_var_data(wa), wsave, (size_t)N * optim_dtype_size(dt));
-            assert_eq(optim_set_weights(a, snap, nw), 0);
+            assert_ok(optim_set_weights(a, snap, nw), a);
             run_steps(a, wa, 10, 20);
             assert_memory_equal(optim_var_data(wa), after, (size_t)N * optim_dtype_size(dt));
             optim_optimizer *c = optim_test_make(json);
             optim_var *wc = new_w(dt, "w");
             run_steps(c, wc, 0, 11);
             memcpy(optim_var_data(wc), wsave, (size_t)N * optim_dtype_size(dt));
-            assert_eq(optim_set_weights(c, snap, nw), 0);
+            assert_ok(optim_set_weights(c, snap, nw), c);
             run_steps(c, wc, 10, 20);
             assert_memory_equal(optim_var_data(wc), after, (size_t)N * optim_dtype_size(dt));
             optim_test_free(c, wc);
@@ -606,10 +606,10 @@ OPTIM_TEST(test_config_refused)
     ot_expect_refused_gens(NADAM("\"beta_2\": true"), OPTIM_ETYPE, "beta_2", NULL);
     ot_expect_refused_gens(NADAM("\"momentum\": 0.9"), OPTIM_EKEY, "momentum", NULL);
     optim_optimizer *opt = optim_test_make("\"nadam\"");
-    assert_eq(optim_set_hyper(opt, "beta_2", 1.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_2", 1.0), OPTIM_ERANGE, opt);
     assert_non_null(strstr(optim_errmsg(opt), "[0, 1)"));
-    assert_eq(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE);
-    assert_eq(optim_set_hyper(opt, "decay", 0.1), OPTIM_EKEY); /* legacy only */
+    assert_status(optim_set_hyper_fn(opt, "epsilon", ot_value, NULL), OPTIM_ETYPE, opt);
+    assert_status(optim_set_hyper(opt, "decay", 0.1), OPTIM_EKEY, opt); /* legacy only */
     optim_destroy(opt);
 }
 

@@ -251,13 +251,13 @@ OPTIM_TEST(test_dynamic_rho)
         cfg c = {0.01, 0.9, centered ? 0.5 : 0.0, 1e-7, 0, centered, 1};
         ot_case oc = make_case(&c);
         optim_optimizer *opt = optim_test_make(oc.json);
-        assert_eq(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), 0);
+        assert_ok(optim_set_hyper_fn(opt, "rho", ot_value, &c.rho), opt);
         optim_test_free(opt, ot_check_dynamic(opt, &OT_DENSE, 10, &oc, OPTIM_F64, set_rho));
     }
     optim_optimizer *k3 = optim_test_make("\"rmsprop\"");
     double rho = 0.9;
-    assert_eq(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE);
-    assert_eq(optim_set_hyper(k3, "rho", 0.8), 0);
+    assert_status(optim_set_hyper_fn(k3, "rho", ot_value, &rho), OPTIM_ETYPE, k3);
+    assert_ok(optim_set_hyper(k3, "rho", 0.8), k3);
     optim_destroy(k3);
 }
 
@@ -313,27 +313,27 @@ OPTIM_TEST(test_slot_structure_fixed)
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(ot_gen(RMSPROP("\"learning_rate\": 0.01"), legacy));
         /* Before any slot exists, anything goes. */
-        assert_eq(optim_set_hyper(opt, "centered", 1), 0);
-        assert_eq(optim_set_hyper(opt, "centered", 0), 0);
-        assert_eq(optim_set_hyper(opt, "momentum", 0.9), 0);
-        assert_eq(optim_set_hyper(opt, "momentum", 0.0), 0);
+        assert_ok(optim_set_hyper(opt, "centered", 1), opt);
+        assert_ok(optim_set_hyper(opt, "centered", 0), opt);
+        assert_ok(optim_set_hyper(opt, "momentum", 0.9), opt);
+        assert_ok(optim_set_hyper(opt, "momentum", 0.0), opt);
         double w[N], st[3][N] = {{0}};
         for (int i = 0; i < N; i++) w[i] = OT_DENSE.init(i);
         optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, w);
         cfg c = {0.01, 0.9, 0.0, 1e-7, 0, 0, legacy};
         step_both(opt, var, &c, 0, w, (double *[]){st[0], st[1], st[2]});
-        assert_eq(optim_set_hyper(opt, "centered", 1), OPTIM_EINVAL);
+        assert_status(optim_set_hyper(opt, "centered", 1), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "centered");
         assert_contains(optim_errmsg(opt), "mg");
         double cur = -1;
-        assert_eq(optim_get_hyper(opt, "centered", &cur), 0);
+        assert_ok(optim_get_hyper(opt, "centered", &cur), opt);
         assert_eq(cur, 0);
         int rc = optim_set_hyper(opt, "momentum", 0.9);
         if (!legacy) {
-            assert_eq(rc, OPTIM_EINVAL);
+            assert_status(rc, OPTIM_EINVAL, opt);
             assert_contains(optim_errmsg(opt), "momentum");
         } else {
-            assert_eq(rc, 0);
+            assert_ok(rc, opt);
             /* No momentum slot: the plain path continues, momentum unused. */
             step_both(opt, var, &c, 1, w, (double *[]){st[0], st[1], st[2]});
             assert_null(optim_get_slot(opt, var, "momentum"));
@@ -348,7 +348,7 @@ OPTIM_TEST(test_slot_structure_fixed)
     for (int i = 0; i < N; i++) w[i] = OT_DENSE.init(i);
     optim_var *var = optim_test_var("w", OPTIM_F64, 1, (int64_t[1]){N}, w);
     for (int k = 0; k < 2; k++) {
-        if (k) assert_eq(optim_set_hyper(opt, "momentum", 0.0), 0);
+        if (k) assert_ok(optim_set_hyper(opt, "momentum", 0.0), opt);
         step_both(opt, var, &(cfg){0.01, 0.9, k ? 0.0 : 0.9, 1e-7, 0, 0, 0}, k, w,
                   (double *[]){st[0], st[1], st[2]});
     }
@@ -443,7 +443,7 @@ OPTIM_TEST(test_config_round_trip)
     /* The legacy alias lr. */
     optim_optimizer *o = optim_test_make(RMSPROP("\"lr\": 0.25, " OT_LEGACY));
     double lr = 0;
-    assert_eq(optim_get_hyper(o, "learning_rate", &lr), 0);
+    assert_ok(optim_get_hyper(o, "learning_rate", &lr), o);
     assert_eq(lr, 0.25);
     optim_destroy(o);
 }
@@ -469,11 +469,11 @@ OPTIM_TEST(test_config_refused)
     /* A legacy momentum callable out of range fails the step, nothing changes. */
     optim_optimizer *opt = optim_test_make(RMSPROP("\"momentum\": 0.5, " OT_LEGACY));
     double mu = 2.0;
-    assert_eq(optim_set_hyper_fn(opt, "momentum", ot_value, &mu), 0);
+    assert_ok(optim_set_hyper_fn(opt, "momentum", ot_value, &mu), opt);
     double one = 1.0;
     optim_var *v = optim_test_var("v", OPTIM_F64, 0, NULL, &one);
     ot_expect_step_refused(opt, v, 1, OPTIM_ERANGE, "momentum");
-    assert_eq(optim_set_hyper(opt, "momentum", 1.01), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "momentum", 1.01), OPTIM_ERANGE, opt);
     optim_test_free(opt, v);
 }
 

@@ -147,7 +147,7 @@ OPTIM_TEST(test_keras_checks)
     o = optim_test_make(
         "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 1.0, \"weight_decay\": 0.004}}");
     const char *pat = "exclude";
-    assert_int_equal(optim_exclude_from_weight_decay(o, NULL, 0, &pat, 1), 0);
+    assert_ok(optim_exclude_from_weight_decay(o, NULL, 0, &pat, 1), o);
     double two = 2.0, zero = 0.0;
     optim_var *a = optim_test_var("var1", OPTIM_F64, 0, NULL, &two),
               *b = optim_test_var("exclude", OPTIM_F64, 0, NULL, &two);
@@ -223,7 +223,7 @@ OPTIM_TEST(test_config)
     optim_var *a = optim_test_var("a", OPTIM_F64, 1, &two, w),
               *b = optim_test_var("b", OPTIM_F64, 1, &two, w);
     optim_var *vars[2] = {a, b};
-    assert_int_equal(optim_build(opt, vars, 2), 0);
+    assert_ok(optim_build(opt, vars, 2), opt);
     const char *want[5] = {"iterations", "a/momentum", "a/velocity", "b/momentum", "b/velocity"};
     for (int i = 0; i < 5; i++) assert_string_equal(optim_weight_name(opt, (size_t)i), want[i]);
     assert_eq(optim_var_get(optim_get_slot(opt, b, "momentum"), 1), 2.0);
@@ -250,9 +250,9 @@ OPTIM_TEST(test_bad_input)
     ot_expect_refused(CFG("\"is_legacy_optimizer\": true"), OPTIM_ENOTSUP, "ScheduleFreeAdamW",
                       NULL);
     optim_optimizer *opt = optim_test_make("\"schedulefreeadamw\"");
-    assert_int_equal(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "beta_1", 0.0), OPTIM_ERANGE, opt);
     double v;
-    assert_int_equal(optim_get_hyper(opt, "beta_1", &v), 0);
+    assert_ok(optim_get_hyper(opt, "beta_1", &v), opt);
     assert_eq(v, 0.9);
     optim_destroy(opt);
 }
@@ -270,7 +270,7 @@ OPTIM_TEST(test_threads_bitwise)
     for (int t = 0; t < 3; t++) {
         o[t] = optim_test_make(
             "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"warmup_steps\": 2, \"weight_decay\": 0.1}}");
-        assert_int_equal(optim_set_num_threads(o[t], t + 1), 0);
+        assert_ok(optim_set_num_threads(o[t], t + 1), o[t]);
         big[t] = optim_test_var("big", OPTIM_F32, 1, &n, init);
         tab[t] = optim_test_var("tab", OPTIM_F64, 2, tshape, init);
         for (int k = 0; k < 3; k++) {

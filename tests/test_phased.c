@@ -45,7 +45,7 @@ static void run_cases(const char *json, const shape_case *cs, int ncase, int thr
     const int omp_before = omp_get_max_threads();
     *opt = optim_test_make(json);
     if (omp_threads) omp_set_num_threads(threads);
-    else assert_int_equal(optim_set_num_threads(*opt, threads), 0);
+    else assert_ok(optim_set_num_threads(*opt, threads), *opt);
     optim_grad_var p[8];
     void *grads[8];
     for (int c = 0; c < ncase; c++) {
@@ -96,9 +96,8 @@ static void check_threads(const char *json, const shape_case *cs, int ncase,
     }
 }
 
-static void test_lamb_threads(void **st)
+OPTIM_TEST(test_lamb_threads)
 {
-    (void)st;
     static const shape_case cs[] = {
         {OPTIM_F32, 1, {100003}},
         {OPTIM_F64, 2, {3, 40001}},
@@ -116,9 +115,8 @@ static void test_lamb_threads(void **st)
         cs, 4, slots);
 }
 
-static void test_adafactor_threads(void **st)
+OPTIM_TEST(test_adafactor_threads)
 {
-    (void)st;
     /* Factored: 36 chunks of 28 rows; batched [4, 50, 60]; two rows (one
      * chunk); one row (c updated directly); unfactored, several chunks; a
      * scalar; batched f32 whose matrices start at odd 4-byte offsets. */
@@ -140,9 +138,8 @@ static int64_t sp_index(int k, int j) { return (int64_t)((j * 977 + k * 131) % 3
 static double sp_val(int k, int j, int c) { return sin(0.3 * j + 0.7 * k + 0.11 * c); }
 static double sp_init(int r, int c) { return cos(0.01 * r + 0.5 * c); }
 
-static void test_sparse_equals_dense(void **st)
+OPTIM_TEST(test_sparse_equals_dense)
 {
-    (void)st;
     /* [3000, 7]: Lamb 3 chunks, Adafactor 3 chunks of 1171 rows; [3000] rank 1. */
     const ot_sparse table = {3000, 7, 3, 40, sp_index, sp_val, sp_init};
     const ot_sparse vec = {3000 * 7, 0, 3, 40, sp_index, sp_val, sp_init};
@@ -161,9 +158,8 @@ static void test_sparse_equals_dense(void **st)
 
 static double grad_at(int k, int64_t i) { return cos(0.37 * (double)i + k) * (1 + (i % 5)); }
 
-static void test_lamb_reference(void **st)
+OPTIM_TEST(test_lamb_reference)
 {
-    (void)st;
     const int64_t n = 20001; /* 3 chunks */
     double *w = malloc((size_t)n * 4 * sizeof *w), *m = w + n, *v = m + n, *u = v + n;
     assert_true(w);
@@ -210,10 +206,10 @@ static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
     for (int64_t i = 0; i < N; i++)
         w[i] = (float)sin(0.001 * (double)i), m[i] = v[i] = 0, g[i] = w[i];
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(opt, 2), 0);
+    assert_ok(optim_set_num_threads(opt, 2), opt);
     const int64_t n = N;
     optim_var *var = optim_test_var("w", OPTIM_F32, 1, &n, g);
-    assert_int_equal(optim_set_iterations(opt, it), 0);
+    assert_ok(optim_set_iterations(opt, it), opt);
     for (int k = 0; k < 2; k++) {
         for (int64_t i = 0; i < N; i++) g[i] = (float)grad_at(k, i);
         ot_step_dense(opt, var, g);
@@ -246,9 +242,8 @@ static void lamb_f32_exact(const char *json, double b1, double b2, int64_t it)
     free(g);
 }
 
-static void test_lamb_f32_bias_corrections(void **st)
+OPTIM_TEST(test_lamb_f32_bias_corrections)
 {
-    (void)st;
     const char *half =
         "{\"class_name\": \"Lamb\", \"config\": {\"learning_rate\": 0.01, \"beta_1\": 0.5, \"beta_2\": 0.6}}";
     lamb_f32_exact(half, 0.5, 0.6, 0);
@@ -302,7 +297,7 @@ static void check_adafactor_reference(int32_t rank, const int64_t *shape)
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"Adafactor\", \"config\": {\"learning_rate\": 0.01}}");
     optim_var *var = optim_test_var("w", OPTIM_F64, rank, shape, w);
-    assert_int_equal(optim_set_num_threads(opt, 2), 0);
+    assert_ok(optim_set_num_threads(opt, 2), opt);
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < n; i++) g[i] = grad_at(k, i);
         ot_step_dense(opt, var, g);
@@ -316,9 +311,8 @@ static void check_adafactor_reference(int32_t rank, const int64_t *shape)
     free(w);
 }
 
-static void test_adafactor_reference(void **st)
+OPTIM_TEST(test_adafactor_reference)
 {
-    (void)st;
     check_adafactor_reference(2, (int64_t[]){300, 50});
     check_adafactor_reference(3, (int64_t[]){3, 5, 7});
 }
@@ -394,9 +388,8 @@ static const optim_class nsgd_class = {
     .reduce_phase = nsgd_reduce,
 };
 
-static void test_user_class(void **st)
+OPTIM_TEST(test_user_class)
 {
-    (void)st;
     const int64_t n = 5003;
     double *init = malloc((size_t)n * 2 * sizeof *init), *g = init + n;
     assert_true(init);
@@ -405,7 +398,7 @@ static void test_user_class(void **st)
     optim_var *first = NULL;
     for (int t = 1; t <= 3; t++) {
         optim_optimizer *opt = optim_test_make("\"TestNormSGD\"");
-        assert_int_equal(optim_set_num_threads(opt, t), 0);
+        assert_ok(optim_set_num_threads(opt, t), opt);
         optim_var *a = optim_test_var("phased", OPTIM_F64, 1, &n, init);
         optim_var *b = optim_test_var("whole", OPTIM_F64, 1, &n, init);
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), a},
@@ -424,9 +417,8 @@ static void test_user_class(void **st)
     free(init);
 }
 
-static void test_bad_plan(void **st)
+OPTIM_TEST(test_bad_plan)
 {
-    (void)st;
     static const char *const names[] = {"bad", "bad_chunk"};
     const int64_t n = 10;
     double init[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, g[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -436,31 +428,30 @@ static void test_bad_plan(void **st)
                   *bad = optim_test_var(names[k], OPTIM_F64, 1, &n, init);
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), ok},
                                {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n)), bad}};
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "phase_plan");
         assert_contains(optim_errmsg(opt), names[k]);
         assert_var_eq(ok, init, n);
         assert_var_eq(bad, init, n);
-        assert_int_equal(optim_iterations(opt), 0);
+        assert_eq(optim_iterations(opt), 0);
         optim_destroy(opt);
         optim_var_destroy(ok);
         optim_var_destroy(bad);
     }
 }
 
-static void test_incomplete_table(void **st)
+OPTIM_TEST(test_incomplete_table)
 {
-    (void)st;
     optim_error err;
     optim_class c = nsgd_class;
     c.name = "TestHalfPhased";
     c.reduce_phase = NULL;
-    assert_int_equal(optim_register_class(&c, &err), OPTIM_EINVAL);
+    assert_status(optim_register_class(&c, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "2 of 3");
     c = nsgd_class;
     c.name = "TestElementwisePhased";
     c.flags = OPTIM_CLASS_ELEMENTWISE;
-    assert_int_equal(optim_register_class(&c, &err), OPTIM_EINVAL);
+    assert_status(optim_register_class(&c, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "ELEMENTWISE");
     assert_null(optim_find_class("TestHalfPhased"));
 }
@@ -469,16 +460,5 @@ int main(void)
 {
     optim_error err;
     if (optim_register_class(&nsgd_class, &err)) return 1;
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lamb_threads),
-        cmocka_unit_test(test_adafactor_threads),
-        cmocka_unit_test(test_sparse_equals_dense),
-        cmocka_unit_test(test_lamb_reference),
-        cmocka_unit_test(test_adafactor_reference),
-        cmocka_unit_test(test_lamb_f32_bias_corrections),
-        cmocka_unit_test(test_user_class),
-        cmocka_unit_test(test_bad_plan),
-        cmocka_unit_test(test_incomplete_table),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return optim_test_run();
 }

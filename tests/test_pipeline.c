@@ -18,8 +18,8 @@ static optim_var *vec(const char *name, optim_dtype dt, int64_t n, double start)
     for (int64_t i = 0; i < n; i++) b[i] = start + i, f[i] = (float)(start + i);
     optim_var *v;
     optim_error err;
-    assert_int_equal(
-        optim_var_create(&v, name, dt, 1, &n, dt == OPTIM_F32 ? (void *)f : (void *)b, &err), 0);
+    assert_ok(optim_var_create(&v, name, dt, 1, &n, dt == OPTIM_F32 ? (void *)f : (void *)b, &err),
+              &err);
     free(b);
     free(f);
     return v;
@@ -30,7 +30,7 @@ static optim_var *mat(const char *name, int64_t r, int64_t c)
     int64_t shape[2] = {r, c};
     optim_var *v;
     optim_error err;
-    assert_int_equal(optim_var_create(&v, name, OPTIM_F32, 2, shape, NULL, &err), 0);
+    assert_ok(optim_var_create(&v, name, OPTIM_F32, 2, shape, NULL, &err), &err);
     float *d = optim_var_data(v);
     for (int64_t i = 0; i < r * c; i++) d[i] = (float)i;
     return v;
@@ -82,26 +82,25 @@ static void assert_unchanged(optim_optimizer *opt, optim_var **vars, size_t nv, 
 static const char *MOMENTUM =
     "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1, \"momentum\": 0.9}}";
 
-static void test_absent_gradients_skipped(void **s)
+OPTIM_TEST(test_absent_gradients_skipped)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 1), *b = vec("b", OPTIM_F32, 3, 1);
     float g[3] = {1, 1, 1};
     optim_grad_var p[2] = {
         {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
         {optim_grad_none(), b}};
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
+    assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
     assert_eq(optim_var_get(a, 0), 0.9f);
     assert_eq(optim_var_get(b, 0), 1.0f);
     assert_eq(optim_var_get(b, 2), 3.0f);
     assert_null(optim_get_slot(opt, b, "momentum"));
     assert_non_null(optim_get_slot(opt, a, "momentum"));
-    assert_int_equal(optim_iterations(opt), 1);
+    assert_eq(optim_iterations(opt), 1);
     /* All absent: refused, as Keras's "No gradients provided for any variable". */
     p[0].grad = optim_grad_none();
     snap before = take(opt, (optim_var *[]){a, b}, 2);
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "no gradients");
     assert_unchanged(opt, (optim_var *[]){a, b}, 2, &before);
     optim_destroy(opt);
@@ -109,74 +108,72 @@ static void test_absent_gradients_skipped(void **s)
     optim_var_destroy(b);
 }
 
-static void test_lazy_slots_and_names(void **s)
+OPTIM_TEST(test_lazy_slots_and_names)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 2, 0), *b = vec("b", OPTIM_F64, 2, 0);
-    assert_int_equal(optim_weights_count(opt), 1);
+    assert_eq(optim_weights_count(opt), 1);
     const char *names[4];
-    assert_int_equal(optim_get_slot_names(opt, names, 4), 0);
+    assert_eq(optim_get_slot_names(opt, names, 4), 0);
     double gb[2] = {1, 2};
     optim_grad_var pb = {optim_grad_dense(optim_tensor_make(OPTIM_F64, gb, 1, (int64_t[]){2})), b};
-    assert_int_equal(optim_apply_gradients(opt, &pb, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &pb, 1, 0), opt);
     assert_null(optim_get_slot(opt, a, "momentum"));
-    assert_int_equal(optim_weights_count(opt), 2);
+    assert_eq(optim_weights_count(opt), 2);
     float ga[2] = {1, 2};
     optim_grad_var pa = {optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 1, (int64_t[]){2})), a};
-    assert_int_equal(optim_apply_gradients(opt, &pa, 1, 0), 0);
-    assert_int_equal(optim_weights_count(opt), 3);
+    assert_ok(optim_apply_gradients(opt, &pa, 1, 0), opt);
+    assert_eq(optim_weights_count(opt), 3);
     /* Creation order: b's slot first. */
     assert_string_equal(optim_weight_name(opt, 0), "iterations");
     assert_string_equal(optim_weight_name(opt, 1), "b/momentum");
     assert_string_equal(optim_weight_name(opt, 2), "a/momentum");
     assert_null(optim_weight_name(opt, 3));
-    assert_int_equal(optim_get_slot_names(opt, names, 4), 1);
+    assert_eq(optim_get_slot_names(opt, names, 4), 1);
     assert_string_equal(names[0], "momentum");
     assert_null(optim_get_slot(opt, a, "nope"));
-    assert_int_equal(optim_var_dtype(optim_get_slot(opt, b, "momentum")), OPTIM_F64);
+    assert_eq(optim_var_dtype(optim_get_slot(opt, b, "momentum")), OPTIM_F64);
     optim_destroy(opt);
     optim_var_destroy(a);
     optim_var_destroy(b);
 }
 
-static void test_weights_round_trip(void **s)
+OPTIM_TEST(test_weights_round_trip)
 {
-    (void)s;
     optim_optimizer *o1 = optim_test_make(MOMENTUM), *o2 = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 3, 0), *b = vec("b", OPTIM_F32, 3, 0);
     float g[3] = {1, -2, 3};
     optim_grad_var pa = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a};
-    for (int k = 0; k < 3; k++) assert_int_equal(optim_apply_gradients(o1, &pa, 1, 0), 0);
+    for (int k = 0; k < 3; k++) assert_ok(optim_apply_gradients(o1, &pa, 1, 0), o1);
     pa.var = b;
-    assert_int_equal(optim_apply_gradients(o2, &pa, 1, 0), 0);
+    assert_ok(optim_apply_gradients(o2, &pa, 1, 0), o2);
     optim_tensor w[2];
-    assert_int_equal(optim_get_weights(o1, w, 2), 2);
+    assert_eq(optim_get_weights(o1, w, 2), 2);
     assert_int_equal(w[0].dtype, OPTIM_I64);
     assert_int_equal(*(int64_t *)w[0].data, 3);
     /* Mismatches are refused and change nothing. */
     snap before = take(o2, &b, 1);
-    assert_int_equal(optim_set_weights(o2, w, 1), OPTIM_ESHAPE);
+    assert_status(optim_set_weights(o2, w, 1), OPTIM_ESHAPE, o2);
     optim_tensor bad[2] = {w[0], w[1]};
     bad[1].shape[0] = 2;
-    assert_int_equal(optim_set_weights(o2, bad, 2), OPTIM_ESHAPE);
+    assert_status(optim_set_weights(o2, bad, 2), OPTIM_ESHAPE, o2);
     assert_contains(optim_errmsg(o2), "b/momentum");
     bad[1] = w[1];
     bad[1].dtype = OPTIM_F64;
-    assert_int_equal(optim_set_weights(o2, bad, 2), OPTIM_EDTYPE);
+    assert_status(optim_set_weights(o2, bad, 2), OPTIM_EDTYPE, o2);
     int64_t neg = -1;
     bad[0] = optim_tensor_make(OPTIM_I64, &neg, 0, NULL);
     bad[1] = w[1];
-    assert_int_equal(optim_set_weights(o2, bad, 2), OPTIM_ERANGE);
+    assert_status(optim_set_weights(o2, bad, 2), OPTIM_ERANGE, o2);
     assert_unchanged(o2, &b, 1, &before);
     /* The real thing: o2 continues exactly like o1. */
-    assert_int_equal(optim_set_weights(o2, w, 2), 0);
-    assert_int_equal(optim_iterations(o2), 3);
-    assert_int_equal(optim_var_assign(b, optim_var_data(a), OPTIM_F32, 3), 0);
+    assert_ok(optim_set_weights(o2, w, 2), o2);
+    assert_eq(optim_iterations(o2), 3);
+    assert_ok(optim_var_assign(b, optim_var_data(a), OPTIM_F32, 3), b);
     pa.var = a;
-    assert_int_equal(optim_apply_gradients(o1, &pa, 1, 0), 0);
+    assert_ok(optim_apply_gradients(o1, &pa, 1, 0), o1);
     pa.var = b;
-    assert_int_equal(optim_apply_gradients(o2, &pa, 1, 0), 0);
+    assert_ok(optim_apply_gradients(o2, &pa, 1, 0), o2);
     assert_memory_equal(optim_var_data(a), optim_var_data(b), 3 * sizeof(float));
     optim_destroy(o1);
     optim_destroy(o2);
@@ -184,9 +181,8 @@ static void test_weights_round_trip(void **s)
     optim_var_destroy(b);
 }
 
-static void test_constraints_after_update(void **s)
+OPTIM_TEST(test_constraints_after_update)
 {
-    (void)s;
     for (int legacy = 0; legacy < 2; legacy++) {
         optim_optimizer *opt = optim_test_make(
             legacy
@@ -194,11 +190,11 @@ static void test_constraints_after_update(void **s)
                 : "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0}}");
         optim_var *a = vec("a", OPTIM_F64, 3, 0); /* 0 1 2 */
         optim_constraint nn = optim_constraint_non_neg();
-        assert_int_equal(optim_var_set_constraint(a, &nn), 0);
+        assert_ok(optim_var_set_constraint(a, &nn), a);
         double g[3] = {1, 0.5, 3};
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){3})),
                             a};
-        assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
         /* -1 -> -0, 0.5, -1 -> -0 */
         assert_eq(optim_var_get(a, 0), 0);
         assert_eq(optim_var_get(a, 1), 0.5);
@@ -207,7 +203,7 @@ static void test_constraints_after_update(void **s)
          * variable with a sparse gradient, and changes nothing. */
         optim_var *e = mat("e", 3, 2);
         optim_constraint mx = optim_constraint_max_norm(1.0, 1);
-        assert_int_equal(optim_var_set_constraint(e, &mx), 0);
+        assert_ok(optim_var_set_constraint(e, &mx), e);
         int64_t idx[1] = {2};
         float rows[2] = {1, 1};
         optim_grad_var ps = {
@@ -215,12 +211,12 @@ static void test_constraints_after_update(void **s)
         snap before = take(opt, &e, 1);
         int rc = optim_apply_gradients(opt, &ps, 1, 0);
         if (legacy) {
-            assert_int_equal(rc, OPTIM_EINVAL);
+            assert_status(rc, OPTIM_EINVAL, opt);
             assert_contains(optim_errmsg(opt), "constraint");
             assert_unchanged(opt, &e, 1, &before);
         } else {
             free(before.bytes);
-            assert_int_equal(rc, 0);
+            assert_ok(rc, opt);
             /* every row now has norm <= 1 */
             for (int r = 0; r < 3; r++) {
                 double x = optim_var_get(e, 2 * r), y = optim_var_get(e, 2 * r + 1);
@@ -237,9 +233,8 @@ static void test_constraints_after_update(void **s)
 
 /* ---- bad inputs: each leaves everything unchanged ------------------------------- */
 
-static void test_bad_inputs_change_nothing(void **s)
+OPTIM_TEST(test_bad_inputs_change_nothing)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 4, 1), *e = mat("emb", 5, 2);
     optim_var *vars[2] = {a, e};
@@ -250,7 +245,7 @@ static void test_bad_inputs_change_nothing(void **s)
     optim_grad_var good[2] = {
         {optim_grad_dense(optim_tensor_make(OPTIM_F32, ga, 1, (int64_t[]){4})), a},
         {optim_grad_sparse(idx, 3, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){3, 2})), e}};
-    assert_int_equal(optim_apply_gradients(opt, good, 2, 0), 0);
+    assert_ok(optim_apply_gradients(opt, good, 2, 0), opt);
 
     struct {
         const char *what;
@@ -292,7 +287,7 @@ static void test_bad_inputs_change_nothing(void **s)
         int rc = optim_apply_gradients(opt, p, n, 0);
         if (rc != cases[c].code || !strstr(optim_errmsg(opt), cases[c].needle))
             print_error("case %s: rc %d, message '%s'\n", cases[c].what, rc, optim_errmsg(opt));
-        assert_int_equal(rc, cases[c].code);
+        assert_status(rc, cases[c].code, opt);
         assert_contains(optim_errmsg(opt), cases[c].needle);
         assert_unchanged(opt, vars, 2, &before);
         optim_var_set_trainable(e, 1);
@@ -304,31 +299,30 @@ static void test_bad_inputs_change_nothing(void **s)
     int64_t bad_idx[3] = {0, 9, 0};
     p[1].grad.sparse.indices = bad_idx;
     size_t w = optim_weights_count(opt);
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ERANGE);
-    assert_int_equal(optim_weights_count(opt), w);
+    assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_ERANGE, opt);
+    assert_eq(optim_weights_count(opt), w);
     assert_null(optim_get_slot(opt, fresh, "momentum"));
     /* NULL pairs with n > 0. */
-    assert_int_equal(optim_apply_gradients(opt, NULL, 1, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(opt, NULL, 1, 0), OPTIM_EINVAL, opt);
     optim_destroy(opt);
     optim_var_destroy(a);
     optim_var_destroy(e);
     optim_var_destroy(fresh);
 }
 
-static void test_build_fixes_variables(void **s)
+OPTIM_TEST(test_build_fixes_variables)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(MOMENTUM);
     optim_var *a = vec("a", OPTIM_F32, 2, 0), *b = vec("b", OPTIM_F32, 2, 0);
-    assert_int_equal(optim_build(opt, (optim_var *[]){a}, 1), 0);
+    assert_ok(optim_build(opt, (optim_var *[]){a}, 1), opt);
     assert_non_null(optim_get_slot(opt, a, "momentum"));
     float g[2] = {1, 1};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){2})), b};
     snap before = take(opt, &b, 1);
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ENOTFOUND);
+    assert_status(optim_apply_gradients(opt, &p, 1, 0), OPTIM_ENOTFOUND, opt);
     assert_contains(optim_errmsg(opt), "'b' is unknown");
     assert_unchanged(opt, &b, 1, &before);
-    assert_int_equal(optim_build(opt, (optim_var *[]){a, a}, 2), OPTIM_EINVAL);
+    assert_status(optim_build(opt, (optim_var *[]){a, a}, 2), OPTIM_EINVAL, opt);
     optim_destroy(opt);
     optim_var_destroy(a);
     optim_var_destroy(b);
@@ -359,14 +353,13 @@ static int scale_fn(void *user, optim_grad_var *pairs, size_t n, optim_error *er
     return 0;
 }
 
-static void test_transformers_and_aggregator(void **s)
+OPTIM_TEST(test_transformers_and_aggregator)
 {
-    (void)s;
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 1.0, \"clipvalue\": 1.0}}");
     calls agg = {0, 0, 2.0f}, tr = {0, 0, 0.5f};
-    assert_int_equal(optim_set_gradient_aggregator(opt, scale_fn, &agg), 0);
-    assert_int_equal(optim_add_gradient_transformer(opt, scale_fn, &tr), 0);
+    assert_ok(optim_set_gradient_aggregator(opt, scale_fn, &agg), opt);
+    assert_ok(optim_add_gradient_transformer(opt, scale_fn, &tr), opt);
     optim_var *a = vec("a", OPTIM_F32, 3, 0), *e = mat("e", 3, 1);
     float g[3] = {0.25f, 1.0f, -4.0f}, rows[2] = {0.25f, 0.25f};
     int64_t idx[2] = {1, 1};
@@ -374,7 +367,7 @@ static void test_transformers_and_aggregator(void **s)
         {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){3})), a},
         {optim_grad_sparse(idx, 2, optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){2, 1})), e}};
     /* aggregate (x2) -> dedup -> clipvalue 1 -> transformer (x0.5) */
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
+    assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
     assert_int_equal(agg.n, 1);
     assert_int_equal(tr.n, 1);
     assert_eq(optim_var_get(a, 0), -0.25f);
@@ -385,13 +378,13 @@ static void test_transformers_and_aggregator(void **s)
     assert_eq(g[0], 0.25f);
     assert_eq(rows[0], 0.25f);
     /* No aggregation when asked. */
-    assert_int_equal(optim_apply_gradients(opt, p, 2, OPTIM_APPLY_NO_AGGREGATE), 0);
+    assert_ok(optim_apply_gradients(opt, p, 2, OPTIM_APPLY_NO_AGGREGATE), opt);
     assert_int_equal(agg.n, 1);
     /* A failing transformer aborts the step with nothing changed. */
     tr.fail = 1;
     optim_var *vars[2] = {a, e};
     snap before = take(opt, vars, 2);
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
+    assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "refusing on purpose");
     assert_unchanged(opt, vars, 2, &before);
     optim_destroy(opt);
@@ -399,18 +392,17 @@ static void test_transformers_and_aggregator(void **s)
     optim_var_destroy(e);
 }
 
-static void test_borrowed_variable(void **s)
+OPTIM_TEST(test_borrowed_variable)
 {
-    (void)s;
     double mem[2] = {1, 2};
     optim_var *v;
     optim_error err;
-    assert_int_equal(optim_var_wrap(&v, "w", OPTIM_F64, 1, (int64_t[]){2}, mem, &err), 0);
+    assert_ok(optim_var_wrap(&v, "w", OPTIM_F64, 1, (int64_t[]){2}, mem, &err), &err);
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.5}}");
     double g[2] = {1, 1};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){2})), v};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     assert_eq(mem[0], 0.5);
     assert_eq(mem[1], 1.5);
     optim_destroy(opt);
@@ -459,12 +451,11 @@ static const optim_class rowsum_class = {
     .apply_dense = rs_apply_dense,
 };
 
-static void test_shaped_slots_and_weights(void **s)
+OPTIM_TEST(test_shaped_slots_and_weights)
 {
-    (void)s;
     optim_optimizer *opt;
     optim_error err;
-    assert_int_equal(optim_create(&opt, &rowsum_class, NULL, &err), 0);
+    assert_ok(optim_create(&opt, &rowsum_class, NULL, &err), &err);
     optim_var *a = mat("a", 2, 3), *bad = mat("fail", 2, 3);
     float g[6] = {1, 2, 3, 4, 5, 6};
     optim_grad_var p[2] = {
@@ -472,45 +463,31 @@ static void test_shaped_slots_and_weights(void **s)
         {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 2, (int64_t[]){2, 3})), bad}};
     /* The second variable's create_slots fails: a's slot is rolled back,
      * the optimizer-level weight stays (the class state points at it). */
-    assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
-    assert_int_equal(optim_weights_count(opt), 2);
+    assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL, opt);
+    assert_eq(optim_weights_count(opt), 2);
     assert_string_equal(optim_weight_name(opt, 1), "count");
-    assert_int_equal(optim_apply_gradients(opt, p, 1, 0), 0);
-    assert_int_equal(optim_weights_count(opt), 3);
+    assert_ok(optim_apply_gradients(opt, p, 1, 0), opt);
+    assert_eq(optim_weights_count(opt), 3);
     assert_string_equal(optim_weight_name(opt, 2), "a/rowsum");
     optim_var *r = optim_get_slot(opt, a, "rowsum");
-    assert_int_equal(optim_var_rank(r), 1);
-    assert_int_equal(optim_var_shape(r)[0], 2);
+    assert_eq(optim_var_rank(r), 1);
+    assert_eq(optim_var_shape(r)[0], 2);
     assert_eq(optim_var_get(r, 0), 6);
     assert_eq(optim_var_get(r, 1), 15);
     const char *names[4];
-    assert_int_equal(optim_get_slot_names(opt, names, 4), 1); /* "count" is not a slot name */
+    assert_eq(optim_get_slot_names(opt, names, 4), 1); /* "count" is not a slot name */
     optim_tensor w[3];
-    assert_int_equal(optim_get_weights(opt, w, 3), 3);
+    assert_eq(optim_get_weights(opt, w, 3), 3);
     assert_eq(*(double *)w[1].data, 2.0);
     /* An element-wise class cannot have shaped slots. */
     optim_optimizer *sgd;
-    assert_int_equal(optim_create_by_name(&sgd, "sgd", NULL, &err), 0);
-    assert_int_equal(optim_add_slot_shaped(sgd, a, "x", 1, (int64_t[]){2}, OPTIM_SLOT_ZEROS, 0),
-                     OPTIM_EINVAL);
+    assert_ok(optim_create_by_name(&sgd, "sgd", NULL, &err), &err);
+    assert_status(optim_add_slot_shaped(sgd, a, "x", 1, (int64_t[]){2}, OPTIM_SLOT_ZEROS, 0),
+                  OPTIM_EINVAL, sgd);
     optim_destroy(sgd);
     optim_destroy(opt);
     optim_var_destroy(a);
     optim_var_destroy(bad);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_absent_gradients_skipped),
-        cmocka_unit_test(test_lazy_slots_and_names),
-        cmocka_unit_test(test_weights_round_trip),
-        cmocka_unit_test(test_constraints_after_update),
-        cmocka_unit_test(test_bad_inputs_change_nothing),
-        cmocka_unit_test(test_build_fixes_variables),
-        cmocka_unit_test(test_transformers_and_aggregator),
-        cmocka_unit_test(test_borrowed_variable),
-        cmocka_unit_test(test_shaped_slots_and_weights),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -124,7 +124,7 @@ static optim_st_file *parse_ok(const char *hdr, const void *data, size_t dlen)
     int rc = optim_st_parse(b, len, &f, &err);
     free(b);
     if (rc != OPTIM_OK) print_error("unexpected error: %s\n", err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
     assert_non_null(f);
     return f;
 }
@@ -134,7 +134,7 @@ static void save_ok(optim_st_writer *w, const char *path)
     optim_error err;
     int rc = optim_st_writer_save(w, path, &err);
     if (rc != OPTIM_OK) print_error("save failed: %s\n", err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
 }
 
 static optim_st_file *read_ok(const char *path)
@@ -143,7 +143,7 @@ static optim_st_file *read_ok(const char *path)
     optim_error err;
     int rc = optim_st_read(path, &f, &err);
     if (rc != OPTIM_OK) print_error("read failed: %s\n", err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
     assert_non_null(f);
     return f;
 }
@@ -155,7 +155,7 @@ static void add_ok(optim_st_writer *w, const char *name, optim_dtype dt, void *d
     optim_error err;
     int rc = optim_st_writer_add(w, name, &t, &err);
     if (rc != OPTIM_OK) print_error("add failed: %s\n", err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
 }
 
 /* Asserts f has `name` with this dtype, shape and bytes; data 8-byte aligned. */
@@ -163,7 +163,7 @@ static void expect_tensor(const optim_st_file *f, const char *name, optim_dtype 
                           const int64_t *shape, const void *data, size_t nbytes)
 {
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, name, &t), OPTIM_OK);
+    assert_ok(optim_st_get(f, name, &t), NULL);
     assert_int_equal(t.dtype, dt);
     assert_int_equal(t.rank, rank);
     for (int32_t i = 0; i < rank; i++) assert_int_equal(t.shape[i], shape[i]);
@@ -174,9 +174,9 @@ static void expect_tensor(const optim_st_file *f, const char *name, optim_dtype 
 
 /* ---- Round trips ---------------------------------------------------------- */
 
-static void test_roundtrip_all_dtypes(void **state)
+OPTIM_TEST(test_roundtrip_all_dtypes)
 {
-    (void)state;
+    optim_error err;
     float f32[6] = {1.5f, -2.25f, 3.0e38f, 1e-45f, -0.0f, INFINITY};
     double f64[4] = {3.141592653589793, -1e308, 5e-324, NAN};
     int32_t i32[4] = {INT32_MIN, -1, 0, INT32_MAX};
@@ -184,7 +184,7 @@ static void test_roundtrip_all_dtypes(void **state)
     const int64_t s_f32[2] = {2, 3}, s_f64[1] = {4}, s_i32[3] = {2, 1, 2}, s_i64[1] = {3};
 
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "w_f64", OPTIM_F64, f64, 1, s_f64);
     add_ok(w, "w_i64", OPTIM_I64, i64, 1, s_i64);
     add_ok(w, "w_f32", OPTIM_F32, f32, 2, s_f32);
@@ -198,7 +198,7 @@ static void test_roundtrip_all_dtypes(void **state)
     optim_st_writer_destroy(w);
 
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 4);
+    assert_eq(optim_st_count(f), 4);
     assert_string_equal(optim_st_name(f, 0), "w_f32");
     assert_string_equal(optim_st_name(f, 1), "w_f64");
     assert_string_equal(optim_st_name(f, 2), "w_i32");
@@ -209,19 +209,19 @@ static void test_roundtrip_all_dtypes(void **state)
     expect_tensor(f, "w_i32", OPTIM_I32, 3, s_i32, i32, sizeof i32);
     expect_tensor(f, "w_i64", OPTIM_I64, 1, s_i64, i64, sizeof i64);
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, "w_f64", &t), OPTIM_OK);
+    assert_ok(optim_st_get(f, "w_f64", &t), NULL);
     assert_close(((double *)t.data)[0], 3.141592653589793, 0, 0);
     assert_nan(((double *)t.data)[3]);
     optim_st_free(f);
 }
 
-static void test_roundtrip_scalar(void **state)
+OPTIM_TEST(test_roundtrip_scalar)
 {
-    (void)state;
+    optim_error err;
     int64_t it = 42;
     double lr = 0.001;
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "iterations", OPTIM_I64, &it, 0, NULL);
     add_ok(w, "lr", OPTIM_F64, &lr, 0, NULL);
     const char *path = optim_test_tmpfile("scalar.safetensors");
@@ -237,19 +237,19 @@ static void test_roundtrip_scalar(void **state)
     free(raw);
 
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 2);
+    assert_eq(optim_st_count(f), 2);
     expect_tensor(f, "iterations", OPTIM_I64, 0, NULL, &it, sizeof it);
     expect_tensor(f, "lr", OPTIM_F64, 0, NULL, &lr, sizeof lr);
     optim_st_free(f);
 }
 
-static void test_roundtrip_zero_element(void **state)
+OPTIM_TEST(test_roundtrip_zero_element)
 {
-    (void)state;
+    optim_error err;
     float one = 7.0f;
     const int64_t s0[1] = {0}, s30[2] = {3, 0}, s1[1] = {1};
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "empty", OPTIM_F32, NULL, 1, s0); /* NULL data is fine with no elements */
     add_ok(w, "empty2", OPTIM_I64, NULL, 2, s30);
     add_ok(w, "one", OPTIM_F32, &one, 1, s1);
@@ -258,21 +258,21 @@ static void test_roundtrip_zero_element(void **state)
     optim_st_writer_destroy(w);
 
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 3);
+    assert_eq(optim_st_count(f), 3);
     expect_tensor(f, "empty", OPTIM_F32, 1, s0, NULL, 0);
     expect_tensor(f, "empty2", OPTIM_I64, 2, s30, NULL, 0);
     expect_tensor(f, "one", OPTIM_F32, 1, s1, &one, sizeof one);
     optim_st_free(f);
 }
 
-static void test_roundtrip_slash_names(void **state)
+OPTIM_TEST(test_roundtrip_slash_names)
 {
-    (void)state;
+    optim_error err;
     int64_t idx[2] = {3, 0};
     float vals[4] = {1, 2, 3, 4}, g[2] = {0.5f, -0.5f};
     const int64_t s_idx[1] = {2}, s_vals[2] = {2, 2}, s_g[1] = {2};
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "0/w/indices", OPTIM_I64, idx, 1, s_idx);
     add_ok(w, "0/w/values", OPTIM_F32, vals, 2, s_vals);
     add_ok(w, "1/w", OPTIM_F32, g, 1, s_g);
@@ -282,7 +282,7 @@ static void test_roundtrip_slash_names(void **state)
     optim_st_writer_destroy(w);
 
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 4);
+    assert_eq(optim_st_count(f), 4);
     assert_string_equal(optim_st_name(f, 0), "0/b");
     assert_string_equal(optim_st_name(f, 1), "0/w/indices");
     assert_string_equal(optim_st_name(f, 2), "0/w/values");
@@ -291,37 +291,37 @@ static void test_roundtrip_slash_names(void **state)
     expect_tensor(f, "0/w/values", OPTIM_F32, 2, s_vals, vals, sizeof vals);
     expect_tensor(f, "1/w", OPTIM_F32, 1, s_g, g, sizeof g);
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, "0/w", &t), OPTIM_ENOTFOUND);
+    assert_status(optim_st_get(f, "0/w", &t), OPTIM_ENOTFOUND, NULL);
     optim_st_free(f);
 }
 
-static void test_roundtrip_escaped_names(void **state)
+OPTIM_TEST(test_roundtrip_escaped_names)
 {
-    (void)state;
+    optim_error err;
     const char *names[] = {"q\"uote",     "back\\slash", "new\nline",
                            "caf\xc3\xa9", "tab\t",       "\xf0\x9f\x98\x80"};
     const size_t n = sizeof names / sizeof *names;
     int32_t v[6] = {10, 11, 12, 13, 14, 15};
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     for (size_t i = 0; i < n; i++) add_ok(w, names[i], OPTIM_I32, &v[i], 0, NULL);
     const char *path = optim_test_tmpfile("escaped.safetensors");
     save_ok(w, path);
     optim_st_writer_destroy(w);
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), n);
+    assert_eq(optim_st_count(f), n);
     for (size_t i = 0; i < n; i++) expect_tensor(f, names[i], OPTIM_I32, 0, NULL, &v[i], 4);
     optim_st_free(f);
 }
 
 /* Parsing from memory copies: the buffer may be freed right away. */
-static void test_roundtrip_parse_buffer(void **state)
+OPTIM_TEST(test_roundtrip_parse_buffer)
 {
-    (void)state;
+    optim_error err;
     double d[3] = {1, 2, 3};
     const int64_t s[1] = {3};
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "d", OPTIM_F64, d, 1, s);
     const char *path = optim_test_tmpfile("buffer.safetensors");
     save_ok(w, path);
@@ -329,7 +329,7 @@ static void test_roundtrip_parse_buffer(void **state)
     size_t len;
     unsigned char *raw = slurp(path, &len);
     optim_st_file *f = NULL;
-    assert_int_equal(optim_st_parse(raw, len, &f, NULL), OPTIM_OK);
+    assert_ok(optim_st_parse(raw, len, &f, &err), &err);
     memset(raw, 0xAB, len);
     free(raw);
     expect_tensor(f, "d", OPTIM_F64, 1, s, d, sizeof d);
@@ -338,13 +338,13 @@ static void test_roundtrip_parse_buffer(void **state)
 
 /* Many tensors added out of order: the writer's name index grows, names come
  * back sorted. */
-static void test_roundtrip_many(void **state)
+OPTIM_TEST(test_roundtrip_many)
 {
-    (void)state;
+    optim_error err;
     enum { N = 1000 };
     int64_t vals[N];
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     for (int k = 0; k < N; k++) {
         int i = (k * 7919) % N;
         char name[32];
@@ -353,17 +353,17 @@ static void test_roundtrip_many(void **state)
         add_ok(w, name, OPTIM_I64, &vals[i], 0, NULL);
     }
     optim_tensor t = optim_tensor_make(OPTIM_I64, &vals[0], 0, NULL);
-    assert_int_equal(optim_st_writer_add(w, "t0500", &t, NULL), OPTIM_EINVAL);
+    assert_status(optim_st_writer_add(w, "t0500", &t, NULL), OPTIM_EINVAL, NULL);
     const char *path = optim_test_tmpfile("many.safetensors");
     save_ok(w, path);
     optim_st_writer_destroy(w);
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), N);
+    assert_eq(optim_st_count(f), N);
     for (int i = 0; i < N; i++) {
         char name[32];
         snprintf(name, sizeof name, "t%04d", i);
         assert_string_equal(optim_st_name(f, (size_t)i), name);
-        assert_int_equal(optim_st_get(f, name, &t), OPTIM_OK);
+        assert_ok(optim_st_get(f, name, &t), NULL);
         assert_int_equal(*(int64_t *)t.data, vals[i]);
     }
     optim_st_free(f);
@@ -373,14 +373,14 @@ static void test_roundtrip_many(void **state)
 
 /* The exact bytes: sorted names, data in the same order, header padded with
  * spaces to a multiple of 8, shape [] for a scalar, little-endian values. */
-static void test_write_exact_layout(void **state)
+OPTIM_TEST(test_write_exact_layout)
 {
-    (void)state;
+    optim_error err;
     int32_t b[2] = {1, 2};
     float a = 1.0f;
     const int64_t sb[1] = {2};
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "b", OPTIM_I32, b, 1, sb);
     add_ok(w, "a", OPTIM_F32, &a, 0, NULL);
     const char *path = optim_test_tmpfile("layout.safetensors");
@@ -405,9 +405,9 @@ static void test_write_exact_layout(void **state)
     free(raw);
 }
 
-static void test_write_deterministic(void **state)
+OPTIM_TEST(test_write_deterministic)
 {
-    (void)state;
+    optim_error err;
     float x[3] = {1, 2, 3};
     int64_t y = 5;
     double z[2] = {0.25, 0.5};
@@ -416,13 +416,13 @@ static void test_write_deterministic(void **state)
     snprintf(p1, sizeof p1, "%s", optim_test_tmpfile("det1.safetensors"));
     snprintf(p2, sizeof p2, "%s", optim_test_tmpfile("det2.safetensors"));
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "x", OPTIM_F32, x, 1, sx);
     add_ok(w, "y", OPTIM_I64, &y, 0, NULL);
     add_ok(w, "z", OPTIM_F64, z, 2, sz);
     save_ok(w, p1);
     optim_st_writer_destroy(w);
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "z", OPTIM_F64, z, 2, sz);
     add_ok(w, "x", OPTIM_F32, x, 1, sx);
     add_ok(w, "y", OPTIM_I64, &y, 0, NULL);
@@ -437,11 +437,11 @@ static void test_write_deterministic(void **state)
     free(r2);
 }
 
-static void test_write_empty(void **state)
+OPTIM_TEST(test_write_empty)
 {
-    (void)state;
+    optim_error err;
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     const char *path = optim_test_tmpfile("empty.safetensors");
     save_ok(w, path);
     optim_st_writer_destroy(w);
@@ -453,23 +453,23 @@ static void test_write_empty(void **state)
     assert_memory_equal(raw, expect, 16);
     free(raw);
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 0);
+    assert_eq(optim_st_count(f), 0);
     assert_null(optim_st_name(f, 0));
     optim_st_free(f);
 }
 
 /* ---- Atomic saves -------------------------------------------------------- */
 
-static void test_save_replaces_existing(void **state)
+OPTIM_TEST(test_save_replaces_existing)
 {
-    (void)state;
+    optim_error err;
     char dir[600], path[700];
     fresh_dir("replace", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/out.safetensors", dir);
-    assert_int_equal(optim_test_write_file(path, "old contents", 12), 0);
+    assert_eq(optim_test_write_file(path, "old contents", 12), 0);
     float v = 2.5f;
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "v", OPTIM_F32, &v, 0, NULL);
     save_ok(w, path);
     optim_st_writer_destroy(w);
@@ -479,18 +479,17 @@ static void test_save_replaces_existing(void **state)
     optim_st_free(f);
 }
 
-static void test_save_missing_dir(void **state)
+OPTIM_TEST(test_save_missing_dir)
 {
-    (void)state;
+    optim_error err;
     char dir[600], path[700];
     fresh_dir("missing_parent", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/no/such/dir/out.safetensors", dir);
     float v = 1.0f;
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "v", OPTIM_F32, &v, 0, NULL);
-    optim_error err;
-    assert_int_equal(optim_st_writer_save(w, path, &err), OPTIM_EIO);
+    assert_status(optim_st_writer_save(w, path, &err), OPTIM_EIO, &err);
     assert_int_equal(err.code, OPTIM_EIO);
     check_msg(__LINE__, &err, NEEDLES(path, strerror(ENOENT)));
     optim_st_writer_destroy(w);
@@ -500,19 +499,18 @@ static void test_save_missing_dir(void **state)
 
 /* The temporary file is created but the rename fails (path is a directory):
  * the temporary file must be removed and path left as it was. */
-static void test_save_failure_removes_temp(void **state)
+OPTIM_TEST(test_save_failure_removes_temp)
 {
-    (void)state;
+    optim_error err;
     char dir[600], path[700];
     fresh_dir("rename_fails", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/target", dir);
     assert_int_equal(mkdir(path, 0700), 0);
     float v = 1.0f;
     optim_st_writer *w;
-    assert_int_equal(optim_st_writer_create(&w, NULL), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "v", OPTIM_F32, &v, 0, NULL);
-    optim_error err;
-    assert_int_equal(optim_st_writer_save(w, path, &err), OPTIM_EIO);
+    assert_status(optim_st_writer_save(w, path, &err), OPTIM_EIO, &err);
     check_msg(__LINE__, &err, NEEDLES(path, "rename"));
     optim_st_writer_destroy(w);
     assert_int_equal(dir_entries(dir), 1); /* only "target" */
@@ -538,16 +536,15 @@ static void expect_add_fails(int line, optim_st_writer *w, const char *name, con
 }
 #define ADD_FAILS(w, name, t, code, needle) expect_add_fails(__LINE__, w, name, t, code, needle)
 
-static void test_writer_rejects(void **state)
+OPTIM_TEST(test_writer_rejects)
 {
-    (void)state;
     float data[4] = {1, 2, 3, 4};
     const int64_t s4[1] = {4};
     optim_tensor good = optim_tensor_make(OPTIM_F32, data, 1, s4);
     optim_st_writer *w;
     optim_error err;
-    assert_int_equal(optim_st_writer_create(NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_st_writer_create(&w, &err), OPTIM_OK);
+    assert_status(optim_st_writer_create(NULL, &err), OPTIM_EINVAL, &err);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
     add_ok(w, "w", OPTIM_F32, data, 1, s4);
 
     ADD_FAILS(NULL, "x", &good, OPTIM_EINVAL, "writer is NULL");
@@ -582,11 +579,11 @@ static void test_writer_rejects(void **state)
     t = optim_tensor_make(OPTIM_F32, data, 2, bytes);
     ADD_FAILS(w, "x", &t, OPTIM_ESHAPE, "too many bytes");
     /* err may be NULL */
-    assert_int_equal(optim_st_writer_add(w, "__metadata__", &good, NULL), OPTIM_EINVAL);
+    assert_status(optim_st_writer_add(w, "__metadata__", &good, NULL), OPTIM_EINVAL, NULL);
 
-    assert_int_equal(optim_st_writer_save(NULL, "x", &err), OPTIM_EINVAL);
-    assert_int_equal(optim_st_writer_save(w, NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_st_writer_save(w, "", &err), OPTIM_EINVAL);
+    assert_status(optim_st_writer_save(NULL, "x", &err), OPTIM_EINVAL, &err);
+    assert_status(optim_st_writer_save(w, NULL, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_st_writer_save(w, "", &err), OPTIM_EINVAL, &err);
 
     /* Failed adds left the writer as it was: one tensor, original data. */
     data[0] = 100;
@@ -595,7 +592,7 @@ static void test_writer_rejects(void **state)
     optim_st_writer_destroy(w);
     optim_st_writer_destroy(NULL);
     optim_st_file *f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 1);
+    assert_eq(optim_st_count(f), 1);
     const float orig[4] = {1, 2, 3, 4};
     expect_tensor(f, "w", OPTIM_F32, 1, s4, orig, sizeof orig);
     optim_st_free(f);
@@ -603,23 +600,22 @@ static void test_writer_rejects(void **state)
 
 /* ---- Reader API ------------------------------------------------------------ */
 
-static void test_reader_api(void **state)
+OPTIM_TEST(test_reader_api)
 {
-    (void)state;
     const unsigned char data[12] = {0};
     optim_st_file *f = parse_ok("{\"b\":{\"dtype\":\"I32\",\"shape\":[3],\"data_offsets\":[0,12]}}",
                                 data, sizeof data);
     optim_tensor t, untouched;
     memset(&untouched, 0x5A, sizeof untouched);
     t = untouched;
-    assert_int_equal(optim_st_get(f, "a", &t), OPTIM_ENOTFOUND);
-    assert_int_equal(optim_st_get(f, "c", &t), OPTIM_ENOTFOUND);
-    assert_int_equal(optim_st_get(f, "", &t), OPTIM_ENOTFOUND);
+    assert_status(optim_st_get(f, "a", &t), OPTIM_ENOTFOUND, NULL);
+    assert_status(optim_st_get(f, "c", &t), OPTIM_ENOTFOUND, NULL);
+    assert_status(optim_st_get(f, "", &t), OPTIM_ENOTFOUND, NULL);
     assert_memory_equal(&t, &untouched, sizeof t);
-    assert_int_equal(optim_st_get(NULL, "b", &t), OPTIM_EINVAL);
-    assert_int_equal(optim_st_get(f, NULL, &t), OPTIM_EINVAL);
-    assert_int_equal(optim_st_get(f, "b", NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_st_count(NULL), 0);
+    assert_status(optim_st_get(NULL, "b", &t), OPTIM_EINVAL, NULL);
+    assert_status(optim_st_get(f, NULL, &t), OPTIM_EINVAL, NULL);
+    assert_status(optim_st_get(f, "b", NULL), OPTIM_EINVAL, NULL);
+    assert_eq(optim_st_count(NULL), 0);
     assert_null(optim_st_name(NULL, 0));
     assert_null(optim_st_name(f, 1));
     assert_null(optim_st_name(f, (size_t)-1));
@@ -628,22 +624,21 @@ static void test_reader_api(void **state)
 
     optim_error err;
     optim_st_file *g = (optim_st_file *)&g;
-    assert_int_equal(optim_st_parse(NULL, 5, &g, &err), OPTIM_EINVAL);
+    assert_status(optim_st_parse(NULL, 5, &g, &err), OPTIM_EINVAL, &err);
     assert_null(g);
-    assert_int_equal(optim_st_parse(data, sizeof data, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_st_parse(data, sizeof data, NULL, &err), OPTIM_EINVAL, &err);
     g = (optim_st_file *)&g;
-    assert_int_equal(optim_st_read(NULL, &g, &err), OPTIM_EINVAL);
+    assert_status(optim_st_read(NULL, &g, &err), OPTIM_EINVAL, &err);
     assert_null(g);
-    assert_int_equal(optim_st_read("x", NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_st_read("x", NULL, &err), OPTIM_EINVAL, &err);
     /* err may be NULL on every error path */
-    assert_int_equal(optim_st_parse(data, 3, &g, NULL), OPTIM_EFORMAT);
-    assert_int_equal(optim_st_read("/nonexistent/optim/x", &g, NULL), OPTIM_EIO);
+    assert_status(optim_st_parse(data, 3, &g, NULL), OPTIM_EFORMAT, NULL);
+    assert_status(optim_st_read("/nonexistent/optim/x", &g, NULL), OPTIM_EIO, NULL);
 }
 
 /* The example file from the reference implementation's documentation. */
-static void test_read_reference_example(void **state)
+OPTIM_TEST(test_read_reference_example)
 {
-    (void)state;
     const char *hdr = "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
     assert_int_equal(strlen(hdr), 0x3c);
     const int32_t v[4] = {1, -2, 3, -4};
@@ -658,9 +653,8 @@ static void test_read_reference_example(void **state)
 /* A file as another writer may lay it out: header not a multiple of 8, entries
  * not in name or offset order, offsets not 8-aligned, metadata present, other
  * fields ignored. Every returned tensor is still an 8-byte aligned copy. */
-static void test_read_foreign_layout(void **state)
+OPTIM_TEST(test_read_foreign_layout)
 {
-    (void)state;
     unsigned char data[12 + 16 + 4];
     const float a[3] = {1, 2, 3};
     const double b[2] = {-1.5, 2.5};
@@ -674,13 +668,13 @@ static void test_read_foreign_layout(void **state)
         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[12,28],\"extra\":1},"
         "\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}\n \t";
     optim_st_file *f = parse_ok(hdr, data, sizeof data);
-    assert_int_equal(optim_st_count(f), 3);
+    assert_eq(optim_st_count(f), 3);
     const int64_t sa[1] = {3}, sb[1] = {2};
     expect_tensor(f, "a", OPTIM_F32, 1, sa, a, sizeof a);
     expect_tensor(f, "b", OPTIM_F64, 1, sb, b, sizeof b);
     expect_tensor(f, "c", OPTIM_I32, 0, NULL, &c, sizeof c);
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, "__metadata__", &t), OPTIM_ENOTFOUND);
+    assert_status(optim_st_get(f, "__metadata__", &t), OPTIM_ENOTFOUND, NULL);
     optim_st_free(f);
 
     /* Zero-element tensors may share an offset with each other and with the
@@ -691,9 +685,9 @@ static void test_read_foreign_layout(void **state)
                  "\"x\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                  "\"z2\":{\"dtype\":\"F64\",\"shape\":[2,0,3],\"data_offsets\":[4,4]}}",
                  &c, 4);
-    assert_int_equal(optim_st_count(f), 4);
+    assert_eq(optim_st_count(f), 4);
     assert_string_equal(optim_st_name(f, 0), "");
-    assert_int_equal(optim_st_get(f, "", &t), OPTIM_OK);
+    assert_ok(optim_st_get(f, "", &t), NULL);
     assert_int_equal(t.shape[0], 9007199254740991LL);
     const int64_t sx[1] = {1};
     expect_tensor(f, "x", OPTIM_I32, 1, sx, &c, 4);
@@ -702,82 +696,78 @@ static void test_read_foreign_layout(void **state)
 
 /* The empty name: the reader accepts it (as the reference implementation),
  * so the writer must too - whatever is read can be written back and reread. */
-static void test_empty_name_round_trip(void **state)
+OPTIM_TEST(test_empty_name_round_trip)
 {
-    (void)state;
     const int32_t v = 5;
     optim_st_file *f =
         parse_ok("{\"\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}", &v, 4);
     optim_tensor t;
-    assert_int_equal(optim_st_get(f, "", &t), OPTIM_OK);
+    assert_ok(optim_st_get(f, "", &t), NULL);
     optim_st_writer *w;
     optim_error err;
-    assert_int_equal(optim_st_writer_create(&w, &err), OPTIM_OK);
-    assert_int_equal(optim_st_writer_add(w, "", &t, &err), OPTIM_OK);
+    assert_ok(optim_st_writer_create(&w, &err), &err);
+    assert_ok(optim_st_writer_add(w, "", &t, &err), &err);
     const char *path = optim_test_tmpfile("empty_name.safetensors");
     save_ok(w, path);
     optim_st_writer_destroy(w);
     optim_st_free(f);
     f = read_ok(path);
-    assert_int_equal(optim_st_count(f), 1);
+    assert_eq(optim_st_count(f), 1);
     assert_string_equal(optim_st_name(f, 0), "");
     expect_tensor(f, "", OPTIM_I32, 0, NULL, &v, 4);
     optim_st_free(f);
 }
 
-static void test_read_missing_file(void **state)
+OPTIM_TEST(test_read_missing_file)
 {
-    (void)state;
     char path[700];
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("does-not-exist.safetensors"));
     optim_st_file *f = (optim_st_file *)&f;
     optim_error err;
-    assert_int_equal(optim_st_read(path, &f, &err), OPTIM_EIO);
+    assert_status(optim_st_read(path, &f, &err), OPTIM_EIO, &err);
     assert_null(f);
     assert_int_equal(err.code, OPTIM_EIO);
     check_msg(__LINE__, &err, NEEDLES(path, strerror(ENOENT)));
 }
 
-static void test_read_directory(void **state)
+OPTIM_TEST(test_read_directory)
 {
-    (void)state;
     char dir[600];
     fresh_dir("a_directory", dir, sizeof dir);
     optim_st_file *f = (optim_st_file *)&f;
     optim_error err;
-    assert_int_equal(optim_st_read(dir, &f, &err), OPTIM_EIO);
+    assert_status(optim_st_read(dir, &f, &err), OPTIM_EIO, &err);
     assert_null(f);
     check_msg(__LINE__, &err, NEEDLES(dir, "not a regular file"));
 }
 
 /* Errors from optim_st_read name the file; the same checks run as for a
  * buffer. */
-static void test_read_malformed_file_names_path(void **state)
+OPTIM_TEST(test_read_malformed_file_names_path)
 {
-    (void)state;
     char path[700];
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("bf16.safetensors"));
     size_t len;
     unsigned char *b =
         mk("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,4]}}", NULL, 4, &len);
-    assert_int_equal(optim_test_write_file(path, b, len), 0);
+    assert_eq(optim_test_write_file(path, b, len), 0);
     free(b);
     optim_st_file *f = (optim_st_file *)&f;
     optim_error err;
-    assert_int_equal(optim_st_read(path, &f, &err), OPTIM_ENOTSUP);
+    assert_status(optim_st_read(path, &f, &err), OPTIM_ENOTSUP, &err);
     assert_null(f);
     check_msg(__LINE__, &err, NEEDLES(path, "\"w\"", "\"F8_E4M3\""));
 
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("short.safetensors"));
-    assert_int_equal(optim_test_write_file(path, "abc", 3), 0);
-    assert_int_equal(optim_st_read(path, &f, &err), OPTIM_EFORMAT);
+    assert_eq(optim_test_write_file(path, "abc", 3), 0);
+    assert_status(optim_st_read(path, &f, &err), OPTIM_EFORMAT, &err);
     check_msg(__LINE__, &err, NEEDLES(path, "3 bytes"));
 
     snprintf(path, sizeof path, "%s", optim_test_tmpfile("trailing.safetensors"));
     b = mk("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", NULL, 5, &len);
-    assert_int_equal(optim_test_write_file(path, b, len), 0);
+    assert_eq(optim_test_write_file(path, b, len), 0);
     free(b);
-    assert_int_equal(optim_st_read(path, &f, &err), OPTIM_EFORMAT);
+    assert_status(optim_st_read(path, &f, &err), OPTIM_EFORMAT, &err);
     check_msg(__LINE__, &err, NEEDLES(path, "1 trailing bytes"));
 }
 
@@ -785,9 +775,8 @@ static void test_read_malformed_file_names_path(void **state)
 
 #define T_OK "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}"
 
-static void test_bad_short_file(void **state)
+OPTIM_TEST(test_bad_short_file)
 {
-    (void)state;
     const unsigned char b[8] = {2, 0, 0, 0, 0, 0, 0, 0};
     BAD_BUF(b, 0, OPTIM_EFORMAT, "0 bytes", "8-byte header size");
     BAD_BUF(b, 1, OPTIM_EFORMAT, "1 bytes");
@@ -796,27 +785,24 @@ static void test_bad_short_file(void **state)
     BAD_BUF(b, 8, OPTIM_EFORMAT, "header size 2", "0 bytes that follow");
 }
 
-static void test_bad_header_size_zero(void **state)
+OPTIM_TEST(test_bad_header_size_zero)
 {
-    (void)state;
     size_t len;
     unsigned char *b = mk_raw(0, "{}", 2, NULL, 0, &len);
     BAD_BUF(b, len, OPTIM_EFORMAT, "header size is 0");
     free(b);
 }
 
-static void test_bad_header_size_past_file(void **state)
+OPTIM_TEST(test_bad_header_size_past_file)
 {
-    (void)state;
     size_t len;
     unsigned char *b = mk_raw(100, "{}      ", 8, NULL, 12, &len);
     BAD_BUF(b, len, OPTIM_EFORMAT, "header size 100", "20 bytes that follow");
     free(b);
 }
 
-static void test_bad_header_size_too_large(void **state)
+OPTIM_TEST(test_bad_header_size_too_large)
 {
-    (void)state;
     size_t len;
     unsigned char *b = mk_raw(100000001, "{}", 2, NULL, 0, &len);
     BAD_BUF(b, len, OPTIM_EFORMAT, "header size 100000001", "limit of 100000000");
@@ -826,9 +812,8 @@ static void test_bad_header_size_too_large(void **state)
     free(b);
 }
 
-static void test_bad_header_not_json(void **state)
+OPTIM_TEST(test_bad_header_not_json)
 {
-    (void)state;
     BAD("{", 0, OPTIM_EFORMAT, "not valid JSON");
     BAD("{\"a\":", 0, OPTIM_EFORMAT, "not valid JSON");
     BAD("{abc}", 0, OPTIM_EFORMAT, "not valid JSON");
@@ -837,9 +822,8 @@ static void test_bad_header_not_json(void **state)
     BAD("{} {}", 0, OPTIM_EFORMAT, "after the JSON object");
 }
 
-static void test_bad_header_not_object(void **state)
+OPTIM_TEST(test_bad_header_not_object)
 {
-    (void)state;
     BAD("[]", 0, OPTIM_EFORMAT, "starting with '{'", "'['");
     BAD("\"x\"", 0, OPTIM_EFORMAT, "starting with '{'");
     BAD("1", 0, OPTIM_EFORMAT, "starting with '{'");
@@ -847,9 +831,8 @@ static void test_bad_header_not_object(void **state)
     BAD("\xef\xbb\xbf{}", 0, OPTIM_EFORMAT, "starting with '{'"); /* UTF-8 BOM */
 }
 
-static void test_bad_header_bytes(void **state)
+OPTIM_TEST(test_bad_header_bytes)
 {
-    (void)state;
     BAD("{\"a\xff\":" T_OK "}", 4, OPTIM_EFORMAT, "not valid UTF-8", "0xff", "offset 3");
     BAD("{\"\xc0\xaf\":" T_OK "}", 4, OPTIM_EFORMAT, "not valid UTF-8"); /* overlong */
     BAD("{\"\xed\xa0\x80\":" T_OK "}", 4, OPTIM_EFORMAT, "not valid UTF-8"); /* surrogate */
@@ -867,18 +850,16 @@ static void test_bad_header_bytes(void **state)
     optim_st_free(f);
 }
 
-static void test_bad_entry_not_object(void **state)
+OPTIM_TEST(test_bad_entry_not_object)
 {
-    (void)state;
     BAD("{\"a\":5}", 0, OPTIM_EFORMAT, "tensor \"a\"", "entry is 5", "expected an object");
     BAD("{\"a\":[]}", 0, OPTIM_EFORMAT, "entry is an array");
     BAD("{\"a\":\"F32\"}", 0, OPTIM_EFORMAT, "entry is the string \"F32\"");
     BAD("{\"a\":null}", 0, OPTIM_EFORMAT, "entry is null");
 }
 
-static void test_bad_dtype(void **state)
+OPTIM_TEST(test_bad_dtype)
 {
-    (void)state;
     BAD("{\"w\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT, "\"w\"",
         "missing \"dtype\"");
     BAD("{\"w\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
@@ -895,9 +876,8 @@ static void test_bad_dtype(void **state)
         OPTIM_EFORMAT, "field \"dtype\" appears twice");
 }
 
-static void test_bad_shape(void **state)
+OPTIM_TEST(test_bad_shape)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, OPTIM_EFORMAT,
         "missing \"shape\"");
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, OPTIM_EFORMAT,
@@ -927,9 +907,8 @@ static void test_bad_shape(void **state)
         OPTIM_EFORMAT, "more than 2^63-1 bytes");
 }
 
-static void test_bad_data_offsets(void **state)
+OPTIM_TEST(test_bad_data_offsets)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, OPTIM_EFORMAT, "missing \"data_offsets\"");
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":4}}", 4, OPTIM_EFORMAT,
         "data_offsets is 4");
@@ -952,9 +931,8 @@ static void test_bad_data_offsets(void **state)
         4, OPTIM_EFORMAT, "end past");
 }
 
-static void test_bad_byte_count(void **state)
+OPTIM_TEST(test_bad_byte_count)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F64\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24, OPTIM_EFORMAT,
         "tensor \"w\"", "span 24 bytes", "[2, 3] of F64 needs 48");
     BAD("{\"w\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,8]}}", 8, OPTIM_EFORMAT,
@@ -963,9 +941,8 @@ static void test_bad_byte_count(void **state)
         "needs 0");
 }
 
-static void test_bad_overlap(void **state)
+OPTIM_TEST(test_bad_overlap)
 {
-    (void)state;
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
         12, OPTIM_EFORMAT, "tensor \"b\" data_offsets [4, 12] overlap tensor \"a\" [0, 8]");
@@ -979,9 +956,8 @@ static void test_bad_overlap(void **state)
         8, OPTIM_EFORMAT, "tensor \"z\"", "overlap tensor \"a\"");
 }
 
-static void test_bad_hole(void **state)
+OPTIM_TEST(test_bad_hole)
 {
-    (void)state;
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
         12, OPTIM_EFORMAT, "bytes [4, 8) belong to no tensor", "\"b\"");
@@ -989,18 +965,16 @@ static void test_bad_hole(void **state)
         "bytes [0, 4) belong to no tensor");
 }
 
-static void test_bad_trailing_bytes(void **state)
+OPTIM_TEST(test_bad_trailing_bytes)
 {
-    (void)state;
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 7, OPTIM_EFORMAT,
         "7 bytes", "cover only [0, 4)", "3 trailing bytes");
     BAD("{}", 1, OPTIM_EFORMAT, "1 trailing bytes");
     BAD("{\"__metadata__\":{}}", 8, OPTIM_EFORMAT, "8 trailing bytes");
 }
 
-static void test_bad_duplicate_names(void **state)
+OPTIM_TEST(test_bad_duplicate_names)
 {
-    (void)state;
     BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
         8, OPTIM_EFORMAT, "tensor name \"w\" appears more than once");
@@ -1012,9 +986,8 @@ static void test_bad_duplicate_names(void **state)
         "\"__metadata__\" appears twice");
 }
 
-static void test_bad_metadata(void **state)
+OPTIM_TEST(test_bad_metadata)
 {
-    (void)state;
     BAD("{\"__metadata__\":{\"format\":\"pt\",\"epoch\":3}}", 0, OPTIM_EFORMAT,
         "value for key \"epoch\" is 3", "expected a string");
     BAD("{\"__metadata__\":{\"x\":{\"y\":\"z\"}}}", 0, OPTIM_EFORMAT, "\"x\" is an object");
@@ -1022,14 +995,13 @@ static void test_bad_metadata(void **state)
     BAD("{\"__metadata__\":\"pt\"}", 0, OPTIM_EFORMAT, "\"__metadata__\" is the string");
     /* an all-string map is fine and is not a tensor */
     optim_st_file *f = parse_ok("{\"__metadata__\":{\"format\":\"pt\"}}", NULL, 0);
-    assert_int_equal(optim_st_count(f), 0);
+    assert_eq(optim_st_count(f), 0);
     optim_st_free(f);
 }
 
 /* Long and odd names are quoted and cut in messages, never printed raw. */
-static void test_bad_message_quoting(void **state)
+OPTIM_TEST(test_bad_message_quoting)
 {
-    (void)state;
     char hdr[1024];
     char name[301];
     memset(name, 'n', 300);
@@ -1040,48 +1012,4 @@ static void test_bad_message_quoting(void **state)
     BAD("{\"a\\tb\\\"c\":5}", 0, OPTIM_EFORMAT, "tensor \"a\\x09b\\\"c\"");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip_all_dtypes),
-        cmocka_unit_test(test_roundtrip_scalar),
-        cmocka_unit_test(test_roundtrip_zero_element),
-        cmocka_unit_test(test_roundtrip_slash_names),
-        cmocka_unit_test(test_roundtrip_escaped_names),
-        cmocka_unit_test(test_roundtrip_parse_buffer),
-        cmocka_unit_test(test_roundtrip_many),
-        cmocka_unit_test(test_write_exact_layout),
-        cmocka_unit_test(test_write_deterministic),
-        cmocka_unit_test(test_write_empty),
-        cmocka_unit_test(test_save_replaces_existing),
-        cmocka_unit_test(test_save_missing_dir),
-        cmocka_unit_test(test_save_failure_removes_temp),
-        cmocka_unit_test(test_writer_rejects),
-        cmocka_unit_test(test_reader_api),
-        cmocka_unit_test(test_read_reference_example),
-        cmocka_unit_test(test_read_foreign_layout),
-        cmocka_unit_test(test_read_missing_file),
-        cmocka_unit_test(test_read_directory),
-        cmocka_unit_test(test_read_malformed_file_names_path),
-        cmocka_unit_test(test_bad_short_file),
-        cmocka_unit_test(test_bad_header_size_zero),
-        cmocka_unit_test(test_bad_header_size_past_file),
-        cmocka_unit_test(test_bad_header_size_too_large),
-        cmocka_unit_test(test_bad_header_not_json),
-        cmocka_unit_test(test_bad_header_not_object),
-        cmocka_unit_test(test_bad_header_bytes),
-        cmocka_unit_test(test_bad_entry_not_object),
-        cmocka_unit_test(test_bad_dtype),
-        cmocka_unit_test(test_bad_shape),
-        cmocka_unit_test(test_bad_data_offsets),
-        cmocka_unit_test(test_bad_byte_count),
-        cmocka_unit_test(test_bad_overlap),
-        cmocka_unit_test(test_bad_hole),
-        cmocka_unit_test(test_bad_trailing_bytes),
-        cmocka_unit_test(test_bad_duplicate_names),
-        cmocka_unit_test(test_bad_metadata),
-        cmocka_unit_test(test_bad_message_quoting),
-        cmocka_unit_test(test_empty_name_round_trip),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

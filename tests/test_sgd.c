@@ -106,7 +106,7 @@ static void clip_case(const char *extra, int legacy, const double *ga, const dou
         optim_var *a = optim_test_var("a", dt, 1, sa, zeros),
                   *b = optim_test_var("b", dt, 1, sb, zeros);
         optim_grad_var p[2] = {{ot_grad_like(a, ga, buf[0]), a}, {ot_grad_like(b, gb, buf[1]), b}};
-        assert_eq(optim_apply_gradients(opt, p, 2, 0), 0);
+        assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
         double rtol = dt == OPTIM_F64 ? 1e-14 : 1e-6;
         for (int i = 0; i < 3; i++) assert_close(optim_var_get(a, i), -want_a[i], rtol, 1e-15);
         for (int i = 0; i < 2; i++) assert_close(optim_var_get(b, i), -want_b[i], rtol, 1e-15);
@@ -182,8 +182,8 @@ static void set_lr(optim_optimizer *opt, void *h, int k)
     double lr = lr_kind == 3 ? 0.1 / (1.0 + k) : lrs[k], got;
     ((hp *)h)->lr = lr;
     *(double *)optim_var_data(lr_var) = lr;
-    if (lr_kind == 2) assert_eq(optim_set_hyper(opt, "learning_rate", lr), 0);
-    assert_eq(optim_get_hyper(opt, "learning_rate", &got), 0);
+    if (lr_kind == 2) assert_ok(optim_set_hyper(opt, "learning_rate", lr), opt);
+    assert_ok(optim_get_hyper(opt, "learning_rate", &got), opt);
     assert_close(got, lr, 0, 0);
 }
 
@@ -194,11 +194,11 @@ OPTIM_TEST(test_dynamic_lr)
             optim_test_make("{\"class_name\": \"SGD\", \"config\": {\"momentum\": 0.5}}");
         hp h = {0, 0.5, 0, 0};
         optim_error err;
-        assert_eq(optim_var_create(&lr_var, "lr", OPTIM_F64, 0, NULL, NULL, &err), 0);
-        if (lr_kind == 0) assert_eq(optim_set_hyper_fn(opt, "learning_rate", ot_value, &h.lr), 0);
-        if (lr_kind == 1) assert_eq(optim_set_hyper_var(opt, "learning_rate", lr_var), 0);
+        assert_ok(optim_var_create(&lr_var, "lr", OPTIM_F64, 0, NULL, NULL, &err), &err);
+        if (lr_kind == 0) assert_ok(optim_set_hyper_fn(opt, "learning_rate", ot_value, &h.lr), opt);
+        if (lr_kind == 1) assert_ok(optim_set_hyper_var(opt, "learning_rate", lr_var), opt);
         if (lr_kind == 3)
-            assert_eq(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), 0);
+            assert_ok(optim_set_hyper_schedule(opt, "learning_rate", lr_sched, NULL), opt);
         ot_case c = {NULL, ref_step, &h, 1, .tol = {1e-5, 1e-6, 1e-13, 1e-15}};
         optim_var *v = ot_check_dynamic(opt, &OT_DENSE, 5, &c, OPTIM_F64, set_lr);
         /* A callable returning a bad value fails the step and changes nothing. */
@@ -293,9 +293,9 @@ OPTIM_TEST(test_weight_decay)
     optim_var *c = optim_test_var("other", OPTIM_F64, 1, &n4, init);
     optim_var *e = optim_test_var("emb", OPTIM_F64, 2, shape, init);
     const char *pat[1] = {"bias$"};
-    assert_eq(optim_exclude_from_weight_decay(opt, &c, 1, pat, 1), 0);
+    assert_ok(optim_exclude_from_weight_decay(opt, &c, 1, pat, 1), opt);
     const char *bad[1] = {"("};
-    assert_eq(optim_exclude_from_weight_decay(opt, NULL, 0, bad, 1), OPTIM_EINVAL);
+    assert_status(optim_exclude_from_weight_decay(opt, NULL, 0, bad, 1), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "regular expression");
     double g[4] = {0.5, 0.5, -1, 2}, row = 1.0;
     int64_t idx = 2;
@@ -309,7 +309,7 @@ OPTIM_TEST(test_weight_decay)
             {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, &n4)), c},
             {optim_grad_sparse(&idx, 1, optim_tensor_make(OPTIM_F64, &row, 2, vs)), e},
         };
-        assert_eq(optim_apply_gradients(opt, p, 4, 0), 0);
+        assert_ok(optim_apply_gradients(opt, p, 4, 0), opt);
         for (int j = 0; j < 3; j++) {
             for (int i = 0; j != 1 && i < 4; i++) w[j][i] = w[j][i] - w[j][i] * 0.2 * 0.1;
             ref_step(&(hp){0.1, 0.5, 0, 0}, k, w[j], (double *[]){m[j]}, j == 2 ? ge : g, 4);

@@ -85,7 +85,7 @@ static void step_with(optim_optimizer *opt, optim_var *x, grads *g, int sparse)
         p.grad = optim_grad_dense(optim_tensor_make(optim_var_dtype(x),
                                                     f64 ? (void *)g->dense_d : (void *)g->dense_f,
                                                     2, (int64_t[]){ROWS, COLS}));
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
 }
 
 /* Every slot of a (in o1) and b (in o2) bit for bit. */
@@ -110,7 +110,7 @@ static void check_equals_densified(const char *json, int threads)
     for (int f64 = 0; f64 < 2; f64++) {
         optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
         optim_optimizer *os = optim_test_make(json), *od = optim_test_make(json);
-        assert_int_equal(optim_set_num_threads(od, 1), 0);
+        assert_ok(optim_set_num_threads(od, 1), od);
         optim_var *xs = table(dt), *xd = table(dt);
         omp_set_num_threads(threads);
         for (int k = 0; k < 3; k++) {
@@ -150,9 +150,8 @@ static const char *const DENSE_EQUIVALENT[] = {
     "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {}}",
 };
 
-static void test_dense_equivalent(void **state)
+OPTIM_TEST(test_dense_equivalent)
 {
-    (void)state;
     const int saved = omp_get_max_threads();
     for (size_t i = 0; i < sizeof DENSE_EQUIVALENT / sizeof *DENSE_EQUIVALENT; i++)
         for (int t = 1; t <= 3; t++) check_equals_densified(DENSE_EQUIVALENT[i], t);
@@ -181,9 +180,8 @@ static const struct {
     {"{\"class_name\": \"Nadam\", \"config\": {\"is_legacy_optimizer\": true}}", 0},
 };
 
-static void test_lazy_threads(void **state)
+OPTIM_TEST(test_lazy_threads)
 {
-    (void)state;
     static grads g;
     const int saved = omp_get_max_threads();
     for (size_t i = 0; i < sizeof LAZY / sizeof *LAZY; i++) {
@@ -218,9 +216,8 @@ static void test_lazy_threads(void **state)
 /* The threaded modes against the same class run whole (its sparse_mode
  * hook removed: apply_sparse once, one thread, as before the modes): bit
  * for bit, for every built-in whose apply_sparse serves the config. */
-static void test_modes_match_whole(void **state)
+OPTIM_TEST(test_modes_match_whole)
 {
-    (void)state;
     static const struct {
         const char *cls, *extra;
     } cases[] = {
@@ -247,7 +244,7 @@ static void test_modes_match_whole(void **state)
             w.name = names[c];
             w.sparse_mode = NULL;
             optim_error err;
-            assert_int_equal(optim_register_class(&w, &err), 0);
+            assert_ok(optim_register_class(&w, &err), &err);
         }
         optim_optimizer *o[2];
         optim_var *x[2];
@@ -257,7 +254,7 @@ static void test_modes_match_whole(void **state)
                      "{\"class_name\": \"%s\", \"config\": {\"is_legacy_optimizer\": true%s}}",
                      k ? names[c] : cases[c].cls, cases[c].extra);
             o[k] = optim_test_make(json);
-            assert_int_equal(optim_set_num_threads(o[k], 3), 0);
+            assert_ok(optim_set_num_threads(o[k], 3), o[k]);
             x[k] = table(OPTIM_F32);
             for (int step = 0; step < 2; step++) {
                 make_grads(&g, step);
@@ -275,9 +272,9 @@ static void test_modes_match_whole(void **state)
 
 /* Keras 3 LazyAdam's indexed rows follow its dense rule: equal, bit for
  * bit, to a dense step on a table of just those rows. */
-static void test_lazy_rows_follow_dense_rule(void **state)
+OPTIM_TEST(test_lazy_rows_follow_dense_rule)
 {
-    (void)state;
+    optim_error err;
     static grads g;
     make_grads(&g, 0);
     int64_t uniq[ROWS], nu = 0;
@@ -295,16 +292,16 @@ static void test_lazy_rows_follow_dense_rule(void **state)
             small_g[u * COLS + c] = g.dense_f[uniq[u] * COLS + c];
         }
     optim_var *small;
-    assert_int_equal(
-        optim_var_create(&small, "small", OPTIM_F32, 2, (int64_t[]){nu, COLS}, small_init, NULL),
-        0);
+    assert_ok(
+        optim_var_create(&small, "small", OPTIM_F32, 2, (int64_t[]){nu, COLS}, small_init, &err),
+        &err);
     const char *json = "{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.01}}";
     optim_optimizer *os = optim_test_make(json), *od = optim_test_make(json);
     omp_set_num_threads(3);
     step_with(os, x, &g, 1);
     optim_grad_var p = {
         optim_grad_dense(optim_tensor_make(OPTIM_F32, small_g, 2, (int64_t[]){nu, COLS})), small};
-    assert_int_equal(optim_apply_gradients(od, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(od, &p, 1, 0), od);
     const float *a = optim_var_cdata(x), *b = optim_var_cdata(small);
     for (int64_t u = 0; u < nu; u++)
         assert_memory_equal(a + uniq[u] * COLS, b + u * COLS, COLS * sizeof(float));
@@ -333,13 +330,12 @@ static optim_optimizer *make_user(const optim_class *cls)
 {
     optim_optimizer *o;
     optim_error err;
-    assert_int_equal(optim_create(&o, cls, NULL, &err), 0);
+    assert_ok(optim_create(&o, cls, NULL, &err), &err);
     return o;
 }
 
-static void test_user_elementwise(void **state)
+OPTIM_TEST(test_user_elementwise)
 {
-    (void)state;
     static grads g;
     for (int t = 1; t <= 3; t++) {
         optim_optimizer *os = make_user(&USER_EW), *od = make_user(&USER_EW);
@@ -354,15 +350,15 @@ static void test_user_elementwise(void **state)
         all_slots_bitwise(os, xs, od, xd);
         /* Bad input still refused, nothing changed. */
         optim_var *before = table(OPTIM_F32);
-        assert_int_equal(optim_var_assign(before, optim_var_cdata(xs), OPTIM_F32, ROWS * COLS), 0);
+        assert_ok(optim_var_assign(before, optim_var_cdata(xs), OPTIM_F32, ROWS * COLS), before);
         int64_t bad = ROWS;
         optim_grad_var p = {
             optim_grad_sparse(&bad, 1, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){1, COLS})),
             xs};
-        assert_int_equal(optim_apply_gradients(os, &p, 1, 0), OPTIM_ERANGE);
+        assert_status(optim_apply_gradients(os, &p, 1, 0), OPTIM_ERANGE, os);
         assert_contains(optim_errmsg(os), "table");
         assert_vars_bitwise(xs, before);
-        assert_int_equal(optim_iterations(os), 2);
+        assert_eq(optim_iterations(os), 2);
         optim_var_destroy(before);
         optim_destroy(os);
         optim_destroy(od);
@@ -418,7 +414,7 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
     static grads g;
     make_grads(&g, 0);
     optim_optimizer *o = make_user(cls);
-    assert_int_equal(optim_set_num_threads(o, threads), 0);
+    assert_ok(optim_set_num_threads(o, threads), o);
     optim_var *x = table(OPTIM_F32);
     int64_t idx[NIDX];
     for (int64_t j = 0; j < nidx; j++) idx[j] = j % ROWS; /* unique up to ROWS */
@@ -426,14 +422,13 @@ static void run_rec(const optim_class *cls, int threads, int64_t nidx)
         optim_grad_sparse(idx, nidx,
                           optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){nidx, COLS})),
         x};
-    assert_int_equal(optim_apply_gradients(o, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(o, &p, 1, 0), o);
     optim_destroy(o);
     optim_var_destroy(x);
 }
 
-static void test_modes_observed(void **state)
+OPTIM_TEST(test_modes_observed)
 {
-    (void)state;
     optim_class ew = {.size = sizeof(optim_class),
                       .version = OPTIM_CLASS_VERSION,
                       .name = "SparseWalkRec",
@@ -444,7 +439,7 @@ static void test_modes_observed(void **state)
     /* DENSE: one apply_dense per chunk of the table, none of apply_sparse. */
     seen.mode = OPTIM_SPARSE_DENSE;
     run_rec(&ew, 3, 10);
-    assert_int_equal(seen.dense_calls, optim__nchunks(ROWS * COLS));
+    assert_eq(seen.dense_calls, optim__nchunks(ROWS * COLS));
     assert_int_equal(seen.dense_elems, ROWS * COLS);
     assert_int_equal(seen.max_count, OPTIM__CHUNK);
     assert_int_equal(seen.sparse_calls, 0);
@@ -495,9 +490,8 @@ static void test_modes_observed(void **state)
     assert_int_equal(seen.sparse_calls, 1);
 }
 
-static void test_refused_without_rule(void **state)
+OPTIM_TEST(test_refused_without_rule)
 {
-    (void)state;
     optim_class c = {.size = sizeof(optim_class),
                      .version = OPTIM_CLASS_VERSION,
                      .name = "SparseWalkWhole",
@@ -509,23 +503,22 @@ static void test_refused_without_rule(void **state)
     optim_grad_var p = {
         optim_grad_sparse(g.idx, 2, optim_tensor_make(OPTIM_F32, g.vf, 2, (int64_t[]){2, COLS})),
         x};
-    assert_int_equal(optim_apply_gradients(o, &p, 1, 0), OPTIM_ENOTSUP);
+    assert_status(optim_apply_gradients(o, &p, 1, 0), OPTIM_ENOTSUP, o);
     assert_contains(optim_errmsg(o), "no sparse update");
     assert_contains(optim_errmsg(o), "OPTIM_CLASS_ELEMENTWISE");
-    assert_int_equal(optim_iterations(o), 0);
+    assert_eq(optim_iterations(o), 0);
     optim_destroy(o);
     optim_var_destroy(x);
     /* A table of a later version than the library is refused. */
     c.version = OPTIM_CLASS_VERSION + 1;
     optim_error err;
-    assert_int_equal(optim_register_class(&c, &err), OPTIM_EVERSION);
+    assert_status(optim_register_class(&c, &err), OPTIM_EVERSION, &err);
 }
 
 /* ---- the chunk gradient ------------------------------------------------------------------ */
 
-static void test_chunk_grad(void **state)
+OPTIM_TEST(test_chunk_grad)
 {
-    (void)state;
     const int64_t rows = 50, rs = 7, idx[] = {0, 3, 4, 17, 49};
     double vals[5 * 7], dense[50 * 7] = {0}, buf[OPTIM__CHUNK];
     for (int j = 0; j < 5; j++)
@@ -555,9 +548,9 @@ static void test_chunk_grad(void **state)
         assert_int_equal(next_j, 5);
         assert_int_equal(next_r, rows);
     }
-    assert_int_equal(optim__sparse_pieces(0, 64, 4), 1);
-    assert_int_equal(optim__sparse_pieces(4096, 64, 2), 2);
-    assert_int_equal(optim__sparse_pieces(100, 64, 8), 1);
+    assert_eq(optim__sparse_pieces(0, 64, 4), 1);
+    assert_eq(optim__sparse_pieces(4096, 64, 2), 2);
+    assert_eq(optim__sparse_pieces(100, 64, 8), 1);
 }
 
 static int cmp_ipos(const void *a, const void *b)
@@ -569,9 +562,8 @@ static int cmp_ipos(const void *a, const void *b)
 
 /* The radix sort of de-duplication against qsort by (index, position),
  * for tables needing one to four passes. */
-static void test_sort(void **state)
+OPTIM_TEST(test_sort)
 {
-    (void)state;
     enum { N = 5000 };
     static optim__ipos a[N], b[N], tmp[N];
     const int64_t rows_list[] = {1, 2, 2047, 2048, 2049, 1000000, (int64_t)1 << 40, INT64_MAX};
@@ -594,9 +586,8 @@ static void test_sort(void **state)
 /* De-duplication's sum: unique indices ascending, each row zero plus its
  * rows in order of position (-0 becomes +0), the same bits for any number
  * of parts; against the sum written out directly. */
-static void test_sum(void **state)
+OPTIM_TEST(test_sum)
 {
-    (void)state;
     enum { N = 900, RS = 5, NR = 400 };
     static optim__ipos a[N], tmp[N];
     static float raw[N * RS], vals[N * RS], ref[N * RS];
@@ -634,19 +625,4 @@ static void test_sum(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_equivalent),
-        cmocka_unit_test(test_lazy_threads),
-        cmocka_unit_test(test_lazy_rows_follow_dense_rule),
-        cmocka_unit_test(test_user_elementwise),
-        cmocka_unit_test(test_modes_observed),
-        cmocka_unit_test(test_refused_without_rule),
-        cmocka_unit_test(test_chunk_grad),
-        cmocka_unit_test(test_sort),
-        cmocka_unit_test(test_modes_match_whole),
-        cmocka_unit_test(test_sum),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

@@ -18,7 +18,7 @@ static long steady_allocations(const char *json, int nvars, int64_t each, int64_
                                int steps)
 {
     optim_optimizer *opt = optim_test_make(json);
-    assert_int_equal(optim_set_num_threads(opt, threads), 0);
+    assert_ok(optim_set_num_threads(opt, threads), opt);
     optim_var **vars = calloc((size_t)nvars, sizeof *vars);
     optim_grad_var *p = calloc((size_t)nvars, sizeof *p);
     float *g = malloc((size_t)each * sizeof *g);
@@ -42,7 +42,7 @@ static long steady_allocations(const char *json, int nvars, int64_t each, int64_
         }
         int rc = optim_apply_gradients(opt, p, (size_t)nvars, 0);
         counting = 0;
-        assert_int_equal(rc, 0);
+        assert_ok(rc, opt);
         counting = k >= 1;
     }
     counting = 0;
@@ -55,9 +55,27 @@ static long steady_allocations(const char *json, int nvars, int64_t each, int64_
     return allocations - before;
 }
 
-static void test_steady_state_steps_do_not_allocate(void **st)
+/* The counter itself works: a first step allocates (its slots). */
+OPTIM_TEST(test_counter_counts)
 {
-    (void)st;
+    optim_optimizer *opt = optim_test_make("\"adam\"");
+    const int64_t n = 10;
+    const double init[10] = {0};
+    const float g[10] = {1};
+    optim_var *v = optim_test_var("w", OPTIM_F32, 1, &n, init);
+    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, (void *)g, 1, &n)), v};
+    long before = allocations;
+    counting = 1;
+    int rc = optim_apply_gradients(opt, &p, 1, 0);
+    counting = 0;
+    assert_ok(rc, opt);
+    assert_gt(allocations, before);
+    optim_destroy(opt);
+    optim_var_destroy(v);
+}
+
+OPTIM_TEST(test_steady_state_steps_do_not_allocate)
+{
     static const char *const configs[] = {
         "\"adam\"",
         "{\"class_name\": \"Adam\", \"config\": {\"global_clipnorm\": 1.0, \"is_legacy_optimizer\": true}}",
@@ -75,31 +93,4 @@ static void test_steady_state_steps_do_not_allocate(void **st)
         }
 }
 
-/* The counter itself works: a first step allocates (its slots). */
-static void test_counter_counts(void **st)
-{
-    (void)st;
-    optim_optimizer *opt = optim_test_make("\"adam\"");
-    const int64_t n = 10;
-    const double init[10] = {0};
-    const float g[10] = {1};
-    optim_var *v = optim_test_var("w", OPTIM_F32, 1, &n, init);
-    optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, (void *)g, 1, &n)), v};
-    long before = allocations;
-    counting = 1;
-    int rc = optim_apply_gradients(opt, &p, 1, 0);
-    counting = 0;
-    assert_int_equal(rc, 0);
-    assert_true(allocations > before);
-    optim_destroy(opt);
-    optim_var_destroy(v);
-}
-
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counter_counts),
-        cmocka_unit_test(test_steady_state_steps_do_not_allocate),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

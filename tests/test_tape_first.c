@@ -86,7 +86,7 @@ static void grad_of(op_kind op, optim_dtype dt, int graph, unsigned char *out)
     optim_var *x = optim_test_var("x", dt, 2, (int64_t[]){R, C}, x0);
     optim_tape *t;
     optim_error err;
-    assert_int_equal(optim_tape_create(&t, &err), 0);
+    assert_ok(optim_tape_create(&t, &err), &err);
     optim_node *xv = optim_tape_var(t, x), *loss;
     if (graph == MORE_ALONE) {
         loss = optim_sum(t, optim_mul(t, xv, constant(t, dt, 2, (int64_t[]){R, C}, more)),
@@ -132,9 +132,8 @@ static void assert_same_bits(const unsigned char *a, const unsigned char *b, opt
                      optim_dtype_name(dt), i, elem(a, dt, i), elem(b, dt, i), what);
 }
 
-static void test_first_contribution(void **s)
+OPTIM_TEST(test_first_contribution)
 {
-    (void)s;
     const optim_dtype dts[2] = {OPTIM_F32, OPTIM_F64};
     for (int d = 0; d < 2; d++)
         for (op_kind op = 0; op < NOPS; op++) {
@@ -146,7 +145,7 @@ static void test_first_contribution(void **s)
             int zeros = 0;
             for (int i = 0; i < N; i++)
                 zeros += elem(alone, dt, i) == 0 && !signbit(elem(alone, dt, i));
-            assert_true(zeros > 0); /* the signed zeros of W reached x */
+            assert_gt(zeros, 0); /* the signed zeros of W reached x */
             grad_of(op, dt, THEN_MORE, then);
             grad_of(op, dt, MORE_ALONE, more);
             for (int i = 0; i < N; i++) {
@@ -164,9 +163,8 @@ static void test_first_contribution(void **s)
 /* The same for a matmul's inputs and a bias add, as Dense records them:
  * relu(x W + b), the gradients of x, W and b against a copy of the graph
  * with 0 * x, 0 * W and 0 * b added first. */
-static void test_dense_chain(void **s)
+OPTIM_TEST(test_dense_chain)
 {
-    (void)s;
     static const int64_t shapes[3][2] = {{C, C}, {C, 0}, {R, C}};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -182,7 +180,7 @@ static void test_dense_chain(void **s)
             optim_node *n[3];
             optim_tape *t;
             optim_error err;
-            assert_int_equal(optim_tape_create(&t, &err), 0);
+            assert_ok(optim_tape_create(&t, &err), &err);
             for (int k = 0; k < 3; k++) {
                 v[k] = optim_test_var((const char *[]){"w", "b", "x"}[k], dt, k == 1 ? 1 : 2,
                                       shapes[k], init[k]);
@@ -221,7 +219,7 @@ static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char 
                        optim_test_var("b", dt, 1, (int64_t[]){C}, b0)};
     optim_tape *t;
     optim_error err;
-    assert_int_equal(optim_tape_create(&t, &err), 0);
+    assert_ok(optim_tape_create(&t, &err), &err);
     optim_node *x = optim_tape_var(t, v[0]), *b = optim_tape_var(t, v[1]);
     optim_node *other = twice ? optim_sum(t, optim_square(t, x), OPTIM_ALL_AXES) : NULL;
     optim_node *y = fused ? optim__tape_bias_relu(t, x, b) : optim_relu(t, optim_add(t, x, b));
@@ -239,9 +237,8 @@ static void bias_relu_grads(optim_dtype dt, int fused, int twice, unsigned char 
     optim_var_destroy(v[1]);
 }
 
-static void test_bias_relu(void **s)
+OPTIM_TEST(test_bias_relu)
 {
-    (void)s;
     for (int d = 0; d < 2; d++)
         for (int twice = 0; twice < 2; twice++) {
             optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -256,7 +253,7 @@ static void test_bias_relu(void **s)
     /* bad input: the bias must be [n] for x [..., n], and another node */
     optim_tape *t;
     optim_error err;
-    assert_int_equal(optim_tape_create(&t, &err), 0);
+    assert_ok(optim_tape_create(&t, &err), &err);
     double z[N] = {0};
     optim_node *x = constant(t, OPTIM_F64, 2, (int64_t[]){R, C}, z),
                *b = constant(t, OPTIM_F64, 1, (int64_t[]){R}, z);
@@ -274,12 +271,4 @@ static void test_bias_relu(void **s)
     optim_tape_destroy(t);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_contribution),
-        cmocka_unit_test(test_dense_chain),
-        cmocka_unit_test(test_bias_relu),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

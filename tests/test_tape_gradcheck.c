@@ -117,12 +117,11 @@ static void gradcheck(const gcase *c, int expect_sparse)
         }
         char name[16];
         snprintf(name, sizeof name, "v%d", i);
-        assert_int_equal(optim_var_create(&vars[i], name, OPTIM_F64, s->rank, s->shape, init, &err),
-                         0);
+        assert_ok(optim_var_create(&vars[i], name, OPTIM_F64, s->rank, s->shape, init, &err), &err);
         free(init);
     }
     optim_tape *t;
-    assert_int_equal(optim_tape_create(&t, &err), 0);
+    assert_ok(optim_tape_create(&t, &err), &err);
     optim_node *v[MAXV];
     for (int i = 0; i < c->nv; i++) v[i] = optim_tape_var(t, vars[i]);
     optim_node *loss = weighted(t, c->build(t, v, c));
@@ -312,15 +311,12 @@ static void check_binary(int op, const char *opname, double lo_b, double hi_b)
     }
 }
 
-static void test_add(void **s) { check_binary(ADD, "add", -2, 2); }
-static void test_sub(void **s) { check_binary(SUB, "sub", -2, 2); }
-static void test_mul(void **s) { check_binary(MUL, "mul", -2, 2); }
-static void test_div(void **s) { check_binary(DIV, "div", 0.5, 2); }
-static void test_div_negative(void **s)
-{
-    check_binary(DIV, "div (negative denominators)", -2, -0.5);
-}
-static void test_squared_error(void **s) { check_binary(SQERR, "squared_error", -2, 2); }
+OPTIM_TEST(test_add) { check_binary(ADD, "add", -2, 2); }
+OPTIM_TEST(test_sub) { check_binary(SUB, "sub", -2, 2); }
+OPTIM_TEST(test_mul) { check_binary(MUL, "mul", -2, 2); }
+OPTIM_TEST(test_div) { check_binary(DIV, "div", 0.5, 2); }
+OPTIM_TEST(test_div_negative) { check_binary(DIV, "div (negative denominators)", -2, -0.5); }
+OPTIM_TEST(test_squared_error) { check_binary(SQERR, "squared_error", -2, 2); }
 
 static void check_unary(int op, const char *name, double lo, double hi, int away)
 {
@@ -337,18 +333,18 @@ static void check_unary(int op, const char *name, double lo, double hi, int away
     }
 }
 
-static void test_neg(void **s) { check_unary(NEG, "neg", -2, 2, 0); }
-static void test_square(void **s) { check_unary(SQUARE, "square", -2, 2, 0); }
-static void test_sqrt(void **s) { check_unary(SQRT, "sqrt", 0.3, 3, 0); }
-static void test_exp(void **s) { check_unary(EXP, "exp", -2, 2, 0); }
-static void test_log(void **s) { check_unary(LOG, "log", 0.3, 3, 0); }
-static void test_tanh(void **s) { check_unary(TANH, "tanh", -2, 2, 0); }
-static void test_sigmoid(void **s) { check_unary(SIGMOID, "sigmoid", -4, 4, 0); }
-static void test_relu(void **s) { check_unary(RELU, "relu", -2, 2, 1); }
-static void test_softmax(void **s) { check_unary(SOFTMAX, "softmax", -3, 3, 0); }
-static void test_log_softmax(void **s) { check_unary(LOG_SOFTMAX, "log_softmax", -3, 3, 0); }
+OPTIM_TEST(test_neg) { check_unary(NEG, "neg", -2, 2, 0); }
+OPTIM_TEST(test_square) { check_unary(SQUARE, "square", -2, 2, 0); }
+OPTIM_TEST(test_sqrt) { check_unary(SQRT, "sqrt", 0.3, 3, 0); }
+OPTIM_TEST(test_exp) { check_unary(EXP, "exp", -2, 2, 0); }
+OPTIM_TEST(test_log) { check_unary(LOG, "log", 0.3, 3, 0); }
+OPTIM_TEST(test_tanh) { check_unary(TANH, "tanh", -2, 2, 0); }
+OPTIM_TEST(test_sigmoid) { check_unary(SIGMOID, "sigmoid", -4, 4, 0); }
+OPTIM_TEST(test_relu) { check_unary(RELU, "relu", -2, 2, 1); }
+OPTIM_TEST(test_softmax) { check_unary(SOFTMAX, "softmax", -3, 3, 0); }
+OPTIM_TEST(test_log_softmax) { check_unary(LOG_SOFTMAX, "log_softmax", -3, 3, 0); }
 
-static void test_sum_mean(void **s)
+OPTIM_TEST(test_sum_mean)
 {
     const int32_t axes[] = {0, 1, 2, -1, -3, OPTIM_ALL_AXES};
     for (int m = 0; m < 2; m++)
@@ -373,7 +369,7 @@ static void test_sum_mean(void **s)
     gradcheck(&c2, 0);
 }
 
-static void test_matmul(void **s)
+OPTIM_TEST(test_matmul)
 {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
@@ -397,7 +393,7 @@ static void test_matmul(void **s)
     gradcheck(&vec, 0);
 }
 
-static void test_cross_entropies(void **s)
+OPTIM_TEST(test_cross_entropies)
 {
     gcase sce = {.name = "softmax_cross_entropy",
                  .nv = 1,
@@ -425,7 +421,7 @@ static void test_cross_entropies(void **s)
     gradcheck(&bce0, 0);
 }
 
-static void test_gather(void **s)
+OPTIM_TEST(test_gather)
 {
     gcase g = {.name = "gather duplicates",
                .nv = 1,
@@ -471,7 +467,7 @@ static optim_node *b_two_gathers(optim_tape *t, optim_node **v, const gcase *c)
     return optim_concat(t, (optim_node *[]){optim_mul(t, a, a), b}, 2, 0);
 }
 
-static void test_gather_twice(void **s)
+OPTIM_TEST(test_gather_twice)
 {
     gcase g = {.name = "two gathers of one variable",
                .nv = 1,
@@ -481,7 +477,7 @@ static void test_gather_twice(void **s)
     gradcheck(&g, 1);
 }
 
-static void test_concat(void **s)
+OPTIM_TEST(test_concat)
 {
     gcase c0 = {.name = "concat axis 0",
                 .nv = 3,
@@ -515,7 +511,7 @@ static void test_concat(void **s)
     gradcheck(&c1d, 0);
 }
 
-static void test_reshape(void **s)
+OPTIM_TEST(test_reshape)
 {
     gcase r = {.name = "reshape [2,3,4] -> [6,-1]",
                .nv = 1,
@@ -539,14 +535,14 @@ static void test_reshape(void **s)
     gradcheck(&r3, 0);
 }
 
-static void test_dropout(void **s)
+OPTIM_TEST(test_dropout)
 {
     gcase d = {
         .name = "dropout (fixed seed)", .nv = 1, .build = b_dropout, .v = {V(2, -2, 2, 6, 7)}};
     gradcheck(&d, 0);
 }
 
-static void test_bias_relu(void **s)
+OPTIM_TEST(test_bias_relu)
 {
     /* |x| >= 0.1 and |b| <= 0.05: x + b stays clear of ReLU's kink */
     gcase c = {.name = "bias_relu",
@@ -562,7 +558,7 @@ static void test_bias_relu(void **s)
     gradcheck(&r3, 0);
 }
 
-static void test_mlp(void **s)
+OPTIM_TEST(test_mlp)
 {
     gcase c = {.name = "mlp",
                .nv = 3,
@@ -571,35 +567,4 @@ static void test_mlp(void **s)
     gradcheck(&c, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add),
-        cmocka_unit_test(test_sub),
-        cmocka_unit_test(test_mul),
-        cmocka_unit_test(test_div),
-        cmocka_unit_test(test_div_negative),
-        cmocka_unit_test(test_squared_error),
-        cmocka_unit_test(test_neg),
-        cmocka_unit_test(test_square),
-        cmocka_unit_test(test_sqrt),
-        cmocka_unit_test(test_exp),
-        cmocka_unit_test(test_log),
-        cmocka_unit_test(test_tanh),
-        cmocka_unit_test(test_sigmoid),
-        cmocka_unit_test(test_relu),
-        cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_log_softmax),
-        cmocka_unit_test(test_sum_mean),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_cross_entropies),
-        cmocka_unit_test(test_gather),
-        cmocka_unit_test(test_gather_twice),
-        cmocka_unit_test(test_concat),
-        cmocka_unit_test(test_reshape),
-        cmocka_unit_test(test_dropout),
-        cmocka_unit_test(test_bias_relu),
-        cmocka_unit_test(test_mlp),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

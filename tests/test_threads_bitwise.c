@@ -61,10 +61,11 @@ static void read_cases(void)
         int used = 0;
         if (line[0] < 'A' || line[0] > 'Z' || sscanf(line, "%63s %15s %n", cls, gen, &used) < 2)
             continue;
-        assert_true(ncases < MAX_CASES);
+        assert_lt(ncases, MAX_CASES);
         tcase *c = &cases[ncases++];
         snprintf(c->cls, sizeof c->cls, "%s", cls);
-        assert_true(strcmp(gen, "keras3") == 0 || strcmp(gen, "legacy") == 0);
+        if (strcmp(gen, "keras3") != 0 && strcmp(gen, "legacy") != 0)
+            fail_msg("%s: generation is '%s', expected keras3 or legacy", cls, gen);
         c->gen = strcmp(gen, "legacy") == 0 ? OPTIM_LEGACY : OPTIM_KERAS3;
         c->config = line[used] == '{' ? cJSON_Parse(line + used) : cJSON_CreateObject();
         assert_non_null(c->config);
@@ -80,13 +81,12 @@ static int free_cases(void **state)
 }
 
 /* Every built-in class has a case (so a new one cannot be left out). */
-static void test_cases_cover_every_builtin(void **state)
+OPTIM_TEST(test_cases_cover_every_builtin)
 {
-    (void)state;
 #define X(sym) &sym,
     const optim_class *builtins[] = {OPTIM_BUILTIN_CLASSES(X)};
 #undef X
-    assert_true(ncases > 0);
+    assert_gt(ncases, 0);
     for (size_t b = 0; b < sizeof builtins / sizeof *builtins; b++) {
         int found = 0;
         for (size_t i = 0; i < ncases && !found; i++)
@@ -108,7 +108,7 @@ typedef struct snap {
 
 static void snap_add(snap *s, const char *a, const char *b, const optim_tensor *t)
 {
-    assert_true(s->n < MAX_SNAP);
+    assert_lt(s->n, MAX_SNAP);
     size_t bytes = (size_t)optim_tensor_numel(t) * optim_dtype_size(t->dtype), i = s->n++;
     s->name[i] = malloc(strlen(a) + strlen(b) + 1);
     s->data[i] = malloc(bytes + 1);
@@ -124,7 +124,7 @@ static void snap_weights(snap *s, optim_optimizer *opt, const char *prefix)
     size_t n = optim_weights_count(opt);
     optim_tensor *w = calloc(n + 1, sizeof *w);
     assert_non_null(w);
-    assert_int_equal(optim_get_weights(opt, w, n), n);
+    assert_eq(optim_get_weights(opt, w, n), n);
     for (size_t i = 0; i < n; i++) snap_add(s, prefix, optim_weight_name(opt, i), &w[i]);
     free(w);
     optim_optimizer *inner;
@@ -177,7 +177,7 @@ static void run(const char *json, optim_generation gen, int omp_threads, int ste
     optim_optimizer *opt;
     optim_error err;
     if (optim_from_json_as(&opt, json, gen, &err)) fail_msg("%s: %s", json, err.msg);
-    if (step_threads) assert_int_equal(optim_set_num_threads(opt, step_threads), 0);
+    if (step_threads) assert_ok(optim_set_num_threads(opt, step_threads), opt);
     optim_var *vars[NVARS];
     for (int v = 0; v < NVARS; v++) {
         int64_t n = var_shapes[v][0] * (var_ranks[v] == 2 ? var_shapes[v][1] : 1);
@@ -322,15 +322,11 @@ int main(void)
 {
     saved_threads = omp_get_max_threads();
     read_cases();
-    static struct CMUnitTest tests[MAX_CASES + 1];
     static char names[MAX_CASES][128];
-    size_t n = 0;
-    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_cases_cover_every_builtin);
-    for (size_t i = 0; i < ncases; i++, n++) {
+    for (size_t i = 0; i < ncases; i++) {
         snprintf(names[i], sizeof names[i], "%.64s %s #%zu", cases[i].cls,
                  cases[i].gen == OPTIM_LEGACY ? "legacy" : "keras3", i + 1);
-        tests[n] = (struct CMUnitTest){names[i], test_case, NULL, restore_threads, &cases[i]};
+        optim_test_add((struct CMUnitTest){names[i], test_case, NULL, restore_threads, &cases[i]});
     }
-    int failed = _cmocka_run_group_tests("threads_bitwise", tests, n, NULL, free_cases);
-    return failed;
+    return optim_test_run_group(NULL, free_cases);
 }

@@ -31,15 +31,14 @@ static char not_a_var;
 
 /* ---- Creation: owned and borrowed ----------------------------------------- */
 
-static void test_create_owned_copies_init(void **state)
+OPTIM_TEST(test_create_owned_copies_init)
 {
-    (void)state;
     float init[6] = {1, -2, 3, -4, 5, -6};
     int64_t shape[2] = {2, 3};
     char name[16] = "dense/kernel";
     optim_var *v = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_var_create(&v, name, OPTIM_F32, 2, shape, init, &err), OPTIM_OK);
+    assert_ok(optim_var_create(&v, name, OPTIM_F32, 2, shape, init, &err), &err);
     assert_non_null(v);
     assert_ptr_not_equal(v, SENTINEL);
     assert_int_equal(err.code, OPTIM_OK);
@@ -49,43 +48,43 @@ static void test_create_owned_copies_init(void **state)
     shape[0] = 7;
     name[0] = 'X';
     assert_string_equal(optim_var_name(v), "dense/kernel");
-    assert_int_equal(optim_var_shape(v)[0], 2);
-    assert_int_equal(optim_var_shape(v)[1], 3);
-    assert_int_equal(optim_var_numel(v), 6);
+    assert_eq(optim_var_shape(v)[0], 2);
+    assert_eq(optim_var_shape(v)[1], 3);
+    assert_eq(optim_var_numel(v), 6);
     const float expect[6] = {1, -2, 3, -4, 5, -6};
     for (int i = 0; i < 6; i++) assert_eq(optim_var_get(v, i), expect[i]);
     assert_memory_equal(optim_var_cdata(v), expect, sizeof expect);
     optim_var_destroy(v);
 }
 
-static void test_create_zeros_when_init_null(void **state)
+OPTIM_TEST(test_create_zeros_when_init_null)
 {
-    (void)state;
+    optim_error err;
     int64_t shape[3] = {2, 3, 4};
     optim_var *v = NULL;
-    assert_int_equal(optim_var_create(&v, "z", OPTIM_F64, 3, shape, NULL, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_numel(v), 24);
+    assert_ok(optim_var_create(&v, "z", OPTIM_F64, 3, shape, NULL, &err), &err);
+    assert_eq(optim_var_numel(v), 24);
     const double *d = optim_var_cdata(v);
     for (int i = 0; i < 24; i++) assert_eq(d[i], 0.0);
     optim_var_destroy(v);
 }
 
-static void test_create_scalar_and_empty(void **state)
+OPTIM_TEST(test_create_scalar_and_empty)
 {
-    (void)state;
+    optim_error err;
     optim_var *s = NULL, *e = NULL;
     double one = 3.5;
-    assert_int_equal(optim_var_create(&s, "scalar", OPTIM_F64, 0, NULL, &one, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_rank(s), 0);
-    assert_int_equal(optim_var_numel(s), 1);
+    assert_ok(optim_var_create(&s, "scalar", OPTIM_F64, 0, NULL, &one, &err), &err);
+    assert_eq(optim_var_rank(s), 0);
+    assert_eq(optim_var_numel(s), 1);
     assert_eq(optim_var_get(s, 0), 3.5);
     optim_tensor t = optim_var_tensor(s);
     assert_int_equal(t.rank, 0);
-    assert_int_equal(optim_tensor_numel(&t), 1);
+    assert_eq(optim_tensor_numel(&t), 1);
 
     int64_t shape[2] = {0, 5};
-    assert_int_equal(optim_var_create(&e, "empty", OPTIM_F32, 2, shape, NULL, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_numel(e), 0);
+    assert_ok(optim_var_create(&e, "empty", OPTIM_F32, 2, shape, NULL, &err), &err);
+    assert_eq(optim_var_numel(e), 0);
     assert_nan(optim_var_get(e, 0));
     optim_var_destroy(s);
     optim_var_destroy(e);
@@ -94,9 +93,9 @@ static void test_create_scalar_and_empty(void **state)
 /* A variable's data starts on a 64-byte boundary whatever its size and
  * name, and holds every element apart from the name (the struct, data and
  * name share one heap block). */
-static void test_create_layout(void **state)
+OPTIM_TEST(test_create_layout)
 {
-    (void)state;
+    optim_error err;
     const int64_t sizes[] = {0, 1, 3, 16, 17, 1000};
     char name[301];
     for (size_t len = 1; len < sizeof name; len += 37)
@@ -106,9 +105,8 @@ static void test_create_layout(void **state)
                 name[len] = '\0';
                 optim_var *v = NULL;
                 const optim_dtype dt = f64 ? OPTIM_F64 : OPTIM_F32;
-                assert_int_equal(optim_var_create(&v, name, dt, 1, &sizes[k], NULL, NULL),
-                                 OPTIM_OK);
-                assert_int_equal((uintptr_t)optim_var_data(v) % 64, 0);
+                assert_ok(optim_var_create(&v, name, dt, 1, &sizes[k], NULL, &err), &err);
+                assert_eq((uintptr_t)optim_var_data(v) % 64, 0);
                 size_t bytes = (size_t)sizes[k] * optim_dtype_size(dt);
                 memset(optim_var_data(v), 0xA5, bytes);
                 assert_string_equal(optim_var_name(v), name);
@@ -149,9 +147,9 @@ static int thp_on(void)
 /* Data of 2 MiB or more: its own block on 2 MiB boundaries, advised onto
  * huge pages where the system has them (huge_pages.h); zeroed or copied as
  * any other, the name intact. Below that, the one 64-byte aligned block. */
-static void test_create_large_on_huge_pages(void **state)
+OPTIM_TEST(test_create_large_on_huge_pages)
 {
-    (void)state;
+    optim_error err;
     const size_t mib2 = (size_t)2 << 20;
     const int64_t sizes[] = {(int64_t)(mib2 / 4) - 16, (int64_t)(mib2 / 4), (int64_t)(mib2 / 4) + 1,
                              (int64_t)(3 * mib2 / 4)};
@@ -161,9 +159,9 @@ static void test_create_large_on_huge_pages(void **state)
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         for (int copy = 0; copy < 2; copy++) {
             optim_var *v = NULL;
-            assert_int_equal(
-                optim_var_create(&v, "big", OPTIM_F32, 1, &sizes[k], copy ? init : NULL, NULL),
-                OPTIM_OK);
+            assert_ok(
+                optim_var_create(&v, "big", OPTIM_F32, 1, &sizes[k], copy ? init : NULL, &err),
+                &err);
             const float *d = optim_var_data(v);
             const int big = (size_t)sizes[k] * 4 >= mib2;
             assert_int_equal((uintptr_t)d % (big ? mib2 : 64), 0);
@@ -177,19 +175,19 @@ static void test_create_large_on_huge_pages(void **state)
     free(init);
 }
 
-static void test_accessors(void **state)
+OPTIM_TEST(test_accessors)
 {
-    (void)state;
+    optim_error err;
     double init[4] = {0.5, 1.5, 2.5, 3.5};
     int64_t shape[2] = {4, 1};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "bias", OPTIM_F64, 2, shape, init, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "bias", OPTIM_F64, 2, shape, init, &err), &err);
     assert_string_equal(optim_var_name(v), "bias");
-    assert_int_equal(optim_var_dtype(v), OPTIM_F64);
-    assert_int_equal(optim_var_rank(v), 2);
-    assert_int_equal(optim_var_shape(v)[0], 4);
-    assert_int_equal(optim_var_shape(v)[1], 1);
-    assert_int_equal(optim_var_numel(v), 4);
+    assert_eq(optim_var_dtype(v), OPTIM_F64);
+    assert_eq(optim_var_rank(v), 2);
+    assert_eq(optim_var_shape(v)[0], 4);
+    assert_eq(optim_var_shape(v)[1], 1);
+    assert_eq(optim_var_numel(v), 4);
     assert_ptr_equal(optim_var_data(v), optim_var_cdata(v));
     optim_tensor t = optim_var_tensor(v);
     assert_int_equal(t.dtype, OPTIM_F64);
@@ -202,11 +200,11 @@ static void test_accessors(void **state)
     assert_nan(optim_var_get(v, 4));
     assert_nan(optim_var_get(v, -1));
     /* Trainable flag: default 1, normalised to 0/1. */
-    assert_int_equal(optim_var_trainable(v), 1);
+    assert_eq(optim_var_trainable(v), 1);
     optim_var_set_trainable(v, 0);
-    assert_int_equal(optim_var_trainable(v), 0);
+    assert_eq(optim_var_trainable(v), 0);
     optim_var_set_trainable(v, 7);
-    assert_int_equal(optim_var_trainable(v), 1);
+    assert_eq(optim_var_trainable(v), 1);
     /* No constraint, no message. */
     assert_null(optim_var_constraint(v));
     assert_string_equal(optim_var_errmsg(v), "");
@@ -214,9 +212,8 @@ static void test_accessors(void **state)
     optim_var_destroy(NULL); /* no-op */
 }
 
-static void test_wrap_borrows_memory(void **state)
+OPTIM_TEST(test_wrap_borrows_memory)
 {
-    (void)state;
     /* Heap memory the caller frees after the variable: if the library freed
      * it too, the sanitizer build reports a double free. */
     float *buf = malloc(6 * sizeof *buf);
@@ -225,7 +222,7 @@ static void test_wrap_borrows_memory(void **state)
     int64_t shape[2] = {3, 2};
     optim_var *v = SENTINEL;
     optim_error err;
-    assert_int_equal(optim_var_wrap(&v, "emb", OPTIM_F32, 2, shape, buf, &err), OPTIM_OK);
+    assert_ok(optim_var_wrap(&v, "emb", OPTIM_F32, 2, shape, buf, &err), &err);
     assert_ptr_equal(optim_var_data(v), buf);
     assert_ptr_equal(optim_var_cdata(v), buf);
     assert_ptr_equal(optim_var_tensor(v).data, buf);
@@ -234,11 +231,11 @@ static void test_wrap_borrows_memory(void **state)
     assert_eq(optim_var_get(v, 4), 42.0);
     /* ...and library writes land in the caller's memory. */
     const float src[6] = {6, 5, 4, 3, 2, 1};
-    assert_int_equal(optim_var_assign(v, src, OPTIM_F32, 6), OPTIM_OK);
+    assert_ok(optim_var_assign(v, src, OPTIM_F32, 6), v);
     assert_memory_equal(buf, src, sizeof src);
     optim_constraint c = optim_constraint_non_neg();
     buf[0] = -1.0f;
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     optim_var_apply_constraint(v);
     assert_eq(buf[0], 0.0f);
     optim_var_destroy(v);
@@ -250,7 +247,7 @@ static void test_wrap_borrows_memory(void **state)
     /* Stack memory works too (freeing it would crash). */
     double local[2] = {1, 2};
     int64_t s1 = 2;
-    assert_int_equal(optim_var_wrap(&v, "local", OPTIM_F64, 1, &s1, local, NULL), OPTIM_OK);
+    assert_ok(optim_var_wrap(&v, "local", OPTIM_F64, 1, &s1, local, &err), &err);
     local[1] = -7;
     assert_eq(optim_var_get(v, 1), -7.0);
     optim_var_destroy(v);
@@ -258,37 +255,36 @@ static void test_wrap_borrows_memory(void **state)
 
 /* A zero-element borrowed variable needs no memory: NULL data is valid
  * (the header requires data only to hold the elements). */
-static void test_wrap_zero_elements_null_data(void **state)
+OPTIM_TEST(test_wrap_zero_elements_null_data)
 {
-    (void)state;
     int64_t shape[2] = {0, 3};
     optim_var *v = SENTINEL;
     optim_error err;
     int rc = optim_var_wrap(&v, "empty_borrowed", OPTIM_F32, 2, shape, NULL, &err);
     if (rc != OPTIM_OK) print_error("optim_var_wrap: rc %d, msg '%s'\n", rc, err.msg);
-    assert_int_equal(rc, OPTIM_OK);
+    assert_ok(rc, &err);
     assert_non_null(v);
-    assert_int_equal(optim_var_numel(v), 0);
+    assert_eq(optim_var_numel(v), 0);
     optim_var_destroy(v);
 }
 
 /* ---- assign ------------------------------------------------------------------ */
 
-static void test_assign(void **state)
+OPTIM_TEST(test_assign)
 {
-    (void)state;
+    optim_error err;
     int64_t shape[1] = {3};
     const double init[3] = {1, 2, 3};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "acc", OPTIM_F64, 1, shape, init, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "acc", OPTIM_F64, 1, shape, init, &err), &err);
     const double src[3] = {-1.25, 0.5, 8};
-    assert_int_equal(optim_var_assign(v, src, OPTIM_F64, 3), OPTIM_OK);
+    assert_ok(optim_var_assign(v, src, OPTIM_F64, 3), v);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
     assert_string_equal(optim_var_errmsg(v), "");
 
     /* Wrong dtype: refused, value unchanged, message names the variable. */
     const float fsrc[3] = {9, 9, 9};
-    assert_int_equal(optim_var_assign(v, fsrc, OPTIM_F32, 3), OPTIM_EDTYPE);
+    assert_status(optim_var_assign(v, fsrc, OPTIM_F32, 3), OPTIM_EDTYPE, v);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
     assert_contains(optim_var_errmsg(v), "'acc'");
     assert_contains(optim_var_errmsg(v), "float32");
@@ -296,19 +292,19 @@ static void test_assign(void **state)
 
     /* Wrong element count. */
     const double big[4] = {9, 9, 9, 9};
-    assert_int_equal(optim_var_assign(v, big, OPTIM_F64, 4), OPTIM_ESHAPE);
+    assert_status(optim_var_assign(v, big, OPTIM_F64, 4), OPTIM_ESHAPE, v);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
     assert_contains(optim_var_errmsg(v), "'acc'");
     assert_contains(optim_var_errmsg(v), "4");
     assert_contains(optim_var_errmsg(v), "3");
 
     /* NULL source. */
-    assert_int_equal(optim_var_assign(v, NULL, OPTIM_F64, 3), OPTIM_EINVAL);
+    assert_status(optim_var_assign(v, NULL, OPTIM_F64, 3), OPTIM_EINVAL, v);
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
     assert_contains(optim_var_errmsg(v), "'acc'");
 
     /* A success clears the message; assigning from its own data is fine. */
-    assert_int_equal(optim_var_assign(v, optim_var_cdata(v), OPTIM_F64, 3), OPTIM_OK);
+    assert_ok(optim_var_assign(v, optim_var_cdata(v), OPTIM_F64, 3), v);
     assert_string_equal(optim_var_errmsg(v), "");
     assert_memory_equal(optim_var_cdata(v), src, sizeof src);
     optim_var_destroy(v);
@@ -327,9 +323,7 @@ static void expect_create_fails(int wrap, const char *name, optim_dtype dtype, i
     memset(&err, 0, sizeof err);
     int rc = wrap ? optim_var_wrap(&v, name, dtype, rank, shape, data, &err)
                   : optim_var_create(&v, name, dtype, rank, shape, data, &err);
-    if (rc != code)
-        print_error("rc %d (%s), expected %d; msg '%s'\n", rc, optim_strerror(rc), code, err.msg);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, &err);
     assert_null(v);
     assert_int_equal(err.code, code);
     assert_gt(strlen(err.msg), 0);
@@ -345,13 +339,12 @@ static void expect_create_fails(int wrap, const char *name, optim_dtype dtype, i
     v = SENTINEL;
     rc = wrap ? optim_var_wrap(&v, name, dtype, rank, shape, data, NULL)
               : optim_var_create(&v, name, dtype, rank, shape, data, NULL);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, NULL);
     assert_null(v);
 }
 
-static void test_bad_inputs(void **state)
+OPTIM_TEST(test_bad_inputs)
 {
-    (void)state;
     int64_t shape2[2] = {2, 3};
     float buf[6] = {0};
     for (int wrap = 0; wrap <= 1; wrap++) {
@@ -382,8 +375,9 @@ static void test_bad_inputs(void **state)
     expect_create_fails(1, "scalar", OPTIM_F64, 0, &one, NULL, OPTIM_EINVAL, "'scalar'", "NULL");
     /* out NULL: an error, not a crash. */
     optim_error err;
-    assert_int_equal(optim_var_create(NULL, "w", OPTIM_F32, 2, shape2, NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_var_wrap(NULL, "w", OPTIM_F32, 2, shape2, buf, &err), OPTIM_EINVAL);
+    assert_status(optim_var_create(NULL, "w", OPTIM_F32, 2, shape2, NULL, &err), OPTIM_EINVAL,
+                  &err);
+    assert_status(optim_var_wrap(NULL, "w", OPTIM_F32, 2, shape2, buf, &err), OPTIM_EINVAL, &err);
 }
 
 /* ---- Constraints: references --------------------------------------------------- */
@@ -446,6 +440,7 @@ static const double W0[R * C] = {
  * the reference. `ref_axis` is the normalised axis (0 or 1). */
 static void check_constraint(const optim_constraint *c, int kind, int ref_axis)
 {
+    optim_error err;
     double ref[R * C], w[R * C];
     memcpy(w, W0, sizeof w);
     int64_t shape[2] = {R, C};
@@ -453,13 +448,12 @@ static void check_constraint(const optim_constraint *c, int kind, int ref_axis)
     /* f64: the variable's values are W0 exactly. */
     ref_rank2(kind, w, ref, R, C, ref_axis, c->min_value, c->max_value, c->rate);
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "k64", OPTIM_F64, 2, shape, w, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_set_constraint(v, c), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "k64", OPTIM_F64, 2, shape, w, &err), &err);
+    assert_ok(optim_var_set_constraint(v, c), v);
     optim_var_apply_constraint(v);
     for (int i = 0; i < R * C; i++) {
         assert_close(optim_var_get(v, i), ref[i], 1e-14, 1e-300);
-        if (kind == REF_NON_NEG)
-            assert_int_equal(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
+        if (kind == REF_NON_NEG) assert_eq(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
     }
     optim_var_destroy(v);
 
@@ -470,20 +464,19 @@ static void check_constraint(const optim_constraint *c, int kind, int ref_axis)
         w[i] = (double)wf[i];
     }
     ref_rank2(kind, w, ref, R, C, ref_axis, c->min_value, c->max_value, c->rate);
-    assert_int_equal(optim_var_create(&v, "k32", OPTIM_F32, 2, shape, wf, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_set_constraint(v, c), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "k32", OPTIM_F32, 2, shape, wf, &err), &err);
+    assert_ok(optim_var_set_constraint(v, c), v);
     optim_var_apply_constraint(v);
     for (int i = 0; i < R * C; i++) {
         assert_close(optim_var_get(v, i), ref[i], 3e-6, 1e-30);
-        if (kind == REF_NON_NEG)
-            assert_int_equal(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
+        if (kind == REF_NON_NEG) assert_eq(!!signbit(optim_var_get(v, i)), !!signbit(ref[i]));
     }
     optim_var_destroy(v);
 }
 
-static void test_constraint_non_neg(void **state)
+OPTIM_TEST(test_constraint_non_neg)
 {
-    (void)state;
+    optim_error err;
     optim_constraint c = optim_constraint_non_neg();
     assert_int_equal(c.kind, OPTIM_CONSTRAINT_NON_NEG);
     check_constraint(&c, REF_NON_NEG, 0);
@@ -491,16 +484,15 @@ static void test_constraint_non_neg(void **state)
     /* Any rank, scalars included. */
     double s = -2.0;
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "s", OPTIM_F64, 0, NULL, &s, NULL), OPTIM_OK);
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "s", OPTIM_F64, 0, NULL, &s, &err), &err);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     optim_var_apply_constraint(v);
     assert_eq(optim_var_get(v, 0), 0.0);
     optim_var_destroy(v);
 }
 
-static void test_constraint_max_norm(void **state)
+OPTIM_TEST(test_constraint_max_norm)
 {
-    (void)state;
     /* Column norms of W0: ~0.58, ~2.10, 0, ~4.34, ~0.07; row norms ~2.8, ~2.2, ~3.2, ~1.1. */
     const double limits[] = {1.5, 2.5, 0.0};
     for (size_t k = 0; k < sizeof limits / sizeof *limits; k++) {
@@ -518,9 +510,9 @@ static void test_constraint_max_norm(void **state)
     }
 }
 
-static void test_constraint_unit_norm(void **state)
+OPTIM_TEST(test_constraint_unit_norm)
 {
-    (void)state;
+    optim_error err;
     optim_constraint c = optim_constraint_unit_norm(0);
     assert_int_equal(c.kind, OPTIM_CONSTRAINT_UNIT_NORM);
     check_constraint(&c, REF_UNIT_NORM, 0);
@@ -533,18 +525,17 @@ static void test_constraint_unit_norm(void **state)
     const double w[2] = {3, 4};
     int64_t shape[2] = {2, 1};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "col", OPTIM_F64, 2, shape, w, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "col", OPTIM_F64, 2, shape, w, &err), &err);
     c = optim_constraint_unit_norm(0);
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     optim_var_apply_constraint(v);
     assert_close(optim_var_get(v, 0), 3.0 / (5.0 + 1e-7), 1e-15, 0);
     assert_close(optim_var_get(v, 1), 4.0 / (5.0 + 1e-7), 1e-15, 0);
     optim_var_destroy(v);
 }
 
-static void test_constraint_min_max_norm(void **state)
+OPTIM_TEST(test_constraint_min_max_norm)
 {
-    (void)state;
     const struct {
         double mn, mx, rate;
     } p[] = {
@@ -567,16 +558,16 @@ static void test_constraint_min_max_norm(void **state)
 }
 
 /* Rank 3 along the middle axis, [2, 3, 2], written out element by element. */
-static void test_constraint_rank3_middle_axis(void **state)
+OPTIM_TEST(test_constraint_rank3_middle_axis)
 {
-    (void)state;
+    optim_error err;
     double w[12];
     for (int i = 0; i < 12; i++) w[i] = (double)(i % 5) - 1.5 + 0.25 * i;
     int64_t shape[3] = {2, 3, 2};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "r3", OPTIM_F64, 3, shape, w, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "r3", OPTIM_F64, 3, shape, w, &err), &err);
     optim_constraint c = optim_constraint_max_norm(1.0, 1);
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     optim_var_apply_constraint(v);
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
@@ -593,14 +584,14 @@ static void test_constraint_rank3_middle_axis(void **state)
 
 /* ---- Constraints: management and bad parameters ------------------------------------ */
 
-static void test_constraint_is_copied_and_removable(void **state)
+OPTIM_TEST(test_constraint_is_copied_and_removable)
 {
-    (void)state;
+    optim_error err;
     int64_t shape[2] = {2, 2};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "w", OPTIM_F32, 2, shape, NULL, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "w", OPTIM_F32, 2, shape, NULL, &err), &err);
     optim_constraint c = optim_constraint_max_norm(2.0, 1);
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     const optim_constraint *got = optim_var_constraint(v);
     assert_non_null(got);
     assert_ptr_not_equal(got, &c);
@@ -608,12 +599,12 @@ static void test_constraint_is_copied_and_removable(void **state)
     assert_int_equal(got->kind, OPTIM_CONSTRAINT_MAX_NORM);
     assert_eq(got->max_value, 2.0);
     assert_int_equal(got->axis, 1);
-    assert_int_equal(optim_var_set_constraint(v, NULL), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, NULL), v);
     assert_null(optim_var_constraint(v));
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     optim_constraint none = {0};
     none.kind = OPTIM_CONSTRAINT_NONE;
-    assert_int_equal(optim_var_set_constraint(v, &none), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &none), v);
     assert_null(optim_var_constraint(v));
     optim_var_apply_constraint(v); /* no constraint: no-op */
     for (int i = 0; i < 4; i++) assert_eq(optim_var_get(v, i), 0.0);
@@ -631,7 +622,7 @@ static void expect_constraint_rejected(optim_var *v, const optim_constraint *c, 
     memcpy(before, optim_var_cdata(v), bytes);
     int rc = optim_var_set_constraint(v, c);
     if (rc != code) print_error("rc %d, expected %d; msg '%s'\n", rc, code, optim_var_errmsg(v));
-    assert_int_equal(rc, code);
+    assert_status(rc, code, v);
     const char *msg = optim_var_errmsg(v);
     char quoted[80];
     snprintf(quoted, sizeof quoted, "'%s'", optim_var_name(v));
@@ -654,16 +645,15 @@ static void never_called(optim_var *v, void *user)
     fail_msg("constraint fn called");
 }
 
-static void test_constraint_bad_parameters(void **state)
+OPTIM_TEST(test_constraint_bad_parameters)
 {
-    (void)state;
+    optim_error err;
     int64_t shape[2] = {3, 2};
     const double init[6] = {1, 2, 3, 4, 5, 6};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "layer/kernel", OPTIM_F64, 2, shape, init, NULL),
-                     OPTIM_OK);
+    assert_ok(optim_var_create(&v, "layer/kernel", OPTIM_F64, 2, shape, init, &err), &err);
     optim_constraint good = optim_constraint_max_norm(3.0, 0);
-    assert_int_equal(optim_var_set_constraint(v, &good), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &good), v);
 
     optim_constraint c;
     /* Axis out of range for rank 2 (valid: -2..1). */
@@ -699,15 +689,15 @@ static void test_constraint_bad_parameters(void **state)
     expect_constraint_rejected(v, &c, OPTIM_EINVAL, "99");
 
     /* The kept constraint still works, and a success clears the message. */
-    assert_int_equal(optim_var_set_constraint(v, &good), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &good), v);
     assert_string_equal(optim_var_errmsg(v), "");
     optim_var_destroy(v);
 
     /* A norm constraint on a scalar has no valid axis. */
     double s = 1;
-    assert_int_equal(optim_var_create(&v, "scalar", OPTIM_F64, 0, NULL, &s, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "scalar", OPTIM_F64, 0, NULL, &s, &err), &err);
     c = optim_constraint_unit_norm(0);
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_ERANGE);
+    assert_status(optim_var_set_constraint(v, &c), OPTIM_ERANGE, v);
     assert_contains(optim_var_errmsg(v), "'scalar'");
     assert_null(optim_var_constraint(v));
     optim_var_destroy(v);
@@ -731,20 +721,20 @@ static void halve_constraint(optim_var *v, void *user)
     for (int64_t i = 0; i < optim_var_numel(v); i++) w[i] *= 0.5f;
 }
 
-static void test_constraint_custom_called(void **state)
+OPTIM_TEST(test_constraint_custom_called)
 {
-    (void)state;
+    optim_error err;
     float init[3] = {2, 4, -8};
     int64_t shape[1] = {3};
     optim_var *v;
-    assert_int_equal(optim_var_create(&v, "custom", OPTIM_F32, 1, shape, init, NULL), OPTIM_OK);
+    assert_ok(optim_var_create(&v, "custom", OPTIM_F32, 1, shape, init, &err), &err);
     custom_log log = {0};
     optim_constraint c;
     memset(&c, 0, sizeof c);
     c.kind = OPTIM_CONSTRAINT_CUSTOM;
     c.fn = halve_constraint;
     c.user = &log;
-    assert_int_equal(optim_var_set_constraint(v, &c), OPTIM_OK);
+    assert_ok(optim_var_set_constraint(v, &c), v);
     assert_int_equal(log.calls, 0); /* setting does not apply */
     optim_var_apply_constraint(v);
     assert_int_equal(log.calls, 1);
@@ -756,15 +746,14 @@ static void test_constraint_custom_called(void **state)
     /* After a dense optimizer step, on the updated value: SGD lr 0.5,
      * gradient 2 -> w = 1 - 0.5 * 2 = 0 (then halved). */
     optim_optimizer *opt;
-    optim_error err;
-    assert_int_equal(optim_from_json(&opt,
-                                     "{\"class_name\": \"SGD\", \"config\": "
-                                     "{\"learning_rate\": 0.5}}",
-                                     &err),
-                     OPTIM_OK);
+    assert_ok(optim_from_json(&opt,
+                              "{\"class_name\": \"SGD\", \"config\": "
+                              "{\"learning_rate\": 0.5}}",
+                              &err),
+              &err);
     float g[3] = {2, 2, 2};
     optim_grad_var pair = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, shape)), v};
-    assert_int_equal(optim_apply_gradients(opt, &pair, 1, 0), OPTIM_OK);
+    assert_ok(optim_apply_gradients(opt, &pair, 1, 0), opt);
     assert_int_equal(log.calls, 2);
     assert_eq(log.first_value, 0.0);
     assert_eq(optim_var_get(v, 1), 0.5 * (2.0 - 0.5 * 2));
@@ -773,27 +762,4 @@ static void test_constraint_custom_called(void **state)
     optim_var_destroy(v);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_owned_copies_init),
-        cmocka_unit_test(test_create_zeros_when_init_null),
-        cmocka_unit_test(test_create_scalar_and_empty),
-        cmocka_unit_test(test_create_layout),
-        cmocka_unit_test(test_create_large_on_huge_pages),
-        cmocka_unit_test(test_accessors),
-        cmocka_unit_test(test_wrap_borrows_memory),
-        cmocka_unit_test(test_wrap_zero_elements_null_data),
-        cmocka_unit_test(test_assign),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_constraint_non_neg),
-        cmocka_unit_test(test_constraint_max_norm),
-        cmocka_unit_test(test_constraint_unit_norm),
-        cmocka_unit_test(test_constraint_min_max_norm),
-        cmocka_unit_test(test_constraint_rank3_middle_axis),
-        cmocka_unit_test(test_constraint_is_copied_and_removable),
-        cmocka_unit_test(test_constraint_bad_parameters),
-        cmocka_unit_test(test_constraint_custom_called),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

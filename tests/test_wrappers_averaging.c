@@ -37,7 +37,7 @@ static void refuse(const char *json, int code, const char *needle)
     if (rc != code || !strstr(err.msg, needle))
         print_error("json %s\n  rc %d (want %d), msg '%s' (want '%s')\n", json, rc, code, err.msg,
                     needle);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, &err);
     assert_contains(err.msg, needle);
     assert_null(opt);
 }
@@ -68,8 +68,7 @@ static void step_dense(optim_optimizer *opt, optim_var *v, int k)
     int64_t shape[1] = {N};
     optim_grad_var p = {optim_grad_dense(grad_tensor(optim_var_dtype(v), buf, k, N, 1, shape)), v};
     int rc = optim_apply_gradients(opt, &p, 1, 0);
-    if (rc) print_error("%s\n", optim_errmsg(opt));
-    assert_int_equal(rc, 0);
+    assert_ok(rc, opt);
 }
 
 static double rtol_of(optim_dtype dt) { return dt == OPTIM_F32 ? 2e-5 : 1e-11; }
@@ -240,8 +239,8 @@ static void check_dense(const spec *s, int legacy, optim_dtype dt, int steps)
         } else if (s->momentum > 0) {
             compare(optim_get_slot(opt, w, "momentum"), r.m, N, "momentum", k);
         }
-        assert_int_equal(optim_iterations(opt), k + 1);
-        assert_int_equal(optim_iterations(optim_wrapper_inner(opt)), k + 1);
+        assert_eq(optim_iterations(opt), k + 1);
+        assert_eq(optim_iterations(optim_wrapper_inner(opt)), k + 1);
     }
     optim_destroy(opt);
     optim_var_destroy(w);
@@ -277,9 +276,8 @@ static const optim_dtype DTYPES[2] = {OPTIM_F32, OPTIM_F64};
 
 /* ---- trajectories -------------------------------------------------------------------------------- */
 
-static void test_moving_average_trajectories(void **state)
+OPTIM_TEST(test_moving_average_trajectories)
 {
-    (void)state;
     for (int d = 0; d < 2; d++)
         for (int legacy = 0; legacy < 2; legacy++) {
             spec s = sgd_spec(W_MA);
@@ -303,9 +301,8 @@ static void test_moving_average_trajectories(void **state)
         }
 }
 
-static void test_swa_trajectories(void **state)
+OPTIM_TEST(test_swa_trajectories)
 {
-    (void)state;
     static const int64_t schedules[][2] = {{10, 0}, {1, 0}, {4, 3}, {5, 23}, {3, 24}, {1, 7}};
     for (int d = 0; d < 2; d++)
         for (size_t c = 0; c < sizeof schedules / sizeof *schedules; c++) {
@@ -320,9 +317,8 @@ static void test_swa_trajectories(void **state)
         }
 }
 
-static void test_lookahead_trajectories(void **state)
+OPTIM_TEST(test_lookahead_trajectories)
 {
-    (void)state;
     static const int64_t syncs[] = {6, 1, 2, 5, 24, 25};
     static const double alphas[] = {0.5, 0.3, 0.0, 1.0, 0.7, 0.5};
     for (int d = 0; d < 2; d++)
@@ -342,9 +338,8 @@ static void test_lookahead_trajectories(void **state)
  * snapshot steps and its first snapshot is a copy; Lookahead's slow weights
  * change only at sync steps, where the variable equals them; with
  * slow_step_size 0 every sync resets the variable to its initial value. */
-static void test_schedule_edges_exact(void **state)
+OPTIM_TEST(test_schedule_edges_exact)
 {
-    (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
         optim_optimizer *swa =
@@ -390,9 +385,8 @@ static void test_schedule_edges_exact(void **state)
 }
 
 /* TF Addons' own tests, with their values (legacy SGD, float32). */
-static void test_tfa_examples(void **state)
+OPTIM_TEST(test_tfa_examples)
 {
-    (void)state;
     /* moving_average_test.py: test_run */
     optim_optimizer *ma =
         optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
@@ -405,7 +399,7 @@ static void test_tfa_examples(void **state)
     float g0[2] = {0.1f, 0.1f}, g1[2] = {0.01f, 0.01f};
     optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, two)), v0},
                            {optim_grad_dense(optim_tensor_make(OPTIM_F32, g1, 1, two)), v1}};
-    for (int k = 0; k < 2; k++) assert_int_equal(optim_apply_gradients(ma, p, 2, 0), 0);
+    for (int k = 0; k < 2; k++) assert_ok(optim_apply_gradients(ma, p, 2, 0), ma);
     assert_close(optim_var_get(v0, 0), 0.6, 1e-6, 1e-6);
     assert_close(optim_var_get(v0, 1), 1.6, 1e-6, 1e-6);
     assert_close(optim_var_get(v1, 0), 2.96, 1e-6, 1e-6);
@@ -414,7 +408,7 @@ static void test_tfa_examples(void **state)
     assert_close(optim_var_get(optim_get_slot(ma, v1, "average"), 0), 2.975, 1e-6, 1e-6);
     optim_var *both[2] = {v0, v1};
     size_t assigned = 99;
-    assert_int_equal(optim_assign_average_vars(ma, both, 2, &assigned), 0);
+    assert_ok(optim_assign_average_vars(ma, both, 2, &assigned), ma);
     assert_int_equal(assigned, 2);
     assert_close(optim_var_get(v0, 0), 0.75, 1e-6, 1e-6);
     assert_close(optim_var_get(v1, 1), 3.975, 1e-6, 1e-6);
@@ -436,8 +430,8 @@ static void test_tfa_examples(void **state)
         ma = optim_test_make(cfgs[c]);
         v0 = optim_test_var("var0", OPTIM_F32, 1, two, (double[]){1.0, 2.0});
         optim_grad_var q = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g0, 1, two)), v0};
-        assert_int_equal(optim_apply_gradients(ma, &q, 1, 0), 0);
-        assert_int_equal(optim_apply_gradients(ma, &q, 1, 0), 0);
+        assert_ok(optim_apply_gradients(ma, &q, 1, 0), ma);
+        assert_ok(optim_apply_gradients(ma, &q, 1, 0), ma);
         for (int i = 0; i < 2; i++) {
             assert_close(optim_var_get(v0, i), want_var[c][i], 1e-6, 1e-6);
             assert_close(optim_var_get(optim_get_slot(ma, v0, "average"), i), want_avg[c][i], 1e-6,
@@ -458,12 +452,12 @@ static void test_tfa_examples(void **state)
     p[0].var = v0;
     p[1].var = v1;
     p[1].grad = p[0].grad;
-    for (int k = 0; k < 3; k++) assert_int_equal(optim_apply_gradients(swa, p, 2, 0), 0);
+    for (int k = 0; k < 3; k++) assert_ok(optim_apply_gradients(swa, p, 2, 0), swa);
     assert_close(optim_var_get(v0, 0), 0.7, 1e-6, 1e-6);
     assert_close(optim_var_get(v1, 1), 1.7, 1e-6, 1e-6);
     both[0] = v0;
     both[1] = v1;
-    assert_int_equal(optim_assign_average_vars(swa, both, 2, NULL), 0);
+    assert_ok(optim_assign_average_vars(swa, both, 2, NULL), swa);
     assert_close(optim_var_get(v0, 0), 0.8, 1e-6, 1e-6);
     assert_close(optim_var_get(v1, 1), 1.8, 1e-6, 1e-6);
     optim_destroy(swa);
@@ -473,9 +467,8 @@ static void test_tfa_examples(void **state)
 
 /* lookahead_test.py's exact-ratio property: after k steps with sync_period
  * k, slow = initial + (plain inner result - initial) * alpha. */
-static void test_lookahead_exact_ratio(void **state)
+OPTIM_TEST(test_lookahead_exact_ratio)
 {
-    (void)state;
     static const int ks[3] = {5, 10, 100};
     static const double alphas[2] = {0.3, 0.7};
     for (int a = 0; a < 2; a++)
@@ -508,9 +501,8 @@ static void test_lookahead_exact_ratio(void **state)
  * rule (Keras 3 SGD: the indexed rows; Keras 3 Adam: the dense equivalent)
  * and the wrapper's rule on the whole variable. The reference is the dense
  * rule on the gradient with the duplicates summed. */
-static void test_sparse(void **state)
+OPTIM_TEST(test_sparse)
 {
-    (void)state;
     enum { ROWS = 4, COLS = 3 };
     for (int d = 0; d < 2; d++)
         for (int w = 0; w < 3; w++)
@@ -553,8 +545,7 @@ static void test_sparse(void **state)
                         dt, dt == OPTIM_F32 ? (void *)vals32 : (void *)vals, 2, vshape);
                     optim_grad_var p = {optim_grad_sparse(idx, 4, t), emb};
                     int rc = optim_apply_gradients(opt, &p, 1, 0);
-                    if (rc) print_error("%s\n", optim_errmsg(opt));
-                    assert_int_equal(rc, 0);
+                    assert_ok(rc, opt);
                     ref_step(&s, &r, k, g);
                     compare(emb, r.w, ROWS * COLS, json, k);
                     compare(optim_get_slot(opt, emb, slot_name_of(&s)), r.slot, ROWS * COLS, "slot",
@@ -567,9 +558,8 @@ static void test_sparse(void **state)
 
 /* ---- weights, iterations, gradient processing, constraints, threads -------------------------- */
 
-static void test_weights_and_iterations(void **state)
+OPTIM_TEST(test_weights_and_iterations)
 {
-    (void)state;
     optim_optimizer *opt =
         optim_test_make("{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": "
                         "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}}}");
@@ -581,17 +571,17 @@ static void test_weights_and_iterations(void **state)
         for (int i = 0; i < N; i++) gw[i] = grad_at(k, i), gb[i] = (float)grad_at(k, i + 3);
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F64, gw, 1, shape)), w},
                                {optim_grad_dense(optim_tensor_make(OPTIM_F32, gb, 1, shape)), b}};
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), 0);
+        assert_ok(optim_apply_gradients(opt, p, 2, 0), opt);
     }
     optim_optimizer *inner = optim_wrapper_inner(opt);
     assert_non_null(inner);
     assert_string_equal(optim_class_of(inner)->name, "Adam");
-    assert_int_equal(optim_iterations(opt), 5);
-    assert_int_equal(optim_iterations(inner), 5);
+    assert_eq(optim_iterations(opt), 5);
+    assert_eq(optim_iterations(inner), 5);
     /* iterations, the inner optimizer's slots, then the wrapper's. */
     static const char *const names[] = {"iterations", "w/m",       "b/m",      "w/v",
                                         "b/v",        "w/average", "b/average"};
-    assert_int_equal(optim_weights_count(opt), 7);
+    assert_eq(optim_weights_count(opt), 7);
     for (size_t i = 0; i < 7; i++) assert_string_equal(optim_weight_name(opt, i), names[i]);
     assert_null(optim_weight_name(opt, 7));
     assert_ptr_equal(optim_get_slot(opt, w, "average"), optim_get_slot(opt, w, "average"));
@@ -600,14 +590,14 @@ static void test_weights_and_iterations(void **state)
 
     /* set_weights round trip: copies, a change, then the copies back. */
     optim_tensor ws[7];
-    assert_int_equal(optim_get_weights(opt, ws, 7), 7);
+    assert_eq(optim_get_weights(opt, ws, 7), 7);
     double saved[7][N];
     for (size_t i = 1; i < 7; i++)
         for (int j = 0; j < N; j++)
             saved[i][j] =
                 ws[i].dtype == OPTIM_F32 ? ((float *)ws[i].data)[j] : ((double *)ws[i].data)[j];
     for (int k = 5; k < 8; k++) step_dense(opt, w, k);
-    assert_int_equal(optim_iterations(inner), 8);
+    assert_eq(optim_iterations(inner), 8);
     float f32buf[4][N];
     double f64buf[4][N];
     optim_tensor back[7];
@@ -622,21 +612,21 @@ static void test_weights_and_iterations(void **state)
         back[i] = optim_tensor_make(
             dt, dt == OPTIM_F32 ? (void *)f32buf[i / 2] : (void *)f64buf[i / 2], 1, shape);
     }
-    assert_int_equal(optim_set_weights(opt, back, 7), 0);
-    assert_int_equal(optim_iterations(opt), 5);
-    assert_int_equal(optim_iterations(inner), 5);
+    assert_ok(optim_set_weights(opt, back, 7), opt);
+    assert_eq(optim_iterations(opt), 5);
+    assert_eq(optim_iterations(inner), 5);
     for (size_t i = 1; i < 7; i++) {
         optim_var *s = optim_get_slot(opt, i % 2 ? w : b, names[i] + 2);
         for (int j = 0; j < N; j++) assert_eq(optim_var_get(s, j), saved[i][j]);
     }
-    assert_int_equal(optim_set_iterations(opt, 11), 0);
-    assert_int_equal(optim_iterations(inner), 11);
+    assert_ok(optim_set_iterations(opt, 11), opt);
+    assert_eq(optim_iterations(inner), 11);
     step_dense(opt, w, 0);
-    assert_int_equal(optim_iterations(opt), 12);
-    assert_int_equal(optim_iterations(inner), 12);
+    assert_eq(optim_iterations(opt), 12);
+    assert_eq(optim_iterations(inner), 12);
     /* A wrong count of weights changes nothing. */
-    assert_int_equal(optim_set_weights(opt, back, 6), OPTIM_ESHAPE);
-    assert_int_equal(optim_iterations(opt), 12);
+    assert_status(optim_set_weights(opt, back, 6), OPTIM_ESHAPE, opt);
+    assert_eq(optim_iterations(opt), 12);
     optim_destroy(opt);
     optim_var_destroy(w);
     optim_var_destroy(b);
@@ -645,9 +635,8 @@ static void test_weights_and_iterations(void **state)
 /* The inner optimizer steps at the wrapper's iterations even when it had
  * stepped on its own before being wrapped (TF Addons assigns the
  * wrapper's counter to it), so Adam's bias correction restarts. */
-static void test_inner_follows_wrapper_counter(void **state)
+OPTIM_TEST(test_inner_follows_wrapper_counter)
 {
-    (void)state;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
                         "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05}}");
@@ -655,12 +644,12 @@ static void test_inner_follows_wrapper_counter(void **state)
     for (int k = 0; k < 3; k++) step_dense(adam, scratch, k);
     optim_optimizer *la;
     optim_error err;
-    assert_int_equal(optim_wrap(&la,
-                                "{\"class_name\": \"Lookahead\", \"config\": {\"sync_period\": 4, "
-                                "\"slow_step_size\": 0.25}}",
-                                adam, &err),
-                     0);
-    assert_int_equal(optim_iterations(la), 0);
+    assert_ok(optim_wrap(&la,
+                         "{\"class_name\": \"Lookahead\", \"config\": {\"sync_period\": 4, "
+                         "\"slow_step_size\": 0.25}}",
+                         adam, &err),
+              &err);
+    assert_eq(optim_iterations(la), 0);
     spec s = adam_spec(W_LA);
     s.sync = 4;
     s.alpha = 0.25;
@@ -693,9 +682,8 @@ static int double_grads(void *user, optim_grad_var *pairs, size_t n, optim_error
 
 /* As in TF Addons: the wrapper's clipnorm / clipvalue / transformers apply;
  * the inner optimizer's are not used by a wrapper step. */
-static void test_gradient_processing_is_the_wrappers(void **state)
+OPTIM_TEST(test_gradient_processing_is_the_wrappers)
 {
-    (void)state;
     for (int legacy = 0; legacy < 2; legacy++) {
         const char *lg = legacy ? ", \"is_legacy_optimizer\": true" : "";
         char json[600];
@@ -707,10 +695,10 @@ static void test_gradient_processing_is_the_wrappers(void **state)
             lg, lg);
         optim_optimizer *opt = optim_test_make(json);
         int inner_calls = 0, outer_calls = 0;
-        assert_int_equal(
+        assert_ok(
             optim_add_gradient_transformer(optim_wrapper_inner(opt), double_grads, &inner_calls),
-            0);
-        assert_int_equal(optim_add_gradient_transformer(opt, double_grads, &outer_calls), 0);
+            optim_wrapper_inner(opt));
+        assert_ok(optim_add_gradient_transformer(opt, double_grads, &outer_calls), opt);
         optim_var *w = make_vec("w", OPTIM_F64);
         double avg[N], x[N];
         for (int i = 0; i < N; i++) avg[i] = x[i] = init_at(i);
@@ -749,16 +737,15 @@ static void test_gradient_processing_is_the_wrappers(void **state)
 /* The wrapper's rule sees the variable before its constraint; the
  * constraint then applies to the variable only (OptimizerV2's
  * _distributed_apply constrains after the wrapper's _resource_apply_dense). */
-static void test_constraint_after_rule(void **state)
+OPTIM_TEST(test_constraint_after_rule)
 {
-    (void)state;
     optim_constraint nn = optim_constraint_non_neg();
     /* MovingAverage */
     optim_optimizer *ma = optim_test_make(
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": "
         "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"average_decay\": 0.5}}");
     optim_var *w = make_vec("w", OPTIM_F64);
-    assert_int_equal(optim_var_set_constraint(w, &nn), 0);
+    assert_ok(optim_var_set_constraint(w, &nn), w);
     double x[N], avg[N];
     for (int i = 0; i < N; i++) x[i] = avg[i] = init_at(i);
     for (int k = 0; k < 8; k++) {
@@ -779,7 +766,7 @@ static void test_constraint_after_rule(void **state)
         "\"SGD\", \"config\": {\"learning_rate\": 0.5}}, \"sync_period\": 2, "
         "\"slow_step_size\": 0.5}}");
     optim_var *v = make_vec("v", OPTIM_F64);
-    assert_int_equal(optim_var_set_constraint(v, &nn), 0);
+    assert_ok(optim_var_set_constraint(v, &nn), v);
     double slow[N];
     for (int i = 0; i < N; i++) x[i] = slow[i] = init_at(i);
     for (int k = 0; k < 8; k++) {
@@ -802,9 +789,8 @@ static void test_constraint_after_rule(void **state)
 
 /* Results do not depend on the number of threads (large variables cross
  * the chunk size). */
-static void test_threads(void **state)
+OPTIM_TEST(test_threads)
 {
-    (void)state;
     enum { BIG = 20000 };
     static const char *const cfgs[3] = {
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\", \"dynamic_decay\": true}}",
@@ -818,14 +804,14 @@ static void test_threads(void **state)
         optim_optimizer *os[2];
         for (int r = 0; r < 2; r++) {
             os[r] = optim_test_make(cfgs[c]);
-            assert_int_equal(optim_set_num_threads(os[r], r + 1), 0);
+            assert_ok(optim_set_num_threads(os[r], r + 1), os[r]);
             vs[r] = optim_test_var("big", OPTIM_F32, 1, shape, init);
             float *gf = malloc(BIG * sizeof *gf);
             for (int k = 0; k < 5; k++) {
                 for (int i = 0; i < BIG; i++) gf[i] = (float)cos(0.003 * i + k);
                 optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, gf, 1, shape)),
                                     vs[r]};
-                assert_int_equal(optim_apply_gradients(os[r], &p, 1, 0), 0);
+                assert_ok(optim_apply_gradients(os[r], &p, 1, 0), os[r]);
             }
             free(gf);
         }
@@ -844,9 +830,8 @@ static void test_threads(void **state)
 
 /* ---- swap and assign ------------------------------------------------------------------------------ */
 
-static void test_swap_and_assign(void **state)
+OPTIM_TEST(test_swap_and_assign)
 {
-    (void)state;
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = DTYPES[d];
         optim_optimizer *ma =
@@ -854,7 +839,7 @@ static void test_swap_and_assign(void **state)
                             "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": 0.1}}, "
                             "\"average_decay\": 0.7}}");
         optim_var *w = make_vec("w", dt), *b = make_vec("b", dt), *frozen = make_vec("frozen", dt);
-        assert_int_equal(optim_swap_average_weights(ma), OPTIM_ESTATE); /* no step yet */
+        assert_status(optim_swap_average_weights(ma), OPTIM_ESTATE, ma); /* no step yet */
         assert_contains(optim_errmsg(ma), "before any step");
         double buf[2][N];
         int64_t shape[1] = {N};
@@ -863,7 +848,7 @@ static void test_swap_and_assign(void **state)
                 {optim_grad_dense(grad_tensor(dt, buf[0], k, N, 1, shape)), w},
                 {optim_grad_dense(grad_tensor(dt, buf[1], k + 1, N, 1, shape)), b},
                 {optim_grad_none(), frozen}};
-            assert_int_equal(optim_apply_gradients(ma, p, 3, 0), 0);
+            assert_ok(optim_apply_gradients(ma, p, 3, 0), ma);
         }
         size_t esz = optim_dtype_size(dt);
         unsigned char w_before[N * 8], a_before[N * 8], b_before[N * 8], f_before[N * 8];
@@ -873,12 +858,12 @@ static void test_swap_and_assign(void **state)
         memcpy(b_before, optim_var_cdata(b), N * esz);
         memcpy(f_before, optim_var_cdata(frozen), N * esz);
         assert_memory_not_equal(w_before, a_before, N * esz);
-        assert_int_equal(optim_swap_average_weights(ma), 0);
+        assert_ok(optim_swap_average_weights(ma), ma);
         assert_memory_equal(optim_var_cdata(w), a_before, N * esz);
         assert_memory_equal(optim_var_cdata(aw), w_before, N * esz);
         assert_memory_not_equal(optim_var_cdata(b), b_before, N * esz);
         assert_memory_equal(optim_var_cdata(frozen), f_before, N * esz); /* had no gradient */
-        assert_int_equal(optim_swap_average_weights(ma), 0);
+        assert_ok(optim_swap_average_weights(ma), ma);
         assert_memory_equal(optim_var_cdata(w), w_before, N * esz);
         assert_memory_equal(optim_var_cdata(aw), a_before, N * esz);
         assert_memory_equal(optim_var_cdata(b), b_before, N * esz);
@@ -886,14 +871,14 @@ static void test_swap_and_assign(void **state)
         /* The latest step's variables only (TF Addons' _model_weights). */
         step_dense(ma, b, 9);
         memcpy(w_before, optim_var_cdata(w), N * esz);
-        assert_int_equal(optim_swap_average_weights(ma), 0);
+        assert_ok(optim_swap_average_weights(ma), ma);
         assert_memory_equal(optim_var_cdata(w), w_before, N * esz);
-        assert_int_equal(optim_swap_average_weights(ma), 0);
+        assert_ok(optim_swap_average_weights(ma), ma);
 
         /* assign: variables without an average are skipped and counted out. */
         optim_var *all[3] = {w, frozen, b};
         size_t assigned = 99;
-        assert_int_equal(optim_assign_average_vars(ma, all, 3, &assigned), 0);
+        assert_ok(optim_assign_average_vars(ma, all, 3, &assigned), ma);
         assert_int_equal(assigned, 2);
         assert_memory_equal(optim_var_cdata(w), optim_var_cdata(aw), N * esz);
         assert_memory_equal(optim_var_cdata(b), optim_var_cdata(optim_get_slot(ma, b, "average")),
@@ -902,37 +887,37 @@ static void test_swap_and_assign(void **state)
 
         /* Refusals change nothing. */
         optim_var *with_null[2] = {w, NULL};
-        assert_int_equal(optim_assign_average_vars(ma, with_null, 2, &assigned), OPTIM_EINVAL);
+        assert_status(optim_assign_average_vars(ma, with_null, 2, &assigned), OPTIM_EINVAL, ma);
         assert_int_equal(assigned, 0);
         assert_contains(optim_errmsg(ma), "vars[1] is NULL");
-        assert_int_equal(optim_assign_average_vars(ma, NULL, 1, NULL), OPTIM_EINVAL);
-        assert_int_equal(optim_assign_average_vars(ma, NULL, 0, &assigned), 0);
+        assert_status(optim_assign_average_vars(ma, NULL, 1, NULL), OPTIM_EINVAL, ma);
+        assert_ok(optim_assign_average_vars(ma, NULL, 0, &assigned), ma);
         assert_int_equal(assigned, 0);
-        assert_int_equal(optim_assign_average_vars(NULL, all, 1, NULL), OPTIM_EINVAL);
-        assert_int_equal(optim_swap_average_weights(NULL), OPTIM_EINVAL);
+        assert_status(optim_assign_average_vars(NULL, all, 1, NULL), OPTIM_EINVAL, NULL);
+        assert_status(optim_swap_average_weights(NULL), OPTIM_EINVAL, NULL);
         optim_destroy(ma);
 
         optim_optimizer *la = optim_test_make(
             "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
         step_dense(la, w, 0);
-        assert_int_equal(optim_assign_average_vars(la, all, 1, NULL), OPTIM_EINVAL);
+        assert_status(optim_assign_average_vars(la, all, 1, NULL), OPTIM_EINVAL, la);
         assert_contains(optim_errmsg(la), "not MovingAverage or SWA");
-        assert_int_equal(optim_swap_average_weights(la), OPTIM_EINVAL);
+        assert_status(optim_swap_average_weights(la), OPTIM_EINVAL, la);
         optim_destroy(la);
         optim_optimizer *swa =
             optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", "
                             "\"average_period\": 1}}");
         step_dense(swa, w, 0);
         step_dense(swa, w, 1);
-        assert_int_equal(optim_swap_average_weights(swa), OPTIM_EINVAL);
+        assert_status(optim_swap_average_weights(swa), OPTIM_EINVAL, swa);
         assert_contains(optim_errmsg(swa), "not MovingAverage");
-        assert_int_equal(optim_assign_average_vars(swa, all, 1, &assigned), 0);
+        assert_ok(optim_assign_average_vars(swa, all, 1, &assigned), swa);
         assert_int_equal(assigned, 1);
         assert_memory_equal(optim_var_cdata(w), optim_var_cdata(optim_get_slot(swa, w, "average")),
                             N * esz);
         optim_optimizer *sgd = optim_test_make("\"sgd\"");
-        assert_int_equal(optim_assign_average_vars(sgd, all, 1, NULL), OPTIM_EINVAL);
-        assert_int_equal(optim_swap_average_weights(sgd), OPTIM_EINVAL);
+        assert_status(optim_assign_average_vars(sgd, all, 1, NULL), OPTIM_EINVAL, sgd);
+        assert_status(optim_swap_average_weights(sgd), OPTIM_EINVAL, sgd);
         optim_destroy(sgd);
         optim_destroy(swa);
         optim_var_destroy(w);
@@ -943,9 +928,8 @@ static void test_swap_and_assign(void **state)
 
 /* ---- failed steps change nothing --------------------------------------------------------------- */
 
-static void test_failed_steps(void **state)
+OPTIM_TEST(test_failed_steps)
 {
-    (void)state;
     static const char *const cfgs[3] = {
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"adam\"}}",
         "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"adam\", \"average_period\": 1}}",
@@ -963,54 +947,54 @@ static void test_failed_steps(void **state)
         int64_t s3[1] = {3}, s5[1] = {N};
         optim_grad_var p[2] = {{optim_grad_dense(optim_tensor_make(OPTIM_F32, g5, 1, s5)), w},
                                {optim_grad_dense(optim_tensor_make(OPTIM_F32, g3, 1, s3)), u}};
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
+        assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE, opt);
         const char *msg = optim_errmsg(opt);
         assert_contains(msg, optim_class_of(opt)->name);
         assert_contains(msg, "'u'");
-        assert_int_equal(optim_weights_count(opt), nweights);
+        assert_eq(optim_weights_count(opt), nweights);
         assert_null(optim_get_slot(opt, u, c == 2 ? "slow" : "average"));
         assert_null(optim_get_slot(opt, u, "m"));
         assert_memory_equal(optim_var_cdata(w), before, sizeof before);
-        assert_int_equal(optim_iterations(opt), 1);
-        assert_int_equal(optim_iterations(in), 1);
+        assert_eq(optim_iterations(opt), 1);
+        assert_eq(optim_iterations(in), 1);
         /* Nothing to apply; a variable twice; a NULL variable; NULL pairs. */
         optim_grad_var none = {optim_grad_none(), w};
-        assert_int_equal(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, &none, 1, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "no gradients");
-        assert_int_equal(optim_apply_gradients(opt, p, 0, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, p, 0, 0), OPTIM_EINVAL, opt);
         optim_grad_var twice[2] = {p[0], p[0]};
-        assert_int_equal(optim_apply_gradients(opt, twice, 2, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, twice, 2, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "more than once");
         optim_grad_var nul = {p[0].grad, NULL};
-        assert_int_equal(optim_apply_gradients(opt, &nul, 1, 0), OPTIM_EINVAL);
-        assert_int_equal(optim_apply_gradients(opt, NULL, 1, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, &nul, 1, 0), OPTIM_EINVAL, opt);
+        assert_status(optim_apply_gradients(opt, NULL, 1, 0), OPTIM_EINVAL, opt);
         /* A sparse gradient for a constrained variable (OptimizerV2 refuses it). */
         optim_constraint nn = optim_constraint_non_neg();
-        assert_int_equal(optim_var_set_constraint(u, &nn), 0);
+        assert_ok(optim_var_set_constraint(u, &nn), u);
         int64_t idx[1] = {0}, rs[1] = {1};
         optim_grad_var sp = {optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F32, g5, 1, rs)), u};
-        assert_int_equal(optim_apply_gradients(opt, &sp, 1, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, &sp, 1, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "constraint");
         /* A bad hyperparameter value from a variable at step time. */
         optim_var *hv = optim_test_var("hv", OPTIM_F64, 0, NULL, (double[]){2.0});
         const char *hyper = c == 0 ? "average_decay" : c == 2 ? "slow_step_size" : NULL;
         if (hyper) {
-            assert_int_equal(optim_set_hyper_var(opt, hyper, hv), 0);
-            assert_int_equal(optim_apply_gradients(opt, p, 1, 0), OPTIM_ERANGE);
+            assert_ok(optim_set_hyper_var(opt, hyper, hv), opt);
+            assert_status(optim_apply_gradients(opt, p, 1, 0), OPTIM_ERANGE, opt);
             assert_contains(optim_errmsg(opt), hyper);
-            assert_int_equal(optim_set_hyper(opt, hyper, 0.5), 0);
+            assert_ok(optim_set_hyper(opt, hyper, 0.5), opt);
         }
         assert_memory_equal(optim_var_cdata(w), before, sizeof before);
-        assert_int_equal(optim_iterations(opt), 1);
-        assert_int_equal(optim_iterations(in), 1);
-        assert_int_equal(optim_weights_count(opt), nweights);
+        assert_eq(optim_iterations(opt), 1);
+        assert_eq(optim_iterations(in), 1);
+        assert_eq(optim_weights_count(opt), nweights);
         /* Built for {w}: another variable is refused. */
         optim_var *wl[1] = {w};
-        assert_int_equal(optim_build(opt, wl, 1), 0);
+        assert_ok(optim_build(opt, wl, 1), opt);
         optim_grad_var pu = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g5, 1, s5)), u};
-        assert_int_equal(optim_apply_gradients(opt, &pu, 1, 0), OPTIM_ENOTFOUND);
+        assert_status(optim_apply_gradients(opt, &pu, 1, 0), OPTIM_ENOTFOUND, opt);
         step_dense(opt, w, 1);
-        assert_int_equal(optim_iterations(in), 2);
+        assert_eq(optim_iterations(in), 2);
         optim_destroy(opt);
         optim_var_destroy(w);
         optim_var_destroy(u);
@@ -1039,9 +1023,8 @@ static void round_trip(const char *json)
     optim_destroy(b);
 }
 
-static void test_config_round_trips(void **state)
+OPTIM_TEST(test_config_round_trips)
 {
-    (void)state;
     static const char *const cfgs[] = {
         "\"MovingAverage\"" /* refused below: no inner optimizer */,
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", "
@@ -1116,49 +1099,48 @@ static void test_config_round_trips(void **state)
     cJSON_Delete(root);
     optim_free(s);
     double hv;
-    assert_int_equal(optim_get_hyper(opt, "average_decay", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "average_decay", &hv), opt);
     assert_eq(hv, 0.99); /* the hyperparameter as set */
     optim_destroy(opt);
 
     /* Defaults, and the hyperparameters from C. */
     opt = optim_test_make("{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\"}}");
-    assert_int_equal(optim_get_hyper(opt, "average_period", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "average_period", &hv), opt);
     assert_eq(hv, 10);
-    assert_int_equal(optim_get_hyper(opt, "start_averaging", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "start_averaging", &hv), opt);
     assert_eq(hv, 0);
-    assert_int_equal(optim_set_hyper(opt, "average_period", 0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(opt, "average_period", 0), OPTIM_ERANGE, opt);
     assert_contains(optim_errmsg(opt), "average_period");
-    assert_int_equal(optim_get_hyper(opt, "average_period", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "average_period", &hv), opt);
     assert_eq(hv, 10);
-    assert_int_equal(optim_set_hyper(opt, "learning_rate", 0.1), OPTIM_EINVAL);
+    assert_status(optim_set_hyper(opt, "learning_rate", 0.1), OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "inner optimizer");
-    assert_int_equal(optim_get_hyper(opt, "learning_rate", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "learning_rate", &hv), opt);
     assert_eq(hv, 0);
     optim_destroy(opt);
     opt = optim_test_make("{\"class_name\": \"lookahead\", \"config\": {\"optimizer\": \"sgd\"}}");
-    assert_int_equal(optim_get_hyper(opt, "sync_period", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "sync_period", &hv), opt);
     assert_eq(hv, 6);
-    assert_int_equal(optim_get_hyper(opt, "slow_step_size", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "slow_step_size", &hv), opt);
     assert_eq(hv, 0.5);
-    assert_int_equal(optim_set_hyper(opt, "slow_step_size", 1.5), OPTIM_ERANGE);
-    assert_int_equal(optim_set_hyper(opt, "sync_period", 2.5), OPTIM_ETYPE);
+    assert_status(optim_set_hyper(opt, "slow_step_size", 1.5), OPTIM_ERANGE, opt);
+    assert_status(optim_set_hyper(opt, "sync_period", 2.5), OPTIM_ETYPE, opt);
     optim_destroy(opt);
     opt = optim_test_make(
         "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}");
-    assert_int_equal(optim_get_hyper(opt, "average_decay", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "average_decay", &hv), opt);
     assert_eq(hv, 0.99);
-    assert_int_equal(optim_get_hyper(opt, "num_updates", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "num_updates", &hv), opt);
     assert_nan(hv);
-    assert_int_equal(optim_get_hyper(opt, "start_step", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "start_step", &hv), opt);
     assert_eq(hv, 0);
-    assert_int_equal(optim_get_hyper(opt, "dynamic_decay", &hv), 0);
+    assert_ok(optim_get_hyper(opt, "dynamic_decay", &hv), opt);
     assert_eq(hv, 0);
     optim_destroy(opt);
 }
 
-static void test_bad_configs(void **state)
+OPTIM_TEST(test_bad_configs)
 {
-    (void)state;
 #define MA(x) "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
 #define SWA(x) "{\"class_name\": \"SWA\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
 #define LA(x) "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": \"sgd\", " x "}}"
@@ -1188,7 +1170,7 @@ static void test_bad_configs(void **state)
     optim_optimizer *ema = NULL;
     optim_error e2;
     int rc = optim_from_json(&ema, MA("\"use_ema\": true"), &e2);
-    if (rc != OPTIM_ENOTSUP) assert_eq(rc, OPTIM_EINVAL);
+    if (rc != OPTIM_ENOTSUP) assert_status(rc, OPTIM_EINVAL, &e2);
     assert_contains(e2.msg, "use_ema");
     assert_null(ema);
     refuse(MA("\"lr\": 0.1, \"is_legacy_optimizer\": false"), OPTIM_EKEY, "lr"); /* legacy only */
@@ -1209,17 +1191,16 @@ static void test_bad_configs(void **state)
 #undef LA
     optim_optimizer *opt = NULL;
     optim_error err;
-    assert_int_equal(optim_create(&opt, &optim_swa_class, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_create(&opt, &optim_swa_class, NULL, &err), OPTIM_EINVAL, &err);
     assert_contains(err.msg, "optim_wrap");
     assert_null(opt);
-    assert_int_equal(optim_create_by_name(&opt, "Addons>Lookahead", NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_create_by_name(&opt, "Addons>Lookahead", NULL, &err), OPTIM_EINVAL, &err);
     assert_null(opt);
 }
 
 /* optim_wrap from C: the wrapper owns the inner optimizer only on success. */
-static void test_wrap_from_c(void **state)
+OPTIM_TEST(test_wrap_from_c)
 {
-    (void)state;
     optim_optimizer *adam =
         optim_test_make("{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.02, "
                         "\"beta_1\": 0.8, \"beta_2\": 0.95, \"epsilon\": 1e-05, "
@@ -1227,29 +1208,27 @@ static void test_wrap_from_c(void **state)
     optim_optimizer *w = NULL;
     optim_error err;
     /* Refusals: the caller keeps adam. */
-    assert_int_equal(
+    assert_status(
         optim_wrap(&w, "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": \"sgd\"}}",
                    adam, &err),
-        OPTIM_EINVAL);
+        OPTIM_EINVAL, &err);
     assert_contains(err.msg, "twice");
     assert_null(w);
-    assert_int_equal(optim_wrap(&w,
-                                "{\"class_name\": \"SWA\", \"config\": {\"average_period\": 0}}",
-                                adam, &err),
-                     OPTIM_ERANGE);
+    assert_status(optim_wrap(&w, "{\"class_name\": \"SWA\", \"config\": {\"average_period\": 0}}",
+                             adam, &err),
+                  OPTIM_ERANGE, &err);
     assert_null(w);
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"Adam\", \"config\": {}}", adam, &err),
-                     OPTIM_EINVAL);
-    assert_int_equal(optim_wrap(&w, "{\"class_name\": \"SWA\"}", NULL, &err), OPTIM_EINVAL);
-    assert_int_equal(optim_wrap(&w, NULL, adam, &err), OPTIM_EINVAL);
+    assert_status(optim_wrap(&w, "{\"class_name\": \"Adam\", \"config\": {}}", adam, &err),
+                  OPTIM_EINVAL, &err);
+    assert_status(optim_wrap(&w, "{\"class_name\": \"SWA\"}", NULL, &err), OPTIM_EINVAL, &err);
+    assert_status(optim_wrap(&w, NULL, adam, &err), OPTIM_EINVAL, &err);
     assert_null(optim_wrapper_inner(adam));
     /* Success: MovingAverage(Adam) behaves as from JSON. */
-    assert_int_equal(
-        optim_wrap(&w,
-                   "{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.9, "
-                   "\"dynamic_decay\": true, \"is_legacy_optimizer\": true}}",
-                   adam, &err),
-        0);
+    assert_ok(optim_wrap(&w,
+                         "{\"class_name\": \"MovingAverage\", \"config\": {\"average_decay\": 0.9, "
+                         "\"dynamic_decay\": true, \"is_legacy_optimizer\": true}}",
+                         adam, &err),
+              &err);
     assert_ptr_equal(optim_wrapper_inner(w), adam);
     spec s = adam_spec(W_MA);
     s.dynamic = 1;
@@ -1274,26 +1253,4 @@ static void test_wrap_from_c(void **state)
     optim_var_destroy(v);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_moving_average_trajectories),
-        cmocka_unit_test(test_swa_trajectories),
-        cmocka_unit_test(test_lookahead_trajectories),
-        cmocka_unit_test(test_schedule_edges_exact),
-        cmocka_unit_test(test_tfa_examples),
-        cmocka_unit_test(test_lookahead_exact_ratio),
-        cmocka_unit_test(test_sparse),
-        cmocka_unit_test(test_weights_and_iterations),
-        cmocka_unit_test(test_inner_follows_wrapper_counter),
-        cmocka_unit_test(test_gradient_processing_is_the_wrappers),
-        cmocka_unit_test(test_constraint_after_rule),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_swap_and_assign),
-        cmocka_unit_test(test_failed_steps),
-        cmocka_unit_test(test_config_round_trips),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_wrap_from_c),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }

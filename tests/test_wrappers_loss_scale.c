@@ -52,7 +52,7 @@ static void expect_json_fails(const char *json, int code, const char *needle)
     optim_error err;
     int rc = optim_from_json(&opt, json, &err);
     if (rc != code) print_error("rc %d (%s), expected %d for %s\n", rc, err.msg, code, json);
-    assert_int_equal(rc, code);
+    assert_status(rc, code, &err);
     assert_null(opt);
     if (!strstr(err.msg, needle)) print_error("message '%s' lacks '%s'\n", err.msg, needle);
     assert_contains(err.msg, needle);
@@ -205,14 +205,14 @@ static void check_vars(optim_var *w, optim_var *e, const ref_state *s, optim_dty
 static double lso_scale(optim_optimizer *opt)
 {
     double s = -1;
-    assert_int_equal(optim_loss_scale_get(opt, &s), 0);
+    assert_ok(optim_loss_scale_get(opt, &s), opt);
     return s;
 }
 
 static int64_t lso_counter(optim_optimizer *opt)
 {
     int64_t c = -1;
-    assert_int_equal(optim_loss_scale_counter(opt, &c), 0);
+    assert_ok(optim_loss_scale_counter(opt, &c), opt);
     return c;
 }
 
@@ -236,18 +236,18 @@ static void check_trajectory(const char *json, int mode, const inner_ref *r, dou
             grads keep;
             memcpy(&keep, &g, sizeof g); /* with the padding, unlike `keep = g` */
             if (mode == MODE_LEGACY || mode == MODE_LEGACY_FIXED)
-                assert_int_equal(optim_unscale_gradients(opt, g.p, 2), 0);
+                assert_ok(optim_unscale_gradients(opt, g.p, 2), opt);
             int rc = optim_apply_gradients(opt, g.p, 2, 0);
             if (rc) print_error("step %d: %s\n", k, optim_errmsg(opt));
-            assert_int_equal(rc, 0);
+            assert_ok(rc, opt);
             if (mode == MODE_K3) /* the caller's gradients are borrowed, never written */
                 assert_memory_equal(&keep, &g, sizeof g);
             ref_step(&s, r, mode, growth, dt, k);
             if (mode != MODE_LEGACY_FIXED) check_vars(w, e, &s, dt);
-            assert_int_equal(optim_iterations(opt), s.iterations);
-            assert_int_equal(optim_iterations(optim_wrapper_inner(opt)), s.iterations);
+            assert_eq(optim_iterations(opt), s.iterations);
+            assert_eq(optim_iterations(optim_wrapper_inner(opt)), s.iterations);
             if (mode == MODE_AIF) {
-                assert_int_equal(optim_skipped_steps(opt), s.skipped);
+                assert_eq(optim_skipped_steps(opt), s.skipped);
             } else if (mode != MODE_LEGACY_FIXED) {
                 assert_eq(lso_scale(opt), s.scale);
                 assert_int_equal(lso_counter(opt), s.counter);
@@ -269,18 +269,16 @@ static void check_trajectory(const char *json, int mode, const inner_ref *r, dou
 static const inner_ref SGD_REF = {0, 0.1, 0, 0, 0};
 static const inner_ref ADAM_REF = {1, 0.01, 0.9, 0.999, 1e-7};
 
-static void test_keras3_sgd(void **st)
+OPTIM_TEST(test_keras3_sgd)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3}}",
         MODE_K3, &SGD_REF, 1024, 3);
 }
 
-static void test_keras3_adam(void **st)
+OPTIM_TEST(test_keras3_adam)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
         ", \"initial_scale\": 256.0, \"dynamic_growth_steps\": 3}}",
@@ -292,18 +290,16 @@ static void test_keras3_adam(void **st)
         MODE_K3, &ADAM_REF, 4, 1);
 }
 
-static void test_legacy_sgd(void **st)
+OPTIM_TEST(test_legacy_sgd)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
         ", \"initial_scale\": 1024.0, \"dynamic_growth_steps\": 3, \"is_legacy_optimizer\": true}}",
         MODE_LEGACY, &SGD_REF, 1024, 3);
 }
 
-static void test_legacy_adam(void **st)
+OPTIM_TEST(test_legacy_adam)
 {
-    (void)st;
     /* Adam's bias correction sees the iterations a skipped step added. */
     check_trajectory(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_LEG
@@ -316,9 +312,8 @@ static void test_legacy_adam(void **st)
         MODE_LEGACY, &ADAM_REF, 2, 5);
 }
 
-static void test_apply_if_finite(void **st)
+OPTIM_TEST(test_apply_if_finite)
 {
-    (void)st;
     check_trajectory(
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}",
         MODE_AIF, &ADAM_REF, 1, 1);
@@ -329,9 +324,8 @@ static void test_apply_if_finite(void **st)
 }
 
 /* Keras 3 vs legacy on one skipped step, side by side. */
-static void test_iterations_on_skip(void **st)
+OPTIM_TEST(test_iterations_on_skip)
 {
-    (void)st;
     optim_optimizer *k3 = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     optim_optimizer *lg = optim_test_make(
@@ -345,20 +339,20 @@ static void test_iterations_on_skip(void **st)
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){N})), w};
     optim_optimizer *all[3] = {k3, lg, af};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(optim_apply_gradients(all[i], &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(all[i], &p, 1, 0), all[i]);
         for (int j = 0; j < N; j++) assert_eq(optim_var_get(w, j), (double)(float)w_init(j));
     }
-    assert_int_equal(optim_iterations(k3), 0); /* Keras 3: the inner did not run */
-    assert_int_equal(optim_iterations(lg), 1); /* legacy: do_not_apply_fn */
-    assert_int_equal(optim_iterations(optim_wrapper_inner(lg)), 1);
-    assert_int_equal(optim_iterations(af), 0);
-    assert_int_equal(optim_skipped_steps(af), 1);
+    assert_eq(optim_iterations(k3), 0); /* Keras 3: the inner did not run */
+    assert_eq(optim_iterations(lg), 1); /* legacy: do_not_apply_fn */
+    assert_eq(optim_iterations(optim_wrapper_inner(lg)), 1);
+    assert_eq(optim_iterations(af), 0);
+    assert_eq(optim_skipped_steps(af), 1);
     assert_eq(lso_scale(k3), 16384.0);
     assert_eq(lso_scale(lg), 16384.0);
     /* The weights exist after a first step that was skipped. */
-    assert_int_equal(optim_weights_count(k3), 3);
-    assert_int_equal(optim_weights_count(lg), 3);
-    assert_int_equal(optim_weights_count(af), 2);
+    assert_eq(optim_weights_count(k3), 3);
+    assert_eq(optim_weights_count(lg), 3);
+    assert_eq(optim_weights_count(af), 2);
     for (int i = 0; i < 3; i++) optim_destroy(all[i]);
     optim_var_destroy(w);
     optim_var_destroy(e);
@@ -366,9 +360,8 @@ static void test_iterations_on_skip(void **st)
 
 /* Growth at the top of float32: Keras 3 lets the scale become Inf, legacy
  * keeps it (_assign_if_finite). Halving without a floor in Keras 3. */
-static void test_scale_limits(void **st)
+OPTIM_TEST(test_scale_limits)
 {
-    (void)st;
     optim_optimizer *k3 = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 1.7014118346046923e38, \"dynamic_growth_steps\": 1}}");
@@ -380,8 +373,8 @@ static void test_scale_limits(void **st)
     make_vars(OPTIM_F64, &w, &e);
     double g[N] = {0};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w};
-    assert_int_equal(optim_apply_gradients(k3, &p, 1, 0), 0);
-    assert_int_equal(optim_apply_gradients(lg, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(k3, &p, 1, 0), k3);
+    assert_ok(optim_apply_gradients(lg, &p, 1, 0), lg);
     assert_eq(fabs(lso_scale(k3)), INFINITY);
     assert_eq(lso_scale(lg), 1.7014118346046923e38);
     assert_int_equal(lso_counter(lg), 0);
@@ -392,7 +385,7 @@ static void test_scale_limits(void **st)
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 2.0}}");
     g[1] = NAN;
-    for (int i = 0; i < 3; i++) assert_int_equal(optim_apply_gradients(k3, &p, 1, 0), 0);
+    for (int i = 0; i < 3; i++) assert_ok(optim_apply_gradients(k3, &p, 1, 0), k3);
     assert_eq(lso_scale(k3), 0.25);
     optim_destroy(k3);
     optim_var_destroy(w);
@@ -400,9 +393,8 @@ static void test_scale_limits(void **st)
 }
 
 /* Legacy dynamic=false: a fixed scale, no weights, no skipping. */
-static void test_legacy_fixed(void **st)
+OPTIM_TEST(test_legacy_fixed)
 {
-    (void)st;
     const char *json =
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
         ", \"dynamic\": false, \"initial_scale\": 0.1, \"dynamic_growth_steps\": null, "
@@ -410,23 +402,23 @@ static void test_legacy_fixed(void **st)
     optim_optimizer *opt = optim_test_make(json);
     assert_eq(lso_scale(opt), (double)0.1f);
     int64_t c;
-    assert_int_equal(optim_loss_scale_counter(opt, &c), OPTIM_ENOTSUP);
+    assert_status(optim_loss_scale_counter(opt, &c), OPTIM_ENOTSUP, opt);
     assert_contains(optim_errmsg(opt), "dynamic");
     double scaled;
-    assert_int_equal(optim_scale_loss(opt, 3.0, &scaled), 0);
+    assert_ok(optim_scale_loss(opt, 3.0, &scaled), opt);
     assert_eq(scaled, 3.0 * (double)0.1f);
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     double g[N] = {0.1, 0.2, 0.3, NAN, 0.5};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w};
-    assert_int_equal(optim_unscale_gradients(opt, &p, 1), 0);
+    assert_ok(optim_unscale_gradients(opt, &p, 1), opt);
     double r = (double)(1.0f / 0.1f);
     assert_eq(g[0], 0.1 * r);
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     assert_nan(optim_var_get(w, 3)); /* applied, not skipped */
     assert_eq(optim_var_get(w, 0), w_init(0) - 0.1 * (0.1 * r));
-    assert_int_equal(optim_iterations(opt), 1);
-    assert_int_equal(optim_weights_count(opt), 1); /* iterations; SGD has no slots */
+    assert_eq(optim_iterations(opt), 1);
+    assert_eq(optim_weights_count(opt), 1); /* iterations; SGD has no slots */
     assert_eq(lso_scale(opt), (double)0.1f);
     /* The counter and trajectory of a fixed scale never change. */
     check_trajectory(json, MODE_LEGACY_FIXED, &SGD_REF, (double)0.1f, 1);
@@ -439,9 +431,8 @@ static void test_legacy_fixed(void **st)
  * wrapper equals the bare inner optimizer fed g / S, bit for bit, with a
  * scale that is not a power of two, sparse duplicates and a gradient large
  * enough for the threaded loops. */
-static void test_bit_exact_vs_inner(void **st)
+OPTIM_TEST(test_bit_exact_vs_inner)
 {
-    (void)st;
     enum { BIG = 70001 };
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
@@ -488,8 +479,8 @@ static void test_bit_exact_vs_inner(void **st)
                 {optim_grad_dense(optim_tensor_make(dt, gb2, 1, (int64_t[]){BIG})), a2}};
             p2[0].grad.dense.data = d ? (void *)h.wd : (void *)h.wf;
             p2[1].grad.sparse.values.data = d ? (void *)h.ed : (void *)h.ef;
-            assert_int_equal(optim_apply_gradients(lso, p1, 3, 0), 0);
-            assert_int_equal(optim_apply_gradients(bare, p2, 3, 0), 0);
+            assert_ok(optim_apply_gradients(lso, p1, 3, 0), lso);
+            assert_ok(optim_apply_gradients(bare, p2, 3, 0), bare);
         }
         assert_memory_equal(optim_var_data(w1), optim_var_data(w2), N * es);
         assert_memory_equal(optim_var_data(e1), optim_var_data(e2), R * C * es);
@@ -500,10 +491,10 @@ static void test_bit_exact_vs_inner(void **st)
         if (d) ((double *)gb)[BIG - 1] = INFINITY;
         else ((float *)gb)[BIG - 1] = INFINITY;
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(dt, gb, 1, (int64_t[]){BIG})), a1};
-        assert_int_equal(optim_apply_gradients(lso, &p, 1, 0), 0);
+        assert_ok(optim_apply_gradients(lso, &p, 1, 0), lso);
         assert_memory_equal(optim_var_data(a1), optim_var_data(a2), BIG * es);
         assert_eq(lso_scale(lso), 500.0);
-        assert_int_equal(optim_iterations(lso), 5);
+        assert_eq(optim_iterations(lso), 5);
         free(gb);
         free(gb2);
         free(zero);
@@ -561,33 +552,33 @@ static int transformer(void *user, optim_grad_var *pairs, size_t n, optim_error 
     return 0;
 }
 
-static void test_aggregation(void **st)
+OPTIM_TEST(test_aggregation)
 {
-    (void)st;
     const char *json =
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 8.0}}";
     optim_optimizer *opt = optim_test_make(json);
     agg_ctx c = {0, 0};
-    assert_int_equal(optim_set_gradient_aggregator(optim_wrapper_inner(opt), agg_double, &c), 0);
+    assert_ok(optim_set_gradient_aggregator(optim_wrapper_inner(opt), agg_double, &c),
+              optim_wrapper_inner(opt));
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
     double g[N] = {8, 16, 24, 32, 40}, keep[N];
     memcpy(keep, g, sizeof g);
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     assert_int_equal(c.calls, 1); /* once, by the wrapper; the inner does not aggregate again */
     for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), w_init(i) - 0.1 * (2.0 * (i + 1)));
     assert_memory_equal(g, keep, sizeof g);
     /* The check sees the aggregated gradients: an Inf from another replica skips. */
     c.inject_inf = 1;
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
     assert_int_equal(c.calls, 2);
     assert_eq(lso_scale(opt), 4.0);
-    assert_int_equal(optim_iterations(opt), 1);
+    assert_eq(optim_iterations(opt), 1);
     /* experimental_aggregate_gradients=False: no aggregation at all. */
     c.inject_inf = 0;
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, OPTIM_APPLY_NO_AGGREGATE), 0);
+    assert_ok(optim_apply_gradients(opt, &p, 1, OPTIM_APPLY_NO_AGGREGATE), opt);
     assert_int_equal(c.calls, 2);
     for (int i = 0; i < N; i++)
         assert_close(optim_var_get(w, i),
@@ -597,16 +588,16 @@ static void test_aggregation(void **st)
     double before[N];
     for (int i = 0; i < N; i++) before[i] = optim_var_get(w, i);
     int rc = optim_apply_gradients(opt, &p, 1, 0);
-    assert_int_equal(rc, OPTIM_EIO);
+    assert_status(rc, OPTIM_EIO, opt);
     assert_contains(optim_errmsg(opt), "replica 3 is gone");
     for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), before[i]);
     assert_eq(lso_scale(opt), 4.0);
-    assert_int_equal(optim_iterations(opt), 2);
+    assert_eq(optim_iterations(opt), 2);
     optim_set_gradient_aggregator(opt, NULL, NULL);
     /* Transformers belong to the inner optimizer. */
-    assert_int_equal(optim_add_gradient_transformer(opt, transformer, NULL), 0);
+    assert_ok(optim_add_gradient_transformer(opt, transformer, NULL), opt);
     rc = optim_apply_gradients(opt, &p, 1, 0);
-    assert_int_equal(rc, OPTIM_EINVAL);
+    assert_status(rc, OPTIM_EINVAL, opt);
     assert_contains(optim_errmsg(opt), "inner optimizer");
     optim_destroy(opt);
     optim_var_destroy(w);
@@ -620,9 +611,8 @@ static double nan_lr(void *user)
 }
 
 /* Bad input: refused on the skip path as on the step path, nothing changes. */
-static void test_bad_input(void **st)
+OPTIM_TEST(test_bad_input)
 {
-    (void)st;
     const char *jsons[2] = {
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 8.0}}",
@@ -639,67 +629,67 @@ static void test_bad_input(void **st)
             {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){N})), w},
             {optim_grad_dense(optim_tensor_make(OPTIM_F32, g6, 1, (int64_t[]){6})), e}};
         /* shape */
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE);
+        assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_ESHAPE, opt);
         assert_contains(optim_errmsg(opt), "'emb'");
         /* index range (sparse) */
         p[1].grad = optim_grad_sparse(bad_idx, NI,
                                       optim_tensor_make(OPTIM_F32, rows, 2, (int64_t[]){NI, C}));
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_ERANGE);
+        assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_ERANGE, opt);
         assert_contains(optim_errmsg(opt), "index 7");
         /* dtype */
         double gd[N] = {0};
         p[1].grad = optim_grad_dense(optim_tensor_make(OPTIM_F64, gd, 1, (int64_t[]){N}));
         p[1].var = w;
-        assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EDTYPE);
+        assert_status(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EDTYPE, opt);
         /* the same variable twice */
         p[1] = p[0];
-        assert_int_equal(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, p, 2, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "more than once");
         /* no gradient at all, NULL pairs, NULL variable */
         p[1].grad = optim_grad_none();
-        assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "no gradients");
-        assert_int_equal(optim_apply_gradients(opt, NULL, 2, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, NULL, 2, 0), OPTIM_EINVAL, opt);
         p[1].var = NULL;
-        assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL, opt);
         /* not trainable */
         optim_var_set_trainable(e, 0);
         p[1].var = e;
         p[1].grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, full, 2, (int64_t[]){R, C}));
-        assert_int_equal(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL);
+        assert_status(optim_apply_gradients(opt, &p[1], 1, 0), OPTIM_EINVAL, opt);
         assert_contains(optim_errmsg(opt), "not trainable");
         optim_var_set_trainable(e, 1);
         /* Nothing changed: no weights yet, no skip counted, no step. */
-        assert_int_equal(optim_weights_count(opt), 1);
-        assert_int_equal(optim_iterations(opt), 0);
+        assert_eq(optim_weights_count(opt), 1);
+        assert_eq(optim_iterations(opt), 0);
         for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), (double)(float)w_init(i));
         if (j == 0) assert_eq(lso_scale(opt), 8.0);
-        else assert_int_equal(optim_skipped_steps(opt), 0);
+        else assert_eq(optim_skipped_steps(opt), 0);
         /* The inner optimizer failing on a finite step: its message, no
          * change of scale, counter, skips or iterations. */
         g[2] = 3;
-        assert_int_equal(
-            optim_set_hyper_fn(optim_wrapper_inner(opt), "learning_rate", nan_lr, NULL), 0);
+        assert_ok(optim_set_hyper_fn(optim_wrapper_inner(opt), "learning_rate", nan_lr, NULL),
+                  optim_wrapper_inner(opt));
         int rc = optim_apply_gradients(opt, p, 1, 0);
-        assert_int_equal(rc, OPTIM_ERANGE);
+        assert_status(rc, OPTIM_ERANGE, opt);
         assert_contains(optim_errmsg(opt), "inner optimizer");
         assert_contains(optim_errmsg(opt), "learning_rate");
-        assert_int_equal(optim_iterations(opt), 0);
+        assert_eq(optim_iterations(opt), 0);
         for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), (double)(float)w_init(i));
         if (j == 0) {
             assert_eq(lso_scale(opt), 8.0);
             assert_int_equal(lso_counter(opt), 0);
         } else {
-            assert_int_equal(optim_skipped_steps(opt), 0);
+            assert_eq(optim_skipped_steps(opt), 0);
         }
         /* Variables unknown to a built inner optimizer. */
         optim_optimizer *in = optim_wrapper_inner(opt);
-        assert_int_equal(optim_set_hyper(in, "learning_rate", 0.1), 0);
-        assert_int_equal(optim_build(in, &w, 1), 0);
+        assert_ok(optim_set_hyper(in, "learning_rate", 0.1), in);
+        assert_ok(optim_build(in, &w, 1), in);
         g[2] = INFINITY;
         p[0].var = e;
         p[0].grad = optim_grad_dense(optim_tensor_make(OPTIM_F32, full, 2, (int64_t[]){R, C}));
-        assert_int_equal(optim_apply_gradients(opt, p, 1, 0), OPTIM_ENOTFOUND);
+        assert_status(optim_apply_gradients(opt, p, 1, 0), OPTIM_ENOTFOUND, opt);
         optim_destroy(opt);
         optim_var_destroy(w);
         optim_var_destroy(e);
@@ -708,25 +698,25 @@ static void test_bad_input(void **st)
     optim_optimizer *sgd = optim_test_make(SGD_K3);
     double s;
     int64_t c;
-    assert_int_equal(optim_loss_scale_get(sgd, &s), OPTIM_EINVAL);
+    assert_status(optim_loss_scale_get(sgd, &s), OPTIM_EINVAL, sgd);
     assert_contains(optim_errmsg(sgd), "LossScaleOptimizer");
-    assert_int_equal(optim_loss_scale_counter(sgd, &c), OPTIM_EINVAL);
+    assert_status(optim_loss_scale_counter(sgd, &c), OPTIM_EINVAL, sgd);
     /* scale_loss works on any optimizer: Keras 3's loss * loss_scale_factor
      * (None: the loss itself). */
-    assert_int_equal(optim_scale_loss(sgd, 1.5, &s), 0);
+    assert_ok(optim_scale_loss(sgd, 1.5, &s), sgd);
     assert_eq(s, 1.5);
-    assert_int_equal(optim_scale_loss(sgd, 1.5, NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_unscale_gradients(sgd, NULL, 0), OPTIM_EINVAL);
-    assert_int_equal(optim_loss_scale_get(NULL, &s), OPTIM_EINVAL);
-    assert_int_equal(optim_skipped_steps(sgd), -1);
-    assert_int_equal(optim_skipped_steps(NULL), -1);
+    assert_status(optim_scale_loss(sgd, 1.5, NULL), OPTIM_EINVAL, sgd);
+    assert_status(optim_unscale_gradients(sgd, NULL, 0), OPTIM_EINVAL, sgd);
+    assert_status(optim_loss_scale_get(NULL, &s), OPTIM_EINVAL, NULL);
+    assert_eq(optim_skipped_steps(sgd), -1);
+    assert_eq(optim_skipped_steps(NULL), -1);
     optim_destroy(sgd);
     optim_optimizer *lso = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
-    assert_int_equal(optim_loss_scale_get(lso, NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_loss_scale_counter(lso, NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_scale_loss(lso, 1.0, NULL), OPTIM_EINVAL);
-    assert_int_equal(optim_skipped_steps(lso), -1);
+    assert_status(optim_loss_scale_get(lso, NULL), OPTIM_EINVAL, lso);
+    assert_status(optim_loss_scale_counter(lso, NULL), OPTIM_EINVAL, lso);
+    assert_status(optim_scale_loss(lso, 1.0, NULL), OPTIM_EINVAL, lso);
+    assert_eq(optim_skipped_steps(lso), -1);
     /* optim_unscale_gradients checks before it writes anything. */
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
@@ -734,11 +724,11 @@ static void test_bad_input(void **st)
     optim_grad_var p[2] = {
         {optim_grad_dense(optim_tensor_make(OPTIM_F64, g, 1, (int64_t[]){N})), w},
         {optim_grad_dense(optim_tensor_make(OPTIM_F64, g2, 1, (int64_t[]){3})), e}};
-    assert_int_equal(optim_unscale_gradients(lso, p, 2), OPTIM_ESHAPE);
+    assert_status(optim_unscale_gradients(lso, p, 2), OPTIM_ESHAPE, lso);
     assert_eq(g[0], 1);
     assert_eq(g[4], 5);
     p[1].grad = optim_grad_none();
-    assert_int_equal(optim_unscale_gradients(lso, p, 2), 0); /* Keras 3: g / S */
+    assert_ok(optim_unscale_gradients(lso, p, 2), lso); /* Keras 3: g / S */
     assert_eq(g[0], 1.0 / 32768.0);
     optim_destroy(lso);
     optim_var_destroy(w);
@@ -747,9 +737,8 @@ static void test_bad_input(void **st)
 
 /* scale_loss: Keras 3 uses initial_scale as given before build, the float32
  * weight after; legacy is float32 throughout. */
-static void test_scale_loss(void **st)
+OPTIM_TEST(test_scale_loss)
 {
-    (void)st;
     optim_optimizer *k3 = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
         ", \"initial_scale\": 0.1}}");
@@ -757,17 +746,17 @@ static void test_scale_loss(void **st)
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_LEG
         ", \"initial_scale\": 0.1, \"is_legacy_optimizer\": true}}");
     double s;
-    assert_int_equal(optim_scale_loss(k3, 2.0, &s), 0);
+    assert_ok(optim_scale_loss(k3, 2.0, &s), k3);
     assert_eq(s, 2.0 * 0.1);
     assert_eq(lso_scale(k3), 0.1);
-    assert_int_equal(optim_scale_loss(lg, 2.0, &s), 0);
+    assert_ok(optim_scale_loss(lg, 2.0, &s), lg);
     assert_eq(s, 2.0 * (double)0.1f);
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
-    assert_int_equal(optim_build(k3, &w, 1), 0); /* Keras's build creates the weights */
-    assert_int_equal(optim_weights_count(k3), 3);
+    assert_ok(optim_build(k3, &w, 1), k3); /* Keras's build creates the weights */
+    assert_eq(optim_weights_count(k3), 3);
     assert_eq(lso_scale(k3), (double)0.1f);
-    assert_int_equal(optim_scale_loss(k3, 2.0, &s), 0);
+    assert_ok(optim_scale_loss(k3, 2.0, &s), k3);
     assert_eq(s, 2.0 * (double)0.1f);
     optim_destroy(k3);
     optim_destroy(lg);
@@ -777,9 +766,8 @@ static void test_scale_loss(void **st)
 
 /* ---- weights ------------------------------------------------------------------------------------- */
 
-static void test_weights(void **st)
+OPTIM_TEST(test_weights)
 {
-    (void)st;
     const char *jsons[3] = {
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3
         ", \"initial_scale\": 64.0, \"dynamic_growth_steps\": 3}}",
@@ -806,7 +794,7 @@ static void test_weights(void **st)
             grads g;
             fill_grads(&g, OPTIM_F64, k, s.scale, w, e);
             if (mode == MODE_LEGACY) optim_unscale_gradients(a, g.p, 2);
-            assert_int_equal(optim_apply_gradients(a, g.p, 2, 0), 0);
+            assert_ok(optim_apply_gradients(a, g.p, 2, 0), a);
             ref_step(&s, &ADAM_REF, mode, 3, OPTIM_F64, k);
         }
         size_t nw = optim_weights_count(a);
@@ -814,7 +802,7 @@ static void test_weights(void **st)
         while (want < 8 && names[j][want]) want++;
         assert_int_equal(nw, want);
         optim_tensor wts[8];
-        assert_int_equal(optim_get_weights(a, wts, 8), nw);
+        assert_eq(optim_get_weights(a, wts, 8), nw);
         for (size_t i = 0; i < nw; i++) assert_string_equal(optim_weight_name(a, i), names[j][i]);
         assert_null(optim_weight_name(a, nw));
         assert_int_equal(wts[0].dtype, OPTIM_I64);
@@ -839,13 +827,13 @@ static void test_weights(void **st)
             grads g;
             fill_grads(&g, OPTIM_F64, 0, mode == MODE_AIF ? 1 : 64, w2, e2);
             if (mode == MODE_LEGACY) optim_unscale_gradients(b, g.p, 2);
-            assert_int_equal(optim_apply_gradients(b, g.p, 2, 0), 0);
+            assert_ok(optim_apply_gradients(b, g.p, 2, 0), b);
         }
-        assert_int_equal(optim_set_weights(b, wts, nw), 0);
+        assert_ok(optim_set_weights(b, wts, nw), b);
         optim_var_assign(w2, optim_var_data(w), OPTIM_F64, N);
         optim_var_assign(e2, optim_var_data(e), OPTIM_F64, R * C);
-        assert_int_equal(optim_iterations(b), s.iterations);
-        assert_int_equal(optim_iterations(optim_wrapper_inner(b)), s.iterations);
+        assert_eq(optim_iterations(b), s.iterations);
+        assert_eq(optim_iterations(optim_wrapper_inner(b)), s.iterations);
         for (int k = 10; k < STEPS; k++) {
             double scale = 1;
             if (mode != MODE_AIF) scale = lso_scale(a);
@@ -856,17 +844,17 @@ static void test_weights(void **st)
                 optim_unscale_gradients(a, g.p, 2);
                 optim_unscale_gradients(b, h.p, 2);
             }
-            assert_int_equal(optim_apply_gradients(a, g.p, 2, 0), 0);
-            assert_int_equal(optim_apply_gradients(b, h.p, 2, 0), 0);
+            assert_ok(optim_apply_gradients(a, g.p, 2, 0), a);
+            assert_ok(optim_apply_gradients(b, h.p, 2, 0), b);
         }
         assert_memory_equal(optim_var_data(w), optim_var_data(w2), N * 8);
         assert_memory_equal(optim_var_data(e), optim_var_data(e2), R * C * 8);
-        assert_int_equal(optim_iterations(a), optim_iterations(b));
+        assert_eq(optim_iterations(a), optim_iterations(b));
         if (mode != MODE_AIF) {
             assert_eq(lso_scale(a), lso_scale(b));
             assert_int_equal(lso_counter(a), lso_counter(b));
         } else {
-            assert_int_equal(optim_skipped_steps(a), optim_skipped_steps(b));
+            assert_eq(optim_skipped_steps(a), optim_skipped_steps(b));
         }
         /* A scale of the wrong dtype is refused, nothing changes. */
         optim_tensor bad[8];
@@ -875,8 +863,8 @@ static void test_weights(void **st)
         bad[nw - 1] =
             optim_tensor_make(bad[nw - 1].dtype == OPTIM_F64 ? OPTIM_F32 : OPTIM_F64, &d, 0, NULL);
         int64_t it_before = optim_iterations(b);
-        assert_int_equal(optim_set_weights(b, bad, nw), OPTIM_EDTYPE);
-        assert_int_equal(optim_iterations(b), it_before);
+        assert_status(optim_set_weights(b, bad, nw), OPTIM_EDTYPE, b);
+        assert_eq(optim_iterations(b), it_before);
         optim_destroy(a);
         optim_destroy(b);
         optim_var_destroy(w);
@@ -928,9 +916,8 @@ static void assert_keys(const char *json, const char *const *keys, size_t n)
     cJSON_Delete(root);
 }
 
-static void test_config_keras3(void **st)
+OPTIM_TEST(test_config_keras3)
 {
-    (void)st;
     char *s = round_trip(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " ADAM_K3 "}}");
     static const char *const keys[] = {"name", "inner_optimizer", "initial_scale",
@@ -977,17 +964,16 @@ static void test_config_keras3(void **st)
         "\"registered_name\": null}, \"initial_scale\": 4.0, \"dynamic_growth_steps\": 10}, "
         "\"registered_name\": null}");
     double v;
-    assert_int_equal(optim_get_hyper(optim_wrapper_inner(o), "learning_rate", &v), 0);
+    assert_ok(optim_get_hyper(optim_wrapper_inner(o), "learning_rate", &v), optim_wrapper_inner(o));
     assert_eq(v, 0.5);
-    assert_int_equal(optim_get_hyper(o, "dynamic_growth_steps", &v), 0);
+    assert_ok(optim_get_hyper(o, "dynamic_growth_steps", &v), o);
     assert_eq(v, 10);
     assert_string_equal(optim_name(o), "loss_scale_optimizer");
     optim_destroy(o);
 }
 
-static void test_config_legacy(void **st)
+OPTIM_TEST(test_config_legacy)
 {
-    (void)st;
     /* tf.keras's LossScaleOptimizer.get_config; "dynamic" tells the
      * generation, so no is_legacy_optimizer (OptimizerV2 refuses it). */
     static const char *const keys[] = {"inner_optimizer", "dynamic", "initial_scale",
@@ -1013,9 +999,8 @@ static void test_config_legacy(void **st)
     optim_free(s);
 }
 
-static void test_config_apply_if_finite(void **st)
+OPTIM_TEST(test_config_apply_if_finite)
 {
-    (void)st;
     char *s = round_trip(
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
     /* Not a Keras class: written as a custom object (no module). */
@@ -1045,9 +1030,8 @@ static void test_config_apply_if_finite(void **st)
     optim_free(s);
 }
 
-static void test_config_refusals(void **st)
+OPTIM_TEST(test_config_refusals)
 {
-    (void)st;
     /* no inner optimizer */
     expect_json_fails(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 2.0}}",
@@ -1057,7 +1041,7 @@ static void test_config_refusals(void **st)
                       "inner_optimizer");
     optim_optimizer *o = (optim_optimizer *)1;
     optim_error err;
-    assert_int_equal(optim_create(&o, &optim_loss_scale_class, NULL, &err), OPTIM_EINVAL);
+    assert_status(optim_create(&o, &optim_loss_scale_class, NULL, &err), OPTIM_EINVAL, &err);
     assert_null(o);
     /* initial_scale <= 0, dynamic_growth_steps < 1 or not an integer */
     expect_json_fails(
@@ -1162,17 +1146,17 @@ static void test_config_refusals(void **st)
     /* optim_set_hyper on a live wrapper: refused, unchanged. */
     optim_optimizer *lso = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}");
-    assert_int_equal(optim_set_hyper(lso, "initial_scale", 0), OPTIM_ERANGE);
+    assert_status(optim_set_hyper(lso, "initial_scale", 0), OPTIM_ERANGE, lso);
     assert_contains(optim_errmsg(lso), "initial_scale");
-    assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", 0), OPTIM_ERANGE);
-    assert_int_equal(optim_set_hyper(lso, "clipnorm", 1.0), OPTIM_EINVAL);
-    assert_int_equal(optim_set_hyper(lso, "learning_rate", 0.1), OPTIM_EINVAL);
+    assert_status(optim_set_hyper(lso, "dynamic_growth_steps", 0), OPTIM_ERANGE, lso);
+    assert_status(optim_set_hyper(lso, "clipnorm", 1.0), OPTIM_EINVAL, lso);
+    assert_status(optim_set_hyper(lso, "learning_rate", 0.1), OPTIM_EINVAL, lso);
     assert_contains(optim_errmsg(lso), "inner_optimizer");
     double v;
-    assert_int_equal(optim_get_hyper(lso, "initial_scale", &v), 0);
+    assert_ok(optim_get_hyper(lso, "initial_scale", &v), lso);
     assert_eq(v, 32768.0);
-    assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", 3), 0);
-    assert_int_equal(optim_get_hyper(lso, "dynamic_growth_steps", &v), 0);
+    assert_ok(optim_set_hyper(lso, "dynamic_growth_steps", 3), lso);
+    assert_ok(optim_get_hyper(lso, "dynamic_growth_steps", &v), lso);
     assert_eq(v, 3);
     optim_destroy(lso);
     /* Legacy: dynamic cannot turn false once the dynamic state exists. */
@@ -1181,10 +1165,10 @@ static void test_config_refusals(void **st)
         ", \"initial_scale\": 4, \"is_legacy_optimizer\": true}}");
     optim_var *w, *e;
     make_vars(OPTIM_F64, &w, &e);
-    assert_int_equal(optim_build(lso, &w, 1), 0);
-    assert_int_equal(optim_set_hyper(lso, "dynamic_growth_steps", NAN), 0);
-    assert_int_equal(optim_set_hyper(lso, "dynamic", 0), OPTIM_ESTATE);
-    assert_int_equal(optim_get_hyper(lso, "dynamic", &v), 0);
+    assert_ok(optim_build(lso, &w, 1), lso);
+    assert_ok(optim_set_hyper(lso, "dynamic_growth_steps", NAN), lso);
+    assert_status(optim_set_hyper(lso, "dynamic", 0), OPTIM_ESTATE, lso);
+    assert_ok(optim_get_hyper(lso, "dynamic", &v), lso);
     assert_eq(v, 1);
     optim_destroy(lso);
     optim_var_destroy(w);
@@ -1194,9 +1178,8 @@ static void test_config_refusals(void **st)
 /* ApplyIfFinite inside a LossScaleOptimizer checks the unscaled gradients:
  * finite scaled gradients whose quotient by a tiny scale overflows float32
  * are skipped by ApplyIfFinite while the loss scale counts a finite step. */
-static void test_apply_if_finite_inside_lso(void **st)
+OPTIM_TEST(test_apply_if_finite_inside_lso)
 {
-    (void)st;
     optim_optimizer *opt = optim_test_make(
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": " SGD_K3 "}}, "
@@ -1206,16 +1189,16 @@ static void test_apply_if_finite_inside_lso(void **st)
     make_vars(OPTIM_F32, &w, &e);
     float g[N] = {1e30f, 0, 0, 0, 0};
     optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){N})), w};
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
-    assert_int_equal(optim_skipped_steps(aif), 1);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
+    assert_eq(optim_skipped_steps(aif), 1);
     assert_int_equal(lso_counter(opt), 1);
-    assert_int_equal(optim_iterations(opt), 0);
+    assert_eq(optim_iterations(opt), 0);
     for (int i = 0; i < N; i++) assert_eq(optim_var_get(w, i), (double)(float)w_init(i));
     g[0] = 1e-12f; /* 1e-12 / 1e-10 = 0.01: stepped */
-    assert_int_equal(optim_apply_gradients(opt, &p, 1, 0), 0);
-    assert_int_equal(optim_skipped_steps(aif), 1);
-    assert_int_equal(optim_iterations(opt), 1);
-    assert_int_equal(optim_iterations(aif), 1);
+    assert_ok(optim_apply_gradients(opt, &p, 1, 0), opt);
+    assert_eq(optim_skipped_steps(aif), 1);
+    assert_eq(optim_iterations(opt), 1);
+    assert_eq(optim_iterations(aif), 1);
     assert_close(optim_var_get(w, 0), w_init(0) - 0.1 * 0.01, 1e-5, 1e-7);
     /* Weights: iterations, then ApplyIfFinite's, then the loss scale's. */
     assert_string_equal(optim_weight_name(opt, 1), "skipped_steps");
@@ -1228,9 +1211,8 @@ static void test_apply_if_finite_inside_lso(void **st)
 
 /* Keras 3: "self.inner_optimizer.loss_scale_factor = None", so that the
  * gradients are not scaled twice (where the base supports the option). */
-static void test_inner_loss_scale_factor_cleared(void **st)
+OPTIM_TEST(test_inner_loss_scale_factor_cleared)
 {
-    (void)st;
     optim_optimizer *probe = NULL;
     optim_error err;
     if (optim_from_json(&probe,
@@ -1244,24 +1226,24 @@ static void test_inner_loss_scale_factor_cleared(void **st)
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": "
         "{\"class_name\": \"SGD\", \"config\": {\"loss_scale_factor\": 128.0}}}}");
     double v = 0;
-    assert_int_equal(optim_get_hyper(optim_wrapper_inner(lso), "loss_scale_factor", &v), 0);
+    assert_ok(optim_get_hyper(optim_wrapper_inner(lso), "loss_scale_factor", &v),
+              optim_wrapper_inner(lso));
     assert_nan(v);
     optim_destroy(lso);
 }
 
 /* ---- optim_wrap ----------------------------------------------------------------------------------- */
 
-static void test_wrap_from_c(void **st)
+OPTIM_TEST(test_wrap_from_c)
 {
-    (void)st;
     optim_error err;
     optim_optimizer *adam = optim_test_make(ADAM_K3), *lso;
-    assert_int_equal(
+    assert_ok(
         optim_wrap(&lso,
                    "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 16.0, "
                    "\"dynamic_growth_steps\": 3}}",
                    adam, &err),
-        0);
+        &err);
     assert_ptr_equal(optim_wrapper_inner(lso), adam);
     char *s = serialize(lso);
     assert_contains(s,
@@ -1278,8 +1260,8 @@ static void test_wrap_from_c(void **st)
         double sc = lso_scale(lso);
         fill_grads(&g, OPTIM_F32, k, sc, w, e);
         fill_grads(&h, OPTIM_F32, k, sc, w2, e2);
-        assert_int_equal(optim_apply_gradients(lso, g.p, 2, 0), 0);
-        assert_int_equal(optim_apply_gradients(twin, h.p, 2, 0), 0);
+        assert_ok(optim_apply_gradients(lso, g.p, 2, 0), lso);
+        assert_ok(optim_apply_gradients(twin, h.p, 2, 0), twin);
     }
     assert_memory_equal(optim_var_data(w), optim_var_data(w2), N * 4);
     assert_memory_equal(optim_var_data(e), optim_var_data(e2), R * C * 4);
@@ -1288,36 +1270,36 @@ static void test_wrap_from_c(void **st)
     optim_destroy(twin);
     /* A refused wrapper config leaves the inner optimizer with the caller. */
     optim_optimizer *sgd = optim_test_make(SGD_K3), *out = (optim_optimizer *)1;
-    assert_int_equal(
+    assert_status(
         optim_wrap(&out,
                    "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"initial_scale\": 0}}",
                    sgd, &err),
-        OPTIM_ERANGE);
+        OPTIM_ERANGE, &err);
     assert_null(out);
-    assert_int_equal(
+    assert_status(
         optim_wrap(
             &out,
             "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": " SGD_K3
             "}}",
             sgd, &err),
-        OPTIM_EINVAL);
+        OPTIM_EINVAL, &err);
     assert_contains(err.msg, "twice");
     optim_optimizer *legacy_sgd = optim_test_make(SGD_LEG);
-    assert_int_equal(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}",
-                                legacy_sgd, &err),
-                     OPTIM_EINVAL);
-    assert_int_equal(
+    assert_status(optim_wrap(&out, "{\"class_name\": \"LossScaleOptimizer\", \"config\": {}}",
+                             legacy_sgd, &err),
+                  OPTIM_EINVAL, &err);
+    assert_ok(
         optim_wrap(
             &out,
             "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"is_legacy_optimizer\": true}}",
             legacy_sgd, &err),
-        0);
+        &err);
     optim_destroy(out);
     /* ApplyIfFinite from C; the wrapper takes the inner's iterations. */
-    assert_int_equal(optim_set_iterations(sgd, 7), 0);
-    assert_int_equal(
-        optim_wrap(&out, "{\"class_name\": \"ApplyIfFinite\", \"config\": {}}", sgd, &err), 0);
-    assert_int_equal(optim_iterations(out), 7);
+    assert_ok(optim_set_iterations(sgd, 7), sgd);
+    assert_ok(optim_wrap(&out, "{\"class_name\": \"ApplyIfFinite\", \"config\": {}}", sgd, &err),
+              &err);
+    assert_eq(optim_iterations(out), 7);
     optim_destroy(out);
     optim_var_destroy(w);
     optim_var_destroy(e);
@@ -1337,9 +1319,8 @@ static int refuse(void *user, optim_grad_var *pairs, size_t n, optim_error *err)
     return OPTIM_EINVAL;
 }
 
-static void test_failed_inner_step_and_build(void **s)
+OPTIM_TEST(test_failed_inner_step_and_build)
 {
-    (void)s;
     const char *cfgs[2] = {
         "{\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"adam\"}}",
         "{\"class_name\": \"ApplyIfFinite\", \"config\": {\"inner_optimizer\": \"adam\"}}",
@@ -1347,55 +1328,30 @@ static void test_failed_inner_step_and_build(void **s)
     for (int c = 0; c < 2; c++) {
         optim_optimizer *w;
         optim_error err;
-        assert_int_equal(optim_from_json(&w, cfgs[c], &err), 0);
-        assert_int_equal(optim_add_gradient_transformer(optim_wrapper_inner(w), refuse, NULL), 0);
+        assert_ok(optim_from_json(&w, cfgs[c], &err), &err);
+        assert_ok(optim_add_gradient_transformer(optim_wrapper_inner(w), refuse, NULL),
+                  optim_wrapper_inner(w));
         float x[2] = {1, 2}, g[2] = {0.5f, 0.5f};
         optim_var *v, *u;
-        assert_int_equal(optim_var_create(&v, "v", OPTIM_F32, 1, (int64_t[]){2}, x, &err), 0);
-        assert_int_equal(optim_var_create(&u, "u", OPTIM_F32, 1, (int64_t[]){2}, x, &err), 0);
+        assert_ok(optim_var_create(&v, "v", OPTIM_F32, 1, (int64_t[]){2}, x, &err), &err);
+        assert_ok(optim_var_create(&u, "u", OPTIM_F32, 1, (int64_t[]){2}, x, &err), &err);
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){2})),
                             v};
-        assert_int_not_equal(optim_apply_gradients(w, &p, 1, 0), 0);
-        assert_int_equal(optim_weights_count(w), 1);
-        assert_int_equal(optim_iterations(w), 0);
+        assert_ne(optim_apply_gradients(w, &p, 1, 0), 0);
+        assert_eq(optim_weights_count(w), 1);
+        assert_eq(optim_iterations(w), 0);
         optim_destroy(w);
         /* Build: the inner optimizer's slots exist right away. */
-        assert_int_equal(optim_from_json(&w, cfgs[c], &err), 0);
-        assert_int_equal(optim_build(w, &v, 1), 0);
+        assert_ok(optim_from_json(&w, cfgs[c], &err), &err);
+        assert_ok(optim_build(w, &v, 1), w);
         assert_non_null(optim_get_slot(w, v, "m"));
         assert_non_null(optim_get_slot(w, v, "v"));
         p.var = u;
-        assert_int_equal(optim_apply_gradients(w, &p, 1, 0), OPTIM_ENOTFOUND);
+        assert_status(optim_apply_gradients(w, &p, 1, 0), OPTIM_ENOTFOUND, w);
         optim_destroy(w);
         optim_var_destroy(v);
         optim_var_destroy(u);
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras3_sgd),
-        cmocka_unit_test(test_keras3_adam),
-        cmocka_unit_test(test_legacy_sgd),
-        cmocka_unit_test(test_legacy_adam),
-        cmocka_unit_test(test_apply_if_finite),
-        cmocka_unit_test(test_iterations_on_skip),
-        cmocka_unit_test(test_scale_limits),
-        cmocka_unit_test(test_legacy_fixed),
-        cmocka_unit_test(test_bit_exact_vs_inner),
-        cmocka_unit_test(test_aggregation),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_scale_loss),
-        cmocka_unit_test(test_weights),
-        cmocka_unit_test(test_config_keras3),
-        cmocka_unit_test(test_config_legacy),
-        cmocka_unit_test(test_config_apply_if_finite),
-        cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_apply_if_finite_inside_lso),
-        cmocka_unit_test(test_inner_loss_scale_factor_cleared),
-        cmocka_unit_test(test_wrap_from_c),
-        cmocka_unit_test(test_failed_inner_step_and_build),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return optim_test_run(); }
