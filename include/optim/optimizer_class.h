@@ -49,8 +49,10 @@ extern "C" {
 
 /* 2: param_choices (OPTIM_PARAM_STRING) and the `step` hook (wrappers
  * taking optim_step_options, optim/step.h). 3: the `sparse_mode` hook and
- * phased updates (phase_plan, apply_phase, reduce_phase). */
-#define OPTIM_CLASS_VERSION 3
+ * phased updates (phase_plan, apply_phase, reduce_phase). 4: the Keras
+ * facts (keras3_module, legacy_module, tfa_name, keras_flags) and
+ * name-pattern-list keys (pattern_params). */
+#define OPTIM_CLASS_VERSION 4
 
 /* Most slots one variable may have. */
 #define OPTIM_MAX_SLOTS 8
@@ -177,6 +179,12 @@ typedef struct optim_phase_update {
 #define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
 #define OPTIM_CLASS_KERAS3_ONLY 2u /* no legacy form (Lion, Adafactor...) */
 #define OPTIM_CLASS_LEGACY_ONLY 4u /* no Keras 3 form */
+
+/* keras_flags (version 4): tf-keras 2.11+ has a new-style class of this
+ * name (tf_keras.optimizers.Adam...). A Keras 3 config with jit_compile,
+ * "is_legacy_optimizer": false or class_name "Custom>NAME" is then read,
+ * and written back, in that class's form. Not with OPTIM_CLASS_LEGACY_ONLY. */
+#define OPTIM_KERAS_TF_KERAS 1u
 
 /* apply_sparse_duplicate_indices returns this to ask for the default:
  * de-duplicate, then apply_sparse. */
@@ -331,6 +339,28 @@ struct optim_class {
     void (*phase_plan)(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan);
     void (*apply_phase)(const optim_phase_update *u);
     void (*reduce_phase)(const optim_phase_update *u);
+
+    /* Version 4, optional: the class's Keras facts. They only change how
+     * configs are read and written, never an update. A table that leaves
+     * them NULL (or is older) is a class Keras does not know: written as a
+     * custom object (module null, registered_name the class name). The
+     * built-ins set them in their tables; optim_register_class checks them. */
+
+    /* Keras 3's module of the class ("keras.optimizers"), written in
+     * serialize_keras_object's envelope with registered_name null. NULL: not
+     * a Keras 3 class. Not with OPTIM_CLASS_LEGACY_ONLY. */
+    const char *keras3_module;
+    /* tf-keras's public module of the legacy class
+     * ("keras.optimizers.legacy", "keras.mixed_precision"), written when a
+     * legacy config was read in the envelope. NULL: none (TF Addons'
+     * classes). Not with OPTIM_CLASS_KERAS3_ONLY, nor with tfa_name. */
+    const char *legacy_module;
+    /* TF Addons' registered name ("LAMB" for Lamb; most often the class
+     * name): a legacy config is written as class_name "Addons>LAMB", and a
+     * legacy optimizer's default name is it. NULL: not a TF Addons class.
+     * Not with OPTIM_CLASS_KERAS3_ONLY. */
+    const char *tfa_name;
+    uint32_t keras_flags; /* OPTIM_KERAS_* */
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */

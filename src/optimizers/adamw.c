@@ -333,4 +333,7 @@ const optim_class optim_adamw_class = {
     .set_config = set_config,
     .destroy = destroy,
     .sparse_mode = sparse_mode,
+    .keras3_module = "keras.optimizers",
+    .tfa_name = "AdamW",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

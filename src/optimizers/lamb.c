@@ -66,7 +66,6 @@
 #include "optim/optimizers.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,16 +95,6 @@ typedef struct lamb_state {
     patterns *wd; /* exclude_from_weight_decay; NULL is None */
     patterns *la; /* exclude_from_layer_adaptation as given; NULL is None */
 } lamb_state;
-
-static int set_err(optim_error *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->code = code;
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 static size_t count(char *const *list)
 {
@@ -165,9 +154,11 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
         char *end;
         double x = strtod(json_value, &end);
         if (end == json_value || *end)
-            return set_err(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
+            return optim_error_set(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
         int rc = optim_set_hyper(opt, "weight_decay", x);
-        if (rc) return set_err(err, rc, "%.400s (given as weight_decay_rate)", optim_errmsg(opt));
+        if (rc)
+            return optim_error_set(err, rc, "%.400s (given as weight_decay_rate)",
+                                   optim_errmsg(opt));
         return 0;
     }
     patterns **slot = strcmp(key, KEY_WD) == 0 ? &st->wd
@@ -546,4 +537,6 @@ const optim_class optim_lamb_class = {
     .phase_plan = phase_plan,
     .apply_phase = apply_phase,
     .reduce_phase = reduce_phase,
+    .keras3_module = "keras.optimizers",
+    .tfa_name = "LAMB",
 };

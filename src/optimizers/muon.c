@@ -408,4 +408,5 @@ const optim_class optim_muon_class = {
     .set_config = set_config,
     .destroy = destroy,
     .weight_decay = weight_decay,
+    .keras3_module = "keras.optimizers",
 };
