@@ -69,8 +69,11 @@ typedef enum optim_param_type {
     OPTIM_PARAM_FLOAT = 0, /* JSON number */
     OPTIM_PARAM_BOOL = 1, /* JSON true/false; 0 or 1 in C */
     OPTIM_PARAM_INT = 2, /* JSON integer */
-    OPTIM_PARAM_STRING = 3 /* JSON string, one of the class's param_choices; in C
+    OPTIM_PARAM_STRING = 3, /* JSON string, one of the class's param_choices; in C
                               (defaults, optim_set_hyper, optim_param_value) its index */
+    OPTIM_PARAM_PATTERNS = 4 /* JSON list of variable-name patterns, or null: only in
+                                a class's pattern_params (version 4); in C
+                                optim_param_patterns */
 } optim_param_type;
 
 #define OPTIM_PARAM_DYNAMIC 1u /* may be a variable, callable or schedule (a Keras hyper) */
@@ -361,6 +364,23 @@ struct optim_class {
      * Not with OPTIM_CLASS_KERAS3_ONLY. */
     const char *tfa_name;
     uint32_t keras_flags; /* OPTIM_KERAS_* */
+
+    /* Version 4, optional: the class's name-pattern-list config keys
+     * (exclude_from_weight_decay and the like), each of type
+     * OPTIM_PARAM_PATTERNS, kept apart from params because they hold no
+     * number. The base reads such a key (a JSON list of POSIX extended
+     * regular expressions, refusing a bad one with a message naming the key
+     * and the pattern's index), keeps it compiled, and writes it after the
+     * params, before get_config runs (which may move it or overwrite it in
+     * place); hooks read it with optim_param_patterns. flags: LEGACY_ONLY
+     * and KERAS3_ONLY as for params, and NULLABLE: null is kept as None
+     * (written null; the default when default_value is NAN). Without
+     * NULLABLE, null reads as the empty list (Python's `x or []`) and
+     * default_value must be 0, the empty list. min and max are unused (0).
+     * A name may not be a param's or another pattern key's of the same
+     * generation. */
+    const optim_param *pattern_params;
+    size_t n_pattern_params;
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */
@@ -476,6 +496,11 @@ OPTIM_API int optim_name_patterns_compile(optim_name_patterns **out, const char 
 OPTIM_API int optim_name_patterns_match(const optim_name_patterns *p, const char *name);
 OPTIM_API const char *const *optim_name_patterns_sources(const optim_name_patterns *p);
 OPTIM_API void optim_name_patterns_free(optim_name_patterns *p);
+
+/* The class's pattern key i (its order in pattern_params), compiled: NULL
+ * for None (and for i out of range); an empty list otherwise matches no
+ * name (optim_name_patterns_match). Valid until the key is set again. */
+OPTIM_API const optim_name_patterns *optim_param_patterns(const optim_optimizer *opt, size_t i);
 
 #ifdef __cplusplus
 }

@@ -101,8 +101,10 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
         if (!rc) opt->hypers[i] = h;
         return rc;
     }
-    int rc = optim__offer_key(opt->cls.name, key, item,
-                              opt->cls.set_config ? call_set_config : NULL, opt, err);
+    int rc = optim__pattern_param_read(opt, key, item, err);
+    if (rc != OPTIM__NOT_TAKEN) return rc;
+    rc = optim__offer_key(opt->cls.name, key, item, opt->cls.set_config ? call_set_config : NULL,
+                          opt, err);
     return rc == OPTIM__NOT_TAKEN ? unknown_key(opt, config, item->string, other, err) : rc;
 }
 
@@ -430,8 +432,9 @@ static cJSON *config_obj(optim_optimizer *opt)
 {
     cJSON *o = cJSON_CreateObject();
     int rc = o && cJSON_AddStringToObject(o, "name", opt->name) ? put_params(opt, o) : OPTIM_ENOMEM;
+    optim_config cfg = {o};
+    if (!rc) rc = optim__pattern_params_put(opt, &cfg);
     if (!rc && opt->cls.get_config) {
-        optim_config cfg = {o};
         rc = opt->cls.get_config(opt, &cfg);
         if (rc > 0) rc = OPTIM_EINVAL;
         if (rc) {

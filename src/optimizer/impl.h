@@ -9,6 +9,7 @@
  *   weight_decay.c   Keras 3 decoupled weight decay (access)
  *   keras3_options.c Keras 3 base options (access)
  *   optimizer.c      creation, hyperparameters, validation (all of the above)
+ *   pattern_params.c a class's name-pattern-list keys (access)
  *   config.c         from_config / get_config (optimizer, schedule, registry, params)
  *   sparse_walk.c    the sparse modes of the update stage (the class table only)
  *   slots.c, weights.c, apply.c: slots, weights and the pipeline, on top. */
@@ -120,6 +121,7 @@ struct optim_optimizer {
 
     optim__ptrmap wd_excluded; /* variables excluded from weight decay */
     optim_name_patterns *wd_patterns; /* name patterns excluded from weight decay */
+    optim_name_patterns **patterns; /* per cls.pattern_params; NULL entry: None */
 
     void *state;
     void *coef[2]; /* per dtype: [0] f32, [1] f64 */
@@ -136,6 +138,16 @@ static inline int optim__runs_pipeline(const optim_optimizer *opt)
 {
     return !opt->cls.step && !opt->cls.apply_gradients;
 }
+
+/* The class's pattern_params (pattern_params.c): compiled defaults at
+ * creation, freed at destruction; read: a config key (cJSON item) of the
+ * optimizer's generation, or OPTIM__NOT_TAKEN; put: written, each in its
+ * generation, at the end of cfg. */
+int optim__pattern_params_init(optim_optimizer *opt, optim_error *err);
+void optim__pattern_params_free(optim_optimizer *opt);
+int optim__pattern_param_read(optim_optimizer *opt, const char *key, const void *item,
+                              optim_error *err);
+int optim__pattern_params_put(const optim_optimizer *opt, optim_config *cfg);
 
 /* Formats the optimizer's message; returns code (optim_set_error). */
 #define optim__opt_err optim_set_error

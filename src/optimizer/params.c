@@ -227,6 +227,11 @@ static int param_check(const optim_class *cls, size_t i, optim_error *err)
 {
     const optim_param *p = &cls->params[i];
     const char *const *choices = cls->param_choices ? cls->param_choices[i] : NULL;
+    if (p->type == OPTIM_PARAM_PATTERNS)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': param %zu ('%s') is OPTIM_PARAM_PATTERNS, "
+                          "which belongs in pattern_params, not params",
+                          cls->name, i, p->name ? p->name : "(null)");
     if (!p->name || !p->name[0] || p->type > OPTIM_PARAM_STRING)
         return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param %zu is malformed",
                           cls->name, i);
@@ -281,6 +286,61 @@ static int class_header_check(const optim_class *cls, optim_error *err)
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': both KERAS3_ONLY and LEGACY_ONLY", cls->name);
     return OPTIM_OK;
+}
+
+/* Whether pattern key p shares its name and a generation with a base
+ * option, a param, or an earlier pattern key (i of cls->pattern_params). */
+static const char *pattern_clash(const optim_class *cls, size_t i)
+{
+    const optim_param *p = &cls->pattern_params[i];
+    const optim_param *base = optim__base_param(p->name);
+    if (base && !gens_disjoint(base->flags, p->flags)) return "a base option";
+    for (size_t j = 0; j < cls->n_params; j++)
+        if (strcmp(cls->params[j].name, p->name) == 0 &&
+            !gens_disjoint(cls->params[j].flags, p->flags))
+            return "a param";
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(cls->pattern_params[j].name, p->name) == 0 &&
+            !gens_disjoint(cls->pattern_params[j].flags, p->flags))
+            return "an earlier pattern key";
+    return NULL;
+}
+
+static int pattern_param_check(const optim_class *cls, size_t i, optim_error *err)
+{
+    const optim_param *p = &cls->pattern_params[i];
+    const uint32_t allowed =
+        OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY | OPTIM_PARAM_KERAS3_ONLY;
+    if (!p->name || !p->name[0] || p->type != OPTIM_PARAM_PATTERNS || (p->flags & ~allowed) ||
+        gens_disjoint(p->flags, p->flags))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern_params[%zu] ('%s') is malformed: "
+                          "expected a name, type OPTIM_PARAM_PATTERNS and flags among NULLABLE, "
+                          "LEGACY_ONLY or KERAS3_ONLY (not both)",
+                          cls->name, i, p->name ? p->name : "(null)");
+    if (!(isnan(p->default_value) ? (p->flags & OPTIM_PARAM_NULLABLE) : p->default_value == 0))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern key '%s' default %g, expected 0 (the "
+                          "empty list) or NAN (None, with OPTIM_PARAM_NULLABLE)",
+                          cls->name, p->name, p->default_value);
+    const char *clash = pattern_clash(cls, i);
+    if (clash || strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0 ||
+        strcmp(p->name, "lr") == 0 || strcmp(p->name, "jit_compile") == 0)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern key '%s' is %s in the same generation",
+                          cls->name, p->name, clash ? clash : "a reserved key");
+    return OPTIM_OK;
+}
+
+static int pattern_params_check(const optim_class *cls, optim_error *err)
+{
+    if (cls->n_pattern_params && !cls->pattern_params)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern_params is NULL, n_pattern_params %zu",
+                          cls->name, cls->n_pattern_params);
+    int rc = OPTIM_OK;
+    for (size_t i = 0; !rc && i < cls->n_pattern_params; i++) rc = pattern_param_check(cls, i, err);
+    return rc;
 }
 
 /* A module ("keras.optimizers") is dotted identifiers; a TF Addons name one
@@ -362,7 +422,8 @@ int optim__class_check(const optim_class *cls_in, optim_error *err)
                           "%d of 3, expected all or none, and only without OPTIM_CLASS_ELEMENTWISE",
                           cls.name, nphase);
     for (size_t i = 0; i < cls.n_params && !rc; i++) rc = param_check(&cls, i, err);
-    return rc ? rc : class_facts_check(&cls, err);
+    if (!rc) rc = class_facts_check(&cls, err);
+    return rc ? rc : pattern_params_check(&cls, err);
 }
 
 int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
