@@ -360,7 +360,9 @@ struct optim_class {
     const char *legacy_module;
     /* TF Addons' registered name ("LAMB" for Lamb; most often the class
      * name): a legacy config is written as class_name "Addons>LAMB", and a
-     * legacy optimizer's default name is it. NULL: not a TF Addons class.
+     * legacy optimizer's default name is it. Lookup strips "Addons>" and
+     * finds the class by name, ignoring case, so for such a config to read
+     * back the name must spell the class name. NULL: not a TF Addons class.
      * Not with OPTIM_CLASS_KERAS3_ONLY. */
     const char *tfa_name;
     uint32_t keras_flags; /* OPTIM_KERAS_* */

@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #define INF INFINITY
 
@@ -383,12 +382,6 @@ static int class_facts_check(const optim_class *cls, optim_error *err)
         rc = fact_check(cls, "legacy_module", cls->legacy_module, 1, OPTIM_CLASS_KERAS3_ONLY, err);
     if (!rc) rc = fact_check(cls, "tfa_name", cls->tfa_name, 0, OPTIM_CLASS_KERAS3_ONLY, err);
     if (rc) return rc;
-    if (cls->tfa_name && strcasecmp(cls->tfa_name, cls->name) != 0)
-        return optim__err(err, OPTIM_EINVAL,
-                          "optimizer class '%s': tfa_name \"%s\" is not the class name in "
-                          "another case, which it must be: lookup strips \"Addons>\" and finds "
-                          "the class by name, ignoring case",
-                          cls->name, cls->tfa_name);
     if (cls->legacy_module && cls->tfa_name)
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': both legacy_module and tfa_name are set, "
