@@ -45,6 +45,7 @@ static const char *type_name(optim_param_type t)
     case OPTIM_PARAM_BOOL: return "bool";
     case OPTIM_PARAM_INT: return "int";
     case OPTIM_PARAM_STRING: return "string";
+    case OPTIM_PARAM_PATTERNS: return "list of patterns";
     }
     return "(a type this tool does not know: update scripts/doc_tables.c)";
 }
@@ -138,6 +139,15 @@ static void put_row(const optim_class *cls, size_t i)
     fputs(" |\n", stdout);
 }
 
+/* A name-pattern-list key (class table version 4's pattern_params). */
+static void put_pattern_row(const optim_param *p)
+{
+    printf("| %s | %s | %s | POSIX extended regular expressions%s | %s | |\n", p->name,
+           type_name(p->type), isnan(p->default_value) ? "null" : "[]",
+           (p->flags & OPTIM_PARAM_NULLABLE) ? ", or null" : "; null reads as []",
+           generation_of(p->flags));
+}
+
 static void put_table(const optim_class *cls)
 {
     puts("| key | type | default | range | generation | notes |");
@@ -153,6 +163,8 @@ static void put_table(const optim_class *cls)
         puts(" | >= 0, or null | Keras 3 only | a base option, with the class's default |");
     }
     for (size_t i = 0; i < cls->n_params; i++) put_row(cls, i);
+    if (cls->version < 4) return;
+    for (size_t i = 0; i < cls->n_pattern_params; i++) put_pattern_row(&cls->pattern_params[i]);
 }
 
 #define OPTIM__BUILTIN_PTR(sym) &sym,

@@ -49,8 +49,10 @@ extern "C" {
 
 /* 2: param_choices (OPTIM_PARAM_STRING) and the `step` hook (wrappers
  * taking optim_step_options, optim/step.h). 3: the `sparse_mode` hook and
- * phased updates (phase_plan, apply_phase, reduce_phase). */
-#define OPTIM_CLASS_VERSION 3
+ * phased updates (phase_plan, apply_phase, reduce_phase). 4: the Keras
+ * facts (keras3_module, legacy_module, tfa_name, keras_flags) and
+ * name-pattern-list keys (pattern_params). */
+#define OPTIM_CLASS_VERSION 4
 
 /* Most slots one variable may have. */
 #define OPTIM_MAX_SLOTS 8
@@ -67,8 +69,11 @@ typedef enum optim_param_type {
     OPTIM_PARAM_FLOAT = 0, /* JSON number */
     OPTIM_PARAM_BOOL = 1, /* JSON true/false; 0 or 1 in C */
     OPTIM_PARAM_INT = 2, /* JSON integer */
-    OPTIM_PARAM_STRING = 3 /* JSON string, one of the class's param_choices; in C
+    OPTIM_PARAM_STRING = 3, /* JSON string, one of the class's param_choices; in C
                               (defaults, optim_set_hyper, optim_param_value) its index */
+    OPTIM_PARAM_PATTERNS = 4 /* JSON list of variable-name patterns, or null: only in
+                                a class's pattern_params (version 4); in C
+                                optim_param_patterns */
 } optim_param_type;
 
 #define OPTIM_PARAM_DYNAMIC 1u /* may be a variable, callable or schedule (a Keras hyper) */
@@ -177,6 +182,12 @@ typedef struct optim_phase_update {
 #define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
 #define OPTIM_CLASS_KERAS3_ONLY 2u /* no legacy form (Lion, Adafactor...) */
 #define OPTIM_CLASS_LEGACY_ONLY 4u /* no Keras 3 form */
+
+/* keras_flags (version 4): tf-keras 2.11+ has a new-style class of this
+ * name (tf_keras.optimizers.Adam...). A Keras 3 config with jit_compile,
+ * "is_legacy_optimizer": false or class_name "Custom>NAME" is then read,
+ * and written back, in that class's form. Not with OPTIM_CLASS_LEGACY_ONLY. */
+#define OPTIM_KERAS_TF_KERAS 1u
 
 /* apply_sparse_duplicate_indices returns this to ask for the default:
  * de-duplicate, then apply_sparse. */
@@ -331,6 +342,47 @@ struct optim_class {
     void (*phase_plan)(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan);
     void (*apply_phase)(const optim_phase_update *u);
     void (*reduce_phase)(const optim_phase_update *u);
+
+    /* Version 4, optional: the class's Keras facts. They only change how
+     * configs are read and written, never an update. A table that leaves
+     * them NULL (or is older) is a class Keras does not know: written as a
+     * custom object (module null, registered_name the class name). The
+     * built-ins set them in their tables; optim_register_class checks them. */
+
+    /* Keras 3's module of the class ("keras.optimizers"), written in
+     * serialize_keras_object's envelope with registered_name null. NULL: not
+     * a Keras 3 class. Not with OPTIM_CLASS_LEGACY_ONLY. */
+    const char *keras3_module;
+    /* tf-keras's public module of the legacy class
+     * ("keras.optimizers.legacy", "keras.mixed_precision"), written when a
+     * legacy config was read in the envelope. NULL: none (TF Addons'
+     * classes). Not with OPTIM_CLASS_KERAS3_ONLY, nor with tfa_name. */
+    const char *legacy_module;
+    /* TF Addons' registered name ("LAMB" for Lamb; most often the class
+     * name): a legacy config is written as class_name "Addons>LAMB", and a
+     * legacy optimizer's default name is it. Lookup strips "Addons>" and
+     * finds the class by name, ignoring case, so for such a config to read
+     * back the name must spell the class name. NULL: not a TF Addons class.
+     * Not with OPTIM_CLASS_KERAS3_ONLY. */
+    const char *tfa_name;
+    uint32_t keras_flags; /* OPTIM_KERAS_* */
+
+    /* Version 4, optional: the class's name-pattern-list config keys
+     * (exclude_from_weight_decay and the like), each of type
+     * OPTIM_PARAM_PATTERNS, kept apart from params because they hold no
+     * number. The base reads such a key (a JSON list of POSIX extended
+     * regular expressions, refusing a bad one with a message naming the key
+     * and the pattern's index), keeps it compiled, and writes it after the
+     * params, before get_config runs (which may move it or overwrite it in
+     * place); hooks read it with optim_param_patterns. flags: LEGACY_ONLY
+     * and KERAS3_ONLY as for params, and NULLABLE: null is kept as None
+     * (written null; the default when default_value is NAN). Without
+     * NULLABLE, null reads as the empty list (Python's `x or []`) and
+     * default_value must be 0, the empty list. min and max are unused (0).
+     * A name may not be a param's or another pattern key's of the same
+     * generation. */
+    const optim_param *pattern_params;
+    size_t n_pattern_params;
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */
@@ -462,6 +514,11 @@ OPTIM_API int optim_name_patterns_compile_flags(optim_name_patterns **out,
                                                 optim_error *err);
 OPTIM_API long optim_name_patterns_find(const optim_name_patterns *p, const char *name,
                                         size_t from);
+
+/* The class's pattern key i (its order in pattern_params), compiled: NULL
+ * for None (and for i out of range); an empty list otherwise matches no
+ * name (optim_name_patterns_match). Valid until the key is set again. */
+OPTIM_API const optim_name_patterns *optim_param_patterns(const optim_optimizer *opt, size_t i);
 
 #ifdef __cplusplus
 }

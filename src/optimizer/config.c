@@ -101,8 +101,10 @@ static int read_key(optim_optimizer *opt, const cJSON *config, const cJSON *item
         if (!rc) opt->hypers[i] = h;
         return rc;
     }
-    int rc = optim__offer_key(opt->cls.name, key, item,
-                              opt->cls.set_config ? call_set_config : NULL, opt, err);
+    int rc = optim__pattern_param_read(opt, key, item, err);
+    if (rc != OPTIM__NOT_TAKEN) return rc;
+    rc = optim__offer_key(opt->cls.name, key, item, opt->cls.set_config ? call_set_config : NULL,
+                          opt, err);
     return rc == OPTIM__NOT_TAKEN ? unknown_key(opt, config, item->string, other, err) : rc;
 }
 
@@ -185,17 +187,6 @@ static int read_generation(const optim_class *cls, const optim__kobj *o, int for
     return detect_generation(cls, o, gen, err);
 }
 
-/* tf-keras 2.11+'s new-style classes (the modules of tf_keras/optimizers). */
-static int tfk_class(const optim_class *cls)
-{
-    static const char *const names[] = {"Adadelta", "Adafactor", "Adagrad", "Adam",
-                                        "Adamax",   "AdamW",     "Ftrl",    "Lion",
-                                        "Nadam",    "RMSprop",   "SGD"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcmp(cls->name, names[i]) == 0) return optim__class_is_builtin(cls->name);
-    return 0;
-}
-
 /* A config of tf-keras's new-style optimizers: jit_compile or
  * "is_legacy_optimizer": false, which only tf-keras's _BaseOptimizer writes
  * (Keras 3 writes neither, and refuses both as unknown arguments), or the
@@ -206,7 +197,7 @@ static optim__tfk_flavour read_flavour(const optim_class *cls, const optim__kobj
     const cJSON *jit = cJSON_GetObjectItemCaseSensitive(o->config, "jit_compile");
     const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o->config, "is_legacy_optimizer");
     optim__tfk_flavour f = {0, 1, strncmp(o->class_name, "Custom>", 7) == 0};
-    f.on = gen == OPTIM_KERAS3 && tfk_class(cls) &&
+    f.on = gen == OPTIM_KERAS3 && optim__has_tf_keras_form(cls) &&
         (cJSON_IsBool(jit) || cJSON_IsFalse(legacy) || f.custom);
     if (cJSON_IsBool(jit)) f.jit_compile = cJSON_IsTrue(jit) != 0;
     return f;
@@ -341,25 +332,14 @@ static int writes_tfk(const optim_optimizer *opt)
         opt->hypers[OPTIM__P_GRADIENT_ACCUMULATION_STEPS].kind == HYPER_NONE;
 }
 
-/* tf-keras's public module of a legacy class, as its serialize_keras_object
- * writes it; NULL for the others (TF Addons', user classes). */
-static const char *legacy_module(const optim_optimizer *opt)
-{
-    static const char *const names[] = {"Adadelta", "Adagrad", "Adam",    "Adamax",
-                                        "Ftrl",     "Nadam",   "RMSprop", "SGD"};
-    if (!optim__class_is_builtin(opt->cls.name)) return NULL;
-    if (strcmp(opt->cls.name, "LossScaleOptimizer") == 0) return "keras.mixed_precision";
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcmp(opt->cls.name, names[i]) == 0) return "keras.optimizers.legacy";
-    return NULL;
-}
-
 /* Whether opt's serialized form has serialize_keras_object's envelope
  * (module, registered_name): always in Keras 3; in tf-keras 2.13+'s
- * configs (legacy and new-style), where the config was read in it. */
+ * configs (legacy and new-style), where the config was read in it (and,
+ * legacy, the class has a tf-keras module: TF Addons' and user classes
+ * have none). */
 static int writes_module(const optim_optimizer *opt)
 {
-    if (opt->gen == OPTIM_LEGACY) return opt->module_read && legacy_module(opt);
+    if (opt->gen == OPTIM_LEGACY) return opt->module_read && optim__legacy_module(&opt->cls);
     return !writes_tfk(opt) || opt->module_read;
 }
 
@@ -452,8 +432,9 @@ static cJSON *config_obj(optim_optimizer *opt)
 {
     cJSON *o = cJSON_CreateObject();
     int rc = o && cJSON_AddStringToObject(o, "name", opt->name) ? put_params(opt, o) : OPTIM_ENOMEM;
+    optim_config cfg = {o};
+    if (!rc) rc = optim__pattern_params_put(opt, &cfg);
     if (!rc && opt->cls.get_config) {
-        optim_config cfg = {o};
         rc = opt->cls.get_config(opt, &cfg);
         if (rc > 0) rc = OPTIM_EINVAL;
         if (rc) {
@@ -499,8 +480,8 @@ static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
     optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
     if (writes_tfk(opt) && opt->tfk.custom && !opt->module_read)
         snprintf(cn, sizeof cn, "Custom>%s", opt->cls.name);
-    const char *module =
-        opt->gen == OPTIM_LEGACY ? legacy_module(opt) : optim__keras3_module(opt->cls.name);
+    const char *module = opt->gen == OPTIM_LEGACY ? optim__legacy_module(&opt->cls)
+                                                  : optim__keras3_module(&opt->cls);
     int envelope = writes_module(opt), builtin = module != NULL;
     cJSON *o = cJSON_CreateObject();
     int ok = o &&

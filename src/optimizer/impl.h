@@ -1,12 +1,12 @@
 /* The optimizer object, shared by the files of src/optimizer (internal).
  *
  * Dependency order of src/optimizer: each file calls only those above it
- * (and src/core: status, ptrmap, json.c's object reader, patterns.c), but
- * for the one cycle named below:
+ * (and src/core: status, ptrmap, json.c's object reader, patterns.c):
  *   access.c          accessors and the error message of the object
  *   weights.c         get_weights / set_weights, a wrapper's inner optimizers (access)
+ *   pattern_params.c  a class's name-pattern-list keys (access)
  *   params.c          base options, param values to and from JSON, class-table checks,
- *                     Keras names (registry: see the cycle)
+ *                     Keras names
  *   registry.c        the one registry: optimizer and schedule classes (params)
  *   schedule.c        schedule objects (params, registry)
  *   weight_decay.c    Keras 3 decoupled weight decay (access)
@@ -26,16 +26,10 @@
  *                     multi_tensor, half_step, half_sparse, clip)
  *   apply.c           the pipeline and optim_step (optimizer, slots, check, keras3_options,
  *                     weight_decay, wrapper_support, half_step, half_sparse, clip, update)
- * Headers: impl.h, params.h (params.c, registry.c's is_builtin), config_ex.h
+ * Headers: impl.h, params.h (params.c), config_ex.h
  * (config.c), keras3_options.h, sparse_walk.h, multi_tensor.h, half_step.h,
  * half_sparse.h (their .c), pipeline.h (the step of apply.c, clip.c, update.c).
- *
- * The cycle: params.c <-> registry.c. registry.c checks and copies the
- * class tables it registers with params.c's optim__class_check and
- * optim__class_copy; params.c's Keras names ask registry.c whether a class
- * is the library's own (optim__class_is_builtin: a user's class named
- * "Adam" is not keras.optimizers' Adam). It goes when the class table
- * carries its Keras facts (issue 20): then params.c calls nothing above. */
+ */
 #ifndef OPTIM_OPTIMIZER_IMPL_H
 #define OPTIM_OPTIMIZER_IMPL_H
 
@@ -144,6 +138,7 @@ struct optim_optimizer {
 
     optim__ptrmap wd_excluded; /* variables excluded from weight decay */
     optim_name_patterns *wd_patterns; /* name patterns excluded from weight decay */
+    optim_name_patterns **patterns; /* per cls.pattern_params; NULL entry: None */
 
     void *state;
     void *coef[2]; /* per dtype: [0] f32, [1] f64 */
@@ -160,6 +155,16 @@ static inline int optim__runs_pipeline(const optim_optimizer *opt)
 {
     return !opt->cls.step && !opt->cls.apply_gradients;
 }
+
+/* The class's pattern_params (pattern_params.c): compiled defaults at
+ * creation, freed at destruction; read: a config key (cJSON item) of the
+ * optimizer's generation, or OPTIM__NOT_TAKEN; put: written, each in its
+ * generation, at the end of cfg. */
+int optim__pattern_params_init(optim_optimizer *opt, optim_error *err);
+void optim__pattern_params_free(optim_optimizer *opt);
+int optim__pattern_param_read(optim_optimizer *opt, const char *key, const void *item,
+                              optim_error *err);
+int optim__pattern_params_put(const optim_optimizer *opt, optim_config *cfg);
 
 /* Formats the optimizer's message; returns code (optim_set_error). */
 #define optim__opt_err optim_set_error

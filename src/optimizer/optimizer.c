@@ -358,6 +358,10 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
         opt->hypers[i].kind = isnan(def) ? HYPER_NONE : HYPER_NUMBER;
         opt->hypers[i].number = def;
     }
+    if ((rc = optim__pattern_params_init(opt, err))) {
+        optim_destroy(opt);
+        return rc;
+    }
     *out = opt;
     return OPTIM_OK;
 }
@@ -409,6 +413,7 @@ void optim_destroy(optim_optimizer *opt)
     free(opt->vars);
     optim__ptrmap_free(&opt->var_index);
     optim__weight_decay_free(opt);
+    optim__pattern_params_free(opt);
     optim__weight_names_free(opt);
     optim__arena_free(&opt->arena);
     free(opt->transformers);

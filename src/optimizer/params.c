@@ -227,6 +227,11 @@ static int param_check(const optim_class *cls, size_t i, optim_error *err)
 {
     const optim_param *p = &cls->params[i];
     const char *const *choices = cls->param_choices ? cls->param_choices[i] : NULL;
+    if (p->type == OPTIM_PARAM_PATTERNS)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': param %zu ('%s') is OPTIM_PARAM_PATTERNS, "
+                          "which belongs in pattern_params, not params",
+                          cls->name, i, p->name ? p->name : "(null)");
     if (!p->name || !p->name[0] || p->type > OPTIM_PARAM_STRING)
         return optim__err(err, OPTIM_EINVAL, "optimizer class '%s': param %zu is malformed",
                           cls->name, i);
@@ -283,6 +288,118 @@ static int class_header_check(const optim_class *cls, optim_error *err)
     return OPTIM_OK;
 }
 
+/* Whether pattern key p shares its name and a generation with a base
+ * option, a param, or an earlier pattern key (i of cls->pattern_params). */
+static const char *pattern_clash(const optim_class *cls, size_t i)
+{
+    const optim_param *p = &cls->pattern_params[i];
+    const optim_param *base = optim__base_param(p->name);
+    if (base && !gens_disjoint(base->flags, p->flags)) return "a base option";
+    for (size_t j = 0; j < cls->n_params; j++)
+        if (strcmp(cls->params[j].name, p->name) == 0 &&
+            !gens_disjoint(cls->params[j].flags, p->flags))
+            return "a param";
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(cls->pattern_params[j].name, p->name) == 0 &&
+            !gens_disjoint(cls->pattern_params[j].flags, p->flags))
+            return "an earlier pattern key";
+    return NULL;
+}
+
+static int pattern_param_check(const optim_class *cls, size_t i, optim_error *err)
+{
+    const optim_param *p = &cls->pattern_params[i];
+    const uint32_t allowed =
+        OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY | OPTIM_PARAM_KERAS3_ONLY;
+    if (!p->name || !p->name[0] || p->type != OPTIM_PARAM_PATTERNS || (p->flags & ~allowed) ||
+        gens_disjoint(p->flags, p->flags))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern_params[%zu] ('%s') is malformed: "
+                          "expected a name, type OPTIM_PARAM_PATTERNS and flags among NULLABLE, "
+                          "LEGACY_ONLY or KERAS3_ONLY (not both)",
+                          cls->name, i, p->name ? p->name : "(null)");
+    if (!(isnan(p->default_value) ? (p->flags & OPTIM_PARAM_NULLABLE) : p->default_value == 0))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern key '%s' default %g, expected 0 (the "
+                          "empty list) or NAN (None, with OPTIM_PARAM_NULLABLE)",
+                          cls->name, p->name, p->default_value);
+    const char *clash = pattern_clash(cls, i);
+    if (clash || strcmp(p->name, "name") == 0 || strcmp(p->name, "is_legacy_optimizer") == 0 ||
+        strcmp(p->name, "lr") == 0 || strcmp(p->name, "jit_compile") == 0)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern key '%s' is %s in the same generation",
+                          cls->name, p->name, clash ? clash : "a reserved key");
+    return OPTIM_OK;
+}
+
+static int pattern_params_check(const optim_class *cls, optim_error *err)
+{
+    if (cls->n_pattern_params && !cls->pattern_params)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': pattern_params is NULL, n_pattern_params %zu",
+                          cls->name, cls->n_pattern_params);
+    int rc = OPTIM_OK;
+    for (size_t i = 0; !rc && i < cls->n_pattern_params; i++) rc = pattern_param_check(cls, i, err);
+    return rc;
+}
+
+/* A module ("keras.optimizers") is dotted identifiers; a TF Addons name one
+ * identifier (it follows "Addons>"). Both short enough for a class_name. */
+static int fact_ok(const char *s, int dotted)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 100 || s[0] == '.' || s[n - 1] == '.') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_' ||
+              (dotted && s[i] == '.' && s[i + 1] != '.')))
+            return 0;
+    return 1;
+}
+
+static int fact_check(const optim_class *cls, const char *field, const char *v, int dotted,
+                      uint32_t forbidden, optim_error *err)
+{
+    if (!v) return OPTIM_OK;
+    if (!fact_ok(v, dotted))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': %s is \"%.100s\", expected %s of at most 100 "
+                          "characters",
+                          cls->name, field, v,
+                          dotted ? "a module path (identifiers joined by '.')" : "an identifier");
+    if (cls->flags & forbidden)
+        return optim__err(
+            err, OPTIM_EINVAL, "optimizer class '%s': %s is set, but the class is %s (no %s form)",
+            cls->name, field, forbidden == OPTIM_CLASS_LEGACY_ONLY ? "LEGACY_ONLY" : "KERAS3_ONLY",
+            forbidden == OPTIM_CLASS_LEGACY_ONLY ? "Keras 3" : "legacy");
+    return OPTIM_OK;
+}
+
+/* The version 4 Keras facts (cls a zero-extended copy). */
+static int class_facts_check(const optim_class *cls, optim_error *err)
+{
+    int rc = fact_check(cls, "keras3_module", cls->keras3_module, 1, OPTIM_CLASS_LEGACY_ONLY, err);
+    if (!rc)
+        rc = fact_check(cls, "legacy_module", cls->legacy_module, 1, OPTIM_CLASS_KERAS3_ONLY, err);
+    if (!rc) rc = fact_check(cls, "tfa_name", cls->tfa_name, 0, OPTIM_CLASS_KERAS3_ONLY, err);
+    if (rc) return rc;
+    if (cls->legacy_module && cls->tfa_name)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': both legacy_module and tfa_name are set, "
+                          "expected at most one (a legacy class is tf-keras's or TF Addons')",
+                          cls->name);
+    if (cls->keras_flags & ~OPTIM_KERAS_TF_KERAS)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': keras_flags is 0x%x, expected only "
+                          "OPTIM_KERAS_TF_KERAS (0x%x)",
+                          cls->name, (unsigned)cls->keras_flags, OPTIM_KERAS_TF_KERAS);
+    if ((cls->keras_flags & OPTIM_KERAS_TF_KERAS) && (cls->flags & OPTIM_CLASS_LEGACY_ONLY))
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': keras_flags has OPTIM_KERAS_TF_KERAS, but the "
+                          "class is LEGACY_ONLY (tf-keras's new-style classes are Keras 3's form)",
+                          cls->name);
+    return OPTIM_OK;
+}
+
 int optim__class_check(const optim_class *cls_in, optim_error *err)
 {
     if (!cls_in) return optim__err(err, OPTIM_EINVAL, "optimizer class is NULL");
@@ -305,7 +422,8 @@ int optim__class_check(const optim_class *cls_in, optim_error *err)
                           "%d of 3, expected all or none, and only without OPTIM_CLASS_ELEMENTWISE",
                           cls.name, nphase);
     for (size_t i = 0; i < cls.n_params && !rc; i++) rc = param_check(&cls, i, err);
-    return rc;
+    if (!rc) rc = class_facts_check(&cls, err);
+    return rc ? rc : pattern_params_check(&cls, err);
 }
 
 int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
@@ -336,51 +454,25 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
 
 /* ---- Keras names ------------------------------------------------------------------ */
 
-/* TF Addons' classes: registered as "Addons>NAME" (register_keras_serializable
- * (package="Addons")), with LAMB spelled in capitals. */
-static const char *const tfa_classes[][2] = {
-    {"Lamb", "LAMB"},         {"AdamW", "AdamW"},
-    {"LazyAdam", "LazyAdam"}, {"MovingAverage", "MovingAverage"},
-    {"SWA", "SWA"},           {"Lookahead", "Lookahead"},
-};
+/* A version 4 field of a table that may be older (past its size: 0). */
+#define CLASS_FACT(cls, f) ((cls)->size >= offsetof(optim_class, f) + sizeof(cls)->f ? (cls)->f : 0)
 
-static const char *tfa_name(const char *cls_name)
-{
-    for (size_t i = 0; i < sizeof tfa_classes / sizeof *tfa_classes; i++)
-        if (strcmp(cls_name, tfa_classes[i][0]) == 0) return tfa_classes[i][1];
-    return NULL;
-}
+/* TF Addons' registered name (register_keras_serializable(package="Addons")):
+ * the class's tfa_name, NULL for classes TF Addons does not have. */
+static const char *tfa_name(const optim_class *cls) { return CLASS_FACT(cls, tfa_name); }
 
-const char *optim__keras3_module(const char *cls_name)
+const char *optim__keras3_module(const optim_class *cls) { return CLASS_FACT(cls, keras3_module); }
+
+const char *optim__legacy_module(const optim_class *cls) { return CLASS_FACT(cls, legacy_module); }
+
+int optim__has_tf_keras_form(const optim_class *cls)
 {
-    static const char *const keras3[] = {
-        "SGD",
-        "Adam",
-        "AdamW",
-        "Adamax",
-        "Nadam",
-        "RMSprop",
-        "Adagrad",
-        "Adadelta",
-        "Ftrl",
-        "Lion",
-        "Adafactor",
-        "Lamb",
-        "LossScaleOptimizer",
-        "Muon",
-        "ScheduleFreeAdamW",
-        "MultiOptimizer",
-    };
-    for (size_t i = 0; i < sizeof keras3 / sizeof *keras3; i++)
-        if (strcmp(cls_name, keras3[i]) == 0 && optim__class_is_builtin(cls_name))
-            return "keras.optimizers";
-    return NULL;
+    return (CLASS_FACT(cls, keras_flags) & OPTIM_KERAS_TF_KERAS) != 0;
 }
 
 void optim__keras_class_name(const optim_class *cls, optim_generation gen, char *buf, size_t n)
 {
-    const char *tfa =
-        gen == OPTIM_LEGACY && optim__class_is_builtin(cls->name) ? tfa_name(cls->name) : NULL;
+    const char *tfa = gen == OPTIM_LEGACY ? tfa_name(cls) : NULL;
     if (tfa) snprintf(buf, n, "Addons>%s", tfa);
     else snprintf(buf, n, "%s", cls->name);
 }
@@ -420,7 +512,7 @@ void optim__default_name(const optim_class *cls, optim_generation gen, char *buf
 {
     /* OptimizerV2 subclasses and TF Addons name themselves after the class;
      * Keras 3.15+ (auto_name) after the class in snake case. */
-    const char *tfa = optim__class_is_builtin(cls->name) ? tfa_name(cls->name) : NULL;
+    const char *tfa = tfa_name(cls);
     if (gen == OPTIM_LEGACY) snprintf(buf, n, "%s", tfa ? tfa : cls->name);
     else snake_case(cls->name, buf, n);
 }

@@ -69,13 +69,15 @@ void *optim__schedule_to_cjson(const optim_schedule *s, int module, int keras3_n
  * Addons' classes in legacy configs), and the default "name" of an
  * optimizer of that generation ("Adam" legacy, "adam" Keras 3.15+). */
 void optim__keras_class_name(const optim_class *cls, optim_generation gen, char *buf, size_t n);
-/* "keras.optimizers" for a class Keras 3 has, else NULL (written as a
- * custom object: module null, registered_name the class name). */
-const char *optim__keras3_module(const char *cls_name);
+/* The class table's Keras facts (version 4 fields; NULL or 0 for an older
+ * table). keras3_module: NULL for a class Keras 3 does not have (written as
+ * a custom object: module null, registered_name the class name). */
+const char *optim__keras3_module(const optim_class *cls);
+const char *optim__legacy_module(const optim_class *cls);
+int optim__has_tf_keras_form(const optim_class *cls);
 void optim__default_name(const optim_class *cls, optim_generation gen, char *buf, size_t n);
 
-/* Whether the class of that name is one of the library's (registry.c). */
-int optim__class_is_builtin(const char *name);
+/* Whether the schedule class of that name is one of the library's (registry.c). */
 int optim__schedule_class_is_builtin(const char *name);
 
 #endif

@@ -87,8 +87,6 @@ const optim_class *optim_find_class(const char *name)
     return reg_find(&optimizers, name);
 }
 
-int optim__class_is_builtin(const char *name) { return reg_builtin(&optimizers, name) != NULL; }
-
 /* A name that lookup rewrites could never be found: optim_find_class strips
  * "Addons>", and a config's "Custom>NAME" (tf-keras's registered name) is
  * looked up as NAME. */

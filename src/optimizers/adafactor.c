@@ -327,4 +327,6 @@ const optim_class optim_adafactor_class = {
     .phase_plan = phase_plan,
     .apply_phase = apply_phase,
     .reduce_phase = reduce_phase,
+    .keras3_module = "keras.optimizers",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

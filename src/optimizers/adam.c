@@ -274,4 +274,7 @@ const optim_class optim_adam_class = {
     .apply_sparse = apply_sparse,
     .get_config = get_config,
     .sparse_mode = sparse_mode,
+    .keras3_module = "keras.optimizers",
+    .legacy_module = "keras.optimizers.legacy",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

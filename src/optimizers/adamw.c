@@ -63,7 +63,12 @@ static const optim_param adamw_params[] = {
      OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0.0, INFINITY},
 };
 
-#define EXCLUDE_KEY "exclude_from_weight_decay"
+/* TF Addons' exclude_from_weight_decay (legacy only): null or a list of
+ * patterns, read and written by the base. */
+static const optim_param adamw_patterns[] = {
+    {"exclude_from_weight_decay", OPTIM_PARAM_PATTERNS,
+     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0, 0},
+};
 
 typedef struct coef {
     optim__adam_coef adam;
@@ -72,7 +77,6 @@ typedef struct coef {
 
 typedef struct state {
     int built_amsgrad; /* 0 no slots yet, 1 false, 2 true */
-    optim_name_patterns *exclude; /* exclude_from_weight_decay; NULL is None */
 } state;
 
 /* ---- configuration ------------------------------------------------------------ */
@@ -108,54 +112,22 @@ static int validate(optim_optimizer *opt, optim_error *err)
     return 0;
 }
 
-static void destroy(optim_optimizer *opt)
-{
-    state *s = optim_state(opt);
-    optim_name_patterns_free(s->exclude);
-    s->exclude = NULL;
-}
-
-/* exclude_from_weight_decay (legacy only): null or a list of patterns. */
-static int set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
-{
-    if (strcmp(key, EXCLUDE_KEY) != 0 || optim_generation_of(opt) != OPTIM_LEGACY)
-        return OPTIM_EKEY;
-    char **list;
-    int rc = optim_config_read_strings(EXCLUDE_KEY, json, &list, err);
-    size_t n = 0;
-    while (list && list[n]) n++;
-    optim_name_patterns *p = NULL;
-    if (!rc && list)
-        rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "AdamW: " EXCLUDE_KEY,
-                                         err);
-    optim_strings_free(list);
-    if (rc) return rc;
-    destroy(opt);
-    ((state *)optim_state(opt))->exclude = p;
-    return 0;
-}
-
 /* Legacy (TF Addons) get_config: ..., epsilon, amsgrad, weight_decay,
- * exclude_from_weight_decay. epsilon is written as self.epsilon, 1e-7 for 0
- * or None. */
+ * exclude_from_weight_decay (the base writes it). epsilon is written as
+ * self.epsilon, 1e-7 for 0 or None. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
     if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
-    const state *s = optim_state(opt);
     double e;
-    if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0)) {
-        int rc = optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
-        if (rc) return rc;
-    }
-    return optim_config_put_strings(cfg, EXCLUDE_KEY,
-                                    s->exclude ? optim_name_patterns_sources(s->exclude) : NULL);
+    if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0))
+        return optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
+    return 0;
 }
 
 /* TF Addons: is_variable_matched_by_regexes (re.search on the name). */
 static int decays(const optim_optimizer *opt, const optim_var *var)
 {
-    const state *s = optim_state(opt);
-    return !optim_name_patterns_match(s->exclude, optim_var_name(var));
+    return !optim_name_patterns_match(optim_param_patterns(opt, 0), optim_var_name(var));
 }
 
 /* ---- the update ------------------------------------------------------------------ */
@@ -330,7 +302,10 @@ const optim_class optim_adamw_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
-    .set_config = set_config,
-    .destroy = destroy,
     .sparse_mode = sparse_mode,
+    .keras3_module = "keras.optimizers",
+    .pattern_params = adamw_patterns,
+    .n_pattern_params = sizeof adamw_patterns / sizeof *adamw_patterns,
+    .tfa_name = "AdamW",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

@@ -224,4 +224,7 @@ const optim_class optim_ftrl_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .sparse_mode = sparse_mode,
+    .keras3_module = "keras.optimizers",
+    .legacy_module = "keras.optimizers.legacy",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

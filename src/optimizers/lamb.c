@@ -66,7 +66,6 @@
 #include "optim/optimizers.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,46 +84,26 @@ static const optim_param lamb_params[] = {
     {"epsilon", OPTIM_PARAM_FLOAT, OPTIM_PARAM_LEGACY_ONLY, 1e-6, 0.0, INFINITY},
 };
 
-static const char *const KEY_WD = "exclude_from_weight_decay";
-static const char *const KEY_LA = "exclude_from_layer_adaptation";
+/* TFA's name patterns (legacy), read and written by the base; None by
+ * default. exclude_from_layer_adaptation is kept as given (see
+ * layer_adaptation_patterns). */
+enum { PP_WD, PP_LA };
+static const optim_param lamb_patterns[] = {
+    {"exclude_from_weight_decay", OPTIM_PARAM_PATTERNS,
+     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0, 0},
+    {"exclude_from_layer_adaptation", OPTIM_PARAM_PATTERNS,
+     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0, 0},
+};
 
 /* ---- name patterns (legacy) ------------------------------------------------- */
 
 typedef optim_name_patterns patterns;
-
-typedef struct lamb_state {
-    patterns *wd; /* exclude_from_weight_decay; NULL is None */
-    patterns *la; /* exclude_from_layer_adaptation as given; NULL is None */
-} lamb_state;
-
-static int set_err(optim_error *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->code = code;
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 static size_t count(char *const *list)
 {
     size_t n = 0;
     while (list && list[n]) n++;
     return n;
-}
-
-/* Parses null or a list of strings into *out (NULL for null). */
-static int patterns_parse(const char *key, const char *json, patterns **out, optim_error *err)
-{
-    *out = NULL;
-    char **list, what[64];
-    int rc = optim_config_read_strings(key, json, &list, err);
-    snprintf(what, sizeof what, "Lamb: config key %s", key);
-    if (!rc && list)
-        rc = optim_name_patterns_compile(out, (const char *const *)list, count(list), what, err);
-    optim_strings_free(list);
-    return rc;
 }
 
 static size_t npatterns(const patterns *p)
@@ -134,9 +113,10 @@ static size_t npatterns(const patterns *p)
 
 /* TFA's exclude_from_layer_adaptation: the given list if non-empty, else
  * exclude_from_weight_decay. */
-static const patterns *layer_adaptation_patterns(const lamb_state *st)
+static const patterns *layer_adaptation_patterns(const optim_optimizer *opt)
 {
-    return npatterns(st->la) ? st->la : st->wd;
+    const patterns *la = optim_param_patterns(opt, PP_LA);
+    return npatterns(la) ? la : optim_param_patterns(opt, PP_WD);
 }
 
 /* re.search(pattern, var.name) for any pattern, with TF's ":0" suffix. */
@@ -159,27 +139,19 @@ static int lamb_set_config(optim_optimizer *opt, const char *key, const char *js
                            optim_error *err)
 {
     if (optim_generation_of(opt) != OPTIM_LEGACY) return OPTIM_EKEY;
-    lamb_state *st = optim_state(opt);
     if (strcmp(key, "weight_decay_rate") == 0) {
         /* TFA's deprecated alias of weight_decay (constructor kwarg). */
         char *end;
         double x = strtod(json_value, &end);
         if (end == json_value || *end)
-            return set_err(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
+            return optim_error_set(err, OPTIM_ETYPE, "Lamb: config key '%s' is not a number", key);
         int rc = optim_set_hyper(opt, "weight_decay", x);
-        if (rc) return set_err(err, rc, "%.400s (given as weight_decay_rate)", optim_errmsg(opt));
+        if (rc)
+            return optim_error_set(err, rc, "%.400s (given as weight_decay_rate)",
+                                   optim_errmsg(opt));
         return 0;
     }
-    patterns **slot = strcmp(key, KEY_WD) == 0 ? &st->wd
-        : strcmp(key, KEY_LA) == 0             ? &st->la
-                                               : NULL;
-    if (!slot) return OPTIM_EKEY;
-    patterns *p;
-    int rc = patterns_parse(key, json_value, &p, err);
-    if (rc) return rc;
-    optim_name_patterns_free(*slot);
-    *slot = p;
-    return 0;
+    return OPTIM_EKEY;
 }
 
 static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
@@ -188,23 +160,11 @@ static int lamb_get_config(optim_optimizer *opt, optim_config *cfg)
     /* TFA's LAMB.get_config: learning_rate, weight_decay, decay, beta_1, ... */
     int rc0 = optim_config_move_before(cfg, "weight_decay", "decay");
     if (rc0) return rc0;
-    const lamb_state *st = optim_state(opt);
-    const patterns *lists[2] = {st->wd, layer_adaptation_patterns(st)};
-    const char *keys[2] = {KEY_WD, KEY_LA};
-    for (int i = 0; i < 2; i++) {
-        int rc = optim_config_put_strings(cfg, keys[i],
-                                          lists[i] ? optim_name_patterns_sources(lists[i]) : NULL);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-static void lamb_destroy(optim_optimizer *opt)
-{
-    lamb_state *st = optim_state(opt);
-    optim_name_patterns_free(st->wd);
-    optim_name_patterns_free(st->la);
-    st->wd = st->la = NULL;
+    /* The base wrote both lists as given; TFA keeps the layer-adaptation
+     * list it falls back to (rewritten in place). */
+    const patterns *la = layer_adaptation_patterns(opt);
+    return optim_config_put_strings(cfg, lamb_patterns[PP_LA].name,
+                                    la ? optim_name_patterns_sources(la) : NULL);
 }
 
 /* ---- the update ---------------------------------------------------------------- */
@@ -308,10 +268,9 @@ static rule rule_for(const optim_optimizer *opt, const optim_var *var, const voi
 {
     rule r = {coef_, 0, 1};
     if (optim_generation_of(opt) == OPTIM_LEGACY) {
-        const lamb_state *st = optim_state(opt);
         const char *name = optim_var_name(var);
-        r.use_wd = !name_matches(st->wd, name);
-        r.adapt = !name_matches(layer_adaptation_patterns(st), name);
+        r.use_wd = !name_matches(optim_param_patterns(opt, PP_WD), name);
+        r.adapt = !name_matches(layer_adaptation_patterns(opt), name);
     }
     return r;
 }
@@ -434,15 +393,17 @@ const optim_class optim_lamb_class = {
     .params = lamb_params,
     .n_params = sizeof lamb_params / sizeof *lamb_params,
     .coef_size = sizeof(coef),
-    .state_size = sizeof(lamb_state),
     .create_slots = create_slots,
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = lamb_get_config,
     .set_config = lamb_set_config,
-    .destroy = lamb_destroy,
     .phase_plan = phase_plan,
     .apply_phase = apply_phase,
     .reduce_phase = reduce_phase,
+    .keras3_module = "keras.optimizers",
+    .tfa_name = "LAMB",
+    .pattern_params = lamb_patterns,
+    .n_pattern_params = sizeof lamb_patterns / sizeof *lamb_patterns,
 };

@@ -179,4 +179,5 @@ const optim_class optim_lazyadam_class = {
     .apply_sparse = apply_sparse,
     .get_config = get_config,
     .sparse_mode = sparse_mode,
+    .tfa_name = "LazyAdam",
 };

@@ -103,4 +103,6 @@ const optim_class optim_lion_class = {
     .apply_dense = apply_dense,
     /* No apply_sparse: a sparse gradient gets the dense equivalent (every
      * row, zero gradient where no index points), as Keras 3 gives it. */
+    .keras3_module = "keras.optimizers",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

@@ -101,7 +101,11 @@ static const optim_param muon_params[] = {
     {"rms_rate", OPTIM_PARAM_FLOAT, OPTIM_PARAM_NULLABLE, 0.2, 0.0, INFINITY},
 };
 
-#define KEY_EXCLUDE "exclude_layers"
+/* exclude_layers: a list of patterns, read and written by the base; null
+ * reads as [] (`exclude_layers or []`). */
+static const optim_param muon_patterns[] = {
+    {"exclude_layers", OPTIM_PARAM_PATTERNS, 0, 0.0, 0, 0},
+};
 
 /* Scratch of one Muon variable: X, Y [p, q], A, B [p, p] in its dtype. */
 typedef struct scratch {
@@ -111,39 +115,16 @@ typedef struct scratch {
 } scratch;
 
 typedef struct state {
-    optim_name_patterns *exclude; /* exclude_layers; NULL before the first set */
     size_t nscratch, cap;
     scratch *sc;
 } state;
 
 /* ---- exclude_layers -------------------------------------------------------------- */
 
-/* exclude_layers: a list of patterns; null means [] (`exclude_layers or []`). */
-static int set_config(optim_optimizer *opt, const char *key, const char *json, optim_error *err)
-{
-    if (strcmp(key, KEY_EXCLUDE) != 0) return OPTIM_EKEY;
-    char **list;
-    int rc = optim_config_read_strings(KEY_EXCLUDE, json, &list, err);
-    size_t n = 0;
-    while (list && list[n]) n++;
-    optim_name_patterns *p = NULL;
-    if (!rc)
-        rc = optim_name_patterns_compile(&p, (const char *const *)list, n, "Muon: " KEY_EXCLUDE,
-                                         err);
-    optim_strings_free(list);
-    if (rc) return rc;
-    state *st = optim_state(opt);
-    optim_name_patterns_free(st->exclude);
-    st->exclude = p;
-    return 0;
-}
-
 /* Keras writes `self.exclude_layers or []` after epsilon, before muon_a. */
 static int get_config(optim_optimizer *opt, optim_config *cfg)
 {
-    const state *s = optim_state(opt);
-    int rc = optim_config_put_strings(cfg, KEY_EXCLUDE, optim_name_patterns_sources(s->exclude));
-    return rc ? rc : optim_config_move_before(cfg, KEY_EXCLUDE, "muon_a");
+    return optim_config_move_before(cfg, muon_patterns[0].name, "muon_a");
 }
 
 /* ---- which rule, scratch ------------------------------------------------------------ */
@@ -155,7 +136,7 @@ static int wants_adamw(const optim_optimizer *opt, const optim_var *var)
     if (optim_param_value(opt, P_EXCLUDE_EMB) != 0)
         for (const char *p = name; *p; p++)
             if (strncasecmp(p, "embedding", 9) == 0) return 1;
-    return optim_name_patterns_match(((const state *)optim_state(opt))->exclude, name);
+    return optim_name_patterns_match(optim_param_patterns(opt, 0), name);
 }
 
 static void *scratch_of(const optim_optimizer *opt, const optim_var *var)
@@ -216,7 +197,6 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 static void destroy(optim_optimizer *opt)
 {
     state *s = optim_state(opt);
-    optim_name_patterns_free(s->exclude);
     for (size_t i = 0; i < s->nscratch; i++) free(s->sc[i].buf);
     free(s->sc);
 }
@@ -358,7 +338,9 @@ const optim_class optim_muon_class = {
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
     .get_config = get_config,
-    .set_config = set_config,
     .destroy = destroy,
     .weight_decay = weight_decay,
+    .keras3_module = "keras.optimizers",
+    .pattern_params = muon_patterns,
+    .n_pattern_params = sizeof muon_patterns / sizeof *muon_patterns,
 };

@@ -338,4 +338,7 @@ const optim_class optim_nadam_class = {
     .get_config = get_config,
     .set_config = set_config,
     .sparse_mode = sparse_mode,
+    .keras3_module = "keras.optimizers",
+    .legacy_module = "keras.optimizers.legacy",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

@@ -135,4 +135,5 @@ const optim_class optim_schedule_free_adamw_class = {
     .apply_dense = apply_dense,
     /* No apply_sparse: a sparse gradient gets the dense equivalent (every
      * row, zero gradient where no index points). */
+    .keras3_module = "keras.optimizers",
 };

@@ -145,4 +145,7 @@ const optim_class optim_sgd_class = {
     .apply_sparse = apply_sparse,
     .apply_sparse_duplicate_indices = apply_sparse_duplicate_indices,
     .sparse_mode = sparse_mode,
+    .keras3_module = "keras.optimizers",
+    .legacy_module = "keras.optimizers.legacy",
+    .keras_flags = OPTIM_KERAS_TF_KERAS,
 };

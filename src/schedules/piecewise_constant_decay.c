@@ -27,7 +27,6 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,16 +42,6 @@ typedef struct pcd_state {
     int have_boundaries, have_values;
     char *text[2]; /* the lists as given: boundaries, values */
 } pcd_state;
-
-static int set_err(optim_error *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    err->code = code;
-    return code;
-}
 
 static const char *json_kind(const cJSON *v)
 {
@@ -71,11 +60,12 @@ static int parse_list(const char *key, const char *json, double **out, size_t *n
     *out = NULL;
     *n = 0;
     cJSON *v = cJSON_Parse(json);
-    if (!v) return set_err(err, OPTIM_EPARSE, NAME ": config key '%s' is not valid JSON", key);
+    if (!v)
+        return optim_error_set(err, OPTIM_EPARSE, NAME ": config key '%s' is not valid JSON", key);
     if (!cJSON_IsArray(v)) {
-        int rc =
-            set_err(err, OPTIM_ETYPE, NAME ": config key '%s' is %s, expected a list of numbers",
-                    key, json_kind(v));
+        int rc = optim_error_set(err, OPTIM_ETYPE,
+                                 NAME ": config key '%s' is %s, expected a list of numbers", key,
+                                 json_kind(v));
         cJSON_Delete(v);
         return rc;
     }
@@ -83,16 +73,17 @@ static int parse_list(const char *key, const char *json, double **out, size_t *n
     double *a = count ? malloc(count * sizeof *a) : NULL;
     if (count && !a) {
         cJSON_Delete(v);
-        return set_err(err, OPTIM_ENOMEM, NAME ": config key '%s': out of memory", key);
+        return optim_error_set(err, OPTIM_ENOMEM, NAME ": config key '%s': out of memory", key);
     }
     size_t k = 0;
     const cJSON *item;
     cJSON_ArrayForEach(item, v)
     {
         if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble)) {
-            int rc = set_err(err, OPTIM_ETYPE,
-                             NAME ": config key '%s': element %zu is %s, expected a finite number",
-                             key, k, cJSON_IsNumber(item) ? "not finite" : json_kind(item));
+            int rc = optim_error_set(
+                err, OPTIM_ETYPE,
+                NAME ": config key '%s': element %zu is %s, expected a finite number", key, k,
+                cJSON_IsNumber(item) ? "not finite" : json_kind(item));
             free(a);
             cJSON_Delete(v);
             return rc;
@@ -117,7 +108,7 @@ static int set_config(optim_schedule *s, const char *key, const char *json, opti
     char *text = malloc(strlen(json) + 1);
     if (!text) {
         free(a);
-        return set_err(err, OPTIM_ENOMEM, NAME ": config key '%s': out of memory", key);
+        return optim_error_set(err, OPTIM_ENOMEM, NAME ": config key '%s': out of memory", key);
     }
     strcpy(text, json);
     free(st->text[!is_b]);
@@ -126,7 +117,8 @@ static int set_config(optim_schedule *s, const char *key, const char *json, opti
         double *cuts = n ? malloc(n * sizeof *cuts) : NULL;
         if (n && !cuts) {
             free(a);
-            return set_err(err, OPTIM_ENOMEM, NAME ": config key 'boundaries': out of memory");
+            return optim_error_set(err, OPTIM_ENOMEM,
+                                   NAME ": config key 'boundaries': out of memory");
         }
         for (size_t i = 0; i < n; i++) cuts[i] = trunc(a[i]);
         free(st->boundaries);
@@ -148,22 +140,25 @@ static int validate(const optim_schedule *s, optim_error *err)
 {
     const pcd_state *st = optim_schedule_state(s);
     if (!st->have_boundaries)
-        return set_err(err, OPTIM_EKEY, NAME ": config key 'boundaries' is required");
-    if (!st->have_values) return set_err(err, OPTIM_EKEY, NAME ": config key 'values' is required");
+        return optim_error_set(err, OPTIM_EKEY, NAME ": config key 'boundaries' is required");
+    if (!st->have_values)
+        return optim_error_set(err, OPTIM_EKEY, NAME ": config key 'values' is required");
     if (st->n_values != st->n_boundaries + 1)
-        return set_err(err, OPTIM_EINVAL,
-                       NAME ": boundaries has %zu elements and values %zu; expected values to have "
-                            "exactly one more element than boundaries",
-                       st->n_boundaries, st->n_values);
+        return optim_error_set(
+            err, OPTIM_EINVAL,
+            NAME ": boundaries has %zu elements and values %zu; expected values to have "
+                 "exactly one more element than boundaries",
+            st->n_boundaries, st->n_values);
     if (st->n_boundaries == 0)
-        return set_err(err, OPTIM_EINVAL,
-                       NAME ": boundaries is empty; expected at least one step boundary");
+        return optim_error_set(err, OPTIM_EINVAL,
+                               NAME ": boundaries is empty; expected at least one step boundary");
     for (size_t i = 1; i < st->n_boundaries; i++)
         if (!(st->boundaries[i] > st->boundaries[i - 1]))
-            return set_err(err, OPTIM_EINVAL,
-                           NAME ": boundaries[%zu] is %.17g, not above boundaries[%zu] = %.17g; "
-                                "expected strictly increasing boundaries",
-                           i, st->boundaries[i], i - 1, st->boundaries[i - 1]);
+            return optim_error_set(err, OPTIM_EINVAL,
+                                   NAME
+                                   ": boundaries[%zu] is %.17g, not above boundaries[%zu] = %.17g; "
+                                   "expected strictly increasing boundaries",
+                                   i, st->boundaries[i], i - 1, st->boundaries[i - 1]);
     return OPTIM_OK;
 }
 

@@ -98,4 +98,5 @@ const optim_class optim_lookahead_class = {
     .set_config = optim__tfa_set_config,
     .destroy = optim__wrapper_destroy,
     .inner = optim__wrapper_inner,
+    .tfa_name = "Lookahead",
 };

@@ -343,6 +343,8 @@ const optim_class optim_loss_scale_class = {
     .set_config = lso_set_config,
     .destroy = lso_destroy,
     .inner = optim__wrapper_inner,
+    .keras3_module = "keras.optimizers",
+    .legacy_module = "keras.mixed_precision",
 };
 
 /* ---- public API (optim/wrappers.h) ---------------------------------------------------- */

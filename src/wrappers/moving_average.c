@@ -173,6 +173,7 @@ const optim_class optim_moving_average_class = {
     .set_config = optim__tfa_set_config,
     .destroy = ma_destroy,
     .inner = optim__wrapper_inner,
+    .tfa_name = "MovingAverage",
 };
 
 /* ---- average weights (public) ---------------------------------------------------------------------------------- */

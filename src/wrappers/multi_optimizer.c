@@ -552,4 +552,5 @@ const optim_class optim_multi_optimizer_class = {
     .set_config = multi_set_config,
     .destroy = multi_destroy,
     .inner_at = multi_inner_at,
+    .keras3_module = "keras.optimizers",
 };

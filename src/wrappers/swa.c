@@ -90,4 +90,5 @@ const optim_class optim_swa_class = {
     .set_config = optim__tfa_set_config,
     .destroy = optim__wrapper_destroy,
     .inner = optim__wrapper_inner,
+    .tfa_name = "SWA",
 };
