@@ -508,9 +508,8 @@ OPTIM_API void optim_name_patterns_free(optim_name_patterns *p);
  * name, -1 if none (or p or name is NULL). */
 #define OPTIM_NAME_PATTERNS_FULL 1u
 #define OPTIM_NAME_PATTERNS_KEYS 2u
-OPTIM_API int optim_name_patterns_compile_flags(optim_name_patterns **out,
-                                                const char *const *list, size_t n,
-                                                const char *what, uint32_t flags,
+OPTIM_API int optim_name_patterns_compile_flags(optim_name_patterns **out, const char *const *list,
+                                                size_t n, const char *what, uint32_t flags,
                                                 optim_error *err);
 OPTIM_API long optim_name_patterns_find(const optim_name_patterns *p, const char *name,
                                         size_t from);

@@ -98,10 +98,7 @@ int optim__all_gather(optim_group *g, const optim__layout *l, void *const *full,
 
 enum { HDR = 5 }; /* per pair: kind, dtype, numel, sparse rows, name hash */
 
-static int64_t name_hash(const char *s)
-{
-    return (int64_t)(optim__fnv1a_str(s) >> 1);
-}
+static int64_t name_hash(const char *s) { return (int64_t)(optim__fnv1a_str(s) >> 1); }
 
 /* What rank r sent about pair i, and a message naming the first difference. */
 static int compare(optim_group *g, const int64_t *all, size_t n, const optim_grad_var *pairs,
