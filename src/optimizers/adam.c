@@ -86,8 +86,7 @@ static int validate(optim_optimizer *opt, optim_error *err)
 }
 
 
-/* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None. */
-static int get_config(optim_optimizer *opt, optim_config *cfg)
+int optim__adam_get_config(optim_optimizer *opt, optim_config *cfg)
 {
     double e;
     if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e) ||
@@ -272,7 +271,7 @@ const optim_class optim_adam_class = {
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
-    .get_config = get_config,
+    .get_config = optim__adam_get_config,
     .sparse_mode = sparse_mode,
     .keras3_module = "keras.optimizers",
     .legacy_module = "keras.optimizers.legacy",

@@ -24,4 +24,8 @@ typedef struct optim__adam_coef {
 
 void optim__adam_prepare(optim_optimizer *opt, optim_dtype dtype, optim__adam_coef *k);
 
+/* The family's get_config hook: legacy writes self.epsilon, which is
+ * OPTIM__ADAM_LEGACY_EPSILON for 0 or None; Keras 3 adds nothing. */
+int optim__adam_get_config(optim_optimizer *opt, optim_config *cfg);
+
 #endif

@@ -112,18 +112,6 @@ static int validate(optim_optimizer *opt, optim_error *err)
     return 0;
 }
 
-/* Legacy (TF Addons) get_config: ..., epsilon, amsgrad, weight_decay,
- * exclude_from_weight_decay (the base writes it). epsilon is written as
- * self.epsilon, 1e-7 for 0 or None. */
-static int get_config(optim_optimizer *opt, optim_config *cfg)
-{
-    if (optim_generation_of(opt) != OPTIM_LEGACY) return 0;
-    double e;
-    if (!optim_get_hyper(opt, "epsilon", &e) && (isnan(e) || e == 0))
-        return optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
-    return 0;
-}
-
 /* TF Addons: is_variable_matched_by_regexes (re.search on the name). */
 static int decays(const optim_optimizer *opt, const optim_var *var)
 {
@@ -301,7 +289,7 @@ const optim_class optim_adamw_class = {
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
-    .get_config = get_config,
+    .get_config = optim__adam_get_config,
     .sparse_mode = sparse_mode,
     .keras3_module = "keras.optimizers",
     .pattern_params = adamw_patterns,

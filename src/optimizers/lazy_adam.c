@@ -68,16 +68,6 @@ static int validate(optim_optimizer *opt, optim_error *err)
 }
 
 
-/* Legacy get_config writes self.epsilon, which is 1e-7 for 0 or None. */
-static int get_config(optim_optimizer *opt, optim_config *cfg)
-{
-    double e;
-    if (optim_generation_of(opt) != OPTIM_LEGACY || optim_get_hyper(opt, "epsilon", &e) ||
-        !(isnan(e) || e == 0))
-        return 0;
-    return optim_config_put_number(cfg, "epsilon", OPTIM__ADAM_LEGACY_EPSILON);
-}
-
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)err;
@@ -177,7 +167,7 @@ const optim_class optim_lazyadam_class = {
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
-    .get_config = get_config,
+    .get_config = optim__adam_get_config,
     .sparse_mode = sparse_mode,
     .tfa_name = "LazyAdam",
 };
