@@ -50,8 +50,9 @@ extern "C" {
 /* 2: param_choices (OPTIM_PARAM_STRING) and the `step` hook (wrappers
  * taking optim_step_options, optim/step.h). 3: the `sparse_mode` hook and
  * phased updates (phase_plan, apply_phase, reduce_phase). 4: the Keras
- * facts (keras3_module, legacy_module, tfa_name, keras_flags) and
- * name-pattern-list keys (pattern_params). */
+ * facts (keras3_module, legacy_module, tfa_name, keras_flags),
+ * name-pattern-list keys (pattern_params) and slot domains
+ * (nonnegative_slots). */
 #define OPTIM_CLASS_VERSION 4
 
 /* Most slots one variable may have. */
@@ -383,6 +384,17 @@ struct optim_class {
      * generation. */
     const optim_param *pattern_params;
     size_t n_pattern_params;
+
+    /* Version 4, optional: the value domain of slots. A NULL-terminated
+     * list of slot names (as given to optim_add_slot: "v", not "w/v") whose
+     * every element is >= 0 by construction, for every config the class
+     * accepts (Adam's "v" with beta_2 in [0, 1); not RMSprop's "rms", whose
+     * rho is unbounded). optim_set_weights, and so checkpoint restore,
+     * refuses a negative or NaN value in such a slot, naming the weight,
+     * the element and the value. Never list a slot that can go negative.
+     * Each name must be non-empty, without '/', at most 64 of them. NULL:
+     * no domains. */
+    const char *const *nonnegative_slots;
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */

@@ -576,6 +576,89 @@ static int check_model(const optim_checkpoint *c, optim_model *m, optim_var **va
     return check_values(c, vars, n, nl, err);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int has_name(const char *const *sorted, size_t n, const char *name)
+{
+    return bsearch(&name, sorted, n, sizeof *sorted, cmp_str) != NULL;
+}
+
+/* The checkpoint's optimizer weights are the names of opt's (built), each
+ * once, whatever their order: slots created in another order (a variable's
+ * first gradient came later) restore by name. */
+static int match_names(const optim_checkpoint *c, optim_optimizer *opt, size_t nw, optim_error *err)
+{
+    const cJSON *names = item(c->root, "optimizer_weights");
+    size_t nc = (size_t)cJSON_GetArraySize(names);
+    const char **ck = optim__calloc(nc + 1, sizeof *ck),
+               **ours = optim__calloc(nw + 1, sizeof *ours);
+    int rc = ck && ours ? OPTIM_OK : optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
+    for (size_t i = 0; !rc && i < nc; i++) ck[i] = cJSON_GetArrayItem(names, (int)i)->valuestring;
+    for (size_t i = 0; !rc && i < nw; i++)
+        if (!(ours[i] = optim_weight_name(opt, i)))
+            rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
+    if (!rc) qsort(ck, nc, sizeof *ck, cmp_str), qsort(ours, nw, sizeof *ours, cmp_str);
+    for (size_t i = 1; !rc && i < nc; i++)
+        if (strcmp(ck[i - 1], ck[i]) == 0)
+            rc =
+                optim__err(err, OPTIM_EFORMAT, "checkpoint lists optimizer weight %s twice", ck[i]);
+    for (size_t i = 0; !rc && i < nw; i++)
+        if (!has_name(ck, nc, ours[i]))
+            rc = optim__err(err, OPTIM_ESTATE,
+                            "checkpoint has no optimizer weight %s, which the optimizer has (it "
+                            "has %zu weights, the optimizer %zu)",
+                            ours[i], nc, nw);
+    for (size_t i = 0; !rc && i < nc; i++)
+        if (!has_name(ours, nw, ck[i]))
+            rc = optim__err(err, OPTIM_ESTATE,
+                            "checkpoint has optimizer weight %s, which the optimizer does not have "
+                            "(it has %zu weights, the optimizer %zu)",
+                            ck[i], nc, nw);
+    free(ck);
+    free(ours);
+    return rc;
+}
+
+/* ws[i] <- the checkpoint's tensor of opt's weight i, by name. */
+static int weights_by_name(const optim_checkpoint *c, optim_optimizer *opt, optim_tensor *ws,
+                           size_t nw, optim_error *err)
+{
+    char name[CK_MAX_PATH];
+    for (size_t i = 0; i < nw; i++) {
+        snprintf(name, sizeof name, "optimizer/%s", optim_weight_name(opt, i));
+        if (optim_st_get(c->st, name, &ws[i]))
+            return optim__err(err, OPTIM_EFORMAT, "checkpoint: tensor \"%s\" is missing", name);
+    }
+    return OPTIM_OK;
+}
+
+/* Each of the checkpoint's weights (ck, in the order of the scratch
+ * optimizer's weights `have`) has that weight's dtype and shape, finite. */
+static int check_weight_tensors(optim_optimizer *scratch, const optim_tensor *have,
+                                const optim_tensor *ck, size_t nw, optim_error *err)
+{
+    char a[128], b[128];
+    for (size_t i = 0; i < nw; i++) {
+        const char *wn = optim_weight_name(scratch, i);
+        const optim_tensor *t = &ck[i];
+        if (i > 0 && !same_shape(t, have[i].dtype, have[i].rank, have[i].shape))
+            return optim__err(err, OPTIM_ESTATE,
+                              "checkpoint's optimizer weight %s is %s %s, the optimizer's is %s %s",
+                              wn, optim_dtype_name(t->dtype),
+                              optim_shape_str(t->rank, t->shape, a, sizeof a),
+                              optim_dtype_name(have[i].dtype),
+                              optim_shape_str(have[i].rank, have[i].shape, b, sizeof b));
+        if (i > 0 && first_nonfinite(t) >= 0)
+            return optim__err(err, OPTIM_EFORMAT,
+                              "checkpoint: optimizer weight %s element %lld is not finite", wn,
+                              (long long)first_nonfinite(t));
+    }
+    return OPTIM_OK;
+}
+
 /* The weights opt will have once built for vars match the checkpoint's
  * (checked on a scratch copy, so opt itself stays untouched). */
 static int check_optimizer(const optim_checkpoint *c, optim_optimizer *opt, optim_var *const *vars,
@@ -603,57 +686,33 @@ static int check_optimizer(const optim_checkpoint *c, optim_optimizer *opt, opti
     if (*build && (rc = optim_build(scratch, vars, n)))
         optim__err(err, rc, "checkpoint: %s", optim_errmsg(scratch));
     size_t nw = rc ? 0 : optim_weights_count(scratch);
-    optim_tensor *ws = nw ? optim__calloc(nw, sizeof *ws) : NULL;
-    if (!rc && !ws) rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
-    if (!rc && (size_t)cJSON_GetArraySize(names) != nw)
-        rc = optim__err(err, OPTIM_ESTATE,
-                        "checkpoint has %d optimizer weights, the optimizer has %zu",
-                        cJSON_GetArraySize(names), nw);
-    if (!rc) optim_get_weights(scratch, ws, nw);
-    for (size_t i = 0; !rc && i < nw; i++) {
-        const char *wn = cJSON_GetArrayItem(names, (int)i)->valuestring;
-        char name[CK_MAX_PATH];
-        optim_tensor t;
-        snprintf(name, sizeof name, "optimizer/%s", wn);
-        optim_st_get(c->st, name, &t);
-        char a[128], b[128];
-        if (strcmp(wn, optim_weight_name(scratch, i)) != 0 ||
-            (i > 0 && !same_shape(&t, ws[i].dtype, ws[i].rank, ws[i].shape)))
-            rc = optim__err(err, OPTIM_ESTATE,
-                            "checkpoint's optimizer weight %zu is %s %s %s, the optimizer's is "
-                            "%s %s %s",
-                            i, wn, optim_dtype_name(t.dtype),
-                            optim_shape_str(t.rank, t.shape, a, sizeof a),
-                            optim_weight_name(scratch, i), optim_dtype_name(ws[i].dtype),
-                            optim_shape_str(ws[i].rank, ws[i].shape, b, sizeof b));
-        if (!rc && (ws[i] = t, i > 0) && first_nonfinite(&t) >= 0)
-            rc = optim__err(err, OPTIM_EFORMAT,
-                            "checkpoint: optimizer weight %s element %lld is not finite", wn,
-                            (long long)first_nonfinite(&t));
-    }
-    /* What set_weights refuses (iterations out of range), on the scratch copy. */
+    optim_tensor *have = nw ? optim__calloc(2 * nw, sizeof *have) : NULL,
+                 *ws = have ? have + nw : NULL;
+    if (!rc && !have) rc = optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
+    if (!rc) rc = match_names(c, scratch, nw, err);
+    if (!rc) optim_get_weights(scratch, have, nw);
+    if (!rc) rc = weights_by_name(c, scratch, ws, nw, err);
+    if (!rc) rc = check_weight_tensors(scratch, have, ws, nw, err);
+    /* What set_weights refuses (iterations out of range, a slot outside
+     * its class's domain), on the scratch copy. */
     if (!rc && optim_set_weights(scratch, ws, nw))
         rc = optim__err(err, OPTIM_EFORMAT, "checkpoint: %s", optim_errmsg(scratch));
-    free(ws);
+    free(have);
     optim_destroy(scratch);
     return rc;
 }
 
-/* Sets opt's weights from the checkpoint, in its order (after optim_build). */
+/* Sets opt's weights from the checkpoint, by name (after optim_build). */
 static int set_optimizer(const optim_checkpoint *c, optim_optimizer *opt, optim_error *err)
 {
-    const cJSON *names = item(c->root, "optimizer_weights");
-    size_t nw = (size_t)cJSON_GetArraySize(names);
+    size_t nw = optim_weights_count(opt);
     optim_tensor *ws = optim__calloc(nw ? nw : 1, sizeof *ws);
     if (!ws) return optim__err(err, OPTIM_ENOMEM, "checkpoint: out of memory");
-    char name[CK_MAX_PATH];
-    for (size_t i = 0; i < nw; i++) {
-        snprintf(name, sizeof name, "optimizer/%s", cJSON_GetArrayItem(names, (int)i)->valuestring);
-        optim_st_get(c->st, name, &ws[i]);
-    }
-    int rc = optim_set_weights(opt, ws, nw);
+    int rc = weights_by_name(c, opt, ws, nw, err);
+    if (!rc && optim_set_weights(opt, ws, nw))
+        rc = optim__err(err, OPTIM_EFORMAT, "checkpoint: %s", optim_errmsg(opt));
     free(ws);
-    return rc ? optim__err(err, rc, "checkpoint: %s", optim_errmsg(opt)) : OPTIM_OK;
+    return rc;
 }
 
 int optim_checkpoint_restore(const optim_checkpoint *c, optim_model *m, optim_optimizer *opt,

@@ -400,6 +400,25 @@ static int class_facts_check(const optim_class *cls, optim_error *err)
     return OPTIM_OK;
 }
 
+/* The version 4 slot domains: names a slot could have, at most 64. */
+static int slot_domains_check(const optim_class *cls, optim_error *err)
+{
+    const char *const *d = cls->nonnegative_slots;
+    for (size_t i = 0; d && (i == 0 || d[i - 1]); i++) {
+        if (i == 64)
+            return optim__err(err, OPTIM_EINVAL,
+                              "optimizer class '%s': nonnegative_slots has more than 64 names "
+                              "(is it NULL-terminated?)",
+                              cls->name);
+        if (d[i] && (!d[i][0] || strchr(d[i], '/') || strlen(d[i]) > 200))
+            return optim__err(err, OPTIM_EINVAL,
+                              "optimizer class '%s': nonnegative_slots[%zu] is \"%.200s\", "
+                              "expected a slot name (not empty, no '/')",
+                              cls->name, i, d[i]);
+    }
+    return OPTIM_OK;
+}
+
 int optim__class_check(const optim_class *cls_in, optim_error *err)
 {
     if (!cls_in) return optim__err(err, OPTIM_EINVAL, "optimizer class is NULL");
@@ -423,6 +442,7 @@ int optim__class_check(const optim_class *cls_in, optim_error *err)
                           cls.name, nphase);
     for (size_t i = 0; i < cls.n_params && !rc; i++) rc = param_check(&cls, i, err);
     if (!rc) rc = class_facts_check(&cls, err);
+    if (!rc) rc = slot_domains_check(&cls, err);
     return rc ? rc : pattern_params_check(&cls, err);
 }
 

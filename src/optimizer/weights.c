@@ -35,6 +35,61 @@ static optim_var *weight_var(const optim_optimizer *opt, size_t i)
     return i >= 1 && i <= opt->nslots ? opt->slots[i - 1].var : NULL;
 }
 
+/* The class's slot of weight i >= 1 (NULL for an optimizer-level weight
+ * or past the end), and the optimizer that owns it. */
+static const optim__slot *weight_slot(const optim_optimizer *opt, size_t i,
+                                      const optim_optimizer **owner)
+{
+    const optim_optimizer *in;
+    for (size_t k = 0; i >= 1 && (in = optim__inner_at(opt, k)); k++) {
+        size_t nin = optim_weights_count(in) - 1;
+        if (i <= nin) return weight_slot(in, i, owner);
+        i -= nin;
+    }
+    if (i < 1 || i > opt->nslots || opt->slots[i - 1].owner == OPTIM__NO_OWNER) return NULL;
+    *owner = opt;
+    return &opt->slots[i - 1];
+}
+
+/* The slot name of weight i when its class declares it non-negative. */
+static const char *nonnegative_slot(const optim_optimizer *opt, size_t i)
+{
+    const optim_optimizer *o = NULL;
+    const optim__slot *sl = weight_slot(opt, i, &o);
+    const char *const *d = sl ? o->cls.nonnegative_slots : NULL;
+    for (size_t k = 0; d && d[k]; k++)
+        if (strcmp(d[k], o->slot_names[sl->name_id]) == 0) return d[k];
+    return NULL;
+}
+
+/* Index of the first element of t that is negative or NaN (-0 is not), or
+ * -1; *value is it. */
+static int64_t first_negative(const optim_tensor *t, double *value)
+{
+    int64_t n = optim_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        double v;
+        if (t->dtype == OPTIM_F32) v = ((const float *)t->data)[k];
+        else if (t->dtype == OPTIM_F64) v = ((const double *)t->data)[k];
+        else optim_convert(&v, OPTIM_F64, (const uint16_t *)t->data + k, t->dtype, 1);
+        if (!(v >= 0)) return *value = v, k;
+    }
+    return -1;
+}
+
+/* Weight i >= 1 is in the domain its class declares for the slot. */
+static int check_domain(optim_optimizer *opt, size_t i, const optim_tensor *t, const char *what)
+{
+    const char *slot = nonnegative_slot(opt, i);
+    double v = 0;
+    int64_t k = slot ? first_negative(t, &v) : -1;
+    if (k < 0) return OPTIM_OK;
+    return optim__opt_err(opt, OPTIM_ERANGE,
+                          "%s element %lld is %g, expected >= 0 (the class declares slot '%s' "
+                          "non-negative)",
+                          what, (long long)k, v, slot);
+}
+
 size_t optim_get_weights(optim_optimizer *opt, optim_tensor *out, size_t cap)
 {
     size_t n = optim_weights_count(opt);
@@ -227,6 +282,7 @@ int optim_set_weights(optim_optimizer *opt, const optim_tensor *w, size_t n)
                 optim_shape_str(w[i].rank, w[i].shape, a, sizeof a),
                 optim_shape_str(optim_var_rank(s), optim_var_shape(s), b, sizeof b));
         }
+        if ((rc = check_domain(opt, i, &w[i], what))) return rc;
     }
     optim_set_iterations(opt, it);
     for (size_t i = 1; i < n; i++) {

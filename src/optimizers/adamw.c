@@ -296,4 +296,5 @@ const optim_class optim_adamw_class = {
     .n_pattern_params = sizeof adamw_patterns / sizeof *adamw_patterns,
     .tfa_name = "AdamW",
     .keras_flags = OPTIM_KERAS_TF_KERAS,
+    .nonnegative_slots = (const char *const[]){"v", "vhat", NULL},
 };

@@ -227,4 +227,5 @@ const optim_class optim_ftrl_class = {
     .keras3_module = "keras.optimizers",
     .legacy_module = "keras.optimizers.legacy",
     .keras_flags = OPTIM_KERAS_TF_KERAS,
+    .nonnegative_slots = (const char *const[]){"accumulator", NULL},
 };

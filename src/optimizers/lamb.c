@@ -406,4 +406,5 @@ const optim_class optim_lamb_class = {
     .tfa_name = "LAMB",
     .pattern_params = lamb_patterns,
     .n_pattern_params = sizeof lamb_patterns / sizeof *lamb_patterns,
+    .nonnegative_slots = (const char *const[]){"v", NULL},
 };

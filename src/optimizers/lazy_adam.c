@@ -170,4 +170,5 @@ const optim_class optim_lazyadam_class = {
     .get_config = optim__adam_get_config,
     .sparse_mode = sparse_mode,
     .tfa_name = "LazyAdam",
+    .nonnegative_slots = (const char *const[]){"v", NULL},
 };

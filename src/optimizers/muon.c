@@ -343,4 +343,5 @@ const optim_class optim_muon_class = {
     .keras3_module = "keras.optimizers",
     .pattern_params = muon_patterns,
     .n_pattern_params = sizeof muon_patterns / sizeof *muon_patterns,
+    .nonnegative_slots = (const char *const[]){"velocity", NULL},
 };

@@ -136,4 +136,5 @@ const optim_class optim_schedule_free_adamw_class = {
     /* No apply_sparse: a sparse gradient gets the dense equivalent (every
      * row, zero gradient where no index points). */
     .keras3_module = "keras.optimizers",
+    .nonnegative_slots = (const char *const[]){"velocity", NULL},
 };
