@@ -8,7 +8,10 @@
  * from the checkpoint's optimizer JSON, restores into it and a fresh model,
  * and takes the other k - j steps. Promises: save, read, the config and
  * restore succeed; the two runs end with the same model variables and the
- * same optimizer weights (names, dtypes, shapes, bytes). A config whose
+ * same optimizer weights (names, dtypes, shapes, bytes). An input whose
+ * state at the save point is not finite is skipped (restore refuses it:
+ * Adafactor's factored v underflows to 0 for zero gradients, u is NaN, as in
+ * Keras). A config whose
  * mutated params the class refuses falls back to the unmutated one; an
  * input whose run A fails a step is skipped. */
 #define _GNU_SOURCE
@@ -189,9 +192,36 @@ static void same_state(optim_model *ma, optim_optimizer *oa, optim_model *mb, op
     free(wa), free(wb);
 }
 
-/* Run B: j steps, save, read, a fresh optimizer and model, restore, the rest. */
-static void resumed(const char *config, const float *init, const float *grads, int j, int k,
-                    optim_model **mb, optim_optimizer **ob)
+static int finite_tensor(optim_tensor t)
+{
+    int64_t n = optim_tensor_numel(&t);
+    for (int64_t i = 0; i < n; i++)
+        if ((t.dtype == OPTIM_F32 && !isfinite(((const float *)t.data)[i])) ||
+            (t.dtype == OPTIM_F64 && !isfinite(((const double *)t.data)[i])))
+            return 0;
+    return 1;
+}
+
+/* Whether every variable and optimizer weight is finite: restore refuses a
+ * checkpoint that holds a NaN or an infinity (checkpoint.h). */
+static int finite_state(optim_model *m, optim_optimizer *o)
+{
+    optim_var *v[MAXVARS];
+    size_t n = optim_model_trainable_variables(m, v, MAXVARS), nw = optim_weights_count(o);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= finite_tensor(optim_var_tensor(v[i]));
+    optim_tensor *w = calloc(nw + 1, sizeof *w);
+    FUZZ_CHECK(w != NULL, "out of memory");
+    optim_get_weights(o, w, nw);
+    for (size_t i = 0; i < nw; i++) ok &= finite_tensor(w[i]);
+    free(w);
+    return ok;
+}
+
+/* Run B: j steps, save, read, a fresh optimizer and model, restore, the
+ * rest; 0 (nothing made) if the state after j steps is not finite. */
+static int resumed(const char *config, const float *init, const float *grads, int j, int k,
+                   optim_model **mb, optim_optimizer **ob)
 {
     optim_error err;
     optim_optimizer *o;
@@ -199,6 +229,10 @@ static void resumed(const char *config, const float *init, const float *grads, i
     optim_model *m = make_model(init);
     FUZZ_CHECK(steps(o, m, grads, 0, j) == 0, "%s: step failed in run B: %s", config,
                optim_errmsg(o));
+    if (!finite_state(m, o)) {
+        optim_destroy(o), optim_model_destroy(m);
+        return 0;
+    }
     FUZZ_CHECK(optim_checkpoint_save(dir_path(), m, o, j, NULL, &err) == 0, "%s: save: %s", config,
                err.msg);
     optim_destroy(o), optim_model_destroy(m);
@@ -214,6 +248,7 @@ static void resumed(const char *config, const float *init, const float *grads, i
     FUZZ_CHECK(steps(o, m, grads, j, k) == 0, "%s: step failed after resume: %s", config,
                optim_errmsg(o));
     *mb = m, *ob = o;
+    return 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -234,10 +269,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < MAXSTEPS * NVALUES; i++) grads[i] = (float)((int8_t)take(&in)) / 16.0f;
     optim_model *ma = make_model(init), *mb = NULL;
     optim_optimizer *ob = NULL;
-    if (steps(oa, ma, grads, 0, k) == 0) {
-        resumed(config, init, grads, j, k, &mb, &ob);
+    if (steps(oa, ma, grads, 0, k) == 0 && resumed(config, init, grads, j, k, &mb, &ob))
         same_state(ma, oa, mb, ob, config);
-    }
     optim_destroy(oa), optim_destroy(ob);
     optim_model_destroy(ma), optim_model_destroy(mb);
     free(config);
