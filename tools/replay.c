@@ -302,6 +302,83 @@ static const char *first_repeated(const char *const *names, size_t n, int *oom)
     return dup;
 }
 
+/* ---- OUT's header size, known before the first step ---------------------- */
+
+/* One tensor of OUT: its name, its header entry's bytes less the digits of
+ * its two data offsets, and its data bytes. */
+typedef struct out_entry {
+    const char *name;
+    uint64_t len, nbytes;
+} out_entry;
+
+static uint64_t digits(uint64_t v)
+{
+    uint64_t n = 1;
+    while (v >= 10) v /= 10, n++;
+    return n;
+}
+
+/* The entry {"NAME":{"dtype":"F32","shape":[..],"data_offsets":[,]}} as the
+ * safetensors writer spells it (its JSON escapes for the name). */
+static out_entry make_entry(const char *name, const optim_tensor *t)
+{
+    out_entry e = {name, 2 + strlen(":{\"dtype\":\"\",\"shape\":[],\"data_offsets\":[,]}"),
+                   (uint64_t)optim_tensor_numel(t) * optim_dtype_size(t->dtype)};
+    for (const char *c = name; *c; c++)
+        e.len += *c == '"' || *c == '\\' ? 2 : (unsigned char)*c < 0x20 ? 6 : 1;
+    e.len += t->dtype == OPTIM_BF16 ? 4 : 3; /* F32, F64, F16, I32, I64; BF16 */
+    for (int32_t k = 0; k < t->rank; k++) e.len += digits((uint64_t)t->shape[k]) + (k > 0);
+    return e;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const out_entry *)a)->name, ((const out_entry *)b)->name);
+}
+
+/* OUT's header bytes: "{", the entries (name order) with ",", "}", padded to
+ * a multiple of 8. Exact; sorts e only when the bounds without the data
+ * offsets' digits leave the answer open. */
+static uint64_t header_size(out_entry *e, size_t n)
+{
+    uint64_t base = 2 + (n ? n - 1 : 0), total = 0;
+    for (size_t i = 0; i < n; i++) base += e[i].len, total += e[i].nbytes;
+    uint64_t lo = base + 2 * (uint64_t)n, hi = base + 2 * (uint64_t)n * digits(total);
+    if (lo > OPTIM_ST_MAX_HEADER || (hi + 7) / 8 * 8 <= OPTIM_ST_MAX_HEADER)
+        return (lo + 7) / 8 * 8;
+    qsort(e, n, sizeof *e, cmp_entry);
+    uint64_t size = base, off = 0;
+    for (size_t i = 0; i < n; i++)
+        size += digits(off) + digits(off + e[i].nbytes), off += e[i].nbytes;
+    return (size + 7) / 8 * 8;
+}
+
+/* Refuses before any step an OUT whose header would be above the safetensors
+ * limit (the writer would refuse it only after the whole run). probe is an
+ * optimizer from the same config, built for the variables with gradients. */
+static int check_out_size(const replay *r, optim_optimizer *probe)
+{
+    size_t nw = optim_weights_count(probe), n = r->nvars + nw;
+    out_entry *e = malloc(n * sizeof *e);
+    optim_tensor *w = calloc(nw ? nw : 1, sizeof *w);
+    int rc = e && w ? 0 : fail("out of memory");
+    if (!rc) optim_get_weights(probe, w, nw);
+    for (size_t i = 0; !rc && i < n; i++) {
+        optim_tensor t = i < r->nvars ? optim_var_tensor(r->vars[i]) : w[i - r->nvars];
+        e[i] = make_entry(
+            i < r->nvars ? optim_var_name(r->vars[i]) : optim_weight_name(probe, i - r->nvars), &t);
+    }
+    uint64_t size = rc ? 0 : header_size(e, n);
+    if (size > OPTIM_ST_MAX_HEADER)
+        rc = fail("OUT would need a safetensors header of at least %llu bytes for its %zu tensors "
+                  "(%zu variables and %zu optimizer weights), above the limit of %u bytes; refused "
+                  "before any step: replay fewer variables, or give them shorter names",
+                  (unsigned long long)size, n, r->nvars, nw, OPTIM_ST_MAX_HEADER);
+    free(e);
+    free(w);
+    return rc;
+}
+
 /* OUT holds every variable and every optimizer weight under its name: an
  * INIT tensor named like a weight ("a/m" beside a variable "a") is refused
  * before any step. The names are those of a second optimizer from the same
@@ -330,6 +407,7 @@ static int check_names(replay *r, const char *config)
         rc = fail("INIT tensor '%s' has the name of one of the optimizer's weights (OUT holds "
                   "both under their names); rename the variable",
                   dup);
+    if (built && !rc) rc = check_out_size(r, probe);
     free(names);
     optim_destroy(probe);
     return rc;
