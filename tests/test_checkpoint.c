@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +274,23 @@ OPTIM_TEST(test_refusals)
     assert_non_null(strstr(err.msg, "not a JSON object"));
     assert_status(optim_checkpoint_save(NULL, m, o, 1, NULL, &err), OPTIM_EINVAL, &err);
     assert_status(optim_checkpoint_save("/proc/none/x", m, o, 1, NULL, &err), OPTIM_EIO, &err);
+    /* Values restore would refuse are not saved: a NaN weight, an infinite slot. */
+    optim_var *mv[MAXV];
+    optim_model_variables(m, mv, MAXV);
+    float keep = ((float *)optim_var_data(mv[1]))[2];
+    ((float *)optim_var_data(mv[1]))[2] = NAN;
+    assert_status(optim_checkpoint_save(dir, m, o, 2, NULL, &err), OPTIM_ERANGE, &err);
+    assert_contains(err.msg, "variable ");
+    assert_contains(err.msg, "element 2 is NaN or infinite");
+    ((float *)optim_var_data(mv[1]))[2] = keep;
+    optim_var *slot = optim_get_slot(o, mv[0], "v");
+    assert_non_null(slot);
+    float vkeep = ((float *)optim_var_data(slot))[0];
+    ((float *)optim_var_data(slot))[0] = INFINITY;
+    assert_status(optim_checkpoint_save(dir, m, o, 2, NULL, &err), OPTIM_ERANGE, &err);
+    assert_contains(err.msg, "optimizer weight ");
+    assert_contains(err.msg, "/v element 0 is NaN or infinite");
+    ((float *)optim_var_data(slot))[0] = vkeep;
     /* The failed saves left the checkpoint as it was. */
     assert_ok(optim_checkpoint_read(dir, &c, &err), &err);
     assert_eq(optim_checkpoint_epoch(c), 1);

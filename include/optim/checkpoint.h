@@ -54,8 +54,10 @@ typedef struct optim_checkpoint optim_checkpoint;
  * directory dir (created if missing, mode 0777 & ~umask) after `epoch`
  * epochs (>= 0). extra_json: a JSON object kept for the caller (NULL: {}).
  * Returns OPTIM_EINVAL (bad argument, model not built, extra_json not an
- * object), OPTIM_EIO (with the path and the system's reason) or
- * OPTIM_ENOMEM; on error the previous checkpoint in dir is untouched. */
+ * object), OPTIM_ERANGE (a variable or optimizer weight holds a NaN or an
+ * infinity, which restore would refuse; the message names it), OPTIM_EIO
+ * (with the path and the system's reason) or OPTIM_ENOMEM; on error the
+ * previous checkpoint in dir is untouched. */
 OPTIM_API int optim_checkpoint_save(const char *dir, optim_model *m, optim_optimizer *opt,
                                     int64_t epoch, const char *extra_json, optim_error *err);
 

@@ -138,6 +138,30 @@ static cJSON *shape_json(int32_t rank, const int64_t *shape)
     return a;
 }
 
+/* Index of the first element of t that is NaN or infinite, or -1. */
+static int64_t first_nonfinite(const optim_tensor *t)
+{
+    int64_t n = optim_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        double v = t->dtype == OPTIM_F32 ? ((const float *)t->data)[k]
+            : t->dtype == OPTIM_F64      ? ((const double *)t->data)[k]
+                                         : 0; /* half types: checked as stored, skipped */
+        if (!isfinite(v)) return k;
+    }
+    return -1;
+}
+
+/* A save refuses what restore would: a value that is NaN or infinite. */
+static int saved_finite(const char *what, const char *name, const optim_tensor *t, optim_error *err)
+{
+    int64_t k = first_nonfinite(t);
+    if (k < 0) return OPTIM_OK;
+    return optim__err(err, OPTIM_ERANGE,
+                      "checkpoint: %s %s element %lld is NaN or infinite; a checkpoint keeps "
+                      "finite values only (restore refuses others), so nothing was saved",
+                      what, name, (long long)k);
+}
+
 /* The model's layers and variables, into root and the writer. */
 static int add_model(cJSON *root, optim_st_writer *w, optim_model *m, optim_error *err)
 {
@@ -159,7 +183,8 @@ static int add_model(cJSON *root, optim_st_writer *w, optim_model *m, optim_erro
                               shape_json(optim_var_rank(vars[i]), optim_var_shape(vars[i])));
         snprintf(name, sizeof name, "model/%s", optim_var_name(vars[i]));
         optim_tensor t = optim_var_tensor(vars[i]);
-        rc = optim_st_writer_add(w, name, &t, err);
+        rc = saved_finite("variable", optim_var_name(vars[i]), &t, err);
+        if (!rc) rc = optim_st_writer_add(w, name, &t, err);
     }
     for (size_t i = 0; i < optim_model_layer_count(m) && !rc; i++) {
         optim_layer *l = optim_model_layer(m, i);
@@ -210,7 +235,8 @@ static int add_optimizer(cJSON *root, optim_st_writer *w, optim_optimizer *opt, 
     for (size_t i = 0; i < n && !rc; i++) {
         cJSON_AddItemToArray(names, cJSON_CreateString(optim_weight_name(opt, i)));
         snprintf(name, sizeof name, "optimizer/%s", optim_weight_name(opt, i));
-        rc = optim_st_writer_add(w, name, &ws[i], err);
+        if (i > 0) rc = saved_finite("optimizer weight", optim_weight_name(opt, i), &ws[i], err);
+        if (!rc) rc = optim_st_writer_add(w, name, &ws[i], err);
     }
     free(ws);
     return rc;
@@ -487,19 +513,6 @@ static int same_shape(const optim_tensor *t, optim_dtype dt, int32_t rank, const
     for (int32_t i = 0; i < rank; i++)
         if (t->shape[i] != shape[i]) return 0;
     return 1;
-}
-
-/* Index of the first element of t that is NaN or infinite, or -1. */
-static int64_t first_nonfinite(const optim_tensor *t)
-{
-    int64_t n = optim_tensor_numel(t);
-    for (int64_t k = 0; k < n; k++) {
-        double v = t->dtype == OPTIM_F32 ? ((const float *)t->data)[k]
-            : t->dtype == OPTIM_F64      ? ((const double *)t->data)[k]
-                                         : 0; /* half types: checked as stored, skipped */
-        if (!isfinite(v)) return k;
-    }
-    return -1;
 }
 
 /* The values restore would write are in their domain: finite variables,

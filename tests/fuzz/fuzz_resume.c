@@ -8,10 +8,10 @@
  * from the checkpoint's optimizer JSON, restores into it and a fresh model,
  * and takes the other k - j steps. Promises: save, read, the config and
  * restore succeed; the two runs end with the same model variables and the
- * same optimizer weights (names, dtypes, shapes, bytes). An input whose
- * state at the save point is not finite is skipped (restore refuses it:
- * Adafactor's factored v underflows to 0 for zero gradients, u is NaN, as in
- * Keras). A config whose
+ * same optimizer weights (names, dtypes, shapes, bytes). Save refuses a
+ * state at the save point that is not finite (OPTIM_ERANGE, as restore
+ * would: Adafactor's factored v underflows to 0 for zero gradients, u is
+ * NaN, as in Keras), and only such a state; that input ends there. A config whose
  * mutated params the class refuses falls back to the unmutated one; an
  * input whose run A fails a step is skipped. */
 #define _GNU_SOURCE
@@ -219,23 +219,23 @@ static int finite_state(optim_model *m, optim_optimizer *o)
 }
 
 /* Run B: j steps, save, read, a fresh optimizer and model, restore, the
- * rest; 0 (nothing made) if the state after j steps is not finite. */
+ * rest; 0 (nothing made) if the state after j steps is not finite, which
+ * save must refuse. */
 static int resumed(const char *config, const float *init, const float *grads, int j, int k,
                    optim_model **mb, optim_optimizer **ob)
 {
-    optim_error err;
+    optim_error err = {0};
     optim_optimizer *o;
     FUZZ_CHECK(optim_from_json(&o, config, &err) == 0, "%s", err.msg);
     optim_model *m = make_model(init);
     FUZZ_CHECK(steps(o, m, grads, 0, j) == 0, "%s: step failed in run B: %s", config,
                optim_errmsg(o));
-    if (!finite_state(m, o)) {
-        optim_destroy(o), optim_model_destroy(m);
-        return 0;
-    }
-    FUZZ_CHECK(optim_checkpoint_save(dir_path(), m, o, j, NULL, &err) == 0, "%s: save: %s", config,
-               err.msg);
+    int saved = optim_checkpoint_save(dir_path(), m, o, j, NULL, &err), finite = finite_state(m, o);
     optim_destroy(o), optim_model_destroy(m);
+    FUZZ_CHECK(saved == (finite ? OPTIM_OK : OPTIM_ERANGE),
+               "%s: save returned %d for a %s state: %s", config, saved,
+               finite ? "finite" : "non-finite", err.msg);
+    if (!finite) return 0;
     optim_checkpoint *c;
     FUZZ_CHECK(optim_checkpoint_read(dir_path(), &c, &err) == 0, "%s: read: %s", config, err.msg);
     FUZZ_CHECK(optim_from_json(&o, optim_checkpoint_optimizer_json(c), &err) == 0,
