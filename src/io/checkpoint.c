@@ -664,10 +664,11 @@ static int check_weight_tensors(optim_optimizer *scratch, const optim_tensor *ha
                               optim_shape_str(t->rank, t->shape, a, sizeof a),
                               optim_dtype_name(have[i].dtype),
                               optim_shape_str(have[i].rank, have[i].shape, b, sizeof b));
-        if (i > 0 && first_nonfinite(t) >= 0)
+        int64_t k = i > 0 ? first_nonfinite(t) : -1;
+        if (k >= 0)
             return optim__err(err, OPTIM_EFORMAT,
                               "checkpoint: optimizer weight %s element %lld is not finite", wn,
-                              (long long)first_nonfinite(t));
+                              (long long)k);
     }
     return OPTIM_OK;
 }

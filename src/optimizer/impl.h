@@ -176,6 +176,11 @@ int optim__opt_take(optim_optimizer *opt, const optim_error *err);
 long optim__param_find(const optim_optimizer *opt, const char *name, int *other_gen);
 /* The allowed strings of param i (OPTIM_PARAM_STRING), NULL for others. */
 const char *const *optim__choices(const optim_optimizer *opt, size_t i);
+/* Whether a param (or pattern key) with these flags exists in generation gen. */
+static inline int optim__flags_in_gen(optim_generation gen, uint32_t flags)
+{
+    return !(flags & (gen == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY));
+}
 /* Whether param i exists in the optimizer's generation. */
 int optim__param_in_gen(const optim_optimizer *opt, size_t i);
 

@@ -54,9 +54,7 @@ const char *const *optim__choices(const optim_optimizer *opt, size_t i)
 
 int optim__param_in_gen(const optim_optimizer *opt, size_t i)
 {
-    uint32_t f = opt->params[i]->flags;
-    if (opt->gen == OPTIM_LEGACY) return !(f & OPTIM_PARAM_KERAS3_ONLY);
-    return !(f & OPTIM_PARAM_LEGACY_ONLY);
+    return optim__flags_in_gen(opt->gen, opt->params[i]->flags);
 }
 
 long optim__param_find(const optim_optimizer *opt, const char *name, int *other_gen)

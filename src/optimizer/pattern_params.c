@@ -10,13 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int in_gen(const optim_optimizer *opt, const optim_param *p)
-{
-    const uint32_t other =
-        opt->gen == OPTIM_LEGACY ? OPTIM_PARAM_KERAS3_ONLY : OPTIM_PARAM_LEGACY_ONLY;
-    return !(p->flags & other);
-}
-
 /* list (n strings) compiled into *out, or None (*out NULL) for list NULL
  * when the key is NULLABLE; a non-nullable key reads null as []. */
 static int compile(const optim_optimizer *opt, const optim_param *p, char **list,
@@ -60,7 +53,7 @@ int optim__pattern_param_read(optim_optimizer *opt, const char *key, const void 
     size_t i = 0;
     while (i < opt->cls.n_pattern_params &&
            !(strcmp(opt->cls.pattern_params[i].name, key) == 0 &&
-             in_gen(opt, &opt->cls.pattern_params[i])))
+             optim__flags_in_gen(opt->gen, opt->cls.pattern_params[i].flags)))
         i++;
     if (i == opt->cls.n_pattern_params) return OPTIM__NOT_TAKEN;
     char *text = optim__json_print_exact(item), **list = NULL;
@@ -81,7 +74,7 @@ int optim__pattern_params_put(const optim_optimizer *opt, optim_config *cfg)
     for (size_t i = 0; i < opt->cls.n_pattern_params; i++) {
         const optim_param *p = &opt->cls.pattern_params[i];
         const optim_name_patterns *v = opt->patterns[i];
-        int rc = in_gen(opt, p)
+        int rc = optim__flags_in_gen(opt->gen, p->flags)
             ? optim_config_put_strings(cfg, p->name, v ? optim_name_patterns_sources(v) : NULL)
             : OPTIM_OK;
         if (rc) return rc;
