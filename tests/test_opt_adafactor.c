@@ -502,7 +502,7 @@ OPTIM_TEST(test_config)
     optim_destroy(opt);
     /* By name, case-insensitively. */
     assert_ok(optim_create_by_name(&opt, "ADAFACTOR", NULL, &err), &err);
-    assert_ptr_equal(optim_class_of(opt)->apply_dense, optim_adafactor_class.apply_dense);
+    assert_string_equal(optim_class_of(opt)->name, optim_adafactor_class.name);
     optim_destroy(opt);
 }
 

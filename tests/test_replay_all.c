@@ -13,6 +13,10 @@
 #include "optim/optim.h"
 
 #define STEPS 6
+/* Wide enough for every vector width's loop and a ragged tail. */
+#define KR 40
+#define KC 33
+#define EC 35
 
 /* Every class with every documented option, in both generations where the
  * class has them. */
@@ -27,27 +31,27 @@ static const char *const CONFIGS[] = {
 
 static void write_grads(optim_st_writer *w, int k)
 {
-    /* dense "dense/kernel" [4, 3] f32, sparse "emb" [6, 2] f64 (duplicates),
-     * scalar "bias" f64 every other step. */
-    static float kg[STEPS][12];
-    static double ev[STEPS][8], bg[STEPS];
+    /* dense "dense/kernel" [KR, KC] f32, sparse "emb" [6, EC] f64 (4 rows
+     * with duplicates), scalar "bias" f64 every other step. */
+    static float kg[STEPS][KR * KC];
+    static double ev[STEPS][4 * EC], bg[STEPS];
     static int64_t ei[STEPS][4];
     optim_error err;
-    for (int i = 0; i < 12; i++) kg[k][i] = (float)sin(0.9 * k + 0.37 * i);
+    for (int i = 0; i < KR * KC; i++) kg[k][i] = (float)sin(0.9 * k + 0.37 * i);
     int64_t idx[4] = {(k * 2) % 6, 5, (k * 2) % 6, (k + 1) % 6};
     for (int j = 0; j < 4; j++) {
         ei[k][j] = idx[j];
-        for (int c = 0; c < 2; c++) ev[k][j * 2 + c] = cos(0.7 * k + 1.1 * j + 0.3 * c);
+        for (int c = 0; c < EC; c++) ev[k][j * EC + c] = cos(0.7 * k + 1.1 * j + 0.3 * c);
     }
     bg[k] = 0.25 * (k - 2);
     char name[64];
-    optim_tensor t = optim_tensor_make(OPTIM_F32, kg[k], 2, (int64_t[]){4, 3});
+    optim_tensor t = optim_tensor_make(OPTIM_F32, kg[k], 2, (int64_t[]){KR, KC});
     snprintf(name, sizeof name, "%d/dense/kernel", k);
     assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
     t = optim_tensor_make(OPTIM_I64, ei[k], 1, (int64_t[]){4});
     snprintf(name, sizeof name, "%d/emb/indices", k);
     assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
-    t = optim_tensor_make(OPTIM_F64, ev[k], 2, (int64_t[]){4, 2});
+    t = optim_tensor_make(OPTIM_F64, ev[k], 2, (int64_t[]){4, EC});
     snprintf(name, sizeof name, "%d/emb/values", k);
     assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
     if (k % 2 == 0) {
@@ -57,21 +61,38 @@ static void write_grads(optim_st_writer *w, int k)
     }
 }
 
+/* Where the tool writes OUT: with OPTIM_TEST_REPLAY_OUT=DIR, DIR/row-N.st
+ * (kept: tests/isa/bitwise.sh compares those of each instruction-set
+ * level), else a temporary file. */
+static const char *out_path(const char *json)
+{
+    static char path[4096];
+    const char *dir = getenv("OPTIM_TEST_REPLAY_OUT");
+    if (!dir || !*dir) return optim_test_tmpfile("out.st");
+    size_t row = 0;
+    while (CONFIGS[row] != json) row++;
+    snprintf(path, sizeof path, "%s/row-%03zu.st", dir, row + 1);
+    return path;
+}
+
 static void check_config(const char *json)
 {
     const char *cfg = optim_test_tmpfile("cfg.json"), *init = optim_test_tmpfile("init.st");
-    const char *grads = optim_test_tmpfile("grads.st"), *out = optim_test_tmpfile("out.st");
+    const char *grads = optim_test_tmpfile("grads.st"), *out = out_path(json);
     assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
     optim_error err;
     /* INIT */
-    float k0[12];
-    double e0[12], b0 = 0.5;
-    for (int i = 0; i < 12; i++) k0[i] = (float)(0.1 * i - 0.4), e0[i] = 0.2 * i - 1.0;
+    static float k0[KR * KC];
+    static double e0[6 * EC];
+    double b0 = 0.5;
+    for (int i = 0; i < KR * KC; i++) k0[i] = (float)(0.001 * i - 0.4);
+    for (int i = 0; i < 6 * EC; i++) e0[i] = 0.01 * i - 1.0;
     optim_var *vars[3];
     assert_ok(optim_var_create(&vars[0], "bias", OPTIM_F64, 0, NULL, &b0, &err), &err);
-    assert_ok(optim_var_create(&vars[1], "dense/kernel", OPTIM_F32, 2, (int64_t[]){4, 3}, k0, &err),
-              &err);
-    assert_ok(optim_var_create(&vars[2], "emb", OPTIM_F64, 2, (int64_t[]){6, 2}, e0, &err), &err);
+    assert_ok(
+        optim_var_create(&vars[1], "dense/kernel", OPTIM_F32, 2, (int64_t[]){KR, KC}, k0, &err),
+        &err);
+    assert_ok(optim_var_create(&vars[2], "emb", OPTIM_F64, 2, (int64_t[]){6, EC}, e0, &err), &err);
     optim_st_writer *w;
     assert_ok(optim_st_writer_create(&w, &err), &err);
     for (int i = 0; i < 3; i++) {

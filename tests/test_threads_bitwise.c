@@ -16,7 +16,11 @@
  *   "bias"   [37]:       less than a chunk, a dense gradient.
  * After the steps every variable and every weight (iterations and slots) of
  * the optimizer and of each optimizer it wraps must equal the one-thread
- * run's bit for bit. */
+ * run's bit for bit.
+ *
+ * With OPTIM_TEST_DIGEST=FILE each case also appends to FILE one line per
+ * tensor of its one-thread run, a hash of its bits: tests/isa/bitwise.sh
+ * compares the files written at each instruction-set level. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <omp.h>
@@ -26,6 +30,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/hash.h"
 #include "optim/optimizers.h"
 #include "testutil.h"
 
@@ -290,6 +295,19 @@ static char *taken_json(const tcase *c, int clip)
     return NULL;
 }
 
+/* The digest lines of a run (OPTIM_TEST_DIGEST). */
+static void write_digest(const snap *s, const char *json)
+{
+    const char *path = getenv("OPTIM_TEST_DIGEST");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    for (size_t i = 0; i < s->n; i++)
+        fprintf(f, "%s %s %016llx\n", json, s->name[i],
+                (unsigned long long)optim__fnv1a(s->data[i], s->bytes[i]));
+    assert_eq(fclose(f), 0);
+}
+
 static int saved_threads;
 
 static void test_case(void **state)
@@ -299,6 +317,7 @@ static void test_case(void **state)
         char *json = taken_json(c, clip);
         snap one = {0}, other = {0};
         run(json, c->gen, 1, 0, &one);
+        write_digest(&one, json);
         for (int t = 2; t <= 4; t++) {
             char what[64] = "a one-thread step under 3 OpenMP threads";
             if (t < 4) snprintf(what, sizeof what, "%d threads", t);

@@ -87,6 +87,12 @@ double optim_bench_bytes_per_param(optim_optimizer *opt, int64_t n)
     return 4.0 * (3.0 + 2.0 * (double)full);
 }
 
+const char *optim_bench_isa(void)
+{
+    optim_isa_level l;
+    return optim_isa(&l, NULL) ? "unknown" : optim_isa_name(l);
+}
+
 double optim_bench_median(double *t, int runs)
 {
     qsort(t, (size_t)runs, sizeof *t, cmp);
@@ -169,9 +175,9 @@ static void report_dense(const char *config, optim_optimizer *opt, const bench_t
     printf(", \"class_name\": \"%s\", \"elements\": %lld, \"tensors\": %lld, \"iterations\": %lld, "
            "\"dtype\": \"%s\", \"threads\": %d, \"bytes_per_param\": %.4g, "
            "\"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
-           "\"ratio\": %.4g, \"cpu_median_seconds\": %.9g}\n",
+           "\"ratio\": %.4g, \"cpu_median_seconds\": %.9g, \"isa\": \"%s\"}\n",
            optim_class_of(opt)->name, d->n, d->tensors, d->iterations, optim_dtype_name(d->dtype),
-           omp_get_max_threads(), bytes, secs, bw, d->limit, bw / d->limit, cpu);
+           omp_get_max_threads(), bytes, secs, bw, d->limit, bw / d->limit, cpu, optim_bench_isa());
 }
 
 /* One config's dense step, timed and reported; returns the exit status. */
@@ -319,8 +325,8 @@ int optim_cmd_bench(int argc, char **argv)
     optim_convert(gd, dtype, g, OPTIM_F32, n);
     const double limit = optim_bench_triad(a, b, c, n, (int)runs, t);
     if (!json)
-        printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads\n", limit, n,
-               omp_get_max_threads());
+        printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads, isa %s\n", limit, n,
+               omp_get_max_threads(), optim_bench_isa());
     const dense_run d = {n, tensors, iterations, (int)runs, dtype, gd, json, limit, t, cpu};
     for (int k = 0; k < nconfigs && !rc; k++) rc = bench_dense(texts[k], &d);
 out:

@@ -117,10 +117,10 @@ static void report(const char *config, optim_optimizer *opt, const bench_sparse_
         "\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"%s\", \"threads\": %d, "
         "\"bytes_per_param\": %.0f, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
         "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g, "
-        "\"cpu_median_seconds\": %.9g}\n",
+        "\"cpu_median_seconds\": %.9g, \"isa\": \"%s\"}\n",
         optim_class_of(opt)->name, (long long)numel, optim_dtype_name(o->dtype),
         omp_get_max_threads(), bytes, secs, bw, triad, bw / triad, o->rows, o->cols, o->indices,
-        dense_secs, cpu);
+        dense_secs, cpu, optim_bench_isa());
 }
 
 /* One config: dense steps of the table, then sparse steps. */

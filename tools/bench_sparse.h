@@ -27,6 +27,9 @@ double optim_bench_now(void);
 double optim_bench_cpu_now(void);
 double optim_bench_triad(float *a, const float *b, const float *c, int64_t n, int runs, double *t);
 double optim_bench_median(double *t, int runs);
+
+/* The instruction-set level the kernels run at (optim/isa.h), for reports. */
+const char *optim_bench_isa(void);
 /* Bytes a dense float32 step of opt on its n-element variable moves per
  * element: variable and gradient read, variable and each full-size slot
  * read and written. */

@@ -7,6 +7,7 @@
 /* Each returns the process exit status. */
 int optim_cmd_replay(int argc, char **argv);
 int optim_cmd_bench(int argc, char **argv);
+int optim_cmd_version(int argc, char **argv);
 int optim_cmd_check(int argc, char **argv);
 int optim_cmd_train(int argc, char **argv);
 int optim_cmd_compare(int argc, char **argv);

@@ -35,7 +35,7 @@ static void usage(FILE *f)
         "  conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n"
         "                                 check an optimizer class (a plugin's) against\n"
         "                                 the contract; exit 0 only if every check passes\n"
-        "  version                        print the version\n"
+        "  version [--json]               print the version and the instruction-set level in use\n"
         "  help                           print this help\n");
 }
 
@@ -73,6 +73,11 @@ int main(int argc, char **argv)
         return 2;
     }
     runtime_settings(argv);
+    optim_error err;
+    if (optim_isa(NULL, &err)) { /* OPTIM_ISA names a level this CPU runs */
+        fprintf(stderr, "optim: %s\n", err.msg);
+        return 2;
+    }
     int rc = optim_tool_load_plugins(&argc, &argv);
     if (rc) return rc;
     if (argc < 2) {
@@ -87,10 +92,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "conformance") == 0) return optim_cmd_conformance(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return optim_cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("optim %d.%d.%d\n", OPTIM_VERSION_MAJOR, OPTIM_VERSION_MINOR, OPTIM_VERSION_PATCH);
-        return optim_tool_finish_stdout("version", 0);
-    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return optim_cmd_version(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return optim_tool_finish_stdout("help", 0);

@@ -29,6 +29,7 @@
 #include "optim/optimizer.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optim/isa.h"
 #include "optim/schedule.h"
 #include "optim/schedules.h"
 #include "optim/wrappers.h"

@@ -16,8 +16,9 @@ extern "C" {
 #endif
 
 /* The registry line of each built-in: adding an optimizer is one line here
- * and one file under src/optimizers/. */
-#define OPTIM_BUILTIN_CLASSES(X)       \
+ * and one file under src/optimizers/ (built once per instruction-set level,
+ * optim/isa.h), adding a wrapper one line and one file under src/wrappers/. */
+#define OPTIM_BUILTIN_OPTIMIZERS(X)    \
     X(optim_sgd_class)                 \
     X(optim_adam_class)                \
     X(optim_adamw_class)               \
@@ -33,13 +34,18 @@ extern "C" {
     X(optim_muon_class)                \
     X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class)            \
-    X(optim_loss_scale_class)          \
-    X(optim_apply_if_finite_class)     \
-    X(optim_moving_average_class)      \
-    X(optim_swa_class)                 \
-    X(optim_lookahead_class)           \
-    X(optim_multi_optimizer_class)     \
     /* end of the list */
+
+#define OPTIM_BUILTIN_WRAPPERS(X)  \
+    X(optim_loss_scale_class)      \
+    X(optim_apply_if_finite_class) \
+    X(optim_moving_average_class)  \
+    X(optim_swa_class)             \
+    X(optim_lookahead_class)       \
+    X(optim_multi_optimizer_class) \
+    /* end of the list */
+
+#define OPTIM_BUILTIN_CLASSES(X) OPTIM_BUILTIN_OPTIMIZERS(X) OPTIM_BUILTIN_WRAPPERS(X)
 
 #define OPTIM__BUILTIN_DECL(sym) OPTIM_API extern const optim_class sym;
 OPTIM_BUILTIN_CLASSES(OPTIM__BUILTIN_DECL)

@@ -3,6 +3,7 @@
  * Dependency order of src/optimizer: each file calls only those above it
  * (and src/core: status, ptrmap, json.c's object reader, patterns.c):
  *   access.c          accessors and the error message of the object
+ *   isa_builtin.c     each built-in class built for the ISA level in use (nothing above)
  *   weights.c         get_weights / set_weights, a wrapper's inner optimizers (access)
  *   pattern_params.c  a class's name-pattern-list keys (access)
  *   params.c          base options, param values to and from JSON, class-table checks,
@@ -194,6 +195,11 @@ int optim__param_set(optim_optimizer *opt, size_t i, const optim__hyper *h, opti
  * called once). Checks finiteness and ranges. On error values[] may be
  * partially written but nothing else changes. */
 int optim__resolve(optim_optimizer *opt, optim_error *err);
+
+/* cls's build for the instruction-set level in use when cls is a built-in
+ * optimizer (OPTIM_BUILTIN_OPTIMIZERS, each built once per level); cls
+ * itself otherwise (isa_builtin.c). */
+const optim_class *optim__isa_builtin(const optim_class *cls);
 
 /* Allocates the optimizer for a class (defaults set); no validation of
  * cross-key rules yet. */

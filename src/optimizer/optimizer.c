@@ -1,6 +1,7 @@
 /* The optimizer object: creation, hyperparameters and their kinds. */
 #include "optimizer/impl.h"
 #include "optimizer/keras3_options.h"
+#include "optim/isa.h"
 #include "optim/schedule.h"
 
 #include <math.h>
@@ -317,7 +318,9 @@ int optim__alloc(optim_optimizer **out, const optim_class *cls, optim_generation
 {
     *out = NULL;
     int rc = optim__class_check(cls, err);
+    if (!rc) rc = optim_isa(NULL, err); /* OPTIM_ISA names a level this CPU runs */
     if (rc) return rc;
+    cls = optim__isa_builtin(cls);
     if (gen != OPTIM_KERAS3 && gen != OPTIM_LEGACY)
         return optim__err(err, OPTIM_EINVAL,
                           "generation is %d, expected OPTIM_KERAS3 or OPTIM_LEGACY", (int)gen);

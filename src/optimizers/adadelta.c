@@ -32,6 +32,7 @@
  * Slots: "accum_grad" (Eg) and "accum_var" (Edx), the legacy names, in both
  * generations (Keras 3 names them accumulated_grad and accumulated_delta_var;
  * `optim replay` writes the legacy names). */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -175,7 +176,7 @@ static int sparse_mode(const optim_sparse_update *u)
     return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_DENSE;
 }
 
-const optim_class optim_adadelta_class = {
+const optim_class OPTIM_ISA_NAME(optim_adadelta_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adadelta",

@@ -59,6 +59,7 @@
  * equivalent, as Keras 3 densifies IndexedSlices in this update_step: rows
  * without an index have g = 0, their G = epsilon_1 still enters r, c and v,
  * and their u = 0 leaves their w unchanged. */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -311,7 +312,7 @@ static void reduce_phase(const optim_phase_update *pu)
     else reduce_double(pu, &G);
 }
 
-const optim_class optim_adafactor_class = {
+const optim_class OPTIM_ISA_NAME(optim_adafactor_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adafactor",

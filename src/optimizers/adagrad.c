@@ -28,6 +28,7 @@
  *
  * Slot: "accumulator" (both generations), every element initialised to
  * initial_accumulator_value. */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -161,7 +162,7 @@ static int sparse_mode(const optim_sparse_update *u)
     return ((const coef *)u->coef)->visit_all ? OPTIM_SPARSE_DENSE : OPTIM_SPARSE_ROWS;
 }
 
-const optim_class optim_adagrad_class = {
+const optim_class OPTIM_ISA_NAME(optim_adagrad_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adagrad",

@@ -256,7 +256,7 @@ static int sparse_mode(const optim_sparse_update *u)
     return optim_generation_of(u->opt) == OPTIM_LEGACY ? OPTIM_SPARSE_ALL_ROWS : OPTIM_SPARSE_DENSE;
 }
 
-const optim_class optim_adam_class = {
+const optim_class OPTIM_ISA_NAME(optim_adam_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adam",

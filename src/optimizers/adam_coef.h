@@ -9,7 +9,12 @@
 #define OPTIM_OPTIMIZERS_ADAM_COEF_H
 
 #include "optim/optimizer_class.h"
+#include "optim/isa.h"
 #include "optim/optimizers.h"
+
+/* Each level's build of the family has its own (optim/isa.h). */
+#define optim__adam_prepare OPTIM_ISA_NAME(optim__adam_prepare)
+#define optim__adam_get_config OPTIM_ISA_NAME(optim__adam_get_config)
 
 /* Legacy `epsilon or backend_config.epsilon()`: 0 and None mean this. */
 #define OPTIM__ADAM_LEGACY_EPSILON 1e-7

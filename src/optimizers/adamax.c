@@ -32,6 +32,7 @@
  * Slots: "m" (first moment) and "v" (exponentially weighted infinity norm),
  * both zeros. Keras 3 names its variables "momentum" and "norm"; the slot
  * names here are the legacy ones (the public contract of optim replay). */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -161,7 +162,7 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     return isnan(e) || e == 0 ? optim_config_put_number(cfg, "epsilon", LEGACY_EPSILON) : 0;
 }
 
-const optim_class optim_adamax_class = {
+const optim_class OPTIM_ISA_NAME(optim_adamax_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adamax",

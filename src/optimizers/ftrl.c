@@ -53,6 +53,7 @@
  *
  * Slots: "accumulator" (constant initial_accumulator_value), "linear" (zeros),
  * created in that order for each variable. */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -209,7 +210,7 @@ static int sparse_mode(const optim_sparse_update *u)
     return ((const coef *)u->coef)->legacy ? OPTIM_SPARSE_ROWS : OPTIM_SPARSE_DENSE;
 }
 
-const optim_class optim_ftrl_class = {
+const optim_class OPTIM_ISA_NAME(optim_ftrl_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Ftrl",

@@ -62,6 +62,7 @@
  * Slots: "m", "v" (zeros), TFA's names; Keras 3 calls them "momentum" and
  * "velocity". */
 #define _POSIX_C_SOURCE 200809L
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -384,7 +385,7 @@ static void reduce_phase(const optim_phase_update *pu)
         u->dtype == OPTIM_F32 ? (double)scale_float(&r, tw, tu) : scale_double(&r, tw, tu);
 }
 
-const optim_class optim_lamb_class = {
+const optim_class OPTIM_ISA_NAME(optim_lamb_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Lamb",

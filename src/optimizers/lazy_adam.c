@@ -153,7 +153,7 @@ static int sparse_mode(const optim_sparse_update *u)
     return OPTIM_SPARSE_ROWS;
 }
 
-const optim_class optim_lazyadam_class = {
+const optim_class OPTIM_ISA_NAME(optim_lazyadam_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "LazyAdam",

@@ -20,6 +20,7 @@
  * "momentum"; "m" is the name of tf.keras 2.x's Lion (add_variable_from_
  * reference(var, "m")) and of the authors' TF implementation, and the name
  * `optim replay` writes (NAME/m). */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -89,7 +90,7 @@ static void apply_dense(const optim_dense_update *u)
     else dense_double(u->param, u->grad, u->slots[0], u->count, u->coef);
 }
 
-const optim_class optim_lion_class = {
+const optim_class OPTIM_ISA_NAME(optim_lion_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Lion",

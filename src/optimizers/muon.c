@@ -51,6 +51,7 @@
  * 2pq + 2p^2 elements for the iteration (allocated when its slots are, so
  * that a step cannot fail for want of memory); it is not a weight. */
 #define _POSIX_C_SOURCE 200809L
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -322,7 +323,7 @@ static void apply_sparse(const optim_sparse_update *u)
     else sparse_double(u);
 }
 
-const optim_class optim_muon_class = {
+const optim_class OPTIM_ISA_NAME(optim_muon_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Muon",

@@ -48,6 +48,7 @@
  * Slots: "m" and "v" (zeros). Optimizer-level weight, in get_weights /
  * set_weights after iterations: "u_product" (Keras 3) or "momentum_cache"
  * (legacy), a scalar initialised to 1 in the first variable's dtype. */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -321,7 +322,7 @@ static int get_config(optim_optimizer *opt, optim_config *cfg)
     return rc;
 }
 
-const optim_class optim_nadam_class = {
+const optim_class OPTIM_ISA_NAME(optim_nadam_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Nadam",

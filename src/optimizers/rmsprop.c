@@ -54,6 +54,7 @@
  * momentum > 0 or is a variable, callable or schedule, "mg" (Keras 3:
  * average_gradient) when centered. Keras 3's names differ; optim uses the
  * legacy names in both generations (the `optim replay` contract). */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -260,7 +261,7 @@ static int sparse_mode(const optim_sparse_update *u)
                                                                 : OPTIM_SPARSE_ALL_ROWS;
 }
 
-const optim_class optim_rmsprop_class = {
+const optim_class OPTIM_ISA_NAME(optim_rmsprop_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "RMSprop",

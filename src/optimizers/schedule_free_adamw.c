@@ -32,6 +32,7 @@
  *
  * Slots, each variable's together (add_optimizer_variables interleaves):
  * "momentum" (a copy of the variable), "velocity" (zeros). Element-wise. */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -121,7 +122,7 @@ static void apply_dense(const optim_dense_update *u)
     else step_double(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
 }
 
-const optim_class optim_schedule_free_adamw_class = {
+const optim_class OPTIM_ISA_NAME(optim_schedule_free_adamw_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "ScheduleFreeAdamW",

@@ -16,6 +16,7 @@
  * are summed and only the indexed rows of m and w change.
  *
  * Slot: "momentum" (when momentum > 0 or is a variable/callable/schedule). */
+#include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
 
@@ -130,7 +131,7 @@ static int apply_sparse_duplicate_indices(const optim_sparse_update *u)
     return 0;
 }
 
-const optim_class optim_sgd_class = {
+const optim_class OPTIM_ISA_NAME(optim_sgd_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "SGD",
