@@ -31,4 +31,8 @@ int optim_tool_check_output(const char *cmd, const char *option, const char *pat
  * > /dev/full` must not exit 0). */
 int optim_tool_finish_stdout(const char *cmd, int rc);
 
+/* The command line main() was given, global options included (a
+ * subcommand that runs itself again in a child process uses it). */
+extern char **optim_tool_argv;
+
 #endif

@@ -1,12 +1,17 @@
-/* optim conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]:
- * runs the conformance checker (optim/conformance.h) on a registered class,
- * usually one a plugin brought, and prints one line per check
- * (PASS/FAIL/SKIP, the check, what was expected, what was seen), then
- * "N passed, M failed". Exit status 0 only if every check passed. */
+/* optim conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]
+ * [--group NAME | --in-process]: runs the conformance checker
+ * (optim/conformance.h) on a registered class, usually one a plugin
+ * brought, and prints one line per check (PASS/FAIL/SKIP, the check, what
+ * was expected, what was seen; CRASH for a group whose process died), each
+ * flushed as printed, then "N passed, M failed" (", K crashed" where any).
+ * Each group of checks runs in a process of its own (conformance_isolate.c)
+ * unless --group or --in-process asks for this process. Exit status 0 only
+ * if every check passed. */
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+#include "conformance.h"
 #include "optim/optim.h"
 
 static const char usage_text[] =
@@ -16,23 +21,32 @@ static const char usage_text[] =
     "(docs/custom-optimizer.md, \"Check it\"): one line per check, then N passed, M failed.\n"
     "  --generation G  keras3 or legacy (default: keras3 unless the class is legacy-only)\n"
     "  --config JSON   config keys for every optimizer the checker creates, as a JSON object\n"
-    "                  ('{\"momentum\": 0.9}'; a wrapper needs its inner optimizer here)\n";
+    "                  ('{\"momentum\": 0.9}'; a wrapper needs its inner optimizer here)\n"
+    "  --group NAME    only this group of checks (table, config, update, threads, chunks,\n"
+    "                  sparse, slots, hypers, failure), in this process\n"
+    "  --in-process    every group in this process (by default each group runs in a process\n"
+    "                  of its own, and a crash is reported as CRASH GROUP (SIGNAL))\n";
 
 static void print(void *user, const optim_conformance_result *r)
 {
     int *write_failed = user;
     const char *tag = r->passed > 0 ? "PASS" : r->passed == 0 ? "FAIL" : "SKIP";
-    if (printf("%s %s: expected %s; seen %s\n", tag, r->check, r->expected, r->seen) < 0)
+    /* Flushed line by line: a crash later in the run keeps what was said. */
+    if (printf("%s %s: expected %s; seen %s\n", tag, r->check, r->expected, r->seen) < 0 ||
+        fflush(stdout))
         *write_failed = 1;
 }
 
-static int parse(int argc, char **argv, const char **name, optim_conformance_options *o)
+static int parse(int argc, char **argv, const char **name, optim_conformance_options *o,
+                 int *in_process)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return fputs(usage_text, stdout) < 0 ? 1 : -1;
-        if ((strcmp(a, "--generation") == 0 || strcmp(a, "--config") == 0) && i + 1 >= argc) {
+        const int valued = strcmp(a, "--generation") == 0 || strcmp(a, "--config") == 0 ||
+            strcmp(a, "--group") == 0;
+        if (valued && i + 1 >= argc) {
             fprintf(stderr, "optim conformance: %s needs a value\n", a);
             return 2;
         }
@@ -46,6 +60,17 @@ static int parse(int argc, char **argv, const char **name, optim_conformance_opt
             o->generation = strcmp(g, "legacy") == 0 ? OPTIM_LEGACY : OPTIM_KERAS3;
         } else if (strcmp(a, "--config") == 0) {
             o->config = argv[++i];
+        } else if (strcmp(a, "--group") == 0) {
+            o->group = argv[++i];
+            if (!optim_conformance_group_doing(o->group)) {
+                fprintf(stderr,
+                        "optim conformance: --group '%s', expected table, config, update, "
+                        "threads, chunks, sparse, slots, hypers or failure\n",
+                        o->group);
+                return 2;
+            }
+        } else if (strcmp(a, "--in-process") == 0) {
+            *in_process = 1;
         } else if (a[0] == '-' || *name) {
             fprintf(stderr,
                     "optim conformance: unexpected argument '%s' (see optim conformance --help)\n",
@@ -64,23 +89,35 @@ static int parse(int argc, char **argv, const char **name, optim_conformance_opt
     return 0;
 }
 
+/* Every check (or --group's) in this process. */
+static int run_here(const char *name, optim_conformance_options *o, conformance_counts *k)
+{
+    o->report = print;
+    o->user = &k->write_failed;
+    optim_error err;
+    if (optim_conformance_check(name, o, &k->passed, &k->failed, &err)) {
+        fprintf(stderr, "optim conformance: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 int optim_cmd_conformance(int argc, char **argv)
 {
     const char *name = NULL;
     optim_conformance_options o = optim_conformance_defaults();
-    int rc = parse(argc, argv, &name, &o);
+    int in_process = 0;
+    int rc = parse(argc, argv, &name, &o, &in_process);
     if (rc) return rc < 0 ? optim_tool_finish_stdout("conformance", 0) : rc;
-    int write_failed = 0, passed = 0, failed = 0;
-    o.report = print;
-    o.user = &write_failed;
-    optim_error err;
-    if (optim_conformance_check(name, &o, &passed, &failed, &err)) {
-        fprintf(stderr, "optim conformance: %s\n", err.msg);
+    conformance_counts k = {0};
+    if (o.group || in_process ? run_here(name, &o, &k) : optim_tool_conformance_isolated(&k))
         return 1;
-    }
-    if (printf("%d passed, %d failed\n", passed, failed) < 0 || fflush(stdout) || write_failed) {
+    char crashed[32] = "";
+    if (k.crashed) snprintf(crashed, sizeof crashed, ", %d crashed", k.crashed);
+    if (printf("%d passed, %d failed%s\n", k.passed, k.failed, crashed) < 0 || fflush(stdout) ||
+        k.write_failed) {
         fprintf(stderr, "optim conformance: cannot write the report\n");
         return 1;
     }
-    return failed ? 1 : 0;
+    return k.failed || k.crashed ? 1 : 0;
 }

@@ -66,6 +66,8 @@ static void runtime_settings(char **argv)
     if (pthread_blas) openblas_set_num_threads(1); /* could not run again: the next best thing */
 }
 
+char **optim_tool_argv;
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -73,6 +75,14 @@ int main(int argc, char **argv)
         return 2;
     }
     runtime_settings(argv);
+    /* A copy: loading the plugins rewrites argv in place. */
+    char **copy = calloc((size_t)argc + 1, sizeof *copy);
+    if (!copy) {
+        fputs("optim: out of memory\n", stderr);
+        return 1;
+    }
+    memcpy(copy, argv, (size_t)argc * sizeof *copy);
+    optim_tool_argv = copy;
     optim_error err;
     if (optim_isa(NULL, &err)) { /* OPTIM_ISA names a level this CPU runs */
         fprintf(stderr, "optim: %s\n", err.msg);

@@ -39,8 +39,9 @@
  * own and then fails for a variable named "conformance/fail".
  *
  *     static void print(void *user, const optim_conformance_result *r) {
- *         printf("%s %s: expected %s; seen %s\n", r->passed > 0 ? "PASS" : "FAIL",
- *                r->check, r->expected, r->seen);
+ *         const char *tag = r->passed > 0 ? "PASS" : r->passed == 0 ? "FAIL" : "SKIP";
+ *         printf("%s %s: expected %s; seen %s\n", tag, r->check, r->expected, r->seen);
+ *         fflush(stdout);
  *     }
  *     optim_conformance_options o = optim_conformance_defaults();
  *     o.report = print;
@@ -49,6 +50,9 @@
  *         ...
  *
  * Not thread-safe (it registers the probe class); it uses OpenMP threads.
+ * The checks run in the calling process: a class that crashes crashes it.
+ * `optim conformance` isolates each group in a process and reports a crash
+ * as a line of its own.
  */
 #ifndef OPTIM_CONFORMANCE_H
 #define OPTIM_CONFORMANCE_H
@@ -80,10 +84,22 @@ typedef struct optim_conformance_options {
     uint64_t seed; /* of the random data */
     optim_conformance_report_fn report; /* called once per check; may be NULL */
     void *user;
+    /* Run only this group of checks (a name of optim_conformance_groups), or
+     * every group when NULL. `optim conformance` runs each group in a
+     * process of its own, so that a class that crashes one group still gets
+     * the others' report. */
+    const char *group;
 } optim_conformance_options;
 
-/* AUTO generation, no config, seed 1, no report function. */
+/* AUTO generation, no config, seed 1, no report function, every group. */
 OPTIM_API optim_conformance_options optim_conformance_defaults(void);
+
+/* The groups of checks, in the order they run: {"table", "config", ...,
+ * NULL}. optim_conformance_group_doing(name) says what a group does, for a
+ * report of a crash inside it ("stepping each shape and dtype once"); NULL
+ * for an unknown name. */
+OPTIM_API const char *const *optim_conformance_groups(void);
+OPTIM_API const char *optim_conformance_group_doing(const char *group);
 
 /* Runs every check on the registered class `class_name` and counts them in
  * *passed and *failed (skipped checks count in neither). Returns 0 when the

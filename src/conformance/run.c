@@ -1,16 +1,49 @@
 /* optim_conformance_check: sets up the run (class, generation, config) and
  * runs every check in order. */
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conformance/harness.h"
 #include "core/internal.h"
 
 optim_conformance_options optim_conformance_defaults(void)
 {
-    optim_conformance_options o = {sizeof o, OPTIM_CONFORMANCE_AUTO, NULL, 1, NULL, NULL};
+    optim_conformance_options o = {sizeof o, OPTIM_CONFORMANCE_AUTO, NULL, 1, NULL, NULL, NULL};
     return o;
+}
+
+/* The groups, in order, with what each does. */
+static const struct {
+    const char *name, *doing;
+    void (*run)(cf_ctx *c);
+} groups[] = {
+    {"table", "reading the class table", optim__cf_check_table},
+    {"config", "round-tripping get_config and set_config", optim__cf_check_config},
+    {"update", "stepping each shape and dtype", optim__cf_check_update},
+    {"threads", "stepping on 1, 2 and 3 threads", optim__cf_check_threads},
+    {"chunks", "running apply_dense on chunks inside guard zones", optim__cf_check_chunks},
+    {"sparse", "stepping with sparse gradients", optim__cf_check_sparse},
+    {"slots", "creating, saving and restoring slots", optim__cf_check_slots},
+    {"hypers", "stepping with each kind of hyperparameter", optim__cf_check_hypers},
+    {"failure", "failing steps and a failing create_slots", optim__cf_check_failure},
+};
+enum { NGROUPS = sizeof groups / sizeof *groups };
+
+const char *const *optim_conformance_groups(void)
+{
+    static const char *names[NGROUPS + 1];
+    for (int i = 0; i < NGROUPS; i++) names[i] = groups[i].name;
+    return names;
+}
+
+const char *optim_conformance_group_doing(const char *group)
+{
+    for (int i = 0; group && i < NGROUPS; i++)
+        if (strcmp(groups[i].name, group) == 0) return groups[i].doing;
+    return NULL;
 }
 
 /* The config object of opts (the "config" of a full serialisation too) with
@@ -91,24 +124,24 @@ int optim_conformance_check(const char *class_name, const optim_conformance_opti
         return optim__err(err, OPTIM_EINVAL,
                           "conformance: class_name, passed and failed must not be NULL");
     optim_conformance_options o = optim_conformance_defaults();
-    if (opts && opts->size < sizeof o)
-        return optim__err(
-            err, OPTIM_EVERSION,
-            "conformance: options size %u, expected %zu (use optim_conformance_defaults)",
-            (unsigned)opts->size, sizeof o);
-    if (opts) o = *opts;
+    /* Options of an older header (without `group`) are read as far as they go. */
+    const size_t old = offsetof(optim_conformance_options, group);
+    if (opts && (opts->size < old || opts->size > sizeof o))
+        return optim__err(err, OPTIM_EVERSION,
+                          "conformance: options size %u, expected %zu (use "
+                          "optim_conformance_defaults)",
+                          (unsigned)opts->size, sizeof o);
+    if (opts) memcpy(&o, opts, opts->size);
+    if (o.group && !optim_conformance_group_doing(o.group))
+        return optim__err(err, OPTIM_EINVAL,
+                          "conformance: group '%s', expected table, config, update, threads, "
+                          "chunks, sparse, slots, hypers or failure",
+                          o.group);
     cf_ctx c = {0};
     int rc = setup(&c, class_name, &o, err);
     if (!rc) {
-        optim__cf_check_table(&c);
-        optim__cf_check_config(&c);
-        optim__cf_check_update(&c);
-        optim__cf_check_threads(&c);
-        optim__cf_check_chunks(&c);
-        optim__cf_check_sparse(&c);
-        optim__cf_check_slots(&c);
-        optim__cf_check_hypers(&c);
-        optim__cf_check_failure(&c);
+        for (int i = 0; i < NGROUPS; i++)
+            if (!o.group || strcmp(o.group, groups[i].name) == 0) groups[i].run(&c);
         *passed = c.passed;
         *failed = c.failed;
         optim__err_clear(err);

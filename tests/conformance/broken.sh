@@ -37,6 +37,23 @@ BrokenConfig config.round_trip
 BrokenBadValues config.bad_values
 LIST
 
+# A class that crashes: the groups before the crash keep their lines, the
+# crashed group is one CRASH line naming the signal and what it was doing,
+# the groups after it still run, and the summary counts the crash; all of it
+# through a pipe into a file (each line flushed as printed).
+"$optim" --plugin "$broken" conformance BrokenCrash 2>&1 | cat >"$out"
+grep -q '^PASS class.table' "$out" || fail "BrokenCrash: the lines before the crash are lost: $(head -3 "$out")"
+grep -q '^CRASH update (SIGSEGV): while stepping each shape and dtype; the last check it reported: ' "$out" ||
+    fail "BrokenCrash: no CRASH line for update: $(grep -v '^PASS' "$out")"
+grep -qE '^(CRASH failure |[A-Z]+ failure\.)' "$out" || fail "BrokenCrash: the groups after the crash did not run"
+tail -n 1 "$out" | grep -qE '^[0-9]+ passed, [0-9]+ failed, [1-9][0-9]* crashed$' || fail "BrokenCrash: summary $(tail -n 1 "$out")"
+"$optim" --plugin "$broken" conformance BrokenCrash >/dev/null 2>&1 && fail "BrokenCrash: exit status 0"
+echo "ok: BrokenCrash reported as CRASH, the other groups' lines kept"
+"$optim" --plugin "$broken" conformance BrokenNoop --group update >"$out"
+[ "$(grep -c '^[A-Z]* update\.' "$out")" -eq "$(grep -c '^[A-Z]' "$out")" ] || fail "--group update ran other groups: $(cut -c1-40 "$out")"
+"$optim" conformance SGD --group nosuch >/dev/null 2>"$out" && fail "--group nosuch accepted"
+grep -q "group 'nosuch', expected table" "$out" || fail "--group nosuch: $(cat "$out")"
+
 # Bad use of the command: one line on stderr, exit status 2 (1 for an unknown class).
 for args in "" "--generation" "SGD --generation keras2" "SGD --bogus" "SGD extra"; do
     # shellcheck disable=SC2086
