@@ -1,4 +1,5 @@
-/* Checks of the config: get_config writes every declared key;
+/* Checks of the config: get_config writes every declared key, and gives
+ * back every key set (the run's config, each param set to another value);
  * get_config -> from_config gives the same config text and the same next
  * step bit for bit; unknown keys and bad values are refused with a message
  * naming the key. */
@@ -90,6 +91,80 @@ done:
     return bad;
 }
 
+/* The key's value in the config of an optimizer created with extra_json
+ * on top of the run's config (NULL when the key is missing; *refused set
+ * when creation failed). The caller frees *root. */
+static const cJSON *key_back(cf_ctx *c, const char *extra_json, const char *key, cJSON **root,
+                             int *refused)
+{
+    optim_optimizer *opt;
+    char sub[CF_TEXT];
+    *root = NULL;
+    *refused = optim__cf_create(c, NULL, extra_json, &opt, sub, sizeof sub) != 0;
+    if (*refused) return NULL;
+    char *text = optim_get_config(opt);
+    *root = text ? cJSON_Parse(text) : NULL;
+    optim_free(text);
+    optim_destroy(opt);
+    return cJSON_GetObjectItemCaseSensitive(*root, key);
+}
+
+/* Whether key, set to value (JSON), comes back from get_config equal. */
+static int key_kept(cf_ctx *c, const char *key, const cJSON *value, char *why, size_t n)
+{
+    char *v = cJSON_PrintUnformatted(value), extra[CF_TEXT];
+    snprintf(extra, sizeof extra, "{\"%s\": %s}", key, v ? v : "null");
+    cJSON *root;
+    int refused;
+    const cJSON *back = key_back(c, extra, key, &root, &refused);
+    const int same = refused ||
+        (back &&
+         (cJSON_Compare(back, value, 1) ||
+          (cJSON_IsNumber(back) && cJSON_IsNumber(value) &&
+           back->valuedouble == value->valuedouble)));
+    char *b = back ? cJSON_PrintUnformatted(back) : NULL;
+    if (!same && back) snprintf(why, n, "key '%s' set to %s came back as %s", key, v, b);
+    else if (!same) snprintf(why, n, "key '%s' set to %s is missing from get_config", key, v);
+    cJSON_free(b);
+    cJSON_free(v);
+    cJSON_Delete(root);
+    return same;
+}
+
+/* A valid value of p other than its default (NULL where none is simple). */
+static cJSON *other_value(const optim_param *p)
+{
+    const double d = p->default_value, lo = p->min, hi = p->max;
+    if (p->type == OPTIM_PARAM_BOOL) return cJSON_CreateBool(d == 0);
+    if (p->type == OPTIM_PARAM_INT) return d + 1 <= hi ? cJSON_CreateNumber(d + 1) : NULL;
+    if (p->type != OPTIM_PARAM_FLOAT) return NULL;
+    double v = isfinite(d) && d != 0 ? d * 0.5 : 0.25;
+    if (!(v > lo || (v == lo && !(p->flags & OPTIM_PARAM_MIN_EXCLUSIVE))) ||
+        !(v < hi || (v == hi && !(p->flags & OPTIM_PARAM_MAX_EXCLUSIVE))))
+        v = isfinite(lo) && isfinite(hi) ? lo + (hi - lo) * 0.375 : NAN;
+    return isfinite(v) && v != d ? cJSON_CreateNumber(v) : NULL;
+}
+
+/* Every key of the run's config, and every declared param set to another
+ * value, comes back from get_config with its value. */
+static int keys_kept(cf_ctx *c, char *why, size_t n)
+{
+    cJSON *cfg = cJSON_Parse(c->config);
+    int ok = 1;
+    for (const cJSON *k = cfg ? cfg->child : NULL; ok && k; k = k->next)
+        if (strcmp(k->string, "is_legacy_optimizer") != 0) ok = key_kept(c, k->string, k, why, n);
+    for (size_t i = 0; ok && i < c->cls->n_params; i++) {
+        const optim_param *p = &c->cls->params[i];
+        cJSON *v = in_generation(c, p) && !cJSON_GetObjectItemCaseSensitive(cfg, p->name)
+            ? other_value(p)
+            : NULL;
+        if (v) ok = key_kept(c, p->name, v, why, n);
+        cJSON_Delete(v);
+    }
+    cJSON_Delete(cfg);
+    return ok;
+}
+
 /* Creation with key = value must fail with a message naming the key. */
 static int refused(cf_ctx *c, const char *key, const char *value, char *why, size_t n)
 {
@@ -140,6 +215,15 @@ void optim__cf_check_config(cf_ctx *c)
         c, "config.round_trip", !bad,
         "from_config(get_config()) writes the same config and takes the same 2 steps, bit for bit (f32, f64)",
         "%s", bad ? why : "same config, same steps");
+    why[0] = '\0';
+    int kept = c->wrapper || keys_kept(c, why, sizeof why);
+    optim__cf_report(c, "config.keys_kept", c->wrapper ? -1 : kept,
+                     "every key of --config, and each declared param set to another value, back "
+                     "from get_config with its value",
+                     "%s",
+                     c->wrapper ? "a wrapper (its inner optimizer's keys are checked on it)"
+                         : kept ? "all kept"
+                                : why);
     why[0] = '\0';
     int ok = bad_values_refused(c, why, sizeof why);
     optim__cf_report(

@@ -6,6 +6,7 @@
 #include <optim/plugin.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct coef {
@@ -161,6 +162,15 @@ static int set_config_anything(optim_optimizer *opt, const char *key, const char
     return 0;
 }
 
+/* config.keys_kept: set_config takes "mode", get_config forgets it. */
+static int set_config_mode(optim_optimizer *opt, const char *key, const char *json,
+                           optim_error *err)
+{
+    if (strcmp(key, "mode") != 0) return OPTIM_EKEY;
+    ((hidden *)optim_state(opt))->steps = atoi(json);
+    return 0;
+}
+
 /* The crash report (CRASH update (SIGSEGV)): the kernel writes through a
  * null pointer once the variable is longer than one element, so the table
  * and config checks pass first and their lines must survive the crash. */
@@ -196,6 +206,7 @@ static const optim_class broken[] = {
     BROKEN("BrokenConfig", .get_config = get_config_extra),
     BROKEN("BrokenBadValues", .set_config = set_config_anything),
     BROKEN("BrokenCrash", .apply_dense = dense_crashes),
+    BROKEN("BrokenDropsKey", .state_size = sizeof(hidden), .set_config = set_config_mode),
 };
 
 OPTIM_PLUGIN_INIT(optim_error *err)

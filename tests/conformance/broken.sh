@@ -37,6 +37,12 @@ BrokenConfig config.round_trip
 BrokenBadValues config.bad_values
 LIST
 
+# A key set_config takes but get_config drops, named.
+"$optim" --plugin "$broken" conformance BrokenDropsKey --config '{"mode": 2}' >"$out" 2>&1 && fail "BrokenDropsKey passed"
+grep -q "^FAIL config.keys_kept: .*key 'mode' set to 2 is missing from get_config" "$out" ||
+    fail "BrokenDropsKey: $(grep -v '^PASS' "$out")"
+echo "ok: BrokenDropsKey caught by config.keys_kept, naming the key"
+
 # A class that crashes: the groups before the crash keep their lines, the
 # crashed group is one CRASH line naming the signal and what it was doing,
 # the groups after it still run, and the summary counts the crash; all of it
