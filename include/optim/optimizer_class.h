@@ -417,7 +417,8 @@ typedef enum optim_slot_init {
 } optim_slot_init;
 
 /* In create_slots: adds slot `slot_name` to `var` (same dtype and shape).
- * Adding an existing slot again is a no-op. */
+ * Adding a slot the variable has already is an error (OPTIM_EINVAL, naming
+ * both): a copy-pasted name would leave the kernel a slot short. */
 OPTIM_API int optim_add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                              optim_slot_init init, double value);
 

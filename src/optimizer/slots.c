@@ -263,7 +263,11 @@ static int add_slot(optim_optimizer *opt, optim_var *var, const char *slot_name,
                               opt->cls.name, slot_name ? slot_name : "(null)", optim_var_name(var));
     long id = slot_name_id(opt, slot_name);
     for (int k = 0; id >= 0 && k < e->nslots; k++)
-        if (opt->slots[e->slot_ids[k]].name_id == (size_t)id) return OPTIM_OK;
+        if (opt->slots[e->slot_ids[k]].name_id == (size_t)id)
+            return optim__opt_err(opt, OPTIM_EINVAL,
+                                  "%s: slot '%s' of '%s' added twice (create_slots adds each "
+                                  "slot once)",
+                                  opt->cls.name, slot_name, optim_var_name(var));
     if (e->nslots == OPTIM_MAX_SLOTS)
         return optim__opt_err(opt, OPTIM_ERANGE, "%s: variable '%s' has %d slots, the most allowed",
                               opt->cls.name, optim_var_name(var), OPTIM_MAX_SLOTS);
