@@ -21,9 +21,18 @@ grep -q '"class_name": "Adam".*"bytes_per_param": 36,' "$tmp/out" || fail "Adam 
 "$optim" bench --size 5000 --runs 1 >"$tmp/all" 2>"$tmp/err" || fail "default list failed: $(cat "$tmp/err")"
 [ "$(grep -c 'x triad' "$tmp/all")" -ge 13 ] || fail "default list incomplete: $(cat "$tmp/all")"
 
-# --tensors K: the size over K variables in one call; full-size slots still count.
-"$optim" bench --json --size 3001 --runs 1 --tensors 7 adam lamb >"$tmp/k" 2>"$tmp/err" || fail "--tensors: $(cat "$tmp/err")"
-[ "$(grep -c '"elements": 3001, "tensors": 7,.*"bytes_per_param": 28,' "$tmp/k")" -eq 2 ] || fail "--tensors 7: $(cat "$tmp/k")"
+# --tensors K: the size over K variables in one call; each class's passes count
+# (optim_bytes_per_param: Lamb's second pass reads w, m and v again, Adafactor's two passes).
+"$optim" bench --json --size 3001 --runs 1 --tensors 7 adam lamb adafactor >"$tmp/k" 2>"$tmp/err" || fail "--tensors: $(cat "$tmp/err")"
+for cb in "Adam 28" "Lamb 40" "Adafactor 32"; do
+    set -- $cb
+    grep -q "\"class_name\": \"$1\", \"elements\": 3001, \"tensors\": 7,.*\"bytes_per_param\": $2," "$tmp/k" ||
+        fail "--tensors 7: $1 moves $2 B/param: $(cat "$tmp/k")"
+done
+# A wrapper: its inner optimizer's count.
+"$optim" bench --json --size 3001 --runs 1 '{"class_name": "Lookahead", "config": {"optimizer": "adam"}}' >"$tmp/la" 2>"$tmp/err" ||
+    fail "a wrapper: $(cat "$tmp/err")"
+grep -q '"bytes_per_param": 28,' "$tmp/la" || fail "Lookahead over Adam: $(cat "$tmp/la")"
 
 # --iterations I: the step counter starts at I (reported); at OPTIM_ITERATIONS_MAX - 1 the
 # warm-up step reaches the maximum and the timed step is refused, so the count reaches the optimizer.

@@ -9,7 +9,8 @@
  * - A version 4 user class with bad facts or bad pattern keys is refused,
  *   with a message naming the field.
  * - A version 3 table still loads, its bytes past its size (where version 4
- *   keeps the facts) never read.
+ *   keeps the facts) never read; a version 4 table likewise without the
+ *   version 5 bytes_per_param hook (tests/test_bytes_per_param.c).
  * - A user class's facts and pattern keys work as the built-ins' do:
  *   module, "Addons>" name, default name, pattern lists read, kept and
  *   written back. */
@@ -27,7 +28,11 @@
 _Static_assert(offsetof(optim_class, keras3_module) >=
                    offsetof(optim_class, reduce_phase) + sizeof(void (*)(void)),
                "the version 4 fields follow every version 3 field");
-_Static_assert(OPTIM_CLASS_VERSION == 4, "a new version adds its rows to this test");
+/* Version 5 appends the bytes_per_param hook after every version 4 field. */
+_Static_assert(offsetof(optim_class, bytes_per_param) >=
+                   offsetof(optim_class, nonnegative_slots) + sizeof(const char *const *),
+               "the version 5 hook follows every version 4 field");
+_Static_assert(OPTIM_CLASS_VERSION == 5, "a new version adds its rows to this test");
 
 /* ---- the built-ins ------------------------------------------------------------- */
 

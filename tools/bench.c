@@ -6,9 +6,10 @@
  * For each optimizer config (default: every built-in), one dense step on an
  * N-element variable of dtype D (f32, f64, f16 or bf16; default f32), or on
  * K variables of N / K elements (one call for all: bench_tensors.c), is
- * timed R times; its effective bandwidth (the bytes the rule must move in
- * the storage type: read the variable and gradient and each full-size slot,
- * write the variable and the slots) is compared with an
+ * timed R times; its effective bandwidth (the bytes the class's passes move
+ * in the storage type, optim_bytes_per_param: for an element-wise rule the
+ * gradient read, the variable and each full-size slot read and written;
+ * Lamb's second pass reads w, m and v again) is compared with an
  * OpenMP triad measured in the same run (16 bytes per element with the
  * write-allocate). --iterations I starts each optimizer's step counter at I
  * (steps I + 1, I + 2, ...: a long run's state of the bias corrections). Prints the median of the R runs, one line per config, or
@@ -76,15 +77,26 @@ static int parse_count(const char *s, long long min, long long max, long long *o
     return 0;
 }
 
-/* Full-size weights are read and written once each (float32). */
-double optim_bench_bytes_per_param(optim_optimizer *opt, int64_t n)
+/* optim_bytes_per_param, or for a wrapper without the hook its inner
+ * optimizer's that holds var (the wrapper's own passes are not counted). */
+int optim_bench_bytes(optim_optimizer *opt, const optim_var *var, double *bytes, const char **why)
 {
-    size_t full = 0, nw = optim_weights_count(opt);
-    optim_tensor *ws = calloc(nw, sizeof *ws);
-    if (ws) optim_get_weights(opt, ws, nw);
-    for (size_t i = 1; ws && i < nw; i++) full += optim_tensor_numel(&ws[i]) == n;
-    free(ws);
-    return 4.0 * (3.0 + 2.0 * (double)full);
+    const int rc = optim_bytes_per_param(opt, var, bytes);
+    const optim_class *c = optim_class_of(opt);
+    *why = optim_errmsg(opt);
+    for (size_t i = 0; rc == OPTIM_ENOTSUP; i++) {
+        optim_optimizer *in = c->inner_at ? c->inner_at(opt, i)
+            : i == 0 && c->inner          ? c->inner(opt)
+                                          : NULL;
+        const char *w;
+        if (!in) break;
+        const int r = optim_bench_bytes(in, var, bytes, &w);
+        if (r != OPTIM_ENOTFOUND) {
+            *why = w;
+            return r;
+        }
+    }
+    return rc;
 }
 
 const char *optim_bench_isa(void)
@@ -157,18 +169,23 @@ static int time_dense(optim_optimizer *opt, const bench_tensors *w, const dense_
     return 0;
 }
 
-static void report_dense(const char *config, optim_optimizer *opt, const bench_tensors *w,
-                         const dense_run *d)
+static int report_dense(const char *config, optim_optimizer *opt, const bench_tensors *w,
+                        const dense_run *d)
 {
-    /* Full-size slots are read and written once each, in the storage type. */
-    const double full = (double)bench_tensors_full_slots(opt, w) / (double)d->n;
-    const double bytes = (double)optim_dtype_size(d->dtype) * (3.0 + 2.0 * full);
+    /* What the class's passes move (optim_bytes_per_param), over every variable. */
+    double bytes = 0;
+    for (int64_t j = 0; j < w->k; j++) {
+        double b;
+        const char *why;
+        if (optim_bench_bytes(opt, w->vars[j], &b, &why)) return fail("%s", why);
+        bytes += b * (double)optim_var_numel(w->vars[j]) / (double)d->n;
+    }
     const double secs = optim_bench_median(d->t, d->runs),
                  cpu = optim_bench_median(d->cpu, d->runs);
     const double bw = bytes * (double)d->n / secs / 1e9;
     if (!d->json) {
         printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes, bw / d->limit);
-        return;
+        return 0;
     }
     printf("{\"config\": ");
     json_string(stdout, config);
@@ -178,6 +195,7 @@ static void report_dense(const char *config, optim_optimizer *opt, const bench_t
            "\"ratio\": %.4g, \"cpu_median_seconds\": %.9g, \"isa\": \"%s\"}\n",
            optim_class_of(opt)->name, d->n, d->tensors, d->iterations, optim_dtype_name(d->dtype),
            omp_get_max_threads(), bytes, secs, bw, d->limit, bw / d->limit, cpu, optim_bench_isa());
+    return 0;
 }
 
 /* One config's dense step, timed and reported; returns the exit status. */
@@ -191,7 +209,7 @@ static int bench_dense(const char *config, const dense_run *d)
         bench_tensors_make(&w, d->n, d->tensors, d->dtype, d->grad, &err))
         rc = fail("%s", err.msg);
     else if (optim_set_iterations(opt, d->iterations)) rc = fail("%s", optim_errmsg(opt));
-    else if (!(rc = time_dense(opt, &w, d))) report_dense(config, opt, &w, d);
+    else if (!(rc = time_dense(opt, &w, d))) rc = report_dense(config, opt, &w, d);
     optim_destroy(opt);
     bench_tensors_free(&w);
     return rc;

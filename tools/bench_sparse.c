@@ -98,29 +98,34 @@ static double time_steps(optim_optimizer *opt, optim_grad_var *p, sparse_work *w
     return optim_bench_median(w->t, runs);
 }
 
-static void report(const char *config, optim_optimizer *opt, const bench_sparse_opts *o,
-                   double secs, double cpu, double dense_secs, double triad)
+static int report(const char *config, optim_optimizer *opt, const optim_var *x,
+                  const bench_sparse_opts *o, double secs, double cpu, double dense_secs,
+                  double triad)
 {
     const int64_t numel = o->rows * o->cols;
-    /* optim_bench_bytes_per_param counts float32 elements. */
-    const double bytes = optim_bench_bytes_per_param(opt, numel) *
-        (double)optim_dtype_size(o->dtype) / 4.0,
-                 bw = bytes * (double)numel / secs / 1e9;
+    double bytes;
+    const char *why;
+    if (optim_bench_bytes(opt, x, &bytes, &why)) {
+        fprintf(stderr, "optim bench: %s\n", why);
+        return 1;
+    }
+    const double bw = bytes * (double)numel / secs / 1e9;
     if (!o->json) {
         printf("%-62s sparse %9.3f ms (cpu %.3f ms)  dense %8.3f ms  sparse/dense %.3f\n", config,
                1e3 * secs, 1e3 * cpu, 1e3 * dense_secs, secs / dense_secs);
-        return;
+        return 0;
     }
     printf("{\"config\": \"");
     for (const char *s = config; *s; s++) printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
     printf(
         "\", \"class_name\": \"%s\", \"elements\": %lld, \"dtype\": \"%s\", \"threads\": %d, "
-        "\"bytes_per_param\": %.0f, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
+        "\"bytes_per_param\": %.4g, \"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
         "\"ratio\": %.4g, \"rows\": %lld, \"cols\": %lld, \"indices\": %lld, \"dense_median_seconds\": %.9g, "
         "\"cpu_median_seconds\": %.9g, \"isa\": \"%s\"}\n",
         optim_class_of(opt)->name, (long long)numel, optim_dtype_name(o->dtype),
         omp_get_max_threads(), bytes, secs, bw, triad, bw / triad, o->rows, o->cols, o->indices,
         dense_secs, cpu, optim_bench_isa());
+    return 0;
 }
 
 /* One config: dense steps of the table, then sparse steps. */
@@ -149,7 +154,7 @@ static int bench_one(const char *config, const bench_sparse_opts *o, sparse_work
             fprintf(stderr, "optim bench: %s\n", optim_errmsg(opt));
             rc = 1;
         } else {
-            report(config, opt, o, secs, cpu, dense, triad);
+            rc = report(config, opt, x, o, secs, cpu, dense, triad);
         }
     }
     optim_destroy(opt);

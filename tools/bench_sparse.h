@@ -30,9 +30,9 @@ double optim_bench_median(double *t, int runs);
 
 /* The instruction-set level the kernels run at (optim/isa.h), for reports. */
 const char *optim_bench_isa(void);
-/* Bytes a dense float32 step of opt on its n-element variable moves per
- * element: variable and gradient read, variable and each full-size slot
- * read and written. */
-double optim_bench_bytes_per_param(optim_optimizer *opt, int64_t n);
+/* The bytes opt's update moves per element of var, in var's dtype
+ * (optim_bytes_per_param; a wrapper without the hook: its inner
+ * optimizer's that holds var). 0, or a status with *why the message. */
+int optim_bench_bytes(optim_optimizer *opt, const optim_var *var, double *bytes, const char **why);
 
 #endif

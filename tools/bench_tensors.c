@@ -42,20 +42,3 @@ void bench_tensors_free(bench_tensors *t)
     t->pairs = NULL;
     t->k = 0;
 }
-
-int64_t bench_tensors_full_slots(optim_optimizer *opt, const bench_tensors *t)
-{
-    int64_t full = 0;
-    size_t nnames = optim_get_slot_names(opt, NULL, 0);
-    const char **names = calloc(nnames ? nnames : 1, sizeof *names);
-    if (!names) return 0;
-    optim_get_slot_names(opt, names, nnames);
-    for (int64_t j = 0; j < t->k; j++)
-        for (size_t s = 0; s < nnames; s++) {
-            const optim_var *slot = optim_get_slot(opt, t->vars[j], names[s]);
-            if (slot && optim_var_numel(slot) == optim_var_numel(t->vars[j]))
-                full += optim_var_numel(slot);
-        }
-    free(names);
-    return full;
-}

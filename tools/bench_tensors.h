@@ -18,8 +18,4 @@ int bench_tensors_make(bench_tensors *t, int64_t n, int64_t k, optim_dtype dt, v
                        optim_error *err);
 void bench_tensors_free(bench_tensors *t);
 
-/* Elements of the optimizer's weights that have the size of the variable
- * they belong to (its full-size slots), over all variables. */
-int64_t bench_tensors_full_slots(optim_optimizer *opt, const bench_tensors *t);
-
 #endif

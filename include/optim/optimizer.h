@@ -266,6 +266,17 @@ OPTIM_API int optim_set_weights(optim_optimizer *opt, const optim_tensor *weight
 /* Name of weight i ("iterations" or "VAR/SLOT"), NULL past the end. */
 OPTIM_API const char *optim_weight_name(const optim_optimizer *opt, size_t i);
 
+/* The bytes one step's update moves per element of var, in var's storage
+ * dtype, into *bytes: the class's bytes_per_param hook
+ * (optim/optimizer_class.h), or without one the element-wise count, one
+ * read of the gradient and a read and a write of var and of each
+ * full-size slot the class made for it (float32 Adam 28, SGD 12). Keras 3's
+ * use_ema and gradient accumulation move more, not counted. OPTIM_ENOTFOUND
+ * when var has no slots in opt yet (before its first step or optim_build),
+ * OPTIM_ENOTSUP for a wrapper without the hook (ask its inner optimizer),
+ * OPTIM_ERANGE when the hook answers a number not finite and >= 0. */
+OPTIM_API int optim_bytes_per_param(optim_optimizer *opt, const optim_var *var, double *bytes);
+
 /* ---- Keras 3's moving average, loss scaling and gradient accumulation ----- */
 
 /* These are config keys of every Keras 3 optimizer that runs the base

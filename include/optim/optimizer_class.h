@@ -52,8 +52,8 @@ extern "C" {
  * phased updates (phase_plan, apply_phase, reduce_phase). 4: the Keras
  * facts (keras3_module, legacy_module, tfa_name, keras_flags),
  * name-pattern-list keys (pattern_params) and slot domains
- * (nonnegative_slots). */
-#define OPTIM_CLASS_VERSION 4
+ * (nonnegative_slots). 5: the `bytes_per_param` hook. */
+#define OPTIM_CLASS_VERSION 5
 
 /* Most slots one variable may have. */
 #define OPTIM_MAX_SLOTS 8
@@ -395,6 +395,17 @@ struct optim_class {
      * Each name must be non-empty, without '/', at most 64 of them. NULL:
      * no domains. */
     const char *const *nonnegative_slots;
+
+    /* Version 5, optional: the bytes one step's update moves per element of
+     * var, in var's storage dtype: every read and write of the variable, its
+     * gradient and its slots, each pass counted (Lamb reads w, m and v again
+     * in its second pass: 40 in float32). Scratch the class keeps in cache
+     * or in its own buffers is not counted. Called by optim_bytes_per_param
+     * (optim/optimizer.h) on the calling thread, for a variable whose slots
+     * exist; the answer must be finite and >= 0. NULL: the element-wise
+     * count, one read of the gradient and a read and a write of the
+     * variable and of each full-size slot (float32 Adam: 4 * (3 + 2 * 2)). */
+    double (*bytes_per_param)(const optim_optimizer *opt, const optim_var *var);
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */

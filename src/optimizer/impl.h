@@ -16,6 +16,7 @@
  *   config.c          from_config / get_config (optimizer, schedule, registry, params)
  *   wrapper_support.c what wrappers share: base options, config, no half variables (optimizer)
  *   slots.c           slots, optim_build (optimizer, keras3_options, weights, wrapper_support)
+ *   bytes.c           optim_bytes_per_param: bytes an update moves (slots)
  *   check.c           stage 1: the pairs checked (slots, keras3_options, weights,
  *                     wrapper_support)
  *   sparse_walk.c     the sparse modes of the update stage (the class table only)

@@ -312,6 +312,22 @@ static void reduce_phase(const optim_phase_update *pu)
     else reduce_double(pu, &G);
 }
 
+/* Rank < 2: pass 1 reads w and g, reads and writes v; pass 2 reads g and v,
+ * reads and writes w: 8 accesses (32 bytes in float32). Factored: pass 1
+ * reads g and w, pass 2 g, pass 3 g and w and writes w and v: 7; and each
+ * element of r is read and written in pass 1 and read by its reduction and
+ * passes 2 and 3 (5), each of c read and written once and read in passes 2
+ * and 3 (4). */
+static double bytes_per_param(const optim_optimizer *opt, const optim_var *var)
+{
+    (void)opt;
+    const geom G = geom_of(var);
+    const double s = (double)optim_dtype_size(optim_var_dtype(var));
+    if (G.n <= 0) return 0;
+    if (!G.factored) return 8 * s;
+    return s * (7.0 + (5.0 * (double)(G.B * G.R) + 4.0 * (double)(G.B * G.C)) / (double)G.n);
+}
+
 const optim_class OPTIM_ISA_NAME(optim_adafactor_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
@@ -330,4 +346,5 @@ const optim_class OPTIM_ISA_NAME(optim_adafactor_class) = {
     .reduce_phase = reduce_phase,
     .keras3_module = "keras.optimizers",
     .keras_flags = OPTIM_KERAS_TF_KERAS,
+    .bytes_per_param = bytes_per_param,
 };
