@@ -32,6 +32,9 @@ _Static_assert(offsetof(optim_class, keras3_module) >=
 _Static_assert(offsetof(optim_class, bytes_per_param) >=
                    offsetof(optim_class, nonnegative_slots) + sizeof(const char *const *),
                "the version 5 hook follows every version 4 field");
+_Static_assert(offsetof(optim_class, min_slots) >=
+                   offsetof(optim_class, bytes_per_param) + sizeof(void *),
+               "min_slots follows the bytes_per_param hook");
 _Static_assert(OPTIM_CLASS_VERSION == 5, "a new version adds its rows to this test");
 
 /* ---- the built-ins ------------------------------------------------------------- */

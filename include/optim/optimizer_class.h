@@ -52,7 +52,7 @@ extern "C" {
  * phased updates (phase_plan, apply_phase, reduce_phase). 4: the Keras
  * facts (keras3_module, legacy_module, tfa_name, keras_flags),
  * name-pattern-list keys (pattern_params) and slot domains
- * (nonnegative_slots). 5: the `bytes_per_param` hook. */
+ * (nonnegative_slots). 5: the `bytes_per_param` hook and `min_slots`. */
 #define OPTIM_CLASS_VERSION 5
 
 /* Most slots one variable may have. */
@@ -406,6 +406,14 @@ struct optim_class {
      * count, one read of the gradient and a read and a write of the
      * variable and of each full-size slot (float32 Adam: 4 * (3 + 2 * 2)). */
     double (*bytes_per_param)(const optim_optimizer *opt, const optim_var *var);
+
+    /* Version 5, optional: the fewest slots create_slots adds to each
+     * variable (Adam: 2, m and v; 3 with amsgrad, but never fewer than 2),
+     * so a kernel may read slots[0 .. min_slots - 1] unchecked. A variable
+     * given fewer fails the step that tracks it, with a message naming the
+     * slots it got; a class with min_slots > 0 and no create_slots is
+     * refused at registration. 0: no check. At most OPTIM_MAX_SLOTS. */
+    int32_t min_slots;
 };
 
 /* ---- services of the base class, for use inside hooks ------------------- */

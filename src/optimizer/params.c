@@ -400,9 +400,18 @@ static int class_facts_check(const optim_class *cls, optim_error *err)
     return OPTIM_OK;
 }
 
-/* The version 4 slot domains: names a slot could have, at most 64. */
+/* The version 4 slot domains: names a slot could have, at most 64; the
+ * version 5 slot count, which needs a create_slots hook to add them. */
 static int slot_domains_check(const optim_class *cls, optim_error *err)
 {
+    if (cls->min_slots < 0 || cls->min_slots > OPTIM_MAX_SLOTS)
+        return optim__err(err, OPTIM_ERANGE, "optimizer class '%s': min_slots %d, expected 0 .. %d",
+                          cls->name, (int)cls->min_slots, OPTIM_MAX_SLOTS);
+    if (cls->min_slots > 0 && !cls->create_slots)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': min_slots is %d but there is no create_slots "
+                          "hook to add them",
+                          cls->name, (int)cls->min_slots);
     const char *const *d = cls->nonnegative_slots;
     for (size_t i = 0; d && (i == 0 || d[i - 1]); i++) {
         if (i == 64)

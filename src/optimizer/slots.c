@@ -45,6 +45,22 @@ static int add_base_slots(optim_optimizer *opt, optim_var *var, optim_error *err
     return OPTIM_OK;
 }
 
+/* create_slots gave e fewer slots than the class's min_slots: an error
+ * naming those it got (the step fails and rolls back). */
+static int too_few_slots(const optim_optimizer *opt, const optim__var_entry *e, optim_error *err)
+{
+    char got[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < e->nslots && len < sizeof got; k++)
+        len += (size_t)snprintf(got + len, sizeof got - len, "%s'%s'", k ? ", " : "",
+                                opt->slot_names[opt->slots[e->slot_ids[k]].name_id]);
+    return optim__err(err, OPTIM_ESTATE,
+                      "%s: create_slots added %d slot%s to '%.200s' (%s), but the class table "
+                      "declares min_slots %d: the kernel would read a slot that does not exist",
+                      opt->cls.name, e->nslots, e->nslots == 1 ? "" : "s", optim_var_name(e->var),
+                      e->nslots ? got : "none", (int)opt->cls.min_slots);
+}
+
 int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     if (optim__var_entry_of(opt, var)) return OPTIM_OK;
@@ -74,7 +90,9 @@ int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err)
                               opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
         }
     }
-    opt->vars[opt->nvars - 1].nown = opt->vars[opt->nvars - 1].nslots;
+    optim__var_entry *added = &opt->vars[opt->nvars - 1];
+    if (added->nslots < opt->cls.min_slots) return too_few_slots(opt, added, err);
+    added->nown = added->nslots;
     return add_base_slots(opt, var, err);
 }
 

@@ -332,6 +332,7 @@ const optim_class OPTIM_ISA_NAME(optim_adafactor_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adafactor",
+    .min_slots = 3,
     .flags = OPTIM_CLASS_KERAS3_ONLY,
     .default_learning_rate = 0.001,
     .params = adafactor_params,

@@ -166,6 +166,7 @@ const optim_class OPTIM_ISA_NAME(optim_adagrad_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adagrad",
+    .min_slots = 1,
     .flags = OPTIM_CLASS_ELEMENTWISE,
     .default_learning_rate = 0.001,
     .params = adagrad_params,

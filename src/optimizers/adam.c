@@ -260,6 +260,7 @@ const optim_class OPTIM_ISA_NAME(optim_adam_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Adam",
+    .min_slots = 2,
     .flags = OPTIM_CLASS_ELEMENTWISE,
     .default_learning_rate = 0.001,
     .params = adam_params,

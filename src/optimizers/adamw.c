@@ -277,6 +277,7 @@ const optim_class OPTIM_ISA_NAME(optim_adamw_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "AdamW",
+    .min_slots = 2,
     .flags = OPTIM_CLASS_ELEMENTWISE,
     .default_learning_rate = 0.001,
     .default_weight_decay = 0.004,

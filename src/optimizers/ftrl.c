@@ -214,6 +214,7 @@ const optim_class OPTIM_ISA_NAME(optim_ftrl_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Ftrl",
+    .min_slots = 2,
     .flags = OPTIM_CLASS_ELEMENTWISE,
     .default_learning_rate = 0.001,
     .params = ftrl_params,

@@ -398,6 +398,7 @@ const optim_class OPTIM_ISA_NAME(optim_lamb_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Lamb",
+    .min_slots = 2,
     .flags = 0, /* not element-wise: the trust ratio needs whole-variable norms (phased) */
     .default_learning_rate = 0.001,
     .params = lamb_params,

@@ -94,6 +94,7 @@ const optim_class OPTIM_ISA_NAME(optim_lion_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Lion",
+    .min_slots = 1,
     .flags = OPTIM_CLASS_ELEMENTWISE | OPTIM_CLASS_KERAS3_ONLY,
     .default_learning_rate = 0.001,
     .params = lion_params,

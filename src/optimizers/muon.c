@@ -327,6 +327,7 @@ const optim_class OPTIM_ISA_NAME(optim_muon_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Muon",
+    .min_slots = 1,
     .flags = OPTIM_CLASS_KERAS3_ONLY,
     .default_learning_rate = 0.001,
     .default_weight_decay = 0.004,

@@ -326,6 +326,7 @@ const optim_class OPTIM_ISA_NAME(optim_nadam_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "Nadam",
+    .min_slots = 2,
     .flags = OPTIM_CLASS_ELEMENTWISE,
     .default_learning_rate = 0.001,
     .params = nadam_params,

@@ -265,6 +265,7 @@ const optim_class OPTIM_ISA_NAME(optim_rmsprop_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "RMSprop",
+    .min_slots = 1,
     .flags = OPTIM_CLASS_ELEMENTWISE,
     .default_learning_rate = 0.001,
     .params = rmsprop_params,

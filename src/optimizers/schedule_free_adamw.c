@@ -126,6 +126,7 @@ const optim_class OPTIM_ISA_NAME(optim_schedule_free_adamw_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "ScheduleFreeAdamW",
+    .min_slots = 2,
     .flags = OPTIM_CLASS_ELEMENTWISE | OPTIM_CLASS_KERAS3_ONLY,
     .default_learning_rate = 0.0025,
     .params = sfadamw_params,

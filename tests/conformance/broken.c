@@ -171,6 +171,27 @@ static int set_config_mode(optim_optimizer *opt, const char *key, const char *js
     return 0;
 }
 
+/* A slot short: the kernel reads slots[0] and slots[1] (as the class
+ * table's min_slots 2 promises) but create_slots adds only "m", or adds "m"
+ * twice. The library refuses the step before the kernel runs. */
+static void dense_two_slots(const optim_dense_update *u)
+{
+    for (int k = 0; k < 2; k++)
+        memset(u->slots[k], 0, (size_t)u->count * (u->dtype == OPTIM_F32 ? 4 : 8));
+    dense_ok(u);
+}
+
+static int create_slots_one(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    return optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+}
+
+static int create_slots_twice(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+    return rc ? rc : optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+}
+
 /* The crash report (CRASH update (SIGSEGV)): the kernel writes through a
  * null pointer once the variable is longer than one element, so the table
  * and config checks pass first and their lines must survive the crash. */
@@ -206,6 +227,10 @@ static const optim_class broken[] = {
     BROKEN("BrokenConfig", .get_config = get_config_extra),
     BROKEN("BrokenBadValues", .set_config = set_config_anything),
     BROKEN("BrokenCrash", .apply_dense = dense_crashes),
+    BROKEN("BrokenMissingSlot", .min_slots = 2, .create_slots = create_slots_one,
+           .apply_dense = dense_two_slots),
+    BROKEN("BrokenSlotTwice", .min_slots = 2, .create_slots = create_slots_twice,
+           .apply_dense = dense_two_slots),
     BROKEN("BrokenDropsKey", .state_size = sizeof(hidden), .set_config = set_config_mode),
 };
 
