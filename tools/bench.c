@@ -10,8 +10,8 @@
  * in the storage type, optim_bytes_per_param: for an element-wise rule the
  * gradient read, the variable and each full-size slot read and written;
  * Lamb's second pass reads w, m and v again) is compared with an
- * OpenMP triad measured in the same run (16 bytes per element with the
- * write-allocate). --iterations I starts each optimizer's step counter at I
+ * OpenMP triad (16 bytes per element with the write-allocate) run before
+ * each timed step, the ratio taken between the two medians. --iterations I starts each optimizer's step counter at I
  * (steps I + 1, I + 2, ...: a long run's state of the bias corrections). Prints the median of the R runs, one line per config, or
  * with --json one JSON object per line. --sparse times a sparse step on a
  * [ROWS, COLS] table of dtype D instead (bench_sparse.c). */
@@ -149,17 +149,20 @@ typedef struct dense_run {
     optim_dtype dtype;
     void *grad; /* n elements of dtype */
     int json;
-    double limit; /* the triad's GB/s */
-    double *t, *cpu; /* runs doubles each */
+    float *a, *b, *c; /* the triad's arrays, n floats each */
+    double *t, *cpu, *tri; /* runs doubles each */
 } dense_run;
 
-/* R timed steps of opt after a warm-up (slots, page faults): wall and CPU
- * seconds into d->t and d->cpu. */
+/* R timed steps of opt after a warm-up (slots, page faults), each after one
+ * triad: wall and CPU seconds into d->t and d->cpu, the triads' into d->tri.
+ * Alternating the two keeps the ratio honest on a machine whose bandwidth
+ * drifts while a long list of configs runs. */
 static int time_dense(optim_optimizer *opt, const bench_tensors *w, const dense_run *d)
 {
     if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0))
         return fail("%s", optim_errmsg(opt));
     for (int r = 0; r < d->runs; r++) {
+        optim_bench_triad(d->a, d->b, d->c, d->n, 1, &d->tri[r]);
         const double t0 = optim_bench_now(), c0 = optim_bench_cpu_now();
         if (optim_apply_gradients(opt, w->pairs, (size_t)d->tensors, 0))
             return fail("%s", optim_errmsg(opt));
@@ -183,8 +186,10 @@ static int report_dense(const char *config, optim_optimizer *opt, const bench_te
     const double secs = optim_bench_median(d->t, d->runs),
                  cpu = optim_bench_median(d->cpu, d->runs);
     const double bw = bytes * (double)d->n / secs / 1e9;
+    const double limit = 16.0 * (double)d->n / optim_bench_median(d->tri, d->runs) / 1e9;
     if (!d->json) {
-        printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad\n", config, bw, bytes, bw / d->limit);
+        printf("%-62s %6.1f GB/s  %3.0f B/param  %.2f x triad (%.1f GB/s)\n", config, bw, bytes,
+               bw / limit, limit);
         return 0;
     }
     printf("{\"config\": ");
@@ -194,7 +199,7 @@ static int report_dense(const char *config, optim_optimizer *opt, const bench_te
            "\"median_seconds\": %.9g, \"gb_per_s\": %.4g, \"triad_gb_per_s\": %.4g, "
            "\"ratio\": %.4g, \"cpu_median_seconds\": %.9g, \"isa\": \"%s\"}\n",
            optim_class_of(opt)->name, d->n, d->tensors, d->iterations, optim_dtype_name(d->dtype),
-           omp_get_max_threads(), bytes, secs, bw, d->limit, bw / d->limit, cpu, optim_bench_isa());
+           omp_get_max_threads(), bytes, secs, bw, limit, bw / limit, cpu, optim_bench_isa());
     return 0;
 }
 
@@ -332,20 +337,20 @@ int optim_cmd_bench(int argc, char **argv)
     int rc = 0;
     float *g = malloc((size_t)n * sizeof *g), *a = malloc((size_t)n * sizeof *a);
     float *b = malloc((size_t)n * sizeof *b), *c = malloc((size_t)n * sizeof *c);
-    double *t = malloc((size_t)runs * sizeof *t), *cpu = malloc((size_t)runs * sizeof *cpu);
+    double *t = malloc((size_t)runs * sizeof *t), *cpu = malloc((size_t)runs * sizeof *cpu),
+           *tri = malloc((size_t)runs * sizeof *tri);
     const size_t esz = optim_dtype_size(dtype);
     void *gd = malloc((size_t)n * esz); /* the gradient in the storage type */
-    if (!g || !a || !b || !c || !t || !cpu || !gd) {
+    if (!g || !a || !b || !c || !t || !cpu || !tri || !gd) {
         rc = fail("%s", "out of memory");
         goto out;
     }
     for (int64_t i = 0; i < n; i++) g[i] = 1e-3f * (float)(i % 7), a[i] = 0, b[i] = 1, c[i] = 2;
     optim_convert(gd, dtype, g, OPTIM_F32, n);
-    const double limit = optim_bench_triad(a, b, c, n, (int)runs, t);
     if (!json)
-        printf("triad: %.1f GB/s (16 B/element), %lld elements, %d threads, isa %s\n", limit, n,
+        printf("triad: 16 B/element, one before each step; %lld elements, %d threads, isa %s\n", n,
                omp_get_max_threads(), optim_bench_isa());
-    const dense_run d = {n, tensors, iterations, (int)runs, dtype, gd, json, limit, t, cpu};
+    const dense_run d = {n, tensors, iterations, (int)runs, dtype, gd, json, a, b, c, t, cpu, tri};
     for (int k = 0; k < nconfigs && !rc; k++) rc = bench_dense(texts[k], &d);
 out:
     free(gd);
@@ -355,6 +360,7 @@ out:
     free(c);
     free(t);
     free(cpu);
+    free(tri);
     for (int k = 0; k < nconfigs; k++) free(texts[k]);
     free(texts);
     free(configs);
