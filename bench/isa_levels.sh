@@ -7,8 +7,10 @@
 # `optim bench` call measures its own triad and takes the median of RUNS
 # steps; per case and binary the table shows the median over ROUNDS of the
 # ratio to the triad (at the class's declared bytes per parameter) and of
-# the step time, and default/native, the default build's median step time
-# (at the CPU's own level) over the native build's.
+# the step time, and default/native, the native build's median ratio over
+# the default build's (at the CPU's own level): the step-time ratio with
+# each step normalised by the triad run just before it, which a machine
+# whose bandwidth drifts from one call to the next leaves alone.
 #   OMP_NUM_THREADS=2 bench/isa_levels.sh [ROUNDS [DEFAULT_OPTIM [NATIVE_OPTIM]]]
 #   (cmake -S . -B build-native -DOPTIM_NATIVE=ON && cmake --build build-native)
 set -euo pipefail
@@ -56,10 +58,11 @@ for key, by in rows.items():
             cells.append("%-17s" % "-")
             continue
         ratio = statistics.median(x[0] for x in r)
-        med[t] = statistics.median(x[1] for x in r)
-        cells.append("%.2f %6.2f ms %2.0fB" % (ratio, 1e3 * med[t], r[0][2]))
+        med[t] = ratio
+        ms = 1e3 * statistics.median(x[1] for x in r)
+        cells.append("%.2f %6.2f ms %2.0fB" % (ratio, ms, r[0][2]))
     line = "%-60s %s" % (key, "  ".join(cells))
     if "native" in med and top in med:
-        line += "  %.2f" % (med[top] / med["native"])
+        line += "  %.2f" % (med["native"] / med[top])
     print(line)
 '

@@ -1,22 +1,27 @@
-/* Check: steps give the same bits on 1, 2 and 3 threads (dense steps on
- * every shape, and a sparse one with duplicates when the class takes them). */
+/* Checks: steps give the same bits on 1, 2 and 3 threads (dense steps on
+ * every shape, and a sparse one with duplicates when the class takes them);
+ * and on a variable of 64 chunks, repeated on more threads than cores, so
+ * that state the threads share (a static scratch buffer) shows as a race. */
+#include <omp.h>
 #include <stdio.h>
 
 #include "conformance/harness.h"
 
 static const int64_t dup_idx[] = {3, 7, 3, 12, 7, 3};
 
-/* Snapshot after the steps on `threads` threads; non-zero on failure. */
-static int run(cf_ctx *c, optim_dtype dt, int threads, cf_snapshot *s, char *why, size_t n)
+/* Snapshot after the steps on `threads` threads on the shapes of `mask`
+ * (a sparse step too with every shape); non-zero on failure. */
+static int run(cf_ctx *c, optim_dtype dt, unsigned mask, int threads, cf_snapshot *s, char *why,
+               size_t n)
 {
     optim_optimizer *opt;
     cf_problem p;
     *s = (cf_snapshot){0};
     if (optim__cf_create(c, NULL, NULL, &opt, why, n)) return 1;
-    int rc = optim__cf_problem_init(&p, dt, 0x1f, c->seed);
+    int rc = optim__cf_problem_init(&p, dt, mask, c->seed);
     if (!rc) optim_set_num_threads(opt, threads);
     for (int k = 0; !rc && k < 2; k++) rc = optim__cf_step_dense(opt, &p, k);
-    if (!rc && c->sparse)
+    if (!rc && c->sparse && mask == 0x1f)
         rc = optim__cf_step_sparse(opt, &p, CF_MATRIX, 2, dup_idx, 6, CF_AS_GIVEN);
     if (rc)
         snprintf(why, n, "%s step on %d threads failed: %s", optim_dtype_name(dt), threads,
@@ -30,13 +35,35 @@ static int run(cf_ctx *c, optim_dtype dt, int threads, cf_snapshot *s, char *why
 static int differs(cf_ctx *c, optim_dtype dt, char *why, size_t n)
 {
     cf_snapshot one, other;
-    if (run(c, dt, 1, &one, why, n)) return 1;
+    if (run(c, dt, 0x1f, 1, &one, why, n)) return 1;
     int bad = 0;
     for (int t = 2; t <= 3 && !bad; t++) {
         char sub[CF_TEXT];
-        bad = run(c, dt, t, &other, why, n);
+        bad = run(c, dt, 0x1f, t, &other, why, n);
         if (!bad && optim__cf_snap_diff(&one, &other, 0, sub, sizeof sub)) {
             snprintf(why, n, "%s, 1 vs %d threads: %s", optim_dtype_name(dt), t, sub);
+            bad = 1;
+        }
+        optim__cf_snap_free(&other);
+    }
+    optim__cf_snap_free(&one);
+    return bad;
+}
+
+/* 8 runs of two steps on the 64-chunk vector, on 4 threads and on twice
+ * the cores plus one, each compared with one thread's bits. */
+static int races(cf_ctx *c, char *why, size_t n)
+{
+    const int many = 2 * omp_get_num_procs() + 1, counts[2] = {4, many > 4 ? many : 5};
+    cf_snapshot one, other;
+    if (run(c, OPTIM_F32, 1u << CF_MANY, 1, &one, why, n)) return 1;
+    int bad = 0;
+    for (int r = 0; r < 8 && !bad; r++) {
+        char sub[CF_TEXT];
+        const int t = counts[r % 2];
+        bad = run(c, OPTIM_F32, 1u << CF_MANY, t, &other, why, n);
+        if (!bad && optim__cf_snap_diff(&one, &other, 0, sub, sizeof sub)) {
+            snprintf(why, n, "run %d of 8, %d threads: %s", r + 1, t, sub);
             bad = 1;
         }
         optim__cf_snap_free(&other);
@@ -54,4 +81,10 @@ void optim__cf_check_threads(cf_ctx *c)
         "3 steps (2 dense, 1 sparse with duplicates when taken) give the same variables and "
         "weights on 1, 2 and 3 threads, bit for bit, f32 and f64",
         "%s", bad ? why : "identical");
+    bad = races(c, why, sizeof why);
+    optim__cf_report(c, "threads.no_shared_state", !bad,
+                     "two steps on a vector of 64 chunks, 8 times on 4 threads and on more threads "
+                     "than cores, give one thread's bits each time (no state shared between "
+                     "threads, such as a static scratch buffer)",
+                     "%s", bad ? why : "identical");
 }

@@ -49,7 +49,8 @@ int optim__cf_create(const cf_ctx *c, const char *class_name, const char *extra_
                      optim_optimizer **out, char *why, size_t n);
 
 /* The shapes every check runs on. */
-enum { CF_SCALAR, CF_VECTOR, CF_MATRIX, CF_LARGE, CF_EMPTY, CF_NSHAPES };
+/* CF_MANY: a vector of 64 element-wise chunks and a bit, for races. */
+enum { CF_SCALAR, CF_VECTOR, CF_MATRIX, CF_LARGE, CF_EMPTY, CF_MANY, CF_NSHAPES };
 #define CF_ROWS 16 /* rows of the matrix, for sparse gradients */
 #define CF_COLS 5
 

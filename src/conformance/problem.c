@@ -1,5 +1,6 @@
 /* Test problems: one variable per shape (scalar, vector, matrix, a vector
- * longer than one element-wise chunk, an empty matrix) in one dtype, with
+ * longer than one element-wise chunk, an empty matrix, a vector of 64
+ * chunks) in one dtype, with
  * seeded values and gradients, and the steps the checks take on them. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,10 +8,11 @@
 
 #include "conformance/harness.h"
 
-static const char *const shape_names[CF_NSHAPES] = {"scalar", "vector", "matrix", "large", "empty"};
-static const int32_t ranks[CF_NSHAPES] = {0, 1, 2, 1, 2};
-static const int64_t shapes[CF_NSHAPES][2] = {
-    {0, 0}, {37, 0}, {CF_ROWS, CF_COLS}, {20011, 0}, {0, CF_COLS}};
+static const char *const shape_names[CF_NSHAPES] = {"scalar", "vector", "matrix",
+                                                    "large",  "empty",  "many"};
+static const int32_t ranks[CF_NSHAPES] = {0, 1, 2, 1, 2, 1};
+static const int64_t shapes[CF_NSHAPES][2] = {{0, 0},     {37, 0},      {CF_ROWS, CF_COLS},
+                                              {20011, 0}, {0, CF_COLS}, {64 * 8192 + 13, 0}};
 
 double optim__cf_rand(uint64_t seed, uint64_t a, uint64_t b, uint64_t i)
 {

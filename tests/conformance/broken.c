@@ -87,6 +87,24 @@ static void dense_by_thread(const optim_dense_update *u)
         1 + omp_get_thread_num());
 }
 
+/* threads.no_shared_state: one static scratch buffer for every thread (a
+ * copy of the gradient, then the update from it): two threads in the
+ * kernel at once overwrite each other's copy. */
+static double shared_scratch[1 << 16];
+
+static void dense_shared_scratch(const optim_dense_update *u)
+{
+    const int64_t n = u->count < (1 << 16) ? u->count : (1 << 16);
+    for (int64_t i = 0; i < n; i++)
+        shared_scratch[i] =
+            u->dtype == OPTIM_F32 ? ((const float *)u->grad)[i] : ((const double *)u->grad)[i];
+    for (int64_t i = 0; i < n; i++) {
+        const double step = ((const coef *)u->coef)->lr * shared_scratch[i];
+        if (u->dtype == OPTIM_F32) ((float *)u->param)[i] -= (float)step;
+        else ((double *)u->param)[i] -= step;
+    }
+}
+
 /* sparse.rule: updates rows 0..n-1 instead of the indexed rows. */
 static void sparse_wrong_rows(const optim_sparse_update *u)
 {
@@ -218,6 +236,7 @@ static const optim_class broken[] = {
     BROKEN("BrokenReadsOutside", .apply_dense = dense_reads_outside),
     BROKEN("BrokenByOffset", .apply_dense = dense_by_offset),
     BROKEN("BrokenByThread", .apply_dense = dense_by_thread),
+    BROKEN("BrokenSharedScratch", .apply_dense = dense_shared_scratch),
     BROKEN("BrokenSparseRows", .apply_sparse = sparse_wrong_rows),
     BROKEN("BrokenDuplicates", .apply_sparse_duplicate_indices = sparse_drops_duplicates),
     BROKEN("BrokenResume", .state_size = sizeof(hidden), .prepare = prepare_hidden),

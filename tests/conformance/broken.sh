@@ -54,6 +54,15 @@ for case in "BrokenMissingSlot:declares min_slots 2" "BrokenSlotTwice:slot 'm' o
     echo "ok: $class refused before its kernel ran"
 done
 
+# State shared by the threads: caught on every one of 10 runs.
+for run in $(seq 10); do
+    "$optim" --plugin "$broken" conformance BrokenSharedScratch --group threads >"$out" 2>&1 &&
+        fail "BrokenSharedScratch passed on run $run"
+    grep -q "^FAIL threads.no_shared_state: .*threads: " "$out" ||
+        fail "BrokenSharedScratch, run $run: $(grep -v '^PASS' "$out")"
+done
+echo "ok: BrokenSharedScratch caught by threads.no_shared_state on 10 runs of 10"
+
 # A class that crashes: the groups before the crash keep their lines, the
 # crashed group is one CRASH line naming the signal and what it was doing,
 # the groups after it still run, and the summary counts the crash; all of it
