@@ -292,6 +292,28 @@ static void apply_dense(const optim_dense_update *u)
     }
 }
 
+/* Threads: an AdamW variable's dense step is one phase of element-wise
+ * chunks (optim/optimizer_class.h), so it runs on every thread, its weight
+ * decay fused per chunk; a Muon variable goes to apply_dense whole. */
+static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan)
+{
+    if (optim_get_slot(opt, var, "velocity")) *plan = (optim_phase_plan){1, 8192, 0, 0, 0};
+}
+
+static void apply_phase(const optim_phase_update *pu)
+{
+    const optim_dense_update *u = &pu->dense;
+    const int64_t o = u->offset;
+    if (u->dtype == OPTIM_F32)
+        adamw_float((float *)u->param + o, (const float *)u->grad + o, (float *)u->slots[0] + o,
+                    (float *)u->slots[1] + o, u->count, u->coef);
+    else
+        adamw_double((double *)u->param + o, (const double *)u->grad + o, (double *)u->slots[0] + o,
+                     (double *)u->slots[1] + o, u->count, u->coef);
+}
+
+static void reduce_phase(const optim_phase_update *pu) { (void)pu; }
+
 /* The dense equivalent: AdamW row by row (no gradient on rows without an
  * index); Muon with the gradient scattered into Y of the scratch, which the
  * step reads only before it first writes Y. */
@@ -339,6 +361,9 @@ const optim_class OPTIM_ISA_NAME(optim_muon_class) = {
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
+    .phase_plan = phase_plan,
+    .apply_phase = apply_phase,
+    .reduce_phase = reduce_phase,
     .get_config = get_config,
     .destroy = destroy,
     .weight_decay = weight_decay,
