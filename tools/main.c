@@ -50,18 +50,21 @@ static void usage(FILE *f)
  *   (openblas_get_parallel() == 2, what CMake links when it finds one) runs
  *   on libgomp's threads, OMP_NUM_THREADS of them like the optimizer, and
  *   needs none of this.
- * - OMP_WAIT_POLICY=passive unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
- *   set: a step of optim train is a dozen short parallel regions (the GEMMs,
- *   the optimizer step), and on a machine whose cores are shared a thread
- *   spinning at a barrier holds a core the thread it waits for needs (a step
- *   6-8x slower than with threads that sleep, here). */
+ * - GOMP_SPINCOUNT=20000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set:
+ *   a step of optim train is a dozen short parallel regions (the GEMMs, the
+ *   optimizer step). libgomp's default spin (300,000 turns) at a barrier
+ *   holds a core the thread it waits for needs on a shared machine (a step
+ *   6-8x slower, with the pthread OpenBLAS); sleeping at once
+ *   (OMP_WAIT_POLICY=passive, the previous default) pays a futex wake per
+ *   region: an epoch 1.37x its GEMMs on Zen 5, against 1.24-1.26 with a
+ *   spin of 20,000 turns (bench_train_gemm, docs/performance.md). */
 static void runtime_settings(char **argv)
 {
     const int pthread_blas = openblas_get_parallel() != 2 && !getenv("OPENBLAS_NUM_THREADS");
     int again = 0;
     if (pthread_blas) again |= setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
-        again |= setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+        again |= setenv("GOMP_SPINCOUNT", "20000", 1) == 0;
     if (again) execv("/proc/self/exe", argv);
     if (pthread_blas) openblas_set_num_threads(1); /* could not run again: the next best thing */
 }
