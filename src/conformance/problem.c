@@ -7,12 +7,13 @@
 #include <string.h>
 
 #include "conformance/harness.h"
+#include "core/parallel.h"
 
 static const char *const shape_names[CF_NSHAPES] = {"scalar", "vector", "matrix",
                                                     "large",  "empty",  "many"};
 static const int32_t ranks[CF_NSHAPES] = {0, 1, 2, 1, 2, 1};
-static const int64_t shapes[CF_NSHAPES][2] = {{0, 0},     {37, 0},      {CF_ROWS, CF_COLS},
-                                              {20011, 0}, {0, CF_COLS}, {64 * 8192 + 13, 0}};
+static const int64_t shapes[CF_NSHAPES][2] = {
+    {0, 0}, {37, 0}, {CF_ROWS, CF_COLS}, {20011, 0}, {0, CF_COLS}, {64 * OPTIM__CHUNK + 13, 0}};
 
 double optim__cf_rand(uint64_t seed, uint64_t a, uint64_t b, uint64_t i)
 {

@@ -295,9 +295,11 @@ static void apply_dense(const optim_dense_update *u)
 /* Threads: an AdamW variable's dense step is one phase of element-wise
  * chunks (optim/optimizer_class.h), so it runs on every thread, its weight
  * decay fused per chunk; a Muon variable goes to apply_dense whole. */
+#define ADAMW_CHUNK 8192 /* elements per chunk of the AdamW phase */
+
 static void phase_plan(const optim_optimizer *opt, const optim_var *var, optim_phase_plan *plan)
 {
-    if (optim_get_slot(opt, var, "velocity")) *plan = (optim_phase_plan){1, 8192, 0, 0, 0};
+    if (optim_get_slot(opt, var, "velocity")) *plan = (optim_phase_plan){1, ADAMW_CHUNK, 0, 0, 0};
 }
 
 static void apply_phase(const optim_phase_update *pu)
