@@ -65,15 +65,16 @@ void optim__cf_check_threads(cf_ctx *c)
         "3 steps (2 dense, 1 sparse with duplicates when taken) give the same variables and "
         "weights on 1, 2 and 3 threads, bit for bit, f32 and f64",
         "%s", bad ? why : "identical");
-    /* 8 runs on the 64-chunk vector, on 4 threads and on twice the cores
+    /* 16 runs on the 64-chunk vector, on 4 threads and on twice the cores
      * plus one, alternately. */
     const int many = 2 * omp_get_num_procs() + 1;
-    int counts[8];
-    for (int r = 0; r < 8; r++) counts[r] = r % 2 ? (many > 4 ? many : 5) : 4;
-    bad = differs(c, OPTIM_F32, 1u << CF_MANY, counts, 8, why, sizeof why);
-    optim__cf_report(c, "threads.no_shared_state", !bad,
-                     "two steps on a vector of 64 chunks, 8 times on 4 threads and on more threads "
-                     "than cores, give one thread's bits each time (no state shared between "
-                     "threads, such as a static scratch buffer)",
-                     "%s", bad ? why : "identical");
+    int counts[16];
+    for (int r = 0; r < 16; r++) counts[r] = r % 2 ? (many > 4 ? many : 5) : 4;
+    bad = differs(c, OPTIM_F32, 1u << CF_MANY, counts, 16, why, sizeof why);
+    optim__cf_report(
+        c, "threads.no_shared_state", !bad,
+        "two steps on a vector of 64 chunks, 16 times on 4 threads and on more threads "
+        "than cores, give one thread's bits each time (no state shared between "
+        "threads, such as a static scratch buffer)",
+        "%s", bad ? why : "identical");
 }
