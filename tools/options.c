@@ -7,10 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Prints "optim CMD: MESSAGE" on stderr in one write where it fits 8 KiB,
+ * so that the lines of ranks sharing a terminal do not interleave. */
 int optim_tool_fail(const char *cmd, const char *fmt, ...)
 {
+    char line[8192];
+    int n = snprintf(line, sizeof line, "optim %s: ", cmd);
     va_list ap;
     va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n + 1 < sizeof line) {
+        line[n] = '\n';
+        fwrite(line, 1, (size_t)n + 1, stderr);
+        return 1;
+    }
+    va_start(ap, fmt); /* too long for one write: in pieces */
     fprintf(stderr, "optim %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
