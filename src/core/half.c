@@ -7,6 +7,21 @@
 
 #include <math.h>
 
+void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
+{
+    OPTIM__ISA_TABLE(optim__half_kernels)->load(dt, src, dst, n);
+}
+
+void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
+{
+    OPTIM__ISA_TABLE(optim__half_kernels)->store(dt, src, dst, n);
+}
+
+void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first)
+{
+    OPTIM__ISA_TABLE(optim__half_kernels)->store_sr(src, dst, n, key, first);
+}
+
 optim_dtype optim_compute_dtype(optim_dtype dtype)
 {
     return optim__is_half(dtype) ? OPTIM_F32 : dtype;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/isa.h"
 #include "optim/tensor.h"
 
 static inline uint32_t optim__f32_bits(float f)
@@ -99,8 +100,8 @@ static inline uint32_t optim__sr_bits(uint64_t key, uint32_t i)
     return (x >> ((i & 1u) * 16)) & 0xffffu;
 }
 
-/* n elements of a half dtype to f32 and back (dst, src not overlapping;
- * half_array.c). */
+/* n elements of a half dtype to f32 and back (dst, src not overlapping),
+ * at the level in use (the table below). */
 void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n);
 void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n);
 /* n float32 to bfloat16 rounded stochastically (optim__f32_to_bf16_sr);
@@ -108,5 +109,14 @@ void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n);
  * The caller splits runs at multiples of 2^32 and folds the high half of
  * the index into key. */
 void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first);
+
+/* The three loops once per instruction-set level (half_array.c), each
+ * level the same bits as the scalar rules above. */
+typedef struct optim__half_table {
+    void (*load)(optim_dtype dt, const void *src, float *dst, int64_t n);
+    void (*store)(optim_dtype dt, const float *src, void *dst, int64_t n);
+    void (*store_sr)(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first);
+} optim__half_table;
+OPTIM__ISA_DECLARE(optim__half_table, optim__half_kernels);
 
 #endif

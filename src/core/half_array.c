@@ -1,14 +1,17 @@
 /* Half-precision arrays: n elements of F16 or BF16 to float32 and back,
  * the conversions a half-precision step does seven times per element of
- * Adam (half_step.c), and the opt-in stochastic rounding to BF16. On
- * x86-64 the loops run in SSE2 (every x86-64 CPU has it;
- * tests/abi/portable.sh refuses AVX in the default build), eight elements
- * at a time, each lane computing exactly the scalar rule of half.h, which
- * does the tails and other machines (tests/test_half.c and
- * tests/test_half_sround.c compare the two). */
+ * Adam (half_step.c), and the opt-in stochastic rounding to BF16. Built
+ * once per instruction-set level (core/isa.h): the baseline's loops run in
+ * SSE2 intrinsics, eight elements at a time, each lane computing exactly
+ * the scalar rule of half.h, which does the tails and other machines; the
+ * AVX2 and AVX-512 builds leave the whole loop to that scalar rule, which
+ * GCC vectorises 8 or 16 lanes wide (integer operations and one exact
+ * float addition: the same bits; tests/test_half_levels.c checks every
+ * level against the scalar rule, tests/test_half.c and
+ * tests/test_half_sround.c the baseline). */
 #include "core/half.h"
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(__AVX2__)
 #include <emmintrin.h>
 
 #define SET1 _mm_set1_epi32
@@ -160,7 +163,7 @@ static int64_t store8_sr(const float *src, uint16_t *h, int64_t n, uint64_t key,
 }
 #endif
 
-void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
+static void half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
 {
     const uint16_t *h = src;
     int64_t i = load8(dt, h, dst, n);
@@ -170,7 +173,7 @@ void optim__half_load(optim_dtype dt, const void *src, float *dst, int64_t n)
         for (; i < n; i++) dst[i] = optim__f16_to_f32(h[i]);
 }
 
-void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
+static void half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
 {
     uint16_t *h = dst;
     int64_t i = store8(dt, src, h, n);
@@ -180,7 +183,7 @@ void optim__half_store(optim_dtype dt, const float *src, void *dst, int64_t n)
         for (; i < n; i++) h[i] = optim__f32_to_f16(src[i]);
 }
 
-void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first)
+static void bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t key, uint32_t first)
 {
     const int64_t odd = n > 0 && (first & 1u);
     if (odd) dst[0] = optim__f32_to_bf16_sr(src[0], optim__sr_bits(key, first));
@@ -188,3 +191,6 @@ void optim__bf16_store_sr(const float *src, uint16_t *dst, int64_t n, uint64_t k
          i < n; i++)
         dst[i] = optim__f32_to_bf16_sr(src[i], optim__sr_bits(key, first + (uint32_t)i));
 }
+
+const optim__half_table OPTIM_ISA_NAME(optim__half_kernels) = {half_load, half_store,
+                                                               bf16_store_sr};
