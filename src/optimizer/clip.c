@@ -52,44 +52,27 @@ int optim__dedup(step *s, work *w)
 
 /* ---- 4. clipping ---------------------------------------------------------------------- */
 
-/* The loss_scale_factor division, clip_by_value, then clip_by_norm or the
- * global-norm scale, applied in the gradient's own precision (as TF and
- * Keras apply them). */
-#define CLIP_CHUNK(T, NAME)                                               \
-    static void NAME(const T *src, T *dst, int64_t n, const clip_desc *c) \
-    {                                                                     \
-        const T cv = (T)c->cv, cn = (T)c->c, nrm = (T)c->norm;            \
-        const T denom = nrm > cn ? nrm : cn;                              \
-        const T scale = (T)c->scale, us = (T)c->unscale;                  \
-        const int unscale = c->unscale != 0;                              \
-        for (int64_t i = 0; i < n; i++) {                                 \
-            T x = src[i];                                                 \
-            if (unscale) x = x / us;                                      \
-            if (c->has_cv) x = x < -cv ? -cv : (x > cv ? cv : x);         \
-            if (c->mode == 1) x = x * cn / denom;                         \
-            else if (c->mode == 2) x = x * scale;                         \
-            dst[i] = x;                                                   \
-        }                                                                 \
-    }
-CLIP_CHUNK(float, clip_f32)
-CLIP_CHUNK(double, clip_f64)
 
 /* A half-precision gradient is transformed in float32 and rounded once. */
 void optim__clip_run(optim_dtype dt, const void *src, void *dst, int64_t n, const clip_desc *c)
 {
-    if (dt == OPTIM_F32) clip_f32(src, dst, n, c);
-    else if (dt == OPTIM_F64) clip_f64(src, dst, n, c);
+    const optim__clip_table *k = OPTIM__ISA_TABLE(optim__clip_kernels);
+    if (dt == OPTIM_F32) k->clip_f32(src, dst, n, c);
+    else if (dt == OPTIM_F64) k->clip_f64(src, dst, n, c);
     else
         for (int64_t off = 0; off < n; off += 256) {
             float b[256];
             const int64_t m = n - off < 256 ? n - off : 256;
             optim__half_load(dt, (const uint16_t *)src + off, b, m);
-            clip_f32(b, b, m, c);
+            k->clip_f32(b, b, m, c);
             optim__half_store(dt, b, (uint16_t *)dst + off, m);
         }
 }
 
-void optim__clip_block(const void *clip, float *g, int64_t n) { clip_f32(g, g, n, clip); }
+void optim__clip_block(const void *clip, float *g, int64_t n)
+{
+    OPTIM__ISA_TABLE(optim__clip_kernels)->clip_f32(g, g, n, clip);
+}
 
 /* The rows of sparse work w on a half variable, as given, widened to
  * float32 with the pending transform applied (not rounded: as the fused
@@ -100,37 +83,9 @@ static int widen_rows(step *s, work *w)
     float *r = step_alloc(s, (size_t)n * sizeof *r);
     if (!r) return OPTIM_ENOMEM;
     optim__half_load(w->dtype, w->raw_vals, r, n);
-    if (w->fused) clip_f32(r, r, n, &w->clip);
+    if (w->fused) OPTIM__ISA_TABLE(optim__clip_kernels)->clip_f32(r, r, n, &w->clip);
     w->hs.raw = r;
     return OPTIM_OK;
-}
-
-/* Sum of squares after unscaling and clipvalue, accumulated in double (TF
- * accumulates in the gradient's dtype, which overflows to inf for float32
- * norms above about 1.8e19; here the norm is exact to double precision). */
-static double sumsq(optim_dtype dt, const void *g, int64_t n, const clip_desc *c)
-{
-    double s = 0;
-    if (dt != OPTIM_F64) {
-        const float cv = (float)c->cv, us = (float)c->unscale;
-        for (int64_t i = 0; i < n; i++) {
-            float v = dt == OPTIM_F32 ? ((const float *)g)[i]
-                : dt == OPTIM_F16     ? optim__f16_to_f32(((const uint16_t *)g)[i])
-                                      : optim__bf16_to_f32(((const uint16_t *)g)[i]);
-            if (c->unscale != 0) v = v / us;
-            if (c->has_cv) v = v < -cv ? -cv : (v > cv ? cv : v);
-            s += (double)v * v;
-        }
-    } else {
-        const double *x = g;
-        for (int64_t i = 0; i < n; i++) {
-            double v = x[i];
-            if (c->unscale != 0) v = v / c->unscale;
-            if (c->has_cv) v = v < -c->cv ? -c->cv : (v > c->cv ? c->cv : v);
-            s += v * v;
-        }
-    }
-    return s;
 }
 
 /* Global-norm factor clip * min(1/norm, 1/clip), NaN for a non-finite norm,
@@ -162,18 +117,19 @@ static int grad_norms(step *s, const clip_desc *base, double *norm2)
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_DENSE)
             OPTIM__FOR_CHUNKS(s->works[i].numel, off, len) chunks[c++] = (task){i, off, len};
-#pragma omp parallel for schedule(dynamic, 4) num_threads(s->nthreads)
+    const optim__clip_table *kern = OPTIM__ISA_TABLE(optim__clip_kernels);
+#pragma omp parallel for schedule(static) num_threads(s->nthreads)
     for (size_t k = 0; k < nchunks; k++) {
         const work *w = &s->works[chunks[k].w];
-        part[k] =
-            sumsq(w->dtype, (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
-                  chunks[k].count, base);
+        part[k] = kern->sumsq(w->dtype,
+                              (const char *)w->grad + chunks[k].off * optim_dtype_size(w->dtype),
+                              chunks[k].count, base);
     }
     for (size_t k = 0; k < nchunks; k++) norm2[chunks[k].w] += part[k];
     for (size_t i = 0; i < s->nworks; i++)
         if (s->works[i].kind == OPTIM_GRAD_SPARSE)
-            norm2[i] = sumsq(s->works[i].dtype, s->works[i].raw_vals,
-                             s->works[i].raw_n * s->works[i].row_size, base);
+            norm2[i] = kern->sumsq(s->works[i].dtype, s->works[i].raw_vals,
+                                   s->works[i].raw_n * s->works[i].row_size, base);
     return OPTIM_OK;
 }
 

@@ -1,12 +1,14 @@
 /* The running step of the pipeline (internal): apply.c's stages, clip.c's
  * clipping and de-duplication (stage 4) and update.c's tasks and runners
- * (stage 7) share it. Nothing outside these three files includes it. */
+ * (stage 7) share it, and stage 4's loops (clip_kernels.c). Nothing else
+ * includes it. */
 #ifndef OPTIM_OPTIMIZER_PIPELINE_H
 #define OPTIM_OPTIMIZER_PIPELINE_H
 
 #include <stdint.h>
 #include <string.h>
 
+#include "core/isa.h"
 #include "optimizer/half_sparse.h"
 #include "optimizer/impl.h"
 #include "optimizer/keras3_options.h"
@@ -22,6 +24,14 @@ typedef struct clip_desc {
     double norm; /* this gradient's norm after clipvalue (mode 1) */
     double scale; /* global factor (mode 2), per dtype at use */
 } clip_desc;
+
+/* Stage 4's element loops once per instruction-set level (clip_kernels.c). */
+typedef struct optim__clip_table {
+    void (*clip_f32)(const float *src, float *dst, int64_t n, const clip_desc *c);
+    void (*clip_f64)(const double *src, double *dst, int64_t n, const clip_desc *c);
+    double (*sumsq)(optim_dtype dt, const void *g, int64_t n, const clip_desc *c);
+} optim__clip_table;
+OPTIM__ISA_DECLARE(optim__clip_table, optim__clip_kernels);
 
 typedef struct work {
     optim_var *var;
