@@ -39,6 +39,8 @@ grep -q "$tmp/file exists and is not a directory" "$tmp/err" || fail "file DIR: 
 grep -q "$tmp/no/such: cannot create it" "$tmp/err" || fail "DIR without parent: $(cat "$tmp/err")"
 "$optim" new-plugin Yogi "$tmp/devfull" >/dev/full 2>"$tmp/err" && fail "exit 0 with stdout on /dev/full"
 grep -q "cannot write standard output" "$tmp/err" || fail "/dev/full: $(cat "$tmp/err")"
+"$optim" new-plugin --help >/dev/full 2>"$tmp/err" && fail "--help: exit 0 with stdout on /dev/full"
+grep -q "cannot write standard output" "$tmp/err" || fail "--help on /dev/full: $(cat "$tmp/err")"
 "$optim" new-plugin Yogi 2>/dev/null && fail "one argument was accepted"
 "$optim" new-plugin --force Yogi "$tmp/x" 2>/dev/null && fail "an unknown option was accepted"
 # A write that fails (EFBIG: the file size limit, SIGXFSZ ignored) is
