@@ -72,8 +72,9 @@ grep -q -- '--plugin ./build/libYogi.so conformance Yogi' "$tmp/Yogi/README.md" 
 cmake -S "$tmp/Yogi" -B "$tmp/Yogi/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/log" 2>&1 ||
     fail "cmake configure: $(tail -5 "$tmp/log")"
 cmake --build "$tmp/Yogi/build" >"$tmp/log" 2>&1 || fail "cmake build: $(tail -20 "$tmp/log")"
-grep -q -- '-O3' "$tmp/Yogi/build/CMakeFiles/Yogi.dir/flags.make" ||
-    fail "built without -O3 (no build type given): $(grep C_FLAGS "$tmp/Yogi/build/CMakeFiles/Yogi.dir/flags.make")"
+flags=$(grep C_FLAGS "$tmp/Yogi/build/CMakeFiles/Yogi.dir/flags.make")
+[[ $flags == *-O3* && $flags == *-fno-math-errno* ]] ||
+    fail "built without -O3 -fno-math-errno (no build type given): $flags"
 plugin=$tmp/Yogi/build/libYogi.so
 [ -f "$plugin" ] || fail "no $plugin: $(ls "$tmp/Yogi/build")"
 

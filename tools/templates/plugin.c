@@ -84,7 +84,7 @@ static void TemplateName_prepare(optim_optimizer *opt, optim_dtype dtype, void *
 /* The rule over n contiguous elements in T's arithmetic: one fused pass,
  * coefficients in locals, no state outside its arguments (hooks run on
  * several threads at once). */
-#define TEMPLATENAME_KERNEL(T, SQRT)                                              \
+#define RULE_KERNEL(T, SQRT)                                                      \
     static void TemplateName_##T(T *w, const T *g, T *m, T *v, int64_t n,         \
                                  const TemplateName_coef *k)                      \
     {                                                                             \
@@ -95,8 +95,8 @@ static void TemplateName_prepare(optim_optimizer *opt, optim_dtype dtype, void *
             w[i] -= step * m[i] / (SQRT(v[i]) + eps);                             \
         }                                                                         \
     }
-TEMPLATENAME_KERNEL(float, sqrtf)
-TEMPLATENAME_KERNEL(double, sqrt)
+RULE_KERNEL(float, sqrtf)
+RULE_KERNEL(double, sqrt)
 
 /* apply_dense: u->count elements from u->offset (a chunk, the class being
  * element-wise), of dtype F32 or F64 (float16 and bfloat16 variables arrive
