@@ -35,6 +35,8 @@ static void usage(FILE *f)
         "  conformance CLASS_NAME [--generation keras3|legacy] [--config JSON]\n"
         "                                 check an optimizer class (a plugin's) against\n"
         "                                 the contract; exit 0 only if every check passes\n"
+        "  new-plugin NAME DIR            write a plugin project for the optimizer class\n"
+        "                                 NAME into DIR, ready to build and check\n"
         "  version [--json]               print the version and the instruction-set level in use\n"
         "  help                           print this help\n");
 }
@@ -104,6 +106,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "conformance") == 0) return optim_cmd_conformance(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return optim_cmd_compare(argc - 2, argv + 2);
+    if (strcmp(cmd, "new-plugin") == 0) return optim_cmd_new_plugin(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
         return optim_cmd_version(argc - 2, argv + 2);
