@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 21's targets in one run: every built-in optimizer on one float32
-# variable of 16.7M parameters (and bf16 Adam, and Adam on 10,000 variables
+# variable of 16.7M parameters (Adam also with clipnorm and global_clipnorm;
+# and bf16 Adam, and Adam on 10,000 variables
 # of 1,000 against one of 10M), with the default build at each instruction-
 # set level the CPU has (OPTIM_ISA=sse2, avx2, avx512) and, when given, an
 # -DOPTIM_NATIVE=ON build, alternating the binaries round after round. Each
@@ -20,7 +21,8 @@ optim=${2:-build/optim}
 native=${3:-}
 threads=${OMP_NUM_THREADS:-2}
 configs=(sgd '{"class_name":"SGD","config":{"momentum":0.9}}' adam adamw adamax nadam rmsprop
-    adagrad adadelta ftrl lion lamb adafactor muon ScheduleFreeAdamW lazyadam)
+    adagrad adadelta ftrl lion lamb adafactor muon ScheduleFreeAdamW lazyadam
+    '{"class_name":"Adam","config":{"clipnorm":1.0}}' '{"class_name":"Adam","config":{"global_clipnorm":1.0}}')
 levels=()
 for l in sse2 avx2 avx512; do
     OPTIM_ISA=$l "$optim" version >/dev/null 2>&1 && levels+=("$l")

@@ -19,10 +19,12 @@
  *   bytes.c           optim_bytes_per_param: bytes an update moves (slots)
  *   check.c           stage 1: the pairs checked (slots, keras3_options, weights,
  *                     wrapper_support)
+ *   sparse_sum.c      sums of duplicate sparse rows, once per ISA level (nothing above)
  *   sparse_walk.c     the sparse modes of the update stage (the class table only)
  *   multi_tensor.c    stage 7's tasks in one region (nothing above)
  *   half_step.c       half-precision variables, dense (weight_decay)
  *   half_sparse.c     half-precision variables, sparse (sparse_walk, half_step, weight_decay)
+ *   clip_kernels.c    stage 4's loops and sums of squares, once per ISA level (nothing above)
  *   clip.c            stage 4: clipping, sparse de-duplication (sparse_walk)
  *   update.c          stage 7: tasks and their runners (optimizer, weight_decay, sparse_walk,
  *                     multi_tensor, half_step, half_sparse, clip)

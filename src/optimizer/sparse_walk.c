@@ -51,21 +51,6 @@ void optim__sparse_sort(optim__ipos *a, optim__ipos *tmp, int64_t n, int64_t row
     }
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
-#else
-#define PREFETCH(p, rw) ((void)(p))
-#endif
-
-/* Every cache line of the n bytes at p (64-byte lines). */
-static void prefetch_bytes(const char *p, size_t n, int write)
-{
-    for (size_t b = 0; b < n; b += 64) {
-        if (write) PREFETCH(p + b, 1);
-        else PREFETCH(p + b, 0);
-    }
-}
-
 int64_t optim__sparse_groups(const optim__ipos *a, int64_t n, int64_t *idx, int64_t *first)
 {
     int64_t count = 0;
@@ -84,38 +69,13 @@ static int64_t range_start(int64_t n, int64_t pieces, int64_t k)
     return (n / pieces) * k + (k < n % pieces ? k : n % pieces);
 }
 
-/* Rows [u0, u1) of the sum (optim__sparse_sum_part) in T. The positions
- * come in index order, so the source rows are read in random order: the
- * one SUM_AHEAD entries on is prefetched. */
-#define SUM_AHEAD 8
-#define SUM_ROWS(T)                                                                              \
-    static void sum_##T(int64_t rs, const T *raw, const optim__ipos *a, const int64_t *first,    \
-                        int64_t u0, int64_t u1, T *vals)                                         \
-    {                                                                                            \
-        const int64_t end = first[u1];                                                           \
-        for (int64_t u = u0; u < u1; u++) {                                                      \
-            T *dst = vals + u * rs;                                                              \
-            for (int64_t k = first[u]; k < first[u + 1]; k++) {                                  \
-                const T *src = raw + a[k].pos * rs;                                              \
-                if (k + SUM_AHEAD < end)                                                         \
-                    prefetch_bytes((const char *)(raw + a[k + SUM_AHEAD].pos * rs),              \
-                                   (size_t)rs * sizeof(T), 0);                                   \
-                if (k == first[u]) /* zero plus the row: -0 becomes +0, as in a sum from zero */ \
-                    for (int64_t j = 0; j < rs; j++) dst[j] = (T)0 + src[j];                     \
-                else                                                                             \
-                    for (int64_t j = 0; j < rs; j++) dst[j] += src[j];                           \
-            }                                                                                    \
-        }                                                                                        \
-    }
-SUM_ROWS(float)
-SUM_ROWS(double)
-
 void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a,
                             const int64_t *first, int64_t count, int parts, int k, void *vals)
 {
     const int64_t u0 = range_start(count, parts, k), u1 = range_start(count, parts, k + 1);
-    if (dt == OPTIM_F32) sum_float(rs, raw, a, first, u0, u1, vals);
-    else sum_double(rs, raw, a, first, u0, u1, vals);
+    const optim__sum_table *t = OPTIM__ISA_TABLE(optim__sum_kernels);
+    if (dt == OPTIM_F32) t->sum_float(rs, raw, a, first, u0, u1, vals);
+    else t->sum_double(rs, raw, a, first, u0, u1, vals);
 }
 
 optim_sparse_mode optim__sparse_mode(const optim_class *cls, const optim_sparse_update *u)
@@ -186,7 +146,7 @@ void optim__sparse_rows_apply(optim_sparse_update *u, const int64_t *idx, const 
         for (const int64_t to = j1 - e > OPTIM__SPARSE_AHEAD ? e + OPTIM__SPARSE_AHEAD : j1;
              ahead < to; ahead++)
             for (int b = 0; b < nbases; b++)
-                prefetch_bytes((const char *)bases[b] + (size_t)idx[ahead] * rb, rb, 1);
+                optim__prefetch_bytes((const char *)bases[b] + (size_t)idx[ahead] * rb, rb, 1);
         u->indices = idx + j;
         u->n = e - j;
         u->values = (const char *)vals + (size_t)j * rb;

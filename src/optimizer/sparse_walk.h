@@ -5,6 +5,7 @@
 #ifndef OPTIM_OPTIMIZER_SPARSE_WALK_H
 #define OPTIM_OPTIMIZER_SPARSE_WALK_H
 
+#include "core/isa.h"
 #include "optim/optimizer_class.h"
 
 /* An index and its position in the gradient as given. */
@@ -31,6 +32,30 @@ int64_t optim__sparse_groups(const optim__ipos *a, int64_t n, int64_t *idx, int6
  * split gives the same bits. */
 void optim__sparse_sum_part(optim_dtype dt, int64_t rs, const void *raw, const optim__ipos *a,
                             const int64_t *first, int64_t count, int parts, int k, void *vals);
+
+/* The row sums behind it, once per instruction-set level (sparse_sum.c). */
+typedef struct optim__sum_table {
+    void (*sum_float)(int64_t rs, const float *raw, const optim__ipos *a, const int64_t *first,
+                      int64_t u0, int64_t u1, float *vals);
+    void (*sum_double)(int64_t rs, const double *raw, const optim__ipos *a, const int64_t *first,
+                       int64_t u0, int64_t u1, double *vals);
+} optim__sum_table;
+OPTIM__ISA_DECLARE(optim__sum_table, optim__sum_kernels);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define OPTIM__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define OPTIM__PREFETCH(p, rw) ((void)(p))
+#endif
+
+/* Every cache line of the n bytes at p (64-byte lines). */
+static inline void optim__prefetch_bytes(const char *p, size_t n, int write)
+{
+    for (size_t b = 0; b < n; b += 64) {
+        if (write) OPTIM__PREFETCH(p + b, 1);
+        else OPTIM__PREFETCH(p + b, 0);
+    }
+}
 
 /* The first j in [0, n) with idx[j] >= row (idx ascending), n if none. */
 int64_t optim__sparse_lower_bound(const int64_t *idx, int64_t n, int64_t row);
