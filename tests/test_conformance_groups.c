@@ -41,7 +41,7 @@ OPTIM_TEST(test_groups_cover_the_run)
                     strcmp(g[n], "hypers") == 0 || strcmp(g[n], "table") == 0);
         sum_passed += passed, sum_failed += failed, sum_lines += s.lines;
     }
-    assert_int_equal(n, 9);
+    assert_int_equal(n, 10);
     seen all = {0};
     o.group = NULL;
     o.user = &all;

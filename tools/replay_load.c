@@ -114,7 +114,8 @@ static int count_steps(replay *r, size_t first, size_t n)
         if (k > max_k) max_k = k;
     }
     if (max_k < 0)
-        return replay_fail(r, "%s has no %stensors, expected at least one step", r->grads_label,
+        return replay_fail(r, "%s has no %s%s, expected at least one step", r->grads_label,
+                           r->grads_prefix[0] ? "tensor under " : "tensors",
                            r->grads_prefix[0] ? r->grads_prefix : "");
     /* Find a step without any tensor before sizing tables by the largest
      * step (a file naming only steps 0 and 99999999 must not allocate). */
@@ -207,8 +208,8 @@ static int load_vars(replay *r)
     size_t first, plen = strlen(r->init_prefix);
     r->nvars = prefixed(r->init, r->init_prefix, &first);
     if (r->nvars == 0)
-        return replay_fail(r, "%s has no %stensors, expected one per variable", r->init_label,
-                           r->init_prefix);
+        return replay_fail(r, "%s has no %s%s, expected one per variable", r->init_label,
+                           r->init_prefix[0] ? "tensor under " : "tensors", r->init_prefix);
     r->vars = calloc(r->nvars, sizeof *r->vars);
     r->pairs = calloc(r->nvars, sizeof *r->pairs);
     r->idx_buf = calloc(r->nvars, sizeof *r->idx_buf);
