@@ -52,6 +52,24 @@
  *     if (optim_conformance_check("AdaBelief", &o, &passed, &failed, &err) || failed)
  *         ...
  *
+ * A reference rule in C (the "reference" group), Adam as Keras 3 states it
+ * with its default hyperparameters, m and v as its two numbers of state:
+ *
+ *     static int adam(void *user, double *w, const double *g, double *s, int64_t n,
+ *                     int64_t t) {
+ *         double *m = s, *v = s + n;
+ *         double step = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
+ *         for (int64_t i = 0; i < n; i++) {
+ *             m[i] += (g[i] - m[i]) * (1 - 0.9);
+ *             v[i] += (g[i] * g[i] - v[i]) * (1 - 0.999);
+ *             w[i] -= step * m[i] / (sqrt(v[i]) + 1e-7);
+ *         }
+ *         return 0;
+ *     }
+ *     o.reference = adam;
+ *     o.reference_state = 2;
+ *     o.group = "reference"; (only the maths; NULL for every check)
+ *
  * Not thread-safe (it registers the probe class); it uses OpenMP threads.
  * The checks run in the calling process: a class that crashes crashes it.
  * `optim conformance` isolates each group in a process and reports a crash
