@@ -127,6 +127,10 @@ static int check_expect(const replay *r)
         if (optim_st_get(f, init, &v))
             return fail("REF tensor '%s': no variable %s in REF", name, init);
         optim_st_get(f, name, &t);
+        if (v.dtype != OPTIM_F32 && v.dtype != OPTIM_F64)
+            return fail("REF tensor '%s' has dtype %s, expected F32 or F64 (the dtype the "
+                        "variable is stepped in)",
+                        init, optim_dtype_name(v.dtype));
         if (t.dtype != OPTIM_F32 && t.dtype != OPTIM_F64)
             return fail("REF tensor '%s' has dtype %s, expected F32 or F64", name,
                         optim_dtype_name(t.dtype));
@@ -176,9 +180,10 @@ static int compare(const replay *r, size_t v, double rtol, double atol, conforma
     int passed = bad == 0;
     int w;
     if (passed)
-        w = printf("PASS %s: expected %lld elements within atol %g + rtol %g * |expected| of %s "
-                   "after %lld steps; seen largest |got - expected| %.3g\n",
-                   check, (long long)n, atol, rtol, name, (long long)r->steps, worst);
+        w = printf(
+            "PASS %s: expected each of %lld elements within atol %g + rtol %g * |expected| of %s "
+            "after %lld steps; seen largest |got - expected| %.3g\n",
+            check, (long long)n, atol, rtol, name, (long long)r->steps, worst);
     else
         w = printf("FAIL %s: expected element %lld = %.17g (%s) within atol %g + rtol %g * "
                    "|expected| after %lld steps; seen %.17g, %lld of %lld elements outside\n",

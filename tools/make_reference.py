@@ -87,7 +87,12 @@ def adam(params, grads, state, t, config):
 
 EXAMPLES = {"adam": adam}
 SHAPES = {"scalar": (), "vector": (7,), "matrix": (6, 4)}
-ST_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.int64): "I64"}
+ST_DTYPES = {
+    np.dtype(np.float16): "F16",
+    np.dtype(np.float32): "F32",
+    np.dtype(np.float64): "F64",
+    np.dtype(np.int64): "I64",
+}
 
 
 class Grads(dict):
@@ -112,7 +117,7 @@ def load_step(spec):
 
 
 def save_safetensors(path, tensors, metadata):
-    """tensors: dict name -> numpy array (F32, F64 or I64), written sorted."""
+    """tensors: dict name -> numpy array (F16, F32, F64 or I64), written sorted."""
     header = {"__metadata__": metadata}
     offset = 0
     blobs = []

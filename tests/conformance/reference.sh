@@ -95,6 +95,7 @@ save("stray", dict(t, **{"other/x": np.zeros(2)}))
 save("expect_unknown", dict(t, **{"expect/nothing": np.zeros(2)}))
 save("no_grads", {k: v for k, v in t.items() if not k.startswith("grads/")})
 save("int_expect", dict(t, **{"expect/vector": np.zeros(7, dtype=np.int64)}))
+save("half_init", dict(t, **{"init/vector": t["init/vector"].astype(np.float16)}))
 PY
 while IFS='|' read -r case want; do
     "$optim" conformance Adam --reference "$tmp/$case.safetensors" >"$out" 2>"$tmp/err"
@@ -113,6 +114,7 @@ stray|REF tensor 'other/x': expected a name under init/, grads/ or expect/
 expect_unknown|REF tensor 'expect/nothing': no variable init/nothing in REF
 no_grads|REF has no tensor under grads/, expected at least one step
 int_expect|REF tensor 'expect/vector' has dtype
+half_init|REF tensor 'init/vector' has dtype float16, expected F32 or F64
 LIST
 "$optim" conformance Adam --reference "$tmp/no_rtol.safetensors" --rtol 1e-5 >"$out" 2>&1 ||
     fail "no_rtol with --rtol: $(cat "$out")"
