@@ -16,9 +16,10 @@ You write the update rule once, in Python, as the paper or Keras states it:
   state   a dict of your own, empty before step 1 and kept between steps
           (your slots: state.setdefault(("m", name), np.zeros_like(p))).
   t       the step number, 1, 2, ... (Keras's iterations + 1 inside the step).
-  config  the --config object (a dict): read your hyperparameters from it,
-          with the class's defaults for missing keys. Optional: a step
-          taking four arguments is called without it.
+  config  the --config object (a dict, {} without --config): read your
+          hyperparameters from it, with the class's defaults for missing
+          keys. Optional: a step taking four arguments is called without it,
+          and one whose fifth has a default keeps it unless --config is given.
 
 The script makes seeded variables (a scalar, a vector, a matrix) and
 gradients for --steps steps, runs your step in float64 on the numbers the
@@ -167,7 +168,7 @@ def main():
     p.add_argument("out")
     p.add_argument("--step")
     p.add_argument("--example", choices=sorted(EXAMPLES))
-    p.add_argument("--config", default="{}")
+    p.add_argument("--config")
     p.add_argument("--dtype", choices=["f32", "f64"], default="f32")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--seed", type=int, default=1)
@@ -180,10 +181,16 @@ def main():
     if a.steps < 1:
         p.error("--steps must be at least 1")
     step = load_step(a.step) if a.step else EXAMPLES[a.example]
-    config = json.loads(a.config)
+    a.config_given = a.config is not None
+    config = json.loads(a.config if a.config_given else "{}")
     if not isinstance(config, dict):
         p.error("--config must be a JSON object")
-    takes_config = len(inspect.signature(step).parameters) >= 5
+    # config goes to a step taking a fifth argument, unless that argument has
+    # a default of its own and no --config was given.
+    params5 = list(inspect.signature(step).parameters.values())[4:5]
+    takes_config = bool(params5) and (
+        params5[0].default is inspect.Parameter.empty or a.config_given
+    )
     dtype = np.float32 if a.dtype == "f32" else np.float64
     rtol = a.rtol if a.rtol is not None else (1e-5 if a.dtype == "f32" else 1e-10)
     atol = a.atol if a.atol is not None else (1e-6 if a.dtype == "f32" else 1e-12)
