@@ -127,7 +127,7 @@ typedef struct optim_conformance_options {
      * variable's values after the last step must agree within atol + rtol *
      * |expected| (0: 1e-5 and 1e-6 in f32, 1e-12 and 1e-14 in f64), one
      * line per dtype and variable ("reference.f32.vector"). Without it the
-     * group is reported skipped. */
+     * group reports nothing. */
     optim_conformance_reference_fn reference;
     void *reference_user; /* passed to reference */
     int reference_state; /* doubles of state per element, 0..64 */
