@@ -30,7 +30,10 @@
  *     iterations, and the next step;
  *   - a step changes every element of a variable with a non-zero gradient
  *     (TensorFlow issue 33227, the silent no-op), and a zero learning rate,
- *     where the class accepts it, leaves the variables alone.
+ *     where the class accepts it, leaves the variables alone;
+ *   - with options.reference, the maths: a few steps follow the author's
+ *     own rule, computed in double precision (see reference below; the
+ *     command's --reference compares with a file instead).
  * Checks that do not apply to the class (sparse for a class without a sparse
  * hook, chunking for a class that is not element-wise) are reported skipped.
  *
@@ -48,6 +51,24 @@
  *     int passed, failed;
  *     if (optim_conformance_check("AdaBelief", &o, &passed, &failed, &err) || failed)
  *         ...
+ *
+ * A reference rule in C (the "reference" group), Adam as Keras 3 states it
+ * with its default hyperparameters, m and v as its two numbers of state:
+ *
+ *     static int adam(void *user, double *w, const double *g, double *s, int64_t n,
+ *                     int64_t t) {
+ *         double *m = s, *v = s + n;
+ *         double step = 0.001 * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
+ *         for (int64_t i = 0; i < n; i++) {
+ *             m[i] += (g[i] - m[i]) * (1 - 0.9);
+ *             v[i] += (g[i] * g[i] - v[i]) * (1 - 0.999);
+ *             w[i] -= step * m[i] / (sqrt(v[i]) + 1e-7);
+ *         }
+ *         return 0;
+ *     }
+ *     o.reference = adam;
+ *     o.reference_state = 2;
+ *     o.group = "reference"; (only the maths; NULL for every check)
  *
  * Not thread-safe (it registers the probe class); it uses OpenMP threads.
  * The checks run in the calling process: a class that crashes crashes it.
@@ -73,6 +94,16 @@ typedef struct optim_conformance_result {
 
 typedef void (*optim_conformance_report_fn)(void *user, const optim_conformance_result *r);
 
+/* The author's update rule, in double precision, for the "reference" group:
+ * one step t (1, 2, ...: the step counter after it, Keras's iterations + 1)
+ * of one variable of n elements: value[i] from value[i] and grad[i], with
+ * state[s * n + i] (s < reference_state) the rule's own numbers for element
+ * i (its slots), zero before step 1 and kept between steps. The
+ * hyperparameters are the rule's own: the same as those of `config`. Returns
+ * 0, or non-zero to stop the check (reported as failed). */
+typedef int (*optim_conformance_reference_fn)(void *user, double *value, const double *grad,
+                                              double *state, int64_t n, int64_t t);
+
 #define OPTIM_CONFORMANCE_AUTO (-1) /* Keras 3, unless the class is legacy-only */
 
 typedef struct optim_conformance_options {
@@ -89,9 +120,23 @@ typedef struct optim_conformance_options {
      * process of its own, so that a class that crashes one group still gets
      * the others' report. */
     const char *group;
+    /* The "reference" group (options of an older size end before these):
+     * with reference set, the class steps a scalar, a vector and a matrix
+     * (seeded values and dense gradients, f32 and f64) reference_steps times
+     * (0: 5), reference steps the same numbers in double, and each
+     * variable's values after the last step must agree within atol + rtol *
+     * |expected| (0: 1e-5 and 1e-6 in f32, 1e-12 and 1e-14 in f64), one
+     * line per dtype and variable ("reference.f32.vector"). Without it the
+     * group reports nothing. */
+    optim_conformance_reference_fn reference;
+    void *reference_user; /* passed to reference */
+    int reference_state; /* doubles of state per element, 0..64 */
+    int reference_steps;
+    double rtol, atol;
 } optim_conformance_options;
 
-/* AUTO generation, no config, seed 1, no report function, every group. */
+/* AUTO generation, no config, seed 1, no report function, every group, no
+ * reference. */
 OPTIM_API optim_conformance_options optim_conformance_defaults(void);
 
 /* The groups of checks, in the order they run: {"table", "config", ...,

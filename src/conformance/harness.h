@@ -29,6 +29,10 @@ typedef struct cf_ctx {
                                 whose inner optimizer has the learning rate) */
     optim_conformance_report_fn report;
     void *user;
+    optim_conformance_reference_fn reference; /* the options' reference fields */
+    void *reference_user;
+    int reference_state, reference_steps;
+    double rtol, atol;
     int passed, failed;
 } cf_ctx;
 
@@ -117,5 +121,6 @@ void optim__cf_check_sparse(cf_ctx *c);
 void optim__cf_check_slots(cf_ctx *c);
 void optim__cf_check_hypers(cf_ctx *c);
 void optim__cf_check_failure(cf_ctx *c);
+void optim__cf_check_reference(cf_ctx *c);
 
 #endif

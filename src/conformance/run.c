@@ -11,7 +11,9 @@
 
 optim_conformance_options optim_conformance_defaults(void)
 {
-    optim_conformance_options o = {sizeof o, OPTIM_CONFORMANCE_AUTO, NULL, 1, NULL, NULL, NULL};
+    /* The fields not named are zero: every group, no reference. */
+    optim_conformance_options o = {
+        .size = sizeof o, .generation = OPTIM_CONFORMANCE_AUTO, .seed = 1};
     return o;
 }
 
@@ -29,6 +31,7 @@ static const struct {
     {"slots", "creating, saving and restoring slots", optim__cf_check_slots},
     {"hypers", "stepping with each kind of hyperparameter", optim__cf_check_hypers},
     {"failure", "failing steps and a failing create_slots", optim__cf_check_failure},
+    {"reference", "stepping along the reference trajectory", optim__cf_check_reference},
 };
 enum { NGROUPS = sizeof groups / sizeof *groups };
 
@@ -103,6 +106,12 @@ static int setup(cf_ctx *c, const char *class_name, const optim_conformance_opti
     c->seed = o->seed;
     c->report = o->report;
     c->user = o->user;
+    c->reference = o->reference;
+    c->reference_user = o->reference_user;
+    c->reference_state = o->reference_state;
+    c->reference_steps = o->reference_steps;
+    c->rtol = o->rtol;
+    c->atol = o->atol;
     c->wrapper = c->cls->apply_gradients != NULL || c->cls->step != NULL;
     int rc = make_config(c, o->config, err);
     if (rc) return rc;
@@ -124,7 +133,8 @@ int optim_conformance_check(const char *class_name, const optim_conformance_opti
         return optim__err(err, OPTIM_EINVAL,
                           "conformance: class_name, passed and failed must not be NULL");
     optim_conformance_options o = optim_conformance_defaults();
-    /* Options of an older header (without `group`) are read as far as they go. */
+    /* Options of an older header (without `group`, or without the reference
+     * fields) are read as far as they go; the rest keep the defaults. */
     const size_t old = offsetof(optim_conformance_options, group);
     if (opts && (opts->size < old || opts->size > sizeof o))
         return optim__err(err, OPTIM_EVERSION,
@@ -135,8 +145,15 @@ int optim_conformance_check(const char *class_name, const optim_conformance_opti
     if (o.group && !optim_conformance_group_doing(o.group))
         return optim__err(err, OPTIM_EINVAL,
                           "conformance: group '%s', expected table, config, update, threads, "
-                          "chunks, sparse, slots, hypers or failure",
+                          "chunks, sparse, slots, hypers, failure or reference",
                           o.group);
+    if (o.reference_state < 0 || o.reference_state > 64 || o.reference_steps < 0 ||
+        o.reference_steps > 1000 || !(o.rtol >= 0 && o.rtol < 1e300) ||
+        !(o.atol >= 0 && o.atol < 1e300))
+        return optim__err(err, OPTIM_EINVAL,
+                          "conformance: reference_state %d (expected 0..64), reference_steps %d "
+                          "(0..1000), rtol %g and atol %g (finite, >= 0): one is out of range",
+                          o.reference_state, o.reference_steps, o.rtol, o.atol);
     cf_ctx c = {0};
     int rc = setup(&c, class_name, &o, err);
     if (!rc) {

@@ -1,7 +1,10 @@
 /* A plugin of deliberately broken optimizer classes, one fault each, for
  * tests/conformance/broken.sh: every class must be caught by the check
  * named in its comment (`optim conformance NAME` prints FAIL for it). They
- * are all plain SGD, w = w - lr * g, except for their fault. */
+ * are all plain SGD, w = w - lr * g, except for their fault, but for the
+ * two Adam classes at the end, for tests/conformance/reference.sh: PluginAdam
+ * (Keras 3's Adam, right) and BrokenAdamEps (epsilon inside the square
+ * root), which `optim conformance --reference` must tell apart. */
 #include <omp.h>
 #include <optim/plugin.h>
 
@@ -221,6 +224,71 @@ static void dense_crashes(const optim_dense_update *u)
     dense_ok(u);
 }
 
+/* Adam as Keras 3 writes it, epsilon outside the square root (PluginAdam)
+ * or, the fault, inside it (BrokenAdamEps): caught by --reference only. */
+static const optim_param adam_params[] = {
+    {"beta_1", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.9, 0.0, 1.0},
+    {"beta_2", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_MAX_EXCLUSIVE, 0.999, 0.0, 1.0},
+    {"epsilon", OPTIM_PARAM_FLOAT, 0, 1e-7, 0.0, INFINITY},
+};
+
+typedef struct adam_coef {
+    double step, b1, b2, eps; /* step: lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) */
+} adam_coef;
+
+static int adam_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
+{
+    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0.0);
+    return rc ? rc : optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0.0);
+}
+
+static void adam_prepare(optim_optimizer *opt, optim_dtype dt, void *coef)
+{
+    adam_coef *k = coef;
+    double t = (double)optim_iterations(opt) + 1;
+    k->b1 = optim_param_value(opt, 0);
+    k->b2 = optim_param_value(opt, 1);
+    k->eps = optim_param_value(opt, 2);
+    k->step = optim_learning_rate(opt, dt) * sqrt(1 - pow(k->b2, t)) / (1 - pow(k->b1, t));
+}
+
+#define ADAM_KERNEL(T, SQRT, NAME, DENOM)                                         \
+    static void NAME(T *w, const T *g, T *m, T *v, int64_t n, const adam_coef *k) \
+    {                                                                             \
+        const T b1 = (T)k->b1, b2 = (T)k->b2, eps = (T)k->eps, step = (T)k->step; \
+        for (int64_t i = 0; i < n; i++) {                                         \
+            m[i] += (g[i] - m[i]) * (1 - b1);                                     \
+            v[i] += (g[i] * g[i] - v[i]) * (1 - b2);                              \
+            w[i] -= step * m[i] / (DENOM);                                        \
+        }                                                                         \
+    }
+ADAM_KERNEL(float, sqrtf, adam_f32, sqrtf(v[i]) + eps)
+ADAM_KERNEL(double, sqrt, adam_f64, sqrt(v[i]) + eps)
+ADAM_KERNEL(float, sqrtf, adam_eps_f32, sqrtf(v[i] + eps))
+ADAM_KERNEL(double, sqrt, adam_eps_f64, sqrt(v[i] + eps))
+
+static void adam_dense(const optim_dense_update *u)
+{
+    if (u->dtype == OPTIM_F32)
+        adam_f32(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+    else adam_f64(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+}
+
+static void adam_eps_dense(const optim_dense_update *u)
+{
+    if (u->dtype == OPTIM_F32)
+        adam_eps_f32(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+    else adam_eps_f64(u->param, u->grad, u->slots[0], u->slots[1], u->count, u->coef);
+}
+
+#define ADAM(NAME, DENSE)                                                                          \
+    {                                                                                              \
+        .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = NAME,                 \
+        .flags = OPTIM_CLASS_ELEMENTWISE, .default_learning_rate = 0.001, .params = adam_params,   \
+        .n_params = 3, .coef_size = sizeof(adam_coef), .min_slots = 2, .create_slots = adam_slots, \
+        .prepare = adam_prepare, .apply_dense = DENSE                                              \
+    }
+
 #define BROKEN(NAME, ...)                                                          \
     {                                                                              \
         .size = sizeof(optim_class), .version = OPTIM_CLASS_VERSION, .name = NAME, \
@@ -251,6 +319,8 @@ static const optim_class broken[] = {
     BROKEN("BrokenSlotTwice", .min_slots = 2, .create_slots = create_slots_twice,
            .apply_dense = dense_two_slots),
     BROKEN("BrokenDropsKey", .state_size = sizeof(hidden), .set_config = set_config_mode),
+    ADAM("PluginAdam", adam_dense),
+    ADAM("BrokenAdamEps", adam_eps_dense),
 };
 
 OPTIM_PLUGIN_INIT(optim_error *err)
