@@ -64,6 +64,12 @@ for l in "" avx2 avx512; do
 done
 ${CC:-cc} -shared "${objs[@]}" -o "$tmp/libpc_isa.so" "${libs[@]}" 2>"$tmp/err" || fail "pc-isa link: $(cat "$tmp/err")"
 ${CC:-cc} -shared "$tmp/pa.o" -o "$tmp/libpc_once.so" "${libs[@]}" 2>"$tmp/err" || fail "pc-once link: $(cat "$tmp/err")"
+# Both recipes find the prefix's liboptim.so.0 through the plugin's rpath.
+for so in "$tmp"/cm/build/lib*.so "$tmp"/lib*.so; do
+    found=$(env -u LD_LIBRARY_PATH ldd "$so" | awk '$1 == "liboptim.so.0" {print $3}')
+    [ "$(readlink -f "$found")" = "$(readlink -f "$libdir/liboptim.so.0")" ] ||
+        fail "$so does not find $libdir/liboptim.so.0 by itself: $(ldd "$so" | grep optim)"
+done
 if [ -n "${OPTIM_PLUGIN_SPEED_KEEP:-}" ]; then
     mkdir -p "$OPTIM_PLUGIN_SPEED_KEEP" && cp "$tmp"/cm/build/lib*.so "$tmp"/lib*.so "$OPTIM_PLUGIN_SPEED_KEEP/"
 fi
