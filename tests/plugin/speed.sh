@@ -7,9 +7,11 @@
 #   pc-isa      optim-plugin.pc: three compiles (baseline, avx2_cflags,
 #               avx512_cflags) and one link
 #   pc-once     optim-plugin.pc: one compile (baseline level only)
-# and each, loaded in the installed command, is timed by `optim bench --json`
-# beside the built-in Adam in the same process (same rule, same 28 bytes per
-# f32 parameter). slowdown = built-in ratio / plugin ratio (each ratio is the
+# and `optim new-plugin`'s project (its placeholder rule, tf.keras's legacy
+# Adam, against the built-in legacy Adam) is built as its README says; each,
+# loaded in the installed command, is timed by `optim bench --json` beside
+# the built-in in the same process (same rule, same 28 bytes per f32
+# parameter). slowdown = built-in ratio / plugin ratio (each ratio is the
 # step's bandwidth over a triad run just before it, so a shared machine's
 # drifting bandwidth cancels); the median of ROUNDS rounds, the two configs'
 # order alternating, must be at most BOUND.
@@ -64,7 +66,15 @@ for l in "" avx2 avx512; do
 done
 ${CC:-cc} -shared "${objs[@]}" -o "$tmp/libpc_isa.so" "${libs[@]}" 2>"$tmp/err" || fail "pc-isa link: $(cat "$tmp/err")"
 ${CC:-cc} -shared "$tmp/pa.o" -o "$tmp/libpc_once.so" "${libs[@]}" 2>"$tmp/err" || fail "pc-once link: $(cat "$tmp/err")"
-# Both recipes find the prefix's liboptim.so.0 through the plugin's rpath.
+# `optim new-plugin`'s project as its README builds it: its placeholder rule
+# is tf.keras's legacy Adam, timed against the built-in legacy Adam.
+"$optim" new-plugin SpeedAdam "$tmp/np" >"$tmp/log" 2>&1 || fail "new-plugin: $(cat "$tmp/log")"
+cmake -S "$tmp/np" -B "$tmp/np/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/log" 2>&1 ||
+    fail "new-plugin configure: $(tail -5 "$tmp/log")"
+cmake --build "$tmp/np/build" >"$tmp/log" 2>&1 || fail "new-plugin build: $(tail -5 "$tmp/log")"
+cp "$tmp/np/build/libSpeedAdam.so" "$tmp/libnew_plugin.so"
+
+# Every recipe finds the prefix's liboptim.so.0 through the plugin's rpath.
 for so in "$tmp"/cm/build/lib*.so "$tmp"/lib*.so; do
     found=$(env -u LD_LIBRARY_PATH ldd "$so" | awk '$1 == "liboptim.so.0" {print $3}')
     [ "$(readlink -f "$found")" = "$(readlink -f "$libdir/liboptim.so.0")" ] ||
@@ -74,10 +84,14 @@ if [ -n "${OPTIM_PLUGIN_SPEED_KEEP:-}" ]; then
     mkdir -p "$OPTIM_PLUGIN_SPEED_KEEP" && cp "$tmp"/cm/build/lib*.so "$tmp"/lib*.so "$OPTIM_PLUGIN_SPEED_KEEP/"
 fi
 
-builtin='{"class_name": "Adam"}' plugin='{"class_name": "PluginAdam"}'
-echo "size $size f32, $runs runs per config, $rounds rounds, bound ${bound}x ($("$optim" bench --json --size 1024 --runs 1 "$builtin" | grep -o '"isa": *"[a-z0-9-]*"'))"
+echo "size $size f32, $runs runs per config, $rounds rounds, bound ${bound}x ($("$optim" bench --json --size 1024 --runs 1 '"adam"' | grep -o '"isa": *"[a-z0-9-]*"'))"
 fails=0
-for build_name in cmake-isa cmake-once pc-isa pc-once; do
+for build_name in cmake-isa cmake-once pc-isa pc-once new-plugin; do
+    builtin='{"class_name": "Adam"}' plugin='{"class_name": "PluginAdam"}'
+    if [ "$build_name" = new-plugin ]; then
+        builtin='{"class_name": "Adam", "config": {"is_legacy_optimizer": true}}'
+        plugin='{"class_name": "SpeedAdam"}'
+    fi
     case $build_name in
         cmake-*) so=$tmp/cm/build/lib${build_name/-/_}.so ;;
         *) so=$tmp/lib${build_name/-/_}.so ;;
@@ -93,7 +107,7 @@ for build_name in cmake-isa cmake-once pc-isa pc-once; do
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 b = [r['ratio'] for r in rows if r['class_name'] == 'Adam']
-p = [r['ratio'] for r in rows if r['class_name'] == 'PluginAdam']
+p = [r['ratio'] for r in rows if r['class_name'] != 'Adam']
 assert len(b) == len(p) and b, 'bench printed %d built-in and %d plugin lines' % (len(b), len(p))
 s = sorted(x / y for x, y in zip(b, p))
 m = statistics.median(s)
