@@ -79,6 +79,8 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 read -r -a cflags <<<"$(pkg-config --cflags optim-plugin)" || fail "pkg-config --cflags optim-plugin"
 read -r -a libs <<<"$(pkg-config --libs optim-plugin)"
 has "${cflags[*]}" -O3 && has "${cflags[*]}" -ffp-contract=off || fail "optim-plugin Cflags: ${cflags[*]}"
+[ "$(pkg-config --variable=cflags optim-plugin)" = "-O3 -DNDEBUG -fno-math-errno -ffp-contract=off" ] ||
+    fail "optim-plugin's cflags variable: $(pkg-config --variable=cflags optim-plugin)"
 rpath=$(printf '%s\n' "${libs[@]}" | sed -n 's/^-Wl,-rpath,//p')
 [ -n "$rpath" ] && [ "$(readlink -f "$rpath")" = "$(readlink -f "$libdir")" ] ||
     fail "optim-plugin Libs lack -Wl,-rpath,$libdir: ${libs[*]}"
