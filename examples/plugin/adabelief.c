@@ -1,8 +1,9 @@
 /*
  * examples/plugin/adabelief.c - a plugin for the `optim` command: the
  * AdaBelief optimizer, as a class of its own, registered by
- * optim_plugin_init. Built with optim_add_plugin (CMake) or the pkg-config
- * recipe of docs/custom-optimizer.md; then
+ * optim_plugin_init. Built with optim_add_plugin(adabelief ISA_SOURCES
+ * adabelief.c) (CMake) or the pkg-config recipe of docs/custom-optimizer.md;
+ * then
  *
  *     optim --plugin ./libadabelief.so conformance AdaBelief
  *     optim --plugin ./libadabelief.so replay adabelief.json init.st grads.st out.st
@@ -19,11 +20,18 @@
  * duplicates are summed by the library and only the indexed rows of w, m and
  * v change.
  *
+ * The file is compiled once per instruction-set level (optim/isa.h): the
+ * class table is adabelief_class (baseline), adabelief_class_avx2 or
+ * adabelief_class_avx512, each with its own build of the kernels, and the
+ * baseline build alone holds the schedule and optim_plugin_init, which
+ * registers the level in use's table. Built once, it is the baseline alone.
+ *
  * The plugin also brings a schedule, "StepDecay" (PyTorch's StepLR):
  * initial_learning_rate * gamma^floor(step / step_size), for example
  *     {"class_name": "AdaBelief", "config": {"learning_rate": {"class_name":
  *      "StepDecay", "config": {"initial_learning_rate": 0.01, "step_size": 100}}}}
  */
+#include <optim/isa.h>
 #include <optim/plugin.h>
 
 #include <math.h>
@@ -100,7 +108,8 @@ static void ab_apply_sparse(const optim_sparse_update *u)
     }
 }
 
-static const optim_class adabelief_class = {
+/* adabelief_class, adabelief_class_avx2 or adabelief_class_avx512 */
+const optim_class OPTIM_ISA_NAME(adabelief_class) = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "AdaBelief",
@@ -114,6 +123,8 @@ static const optim_class adabelief_class = {
     .apply_dense = ab_apply_dense,
     .apply_sparse = ab_apply_sparse,
 };
+
+#if OPTIM_ISA_BASELINE /* the rest once, in the baseline build */
 
 /* ---- the schedule ---- */
 
@@ -141,8 +152,11 @@ static const optim_schedule_class step_decay_class = {
     .value = step_decay_value,
 };
 
+OPTIM_ISA_DECLARE_CLASS(adabelief_class);
+
 OPTIM_PLUGIN_INIT(optim_error *err)
 {
-    int rc = optim_register_class(&adabelief_class, err);
+    int rc = optim_register_class(OPTIM_ISA_CLASS(adabelief_class), err);
     return rc ? rc : optim_register_schedule_class(&step_decay_class, err);
 }
+#endif

@@ -10,16 +10,26 @@
  * depends on the vector width.
  *
  * A plugin gets the same by compiling its class's file once per level with
- * OPTIM_ISA_BUILD set (the CMake helper optim_add_plugin(... ISA_SOURCES
- * file.c) does it) and registering the level in use:
+ * OPTIM_ISA_BUILD set (the CMake helper optim_add_plugin(NAME ... ISA_SOURCES
+ * file.c) does it; without CMake: -DOPTIM_ISA_BUILD=1 -march=x86-64-v3 and
+ * -DOPTIM_ISA_BUILD=2 -march=x86-64-v4 -mprefer-vector-width=512, as
+ * optim-plugin.pc's avx2_cflags and avx512_cflags say) and registering the
+ * level in use:
  *
  *     // yogi.c, compiled three times: defines yogi_class, yogi_class_avx2
  *     // and yogi_class_avx512.
  *     const optim_class OPTIM_ISA_NAME(yogi_class) = { ... };
  *
- *     // plugin.c, compiled once:
+ *     #if OPTIM_ISA_BASELINE   // once: in the baseline build only
  *     OPTIM_ISA_DECLARE_CLASS(yogi_class);
- *     ... optim_register_class(OPTIM_ISA_CLASS(yogi_class), err) ...
+ *     OPTIM_PLUGIN_INIT(optim_error *err)
+ *     {
+ *         return optim_register_class(OPTIM_ISA_CLASS(yogi_class), err);
+ *     }
+ *     #endif
+ *
+ * With GCC and Clang the per-level tables are weak references: a plugin
+ * built once (no per-level objects linked in) registers its baseline table.
  */
 #ifndef OPTIM_ISA_H
 #define OPTIM_ISA_H
@@ -68,7 +78,27 @@ OPTIM_API const optim_class *optim_isa_pick(const optim_class *sse2, const optim
 #error "OPTIM_ISA_BUILD must be 0 (baseline), 1 (AVX2) or 2 (AVX-512)"
 #endif
 
-#define OPTIM_ISA_DECLARE_CLASS(sym) extern const optim_class sym, sym##_avx2, sym##_avx512
+/* OPTIM_ISA_BASELINE: 1 in the baseline build (OPTIM_ISA_BUILD unset or 0),
+ * where a file compiled per level keeps what must exist once. */
+#if !defined(OPTIM_ISA_BUILD) || OPTIM_ISA_BUILD == 0
+#define OPTIM_ISA_BASELINE 1
+#else
+#define OPTIM_ISA_BASELINE 0
+#endif
+
+/* Declares sym, sym_avx2 and sym_avx512. The two per-level tables are weak
+ * and hidden with GCC and Clang: one that is not linked in reads as NULL,
+ * and OPTIM_ISA_CLASS then picks a lower level. */
+#if defined(__GNUC__)
+#define OPTIM__ISA_WEAK __attribute__((weak, visibility("hidden")))
+#else
+#define OPTIM__ISA_WEAK
+#endif
+#define OPTIM_ISA_DECLARE_CLASS(sym)                     \
+    extern const optim_class sym;                        \
+    extern const optim_class sym##_avx2 OPTIM__ISA_WEAK; \
+    extern const optim_class sym##_avx512 OPTIM__ISA_WEAK
+/* The class table of the level in use (optim_isa_pick). */
 #define OPTIM_ISA_CLASS(sym) optim_isa_pick(&sym, &sym##_avx2, &sym##_avx512)
 
 #ifdef __cplusplus

@@ -17,12 +17,14 @@
  *     }
  *
  * Build it against liboptim.so (the command and the plugin must share one
- * registry): optim_add_plugin(NAME SOURCES...) in CMake after
- * find_package(optim), or with pkg-config:
+ * registry), with the library's optimisation flags: optim_add_plugin(NAME
+ * SOURCES... [ISA_SOURCES ...]) in CMake after find_package(optim), or with
+ * pkg-config (optim-plugin.pc: the flags and an rpath to liboptim.so):
  *
- *     cc -shared -fPIC -fvisibility=hidden $(pkg-config --cflags optim) \
- *        my_class.c -o libmy_class.so $(pkg-config --libs optim)
+ *     cc -std=c11 -shared $(pkg-config --cflags optim-plugin) \
+ *        my_class.c -o libmy_class.so $(pkg-config --libs optim-plugin)
  *
+ * Per-level kernels (AVX2, AVX-512) picked at run time: optim/isa.h.
  * docs/custom-optimizer.md ("Build it as a plugin") has the whole recipe.
  */
 #ifndef OPTIM_PLUGIN_H

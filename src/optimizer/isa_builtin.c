@@ -6,7 +6,9 @@
 #include "optim/optimizers.h"
 
 #ifdef OPTIM_HAVE_ISA_VARIANTS
-#define OPTIM__ISA_DECLARE(sym) OPTIM_ISA_DECLARE_CLASS(sym);
+/* Strong references, not OPTIM_ISA_DECLARE_CLASS's weak ones: a program
+ * linked with liboptim.a must pull every level's objects in. */
+#define OPTIM__ISA_DECLARE(sym) extern const optim_class sym, sym##_avx2, sym##_avx512;
 OPTIM_BUILTIN_OPTIMIZERS(OPTIM__ISA_DECLARE)
 #undef OPTIM__ISA_DECLARE
 
