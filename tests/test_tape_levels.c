@@ -1,11 +1,11 @@
 /* The tape's element-wise loops at every instruction-set level
  * (src/tape/elementwise_kernels.c): each level's table gives the bits of
  * the baseline's, for float32 and float64, on runs of every length up to
- * past the widest vector's tails (and misaligned starts), with NaN, +-inf,
- * +-0 and values near the ops' domain edges among the inputs; the
- * baseline's forward results are checked against the expressions written
- * out here. A level the CPU lacks, or a build with one level, is skipped
- * with a printed line. */
+ * past the widest vector's tails, with NaN, +-inf and +-0 among the inputs
+ * (at the same places in each, then mixed); the baseline's binary forward
+ * results and relu are checked against the expressions written out here.
+ * A level the CPU lacks, or a build with one level, is skipped with a
+ * printed line. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,12 +96,12 @@ static void same(int di, const char *what, int op, int level, int64_t len)
 BIN_REF(float, bin_ref_f)
 BIN_REF(double, bin_ref_d)
 
-/* The baseline's forward run (in D[0] from OFF, inputs from 1)
+/* The baseline's forward run (in D[0] from 1, inputs from 1)
  * against the expressions. */
 static void bin_check_ref(int op, int di, int64_t len, int sa, int sb)
 {
     for (int64_t j = 0; j < len; j++) {
-        const int64_t ia = 1 + j * sa, ib = 1 + j * sb, io = OFF + j;
+        const int64_t ia = 1 + j * sa, ib = 1 + j * sb, io = 1 + j;
         const double w = di ? bin_ref_d(op, xa[ia], xb[ib]) : bin_ref_f(op, fa[ia], fb[ib]);
         const double got = di ? dd[0][io] : df[0][io];
         if (!(w == got && signbit(w) == signbit(got)) && !(isnan(w) && isnan(got)))
@@ -124,7 +124,7 @@ static void bin_levels(const optim__tape_table **t, int nt, int which, int op, i
         const int r = k ? 1 : 0;
         reset(r);
         optim__bin_ctx c = {A(di), B(di), which ? O(di) : D(di, r), G(di), D(di, r), -1};
-        f(&c, OFF, 1, 1, len, sa, sb);
+        f(&c, 1, 1, 1, len, sa, sb);
         if (!k) bad0 = c.bad;
         else if (c.bad != bad0)
             fail_msg("%s %d, length %lld: table %d stops at %lld, the baseline at %lld",
@@ -262,6 +262,45 @@ OPTIM_TEST(bias_relu_same_bits_every_level)
         for (int64_t rows = 1; rows <= 3; rows++)
             for (int64_t cols = 1; cols * rows <= N && cols <= 40; cols++)
                 for (int mode = 0; mode < 5; mode++) bias_relu_levels(t, nt, di, rows, cols, mode);
+}
+
+/* The cross-entropy losses' loops: sigmoid's forward (mode 0) and backward
+ * (1: both gradients, 2: x's, 3: z's), softmax's backward (4: rows of
+ * len / 3 + 1 columns, labels spread over them). */
+static void loss_levels(const optim__tape_table **t, int nt, int di, int64_t len, int mode)
+{
+    static double ed[2][N];
+    static float ef[2][N];
+    static int64_t label[N];
+    const int64_t cols = len / 3 + 1, rows = len / cols;
+    for (int64_t r = 0; r < rows; r++) label[r] = (r * 5) % cols;
+    for (int k = 0; k < nt; k++) {
+        const int r = k ? 1 : 0;
+        reset(r);
+        for (int i = 0; i < N; i++) ed[r][i] = 0.25 * i - 7, ef[r][i] = (float)ed[r][i];
+        void *e = di ? (void *)ed[r] : (void *)ef[r];
+        if (mode == 0) t[k]->bce_fwd[di](A(di), B(di), D(di, r), len);
+        else if (mode < 4)
+            t[k]->bce_bwd[di](A(di), B(di), G(di), mode == 3 ? NULL : D(di, r),
+                              mode == 2 ? NULL : e, len);
+        else t[k]->sce_bwd[di](A(di), G(di), label, D(di, r), rows, cols);
+        if (!k) continue;
+        same(di, "cross-entropy loop", mode, k, len);
+        if (memcmp(ed[0], ed[1], sizeof ed[0]) || memcmp(ef[0], ef[1], sizeof ef[0]))
+            fail_msg("sigmoid cross-entropy's targets gradient, length %lld: table %d gives other "
+                     "bits",
+                     (long long)len, k);
+    }
+}
+
+OPTIM_TEST(losses_same_bits_every_level)
+{
+    const optim__tape_table *t[3];
+    const int nt = levels(t);
+    fill(xa, fa, 13), fill(xb, fb, 14), fill(xg, fg, 15);
+    for (int di = 0; di < 2; di++)
+        for (int64_t len = 1; len <= MAXLEN; len++)
+            for (int mode = 0; mode < 5; mode++) loss_levels(t, nt, di, len, mode);
 }
 
 int main(void) { return optim_test_run(); }

@@ -239,6 +239,55 @@ BIAS_RELU_FWD(double, f64)
 BIAS_RELU_BWD(float, f32)
 BIAS_RELU_BWD(double, f64)
 
+/* ---- the cross-entropy losses' element loops ------------------------------------ */
+
+/* The targets' gradient is written -(g x), not g * -x (the same bits but
+ * for NaN): x86 returns the first operand's NaN, and a level may swap a
+ * product's operands, so a product of NaN and -NaN has no fixed sign. */
+#define BCE(T, SFX)                                                                               \
+    static void bce_fwd_##SFX(const void *x_, const void *z_, void *o_, int64_t n)                \
+    {                                                                                             \
+        const T *X = x_, *Z = z_;                                                                 \
+        T *O = o_;                                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            const T x = X[i];                                                                     \
+            O[i] = (x > 0 ? x : 0) - x * Z[i] + log1p(exp(-fabs(x)));                             \
+        }                                                                                         \
+    }                                                                                             \
+    static void bce_bwd_##SFX(const void *x_, const void *z_, const void *g_, void *dx, void *dz, \
+                              int64_t n)                                                          \
+    {                                                                                             \
+        const T *X = x_, *Z = z_, *G = g_;                                                        \
+        T *D = dx, *E = dz;                                                                       \
+        if (D)                                                                                    \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                const T xi = X[i];                                                                \
+                const T s = xi >= 0 ? 1 / (1 + exp(-xi)) : exp(xi) / (1 + exp(xi));               \
+                D[i] += G[i] * (s - Z[i]);                                                        \
+            }                                                                                     \
+        if (E)                                                                                    \
+            for (int64_t i = 0; i < n; i++) E[i] += -(G[i] * X[i]);                               \
+    }
+BCE(float, f32)
+BCE(double, f64)
+
+#define SCE_BWD(T, SFX)                                                                        \
+    static void sce_bwd_##SFX(const void *p_, const void *g_, const int64_t *label, void *dx_, \
+                              int64_t rows, int64_t cols)                                      \
+    {                                                                                          \
+        const T *P = p_, *G = g_;                                                              \
+        T *D = dx_;                                                                            \
+        for (int64_t r = 0; r < rows; r++) {                                                   \
+            const T g = G[r];                                                                  \
+            const T *p = P + r * cols;                                                         \
+            T *dx = D + r * cols;                                                              \
+            for (int64_t c = 0; c < cols; c++) dx[c] += g * p[c];                              \
+            dx[label[r]] -= g;                                                                 \
+        }                                                                                      \
+    }
+SCE_BWD(float, f32)
+SCE_BWD(double, f64)
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define PAIR(NAME)             \
@@ -262,4 +311,7 @@ const optim__tape_table OPTIM_ISA_NAME(optim__tape_kernels) = {
     .pass = PAIR(pass),
     .bias_relu_fwd = PAIR(bias_relu_fwd),
     .bias_relu_bwd = PAIR(bias_relu_bwd),
+    .bce_fwd = PAIR(bce_fwd),
+    .bce_bwd = PAIR(bce_bwd),
+    .sce_bwd = PAIR(sce_bwd),
 };

@@ -2,7 +2,8 @@
  * level (elementwise_kernels.c, core/isa.h) and reached through one table:
  * the binary ops over a broadcast plan's contiguous runs (elementwise.c
  * keeps the plan and its odometer), the unary ops, clip, the first
- * gradient pass and the fused relu(x + bias) (activations.c). Each loop is
+ * gradient pass, the fused relu(x + bias) (activations.c) and the
+ * cross-entropy losses' element loops (losses.c). Each loop is
  * element by element, or a sum in the elements' order, so every level
  * gives the same bits. */
 #ifndef OPTIM_TAPE_KERNELS_H
@@ -71,6 +72,15 @@ typedef struct optim__tape_table {
     void (*bias_relu_fwd[2])(const void *x, const void *b, void *y, int64_t rows, int64_t cols);
     void (*bias_relu_bwd[2])(const void *y, const void *g, void *dx, void *db, int64_t rows,
                              int64_t cols, int set);
+    /* sigmoid cross-entropy (losses.c): o = max(x, 0) - x z + log1p(exp(-|x|));
+     * backward dx += g (sigmoid(x) - z), dz += -(g x), each skipped when
+     * NULL */
+    void (*bce_fwd[2])(const void *x, const void *z, void *o, int64_t n);
+    void (*bce_bwd[2])(const void *x, const void *z, const void *g, void *dx, void *dz, int64_t n);
+    /* softmax cross-entropy's backward (losses.c): dx += g[r] p over each
+     * row r of cols, then dx[label[r]] -= g[r] */
+    void (*sce_bwd[2])(const void *p, const void *g, const int64_t *label, void *dx, int64_t rows,
+                       int64_t cols);
 } optim__tape_table;
 OPTIM__ISA_DECLARE(optim__tape_table, optim__tape_kernels);
 
