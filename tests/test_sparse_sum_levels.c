@@ -38,15 +38,11 @@ static int64_t positions(optim__ipos *a, int64_t *first)
 /* The tables to compare with the baseline: those this build and CPU have. */
 static int levels(const optim__sum_table **t)
 {
-    const optim__sum_table *cand[] = {&optim__sum_kernels, &optim__sum_kernels_avx2,
-                                      &optim__sum_kernels_avx512};
-    const optim_isa_level lv[] = {OPTIM_ISA_SSE2, OPTIM_ISA_AVX2, OPTIM_ISA_AVX512};
-    int n = 0;
-    for (int i = 0; i < 3; i++)
-        if (cand[i] && optim_isa_supported(lv[i])) t[n++] = cand[i];
-        else
-            printf("skipped: level %s (%s)\n", optim_isa_name(lv[i]),
-                   cand[i] ? "this CPU lacks it" : "not in this build");
+    const void *cand[] = {&optim__sum_kernels, &optim__sum_kernels_avx2,
+                          &optim__sum_kernels_avx512};
+    const void *got[3];
+    const int n = optim_test_levels(cand, got);
+    for (int i = 0; i < n; i++) t[i] = got[i];
     return n;
 }
 

@@ -362,3 +362,15 @@ void optim_test_free_(optim_optimizer *opt, optim_var **vars)
     optim_destroy(opt);
     for (int i = 0; vars[i]; i++) optim_var_destroy(vars[i]);
 }
+
+int optim_test_levels(const void *const cand[3], const void **out)
+{
+    const optim_isa_level lv[] = {OPTIM_ISA_SSE2, OPTIM_ISA_AVX2, OPTIM_ISA_AVX512};
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if (cand[i] && optim_isa_supported(lv[i])) out[n++] = cand[i];
+        else
+            printf("skipped: level %s (%s)\n", optim_isa_name(lv[i]),
+                   cand[i] ? "this CPU lacks it" : "not in this build");
+    return n;
+}

@@ -204,4 +204,11 @@ int optim_test_capture(char *const *argv, optim_test_proc *r);
 int optim_test_start(char *const *argv, int quiet);
 int optim_test_wait(int pid, int block);
 
+/* The per-level kernel tables a level test compares (src/core/isa.h):
+ * cand[0..2] the baseline's, avx2's and avx512's (weak references: NULL
+ * where the build lacks one); those present and supported by this CPU go
+ * into out in that order, and a "skipped: level ..." line is printed for
+ * each other. Returns how many went into out. */
+int optim_test_levels(const void *const cand[3], const void **out);
+
 #endif

@@ -11,19 +11,12 @@
 #include <tgmath.h>
 
 #include "tape/impl.h"
+#include "tape/kernels.h"
 
-#define DEF_UNARY(NAME, FWD, BWD)                 \
-    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)  \
-    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD) \
-    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)  \
-    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD) \
-    static const optim__unary NAME##_k = {        \
-        #NAME, NULL, {NAME##_fwd_f32, NAME##_fwd_f64}, {NAME##_bwd_f32, NAME##_bwd_f64}};
-
-DEF_UNARY(tanh, tanh(x), g *(1 - o * o))
-/* Stable both ways: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below. */
-DEF_UNARY(sigmoid, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)), g *(o *(1 - o)))
-DEF_UNARY(relu, x > 0 ? x : 0, x > 0 ? g : 0)
+/* The loops are elementwise_kernels.c's, built per instruction-set level. */
+static const optim__unary tanh_k = {"tanh", NULL, OPTIM__UN_TANH};
+static const optim__unary sigmoid_k = {"sigmoid", NULL, OPTIM__UN_SIGMOID};
+static const optim__unary relu_k = {"relu", NULL, OPTIM__UN_RELU};
 
 optim_node *optim_tanh(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &tanh_k, a); }
 optim_node *optim_sigmoid(optim_tape *t, optim_node *a)
@@ -47,31 +40,8 @@ static int bias_relu_backward(optim_tape *t, optim_node *n)
     void *dx = x->need ? optim__tape_grad_first(t, x, &set) : NULL;
     void *db = b->need ? optim__tape_grad(t, b) : NULL;
     if ((x->need && !dx) || (b->need && !db)) return OPTIM_ENOMEM;
-    OPTIM__TAPE_TYPED(n->value.dtype, T, {
-        OPTIM__OPAQUE_ZERO(T, zero);
-        /* a row at a time, each loop branch-free (y and g loaded before the
-         * select, so that it vectorises) */
-        for (int64_t r = 0; r < rows; r++) {
-            const T *restrict y = (const T *)n->value.data + r * cols,
-                              *restrict g = (const T *)n->grad + r * cols;
-            T *restrict d = dx ? (T *)dx + r * cols : NULL, *restrict bias = db;
-            if (d && set)
-                for (int64_t c = 0; c < cols; c++) {
-                    const T yc = y[c], gc = g[c];
-                    d[c] = zero + (yc > 0 ? gc : 0);
-                }
-            else if (d)
-                for (int64_t c = 0; c < cols; c++) {
-                    const T yc = y[c], gc = g[c];
-                    d[c] += zero + (yc > 0 ? gc : 0);
-                }
-            if (bias)
-                for (int64_t c = 0; c < cols; c++) {
-                    const T yc = y[c], gc = g[c];
-                    bias[c] += zero + (yc > 0 ? gc : 0);
-                }
-        }
-    });
+    OPTIM__TAPE_K()->bias_relu_bwd[n->value.dtype == OPTIM_F64](n->value.data, n->grad, dx, db,
+                                                                rows, cols, set);
     return OPTIM_OK;
 }
 
@@ -94,15 +64,8 @@ optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b)
     if (!n) return NULL;
     n->backward = bias_relu_backward;
     int64_t cols = bv->shape[0], rows = cols ? optim__node_numel(n) / cols : 0;
-    OPTIM__TAPE_TYPED(xv->dtype, T, {
-        const T *X = xv->data, *B = bv->data;
-        T *Y = n->value.data;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++) {
-                const T s = X[r * cols + c] + B[c];
-                Y[r * cols + c] = s > 0 ? s : 0;
-            }
-    });
+    OPTIM__TAPE_K()->bias_relu_fwd[xv->dtype == OPTIM_F64](xv->data, bv->data, n->value.data, rows,
+                                                           cols);
     return n;
 }
 

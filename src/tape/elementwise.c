@@ -8,10 +8,11 @@
  * stays (stride 0). Equal shapes and scalars become a single run, a row
  * ([n] against [m, n]) m runs of n, a column ([m, 1] against [m, n]) m runs
  * with the column's element fixed. The backward pass walks the same plan
- * and adds into the input's gradient, which sums over broadcast axes. */
-#include <tgmath.h>
-
+ * and adds into the input's gradient, which sums over broadcast axes. The
+ * loops over a run, and the unary and clip loops, are built once per
+ * instruction-set level (elementwise_kernels.c). */
 #include "tape/impl.h"
+#include "tape/kernels.h"
 
 /* ---- broadcasting plan ------------------------------------------------------------ */
 
@@ -75,15 +76,9 @@ static void bcast_plan(const optim_tensor *a, const optim_tensor *b, int32_t r, 
     }
 }
 
-typedef struct bin_ctx {
-    const void *a, *b, *out, *g;
-    void *dst;
-    int64_t bad; /* first result element without a gradient, -1 if none */
-} bin_ctx;
-
-/* A contiguous run of len result elements from po; inputs from pa and pb,
- * advancing when sa / sb is 1. */
-typedef void (*seg_fn)(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, int sa, int sb);
+/* A contiguous run of a binary op (tape/kernels.h). */
+typedef optim__bin_ctx bin_ctx;
+typedef optim__seg_fn seg_fn;
 
 static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
 {
@@ -105,82 +100,21 @@ static void bcast_run(const bcast *p, seg_fn f, bin_ctx *c)
     }
 }
 
-/* ---- kernels ------------------------------------------------------------------------ */
+/* ---- the ops ---------------------------------------------------------------------- */
 
-#define SEG_BRANCH(T, SA, SB, ...)                                         \
-    for (int64_t j = 0; j < len; j++) {                                    \
-        const int64_t io = po + j, ia = pa + j * (SA), ib = pb + j * (SB); \
-        const T x = A[ia], y = B[ib];                                      \
-        (void)x;                                                           \
-        (void)y;                                                           \
-        __VA_ARGS__                                                        \
-    }
-#define SEG_LOOP(T, ...)                 \
-    if (sa && sb) {                      \
-        SEG_BRANCH(T, 1, 1, __VA_ARGS__) \
-    } else if (sa) {                     \
-        SEG_BRANCH(T, 1, 0, __VA_ARGS__) \
-    } else if (sb) {                     \
-        SEG_BRANCH(T, 0, 1, __VA_ARGS__) \
-    } else {                             \
-        SEG_BRANCH(T, 0, 0, __VA_ARGS__) \
-    }
-
-/* One side's gradient, FNAME: D[IDX] += (EXPR) with the side's index IDX (ia
- * or ib). EXPR uses g, x, y, o; BAD: where the op has no gradient (only
- * checked when g != 0). */
-#define DEF_GRAD_T(FNAME, T, IDX, EXPR, BAD)                                                       \
-    static void FNAME(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, int sa, int sb) \
-    {                                                                                              \
-        const T *A = c->a, *B = c->b, *O = c->out, *G = c->g;                                      \
-        T *D = c->dst;                                                                             \
-        SEG_LOOP(T, {                                                                              \
-            const T g = G[io], o = O[io];                                                          \
-            (void)o;                                                                               \
-            if (BAD) {                                                                             \
-                if (g == 0) continue;                                                              \
-                if (c->bad < 0) c->bad = io;                                                       \
-                return;                                                                            \
-            }                                                                                      \
-            D[IDX] += (EXPR);                                                                      \
-        })                                                                                         \
-    }
-
-/* FWD uses x, y; GA / GB add into the inputs at ia / ib (DEF_GRAD_T). */
-#define DEF_BINARY_T(NAME, T, SFX, FWD, GA, GB, BAD)                                          \
-    static void NAME##_fwd_##SFX(bin_ctx *c, int64_t po, int64_t pa, int64_t pb, int64_t len, \
-                                 int sa, int sb)                                              \
-    {                                                                                         \
-        const T *A = c->a, *B = c->b;                                                         \
-        T *O = (T *)c->out;                                                                   \
-        SEG_LOOP(T, O[io] = (FWD);)                                                           \
-    }                                                                                         \
-    DEF_GRAD_T(NAME##_ga_##SFX, T, ia, GA, BAD)                                               \
-    DEF_GRAD_T(NAME##_gb_##SFX, T, ib, GB, BAD)
-
+/* Runs of the op are the table's fwd / ga / gb [op] (elementwise_kernels.c). */
 typedef struct binary {
     const char *name;
     const char *why;
     int pass_a; /* GA is g itself (first_pass_a) */
-    seg_fn fwd[2], ga[2], gb[2];
+    int op;
 } binary;
 
-#define DEF_BINARY(NAME, WHY, PASS_A, FWD, GA, GB, BAD)               \
-    DEF_BINARY_T(NAME, float, f32, FWD, GA, GB, BAD)                  \
-    DEF_BINARY_T(NAME, double, f64, FWD, GA, GB, BAD)                 \
-    static const binary NAME##_k = {#NAME,                            \
-                                    WHY,                              \
-                                    PASS_A,                           \
-                                    {NAME##_fwd_f32, NAME##_fwd_f64}, \
-                                    {NAME##_ga_f32, NAME##_ga_f64},   \
-                                    {NAME##_gb_f32, NAME##_gb_f64}};
-
-DEF_BINARY(add, NULL, 1, x + y, g, g, 0)
-DEF_BINARY(sub, NULL, 1, x - y, g, -g, 0)
-DEF_BINARY(mul, NULL, 0, x *y, g *y, g *x, 0)
-/* TF's RealDiv gradient: g / y and g * ((-x / y) / y). */
-DEF_BINARY(div, "division by zero", 0, x / y, g / y, g *((-x / y) / y), y == 0)
-DEF_BINARY(squared_error, NULL, 0, (x - y) * (x - y), g *(2 * (x - y)), g *(-2 * (x - y)), 0)
+static const binary add_k = {"add", NULL, 1, OPTIM__BIN_ADD};
+static const binary sub_k = {"sub", NULL, 1, OPTIM__BIN_SUB};
+static const binary mul_k = {"mul", NULL, 0, OPTIM__BIN_MUL};
+static const binary div_k = {"div", "division by zero", 0, OPTIM__BIN_DIV};
+static const binary squared_error_k = {"squared_error", NULL, 0, OPTIM__BIN_SQERR};
 
 /* ---- binary nodes ------------------------------------------------------------------- */
 
@@ -196,11 +130,7 @@ static int first_pass_a(optim_tape *t, const binary *k, optim_node *n)
     int fresh;
     void *d = optim__tape_grad_first(t, a, &fresh);
     if (!d) return -1;
-    OPTIM__TAPE_TYPED(n->value.dtype, T, {
-        const T *G = n->grad;
-        T *D = d;
-        for (int64_t i = 0; i < numel; i++) D[i] = (T)0 + G[i];
-    });
+    OPTIM__TAPE_K()->pass[n->value.dtype == OPTIM_F64](n->grad, d, numel);
     return 1;
 }
 
@@ -212,12 +142,13 @@ static int binary_backward(optim_tape *t, optim_node *n)
     bcast_plan(&n->in[0]->value, &n->in[1]->value, n->value.rank, n->value.shape, &p);
     int first = first_pass_a(t, k, n);
     if (first < 0) return OPTIM_ENOMEM;
+    const optim__tape_table *K = OPTIM__TAPE_K();
     for (int side = first; side < 2; side++) {
         optim_node *x = n->in[side];
         if (!x->need) continue;
         bin_ctx c = {n->in[0]->value.data, n->in[1]->value.data, n->value.data, n->grad, NULL, -1};
         if (!(c.dst = optim__tape_grad(t, x))) return OPTIM_ENOMEM;
-        bcast_run(&p, side ? k->gb[di] : k->ga[di], &c);
+        bcast_run(&p, side ? K->gb[k->op][di] : K->ga[k->op][di], &c);
         if (c.bad >= 0) {
             char sa[OPTIM__SHAPE_STR], sb[OPTIM__SHAPE_STR];
             return optim__tape_err(
@@ -248,7 +179,7 @@ static optim_node *binary_op(optim_tape *t, const binary *k, optim_node *a, opti
     bcast p;
     bcast_plan(&a->value, &b->value, r, shape, &p);
     bin_ctx c = {a->value.data, b->value.data, n->value.data, NULL, NULL, -1};
-    bcast_run(&p, k->fwd[a->value.dtype == OPTIM_F64], &c);
+    bcast_run(&p, OPTIM__TAPE_K()->fwd[k->op][a->value.dtype == OPTIM_F64], &c);
     n->aux = (void *)k;
     n->backward = binary_backward;
     return n;
@@ -285,7 +216,8 @@ static int unary_backward(optim_tape *t, optim_node *n)
     int fresh;
     void *d = optim__tape_grad_first(t, x, &fresh);
     if (!d) return OPTIM_ENOMEM;
-    int64_t bad = k->bwd[di](x->value.data, n->value.data, n->grad, d, optim__node_numel(n), fresh);
+    int64_t bad = OPTIM__TAPE_K()->ubwd[k->op][di](x->value.data, n->value.data, n->grad, d,
+                                                   optim__node_numel(n), fresh);
     if (bad >= 0) {
         char s[OPTIM__SHAPE_STR];
         double v = di ? ((const double *)x->value.data)[bad] : ((const float *)x->value.data)[bad];
@@ -304,36 +236,22 @@ optim_node *optim__tape_unary(optim_tape *t, const optim__unary *k, optim_node *
     optim_node *n =
         optim__tape_node(t, k->name, a->value.dtype, a->value.rank, a->value.shape, a, NULL);
     if (!n) return NULL;
-    k->fwd[a->value.dtype == OPTIM_F64](a->value.data, n->value.data, optim__node_numel(n));
+    OPTIM__TAPE_K()->ufwd[k->op][a->value.dtype == OPTIM_F64](a->value.data, n->value.data,
+                                                              optim__node_numel(n));
     n->aux = (void *)k;
     n->backward = unary_backward;
     return n;
 }
 
-#define DEF_UNARY(NAME, WHY, FWD, BWD)            \
-    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)  \
-    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD) \
-    OPTIM__UNARY_BWD(NAME##_bwd_f32, float, BWD)  \
-    OPTIM__UNARY_BWD(NAME##_bwd_f64, double, BWD) \
-    static const optim__unary NAME##_k = {        \
-        #NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, {NAME##_bwd_f32, NAME##_bwd_f64}};
-#define DEF_UNARY_CHECKED(NAME, WHY, FWD, BAD, BWD)            \
-    OPTIM__UNARY_FWD(NAME##_fwd_f32, float, FWD)               \
-    OPTIM__UNARY_FWD(NAME##_fwd_f64, double, FWD)              \
-    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f32, float, BAD, BWD)  \
-    OPTIM__UNARY_BWD_CHECKED(NAME##_bwd_f64, double, BAD, BWD) \
-    static const optim__unary NAME##_k = {                     \
-        #NAME, WHY, {NAME##_fwd_f32, NAME##_fwd_f64}, {NAME##_bwd_f32, NAME##_bwd_f64}};
-
-DEF_UNARY(neg, NULL, -x, -g)
-DEF_UNARY(square, NULL, x *x, g *(2 * x))
-/* TF's SqrtGrad: g * 0.5 / y; undefined at x <= 0 (infinite or NaN). A NaN
- * input propagates, as in TF. */
-DEF_UNARY_CHECKED(sqrt, "sqrt's gradient 0.5/sqrt(x) is not finite for x <= 0", sqrt(x), x <= 0,
-                  g * 0.5f / o)
-DEF_UNARY(exp, NULL, exp(x), g *o)
-/* TF's log gradient: g * (1 / x); undefined at x <= 0 (NaN propagates). */
-DEF_UNARY_CHECKED(log, "log's gradient 1/x is not defined for x <= 0", log(x), x <= 0, g *(1 / x))
+static const optim__unary neg_k = {"neg", NULL, OPTIM__UN_NEG};
+static const optim__unary square_k = {"square", NULL, OPTIM__UN_SQUARE};
+/* TF's SqrtGrad: g * 0.5 / y, undefined at x <= 0 (elementwise_kernels.c). */
+static const optim__unary sqrt_k = {"sqrt", "sqrt's gradient 0.5/sqrt(x) is not finite for x <= 0",
+                                    OPTIM__UN_SQRT};
+static const optim__unary exp_k = {"exp", NULL, OPTIM__UN_EXP};
+/* TF's log gradient: g * (1 / x); undefined at x <= 0. */
+static const optim__unary log_k = {"log", "log's gradient 1/x is not defined for x <= 0",
+                                   OPTIM__UN_LOG};
 
 optim_node *optim_neg(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &neg_k, a); }
 optim_node *optim_square(optim_tape *t, optim_node *a)
@@ -352,14 +270,8 @@ static int clip_backward(optim_tape *t, optim_node *n)
     optim_node *x = n->in[0];
     void *d = optim__tape_grad(t, x);
     if (!d) return OPTIM_ENOMEM;
-    int64_t k = optim__node_numel(n);
-    OPTIM__TAPE_TYPED(n->value.dtype, T, {
-        const T *X = x->value.data, *G = n->grad;
-        T *D = d;
-        const T lo = (T)b[0], hi = (T)b[1];
-        for (int64_t i = 0; i < k; i++)
-            if (X[i] >= lo && X[i] <= hi) D[i] += G[i];
-    });
+    OPTIM__TAPE_K()->clip_bwd[n->value.dtype == OPTIM_F64](x->value.data, n->grad, d,
+                                                           optim__node_numel(n), b[0], b[1]);
     return OPTIM_OK;
 }
 
@@ -378,12 +290,7 @@ optim_node *optim__tape_clip(optim_tape *t, optim_node *a, double lo, double hi)
     if (!n) return NULL;
     n->aux = b;
     n->backward = clip_backward;
-    int64_t k = optim__node_numel(n);
-    OPTIM__TAPE_TYPED(a->value.dtype, T, {
-        const T *X = a->value.data;
-        T *Y = n->value.data;
-        const T l = (T)lo, h = (T)hi;
-        for (int64_t i = 0; i < k; i++) Y[i] = X[i] < l ? l : X[i] > h ? h : X[i];
-    });
+    OPTIM__TAPE_K()->clip_fwd[a->value.dtype == OPTIM_F64](a->value.data, n->value.data,
+                                                           optim__node_numel(n), lo, hi);
     return n;
 }

@@ -126,15 +126,13 @@ static inline int32_t optim__tape_axis(int32_t axis, int32_t rank)
 
 /* ---- element-wise kernels (elementwise.c) ----------------------------------------- */
 
-/* A unary op as two kernels per dtype ([0] f32, [1] f64): forward o = f(x)
- * over n elements, and backward d += g * f'(x) (given x, o and g; with set,
- * d = 0 + g * f'(x): the first contribution, d uninitialised), which
- * returns the first element where the gradient is undefined, or -1. */
+/* A unary op: its name, what is undefined in its gradient (for the
+ * message; NULL if nothing), and its kernels' index in the table of
+ * tape/kernels.h (OPTIM__UN_*), built per instruction-set level. */
 typedef struct optim__unary {
     const char *name;
-    const char *why; /* what is undefined, for the message */
-    void (*fwd[2])(const void *x, void *o, int64_t n);
-    int64_t (*bwd[2])(const void *x, const void *o, const void *g, void *d, int64_t n, int set);
+    const char *why;
+    int op;
 } optim__unary;
 
 /* Records a unary op of `a` (values computed now). */
@@ -161,70 +159,5 @@ optim_node *optim__tape_bias_relu(optim_tape *t, optim_node *x, optim_node *b);
  * probabilities use it as Keras's TF backend uses `output._keras_logits`
  * (backend/tensorflow/nn.py _get_logits): they compute from the logits. */
 optim_node *optim__tape_logits(const optim_node *n, const char *op);
-
-#define OPTIM__UNARY_FWD(NAME, T, EXPR)                   \
-    static void NAME(const void *x_, void *o_, int64_t n) \
-    {                                                     \
-        const T *X = x_;                                  \
-        T *O = o_;                                        \
-        for (int64_t i = 0; i < n; i++) {                 \
-            const T x = X[i];                             \
-            O[i] = (EXPR);                                \
-        }                                                 \
-    }
-/* Declares Z, a +0 of type T that the compiler cannot fold: Z + e has the
- * bits of adding e into a zeroed buffer (+0 + -0 = +0), and a loop writing
- * it vectorises where a literal 0 + e does not (GCC folds 0 + 0 in the
- * branches of a conditional e, and the branches stay). */
-#define OPTIM__OPAQUE_ZERO(T, Z) \
-    volatile T Z##_ = 0;         \
-    const T Z = Z##_
-
-/* EXPR may use x, o (the op's value) and g (the upstream gradient). The
- * loop is written twice so that each vectorises. */
-#define OPTIM__UNARY_BWD(NAME, T, EXPR)                                                      \
-    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n, \
-                        int set)                                                             \
-    {                                                                                        \
-        const T *X = x_, *O = o_, *G = g_;                                                   \
-        T *D = d_;                                                                           \
-        if (set) {                                                                           \
-            OPTIM__OPAQUE_ZERO(T, zero);                                                     \
-            for (int64_t i = 0; i < n; i++) {                                                \
-                const T x = X[i], o = O[i], g = G[i];                                        \
-                (void)x;                                                                     \
-                (void)o;                                                                     \
-                D[i] = zero + (EXPR);                                                        \
-            }                                                                                \
-            return -1;                                                                       \
-        }                                                                                    \
-        for (int64_t i = 0; i < n; i++) {                                                    \
-            const T x = X[i], o = O[i], g = G[i];                                            \
-            (void)x;                                                                         \
-            (void)o;                                                                         \
-            D[i] += (EXPR);                                                                  \
-        }                                                                                    \
-        return -1;                                                                           \
-    }
-/* Same, for ops with a domain: where BAD holds and g != 0 there is no
- * gradient; where g == 0 the contribution is exactly 0. */
-#define OPTIM__UNARY_BWD_CHECKED(NAME, T, BAD, EXPR)                                         \
-    static int64_t NAME(const void *x_, const void *o_, const void *g_, void *d_, int64_t n, \
-                        int set)                                                             \
-    {                                                                                        \
-        const T *X = x_, *O = o_, *G = g_;                                                   \
-        T *D = d_;                                                                           \
-        for (int64_t i = 0; i < n; i++) {                                                    \
-            const T x = X[i], o = O[i], g = G[i];                                            \
-            (void)o;                                                                         \
-            if (g == 0) {                                                                    \
-                if (set) D[i] = 0;                                                           \
-                continue;                                                                    \
-            }                                                                                \
-            if (BAD) return i;                                                               \
-            D[i] = (set ? (T)0 : D[i]) + (EXPR);                                             \
-        }                                                                                    \
-        return -1;                                                                           \
-    }
 
 #endif

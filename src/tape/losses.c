@@ -7,10 +7,13 @@
  * tf.nn.sparse_softmax_cross_entropy_with_logits.
  * sigmoid: max(x, 0) - x*z + log(1 + exp(-|x|)), with gradients
  * g*(sigmoid(x) - z) for x and -g*x for z, as
- * tf.nn.sigmoid_cross_entropy_with_logits. */
+ * tf.nn.sigmoid_cross_entropy_with_logits. The element loops are built per
+ * instruction-set level (elementwise_kernels.c); the row sums here stay
+ * in order. */
 #include <tgmath.h>
 
 #include "tape/impl.h"
+#include "tape/kernels.h"
 
 #include <string.h>
 
@@ -20,17 +23,7 @@ static int sce_backward(optim_tape *t, optim_node *n)
     int64_t rows = x->value.shape[0], cols = x->value.shape[1];
     void *d = optim__tape_grad(t, x);
     if (!d) return OPTIM_ENOMEM;
-    OPTIM__TAPE_TYPED(n->value.dtype, T, {
-        const T *P = n->aux, *G = n->grad;
-        T *D = d;
-        for (int64_t r = 0; r < rows; r++) {
-            const T g = G[r];
-            const T *p = P + r * cols;
-            T *dx = D + r * cols;
-            for (int64_t c = 0; c < cols; c++) dx[c] += g * p[c];
-            dx[n->idx[r]] -= g;
-        }
-    });
+    OPTIM__TAPE_K()->sce_bwd[n->value.dtype == OPTIM_F64](n->aux, n->grad, n->idx, d, rows, cols);
     return OPTIM_OK;
 }
 
@@ -107,25 +100,11 @@ optim_node *optim_softmax_cross_entropy(optim_tape *t, optim_node *logits, const
 static int bce_backward(optim_tape *t, optim_node *n)
 {
     optim_node *x = n->in[0], *z = n->in[1];
-    int64_t k = optim__node_numel(n);
     void *dx = x->need ? optim__tape_grad(t, x) : NULL;
     void *dz = z->need ? optim__tape_grad(t, z) : NULL;
     if ((x->need && !dx) || (z->need && !dz)) return OPTIM_ENOMEM;
-    OPTIM__TAPE_TYPED(n->value.dtype, T, {
-        const T *X = x->value.data, *Z = z->value.data, *G = n->grad;
-        if (dx) {
-            T *D = dx;
-            for (int64_t i = 0; i < k; i++) {
-                const T xi = X[i];
-                const T s = xi >= 0 ? 1 / (1 + exp(-xi)) : exp(xi) / (1 + exp(xi));
-                D[i] += G[i] * (s - Z[i]);
-            }
-        }
-        if (dz) {
-            T *D = dz;
-            for (int64_t i = 0; i < k; i++) D[i] += G[i] * -X[i];
-        }
-    });
+    OPTIM__TAPE_K()->bce_bwd[n->value.dtype == OPTIM_F64](x->value.data, z->value.data, n->grad, dx,
+                                                          dz, optim__node_numel(n));
     return OPTIM_OK;
 }
 
@@ -146,14 +125,7 @@ optim_node *optim_sigmoid_cross_entropy(optim_tape *t, optim_node *logits, optim
     optim_node *n = optim__tape_node(t, op, a->dtype, a->rank, a->shape, logits, targets);
     if (!n) return NULL;
     n->backward = bce_backward;
-    int64_t k = optim__node_numel(n);
-    OPTIM__TAPE_TYPED(a->dtype, T, {
-        const T *X = a->data, *Z = b->data;
-        T *O = n->value.data;
-        for (int64_t i = 0; i < k; i++) {
-            const T x = X[i];
-            O[i] = (x > 0 ? x : 0) - x * Z[i] + log1p(exp(-fabs(x)));
-        }
-    });
+    OPTIM__TAPE_K()->bce_fwd[a->dtype == OPTIM_F64](a->data, b->data, n->value.data,
+                                                    optim__node_numel(n));
     return n;
 }
