@@ -1,5 +1,5 @@
 /* Would a temporary holding Lamb's update u reach 0.8 of the triad?
- * (docs/performance.md, "Lamb and Adafactor: bound by the divider")
+ * (docs/performance.md, "Lamb and Adafactor")
  *
  *     OMP_NUM_THREADS=2 build/bench_lamb_temporary [N [RUNS]]   (defaults 50000000, 9)
  *

@@ -1,5 +1,5 @@
 /* The compute floor of Lamb and Adafactor steps (docs/performance.md,
- * "Dense targets"):
+ * "Lamb and Adafactor"):
  *
  *     build/bench_phase_floor [RUNS]        (default 7)
  *

@@ -98,7 +98,7 @@ void optim__mt_run(const optim__mt *mt, int nthreads, const optim__mt_fns *f)
              * contiguous runs of batches (static): batches are of equal size;
              * one contiguous range per thread keeps the hardware prefetchers
              * streaming (round-robin 32 KB chunks ran SGD at 0.7 of the
-             * triad on Zen 5, contiguous at 1.0: docs/performance.md); and a
+             * triad on Zen 5, contiguous at 1.0: commit ad31ad0); and a
              * fixed mapping lets the conformance check see a rule that
              * depends on its thread (with dynamic scheduling and sleeping
              * threads, thread 0 could take every batch before the others
