@@ -65,7 +65,8 @@ for f in Yogi.c CMakeLists.txt README.md reference.py; do
     grep -q "wrote $tmp/Yogi/$f\$" "$tmp/out" || fail "not reported: $f: $(cat "$tmp/out")"
 done
 grep -rl TemplateName "$tmp/Yogi" && fail "a placeholder is left"
-grep -q 'optim_add_plugin(Yogi Yogi.c)' "$tmp/Yogi/CMakeLists.txt" || fail "CMakeLists.txt: no optim_add_plugin(Yogi Yogi.c)"
+grep -q 'optim_add_plugin(Yogi ISA_SOURCES Yogi.c)' "$tmp/Yogi/CMakeLists.txt" ||
+    fail "CMakeLists.txt: no optim_add_plugin(Yogi ISA_SOURCES Yogi.c)"
 grep -q 'find_package(optim' "$tmp/Yogi/CMakeLists.txt" || fail "CMakeLists.txt: no find_package(optim)"
 grep -q -- '--plugin ./build/libYogi.so conformance Yogi' "$tmp/Yogi/README.md" || fail "README.md: no conformance line"
 
@@ -77,6 +78,12 @@ flags=$(grep C_FLAGS "$tmp/Yogi/build/CMakeFiles/Yogi.dir/flags.make")
     fail "built without -O3 -fno-math-errno (no build type given): $flags"
 plugin=$tmp/Yogi/build/libYogi.so
 [ -f "$plugin" ] || fail "no $plugin: $(ls "$tmp/Yogi/build")"
+# One class table per x86-64 level, as the built-ins have.
+if [ "$(uname -m)" = x86_64 ]; then
+    for t in Yogi_class Yogi_class_avx2 Yogi_class_avx512; do
+        nm "$plugin" | grep -q " $t\$" || fail "no $t in $plugin: $(nm "$plugin" | grep -i class)"
+    done
+fi
 
 for gen in keras3 legacy; do
     "$optim" --plugin "$plugin" conformance Yogi --generation "$gen" >"$tmp/out" 2>&1 ||
@@ -146,6 +153,15 @@ PY
     printf '{"class_name": "Yogi"}' >"$tmp/yogi.json"
     "$optim" --plugin "$plugin" replay "$tmp/yogi.json" "$tmp/init.st" "$tmp/grads.st" "$tmp/out.st" 2>"$tmp/err" ||
         fail "replay: $(cat "$tmp/err")"
+    # Every level this CPU has gives the baseline's bits.
+    for l in avx2 avx512; do
+        OPTIM_ISA=$l "$optim" version >/dev/null 2>&1 || { echo "skipped level $l: not on this CPU"; continue; }
+        for isa in sse2 "$l"; do
+            OPTIM_ISA=$isa "$optim" --plugin "$plugin" replay "$tmp/yogi.json" "$tmp/init.st" "$tmp/grads.st" \
+                "$tmp/out_$isa.st" 2>"$tmp/err" || fail "replay at $isa: $(cat "$tmp/err")"
+        done
+        cmp -s "$tmp/out_sse2.st" "$tmp/out_$l.st" || fail "the $l level's replay differs from sse2's"
+    done
     "$py" "$tmp/ref_check.py" check "$tmp" "$tmp/Yogi/reference.py" 2>"$tmp/err" || fail "reference.py: $(cat "$tmp/err")"
     "$py" "$tmp/Yogi/reference.py" >"$tmp/out" 2>&1 || fail "reference.py's smoke run: $(cat "$tmp/out")"
 fi

@@ -5,19 +5,27 @@
  * what it is for; docs/custom-optimizer.md in optim's sources is the guide.
  *
  * The rule is a placeholder to replace with yours: Adam's, in tf.keras's
- * form, with t = iterations + 1,
+ * form (TensorFlow's ApplyAdam kernel), with t = iterations + 1,
  *
- *     m = beta_1 * m + (1 - beta_1) * g
- *     v = beta_2 * v + (1 - beta_2) * g^2
+ *     m = m + (g - m) * (1 - beta_1)
+ *     v = v + (g^2 - v) * (1 - beta_2)
  *     w = w - lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)
  *
  * Slots "m" and "v", zeros. Element-wise (the library runs it in chunks on
  * all threads); sparse gradients are lazy: only the indexed rows of w, m and
  * v change. reference.py holds the same rule in numpy: change both.
  *
+ * This file is compiled three times, once per x86-64 level (baseline, AVX2,
+ * AVX-512: optim_add_plugin's ISA_SOURCES in CMakeLists.txt, optim/isa.h),
+ * and the library runs the class table of the level it picked at start-up;
+ * what must exist once (the entry point, schedules) is under
+ * OPTIM_ISA_BASELINE at the end. Plain C loops give the same bits on every
+ * level (the flags forbid contracting into FMA).
+ *
  *     optim --plugin ./libTemplateName.so conformance TemplateName
  *     optim --plugin ./libTemplateName.so bench '"TemplateName"'
  */
+#include <optim/isa.h>
 #include <optim/plugin.h>
 
 #include <math.h>
@@ -39,7 +47,7 @@ static const optim_param TemplateName_params[] = {
 /* What prepare computes once per step and dtype, for every element. */
 typedef struct TemplateName_coef {
     double step; /* lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) */
-    double b1, b2, eps;
+    double c1, c2, eps; /* 1 - beta_1, 1 - beta_2, epsilon */
 } TemplateName_coef;
 
 /* validate: after creation and each config change, the cross-key rules the
@@ -68,32 +76,40 @@ static int TemplateName_create_slots(optim_optimizer *opt, optim_var *var, optim
 static void TemplateName_prepare(optim_optimizer *opt, optim_dtype dtype, void *coef)
 {
     TemplateName_coef *k = coef;
-    double t = (double)optim_iterations(opt) + 1;
-    k->b1 = optim_param_value(opt, P_BETA_1);
-    k->b2 = optim_param_value(opt, P_BETA_2);
+    const double t = (double)optim_iterations(opt) + 1;
+    const double b1 = optim_param_value(opt, P_BETA_1), b2 = optim_param_value(opt, P_BETA_2);
     k->eps = optim_param_value(opt, P_EPSILON);
-    k->step = optim_learning_rate(opt, dtype) * sqrt(1 - pow(k->b2, t)) / (1 - pow(k->b1, t));
+    k->step = optim_learning_rate(opt, dtype) * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
+    k->c1 = 1 - b1;
+    k->c2 = 1 - b2;
     if (dtype == OPTIM_F32) {
         k->step = (float)k->step;
-        k->b1 = (float)k->b1;
-        k->b2 = (float)k->b2;
+        k->c1 = 1.0f - (float)b1;
+        k->c2 = 1.0f - (float)b2;
         k->eps = (float)k->eps;
     }
 }
 
 /* The rule over n contiguous elements in T's arithmetic: one fused pass,
  * coefficients in locals, no state outside its arguments (hooks run on
- * several threads at once). */
-#define RULE_KERNEL(T, SQRT)                                                      \
-    static void TemplateName_##T(T *w, const T *g, T *m, T *v, int64_t n,         \
-                                 const TemplateName_coef *k)                      \
-    {                                                                             \
-        const T b1 = (T)k->b1, b2 = (T)k->b2, eps = (T)k->eps, step = (T)k->step; \
-        for (int64_t i = 0; i < n; i++) {                                         \
-            m[i] = b1 * m[i] + (1 - b1) * g[i];                                   \
-            v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];                            \
-            w[i] -= step * m[i] / (SQRT(v[i]) + eps);                             \
-        }                                                                         \
+ * several threads at once). restrict (the arrays never overlap) and each
+ * element read once into a local let the compiler vectorise the loop
+ * without run-time overlap checks; the form of the m and v updates is
+ * TensorFlow's (b * m + (1 - b) * g rounds differently, and ran 3x slower
+ * on an Intel Xeon in `optim bench`). */
+#define RULE_KERNEL(T, SQRT)                                                                       \
+    static void TemplateName_##T(T *restrict w, const T *restrict g, T *restrict m, T *restrict v, \
+                                 int64_t n, const TemplateName_coef *k)                            \
+    {                                                                                              \
+        const T c1 = (T)k->c1, c2 = (T)k->c2, eps = (T)k->eps, step = (T)k->step;                  \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T gi = g[i];                                                                     \
+            const T mi = m[i] + (gi - m[i]) * c1;                                                  \
+            const T vi = v[i] + (gi * gi - v[i]) * c2;                                             \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            w[i] = w[i] - step * mi / (SQRT(vi) + eps);                                            \
+        }                                                                                          \
     }
 RULE_KERNEL(float, sqrtf)
 RULE_KERNEL(double, sqrt)
@@ -145,7 +161,9 @@ static double TemplateName_bytes_per_param(const optim_optimizer *opt, const opt
     return (double)optim_dtype_size(optim_var_dtype(var)) * (1 + 2 * 3);
 }
 
-static const optim_class TemplateName_class = {
+/* The class table of this level: TemplateName_class, TemplateName_class_avx2
+ * or TemplateName_class_avx512. */
+const optim_class OPTIM_ISA_NAME(TemplateName_class) = {
     .size = sizeof(optim_class), /* always: a later library reads this table */
     .version = OPTIM_CLASS_VERSION,
     .name = "TemplateName", /* JSON "class_name", case-insensitive */
@@ -209,6 +227,14 @@ static const optim_class TemplateName_class = {
     .min_slots = 2,
 };
 
+#if OPTIM_ISA_BASELINE /* once, in the baseline build */
+OPTIM_ISA_DECLARE_CLASS(TemplateName_class);
+
 /* The entry point `optim --plugin` calls: register what the plugin brings
- * (schedules too, with optim_register_schedule_class); 0 or an error. */
-OPTIM_PLUGIN_INIT(optim_error *err) { return optim_register_class(&TemplateName_class, err); }
+ * (schedules too, with optim_register_schedule_class); 0 or an error.
+ * OPTIM_ISA_CLASS is the table of the level the library runs at. */
+OPTIM_PLUGIN_INIT(optim_error *err)
+{
+    return optim_register_class(OPTIM_ISA_CLASS(TemplateName_class), err);
+}
+#endif
