@@ -104,12 +104,25 @@ void optim__cf_snap_free(cf_snapshot *s);
 int optim__cf_snap_diff(const cf_snapshot *a, const cf_snapshot *b, double tol, char *why,
                         size_t n);
 
+/* Registers copy (c's class with hooks replaced) once, as "<NAME><suffix>",
+ * and writes that name; mine tells our registration from another class of
+ * the name. Non-zero with why on failure. */
+int optim__cf_register_copy(const cf_ctx *c, optim_class copy, const char *suffix,
+                            int (*mine)(const optim_class *), char *name, size_t n, char *why,
+                            size_t wn);
 /* Registers (once) the probe class of c's class (probe.c) and writes its
  * name; non-zero with why on failure. */
 #define OPTIM__CF_FAIL_VAR "conformance/fail"
 int optim__cf_probe(const cf_ctx *c, char *name, size_t n, char *why, size_t wn);
 /* How many times a probe's create_slots has run in this process. */
 long optim__cf_probe_calls(void);
+/* Registers (once) the interleaving probe of c's class (interleave.c) and
+ * writes its name; non-zero with why on failure. Arming makes its next
+ * kernel call of at least four pages run another call of cls's kernel, on
+ * other data, from its middle; fired says whether that happened. */
+int optim__cf_interleave_probe(const cf_ctx *c, char *name, size_t n, char *why, size_t wn);
+void optim__cf_interleave_arm(const optim_class *cls);
+int optim__cf_interleave_fired(void);
 
 /* The checks, in the order they run. Each reports one or more lines. */
 void optim__cf_check_table(cf_ctx *c);

@@ -35,24 +35,30 @@ static int probe_create_slots(optim_optimizer *opt, optim_var *var, optim_error 
     return OPTIM_OK;
 }
 
-int optim__cf_probe(const cf_ctx *c, char *name, size_t n, char *why, size_t wn)
+int optim__cf_register_copy(const cf_ctx *c, optim_class copy, const char *suffix,
+                            int (*mine)(const optim_class *), char *name, size_t n, char *why,
+                            size_t wn)
 {
-    snprintf(name, n, "%s%s", c->cls->name, SUFFIX);
+    snprintf(name, n, "%s%s", c->cls->name, suffix);
     const optim_class *have = optim_find_class(name);
-    if (have)
-        return have->create_slots == probe_create_slots
-            ? 0
-            : (snprintf(why, wn, "'%s' is taken", name), 1);
-    optim_class probe = *c->cls;
+    if (have) return mine(have) ? 0 : (snprintf(why, wn, "'%s' is taken", name), 1);
     /* The registry borrows the name for the process: it stays allocated. */
     char *kept = malloc(strlen(name) + 1);
     if (!kept) return snprintf(why, wn, "out of memory"), 1;
-    probe.name = strcpy(kept, name);
-    probe.create_slots = probe_create_slots;
+    copy.name = strcpy(kept, name);
     optim_error err = {0};
-    if (optim_register_class(&probe, &err)) {
+    if (optim_register_class(&copy, &err)) {
         free(kept);
         return snprintf(why, wn, "registering %s: %s", name, err.msg), 1;
     }
     return 0;
+}
+
+static int is_probe(const optim_class *k) { return k->create_slots == probe_create_slots; }
+
+int optim__cf_probe(const cf_ctx *c, char *name, size_t n, char *why, size_t wn)
+{
+    optim_class probe = *c->cls;
+    probe.create_slots = probe_create_slots;
+    return optim__cf_register_copy(c, probe, SUFFIX, is_probe, name, n, why, wn);
 }
