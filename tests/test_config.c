@@ -1244,13 +1244,45 @@ OPTIM_TEST(test_register_user_class)
     again.name = "Custom>TestPrefixed";
     expect_register_fails(&again, OPTIM_EINVAL, "\"Custom>\"");
     assert_null(optim_find_class("TestPrefixed"));
-    /* Registered plainly, the prefixed spellings find it. */
+    /* Registered plainly, "Custom>" finds it; "Addons>" only a class TF
+     * Addons has (tfa_name), which this one is not. */
     again.name = "TestPrefixed";
     optim_error err2;
     assert_ok(optim_register_class(&again, &err2), &err2);
-    assert_non_null(optim_find_class("Addons>TestPrefixed"));
-    optim_destroy(from_json_ok("{\"class_name\": \"Addons>TestPrefixed\", \"config\": {}}"));
+    assert_null(optim_find_class("Addons>TestPrefixed"));
     optim_destroy(from_json_ok("{\"class_name\": \"Custom>TestPrefixed\", \"config\": {}}"));
+}
+
+/* "Addons>NAME" is TF Addons' NAME: found only for a class whose tfa_name it
+ * is (issue 27, defect 4: any name's prefix was stripped, so
+ * "Addons>MultiOptimizer" reached Keras 3's MultiOptimizer). */
+OPTIM_TEST(test_addons_prefix_only_tfa_classes)
+{
+    static const char *const tfa[] = {"LAMB",          "AdamW",     "LazyAdam",
+                                      "MovingAverage", "Lookahead", "SWA"};
+    char name[64];
+    for (size_t i = 0; i < sizeof tfa / sizeof *tfa; i++) {
+        snprintf(name, sizeof name, "Addons>%s", tfa[i]);
+        assert_ptr_equal(optim_find_class(name), optim_find_class(tfa[i]));
+        assert_non_null(optim_find_class(name));
+    }
+    static const char *const not_tfa[] = {"Adam", "Muon", "MultiOptimizer", "SGD", "Lion"};
+    for (size_t i = 0; i < sizeof not_tfa / sizeof *not_tfa; i++) {
+        snprintf(name, sizeof name, "Addons>%s", not_tfa[i]);
+        assert_null(optim_find_class(name));
+        char json[160];
+        snprintf(json, sizeof json, "{\"class_name\": \"%s\", \"config\": {}}", name);
+        optim_optimizer *opt = NULL;
+        optim_error err = {0};
+        assert_status(optim_from_json(&opt, json, &err), OPTIM_ENOTFOUND, &err);
+        assert_null(opt);
+        assert_contains(err.msg, "optim has no TF Addons class");
+        assert_contains(err.msg, name);
+    }
+    optim_error err = {0};
+    optim_optimizer *opt = NULL;
+    assert_status(optim_create_by_name(&opt, "Addons>Muon", NULL, &err), OPTIM_ENOTFOUND, &err);
+    assert_contains(err.msg, "'Addons>Muon'");
 }
 
 OPTIM_TEST(test_register_bad_tables)

@@ -361,9 +361,10 @@ struct optim_class {
     const char *legacy_module;
     /* TF Addons' registered name ("LAMB" for Lamb; most often the class
      * name): a legacy config is written as class_name "Addons>LAMB", and a
-     * legacy optimizer's default name is it. Lookup strips "Addons>" and
-     * finds the class by name, ignoring case, so for such a config to read
-     * back the name must spell the class name. NULL: not a TF Addons class.
+     * legacy optimizer's default name is it. Lookup of "Addons>NAME" finds
+     * the class named NAME, ignoring case, if its tfa_name is NAME, so for
+     * such a config to read back the name must spell the class name. NULL:
+     * not a TF Addons class ("Addons>" + its name finds nothing).
      * Not with OPTIM_CLASS_KERAS3_ONLY. */
     const char *tfa_name;
     uint32_t keras_flags; /* OPTIM_KERAS_* */
@@ -421,12 +422,14 @@ struct optim_class {
 /* Registers a class for lookup by name (case-insensitive) in JSON and
  * optim_create_by_name. The table is copied. Not thread-safe: register at
  * start-up. Refuses a bad table, a name already taken, and a name that
- * starts with "Addons>" or "Custom>" (lookup strips those: register "Foo";
- * a config may still say "Addons>Foo"). */
+ * starts with "Addons>" or "Custom>" (lookup reads those as prefixes:
+ * register "Foo"; a config may still say "Custom>Foo", and "Addons>Foo"
+ * when the table's tfa_name is "Foo"). */
 OPTIM_API int optim_register_class(const optim_class *cls, optim_error *err);
 
-/* Looks a class up by name, case-insensitively, ignoring TF Addons'
- * "Addons>" prefix; NULL if unknown. */
+/* Looks a class up by name, case-insensitively; "Addons>NAME" finds the
+ * class of TF Addons' registered name NAME (its tfa_name) only. NULL if
+ * unknown. */
 OPTIM_API const optim_class *optim_find_class(const char *name);
 
 typedef enum optim_slot_init {

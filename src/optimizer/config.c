@@ -252,7 +252,7 @@ static int from_kobj(optim_optimizer **out, const cJSON *root, const reader *r, 
      * package), in the legacy envelope. */
     const char *cn = strncmp(o.class_name, "Custom>", 7) == 0 ? o.class_name + 7 : o.class_name;
     const optim_class *cls = optim_find_class(cn);
-    if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", o.class_name);
+    if (!cls) return optim__unknown_class(err, o.class_name);
     return from_config(out, cls, &o, r, err);
 }
 
@@ -304,9 +304,7 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
     if (!out) return optim__err(err, OPTIM_EINVAL, "optim_from_config: out is NULL");
     *out = NULL;
     const optim_class *cls = class_name ? optim_find_class(class_name) : NULL;
-    if (!cls)
-        return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'",
-                          class_name ? class_name : "(null)");
+    if (!cls) return optim__unknown_class(err, class_name);
     optim__kobj o = {cls->name, NULL, NULL, NULL};
     if (!config_json) return from_config(out, cls, &o, NULL, err);
     cJSON *cfg = optim__json_parse(config_json, NULL, 0);

@@ -397,9 +397,7 @@ int optim_create_by_name(optim_optimizer **out, const char *class_name, const op
 {
     if (out) *out = NULL;
     const optim_class *cls = class_name ? optim_find_class(class_name) : NULL;
-    if (!cls)
-        return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'",
-                          class_name ? class_name : "(null)");
+    if (!cls) return optim__unknown_class(err, class_name);
     return optim_create(out, cls, opts, err);
 }
 

@@ -488,7 +488,7 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
 
 /* TF Addons' registered name (register_keras_serializable(package="Addons")):
  * the class's tfa_name, NULL for classes TF Addons does not have. */
-static const char *tfa_name(const optim_class *cls) { return CLASS_FACT(cls, tfa_name); }
+const char *optim__tfa_name(const optim_class *cls) { return CLASS_FACT(cls, tfa_name); }
 
 const char *optim__keras3_module(const optim_class *cls) { return CLASS_FACT(cls, keras3_module); }
 
@@ -501,7 +501,7 @@ int optim__has_tf_keras_form(const optim_class *cls)
 
 void optim__keras_class_name(const optim_class *cls, optim_generation gen, char *buf, size_t n)
 {
-    const char *tfa = gen == OPTIM_LEGACY ? tfa_name(cls) : NULL;
+    const char *tfa = gen == OPTIM_LEGACY ? optim__tfa_name(cls) : NULL;
     if (tfa) snprintf(buf, n, "Addons>%s", tfa);
     else snprintf(buf, n, "%s", cls->name);
 }
@@ -541,7 +541,7 @@ void optim__default_name(const optim_class *cls, optim_generation gen, char *buf
 {
     /* OptimizerV2 subclasses and TF Addons name themselves after the class;
      * Keras 3.15+ (auto_name) after the class in snake case. */
-    const char *tfa = tfa_name(cls);
+    const char *tfa = optim__tfa_name(cls);
     if (gen == OPTIM_LEGACY) snprintf(buf, n, "%s", tfa ? tfa : cls->name);
     else snake_case(cls->name, buf, n);
 }

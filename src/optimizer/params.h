@@ -74,9 +74,15 @@ void optim__keras_class_name(const optim_class *cls, optim_generation gen, char 
  * a custom object: module null, registered_name the class name). */
 const char *optim__keras3_module(const optim_class *cls);
 const char *optim__legacy_module(const optim_class *cls);
+/* TF Addons' registered name, "LAMB" for "Addons>LAMB"; NULL if TF Addons
+ * has no such class. */
+const char *optim__tfa_name(const optim_class *cls);
 int optim__has_tf_keras_form(const optim_class *cls);
 void optim__default_name(const optim_class *cls, optim_generation gen, char *buf, size_t n);
 
+/* OPTIM_ENOTFOUND with the message for a class name optim_find_class did
+ * not find (registry.c): for "Addons>NAME", that TF Addons has no NAME. */
+int optim__unknown_class(optim_error *err, const char *name);
 /* Whether the schedule class of that name is one of the library's (registry.c). */
 int optim__schedule_class_is_builtin(const char *name);
 

@@ -82,14 +82,30 @@ static registry optimizers = {"optimizer class", 1, optimizer_builtins, optimize
 const optim_class *optim_find_class(const char *name)
 {
     if (!name) return NULL;
-    /* TF Addons registers its optimizers as "Addons>LAMB", "Addons>LazyAdam". */
-    if (strncmp(name, "Addons>", 7) == 0) name += 7;
-    return reg_find(&optimizers, name);
+    /* TF Addons registers its optimizers as "Addons>LAMB", "Addons>LazyAdam":
+     * that spelling finds only a class TF Addons has under the name
+     * (tfa_name), not Keras 3's MultiOptimizer for "Addons>MultiOptimizer". */
+    if (strncmp(name, "Addons>", 7) != 0) return reg_find(&optimizers, name);
+    const optim_class *c = reg_find(&optimizers, name + 7);
+    const char *tfa = c ? optim__tfa_name(c) : NULL;
+    return tfa && strcasecmp(tfa, name + 7) == 0 ? c : NULL;
 }
 
-/* A name that lookup rewrites could never be found: optim_find_class strips
- * "Addons>", and a config's "Custom>NAME" (tf-keras's registered name) is
- * looked up as NAME. */
+int optim__unknown_class(optim_error *err, const char *name)
+{
+    const optim_class *own =
+        name && strncmp(name, "Addons>", 7) == 0 ? reg_find(&optimizers, name + 7) : NULL;
+    if (own)
+        return optim__err(err, OPTIM_ENOTFOUND,
+                          "unknown optimizer class '%s': optim has no TF Addons class '%s' "
+                          "(without the prefix it is optim's own '%s', not TF Addons')",
+                          name, name + 7, own->name);
+    return optim__err(err, OPTIM_ENOTFOUND, "unknown optimizer class '%s'", name ? name : "(null)");
+}
+
+/* A name that lookup rewrites could never be found: optim_find_class reads
+ * "Addons>NAME" as TF Addons' NAME, and a config's "Custom>NAME" (tf-keras's
+ * registered name) is looked up as NAME. */
 static int check_prefix(const char *name, optim_error *err)
 {
     static const char *const prefixes[] = {"Addons>", "Custom>"};
