@@ -1253,6 +1253,64 @@ OPTIM_TEST(test_register_user_class)
     optim_destroy(from_json_ok("{\"class_name\": \"Custom>TestPrefixed\", \"config\": {}}"));
 }
 
+/* A TF Addons class in tf-keras 2.13+'s envelope (module
+ * "tensorflow_addons...", registered_name "Addons>NAME") is legacy, as its
+ * inner optimizer, and is written back in that envelope, key for key (issue
+ * 27, defect 1: it was read as Keras 3 and written with module null and
+ * registered_name "MovingAverage", which tf-keras cannot load). */
+OPTIM_TEST(test_tfa_envelope_round_trip)
+{
+    static const char ma[] =
+        "{\"module\":\"tensorflow_addons.optimizers.moving_average\",\"class_name\":"
+        "\"MovingAverage\",\"config\":{\"name\":\"MovingAverage\",\"optimizer\":{\"module\":"
+        "\"keras.optimizers.legacy\",\"class_name\":\"SGD\",\"config\":{\"name\":\"SGD\","
+        "\"learning_rate\":0.1,\"decay\":0.0,\"momentum\":0.0,\"nesterov\":false},"
+        "\"registered_name\":null},\"average_decay\":0.999,\"num_updates\":null,\"start_step\":100,"
+        "\"dynamic_decay\":true},\"registered_name\":\"Addons>MovingAverage\"}";
+    optim_optimizer *opt = from_json_ok(ma);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
+    assert_eq(optim_generation_of(optim_wrapper_inner(opt)), OPTIM_LEGACY);
+    char *s = optim_serialize(opt);
+    assert_string_equal(s, ma);
+    optim_free(s);
+    optim_destroy(opt);
+
+    /* LAMB and Lookahead: the envelope kept, the class name TF Addons' own. */
+    static const char *const in[][2] = {
+        {"{\"module\":\"tensorflow_addons.optimizers.lamb\",\"class_name\":\"LAMB\",\"config\":"
+         "{\"learning_rate\":0.01},\"registered_name\":\"Addons>LAMB\"}",
+         "{\"module\":\"tensorflow_addons.optimizers.lamb\",\"class_name\":\"LAMB\",\"config\":"
+         "{\"name\":\"LAMB\",\"learning_rate\":0.01,"},
+        {"{\"module\":\"tensorflow_addons.optimizers.lookahead\",\"class_name\":\"Lookahead\","
+         "\"config\":{\"optimizer\":{\"class_name\":\"SGD\",\"config\":{}}},\"registered_name\":"
+         "\"Addons>Lookahead\"}",
+         "{\"module\":\"tensorflow_addons.optimizers.lookahead\",\"class_name\":\"Lookahead\","
+         "\"config\":{\"name\":\"Lookahead\",\"optimizer\":{"},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++) {
+        opt = from_json_ok(in[i][0]);
+        assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
+        s = optim_serialize(opt);
+        assert_true(strncmp(s, in[i][1], strlen(in[i][1])) == 0);
+        const char *reg = i ? "\"registered_name\":\"Addons>Lookahead\"}"
+                            : "\"registered_name\":\"Addons>LAMB\"}";
+        assert_string_equal(s + strlen(s) - strlen(reg), reg);
+        optim_optimizer *back = from_json_ok(s);
+        char *s2 = optim_serialize(back);
+        assert_string_equal(s2, s);
+        optim_free(s2);
+        optim_destroy(back);
+        optim_free(s);
+        optim_destroy(opt);
+    }
+    /* Without the envelope: tf.keras's {"class_name": "Addons>LAMB"} as before. */
+    opt = from_json_ok("{\"class_name\": \"Addons>LAMB\", \"config\": {}}");
+    s = optim_serialize(opt);
+    assert_true(strncmp(s, "{\"class_name\":\"Addons>LAMB\",\"config\":{", 38) == 0);
+    optim_free(s);
+    optim_destroy(opt);
+}
+
 /* "Addons>NAME" is TF Addons' NAME: found only for a class whose tfa_name it
  * is (issue 27, defect 4: any name's prefix was stripped, so
  * "Addons>MultiOptimizer" reached Keras 3's MultiOptimizer). */

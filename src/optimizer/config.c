@@ -143,6 +143,14 @@ static int gen_keys(const optim_class *cls, const cJSON *config, optim_generatio
     return count;
 }
 
+/* tf-keras 2.13+'s envelope of a TF Addons class: its module, or its
+ * registered name "Addons>NAME" (TF Addons' classes are legacy ones). */
+static int is_tfa_envelope(const optim__kobj *o)
+{
+    return (o->module && strncmp(o->module, "tensorflow_addons.", 18) == 0) ||
+        (o->registered_name && strncmp(o->registered_name, "Addons>", 7) == 0);
+}
+
 /* Keras's own rule, when is_legacy_optimizer is absent (tf.keras's
  * optimizers.deserialize takes a missing key as legacy; Keras 3 reads
  * every config as its own): a TF Addons class name or a legacy module, then
@@ -156,7 +164,7 @@ static int detect_generation(const optim_class *cls, const optim__kobj *o, optim
     if (cls->flags & (OPTIM_CLASS_LEGACY_ONLY | OPTIM_CLASS_KERAS3_ONLY))
         *gen = (cls->flags & OPTIM_CLASS_LEGACY_ONLY) ? OPTIM_LEGACY : OPTIM_KERAS3;
     else if (strncmp(o->class_name, "Addons>", 7) == 0 ||
-             (o->module && strstr(o->module, ".legacy")))
+             (o->module && strstr(o->module, ".legacy")) || is_tfa_envelope(o))
         *gen = OPTIM_LEGACY;
     else /* a mix reads as Keras 3, whose reader then names each side's keys */
         *gen = nl && !nk ? OPTIM_LEGACY : OPTIM_KERAS3;
@@ -227,6 +235,9 @@ static int from_config(optim_optimizer **out, const optim_class *cls, const opti
     if ((rc = optim__alloc(&opt, cls, gen, given, err))) return rc;
     opt->tfk = tfk;
     opt->module_read = o->module != NULL;
+    if (gen == OPTIM_LEGACY && optim__tfa_name(cls) && o->module &&
+        strlen(o->module) < sizeof opt->tfa_module)
+        strcpy(opt->tfa_module, o->module);
     if (r && r->pre && (rc = r->pre(opt, r->ctx)))
         optim__err(err, rc, "%s", opt->errmsg[0] ? opt->errmsg : optim_strerror(rc));
     const cJSON *item;
@@ -337,7 +348,8 @@ static int writes_tfk(const optim_optimizer *opt)
  * have none). */
 static int writes_module(const optim_optimizer *opt)
 {
-    if (opt->gen == OPTIM_LEGACY) return opt->module_read && optim__legacy_module(&opt->cls);
+    if (opt->gen == OPTIM_LEGACY)
+        return opt->module_read && (optim__legacy_module(&opt->cls) || opt->tfa_module[0]);
     return !writes_tfk(opt) || opt->module_read;
 }
 
@@ -470,29 +482,36 @@ char *optim_get_config(optim_optimizer *opt) { return print(opt, config_obj(opt)
  * 2.13+ (serialize_keras_object): {"module", "class_name", "config",
  * "registered_name"}, with the public module ("keras.optimizers",
  * "keras.optimizers.legacy") and registered_name null for Keras's own
- * classes, and no module but the class name as registered_name for a user
- * class. */
+ * classes, TF Addons' module as read, the plain class name and
+ * "Addons>NAME" for its classes, and no module but the class name as
+ * registered_name for a user class. */
 static cJSON *serialized(optim_optimizer *opt, cJSON *cfg)
 {
-    char cn[128];
+    char cn[128], reg[136];
     optim__keras_class_name(&opt->cls, opt->gen, cn, sizeof cn);
     if (writes_tfk(opt) && opt->tfk.custom && !opt->module_read)
         snprintf(cn, sizeof cn, "Custom>%s", opt->cls.name);
     const char *module = opt->gen == OPTIM_LEGACY ? optim__legacy_module(&opt->cls)
                                                   : optim__keras3_module(&opt->cls);
-    int envelope = writes_module(opt), builtin = module != NULL;
+    snprintf(reg, sizeof reg, "%s", opt->cls.name);
+    if (!module && opt->gen == OPTIM_LEGACY && opt->tfa_module[0]) {
+        module = opt->tfa_module;
+        snprintf(reg, sizeof reg, "%s", cn); /* "Addons>LAMB" */
+        snprintf(cn, sizeof cn, "%s", optim__tfa_name(&opt->cls));
+    }
+    int envelope = writes_module(opt), keras_own = module && !opt->tfa_module[0];
     cJSON *o = cJSON_CreateObject();
     int ok = o &&
         (!envelope ||
-         (builtin ? cJSON_AddStringToObject(o, "module", module)
-                  : cJSON_AddNullToObject(o, "module")));
+         (module ? cJSON_AddStringToObject(o, "module", module)
+                 : cJSON_AddNullToObject(o, "module")));
     ok = ok && cJSON_AddStringToObject(o, "class_name", cn) &&
         cJSON_AddItemToObject(o, "config", cfg);
     if (!ok) cJSON_Delete(cfg);
     ok = ok &&
         (!envelope ||
-         (builtin ? cJSON_AddNullToObject(o, "registered_name")
-                  : cJSON_AddStringToObject(o, "registered_name", opt->cls.name)));
+         (keras_own ? cJSON_AddNullToObject(o, "registered_name")
+                    : cJSON_AddStringToObject(o, "registered_name", reg)));
     if (ok) return o;
     cJSON_Delete(o);
     optim__opt_err(opt, OPTIM_ENOMEM, "out of memory");

@@ -113,6 +113,9 @@ struct optim_optimizer {
     /* Read in serialize_keras_object's envelope (module, registered_name):
      * tf-keras 2.13+ writes legacy and new-style optimizers in it too. */
     unsigned char module_read;
+    /* A TF Addons class's module as read in that envelope
+     * ("tensorflow_addons.optimizers.lamb"), written back; "" otherwise. */
+    char tfa_module[64];
     char *name;
     size_t nparams; /* OPTIM__N_BASE + cls.n_params */
     const optim_param **params;
