@@ -103,6 +103,37 @@ OPTIM_TEST(test_trajectories)
         &warm);
 }
 
+/* The paper's form (Keras with JAX), not the one Keras's TensorFlow and
+ * torch backends run, where momentum_old aliases the updated z and y' =
+ * (1 - 1/t) y + z'/t (docs/optimizers.md says why; issue 27, defect 3):
+ * w = 1, g = 1, lr = 0.1, 3 steps, both in double here. */
+OPTIM_TEST(test_paper_form_not_backend_alias)
+{
+    double paper = 1, alias = 1, zp = 1, za = 1, v = 0;
+    for (int k = 0; k < 3; k++) {
+        const double t = k + 1;
+        v += (1 - v) * (1 - 0.999);
+        const double step = 0.1 / (sqrt(v / (1 - pow(0.999, t))) + 1e-8);
+        const double x = (paper - 0.1 * zp) / 0.9;
+        zp -= step;
+        paper = 0.1 * zp + 0.9 * ((1 - 1 / t) * x + zp / t);
+        za -= step;
+        alias = (1 - 1 / t) * alias + za / t;
+    }
+    optim_optimizer *opt = optim_test_make(
+        "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.1}}");
+    double one = 1;
+    optim_var *w = optim_test_var("w", OPTIM_F64, 0, NULL, &one);
+    for (int k = 0; k < 3; k++) ot_step_dense(opt, w, &one);
+    const double got = optim_var_get(w, 0);
+    optim_test_free(opt, w);
+    if (fabs(got - paper) > 1e-15 * fabs(paper))
+        print_error("3 steps: %.17g, the paper's form %.17g, the backends' alias %.17g\n", got,
+                    paper, alias);
+    assert_true(fabs(got - paper) <= 1e-15 * fabs(paper));
+    assert_true(fabs(got - alias) > 5e-3);
+}
+
 /* The checks of schedule_free_adamw_test.py, with their numbers. */
 OPTIM_TEST(test_keras_checks)
 {
