@@ -48,56 +48,63 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
     sigaction(SIGSEGV, &il.old, NULL);
 }
 
+/* Zeros around every copy: a kernel that reads or writes just outside its
+ * run (elementwise.guards reports it) does not crash this check. */
+#define PAD 4096
+
 /* Private copies for the intruder: param and slots as they are, the
- * gradient reversed; NULL on allocation failure. */
-static void **intruder_copies(const optim_dense_update *u, size_t bytes, size_t es)
+ * gradient reversed, PAD zeros on each side; c[0 .. n-1] the blocks,
+ * c[n ..] the arrays (param, grad, slots); NULL on allocation failure. */
+static char **intruder_copies(const optim_dense_update *u, size_t bytes, size_t es)
 {
     const int n = u->nslots + 2;
-    void **c = calloc((size_t)n, sizeof *c);
+    char **c = calloc(2 * (size_t)n, sizeof *c);
     for (int k = 0; c && k < n; k++) {
-        c[k] = malloc(bytes ? bytes : 1);
-        if (!c[k]) {
+        if (!(c[k] = calloc(1, bytes + 2 * PAD))) {
             while (k-- > 0) free(c[k]);
             free(c);
             return NULL;
         }
+        c[n + k] = c[k] + PAD;
     }
     if (!c) return NULL;
-    memcpy(c[0], u->param, bytes);
-    for (int k = 0; k < u->nslots; k++) memcpy(c[k + 2], u->slots[k], bytes);
+    memcpy(c[n], u->param, bytes);
+    for (int k = 0; k < u->nslots; k++) memcpy(c[n + k + 2], u->slots[k], bytes);
     for (int64_t i = 0; i < u->count; i++)
-        memcpy((char *)c[1] + (size_t)i * es,
-               (const char *)u->grad + (size_t)(u->count - 1 - i) * es, es);
+        memcpy(c[n + 1] + (size_t)i * es, (const char *)u->grad + (size_t)(u->count - 1 - i) * es,
+               es);
     il.intruder = *u;
-    il.intruder.param = c[0];
-    il.intruder.grad = c[1];
-    il.intruder.slots = c + 2;
+    il.intruder.param = c[n];
+    il.intruder.grad = c[n + 1];
+    il.intruder.slots = (void *const *)(c + n + 2);
     return c;
 }
 
-/* The victim: u with its gradient in a mapping whose middle page faults. */
+/* The victim: u with its gradient in a mapping whose middle page faults
+ * (and a page of zeros on each side). */
 static void run_victim(const optim_dense_update *u, size_t bytes)
 {
-    const size_t len = (bytes + il.page_size - 1) / il.page_size * il.page_size;
-    char *g = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const size_t ps = il.page_size, len = ((bytes + ps - 1) / ps + 2) * ps;
+    char *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *g = map == MAP_FAILED ? NULL : map + ps;
     struct sigaction sa = {0};
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    if (g == MAP_FAILED || sigaction(SIGSEGV, &sa, &il.old) != 0) {
-        if (g != MAP_FAILED) munmap(g, len);
+    if (!g || sigaction(SIGSEGV, &sa, &il.old) != 0) {
+        if (g) munmap(map, len);
         il.target->apply_dense(u);
         return;
     }
     memcpy(g, u->grad, bytes);
-    il.page = g + len / il.page_size / 2 * il.page_size;
+    il.page = g + (bytes / ps / 2) * ps;
     il.pending = mprotect(il.page, il.page_size, PROT_NONE) == 0;
     optim_dense_update v = *u;
     v.grad = g;
     il.target->apply_dense(&v);
     il.pending = 0;
     sigaction(SIGSEGV, &il.old, NULL);
-    munmap(g, len);
+    munmap(map, len);
 }
 
 static void interleave_apply_dense(const optim_dense_update *u)
@@ -108,7 +115,7 @@ static void interleave_apply_dense(const optim_dense_update *u)
         return;
     }
     il.armed = 0;
-    void **copies = intruder_copies(u, bytes, es);
+    char **copies = intruder_copies(u, bytes, es);
     if (copies) run_victim(u, bytes);
     else il.target->apply_dense(u);
     for (int k = 0; copies && k < u->nslots + 2; k++) free(copies[k]);
