@@ -142,8 +142,8 @@ static void put_row(const optim_class *cls, size_t i)
 /* A name-pattern-list key (class table version 4's pattern_params). */
 static void put_pattern_row(const optim_param *p)
 {
-    printf("| %s | %s | %s | POSIX extended regular expressions%s | %s | |\n", p->name,
-           type_name(p->type), isnan(p->default_value) ? "null" : "[]",
+    printf("| %s | %s | %s | Python regular expressions%s | %s | |\n", p->name, type_name(p->type),
+           isnan(p->default_value) ? "null" : "[]",
            (p->flags & OPTIM_PARAM_NULLABLE) ? ", or null" : "; null reads as []",
            generation_of(p->flags));
 }

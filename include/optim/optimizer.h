@@ -183,9 +183,9 @@ OPTIM_API int optim_set_num_threads(optim_optimizer *opt, int n);
 
 /* Keras 3's exclude_from_weight_decay: the `weight_decay` option (decoupled,
  * w = w - w * weight_decay * lr before each update) skips these variables
- * and every variable whose name matches one of the patterns (POSIX extended
- * regular expressions, searched anywhere in the name like Python's
- * re.search). May be called again to add more; a bad pattern changes
+ * and every variable whose name matches one of the patterns (Python regular
+ * expressions, searched anywhere in the name as re.search does;
+ * optim_name_patterns). May be called again to add more; a bad pattern changes
  * nothing. */
 OPTIM_API int optim_exclude_from_weight_decay(optim_optimizer *opt, optim_var *const *vars,
                                               size_t nvars, const char *const *name_patterns,

@@ -372,8 +372,8 @@ struct optim_class {
     /* Version 4, optional: the class's name-pattern-list config keys
      * (exclude_from_weight_decay and the like), each of type
      * OPTIM_PARAM_PATTERNS, kept apart from params because they hold no
-     * number. The base reads such a key (a JSON list of POSIX extended
-     * regular expressions, refusing a bad one with a message naming the key
+     * number. The base reads such a key (a JSON list of Python regular
+     * expressions, refusing a bad one with a message naming the key
      * and the pattern's index), keeps it compiled, and writes it after the
      * params, before get_config runs (which may move it or overwrite it in
      * place); hooks read it with optim_param_patterns. flags: LEGACY_ONLY
@@ -519,11 +519,15 @@ OPTIM_API int optim_config_read_strings(const char *key, const char *json_value,
 OPTIM_API int optim_config_put_strings(optim_config *cfg, const char *key, const char *const *list);
 OPTIM_API void optim_strings_free(char **list);
 
-/* Variable-name patterns (exclude_from_weight_decay and the like): POSIX
- * extended regular expressions, each searched in the name as Python's
- * re.search does. compile copies list (n strings; list may be NULL when n
- * is 0) and refuses a bad pattern with a message naming `what` and the
- * pattern's index (also one glibc's regcomp would take seconds to gigabytes
+/* Variable-name patterns (exclude_from_weight_decay and the like): Python
+ * regular expressions, each searched in the name as re.search does (or, with
+ * OPTIM_NAME_PATTERNS_FULL, matching it as re.fullmatch), through glibc's
+ * POSIX ones (\d, [\w.], (?:...) and lazy repeats as Python means them,
+ * ASCII classes; docs/keras-compatibility.md). compile copies list (n
+ * strings; list may be NULL when n is 0) and refuses a bad pattern with a
+ * message naming `what` and the pattern's index (also one it cannot match as
+ * Python does: lookarounds, inline flags, possessive repeats...; and one
+ * glibc's regcomp would take seconds to gigabytes
  * to build: a repeat of a repeat, a repeat of a group that can match empty
  * and holds a repeat, repeats that expand it by more than 2048 nodes); match is 1 when any pattern is found in name; sources
  * gives the patterns back (NULL-terminated, for get_config). */

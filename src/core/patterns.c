@@ -1,6 +1,7 @@
-/* Variable-name patterns: POSIX extended regular expressions searched in a
- * name (re.search) or matching the whole name (re.fullmatch), with their
- * sources kept for get_config. One implementation for Keras 3's
+/* Variable-name patterns: Python regular expressions (Keras's), translated
+ * to POSIX extended ones (pyre.c) and searched in a name (re.search) or
+ * matching the whole name (re.fullmatch), with their sources kept for
+ * get_config. One implementation for Keras 3's
  * exclude_from_weight_decay, TF Addons' AdamW and LAMB (search), and
  * MultiOptimizer's optimizer_map (full). */
 #define _POSIX_C_SOURCE 200809L
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/pyre.h"
 #include "optim/optimizer_class.h"
 
 struct optim_name_patterns {
@@ -172,22 +174,31 @@ static int add_one(optim_name_patterns *p, const char *pattern, const char *what
 {
     size_t i = p->n;
     if (!pattern) return optim__err(err, OPTIM_EINVAL, "%s[%zu] is NULL", what, i);
-    char at[512];
+    char at[512], why[160], *ere;
     label(at, sizeof at, p, pattern, what);
-    if (optim__regex_too_large(pattern))
+    const int t = optim__pyre_to_ere(pattern, &ere, why, sizeof why);
+    if (t)
+        return optim__err(err, t == -2 ? OPTIM_ENOMEM : OPTIM_EINVAL,
+                          "%s a Python regular expression optim cannot match as re does: %s", at,
+                          why);
+    if (optim__regex_too_large(ere)) {
+        free(ere);
         return optim__err(err, OPTIM_EINVAL,
                           "%s too large to compile: a repeat of a repeat "
                           "or of what can match empty, or repeats that expand it by more than %d "
                           "nodes",
                           at, OPTIM__REGEX_MAX);
-    if (!(p->src[i] = optim__strdup(pattern)))
+    }
+    if (!(p->src[i] = optim__strdup(pattern))) {
+        free(ere);
         return optim__err(err, OPTIM_ENOMEM, "out of memory");
+    }
     /* A full match needs where the match ends: POSIX's leftmost-longest
      * match covers the whole name exactly when some match does. */
     const int cflags = REG_EXTENDED | (p->flags & OPTIM_NAME_PATTERNS_FULL ? 0 : REG_NOSUB);
-    int e = regcomp(&p->re[i], pattern, cflags);
+    int e = regcomp(&p->re[i], ere, cflags);
+    free(ere);
     if (e) {
-        char why[160];
         regerror(e, &p->re[i], why, sizeof why);
         free(p->src[i]);
         p->src[i] = NULL;

@@ -34,7 +34,7 @@
  *               w = w - lr_t * m / (sqrt(v or vhat) + epsilon)
  *
  *   Variables whose name matches one of the `exclude_from_weight_decay`
- *   patterns (POSIX extended regular expressions searched in the name, as
+ *   patterns (Python regular expressions searched in the name, as
  *   re.search) are not decayed.
  *
  * Keras 3 sparse gradients give the dense result (zero gradient on rows

@@ -31,9 +31,9 @@
  * TFA's `epsilon or backend.epsilon()` makes epsilon = 0 act as 1e-7.
  * Name patterns are Python regular expressions searched (re.search) in the
  * TF variable name, which carries the ":0" output suffix; here they are
- * POSIX extended regular expressions searched in NAME + ":0" (or in NAME
- * when it already ends in ":<digits>"; glibc's regcomp: \w \s \b work,
- * \d does not). exclude_from_layer_adaptation that is None or empty falls
+ * searched in NAME + ":0" (or in NAME when it already ends in
+ * ":<digits>"; core/pyre.c matches them as re does).
+ * exclude_from_layer_adaptation that is None or empty falls
  * back to exclude_from_weight_decay, as in TFA.
  *
  * Norms: sums of squares accumulated in double precision over fixed chunks

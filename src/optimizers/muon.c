@@ -10,9 +10,8 @@
  * Which rule a variable gets is fixed when its slots are created (Keras's
  * build, _should_use_adamw): AdamW unless the variable is 2-D; AdamW if
  * exclude_embeddings and its name contains "embedding" (any case); AdamW if
- * one of the exclude_layers patterns is found in its name (re.search; here
- * POSIX extended regular expressions, glibc's regcomp: \w \s \b work, \d does
- * not); Muon otherwise. Keras up to 3.12 also sent 3-D variables to Muon;
+ * one of the exclude_layers patterns is found in its name (re.search, as
+ * core/pyre.c matches Python's patterns); Muon otherwise. Keras up to 3.12 also sent 3-D variables to Muon;
  * since keras-team/keras#21885 (d130816c4a7f) only 2-D ones, as here.
  *
  * Muon step, w of shape [r, c], lr the learning rate:
