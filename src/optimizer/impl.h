@@ -10,7 +10,8 @@
  *                     Keras names
  *   registry.c        the one registry: optimizer and schedule classes (params)
  *   schedule.c        schedule objects (params, registry)
- *   weight_decay.c    Keras 3 decoupled weight decay (access)
+ *   decay_kernels.c   the weight decay's loop, once per ISA level (nothing above)
+ *   weight_decay.c    Keras 3 decoupled weight decay (access, decay_kernels)
  *   keras3_options.c  Keras 3 base options (access, weights)
  *   optimizer.c       creation, hyperparameters, validation (all of the above)
  *   config.c          from_config / get_config (optimizer, schedule, registry, params)
@@ -38,6 +39,7 @@
 #define OPTIM_OPTIMIZER_IMPL_H
 
 #include "core/arena.h"
+#include "core/isa.h"
 #include "core/internal.h"
 #include "core/ptrmap.h"
 #include "optim/optimizer_class.h"
@@ -253,6 +255,12 @@ int optim__check_half_wrapper(const optim_optimizer *opt, const optim_grad_var *
 optim_optimizer *optim__inner_at(const optim_optimizer *opt, size_t i);
 int optim__use_weight_decay(const optim_optimizer *opt, const optim_var *var);
 void optim__decay(optim_dtype dtype, void *w, int64_t n, double wd, double lr);
+/* The decay's loops once per instruction-set level (decay_kernels.c). */
+typedef struct optim__decay_table {
+    void (*decay_float)(float *w, int64_t n, float wd, float lr);
+    void (*decay_double)(double *w, int64_t n, double wd, double lr);
+} optim__decay_table;
+OPTIM__ISA_DECLARE(optim__decay_table, optim__decay_kernels);
 void optim__weight_decay_free(optim_optimizer *opt);
 
 #endif

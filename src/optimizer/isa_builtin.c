@@ -8,9 +8,9 @@
 #ifdef OPTIM_HAVE_ISA_VARIANTS
 /* Strong references, not OPTIM_ISA_DECLARE_CLASS's weak ones: a program
  * linked with liboptim.a must pull every level's objects in. */
-#define OPTIM__ISA_DECLARE(sym) extern const optim_class sym, sym##_avx2, sym##_avx512;
-OPTIM_BUILTIN_OPTIMIZERS(OPTIM__ISA_DECLARE)
-#undef OPTIM__ISA_DECLARE
+#define OPTIM__DECLARE_LEVELS(sym) extern const optim_class sym, sym##_avx2, sym##_avx512;
+OPTIM_BUILTIN_OPTIMIZERS(OPTIM__DECLARE_LEVELS)
+#undef OPTIM__DECLARE_LEVELS
 
 const optim_class *optim__isa_builtin(const optim_class *cls)
 {

@@ -65,12 +65,7 @@ void optim__weight_decay_free(optim_optimizer *opt)
 
 void optim__decay(optim_dtype dtype, void *w, int64_t n, double wd, double lr)
 {
-    if (dtype == OPTIM_F32) {
-        float *x = w;
-        const float d = (float)wd, l = (float)lr;
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] - x[i] * d * l;
-    } else {
-        double *x = w;
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] - x[i] * wd * lr;
-    }
+    const optim__decay_table *k = OPTIM__ISA_TABLE(optim__decay_kernels);
+    if (dtype == OPTIM_F32) k->decay_float(w, n, (float)wd, (float)lr);
+    else k->decay_double(w, n, wd, lr);
 }
