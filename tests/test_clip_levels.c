@@ -21,11 +21,7 @@ extern const optim__clip_table optim__clip_kernels_avx512 __attribute__((weak));
 enum { N = 1000 };
 
 static uint32_t rng = 7u;
-static float rnd(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
-    return (float)((double)rng / 4294967296.0 * 8.0 - 4.0);
-}
+static float rnd(void) { return (float)optim_test_uniform(&rng, -4.0, 4.0); }
 
 /* The levels this build and CPU have beyond the baseline. */
 static int others(const optim__clip_table **t)

@@ -16,11 +16,7 @@ extern const optim__decay_table optim__decay_kernels_avx512 __attribute__((weak)
 enum { N = 70 };
 
 static uint32_t rng = 5u;
-static double rnd(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
-    return (double)rng / 4294967296.0 * 8.0 - 4.0;
-}
+static double rnd(void) { return optim_test_uniform(&rng, -4.0, 4.0); }
 
 OPTIM_TEST(decay_same_bits_every_level)
 {

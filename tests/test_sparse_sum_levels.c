@@ -17,11 +17,7 @@ extern const optim__sum_table optim__sum_kernels_avx512 __attribute__((weak));
 enum { ROWS = 40, WIDTH = 37, GROUPS = 12 };
 
 static uint32_t rng = 11u;
-static double rnd(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
-    return (double)rng / 4294967296.0 * 8.0 - 4.0;
-}
+static double rnd(void) { return optim_test_uniform(&rng, -4.0, 4.0); }
 
 /* GROUPS groups of 1..5 positions into ROWS rows, in scattered order. */
 static int64_t positions(optim__ipos *a, int64_t *first)

@@ -20,11 +20,7 @@ extern const optim__tape_table optim__tape_kernels_avx512 __attribute__((weak));
 enum { N = 72, MAXLEN = 67, OFF = 3 };
 
 static uint32_t rng = 5u;
-static double rnd(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
-    return (double)rng / 4294967296.0 * 6.0 - 3.0;
-}
+static double rnd(void) { return optim_test_uniform(&rng, -3.0, 3.0); }
 
 /* Inputs: random values with specials among them, at the same places in
  * every input (-0 + -0, inf - inf, NaN with NaN, ...), then mixed. */

@@ -374,3 +374,11 @@ int optim_test_levels(const void *const cand[3], const void **out)
                    cand[i] ? "this CPU lacks it" : "not in this build");
     return n;
 }
+
+double optim_test_uniform(uint32_t *state, double lo, double hi)
+{
+    uint32_t x = *state;
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    *state = x;
+    return (double)x / 4294967296.0 * (hi - lo) + lo;
+}

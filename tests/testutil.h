@@ -211,4 +211,8 @@ int optim_test_wait(int pid, int block);
  * each other. Returns how many went into out. */
 int optim_test_levels(const void *const cand[3], const void **out);
 
+/* The next value of a xorshift32 sequence (*state, not 0) scaled to
+ * [lo, hi): level tests' inputs, the same on every machine. */
+double optim_test_uniform(uint32_t *state, double lo, double hi);
+
 #endif
