@@ -270,7 +270,7 @@ OPTIM_TEST(test_sequential_lazy_build)
     assert_contains(buf, "Model: \"sequential\"");
     assert_contains(buf, "dense_1 (Dense)");
     assert_contains(buf, "(None, 3)");
-    assert_contains(buf, "Total params: 75 (300.00 Byte)");
+    assert_contains(buf, "Total params: 75 (300.00 B)");
     optim_tape_destroy(t);
     optim_model_destroy(m);
 

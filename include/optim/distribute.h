@@ -57,7 +57,8 @@ extern "C" {
 #endif
 
 typedef struct optim_group optim_group;
-typedef struct optim_model optim_model;
+/* optim/nn.h's model (typedef'd there: a second typedef is not C99). */
+struct optim_model;
 
 typedef struct optim_group_options {
     uint32_t size; /* sizeof(optim_group_options) */
@@ -171,7 +172,7 @@ OPTIM_API void optim_group_abort(optim_group *g, int code);
  * optim_group_apply_gradients (attach it first) and sums the loss and
  * metric totals across ranks; only rank 0 prints progress. g NULL undoes
  * it. The group must outlive the model's use of it. */
-OPTIM_API int optim_model_distribute(optim_model *m, optim_group *g);
+OPTIM_API int optim_model_distribute(struct optim_model *m, optim_group *g);
 
 #ifdef __cplusplus
 }

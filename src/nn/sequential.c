@@ -439,10 +439,11 @@ void optim__weights_free(optim__weights *w)
     memset(w, 0, sizeof *w);
 }
 
-/* tf-keras's readable_memory_size. */
+/* Keras 3's readable_memory_size (keras/src/utils/summary_utils.py): "B"
+ * where tf-keras 2 wrote "Byte". */
 static void readable_size(double bytes, char *buf, size_t n)
 {
-    static const char *const units[] = {"Byte", "KB", "MB", "GB", "TB", "PB"};
+    static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
     size_t u = 0;
     while (bytes >= 1024 && u + 1 < sizeof units / sizeof *units) bytes /= 1024, u++;
     snprintf(buf, n, "%.2f %s", bytes, units[u]);
