@@ -1,5 +1,6 @@
 /* The built-in learning-rate schedules (src/schedules/): each against its
- * closed form, written here independently from Keras's published formulas,
+ * closed form, written here independently from Keras's (and TF Addons')
+ * published formulas,
  * at every step of a range that crosses every edge (staircase steps,
  * piecewise boundaries, polynomial cycles, warmup end, restart periods);
  * exact configs and round trips; every refused config; a schedule nested in
@@ -89,6 +90,17 @@ static double ref_restarts(const double *p, int64_t k)
     }
     double f = ((double)k - start) / len;
     return p[0] * (p[4] + (1.0 - p[4]) * 0.5 * m * (1.0 + cos(PI * f)));
+}
+
+/* p: initial_learning_rate, maximal_learning_rate, step_size, scale (0: 1,
+ * 1: halved every cycle, 2: gamma^step), gamma. TF Addons' cyclical rates
+ * as a triangle wave over periods of 2 * step_size steps. */
+static double ref_cyclical(const double *p, int64_t k)
+{
+    const double period = 2 * p[2], done = floor((double)k / period);
+    const double up = 1.0 - fabs(fmod((double)k, period) - p[2]) / p[2];
+    const double scale = p[3] == 1 ? pow(0.5, done) : p[3] == 2 ? pow(p[4], (double)k) : 1.0;
+    return p[0] + (p[1] - p[0]) * up * scale;
 }
 
 typedef struct sched_case {
@@ -218,19 +230,27 @@ static const sched_case CASES[] = {
      ref_restarts,
      {0.1, 16, 1.5, 1.0, 0.0},
      260},
+    {J("Addons>TriangularCyclicalLearningRate",
+       "\"initial_learning_rate\": 0.01, \"maximal_learning_rate\": 0.1, \"step_size\": 5"),
+     ref_cyclical,
+     {0.01, 0.1, 5, 0, 0},
+     60},
+    {J("Addons>Triangular2CyclicalLearningRate",
+       "\"initial_learning_rate\": 0.01, \"maximal_learning_rate\": 0.1, \"step_size\": 4, "
+       "\"scale_mode\": \"cycle\""),
+     ref_cyclical,
+     {0.01, 0.1, 4, 1, 0},
+     50},
+    {J("Addons>ExponentialCyclicalLearningRate",
+       "\"initial_learning_rate\": 0.01, \"maximal_learning_rate\": 0.1, \"step_size\": 3, "
+       "\"gamma\": 0.9"),
+     ref_cyclical,
+     {0.01, 0.1, 3, 2, 0.9},
+     40},
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
 
-static optim_schedule *parse(const char *json)
-{
-    optim_schedule *s = NULL;
-    optim_error err;
-    int rc = optim_schedule_from_json(&s, json, &err);
-    if (rc) print_error("%s: %s\n", json, err.msg);
-    assert_ok(rc, &err);
-    assert_non_null(s);
-    return s;
-}
+static optim_schedule *parse(const char *json) { return optim_test_schedule(json); }
 
 static void check_case(const sched_case *c)
 {
@@ -337,14 +357,7 @@ OPTIM_TEST(test_restarts_horizon)
 
 /* ---- configs ------------------------------------------------------------------- */
 
-static char *serialize_of(const char *json)
-{
-    optim_schedule *s = parse(json);
-    char *text = optim_schedule_serialize(s);
-    assert_non_null(text);
-    optim_schedule_destroy(s);
-    return text;
-}
+static char *serialize_of(const char *json) { return optim_test_schedule_text(json); }
 
 static void expect_text(const char *json, const char *want)
 {
@@ -476,15 +489,20 @@ OPTIM_TEST(test_registry)
     /* Case-sensitive, like Keras's deserialization. */
     assert_null(optim_find_schedule_class("exponentialdecay"));
     assert_null(optim_find_schedule_class("SGDRDecay"));
-    /* Every built-in has a closed-form case above. */
-#define COVERED(sym)                                                                         \
-    {                                                                                        \
-        char needle[96];                                                                     \
-        int found = 0;                                                                       \
-        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);                 \
-        for (size_t i = 0; i < N_CASES; i++) found |= strstr(CASES[i].json, needle) != NULL; \
-        if (!found) print_error("no closed-form case for %s\n", sym.name);                   \
-        assert_true(found);                                                                  \
+    /* Every built-in has a closed-form case above (TF Addons' under
+     * "Addons>NAME"), but CyclicalLearningRate, whose scale_fn must be
+     * registered in the process (the CLI's replay and plot cases have none):
+     * test_schedule_cyclical.c has its cases. */
+#define COVERED(sym)                                                              \
+    {                                                                             \
+        char needle[96], tfa[112];                                                \
+        int found = strcmp(sym.name, "CyclicalLearningRate") == 0;                \
+        snprintf(needle, sizeof needle, "\"class_name\": \"%s\"", sym.name);      \
+        snprintf(tfa, sizeof tfa, "\"class_name\": \"Addons>%s\"", sym.name);     \
+        for (size_t i = 0; i < N_CASES; i++)                                      \
+            found |= strstr(CASES[i].json, needle) || strstr(CASES[i].json, tfa); \
+        if (!found) print_error("no closed-form case for %s\n", sym.name);        \
+        assert_true(found);                                                       \
     }
     OPTIM_BUILTIN_SCHEDULES(COVERED)
 #undef COVERED
@@ -727,9 +745,12 @@ OPTIM_TEST(test_nested_in_optimizer)
         char *cfg = optim_get_config(opt);
         assert_non_null(cfg);
         char want[1200];
-        /* Nested in a Keras 3 config as serialize_keras_object writes it. */
-        snprintf(want, sizeof want,
-                 "\"learning_rate\":{\"module\":\"keras.optimizers.schedules\",\"class_name\":");
+        /* Nested in a Keras 3 config as serialize_keras_object writes it
+         * (TF Addons' schedules with their module). */
+        snprintf(want, sizeof want, "\"learning_rate\":{\"module\":\"%s\",\"class_name\":",
+                 strstr(CASES[i].json, "Addons>")
+                     ? "tensorflow_addons.optimizers.cyclical_learning_rate"
+                     : "keras.optimizers.schedules");
         if (!strstr(cfg, want)) print_error("%s lacks %s\n", cfg, want);
         assert_contains(cfg, want);
         /* optim_serialize -> optim_from_json -> optim_serialize is the identity. */

@@ -302,6 +302,25 @@ optim_optimizer *optim_test_make(const char *json)
     return opt;
 }
 
+optim_schedule *optim_test_schedule(const char *json)
+{
+    optim_schedule *s = NULL;
+    optim_error err;
+    int rc = optim_schedule_from_json(&s, json, &err);
+    if (rc) print_error("optim_test_schedule(%s):\n", json);
+    assert_ok(rc, &err);
+    return s;
+}
+
+char *optim_test_schedule_text(const char *json)
+{
+    optim_schedule *s = optim_test_schedule(json);
+    char *text = optim_schedule_serialize(s);
+    assert_non_null(text);
+    optim_schedule_destroy(s);
+    return text;
+}
+
 optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
                           const double *init)
 {

@@ -14,6 +14,11 @@
  * if the config is refused. */
 optim_optimizer *optim_test_make(const char *json);
 
+/* A schedule from JSON, likewise; and optim_schedule_serialize of one
+ * (free with optim_free). */
+optim_schedule *optim_test_schedule(const char *json);
+char *optim_test_schedule_text(const char *json);
+
 /* A variable of dtype dt and the given shape holding init (doubles, rounded
  * to float for F32); fails the test on error. */
 optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,

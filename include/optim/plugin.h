@@ -3,8 +3,9 @@
  * command, in a shared library of your own.
  *
  * A plugin defines one function, optim_plugin_init, which registers its
- * classes with optim_register_class (and schedules with
- * optim_register_schedule_class) and returns 0, or fills err and returns a
+ * classes with optim_register_class (schedules with
+ * optim_register_schedule_class, CyclicalLearningRate's scale functions
+ * with optim_register_scale_fn) and returns 0, or fills err and returns a
  * negative OPTIM_E* code. Every `optim` subcommand loads the plugins named by
  * `optim --plugin PATH SUBCOMMAND ...` (repeatable) and by the environment
  * variable OPTIM_PLUGINS (colon-separated paths), before it runs:

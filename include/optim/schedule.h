@@ -5,7 +5,8 @@
  * once per step at `iterations` before the increment (0 on the first step).
  * Like optimizers, schedules are classes: the built-ins (ExponentialDecay,
  * PiecewiseConstantDecay, PolynomialDecay, InverseTimeDecay, CosineDecay,
- * CosineDecayRestarts; optim/schedules.h) and yours use the same table.
+ * CosineDecayRestarts, and TF Addons' cyclical learning rates;
+ * optim/schedules.h) and yours use the same table.
  *
  *     optim_schedule *s;
  *     optim_error err;
@@ -31,7 +32,8 @@ extern "C" {
 
 typedef struct optim_schedule optim_schedule;
 
-#define OPTIM_SCHEDULE_CLASS_VERSION 1
+/* 2: tfa_module (TF Addons' schedules). */
+#define OPTIM_SCHEDULE_CLASS_VERSION 2
 
 /* A param without a default that a config must give (NAN default). */
 #define OPTIM_PARAM_REQUIRED 64u
@@ -56,6 +58,14 @@ typedef struct optim_schedule_class {
     int (*set_config)(optim_schedule *s, const char *key, const char *json_value, optim_error *err);
     /* Optional: frees what the class allocated in its state. */
     void (*destroy)(optim_schedule *s);
+    /* Version 2. TF Addons' module for a class TF Addons registers as
+     * "Addons>" + name ("tensorflow_addons.optimizers.cyclical_learning_rate"),
+     * else NULL. Such a class is found by "Addons>NAME" as well as by NAME
+     * ("Addons>NAME" finds no other class), is written as
+     * {"class_name": "Addons>NAME", "config"} (tf-keras 2.13+'s envelope: that
+     * module, class_name NAME, registered_name "Addons>NAME"), and its config
+     * has no "name" unless one was read (TF Addons' get_config writes none). */
+    const char *tfa_module;
 } optim_schedule_class;
 
 /* Registers a schedule class for lookup by name (case-sensitive, like

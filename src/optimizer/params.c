@@ -468,6 +468,12 @@ int optim__schedule_class_check(const optim_schedule_class *c, optim_error *err)
                           c->name ? c->name : "");
     if (c->n_params && !c->params)
         return optim__err(err, OPTIM_EINVAL, "schedule class '%s': params is NULL", c->name);
+    const int v2 = c->size >= offsetof(optim_schedule_class, tfa_module) + sizeof c->tfa_module;
+    if (strncmp(c->name, "Addons>", 7) == 0 || (v2 && c->tfa_module && !c->tfa_module[0]))
+        return optim__err(err, OPTIM_EINVAL,
+                          "schedule class '%s': a TF Addons class is named without \"Addons>\" "
+                          "and has a tfa_module (its module)",
+                          c->name);
     for (size_t i = 0; i < c->n_params; i++) {
         const optim_param *p = &c->params[i];
         if (!p->name || !p->name[0] || strcmp(p->name, "name") == 0 || p->type > OPTIM_PARAM_INT)

@@ -1,7 +1,9 @@
 /* The one registry mechanism, for every kind of class that configs name:
  * optimizer classes (looked up case-insensitively, ignoring TF Addons'
  * "Addons>" prefix, as keras.optimizers.get does) and schedule classes
- * (case-sensitive, as Keras's schedule deserialization). Built-ins first,
+ * (case-sensitive, as Keras's schedule deserialization; "Addons>NAME" for
+ * TF Addons' schedules), and the scale functions that CyclicalLearningRate
+ * configs name (case-sensitive, none built in). Built-ins first,
  * then registered classes: copies owned by the registry, alive for the
  * process, in a list so that pointers handed out stay valid as it grows.
  * Not thread-safe: register at start-up. */
@@ -141,7 +143,12 @@ static registry schedules = {"schedule class", 0, schedule_builtins, schedule_na
 
 const optim_schedule_class *optim_find_schedule_class(const char *name)
 {
-    return name ? reg_find(&schedules, name) : NULL;
+    if (!name) return NULL;
+    /* TF Addons registers its schedules as "Addons>CyclicalLearningRate":
+     * that spelling finds only a class TF Addons has (tfa_module). */
+    if (strncmp(name, "Addons>", 7) != 0) return reg_find(&schedules, name);
+    const optim_schedule_class *c = reg_find(&schedules, name + 7);
+    return c && c->tfa_module ? c : NULL;
 }
 
 int optim__schedule_class_is_builtin(const char *name)
@@ -154,4 +161,40 @@ int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *
     int rc = optim__schedule_class_check(cls, err);
     if (rc) return rc;
     return reg_add(&schedules, cls, sizeof(optim_schedule_class), schedule_copy, err);
+}
+
+/* ---- CyclicalLearningRate's scale functions ---------------------------------------- */
+
+typedef struct scale_entry {
+    char name[128];
+    optim_scale_fn fn;
+    void *ctx;
+} scale_entry;
+
+static const void *const no_builtins[] = {NULL};
+
+static const char *scale_name(const void *e) { return ((const scale_entry *)e)->name; }
+static void scale_copy(void *dst, const void *src) { memcpy(dst, src, sizeof(scale_entry)); }
+
+static registry scale_fns = {"scale function", 0, no_builtins, scale_name, NULL};
+
+int optim_register_scale_fn(const char *name, optim_scale_fn fn, void *ctx, optim_error *err)
+{
+    if (!name || !name[0] || !fn)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optim_register_scale_fn: needs a name and a function");
+    scale_entry e = {{0}, fn, ctx};
+    if (strlen(name) >= sizeof e.name)
+        return optim__err(err, OPTIM_EINVAL,
+                          "scale function name '%.40s...' is longer than %zu bytes", name,
+                          sizeof e.name - 1);
+    memcpy(e.name, name, strlen(name) + 1);
+    return reg_add(&scale_fns, &e, sizeof e, scale_copy, err);
+}
+
+optim_scale_fn optim_find_scale_fn(const char *name, void **ctx)
+{
+    const scale_entry *e = name ? reg_find(&scale_fns, name) : NULL;
+    if (ctx) *ctx = e ? e->ctx : NULL;
+    return e ? e->fn : NULL;
 }

@@ -139,6 +139,12 @@ int optim__schedule_from_cjson(optim_schedule **out, const void *root, optim_err
     int rc = optim__kobj_read(root, "schedule", 0, &o, err);
     if (rc) return rc;
     const optim_schedule_class *cls = optim_find_schedule_class(o.class_name);
+    if (!cls && strncmp(o.class_name, "Addons>", 7) == 0 &&
+        optim_find_schedule_class(o.class_name + 7))
+        return optim__err(err, OPTIM_ENOTFOUND,
+                          "unknown schedule class '%s': TF Addons has no schedule '%s' (without "
+                          "the prefix it is optim's '%s', not TF Addons')",
+                          o.class_name, o.class_name + 7, o.class_name + 7);
     if (!cls) return optim__err(err, OPTIM_ENOTFOUND, "unknown schedule class '%s'", o.class_name);
     optim_schedule *s = NULL;
     if ((rc = schedule_alloc(&s, cls, err))) return rc;
@@ -200,7 +206,10 @@ static cJSON *config_obj(const optim_schedule *s, int keras3)
     const char *name = s->name     ? s->name
         : keras3 && !s->name_given ? keras3_default_name(&s->cls)
                                    : NULL;
-    if (!(name ? cJSON_AddStringToObject(cfg, "name", name) : cJSON_AddNullToObject(cfg, "name")))
+    /* TF Addons' get_config writes no name: only one that was read. */
+    if (s->cls.tfa_module && !s->name_given) name = NULL;
+    else if (!(name ? cJSON_AddStringToObject(cfg, "name", name)
+                    : cJSON_AddNullToObject(cfg, "name")))
         goto fail;
     if (put_values(s, cfg, 1)) goto fail;
     return cfg;
@@ -211,25 +220,29 @@ fail:
 
 /* As Keras 3's serialize_keras_object writes a built-in:
  * {"module", "class_name", "config", "registered_name": null}; a user class
- * has no Keras module, and its registered name is its class name. */
-static int put_module(cJSON *o, const char *module)
+ * has no Keras module, and its registered name is its class name. A TF
+ * Addons class: its module and "Addons>NAME" (tf-keras 2.13+), or that
+ * registered name as class_name alone (tf.keras 2.11-2.12). */
+static int put_string_or_null(cJSON *o, const char *key, const char *v)
 {
-    return module ? cJSON_AddStringToObject(o, "module", module) != NULL
-                  : cJSON_AddNullToObject(o, "module") != NULL;
+    return v ? cJSON_AddStringToObject(o, key, v) != NULL : cJSON_AddNullToObject(o, key) != NULL;
 }
 
 void *optim__schedule_to_cjson(const optim_schedule *s, int module, int keras3_names)
 {
     cJSON *o = cJSON_CreateObject(), *cfg = config_obj(s, keras3_names);
     int builtin = optim__schedule_class_is_builtin(s->cls.name);
-    int ok = o && cfg &&
-        (!module || put_module(o, builtin ? "keras.optimizers.schedules" : NULL)) &&
-        cJSON_AddStringToObject(o, "class_name", s->cls.name) &&
-        cJSON_AddItemToObject(o, "config", cfg);
+    const char *mod = s->cls.tfa_module ? s->cls.tfa_module
+        : builtin                       ? "keras.optimizers.schedules"
+                                        : NULL;
+    char tfa[160];
+    snprintf(tfa, sizeof tfa, "Addons>%s", s->cls.name);
+    const char *reg = s->cls.tfa_module ? tfa : builtin ? NULL : s->cls.name;
+    const char *cn = s->cls.tfa_module && !module ? tfa : s->cls.name;
+    int ok = o && cfg && (!module || put_string_or_null(o, "module", mod)) &&
+        cJSON_AddStringToObject(o, "class_name", cn) && cJSON_AddItemToObject(o, "config", cfg);
     if (ok) cfg = NULL;
-    if (ok && module)
-        ok = builtin ? cJSON_AddNullToObject(o, "registered_name") != NULL
-                     : cJSON_AddStringToObject(o, "registered_name", s->cls.name) != NULL;
+    if (ok && module) ok = put_string_or_null(o, "registered_name", reg);
     cJSON_Delete(cfg);
     if (ok) return o;
     cJSON_Delete(o);

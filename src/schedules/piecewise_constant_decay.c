@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_kind.h"
+
 #define NAME "PiecewiseConstantDecay"
 
 typedef struct pcd_state {
@@ -42,16 +44,6 @@ typedef struct pcd_state {
     int have_boundaries, have_values;
     char *text[2]; /* the lists as given: boundaries, values */
 } pcd_state;
-
-static const char *json_kind(const cJSON *v)
-{
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "a list";
-    return "an object";
-}
 
 /* Parses a JSON list of finite numbers into a fresh array (*out NULL for an
  * empty list). */
@@ -65,7 +57,7 @@ static int parse_list(const char *key, const char *json, double **out, size_t *n
     if (!cJSON_IsArray(v)) {
         int rc = optim_error_set(err, OPTIM_ETYPE,
                                  NAME ": config key '%s' is %s, expected a list of numbers", key,
-                                 json_kind(v));
+                                 schedule_json_kind(v));
         cJSON_Delete(v);
         return rc;
     }
@@ -83,7 +75,7 @@ static int parse_list(const char *key, const char *json, double **out, size_t *n
             int rc = optim_error_set(
                 err, OPTIM_ETYPE,
                 NAME ": config key '%s': element %zu is %s, expected a finite number", key, k,
-                cJSON_IsNumber(item) ? "not finite" : json_kind(item));
+                cJSON_IsNumber(item) ? "not finite" : schedule_json_kind(item));
             free(a);
             cJSON_Delete(v);
             return rc;

@@ -36,3 +36,7 @@ plot CosineDecay-warmup 500 CosineDecay \
     '"initial_learning_rate": 0.0, "decay_steps": 400, "warmup_target": 0.1, "warmup_steps": 50'
 plot CosineDecayRestarts 750 CosineDecayRestarts \
     '"initial_learning_rate": 0.1, "first_decay_steps": 50, "t_mul": 2.0, "m_mul": 0.8, "alpha": 0.05'
+plot Triangular2CyclicalLearningRate 500 Addons\>Triangular2CyclicalLearningRate \
+    '"initial_learning_rate": 0.01, "maximal_learning_rate": 0.1, "step_size": 50'
+plot ExponentialCyclicalLearningRate 500 Addons\>ExponentialCyclicalLearningRate \
+    '"initial_learning_rate": 0.01, "maximal_learning_rate": 0.1, "step_size": 50, "gamma": 0.995'
