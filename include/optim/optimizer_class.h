@@ -183,6 +183,11 @@ typedef struct optim_phase_update {
 #define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
 #define OPTIM_CLASS_KERAS3_ONLY 2u /* no legacy form (Lion, Adafactor...) */
 #define OPTIM_CLASS_LEGACY_ONLY 4u /* no Keras 3 form */
+/* Refuses sparse gradients: a step with one fails (OPTIM_ENOTSUP, naming
+ * the variable) before it changes anything, where an element-wise class
+ * without apply_sparse would get the dense equivalent (TF Addons' COCOB
+ * raises NotImplementedError). Not with apply_sparse. */
+#define OPTIM_CLASS_NO_SPARSE 8u
 
 /* keras_flags (version 4): tf-keras 2.11+ has a new-style class of this
  * name (tf_keras.optimizers.Adam...). A Keras 3 config with jit_compile,
