@@ -333,6 +333,27 @@ OPTIM_TEST(test_slots)
     }
 }
 
+/* Half variables: slots of the variable's dtype, lr's 1e-8 rounded once
+ * (as TF's Constant(1e-8) slot of a float16 variable): 0 in float16 (below
+ * its smallest subnormal, so a first zero gradient gives 0 / 0, as in TF),
+ * kept in bfloat16 (float32's exponent range). */
+OPTIM_TEST(test_half_slots)
+{
+    const optim_dtype dts[2] = {OPTIM_F16, OPTIM_BF16};
+    for (int d = 0; d < 2; d++) {
+        optim_optimizer *opt = optim_test_make(COCOB(""));
+        optim_var *x = NULL;
+        optim_error err;
+        assert_ok(optim_var_create(&x, "x", dts[d], 1, (int64_t[]){2}, NULL, &err), &err);
+        assert_ok(optim_build(opt, &x, 1), opt);
+        optim_var *lr = optim_get_slot(opt, x, "lr");
+        assert_int_equal(optim_var_dtype(lr), dts[d]);
+        if (d == 0) assert_eq(optim_var_get(lr, 0), 0);
+        else assert_close(optim_var_get(lr, 0), 1e-8, 1e-2, 0);
+        optim_test_free(opt, x);
+    }
+}
+
 OPTIM_TEST(test_threads_bitwise)
 {
     ot_check_threads(COCOB(""), 2, 3, 1, slot_names);
