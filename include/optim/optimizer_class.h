@@ -186,7 +186,8 @@ typedef struct optim_phase_update {
 /* Refuses sparse gradients: a step with one fails (OPTIM_ENOTSUP, naming
  * the variable) before it changes anything, where an element-wise class
  * without apply_sparse would get the dense equivalent (TF Addons' COCOB
- * raises NotImplementedError). Not with apply_sparse. */
+ * raises NotImplementedError). Not with apply_sparse. A library older than
+ * this flag ignores the bit (it came without a new OPTIM_CLASS_VERSION). */
 #define OPTIM_CLASS_NO_SPARSE 8u
 
 /* keras_flags (version 4): tf-keras 2.11+ has a new-style class of this
@@ -259,8 +260,8 @@ struct optim_class {
 
     /* Optional. Sparse update with unique ascending indices. If NULL, an
      * OPTIM_CLASS_ELEMENTWISE class gets the dense equivalent
-     * (OPTIM_SPARSE_DENSE); other classes refuse sparse gradients with
-     * OPTIM_ENOTSUP. */
+     * (OPTIM_SPARSE_DENSE) unless it has OPTIM_CLASS_NO_SPARSE; other
+     * classes refuse sparse gradients with OPTIM_ENOTSUP. */
     void (*apply_sparse)(const optim_sparse_update *u);
 
     /* Optional (requires apply_sparse). Sparse update with the indices as
