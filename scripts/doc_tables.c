@@ -32,7 +32,11 @@ static void put_number(double v)
     char buf[40];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
+        if (strtod(buf, NULL) != v) continue;
+        /* Python writes 100.0, not 1e+02: no exponent below 1e16. */
+        int e = v != 0 && isfinite(v) ? (int)floor(log10(fabs(v))) : 0;
+        if (e >= prec && e < 16) snprintf(buf, sizeof buf, "%.*g", e + 1, v);
+        break;
     }
     fputs(buf, stdout);
     if (!strpbrk(buf, ".eninf")) fputs(".0", stdout);

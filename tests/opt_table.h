@@ -15,7 +15,7 @@
 #include "testutil.h"
 
 #define OT_LEGACY "\"is_legacy_optimizer\": true"
-#define OT_MAX_STATE 4
+#define OT_MAX_STATE 5
 
 /* Reference step k (0-based) in double on n elements: updates w and the
  * state arrays st[0..nstate) in place with the gradient g. */

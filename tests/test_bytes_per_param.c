@@ -105,6 +105,9 @@ static const count_case cases[] = {
     {"\"muon\"", K3, F32, "w", VEC(1000), 4 * 7},
     {"\"muon\"", K3, F32, "dense/kernel", 2, {64, 32, 0}, 4 * 5},
     {"\"muon\"", K3, F32, "token_embedding", 2, {64, 32, 0}, 4 * 7},
+    /* COCOB: g r, w and its five slots rw. */
+    {"\"cocob\"", LEG, F32, "w", VEC(1000), 4 * 13},
+    {"\"cocob\"", LEG, F64, "w", VEC(1000), 8 * 13},
 };
 
 /* A zero variable (optim_test_var takes float32 and float64 only). */

@@ -1406,6 +1406,42 @@ OPTIM_TEST(test_register_bad_tables)
     expect_register_fails(&c, OPTIM_ERANGE, "default_learning_rate");
 }
 
+static void noop_sparse(const optim_sparse_update *u) { (void)u; }
+
+/* OPTIM_CLASS_NO_SPARSE: an element-wise class without apply_sparse refuses
+ * a sparse gradient (naming the variable) instead of taking its dense
+ * equivalent; with apply_sparse the table is refused. */
+OPTIM_TEST(test_register_no_sparse)
+{
+    optim_class c = scaled_class("TestNoSparseBoth");
+    c.flags |= OPTIM_CLASS_NO_SPARSE;
+    c.apply_sparse = noop_sparse;
+    expect_register_fails(&c, OPTIM_EINVAL, "NO_SPARSE");
+    for (int refuse = 0; refuse < 2; refuse++) {
+        c = scaled_class(refuse ? "TestNoSparse" : "TestSparseDense");
+        if (refuse) c.flags |= OPTIM_CLASS_NO_SPARSE;
+        optim_error err;
+        assert_ok(optim_register_class(&c, &err), &err);
+        optim_optimizer *opt = optim_test_make(refuse ? "\"TestNoSparse\"" : "\"TestSparseDense\"");
+        int64_t shape[2] = {3, 1}, idx[1] = {1};
+        optim_var *w = optim_test_var("table", OPTIM_F64, 2, shape, (double[]){1, 2, 3});
+        double g[1] = {4};
+        optim_grad_var p = {
+            optim_grad_sparse(idx, 1, optim_tensor_make(OPTIM_F64, g, 2, (int64_t[]){1, 1})), w};
+        int rc = optim_apply_gradients(opt, &p, 1, 0);
+        if (refuse) {
+            assert_status(rc, OPTIM_ENOTSUP, opt);
+            assert_contains(optim_errmsg(opt), "'table'");
+            assert_eq(optim_var_get(w, 1), 2);
+            assert_eq(optim_iterations(opt), 0);
+        } else {
+            assert_ok(rc, opt);
+            assert_ne(optim_var_get(w, 1), 2);
+        }
+        optim_test_free(opt, w);
+    }
+}
+
 /* A param whose default lies outside its own [min, max] would give every
  * optimizer of the class an out-of-range value that no set or step checks
  * (a plain number is only range-checked when set). The table is bad. */

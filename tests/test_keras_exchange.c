@@ -56,6 +56,7 @@ static const legacy_class legacy_classes[] = {
      {"learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "exclude_from_weight_decay",
       "exclude_from_layer_adaptation", "name"}},
     {"LazyAdam", 1, {"learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad", "name"}},
+    {"COCOB", 1, {"alpha", "use_locking", "name"}},
     {"MovingAverage",
      1,
      {"optimizer", "average_decay", "num_updates", "start_step", "dynamic_decay", "name"}},
@@ -128,6 +129,7 @@ static const char *const legacy_configs[][2] = {
      "{\"weight_decay\": 0.01, \"exclude_from_weight_decay\": [\"bias\"], "
      "\"exclude_from_layer_adaptation\": [\"norm\"]}"},
     {"LazyAdam", "{\"epsilon\": 1e-5, \"clipvalue\": 0.5}"},
+    {"COCOB", "{\"alpha\": 20, \"use_locking\": true, \"decay\": 0.1, \"clipnorm\": 1.0}"},
     {"MovingAverage",
      "{\"optimizer\": " INNER ", \"num_updates\": 3, \"start_step\": 1, \"dynamic_decay\": true}"},
     {"SWA", "{\"optimizer\": " INNER ", \"start_averaging\": 2, \"average_period\": 3}"},

@@ -29,12 +29,13 @@ static const char *const CONFIGS[] = {
 #include "replay_configs.inc"
 };
 
-static void write_grads(optim_st_writer *w, int k)
+static void write_grads(optim_st_writer *w, int k, int dense_emb)
 {
     /* dense "dense/kernel" [KR, KC] f32, sparse "emb" [6, EC] f64 (4 rows
-     * with duplicates), scalar "bias" f64 every other step. */
+     * with duplicates; dense_emb: its dense equivalent, for a class that
+     * refuses sparse gradients), scalar "bias" f64 every other step. */
     static float kg[STEPS][KR * KC];
-    static double ev[STEPS][4 * EC], bg[STEPS];
+    static double ev[STEPS][4 * EC], bg[STEPS], ed[STEPS][6 * EC];
     static int64_t ei[STEPS][4];
     optim_error err;
     for (int i = 0; i < KR * KC; i++) kg[k][i] = (float)sin(0.9 * k + 0.37 * i);
@@ -48,12 +49,21 @@ static void write_grads(optim_st_writer *w, int k)
     optim_tensor t = optim_tensor_make(OPTIM_F32, kg[k], 2, (int64_t[]){KR, KC});
     snprintf(name, sizeof name, "%d/dense/kernel", k);
     assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
-    t = optim_tensor_make(OPTIM_I64, ei[k], 1, (int64_t[]){4});
-    snprintf(name, sizeof name, "%d/emb/indices", k);
-    assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
-    t = optim_tensor_make(OPTIM_F64, ev[k], 2, (int64_t[]){4, EC});
-    snprintf(name, sizeof name, "%d/emb/values", k);
-    assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
+    if (dense_emb) {
+        memset(ed[k], 0, sizeof ed[k]);
+        for (int j = 0; j < 4; j++)
+            for (int c = 0; c < EC; c++) ed[k][idx[j] * EC + c] += ev[k][j * EC + c];
+        t = optim_tensor_make(OPTIM_F64, ed[k], 2, (int64_t[]){6, EC});
+        snprintf(name, sizeof name, "%d/emb", k);
+        assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
+    } else {
+        t = optim_tensor_make(OPTIM_I64, ei[k], 1, (int64_t[]){4});
+        snprintf(name, sizeof name, "%d/emb/indices", k);
+        assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
+        t = optim_tensor_make(OPTIM_F64, ev[k], 2, (int64_t[]){4, EC});
+        snprintf(name, sizeof name, "%d/emb/values", k);
+        assert_ok(optim_st_writer_add(w, name, &t, &err), &err);
+    }
     if (k % 2 == 0) {
         t = optim_tensor_make(OPTIM_F64, &bg[k], 0, NULL);
         snprintf(name, sizeof name, "%d/bias", k);
@@ -81,6 +91,9 @@ static void check_config(const char *json)
     const char *grads = optim_test_tmpfile("grads.st"), *out = out_path(json);
     assert_eq(optim_test_write_file(cfg, json, strlen(json)), 0);
     optim_error err;
+    optim_optimizer *opt;
+    assert_ok(optim_from_json(&opt, json, &err), &err);
+    const int dense_emb = (optim_class_of(opt)->flags & OPTIM_CLASS_NO_SPARSE) != 0;
     /* INIT */
     static float k0[KR * KC];
     static double e0[6 * EC];
@@ -102,7 +115,7 @@ static void check_config(const char *json)
     assert_ok(optim_st_writer_save(w, init, &err), &err);
     optim_st_writer_destroy(w);
     assert_ok(optim_st_writer_create(&w, &err), &err);
-    for (int k = 0; k < STEPS; k++) write_grads(w, k);
+    for (int k = 0; k < STEPS; k++) write_grads(w, k, dense_emb);
     assert_ok(optim_st_writer_save(w, grads, &err), &err);
     optim_st_writer_destroy(w);
     /* The tool. */
@@ -113,8 +126,6 @@ static void check_config(const char *json)
     if (optim_test_capture(argv, &r)) print_error("for %s:\n%s\n", json, r.err);
     assert_eq(r.status, 0);
     /* The library on the same inputs. */
-    optim_optimizer *opt;
-    assert_ok(optim_from_json(&opt, json, &err), &err);
     optim_st_file *g;
     assert_ok(optim_st_read(grads, &g, &err), &err);
     for (int k = 0; k < STEPS; k++) {
@@ -128,12 +139,18 @@ static void check_config(const char *json)
         assert_ok(optim_st_get(g, name, &t), NULL);
         p[1].var = vars[1];
         p[1].grad = optim_grad_dense(t);
-        snprintf(name, sizeof name, "%d/emb/indices", k);
-        assert_ok(optim_st_get(g, name, &it), NULL);
-        snprintf(name, sizeof name, "%d/emb/values", k);
-        assert_ok(optim_st_get(g, name, &t), NULL);
         p[2].var = vars[2];
-        p[2].grad = optim_grad_sparse(it.data, it.shape[0], t);
+        if (dense_emb) {
+            snprintf(name, sizeof name, "%d/emb", k);
+            assert_ok(optim_st_get(g, name, &t), NULL);
+            p[2].grad = optim_grad_dense(t);
+        } else {
+            snprintf(name, sizeof name, "%d/emb/indices", k);
+            assert_ok(optim_st_get(g, name, &it), NULL);
+            snprintf(name, sizeof name, "%d/emb/values", k);
+            assert_ok(optim_st_get(g, name, &t), NULL);
+            p[2].grad = optim_grad_sparse(it.data, it.shape[0], t);
+        }
         assert_ok(optim_apply_gradients(opt, p, 3, 0), opt);
     }
     optim_st_free(g);

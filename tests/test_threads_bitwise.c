@@ -12,7 +12,8 @@
  *   "matrix" [178, 145]: 3 chunks and a ragged tail, a dense gradient
  *                        (MultiOptimizer's case maps it to Adam);
  *   "table"  [300, 64]:  2 chunks and a ragged tail, a sparse gradient
- *                        of 48 rows with duplicates;
+ *                        of 48 rows with duplicates (its dense equivalent
+ *                        for a class with OPTIM_CLASS_NO_SPARSE);
  *   "bias"   [37]:       less than a chunk, a dense gradient.
  * After the steps every variable and every weight (iterations and slots) of
  * the optimizer and of each optimizer it wraps must equal the one-thread
@@ -159,14 +160,22 @@ static void step(optim_optimizer *opt, optim_var **vars, int k)
     float *g[NVARS];
     int64_t idx[NIDX], vshape[2] = {NIDX, 64};
     optim_grad_var p[NVARS];
+    /* A class that refuses sparse gradients (COCOB) gets the table's rows
+     * summed into a dense gradient. */
+    const int dense_table = (optim_class_of(opt)->flags & OPTIM_CLASS_NO_SPARSE) != 0;
     for (int j = 0; j < NIDX; j++) idx[j] = sparse_row(k, j);
     for (int v = 0; v < NVARS; v++) {
-        const int64_t n = v == 1 ? NIDX * 64 : optim_var_numel(vars[v]);
-        assert_non_null(g[v] = malloc((size_t)n * sizeof *g[v]));
-        for (int64_t i = 0; i < n; i++) g[v][i] = (float)grad_value(v, k, i);
-        optim_tensor t = v == 1 ? optim_tensor_make(OPTIM_F32, g[v], 2, vshape)
+        const int sparse = v == 1 && !dense_table;
+        const int64_t n = sparse ? NIDX * 64 : optim_var_numel(vars[v]);
+        assert_non_null(g[v] = calloc((size_t)n, sizeof *g[v]));
+        if (v == 1 && dense_table)
+            for (int64_t i = 0; i < NIDX * 64; i++)
+                g[v][idx[i / 64] * 64 + i % 64] += (float)grad_value(v, k, i);
+        else
+            for (int64_t i = 0; i < n; i++) g[v][i] = (float)grad_value(v, k, i);
+        optim_tensor t = sparse ? optim_tensor_make(OPTIM_F32, g[v], 2, vshape)
                                 : optim_tensor_make(OPTIM_F32, g[v], var_ranks[v], var_shapes[v]);
-        p[v] = (optim_grad_var){v == 1 ? optim_grad_sparse(idx, NIDX, t) : optim_grad_dense(t),
+        p[v] = (optim_grad_var){sparse ? optim_grad_sparse(idx, NIDX, t) : optim_grad_dense(t),
                                 vars[v]};
     }
     int rc = optim_apply_gradients(opt, p, NVARS, 0);

@@ -183,6 +183,12 @@ typedef struct optim_phase_update {
 #define OPTIM_CLASS_ELEMENTWISE 1u /* apply_dense may be called on any chunk */
 #define OPTIM_CLASS_KERAS3_ONLY 2u /* no legacy form (Lion, Adafactor...) */
 #define OPTIM_CLASS_LEGACY_ONLY 4u /* no Keras 3 form */
+/* Refuses sparse gradients: a step with one fails (OPTIM_ENOTSUP, naming
+ * the variable) before it changes anything, where an element-wise class
+ * without apply_sparse would get the dense equivalent (TF Addons' COCOB
+ * raises NotImplementedError). Not with apply_sparse. A library older than
+ * this flag ignores the bit (it came without a new OPTIM_CLASS_VERSION). */
+#define OPTIM_CLASS_NO_SPARSE 8u
 
 /* keras_flags (version 4): tf-keras 2.11+ has a new-style class of this
  * name (tf_keras.optimizers.Adam...). A Keras 3 config with jit_compile,
@@ -254,8 +260,8 @@ struct optim_class {
 
     /* Optional. Sparse update with unique ascending indices. If NULL, an
      * OPTIM_CLASS_ELEMENTWISE class gets the dense equivalent
-     * (OPTIM_SPARSE_DENSE); other classes refuse sparse gradients with
-     * OPTIM_ENOTSUP. */
+     * (OPTIM_SPARSE_DENSE) unless it has OPTIM_CLASS_NO_SPARSE; other
+     * classes refuse sparse gradients with OPTIM_ENOTSUP. */
     void (*apply_sparse)(const optim_sparse_update *u);
 
     /* Optional (requires apply_sparse). Sparse update with the indices as

@@ -186,8 +186,9 @@ void optim__cf_check_failure(cf_ctx *c)
     const char *e =
         "a step refused for a learning rate that turns NaN changes nothing, nor the next step (f32, f64)";
     if (!c->has_lr)
-        optim__cf_report(c, "failure.hyper", -1, e,
-                         "a wrapper (no learning_rate of its own): skipped");
+        optim__cf_report(
+            c, "failure.hyper", -1, e,
+            "no learning_rate of its own (a wrapper, or a class without one): skipped");
     else report(c, "failure.hyper", e, NULL, nan_lr, NULL, 1);
     e = "a step whose create_slots fails (after the class's own hook ran, on the last variable) changes nothing, "
         "nor the next step (f32, f64)";

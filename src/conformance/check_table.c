@@ -43,8 +43,8 @@ static int param_problem(const optim_param *p, char *why, size_t n)
 void optim__cf_check_table(cf_ctx *c)
 {
     const optim_class *k = c->cls;
-    const uint32_t known =
-        OPTIM_CLASS_ELEMENTWISE | OPTIM_CLASS_KERAS3_ONLY | OPTIM_CLASS_LEGACY_ONLY;
+    const uint32_t known = OPTIM_CLASS_ELEMENTWISE | OPTIM_CLASS_KERAS3_ONLY |
+        OPTIM_CLASS_LEGACY_ONLY | OPTIM_CLASS_NO_SPARSE;
     char why[CF_TEXT] = "";
     if (k->version < 1 || k->version > OPTIM_CLASS_VERSION)
         snprintf(why, sizeof why, "version %u", (unsigned)k->version);

@@ -72,6 +72,7 @@ static int make_config(cf_ctx *c, const char *text, optim_error *err)
  * wrapper, whether a sparse step is refused as not supported. */
 static int takes_sparse(const cf_ctx *c)
 {
+    if (c->cls->flags & OPTIM_CLASS_NO_SPARSE) return 0;
     if (!c->wrapper) return c->cls->apply_sparse || (c->cls->flags & OPTIM_CLASS_ELEMENTWISE);
     optim_optimizer *opt;
     cf_problem p;
@@ -119,7 +120,10 @@ static int setup(cf_ctx *c, const char *class_name, const optim_conformance_opti
     char why[CF_TEXT];
     rc = optim__cf_create(c, NULL, NULL, &opt, why, sizeof why);
     double lr;
-    c->has_lr = !rc && !c->wrapper && optim_get_hyper(opt, "learning_rate", &lr) == 0;
+    /* A class without a learning rate (COCOB) keeps the base's at its
+     * default and refuses another value. */
+    c->has_lr = !rc && !c->wrapper && optim_get_hyper(opt, "learning_rate", &lr) == 0 &&
+        optim_set_hyper(opt, "learning_rate", lr == 0.5 ? 0.25 : 0.5) == 0;
     optim_destroy(opt);
     if (rc) return optim__err(err, rc, "conformance: %s", why);
     c->sparse = takes_sparse(c);

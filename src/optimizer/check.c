@@ -87,6 +87,11 @@ static int check_sparse(const optim_optimizer *opt, const char *what, const opti
     const int32_t vr = optim_var_rank(v);
     const int64_t *vs = optim_var_shape(v);
     const optim_dtype vd = optim_var_dtype(v);
+    if (opt->cls.flags & OPTIM_CLASS_NO_SPARSE)
+        return optim__err(err, OPTIM_ENOTSUP,
+                          "%s: the class takes no sparse gradients (OPTIM_CLASS_NO_SPARSE); "
+                          "give it the dense gradient",
+                          what);
     if (!opt->cls.apply_sparse && !(opt->cls.flags & OPTIM_CLASS_ELEMENTWISE))
         return optim__err(err, OPTIM_ENOTSUP,
                           "%s: class has no sparse update (no apply_sparse, and "

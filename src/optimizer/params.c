@@ -285,6 +285,9 @@ static int class_header_check(const optim_class *cls, optim_error *err)
     if ((cls->flags & OPTIM_CLASS_KERAS3_ONLY) && (cls->flags & OPTIM_CLASS_LEGACY_ONLY))
         return optim__err(err, OPTIM_EINVAL,
                           "optimizer class '%s': both KERAS3_ONLY and LEGACY_ONLY", cls->name);
+    if ((cls->flags & OPTIM_CLASS_NO_SPARSE) && cls->apply_sparse)
+        return optim__err(err, OPTIM_EINVAL,
+                          "optimizer class '%s': both NO_SPARSE and apply_sparse", cls->name);
     return OPTIM_OK;
 }
 
