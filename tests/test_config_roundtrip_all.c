@@ -95,7 +95,9 @@ static int keras_fills(const cJSON *want, const cJSON *set, optim_generation gen
         return 1;
     if (!strcmp(k, "average_decay"))
         return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(set, "num_updates"));
-    return cJSON_IsObject(want);
+    /* Nested optimizers: written with every key (TF Addons' MultiOptimizer's
+     * optimizer_specs, a list of them). */
+    return cJSON_IsObject(want) || (cJSON_IsArray(want) && cJSON_IsObject(want->child));
 }
 
 /* Marks every optimizer config inside j legacy when gen is. */
@@ -113,7 +115,8 @@ static cJSON *legacy_marked(cJSON *j, optim_generation gen)
 }
 
 /* Wrappers need an inner optimizer: SGD (a MultiOptimizer map with SGD as
- * the default and Adam for "dense/.*"). */
+ * the default and Adam for "dense/.*"; in the legacy generation, TF Addons'
+ * specs, Adam for dense/kernel:0 and SGD for dense/bias:0). */
 static void add_inner(cJSON *cfg, const optim_class *cls, optim_generation gen)
 {
     static const struct {
@@ -128,9 +131,14 @@ static void add_inner(cJSON *cfg, const optim_class *cls, optim_generation gen)
          "{\"class_name\":\"OptimizerMap\",\"config\":{\"default_optimizer\":{\"class_name\":"
          "\"SGD\",\"config\":{}},\"optimizer_map\":{\"dense/.*\":{\"class_name\":\"Adam\","
          "\"config\":{}}}}}"},
+        {"Addons>MultiOptimizer", "optimizer_specs",
+         "[{\"optimizer\":{\"class_name\":\"Adam\",\"config\":{\"decay\":0.0}},\"weights\":"
+         "[\"dense/kernel:0\"]},{\"optimizer\":{\"class_name\":\"SGD\",\"config\":{\"decay\":"
+         "0.0}},\"weights\":[\"dense/bias:0\"]}]"},
     };
+    const int specs = gen == OPTIM_LEGACY && !strcmp(cls->name, "MultiOptimizer");
     for (size_t i = 0; i < sizeof inner / sizeof inner[0]; i++)
-        if (!strcmp(cls->name, inner[i].cls))
+        if (!strcmp(specs ? "Addons>MultiOptimizer" : cls->name, inner[i].cls))
             cJSON_AddItemToObject(cfg, inner[i].key,
                                   legacy_marked(cJSON_Parse(inner[i].json), gen));
 }

@@ -62,6 +62,7 @@ static const legacy_class legacy_classes[] = {
      {"optimizer", "average_decay", "num_updates", "start_step", "dynamic_decay", "name"}},
     {"SWA", 1, {"optimizer", "start_averaging", "average_period", "name"}},
     {"Lookahead", 1, {"optimizer", "sync_period", "slow_step_size", "name"}},
+    {"MultiOptimizer", 1, {"optimizers_and_layers", "optimizer_specs", "name"}},
     {"LossScaleOptimizer",
      0,
      {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"}},
@@ -106,6 +107,10 @@ static void assert_legacy_keys(const cJSON *obj)
         assert_true(accepted(c, item->string));
         if (strcmp(item->string, "optimizer") == 0 || strcmp(item->string, "inner_optimizer") == 0)
             assert_legacy_keys(item);
+        const cJSON *spec; /* TF Addons' MultiOptimizer: [{"optimizer": ..., "weights": ...}] */
+        if (strcmp(item->string, "optimizer_specs") == 0)
+            cJSON_ArrayForEach(spec, item)
+                assert_legacy_keys(cJSON_GetObjectItemCaseSensitive(spec, "optimizer"));
     }
 }
 
@@ -134,6 +139,10 @@ static const char *const legacy_configs[][2] = {
      "{\"optimizer\": " INNER ", \"num_updates\": 3, \"start_step\": 1, \"dynamic_decay\": true}"},
     {"SWA", "{\"optimizer\": " INNER ", \"start_averaging\": 2, \"average_period\": 3}"},
     {"Lookahead", "{\"optimizer\": " INNER ", \"sync_period\": 4}"},
+    {"MultiOptimizer",
+     "{\"optimizer_specs\": [{\"optimizer\": " INNER
+     ", \"weights\": [\"a:0\"]}], \"clipnorm\": 1.0, "
+     "\"decay\": 0.1, \"is_legacy_optimizer\": true}"},
     {"LossScaleOptimizer",
      "{\"inner_optimizer\": " INNER ", \"initial_scale\": 8, \"dynamic_growth_steps\": 10}"},
     {"LossScaleOptimizer",

@@ -395,9 +395,10 @@ OPTIM_TEST(test_bad_input)
                       OPTIM_EINVAL, "does not take `learning_rate`", NULL);
     ot_expect_refused(MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"use_ema\": true"),
                       OPTIM_ENOTSUP, "use_ema", NULL);
+    /* The legacy generation is TF Addons' (optimizer_specs). */
     ot_expect_refused(
         MULTI("{\"default_optimizer\": " SGD("0.1") "}", ", \"is_legacy_optimizer\": true"),
-        OPTIM_ENOTSUP, "MultiOptimizer", NULL);
+        OPTIM_EKEY, "takes 'optimizer_specs'", NULL);
 }
 
 /* A pair the second sub-optimizer would refuse is caught before the first

@@ -52,7 +52,8 @@ OPTIM_API optim_optimizer *optim_wrapper_inner(const optim_optimizer *opt);
 /* The i-th wrapped optimizer (0 is optim_wrapper_inner's), NULL past the
  * last or if opt is not a wrapper. A MultiOptimizer's are its
  * sub-optimizers: the OptimizerMap's entries in order, then the default
- * (Keras's `.optimizers`). */
+ * (Keras's `.optimizers`); TF Addons' (legacy) MultiOptimizer's are its
+ * optimizer_specs' optimizers, in order. */
 OPTIM_API optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, size_t i);
 
 /* ---- MultiOptimizer (Keras 3.15) ---------------------------------------------
@@ -67,7 +68,16 @@ OPTIM_API optim_optimizer *optim_wrapper_inner_at(const optim_optimizer *opt, si
  * By list instead: gives these variables to sub-optimizer k (an index of
  * optim_wrapper_inner_at) before their first step, overriding the patterns
  * (the C form of Keras's callable selector; not part of the config).
- * OPTIM_ESTATE if a variable already has its slots in another one. */
+ * OPTIM_ESTATE if a variable already has its slots in another one.
+ *
+ * The class's legacy generation is TF Addons' MultiOptimizer:
+ * {"class_name": "Addons>MultiOptimizer", "config": {"optimizer_specs":
+ * [{"optimizer": {...}, "weights": ["dense/kernel:0", ...]}, ...]}}, each
+ * spec's optimizer stepping the variables its weights name (":0" optional;
+ * a variable no spec names is skipped, one several name is stepped by each
+ * in turn). There this function adds the variables' names to spec k's
+ * weights, which the config then writes, as TF Addons'
+ * create_optimizer_spec does for a layer. docs/wrappers.md has the rules. */
 OPTIM_API int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, size_t n,
                                            size_t k);
 

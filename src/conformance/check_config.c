@@ -57,7 +57,13 @@ static int round_trip(cf_ctx *c, optim_dtype dt, char *why, size_t n)
         snprintf(why, n, "get_config: %s", optim_errmsg(a));
         goto done;
     }
-    if (optim_from_config(&b, c->cls->name, t1, &err)) {
+    /* Under the name the generation is written with, as Keras finds the
+     * class: "Addons>NAME" for a TF Addons class in the legacy generation
+     * (TF Addons' MultiOptimizer and Keras 3's share a class name). */
+    char cn[128];
+    const int tfa = c->generation == OPTIM_LEGACY && c->cls->tfa_name;
+    snprintf(cn, sizeof cn, "%s%s", tfa ? "Addons>" : "", tfa ? c->cls->tfa_name : c->cls->name);
+    if (optim_from_config(&b, cn, t1, &err)) {
         snprintf(why, n, "from_config(get_config) refused: %s", err.msg);
         goto done;
     }

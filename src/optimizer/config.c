@@ -316,7 +316,8 @@ int optim_from_config(optim_optimizer **out, const char *class_name, const char 
     *out = NULL;
     const optim_class *cls = class_name ? optim_find_class(class_name) : NULL;
     if (!cls) return optim__unknown_class(err, class_name);
-    optim__kobj o = {cls->name, NULL, NULL, NULL};
+    /* The name as given: "Addons>NAME" is TF Addons' class, a legacy one. */
+    optim__kobj o = {class_name, NULL, NULL, NULL};
     if (!config_json) return from_config(out, cls, &o, NULL, err);
     cJSON *cfg = optim__json_parse(config_json, NULL, 0);
     if (!cfg) return optim__err(err, OPTIM_EPARSE, "%s: config is not valid JSON", cls->name);

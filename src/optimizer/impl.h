@@ -32,7 +32,7 @@
  *   apply.c           the pipeline and optim_step (optimizer, slots, check, keras3_options,
  *                     weight_decay, wrapper_support, half_step, half_sparse, clip, update)
  * Headers: impl.h, params.h (params.c), config_ex.h
- * (config.c), keras3_options.h, sparse_walk.h, multi_tensor.h, half_step.h,
+ * (config.c), slot_order.h (slots.c), keras3_options.h, sparse_walk.h, multi_tensor.h, half_step.h,
  * half_sparse.h (their .c), pipeline.h (the step of apply.c, clip.c, update.c).
  */
 #ifndef OPTIM_OPTIMIZER_IMPL_H
@@ -46,6 +46,7 @@
 #include "optim/step.h"
 #include "optimizer/config_ex.h"
 #include "optimizer/params.h"
+#include "optimizer/slot_order.h"
 
 /* The kinds a hyperparameter value can take (Keras: number, variable,
  * callable, LearningRateSchedule), plus None. */
@@ -229,10 +230,7 @@ int optim__track_var(optim_optimizer *opt, optim_var *var, optim_error *err);
 void optim__rollback_vars(optim_optimizer *opt, size_t nvars, size_t nslots, size_t nnames);
 /* Frees the qualified weight names (weights.c). */
 void optim__weight_names_free(optim_optimizer *opt);
-/* Puts the weights created since index `from` in Keras's order: optimizer-
- * level weights first, then slot kind by slot kind (all "m", then all "v"),
- * each in variable order, as Keras's _create_slots(var_list) builds them. */
-void optim__order_new_slots(optim_optimizer *opt, size_t from);
+/* optim__order_new_slots: optimizer/slot_order.h. */
 
 /* Step 1 of the pipeline: a pair / all pairs as `opt` (the update rule)
  * would accept them; `cn` names the caller in messages. check_pairs also

@@ -2,7 +2,8 @@
  *
  * keras-team/keras keras/src/optimizers/multi_optimizer.py at commit
  * 3422977a5e38 (MultiOptimizer and OptimizerMap, added by 47e2e9702c8f and
- * 81a1fd973a6a; tests in multi_optimizer_test.py). Keras 3 only.
+ * 81a1fd973a6a; tests in multi_optimizer_test.py). The Keras 3 generation
+ * (the legacy one is TF Addons', below).
  *
  * Config: {"optimizer_map": OPTIMIZER_MAP, "loss_scale_factor": null, "name":
  * ...}, where OPTIMIZER_MAP is Keras's serialized OptimizerMap,
@@ -14,10 +15,11 @@
  * Which optimizer a variable gets, decided when it is first seen (Keras's
  * build, OptimizerMap.__getitem__ on variable.path, here the variable's
  * name): the entry whose PATTERN equals the name; else the one PATTERN that
- * matches the whole name (re.fullmatch; here POSIX extended regular
- * expressions, optim_name_patterns in its full-match mode), an error if
- * several do; else the default. optim_multi_optimizer_assign gives explicit lists instead (the C
- * form of Keras's callable selector), which take precedence.
+ * matches the whole name (re.fullmatch: PATTERN is a Python regular
+ * expression, matched as Python's re does by optim_name_patterns in its
+ * full-match mode, src/core/pyre.c), an error if several do; else the
+ * default. optim_multi_optimizer_assign gives explicit lists instead (the
+ * C form of Keras's callable selector), which take precedence.
  *
  * The sub-optimizers, in Keras's order (the map's entries, then the
  * default), are refused when they are wrappers (Keras refuses
@@ -34,9 +36,14 @@
  * they are this optimizer's weights "optimizers/K/iterations" (float64),
  * after the sub-optimizers' slots. Limit: a failure inside sub-optimizer K
  * after the checks (a user callable, transformer or aggregator of K failing)
- * leaves the steps of sub-optimizers before K in place; the call reports it. */
+ * leaves the steps of sub-optimizers before K in place; the call reports it.
+ *
+ * The class's legacy generation is TF Addons' MultiOptimizer
+ * ("Addons>MultiOptimizer", optimizer_specs): every hook below hands a
+ * legacy optimizer to tfa_multi_optimizer.c; what both share is in
+ * multi.c. */
 #define _POSIX_C_SOURCE 200809L
-#include "wrappers/wrapper.h"
+#include "wrappers/multi.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -50,35 +57,37 @@
 
 #define MAP_KEY "optimizer_map"
 
-typedef struct sub {
-    optim_optimizer *opt;
-    optim_var *iterations; /* "optimizers/K/iterations" */
-} sub;
+typedef optim__multi_sub sub; /* iterations: "optimizers/K/iterations" */
 
 typedef struct multi_state {
-    size_t n; /* sub-optimizers; the last is the default */
-    sub *subs;
+    optim__multi_subs base; /* base.n sub-optimizers; the last is the default */
     optim_name_patterns *patterns; /* pattern k is sub-optimizer k's (n - 1 of them) */
     optim__ptrmap route; /* variable -> index + 1, once seen */
     optim__ptrmap assigned; /* optim_multi_optimizer_assign */
 } multi_state;
 
+/* The class state of either generation. */
+typedef union any_state {
+    multi_state keras3;
+    optim__tfa_multi_state tfa;
+} any_state;
+
+static int is_tfa(const optim_optimizer *opt) { return optim_generation_of(opt) == OPTIM_LEGACY; }
+
 /* Sub-optimizer k's PATTERN, NULL for the default. */
 static const char *pattern_of(const multi_state *st, size_t k)
 {
-    return k + 1 < st->n ? optim_name_patterns_sources(st->patterns)[k] : NULL;
-}
-
-static void free_subs(sub *subs, size_t n)
-{
-    for (size_t k = 0; k < n; k++) optim_destroy(subs[k].opt);
-    free(subs);
+    return k + 1 < st->base.n ? optim_name_patterns_sources(st->patterns)[k] : NULL;
 }
 
 static void multi_destroy(optim_optimizer *opt)
 {
+    if (is_tfa(opt)) {
+        optim__tfa_multi_destroy(opt);
+        return;
+    }
     multi_state *st = optim_state(opt);
-    free_subs(st->subs, st->n);
+    optim__multi_free_subs(st->base.subs, st->base.n);
     optim_name_patterns_free(st->patterns);
     optim__ptrmap_free(&st->route);
     optim__ptrmap_free(&st->assigned);
@@ -96,14 +105,9 @@ static int make_sub(const cJSON *obj, const char *where, optim_optimizer **out, 
     cJSON_free(text);
     if (rc) return optim_error_set(err, rc, "MultiOptimizer: %s: %s", where, local.msg);
     const optim_class *c = optim_class_of(*out);
-    const char *why = strcmp(c->name, "LossScaleOptimizer") == 0
-        ? "optimizer cannot be LossScaleOptimizer"
-        : strcmp(c->name, "MultiOptimizer") == 0
-        ? "MultiOptimizer cannot be used inside a MultiOptimizer"
-        : c->apply_gradients || c->inner || c->inner_at ? "a wrapper cannot be a sub-optimizer"
-        : optim_generation_of(*out) == OPTIM_LEGACY
-        ? "a legacy optimizer cannot be a sub-optimizer (Keras 3 only)"
-        : NULL;
+    const char *why = optim__multi_not_sub(c);
+    if (!why && optim_generation_of(*out) == OPTIM_LEGACY)
+        why = "a legacy optimizer cannot be a sub-optimizer (Keras 3 only)";
     if (!why) return OPTIM_OK;
     optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: %s is a %s: %s", where, c->name, why);
     optim_destroy(*out); /* c is its copy of the class */
@@ -173,7 +177,7 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_name_patterns
     }
     if (!rc && !(rc = add_entry(&subs[k], NULL, def, err))) k++;
     if (rc) {
-        free_subs(subs, k + 1);
+        optim__multi_free_subs(subs, k + 1);
         optim_name_patterns_free(*patterns);
         *patterns = NULL;
         return rc;
@@ -186,15 +190,23 @@ static int read_map(const cJSON *v, sub **out, size_t *nout, optim_name_patterns
 static int multi_set_config(optim_optimizer *opt, const char *key, const char *json,
                             optim_error *err)
 {
+    if (is_tfa(opt)) return optim__tfa_multi_set_config(opt, key, json, err);
+    if (strcmp(key, "optimizer_specs") == 0)
+        return optim_error_set(err, OPTIM_EKEY,
+                               "MultiOptimizer: 'optimizer_specs' is TF Addons' MultiOptimizer's "
+                               "key (tf.keras 2, legacy); this config reads as Keras 3's, which "
+                               "takes '%s': write the class as \"Addons>MultiOptimizer\" (or "
+                               "add \"is_legacy_optimizer\": true)",
+                               MAP_KEY);
     if (strcmp(key, MAP_KEY) != 0) return OPTIM_EKEY;
     multi_state *st = optim_state(opt);
-    if (st->subs)
+    if (st->base.subs)
         return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: '%s' given twice", MAP_KEY);
     cJSON *v = optim__json_parse(json, NULL, 0);
     if (!v)
         return optim_error_set(err, OPTIM_EPARSE,
                                "MultiOptimizer: config key '%s' is not valid JSON", MAP_KEY);
-    int rc = read_map(v, &st->subs, &st->n, &st->patterns, err);
+    int rc = read_map(v, &st->base.subs, &st->base.n, &st->patterns, err);
     cJSON_Delete(v);
     return rc;
 }
@@ -216,8 +228,9 @@ static int check_base_defaults(optim_optimizer *opt, optim_error *err)
 
 static int multi_validate(optim_optimizer *opt, optim_error *err)
 {
+    if (is_tfa(opt)) return optim__tfa_multi_validate(opt, err);
     multi_state *st = optim_state(opt);
-    if (!st->subs)
+    if (!st->base.subs)
         return optim_error_set(err, OPTIM_EINVAL,
                                "MultiOptimizer: no sub-optimizers; give config key '%s' (an "
                                "OptimizerMap with at least a default_optimizer)",
@@ -225,19 +238,11 @@ static int multi_validate(optim_optimizer *opt, optim_error *err)
     int rc = check_base_defaults(opt, err);
     double lsf = NAN;
     if (!rc) optim_get_hyper(opt, "loss_scale_factor", &lsf);
-    for (size_t k = 0; !rc && k < st->n; k++)
-        if (optim_set_hyper(st->subs[k].opt, "loss_scale_factor", lsf))
+    for (size_t k = 0; !rc && k < st->base.n; k++)
+        if (optim_set_hyper(st->base.subs[k].opt, "loss_scale_factor", lsf))
             rc = optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu: %s", k,
-                                 optim_errmsg(st->subs[k].opt));
-    for (size_t k = 0; !rc && k < st->n; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "optimizers/%zu/iterations", k);
-        if (!st->subs[k].iterations)
-            rc = optim_add_weight(opt, name, OPTIM_F64, 0, NULL, OPTIM_SLOT_ZEROS, 0,
-                                  &st->subs[k].iterations);
-        if (rc) rc = optim_error_set(err, rc, "%s", optim_errmsg(opt));
-    }
-    return rc;
+                                 optim_errmsg(st->base.subs[k].opt));
+    return rc ? rc : optim__multi_add_counters(opt, "optimizers", err);
 }
 
 /* ---- get_config ------------------------------------------------------------------------ */
@@ -279,9 +284,11 @@ static cJSON *map_json(const multi_state *st)
     cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject(), *map = cJSON_CreateObject();
     int ok = o && cfg && map && cJSON_AddStringToObject(o, "module", "keras.optimizers") &&
         cJSON_AddStringToObject(o, "class_name", "OptimizerMap");
-    ok = ok && cJSON_AddItemToObject(cfg, "default_optimizer", serialized(st->subs[st->n - 1].opt));
-    for (size_t k = 0; ok && k + 1 < st->n; k++)
-        ok = cJSON_AddItemToObject(map, pattern_of(st, k), serialized(st->subs[k].opt));
+    const size_t n = st->base.n;
+    ok =
+        ok && cJSON_AddItemToObject(cfg, "default_optimizer", serialized(st->base.subs[n - 1].opt));
+    for (size_t k = 0; ok && k + 1 < n; k++)
+        ok = cJSON_AddItemToObject(map, pattern_of(st, k), serialized(st->base.subs[k].opt));
     ok = ok && cJSON_AddItemToObject(cfg, "optimizer_map", map);
     if (ok) map = NULL;
     ok = ok && cJSON_AddItemToObject(o, "config", cfg);
@@ -295,12 +302,8 @@ static cJSON *map_json(const multi_state *st)
 
 static int multi_get_config(optim_optimizer *opt, optim_config *cfg)
 {
-    cJSON *m = map_json(optim_state(opt));
-    char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-    cJSON_Delete(m);
-    if (!text) return OPTIM_ENOMEM;
-    int rc = optim_config_put(cfg, MAP_KEY, text);
-    cJSON_free(text);
+    if (is_tfa(opt)) return optim__tfa_multi_get_config(opt, cfg);
+    int rc = optim__multi_put_json(cfg, MAP_KEY, map_json(optim_state(opt)));
     static const char *const order[] = {MAP_KEY, "loss_scale_factor", "name"};
     return rc ? rc : optim__finite_config(opt, cfg, order, 3);
 }
@@ -318,7 +321,7 @@ static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim
         return OPTIM_OK;
     }
     const char *name = optim_var_name(var);
-    for (size_t i = 0; i + 1 < st->n; i++)
+    for (size_t i = 0; i + 1 < st->base.n; i++)
         if (strcmp(pattern_of(st, i), name) == 0) {
             *k = i;
             return OPTIM_OK;
@@ -330,60 +333,28 @@ static int route_of(optim_optimizer *opt, const optim_var *var, size_t *k, optim
                                "MultiOptimizer: multiple optimizers assigned to "
                                "variable '%s' (patterns '%s' and '%s' both match it)",
                                name, pattern_of(st, (size_t)hit), pattern_of(st, (size_t)again));
-    *k = hit < 0 ? st->n - 1 : (size_t)hit;
+    *k = hit < 0 ? st->base.n - 1 : (size_t)hit;
     return OPTIM_OK;
 }
 
 /* A variable seen for the first time: its slots in its sub-optimizer. */
 static int multi_create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
+    if (is_tfa(opt)) return optim__tfa_multi_create_slots(opt, var, err);
     multi_state *st = optim_state(opt);
     size_t k;
     int rc = route_of(opt, var, &k, err);
     if (rc) return rc;
     if (optim__ptrmap_put(&st->route, var, k))
         return optim_error_set(err, OPTIM_ENOMEM, "out of memory");
-    optim_optimizer *in = st->subs[k].opt;
+    optim_optimizer *in = st->base.subs[k].opt;
     if (optim_track_variables(in, &var, 1))
         return optim_error_set(err, OPTIM_EINVAL, "MultiOptimizer: sub-optimizer %zu (%s): %s", k,
                                optim_class_of(in)->name, optim_errmsg(in));
     return OPTIM_OK;
 }
 
-static optim_optimizer *multi_inner_at(const optim_optimizer *opt, size_t i)
-{
-    const multi_state *st = optim_state(opt);
-    return st && i < st->n ? st->subs[i].opt : NULL;
-}
-
 /* ---- the step ------------------------------------------------------------------------------- */
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Every pair has a variable, and each variable comes once (sorted in
- * scratch memory). */
-static int check_vars(optim_optimizer *opt, const optim_grad_var *pairs, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!pairs[i].var)
-            return optim_set_error(opt, OPTIM_EINVAL,
-                                   "MultiOptimizer: pair %zu has no variable (NULL)", i);
-    const optim_var **sorted = optim_step_scratch(opt, n * sizeof *sorted);
-    if (!sorted) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) sorted[i] = pairs[i].var;
-    if (n > 1) qsort(sorted, n, sizeof *sorted, cmp_ptr);
-    for (size_t i = 1; i < n; i++)
-        if (sorted[i] == sorted[i - 1])
-            return optim_set_error(opt, OPTIM_EINVAL,
-                                   "MultiOptimizer: variable '%s' appears more than once in one "
-                                   "apply_gradients call",
-                                   optim_var_name(sorted[i]));
-    return OPTIM_OK;
-}
 
 /* One pair with a gradient: known to this optimizer once built, and
  * acceptable to the sub-optimizer it goes to (shapes, dtypes, sparse
@@ -394,7 +365,7 @@ static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t *rou
     if (rc) return rc;
     optim_error err;
     if ((rc = route_of(opt, p->var, route, &err))) return optim_set_error(opt, rc, "%s", err.msg);
-    optim_optimizer *in = ((multi_state *)optim_state(opt))->subs[*route].opt;
+    optim_optimizer *in = ((multi_state *)optim_state(opt))->base.subs[*route].opt;
     if ((rc = optim_check_gradients(in, p, 1, 0)))
         return optim_set_error(opt, rc, "MultiOptimizer: %s", optim_errmsg(in));
     return OPTIM_OK;
@@ -405,7 +376,7 @@ static int check_pair(optim_optimizer *opt, const optim_grad_var *p, size_t *rou
 static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t n, size_t *routes,
                        optim_var **vars, size_t *nvars)
 {
-    int rc = check_vars(opt, pairs, n);
+    int rc = optim__multi_check_vars(opt, pairs, n);
     *nvars = 0;
     for (size_t i = 0; !rc && i < n; i++)
         if (pairs[i].grad.kind != OPTIM_GRAD_NONE && !(rc = check_pair(opt, &pairs[i], &routes[i])))
@@ -415,12 +386,7 @@ static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t
                              "MultiOptimizer: no gradients provided for any variable (%zu "
                              "pairs, all without gradient)",
                              n);
-    if (!rc && optim_iterations(opt) >= OPTIM_ITERATIONS_MAX)
-        rc = optim_set_error(opt, OPTIM_ERANGE,
-                             "MultiOptimizer: iterations is %lld (OPTIM_ITERATIONS_MAX): no "
-                             "step can follow",
-                             (long long)optim_iterations(opt));
-    return rc;
+    return rc ? rc : optim__multi_check_counter(opt);
 }
 
 /* Tracks vars, creating their slots in their sub-optimizers. If that fails
@@ -431,13 +397,14 @@ static int check_pairs(optim_optimizer *opt, const optim_grad_var *pairs, size_t
 static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, unsigned char *was_new)
 {
     multi_state *st = optim_state(opt);
-    optim_savepoint *sp = optim_step_scratch(opt, st->n * sizeof *sp);
+    const size_t nsub = st->base.n;
+    optim_savepoint *sp = optim_step_scratch(opt, nsub * sizeof *sp);
     if (!sp) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
-    for (size_t k = 0; k < st->n; k++) sp[k] = optim_savepoint_get(st->subs[k].opt);
+    for (size_t k = 0; k < nsub; k++) sp[k] = optim_savepoint_get(st->base.subs[k].opt);
     for (size_t i = 0; i < nvars; i++) was_new[i] = !optim__ptrmap_get(&st->route, vars[i], NULL);
     int rc = optim_track_variables(opt, vars, nvars);
     if (!rc) return OPTIM_OK;
-    for (size_t k = 0; k < st->n; k++) optim_rollback_variables(st->subs[k].opt, &sp[k]);
+    for (size_t k = 0; k < nsub; k++) optim_rollback_variables(st->base.subs[k].opt, &sp[k]);
     for (size_t i = 0; i < nvars; i++)
         if (was_new[i]) optim__ptrmap_del(&st->route, vars[i]);
     return rc;
@@ -448,20 +415,11 @@ static int track_all(optim_optimizer *opt, optim_var **vars, size_t nvars, unsig
 static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pairs, size_t m,
                     const optim_step_options *io)
 {
-    multi_state *st = optim_state(opt);
-    sub *s = &st->subs[k];
-    const char *pattern = pattern_of(st, k);
-    double *count = optim_var_data(s->iterations);
-    optim_set_iterations(s->opt, (int64_t)*count);
-    int rc = optim_step(s->opt, sub_pairs, m, io);
-    if (rc)
-        return optim_set_error(opt, rc, "MultiOptimizer: sub-optimizer %zu (%s%s%s) failed%s: %s",
-                               k, pattern ? "optimizer_map['" : "default_optimizer",
-                               pattern ? pattern : "", pattern ? "']" : "",
-                               k ? " after the sub-optimizers before it stepped" : "",
-                               optim_errmsg(s->opt));
-    *count = (double)optim_iterations(s->opt);
-    return OPTIM_OK;
+    const char *pattern = pattern_of(optim_state(opt), k);
+    char label[300];
+    snprintf(label, sizeof label, pattern ? "optimizer_map['%.250s']" : "default_optimizer",
+             pattern);
+    return optim__multi_step_sub(opt, k, sub_pairs, m, io, label, k > 0);
 }
 
 /* The step: buffers from the step's scratch memory, reused step after
@@ -471,28 +429,22 @@ static int step_sub(optim_optimizer *opt, size_t k, const optim_grad_var *sub_pa
 static int multi_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t n,
                       const optim_step_options *o)
 {
+    if (is_tfa(opt)) return optim__tfa_multi_step(opt, pairs, n, o);
     multi_state *st = optim_state(opt);
-    if (optim_gradient_transformer_count(opt) || optim_has_gradient_aggregator(opt))
-        return optim_set_error(
-            opt, OPTIM_EINVAL,
-            "MultiOptimizer: gradient transformers and aggregators go on "
-            "the sub-optimizers (optim_wrapper_inner_at), which step on the gradients");
-    if (o->inspect)
-        return optim_set_error(opt, OPTIM_ENOTSUP,
-                               "MultiOptimizer: cannot take an inspect function: its "
-                               "sub-optimizers step on their own parts of the gradients");
+    int rc = optim__multi_refuse_options(opt, o);
+    if (rc) return rc;
     optim_step_options io = *o;
     io.flags &= ~OPTIM_STEP_SET_ITERATIONS;
     size_t *routes = optim_step_scratch(opt, n * sizeof *routes), nvars = 0;
     optim_var **vars = optim_step_scratch(opt, n * sizeof *vars);
     optim_grad_var *sub_pairs = optim_step_scratch(opt, n * sizeof *sub_pairs);
     unsigned char *was_new = optim_step_scratch(opt, n);
-    int rc = routes && vars && sub_pairs && was_new
+    rc = routes && vars && sub_pairs && was_new
         ? OPTIM_OK
         : optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
     if (!rc) rc = check_pairs(opt, pairs, n, routes, vars, &nvars);
     if (!rc) rc = track_all(opt, vars, nvars, was_new);
-    for (size_t k = 0; !rc && k < st->n; k++) {
+    for (size_t k = 0; !rc && k < st->base.n; k++) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
             if (pairs[i].grad.kind != OPTIM_GRAD_NONE && routes[i] == k) sub_pairs[m++] = pairs[i];
@@ -507,23 +459,25 @@ static int multi_step(optim_optimizer *opt, const optim_grad_var *pairs, size_t 
 int optim_multi_optimizer_assign(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t k)
 {
     if (!opt) return OPTIM_EINVAL;
-    if (optim_class_of(opt)->inner_at != multi_inner_at)
+    if (optim_class_of(opt)->inner_at != optim__multi_inner_at)
         return optim_set_error(opt, OPTIM_EINVAL,
                                "optim_multi_optimizer_assign: %s is not a MultiOptimizer",
                                optim_class_of(opt)->name);
     multi_state *st = optim_state(opt);
-    if (k >= st->n)
+    if (k >= st->base.n)
         return optim_set_error(opt, OPTIM_ERANGE,
                                "optim_multi_optimizer_assign: sub-optimizer %zu, expected "
                                "0..%zu",
-                               k, st->n - 1);
+                               k, st->base.n - 1);
     if (n && !vars)
         return optim_set_error(opt, OPTIM_EINVAL, "optim_multi_optimizer_assign: vars is NULL");
-    for (size_t i = 0; i < n; i++) {
-        size_t was;
+    for (size_t i = 0; i < n; i++)
         if (!vars[i])
             return optim_set_error(opt, OPTIM_EINVAL,
                                    "optim_multi_optimizer_assign: vars[%zu] is NULL", i);
+    if (is_tfa(opt)) return optim__tfa_multi_assign(opt, vars, n, k);
+    for (size_t i = 0; i < n; i++) {
+        size_t was;
         if (optim__ptrmap_get(&st->route, vars[i], &was) && was != k)
             return optim_set_error(opt, OPTIM_ESTATE,
                                    "optim_multi_optimizer_assign: variable '%s' already "
@@ -542,15 +496,15 @@ const optim_class optim_multi_optimizer_class = {
     .size = sizeof(optim_class),
     .version = OPTIM_CLASS_VERSION,
     .name = "MultiOptimizer",
-    .flags = OPTIM_CLASS_KERAS3_ONLY,
     .default_learning_rate = 0.0,
-    .state_size = sizeof(multi_state),
+    .state_size = sizeof(any_state),
     .validate = multi_validate,
     .create_slots = multi_create_slots,
     .step = multi_step,
     .get_config = multi_get_config,
     .set_config = multi_set_config,
     .destroy = multi_destroy,
-    .inner_at = multi_inner_at,
+    .inner_at = optim__multi_inner_at,
     .keras3_module = "keras.optimizers",
+    .tfa_name = "MultiOptimizer",
 };
