@@ -105,6 +105,13 @@ static const count_case cases[] = {
     {"\"muon\"", K3, F32, "w", VEC(1000), 4 * 7},
     {"\"muon\"", K3, F32, "dense/kernel", 2, {64, 32, 0}, 4 * 5},
     {"\"muon\"", K3, F32, "token_embedding", 2, {64, 32, 0}, 4 * 7},
+    /* TF Addons' SGDW: SGD's counts (the decay reads w once more, in the
+     * same pass); ProximalAdagrad: accumulator rw. */
+    {"{\"class_name\": \"SGDW\", \"config\": {\"weight_decay\": 0.01}}", LEG, F32, "w", VEC(1000),
+     4 * 3},
+    {"{\"class_name\": \"SGDW\", \"config\": {\"weight_decay\": 0.01, \"momentum\": 0.9}}", LEG,
+     F32, "w", VEC(1000), 4 * 5},
+    {"\"proximaladagrad\"", LEG, F32, "w", VEC(1000), 4 * 5},
 };
 
 /* A zero variable (optim_test_var takes float32 and float64 only). */
