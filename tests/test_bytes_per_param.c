@@ -108,6 +108,13 @@ static const count_case cases[] = {
     /* COCOB: g r, w and its five slots rw. */
     {"\"cocob\"", LEG, F32, "w", VEC(1000), 4 * 13},
     {"\"cocob\"", LEG, F64, "w", VEC(1000), 8 * 13},
+    /* TF Addons' SGDW: SGD's counts (the decay reads w once more, in the
+     * same pass); ProximalAdagrad: accumulator rw. */
+    {"{\"class_name\": \"SGDW\", \"config\": {\"weight_decay\": 0.01}}", LEG, F32, "w", VEC(1000),
+     4 * 3},
+    {"{\"class_name\": \"SGDW\", \"config\": {\"weight_decay\": 0.01, \"momentum\": 0.9}}", LEG,
+     F32, "w", VEC(1000), 4 * 5},
+    {"\"proximaladagrad\"", LEG, F32, "w", VEC(1000), 4 * 5},
 };
 
 /* A zero variable (optim_test_var takes float32 and float64 only). */

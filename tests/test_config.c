@@ -1317,8 +1317,9 @@ OPTIM_TEST(test_tfa_envelope_round_trip)
  * Addons' own, the class's legacy generation). */
 OPTIM_TEST(test_addons_prefix_only_tfa_classes)
 {
-    static const char *const tfa[] = {"LAMB",      "AdamW", "LazyAdam",      "MovingAverage",
-                                      "Lookahead", "SWA",   "MultiOptimizer"};
+    static const char *const tfa[] = {
+        "LAMB",  "AdamW",         "LazyAdam",  "SGDW", "ProximalAdagrad",
+        "COCOB", "MovingAverage", "Lookahead", "SWA",  "MultiOptimizer"};
     char name[64];
     for (size_t i = 0; i < sizeof tfa / sizeof *tfa; i++) {
         snprintf(name, sizeof name, "Addons>%s", tfa[i]);

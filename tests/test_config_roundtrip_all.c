@@ -72,10 +72,12 @@ static int refused(const optim_class *cls, const optim_param *p, optim_generatio
         !strcmp(p->name, "dynamic");
 }
 
-/* TF Addons' AdamW requires a weight_decay: never null. */
+/* TF Addons' AdamW and SGDW require a weight_decay: never null. */
 static int nullable(const optim_class *cls, const optim_param *p)
 {
-    if (!strcmp(cls->name, "AdamW") && !strcmp(p->name, "weight_decay")) return 0;
+    if ((!strcmp(cls->name, "AdamW") || !strcmp(cls->name, "SGDW")) &&
+        !strcmp(p->name, "weight_decay"))
+        return 0;
     return (p->flags & OPTIM_PARAM_NULLABLE) != 0;
 }
 

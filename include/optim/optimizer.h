@@ -92,7 +92,8 @@ OPTIM_API optim_options optim_options_defaults(void);
 
 /* Creates an optimizer of class `cls` with the class's defaults. The class
  * table is copied; its strings and param array must stay valid (static).
- * opts may be NULL (defaults). */
+ * opts may be NULL (defaults; a class that exists only in the legacy
+ * generation, as TF Addons' SGDW, then gets that generation). */
 OPTIM_API int optim_create(optim_optimizer **out, const optim_class *cls, const optim_options *opts,
                            optim_error *err);
 

@@ -514,6 +514,11 @@ OPTIM_API int optim_config_put_number(optim_config *cfg, const char *key, double
  * before key `before` (both already written; OPTIM_EKEY if one is not). */
 OPTIM_API int optim_config_move_before(optim_config *cfg, const char *key, const char *before);
 
+/* For get_config hooks: drops key, written by the base, that the Keras
+ * class does not write (TF Addons' ProximalAdagrad writes no decay);
+ * OPTIM_EKEY if absent. */
+OPTIM_API int optim_config_remove(optim_config *cfg, const char *key);
+
 /* String lists in configs (name patterns and the like), for set_config and
  * get_config hooks. optim_config_read_strings reads json_value, a JSON list
  * of strings or null, into a NULL-terminated array of copies (*out NULL for

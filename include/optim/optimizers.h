@@ -35,6 +35,8 @@ extern "C" {
     X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class)            \
     X(optim_cocob_class)               \
+    X(optim_sgdw_class)                \
+    X(optim_proximal_adagrad_class)    \
     /* end of the list */
 
 #define OPTIM_BUILTIN_WRAPPERS(X)  \

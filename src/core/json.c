@@ -344,3 +344,12 @@ int optim_config_move_before(optim_config *cfg, const char *key, const char *bef
     after->prev = item;
     return OPTIM_OK;
 }
+
+int optim_config_remove(optim_config *cfg, const char *key)
+{
+    if (!cfg || !key) return OPTIM_EINVAL;
+    cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(cfg->obj, key);
+    if (!item) return OPTIM_EKEY;
+    cJSON_Delete(item);
+    return OPTIM_OK;
+}

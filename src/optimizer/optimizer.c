@@ -378,6 +378,8 @@ int optim_create(optim_optimizer **out, const optim_class *cls, const optim_opti
             return optim__err(err, OPTIM_EVERSION, "optim_options.size is %u, expected %zu",
                               (unsigned)opts->size, sizeof(optim_options));
         o = *opts;
+    } else if (cls && (cls->flags & OPTIM_CLASS_LEGACY_ONLY)) {
+        o.generation = OPTIM_LEGACY; /* its only generation */
     }
     optim_optimizer *opt;
     int rc = optim__alloc(&opt, cls, o.generation, o.name, err);

@@ -42,6 +42,7 @@
  *
  * Slots: "m", "v", and "vhat" when amsgrad (fixed once slots exist). */
 #include "optimizers/adam_coef.h"
+#include "optimizers/decoupled_decay.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -59,16 +60,11 @@ static const optim_param adamw_params[] = {
      INFINITY},
     {"amsgrad", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
     /* TF Addons' required first argument; Keras 3's is the base option. */
-    {"weight_decay", OPTIM_PARAM_FLOAT,
-     OPTIM_PARAM_DYNAMIC | OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0.0, INFINITY},
+    OPTIM__TFA_WEIGHT_DECAY_PARAM,
 };
 
-/* TF Addons' exclude_from_weight_decay (legacy only): null or a list of
- * patterns, read and written by the base. */
-static const optim_param adamw_patterns[] = {
-    {"exclude_from_weight_decay", OPTIM_PARAM_PATTERNS,
-     OPTIM_PARAM_NULLABLE | OPTIM_PARAM_LEGACY_ONLY, NAN, 0, 0},
-};
+/* TF Addons' exclude_from_weight_decay (legacy only). */
+static const optim_param adamw_patterns[] = {OPTIM__TFA_EXCLUDE_PARAM};
 
 typedef struct coef {
     optim__adam_coef adam;
@@ -98,11 +94,11 @@ static int validate(optim_optimizer *opt, optim_error *err)
 {
     const state *s = optim_state(opt);
     double wd = 0;
+    int rc = optim__tfa_decay_validate(opt, "AdamW", err);
+    if (rc) return rc;
     if (optim_get_hyper(opt, "weight_decay", &wd) == 0 && isnan(wd))
         return fail(err, OPTIM_EINVAL, "AdamW: weight_decay is None; %s",
-                    optim_generation_of(opt) == OPTIM_LEGACY
-                        ? "TF Addons' AdamW requires a weight_decay (a number >= 0)"
-                        : "Keras 3's AdamW requires a float (default 0.004)");
+                    "Keras 3's AdamW requires a float (default 0.004)");
     if (s->built_amsgrad && optim_get_slot_names(opt, NULL, 0) > 0 &&
         amsgrad_on(opt) != (s->built_amsgrad == 2))
         return fail(err, OPTIM_ESTATE,
@@ -110,12 +106,6 @@ static int validate(optim_optimizer *opt, optim_error *err)
                     "amsgrad=%s)",
                     s->built_amsgrad == 2 ? "true" : "false");
     return 0;
-}
-
-/* TF Addons: is_variable_matched_by_regexes (re.search on the name). */
-static int decays(const optim_optimizer *opt, const optim_var *var)
-{
-    return !optim_name_patterns_match(optim_param_patterns(opt, 0), optim_var_name(var));
 }
 
 /* ---- the update ------------------------------------------------------------------ */
@@ -136,9 +126,7 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 {
     coef *k = c;
     optim__adam_prepare(opt, dtype, &k->adam);
-    const double wd =
-        optim_generation_of(opt) == OPTIM_LEGACY ? optim_param_value(opt, P_WEIGHT_DECAY) : 0.0;
-    k->weight_decay = dtype == OPTIM_F32 ? (float)wd : wd;
+    k->weight_decay = optim__tfa_weight_decay(opt, P_WEIGHT_DECAY, dtype);
 }
 
 /* One element i of the dense rule, gradient G, after w = w - wd * w when
@@ -230,7 +218,8 @@ ADAMW_LEGACY_ROW(double, sqrt)
 static void apply_dense(const optim_dense_update *u)
 {
     void *vh = u->nslots > 2 ? u->slots[2] : 0;
-    const int decay = optim_generation_of(u->opt) == OPTIM_LEGACY && decays(u->opt, u->var);
+    const int decay =
+        optim_generation_of(u->opt) == OPTIM_LEGACY && optim__tfa_decays(u->opt, u->var);
     if (u->dtype == OPTIM_F32)
         dense_float(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
     else dense_double(u->param, u->grad, u->slots[0], u->slots[1], vh, u->count, u->coef, decay);
@@ -260,7 +249,7 @@ ADAMW_SPARSE(double)
 
 static void apply_sparse(const optim_sparse_update *u)
 {
-    const int decay = decays(u->opt, u->var);
+    const int decay = optim__tfa_decays(u->opt, u->var);
     if (u->dtype == OPTIM_F32) sparse_float(u, decay);
     else sparse_double(u, decay);
 }

@@ -56,6 +56,7 @@
 #include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optimizers/positive_lr.h"
 
 #include <math.h>
 
@@ -118,13 +119,7 @@ typedef struct coef {
  * refused here; a schedule or callable is only range-checked per step. */
 static int validate(optim_optimizer *opt, optim_error *err)
 {
-    double lr = 1;
-    if (!optim_hyper_is_constant(opt, "learning_rate") ||
-        optim_get_hyper(opt, "learning_rate", &lr) || lr > 0)
-        return OPTIM_OK;
-    return optim_error_set(
-        err, OPTIM_ERANGE,
-        "Ftrl: learning_rate is %g, expected a value > 0 (the rule divides by it)", lr);
+    return optim__positive_lr(opt, "Ftrl", "the rule divides by it", err);
 }
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)

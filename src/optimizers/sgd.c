@@ -19,67 +19,24 @@
 #include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optimizers/sgd_rules.h"
 
 #include <math.h>
 
-enum { P_MOMENTUM, P_NESTEROV };
-
 static const optim_param sgd_params[] = {
-    {"momentum", OPTIM_PARAM_FLOAT, OPTIM_PARAM_DYNAMIC, 0.0, 0.0, 1.0},
-    {"nesterov", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
+    OPTIM__SGD_PARAMS,
 };
 
-typedef struct coef {
-    double lr, momentum;
-    int nesterov;
-} coef;
-
-static int momentum_is_on(optim_optimizer *opt)
-{
-    double m;
-    /* A momentum that may change (a variable or callable) always gets a slot,
-     * as OptimizerV2 does for tensor or callable momentum. */
-    if (!optim_hyper_is_constant(opt, "momentum") || optim_get_hyper(opt, "momentum", &m)) return 1;
-    return m > 0;
-}
-
-static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
-{
-    (void)err;
-    return momentum_is_on(opt) ? optim_add_slot(opt, var, "momentum", OPTIM_SLOT_ZEROS, 0) : 0;
-}
+typedef optim__sgd_coef coef;
 
 static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 {
-    coef *k = c;
-    k->lr = optim_learning_rate(opt, dtype);
-    k->momentum = optim_param_value(opt, P_MOMENTUM);
-    if (dtype == OPTIM_F32) k->momentum = (float)k->momentum;
-    k->nesterov = optim_param_value(opt, P_NESTEROV) != 0;
+    optim__sgd_prepare(opt, dtype, c);
 }
 
-/* One element: the dense rule. */
-#define SGD_DENSE(T)                                                                    \
-    static void dense_##T(T *restrict w, const T *restrict g, T *restrict m, int64_t n, \
-                          const coef *k)                                                \
-    {                                                                                   \
-        const T lr = (T)k->lr, mu = (T)k->momentum;                                     \
-        if (!m) {                                                                       \
-            for (int64_t i = 0; i < n; i++) w[i] = w[i] - g[i] * lr;                    \
-        } else if (k->nesterov) {                                                       \
-            for (int64_t i = 0; i < n; i++) {                                           \
-                m[i] = m[i] * mu - g[i] * lr;                                           \
-                w[i] = w[i] + (m[i] * mu - g[i] * lr);                                  \
-            }                                                                           \
-        } else {                                                                        \
-            for (int64_t i = 0; i < n; i++) {                                           \
-                m[i] = m[i] * mu - g[i] * lr;                                           \
-                w[i] = w[i] + m[i];                                                     \
-            }                                                                           \
-        }                                                                               \
-    }
-SGD_DENSE(float)
-SGD_DENSE(double)
+/* The dense rule (sgd_rules.h), without decay. */
+OPTIM__SGD_RUN(dense_float, float, 0)
+OPTIM__SGD_RUN(dense_double, double, 0)
 
 static void apply_dense(const optim_dense_update *u)
 {
@@ -90,20 +47,8 @@ static void apply_dense(const optim_dense_update *u)
 
 /* Sparse: the indexed rows only, by the dense rule (in the order given
  * when called with duplicates). */
-#define SGD_SPARSE(T)                                                     \
-    static void sparse_##T(const optim_sparse_update *u)                  \
-    {                                                                     \
-        const coef *k = u->coef;                                          \
-        T *w = u->param, *m = u->nslots ? u->slots[0] : 0;                \
-        const T *g = u->values;                                           \
-        const int64_t rs = u->row_size;                                   \
-        for (int64_t j = 0; j < u->n; j++) {                              \
-            int64_t r = u->indices[j];                                    \
-            dense_##T(w + r * rs, g + j * rs, m ? m + r * rs : 0, rs, k); \
-        }                                                                 \
-    }
-SGD_SPARSE(float)
-SGD_SPARSE(double)
+OPTIM__SGD_ROWS(sparse_float, float, dense_float)
+OPTIM__SGD_ROWS(sparse_double, double, dense_double)
 
 static void apply_sparse(const optim_sparse_update *u)
 {
@@ -140,7 +85,7 @@ const optim_class OPTIM_ISA_NAME(optim_sgd_class) = {
     .params = sgd_params,
     .n_params = sizeof sgd_params / sizeof *sgd_params,
     .coef_size = sizeof(coef),
-    .create_slots = create_slots,
+    .create_slots = optim__sgd_create_slots,
     .prepare = prepare,
     .apply_dense = apply_dense,
     .apply_sparse = apply_sparse,
