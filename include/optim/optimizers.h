@@ -34,6 +34,8 @@ extern "C" {
     X(optim_muon_class)                \
     X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class)            \
+    X(optim_rectified_adam_class)      \
+    X(optim_yogi_class)                \
     /* end of the list */
 
 #define OPTIM_BUILTIN_WRAPPERS(X)  \
