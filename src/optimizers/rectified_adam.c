@@ -39,12 +39,9 @@
  *
  * Slots: "m", "v", and "vhat" with amsgrad, kind by kind (TFA's
  * _create_slots). */
-#include "optim/isa.h"
-#include "optim/optimizer_class.h"
-#include "optim/optimizers.h"
+#include "optimizers/adam_coef.h"
 
 #include <math.h>
-#include <stdio.h>
 
 enum {
     P_BETA_1,
@@ -71,7 +68,7 @@ static const optim_param radam_params[] = {
     /* `epsilon or backend.epsilon()`: 0 means 1e-7. */
     {"epsilon", OPTIM_PARAM_FLOAT, 0, 1e-7, 0.0, INFINITY},
     {"amsgrad", OPTIM_PARAM_BOOL, 0, 0.0, 0.0, 1.0},
-    {"total_steps", OPTIM_PARAM_INT, 0, 0.0, -9007199254740991.0, 9007199254740991.0},
+    {"total_steps", OPTIM_PARAM_INT, 0, 0.0, -INFINITY, INFINITY},
     /* Hypers in TFA too, but inert unless total_steps > 0: numbers here. */
     {"warmup_proportion", OPTIM_PARAM_FLOAT, 0, 0.1, 0.0, INFINITY},
     {"min_lr", OPTIM_PARAM_FLOAT, 0, 0.0, 0.0, INFINITY},
@@ -93,25 +90,10 @@ typedef struct state {
 
 /* ---- configuration ------------------------------------------------------------ */
 
-static int amsgrad_on(optim_optimizer *opt)
-{
-    double a = 0;
-    return optim_get_hyper(opt, "amsgrad", &a) == 0 && a != 0;
-}
-
 static int validate(optim_optimizer *opt, optim_error *err)
 {
     const state *s = optim_state(opt);
-    if (s->built_amsgrad && optim_get_slot_names(opt, NULL, 0) > 0 &&
-        amsgrad_on(opt) != (s->built_amsgrad == 2)) {
-        err->code = OPTIM_ESTATE;
-        snprintf(err->msg, sizeof err->msg,
-                 "RectifiedAdam: amsgrad cannot change once slots exist (they were created with "
-                 "amsgrad=%s)",
-                 s->built_amsgrad == 2 ? "true" : "false");
-        return OPTIM_ESTATE;
-    }
-    return 0;
+    return optim__adam_check_amsgrad(opt, s->built_amsgrad, "RectifiedAdam", err);
 }
 
 /* TFA's get_config: ..., beta_2, decay, weight_decay, ...; self.epsilon. */
@@ -128,18 +110,13 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)err;
     state *s = optim_state(opt);
-    int ams = amsgrad_on(opt);
-    s->built_amsgrad = ams ? 2 : 1;
-    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
-    if (!rc) rc = optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
-    if (!rc && ams) rc = optim_add_slot(opt, var, "vhat", OPTIM_SLOT_ZEROS, 0);
-    return rc;
+    return optim__adam_create_slots(opt, var, &s->built_amsgrad);
 }
 
 /* ---- per-step constants ---------------------------------------------------------- */
 
-/* TFA's _prepare_local in T; lr is the decayed learning rate, p the
- * resolved params, total the total_steps (> 0: warmup and decay). */
+/* TFA's _prepare_local in T: lr is the decayed learning rate
+ * (optim_learning_rate), eps epsilon after `or 1e-7`. */
 #define RADAM_PREPARE(T, POW, SQRT)                                                               \
     static void prepare_##T(coef *k, T lr, const optim_optimizer *opt, double eps)                \
     {                                                                                             \
