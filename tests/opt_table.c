@@ -755,6 +755,16 @@ void ot_expect_config(const char *json, const char *want)
     ot_check_round_trip(json);
 }
 
+void ot_expect_serialized_as_given(const char *json, optim_generation gen)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    assert_int_equal(optim_generation_of(opt), gen);
+    char *s = optim_serialize(opt);
+    assert_string_equal(s, json);
+    optim_free(s);
+    optim_destroy(opt);
+}
+
 void ot_expect_config_has(const char *json, const char *needle)
 {
     char *cfg = config_string(json);

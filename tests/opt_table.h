@@ -253,6 +253,9 @@ void ot_check_round_trip(const char *json);
 /* get_config of the optimizer made from json is exactly want, and json
  * round-trips (ot_check_round_trip). */
 void ot_expect_config(const char *json, const char *want);
+/* The optimizer made from json (a config as Keras writes it, envelope
+ * included) is of generation gen and serializes back to json byte for byte. */
+void ot_expect_serialized_as_given(const char *json, optim_generation gen);
 /* get_config of the optimizer made from json contains needle. */
 void ot_expect_config_has(const char *json, const char *needle);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */

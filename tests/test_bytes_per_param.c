@@ -62,6 +62,12 @@ static const count_case cases[] = {
     {"\"nadam\"", K3, F32, "w", VEC(1000), 4 * 7},
     {"\"nadam\"", LEG, F32, "w", VEC(1000), 4 * 7}, /* momentum_cache: a scalar weight */
     {"\"lazyadam\"", LEG, F32, "w", VEC(1000), 4 * 7},
+    {"\"rectifiedadam\"", LEG, F32, "w", VEC(1000), 4 * 7},
+    {"{\"class_name\": \"RectifiedAdam\", \"config\": {\"amsgrad\": true}}", LEG, F32, "w",
+     VEC(1000), 4 * 9},
+    /* Yogi: g r, w v m rw: 7; without m (beta1 0): 5. */
+    {"\"yogi\"", LEG, F32, "w", VEC(1000), 4 * 7},
+    {"{\"class_name\": \"Yogi\", \"config\": {\"beta1\": 0.0}}", LEG, F64, "w", VEC(1000), 8 * 5},
     {"\"schedulefreeadamw\"", K3, F32, "w", VEC(1000), 4 * 7}, /* z and v rw */
     /* RMSprop: rms rw, plus momentum and mg rw when on. */
     {"\"rmsprop\"", K3, F32, "w", VEC(1000), 4 * 5},

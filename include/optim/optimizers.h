@@ -37,6 +37,8 @@ extern "C" {
     X(optim_cocob_class)               \
     X(optim_sgdw_class)                \
     X(optim_proximal_adagrad_class)    \
+    X(optim_rectified_adam_class)      \
+    X(optim_yogi_class)                \
     /* end of the list */
 
 #define OPTIM_BUILTIN_WRAPPERS(X)  \

@@ -70,19 +70,31 @@ static int amsgrad_on(optim_optimizer *opt)
     return optim_get_hyper(opt, "amsgrad", &a) == 0 && a != 0;
 }
 
+int optim__adam_check_amsgrad(optim_optimizer *opt, int built, const char *cls, optim_error *err)
+{
+    if (!built || optim_get_slot_names(opt, NULL, 0) == 0 || amsgrad_on(opt) == (built == 2))
+        return 0;
+    err->code = OPTIM_ESTATE;
+    snprintf(err->msg, sizeof err->msg,
+             "%s: amsgrad cannot change once slots exist (they were created with amsgrad=%s)", cls,
+             built == 2 ? "true" : "false");
+    return OPTIM_ESTATE;
+}
+
+int optim__adam_create_slots(optim_optimizer *opt, optim_var *var, int *built)
+{
+    int ams = amsgrad_on(opt);
+    *built = ams ? 2 : 1;
+    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
+    if (!rc) rc = optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
+    if (!rc && ams) rc = optim_add_slot(opt, var, "vhat", OPTIM_SLOT_ZEROS, 0);
+    return rc;
+}
+
 static int validate(optim_optimizer *opt, optim_error *err)
 {
     const state *s = optim_state(opt);
-    if (s->built_amsgrad && optim_get_slot_names(opt, NULL, 0) > 0 &&
-        amsgrad_on(opt) != (s->built_amsgrad == 2)) {
-        err->code = OPTIM_ESTATE;
-        snprintf(err->msg, sizeof err->msg,
-                 "Adam: amsgrad cannot change once slots exist (they were created with "
-                 "amsgrad=%s)",
-                 s->built_amsgrad == 2 ? "true" : "false");
-        return OPTIM_ESTATE;
-    }
-    return 0;
+    return optim__adam_check_amsgrad(opt, s->built_amsgrad, "Adam", err);
 }
 
 
@@ -99,12 +111,7 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 {
     (void)err;
     state *s = optim_state(opt);
-    int ams = amsgrad_on(opt);
-    s->built_amsgrad = ams ? 2 : 1;
-    int rc = optim_add_slot(opt, var, "m", OPTIM_SLOT_ZEROS, 0);
-    if (!rc) rc = optim_add_slot(opt, var, "v", OPTIM_SLOT_ZEROS, 0);
-    if (!rc && ams) rc = optim_add_slot(opt, var, "vhat", OPTIM_SLOT_ZEROS, 0);
-    return rc;
+    return optim__adam_create_slots(opt, var, &s->built_amsgrad);
 }
 
 void optim__adam_prepare(optim_optimizer *opt, optim_dtype dtype, optim__adam_coef *k)

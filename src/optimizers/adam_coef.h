@@ -15,6 +15,8 @@
 /* Each level's build of the family has its own (optim/isa.h). */
 #define optim__adam_prepare OPTIM_ISA_NAME(optim__adam_prepare)
 #define optim__adam_get_config OPTIM_ISA_NAME(optim__adam_get_config)
+#define optim__adam_create_slots OPTIM_ISA_NAME(optim__adam_create_slots)
+#define optim__adam_check_amsgrad OPTIM_ISA_NAME(optim__adam_check_amsgrad)
 
 /* Legacy `epsilon or backend_config.epsilon()`: 0 and None mean this. */
 #define OPTIM__ADAM_LEGACY_EPSILON 1e-7
@@ -28,6 +30,15 @@ typedef struct optim__adam_coef {
 } optim__adam_coef;
 
 void optim__adam_prepare(optim_optimizer *opt, optim_dtype dtype, optim__adam_coef *k);
+
+/* The family's slots: "m", "v", and "vhat" when the amsgrad hyper is on
+ * (RectifiedAdam too). *built, the class state's word, records how they
+ * were made: 1 without vhat, 2 with. */
+int optim__adam_create_slots(optim_optimizer *opt, optim_var *var, int *built);
+
+/* amsgrad cannot change once slots exist: OPTIM_ESTATE (naming cls) when
+ * the hyper differs from how they were built (0: none yet). */
+int optim__adam_check_amsgrad(optim_optimizer *opt, int built, const char *cls, optim_error *err);
 
 /* The family's get_config hook: legacy writes self.epsilon, which is
  * OPTIM__ADAM_LEGACY_EPSILON for 0 or None; Keras 3 adds nothing. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `optim new-plugin` writes a project that works as written: install optim
-# into a fresh prefix, write the Yogi project with the installed command,
+# into a fresh prefix, write the Madgrad project with the installed command,
 # build it against the prefix (find_package(optim), optim_add_plugin, no
 # build type given), run `optim conformance` (every check passes) and
 # `optim bench` on it, and check reference.py against `optim replay`. Bad
@@ -28,77 +28,77 @@ for name in 1x Foo-bar 'a b' '' for None all adam LAMB optim_x "$(printf 'Y%.0s'
     [ -s "$tmp/out" ] && fail "NAME '$name': wrote to stdout: $(cat "$tmp/out")"
 done
 mkdir "$tmp/full" && echo keep >"$tmp/full/notes.txt"
-"$optim" new-plugin Yogi "$tmp/full" >"$tmp/out" 2>"$tmp/err" && fail "a non-empty DIR was accepted"
+"$optim" new-plugin Madgrad "$tmp/full" >"$tmp/out" 2>"$tmp/err" && fail "a non-empty DIR was accepted"
 grep -q "$tmp/full exists and is not empty" "$tmp/err" || fail "non-empty DIR: $(cat "$tmp/err")"
 [ "$(ls -A "$tmp/full")" = notes.txt ] && [ "$(cat "$tmp/full/notes.txt")" = keep ] ||
     fail "a refused DIR was changed: $(ls -A "$tmp/full")"
 touch "$tmp/file"
-"$optim" new-plugin Yogi "$tmp/file" 2>"$tmp/err" && fail "a file as DIR was accepted"
+"$optim" new-plugin Madgrad "$tmp/file" 2>"$tmp/err" && fail "a file as DIR was accepted"
 grep -q "$tmp/file exists and is not a directory" "$tmp/err" || fail "file DIR: $(cat "$tmp/err")"
-"$optim" new-plugin Yogi "$tmp/no/such" 2>"$tmp/err" && fail "a DIR without parent was accepted"
+"$optim" new-plugin Madgrad "$tmp/no/such" 2>"$tmp/err" && fail "a DIR without parent was accepted"
 grep -q "$tmp/no/such: cannot create it" "$tmp/err" || fail "DIR without parent: $(cat "$tmp/err")"
-"$optim" new-plugin Yogi "$tmp/devfull" >/dev/full 2>"$tmp/err" && fail "exit 0 with stdout on /dev/full"
+"$optim" new-plugin Madgrad "$tmp/devfull" >/dev/full 2>"$tmp/err" && fail "exit 0 with stdout on /dev/full"
 grep -q "cannot write standard output" "$tmp/err" || fail "/dev/full: $(cat "$tmp/err")"
 "$optim" new-plugin --help >/dev/full 2>"$tmp/err" && fail "--help: exit 0 with stdout on /dev/full"
 grep -q "cannot write standard output" "$tmp/err" || fail "--help on /dev/full: $(cat "$tmp/err")"
-"$optim" new-plugin Yogi 2>/dev/null && fail "one argument was accepted"
-"$optim" new-plugin --force Yogi "$tmp/x" 2>/dev/null && fail "an unknown option was accepted"
+"$optim" new-plugin Madgrad 2>/dev/null && fail "one argument was accepted"
+"$optim" new-plugin --force Madgrad "$tmp/x" 2>/dev/null && fail "an unknown option was accepted"
 # A write that fails (EFBIG: the file size limit, SIGXFSZ ignored) is
 # reported, and what was written is removed, DIR too when the run made it.
-(trap '' XFSZ; ulimit -f 4; "$optim" new-plugin Yogi "$tmp/big") >/dev/null 2>"$tmp/err" &&
+(trap '' XFSZ; ulimit -f 4; "$optim" new-plugin Madgrad "$tmp/big") >/dev/null 2>"$tmp/err" &&
     fail "a failed write was not reported"
-grep -q "cannot write $tmp/big/Yogi.c: " "$tmp/err" || fail "failed write: $(cat "$tmp/err")"
+grep -q "cannot write $tmp/big/Madgrad.c: " "$tmp/err" || fail "failed write: $(cat "$tmp/err")"
 [ -e "$tmp/big" ] && fail "a failed run left $(ls -A "$tmp/big")"
 if [ "$(id -u)" != 0 ]; then # root writes anywhere
     mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
-    "$optim" new-plugin Yogi "$tmp/ro" 2>"$tmp/err" && fail "an unwritable DIR was accepted"
-    grep -q "cannot create $tmp/ro/Yogi.c" "$tmp/err" || fail "unwritable DIR: $(cat "$tmp/err")"
+    "$optim" new-plugin Madgrad "$tmp/ro" 2>"$tmp/err" && fail "an unwritable DIR was accepted"
+    grep -q "cannot create $tmp/ro/Madgrad.c" "$tmp/err" || fail "unwritable DIR: $(cat "$tmp/err")"
     chmod 755 "$tmp/ro"
     [ -z "$(ls -A "$tmp/ro")" ] || fail "a failed run left files: $(ls -A "$tmp/ro")"
 fi
 
 # ---- the project: written (an existing empty DIR is fine), built, checked
-mkdir "$tmp/Yogi"
-"$optim" new-plugin Yogi "$tmp/Yogi/" >"$tmp/out" 2>&1 || fail "new-plugin: $(cat "$tmp/out")"
-for f in Yogi.c CMakeLists.txt README.md reference.py; do
-    [ -s "$tmp/Yogi/$f" ] || fail "no $f: $(ls "$tmp/Yogi")"
-    grep -q "wrote $tmp/Yogi/$f\$" "$tmp/out" || fail "not reported: $f: $(cat "$tmp/out")"
+mkdir "$tmp/Madgrad"
+"$optim" new-plugin Madgrad "$tmp/Madgrad/" >"$tmp/out" 2>&1 || fail "new-plugin: $(cat "$tmp/out")"
+for f in Madgrad.c CMakeLists.txt README.md reference.py; do
+    [ -s "$tmp/Madgrad/$f" ] || fail "no $f: $(ls "$tmp/Madgrad")"
+    grep -q "wrote $tmp/Madgrad/$f\$" "$tmp/out" || fail "not reported: $f: $(cat "$tmp/out")"
 done
-grep -rl TemplateName "$tmp/Yogi" && fail "a placeholder is left"
-grep -q 'optim_add_plugin(Yogi ISA_SOURCES Yogi.c)' "$tmp/Yogi/CMakeLists.txt" ||
-    fail "CMakeLists.txt: no optim_add_plugin(Yogi ISA_SOURCES Yogi.c)"
-grep -q 'find_package(optim' "$tmp/Yogi/CMakeLists.txt" || fail "CMakeLists.txt: no find_package(optim)"
-grep -q -- '--plugin ./build/libYogi.so conformance Yogi' "$tmp/Yogi/README.md" || fail "README.md: no conformance line"
+grep -rl TemplateName "$tmp/Madgrad" && fail "a placeholder is left"
+grep -q 'optim_add_plugin(Madgrad ISA_SOURCES Madgrad.c)' "$tmp/Madgrad/CMakeLists.txt" ||
+    fail "CMakeLists.txt: no optim_add_plugin(Madgrad ISA_SOURCES Madgrad.c)"
+grep -q 'find_package(optim' "$tmp/Madgrad/CMakeLists.txt" || fail "CMakeLists.txt: no find_package(optim)"
+grep -q -- '--plugin ./build/libMadgrad.so conformance Madgrad' "$tmp/Madgrad/README.md" || fail "README.md: no conformance line"
 
-cmake -S "$tmp/Yogi" -B "$tmp/Yogi/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/log" 2>&1 ||
+cmake -S "$tmp/Madgrad" -B "$tmp/Madgrad/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/log" 2>&1 ||
     fail "cmake configure: $(tail -5 "$tmp/log")"
-cmake --build "$tmp/Yogi/build" >"$tmp/log" 2>&1 || fail "cmake build: $(tail -20 "$tmp/log")"
-flags=$(grep C_FLAGS "$tmp/Yogi/build/CMakeFiles/Yogi.dir/flags.make")
+cmake --build "$tmp/Madgrad/build" >"$tmp/log" 2>&1 || fail "cmake build: $(tail -20 "$tmp/log")"
+flags=$(grep C_FLAGS "$tmp/Madgrad/build/CMakeFiles/Madgrad.dir/flags.make")
 [[ $flags == *-O3* && $flags == *-fno-math-errno* ]] ||
     fail "built without -O3 -fno-math-errno (no build type given): $flags"
-plugin=$tmp/Yogi/build/libYogi.so
-[ -f "$plugin" ] || fail "no $plugin: $(ls "$tmp/Yogi/build")"
+plugin=$tmp/Madgrad/build/libMadgrad.so
+[ -f "$plugin" ] || fail "no $plugin: $(ls "$tmp/Madgrad/build")"
 # One class table per x86-64 level, as the built-ins have.
 if [ "$(uname -m)" = x86_64 ]; then
-    for t in Yogi_class Yogi_class_avx2 Yogi_class_avx512; do
+    for t in Madgrad_class Madgrad_class_avx2 Madgrad_class_avx512; do
         nm "$plugin" | grep -q " $t\$" || fail "no $t in $plugin: $(nm "$plugin" | grep -i class)"
     done
 fi
 
 for gen in keras3 legacy; do
-    "$optim" --plugin "$plugin" conformance Yogi --generation "$gen" >"$tmp/out" 2>&1 ||
+    "$optim" --plugin "$plugin" conformance Madgrad --generation "$gen" >"$tmp/out" 2>&1 ||
         fail "conformance ($gen): $(grep -v '^PASS' "$tmp/out")"
     tail -n 1 "$tmp/out" | grep -qE '^[0-9]+ passed, 0 failed$' || fail "conformance ($gen): $(tail -n 1 "$tmp/out")"
     grep -q '^SKIP' "$tmp/out" && fail "conformance ($gen) skipped checks: $(grep '^SKIP' "$tmp/out")"
 done
-"$optim" --plugin "$plugin" bench --json --size 65536 --runs 3 '"Yogi"' >"$tmp/out" 2>&1 ||
+"$optim" --plugin "$plugin" bench --json --size 65536 --runs 3 '"Madgrad"' >"$tmp/out" 2>&1 ||
     fail "bench: $(cat "$tmp/out")"
-grep -q '"class_name": "Yogi".*"bytes_per_param": 28,' "$tmp/out" || fail "bench printed $(cat "$tmp/out")"
+grep -q '"class_name": "Madgrad".*"bytes_per_param": 28,' "$tmp/out" || fail "bench printed $(cat "$tmp/out")"
 
 # reference.py is the plugin's rule: three f64 steps of `optim replay` give
 # its w, m and v (relative 1e-12), where a python3 has numpy.
 if command -v python3 >/dev/null; then
-    python3 -m py_compile "$tmp/Yogi/reference.py" 2>"$tmp/err" || fail "reference.py: $(cat "$tmp/err")"
+    python3 -m py_compile "$tmp/Madgrad/reference.py" 2>"$tmp/err" || fail "reference.py: $(cat "$tmp/err")"
 fi
 py=
 for p in python3 /usr/bin/python3; do
@@ -150,19 +150,19 @@ for name, want in [("w", params["w"]), ("w/m", state["w/m"]), ("w/v", state["w/v
         sys.exit("%s: optim replay and reference.py differ by %g (relative)" % (name, err))
 PY
     "$py" "$tmp/ref_check.py" write "$tmp" || fail "writing the reference inputs"
-    printf '{"class_name": "Yogi"}' >"$tmp/yogi.json"
-    "$optim" --plugin "$plugin" replay "$tmp/yogi.json" "$tmp/init.st" "$tmp/grads.st" "$tmp/out.st" 2>"$tmp/err" ||
+    printf '{"class_name": "Madgrad"}' >"$tmp/madgrad.json"
+    "$optim" --plugin "$plugin" replay "$tmp/madgrad.json" "$tmp/init.st" "$tmp/grads.st" "$tmp/out.st" 2>"$tmp/err" ||
         fail "replay: $(cat "$tmp/err")"
     # Every level this CPU has gives the baseline's bits.
     for l in avx2 avx512; do
         OPTIM_ISA=$l "$optim" version >/dev/null 2>&1 || { echo "skipped level $l: not on this CPU"; continue; }
         for isa in sse2 "$l"; do
-            OPTIM_ISA=$isa "$optim" --plugin "$plugin" replay "$tmp/yogi.json" "$tmp/init.st" "$tmp/grads.st" \
+            OPTIM_ISA=$isa "$optim" --plugin "$plugin" replay "$tmp/madgrad.json" "$tmp/init.st" "$tmp/grads.st" \
                 "$tmp/out_$isa.st" 2>"$tmp/err" || fail "replay at $isa: $(cat "$tmp/err")"
         done
         cmp -s "$tmp/out_sse2.st" "$tmp/out_$l.st" || fail "the $l level's replay differs from sse2's"
     done
-    "$py" "$tmp/ref_check.py" check "$tmp" "$tmp/Yogi/reference.py" 2>"$tmp/err" || fail "reference.py: $(cat "$tmp/err")"
-    "$py" "$tmp/Yogi/reference.py" >"$tmp/out" 2>&1 || fail "reference.py's smoke run: $(cat "$tmp/out")"
+    "$py" "$tmp/ref_check.py" check "$tmp" "$tmp/Madgrad/reference.py" 2>"$tmp/err" || fail "reference.py: $(cat "$tmp/err")"
+    "$py" "$tmp/Madgrad/reference.py" >"$tmp/out" 2>&1 || fail "reference.py's smoke run: $(cat "$tmp/out")"
 fi
 echo "1 passed, 0 failed"
