@@ -34,6 +34,7 @@ extern "C" {
     X(optim_muon_class)                \
     X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class)            \
+    X(optim_novograd_class)            \
     /* end of the list */
 
 #define OPTIM_BUILTIN_WRAPPERS(X)  \
