@@ -37,25 +37,13 @@ typedef struct nref {
 
 static const nref DEFAULTS = {0.001, 0.9, 0.999, 1e-7, 0, 0, 0, 0};
 
-/* reduce_sum(square(g)) in optim's documented order. */
-static double ref_sumsq(const double *g, int64_t n)
-{
-    double total = 0;
-    for (int64_t c0 = 0; c0 < n; c0 += 8192) {
-        double lane[4] = {0, 0, 0, 0};
-        for (int64_t i = c0; i < n && i < c0 + 8192; i++) lane[(i - c0) % 4] += g[i] * g[i];
-        total += ((lane[0] + lane[1]) + lane[2]) + lane[3];
-    }
-    return total;
-}
-
 /* One step of one variable; t0 is the optimizer's iterations before it. */
 static void ref_step(const nref *r, int64_t t0, double *w, double *m, double *v, double *vhat,
                      const double *g, int64_t n)
 {
     const double lr = r->lr / (1.0 + r->decay * (double)t0);
     const double eps = r->epsilon == 0 ? 1e-7 : r->epsilon; /* epsilon or backend.epsilon() */
-    const double g2 = ref_sumsq(g, n);
+    const double g2 = ot_sum_squares(g, n);
     const double vt = t0 == 0 ? g2 : *v * r->beta_2 + g2 * (1.0 - r->beta_2);
     *v = vt;
     for (int64_t i = 0; i < n; i++) {
@@ -81,7 +69,7 @@ static void ref_step32(const nref *r, int64_t t0, float *w, float *m, float *v, 
     for (int64_t i = 0; i < n; i++) gd[i] = g[i];
     const float lr = (float)r->lr, b1 = (float)r->beta_1, b2 = (float)r->beta_2;
     const float eps = (float)(r->epsilon == 0 ? 1e-7 : r->epsilon), wd = (float)r->wd;
-    const float g2 = (float)ref_sumsq(gd, n);
+    const float g2 = (float)ot_sum_squares(gd, n);
     const float vt = t0 == 0 ? g2 : *v * b2 + g2 * (1.0f - b2);
     *v = vt;
     for (int64_t i = 0; i < n; i++) {
@@ -331,33 +319,20 @@ static void ref_sparse(const ot_sparse *s, const nref *r, optim_dtype dt, double
     for (int i = 0; i < n; i++)
         w[i] = f32 ? (float)s->init(i / cols, i % cols) : s->init(i / cols, i % cols);
     for (int k = 0; k < s->steps; k++) {
-        double g[64] = {0}, rows[64], wr[64], mr[64], vh[64];
-        int seen[16] = {0}, nu = 0, order[16];
-        for (int j = 0; j < s->nidx; j++) {
-            const int64_t q = s->index(k, j);
-            seen[q] = 1;
-            for (int c = 0; c < cols; c++) {
-                const double x = f32 ? (float)s->val(k, j, c) : s->val(k, j, c);
-                g[q * cols + c] = f32 ? (float)(g[q * cols + c] + x) : g[q * cols + c] + x;
-            }
-        }
-        for (int q = 0; q < s->rows; q++)
-            if (seen[q]) order[nu++] = q;
+        double rows[64], wr[64], mr[64], vh[64];
+        int64_t order[16];
+        const int nu = ot_sparse_summed(s, k, dt, order, rows);
         for (int u = 0; u < nu; u++)
             for (int c = 0; c < cols; c++) {
-                rows[u * cols + c] = g[order[u] * cols + c];
                 wr[u * cols + c] = w[order[u] * cols + c];
                 mr[u * cols + c] = m[order[u] * cols + c];
                 vh[u * cols + c] = vhat[order[u] * cols + c];
             }
         /* v and vhat from every element; then the rows. */
-        double vt = ref_sumsq(rows, nu * cols);
+        double vt = ot_sum_squares(rows, nu * cols);
         vt = k == 0 ? vt : *v * r->beta_2 + vt * (1.0 - r->beta_2);
         for (int i = 0; r->amsgrad && i < n; i++) vhat[i] = fmax(vhat[i], vt);
-        nref rr = *r;
-        double v0 = *v;
-        ref_step(&rr, k, wr, mr, &v0, vh, rows, nu * cols);
-        *v = v0;
+        ref_step(r, k, wr, mr, v, vh, rows, nu * cols);
         for (int u = 0; u < nu; u++)
             for (int c = 0; c < cols; c++) {
                 w[order[u] * cols + c] = wr[u * cols + c];
@@ -502,35 +477,23 @@ OPTIM_TEST(test_tfa_sparse_samples)
     "\"config\":{\"name\":\"NovoGrad\",\"learning_rate\":0.001,\"beta_1\":0.9,\"beta_2\":" \
     "0.999,\"epsilon\":1e-07,\"weight_decay\":0.0,\"grad_averaging\":false}"
 
-static void expect_serialized(const char *json, const char *want)
-{
-    optim_optimizer *opt = optim_test_make(json);
-    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
-    char *s = optim_serialize(opt);
-    if (strcmp(s, want)) print_error("%s\nbecame %s\nexpected %s\n", json, s, want);
-    assert_string_equal(s, want);
-    optim_free(s);
-    optim_destroy(opt);
-    ot_check_round_trip(want);
-}
-
 /* As tf.keras writes TF Addons' NovoGrad(): both envelopes, key for key. */
 OPTIM_TEST(test_config_envelopes)
 {
     const char *old = "{\"class_name\":\"Addons>NovoGrad\"," TFA_CONFIG "}";
     const char *env = "{\"module\":\"tensorflow_addons.optimizers.novograd\",\"class_name\":"
                       "\"NovoGrad\"," TFA_CONFIG ",\"registered_name\":\"Addons>NovoGrad\"}";
-    expect_serialized(old, old);
-    expect_serialized(env, env);
-    expect_serialized("\"novograd\"", old);
-    expect_serialized(NG(""), old);
+    ot_expect_serialized(old, old);
+    ot_expect_serialized(env, env);
+    ot_expect_serialized("\"novograd\"", old);
+    ot_expect_serialized(NG(""), old);
     /* clip options after name; decay and amsgrad written when set */
-    expect_serialized(NG("\"clipnorm\": 1.0, \"decay\": 0.5, \"amsgrad\": true, \"lr\": 0.1"),
-                      "{\"class_name\":\"Addons>NovoGrad\",\"config\":{\"name\":\"NovoGrad\","
-                      "\"clipnorm\":1.0,\"learning_rate\":0.1,\"decay\":0.5,\"beta_1\":0.9,"
-                      "\"beta_2\":0.999,\"epsilon\":1e-07,\"weight_decay\":0.0,"
-                      "\"grad_averaging\":false,\"amsgrad\":true}}");
-    expect_serialized(NG("\"decay\": 0.0, \"amsgrad\": false, \"epsilon\": null"), old);
+    ot_expect_serialized(NG("\"clipnorm\": 1.0, \"decay\": 0.5, \"amsgrad\": true, \"lr\": 0.1"),
+                         "{\"class_name\":\"Addons>NovoGrad\",\"config\":{\"name\":\"NovoGrad\","
+                         "\"clipnorm\":1.0,\"learning_rate\":0.1,\"decay\":0.5,\"beta_1\":0.9,"
+                         "\"beta_2\":0.999,\"epsilon\":1e-07,\"weight_decay\":0.0,"
+                         "\"grad_averaging\":false,\"amsgrad\":true}}");
+    ot_expect_serialized(NG("\"decay\": 0.0, \"amsgrad\": false, \"epsilon\": null"), old);
     /* TF Addons' test_get_config / test_serialization */
     cJSON *c = ot_config_of(NG("\"lr\": 1e-4, \"weight_decay\": 0.0, \"grad_averaging\": false"),
                             "NovoGrad", NULL, 0);

@@ -35,6 +35,7 @@ extern "C" {
     X(optim_schedule_free_adamw_class) \
     X(optim_lazyadam_class)            \
     X(optim_novograd_class)            \
+    X(optim_conditionalgradient_class) \
     /* end of the list */
 
 #define OPTIM_BUILTIN_WRAPPERS(X)  \
