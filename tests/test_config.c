@@ -1316,8 +1316,8 @@ OPTIM_TEST(test_tfa_envelope_round_trip)
  * "Addons>MultiOptimizer" reached Keras 3's MultiOptimizer). */
 OPTIM_TEST(test_addons_prefix_only_tfa_classes)
 {
-    static const char *const tfa[] = {"LAMB",          "AdamW",     "LazyAdam",
-                                      "MovingAverage", "Lookahead", "SWA"};
+    static const char *const tfa[] = {"LAMB",      "AdamW", "LazyAdam", "MovingAverage",
+                                      "Lookahead", "SWA",   "NovoGrad", "ConditionalGradient"};
     char name[64];
     for (size_t i = 0; i < sizeof tfa / sizeof *tfa; i++) {
         snprintf(name, sizeof name, "Addons>%s", tfa[i]);

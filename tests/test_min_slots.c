@@ -172,7 +172,9 @@ OPTIM_TEST(builtins_add_their_min_slots)
         if (c->min_slots == 0) continue;
         optim_optimizer *opt = NULL;
         optim_error err;
-        assert_ok(optim_create(&opt, c, NULL, &err), &err);
+        optim_options o = optim_options_defaults();
+        if (c->flags & OPTIM_CLASS_LEGACY_ONLY) o.generation = OPTIM_LEGACY; /* TF Addons' */
+        assert_ok(optim_create(&opt, c, &o, &err), &err);
         optim_var *a = optim_test_var("a", OPTIM_F32, 1, (int64_t[]){4}, (double[]){1, 2, 3, 4});
         float g[4] = {0.5f, -1, 2, 0.25f};
         optim_grad_var p = {optim_grad_dense(optim_tensor_make(OPTIM_F32, g, 1, (int64_t[]){4})),
