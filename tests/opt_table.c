@@ -813,3 +813,51 @@ void ot_expect_weight_names(optim_optimizer *opt, int64_t first, ...)
         assert_string_equal(optim_weight_name(opt, first), want);
     va_end(ap);
 }
+
+void ot_expect_serialized(const char *json, const char *want)
+{
+    optim_optimizer *opt = optim_test_make(json);
+    assert_eq(optim_generation_of(opt), OPTIM_LEGACY);
+    char *s = optim_serialize(opt);
+    if (strcmp(s, want)) print_error("%s\nbecame %s\nexpected %s\n", json, s, want);
+    assert_string_equal(s, want);
+    optim_free(s);
+    optim_destroy(opt);
+    ot_check_round_trip(want);
+}
+
+double ot_sum_squares(const double *g, int64_t n)
+{
+    double total = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += 8192) {
+        double lane[4] = {0, 0, 0, 0};
+        for (int64_t i = c0; i < n && i < c0 + 8192; i++) lane[(i - c0) % 4] += g[i] * g[i];
+        total += ((lane[0] + lane[1]) + lane[2]) + lane[3];
+    }
+    return total;
+}
+
+int ot_sparse_summed(const ot_sparse *s, int k, optim_dtype dt, int64_t *order, double *rows)
+{
+    const int cols = s->cols ? s->cols : 1, f32 = dt == OPTIM_F32;
+    double *g = calloc((size_t)(s->rows * cols), sizeof *g);
+    char *seen = calloc((size_t)s->rows, 1);
+    assert_true(g && seen);
+    for (int j = 0; j < s->nidx; j++) {
+        const int64_t q = s->index(k, j);
+        seen[q] = 1;
+        for (int c = 0; c < cols; c++) {
+            const double x = f32 ? (float)s->val(k, j, c) : s->val(k, j, c);
+            g[q * cols + c] = f32 ? (float)(g[q * cols + c] + x) : g[q * cols + c] + x;
+        }
+    }
+    int nu = 0;
+    for (int q = 0; q < s->rows; q++)
+        if (seen[q]) {
+            for (int c = 0; c < cols; c++) rows[nu * cols + c] = g[q * cols + c];
+            order[nu++] = q;
+        }
+    free(g);
+    free(seen);
+    return nu;
+}

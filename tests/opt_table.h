@@ -258,6 +258,21 @@ void ot_expect_config(const char *json, const char *want);
 void ot_expect_serialized_as_given(const char *json, optim_generation gen);
 /* get_config of the optimizer made from json contains needle. */
 void ot_expect_config_has(const char *json, const char *needle);
+/* The full serialisation (envelope included) of the legacy optimizer made
+ * from json is exactly want, and want round-trips. */
+void ot_expect_serialized(const char *json, const char *want);
+
+/* Sum of squares in the order optim's phased classes document
+ * (src/optimizers/sum_squares.inc): chunks of 8192 elements, element i of a
+ * chunk into partial sum i % 4 in index order, the four added in order, the
+ * chunks' sums in chunk order. */
+double ot_sum_squares(const double *g, int64_t n);
+
+/* Step k of the sparse problem s as apply_sparse gets it: duplicate rows
+ * summed in order of appearance in dt (F32: float additions of the float
+ * values), the unique indices ascending into order[], their summed rows
+ * (cols elements each, 1 for a vector) into rows[]; returns how many. */
+int ot_sparse_summed(const ot_sparse *s, int k, optim_dtype dt, int64_t *order, double *rows);
 /* optim_from_json refuses json with code; the message holds each non-NULL needle. */
 void ot_expect_refused(const char *json, int code, const char *needle1, const char *needle2);
 /* ot_expect_refused of json in both generations (ot_gen). */

@@ -121,6 +121,22 @@ static const count_case cases[] = {
     {"{\"class_name\": \"SGDW\", \"config\": {\"weight_decay\": 0.01, \"momentum\": 0.9}}", LEG,
      F32, "w", VEC(1000), 4 * 5},
     {"\"proximaladagrad\"", LEG, F32, "w", VEC(1000), 4 * 5},
+    /* NovoGrad: phase 0 g r; phase 1 g r, m w rw: 6; amsgrad's vhat rw: 8
+     * (v is one scalar per variable). */
+    {"\"novograd\"", LEG, F32, "w", VEC(1000), 4 * 6},
+    {"\"novograd\"", LEG, F64, "w", VEC(1000), 8 * 6},
+    {"{\"class_name\": \"NovoGrad\", \"config\": {\"amsgrad\": true}}", LEG, F32, "w", VEC(1000),
+     4 * 8},
+    /* ConditionalGradient: the norm (or Gram matrix) reads g, the update g,
+     * w rw: 4; its slot is never touched. */
+    {"\"conditionalgradient\"", LEG, F32, "w", VEC(1000), 4 * 4},
+    {"{\"class_name\": \"ConditionalGradient\", \"config\": {\"ord\": \"nuclear\"}}",
+     LEG,
+     F64,
+     "w",
+     2,
+     {20, 30, 0},
+     8 * 4},
 };
 
 /* A zero variable (optim_test_var takes float32 and float64 only). */

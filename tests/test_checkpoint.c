@@ -146,6 +146,8 @@ static const char *const CONFIGS[] = {
     "\"lazyadam\"",
     "\"muon\"",
     "\"schedulefreeadamw\"",
+    "{\"class_name\": \"NovoGrad\", \"config\": {\"amsgrad\": true, \"grad_averaging\": true}}",
+    "{\"class_name\": \"ConditionalGradient\", \"config\": {\"learning_rate\": 0.9, \"ord\": \"nuclear\"}}",
     "{\"class_name\": \"Lookahead\", \"config\": {\"optimizer\": {\"class_name\": \"Adam\", \"config\": {}}, "
     "\"sync_period\": 3}}",
     "{\"class_name\": \"MovingAverage\", \"config\": {\"optimizer\": {\"class_name\": \"SGD\", \"config\": "

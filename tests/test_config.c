@@ -1318,8 +1318,9 @@ OPTIM_TEST(test_tfa_envelope_round_trip)
 OPTIM_TEST(test_addons_prefix_only_tfa_classes)
 {
     static const char *const tfa[] = {
-        "LAMB", "AdamW",         "LazyAdam",  "SGDW", "ProximalAdagrad", "COCOB", "RectifiedAdam",
-        "Yogi", "MovingAverage", "Lookahead", "SWA",  "MultiOptimizer"};
+        "LAMB",          "AdamW",         "LazyAdam", "SGDW",          "ProximalAdagrad",
+        "COCOB",         "RectifiedAdam", "Yogi",     "NovoGrad",      "ConditionalGradient",
+        "MovingAverage", "Lookahead",     "SWA",      "MultiOptimizer"};
     char name[64];
     for (size_t i = 0; i < sizeof tfa / sizeof *tfa; i++) {
         snprintf(name, sizeof name, "Addons>%s", tfa[i]);

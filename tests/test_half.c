@@ -319,6 +319,9 @@ static const char *const CONFIGS[] = {
     "{\"class_name\": \"Muon\", \"config\": {\"learning_rate\": 0.05}}",
     "{\"class_name\": \"ScheduleFreeAdamW\", \"config\": {\"learning_rate\": 0.05}}",
     "{\"class_name\": \"LazyAdam\", \"config\": {\"learning_rate\": 0.05}}",
+    "{\"class_name\": \"NovoGrad\", \"config\": {\"learning_rate\": 0.05, \"amsgrad\": true, \"weight_decay\": 0.01}}",
+    "{\"class_name\": \"ConditionalGradient\", \"config\": {\"learning_rate\": 0.5}}",
+    "{\"class_name\": \"ConditionalGradient\", \"config\": {\"learning_rate\": 0.5, \"ord\": \"nuclear\"}}",
     "{\"class_name\": \"MultiOptimizer\", \"config\": {\"optimizer_map\": {\"module\": \"keras.optimizers\", "
     "\"class_name\": \"OptimizerMap\", \"config\": {\"default_optimizer\": {\"class_name\": \"SGD\", \"config\": "
     "{\"learning_rate\": 0.05, \"momentum\": 0.5}}, \"optimizer_map\": {\"dense/bias\": {\"class_name\": \"Adam\", "

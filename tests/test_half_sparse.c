@@ -72,6 +72,9 @@ static const char *const CONFIGS[] = {
     "{\"class_name\": \"Adagrad\", \"config\": {\"learning_rate\": 0.05, \"is_legacy_optimizer\": true}}",
     "{\"class_name\": \"Adadelta\", \"config\": {\"learning_rate\": 1.0, \"is_legacy_optimizer\": true}}",
     "{\"class_name\": \"Ftrl\", \"config\": {\"learning_rate\": 0.05, \"is_legacy_optimizer\": true}}",
+    /* TF Addons (legacy only): whole updates from the summed rows' norm */
+    "{\"class_name\": \"NovoGrad\", \"config\": {\"learning_rate\": 0.05, \"amsgrad\": true, \"weight_decay\": 0.01}}",
+    "{\"class_name\": \"ConditionalGradient\", \"config\": {\"learning_rate\": 0.5, \"clipnorm\": 0.5}}",
 };
 
 static double init_at(int v, int64_t i) { return 0.5 - 0.0007 * (double)(i % 1500) + 0.1 * v; }

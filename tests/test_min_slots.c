@@ -173,7 +173,7 @@ OPTIM_TEST(builtins_add_their_min_slots)
         optim_optimizer *opt = NULL;
         optim_error err;
         optim_options o = optim_options_defaults();
-        if (c->flags & OPTIM_CLASS_LEGACY_ONLY) o.generation = OPTIM_LEGACY;
+        if (c->flags & OPTIM_CLASS_LEGACY_ONLY) o.generation = OPTIM_LEGACY; /* TF Addons' */
         assert_ok(optim_create(&opt, c, &o, &err), &err);
         optim_var *a = optim_test_var("a", OPTIM_F32, 1, (int64_t[]){4}, (double[]){1, 2, 3, 4});
         float g[4] = {0.5f, -1, 2, 0.25f};

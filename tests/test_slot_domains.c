@@ -171,6 +171,9 @@ OPTIM_TEST(builtin_marked_slots_refuse_minus_one)
         {"{\"class_name\": \"Ftrl\", \"config\": {\"is_legacy_optimizer\": true}}", 2},
         {"\"scheduleFreeAdamW\"", 2},
         {"\"muon\"", -1}, /* velocity only for Muon's AdamW variables */
+        {"\"novograd\"", 2}, /* v: one scalar per variable */
+        {"{\"class_name\": \"NovoGrad\", \"config\": {\"amsgrad\": true}}", 4},
+        {"{\"class_name\": \"ConditionalGradient\", \"config\": {\"ord\": \"nuclear\"}}", 0},
         /* Not marked: a hyperparameter can drive them negative (rho or
          * beta_2_decay outside [0, 1], epsilon_1 < 0, Keras 3 Adagrad's
          * initial_accumulator_value < 0). */

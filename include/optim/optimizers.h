@@ -39,6 +39,8 @@ extern "C" {
     X(optim_proximal_adagrad_class)    \
     X(optim_rectified_adam_class)      \
     X(optim_yogi_class)                \
+    X(optim_novograd_class)            \
+    X(optim_conditionalgradient_class) \
     /* end of the list */
 
 #define OPTIM_BUILTIN_WRAPPERS(X)  \

@@ -53,6 +53,7 @@
 #include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optimizers/var_scratch.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -108,15 +109,8 @@ static const optim_param muon_patterns[] = {
 };
 
 /* Scratch of one Muon variable: X, Y [p, q], A, B [p, p] in its dtype. */
-typedef struct scratch {
-    const optim_var *var;
-    size_t bytes;
-    void *buf;
-} scratch;
-
 typedef struct state {
-    size_t nscratch, cap;
-    scratch *sc;
+    optim__scratch_set scratch;
 } state;
 
 /* ---- exclude_layers -------------------------------------------------------------- */
@@ -141,37 +135,16 @@ static int wants_adamw(const optim_optimizer *opt, const optim_var *var)
 
 static void *scratch_of(const optim_optimizer *opt, const optim_var *var)
 {
-    const state *s = optim_state(opt);
-    for (size_t i = 0; i < s->nscratch; i++)
-        if (s->sc[i].var == var) return s->sc[i].buf;
-    return NULL;
+    return optim__scratch_of(&((const state *)optim_state(opt))->scratch, var);
 }
 
-/* A (re)sized scratch block for var; a block left by a rolled-back step
- * whose variable was freed and whose address came back is resized. */
 static int add_scratch(optim_optimizer *opt, const optim_var *var)
 {
-    state *s = optim_state(opt);
     const int64_t r = optim_var_shape(var)[0], c = optim_var_shape(var)[1];
     const int64_t p = r < c ? r : c, q = r < c ? c : r;
-    size_t bytes = (size_t)(2 * p * q + 2 * p * p) *
+    const size_t bytes = (size_t)(2 * p * q + 2 * p * p) *
         optim_dtype_size(optim_compute_dtype(optim_var_dtype(var)));
-    size_t i = 0;
-    while (i < s->nscratch && s->sc[i].var != var) i++;
-    if (i == s->nscratch && s->nscratch == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 8;
-        scratch *grown = realloc(s->sc, cap * sizeof *grown);
-        if (!grown) return OPTIM_ENOMEM;
-        s->sc = grown;
-        s->cap = cap;
-    }
-    if (i < s->nscratch && s->sc[i].bytes == bytes) return 0;
-    void *buf = malloc(bytes ? bytes : 1);
-    if (!buf) return OPTIM_ENOMEM;
-    if (i == s->nscratch) s->nscratch++;
-    else free(s->sc[i].buf);
-    s->sc[i] = (scratch){var, bytes, buf};
-    return 0;
+    return optim__scratch_reserve(&((state *)optim_state(opt))->scratch, var, bytes);
 }
 
 static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
@@ -196,9 +169,7 @@ static int create_slots(optim_optimizer *opt, optim_var *var, optim_error *err)
 
 static void destroy(optim_optimizer *opt)
 {
-    state *s = optim_state(opt);
-    for (size_t i = 0; i < s->nscratch; i++) free(s->sc[i].buf);
-    free(s->sc);
+    optim__scratch_free(&((state *)optim_state(opt))->scratch);
 }
 
 /* Muon._apply_weight_decay: the AdamW variables (those with a velocity)

@@ -15,7 +15,7 @@ def put(target, name, data):
 
 def configs():
     with open(os.path.join(HERE, "..", "replay_configs.inc")) as f:
-        lines = [json.loads(l.strip().rstrip(",")) for l in f if l.strip()]
+        lines = [json.loads(l.strip().rstrip(",")) for l in f if l.strip() and not l.lstrip().startswith("//")]
     return lines
 
 
