@@ -5,7 +5,9 @@
  * pairs go to one optim_apply_gradients call run without the GIL, and a
  * refused call leaves every array, the optimizer and its variable map as
  * they were: the library checks everything before it changes anything,
- * and this file everything before the library runs. */
+ * and this file everything before the library runs. opt.build(var_list)
+ * makes the slots of these variables now (Keras 3's build), for
+ * set_weights before a first step. */
 #include "module.h"
 
 #include <stdio.h>
@@ -139,4 +141,37 @@ PyObject *optim_py_apply_gradients(optim_py_optimizer *self, PyObject *arg)
     optim_py_unlock(self);
     Py_DECREF(seq);
     return r;
+}
+
+PyObject *optim_py_build(optim_py_optimizer *self, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "build takes a list of variables");
+    if (!seq) return NULL;
+    if (optim_py_lock(self) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    optim_py_varmap_mark mark = optim_py_varmap_mark_get(&self->vars);
+    optim_var **vars = PyMem_Calloc(n ? n : 1, sizeof *vars);
+    int rc = vars ? 0 : -1;
+    if (!vars) PyErr_NoMemory();
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "build: variable %zu", i);
+        optim_py_variable *v =
+            optim_py_varmap_get(&self->vars, PySequence_Fast_GET_ITEM(seq, i), what);
+        if (v) vars[i] = v->var;
+        else rc = -1;
+    }
+    if (rc == 0 && optim_build(self->opt, vars, n)) {
+        optim_py_raise_opt(self, "build");
+        rc = -1;
+    }
+    if (rc < 0) optim_py_varmap_rollback(&self->vars, mark);
+    PyMem_Free(vars);
+    optim_py_unlock(self);
+    Py_DECREF(seq);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
 }

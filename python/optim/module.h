@@ -13,7 +13,8 @@
  *   variable.c   optim.Variable: a named array the library updates in place
  *   varmap.c     an optimizer's variables: arrays to Variables, first-seen names
  *   optimizer.c  the optimizer type: creation, config, hyperparameters, lock
- *   apply.c      apply_gradients: pairs in, one library step without the GIL
+ *   apply.c      apply_gradients: pairs in, one library step without the GIL;
+ *                build
  *   weights.c    get_weights / set_weights as raw bytes
  *   schedule.c   learning-rate schedule objects
  *   runtime.c    load_plugin, set_num_threads, conformance
@@ -126,6 +127,7 @@ void optim_py_unlock(optim_py_optimizer *self);
 PyObject *optim_py_raise_opt(optim_py_optimizer *self, const char *what);
 
 PyObject *optim_py_apply_gradients(optim_py_optimizer *self, PyObject *args);
+PyObject *optim_py_build(optim_py_optimizer *self, PyObject *var_list);
 PyObject *optim_py_get_weights(optim_py_optimizer *self, PyObject *unused);
 PyObject *optim_py_set_weights(optim_py_optimizer *self, PyObject *arg);
 PyObject *optim_py_weight_names(optim_py_optimizer *self, void *unused);

@@ -262,6 +262,9 @@ static PyMethodDef opt_methods[] = {
      "apply_gradients(grads_and_vars): one step over [(gradient, variable), ...]; each variable "
      "is updated in place. A gradient is an array of the variable's dtype and shape, None "
      "(skipped) or optim.IndexedSlices. Returns iterations."},
+    {"build", (PyCFunction)optim_py_build, METH_O,
+     "build(var_list): makes the slots of these variables now and fixes the optimizer's "
+     "variables, as Keras 3's build (then set_weights before a first step)."},
     {"_config_text", (PyCFunction)opt_config_text, METH_NOARGS, "get_config as JSON text."},
     {"_serialize_text", (PyCFunction)opt_serialize_text, METH_NOARGS, "serialize as JSON text."},
     {"_weights_raw", (PyCFunction)optim_py_get_weights, METH_NOARGS,

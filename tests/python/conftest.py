@@ -22,12 +22,13 @@ ST_NAME = {np.dtype(v).str: k for k, v in ST_DTYPE.items() if k != "BF16"}
 
 
 def write_st(path, tensors):
-    """A safetensors file of {name: array}."""
+    """A safetensors file of {name: array, or (uint16 array, "BF16")}."""
     header, blobs, off = {}, [], 0
     for name, a in tensors.items():
+        a, dtype = a if isinstance(a, tuple) else (a, None)
         a = np.asarray(a, order="C")  # ascontiguousarray would make a scalar 1-d
         data = a.tobytes()
-        header[name] = {"dtype": ST_NAME[a.dtype.str], "shape": list(a.shape),
+        header[name] = {"dtype": dtype or ST_NAME[a.dtype.str], "shape": list(a.shape),
                         "data_offsets": [off, off + len(data)]}
         blobs.append(data)
         off += len(data)
