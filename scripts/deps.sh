@@ -2,7 +2,7 @@
 # Installs the Debian packages optim needs to build and test, if missing.
 #   scripts/deps.sh [--fuzz]
 set -euo pipefail
-pkgs=(gcc libc6-dev make cmake pkg-config python3 libcjson-dev libcmocka-dev libcairo2-dev libopenblas-openmp-dev zlib1g-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3-numpy)
+pkgs=(gcc libc6-dev make cmake pkg-config python3 libcjson-dev libcmocka-dev libcairo2-dev libopenblas-openmp-dev zlib1g-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3-numpy python3-dev python3-pytest)
 # --fuzz: also clang with libFuzzer, its OpenMP (with Archer, tests/tsan/run.sh) and
 # clang-format (scripts/check_format.sh); CI uses it (tests/fuzz/run.sh).
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-dev libomp-dev clang-format); fi

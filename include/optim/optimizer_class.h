@@ -438,6 +438,12 @@ OPTIM_API int optim_register_class(const optim_class *cls, optim_error *err);
  * unknown. */
 OPTIM_API const optim_class *optim_find_class(const char *name);
 
+/* The i-th class of the registry, for listing them (the Python package
+ * makes a constructor for each): the built-ins in OPTIM_BUILTIN_CLASSES's
+ * order, then the registered classes in the order they were registered;
+ * NULL past the last. Not thread-safe against optim_register_class. */
+OPTIM_API const optim_class *optim_class_at(size_t i);
+
 typedef enum optim_slot_init {
     OPTIM_SLOT_ZEROS = 0,
     OPTIM_SLOT_CONSTANT = 1, /* every element = value */

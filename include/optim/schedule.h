@@ -72,6 +72,9 @@ typedef struct optim_schedule_class {
  * Keras's schedule deserialization). The table is copied. */
 OPTIM_API int optim_register_schedule_class(const optim_schedule_class *cls, optim_error *err);
 OPTIM_API const optim_schedule_class *optim_find_schedule_class(const char *name);
+/* The i-th schedule class: the built-ins in OPTIM_BUILTIN_SCHEDULES's
+ * order, then the registered ones in registration order; NULL past the last. */
+OPTIM_API const optim_schedule_class *optim_schedule_class_at(size_t i);
 
 /* From {"class_name": NAME, "config": {...}}. Every REQUIRED key must be
  * given; unknown keys, wrong types and out-of-range values are refused with

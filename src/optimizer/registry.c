@@ -51,6 +51,20 @@ static const void *reg_find(const registry *r, const char *name)
     return NULL;
 }
 
+/* The i-th class: the built-ins in order, then the registered ones in the
+ * order they were registered (the list holds them newest first). */
+static const void *reg_at(const registry *r, size_t i)
+{
+    size_t nb = 0, n = 0;
+    while (r->builtins[nb]) nb++;
+    if (i < nb) return r->builtins[i];
+    for (const entry *e = r->head; e; e = e->next) n++;
+    if (i - nb >= n) return NULL;
+    const entry *e = r->head;
+    for (size_t k = n - 1 - (i - nb); k > 0; k--) e = e->next;
+    return e->copy;
+}
+
 /* Adds a copy made by copy(dst, cls) of `bytes` bytes. */
 static int reg_add(registry *r, const void *cls, size_t bytes, void (*copy)(void *, const void *),
                    optim_error *err)
@@ -92,6 +106,8 @@ const optim_class *optim_find_class(const char *name)
     const char *tfa = c ? optim__tfa_name(c) : NULL;
     return tfa && strcasecmp(tfa, name + 7) == 0 ? c : NULL;
 }
+
+const optim_class *optim_class_at(size_t i) { return reg_at(&optimizers, i); }
 
 int optim__unknown_class(optim_error *err, const char *name)
 {
@@ -150,6 +166,8 @@ const optim_schedule_class *optim_find_schedule_class(const char *name)
     const optim_schedule_class *c = reg_find(&schedules, name + 7);
     return c && c->tfa_module ? c : NULL;
 }
+
+const optim_schedule_class *optim_schedule_class_at(size_t i) { return reg_at(&schedules, i); }
 
 int optim__schedule_class_is_builtin(const char *name)
 {

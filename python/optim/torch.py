@@ -1,0 +1,242 @@
+"""optim.torch: optim's optimizers as a torch.optim.Optimizer, for PyTorch CPU tensors.
+
+    import optim.torch
+    opt = optim.torch.Optimizer(model.parameters(), "adam", learning_rate=1e-3)
+    for x, y in batches:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+Each param group steps through one optim optimizer made from its config (a
+class name, a Keras config dict or JSON text, or an optim optimizer to copy)
+and its own keys: Keras config keys (learning_rate, beta_1, clipnorm, ...),
+and torch's "lr", which torch's learning-rate schedulers set. Parameters are
+updated in place through their own memory (no copy); sparse gradients
+(nn.Embedding(sparse=True)) become optim.IndexedSlices. state_dict() holds
+optim's weights as tensors under optim's slot names (docs/python.md) and
+load_state_dict() resumes bit for bit. This module is the only place optim
+imports torch.
+"""
+import json as _json
+
+import numpy as _np
+import torch as _torch
+
+import optim as _optim
+
+__all__ = ["Optimizer"]
+
+# Group keys that are torch's, its schedulers' or ours, not config keys.
+_TORCH_KEYS = {"params", "config", "lr", "initial_lr", "max_lr", "min_lr", "optim_weights"}
+
+
+def _array(t, what):
+    """A NumPy view of tensor t's memory (bfloat16: its bits as uint16)."""
+    if t.device.type != "cpu":
+        raise _optim.Error("%s is on %s; optim.torch steps CPU tensors (move the model with "
+                           ".cpu(), or use a CUDA optimizer)" % (what, t.device))
+    if not t.is_contiguous():
+        raise _optim.Error("%s is not contiguous (shape %s, strides %s); optim updates "
+                           "parameters in place, so each must be contiguous"
+                           % (what, tuple(t.shape), t.stride()))
+    t = t.detach()
+    if t.dtype == _torch.bfloat16:
+        return t.view(_torch.int16).numpy().view(_np.uint16)
+    return t.numpy()
+
+
+def _base_config(config):
+    """{"class_name": ..., "config": {...}} of a group's config."""
+    if isinstance(config, _optim.Optimizer):
+        return _optim.serialize(config)
+    if isinstance(config, (bytes, str)):
+        text = config.decode() if isinstance(config, bytes) else config
+        if text.lstrip()[:1] != "{":
+            return {"class_name": text, "config": {}}
+        config = _json.loads(text)
+    config = dict(config)
+    config["config"] = dict(config.get("config", {}))
+    return config
+
+
+class Optimizer(_torch.optim.Optimizer):
+    """Optimizer(params, config="adam", **keys): a torch.optim.Optimizer over optim.
+
+    config names the class ("adam", "lion", "Addons>LAMB"), or is a Keras config dict or
+    JSON text, or an optim optimizer whose config is copied; keys are config keys
+    (learning_rate=1e-3, beta_1=0.9, weight_decay=0.01, is_legacy_optimizer=True, ...).
+    A param group may give its own config and keys.
+    """
+
+    def __init__(self, params, config="adam", **keys):
+        self._optims = {}  # group index -> [optim optimizer, the lr it was given]
+        self._vars = {}  # id(param) -> (param, Variable, data_ptr)
+        self._pairs = {}  # group index -> ([(param, grad, grad's data_ptr)], pairs)
+        self._index = None  # id(param) -> its index over all groups
+        super().__init__(params, dict(keys, config=config))
+        for gi in range(len(self.param_groups)):
+            self._group_optimizer(gi)  # refuses a bad config now, not at the first step
+
+    # ---- groups ----------------------------------------------------------------
+    def _make(self, group):
+        cfg = _base_config(group["config"])
+        cfg["config"].update({k: v for k, v in group.items()
+                              if k not in _TORCH_KEYS and not k.startswith("_")})
+        opt = _optim.from_config(cfg)
+        lr_is_schedule = isinstance(cfg["config"].get("learning_rate"), (dict, _optim.schedules
+                                                                        .LearningRateSchedule))
+        if "lr" in group and not lr_is_schedule and group["lr"] is not None:
+            opt.learning_rate = group["lr"]
+        group["lr"] = opt.learning_rate
+        return opt
+
+    def _group_optimizer(self, gi):
+        entry = self._optims.get(gi)
+        group = self.param_groups[gi]
+        if entry is None:
+            opt = self._make(group)
+            entry = self._optims[gi] = [opt, group["lr"]]
+        opt = entry[0]
+        if group["lr"] != entry[1]:  # a torch scheduler, or the user, set it
+            opt.learning_rate = group["lr"]
+            entry[1] = group["lr"] = opt.learning_rate
+        return opt
+
+    def _variable(self, p, index):
+        known = self._vars.get(id(p))
+        if known is not None and known[0] is p and known[2] == p.data_ptr():
+            return known[1]
+        what = "parameter %d (shape %s, %s)" % (index, tuple(p.shape), p.dtype)
+        v = _optim.Variable(_array(p, what), name="param_%d" % index,
+                            dtype="bfloat16" if p.dtype == _torch.bfloat16 else None)
+        self._vars[id(p)] = (p, v, p.data_ptr())
+        return v
+
+    def _param_index(self):
+        if self._index is None:
+            ps = [p for group in self.param_groups for p in group["params"]]
+            self._index = {id(p): k for k, p in enumerate(ps)}
+        return self._index
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        if hasattr(self, "_index"):
+            self._index = None
+            self._pairs.clear()
+
+    # ---- step --------------------------------------------------------------------
+    def _grad(self, p, index):
+        g = p.grad
+        if g is None:
+            return None
+        what = "the gradient of parameter %d" % index
+        if g.is_sparse:
+            values = g._values().contiguous()
+            return _optim.IndexedSlices(_array(values, what), g._indices()[0].contiguous().numpy())
+        return _array(g if g.is_contiguous() else g.contiguous(), what)
+
+    def _group_pairs(self, gi, params):
+        """The group's (gradient, Variable) pairs; the NumPy views of the last step are
+        reused while every parameter keeps its gradient tensor and memory (sparse
+        gradients are read afresh)."""
+        seen = [(p, p.grad, None if p.grad is None else object() if p.grad.is_sparse
+                 else p.grad.data_ptr()) for p in params]
+        last = self._pairs.get(gi)
+        if last is not None and len(last[0]) == len(seen) and all(
+                a[0] is b[0] and a[1] is b[1] and a[2] == b[2] for a, b in zip(last[0], seen)):
+            return last[1]
+        index = self._param_index()
+        pairs = []
+        for p in params:  # the parameter first: a message names it, not its gradient
+            v = self._variable(p, index[id(p)])
+            pairs.append((self._grad(p, index[id(p)]), v))
+        self._pairs[gi] = (seen, pairs)
+        return pairs
+
+    def step(self, closure=None):  # no autograd here: NumPy views only
+        loss = None
+        if closure is not None:
+            with _torch.enable_grad():
+                loss = closure()
+        for gi, group in enumerate(self.param_groups):
+            opt = self._group_optimizer(gi)
+            pairs = self._group_pairs(gi, group["params"])
+            if any(g is not None for g, _ in pairs):
+                opt.apply_gradients(pairs)
+        return loss
+
+    # ---- state ------------------------------------------------------------------------
+    # A parameter's state holds its slots under optim's names and "step" (the
+    # group's iterations); a group's optimizer-level weights (Nadam's
+    # u_product) go in the group as "optim_weights", which torch keeps as is
+    # (it casts per-parameter state to the parameter's dtype).
+
+    def _sync_state_out(self):
+        index = self._param_index()
+        self.state.clear()
+        for gi, group in enumerate(self.param_groups):
+            opt = self._group_optimizer(gi)
+            by_name = {"param_%d" % index[id(p)]: p for p in group["params"]}
+            names, weights = opt.weight_names, opt.get_weights()
+            group["optim_weights"] = {}
+            for name, w in zip(names[1:], weights[1:]):
+                var, _, slot = name.partition("/")
+                t = _torch.from_numpy(w.copy())
+                if w.dtype == _np.uint16:
+                    t = t.view(_torch.bfloat16)
+                if slot and var in by_name:
+                    self.state[by_name[var]][slot] = t
+                else:
+                    group["optim_weights"][name] = t
+            for p in group["params"]:
+                if p in self.state:
+                    self.state[p]["step"] = _torch.tensor(int(weights[0]), dtype=_torch.int64)
+
+    def state_dict(self):
+        self._sync_state_out()
+        return super().state_dict()
+
+    @staticmethod
+    def _weight(t, have):
+        """Saved tensor t as the weight `have` is (dtype, bfloat16 bits, shape)."""
+        t = t.detach().cpu()
+        if have.dtype == _np.uint16:
+            a = t.to(_torch.bfloat16).contiguous().view(_torch.int16).numpy().view(_np.uint16)
+        else:
+            a = t.contiguous().numpy().astype(have.dtype, copy=False)
+        return a.reshape(have.shape)
+
+    def _sync_state_in(self, group, opt):
+        """Makes opt's slots for every parameter of the group and sets the saved weights;
+        a parameter without saved state keeps its fresh slots."""
+        params, index = group["params"], self._param_index()
+        first = next((p for p in params if self.state.get(p)), None)
+        if first is None:
+            return
+        opt.build([self._variable(p, index[id(p)]) for p in params])
+        by_name = {"param_%d" % index[id(p)]: p for p in params}
+        saved = group.get("optim_weights") or {}
+        weights = []
+        for name, have in zip(opt.weight_names, opt.get_weights()):
+            var, _, slot = name.partition("/")
+            if name == "iterations":
+                t = self.state[first].get("step")
+            elif slot and var in by_name:
+                t = self.state.get(by_name[var], {}).get(slot)
+            else:
+                t = saved.get(name)
+            weights.append(have if t is None else self._weight(t, have))
+        opt.set_weights(weights)
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self._optims.clear()
+        self._pairs.clear()
+        self._index = None
+        for gi, group in enumerate(self.param_groups):
+            self._sync_state_in(group, self._group_optimizer(gi))
+
+    def __repr__(self):
+        return "optim.torch.Optimizer(%s)" % ", ".join(
+            "group %d: %s" % (gi, self._group_optimizer(gi).class_name)
+            for gi in range(len(self.param_groups)))
