@@ -184,7 +184,7 @@ _by_name = {}  # a registry name, lower case -> its class
 def _refresh():
     """Makes a class for each registered class that has none yet."""
     g = globals()
-    for name, tfa_name, wrapper, _, _ in _optim._classes():
+    for name, tfa_name, wrapper, *_ in _optim._classes():
         for ctor, config_name in ((name, name), (tfa_name, "Addons>%s" % tfa_name)):
             if not ctor or not ctor.isidentifier() or ctor in g:
                 continue

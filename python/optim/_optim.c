@@ -40,16 +40,18 @@ static int is_wrapper(const optim_class *c)
     return c->inner || c->inner_at || c->step || c->apply_gradients;
 }
 
-/* _classes(): [(name, tfa_name or None, is_wrapper, legacy_only, keras3_only), ...] */
+/* _classes(): [(name, tfa_name or None, is_wrapper, legacy_only, keras3_only,
+ * no_sparse), ...] */
 static PyObject *list_classes(PyObject *mod, PyObject *unused)
 {
     PyObject *list = PyList_New(0);
     for (size_t i = 0; list && optim_class_at(i); i++) {
         const optim_class *c = optim_class_at(i);
         PyObject *item =
-            Py_BuildValue("(szNNN)", c->name, c->tfa_name, PyBool_FromLong(is_wrapper(c)),
+            Py_BuildValue("(szNNNN)", c->name, c->tfa_name, PyBool_FromLong(is_wrapper(c)),
                           PyBool_FromLong(!!(c->flags & OPTIM_CLASS_LEGACY_ONLY)),
-                          PyBool_FromLong(!!(c->flags & OPTIM_CLASS_KERAS3_ONLY)));
+                          PyBool_FromLong(!!(c->flags & OPTIM_CLASS_KERAS3_ONLY)),
+                          PyBool_FromLong(!!(c->flags & OPTIM_CLASS_NO_SPARSE)));
         if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
         Py_XDECREF(item);
     }
@@ -81,7 +83,7 @@ static PyObject *list_schedules(PyObject *mod, PyObject *unused)
 static PyMethodDef module_methods[] = {
     {"_classes", list_classes, METH_NOARGS,
      "The registry's optimizer classes: (name, tfa_name, is_wrapper, legacy_only, "
-     "keras3_only)."},
+     "keras3_only, no_sparse)."},
     {"_schedule_classes", list_schedules, METH_NOARGS,
      "The registry's schedule classes: (name, positional keys)."},
     {"load_plugin", optim_py_load_plugin, METH_O,
