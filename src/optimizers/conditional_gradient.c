@@ -26,7 +26,7 @@
  *
  * "nuclear": the gradient viewed as a matrix, a scalar as [1, 1] and a
  * vector as [1, n], as TF Addons' _top_singular_vector reshapes it; u v^T
- * by power iteration on its Gram matrix in double (core/top_singular.h:
+ * by power iteration on its Gram matrix in double (top_singular.inc:
  * accurate to about 1e-15 where the top two singular values are apart; a
  * zero gradient gives e1 e1^T, as Eigen's SVD; a vector's is g / ||g||),
  * then u and v rounded to the dtype and multiplied there, as TF's matmul.
@@ -49,12 +49,13 @@
 #include "optim/optimizers.h"
 #include "optimizers/tfa_keys.h"
 #include "optimizers/var_scratch.h"
-#include "core/top_singular.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "top_singular.inc"
 
 enum { P_LAMBDA, P_EPSILON, P_ORD };
 enum { ORD_FRO, ORD_NUCLEAR };
@@ -127,7 +128,7 @@ static int add_scratch(optim_optimizer *opt, const optim_var *var)
 {
     int64_t rows, cols;
     view(var, &rows, &cols);
-    const size_t doubles = optim__top_singular_doubles(rows, cols);
+    const size_t doubles = top_singular_doubles(rows, cols);
     if (doubles > SIZE_MAX / sizeof(double)) return OPTIM_ENOMEM;
     return optim__scratch_reserve(&((state *)optim_state(opt))->scratch, var,
                                   doubles * sizeof(double));
