@@ -52,7 +52,25 @@ def _json_default(o):
     raise TypeError("a %s cannot go into an optim config" % type(o).__name__)
 
 
-def _dumps(obj):
+def _non_finite(obj, path):
+    """The first key path in obj holding a NaN or an infinity (JSON has
+    neither), as (path, value); None if there is none."""
+    if isinstance(obj, float) and (obj != obj or abs(obj) == float("inf")):
+        return path, obj
+    items = obj.items() if isinstance(obj, dict) else (
+        enumerate(obj) if isinstance(obj, (list, tuple)) else ())
+    for k, v in items:
+        found = _non_finite(v, "%s.%s" % (path, k) if path else str(k))
+        if found:
+            return found
+    return None
+
+
+def _dumps(obj, what="config"):
+    found = _non_finite(obj, "")
+    if found:
+        raise Error("%s: %s is %r; expected a finite number (JSON, and so a Keras config, "
+                    "has no NaN or infinity)" % (what, found[0], found[1]))
     return _json.dumps(obj, default=_json_default)
 
 
@@ -168,8 +186,8 @@ def _make_class(name, config_name, wrapper):
         for k, v in kwargs.items():
             if isinstance(v, _optim.Optimizer):
                 kwargs[k] = _inner_config(v)
-        _optim.Optimizer.__init__(self, _dumps({"class_name": config_name, "config": kwargs}),
-                                  inner)
+        _optim.Optimizer.__init__(self, _dumps({"class_name": config_name, "config": kwargs},
+                                               name), inner)
 
     doc = ("%s(%s**config): optim's %s, from Keras's keyword arguments (config keys).\n\n"
            "docs/optimizers.md has its keys, defaults and update rule."

@@ -19,14 +19,18 @@ int optim_py_num_threads = 0;
 typedef int (*plugin_init_fn)(optim_error *err);
 
 /* The plugins loaded, each once, never closed: the classes they
- * registered point into them. */
+ * registered point into them. failed[i]: its init returned an error (it
+ * may have registered some classes first, so it stays open, and a second
+ * load raises again instead of answering "loaded before"). */
 static void **loaded;
+static unsigned char *failed;
 static size_t n_loaded;
 
-static int seen(void *lib)
+/* 1 + its index when lib is loaded, else 0. */
+static size_t seen(void *lib)
 {
     for (size_t i = 0; i < n_loaded; i++)
-        if (loaded[i] == lib) return 1;
+        if (loaded[i] == lib) return i + 1;
     return 0;
 }
 
@@ -44,24 +48,34 @@ static PyObject *open_plugin(const char *path)
         const char *why = dlerror();
         return optim_py_raise("plugin %s: cannot open: %s", path, why ? why : "unknown error");
     }
-    if (seen(lib)) {
+    size_t at = seen(lib);
+    if (at) {
         dlclose(lib); /* the reference dlopen added */
+        if (failed[at - 1])
+            return optim_py_raise("plugin %s: its %s failed when it was first loaded; it "
+                                  "stays open (it may have registered classes): restart the "
+                                  "process to load it again",
+                                  path, OPTIM_PLUGIN_INIT_SYMBOL);
         Py_RETURN_FALSE;
     }
     plugin_init_fn init;
     *(void **)&init = dlsym(lib, OPTIM_PLUGIN_INIT_SYMBOL);
     void **more = init ? realloc(loaded, (n_loaded + 1) * sizeof *loaded) : NULL;
-    if (!more) {
+    if (more) loaded = more;
+    unsigned char *more_failed = more ? realloc(failed, n_loaded + 1) : NULL;
+    if (more_failed) failed = more_failed;
+    if (!more || !more_failed) {
         dlclose(lib);
         return init ? PyErr_NoMemory()
                     : optim_py_raise("plugin %s: no entry point %s (define it with "
                                      "OPTIM_PLUGIN_INIT)",
                                      path, OPTIM_PLUGIN_INIT_SYMBOL);
     }
-    loaded = more;
-    loaded[n_loaded++] = lib;
+    loaded[n_loaded] = lib;
+    failed[n_loaded++] = 0;
     optim_error err = {0};
     int rc = init(&err);
+    failed[n_loaded - 1] = rc != 0;
     if (rc)
         return optim_py_raise("plugin %s: %s failed (%s): %s", path, OPTIM_PLUGIN_INIT_SYMBOL,
                               optim_strerror(rc), err.msg[0] ? err.msg : "no message");

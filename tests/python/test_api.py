@@ -214,6 +214,20 @@ def test_load_plugin(tmp_path):
     if bad:
         with pytest.raises(optim.Error, match="failed"):
             optim.load_plugin(bad[0])
+        # Again: it stays open (it may have registered classes), and says so
+        # rather than answering "loaded before".
+        with pytest.raises(optim.Error, match="failed when it was first loaded"):
+            optim.load_plugin(bad[0])
+
+
+def test_a_non_finite_keyword_is_named():
+    for value in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(optim.Error, match=r"Adam: config\.learning_rate is .*expected a "
+                                              r"finite number"):
+            optim.Adam(learning_rate=value)
+    with pytest.raises(optim.Error, match=r"config\.learning_rate\.config\.decay_steps"):
+        optim.SGD(learning_rate={"class_name": "CosineDecay", "config": {
+            "initial_learning_rate": 0.1, "decay_steps": float("nan")}})
 
 
 def test_get_config_is_json_and_serialize_round_trips():
