@@ -95,10 +95,7 @@ void ot_step(optim_optimizer *opt, optim_grad_var *p, size_t n)
 static optim_tensor tensor_like(optim_dtype dt, int32_t rank, const int64_t *shape, const double *g,
                                 int64_t n, void *buf)
 {
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)g[i];
-        else ((double *)buf)[i] = g[i];
-    }
+    optim_test_fill(buf, dt, g, n);
     return optim_tensor_make(dt, buf, rank, shape);
 }
 

@@ -99,11 +99,13 @@ static void ref_direction(const cref *r, const double *g, int32_t rank, const in
         for (int j = 0; j < cols; j++) s[i * cols + j] = u[i] * v[j];
 }
 
-/* One step; t0 is the optimizer's iterations before it. */
+/* One step; t0 is the optimizer's iterations before it. TF Addons reads
+ * _get_hyper("learning_rate"): OptimizerV2's decay never applies. */
 static void ref_step(const cref *r, int64_t t0, double *w, const double *g, int32_t rank,
                      const int64_t *shape, int64_t n)
 {
-    const double lr = r->lr / (1.0 + r->decay * (double)t0);
+    (void)t0;
+    const double lr = r->lr;
     double s[MAXN * MAXN];
     ref_direction(r, g, rank, shape, s);
     for (int64_t i = 0; i < n; i++) w[i] = w[i] * lr - (1 - lr) * r->lambda * s[i];
@@ -293,6 +295,33 @@ OPTIM_TEST(test_nuclear_close_singular_values)
     }
 }
 
+/* "fro" on a half variable of any rank: half variables are not phased, so
+ * their float32 scratch reaches apply_dense whole, and a [2, 3, 4] variable
+ * moves as a [24] one (every element, the norm over all 24), close to the
+ * double reference. */
+OPTIM_TEST(test_fro_half_any_rank)
+{
+    const optim_dtype dts[2] = {OPTIM_F16, OPTIM_BF16};
+    const int64_t sh3[3] = {2, 3, 4}, sh1[1] = {24};
+    double w0[24], g[24], norm = 0;
+    for (int i = 0; i < 24; i++) w0[i] = 1.0, g[i] = 0.25 * (i % 5) - 0.4, norm += g[i] * g[i];
+    norm = sqrt(norm);
+    for (int d = 0; d < 2; d++) {
+        optim_optimizer *a = optim_test_make(CG("\"learning_rate\": 0.5, \"lambda_\": 0.3"));
+        optim_optimizer *b = optim_test_make(CG("\"learning_rate\": 0.5, \"lambda_\": 0.3"));
+        optim_var *x = optim_test_var("x", dts[d], 3, sh3, w0);
+        optim_var *y = optim_test_var("y", dts[d], 1, sh1, w0);
+        ot_step_dense(a, x, g);
+        ot_step_dense(b, y, g);
+        for (int i = 0; i < 24; i++) {
+            assert_eq(optim_var_get(x, i), optim_var_get(y, i));
+            assert_close(optim_var_get(x, i), 0.5 - 0.5 * 0.3 * g[i] / norm, 0, 1e-2);
+        }
+        optim_test_free(a, x);
+        optim_test_free(b, y);
+    }
+}
+
 OPTIM_TEST(test_nuclear_refuses_rank_3)
 {
     optim_optimizer *opt = optim_test_make(CG("\"ord\": \"nuclear\""));
@@ -308,7 +337,9 @@ OPTIM_TEST(test_nuclear_refuses_rank_3)
     optim_test_free(opt, x);
 }
 
-/* legacy decay and a callable lambda_, f64 bit for bit (fro). */
+/* legacy decay (read, written back, not applied: TF Addons reads the
+ * learning rate without _decayed_lr) and a callable lambda_, f64 bit for
+ * bit (fro). */
 static double lam_value = 0.05;
 static double lam_fn(void *user)
 {

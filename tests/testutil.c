@@ -321,6 +321,20 @@ char *optim_test_schedule_text(const char *json)
     return text;
 }
 
+void optim_test_fill(void *buf, optim_dtype dt, const double *x, int64_t n)
+{
+    if (dt == OPTIM_F64) {
+        memcpy(buf, x, (size_t)n * sizeof *x);
+        return;
+    }
+    float *f = dt == OPTIM_F32 ? buf : malloc((size_t)(n ? n : 1) * sizeof *f);
+    assert_non_null(f);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)x[i];
+    if (dt == OPTIM_F32) return;
+    assert_ok(optim_convert(buf, dt, f, OPTIM_F32, n), NULL); /* F16, BF16: to nearest */
+    free(f);
+}
+
 optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,
                           const double *init)
 {
@@ -328,10 +342,7 @@ optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const 
     for (int i = 0; i < rank; i++) n *= shape[i];
     void *buf = malloc((size_t)(n ? n : 1) * 8);
     assert_non_null(buf);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OPTIM_F32) ((float *)buf)[i] = (float)init[i];
-        else ((double *)buf)[i] = init[i];
-    }
+    optim_test_fill(buf, dt, init, n);
     optim_var *v;
     optim_error err;
     int rc = optim_var_create(&v, name, dt, rank, shape, buf, &err);

@@ -19,6 +19,10 @@ optim_optimizer *optim_test_make(const char *json);
 optim_schedule *optim_test_schedule(const char *json);
 char *optim_test_schedule_text(const char *json);
 
+/* x (n doubles) into buf as dtype dt: F32, F64, or F16/BF16 rounded to
+ * nearest through float32. buf holds n * optim_dtype_size(dt) bytes. */
+void optim_test_fill(void *buf, optim_dtype dt, const double *x, int64_t n);
+
 /* A variable of dtype dt and the given shape holding init (doubles, rounded
  * to float for F32); fails the test on error. */
 optim_var *optim_test_var(const char *name, optim_dtype dt, int32_t rank, const int64_t *shape,

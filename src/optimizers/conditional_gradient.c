@@ -7,7 +7,9 @@
  * (arXiv:1803.06453). TF Addons' tfa.optimizers.ConditionalGradient
  * (tensorflow_addons/optimizers/conditional_gradient.py at d208d75), an
  * OptimizerV2: legacy generation only. Per variable and step, in the
- * variable's dtype, lr the legacy learning rate (with `decay`):
+ * variable's dtype, lr the learning rate as TF Addons reads it,
+ * _get_hyper("learning_rate"): OptimizerV2's `decay` is read and written
+ * back but not applied (TF Addons' _prepare_local never calls _decayed_lr):
  *
  *     ord "fro":      s = g / (||g||_F + epsilon),   ||g||_F = sum(g * g) ** 0.5
  *     ord "nuclear":  s = u v^T, u and v the top singular vectors of g
@@ -163,10 +165,22 @@ static void destroy(optim_optimizer *opt)
 
 /* ---- the update ------------------------------------------------------------------ */
 
+/* The learning rate without OptimizerV2's decay (TF Addons reads
+ * _get_hyper("learning_rate")), in the arithmetic of dtype. */
+static double undecayed_learning_rate(optim_optimizer *opt, optim_dtype dtype)
+{
+    double decay = 0, lr = 0;
+    if (optim_get_hyper(opt, "decay", &decay) || !(decay > 0) ||
+        optim_get_hyper(opt, "learning_rate", &lr))
+        return optim_learning_rate(opt, dtype); /* no decay: the same value */
+    return dtype == OPTIM_F64 ? lr : (double)(float)lr;
+}
+
 static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 {
     coef *k = c;
-    const double lr = optim_learning_rate(opt, dtype), lam = optim_param_value(opt, P_LAMBDA);
+    const double lr = undecayed_learning_rate(opt, dtype);
+    const double lam = optim_param_value(opt, P_LAMBDA);
     double eps = optim_param_value(opt, P_EPSILON);
     eps = isnan(eps) || eps == 0 ? OPTIM__TFA_EPSILON : eps;
     k->lr = lr;
@@ -190,11 +204,12 @@ static void prepare(optim_optimizer *opt, optim_dtype dtype, void *c)
 #define POW pow
 #include "conditional_gradient_kernels.inc"
 
-/* A variable whole, on one thread ("nuclear", or "fro" outside the phases). */
+/* A variable whole, on one thread ("nuclear", or "fro" outside the phases:
+ * a half variable's float32 scratch, of any rank, viewed as [1, count]). */
 static void apply_dense(const optim_dense_update *u)
 {
-    int64_t rows, cols;
-    view(u->var, &rows, &cols);
+    int64_t rows = 1, cols = u->count;
+    if (((const coef *)u->coef)->nuclear) view(u->var, &rows, &cols);
     double *sc = scratch_of(u->opt, u->var);
     if (u->dtype == OPTIM_F32) dense_float(u->param, u->grad, rows, cols, u->coef, sc);
     else dense_double(u->param, u->grad, rows, cols, u->coef, sc);
