@@ -137,11 +137,31 @@ OPTIM_TEST(test_sparse_decay_rows)
 
 /* ---- exclude_from_weight_decay (legacy) and weight decay values ---------------------- */
 
+/* TF Addons searches TF's names, which end in ":0": "bias$" finds nothing in
+ * "dense/bias:0" (the bias is decayed), "bias:0$" finds it (not decayed).
+ * Learning rate 0: only the decay w - 0.5 w moves the bias. */
+OPTIM_TEST(test_exclude_patterns_see_tf_names)
+{
+    static const char *const pats[2] = {"\"bias$\"", "\"bias:0$\""};
+    for (int k = 0; k < 2; k++) {
+        char json[256];
+        snprintf(json, sizeof json,
+                 ADAMW("\"learning_rate\": 0.0, \"weight_decay\": 0.5, "
+                       "\"exclude_from_weight_decay\": [%s], " LEGACY),
+                 pats[k]);
+        optim_optimizer *opt = optim_test_make(json);
+        optim_var *b = optim_test_var("dense/bias", OPTIM_F64, 0, NULL, (double[]){2.0});
+        ot_step_dense(opt, b, (double[]){0.0});
+        assert_eq(optim_var_get(b, 0), k == 0 ? 1.0 : 2.0);
+        optim_test_free(opt, b);
+    }
+}
+
 OPTIM_TEST(test_exclude_from_weight_decay)
 {
     optim_optimizer *opt = optim_test_make(
         ADAMW("\"learning_rate\": 0.01, \"weight_decay\": 0.05, "
-              "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip$\"], " LEGACY));
+              "\"exclude_from_weight_decay\": [\"bias\", \"^emb.*_skip:0$\"], " LEGACY));
     double init[N];
     for (int i = 0; i < N; i++) init[i] = OT_DENSE_SHRINK.init(i);
     int64_t n = N;
@@ -188,7 +208,7 @@ OPTIM_TEST(test_exclude_from_weight_decay)
     assert_var_close(skip, w[3], ROWS * COLS, 1e-12, 1e-14);
     /* The patterns are part of the legacy config, and round-trip. */
     char *cfg = optim_get_config(opt);
-    assert_contains(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip$\"]");
+    assert_contains(cfg, "\"exclude_from_weight_decay\":[\"bias\",\"^emb.*_skip:0$\"]");
     char *s1 = optim_serialize(opt);
     ot_check_round_trip(s1);
     optim_free(cfg);

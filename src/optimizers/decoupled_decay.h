@@ -24,6 +24,7 @@
 #define OPTIM_OPTIMIZERS_DECOUPLED_DECAY_H
 
 #include "optim/optimizer_class.h"
+#include "optimizers/tf_names.h"
 
 #include <math.h>
 
@@ -58,10 +59,10 @@ static inline int optim__tfa_decay_validate(optim_optimizer *opt, const char *cl
 }
 
 /* Whether var is decayed: its name matches no exclude_from_weight_decay
- * pattern (is_variable_matched_by_regexes). */
+ * pattern (is_variable_matched_by_regexes, on TF's name: tf_names.h). */
 static inline int optim__tfa_decays(const optim_optimizer *opt, const optim_var *var)
 {
-    return !optim_name_patterns_match(optim_param_patterns(opt, 0), optim_var_name(var));
+    return !optim__tf_name_matches(optim_param_patterns(opt, 0), optim_var_name(var));
 }
 
 /* This step's weight_decay (the class's param i) in dtype's arithmetic

@@ -65,6 +65,7 @@
 #include "optim/isa.h"
 #include "optim/optimizer_class.h"
 #include "optim/optimizers.h"
+#include "optimizers/tf_names.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -118,22 +119,6 @@ static const patterns *layer_adaptation_patterns(const optim_optimizer *opt)
 {
     const patterns *la = optim_param_patterns(opt, PP_LA);
     return npatterns(la) ? la : optim_param_patterns(opt, PP_WD);
-}
-
-/* re.search(pattern, var.name) for any pattern, with TF's ":0" suffix. */
-static int name_matches(const patterns *p, const char *name)
-{
-    if (!npatterns(p)) return 0;
-    size_t len = strlen(name), k = len;
-    while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
-    if (k < len && k > 0 && name[k - 1] == ':') return optim_name_patterns_match(p, name);
-    char buf[512], *full = len + 3 > sizeof buf ? malloc(len + 3) : buf;
-    if (!full) return optim_name_patterns_match(p, name);
-    memcpy(full, name, len);
-    memcpy(full + len, ":0", 3);
-    int hit = optim_name_patterns_match(p, full);
-    if (full != buf) free(full);
-    return hit;
 }
 
 static int lamb_set_config(optim_optimizer *opt, const char *key, const char *json_value,
@@ -270,8 +255,8 @@ static rule rule_for(const optim_optimizer *opt, const optim_var *var, const voi
     rule r = {coef_, 0, 1};
     if (optim_generation_of(opt) == OPTIM_LEGACY) {
         const char *name = optim_var_name(var);
-        r.use_wd = !name_matches(optim_param_patterns(opt, PP_WD), name);
-        r.adapt = !name_matches(layer_adaptation_patterns(opt), name);
+        r.use_wd = !optim__tf_name_matches(optim_param_patterns(opt, PP_WD), name);
+        r.adapt = !optim__tf_name_matches(layer_adaptation_patterns(opt), name);
     }
     return r;
 }

@@ -627,6 +627,23 @@ static void tf_name(const char *name, char *buf, size_t n)
     snprintf(buf, n, indexed ? "%s" : "%s:0", name);
 }
 
+/* Undoes a failed assign: spec k's names from position `had` on leave the
+ * index (filtered in place, so nothing can fail and no entry points at a
+ * freed name), then are freed. */
+static void drop_names(optim__tfa_multi_state *st, size_t k, size_t had)
+{
+    optim__tfa_spec *sp = &st->specs[k];
+    size_t out = 0;
+    for (size_t i = 0; i < st->nindex; i++) {
+        int added = 0;
+        for (size_t j = had; !added && j < sp->n; j++)
+            added = st->index[i].spec == k && st->index[i].name == sp->names[j];
+        if (!added) st->index[out++] = st->index[i];
+    }
+    st->nindex = out;
+    while (sp->n > had) free(sp->names[--sp->n]);
+}
+
 /* The variables' names join spec k's weights (create_optimizer_spec's
  * var.name of a layer's weights), those it names already excepted. */
 int optim__tfa_multi_assign(optim_optimizer *opt, optim_var *const *vars, size_t n, size_t k)
@@ -653,7 +670,6 @@ int optim__tfa_multi_assign(optim_optimizer *opt, optim_var *const *vars, size_t
     if (marks != few) free(marks);
     if (rc == OPTIM_ENOMEM) optim_set_error(opt, rc, "out of memory");
     if (!rc) return optim_set_error(opt, OPTIM_OK, "%s", "");
-    while (sp->n > had) free(sp->names[--sp->n]);
-    if (build_index(st)) return optim_set_error(opt, OPTIM_ENOMEM, "out of memory");
+    drop_names(st, k, had);
     return rc;
 }
