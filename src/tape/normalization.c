@@ -32,79 +32,89 @@ static ln_dims dims_of(const optim_tensor *v)
     return d;
 }
 
-/* Element i of a float32 / float64 buffer as double. */
-static double at(const void *p, int f64, int64_t i)
-{
-    return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
-}
+/* One row's statistics and output; T the element type. */
+#define LN_ROW_FWD(T, X, Y, G, B, cols, eps, stats)                \
+    do {                                                           \
+        double s_ = 0, v_ = 0;                                     \
+        for (int64_t c = 0; c < (cols); c++) s_ += (double)(X)[c]; \
+        const double mean_ = s_ / (double)(cols);                  \
+        for (int64_t c = 0; c < (cols); c++) {                     \
+            const double e_ = (double)(X)[c] - mean_;              \
+            v_ += e_ * e_;                                         \
+        }                                                          \
+        const double inv_ = 1 / sqrt(v_ / (double)(cols) + (eps)); \
+        (stats)[0] = mean_, (stats)[1] = inv_;                     \
+        for (int64_t c = 0; c < (cols); c++) {                     \
+            double y_ = ((double)(X)[c] - mean_) * inv_;           \
+            if (G) y_ *= (double)(G)[c];                           \
+            if (B) y_ += (double)(B)[c];                           \
+            (Y)[c] = (T)y_;                                        \
+        }                                                          \
+    } while (0)
 
 static void forward(optim_node *n, const optim_node *x, const void *gamma, const void *beta,
                     double eps, double *stats)
 {
-    const int f64 = x->value.dtype == OPTIM_F64;
     const ln_dims d = dims_of(&x->value);
-    for (int64_t r = 0; r < d.rows; r++) {
-        const int64_t o = r * d.cols;
-        double s = 0, v = 0;
-        for (int64_t c = 0; c < d.cols; c++) s += at(x->value.data, f64, o + c);
-        const double mean = s / (double)d.cols;
-        for (int64_t c = 0; c < d.cols; c++) {
-            const double e = at(x->value.data, f64, o + c) - mean;
-            v += e * e;
+    OPTIM__TAPE_TYPED(x->value.dtype, T, {
+        const T *G = gamma, *B = beta;
+        for (int64_t r = 0; r < d.rows; r++) {
+            const T *X = (const T *)x->value.data + r * d.cols;
+            T *Y = (T *)n->value.data + r * d.cols;
+            LN_ROW_FWD(T, X, Y, G, B, d.cols, eps, stats + 2 * r);
         }
-        const double inv = 1 / sqrt(v / (double)d.cols + eps);
-        stats[2 * r] = mean, stats[2 * r + 1] = inv;
-        for (int64_t c = 0; c < d.cols; c++) {
-            double y = (at(x->value.data, f64, o + c) - mean) * inv;
-            if (gamma) y *= at(gamma, f64, c);
-            if (beta) y += at(beta, f64, c);
-            if (f64) ((double *)n->value.data)[o + c] = y;
-            else ((float *)n->value.data)[o + c] = (float)y;
-        }
-    }
+    });
 }
 
 /* Adds the column sums acc[0..cols) (double) into a gradient buffer. */
-static void add_cols(void *d, int f64, const double *acc, int64_t cols)
+static void add_cols(void *d, optim_dtype dt, const double *acc, int64_t cols)
 {
-    for (int64_t c = 0; c < cols; c++) {
-        if (f64) ((double *)d)[c] += acc[c];
-        else ((float *)d)[c] += (float)acc[c];
-    }
+    OPTIM__TAPE_TYPED(dt, T, {
+        T *D = d;
+        for (int64_t c = 0; c < cols; c++) D[c] += (T)acc[c];
+    });
 }
 
-/* dx of one row r (into dx when not NULL), and its g xhat / g into the
- * column sums ag / ab (when not NULL). */
-static void row_backward(const optim_node *n, int64_t r, const double *stats, void *dx, double *ag,
-                         double *ab)
+/* dx of one row (into DX when not NULL), and its g xhat / g into the
+ * column sums AG / AB (when not NULL); GM: gamma or NULL. */
+#define LN_ROW_BWD(T, X, GR, GM, DX, AG, AB, cols, mean, inv)                               \
+    do {                                                                                    \
+        double s1_ = 0, s2_ = 0;                                                            \
+        for (int64_t c = 0; c < (cols); c++) {                                              \
+            const double g_ = (double)(GR)[c], xh_ = ((double)(X)[c] - (mean)) * (inv);     \
+            const double dxh_ = (GM) ? g_ * (double)(GM)[c] : g_;                           \
+            s1_ += dxh_, s2_ += dxh_ * xh_;                                                 \
+            if (AG) (AG)[c] += g_ * xh_;                                                    \
+            if (AB) (AB)[c] += g_;                                                          \
+        }                                                                                   \
+        const double m1_ = s1_ / (double)(cols), m2_ = s2_ / (double)(cols);                \
+        if (DX)                                                                             \
+            for (int64_t c = 0; c < (cols); c++) {                                          \
+                const double g_ = (double)(GR)[c], xh_ = ((double)(X)[c] - (mean)) * (inv); \
+                const double dxh_ = (GM) ? g_ * (double)(GM)[c] : g_;                       \
+                (DX)[c] += (T)((inv) * (dxh_ - m1_ - xh_ * m2_));                           \
+            }                                                                               \
+    } while (0)
+
+static void backward_rows(const optim_node *n, const double *stats, void *dx, double *ag,
+                          double *ab)
 {
     const optim_node *x = n->ins[0], *gm = n->ins[1];
-    const int f64 = n->value.dtype == OPTIM_F64;
-    const int64_t cols = n->value.shape[n->value.rank - 1], o = r * cols;
-    const double mean = stats[2 * r], inv = stats[2 * r + 1];
-    double s1 = 0, s2 = 0;
-    for (int64_t c = 0; c < cols; c++) {
-        const double g = at(n->grad, f64, o + c), xh = (at(x->value.data, f64, o + c) - mean) * inv;
-        const double dxh = gm ? g * at(gm->value.data, f64, c) : g;
-        s1 += dxh, s2 += dxh * xh;
-        if (ag) ag[c] += g * xh;
-        if (ab) ab[c] += g;
-    }
-    if (!dx) return;
-    const double m1 = s1 / (double)cols, m2 = s2 / (double)cols;
-    for (int64_t c = 0; c < cols; c++) {
-        const double g = at(n->grad, f64, o + c), xh = (at(x->value.data, f64, o + c) - mean) * inv;
-        const double dxh = gm ? g * at(gm->value.data, f64, c) : g;
-        const double v = inv * (dxh - m1 - xh * m2);
-        if (f64) ((double *)dx)[o + c] += v;
-        else ((float *)dx)[o + c] += (float)v;
-    }
+    const ln_dims d = dims_of(&n->value);
+    OPTIM__TAPE_TYPED(n->value.dtype, T, {
+        const T *GM = gm ? (const T *)gm->value.data : NULL;
+        for (int64_t r = 0; r < d.rows; r++) {
+            const int64_t o = r * d.cols;
+            const T *X = (const T *)x->value.data + o, *GR = (const T *)n->grad + o;
+            T *DX = dx ? (T *)dx + o : NULL;
+            LN_ROW_BWD(T, X, GR, GM, DX, ag, ab, d.cols, stats[2 * r], stats[2 * r + 1]);
+        }
+    });
 }
 
 static int layer_norm_backward(optim_tape *t, optim_node *n)
 {
     optim_node *x = n->ins[0], *gm = n->ins[1], *bt = n->ins[2];
-    const int f64 = n->value.dtype == OPTIM_F64;
     const ln_dims d = dims_of(&n->value);
     void *dx = x->need ? optim__tape_grad(t, x) : NULL;
     void *dg = gm && gm->need ? optim__tape_grad(t, gm) : NULL;
@@ -115,9 +125,9 @@ static int layer_norm_backward(optim_tape *t, optim_node *n)
         return optim__tape_err(t, OPTIM_ENOMEM, "gradient of layer_norm: out of memory");
     double *ag = dg ? acc : NULL, *ab = db ? acc + d.cols : NULL;
     if (acc) memset(acc, 0, (size_t)(2 * d.cols) * sizeof *acc);
-    for (int64_t r = 0; r < d.rows; r++) row_backward(n, r, n->aux, dx, ag, ab);
-    if (ag) add_cols(dg, f64, ag, d.cols);
-    if (ab) add_cols(db, f64, ab, d.cols);
+    backward_rows(n, n->aux, dx, ag, ab);
+    if (ag) add_cols(dg, n->value.dtype, ag, d.cols);
+    if (ab) add_cols(db, n->value.dtype, ab, d.cols);
     return OPTIM_OK;
 }
 
