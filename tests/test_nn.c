@@ -180,12 +180,13 @@ OPTIM_TEST(test_dense_lazy_shapes)
 
 OPTIM_TEST(test_activations)
 {
-    const optim_activation acts[] = {OPTIM_ACT_LINEAR, OPTIM_ACT_RELU, OPTIM_ACT_SIGMOID,
-                                     OPTIM_ACT_TANH, OPTIM_ACT_SOFTMAX};
+    const optim_activation acts[] = {OPTIM_ACT_LINEAR, OPTIM_ACT_RELU,    OPTIM_ACT_SIGMOID,
+                                     OPTIM_ACT_TANH,   OPTIM_ACT_SOFTMAX, OPTIM_ACT_GELU,
+                                     OPTIM_ACT_SILU};
     double x[6] = {-1.5, 0.2, 2.0, 0.7, -0.3, 0.0};
     for (int d = 0; d < 2; d++) {
         optim_dtype dt = d ? OPTIM_F64 : OPTIM_F32;
-        for (size_t a = 0; a < 5; a++) {
+        for (size_t a = 0; a < sizeof acts / sizeof *acts; a++) {
             optim_activation back;
             assert_ok(optim_activation_from_name(optim_activation_name(acts[a]), &back, NULL),
                       NULL);
@@ -206,6 +207,8 @@ OPTIM_TEST(test_activations)
                     case OPTIM_ACT_SIGMOID: ref = 1 / (1 + exp(-v)); break;
                     case OPTIM_ACT_TANH: ref = tanh(v); break;
                     case OPTIM_ACT_SOFTMAX: ref = exp(v - mx) / z; break;
+                    case OPTIM_ACT_GELU: ref = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
+                    case OPTIM_ACT_SILU: ref = v / (1 + exp(-v)); break;
                     default: ref = v;
                     }
                     assert_close(val(yv, 3 * r + j), ref, d ? 1e-13 : 1e-6, d ? 1e-15 : 1e-7);
@@ -219,8 +222,12 @@ OPTIM_TEST(test_activations)
     optim_error err;
     assert_ok(optim_activation_from_name(NULL, &a, &err), &err);
     assert_int_equal(a, OPTIM_ACT_LINEAR);
-    assert_status(optim_activation_from_name("gelu", &a, &err), OPTIM_EINVAL, &err);
-    assert_contains(err.msg, "gelu");
+    assert_ok(optim_activation_from_name("swish", &a, &err), &err); /* Keras's alias */
+    assert_int_equal(a, OPTIM_ACT_SILU);
+    assert_string_equal(optim_activation_name(OPTIM_ACT_GELU), "gelu");
+    assert_string_equal(optim_activation_name(OPTIM_ACT_SILU), "silu");
+    assert_status(optim_activation_from_name("mish", &a, &err), OPTIM_EINVAL, &err);
+    assert_contains(err.msg, "mish");
     assert_null(optim_activation_name((optim_activation)99));
 }
 

@@ -25,9 +25,26 @@
 #define C 6
 #define N (R * C)
 
-typedef enum { NEG, SQUARE, SQRT, EXP, LOG, TANH, SIGMOID, RELU, ADD, ADD_ROW, SUB, NOPS } op_kind;
-static const char *const op_names[NOPS] = {"neg",     "square", "sqrt", "exp",       "log", "tanh",
-                                           "sigmoid", "relu",   "add",  "add (row)", "sub"};
+typedef enum {
+    NEG,
+    SQUARE,
+    SQRT,
+    EXP,
+    LOG,
+    TANH,
+    SIGMOID,
+    RELU,
+    GELU,
+    GELU_TANH,
+    SILU,
+    ADD,
+    ADD_ROW,
+    SUB,
+    NOPS
+} op_kind;
+static const char *const op_names[NOPS] = {
+    "neg",  "square",           "sqrt", "exp", "log",       "tanh", "sigmoid", "relu",
+    "gelu", "gelu approximate", "silu", "add", "add (row)", "sub"};
 
 static optim_node *constant(optim_tape *t, optim_dtype dt, int32_t rank, const int64_t *shape,
                             const double *v)
@@ -56,6 +73,9 @@ static optim_node *apply(optim_tape *t, op_kind op, optim_dtype dt, optim_node *
     case TANH: return optim_tanh(t, x);
     case SIGMOID: return optim_sigmoid(t, x);
     case RELU: return optim_relu(t, x);
+    case GELU: return optim_gelu(t, x, 0);
+    case GELU_TANH: return optim_gelu(t, x, 1);
+    case SILU: return optim_silu(t, x);
     case ADD: return optim_add(t, x, constant(t, dt, 2, (int64_t[]){R, C}, y));
     case ADD_ROW: return optim_add(t, x, constant(t, dt, 1, (int64_t[]){C}, y));
     default: return optim_sub(t, x, constant(t, dt, 2, (int64_t[]){R, C}, y));

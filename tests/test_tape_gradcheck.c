@@ -178,7 +178,21 @@ static optim_node *b_binary(optim_tape *t, optim_node **v, const gcase *c)
     }
 }
 
-enum { NEG, SQUARE, SQRT, EXP, LOG, TANH, SIGMOID, RELU, SOFTMAX, LOG_SOFTMAX };
+enum {
+    NEG,
+    SQUARE,
+    SQRT,
+    EXP,
+    LOG,
+    TANH,
+    SIGMOID,
+    RELU,
+    SOFTMAX,
+    LOG_SOFTMAX,
+    GELU,
+    GELU_TANH,
+    SILU
+};
 
 static optim_node *b_unary(optim_tape *t, optim_node **v, const gcase *c)
 {
@@ -192,6 +206,9 @@ static optim_node *b_unary(optim_tape *t, optim_node **v, const gcase *c)
     case SIGMOID: return optim_sigmoid(t, v[0]);
     case RELU: return optim_relu(t, v[0]);
     case SOFTMAX: return optim_softmax(t, v[0]);
+    case GELU: return optim_gelu(t, v[0], 0);
+    case GELU_TANH: return optim_gelu(t, v[0], 1);
+    case SILU: return optim_silu(t, v[0]);
     default: return optim_log_softmax(t, v[0]);
     }
 }
@@ -243,6 +260,15 @@ static optim_node *b_reshape(optim_tape *t, optim_node **v, const gcase *c)
 static optim_node *b_dropout(optim_tape *t, optim_node **v, const gcase *c)
 {
     return optim_mul(t, optim_dropout(t, v[0], 0.4, 77, 1), v[0]);
+}
+/* Layer normalization over the last axis: op 0 with gamma and beta (v[1],
+ * v[2]), 1 without gamma (beta v[1]), 2 without beta (gamma v[1]), 3
+ * without either. */
+static optim_node *b_layer_norm(optim_tape *t, optim_node **v, const gcase *c)
+{
+    optim_node *gamma = (c->op & 1) ? NULL : v[1];
+    optim_node *beta = (c->op & 2) ? NULL : v[(c->op & 1) ? 1 : 2];
+    return optim_layer_norm(t, v[0], gamma, beta, c->axis, 1e-3);
 }
 /* Dense's fused relu(x + bias) (internal): the gradients of x and the bias. */
 static optim_node *b_bias_relu(optim_tape *t, optim_node **v, const gcase *c)
@@ -343,6 +369,44 @@ OPTIM_TEST(test_sigmoid) { check_unary(SIGMOID, "sigmoid", -4, 4, 0); }
 OPTIM_TEST(test_relu) { check_unary(RELU, "relu", -2, 2, 1); }
 OPTIM_TEST(test_softmax) { check_unary(SOFTMAX, "softmax", -3, 3, 0); }
 OPTIM_TEST(test_log_softmax) { check_unary(LOG_SOFTMAX, "log_softmax", -3, 3, 0); }
+OPTIM_TEST(test_gelu) { check_unary(GELU, "gelu", -4, 4, 0); }
+OPTIM_TEST(test_gelu_tanh) { check_unary(GELU_TANH, "gelu approximate", -4, 4, 0); }
+OPTIM_TEST(test_silu) { check_unary(SILU, "silu", -5, 5, 0); }
+/* Outside [-4, 4]: the tails, where a wrong term would show. */
+OPTIM_TEST(test_gelu_silu_tails)
+{
+    check_unary(GELU, "gelu tails", -9, -4, 0);
+    check_unary(GELU, "gelu tails", 4, 9, 0);
+    check_unary(GELU_TANH, "gelu approximate tails", -9, -4, 0);
+    check_unary(SILU, "silu tails", -12, -5, 0);
+}
+
+OPTIM_TEST(test_layer_norm)
+{
+    static const char *const names[4] = {"layer_norm", "layer_norm without gamma",
+                                         "layer_norm without beta", "layer_norm alone"};
+    for (int op = 0; op < 4; op++) {
+        gcase c = {.name = names[op],
+                   .nv = 3 - (op & 1) - (op >> 1),
+                   .build = b_layer_norm,
+                   .op = op,
+                   .axis = -1,
+                   .v = {V(2, -2, 2, 4, 5), V(1, 0.5, 1.5, 5), V(1, -1, 1, 5)}};
+        gradcheck(&c, 0);
+    }
+    gcase r3 = {.name = "layer_norm rank 3 (axis 2)",
+                .nv = 3,
+                .build = b_layer_norm,
+                .axis = 2,
+                .v = {V(3, -3, 1, 2, 3, 4), V(1, -1, 1, 4), V(1, -1, 1, 4)}};
+    gradcheck(&r3, 0);
+    gcase r1 = {.name = "layer_norm rank 1",
+                .nv = 3,
+                .build = b_layer_norm,
+                .axis = -1,
+                .v = {V(1, -2, 2, 6), V(1, 0.5, 2, 6), V(1, -1, 1, 6)}};
+    gradcheck(&r1, 0);
+}
 
 OPTIM_TEST(test_sum_mean)
 {

@@ -2,8 +2,9 @@
  * optim/nn.h - a small Keras: layers, losses, metrics, Sequential, fit.
  *
  * Enough of keras.Sequential to train a model with any optim optimizer:
- * Dense, Embedding, Flatten and Dropout layers; the activations relu,
- * sigmoid, tanh, softmax and linear; MeanSquaredError, BinaryCrossentropy
+ * Dense, Embedding, Flatten, Dropout, Activation and LayerNormalization
+ * layers; the activations relu, sigmoid, tanh, softmax, gelu, silu (swish)
+ * and linear; MeanSquaredError, BinaryCrossentropy
  * and SparseCategoricalCrossentropy with Keras's reductions; accuracy;
  * a Sequential model whose variables are created on its first call, when
  * the input shape is known; fit (with shuffling, validation data, callbacks,
@@ -101,12 +102,15 @@ typedef enum optim_activation {
     OPTIM_ACT_RELU,
     OPTIM_ACT_SIGMOID,
     OPTIM_ACT_TANH,
-    OPTIM_ACT_SOFTMAX /* over the last axis */
+    OPTIM_ACT_SOFTMAX, /* over the last axis */
+    OPTIM_ACT_GELU, /* "gelu", approximate=False: 0.5 x (1 + erf(x / sqrt 2)) */
+    OPTIM_ACT_SILU /* "silu" (also read as "swish"): x sigmoid(x) */
 } optim_activation;
 
 /* Keras's name ("relu"); NULL for an unknown value. */
 OPTIM_API const char *optim_activation_name(optim_activation a);
-/* From Keras's name (also None/"None" -> linear). OPTIM_EINVAL if unknown. */
+/* From Keras's name (also None/"None" -> linear, "swish" -> silu).
+ * OPTIM_EINVAL if unknown. */
 OPTIM_API int optim_activation_from_name(const char *name, optim_activation *out, optim_error *err);
 /* Applies the activation on a tape; NULL on error (message on the tape). */
 OPTIM_API optim_node *optim_activation_apply(optim_tape *t, optim_activation a, optim_node *x);
@@ -157,10 +161,35 @@ OPTIM_API int optim_flatten_create(optim_layer **out, const char *name, optim_er
 OPTIM_API int optim_dropout_create(optim_layer **out, double rate, int64_t seed, const char *name,
                                    optim_error *err);
 
+/* keras.layers.Activation: applies an activation (the Dense one's names)
+ * to any input; no variables. name NULL: "activation". */
+OPTIM_API int optim_activation_layer_create(optim_layer **out, optim_activation activation,
+                                            const char *name, optim_error *err);
+
+/* keras.layers.LayerNormalization (keras/src/layers/normalization/
+ * layer_normalization.py) over the last axis: y = gamma (x - mean) /
+ * sqrt(var + epsilon) + beta per example, mean and variance over that
+ * axis (optim_layer_norm). Variables "LAYER/gamma" (ones, when scale) then
+ * "LAYER/beta" (zeros, when center), of shape [last dim], trainable. */
+typedef struct optim_layer_normalization_options {
+    uint32_t size; /* sizeof(optim_layer_normalization_options) */
+    int32_t axis; /* -1; the last axis only (rank - 1 is accepted too) */
+    double epsilon; /* 1e-3; finite, >= 0 */
+    int center; /* 1: add beta */
+    int scale; /* 1: multiply by gamma */
+    const char *name; /* NULL: "layer_normalization", made unique in a model */
+} optim_layer_normalization_options;
+
+OPTIM_API optim_layer_normalization_options optim_layer_normalization_defaults(void);
+OPTIM_API int optim_layer_normalization_create(optim_layer **out,
+                                               const optim_layer_normalization_options *opts,
+                                               optim_error *err);
+
 /* Frees a layer that no model owns (a model frees its own). NULL: no-op. */
 OPTIM_API void optim_layer_destroy(optim_layer *l);
 OPTIM_API const char *optim_layer_name(const optim_layer *l);
-/* "Dense", "Embedding", "Flatten", "Dropout". */
+/* "Dense", "Embedding", "Flatten", "Dropout", "Activation",
+ * "LayerNormalization". */
 OPTIM_API const char *optim_layer_class_name(const optim_layer *l);
 OPTIM_API int optim_layer_built(const optim_layer *l);
 /* The layer's variables in Keras's order (kernel, bias); up to cap, returns

@@ -134,9 +134,29 @@ OPTIM_API optim_node *optim_tanh(optim_tape *t, optim_node *a);
  * categorical) compute from that op's input, as Keras does. */
 OPTIM_API optim_node *optim_sigmoid(optim_tape *t, optim_node *a);
 OPTIM_API optim_node *optim_relu(optim_tape *t, optim_node *a);
+/* keras.activations.gelu: approximate 0 (Keras's default) is the exact
+ * 0.5 x (1 + erf(x / sqrt 2)), computed as 0.5 x erfc(-x / sqrt 2) (no
+ * cancellation for x < 0); approximate != 0 the tanh form
+ * 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), computed as
+ * x sigmoid(2 u) (the same function, again without the cancellation).
+ * Finite for any finite x, gradients included. */
+OPTIM_API optim_node *optim_gelu(optim_tape *t, optim_node *a, int approximate);
+/* keras.activations.silu (alias swish): x sigmoid(x), sigmoid in its stable
+ * form. */
+OPTIM_API optim_node *optim_silu(optim_tape *t, optim_node *a);
 /* Over the last axis (rank >= 1), stable (the row maximum is subtracted). */
 OPTIM_API optim_node *optim_softmax(optim_tape *t, optim_node *a);
 OPTIM_API optim_node *optim_log_softmax(optim_tape *t, optim_node *a);
+/* keras.layers.LayerNormalization's computation over the last axis (axis
+ * must be -1 or rank - 1; rank >= 1): per row, mean and variance (the mean
+ * of squared deviations), y = gamma (x - mean) / sqrt(var + epsilon) + beta.
+ * gamma and beta are nodes of shape [n] (n = x's last dim) or NULL (scale /
+ * center off); epsilon finite and >= 0 (Keras's default 1e-3). One fused
+ * node with its own backward rule, differentiable in x, gamma and beta;
+ * statistics and results in double, rounded once to the dtype. A row of
+ * equal values with epsilon 0 gives NaN (0 / 0), as IEEE. */
+OPTIM_API optim_node *optim_layer_norm(optim_tape *t, optim_node *x, optim_node *gamma,
+                                       optim_node *beta, int32_t axis, double epsilon);
 /* Per-example losses [batch] of logits [batch, classes] against integer
  * labels (0..classes-1, n == batch; copied), fused and numerically stable:
  * logsumexp(logits) - logits[label], as

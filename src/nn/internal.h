@@ -83,6 +83,12 @@ typedef struct optim__dropout {
     double rate;
 } optim__dropout;
 
+typedef struct optim__layer_norm {
+    int32_t axis;
+    double epsilon;
+    int center, scale;
+} optim__layer_norm;
+
 struct optim_layer {
     const optim__layer_ops *ops;
     char name[OPTIM__NN_NAME_MAX];
@@ -101,6 +107,8 @@ struct optim_layer {
         optim__dense dense;
         optim__embedding emb;
         optim__dropout drop;
+        optim__layer_norm lnorm;
+        optim_activation act; /* Activation */
     } u;
 };
 

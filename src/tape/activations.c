@@ -1,7 +1,8 @@
-/* Activations: tanh, sigmoid, relu (element-wise) and softmax, log_softmax
- * over the last axis.
+/* Activations: tanh, sigmoid, relu, gelu (exact and tanh form), silu
+ * (element-wise) and softmax, log_softmax over the last axis.
  *
  * Gradients as TF's: tanh g*(1-y^2), sigmoid g*y*(1-y), relu g*(x > 0);
+ * gelu and silu the derivatives written in elementwise_kernels.c;
  * softmax g_x = y*(g - sum(g*y)), log_softmax g_x = g - exp(y)*sum(g), per
  * row.
  *
@@ -26,6 +27,16 @@ optim_node *optim_sigmoid(optim_tape *t, optim_node *a)
     return n;
 }
 optim_node *optim_relu(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &relu_k, a); }
+
+static const optim__unary gelu_k = {"gelu", NULL, OPTIM__UN_GELU};
+static const optim__unary gelu_tanh_k = {"gelu", NULL, OPTIM__UN_GELU_TANH};
+static const optim__unary silu_k = {"silu", NULL, OPTIM__UN_SILU};
+
+optim_node *optim_gelu(optim_tape *t, optim_node *a, int approximate)
+{
+    return optim__tape_unary(t, approximate ? &gelu_tanh_k : &gelu_k, a);
+}
+optim_node *optim_silu(optim_tape *t, optim_node *a) { return optim__tape_unary(t, &silu_k, a); }
 
 /* ---- relu(x + bias), fused (internal) ---------------------------------------------- */
 

@@ -164,6 +164,63 @@ DEF_UNARY(tanh, tanh(x), g *(1 - o * o))
 /* Stable both ways: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below. */
 DEF_UNARY(sigmoid, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)), g *(o *(1 - o)))
 DEF_UNARY(relu, x > 0 ? x : 0, x > 0 ? g : 0)
+/* Ops whose expressions need their type T: FWD(T) and BWD(T) are
+ * function-like macros giving the expressions. */
+#define DEF_UNARY_TYPED(NAME, FWD, BWD)            \
+    UNARY_FWD(NAME##_fwd_f32, float, FWD(float))   \
+    UNARY_FWD(NAME##_fwd_f64, double, FWD(double)) \
+    UNARY_BWD(NAME##_bwd_f32, float, BWD(float))   \
+    UNARY_BWD(NAME##_bwd_f64, double, BWD(double))
+
+/* gelu, Keras 3's default (approximate=False): x P(X <= x) for X ~ N(0, 1),
+ * 0.5 x (1 + erf(x / sqrt 2)), written 0.5 x erfc(-x / sqrt 2): the same
+ * function without 1 + erf's cancellation for x < 0 (where erf is near -1).
+ * Gradient P(X <= x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi);
+ * at large |x| the second term is x * 0 = 0 (x^2 overflows to inf, exp to
+ * 0), so no NaN. */
+#define GELU_RSQRT2 0.70710678118654752440
+#define GELU_RSQRT2PI 0.39894228040143267794
+#define GELU_CDF(T) ((T)0.5 * erfc(-x * (T)GELU_RSQRT2))
+#define GELU_FWD(T) (x * GELU_CDF(T))
+#define GELU_BWD(T) (g * (GELU_CDF(T) + x * (exp(-(T)0.5 * (x * x)) * (T)GELU_RSQRT2PI)))
+DEF_UNARY_TYPED(gelu, GELU_FWD, GELU_BWD)
+
+/* gelu with approximate=True (tf.nn.gelu's tanh form):
+ * 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), computed as
+ * x sigmoid(2u), the same function without 1 + tanh's cancellation for
+ * x < 0. Gradient s + x s (1 - s) 2 u' with s = sigmoid(2u) and u' =
+ * sqrt(2 / pi) (1 + 3 * 0.044715 x^2); the second term is skipped at
+ * |x| >= 1e10, where s (1 - s) is exactly 0 and x^2 might overflow (0 * inf
+ * would be NaN). */
+#define GELU_C2 1.59576912160573071176 /* 2 sqrt(2 / pi) */
+#define GELU_A 0.044715
+#define SIGMOID_FN(T, SFX)                                                             \
+    static inline T sigmoid_##SFX(T z)                                                 \
+    {                                                                                  \
+        return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));                     \
+    }                                                                                  \
+    static inline T gelu_tanh_##SFX(T x)                                               \
+    {                                                                                  \
+        return x * sigmoid_##SFX((T)GELU_C2 * (x + (T)GELU_A * (x * x * x)));          \
+    }                                                                                  \
+    static inline T gelu_tanh_d_##SFX(T x)                                             \
+    {                                                                                  \
+        const T s = sigmoid_##SFX((T)GELU_C2 * (x + (T)GELU_A * (x * x * x)));         \
+        if (!(fabs(x) < (T)1e10)) return s;                                            \
+        return s + x * (s * (1 - s)) * ((T)GELU_C2 * (1 + (T)(3 * GELU_A) * (x * x))); \
+    }
+SIGMOID_FN(float, f)
+SIGMOID_FN(double, d)
+#define GELU_TANH_FWD(T) _Generic(x, float : gelu_tanh_f, double : gelu_tanh_d)(x)
+#define GELU_TANH_BWD(T) (g * _Generic(x, float : gelu_tanh_d_f, double : gelu_tanh_d_d)(x))
+DEF_UNARY_TYPED(gelu_tanh, GELU_TANH_FWD, GELU_TANH_BWD)
+
+/* silu (swish): x sigmoid(x), with sigmoid's stable form above; gradient
+ * s (1 + x (1 - s)). */
+#define SILU_S(T) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
+#define SILU_FWD(T) (x * SILU_S(T))
+#define SILU_BWD(T) (g * (SILU_S(T) * (1 + x * (1 - SILU_S(T)))))
+DEF_UNARY_TYPED(silu, SILU_FWD, SILU_BWD)
 
 /* ---- clip, the first pass ----------------------------------------------------------- */
 
@@ -302,10 +359,12 @@ const optim__tape_table OPTIM_ISA_NAME(optim__tape_kernels) = {
     .gb = {PAIR(add_gb), PAIR(sub_gb), PAIR(mul_gb), PAIR(div_gb), PAIR(squared_error_gb)},
     .ufwd = {UN(NEG) = PAIR(neg_fwd), UN(SQUARE) = PAIR(square_fwd), UN(SQRT) = PAIR(sqrt_fwd),
              UN(EXP) = PAIR(exp_fwd), UN(LOG) = PAIR(log_fwd), UN(TANH) = PAIR(tanh_fwd),
-             UN(SIGMOID) = PAIR(sigmoid_fwd), UN(RELU) = PAIR(relu_fwd)},
+             UN(SIGMOID) = PAIR(sigmoid_fwd), UN(RELU) = PAIR(relu_fwd), UN(GELU) = PAIR(gelu_fwd),
+             UN(GELU_TANH) = PAIR(gelu_tanh_fwd), UN(SILU) = PAIR(silu_fwd)},
     .ubwd = {UN(NEG) = PAIR(neg_bwd), UN(SQUARE) = PAIR(square_bwd), UN(SQRT) = PAIR(sqrt_bwd),
              UN(EXP) = PAIR(exp_bwd), UN(LOG) = PAIR(log_bwd), UN(TANH) = PAIR(tanh_bwd),
-             UN(SIGMOID) = PAIR(sigmoid_bwd), UN(RELU) = PAIR(relu_bwd)},
+             UN(SIGMOID) = PAIR(sigmoid_bwd), UN(RELU) = PAIR(relu_bwd), UN(GELU) = PAIR(gelu_bwd),
+             UN(GELU_TANH) = PAIR(gelu_tanh_bwd), UN(SILU) = PAIR(silu_bwd)},
     .clip_fwd = PAIR(clip_fwd),
     .clip_bwd = PAIR(clip_bwd),
     .pass = PAIR(pass),

@@ -52,6 +52,9 @@ enum {
     OPTIM__UN_TANH,
     OPTIM__UN_SIGMOID,
     OPTIM__UN_RELU,
+    OPTIM__UN_GELU,
+    OPTIM__UN_GELU_TANH,
+    OPTIM__UN_SILU,
     OPTIM__NUN
 };
 
