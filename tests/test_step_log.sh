@@ -49,6 +49,11 @@ sched='{"class_name": "SGD", "config": {"learning_rate": {"class_name": "Piecewi
     fail "train with a schedule: $(cat "$tmp/err")"
 lrs=$(python3 -c 'import json,sys; print(*[json.loads(l)["learning_rate"] for l in open(sys.argv[1])][:5])' "$tmp/s.jsonl")
 [ "$lrs" = "0.1 0.1 0.1 0.01 0.01" ] || fail "learning rates $lrs"
+# a wrapper's is its inner optimizer's
+la='{"class_name": "Lookahead", "config": {"optimizer": {"class_name": "SGD", "config": {"learning_rate": 0.05}}}}'
+"$optim" train --limit 300 --epochs 1 --optimizer "$la" --log "$tmp/la.jsonl" >/dev/null 2>"$tmp/err" ||
+    fail "train with Lookahead: $(cat "$tmp/err")"
+grep -q '"learning_rate":0.05,' "$tmp/la.jsonl" || fail "Lookahead's rate: $(head -1 "$tmp/la.jsonl")"
 
 # bad paths and write errors: exit 1, one message naming the file
 refused() { # expected-text, args...

@@ -139,13 +139,27 @@ static int on_epoch_begin(void *user, optim_model *m, int64_t epoch, optim_logs 
     return 0;
 }
 
+/* The learning rate the next step uses: a wrapper's is its inner
+ * optimizer's (as Keras's wrappers delegate learning_rate); NaN for one with
+ * several (a MultiOptimizer) or none. */
+static double learning_rate(optim_optimizer *opt)
+{
+    optim_optimizer *inner;
+    while ((inner = optim_wrapper_inner(opt))) {
+        if (optim_wrapper_inner_at(opt, 1)) return NAN;
+        opt = inner;
+    }
+    double lr;
+    return optim_get_hyper(opt, "learning_rate", &lr) ? NAN : lr;
+}
+
 static int on_gradients(void *user, optim_model *m, int64_t batch, double loss,
                         const optim_grad_var *grads, size_t n, optim_error *err)
 {
     (void)batch;
     step_log *s = user;
     s->loss = loss, s->pairs = grads, s->n_pairs = n;
-    if (optim_get_hyper(optim_model_optimizer(m), "learning_rate", &s->lr)) s->lr = NAN;
+    s->lr = learning_rate(optim_model_optimizer(m));
     double g2 = 0;
     for (size_t i = 0; i < n; i++) {
         double v = grad_sum_sq(&grads[i].grad);
