@@ -1193,8 +1193,9 @@ static int tr_fail(void *u, optim_model *m, int64_t e, optim_logs *logs, optim_e
 
 static optim_callback *trace_cb(trace *t)
 {
-    optim_callback_hooks h = {sizeof h,     tr_train_begin, tr_epoch_begin, tr_batch_begin,
-                              tr_batch_end, tr_epoch_end,   tr_train_end,   NULL};
+    optim_callback_hooks h = {sizeof h,       tr_train_begin, tr_epoch_begin,
+                              tr_batch_begin, tr_batch_end,   tr_epoch_end,
+                              tr_train_end,   NULL,           NULL};
     optim_callback *cb;
     optim_error err;
     assert_ok(optim_callback_create(&cb, &h, t, &err), &err);
@@ -1230,7 +1231,7 @@ OPTIM_TEST(test_callback_order_and_stop)
     assert_eq(optim_iterations(opt) - it, 2);
     optim_history_free(&h);
     /* a failing hook stops fit with its message */
-    optim_callback_hooks fh = {sizeof fh, NULL, NULL, NULL, NULL, tr_fail, NULL, NULL};
+    optim_callback_hooks fh = {sizeof fh, NULL, NULL, NULL, NULL, tr_fail, NULL, NULL, NULL};
     optim_callback *fail;
     optim_error err;
     assert_ok(optim_callback_create(&fail, &fh, NULL, &err), &err);
@@ -1348,7 +1349,7 @@ OPTIM_TEST(test_early_stopping_restores_best_weights)
     assert_ok(optim_model_build(m, 1, (int64_t[]){2}), m);
     snap sn = {.n = 0};
     optim_model_trainable_variables(m, &sn.k, 1);
-    optim_callback_hooks sh = {sizeof sh, NULL, NULL, NULL, NULL, snap_epoch_end, NULL, NULL};
+    optim_callback_hooks sh = {sizeof sh, NULL, NULL, NULL, NULL, snap_epoch_end, NULL, NULL, NULL};
     optim_callback *cbs[2];
     assert_ok(optim_callback_create(&cbs[0], &sh, &sn, &err), &err);
     /* "maximise the loss": epoch 0 (the highest loss) stays best */
@@ -1502,7 +1503,7 @@ OPTIM_TEST(test_bad_inputs)
     es = optim_early_stopping_defaults();
     es.mode = (optim_monitor_mode)9;
     assert_status(optim_early_stopping_create(&cb, &es, &err), OPTIM_EINVAL, &err);
-    optim_callback_hooks h = {3, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    optim_callback_hooks h = {3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     assert_status(optim_callback_create(&cb, &h, NULL, &err), OPTIM_EVERSION, &err);
     optim_logs logs = {0};
     assert_status(optim_logs_get(&logs, "loss", NULL), OPTIM_ENOTFOUND, NULL);

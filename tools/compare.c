@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "job.h"
 #include "plot.h"
+#include "steplog.h"
 
 #define CMD "compare"
 #define MAX_RUNS 10
@@ -23,7 +24,7 @@
 
 typedef struct compare_args {
     job_config c;
-    const char *plot, *history;
+    const char *plot, *history, *log, *tb;
 } compare_args;
 
 static void usage(const tool_option *t, size_t n)
@@ -88,7 +89,7 @@ static void print_table(const char *const *labels, const job_result *res, size_t
 
 /* One run per optimizer, then the table and the files. */
 static int run_all(const compare_args *a, const job_data *d, optim_optimizer **opts,
-                   const char *const *labels, size_t n)
+                   const char *const *labels, size_t n, step_log *log)
 {
     job_result res[MAX_RUNS];
     memset(res, 0, sizeof res);
@@ -100,7 +101,7 @@ static int run_all(const compare_args *a, const job_data *d, optim_optimizer **o
         fflush(stdout);
         optim_model *m = NULL;
         rc = optim_job_model(CMD, &a->c, d->train.features, opts[i], &m);
-        job_run r = {&a->c, d, m, opts[i], NULL, stdout, 2};
+        job_run r = {&a->c, d, m, opts[i], NULL, stdout, 2, log, labels[i], labels[i]};
         if (!rc) rc = optim_job_fit(CMD, &r, &res[i]);
         optim_model_destroy(m);
     }
@@ -115,8 +116,8 @@ static int run_all(const compare_args *a, const job_data *d, optim_optimizer **o
 
 int optim_cmd_compare(int argc, char **argv)
 {
-    compare_args a = {optim_job_defaults(), NULL, NULL};
-    tool_option t[JOB_N_OPTIONS + 2];
+    compare_args a = {optim_job_defaults(), NULL, NULL, NULL, NULL};
+    tool_option t[JOB_N_OPTIONS + 4];
     size_t n = optim_job_options(&a.c, t), npos;
     t[n++] = (tool_option){
         "--plot", "PNG", TOOL_TEXT, &a.plot, 0, 0, "draw loss and accuracy of every run into PNG",
@@ -130,6 +131,23 @@ int optim_cmd_compare(int argc, char **argv)
         0,
         "write every epoch of every run:\noptimizer,epoch,loss,accuracy,val_loss,val_accuracy,seconds",
         0};
+    t[n++] = (tool_option){"--log",
+                           "JSONL",
+                           TOOL_TEXT,
+                           &a.log,
+                           0,
+                           0,
+                           "write one JSON object per optimizer step of every run (its\n"
+                           "\"optimizer\" field is the run's label, as in the table)",
+                           0};
+    t[n++] = (tool_option){"--tensorboard",
+                           "DIR",
+                           TOOL_TEXT,
+                           &a.tb,
+                           0,
+                           0,
+                           "write TensorBoard event files, one subdirectory DIR/LABEL per run",
+                           0};
     char *args[MAX_RUNS];
     int rc = optim_tool_parse(CMD, t, n, argc, argv, args, MAX_RUNS, &npos);
     if (rc == 2) usage(t, n);
@@ -145,13 +163,16 @@ int optim_cmd_compare(int argc, char **argv)
     char labels[MAX_RUNS][LABEL_MAX];
     const char *lp[MAX_RUNS];
     job_data d;
-    rc = load_all(args, npos, opts, labels) || optim_job_load(CMD, &a.c, &d);
+    step_log *log = NULL;
+    rc = load_all(args, npos, opts, labels) || optim_step_log_open(CMD, a.log, "w", a.tb, &log) ||
+        optim_job_load(CMD, &a.c, &d);
     if (!rc) {
         if (!d.val.n) d.val = d.test;
         for (size_t i = 0; i < npos; i++) lp[i] = labels[i];
-        rc = run_all(&a, &d, opts, lp, npos);
+        rc = run_all(&a, &d, opts, lp, npos, log);
         optim_job_data_free(&d);
     }
+    if (optim_step_log_close(CMD, log)) rc = 1;
     for (size_t i = 0; i < npos; i++) optim_destroy(opts[i]);
     if (a.plot) optim_plot_cleanup();
     return rc;

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "job.h"
+#include "steplog.h"
 
 static double now(void)
 {
@@ -155,8 +156,9 @@ static double lr_decay(void *user, int64_t epoch, double lr)
     return epoch == 0 ? lr : lr * *(const double *)user;
 }
 
-/* The callbacks the options ask for: the job's own, then EarlyStopping and
- * LearningRateScheduler. Returns their count, -1 after a message. */
+/* The callbacks the options ask for: the job's own, then EarlyStopping,
+ * LearningRateScheduler and the step log. Returns their count, -1 after a
+ * message. */
 static int make_callbacks(const char *cmd, const job_run *r, job_state *s, optim_callback **cbs)
 {
     optim_error err;
@@ -178,6 +180,7 @@ static int make_callbacks(const char *cmd, const job_run *r, job_state *s, optim
     if (r->c->lr_decay > 0 &&
         optim_lr_scheduler_create(&cbs[n++], lr_decay, (void *)&r->c->lr_decay, r->out, &err))
         return optim_tool_fail(cmd, "%s", err.msg), -1;
+    if (r->log && optim_step_log_callback(cmd, r->log, &cbs[n++])) return -1;
     return n;
 }
 
@@ -194,8 +197,9 @@ static optim_tensor y_of(const job_split *s)
 static int fit(const char *cmd, const job_run *r, job_result *res)
 {
     job_state s = {r, res, 0, 0, res->n ? res->rows[res->n - 1].seconds : 0, 0};
-    optim_callback *cbs[3] = {NULL, NULL, NULL};
+    optim_callback *cbs[4] = {NULL, NULL, NULL, NULL};
     int n = make_callbacks(cmd, r, &s, cbs), rc = n < 0;
+    if (!rc) rc = optim_step_log_run(cmd, r->log, r->log_label, r->log_sub, res->steps);
     res->step_seconds *= (double)res->steps; /* back to a sum */
     optim_fit_options fo = optim_fit_defaults();
     fo.epochs = r->c->epochs, fo.initial_epoch = (int64_t)res->n, fo.batch_size = r->c->batch;
@@ -219,7 +223,8 @@ static int fit(const char *cmd, const job_run *r, job_result *res)
         optim_model_fit(r->m, &x, &y, &fo, NULL))
         rc = optim_tool_fail(cmd, "fit: %s", optim_model_errmsg(r->m));
     res->step_seconds = res->steps ? res->step_seconds / (double)res->steps : NAN;
-    for (int i = 0; i < 3; i++) optim_callback_destroy(cbs[i]);
+    if (optim_step_log_end_run(cmd, r->log)) rc = 1;
+    for (int i = 0; i < 4; i++) optim_callback_destroy(cbs[i]);
     return rc;
 }
 

@@ -83,6 +83,8 @@ typedef struct job_run {
     const char *checkpoint_dir; /* NULL: none */
     FILE *out; /* progress (NULL: silent) */
     int verbose; /* fit's verbose */
+    struct step_log *log; /* --log / --tensorboard (steplog.h); NULL: none */
+    const char *log_label, *log_sub; /* the run's "optimizer" and event subdirectory */
 } job_run;
 
 /* Trains r->m from the state it is in (res holds the rows of the epochs

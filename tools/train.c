@@ -15,17 +15,18 @@
 #include "job.h"
 #include "plot.h"
 #include "replicas.h"
+#include "steplog.h"
 
 #define CMD "train"
 
 typedef struct train_args {
     job_config c;
-    const char *optimizer, *plot, *history, *save_weights, *checkpoint, *resume;
+    const char *optimizer, *plot, *history, *save_weights, *checkpoint, *resume, *log, *tb;
     long long replica_timeout;
     int shard; /* --shard-optimizer-state (a flag, taken out of argv before parsing) */
 } train_args;
 
-#define N_TRAIN_OPTIONS 7
+#define N_TRAIN_OPTIONS 9
 static size_t options(train_args *a, tool_option *t)
 {
     size_t n = optim_job_options(&a->c, t);
@@ -46,6 +47,14 @@ static size_t options(train_args *a, tool_option *t)
          "continue the run saved in DIR up to --epochs in total, bit for bit", 0},
         {"--replica-timeout", "S", TOOL_INT, &a->replica_timeout, 1, 86400,
          "under mpirun: a rank that waits S seconds for the others (start-up, a\nstep, exit) fails (30)",
+         0},
+        {"--log", "JSONL", TOOL_TEXT, &a->log, 0, 0,
+         "write one JSON object per optimizer step (step, epoch, batch, loss,\nlearning_rate, "
+         "grad_norm, update_ratio, seconds); appended to under --resume",
+         0},
+        {"--tensorboard", "DIR", TOOL_TEXT, &a->tb, 0, 0,
+         "write TensorBoard event files into DIR: loss, learning_rate, grad_norm,\nupdate_ratio "
+         "per step, epoch_<metric> per epoch",
          0},
     };
     memcpy(t + n, own, sizeof own);
@@ -131,7 +140,7 @@ static int report_slots(optim_group *g, optim_optimizer *opt)
 
 /* Training under the group g (NULL: one process); rank 0 prints and writes. */
 static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_data *d,
-                 optim_optimizer *opt, optim_model *m, job_result *res)
+                 optim_optimizer *opt, optim_model *m, step_log *log, job_result *res)
 {
     const int rank = optim_group_rank(g) > 0 ? optim_group_rank(g) : 0;
     if (g && optim_tool_replicas_check(CMD, g, &a->c, d, opt, m)) return 1;
@@ -154,7 +163,10 @@ static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_
                  opt,
                  a->checkpoint,
                  rank == 0 ? stdout : NULL,
-                 rank == 0 ? OPTIM_VERBOSE_AUTO : 0};
+                 rank == 0 ? OPTIM_VERBOSE_AUTO : 0,
+                 log,
+                 optim_class_of(opt)->name,
+                 NULL};
     if (optim_job_fit(CMD, &r, res)) {
         optim_group_abort(g, 1); /* the other ranks may wait in a collective */
         return 1;
@@ -169,12 +181,12 @@ static int run(train_args *a, optim_checkpoint *ck)
     char msg[OPTIM_ERRMSG_MAX];
     if (optim_tool_group_open(a->shard, (double)a->replica_timeout, &g, msg, sizeof msg))
         return optim_tool_fail(CMD, "%s", msg);
-    if (g && optim_group_size(g) > 1 && (a->checkpoint || a->resume)) {
+    if (g && optim_group_size(g) > 1 && (a->checkpoint || a->resume || a->log || a->tb)) {
         optim_group_destroy(g);
         return optim_tool_fail(
             CMD,
-            "--checkpoint and --resume work in one process only, not under mpirun (yet); "
-            "--save-weights works");
+            "--checkpoint, --resume, --log and --tensorboard work in one process only, not under "
+            "mpirun (yet); --save-weights works");
     }
     /* One writer per --checkpoint DIR, for the whole run: taken before the
      * data load, so a second run is refused at once. */
@@ -185,7 +197,10 @@ static int run(train_args *a, optim_checkpoint *ck)
         return optim_tool_fail(CMD, "--checkpoint: %s", err.msg);
     }
     job_data d;
-    if (optim_job_load(CMD, &a->c, &d)) {
+    step_log *log = NULL;
+    if (optim_step_log_open(CMD, a->log, a->resume ? "a" : "w", a->tb, &log) ||
+        optim_job_load(CMD, &a->c, &d)) {
+        optim_step_log_close(CMD, log);
         optim_checkpoint_unlock(lock);
         optim_group_destroy(g);
         return 1;
@@ -194,7 +209,8 @@ static int run(train_args *a, optim_checkpoint *ck)
     optim_model *m = NULL;
     job_result res = {0};
     int rc = setup(a, ck, &d, &opt, &m, &res);
-    if (!rc) rc = train(a, ck, g, &d, opt, m, &res);
+    if (!rc) rc = train(a, ck, g, &d, opt, m, log, &res);
+    if (optim_step_log_close(CMD, log)) rc = 1;
     optim_job_result_free(&res);
     optim_model_destroy(m);
     /* MPI_Comm_free and MPI_Finalize (at exit) wait for the other ranks. */
@@ -208,7 +224,7 @@ static int run(train_args *a, optim_checkpoint *ck)
 
 int optim_cmd_train(int argc, char **argv)
 {
-    train_args a = {optim_job_defaults(), NULL, NULL, NULL, NULL, NULL, NULL, 30, 0};
+    train_args a = {optim_job_defaults(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 30, 0};
     tool_option t[JOB_N_OPTIONS + N_TRAIN_OPTIONS];
     size_t n = options(&a, t), npos;
     int kept = 0;

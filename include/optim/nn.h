@@ -83,6 +83,7 @@
 #define OPTIM_NN_H
 
 #include <stdio.h>
+#include <stddef.h>
 
 #include "optim/optimizer.h"
 #include "optim/tape.h"
@@ -366,7 +367,20 @@ typedef struct optim_callback_hooks {
     int (*on_train_end)(void *user, optim_model *m, optim_logs *logs, optim_error *err);
     /* Called by optim_callback_destroy. */
     void (*destroy)(void *user);
+    /* Added after the six above (a table whose size is
+     * OPTIM_CALLBACK_HOOKS_V1_SIZE, ending before it, is still taken). After a training batch's gradients and
+     * before the optimizer step that applies them: `loss` is the batch's mean
+     * loss (no running mean), grads[i] pairs trainable variable i (model
+     * order) with its gradient, read-only, as the optimizer will get it
+     * (before its clipping; under replicas, this replica's part before the
+     * sum). The step's learning rate is optim_get_hyper(optimizer,
+     * "learning_rate") here. fit does nothing extra when no callback sets it. */
+    int (*on_train_batch_gradients)(void *user, optim_model *m, int64_t batch, double loss,
+                                    const optim_grad_var *grads, size_t n, optim_error *err);
 } optim_callback_hooks;
+
+/* The size of the hooks table before on_train_batch_gradients. */
+#define OPTIM_CALLBACK_HOOKS_V1_SIZE offsetof(optim_callback_hooks, on_train_batch_gradients)
 
 OPTIM_API int optim_callback_create(optim_callback **out, const optim_callback_hooks *hooks,
                                     void *user, optim_error *err);

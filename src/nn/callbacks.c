@@ -11,12 +11,13 @@ int optim_callback_create(optim_callback **out, const optim_callback_hooks *hook
     if (!out) return optim__err(err, OPTIM_EINVAL, "callback: out is NULL");
     *out = NULL;
     if (!hooks) return optim__err(err, OPTIM_EINVAL, "callback: hooks are NULL");
-    if (hooks->size != sizeof *hooks)
-        return optim__err(err, OPTIM_EVERSION, "callback: hooks size %u, expected %zu",
-                          (unsigned)hooks->size, sizeof *hooks);
+    if (hooks->size != sizeof *hooks && hooks->size != OPTIM_CALLBACK_HOOKS_V1_SIZE)
+        return optim__err(err, OPTIM_EVERSION, "callback: hooks size %u, expected %zu (or %zu)",
+                          (unsigned)hooks->size, sizeof *hooks, OPTIM_CALLBACK_HOOKS_V1_SIZE);
     optim_callback *cb = calloc(1, sizeof *cb);
     if (!cb) return optim__err(err, OPTIM_ENOMEM, "callback: out of memory");
-    cb->hooks = *hooks;
+    memcpy(&cb->hooks, hooks, hooks->size); /* a version-1 table leaves the later hooks NULL */
+    cb->hooks.size = sizeof cb->hooks;
     cb->user = user;
     cb->kind = OPTIM__CB_USER;
     *out = cb;

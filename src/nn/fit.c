@@ -110,9 +110,14 @@ static void accum_logs(const accum *a, const char *prefix, optim_logs *logs)
     }
 }
 
-/* Loss and metric of one batch (training: with a gradient step). */
+typedef struct fit_run fit_run;
+static int gradients_hook(fit_run *f, double loss);
+
+/* Loss and metric of one batch (training: with a gradient step, after the
+ * callbacks' on_train_batch_gradients when f is given). */
 static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const optim_tensor *xb,
-                     const optim_tensor *yb, int training, double share, accum *a, optim_error *err)
+                     const optim_tensor *yb, int training, double share, fit_run *f, accum *a,
+                     optim_error *err)
 {
     optim_tape_reset(t);
     optim_node *pred, *loss;
@@ -127,6 +132,7 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
         if (!target) return optim__err(err, OPTIM_ENOMEM, "loss: %s", optim_tape_errmsg(t));
         rc = optim_tape_gradient(t, target, m->train_vars, m->n_train_vars, grads);
         if (rc) return optim__err(err, rc, "gradient: %s", optim_tape_errmsg(t));
+        if (f && (rc = gradients_hook(f, value))) return rc;
         if (m->replicas.size)
             rc = m->replicas.apply(m->replicas.user, m->opt, grads, m->n_train_vars, err);
         else if ((rc = optim_apply_gradients(m->opt, grads, m->n_train_vars, 0)))
@@ -147,7 +153,7 @@ static int run_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const
  * start + bs), then the loss and metric totals summed over the replicas. */
 static int replica_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, const data *d,
                          const int64_t *perm, int64_t start, int64_t bs, void *xb, void *yb,
-                         accum *a, optim_error *err)
+                         fit_run *f, accum *a, optim_error *err)
 {
     int64_t lo, n;
     double share;
@@ -155,7 +161,7 @@ static int replica_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, c
     optim_tensor xt = gather(d->x, perm + lo, n, d->xrow, xb),
                  yt = gather(d->y, perm + lo, n, d->yrow, yb);
     accum mine = {0, 0, 0, 0, a->metric};
-    int rc = run_batch(m, t, grads, &xt, &yt, 1, share, &mine, err);
+    int rc = run_batch(m, t, grads, &xt, &yt, 1, share, f, &mine, err);
     if (rc) return rc;
     double totals[4] = {mine.loss_total, mine.loss_count, mine.metric_total, mine.metric_count};
     if (share == 0) memset(totals, 0, sizeof totals); /* a borrowed row counts for nothing */
@@ -179,7 +185,7 @@ static int evaluate_run(optim_model *m, const data *d, int64_t batch_size, FILE 
     for (int64_t s = 0; s < steps; s++) {
         int64_t start = s * batch_size, bs = d->n - start < batch_size ? d->n - start : batch_size;
         optim_tensor xb = slice(d->x, start, bs, d->xrow), yb = slice(d->y, start, bs, d->yrow);
-        if ((rc = run_batch(m, t, NULL, &xb, &yb, 0, 1, &a, err))) return rc;
+        if ((rc = run_batch(m, t, NULL, &xb, &yb, 0, 1, NULL, &a, err))) return rc;
         memset(logs, 0, sizeof *logs);
         accum_logs(&a, "", logs);
         optim__progbar_update(&bar, s + 1, logs, 0);
@@ -189,7 +195,7 @@ static int evaluate_run(optim_model *m, const data *d, int64_t batch_size, FILE 
 }
 
 /* One fit call: its options, data, buffers and the error it reports. */
-typedef struct fit_run {
+struct fit_run {
     optim_model *m;
     optim_fit_options o;
     const optim_tensor *x, *y;
@@ -201,10 +207,11 @@ typedef struct fit_run {
     int mode; /* progress bar: 0 none, 1 bar, 2 line per epoch */
     int64_t steps; /* batches per epoch */
     int64_t seen; /* batches run in this epoch (fewer when stopped early) */
+    int64_t batch; /* the batch being run */
     accum a;
     optim_history *history;
     optim_error e;
-} fit_run;
+};
 
 /* Runs `hook` of every callback in order until one fails (rc set, f->e
  * holding its message). */
@@ -221,6 +228,13 @@ typedef struct fit_run {
             }                                                                                 \
         }                                                                                     \
     } while (0)
+
+static int gradients_hook(fit_run *f, double loss)
+{
+    int rc = OPTIM_OK;
+    CALL_HOOK(f, rc, on_train_batch_gradients, f->batch, loss, f->grads, f->m->n_train_vars);
+    return rc;
+}
 
 /* The options, before anything else (the message on m). */
 static int check_fit_options(optim_model *m, const optim_fit_options *o)
@@ -311,13 +325,14 @@ static int fit_batches(fit_run *f, optim__progbar *bar)
         if (rc) break;
         int64_t start = s * f->o.batch_size,
                 bs = f->d.n - start < f->o.batch_size ? f->d.n - start : f->o.batch_size;
+        f->batch = s;
         if (m->replicas.size) {
-            rc = replica_batch(m, f->t, f->grads, &f->d, f->perm, start, bs, f->xb, f->yb, &f->a,
+            rc = replica_batch(m, f->t, f->grads, &f->d, f->perm, start, bs, f->xb, f->yb, f, &f->a,
                                &f->e);
         } else {
             optim_tensor xt = gather(f->x, f->perm + start, bs, f->d.xrow, f->xb);
             optim_tensor yt = gather(f->y, f->perm + start, bs, f->d.yrow, f->yb);
-            rc = run_batch(m, f->t, f->grads, &xt, &yt, 1, 1, &f->a, &f->e);
+            rc = run_batch(m, f->t, f->grads, &xt, &yt, 1, 1, f, &f->a, &f->e);
         }
         if (rc) break;
         memset(&logs, 0, sizeof logs);
