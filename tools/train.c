@@ -138,12 +138,13 @@ static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_
     if (g && (optim_group_attach(g, opt) || optim_model_distribute(m, g)))
         return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
     char *cfg = optim_serialize(opt);
+    int idx = strcmp(a->c.data, JOB_DEFAULT_DATA) == 0;
     if (rank == 0)
         printf(
-            "Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; replicas=%d%s; "
+            "%s: %lld training, %lld validation and %lld test %s of %lld %s; replicas=%d%s; "
             "optimizer %s\n",
-            (long long)d->train.n, (long long)d->val.n, (long long)d->test.n,
-            (long long)d->train.features, g ? optim_group_size(g) : 1,
+            idx ? "Fashion-MNIST" : a->c.data, (long long)d->train.n, (long long)d->val.n, (long long)d->test.n,
+            idx ? "images" : "examples", (long long)d->train.features, idx ? "pixels" : "features", g ? optim_group_size(g) : 1,
             optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
     optim_free(cfg);
     if (ck)
