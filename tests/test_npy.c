@@ -83,7 +83,8 @@ OPTIM_TEST(npy_convert_ranges)
     optim_error err;
     optim_npy *f;
     double fv[3] = {1, 2.5, 3};
-    size_t n = npy(b, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", fv, sizeof fv);
+    size_t n =
+        npy(b, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", fv, sizeof fv);
     assert_eq(parse(b, n, &f, &err), OPTIM_OK);
     int32_t y[3];
     assert_eq(optim_npy_convert(optim_npy_at(f, 0), OPTIM_I32, 1, y, &err), OPTIM_ERANGE);

@@ -57,9 +57,9 @@ static int open_source(const char *cmd, const char *opt, const char *path, sourc
     return rc ? optim_tool_fail(cmd, "%s: %s", opt, err.msg) : 0;
 }
 
-static const optim_npy_type ST_TYPES[] = {[OPTIM_F32] = OPTIM_NPY_F32, [OPTIM_F64] = OPTIM_NPY_F64,
-                                          [OPTIM_I32] = OPTIM_NPY_I32, [OPTIM_I64] = OPTIM_NPY_I64,
-                                          [OPTIM_F16] = OPTIM_NPY_F16, [OPTIM_BF16] = OPTIM_NPY_BF16};
+static const optim_npy_type ST_TYPES[] = {
+    [OPTIM_F32] = OPTIM_NPY_F32, [OPTIM_F64] = OPTIM_NPY_F64, [OPTIM_I32] = OPTIM_NPY_I32,
+    [OPTIM_I64] = OPTIM_NPY_I64, [OPTIM_F16] = OPTIM_NPY_F16, [OPTIM_BF16] = OPTIM_NPY_BF16};
 
 /* The array `name` of s (an .npz or safetensors) as *a; 0 if absent. */
 static int find(const source *s, const char *name, optim_npy_array *a)
@@ -98,8 +98,8 @@ static int check_shapes(const char *cmd, const char *path, const optim_npy_array
                                y->name, ys, (long long)x->shape[0]);
     if (y->shape[0] != x->shape[0])
         return optim_tool_fail(cmd, "%s: %s has %lld rows (shape %s), %s has %lld (shape %s)", path,
-                               x->name, (long long)x->shape[0], xs, y->name,
-                               (long long)y->shape[0], ys);
+                               x->name, (long long)x->shape[0], xs, y->name, (long long)y->shape[0],
+                               ys);
     return 0;
 }
 
@@ -114,7 +114,8 @@ static int make_split(const char *cmd, const char *path, const optim_npy_array *
     optim_error err;
     int rc = !xs || !ys;
     if (rc) optim_tool_fail(cmd, "%s: out of memory for %s", path, x->name);
-    else if (optim_npy_convert(x, OPTIM_F32, x->type == OPTIM_NPY_U8 ? 1.0 / 255.0 : 1.0, xs, &err) ||
+    else if (optim_npy_convert(x, OPTIM_F32, x->type == OPTIM_NPY_U8 ? 1.0 / 255.0 : 1.0, xs,
+                               &err) ||
              optim_npy_convert(y, OPTIM_I32, 1, ys, &err))
         rc = optim_tool_fail(cmd, "%s: %s", path, err.msg);
     for (int64_t i = 0; i < n && !rc; i++)
@@ -162,7 +163,8 @@ static int label_column(const char *cmd, const char *path, const optim_csv *t, c
     char *end;
     long long k = strtoll(want, &end, 10);
     if (end == want || *end || k >= cols || k < -cols)
-        return optim_tool_fail(cmd, "--label-column '%s': %s has no column of that name, and %lld "
+        return optim_tool_fail(cmd,
+                               "--label-column '%s': %s has no column of that name, and %lld "
                                "columns (indices 0 to %lld, or -1 to -%lld)",
                                want, path, (long long)cols, (long long)cols - 1, (long long)cols);
     *col = k < 0 ? cols + k : k;
@@ -178,7 +180,8 @@ static int csv_split(const char *cmd, const source *src, const char *want, int64
     if (label_column(cmd, src->path, t, want, &col)) return 1;
     if (cols < 2)
         return optim_tool_fail(cmd, "%s: one column: no features besides the labels", src->path);
-    double *xv = malloc((size_t)(rows * (cols - 1)) * sizeof *xv), *yv = malloc((size_t)rows * sizeof *yv);
+    double *xv = malloc((size_t)(rows * (cols - 1)) * sizeof *xv),
+           *yv = malloc((size_t)rows * sizeof *yv);
     const double *v = optim_csv_values(t);
     int rc = !xv || !yv ? optim_tool_fail(cmd, "%s: out of memory", src->path) : 0;
     for (int64_t i = 0; i < rows && !rc; i++) {
@@ -202,8 +205,8 @@ static int test_split(const char *cmd, const job_config *c, const source *data, 
     if (!c->test_data) {
         rc = data->csv ? 1 : arrays_split(cmd, data, "test", c->limit, s, &absent);
         if (rc && (absent || data->csv))
-            optim_tool_fail(cmd, "--data %s has no test set (x_test, y_test): give --test-data PATH",
-                            c->data);
+            optim_tool_fail(
+                cmd, "--data %s has no test set (x_test, y_test): give --test-data PATH", c->data);
         return rc;
     }
     if (open_source(cmd, "--test-data", c->test_data, &t)) return 1;

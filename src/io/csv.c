@@ -79,8 +79,9 @@ static int record(optim_csv *t, const line *l, const char *src, int quiet, int *
     if (t->cap - (size_t)(t->rows * t->cols) < (size_t)t->cols) {
         size_t cap = t->cap ? 2 * t->cap : (size_t)t->cols * 64;
         double *v = realloc(t->v, cap * sizeof *v);
-        if (!v) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory at line %lld", src,
-                                  (long long)l->number);
+        if (!v)
+            return optim__err(err, OPTIM_ENOMEM, "%s: out of memory at line %lld", src,
+                              (long long)l->number);
         t->v = v, t->cap = cap;
     }
     double *row = t->v + t->rows * t->cols;
@@ -90,10 +91,9 @@ static int record(optim_csv *t, const line *l, const char *src, int quiet, int *
         if (!number(s, (size_t)(e - s), &row[j])) {
             *bad = 1;
             if (quiet) return OPTIM_OK;
-            return optim__err(err, OPTIM_EFORMAT,
-                              "%s: line %lld, column %lld: '%.*s' is not a finite number", src,
-                              (long long)l->number, (long long)j + 1, (int)(e - s > 40 ? 40 : e - s),
-                              s);
+            return optim__err(
+                err, OPTIM_EFORMAT, "%s: line %lld, column %lld: '%.*s' is not a finite number",
+                src, (long long)l->number, (long long)j + 1, (int)(e - s > 40 ? 40 : e - s), s);
         }
         s = e + 1;
     }

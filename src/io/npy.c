@@ -122,8 +122,7 @@ static int value(cursor *c, const char *key, header *h, const char *what, optim_
         h->have |= 4;
         return shape(c, h, what, err);
     }
-    return optim__err(err, OPTIM_EFORMAT, "%s: header key '%s' unexpected or repeated", what,
-                      key);
+    return optim__err(err, OPTIM_EFORMAT, "%s: header key '%s' unexpected or repeated", what, key);
 }
 
 static int parse_dict(cursor *c, header *h, const char *what, optim_error *err)
@@ -143,7 +142,9 @@ static int parse_dict(cursor *c, header *h, const char *what, optim_error *err)
         return optim__err(err, OPTIM_EFORMAT, "%s: bytes after the header dict", what);
     if (h->have != 7)
         return optim__err(err, OPTIM_EFORMAT, "%s: header lacks '%s'", what,
-                          !(h->have & 1) ? "descr" : !(h->have & 2) ? "fortran_order" : "shape");
+                          !(h->have & 1)       ? "descr"
+                              : !(h->have & 2) ? "fortran_order"
+                                               : "shape");
     return OPTIM_OK;
 }
 
@@ -166,7 +167,7 @@ static int descr_type(const char *descr, optim_npy_type *t, int *swap, const cha
                 (order != '|' || optim__npy_type_size(TYPES[i].type) == 1)) {
                 *t = TYPES[i].type;
                 *swap = optim__npy_type_size(*t) > 1 && order != '=' && order != '|' &&
-                        (order == '>') != NPY_HOST_BIG;
+                    (order == '>') != NPY_HOST_BIG;
                 return OPTIM_OK;
             }
     return optim__err(err, OPTIM_ENOTSUP,
@@ -207,10 +208,10 @@ static int numel_of(const header *h, size_t size, size_t bytes, int64_t *numel, 
         else n *= h->shape[i];
     }
     if (over || (uint64_t)n * size != bytes)
-        return optim__err(err, OPTIM_EFORMAT,
-                          "%s: the shape needs %s%llu data bytes, the file has %zu", what,
-                          over ? "more than " : "", over ? (unsigned long long)INT64_MAX :
-                          (unsigned long long)n * size, bytes);
+        return optim__err(
+            err, OPTIM_EFORMAT, "%s: the shape needs %s%llu data bytes, the file has %zu", what,
+            over ? "more than " : "",
+            over ? (unsigned long long)INT64_MAX : (unsigned long long)n * size, bytes);
     *numel = n;
     return OPTIM_OK;
 }
@@ -284,8 +285,8 @@ int optim_npy_parse(const void *buf, size_t len, const char *source, optim_npy *
     if (!f) return optim__err(err, OPTIM_ENOMEM, "%s: out of memory", src);
     int rc;
     if (len >= 6 && memcmp(p, "\x93NUMPY", 6) == 0) rc = optim__npy_add(f, p, len, src, "", err);
-    else if (len >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) ||
-                                                        (p[2] == 5 && p[3] == 6)))
+    else if (len >= 4 && p[0] == 'P' && p[1] == 'K' &&
+             ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
         rc = optim__npz_parse(f, p, len, src, err);
     else
         rc = optim__err(err, OPTIM_EFORMAT,

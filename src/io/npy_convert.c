@@ -10,8 +10,8 @@
 static const struct {
     const char *name;
     size_t size;
-} INFO[] = {{"bool", 1},   {"uint8", 1},  {"int8", 1},    {"uint16", 2},  {"int16", 2},
-            {"uint32", 4}, {"int32", 4},  {"uint64", 8},  {"int64", 8},   {"float16", 2},
+} INFO[] = {{"bool", 1},    {"uint8", 1},   {"int8", 1},    {"uint16", 2}, {"int16", 2},
+            {"uint32", 4},  {"int32", 4},   {"uint64", 8},  {"int64", 8},  {"float16", 2},
             {"float32", 4}, {"float64", 8}, {"bfloat16", 2}};
 
 size_t optim__npy_type_size(optim_npy_type t)
@@ -34,10 +34,26 @@ static void element(const optim_npy_array *a, int64_t i, double *d, int64_t *iv,
     case OPTIM_NPY_BOOL: *iv = p[0] != 0; break;
     case OPTIM_NPY_U8: *iv = p[0]; break;
     case OPTIM_NPY_I8: *iv = (int8_t)p[0]; break;
-    case OPTIM_NPY_U16: { uint16_t v; memcpy(&v, p, 2); *iv = v; } break;
-    case OPTIM_NPY_I16: { int16_t v; memcpy(&v, p, 2); *iv = v; } break;
-    case OPTIM_NPY_U32: { uint32_t v; memcpy(&v, p, 4); *iv = v; } break;
-    case OPTIM_NPY_I32: { int32_t v; memcpy(&v, p, 4); *iv = v; } break;
+    case OPTIM_NPY_U16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        *iv = v;
+    } break;
+    case OPTIM_NPY_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        *iv = v;
+    } break;
+    case OPTIM_NPY_U32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        *iv = v;
+    } break;
+    case OPTIM_NPY_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        *iv = v;
+    } break;
     case OPTIM_NPY_I64: memcpy(iv, p, 8); break;
     case OPTIM_NPY_U64: {
         uint64_t v;
@@ -47,8 +63,16 @@ static void element(const optim_npy_array *a, int64_t i, double *d, int64_t *iv,
     } break;
     case OPTIM_NPY_F16: memcpy(&h, p, 2), *is_int = 0, *d = optim__f16_to_f32(h); break;
     case OPTIM_NPY_BF16: memcpy(&h, p, 2), *is_int = 0, *d = optim__bf16_to_f32(h); break;
-    case OPTIM_NPY_F32: { float v; memcpy(&v, p, 4); *is_int = 0, *d = v; } break;
-    default: { double v; memcpy(&v, p, 8); *is_int = 0, *d = v; } break;
+    case OPTIM_NPY_F32: {
+        float v;
+        memcpy(&v, p, 4);
+        *is_int = 0, *d = v;
+    } break;
+    default: {
+        double v;
+        memcpy(&v, p, 8);
+        *is_int = 0, *d = v;
+    } break;
     }
 }
 
@@ -64,8 +88,9 @@ static int to_int(const optim_npy_array *a, int64_t i, int64_t lo, int64_t hi, i
         if (*v <= hi) return OPTIM_OK;
     }
     if (is_int)
-        return optim__err(err, OPTIM_ERANGE, "array '%s': element %lld is %lld, outside [%lld, %lld]",
-                          a->name, (long long)i, (long long)*v, (long long)lo, (long long)hi);
+        return optim__err(err, OPTIM_ERANGE,
+                          "array '%s': element %lld is %lld, outside [%lld, %lld]", a->name,
+                          (long long)i, (long long)*v, (long long)lo, (long long)hi);
     return optim__err(err, OPTIM_ERANGE,
                       "array '%s': element %lld is %.17g, expected a whole number in [%lld, %lld]",
                       a->name, (long long)i, d, (long long)lo, (long long)hi);
@@ -80,8 +105,8 @@ int optim_npy_convert(const optim_npy_array *a, optim_dtype dtype, double scale,
         return optim__err(err, OPTIM_EINVAL, "array '%s': unknown type %d", a->name, (int)a->type);
     int is_float = dtype == OPTIM_F32 || dtype == OPTIM_F64;
     if (!is_float && dtype != OPTIM_I32 && dtype != OPTIM_I64)
-        return optim__err(err, OPTIM_EDTYPE, "optim_npy_convert: dtype %d, expected F32, F64, I32 or I64",
-                          (int)dtype);
+        return optim__err(err, OPTIM_EDTYPE,
+                          "optim_npy_convert: dtype %d, expected F32, F64, I32 or I64", (int)dtype);
     if (!is_float && scale != 1)
         return optim__err(err, OPTIM_EINVAL, "optim_npy_convert: scale %g for integers, expected 1",
                           scale);

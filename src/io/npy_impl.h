@@ -14,7 +14,10 @@ struct optim_npy {
 };
 
 /* Little-endian integers at p. */
-static inline uint32_t optim__le16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static inline uint32_t optim__le16(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
 static inline uint32_t optim__le32(const unsigned char *p)
 {
     return optim__le16(p) | optim__le16(p + 2) << 16;

@@ -150,8 +150,8 @@ static int data_of(const zip *z, const entry *en, uint64_t *data, optim_error *e
     if (at > z->cd_at || en->csize > z->cd_at - at)
         return optim__err(err, OPTIM_EFORMAT,
                           "%s: member '%s': %llu bytes at offset %llu run past the data (%llu)",
-                          z->src, en->name, (unsigned long long)en->csize,
-                          (unsigned long long)at, (unsigned long long)z->cd_at);
+                          z->src, en->name, (unsigned long long)en->csize, (unsigned long long)at,
+                          (unsigned long long)z->cd_at);
     *data = at;
     return OPTIM_OK;
 }
@@ -201,7 +201,8 @@ static int member_bytes(const zip *z, const entry *en, unsigned char **out, opti
                           "%s: member '%s': size %llu impossible for %llu bytes stored", z->src,
                           en->name, (unsigned long long)en->usize, (unsigned long long)en->csize);
     unsigned char *b = malloc((size_t)en->usize + 1);
-    if (!b) return optim__err(err, OPTIM_ENOMEM, "%s: member '%s': out of memory", z->src, en->name);
+    if (!b)
+        return optim__err(err, OPTIM_ENOMEM, "%s: member '%s': out of memory", z->src, en->name);
     if (en->method == 0) memcpy(b, z->p + at, (size_t)en->usize);
     else if ((rc = inflate_member(z, en, z->p + at, b, err))) return free(b), rc;
     uLong crc = crc32(0L, Z_NULL, 0);
