@@ -227,6 +227,26 @@ OPTIM_TEST(npz_stored)
         assert_int_not_equal(parse(bad, m, &f, &err), OPTIM_OK);
         assert_contains(err.msg, flips[i].msg);
     }
+    /* The same archive with a ZIP64 end of central directory: the classic
+     * record's fields at their 0xFFFF.. markers, the real values in the
+     * ZIP64 record (APPNOTE 4.3.14) that its locator (4.3.15) points to. */
+    m = zip1(z, "y_train.npy", a, n);
+    size_t e = m - 22, cd_size = 46 + 11;
+    unsigned char z64[600];
+    memcpy(z64, z, e);
+    unsigned char *r = z64 + e, *loc = r + 56;
+    memset(r, 0, 56 + 20);
+    le(r, 0x06064b50, 4), le(r + 4, 44, 8), le(r + 24, 1, 8), le(r + 32, 1, 8);
+    le(r + 40, cd_size, 8), le(r + 48, e - cd_size, 8);
+    le(loc, 0x07064b50, 4), le(loc + 8, e, 8), le(loc + 16, 1, 4);
+    memcpy(loc + 20, z + e, 22);
+    le(loc + 20 + 10, 0xFFFF, 2), le(loc + 20 + 8, 0xFFFF, 2), le(loc + 20 + 16, 0xFFFFFFFF, 4);
+    assert_eq(parse(z64, e + 56 + 20 + 22, &f, &err), OPTIM_OK);
+    assert_eq(((const int32_t *)optim_npy_find(f, "y_train")->data)[1], 5);
+    optim_npy_free(f);
+    le(loc + 8, e + 1, 8); /* the locator points one byte off */
+    assert_eq(parse(z64, e + 56 + 20 + 22, &f, &err), OPTIM_EFORMAT);
+    assert_contains(err.msg, "zip64 end of central directory at");
     m = zip1(z, "y_train.txt", a, n);
     assert_eq(parse(z, m, &f, &err), OPTIM_EFORMAT);
     assert_contains(err.msg, "member 'y_train.txt' is not a .npy file");
