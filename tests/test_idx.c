@@ -515,7 +515,7 @@ OPTIM_TEST(test_train_command)
         {{"--data", dir, "--seed", "99999999999999999999", NULL}, "--seed '99999999999999999999'"},
         {{"--data", dir, "--epochs", NULL}, "optim train: --epochs needs a value"},
         {{"--frobnicate", NULL}, "optim train: unknown argument '--frobnicate'"},
-        {{"--data", afile, NULL}, "not a directory"},
+        {{"--data", afile, NULL}, "nor a directory of IDX files"},
         {{"--data", adir, NULL}, "train-images-idx3-ubyte.gz: No such file or directory"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

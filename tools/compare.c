@@ -31,8 +31,9 @@ static void usage(const tool_option *t, size_t n)
 {
     printf("usage: optim compare CONFIG_OR_NAME CONFIG_OR_NAME... [OPTIONS]\n"
            "\n"
-           "Trains the same MLP on Fashion-MNIST with each optimizer (a JSON config, a file\n"
-           "holding one, or a name such as adam; 2 to %d of them), from the same initial\n"
+           "Trains the same MLP on Fashion-MNIST (or --data FILE) with each optimizer (a JSON\n"
+           "config, a file holding one, or a name such as adam; 2 to %d of them), from the\n"
+           "same initial "
            "weights on the same batches, validating on the test set unless\n"
            "--validation-split is given, and prints a table of the results.\n",
            MAX_RUNS);

@@ -1,5 +1,5 @@
 /* Fashion-MNIST from IDX files, gzip'd or not, limited and split for the
- * main job (tools/job.h). */
+ * main job (tools/job.h); --data files are dataset_files.c's. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* madvise */
 #include <errno.h>
@@ -67,6 +67,8 @@ static void *images_alloc(size_t bytes)
     return malloc(bytes);
 }
 
+float *optim_job_images_alloc(int64_t n) { return images_alloc((size_t)n * sizeof(float) + 1); }
+
 /* The first `limit` (0: all) images and labels of PREFIX, as floats in
  * [0, 1] and int32 labels. */
 static int convert(const char *cmd, const char *lpath, const optim_idx *im, const optim_idx *lb,
@@ -89,7 +91,8 @@ static int convert(const char *cmd, const char *lpath, const optim_idx *im, cons
             return optim_tool_fail(cmd, "%s: label %d at index %lld, expected 0 to %d", lpath,
                                    label, (long long)i, JOB_CLASSES - 1);
         }
-    *s = (job_split){x, y, limit && limit < n ? limit : n, features};
+    *s = (job_split){x, y, limit && limit < n ? limit : n, features, 2, {0}};
+    memcpy(s->shape, optim_idx_shape(im) + 1, 2 * sizeof *s->shape);
     return 0;
 }
 
@@ -130,9 +133,13 @@ int optim_job_load(const char *cmd, const job_config *c, job_data *d)
                 c->data);
         return optim_tool_fail(cmd, "--data '%s': %s", c->data, strerror(errno));
     }
-    if (!S_ISDIR(st.st_mode)) return optim_tool_fail(cmd, "--data '%s': not a directory", c->data);
-    if (load_split(cmd, c->data, "train", c->limit, &d->train)) return 1;
-    if (load_split(cmd, c->data, "t10k", c->limit, &d->test)) {
+    if (!S_ISDIR(st.st_mode)) {
+        if (optim_job_load_file(cmd, c, d)) return 1;
+    } else if (c->test_data || c->label_column) {
+        return optim_tool_fail(cmd, "--%s is for a --data file; '%s' is a directory of IDX files",
+                               c->test_data ? "test-data" : "label-column", c->data);
+    } else if (load_split(cmd, c->data, "train", c->limit, &d->train)) return 1;
+    else if (load_split(cmd, c->data, "t10k", c->limit, &d->test)) {
         split_free(&d->train);
         return 1;
     }
@@ -145,8 +152,8 @@ int optim_job_load(const char *cmd, const job_config *c, job_data *d)
                                    c->validation_split, at < 1 ? "training" : "validation",
                                    (long long)n);
         }
-        d->val = (job_split){d->train.x + at * d->train.features, d->train.y + at, n - at,
-                             d->train.features};
+        d->val = d->train;
+        d->val.x += at * d->train.features, d->val.y += at, d->val.n = n - at;
         d->train.n = at;
     }
     return 0;

@@ -19,13 +19,14 @@ typedef struct job_config {
     double validation_split, dropout, min_delta, lr_decay;
     tool_int_list hidden;
     const char *data, *monitor;
+    const char *label_column, *test_data; /* --data files (dataset_files.c); NULL: default */
 } job_config;
 
 job_config optim_job_defaults(void);
 
 /* The rows of the shared options (model, data, training) into out, which
  * has room for JOB_N_OPTIONS; returns the count. */
-#define JOB_N_OPTIONS 14
+#define JOB_N_OPTIONS 16
 size_t optim_job_options(job_config *c, tool_option *out);
 /* Checks the options against each other (has_validation: the run will
  * have validation data); 1 after a message. */
@@ -37,6 +38,8 @@ typedef struct job_split {
     float *x;
     int32_t *y;
     int64_t n, features;
+    int32_t rank; /* one example's shape (features = its product); 0: [features] */
+    int64_t shape[OPTIM_MAX_RANK];
 } job_split;
 
 /* train and test own their memory; val is a view of train's last rows. */
@@ -49,6 +52,12 @@ typedef struct job_data {
  * validation_split of the training set off as validation data (Keras's
  * validation_split). 1 after a message. */
 int optim_job_load(const char *cmd, const job_config *c, job_data *d);
+/* --data naming a file (.npz, safetensors, CSV; dataset_files.c): fills
+ * d->train and d->test (from the file's x_test/y_test or --test-data).
+ * 1 after a message. */
+int optim_job_load_file(const char *cmd, const job_config *c, job_data *d);
+/* Memory for n floats, on huge pages where Linux gives them; free with free(). */
+float *optim_job_images_alloc(int64_t n);
 void optim_job_data_free(job_data *d);
 
 /* ---- one run ---------------------------------------------------------------------- */

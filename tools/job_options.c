@@ -24,9 +24,15 @@ size_t optim_job_options(job_config *c, tool_option *out)
          "samples per step (default 128)", 0},
         {"--seed", "N", TOOL_INT, &c->seed, 0, 9007199254740992.0,
          "seeds the initial weights, the shuffling and dropout (default 0)", 0},
-        {"--data", "DIR", TOOL_TEXT, &c->data, 0, 0,
+        {"--data", "PATH", TOOL_TEXT, &c->data, 0, 0,
          "directory of {train,t10k}-{images-idx3,labels-idx1}-ubyte, gzip'd (.gz)\nor not (default " JOB_DEFAULT_DATA
-         ")",
+         "),\nor a file: .npz (np.savez), safetensors (x_train, y_train, x_test, y_test)\nor .csv",
+         0},
+        {"--test-data", "PATH", TOOL_TEXT, &c->test_data, 0, 0,
+         "the test set for a --data file without x_test/y_test (its x_test/y_test,\nelse x_train/y_train; a .csv whole)",
+         0},
+        {"--label-column", "NAME|INDEX", TOOL_TEXT, &c->label_column, 0, 0,
+         "CSV: the label column, by header name or 0-based index (negative: from\nthe end; default: a column named label, else the last)",
          0},
         {"--limit", "N", TOOL_INT, &c->limit, 0, 1e9,
          "use the first N training and test examples (default 0: all)", 0},
@@ -69,6 +75,6 @@ int optim_job_check(const char *cmd, const job_config *c, int has_validation)
     if ((c->monitor || c->min_delta) && c->patience < 0)
         return optim_tool_fail(
             cmd, "--monitor and --min-delta configure EarlyStopping: give --early-stopping too");
-    if (!c->data[0]) return optim_tool_fail(cmd, "--data '': expected a directory");
+    if (!c->data[0]) return optim_tool_fail(cmd, "--data '': expected a directory or a file");
     return 0;
 }

@@ -63,9 +63,10 @@ static size_t options(train_args *a, tool_option *t)
 
 static void usage(const tool_option *t, size_t n)
 {
-    printf("usage: optim train [OPTIONS]\n"
-           "\n"
-           "Trains an MLP on Fashion-MNIST and prints test_accuracy=<value> last.\n");
+    printf(
+        "usage: optim train [OPTIONS]\n"
+        "\n"
+        "Trains an MLP on Fashion-MNIST (or --data FILE) and prints test_accuracy=<value> last.\n");
     optim_tool_usage(stdout, t, n);
     printf("  --shard-optimizer-state\n"
            "                    under mpirun: each rank keeps 1/N of the optimizer slots\n"
@@ -147,13 +148,14 @@ static int train(train_args *a, optim_checkpoint *ck, optim_group *g, const job_
     if (g && (optim_group_attach(g, opt) || optim_model_distribute(m, g)))
         return optim_tool_fail(CMD, "%s", optim_group_errmsg(g));
     char *cfg = optim_serialize(opt);
+    int idx = strcmp(a->c.data, JOB_DEFAULT_DATA) == 0;
     if (rank == 0)
-        printf(
-            "Fashion-MNIST: %lld training, %lld validation and %lld test images of %lld pixels; replicas=%d%s; "
-            "optimizer %s\n",
-            (long long)d->train.n, (long long)d->val.n, (long long)d->test.n,
-            (long long)d->train.features, g ? optim_group_size(g) : 1,
-            optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
+        printf("%s: %lld training, %lld validation and %lld test %s of %lld %s; replicas=%d%s; "
+               "optimizer %s\n",
+               idx ? "Fashion-MNIST" : a->c.data, (long long)d->train.n, (long long)d->val.n,
+               (long long)d->test.n, idx ? "images" : "examples", (long long)d->train.features,
+               idx ? "pixels" : "features", g ? optim_group_size(g) : 1,
+               optim_group_sharded(g) ? " (sharded optimizer state)" : "", cfg ? cfg : "?");
     optim_free(cfg);
     if (ck)
         printf("resuming %s after epoch %lld\n", a->resume, (long long)optim_checkpoint_epoch(ck));

@@ -37,6 +37,8 @@
 #include "optim/tape.h"
 #include "optim/nn.h"
 #include "optim/idx.h"
+#include "optim/npy.h"
+#include "optim/csv.h"
 #include "optim/safetensors.h"
 #include "optim/file.h"
 #include "optim/distribute.h"

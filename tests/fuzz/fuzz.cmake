@@ -2,7 +2,7 @@
 # link clang's libFuzzer; otherwise a small runner (standalone.c) replays
 # files, so that every build runs the seed corpora and the regression inputs
 # as tests.
-set(OPTIM_FUZZ_TARGETS config safetensors idx apply checkpoint resume)
+set(OPTIM_FUZZ_TARGETS config safetensors idx apply checkpoint resume npz)
 set(OPTIM_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
 foreach(t ${OPTIM_FUZZ_TARGETS})
   if(OPTIM_FUZZ)
