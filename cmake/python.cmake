@@ -110,3 +110,16 @@ if(OPTIM_BUILD_TESTS)
     endif()
   endforeach()
 endif()
+
+# examples/python/torch_mlp.py for one epoch with optim's Adam and torch's,
+# test accuracies compared (tests/python/check_torch_mlp.py; 77, skipped,
+# without torch or the data). About 30 s on 2 loaded cores, so it runs with
+# the rest. OMP_WAIT_POLICY=passive: with libgomp's default spinning, torch's
+# and optim's idle threads took the cores from each other and from the
+# other tests (the same epoch took 77-93 s instead of 15).
+if(OPTIM_BUILD_TESTS AND NOT OPTIM_PY_SKIP)
+  add_test(NAME python_torch_mlp COMMAND ${Python3_EXECUTABLE}
+    ${PROJECT_SOURCE_DIR}/tests/python/check_torch_mlp.py ${PROJECT_SOURCE_DIR}/examples/python/torch_mlp.py)
+  set_tests_properties(python_torch_mlp PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+    ENVIRONMENT "PYTHONPATH=${OPTIM_PY_DIR};PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
+endif()

@@ -156,6 +156,38 @@ def test_non_cpu_and_non_contiguous_parameters_are_named():
         optim.torch.Optimizer([t], "sgd").step()
 
 
+def test_new_memory_under_the_same_tensors_is_stepped():
+    """The views of the last step are reused only while parameters and gradients keep
+    their memory: `p.grad.data = ...` and `p.data = ...` are seen at the next step."""
+    a, b = mlp(), mlp()
+    oa = optim.torch.Optimizer(a.parameters(), "adam", learning_rate=0.01)
+    ob = optim.torch.Optimizer(b.parameters(), "adam", learning_rate=0.01)
+    for k in range(4):
+        for model, opt in ((a, oa), (b, ob)):
+            x, y = batch(k)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            if model is a and k >= 1:  # the same values in new memory
+                g = list(a.parameters())[k].grad
+                g.data = g.data.clone()
+            opt.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert p.detach().numpy().tobytes() == q.detach().numpy().tobytes()
+    p = next(a.parameters())
+    p.data = p.data.clone()
+    before = p.detach().clone()
+    oa.step()  # the same gradients: a stale view would leave the new memory as it was
+    assert not torch.equal(p.detach(), before)
+
+
+def test_profiler_sees_the_step():
+    model = mlp()
+    opt = optim.torch.Optimizer(model.parameters(), "adam")
+    with torch.autograd.profiler.profile() as prof:
+        train(model, opt, 1)
+    assert any(e.name == "Optimizer.step#Optimizer.step" for e in prof.function_events)
+
+
 def test_import_optim_alone_imports_no_torch():
     code = "import sys, optim; optim.Adam(); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
