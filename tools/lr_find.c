@@ -88,7 +88,7 @@ static void usage(const tool_option *t, size_t n)
            "once it exceeds 4x its best. Prints one line per step (a bar on a terminal), then\n"
            "  suggested learning_rate=<rate> (steepest) minimum/10=<rate>\n"
            "steepest: the rate where the smoothed loss falls fastest against log(rate);\n"
-           "minimum/10: a tenth of the rate at its lowest. Nothing is saved.\n");
+           "minimum/10: a tenth of the rate at its lowest. Nothing is saved.\n\n");
     optim_tool_usage(stdout, t, n);
 }
 
@@ -277,7 +277,10 @@ static int run(const lrf_args *a)
         rc = sweep(&r, &d, m);
     }
     optim_free(cfg);
-    if (!rc) rc = report(&r, optim_class_of(opt)->name);
+    char title[160];
+    if (!rc)
+        snprintf(title, sizeof title, "learning-rate range test: %s", optim_class_of(opt)->name);
+    if (!rc) rc = report(&r, title);
     optim_model_destroy(m);
     optim_destroy(opt);
     free(r.lrs), free(r.losses), free(r.smoothed);

@@ -2,7 +2,7 @@
  * Learning Rates for Training Neural Networks", section 3.3, with the
  * conventions of fastai's lr_find): the sweep's rates, the smoothed loss
  * and its stop rule, and the suggestions drawn from the recorded curve.
- * Pure arithmetic, no I/O (tests/test_lr_find.c includes lr_find_math.c).
+ * Pure arithmetic, no I/O (tests/test_lr_find_math.c includes lr_find_math.c).
  * Internal to tools/. */
 #ifndef OPTIM_TOOLS_LR_FIND_H
 #define OPTIM_TOOLS_LR_FIND_H
