@@ -8,6 +8,7 @@
  * terminal), then `suggested learning_rate=<steepest> (steepest)
  * minimum/10=<rate>`; --plot draws the curve. Nothing is saved: the run is
  * thrown away. Bad input: one line on stderr, exit status 1. */
+#define _POSIX_C_SOURCE 200809L /* fileno */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ static size_t options(lrf_args *a, tool_option *t)
         if (unused_option(job[i].name)) continue;
         t[n] = job[i];
         if (strcmp(job[i].name, "--steps") == 0)
-            t[n].lo = 2, t[n].hi = 1e7, t[n].help = "steps of the sweep (default 100)";
+            t[n].lo = 2, t[n].hi = 1e6, t[n].help = "steps of the sweep (default 100)";
         n++;
     }
     const tool_option own[N_OWN] = {
