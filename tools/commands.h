@@ -14,6 +14,7 @@ int optim_cmd_compare(int argc, char **argv);
 int optim_cmd_schedule_plot(int argc, char **argv);
 int optim_cmd_conformance(int argc, char **argv);
 int optim_cmd_new_plugin(int argc, char **argv);
+int optim_cmd_lr_find(int argc, char **argv);
 
 /* Loads the plugins of OPTIM_PLUGINS, then those of the leading --plugin
  * PATH options, which it removes from argc/argv (argv[1] becomes the

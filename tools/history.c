@@ -84,8 +84,8 @@ int optim_job_plot(const char *cmd, const char *path, const char *title, const c
         free(buf), free(s), free(keys);
         return optim_tool_fail(cmd, "--plot: out of memory");
     }
-    plot_panel p[2] = {{"loss", "epoch", "loss", s, 0, 0, 0, 0, 0, 1},
-                       {"accuracy", "epoch", "accuracy", s, 0, 0, 0, 0, 0, 1}};
+    plot_panel p[2] = {{"loss", "epoch", "loss", s, 0, 0, 0, 0, 0, 1, 0},
+                       {"accuracy", "epoch", "accuracy", s, 0, 0, 0, 0, 0, 1, 0}};
     p[0].n_series = metric_series(res, n, 0, buf, buf + 2 * total, s);
     p[1].series = s + p[0].n_series;
     p[1].n_series = metric_series(res, n, 1, buf + 4 * total, buf + 6 * total, s + p[0].n_series);

@@ -28,6 +28,8 @@ static void usage(FILE *f)
         "                                 0..STEPS (default 1000) as a PNG\n"
         "  train [OPTIONS]                train an MLP on Fashion-MNIST (see optim train --help)\n"
         "  compare CONFIG... [OPTIONS]    train it once per optimizer and compare (optim compare --help)\n"
+        "  lr-find [OPTIONS]              learning-rate range test: sweep the rate, print the\n"
+        "                                 suggested one (see optim lr-find --help)\n"
         "  bench [--json] [CONFIG...]     optimizer steps against this machine's memory\n"
         "                                 bandwidth (see optim bench --help)\n"
         "  check CONFIG                   load an optimizer config (JSON file) and print it\n"
@@ -106,6 +108,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "train") == 0) return optim_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "conformance") == 0) return optim_cmd_conformance(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return optim_cmd_compare(argc - 2, argv + 2);
+    if (strcmp(cmd, "lr-find") == 0) return optim_cmd_lr_find(argc - 2, argv + 2);
     if (strcmp(cmd, "new-plugin") == 0) return optim_cmd_new_plugin(argc - 2, argv + 2);
     if (strcmp(cmd, "schedule-plot") == 0) return optim_cmd_schedule_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)

@@ -48,6 +48,14 @@ static void tick_label(char *buf, size_t n, double v, double step)
     snprintf(buf, n, "%g", v);
 }
 
+/* 10^e for a whole e: 0.001 to 1000 in full, else 1e-7, 1e+5. */
+static void decade_label(char *buf, size_t n, double e)
+{
+    int k = (int)lround(e);
+    if (k >= -3 && k <= 3) snprintf(buf, n, "%g", pow(10.0, k));
+    else snprintf(buf, n, "1e%+d", k);
+}
+
 /* Text with its anchor (ax, ay in [0, 1] of its extents) at x, y. */
 static void text_at(cairo_t *cr, const char *s, double x, double y, double ax, double ay)
 {
@@ -93,14 +101,15 @@ static void draw_ticks(cairo_t *cr, const area *a, const plot_panel *p)
         text_at(cr, label, a->x0 - 8, y, 1.0, 0.5);
     }
     double xs = nice_step(p->xmax - p->xmin, 6);
-    if (p->integer_x && xs < 1.0) xs = 1.0;
+    if ((p->integer_x || p->log_x) && xs < 1.0) xs = 1.0;
     for (double s = ceil(p->xmin / xs - 1e-9) * xs; s <= p->xmax + xs * 1e-9; s += xs) {
         double x = round(px(a, p, s)) + 0.5;
         cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
         line(cr, x, a->y1, x, a->y0);
         cairo_set_source_rgb(cr, 0, 0, 0);
         line(cr, x, a->y0, x, a->y0 + 5);
-        tick_label(label, sizeof label, s, xs);
+        if (p->log_x) decade_label(label, sizeof label, s);
+        else tick_label(label, sizeof label, s, xs);
         text_at(cr, label, x, a->y0 + 8, 0.5, 0.0);
     }
 }

@@ -24,6 +24,7 @@ typedef struct plot_panel {
     size_t n_series;
     double xmin, xmax, ymin, ymax; /* the ranges shown (see plot_autoscale) */
     int integer_x; /* x ticks at whole numbers only */
+    int log_x; /* x values are log10 of the quantity: ticks at whole decades, labelled 10^x */
 } plot_panel;
 
 /* A legend entry: a colour (palette index, or -1 for grey) and a dash. */

@@ -61,7 +61,7 @@ static int draw(const char *title, const int64_t *steps, const double *values, s
     if (!x) return fail("out of memory");
     for (size_t i = 0; i < n; i++) x[i] = (double)steps[i];
     plot_series line = {x, values, n, 0, 0, 0};
-    plot_panel panel = {NULL, "step", "learning rate", &line, 1, 0, (double)last, ymin, ymax, 1};
+    plot_panel panel = {NULL, "step", "learning rate", &line, 1, 0, (double)last, ymin, ymax, 1, 0};
     plot_figure fig = {WIDTH, HEIGHT, title, &panel, 1, NULL, 0};
     char msg[512];
     int rc = optim_plot_write_png(&fig, out, msg, sizeof msg) ? fail("OUT %s", msg) : 0;
