@@ -324,7 +324,7 @@ char *optim_test_schedule_text(const char *json)
 void optim_test_fill(void *buf, optim_dtype dt, const double *x, int64_t n)
 {
     if (dt == OPTIM_F64) {
-        memcpy(buf, x, (size_t)n * sizeof *x);
+        if (n > 0) memcpy(buf, x, (size_t)n * sizeof *x); /* x may be NULL when n is 0 */
         return;
     }
     float *f = dt == OPTIM_F32 ? buf : malloc((size_t)(n ? n : 1) * sizeof *f);
