@@ -92,6 +92,10 @@ def _tensor(w):
     return _torch.from_numpy(w.copy())
 
 
+class _Moved(Exception):
+    """A parameter the optimizer knows has new memory or a new dtype."""
+
+
 class Optimizer(_torch.optim.Optimizer):
     """Optimizer(params, config="adam", **keys): a torch.optim.Optimizer over optim.
 
@@ -163,11 +167,12 @@ class Optimizer(_torch.optim.Optimizer):
         if known is not None and known[0] is p and known[2] == p.data_ptr():
             return known[1]
         what = "parameter %d (shape %s, %s)" % (index, tuple(p.shape), p.dtype)
-        if known is not None and known[0] is p and (known[3], known[4]) != (p.dtype, p.shape):
-            raise _optim.Error("%s was %s, shape %s, when the optimizer made its slots; "
-                               "its slots cannot follow a new dtype or shape (model.double(), "
-                               "model.half(), p.data = ...): create the optimizer after "
-                               "changing the model" % (what, known[3], tuple(known[4])))
+        if known is not None and known[0] is p:
+            if known[4] != p.shape:
+                raise _optim.Error("%s had shape %s when the optimizer made its slots; they "
+                                   "cannot follow a new shape: create the optimizer after "
+                                   "changing the model" % (what, tuple(known[4])))
+            raise _Moved()  # new memory or dtype (model.double()): _step rebuilds
         v = _optim.Variable(_array(p, what), name="param_%d" % index,
                             dtype="bfloat16" if p.dtype == _torch.bfloat16 else None)
         self._vars[id(p)] = (p, v, p.data_ptr(), p.dtype, p.shape)
@@ -217,6 +222,16 @@ class Optimizer(_torch.optim.Optimizer):
         self._pairs[gi] = (ptrs, list(params), grads, pairs)
         return pairs
 
+    def _rebuild(self):
+        """Remakes every group's optimizer from its state, as load_state_dict does: a
+        parameter has new memory (p.data = ...) or a new dtype (model.double()); its
+        slots are cast to the new dtype (a new variable beside the old one would
+        leave two of the same name)."""
+        self._sync_state_out()
+        self._optims, self._vars, self._pairs, self._index = {}, {}, {}, None
+        for gi, group in enumerate(self.param_groups):
+            self._sync_state_in(group, self._group_optimizer(gi))
+
     def _step(self, closure):  # no autograd here: NumPy views only
         loss = None
         if closure is not None:
@@ -224,7 +239,12 @@ class Optimizer(_torch.optim.Optimizer):
                 loss = closure()
         for gi, group in enumerate(self.param_groups):
             opt = self._group_optimizer(gi)
-            pairs = self._group_pairs(gi, group["params"])
+            try:
+                pairs = self._group_pairs(gi, group["params"])
+            except _Moved:
+                self._rebuild()
+                opt = self._group_optimizer(gi)
+                pairs = self._group_pairs(gi, group["params"])
             if any(g is not None for g, _ in pairs):
                 opt.apply_gradients(pairs)
         return loss
@@ -317,9 +337,7 @@ class Optimizer(_torch.optim.Optimizer):
                                "state dict holds that optimizer's own state, which optim's "
                                "slots cannot take)")
         super().load_state_dict(state_dict)
-        self._optims.clear()
-        self._pairs.clear()
-        self._index = None
+        self._optims, self._vars, self._pairs, self._index = {}, {}, {}, None
         for gi, group in enumerate(self.param_groups):
             self._sync_state_in(group, self._group_optimizer(gi))
 

@@ -114,13 +114,44 @@ def test_copies_are_working_optimizers(how):
     assert weights_by_name(opt2)["iterations"] == 4
 
 
-def test_parameter_whose_dtype_changed_is_refused():
+@pytest.mark.parametrize("change", ["double", "new memory"])
+def test_parameter_with_new_memory_or_dtype_keeps_its_slots(change):
+    """model.double() or p.data = ... after steps: the slots follow (cast to the new
+    dtype), one variable per parameter, and the steps go on as an optimizer loaded
+    from the state dict at that point does."""
+    model = mlp()
+    opt = optim.torch.Optimizer(model.parameters(), "adam", learning_rate=0.01)
+    train(model, opt, 2)
+    sd = copy.deepcopy(opt.state_dict())
+    if change == "double":
+        model.double()
+    else:
+        for p in model.parameters():
+            p.data = p.data.clone()
+    other = copy.deepcopy(model)
+    ref = optim.torch.Optimizer(other.parameters(), "adam", learning_rate=0.01)
+    ref.load_state_dict(sd)
+    train(model, opt, 2, 2)
+    train(other, ref, 2, 2)
+    for a, b in zip(model.parameters(), other.parameters()):
+        assert torch.equal(a, b)
+    names = opt._optims[0][0].weight_names
+    assert len(names) == len(set(names)) == 1 + 2 * 4
+    dtype = np.float64 if change == "double" else np.float32
+    assert all(w.dtype == dtype for w in opt._optims[0][0].get_weights()[1:])
+    assert weights_by_name(opt)["iterations"] == 4
+
+
+def test_parameter_with_new_shape_is_refused():
     model = mlp()
     opt = optim.torch.Optimizer(model.parameters(), "adam")
     train(model, opt, 1)
-    model.double()
-    with pytest.raises(optim.Error, match=r"parameter 0 .*float64\) was torch.float32.*after"):
-        train(model, opt, 1)
+    p = model[0].bias
+    p.data = torch.zeros(3)
+    p.grad = torch.ones(3)
+    with pytest.raises(optim.Error, match=r"parameter 1 \(shape \(3,\).*had shape \(8,\).*"
+                                          r"create the optimizer after"):
+        opt.step()
 
 
 def test_one_cycle_momentum_reaches_optim():
