@@ -32,7 +32,7 @@ __all__ = ["Optimizer"]
 # Group keys that are torch's, its schedulers' or ours, not config keys
 # ("betas" is torch's (beta_1, beta_2), which OneCycleLR cycles: see _SYNCED).
 _TORCH_KEYS = {"params", "config", "lr", "initial_lr", "max_lr", "min_lr", "optim_weights",
-               "betas", "max_momentum", "base_momentum", "base_lr"}
+               "betas", "max_momentum", "base_momentum", "base_lr", "swa_lr"}
 
 # Config keys that torch's schedulers set in a group (OneCycleLR's and CyclicLR's
 # cycle_momentum): the optimizer takes the group's value at each step.

@@ -191,3 +191,21 @@ def test_torch_state_dict_is_refused():
     opt = optim.torch.Optimizer(model.parameters(), "adam")
     with pytest.raises(optim.Error, match="not an optim.torch state dict"):
         opt.load_state_dict(topt.state_dict())
+
+
+def test_swalr_and_cyclic_momentum_state_dicts_load():
+    """Schedulers' own group keys (SWALR's swa_lr, CyclicLR's momentum) are no config
+    keys: the state dict loads, and CyclicLR's momentum reaches SGD."""
+    model = mlp()
+    opt = optim.torch.Optimizer(model.parameters(), "sgd", learning_rate=0.1, momentum=0.9)
+    cyc = torch.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, step_size_up=4)
+    swa = torch.optim.swa_utils.SWALR(opt, swa_lr=0.05)
+    for k in range(2):
+        given = opt.param_groups[0]["momentum"]
+        train(model, opt, 1, k)
+        assert opt._optims[0][0].momentum == pytest.approx(given, rel=1e-6)
+        cyc.step()
+        swa.step()
+    assert "swa_lr" in opt.param_groups[0] and given != 0.9
+    opt2 = optim.torch.Optimizer(mlp().parameters(), "sgd", learning_rate=0.1, momentum=0.9)
+    opt2.load_state_dict(opt.state_dict())
