@@ -86,14 +86,13 @@ def _config_text(config):
 class IndexedSlices(_optim.IndexedSlices):
     """IndexedSlices(values, indices, dense_shape=None): a sparse gradient.
 
-    values: [n, row shape...] in the variable's dtype; indices: n int32 or int64 row
-    indices into the variable's first dimension (repeats are summed, as Keras does).
+    values: [n, row shape...] in the variable's dtype (a Python list is made an array of
+    the variable's dtype when applied); indices: n int32 or int64 row indices into the
+    variable's first dimension (repeats are summed, as Keras does).
     """
     __slots__ = ()
 
     def __new__(cls, values, indices, dense_shape=None):
-        if not _has_buffer(values):
-            values = _numpy().asarray(values)
         if not _has_buffer(indices):
             indices = _numpy().asarray(indices, dtype="int64")
         return super().__new__(cls, values, indices, dense_shape)
@@ -127,10 +126,17 @@ class Optimizer(_optim.Optimizer):
                 for _, dtype, shape, data in self._weights_raw()]
 
     def set_weights(self, weights):
-        """Sets every weight, in get_weights's order; nothing changes on a refusal."""
+        """Sets every weight, in get_weights's order; nothing changes on a refusal.
+        A Python list (not an array) is made an array of its weight's dtype."""
         np = _numpy()
-        self._set_weights_raw([np.asarray(w, order="C") if not _has_buffer(w) else w
-                               for w in weights])
+        weights = list(weights)
+        if all(map(_has_buffer, weights)):
+            return self._set_weights_raw(weights)
+        dtypes = [d for _, d, _, _ in self._weights_raw()]
+        dtypes += [None] * (len(weights) - len(dtypes))
+        self._set_weights_raw([w if _has_buffer(w) else np.asarray(
+            w, dtype=None if d in (None, "bfloat16") else d, order="C")
+            for w, d in zip(weights, dtypes)])
 
     def __getattr__(self, name):
         # Hyperparameters as attributes (opt.beta_1), as Keras's optimizers have them.

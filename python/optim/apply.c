@@ -48,13 +48,30 @@ static void call_free(call *c)
     PyMem_Free(c->wide);
 }
 
+/* Values given as a Python list (not a buffer) as a NumPy array of the
+ * variable's dtype vd (not bfloat16, whose bits a list cannot mean); as
+ * given where NumPy cannot make one, for optim_py_buf_get to refuse. */
+static PyObject *list_values(PyObject *values, optim_dtype vd)
+{
+    if (PyObject_CheckBuffer(values) || vd == OPTIM_BF16) return Py_NewRef(values);
+    PyObject *np = PyImport_ImportModule("numpy");
+    PyObject *r =
+        np ? PyObject_CallMethod(np, "asarray", "Os", values, optim_dtype_name(vd)) : NULL;
+    Py_XDECREF(np);
+    if (!r) PyErr_Clear();
+    return r ? r : Py_NewRef(values);
+}
+
 /* Pair i's sparse gradient s for a variable of dtype vd. */
 static int sparse_grad(call *c, size_t i, optim_py_slices *s, optim_dtype vd, char *what,
                        size_t len)
 {
     snprintf(what, len, "apply_gradients: pair %zu: IndexedSlices values", i);
     optim_py_buf_opts o = {.bf16 = vd == OPTIM_BF16, .what = what};
-    if (optim_py_buf_get(&c->grads[i], s->values, &o) < 0) return -1;
+    PyObject *values = list_values(s->values, vd);
+    int got = optim_py_buf_get(&c->grads[i], values, &o); /* the buffer holds values */
+    Py_DECREF(values);
+    if (got < 0) return -1;
     snprintf(what, len, "apply_gradients: pair %zu: IndexedSlices indices", i);
     optim_py_buf_opts io = {.integer = 1, .what = what};
     optim_py_buf *ib = &c->indices[i];

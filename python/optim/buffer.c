@@ -60,8 +60,8 @@ static int check_view(optim_py_buf *b, const optim_py_buf_opts *o)
     b->t.dtype = o->integer ? index_dtype(fmt, v->itemsize)
                             : optim_py_format_dtype(fmt, v->itemsize, o->bf16);
     if (b->t.dtype == OPTIM_DTYPE_INVALID)
-        return optim_py_fail(o->integer ? "%s has format '%s' (%zd-byte items); expected int32 "
-                                          "or int64 indices"
+        return optim_py_fail(o->integer ? "%s has format '%s' (%zd-byte items); expected an int32 "
+                                          "or int64 array"
                                         : "%s has format '%s' (%zd-byte items); expected float32, "
                                           "float64, float16%s",
                              o->what, fmt, v->itemsize,

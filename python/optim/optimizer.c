@@ -30,7 +30,10 @@ void optim_py_unlock(optim_py_optimizer *self) { PyThread_release_lock(self->loc
 
 PyObject *optim_py_raise_opt(optim_py_optimizer *self, const char *what)
 {
-    return optim_py_raise("%s: %s", what, optim_errmsg(self->opt));
+    const char *msg = optim_errmsg(self->opt);
+    size_t n = strlen(what);
+    if (strncmp(msg, what, n) == 0 && msg[n] == ':') return optim_py_raise("%s", msg);
+    return optim_py_raise("%s: %s", what, msg);
 }
 
 static PyObject *opt_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -200,10 +203,24 @@ static PyObject *get_iterations(optim_py_optimizer *self, void *c)
     return r;
 }
 
+/* Refuses a value that is not an integer (2.5, "3", True), naming it. */
+static int check_integer(PyObject *value)
+{
+    if (PyIndex_Check(value) && !PyBool_Check(value)) return 0;
+    PyObject *r = PyObject_Repr(value);
+    const char *s = r ? PyUnicode_AsUTF8(r) : NULL;
+    if (s)
+        optim_py_fail("iterations is %.80s (a %s); expected an integer (the step count)", s,
+                      Py_TYPE(value)->tp_name);
+    Py_XDECREF(r);
+    return -1;
+}
+
 static int set_iterations(optim_py_optimizer *self, PyObject *value, void *c)
 {
-    long long n = value ? PyLong_AsLongLong(value) : -1;
     if (!value) return optim_py_fail("iterations cannot be deleted");
+    if (check_integer(value) < 0) return -1;
+    long long n = PyLong_AsLongLong(value);
     if (n == -1 && PyErr_Occurred()) return -1;
     if (optim_py_lock(self) < 0) return -1;
     int rc = optim_set_iterations(self->opt, (int64_t)n);

@@ -29,8 +29,16 @@ _profiler_enabled = getattr(_torch.autograd, "_profiler_enabled", lambda: True)
 
 __all__ = ["Optimizer"]
 
-# Group keys that are torch's, its schedulers' or ours, not config keys.
-_TORCH_KEYS = {"params", "config", "lr", "initial_lr", "max_lr", "min_lr", "optim_weights"}
+# Group keys that are torch's, its schedulers' or ours, not config keys
+# ("betas" is torch's (beta_1, beta_2), which OneCycleLR cycles: see _SYNCED).
+_TORCH_KEYS = {"params", "config", "lr", "initial_lr", "max_lr", "min_lr", "optim_weights",
+               "betas", "max_momentum", "base_momentum", "base_lr", "swa_lr"}
+
+# Config keys that torch's schedulers set in a group (OneCycleLR's and CyclicLR's
+# cycle_momentum): the optimizer takes the group's value at each step.
+_SYNCED = (("momentum", lambda g: g.get("momentum")),
+           ("beta_1", lambda g: g["betas"][0] if g.get("betas") else None),
+           ("beta_2", lambda g: g["betas"][1] if g.get("betas") else None))
 
 
 def _array(t, what):
@@ -54,7 +62,8 @@ def _ptrs(params, grads):
 
 
 def _base_config(config):
-    """{"class_name": ..., "config": {...}} of a group's config."""
+    """{"class_name": ..., "config": {...}} of a group's config, plain data (optim
+    optimizers and schedules in it serialized) so that state_dicts pickle."""
     if isinstance(config, _optim.Optimizer):
         return _optim.serialize(config)
     if isinstance(config, (bytes, str)):
@@ -62,9 +71,29 @@ def _base_config(config):
         if text.lstrip()[:1] != "{":
             return {"class_name": text, "config": {}}
         config = _json.loads(text)
-    config = dict(config)
+    config = _plain(dict(config))
     config["config"] = dict(config.get("config", {}))
     return config
+
+
+def _plain(value):
+    """value with optim optimizers and schedules serialized (dicts), else as is."""
+    if isinstance(value, (_optim.Optimizer, _optim._optim.Schedule)):
+        return _json.loads(_optim._dumps(value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _tensor(w):
+    """A tensor copy of weight array w (bfloat16 bits, uint16, become bfloat16)."""
+    if w.dtype == _np.uint16:  # torch 1.13 has no uint16: through int16
+        return _torch.from_numpy(w.view(_np.int16).copy()).view(_torch.bfloat16)
+    return _torch.from_numpy(w.copy())
+
+
+class _Moved(Exception):
+    """A parameter the optimizer knows has new memory or a new dtype."""
 
 
 class Optimizer(_torch.optim.Optimizer):
@@ -77,17 +106,26 @@ class Optimizer(_torch.optim.Optimizer):
     """
 
     def __init__(self, params, config="adam", **keys):
-        self._optims = {}  # group index -> [optim optimizer, the lr it was given]
+        self._optims = {}  # group index -> [optim optimizer, the lr it was given,
+        #                  the _SYNCED keys it has, their values given]
         self._vars = {}  # id(param) -> (param, Variable, data_ptr)
         self._pairs = {}  # group index -> ([(param, grad, grad's data_ptr)], pairs)
         self._index = None  # id(param) -> its index over all groups
-        super().__init__(params, dict(keys, config=config))
+        keys = {k: _plain(v) for k, v in keys.items()}
+        super().__init__(params, dict(keys, config=_plain(config)))
         for gi in range(len(self.param_groups)):
             self._group_optimizer(gi)  # refuses a bad config now, not at the first step
+        if "betas" in self.param_groups[0]:  # torch's OneCycleLR looks in defaults
+            self.defaults.setdefault("betas", self.param_groups[0]["betas"])
 
     # ---- groups ----------------------------------------------------------------
     def _make(self, group):
+        for k, v in group.items():
+            if k != "params":
+                group[k] = _plain(v)
         cfg = _base_config(group["config"])
+        if isinstance(group["config"], _optim.Optimizer):
+            group["config"] = cfg
         cfg["config"].update({k: v for k, v in group.items()
                               if k not in _TORCH_KEYS and not k.startswith("_")})
         opt = _optim.from_config(cfg)
@@ -103,21 +141,41 @@ class Optimizer(_torch.optim.Optimizer):
         group = self.param_groups[gi]
         if entry is None:
             opt = self._make(group)
-            entry = self._optims[gi] = [opt, group["lr"]]
+            entry = self._optims[gi] = [opt, group["lr"], self._synced(opt, group), {}]
         opt = entry[0]
         if group["lr"] != entry[1]:  # a torch scheduler, or the user, set it
             opt.learning_rate = group["lr"]
             entry[1] = group["lr"] = opt.learning_rate
+        for key, get in entry[2]:
+            value = get(group)
+            if value is not None and value != entry[3].get(key):
+                setattr(opt, key, value)
+                entry[3][key] = value
         return opt
+
+    @staticmethod
+    def _synced(opt, group):
+        """The (key, getter) of _SYNCED that the class has (SGD's momentum, Adam's beta_1);
+        torch's schedulers look for "betas" in the group, so a class with beta_1 gets it."""
+        config = opt.get_config()
+        if "beta_1" in config and "betas" not in group and "beta_2" in config:
+            group["betas"] = (config["beta_1"], config["beta_2"])
+        return [(k, get) for k, get in _SYNCED if k in config]
 
     def _variable(self, p, index):
         known = self._vars.get(id(p))
         if known is not None and known[0] is p and known[2] == p.data_ptr():
             return known[1]
         what = "parameter %d (shape %s, %s)" % (index, tuple(p.shape), p.dtype)
+        if known is not None and known[0] is p:
+            if known[4] != p.shape:
+                raise _optim.Error("%s had shape %s when the optimizer made its slots; they "
+                                   "cannot follow a new shape: create the optimizer after "
+                                   "changing the model" % (what, tuple(known[4])))
+            raise _Moved()  # new memory or dtype (model.double()): _step rebuilds
         v = _optim.Variable(_array(p, what), name="param_%d" % index,
                             dtype="bfloat16" if p.dtype == _torch.bfloat16 else None)
-        self._vars[id(p)] = (p, v, p.data_ptr())
+        self._vars[id(p)] = (p, v, p.data_ptr(), p.dtype, p.shape)
         return v
 
     def _param_index(self):
@@ -164,6 +222,16 @@ class Optimizer(_torch.optim.Optimizer):
         self._pairs[gi] = (ptrs, list(params), grads, pairs)
         return pairs
 
+    def _rebuild(self):
+        """Remakes every group's optimizer from its state, as load_state_dict does: a
+        parameter has new memory (p.data = ...) or a new dtype (model.double()); its
+        slots are cast to the new dtype (a new variable beside the old one would
+        leave two of the same name)."""
+        self._sync_state_out()
+        self._optims, self._vars, self._pairs, self._index = {}, {}, {}, None
+        for gi, group in enumerate(self.param_groups):
+            self._sync_state_in(group, self._group_optimizer(gi))
+
     def _step(self, closure):  # no autograd here: NumPy views only
         loss = None
         if closure is not None:
@@ -171,7 +239,12 @@ class Optimizer(_torch.optim.Optimizer):
                 loss = closure()
         for gi, group in enumerate(self.param_groups):
             opt = self._group_optimizer(gi)
-            pairs = self._group_pairs(gi, group["params"])
+            try:
+                pairs = self._group_pairs(gi, group["params"])
+            except _Moved:
+                self._rebuild()
+                opt = self._group_optimizer(gi)
+                pairs = self._group_pairs(gi, group["params"])
             if any(g is not None for g, _ in pairs):
                 opt.apply_gradients(pairs)
         return loss
@@ -210,9 +283,7 @@ class Optimizer(_torch.optim.Optimizer):
             group["optim_weights"] = {}
             for name, w in zip(names[1:], weights[1:]):
                 var, _, slot = name.partition("/")
-                t = _torch.from_numpy(w.copy())
-                if w.dtype == _np.uint16:
-                    t = t.view(_torch.bfloat16)
+                t = _tensor(w)
                 if slot and var in by_name:
                     self.state[by_name[var]][slot] = t
                 else:
@@ -258,10 +329,27 @@ class Optimizer(_torch.optim.Optimizer):
         opt.set_weights(weights)
 
     def load_state_dict(self, state_dict):
+        groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
+        if not isinstance(groups, list) or not all(
+                isinstance(g, dict) and "config" in g for g in groups):
+            raise _optim.Error("load_state_dict: this is not an optim.torch state dict (its "
+                               "param_groups have no \"config\"; a torch.optim optimizer's "
+                               "state dict holds that optimizer's own state, which optim's "
+                               "slots cannot take)")
         super().load_state_dict(state_dict)
-        self._optims.clear()
-        self._pairs.clear()
-        self._index = None
+        self._optims, self._vars, self._pairs, self._index = {}, {}, {}, None
+        for gi, group in enumerate(self.param_groups):
+            self._sync_state_in(group, self._group_optimizer(gi))
+
+    # ---- copies: torch's __getstate__ keeps defaults, state and param_groups; the
+    # optim optimizers are rebuilt from them, as load_state_dict does.
+    def __getstate__(self):
+        self._sync_state_out()
+        return super().__getstate__()
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._optims, self._vars, self._pairs, self._index = {}, {}, {}, None
         for gi, group in enumerate(self.param_groups):
             self._sync_state_in(group, self._group_optimizer(gi))
 

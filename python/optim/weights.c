@@ -74,6 +74,15 @@ static int read_weight(optim_py_buf *b, PyObject *item, size_t i, const optim_te
     return optim_py_buf_get(b, item, &o);
 }
 
+/* A weight of another dtype than the optimizer's is refused here, by name. */
+static int same_dtype(const optim_tensor *t, const optim_tensor *have, size_t i, const char *name)
+{
+    if (t->dtype == have->dtype) return 0;
+    return optim_py_fail("set_weights: array %zu ('%s') has dtype %s; expected %s, the weight's "
+                         "(get_weights's dtype)",
+                         i, name, optim_dtype_name(t->dtype), optim_dtype_name(have->dtype));
+}
+
 static int set_all(optim_py_optimizer *self, PyObject **items, size_t n)
 {
     size_t have_n;
@@ -90,6 +99,7 @@ static int set_all(optim_py_optimizer *self, PyObject **items, size_t n)
     else rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = read_weight(&bufs[i], items[i], i, &have[i], optim_weight_name(self->opt, i));
+        if (rc == 0) rc = same_dtype(&bufs[i].t, &have[i], i, optim_weight_name(self->opt, i));
         if (rc == 0) ts[i] = bufs[i].t;
     }
     if (rc == 0 && optim_set_weights(self->opt, ts, n)) {
