@@ -19,19 +19,23 @@ int optim_py_num_threads = 0;
 typedef int (*plugin_init_fn)(optim_error *err);
 
 /* The plugins loaded, each once, never closed: the classes they
- * registered point into them. failed[i]: its init returned an error (it
- * may have registered some classes first, so it stays open, and a second
- * load raises again instead of answering "loaded before"). */
-static void **loaded;
-static unsigned char *failed;
+ * registered point into them. `failed`: its init returned an error (it may
+ * have registered some classes first, so it stays open, and a second load
+ * raises again instead of answering "loaded before"). */
+typedef struct plugin {
+    void *lib;
+    int failed;
+} plugin;
+
+static plugin *loaded;
 static size_t n_loaded;
 
-/* 1 + its index when lib is loaded, else 0. */
-static size_t seen(void *lib)
+/* The entry of lib, NULL when it is not loaded. */
+static plugin *seen(void *lib)
 {
     for (size_t i = 0; i < n_loaded; i++)
-        if (loaded[i] == lib) return i + 1;
-    return 0;
+        if (loaded[i].lib == lib) return &loaded[i];
+    return NULL;
 }
 
 /* True when loaded now, False when it was loaded before. */
@@ -48,10 +52,10 @@ static PyObject *open_plugin(const char *path)
         const char *why = dlerror();
         return optim_py_raise("plugin %s: cannot open: %s", path, why ? why : "unknown error");
     }
-    size_t at = seen(lib);
-    if (at) {
+    const plugin *known = seen(lib);
+    if (known) {
         dlclose(lib); /* the reference dlopen added */
-        if (failed[at - 1])
+        if (known->failed)
             return optim_py_raise("plugin %s: its %s failed when it was first loaded; it "
                                   "stays open (it may have registered classes): restart the "
                                   "process to load it again",
@@ -60,22 +64,20 @@ static PyObject *open_plugin(const char *path)
     }
     plugin_init_fn init;
     *(void **)&init = dlsym(lib, OPTIM_PLUGIN_INIT_SYMBOL);
-    void **more = init ? realloc(loaded, (n_loaded + 1) * sizeof *loaded) : NULL;
-    if (more) loaded = more;
-    unsigned char *more_failed = more ? realloc(failed, n_loaded + 1) : NULL;
-    if (more_failed) failed = more_failed;
-    if (!more || !more_failed) {
+    plugin *more = init ? realloc(loaded, (n_loaded + 1) * sizeof *loaded) : NULL;
+    if (!more) {
         dlclose(lib);
         return init ? PyErr_NoMemory()
                     : optim_py_raise("plugin %s: no entry point %s (define it with "
                                      "OPTIM_PLUGIN_INIT)",
                                      path, OPTIM_PLUGIN_INIT_SYMBOL);
     }
-    loaded[n_loaded] = lib;
-    failed[n_loaded++] = 0;
+    loaded = more;
+    plugin *p = &loaded[n_loaded++];
+    *p = (plugin){lib, 0};
     optim_error err = {0};
     int rc = init(&err);
-    failed[n_loaded - 1] = rc != 0;
+    p->failed = rc != 0;
     if (rc)
         return optim_py_raise("plugin %s: %s failed (%s): %s", path, OPTIM_PLUGIN_INIT_SYMBOL,
                               optim_strerror(rc), err.msg[0] ? err.msg : "no message");
