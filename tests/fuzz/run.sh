@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets with clang's libFuzzer under ASan+UBSan (in
 # build-fuzz/) and runs each for SECONDS, one after another:
-#     tests/fuzz/run.sh SECONDS [TARGET...]      (targets: config safetensors idx apply checkpoint resume)
+#     tests/fuzz/run.sh SECONDS [TARGET...]      (targets: config safetensors idx npz apply checkpoint resume)
 # Each run starts from the committed seeds (corpus/TARGET) plus the regression
 # inputs (regressions/TARGET), grows a working corpus in build-fuzz/, and saves
 # any failing input to build-fuzz/findings/ (add it to regressions/TARGET once
@@ -13,7 +13,7 @@ root="$(cd "$here/../.." && pwd)"
 secs="${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}"
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config safetensors idx apply checkpoint resume)
+[ ${#targets[@]} -gt 0 ] || targets=(config safetensors idx npz apply checkpoint resume)
 cc="${FUZZ_CC:-clang}"
 probe="$(mktemp -d)"
 trap 'rm -rf "$probe"' EXIT
