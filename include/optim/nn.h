@@ -220,7 +220,8 @@ OPTIM_API const char *optim_layer_name(const optim_layer *l);
  * "LayerNormalization", "BatchNormalization". */
 OPTIM_API const char *optim_layer_class_name(const optim_layer *l);
 OPTIM_API int optim_layer_built(const optim_layer *l);
-/* The layer's variables in Keras's order (kernel, bias); up to cap, returns
+/* The layer's variables in Keras's order (kernel, bias; gamma, beta,
+ * moving_mean, moving_variance); up to cap, returns
  * the count (0 before the layer is built). */
 OPTIM_API size_t optim_layer_variables(const optim_layer *l, optim_var **vars, size_t cap);
 /* Calls the layer on a tape, building it first if needed (input node of the
