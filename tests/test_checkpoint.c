@@ -44,6 +44,10 @@ static void make_data(void)
 
 static void add(optim_model *m, optim_layer *l) { assert_ok(optim_sequential_add(m, l), m); }
 
+/* Set: make_model puts a BatchNormalization after the first Dense (its
+ * moving statistics must resume too). */
+static int with_batch_norm;
+
 /* Dense(units, relu) -> Dropout(0.25) -> Dense(3): built, compiled with opt. */
 static optim_model *make_model(optim_optimizer *opt, int64_t units)
 {
@@ -55,6 +59,12 @@ static optim_model *make_model(optim_optimizer *opt, int64_t units)
     d.activation = OPTIM_ACT_RELU;
     assert_ok(optim_dense_create(&l, &d, &err), &err);
     add(m, l);
+    if (with_batch_norm) {
+        optim_batch_normalization_options b = optim_batch_normalization_defaults();
+        b.momentum = 0.7;
+        assert_ok(optim_batch_normalization_create(&l, &b, &err), &err);
+        add(m, l);
+    }
     assert_ok(optim_dropout_create(&l, 0.25, 7, NULL, &err), &err);
     add(m, l);
     d = optim_dense_defaults(CLASSES);
@@ -202,6 +212,16 @@ OPTIM_TEST(test_resume_bitwise)
         snprintf(name, sizeof name, "ck%zu", i);
         resume_one(CONFIGS[i], optim_test_tmpfile(name));
     }
+}
+
+/* The same with BatchNormalization: the moving statistics (non-trainable)
+ * are saved and restored, so the resumed run matches bit for bit. */
+OPTIM_TEST(test_resume_bitwise_batch_norm)
+{
+    make_data();
+    with_batch_norm = 1;
+    resume_one(CONFIGS[1], optim_test_tmpfile("ck_bn"));
+    with_batch_norm = 0;
 }
 
 /* A fresh model that is not the checkpoint's, or an optimizer of another

@@ -265,6 +265,92 @@ OPTIM_TEST(test_embedding_fit_matches_one_process)
     optim_destroy(ropt);
 }
 
+/* BatchNormalization(momentum 0.8) -> Dense(3) on 4 features. */
+static optim_model *bn_model(optim_optimizer *opt)
+{
+    optim_error err;
+    optim_model *m;
+    optim_sequential_options so = optim_sequential_defaults();
+    so.seed = 5;
+    assert_ok(optim_sequential_create(&m, &so, &err), &err);
+    optim_batch_normalization_options b = optim_batch_normalization_defaults();
+    b.momentum = 0.8;
+    optim_layer *l;
+    assert_ok(optim_batch_normalization_create(&l, &b, &err), &err);
+    assert_ok(optim_sequential_add(m, l), m);
+    optim_dense_options d = optim_dense_defaults(3);
+    assert_ok(optim_dense_create(&l, &d, &err), &err);
+    assert_ok(optim_sequential_add(m, l), m);
+    optim_loss loss = optim_loss_sparse_categorical_crossentropy(1);
+    assert_ok(optim_model_compile(m, opt, &loss, OPTIM_METRIC_ACCURACY), m);
+    return m;
+}
+
+/* The moving statistics the replicas agree on: per step, the
+ * share-weighted mean over ranks of each rank's updated values, each rank
+ * normalizing its own rows (the rows of nn/replicas.c's split). */
+static void bn_expected(const float *x, int64_t S, int64_t F, int64_t bs, int size, int epochs,
+                        double *mm, double *mv)
+{
+    for (int64_t c = 0; c < F; c++) mm[c] = 0, mv[c] = 1;
+    for (int e = 0; e < epochs; e++)
+        for (int64_t start = 0; start < S; start += bs) {
+            int64_t n = S - start < bs ? S - start : bs;
+            for (int64_t c = 0; c < F; c++) {
+                double wm = 0, wv = 0, w = 0;
+                for (int r = 0; r < size; r++) {
+                    int64_t a = n / size * r + n % size * r / size;
+                    int64_t b = n / size * (r + 1) + n % size * (r + 1) / size;
+                    if (b == a) continue; /* share 0 */
+                    double mean = 0, var = 0;
+                    for (int64_t i = a; i < b; i++)
+                        mean += x[(start + i) * F + c] / (double)(b - a);
+                    for (int64_t i = a; i < b; i++) {
+                        double d = x[(start + i) * F + c] - mean;
+                        var += d * d / (double)(b - a);
+                    }
+                    double share = (double)(b - a) / (double)n;
+                    wm += share * mean, wv += share * var, w += share;
+                }
+                mm[c] = 0.8 * mm[c] + 0.2 * wm / w;
+                mv[c] = 0.8 * mv[c] + 0.2 * wv / w;
+            }
+        }
+}
+
+OPTIM_TEST(test_batch_norm_moving_statistics_agree)
+{
+    optim_group *g = make_group(0);
+    enum { S = 70, F = 4 };
+    float x[S * F];
+    int32_t y[S];
+    for (int i = 0; i < S * F; i++) x[i] = (float)(sin(0.37 * i + 0.1) * 2 + 1);
+    for (int i = 0; i < S; i++) y[i] = (x[i * F] > 1) + (x[i * F + 1] > 2);
+    optim_tensor xt = optim_tensor_make(OPTIM_F32, x, 2, (int64_t[]){S, F});
+    optim_tensor yt = optim_tensor_make(OPTIM_I32, y, 1, (int64_t[]){S});
+    optim_optimizer *opt = optim_test_make("\"sgd\"");
+    optim_model *m = bn_model(opt);
+    assert_ok(optim_group_attach(g, opt), g);
+    assert_ok(optim_model_distribute(m, g), m);
+    optim_fit_options fo = optim_fit_defaults();
+    fo.epochs = 2, fo.batch_size = 17, fo.shuffle = 0, fo.verbose = 0;
+    /* the last batch of 2 rows: none for one of 3 ranks */
+    assert_ok(optim_model_fit(m, &xt, &yt, &fo, NULL), m);
+    optim_var *v[6];
+    assert_int_equal(optim_model_variables(m, v, 6), 6);
+    double mm[F], mv[F];
+    bn_expected(x, S, F, 17, optim_group_size(g), 2, mm, mv);
+    for (int c = 0; c < F; c++) {
+        assert_close(optim_var_get(v[2], c), mm[c], 1e-5, 1e-6);
+        assert_close(optim_var_get(v[3], c), mv[c], 1e-5, 1e-6);
+    }
+    for (int i = 2; i < 4; i++)
+        assert_same_on_all_ranks(g, optim_var_data(v[i]), (size_t)F * sizeof(float));
+    optim_model_destroy(m);
+    optim_group_destroy(g);
+    optim_destroy(opt);
+}
+
 /* Sharded Adam on a matrix (dense), a table (sparse), a bias and a scalar
  * against unsharded Adam on the rank-order sums; then the gathered weights
  * resume in a one-process optimizer bit for bit. */

@@ -270,6 +270,22 @@ static optim_node *b_layer_norm(optim_tape *t, optim_node **v, const gcase *c)
     optim_node *beta = (c->op & 2) ? NULL : v[(c->op & 1) ? 1 : 2];
     return optim_layer_norm(t, v[0], gamma, beta, c->axis, 1e-3);
 }
+/* Batch normalization over all axes but the last: op 0 training (x,
+ * gamma, beta), 1 inference with fixed statistics (x, gamma, beta), 2
+ * inference differentiated in the statistics (x, mean, variance). */
+static optim_node *b_batch_norm(optim_tape *t, optim_node **v, const gcase *c)
+{
+    if (c->op == 0) return optim_batch_norm(t, v[0], v[1], v[2], c->axis, 1e-3, NULL, NULL);
+    int64_t n = optim_node_value(v[0])->shape[optim_node_value(v[0])->rank - 1];
+    double m[8], var[8];
+    for (int64_t i = 0; i < n; i++) m[i] = 0.1 * (double)i - 0.2, var[i] = 0.5 + 0.3 * (double)i;
+    optim_tensor mt = optim_tensor_make(OPTIM_F64, m, 1, &n),
+                 vt = optim_tensor_make(OPTIM_F64, var, 1, &n);
+    if (c->op == 1)
+        return optim_batch_norm_inference(t, v[0], optim_tape_const(t, &mt),
+                                          optim_tape_const(t, &vt), v[1], v[2], c->axis, 1e-3);
+    return optim_batch_norm_inference(t, v[0], v[1], v[2], NULL, NULL, c->axis, 1e-3);
+}
 /* Dense's fused relu(x + bias) (internal): the gradients of x and the bias. */
 static optim_node *b_bias_relu(optim_tape *t, optim_node **v, const gcase *c)
 {
@@ -406,6 +422,28 @@ OPTIM_TEST(test_layer_norm)
                 .axis = -1,
                 .v = {V(1, -2, 2, 6), V(1, 0.5, 2, 6), V(1, -1, 1, 6)}};
     gradcheck(&r1, 0);
+}
+
+OPTIM_TEST(test_batch_norm)
+{
+    static const char *const names[3] = {"batch_norm", "batch_norm_inference",
+                                         "batch_norm_inference (mean, variance)"};
+    for (int op = 0; op < 3; op++) {
+        gcase c = {.name = names[op],
+                   .nv = 3,
+                   .build = b_batch_norm,
+                   .op = op,
+                   .axis = -1,
+                   .v = {V(2, -2, 2, 6, 5), V(1, 0.5, 1.5, 5), V(1, -1, 1, 5)}};
+        if (op == 2) c.v[2].lo = 0.2, c.v[2].hi = 1.5; /* a variance */
+        gradcheck(&c, 0);
+    }
+    gcase r3 = {.name = "batch_norm rank 3 (axis 2)",
+                .nv = 3,
+                .build = b_batch_norm,
+                .axis = 2,
+                .v = {V(3, -3, 1, 2, 3, 4), V(1, -1, 1, 4), V(1, -1, 1, 4)}};
+    gradcheck(&r3, 0);
 }
 
 OPTIM_TEST(test_sum_mean)

@@ -186,14 +186,42 @@ OPTIM_API int optim_layer_normalization_create(optim_layer **out,
                                                const optim_layer_normalization_options *opts,
                                                optim_error *err);
 
+/* keras.layers.BatchNormalization (Keras 3 keras/src/layers/normalization/
+ * batch_normalization.py) over the last axis of an input of rank >= 2.
+ * Training calls (fit): y = gamma (x - mean) / sqrt(var + epsilon) + beta
+ * with the batch mean and biased variance over all axes but the last
+ * (optim_batch_norm), then moving_mean = moving_mean momentum + mean (1 -
+ * momentum) and the same for moving_variance. Inference calls (training 0:
+ * evaluate, predict) use the moving statistics. Variables in Keras's order:
+ * "LAYER/gamma" (ones, when scale), "LAYER/beta" (zeros, when center),
+ * trainable; "LAYER/moving_mean" (zeros), "LAYER/moving_variance" (ones),
+ * not trainable; each of shape [last dim]. Under optim_model_distribute each
+ * replica normalizes with its own rows and the moving statistics are
+ * averaged over the replicas (weighted by their rows) after every step. */
+typedef struct optim_batch_normalization_options {
+    uint32_t size; /* sizeof(optim_batch_normalization_options) */
+    int32_t axis; /* axis=-1; the last axis only (rank - 1 is accepted too) */
+    double momentum; /* momentum=0.99; in [0, 1] */
+    double epsilon; /* epsilon=1e-3; finite, >= 0 */
+    int center; /* center=True (1): add beta */
+    int scale; /* scale=True (1): multiply by gamma */
+    const char *name; /* name=None (NULL): "batch_normalization", made unique in a model */
+} optim_batch_normalization_options;
+
+OPTIM_API optim_batch_normalization_options optim_batch_normalization_defaults(void);
+OPTIM_API int optim_batch_normalization_create(optim_layer **out,
+                                               const optim_batch_normalization_options *opts,
+                                               optim_error *err);
+
 /* Frees a layer that no model owns (a model frees its own). NULL: no-op. */
 OPTIM_API void optim_layer_destroy(optim_layer *l);
 OPTIM_API const char *optim_layer_name(const optim_layer *l);
 /* "Dense", "Embedding", "Flatten", "Dropout", "Activation",
- * "LayerNormalization". */
+ * "LayerNormalization", "BatchNormalization". */
 OPTIM_API const char *optim_layer_class_name(const optim_layer *l);
 OPTIM_API int optim_layer_built(const optim_layer *l);
-/* The layer's variables in Keras's order (kernel, bias); up to cap, returns
+/* The layer's variables in Keras's order (kernel, bias; gamma, beta,
+ * moving_mean, moving_variance); up to cap, returns
  * the count (0 before the layer is built). */
 OPTIM_API size_t optim_layer_variables(const optim_layer *l, optim_var **vars, size_t cap);
 /* Calls the layer on a tape, building it first if needed (input node of the

@@ -157,6 +157,27 @@ OPTIM_API optim_node *optim_log_softmax(optim_tape *t, optim_node *a);
  * equal values with epsilon 0 gives NaN (0 / 0), as IEEE. */
 OPTIM_API optim_node *optim_layer_norm(optim_tape *t, optim_node *x, optim_node *gamma,
                                        optim_node *beta, int32_t axis, double epsilon);
+/* keras.layers.BatchNormalization's computation over all axes but the last
+ * (axis must be -1 or rank - 1; rank >= 1), with the batch statistics (a
+ * training call): per last-axis index c, over the other axes, mean and
+ * variance (the mean of squared deviations, biased), y = gamma (x - mean) /
+ * sqrt(var + epsilon) + beta. gamma and beta are nodes of shape [n] (n = x's
+ * last dim) or NULL (scale / center off); epsilon finite and >= 0 (Keras's
+ * default 1e-3); x needs at least one row. The batch mean and variance go
+ * to batch_mean[n] / batch_var[n] (double, may be NULL) for a caller that
+ * keeps moving statistics; they are values, outside the gradient. One
+ * fused node differentiable in x, gamma and beta; statistics and results
+ * in double, rows summed in order, rounded once to the dtype, so the bits
+ * do not depend on the thread count. */
+OPTIM_API optim_node *optim_batch_norm(optim_tape *t, optim_node *x, optim_node *gamma,
+                                       optim_node *beta, int32_t axis, double epsilon,
+                                       double *batch_mean, double *batch_var);
+/* The same with given statistics (an inference call: the moving mean and
+ * variance), nodes of shape [n]: y = gamma (x - mean) / sqrt(variance +
+ * epsilon) + beta. Differentiable in x, mean, variance, gamma and beta. */
+OPTIM_API optim_node *optim_batch_norm_inference(optim_tape *t, optim_node *x, optim_node *mean,
+                                                 optim_node *variance, optim_node *gamma,
+                                                 optim_node *beta, int32_t axis, double epsilon);
 /* Per-example losses [batch] of logits [batch, classes] against integer
  * labels (0..classes-1, n == batch; copied), fused and numerically stable:
  * logsumexp(logits) - logits[label], as

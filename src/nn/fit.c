@@ -162,6 +162,7 @@ static int replica_batch(optim_model *m, optim_tape *t, optim_grad_var *grads, c
                  yt = gather(d->y, perm + lo, n, d->yrow, yb);
     accum mine = {0, 0, 0, 0, a->metric};
     int rc = run_batch(m, t, grads, &xt, &yt, 1, share, f, &mine, err);
+    if (!rc) rc = optim__replica_sync_stats(m, share, err);
     if (rc) return rc;
     double totals[4] = {mine.loss_total, mine.loss_count, mine.metric_total, mine.metric_count};
     if (share == 0) memset(totals, 0, sizeof totals); /* a borrowed row counts for nothing */

@@ -89,6 +89,12 @@ typedef struct optim__layer_norm {
     int center, scale;
 } optim__layer_norm;
 
+typedef struct optim__batch_norm {
+    int32_t axis;
+    double momentum, epsilon;
+    int center, scale;
+} optim__batch_norm;
+
 struct optim_layer {
     const optim__layer_ops *ops;
     char name[OPTIM__NN_NAME_MAX];
@@ -99,7 +105,7 @@ struct optim_layer {
     int64_t seed; /* as given, or OPTIM_SEED_AUTO */
     uint64_t eff_seed; /* the seed in use */
     uint64_t calls; /* training calls so far (Dropout masks) */
-    optim_var *vars[2];
+    optim_var *vars[4]; /* BatchNormalization has 4 */
     size_t nvars;
     optim_model *owner;
     char errmsg[OPTIM_ERRMSG_MAX];
@@ -108,6 +114,7 @@ struct optim_layer {
         optim__embedding emb;
         optim__dropout drop;
         optim__layer_norm lnorm;
+        optim__batch_norm bnorm;
         optim_activation act; /* Activation */
     } u;
 };
@@ -151,6 +158,11 @@ typedef struct optim__replicas {
  * the batch's first with share 0, so that it still takes part in the step. */
 void optim__replica_rows(const optim__replicas *r, int64_t start, int64_t bs, int64_t *lo,
                          int64_t *n, double *share);
+/* After a distributed training step: every non-trainable variable (the
+ * BatchNormalization moving statistics) becomes the share-weighted mean
+ * of the replicas' values, sum(share v) / sum(share), the same on every
+ * replica (a replica without rows, share 0, counts for nothing). */
+int optim__replica_sync_stats(optim_model *m, double share, optim_error *err);
 
 struct optim_model {
     char name[OPTIM__NN_NAME_MAX];
